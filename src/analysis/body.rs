@@ -1,0 +1,285 @@
+//! Facts about one function body: virtual built-ins read, calls, barriers, returns, macro uses,
+//! and constructs that make the kernel impossible to transform.
+
+use super::scan::MacroFacts;
+use super::uniformity::{is_loop, Uniformity};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::lang::{self, kinds, text};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use tree_sitter::Node;
+
+#[derive(Debug, Clone)]
+pub struct Call<'t> {
+    pub name: String,
+    pub node: Node<'t>,
+    pub args: Node<'t>,
+    pub arg_count: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct MacroUse<'t> {
+    pub name: String,
+    pub node: Node<'t>,
+    pub facts: MacroFacts,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct ReturnSite<'t> {
+    pub node: Node<'t>,
+    pub thread_dependent: bool,
+}
+
+impl ReturnSite<'_> {
+    pub fn range(&self) -> Range<usize> {
+        self.node.byte_range()
+    }
+}
+
+/// How a barrier is rewritten in a sync-aware kernel.
+#[derive(Debug, Clone, Copy)]
+pub enum BarrierRewrite<'t> {
+    /// `__syncthreads_count(p)`: replace the callee with `__cp.sync_count`.
+    Callee(Node<'t>),
+    /// `block.sync()`, `cg::sync(block)`: replace the whole call with `__cp.sync()`.
+    WholeCall(Node<'t>),
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct BarrierSite<'t> {
+    pub node: Node<'t>,
+    pub method: &'static str,
+    /// None: inside a macro, inline PTX or a helper; cannot be rewritten.
+    pub rewrite: Option<BarrierRewrite<'t>>,
+}
+
+impl BarrierSite<'_> {
+    pub fn range(&self) -> Range<usize> {
+        self.node.byte_range()
+    }
+    pub fn rewritable(&self) -> bool {
+        self.rewrite.is_some()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct BodyFacts<'t> {
+    /// `blockIdx`, `gridDim`: read directly or through a macro of this file.
+    pub virtual_reads: BTreeSet<&'static str>,
+    pub calls: Vec<Call<'t>>,
+    pub barriers: Vec<BarrierSite<'t>>,
+    pub returns: Vec<ReturnSite<'t>>,
+    /// Loops, to tell whether a barrier can run after a return.
+    pub loops: Vec<Range<usize>>,
+    pub macro_uses: Vec<MacroUse<'t>>,
+    pub refusals: Vec<Diagnostic>,
+}
+
+impl BodyFacts<'_> {
+    /// Whether `barrier` can execute after `ret` in some thread that did not return: it comes
+    /// later in the text, or a loop holds both.
+    pub fn reaches(&self, ret: &Range<usize>, barrier: &Range<usize>) -> bool {
+        barrier.start >= ret.end
+            || self.loops.iter().any(|l| l.contains(&ret.start) && l.contains(&barrier.start))
+    }
+}
+
+const BLOCK_GROUP_QUERIES: &[&str] = &["group_index", "block_index", "block_rank", "num_blocks", "dim_blocks"];
+
+pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFacts>) -> BodyFacts<'t> {
+    let k = kinds();
+    let uni = Uniformity::new(body, src, macros);
+    let mut f = BodyFacts {
+        virtual_reads: BTreeSet::new(),
+        calls: Vec::new(),
+        barriers: Vec::new(),
+        returns: Vec::new(),
+        loops: Vec::new(),
+        macro_uses: Vec::new(),
+        refusals: Vec::new(),
+    };
+    let block_vars = thread_block_variables(body, src);
+    // (node, inside a lambda)
+    let mut stack = vec![(body, false)];
+    while let Some((n, in_lambda)) = stack.pop() {
+        let id = n.kind_id();
+        if id == k.identifier || id == k.field_identifier || id == k.type_identifier {
+            let name = text(n, src);
+            if let Some((v, _)) = lang::VIRTUAL_BUILTINS.iter().find(|(v, _)| *v == name) {
+                if id == k.identifier {
+                    f.virtual_reads.insert(v);
+                }
+            }
+            if lang::GRID_SYNC.contains(&name) {
+                f.refusals.push(
+                    Diagnostic::new(Code::GridSync, "grid-wide synchronization: a persistent grid cannot honour it")
+                        .label(n.byte_range(), "grid group used here")
+                        .help("persistent blocks run tasks one after another; a grid barrier would wait for tasks that have not started"),
+                );
+            }
+            if lang::CLUSTER.contains(&name) {
+                f.refusals.push(
+                    Diagnostic::new(Code::Clusters, "thread-block clusters tie blocks to hardware placement")
+                        .label(n.byte_range(), "cluster used here"),
+                );
+            }
+            if lang::DEVICE_LAUNCH.contains(&name) {
+                f.refusals.push(
+                    Diagnostic::new(Code::DynamicParallelism, "dynamic parallelism: the kernel launches or waits for work from the device")
+                        .label(n.byte_range(), "device-side launch API"),
+                );
+            }
+            if id == k.field_identifier && BLOCK_GROUP_QUERIES.contains(&name) {
+                f.refusals.push(
+                    Diagnostic::new(Code::Unsupported, format!("cooperative-groups query `{name}` reads the hardware block index"))
+                        .label(n.byte_range(), "not rewritten")
+                        .help("use blockIdx/gridDim, which are rewritten"),
+                );
+            }
+            if id == k.identifier {
+                if let Some(m) = macros.get(name) {
+                    record_macro_use(&mut f, n, name, m, &uni);
+                }
+            }
+        } else if id == k.kernel_call_syntax {
+            f.refusals.push(
+                Diagnostic::new(Code::DynamicParallelism, "dynamic parallelism: a kernel launch inside device code")
+                    .label(n.parent().unwrap_or(n).byte_range(), "device-side launch"),
+            );
+        } else if id == k.gnu_asm_expression {
+            let t = text(n, src);
+            if let Some(h) = lang::ASM_HAZARDS.iter().find(|h| t.contains(*h)) {
+                f.refusals.push(
+                    Diagnostic::new(Code::InlineAsm, format!("inline PTX `{}` reads the block index, synchronizes or ends the thread", h.trim_end_matches(';')))
+                        .label(n.byte_range(), "inline PTX"),
+                );
+            }
+        } else if id == k.return_statement && !in_lambda {
+            f.returns.push(ReturnSite { node: n, thread_dependent: uni.controlled(n, None) });
+        } else if is_loop(n) {
+            f.loops.push(n.byte_range());
+        } else if id == k.call_expression {
+            record_call(&mut f, n, src, &block_vars);
+        }
+        let lambda = in_lambda || id == k.lambda_expression;
+        let mut c = n.walk();
+        for ch in n.children(&mut c) {
+            stack.push((ch, lambda));
+        }
+    }
+    f.returns.sort_by_key(|r| r.node.start_byte());
+    f.barriers.sort_by_key(|b| b.node.start_byte());
+    f
+}
+
+fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &MacroFacts, uni: &Uniformity) {
+    f.virtual_reads.extend(m.virtual_reads.iter().copied());
+    if m.barrier {
+        f.barriers.push(BarrierSite { node: n, method: "sync", rewrite: None });
+    }
+    if m.returns {
+        // We cannot see the condition inside the macro: assume the worst.
+        let _ = uni;
+        f.returns.push(ReturnSite { node: n, thread_dependent: true });
+    }
+    if m.grid_sync {
+        f.refusals.push(
+            Diagnostic::new(Code::GridSync, format!("macro `{name}` uses grid-wide synchronization"))
+                .label(n.byte_range(), "macro used here"),
+        );
+    }
+    if m.launches {
+        f.refusals.push(
+            Diagnostic::new(Code::DynamicParallelism, format!("macro `{name}` launches a kernel from device code"))
+                .label(n.byte_range(), "macro used here"),
+        );
+    }
+    f.macro_uses.push(MacroUse { name: name.to_string(), node: n, facts: m.clone() });
+}
+
+/// The callee's last name: `f`, `ns::f`, `f<T>`.
+pub fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
+    let k = kinds();
+    let mut n = callee;
+    loop {
+        if n.kind_id() == k.identifier {
+            return Some(n);
+        }
+        if n.kind_id() == k.qualified_identifier || n.kind_id() == k.template_function {
+            n = n.child_by_field_name("name")?;
+            continue;
+        }
+        return None;
+    }
+}
+
+fn record_call<'t>(f: &mut BodyFacts<'t>, call: Node<'t>, src: &str, block_vars: &BTreeSet<String>) {
+    let k = kinds();
+    let Some(callee) = call.child_by_field_name("function") else { return };
+    let Some(args) = call.child_by_field_name("arguments") else { return };
+    let mut c = args.walk();
+    let arg_count = args.named_children(&mut c).filter(|a| a.kind_id() != k.comment).count();
+    // `x.sync()` where x is this thread block; `this_thread_block().sync()`.
+    if callee.kind_id() == k.field_expression {
+        let field = callee.child_by_field_name("field").map(|x| text(x, src));
+        let object = callee.child_by_field_name("argument");
+        if field == Some("sync") && arg_count == 0 && object.is_some_and(|o| is_thread_block(o, src, block_vars)) {
+            f.barriers.push(BarrierSite { node: call, method: "sync", rewrite: Some(BarrierRewrite::WholeCall(call)) });
+        }
+        return;
+    }
+    let Some(name_node) = callee_name(callee) else { return };
+    let name = text(name_node, src);
+    if let Some((_, method)) = lang::BARRIER_FUNCTIONS.iter().find(|(b, _)| *b == name) {
+        f.barriers.push(BarrierSite { node: call, method, rewrite: Some(BarrierRewrite::Callee(callee)) });
+        return;
+    }
+    // `cg::sync(block)`
+    if name == "sync" && arg_count == 1 {
+        let arg = args.named_child(0);
+        if arg.is_some_and(|a| is_thread_block(a, src, block_vars)) {
+            f.barriers.push(BarrierSite { node: call, method: "sync", rewrite: Some(BarrierRewrite::WholeCall(call)) });
+            return;
+        }
+    }
+    f.calls.push(Call { name: name.to_string(), node: call, args, arg_count });
+}
+
+fn is_thread_block(n: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {
+    let k = kinds();
+    if n.kind_id() == k.identifier {
+        return block_vars.contains(text(n, src));
+    }
+    if n.kind_id() == k.call_expression {
+        let callee = n.child_by_field_name("function").and_then(callee_name);
+        return callee.is_some_and(|c| text(c, src) == "this_thread_block");
+    }
+    false
+}
+
+/// Locals that hold this thread block: `thread_block b = ...`, `auto b = this_thread_block()`.
+fn thread_block_variables(body: Node, src: &str) -> BTreeSet<String> {
+    let k = kinds();
+    let mut out = BTreeSet::new();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        if n.kind_id() == k.declaration {
+            let ty = n.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+            let is_block_type = ty.ends_with("thread_block") && !ty.contains("tile");
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                let from_call = d
+                    .child_by_field_name("value")
+                    .is_some_and(|v| text(v, src).contains("this_thread_block()") && !text(v, src).contains("tiled_partition"));
+                if is_block_type || (ty == "auto" && from_call) {
+                    if let Some(name) = lang::declarator_name(d) {
+                        out.insert(text(name, src).to_string());
+                    }
+                }
+            }
+        }
+        let mut c = n.walk();
+        stack.extend(n.children(&mut c));
+    }
+    out
+}

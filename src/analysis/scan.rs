@@ -1,0 +1,646 @@
+//! Finding the pieces of a translation unit: kernels, device helpers, their declarations, launch
+//! sites, macros and `#pragma cupreempt` lines.
+
+use crate::diagnostics::{Code, Diagnostic};
+use crate::lang::{self, kinds, text};
+use crate::parse;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use tree_sitter::Node;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Linkage<'t> {
+    pub node: Node<'t>,
+    /// `extern "C" { ... }` rather than `extern "C" <one declaration>`.
+    pub braced: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// The parameter's source text.
+    pub text: String,
+    /// The name, or a generated one for an unnamed parameter (then `text` does not contain it).
+    pub name: String,
+    pub named: bool,
+    /// `Ts... args`: forwarded as `args...`.
+    pub pack: bool,
+}
+
+impl Param {
+    /// The declaration with a name, for generated functions that must forward it.
+    pub fn declaration(&self) -> String {
+        if self.named {
+            self.text.clone()
+        } else {
+            format!("{} {}", self.text, self.name)
+        }
+    }
+    pub fn forward(&self) -> String {
+        if self.pack {
+            format!("{}...", self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TemplateParam {
+    /// How the parameter is passed on as an explicit template argument: `T`, `N`, `Ts...`.
+    pub arg: String,
+    pub pack: bool,
+    pub has_default: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Pragmas {
+    pub chunk: Option<u32>,
+    pub budget_us: Option<u32>,
+    pub skip: bool,
+}
+
+/// A function definition or declaration with CUDA execution-space qualifiers.
+#[derive(Debug, Clone)]
+pub struct FunctionSite<'t> {
+    pub name: String,
+    /// Enclosing namespaces, outermost first.
+    pub scope: Vec<String>,
+    /// The outermost node that belongs to this function: template or unbraced linkage included.
+    pub outer: Node<'t>,
+    /// The `function_definition` (or `declaration`) itself.
+    pub func: Node<'t>,
+    pub template: Option<Node<'t>>,
+    pub template_params: Vec<TemplateParam>,
+    pub linkage: Option<Linkage<'t>>,
+    pub global_kw: Option<Node<'t>>,
+    pub host: bool,
+    pub launch_bounds: Vec<Node<'t>>,
+    pub declarator: Node<'t>,
+    pub name_node: Node<'t>,
+    pub params: Node<'t>,
+    pub param_list: Vec<Param>,
+    pub body: Node<'t>,
+    pub pragmas: Pragmas,
+    /// Why this function's header cannot be rewritten (empty when it can).
+    pub problems: Vec<Diagnostic>,
+}
+
+impl FunctionSite<'_> {
+    pub fn is_template(&self) -> bool {
+        self.template.is_some()
+    }
+    /// `T, N, Ts...`
+    pub fn template_args(&self) -> String {
+        self.template_params.iter().map(|p| p.arg.as_str()).collect::<Vec<_>>().join(", ")
+    }
+    /// `a, b, args...`
+    pub fn forward_args(&self) -> String {
+        self.param_list.iter().map(Param::forward).collect::<Vec<_>>().join(", ")
+    }
+    /// Parameter declarations, every one named.
+    pub fn named_params(&self) -> String {
+        self.param_list.iter().map(Param::declaration).collect::<Vec<_>>().join(", ")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LaunchSite<'t> {
+    pub call: Node<'t>,
+    /// The callee's last name (`k` in `ns::k<float>`).
+    pub name: String,
+    /// Text before the name in the callee (`ns::`).
+    pub qualifier: String,
+    pub template_args: Option<Node<'t>>,
+    /// The 2 to 4 expressions between `<<<` and `>>>`.
+    pub config: Vec<Node<'t>>,
+    pub args: Node<'t>,
+    pub arg_count: usize,
+    pub in_device_code: bool,
+    pub in_error: bool,
+}
+
+/// What a macro of this file expands to, as far as tokens tell.
+#[derive(Debug, Clone, Default)]
+pub struct MacroFacts {
+    pub virtual_reads: Vec<&'static str>,
+    pub thread_varying: bool,
+    pub barrier: bool,
+    pub returns: bool,
+    pub grid_sync: bool,
+    pub launches: bool,
+    /// Identifiers followed by `(`.
+    pub calls: Vec<String>,
+}
+
+pub struct Found<'t> {
+    pub kernels: Vec<FunctionSite<'t>>,
+    pub helpers: Vec<FunctionSite<'t>>,
+    pub declarations: Vec<FunctionSite<'t>>,
+    pub launches: Vec<LaunchSite<'t>>,
+    pub macros: BTreeMap<String, MacroFacts>,
+    pub diagnostics: Vec<Diagnostic>,
+    pub include_at: usize,
+}
+
+pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
+    let errors = parse::error_ranges(root);
+    let mut s = Scanner {
+        src,
+        errors: &errors,
+        found: Found {
+            kernels: Vec::new(),
+            helpers: Vec::new(),
+            declarations: Vec::new(),
+            launches: Vec::new(),
+            macros: BTreeMap::new(),
+            diagnostics: Vec::new(),
+            include_at: 0,
+        },
+    };
+    s.found.include_at = include_position(root, src);
+    s.walk(root, &mut Vec::new(), false);
+    s.found.macros = close_macros(s.found.macros);
+    for r in &errors {
+        let inside_kernel = s.found.kernels.iter().any(|k| overlaps(&k.outer.byte_range(), r));
+        if !inside_kernel {
+            s.found.diagnostics.push(
+                Diagnostic::new(Code::ParseError, "syntax error: this region is left as it is")
+                    .label(r.clone(), "not understood here"),
+            );
+        }
+    }
+    s.found
+}
+
+fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
+    a.start < b.end && b.start < a.end
+}
+
+/// After the comments that open the file (licence headers stay first).
+fn include_position(root: Node, src: &str) -> usize {
+    let mut at = 0;
+    let mut c = root.walk();
+    for child in root.children(&mut c) {
+        if child.kind_id() != kinds().comment {
+            break;
+        }
+        at = src[child.end_byte()..].find('\n').map_or(src.len(), |i| child.end_byte() + i + 1);
+    }
+    at
+}
+
+struct Scanner<'t, 'e> {
+    src: &'t str,
+    errors: &'e [Range<usize>],
+    found: Found<'t>,
+}
+
+impl<'t> Scanner<'t, '_> {
+    fn walk(&mut self, node: Node<'t>, scope: &mut Vec<String>, in_device: bool) {
+        let k = kinds();
+        let id = node.kind_id();
+        if id == k.preproc_def || id == k.preproc_function_def {
+            self.record_macro(node);
+        }
+        if id == k.namespace_definition {
+            let name = node.child_by_field_name("name").map(|n| text(n, self.src).to_string()).unwrap_or_default();
+            scope.push(name);
+            if let Some(body) = node.child_by_field_name("body") {
+                self.walk(body, scope, in_device);
+            }
+            scope.pop();
+            return;
+        }
+        if id == k.function_definition || id == k.declaration {
+            let space = execution_space(node);
+            if let Some(site) = self.function_site(node, scope, space.clone()) {
+                let device = space.global || space.device;
+                if id == k.function_definition {
+                    if space.global {
+                        self.found.kernels.push(site);
+                    } else if space.device {
+                        self.found.helpers.push(site);
+                    }
+                } else if device {
+                    self.found.declarations.push(site);
+                }
+                if let Some(body) = node.child_by_field_name("body") {
+                    self.walk(body, scope, in_device || device);
+                }
+                return;
+            }
+            if let Some(body) = node.child_by_field_name("body") {
+                self.walk(body, scope, in_device || space.global || space.device);
+                return;
+            }
+        }
+        if id == k.call_expression && node.named_children(&mut node.walk()).any(|c| c.kind_id() == k.kernel_call_syntax) {
+            if let Some(l) = self.launch_site(node, in_device) {
+                self.found.launches.push(l);
+            }
+        }
+        let mut c = node.walk();
+        let children: Vec<Node<'t>> = node.children(&mut c).collect();
+        for child in children {
+            self.walk(child, scope, in_device);
+        }
+    }
+
+    fn function_site(&mut self, func: Node<'t>, scope: &[String], space: Space<'t>) -> Option<FunctionSite<'t>> {
+        let k = kinds();
+        if !(space.global || space.device) {
+            return None;
+        }
+        let declarator = find_function_declarator(func)?;
+        let name_node = declarator.child_by_field_name("declarator").and_then(lang::declarator_name)?;
+        let params = declarator.child_by_field_name("parameters")?;
+        let mut outer = func;
+        let mut template = None;
+        let mut linkage = None;
+        if let Some(p) = func.parent() {
+            if p.kind_id() == k.template_declaration {
+                template = Some(p);
+                outer = p;
+            } else if p.kind_id() == k.linkage_specification {
+                linkage = Some(Linkage { node: p, braced: false });
+                outer = p;
+            } else if p.kind_id() == k.declaration_list {
+                if let Some(l) = p.parent().filter(|l| l.kind_id() == k.linkage_specification) {
+                    linkage = Some(Linkage { node: l, braced: true });
+                }
+            }
+        }
+        let mut problems = Vec::new();
+        let name = text(name_node, self.src).to_string();
+        if func.has_error() {
+            let range = self.errors.iter().find(|r| overlaps(&func.byte_range(), r)).cloned().unwrap_or(func.byte_range());
+            problems.push(
+                Diagnostic::new(Code::ParseErrorInKernel, format!("`{name}` contains a syntax error; it is left as it is"))
+                    .label(range, "not understood here"),
+            );
+        }
+        if name_node.parent().is_some_and(|p| p.kind_id() == k.qualified_identifier) {
+            problems.push(
+                Diagnostic::new(Code::Unsupported, format!("`{name}` is defined with a qualified name (out of its namespace)"))
+                    .label(name_node.byte_range(), "qualified definition"),
+            );
+        }
+        let param_list = self.params(params, &mut problems);
+        let template_params = match template {
+            Some(t) => self.template_params(t),
+            None => Vec::new(),
+        };
+        let body = func.child_by_field_name("body").unwrap_or(func);
+        let pragmas = self.pragmas(outer);
+        Some(FunctionSite {
+            name,
+            scope: scope.to_vec(),
+            outer,
+            func,
+            template,
+            template_params,
+            linkage,
+            global_kw: space.global_kw,
+            host: space.host,
+            launch_bounds: space.launch_bounds,
+            declarator,
+            name_node,
+            params,
+            param_list,
+            body,
+            pragmas,
+            problems,
+        })
+    }
+
+    fn params(&self, list: Node<'t>, problems: &mut Vec<Diagnostic>) -> Vec<Param> {
+        let k = kinds();
+        let mut out = Vec::new();
+        let mut c = list.walk();
+        for (i, p) in list.named_children(&mut c).enumerate() {
+            if p.kind_id() == k.comment {
+                continue;
+            }
+            let ptext = text(p, self.src).to_string();
+            if ptext.trim() == "void" {
+                continue;
+            }
+            let pack = p.kind_id() == k.variadic_parameter_declaration;
+            if ptext.contains("__grid_constant__") {
+                problems.push(
+                    Diagnostic::new(Code::Unsupported, "`__grid_constant__` parameters are not supported yet")
+                        .label(p.byte_range(), "this parameter")
+                        .help("the shared body is a __device__ function, which cannot take __grid_constant__ parameters"),
+                );
+            }
+            let decl = p.child_by_field_name("declarator");
+            let name = decl.and_then(lang::declarator_name).map(|n| text(n, self.src).to_string());
+            match name {
+                Some(name) => out.push(Param { text: ptext, name, named: true, pack }),
+                None => {
+                    let abstract_shape = decl.is_some_and(|d| {
+                        let kind = d.kind();
+                        kind != "abstract_pointer_declarator" && kind != "abstract_reference_declarator"
+                    });
+                    if abstract_shape || pack {
+                        problems.push(
+                            Diagnostic::new(Code::Unsupported, "an unnamed parameter of this shape cannot be forwarded")
+                                .label(p.byte_range(), "give this parameter a name"),
+                        );
+                    }
+                    out.push(Param { text: ptext, name: format!("__cp_arg{i}"), named: false, pack });
+                }
+            }
+        }
+        out
+    }
+
+    fn template_params(&self, template: Node<'t>) -> Vec<TemplateParam> {
+        let k = kinds();
+        let Some(list) = template.child_by_field_name("parameters") else { return Vec::new() };
+        let mut out = Vec::new();
+        let mut c = list.walk();
+        for p in list.named_children(&mut c) {
+            let id = p.kind_id();
+            if id == k.comment {
+                continue;
+            }
+            let pack = id == k.variadic_type_parameter_declaration
+                || id == k.variadic_parameter_declaration
+                || text(p, self.src).contains("...");
+            let has_default = id == k.optional_type_parameter_declaration
+                || id == k.optional_parameter_declaration
+                || p.child_by_field_name("default_type").is_some()
+                || p.child_by_field_name("default_value").is_some();
+            let name = if id == k.type_parameter_declaration
+                || id == k.variadic_type_parameter_declaration
+                || id == k.optional_type_parameter_declaration
+                || id == k.template_template_parameter_declaration
+            {
+                let mut cc = p.walk();
+                let found = p
+                    .named_children(&mut cc)
+                    .filter(|n| n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
+                    .last();
+                found.or_else(|| p.child_by_field_name("name"))
+            } else {
+                p.child_by_field_name("declarator").and_then(lang::declarator_name)
+            };
+            let name = name.map(|n| text(n, self.src).to_string()).unwrap_or_default();
+            out.push(TemplateParam { arg: if pack { format!("{name}...") } else { name }, pack, has_default });
+        }
+        out
+    }
+
+    fn pragmas(&mut self, outer: Node<'t>) -> Pragmas {
+        let k = kinds();
+        let mut p = Pragmas::default();
+        let mut sib = outer.prev_sibling();
+        while let Some(s) = sib {
+            if s.kind_id() == k.comment {
+                sib = s.prev_sibling();
+                continue;
+            }
+            if s.kind_id() != k.preproc_call {
+                break;
+            }
+            let directive = s.child_by_field_name("directive").map(|d| text(d, self.src)).unwrap_or("");
+            let arg = s.child_by_field_name("argument").map(|a| text(a, self.src).trim()).unwrap_or("");
+            if directive != "#pragma" {
+                break;
+            }
+            if let Some(rest) = arg.strip_prefix("cupreempt") {
+                if let Err(why) = parse_pragma(rest.trim(), &mut p) {
+                    self.found.diagnostics.push(
+                        Diagnostic::new(Code::BadPragma, format!("`#pragma cupreempt {}` is not understood: {why}", rest.trim()))
+                            .label(s.byte_range(), "ignored")
+                            .help("known: `#pragma cupreempt chunk(N)`, `budget_us(N)`, `skip`"),
+                    );
+                }
+            }
+            sib = s.prev_sibling();
+        }
+        p
+    }
+
+    fn launch_site(&self, call: Node<'t>, in_device: bool) -> Option<LaunchSite<'t>> {
+        let k = kinds();
+        let callee = call.child_by_field_name("function")?;
+        let args = call.child_by_field_name("arguments")?;
+        let mut c = call.walk();
+        let syntax = call.named_children(&mut c).find(|n| n.kind_id() == k.kernel_call_syntax)?;
+        let mut cc = syntax.walk();
+        let config: Vec<Node> = syntax.named_children(&mut cc).filter(|n| n.kind_id() != k.comment).collect();
+        // Peel `ns::` qualifiers and template arguments down to the name.
+        let mut name_node = callee;
+        let mut template_args = None;
+        loop {
+            if name_node.kind_id() == k.qualified_identifier {
+                name_node = name_node.child_by_field_name("name")?;
+            } else if name_node.kind_id() == k.template_function {
+                template_args = name_node.child_by_field_name("arguments");
+                name_node = name_node.child_by_field_name("name")?;
+            } else {
+                break;
+            }
+        }
+        if name_node.kind_id() != k.identifier {
+            return None;
+        }
+        let mut ac = args.walk();
+        let arg_count = args.named_children(&mut ac).filter(|n| n.kind_id() != k.comment).count();
+        let in_error = self.errors.iter().any(|r| overlaps(&call.byte_range(), r));
+        Some(LaunchSite {
+            call,
+            name: text(name_node, self.src).to_string(),
+            qualifier: self.src[callee.start_byte()..name_node.start_byte()].to_string(),
+            template_args,
+            config,
+            args,
+            arg_count,
+            in_device_code: in_device,
+            in_error,
+        })
+    }
+
+    fn record_macro(&mut self, node: Node<'t>) {
+        let k = kinds();
+        let Some(name) = node.child_by_field_name("name") else { return };
+        let value = node.child_by_field_name("value").filter(|v| v.kind_id() == k.preproc_arg);
+        let body = value.map(|v| text(v, self.src)).unwrap_or("");
+        self.found.macros.insert(text(name, self.src).to_string(), macro_facts(body));
+    }
+}
+
+#[derive(Default, Clone)]
+struct Space<'t> {
+    global: bool,
+    device: bool,
+    host: bool,
+    global_kw: Option<Node<'t>>,
+    launch_bounds: Vec<Node<'t>>,
+}
+
+fn execution_space(func: Node) -> Space {
+    let k = kinds();
+    let mut s = Space::default();
+    let mut c = func.walk();
+    for ch in func.children(&mut c) {
+        match ch.kind() {
+            "__global__" => {
+                s.global = true;
+                s.global_kw = Some(ch);
+            }
+            "__device__" => s.device = true,
+            "__host__" => s.host = true,
+            _ if ch.kind_id() == k.launch_bounds => s.launch_bounds.push(ch),
+            _ => {}
+        }
+    }
+    s
+}
+
+fn find_function_declarator(func: Node) -> Option<Node> {
+    let k = kinds();
+    let mut d = func.child_by_field_name("declarator")?;
+    loop {
+        if d.kind_id() == k.function_declarator {
+            return Some(d);
+        }
+        if d.kind_id() == k.init_declarator {
+            return None;
+        }
+        d = d.child_by_field_name("declarator")?;
+    }
+}
+
+fn parse_pragma(s: &str, p: &mut Pragmas) -> Result<(), String> {
+    for item in s.split_whitespace() {
+        if item == "skip" {
+            p.skip = true;
+            continue;
+        }
+        let (key, val) = item
+            .strip_suffix(')')
+            .and_then(|i| i.split_once('('))
+            .ok_or_else(|| format!("expected `key(value)`, found `{item}`"))?;
+        let n: u32 = val.trim().parse().map_err(|_| format!("`{val}` is not a whole number"))?;
+        if n == 0 {
+            return Err(format!("`{key}` must be at least 1"));
+        }
+        match key {
+            "chunk" => p.chunk = Some(n),
+            "budget_us" => p.budget_us = Some(n),
+            _ => return Err(format!("unknown key `{key}`")),
+        }
+    }
+    Ok(())
+}
+
+fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
+    let bytes = s.as_bytes();
+    let mut i = 0;
+    std::iter::from_fn(move || {
+        while i < bytes.len() {
+            let b = bytes[i];
+            if b.is_ascii_alphabetic() || b == b'_' {
+                let start = i;
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                    i += 1;
+                }
+                return Some((start, &s[start..i]));
+            }
+            if b.is_ascii_digit() {
+                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.') {
+                    i += 1;
+                }
+                continue;
+            }
+            i += 1;
+        }
+        None
+    })
+}
+
+pub(crate) fn macro_facts(body: &str) -> MacroFacts {
+    let mut f = MacroFacts::default();
+    for (at, id) in identifiers(body) {
+        if let Some((name, _)) = lang::VIRTUAL_BUILTINS.iter().find(|(n, _)| *n == id) {
+            if !f.virtual_reads.contains(name) {
+                f.virtual_reads.push(name);
+            }
+        }
+        f.thread_varying |= lang::THREAD_VARYING.contains(&id);
+        f.barrier |= lang::BARRIER_FUNCTIONS.iter().any(|(n, _)| *n == id) || id == "this_thread_block";
+        f.returns |= id == "return";
+        f.grid_sync |= lang::GRID_SYNC.contains(&id);
+        let rest = body[at + id.len()..].trim_start();
+        if rest.starts_with('(') && !f.calls.iter().any(|c| c == id) {
+            f.calls.push(id.to_string());
+        }
+    }
+    f.barrier |= body.contains(".sync()") && body.contains("thread_block");
+    f.launches = body.contains("<<<");
+    f
+}
+
+/// A macro that uses another macro inherits its facts.
+fn close_macros(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFacts> {
+    loop {
+        let snapshot = m.clone();
+        let mut changed = false;
+        for f in m.values_mut() {
+            for callee in f.calls.clone() {
+                let Some(g) = snapshot.get(&callee) else { continue };
+                let before = (f.virtual_reads.len(), f.thread_varying, f.barrier, f.returns, f.grid_sync, f.launches, f.calls.len());
+                for v in &g.virtual_reads {
+                    if !f.virtual_reads.contains(v) {
+                        f.virtual_reads.push(v);
+                    }
+                }
+                f.thread_varying |= g.thread_varying;
+                f.barrier |= g.barrier;
+                f.returns |= g.returns;
+                f.grid_sync |= g.grid_sync;
+                f.launches |= g.launches;
+                for c in &g.calls {
+                    if !f.calls.contains(c) {
+                        f.calls.push(c.clone());
+                    }
+                }
+                let after = (f.virtual_reads.len(), f.thread_varying, f.barrier, f.returns, f.grid_sync, f.launches, f.calls.len());
+                changed |= before != after;
+            }
+        }
+        if !changed {
+            return m;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pragma_keys() {
+        let mut p = Pragmas::default();
+        parse_pragma("chunk(8) budget_us(50)", &mut p).unwrap();
+        assert_eq!((p.chunk, p.budget_us, p.skip), (Some(8), Some(50), false));
+        assert!(parse_pragma("chunk(0)", &mut p).is_err());
+        assert!(parse_pragma("chunky(3)", &mut p).is_err());
+        assert!(parse_pragma("chunk", &mut p).is_err());
+        parse_pragma("skip", &mut p).unwrap();
+        assert!(p.skip);
+    }
+
+    #[test]
+    fn macro_tokens() {
+        let f = macro_facts("(blockIdx.x * blockDim.x + threadIdx.x)");
+        assert_eq!(f.virtual_reads, vec!["blockIdx"]);
+        assert!(f.thread_varying && !f.barrier && !f.returns);
+        let g = macro_facts("do { if (x) return; __syncthreads(); } while (0)");
+        assert!(g.barrier && g.returns);
+        assert!(g.calls.contains(&"__syncthreads".to_string()));
+    }
+}

@@ -1,0 +1,91 @@
+//! `cupreempt check`
+
+use super::{files, stderr_color, SelectArgs};
+use clap::{Args, ValueEnum};
+use cupreempt::diagnostics::{render, Diagnostic};
+use cupreempt::KernelReport;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(ValueEnum, Clone, Copy, Debug, Default)]
+enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+    #[command(flatten)]
+    select: SelectArgs,
+}
+
+#[derive(Serialize)]
+struct FileReport {
+    file: String,
+    kernels: Vec<KernelReport>,
+    diagnostics: Vec<JsonDiagnostic>,
+}
+
+/// A diagnostic with line/column positions added for tools.
+#[derive(Serialize)]
+struct JsonDiagnostic {
+    #[serde(flatten)]
+    diagnostic: Diagnostic,
+    line: usize,
+    column: usize,
+}
+
+pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
+    let opts = a.select.options()?;
+    let mut refused = false;
+    let mut reports = Vec::new();
+    for (path, _) in files::inputs(&a.inputs)? {
+        let src = files::read(&path)?;
+        let name = path.display().to_string();
+        let t = cupreempt::transform(&src, &name, &opts)?;
+        refused |= t.diagnostics.iter().any(|d| d.is_refusal());
+        match a.format {
+            Format::Text => {
+                for k in &t.kernels {
+                    let outcome = if k.transformed {
+                        let mode = k.mode.map(|m| serde_json::to_value(m).ok()).flatten();
+                        format!("transformable ({})", mode.as_ref().and_then(|v| v.as_str()).unwrap_or("plain"))
+                    } else {
+                        let why: Vec<String> = t
+                            .diagnostics
+                            .iter()
+                            .filter(|d| d.kernel.as_deref() == Some(k.name.as_str()) && k.codes.contains(&d.code.id()))
+                            .map(|d| format!("{} {}", d.code.id(), d.message))
+                            .collect();
+                        format!("left as it is: {}", why.join("; "))
+                    };
+                    println!("{name}:{}: {}: {outcome}", k.line, k.name);
+                }
+                eprint!("{}", render(&t.diagnostics, &name, &src, stderr_color()));
+            }
+            Format::Json => {
+                let diagnostics = t
+                    .diagnostics
+                    .iter()
+                    .map(|d| {
+                        let at = d.labels.first().map_or(0, |l| l.start);
+                        let line = src[..at].matches('\n').count() + 1;
+                        let column = at - src[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
+                        JsonDiagnostic { diagnostic: d.clone(), line, column }
+                    })
+                    .collect();
+                reports.push(FileReport { file: name, kernels: t.kernels, diagnostics });
+            }
+        }
+    }
+    if let Format::Json = a.format {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    Ok(if refused { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}

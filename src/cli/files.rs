@@ -1,0 +1,58 @@
+//! Finding input files and writing output safely.
+
+use anyhow::Context;
+use std::path::{Path, PathBuf};
+
+pub const EXTENSIONS: &[&str] = &["cu", "cuh"];
+
+/// Input files: each file as given, each folder walked for .cu/.cuh files (sorted).
+/// Returns (path, root it was found under).
+pub fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    let mut out = Vec::new();
+    for p in paths {
+        let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
+        if meta.is_dir() {
+            let mut found: Vec<PathBuf> = walkdir::WalkDir::new(p)
+                .into_iter()
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_file())
+                .map(|e| e.into_path())
+                .filter(|f| f.extension().and_then(|x| x.to_str()).is_some_and(|x| EXTENSIONS.contains(&x)))
+                .collect();
+            found.sort();
+            out.extend(found.into_iter().map(|f| (f, p.clone())));
+        } else {
+            let root = p.parent().map(Path::to_path_buf).unwrap_or_default();
+            out.push((p.clone(), root));
+        }
+    }
+    Ok(out)
+}
+
+pub fn read(path: &Path) -> anyhow::Result<String> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+}
+
+/// Writes through a temporary file in the same folder, so that a reader never sees half a file.
+pub fn write_atomically(path: &Path, content: &str) -> anyhow::Result<()> {
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let tmp = dir.join(format!(".{name}.cupreempt-tmp"));
+    std::fs::write(&tmp, content).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
+    Ok(())
+}
+
+/// `FILE.orig`, or `FILE.orig.N` if that exists: an earlier backup is never overwritten.
+pub fn backup_path(path: &Path) -> PathBuf {
+    let base = format!("{}.orig", path.display());
+    let mut candidate = PathBuf::from(&base);
+    let mut n = 1;
+    while candidate.exists() {
+        candidate = PathBuf::from(format!("{base}.{n}"));
+        n += 1;
+    }
+    candidate
+}

@@ -1,0 +1,130 @@
+//! Argument parsing and the commands. Library code does the work; this only reads, writes and
+//! prints.
+
+mod check;
+mod diffcmd;
+mod files;
+mod transformcmd;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use cupreempt::Options;
+use regex::Regex;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser, Debug)]
+#[command(name = "cupreempt", version, about = "Makes CUDA kernels preemptible: rewrites them into persistent-thread form")]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Rewrite kernels and their launch sites.
+    Transform(transformcmd::TransformArgs),
+    /// Show what `transform` would change.
+    Diff(diffcmd::DiffArgs),
+    /// Report, per kernel, whether it can be transformed and why not (exit 1 if any is refused).
+    Check(check::CheckArgs),
+    /// Write the headers that transformed files include (cupreempt.cuh and cupreempt/).
+    Headers {
+        /// Folder to write them into.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+/// Options shared by the commands that transform.
+#[derive(Args, Debug, Clone)]
+pub struct SelectArgs {
+    /// Transform only kernels whose name matches this regex (repeatable).
+    #[arg(long = "select", value_name = "REGEX")]
+    select: Vec<Regex>,
+    /// Never transform kernels whose name matches this regex (repeatable).
+    #[arg(long, value_name = "REGEX")]
+    exclude: Vec<Regex>,
+    /// Tasks per control-word check: `N` for every kernel or `NAME=N` for one (repeatable).
+    /// Default: sized at run time from measured task time.
+    #[arg(long, value_name = "N|NAME=N")]
+    chunk: Vec<String>,
+    /// Adaptive chunks: microseconds of work between two checks (default 20).
+    #[arg(long, value_name = "US")]
+    budget_us: Option<u32>,
+    /// Emit #line directives so that compiler errors point into the original file.
+    #[arg(long)]
+    line_directives: bool,
+}
+
+impl SelectArgs {
+    fn options(&self) -> anyhow::Result<Options> {
+        let mut o = Options {
+            select: self.select.clone(),
+            exclude: self.exclude.clone(),
+            budget_us: self.budget_us,
+            line_directives: self.line_directives,
+            ..Options::default()
+        };
+        for c in &self.chunk {
+            match c.split_once('=') {
+                Some((name, n)) => {
+                    o.chunk_per_kernel.insert(name.to_string(), parse_chunk(n)?);
+                }
+                None => o.chunk = Some(parse_chunk(c)?),
+            }
+        }
+        if self.budget_us == Some(0) {
+            anyhow::bail!("--budget-us must be at least 1");
+        }
+        Ok(o)
+    }
+}
+
+fn parse_chunk(s: &str) -> anyhow::Result<u32> {
+    match s.trim().parse::<u32>() {
+        Ok(n) if n >= 1 => Ok(n),
+        _ => anyhow::bail!("--chunk takes a whole number of tasks ≥ 1, or NAME=N; got `{s}`"),
+    }
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug, Default)]
+pub enum ColorChoice {
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    fn stdout(self) -> bool {
+        match self {
+            ColorChoice::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+        }
+    }
+}
+
+fn stderr_color() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+}
+
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Transform(a) => transformcmd::run(a),
+        Command::Diff(a) => diffcmd::run(a),
+        Command::Check(a) => check::run(a),
+        Command::Headers { out } => {
+            for (rel, content) in cupreempt::SUPPORT_FILES {
+                let path = out.join(rel);
+                if let Some(dir) = path.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                std::fs::write(&path, content)?;
+                println!("{}", path.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

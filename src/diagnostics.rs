@@ -1,0 +1,263 @@
+//! Diagnostics with stable codes. Every code is documented in docs/diagnostics.md; a test keeps
+//! the two in step.
+
+use miette::{Diagnostic as MietteDiagnostic, LabeledSpan, NamedSource, Severity};
+use serde::Serialize;
+use std::fmt;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum Code {
+    /// CP001: the kernel contains a syntax error.
+    ParseErrorInKernel,
+    /// CP002: grid-wide synchronization.
+    GridSync,
+    /// CP003: dynamic parallelism (a launch from device code).
+    DynamicParallelism,
+    /// CP004: a thread-dependent return reaches a barrier we cannot rewrite.
+    BarrierHazard,
+    /// CP005: thread-block clusters.
+    Clusters,
+    /// CP006: inline PTX that reads the block index, synchronizes or exits.
+    InlineAsm,
+    /// CP007: a kernel construct this version does not handle.
+    Unsupported,
+    /// CP008: a helper reads blockIdx/gridDim or synchronizes in a way we cannot rewrite.
+    Helper,
+    /// CP009: the input is the output of an earlier run.
+    AlreadyTransformed,
+    /// CP010: the kernel was not selected (pragma or command line).
+    NotSelected,
+    /// CP100: a syntax error outside any kernel; that region is left as it is.
+    ParseError,
+    /// CP101: a launch site that is left unchanged.
+    LaunchLeft,
+    /// CP200: a thread-dependent return reaches a barrier; rewritten into the sync-aware form.
+    SyncAwareRewrite,
+    /// CP201: a `#pragma cupreempt` that is not understood.
+    BadPragma,
+}
+
+impl Code {
+    pub const ALL: [Code; 14] = [
+        Code::AlreadyTransformed,
+        Code::ParseErrorInKernel,
+        Code::GridSync,
+        Code::DynamicParallelism,
+        Code::BarrierHazard,
+        Code::Clusters,
+        Code::InlineAsm,
+        Code::Unsupported,
+        Code::Helper,
+        Code::NotSelected,
+        Code::ParseError,
+        Code::LaunchLeft,
+        Code::SyncAwareRewrite,
+        Code::BadPragma,
+    ];
+
+    pub fn id(self) -> &'static str {
+        match self {
+            Code::ParseErrorInKernel => "CP001",
+            Code::GridSync => "CP002",
+            Code::DynamicParallelism => "CP003",
+            Code::BarrierHazard => "CP004",
+            Code::Clusters => "CP005",
+            Code::InlineAsm => "CP006",
+            Code::Unsupported => "CP007",
+            Code::Helper => "CP008",
+            Code::AlreadyTransformed => "CP009",
+            Code::NotSelected => "CP010",
+            Code::ParseError => "CP100",
+            Code::LaunchLeft => "CP101",
+            Code::SyncAwareRewrite => "CP200",
+            Code::BadPragma => "CP201",
+        }
+    }
+
+    /// Refusals leave a kernel untouched; everything else is informational.
+    pub fn severity(self) -> Level {
+        match self {
+            Code::NotSelected | Code::SyncAwareRewrite => Level::Note,
+            Code::ParseError | Code::LaunchLeft | Code::BadPragma => Level::Warning,
+            _ => Level::Error,
+        }
+    }
+}
+
+impl Serialize for Level {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(match self {
+            Level::Error => "error",
+            Level::Warning => "warning",
+            Level::Note => "note",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Note,
+    Warning,
+    Error,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Label {
+    pub start: usize,
+    pub end: usize,
+    pub message: String,
+}
+
+/// One finding about one place in one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostic {
+    #[serde(serialize_with = "code_id")]
+    pub code: Code,
+    pub severity: Level,
+    pub message: String,
+    /// The kernel concerned, if any.
+    pub kernel: Option<String>,
+    pub labels: Vec<Label>,
+    pub help: Option<String>,
+}
+
+fn code_id<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(c.id())
+}
+
+impl Diagnostic {
+    pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code,
+            severity: code.severity(),
+            message: message.into(),
+            kernel: None,
+            labels: Vec::new(),
+            help: None,
+        }
+    }
+    pub fn kernel(mut self, name: &str) -> Self {
+        self.kernel = Some(name.to_string());
+        self
+    }
+    pub fn label(mut self, range: std::ops::Range<usize>, message: impl Into<String>) -> Self {
+        self.labels.push(Label { start: range.start, end: range.end, message: message.into() });
+        self
+    }
+    pub fn help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+    pub fn is_refusal(&self) -> bool {
+        self.severity == Level::Error
+    }
+
+    /// A miette report of this diagnostic over its source file.
+    pub fn report(&self, file_name: &str, src: Arc<String>) -> Rendered {
+        Rendered {
+            diag: self.clone(),
+            source: NamedSource::new(file_name, src).with_language("cpp"),
+        }
+    }
+}
+
+/// A diagnostic bound to its source, renderable by miette.
+#[derive(Debug)]
+pub struct Rendered {
+    diag: Diagnostic,
+    source: NamedSource<Arc<String>>,
+}
+
+impl fmt::Display for Rendered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.diag.message)
+    }
+}
+
+impl std::error::Error for Rendered {}
+
+impl MietteDiagnostic for Rendered {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.diag.code.id()))
+    }
+    fn severity(&self) -> Option<Severity> {
+        Some(match self.diag.severity {
+            Level::Error => Severity::Error,
+            Level::Warning => Severity::Warning,
+            Level::Note => Severity::Advice,
+        })
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.diag.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+    fn url<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(format!("docs/diagnostics.md#{}", self.diag.code.id().to_lowercase())))
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.source)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        if self.diag.labels.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.diag.labels.iter().enumerate().map(|(i, l)| {
+            let span = (l.start, l.end.saturating_sub(l.start));
+            if i == 0 {
+                LabeledSpan::new_primary_with_span(Some(l.message.clone()), span)
+            } else {
+                LabeledSpan::new_with_span(Some(l.message.clone()), span)
+            }
+        })))
+    }
+}
+
+/// Renders diagnostics as text (no colours), e.g. for snapshots and logs.
+pub fn render_plain(diags: &[Diagnostic], file_name: &str, src: &str) -> String {
+    let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+        .with_width(100)
+        .with_links(false);
+    let src = Arc::new(src.to_string());
+    let mut out = String::new();
+    for d in diags {
+        let r = d.report(file_name, src.clone());
+        let _ = handler.render_report(&mut out, &r);
+    }
+    out
+}
+
+/// Renders diagnostics for a terminal (colours when `color`).
+pub fn render(diags: &[Diagnostic], file_name: &str, src: &str, color: bool) -> String {
+    if !color {
+        return render_plain(diags, file_name, src);
+    }
+    let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode())
+        .with_links(false);
+    let src = Arc::new(src.to_string());
+    let mut out = String::new();
+    for d in diags {
+        let _ = handler.render_report(&mut out, &d.report(file_name, src.clone()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_documented() {
+        let doc = include_str!("../docs/diagnostics.md");
+        for c in Code::ALL {
+            assert!(doc.contains(&format!("## {}", c.id())), "{} missing from docs/diagnostics.md", c.id());
+        }
+    }
+
+    #[test]
+    fn codes_are_unique() {
+        let mut ids: Vec<_> = Code::ALL.iter().map(|c| c.id()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), Code::ALL.len());
+    }
+}

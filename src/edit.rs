@@ -1,0 +1,130 @@
+//! Emitting: a change is a byte range of the original plus replacement text. Edits are collected
+//! first, sorted, checked for overlaps and applied once. Emitting never decides anything.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edit {
+    pub start: usize,
+    pub end: usize,
+    pub text: String,
+}
+
+impl Edit {
+    pub fn replace(range: std::ops::Range<usize>, text: impl Into<String>) -> Edit {
+        Edit { start: range.start, end: range.end, text: text.into() }
+    }
+    pub fn insert(at: usize, text: impl Into<String>) -> Edit {
+        Edit { start: at, end: at, text: text.into() }
+    }
+    pub fn delete(range: std::ops::Range<usize>) -> Edit {
+        Edit::replace(range, "")
+    }
+}
+
+/// Two edits touch the same bytes: a bug in the rewriter, never the user's fault.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OverlapError {
+    pub first: (usize, usize),
+    pub second: (usize, usize),
+}
+
+impl fmt::Display for OverlapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "internal error: overlapping edits {}..{} and {}..{}",
+            self.first.0, self.first.1, self.second.0, self.second.1
+        )
+    }
+}
+
+impl std::error::Error for OverlapError {}
+
+/// Where `#line` directives should point, when asked for.
+pub struct LineMap<'a> {
+    pub file_name: &'a str,
+}
+
+/// Applies `edits` to `src`. Insertions at the same offset keep their order of collection.
+/// With `lines`, generated text that ends a line is followed by a `#line` directive, so that
+/// compiler messages and debuggers point into the original file.
+pub fn apply(src: &str, mut edits: Vec<Edit>, lines: Option<&LineMap>) -> Result<String, OverlapError> {
+    // Stable sort: same-offset insertions stay in collection order.
+    edits.sort_by_key(|e| (e.start, e.end));
+    for w in edits.windows(2) {
+        let (a, b) = (&w[0], &w[1]);
+        let overlap = b.start < a.end || (a.start == b.start && a.end > a.start && b.end > b.start);
+        if overlap {
+            return Err(OverlapError { first: (a.start, a.end), second: (b.start, b.end) });
+        }
+    }
+    let extra: usize = edits.iter().map(|e| e.text.len()).sum();
+    let mut out = String::with_capacity(src.len() + extra);
+    let mut pos = 0;
+    for e in &edits {
+        out.push_str(&src[pos..e.start]);
+        out.push_str(&e.text);
+        pos = e.end;
+        if let Some(map) = lines {
+            // Only after multi-line generated text that leaves us at the start of a line.
+            if e.text.contains('\n') && (out.ends_with('\n') || src[pos..].starts_with('\n')) {
+                let resume = if out.ends_with('\n') { pos } else { pos + 1 };
+                let line = src[..resume].matches('\n').count() + 1;
+                if !out.ends_with('\n') {
+                    out.push('\n');
+                    pos += 1;
+                }
+                out.push_str(&format!("#line {line} \"{}\"\n", map.file_name.replace('\\', "/")));
+            }
+        }
+    }
+    out.push_str(&src[pos..]);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn applies_in_order_and_keeps_untouched_text() {
+        let src = "abc def ghi";
+        let out = apply(
+            src,
+            vec![Edit::replace(4..7, "DEF"), Edit::insert(0, ">"), Edit::delete(8..11)],
+            None,
+        )
+        .unwrap();
+        assert_eq!(out, ">abc DEF ");
+    }
+
+    #[test]
+    fn same_offset_insertions_keep_collection_order() {
+        let out = apply("x", vec![Edit::insert(0, "1"), Edit::insert(0, "2")], None).unwrap();
+        assert_eq!(out, "12x");
+    }
+
+    #[test]
+    fn overlapping_edits_are_rejected() {
+        let err = apply("abcdef", vec![Edit::replace(0..3, "x"), Edit::replace(2..4, "y")], None)
+            .unwrap_err();
+        assert_eq!(err.first, (0, 3));
+        assert_eq!(err.second, (2, 4));
+        assert!(apply("abc", vec![Edit::replace(0..2, "x"), Edit::replace(0..1, "y")], None).is_err());
+    }
+
+    #[test]
+    fn insertion_at_the_end_of_a_replacement_is_not_an_overlap() {
+        let out = apply("abc", vec![Edit::replace(0..2, "X"), Edit::insert(2, "+")], None).unwrap();
+        assert_eq!(out, "X+c");
+    }
+
+    #[test]
+    fn line_directives_follow_generated_lines() {
+        let src = "a\nb\nc\n";
+        let out = apply(src, vec![Edit::insert(2, "gen1\ngen2\n")], Some(&LineMap { file_name: "f.cu" }))
+            .unwrap();
+        assert_eq!(out, "a\ngen1\ngen2\n#line 2 \"f.cu\"\nb\nc\n");
+    }
+}

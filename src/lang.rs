@@ -1,0 +1,189 @@
+//! Facts about CUDA and about the tree-sitter-cuda grammar, kept apart from the analysis that
+//! uses them. Node kinds are resolved to numeric ids once; a test checks that none is unknown,
+//! so a grammar upgrade that renames a kind fails loudly instead of silently matching nothing.
+
+use std::sync::OnceLock;
+use tree_sitter::{Language, Node};
+
+pub fn language() -> Language {
+    tree_sitter_cuda::LANGUAGE.into()
+}
+
+macro_rules! kinds {
+    ($($field:ident = $name:literal),* $(,)?) => {
+        /// Numeric ids of the named node kinds the analysis looks at.
+        #[derive(Debug)]
+        pub struct Kinds { $(pub $field: u16,)* }
+
+        impl Kinds {
+            fn resolve(lang: &Language) -> Result<Kinds, &'static str> {
+                Ok(Kinds { $($field: {
+                    let id = lang.id_for_node_kind($name, true);
+                    if id == 0 { return Err($name); }
+                    id
+                },)* })
+            }
+        }
+    };
+}
+
+kinds! {
+    translation_unit = "translation_unit",
+    function_definition = "function_definition",
+    declaration = "declaration",
+    template_declaration = "template_declaration",
+    linkage_specification = "linkage_specification",
+    declaration_list = "declaration_list",
+    namespace_definition = "namespace_definition",
+    function_declarator = "function_declarator",
+    parameter_list = "parameter_list",
+    parameter_declaration = "parameter_declaration",
+    optional_parameter_declaration = "optional_parameter_declaration",
+    variadic_parameter_declaration = "variadic_parameter_declaration",
+    type_parameter_declaration = "type_parameter_declaration",
+    optional_type_parameter_declaration = "optional_type_parameter_declaration",
+    variadic_type_parameter_declaration = "variadic_type_parameter_declaration",
+    template_template_parameter_declaration = "template_template_parameter_declaration",
+    template_parameter_list = "template_parameter_list",
+    template_function = "template_function",
+    template_argument_list = "template_argument_list",
+    qualified_identifier = "qualified_identifier",
+    identifier = "identifier",
+    field_identifier = "field_identifier",
+    type_identifier = "type_identifier",
+    primitive_type = "primitive_type",
+    compound_statement = "compound_statement",
+    return_statement = "return_statement",
+    if_statement = "if_statement",
+    for_statement = "for_statement",
+    for_range_loop = "for_range_loop",
+    while_statement = "while_statement",
+    do_statement = "do_statement",
+    switch_statement = "switch_statement",
+    case_statement = "case_statement",
+    conditional_expression = "conditional_expression",
+    condition_clause = "condition_clause",
+    call_expression = "call_expression",
+    argument_list = "argument_list",
+    field_expression = "field_expression",
+    kernel_call_syntax = "kernel_call_syntax",
+    launch_bounds = "launch_bounds",
+    lambda_expression = "lambda_expression",
+    init_declarator = "init_declarator",
+    assignment_expression = "assignment_expression",
+    update_expression = "update_expression",
+    subscript_expression = "subscript_expression",
+    pointer_expression = "pointer_expression",
+    gnu_asm_expression = "gnu_asm_expression",
+    string_literal = "string_literal",
+    preproc_call = "preproc_call",
+    preproc_def = "preproc_def",
+    preproc_function_def = "preproc_function_def",
+    preproc_arg = "preproc_arg",
+    comment = "comment",
+    type_qualifier = "type_qualifier",
+    storage_class_specifier = "storage_class_specifier",
+    attribute_specifier = "attribute_specifier",
+    pointer_declarator = "pointer_declarator",
+    reference_declarator = "reference_declarator",
+    array_declarator = "array_declarator",
+    parenthesized_declarator = "parenthesized_declarator",
+}
+
+/// The resolved kinds. Panics only if the compiled-in grammar lacks a kind, which the unit test
+/// below catches before any release.
+pub fn kinds() -> &'static Kinds {
+    static KINDS: OnceLock<Kinds> = OnceLock::new();
+    KINDS.get_or_init(|| {
+        Kinds::resolve(&language())
+            .unwrap_or_else(|k| panic!("tree-sitter-cuda has no node kind `{k}`"))
+    })
+}
+
+/// Built-in variables whose value differs between an original block and a persistent block.
+pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDim", "dim3")];
+
+/// Built-ins whose value differs between threads of one block.
+pub const THREAD_VARYING: &[&str] = &["threadIdx", "__lane_id", "laneId"];
+
+/// Block-wide barriers, by the function that performs them, and the context method that
+/// replaces each in sync-aware kernels.
+pub const BARRIER_FUNCTIONS: &[(&str, &str)] = &[
+    ("__syncthreads", "sync"),
+    ("__syncthreads_count", "sync_count"),
+    ("__syncthreads_and", "sync_and"),
+    ("__syncthreads_or", "sync_or"),
+];
+
+/// Identifiers whose presence means grid-wide synchronization (refused).
+pub const GRID_SYNC: &[&str] = &["this_grid", "grid_group", "this_multi_grid", "multi_grid_group"];
+
+/// Identifiers of thread-block clusters (refused: clusters pin blocks to hardware placement).
+pub const CLUSTER: &[&str] = &["this_cluster", "cluster_group", "cluster_dims", "__cluster_dims__"];
+
+/// Device-side launch APIs (dynamic parallelism, refused).
+pub const DEVICE_LAUNCH: &[&str] = &[
+    "cudaLaunchDevice",
+    "cudaGetParameterBuffer",
+    "cudaGetParameterBufferV2",
+    "cudaLaunchKernel",
+    "cudaDeviceSynchronize",
+];
+
+/// Inline PTX that reads the hardware block index, synchronizes the block or ends the thread.
+pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "bar.", "barrier.", "exit", "ret;"];
+
+/// Pure functions whose result is uniform when their arguments are.
+pub const UNIFORM_FUNCTIONS: &[&str] = &["min", "max", "dim3", "make_uint3", "make_int3", "abs"];
+
+pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
+    &src[node.byte_range()]
+}
+
+/// The first descendant identifier of a declarator: the declared name.
+pub fn declarator_name(node: Node) -> Option<Node> {
+    let k = kinds();
+    let mut n = node;
+    loop {
+        if n.kind_id() == k.identifier
+            || n.kind_id() == k.field_identifier
+            || n.kind_id() == k.type_identifier
+            || n.kind() == "operator_name"
+            || n.kind() == "destructor_name"
+        {
+            return Some(n);
+        }
+        if n.kind_id() == k.qualified_identifier {
+            n = n.child_by_field_name("name")?;
+            continue;
+        }
+        n = match n.child_by_field_name("declarator") {
+            Some(d) => d,
+            None => {
+                let mut c = n.walk();
+                let next = n.named_children(&mut c).find(|ch| {
+                    ch.kind_id() != k.type_qualifier && ch.kind_id() != k.attribute_specifier
+                });
+                next?
+            }
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_node_kind_is_known_to_the_grammar() {
+        Kinds::resolve(&language()).expect("unknown node kind");
+    }
+
+    #[test]
+    fn anonymous_cuda_keywords_exist() {
+        let lang = language();
+        for kw in ["__global__", "__device__", "__host__", "__shared__", "__launch_bounds__"] {
+            assert_ne!(lang.id_for_node_kind(kw, false), 0, "{kw}");
+        }
+    }
+}

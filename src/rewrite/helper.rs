@@ -1,0 +1,60 @@
+//! A `__device__` helper that reads blockIdx/gridDim (maybe through other helpers) and is called
+//! by a transformed kernel gets a task-context version; the original signature stays as a
+//! forwarder so that other callers keep working:
+//!
+//! ```text
+//! template <class CupreemptCtx> __device__ int gid(CupreemptCtx& __cp) { ...blockIdx... }
+//! __device__ int gid() { cupreempt::NativeCtx __cp; return gid(__cp); }
+//! ```
+
+use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
+use crate::analysis::HelperPlan;
+use crate::edit::Edit;
+use std::collections::BTreeSet;
+
+pub fn rewrite(h: &HelperPlan, src: &str, ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
+    let s = &h.site;
+    let template_text = s.template.map(|t| &src[t.start_byte()..s.func.start_byte()]).unwrap_or("");
+    // The context's type parameter goes last, so explicit template arguments keep their meaning.
+    let ctx_template = match s.template.and_then(|t| t.child_by_field_name("parameters")) {
+        Some(list) => {
+            let close = list.end_byte() - 1;
+            edits.push(Edit::insert(close, format!(", class {CTX_TYPE}")));
+            let cut = close - s.template.map_or(0, |t| t.start_byte());
+            format!("{}, class {CTX_TYPE}{}", &template_text[..cut], &template_text[cut..])
+        }
+        None => {
+            let t = format!("template <class {CTX_TYPE}>\n");
+            edits.push(Edit::insert(s.func.start_byte(), t.clone()));
+            t
+        }
+    };
+    context_param(s, src, edits);
+    if let Some(e) = prologue(&h.facts, s.body, src) {
+        edits.push(e);
+    }
+    context_calls(&h.facts.calls, ctx_helpers, edits);
+
+    let specifiers = &src[s.func.start_byte()..s.name_node.start_byte()];
+    let params = s.named_params();
+    let tail = src[s.params.end_byte()..s.body.start_byte()].trim();
+    let tail = if tail.is_empty() { String::new() } else { format!(" {tail}") };
+    let targs = if s.is_template() { format!("<{}>", s.template_args()) } else { String::new() };
+    let args = s.forward_args();
+    let sep = if args.is_empty() { "" } else { ", " };
+    let forwarder = format!(
+        "\n// cupreempt: `{name}` with the hardware's blockIdx/gridDim, for other callers.\n\
+         {template_text}{specifiers}{name}({params}){tail} {{\n  cupreempt::NativeCtx {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
+        name = s.name,
+    );
+    edits.push(Edit::insert(s.outer.end_byte(), forwarder));
+
+    if let Some(first) = h.prior_declarations.first() {
+        let psep = if params.is_empty() { "" } else { ", " };
+        let decl = format!(
+            "\n{ctx_template}{specifiers}{name}({CTX_TYPE}& {CTX}{psep}{params}){tail};",
+            name = s.name,
+        );
+        edits.push(Edit::insert(first.end_byte(), decl));
+    }
+}

@@ -1,0 +1,289 @@
+//! A kernel K becomes, in place:
+//!
+//! ```text
+//! template <class CupreemptCtx, ...>                      // the original definition, edited:
+//! __device__ __forceinline__ void K__cupreempt_body(CupreemptCtx& __cp, params) { body }
+//! __global__ void K(params) { ... body with NativeCtx }   // the original symbol
+//! __global__ void K__cupreempt(cupreempt_launch, params)  // the persistent wrapper
+//! struct K__cupreempt_kernels { original, wrapper };      // what launch sites name
+//! ```
+//!
+//! The body stays where it was, so the user's formatting and line numbers inside it survive;
+//! only its header changes and generated code follows it.
+
+use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
+use crate::analysis::{BarrierRewrite, FunctionSite, KernelPlan, SyncMode};
+use crate::edit::Edit;
+use crate::lang::text;
+use std::collections::BTreeSet;
+
+pub fn body_name(k: &str) -> String {
+    format!("{k}__cupreempt_body")
+}
+pub fn wrapper_name(k: &str) -> String {
+    format!("{k}__cupreempt")
+}
+pub fn kernels_struct(plan: &KernelPlan, ordinal: usize) -> String {
+    if plan.overloaded {
+        format!("{}__cupreempt_kernels_{ordinal}", plan.site.name)
+    } else {
+        format!("{}__cupreempt_kernels", plan.site.name)
+    }
+}
+pub fn selector_name(k: &str) -> String {
+    format!("{k}__cupreempt_select")
+}
+
+/// Launch sites need the deducing form: templates and overloads.
+pub fn needs_selector(plan: &KernelPlan) -> bool {
+    plan.site.is_template() || plan.overloaded
+}
+
+pub fn rewrite(plan: &KernelPlan, ordinal: usize, src: &str, ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
+    let k = &plan.site;
+    let func = k.func;
+    let braced_linkage = k.linkage.is_some_and(|l| l.braced);
+
+    // 1. The header becomes the shared body's.
+    match k.template {
+        Some(t) => {
+            let list = t.child_by_field_name("parameters").expect("template has parameters");
+            edits.push(Edit::insert(list.start_byte() + 1, format!("class {CTX_TYPE}, ")));
+        }
+        None => {
+            let mut head = String::new();
+            if braced_linkage {
+                head.push_str("extern \"C++\" {  // cupreempt: templates need C++ linkage\n");
+            }
+            head.push_str(&format!("template <class {CTX_TYPE}>\n"));
+            if let Some(l) = k.linkage.filter(|l| !l.braced) {
+                // `extern "C"` moves to the generated kernels; the body is a C++ template.
+                edits.push(Edit::delete(l.node.start_byte()..func.start_byte()));
+            }
+            edits.push(Edit::insert(func.start_byte(), head));
+        }
+    }
+    if let Some(g) = k.global_kw {
+        edits.push(Edit::replace(g.byte_range(), "__device__ __forceinline__"));
+    }
+    for lb in &k.launch_bounds {
+        let end = lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
+        edits.push(Edit::delete(lb.start_byte()..end));
+    }
+    edits.push(Edit::replace(k.name_node.byte_range(), body_name(&k.name)));
+    context_param(k, src, edits);
+
+    // 2. Inside the body: the task's blockIdx/gridDim, context-taking helpers, barriers.
+    if let Some(e) = prologue(&plan.facts, k.body, src) {
+        edits.push(e);
+    }
+    context_calls(&plan.facts.calls, ctx_helpers, edits);
+    if plan.mode == Some(SyncMode::SyncAware) {
+        for b in &plan.facts.barriers {
+            match b.rewrite {
+                Some(BarrierRewrite::Callee(c)) => edits.push(Edit::replace(c.byte_range(), format!("{CTX}.{}", b.method))),
+                Some(BarrierRewrite::WholeCall(c)) => edits.push(Edit::replace(c.byte_range(), format!("{CTX}.sync()"))),
+                None => unreachable!("kernels with unrewritable barriers are refused"),
+            }
+        }
+    }
+
+    // 3. After the body: the original symbol, the wrapper, what launch sites name.
+    let mut out = String::from("\n");
+    if braced_linkage {
+        out.push_str("}  // extern \"C++\"\n");
+    }
+    let h = Header::of(k, src);
+    out.push('\n');
+    out.push_str(&forwarder(plan, &h));
+    out.push('\n');
+    out.push_str(&wrapper(plan, &h));
+    if let Some(first) = plan.prior_declarations.first() {
+        // Launch sites between the declaration and here need the wrapper and the struct early.
+        let decl = Header::of_declaration(plan, *first, src);
+        let mut early = String::from("\n");
+        early.push_str(&format!("{}{}({});\n", decl.prefix(), wrapper_name(&k.name), wrapper_params(&decl.params)));
+        early.push_str(&launch_types(plan, ordinal, &decl));
+        edits.push(Edit::insert(first.end_byte(), early));
+    } else {
+        out.push_str(&launch_types(plan, ordinal, &h));
+    }
+    edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
+}
+
+fn trim_last_newline(mut s: String) -> String {
+    if s.ends_with('\n') {
+        s.pop();
+    }
+    s
+}
+
+/// The pieces of a kernel's header that generated functions copy.
+struct Header {
+    /// `template <typename T, int N = 4>\n` or empty.
+    template: String,
+    /// `extern "C" ` for an unbraced linkage specification, or empty.
+    linkage: String,
+    /// `static __global__ void __launch_bounds__(256) ` (all before the name).
+    specifiers: String,
+    name: String,
+    /// Parameter declarations, all named.
+    params: String,
+}
+
+impl Header {
+    fn of(k: &FunctionSite, src: &str) -> Header {
+        Header {
+            template: k.template.map(|t| src[t.start_byte()..k.func.start_byte()].to_string()).unwrap_or_default(),
+            linkage: k
+                .linkage
+                .filter(|l| !l.braced)
+                .map(|l| src[l.node.start_byte()..k.func.start_byte()].to_string())
+                .unwrap_or_default(),
+            specifiers: src[k.func.start_byte()..k.name_node.start_byte()].to_string(),
+            name: k.name.clone(),
+            params: k.named_params(),
+        }
+    }
+
+    fn of_declaration(plan: &KernelPlan, decl: tree_sitter::Node, src: &str) -> Header {
+        // The declaration's own text, up to its name, with its own parameter list.
+        let k = &plan.site;
+        let name_at = find_name(decl, &k.name, src).unwrap_or(decl.start_byte());
+        let params_start = src[name_at..].find('(').map_or(name_at, |i| name_at + i);
+        let params_end = src[..decl.end_byte()].rfind(')').unwrap_or(decl.end_byte());
+        let params = src[params_start + 1..params_end.max(params_start + 1)].trim().to_string();
+        let inner = if decl.kind() == "template_declaration" {
+            let mut c = decl.walk();
+            let found = decl.named_children(&mut c).find(|n| n.kind() == "declaration");
+            found.unwrap_or(decl)
+        } else {
+            decl
+        };
+        Header {
+            template: src[decl.start_byte()..inner.start_byte()].to_string(),
+            linkage: String::new(),
+            specifiers: src[inner.start_byte()..name_at].to_string(),
+            name: k.name.clone(),
+            params: if params == "void" { String::new() } else { params },
+        }
+    }
+
+    /// Everything before the function's name.
+    fn prefix(&self) -> String {
+        format!("{}{}{}", self.template, self.linkage, self.specifiers)
+    }
+}
+
+fn find_name(decl: tree_sitter::Node, name: &str, src: &str) -> Option<usize> {
+    let mut stack = vec![decl];
+    while let Some(n) = stack.pop() {
+        if n.kind() == "function_declarator" {
+            let id = n.child_by_field_name("declarator")?;
+            return (text(id, src) == name).then_some(id.start_byte());
+        }
+        let mut c = n.walk();
+        stack.extend(n.children(&mut c));
+    }
+    None
+}
+
+fn wrapper_params(params: &str) -> String {
+    if params.is_empty() {
+        "cupreempt_launch __cp_launch".to_string()
+    } else {
+        format!("cupreempt_launch __cp_launch, {params}")
+    }
+}
+
+fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
+    let k = &plan.site;
+    let targs = if k.is_template() { format!("{ctx_type}, {}", k.template_args()) } else { ctx_type.to_string() };
+    let args = k.forward_args();
+    let sep = if args.is_empty() { "" } else { ", " };
+    format!("{}<{targs}>({CTX}{sep}{args});", body_name(&k.name))
+}
+
+fn forwarder(plan: &KernelPlan, h: &Header) -> String {
+    format!(
+        "// cupreempt: `{name}` keeps its symbol and runs the shared body on the hardware's blockIdx/gridDim.\n\
+         {prefix}{name}({params}) {{\n  cupreempt::NativeCtx {CTX};\n  {call}\n}}\n",
+        name = h.name,
+        prefix = h.prefix(),
+        params = h.params,
+        call = body_call(plan, "cupreempt::NativeCtx"),
+    )
+}
+
+fn wrapper(plan: &KernelPlan, h: &Header) -> String {
+    let aware = plan.mode == Some(SyncMode::SyncAware);
+    format!(
+        "// cupreempt: persistent, preemptible form of `{name}`{mode}.\n\
+         {prefix}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx<{aware}>;\n  \
+         cupreempt::run_tasks<{CTX_TYPE}>(__cp_launch, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
+         {call}\n  }});\n}}\n",
+        name = h.name,
+        mode = if aware { " (sync-aware barriers)" } else { "" },
+        prefix = h.prefix(),
+        wrapper = wrapper_name(&h.name),
+        params = wrapper_params(&h.params),
+        chunk = plan.chunk,
+        budget = plan.budget_ns,
+        call = body_call(plan, CTX_TYPE),
+    )
+}
+
+/// `K__cupreempt_kernels` (and `K__cupreempt_select` for templates and overloads).
+fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
+    let k = &plan.site;
+    let s = kernels_struct(plan, ordinal);
+    let targs = if k.is_template() { format!("<{}>", k.template_args()) } else { String::new() };
+    let (orig_ty, wrap_ty) = if plan.overloaded {
+        let types = k.param_list.iter().map(|p| strip_default(&p.declaration())).collect::<Vec<_>>().join(", ");
+        (format!("void (*original)({types})"), format!("void (*wrapper)({})", wrapper_params(&types)))
+    } else {
+        ("auto original".to_string(), "auto wrapper".to_string())
+    };
+    let amp = if plan.overloaded { "" } else { "&" };
+    let mut out = format!(
+        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n}};\n",
+        template = h.template,
+        name = k.name,
+        wrapper = wrapper_name(&k.name),
+    );
+    if needs_selector(plan) {
+        out.push_str(&format!(
+            "{template}{s}{targs} {sel}({params});  // cupreempt: picks the kernels for a launch's arguments\n",
+            template = h.template,
+            sel = selector_name(&k.name),
+            params = h.params,
+        ));
+    }
+    out
+}
+
+/// `int n = 4` → `int n` (function types cannot carry default arguments).
+fn strip_default(decl: &str) -> String {
+    let mut depth = 0i32;
+    for (i, ch) in decl.char_indices() {
+        match ch {
+            '(' | '[' | '<' | '{' => depth += 1,
+            ')' | ']' | '>' | '}' => depth -= 1,
+            '=' if depth == 0 => return decl[..i].trim_end().to_string(),
+            _ => {}
+        }
+    }
+    decl.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_default;
+
+    #[test]
+    fn defaults_are_stripped_from_parameter_types() {
+        assert_eq!(strip_default("int n = 4"), "int n");
+        assert_eq!(strip_default("const float* __restrict__ x"), "const float* __restrict__ x");
+        assert_eq!(strip_default("Foo<(1 == 2)> f = {}"), "Foo<(1 == 2)> f");
+    }
+}

@@ -1,0 +1,107 @@
+//! Rewriting: turns an analysis into byte-range edits. It never re-parses and never applies.
+
+mod helper;
+mod kernel;
+mod launch;
+
+use crate::analysis::{Analysis, BodyFacts, Call};
+use crate::diagnostics::Diagnostic;
+use crate::edit::Edit;
+use std::collections::BTreeSet;
+use tree_sitter::Node;
+
+/// The task-context parameter every shared body and rewritten helper takes.
+pub const CTX: &str = "__cp";
+/// Its type parameter.
+pub const CTX_TYPE: &str = "CupreemptCtx";
+pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
+
+pub struct Rewrite {
+    pub edits: Vec<Edit>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+pub fn rewrite(a: &Analysis, src: &str) -> Rewrite {
+    let mut edits = Vec::new();
+    let mut diagnostics = Vec::new();
+    if !a.kernels.iter().any(|k| k.transformed()) {
+        return Rewrite { edits, diagnostics };
+    }
+    edits.push(Edit::insert(a.include_at, INCLUDE));
+    let ctx_helpers: BTreeSet<&str> =
+        a.helpers.iter().filter(|h| h.needs_ctx && h.reached).map(|h| h.site.name.as_str()).collect();
+    for (i, k) in a.kernels.iter().enumerate() {
+        if k.transformed() {
+            let ordinal = a.kernels[..i].iter().filter(|o| o.transformed() && o.site.name == k.site.name).count();
+            kernel::rewrite(k, ordinal, src, &ctx_helpers, &mut edits);
+        }
+    }
+    for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
+        helper::rewrite(h, src, &ctx_helpers, &mut edits);
+    }
+    for l in &a.launches {
+        launch::rewrite(l, a, src, &mut edits, &mut diagnostics);
+    }
+    Rewrite { edits, diagnostics }
+}
+
+/// Shadows of the virtual built-ins at the top of a body, so that every use (macros included)
+/// reads the task's values.
+fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
+    if facts.virtual_reads.is_empty() {
+        return None;
+    }
+    let open = body.start_byte() + 1;
+    let multiline = src[open..body.end_byte()].trim_start_matches([' ', '\t', '\r']).starts_with('\n');
+    let indent = body_indent(body, src);
+    let mut text = String::new();
+    for (name, ty) in crate::lang::VIRTUAL_BUILTINS {
+        if facts.virtual_reads.contains(name) {
+            if multiline {
+                text.push('\n');
+                text.push_str(&indent);
+            } else {
+                text.push(' ');
+            }
+            text.push_str(&format!("const {ty} {name} = {CTX}.{name};"));
+        }
+    }
+    if multiline {
+        text.push_str("  // cupreempt: the task's values");
+    }
+    Some(Edit::insert(open, text))
+}
+
+/// The indentation of the first statement of a body.
+fn body_indent(body: Node, src: &str) -> String {
+    let first = body.named_child(0).map(|n| n.start_byte()).unwrap_or(body.start_byte());
+    let line_start = src[..first].rfind('\n').map_or(0, |i| i + 1);
+    let ws: String = src[line_start..first].chars().take_while(|c| c.is_whitespace()).collect();
+    if ws.is_empty() || body.named_child(0).is_none() {
+        "  ".to_string()
+    } else {
+        ws
+    }
+}
+
+/// `f(x)` → `f(__cp, x)` for calls to helpers that take the task context.
+fn context_calls(calls: &[Call], ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
+    for c in calls.iter().filter(|c| ctx_helpers.contains(c.name.as_str())) {
+        let sep = if c.arg_count > 0 { ", " } else { "" };
+        edits.push(Edit::insert(c.args.start_byte() + 1, format!("{CTX}{sep}")));
+    }
+}
+
+/// Inserts the context parameter first in a parameter list.
+fn context_param(site: &crate::analysis::FunctionSite, src: &str, edits: &mut Vec<Edit>) {
+    let params = site.params;
+    let inner = params.start_byte() + 1..params.end_byte() - 1;
+    let decl = format!("{CTX_TYPE}& {CTX}");
+    if src[inner.clone()].trim() == "void" {
+        edits.push(Edit::replace(inner, decl));
+    } else if site.param_list.is_empty() {
+        edits.push(Edit::insert(inner.start, decl));
+    } else {
+        edits.push(Edit::insert(inner.start, format!("{decl}, ")));
+    }
+}

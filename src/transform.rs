@@ -1,0 +1,146 @@
+//! The pipeline: parse → analyse → rewrite → emit, then a check that the output parses no worse
+//! than the input (so that we never hand out half-transformed code).
+
+use crate::analysis::{self, SyncMode};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::edit::{self, Edit, LineMap};
+use crate::options::Options;
+use crate::parse;
+use serde::Serialize;
+use tree_sitter::{InputEdit, Point, Tree};
+
+#[derive(Debug, Clone, Serialize)]
+pub struct KernelReport {
+    pub name: String,
+    /// 1-based line of the kernel's name.
+    pub line: usize,
+    pub transformed: bool,
+    pub mode: Option<SyncMode>,
+    /// Compiled-in chunk (0: adaptive) and budget (0: default 20 us).
+    pub chunk: u32,
+    pub budget_ns: u32,
+    /// Codes of the diagnostics about this kernel.
+    pub codes: Vec<&'static str>,
+    /// The kernel's definition in the input.
+    #[serde(skip)]
+    pub source_range: Option<std::ops::Range<usize>>,
+    /// The definition plus everything generated after it, in the output (without #line).
+    #[serde(skip)]
+    pub output_range: Option<std::ops::Range<usize>>,
+}
+
+#[derive(Debug)]
+pub struct Transformed {
+    pub output: String,
+    pub diagnostics: Vec<Diagnostic>,
+    pub kernels: Vec<KernelReport>,
+}
+
+impl Transformed {
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(|d| d.is_refusal() || d.code == Code::ParseError)
+    }
+    pub fn transformed_count(&self) -> usize {
+        self.kernels.iter().filter(|k| k.transformed).count()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TransformError {
+    #[error(transparent)]
+    Overlap(#[from] edit::OverlapError),
+    #[error("internal error: the transformed output of {file} has {after} syntax errors where the input had {before}; nothing was written")]
+    BrokenOutput { file: String, before: usize, after: usize },
+}
+
+pub fn transform(src: &str, file_name: &str, opts: &Options) -> Result<Transformed, TransformError> {
+    if let Some(at) = src.find(crate::rewrite::INCLUDE.trim_end()) {
+        let d = Diagnostic::new(Code::AlreadyTransformed, "this file already includes cupreempt.cuh: it was transformed before")
+            .label(at..at + crate::rewrite::INCLUDE.trim_end().len(), "output of an earlier run")
+            .help("transform the original file instead");
+        return Ok(Transformed { output: src.to_string(), diagnostics: vec![d], kernels: Vec::new() });
+    }
+    let parsed = parse::parse(src);
+    let root = parsed.tree.root_node();
+    let analysis = analysis::analyze(root, src, opts);
+    let rewrite = crate::rewrite::rewrite(&analysis, src);
+    let edits = rewrite.edits;
+    let lines = opts.line_directives.then_some(LineMap { file_name });
+    let output = edit::apply(src, edits.clone(), lines.as_ref())?;
+    let shift = |at: usize, inclusive: bool| -> usize {
+        let moved: isize = edits
+            .iter()
+            .filter(|e| if inclusive { e.start <= at } else { e.end <= at && e.start < at })
+            .map(|e| e.text.len() as isize - (e.end - e.start) as isize)
+            .sum();
+        (at as isize + moved) as usize
+    };
+
+    let before = parse::error_ranges(root).len();
+    let after = if edits.is_empty() {
+        before
+    } else if opts.line_directives {
+        parse::error_count(&output)
+    } else {
+        let mut old = parsed.tree.clone();
+        tell_tree(&mut old, src, &output, edits.clone());
+        parse::error_ranges(parse::reparse(&output, &old).root_node()).len()
+    };
+    if after > before {
+        return Err(TransformError::BrokenOutput { file: file_name.to_string(), before, after });
+    }
+
+    let mut diagnostics = analysis.diagnostics;
+    diagnostics.extend(rewrite.diagnostics);
+    diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));
+    let kernels = analysis
+        .kernels
+        .iter()
+        .map(|k| KernelReport {
+            name: k.site.name.clone(),
+            line: k.site.name_node.start_position().row + 1,
+            transformed: k.transformed(),
+            mode: k.mode,
+            chunk: k.chunk,
+            budget_ns: k.budget_ns,
+            codes: diagnostics
+                .iter()
+                .filter(|d| d.kernel.as_deref() == Some(k.site.name.as_str()))
+                .filter(|d| d.labels.iter().any(|l| k.site.outer.byte_range().contains(&l.start)) || d.code == Code::LaunchLeft)
+                .map(|d| d.code.id())
+                .collect(),
+            source_range: Some(k.site.outer.byte_range()),
+            output_range: (!opts.line_directives)
+                .then(|| shift(k.site.outer.start_byte(), false)..shift(k.site.outer.end_byte(), true)),
+        })
+        .collect();
+    Ok(Transformed { output, diagnostics, kernels })
+}
+
+/// Describes the applied edits to the old tree so that re-parsing is incremental.
+fn tell_tree(tree: &mut Tree, src: &str, out: &str, mut edits: Vec<Edit>) {
+    edits.sort_by_key(|e| (e.start, e.end));
+    let line_starts: Vec<usize> = std::iter::once(0).chain(out.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let point_in_out = |at: usize| {
+        let row = line_starts.partition_point(|&s| s <= at) - 1;
+        Point { row, column: at - line_starts[row] }
+    };
+    let advance = |p: Point, text: &str| match text.rfind('\n') {
+        Some(i) => Point { row: p.row + text.matches('\n').count(), column: text.len() - i - 1 },
+        None => Point { row: p.row, column: p.column + text.len() },
+    };
+    let mut delta: isize = 0;
+    for e in edits {
+        let start = (e.start as isize + delta) as usize;
+        let start_position = point_in_out(start);
+        tree.edit(&InputEdit {
+            start_byte: start,
+            old_end_byte: start + (e.end - e.start),
+            new_end_byte: start + e.text.len(),
+            start_position,
+            old_end_position: advance(start_position, &src[e.start..e.end]),
+            new_end_position: advance(start_position, &e.text),
+        });
+        delta += e.text.len() as isize - (e.end - e.start) as isize;
+    }
+}
