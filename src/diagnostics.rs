@@ -142,7 +142,11 @@ impl Diagnostic {
         self
     }
     pub fn label(mut self, range: std::ops::Range<usize>, message: impl Into<String>) -> Self {
-        self.labels.push(Label { start: range.start, end: range.end, message: message.into() });
+        self.labels.push(Label {
+            start: range.start,
+            end: range.end,
+            message: message.into(),
+        });
         self
     }
     pub fn help(mut self, help: impl Into<String>) -> Self {
@@ -189,10 +193,16 @@ impl MietteDiagnostic for Rendered {
         })
     }
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.diag.help.as_ref().map(|h| Box::new(h) as Box<dyn fmt::Display>)
+        self.diag
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
     }
     fn url<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        Some(Box::new(format!("docs/diagnostics.md#{}", self.diag.code.id().to_lowercase())))
+        Some(Box::new(format!(
+            "docs/diagnostics.md#{}",
+            self.diag.code.id().to_lowercase()
+        )))
     }
     fn source_code(&self) -> Option<&dyn miette::SourceCode> {
         Some(&self.source)
@@ -201,22 +211,25 @@ impl MietteDiagnostic for Rendered {
         if self.diag.labels.is_empty() {
             return None;
         }
-        Some(Box::new(self.diag.labels.iter().enumerate().map(|(i, l)| {
-            let span = (l.start, l.end.saturating_sub(l.start));
-            if i == 0 {
-                LabeledSpan::new_primary_with_span(Some(l.message.clone()), span)
-            } else {
-                LabeledSpan::new_with_span(Some(l.message.clone()), span)
-            }
-        })))
+        Some(Box::new(self.diag.labels.iter().enumerate().map(
+            |(i, l)| {
+                let span = (l.start, l.end.saturating_sub(l.start));
+                if i == 0 {
+                    LabeledSpan::new_primary_with_span(Some(l.message.clone()), span)
+                } else {
+                    LabeledSpan::new_with_span(Some(l.message.clone()), span)
+                }
+            },
+        )))
     }
 }
 
 /// Renders diagnostics as text (no colours), e.g. for snapshots and logs.
 pub fn render_plain(diags: &[Diagnostic], file_name: &str, src: &str) -> String {
-    let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-        .with_width(100)
-        .with_links(false);
+    let handler =
+        miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+            .with_width(100)
+            .with_links(false);
     let src = Arc::new(src.to_string());
     let mut out = String::new();
     for d in diags {
@@ -249,7 +262,11 @@ mod tests {
     fn every_code_is_documented() {
         let doc = include_str!("../docs/diagnostics.md");
         for c in Code::ALL {
-            assert!(doc.contains(&format!("## {}", c.id())), "{} missing from docs/diagnostics.md", c.id());
+            assert!(
+                doc.contains(&format!("## {}", c.id())),
+                "{} missing from docs/diagnostics.md",
+                c.id()
+            );
         }
     }
 

@@ -61,7 +61,10 @@ pub fn side_by_side(old: &str, new: &str, width: usize, style: &Style) -> String
     let mut out = String::new();
     let cell = |n: Option<usize>, lines: &[&str]| -> (String, String) {
         match n {
-            Some(i) => (format!("{:>5}", i + 1), fit(lines.get(i).copied().unwrap_or(""), col)),
+            Some(i) => (
+                format!("{:>5}", i + 1),
+                fit(lines.get(i).copied().unwrap_or(""), col),
+            ),
             None => ("     ".to_string(), " ".repeat(col)),
         }
     };
@@ -71,13 +74,46 @@ pub fn side_by_side(old: &str, new: &str, width: usize, style: &Style) -> String
         }
         for op in group {
             let rows: Vec<(Option<usize>, Option<usize>, char)> = match *op {
-                DiffOp::Equal { old_index, new_index, len } => {
-                    (0..len).map(|i| (Some(old_index + i), Some(new_index + i), ' ')).collect()
-                }
-                DiffOp::Delete { old_index, old_len, .. } => (0..old_len).map(|i| (Some(old_index + i), None, '<')).collect(),
-                DiffOp::Insert { new_index, new_len, .. } => (0..new_len).map(|i| (None, Some(new_index + i), '>')).collect(),
-                DiffOp::Replace { old_index, old_len, new_index, new_len } => (0..old_len.max(new_len))
-                    .map(|i| ((i < old_len).then_some(old_index + i), (i < new_len).then_some(new_index + i), '|'))
+                DiffOp::Equal {
+                    old_index,
+                    new_index,
+                    len,
+                } => (0..len)
+                    .map(|i| (Some(old_index + i), Some(new_index + i), ' '))
+                    .collect(),
+                DiffOp::Delete {
+                    old_index, old_len, ..
+                } => (0..old_len)
+                    .map(|i| (Some(old_index + i), None, '<'))
+                    .collect(),
+                DiffOp::Insert {
+                    new_index, new_len, ..
+                } => (0..new_len)
+                    .map(|i| (None, Some(new_index + i), '>'))
+                    .collect(),
+                DiffOp::Replace {
+                    old_index,
+                    old_len,
+                    new_index,
+                    new_len,
+                } => (0..old_len.max(new_len))
+                    .map(|i| {
+                        let (l, r) = (
+                            (i < old_len).then_some(old_index + i),
+                            (i < new_len).then_some(new_index + i),
+                        );
+                        (
+                            l,
+                            r,
+                            if l.is_none() {
+                                '>'
+                            } else if r.is_none() {
+                                '<'
+                            } else {
+                                '|'
+                            },
+                        )
+                    })
                     .collect(),
             };
             for (l, r, mark) in rows {
@@ -132,15 +168,26 @@ mod tests {
         let s = Style { color: false };
         assert_eq!(unified("a\n", "a\n", "x", "y", &s), "");
         let d = unified("a\nb\nc\n", "a\nB\nc\n", "x", "y", &s);
-        assert!(d.contains("--- x\n+++ y\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"), "{d}");
+        assert!(
+            d.contains("--- x\n+++ y\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"),
+            "{d}"
+        );
     }
 
     #[test]
     fn side_by_side_pairs_lines() {
         let s = Style { color: false };
         let d = side_by_side("a\nb\n", "a\nc\nd\n", 80, &s);
-        assert!(d.lines().any(|l| l.contains(" b ") && l.contains('|') && l.contains(" c")), "{d}");
-        assert!(d.lines().any(|l| l.contains('>') && l.trim_end().ends_with('d')), "{d}");
+        assert!(
+            d.lines()
+                .any(|l| l.contains(" b ") && l.contains('|') && l.contains(" c")),
+            "{d}"
+        );
+        assert!(
+            d.lines()
+                .any(|l| l.contains('>') && l.trim_end().ends_with('d')),
+            "{d}"
+        );
     }
 
     #[test]

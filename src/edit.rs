@@ -12,10 +12,18 @@ pub struct Edit {
 
 impl Edit {
     pub fn replace(range: std::ops::Range<usize>, text: impl Into<String>) -> Edit {
-        Edit { start: range.start, end: range.end, text: text.into() }
+        Edit {
+            start: range.start,
+            end: range.end,
+            text: text.into(),
+        }
     }
     pub fn insert(at: usize, text: impl Into<String>) -> Edit {
-        Edit { start: at, end: at, text: text.into() }
+        Edit {
+            start: at,
+            end: at,
+            text: text.into(),
+        }
     }
     pub fn delete(range: std::ops::Range<usize>) -> Edit {
         Edit::replace(range, "")
@@ -49,14 +57,21 @@ pub struct LineMap<'a> {
 /// Applies `edits` to `src`. Insertions at the same offset keep their order of collection.
 /// With `lines`, generated text that ends a line is followed by a `#line` directive, so that
 /// compiler messages and debuggers point into the original file.
-pub fn apply(src: &str, mut edits: Vec<Edit>, lines: Option<&LineMap>) -> Result<String, OverlapError> {
+pub fn apply(
+    src: &str,
+    mut edits: Vec<Edit>,
+    lines: Option<&LineMap>,
+) -> Result<String, OverlapError> {
     // Stable sort: same-offset insertions stay in collection order.
     edits.sort_by_key(|e| (e.start, e.end));
     for w in edits.windows(2) {
         let (a, b) = (&w[0], &w[1]);
         let overlap = b.start < a.end || (a.start == b.start && a.end > a.start && b.end > b.start);
         if overlap {
-            return Err(OverlapError { first: (a.start, a.end), second: (b.start, b.end) });
+            return Err(OverlapError {
+                first: (a.start, a.end),
+                second: (b.start, b.end),
+            });
         }
     }
     let extra: usize = edits.iter().map(|e| e.text.len()).sum();
@@ -75,7 +90,10 @@ pub fn apply(src: &str, mut edits: Vec<Edit>, lines: Option<&LineMap>) -> Result
                     out.push('\n');
                     pos += 1;
                 }
-                out.push_str(&format!("#line {line} \"{}\"\n", map.file_name.replace('\\', "/")));
+                out.push_str(&format!(
+                    "#line {line} \"{}\"\n",
+                    map.file_name.replace('\\', "/")
+                ));
             }
         }
     }
@@ -92,7 +110,11 @@ mod tests {
         let src = "abc def ghi";
         let out = apply(
             src,
-            vec![Edit::replace(4..7, "DEF"), Edit::insert(0, ">"), Edit::delete(8..11)],
+            vec![
+                Edit::replace(4..7, "DEF"),
+                Edit::insert(0, ">"),
+                Edit::delete(8..11),
+            ],
             None,
         )
         .unwrap();
@@ -107,24 +129,42 @@ mod tests {
 
     #[test]
     fn overlapping_edits_are_rejected() {
-        let err = apply("abcdef", vec![Edit::replace(0..3, "x"), Edit::replace(2..4, "y")], None)
-            .unwrap_err();
+        let err = apply(
+            "abcdef",
+            vec![Edit::replace(0..3, "x"), Edit::replace(2..4, "y")],
+            None,
+        )
+        .unwrap_err();
         assert_eq!(err.first, (0, 3));
         assert_eq!(err.second, (2, 4));
-        assert!(apply("abc", vec![Edit::replace(0..2, "x"), Edit::replace(0..1, "y")], None).is_err());
+        assert!(apply(
+            "abc",
+            vec![Edit::replace(0..2, "x"), Edit::replace(0..1, "y")],
+            None
+        )
+        .is_err());
     }
 
     #[test]
     fn insertion_at_the_end_of_a_replacement_is_not_an_overlap() {
-        let out = apply("abc", vec![Edit::replace(0..2, "X"), Edit::insert(2, "+")], None).unwrap();
+        let out = apply(
+            "abc",
+            vec![Edit::replace(0..2, "X"), Edit::insert(2, "+")],
+            None,
+        )
+        .unwrap();
         assert_eq!(out, "X+c");
     }
 
     #[test]
     fn line_directives_follow_generated_lines() {
         let src = "a\nb\nc\n";
-        let out = apply(src, vec![Edit::insert(2, "gen1\ngen2\n")], Some(&LineMap { file_name: "f.cu" }))
-            .unwrap();
+        let out = apply(
+            src,
+            vec![Edit::insert(2, "gen1\ngen2\n")],
+            Some(&LineMap { file_name: "f.cu" }),
+        )
+        .unwrap();
         assert_eq!(out, "a\ngen1\ngen2\n#line 2 \"f.cu\"\nb\nc\n");
     }
 }

@@ -116,10 +116,20 @@ pub const BARRIER_FUNCTIONS: &[(&str, &str)] = &[
 ];
 
 /// Identifiers whose presence means grid-wide synchronization (refused).
-pub const GRID_SYNC: &[&str] = &["this_grid", "grid_group", "this_multi_grid", "multi_grid_group"];
+pub const GRID_SYNC: &[&str] = &[
+    "this_grid",
+    "grid_group",
+    "this_multi_grid",
+    "multi_grid_group",
+];
 
 /// Identifiers of thread-block clusters (refused: clusters pin blocks to hardware placement).
-pub const CLUSTER: &[&str] = &["this_cluster", "cluster_group", "cluster_dims", "__cluster_dims__"];
+pub const CLUSTER: &[&str] = &[
+    "this_cluster",
+    "cluster_group",
+    "cluster_dims",
+    "__cluster_dims__",
+];
 
 /// Device-side launch APIs (dynamic parallelism, refused).
 pub const DEVICE_LAUNCH: &[&str] = &[
@@ -182,7 +192,13 @@ mod tests {
     #[test]
     fn anonymous_cuda_keywords_exist() {
         let lang = language();
-        for kw in ["__global__", "__device__", "__host__", "__shared__", "__launch_bounds__"] {
+        for kw in [
+            "__global__",
+            "__device__",
+            "__host__",
+            "__shared__",
+            "__launch_bounds__",
+        ] {
             assert_ne!(lang.id_for_node_kind(kw, false), 0, "{kw}");
         }
     }

@@ -20,8 +20,20 @@ pub use transform::{transform, KernelReport, Transformed};
 /// The device header and launch shim that transformed files include, embedded so that the
 /// binary can install them anywhere (`cupreempt headers --out DIR`).
 pub const SUPPORT_FILES: &[(&str, &str)] = &[
-    ("cupreempt.cuh", include_str!("../cuda_support/cupreempt.cuh")),
-    ("cupreempt/control.h", include_str!("../cuda_support/cupreempt/control.h")),
-    ("cupreempt/task_loop.cuh", include_str!("../cuda_support/cupreempt/task_loop.cuh")),
-    ("cupreempt/launch.cuh", include_str!("../cuda_support/cupreempt/launch.cuh")),
+    (
+        "cupreempt.cuh",
+        include_str!("../cuda_support/cupreempt.cuh"),
+    ),
+    (
+        "cupreempt/control.h",
+        include_str!("../cuda_support/cupreempt/control.h"),
+    ),
+    (
+        "cupreempt/task_loop.cuh",
+        include_str!("../cuda_support/cupreempt/task_loop.cuh"),
+    ),
+    (
+        "cupreempt/launch.cuh",
+        include_str!("../cuda_support/cupreempt/launch.cuh"),
+    ),
 ];

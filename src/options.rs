@@ -59,12 +59,23 @@ mod tests {
 
     #[test]
     fn chunk_precedence_is_cli_kernel_then_pragma_then_cli_default() {
-        let mut o = Options { chunk: Some(2), budget_us: Some(30), ..Options::default() };
-        let p = Pragmas { chunk: Some(8), budget_us: None, skip: false };
+        let mut o = Options {
+            chunk: Some(2),
+            budget_us: Some(30),
+            ..Options::default()
+        };
+        let p = Pragmas {
+            chunk: Some(8),
+            budget_us: None,
+            skip: false,
+        };
         assert_eq!(o.chunking_for("k", &p), (8, 30_000));
         assert_eq!(o.chunking_for("k", &Pragmas::default()), (2, 30_000));
         o.chunk_per_kernel.insert("k".into(), 5);
         assert_eq!(o.chunking_for("k", &p), (5, 30_000));
-        assert_eq!(Options::default().chunking_for("k", &Pragmas::default()), (0, 0));
+        assert_eq!(
+            Options::default().chunking_for("k", &Pragmas::default()),
+            (0, 0)
+        );
     }
 }

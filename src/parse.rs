@@ -28,7 +28,11 @@ pub fn error_ranges(root: Node) -> Vec<std::ops::Range<usize>> {
         if n.is_error() || n.is_missing() {
             let r = n.byte_range();
             // A MISSING node is empty; widen it to one byte so that it can be labelled.
-            out.push(if r.is_empty() { r.start..r.start + 1 } else { r });
+            out.push(if r.is_empty() {
+                r.start..r.start + 1
+            } else {
+                r
+            });
             continue;
         }
         if n.has_error() {
@@ -51,5 +55,7 @@ pub fn reparse(new_src: &str, old: &Tree) -> Tree {
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    parser.parse(new_src, Some(old)).expect("parse without timeout")
+    parser
+        .parse(new_src, Some(old))
+        .expect("parse without timeout")
 }

@@ -38,7 +38,9 @@ pub struct Transformed {
 
 impl Transformed {
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(|d| d.is_refusal() || d.code == Code::ParseError)
+        self.diagnostics
+            .iter()
+            .any(|d| d.is_refusal() || d.code == Code::ParseError)
     }
     pub fn transformed_count(&self) -> usize {
         self.kernels.iter().filter(|k| k.transformed).count()
@@ -50,27 +52,51 @@ pub enum TransformError {
     #[error(transparent)]
     Overlap(#[from] edit::OverlapError),
     #[error("internal error: the transformed output of {file} has {after} syntax errors where the input had {before}; nothing was written")]
-    BrokenOutput { file: String, before: usize, after: usize },
+    BrokenOutput {
+        file: String,
+        before: usize,
+        after: usize,
+    },
 }
 
-pub fn transform(src: &str, file_name: &str, opts: &Options) -> Result<Transformed, TransformError> {
+pub fn transform(
+    src: &str,
+    file_name: &str,
+    opts: &Options,
+) -> Result<Transformed, TransformError> {
     if let Some(at) = src.find(crate::rewrite::INCLUDE.trim_end()) {
-        let d = Diagnostic::new(Code::AlreadyTransformed, "this file already includes cupreempt.cuh: it was transformed before")
-            .label(at..at + crate::rewrite::INCLUDE.trim_end().len(), "output of an earlier run")
-            .help("transform the original file instead");
-        return Ok(Transformed { output: src.to_string(), diagnostics: vec![d], kernels: Vec::new() });
+        let d = Diagnostic::new(
+            Code::AlreadyTransformed,
+            "this file already includes cupreempt.cuh: it was transformed before",
+        )
+        .label(
+            at..at + crate::rewrite::INCLUDE.trim_end().len(),
+            "output of an earlier run",
+        )
+        .help("transform the original file instead");
+        return Ok(Transformed {
+            output: src.to_string(),
+            diagnostics: vec![d],
+            kernels: Vec::new(),
+        });
     }
     let parsed = parse::parse(src);
     let root = parsed.tree.root_node();
     let analysis = analysis::analyze(root, src, opts);
-    let rewrite = crate::rewrite::rewrite(&analysis, src);
+    let rewrite = crate::rewrite::rewrite(&analysis, src, opts.line_directives);
     let edits = rewrite.edits;
     let lines = opts.line_directives.then_some(LineMap { file_name });
     let output = edit::apply(src, edits.clone(), lines.as_ref())?;
     let shift = |at: usize, inclusive: bool| -> usize {
         let moved: isize = edits
             .iter()
-            .filter(|e| if inclusive { e.start <= at } else { e.end <= at && e.start < at })
+            .filter(|e| {
+                if inclusive {
+                    e.start <= at
+                } else {
+                    e.end <= at && e.start < at
+                }
+            })
             .map(|e| e.text.len() as isize - (e.end - e.start) as isize)
             .sum();
         (at as isize + moved) as usize
@@ -86,8 +112,15 @@ pub fn transform(src: &str, file_name: &str, opts: &Options) -> Result<Transform
         tell_tree(&mut old, src, &output, edits.clone());
         parse::error_ranges(parse::reparse(&output, &old).root_node()).len()
     };
+    if after > before && std::env::var_os("CUPREEMPT_DEBUG_OUTPUT").is_some() {
+        eprintln!("{output}");
+    }
     if after > before {
-        return Err(TransformError::BrokenOutput { file: file_name.to_string(), before, after });
+        return Err(TransformError::BrokenOutput {
+            file: file_name.to_string(),
+            before,
+            after,
+        });
     }
 
     let mut diagnostics = analysis.diagnostics;
@@ -106,28 +139,49 @@ pub fn transform(src: &str, file_name: &str, opts: &Options) -> Result<Transform
             codes: diagnostics
                 .iter()
                 .filter(|d| d.kernel.as_deref() == Some(k.site.name.as_str()))
-                .filter(|d| d.labels.iter().any(|l| k.site.outer.byte_range().contains(&l.start)) || d.code == Code::LaunchLeft)
+                .filter(|d| {
+                    d.labels
+                        .iter()
+                        .any(|l| k.site.outer.byte_range().contains(&l.start))
+                        || d.code == Code::LaunchLeft
+                })
                 .map(|d| d.code.id())
                 .collect(),
             source_range: Some(k.site.outer.byte_range()),
-            output_range: (!opts.line_directives)
-                .then(|| shift(k.site.outer.start_byte(), false)..shift(k.site.outer.end_byte(), true)),
+            output_range: (!opts.line_directives).then(|| {
+                shift(k.site.outer.start_byte(), false)..shift(k.site.outer.end_byte(), true)
+            }),
         })
         .collect();
-    Ok(Transformed { output, diagnostics, kernels })
+    Ok(Transformed {
+        output,
+        diagnostics,
+        kernels,
+    })
 }
 
 /// Describes the applied edits to the old tree so that re-parsing is incremental.
 fn tell_tree(tree: &mut Tree, src: &str, out: &str, mut edits: Vec<Edit>) {
     edits.sort_by_key(|e| (e.start, e.end));
-    let line_starts: Vec<usize> = std::iter::once(0).chain(out.match_indices('\n').map(|(i, _)| i + 1)).collect();
+    let line_starts: Vec<usize> = std::iter::once(0)
+        .chain(out.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
     let point_in_out = |at: usize| {
         let row = line_starts.partition_point(|&s| s <= at) - 1;
-        Point { row, column: at - line_starts[row] }
+        Point {
+            row,
+            column: at - line_starts[row],
+        }
     };
     let advance = |p: Point, text: &str| match text.rfind('\n') {
-        Some(i) => Point { row: p.row + text.matches('\n').count(), column: text.len() - i - 1 },
-        None => Point { row: p.row, column: p.column + text.len() },
+        Some(i) => Point {
+            row: p.row + text.matches('\n').count(),
+            column: text.len() - i - 1,
+        },
+        None => Point {
+            row: p.row,
+            column: p.column + text.len(),
+        },
     };
     let mut delta: isize = 0;
     for e in edits {

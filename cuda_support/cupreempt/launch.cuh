@@ -2,7 +2,7 @@
 //
 //   k<<<grid, block, smem, stream>>>(args...)
 // becomes
-//   cupreempt::launch(k__cupreempt_kernels{}, grid, block, smem, stream, args...)
+//   cupreempt::launch<k__cupreempt_kernels>(grid, block, smem, stream, args...)
 //
 // `Kernels` names the original kernel (Kernels::original) and its persistent wrapper
 // (Kernels::wrapper). The launch stays asynchronous and on the caller's stream; launch errors are
@@ -42,7 +42,7 @@ unsigned persistent_blocks(void (*wrapper)(cupreempt_launch, P...), unsigned blo
 }
 
 template <class Kernels, class... Args>
-void launch(Kernels, dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   const auto wrapper = Kernels::wrapper;
   // A program that raised the original's dynamic shared-memory limit expects the launch to work.
   if (smem > 48 * 1024) {

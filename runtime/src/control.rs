@@ -91,24 +91,57 @@ int main(void) {
         assert!(status.success());
         let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
         let expected = [
-            ("cupreempt_control.next_task", offset_of!(ControlBlock, next_task)),
-            ("cupreempt_control.done_tasks", offset_of!(ControlBlock, done_tasks)),
-            ("cupreempt_control.command", offset_of!(ControlBlock, command)),
-            ("cupreempt_control.running_blocks", offset_of!(ControlBlock, running_blocks)),
-            ("cupreempt_control.yielded_blocks", offset_of!(ControlBlock, yielded_blocks)),
-            ("cupreempt_control.reserved", offset_of!(ControlBlock, reserved)),
-            ("cupreempt_control.sm_mask", offset_of!(ControlBlock, sm_mask)),
+            (
+                "cupreempt_control.next_task",
+                offset_of!(ControlBlock, next_task),
+            ),
+            (
+                "cupreempt_control.done_tasks",
+                offset_of!(ControlBlock, done_tasks),
+            ),
+            (
+                "cupreempt_control.command",
+                offset_of!(ControlBlock, command),
+            ),
+            (
+                "cupreempt_control.running_blocks",
+                offset_of!(ControlBlock, running_blocks),
+            ),
+            (
+                "cupreempt_control.yielded_blocks",
+                offset_of!(ControlBlock, yielded_blocks),
+            ),
+            (
+                "cupreempt_control.reserved",
+                offset_of!(ControlBlock, reserved),
+            ),
+            (
+                "cupreempt_control.sm_mask",
+                offset_of!(ControlBlock, sm_mask),
+            ),
             ("sizeof.control", size_of::<ControlBlock>()),
-            ("cupreempt_launch.control", offset_of!(LaunchParams, control)),
-            ("cupreempt_launch.total_tasks", offset_of!(LaunchParams, total_tasks)),
+            (
+                "cupreempt_launch.control",
+                offset_of!(LaunchParams, control),
+            ),
+            (
+                "cupreempt_launch.total_tasks",
+                offset_of!(LaunchParams, total_tasks),
+            ),
             ("cupreempt_launch.grid_x", offset_of!(LaunchParams, grid)),
             ("cupreempt_launch.chunk", offset_of!(LaunchParams, chunk)),
-            ("cupreempt_launch.budget_ns", offset_of!(LaunchParams, budget_ns)),
+            (
+                "cupreempt_launch.budget_ns",
+                offset_of!(LaunchParams, budget_ns),
+            ),
             ("cupreempt_launch.audit", offset_of!(LaunchParams, audit)),
             ("sizeof.launch", size_of::<LaunchParams>()),
         ];
         for (name, ours) in expected {
-            let line = out.lines().find(|l| l.split(' ').next() == Some(name)).unwrap_or_else(|| panic!("{name} missing"));
+            let line = out
+                .lines()
+                .find(|l| l.split(' ').next() == Some(name))
+                .unwrap_or_else(|| panic!("{name} missing"));
             let theirs: usize = line.split(' ').nth(1).unwrap().parse().unwrap();
             assert_eq!(ours, theirs, "{name}");
         }

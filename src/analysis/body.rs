@@ -80,13 +80,26 @@ impl BodyFacts<'_> {
     /// later in the text, or a loop holds both.
     pub fn reaches(&self, ret: &Range<usize>, barrier: &Range<usize>) -> bool {
         barrier.start >= ret.end
-            || self.loops.iter().any(|l| l.contains(&ret.start) && l.contains(&barrier.start))
+            || self
+                .loops
+                .iter()
+                .any(|l| l.contains(&ret.start) && l.contains(&barrier.start))
     }
 }
 
-const BLOCK_GROUP_QUERIES: &[&str] = &["group_index", "block_index", "block_rank", "num_blocks", "dim_blocks"];
+const BLOCK_GROUP_QUERIES: &[&str] = &[
+    "group_index",
+    "block_index",
+    "block_rank",
+    "num_blocks",
+    "dim_blocks",
+];
 
-pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFacts>) -> BodyFacts<'t> {
+pub fn facts<'t>(
+    body: Node<'t>,
+    src: &'t str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> BodyFacts<'t> {
     let k = kinds();
     let uni = Uniformity::new(body, src, macros);
     let mut f = BodyFacts {
@@ -119,8 +132,11 @@ pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFa
             }
             if lang::CLUSTER.contains(&name) {
                 f.refusals.push(
-                    Diagnostic::new(Code::Clusters, "thread-block clusters tie blocks to hardware placement")
-                        .label(n.byte_range(), "cluster used here"),
+                    Diagnostic::new(
+                        Code::Clusters,
+                        "thread-block clusters tie blocks to hardware placement",
+                    )
+                    .label(n.byte_range(), "cluster used here"),
                 );
             }
             if lang::DEVICE_LAUNCH.contains(&name) {
@@ -131,9 +147,12 @@ pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFa
             }
             if id == k.field_identifier && BLOCK_GROUP_QUERIES.contains(&name) {
                 f.refusals.push(
-                    Diagnostic::new(Code::Unsupported, format!("cooperative-groups query `{name}` reads the hardware block index"))
-                        .label(n.byte_range(), "not rewritten")
-                        .help("use blockIdx/gridDim, which are rewritten"),
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        format!("cooperative-groups query `{name}` reads the hardware block index"),
+                    )
+                    .label(n.byte_range(), "not rewritten")
+                    .help("use blockIdx/gridDim, which are rewritten"),
                 );
             }
             if id == k.identifier {
@@ -143,8 +162,11 @@ pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFa
             }
         } else if id == k.kernel_call_syntax {
             f.refusals.push(
-                Diagnostic::new(Code::DynamicParallelism, "dynamic parallelism: a kernel launch inside device code")
-                    .label(n.parent().unwrap_or(n).byte_range(), "device-side launch"),
+                Diagnostic::new(
+                    Code::DynamicParallelism,
+                    "dynamic parallelism: a kernel launch inside device code",
+                )
+                .label(n.parent().unwrap_or(n).byte_range(), "device-side launch"),
             );
         } else if id == k.gnu_asm_expression {
             let t = text(n, src);
@@ -155,7 +177,10 @@ pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFa
                 );
             }
         } else if id == k.return_statement && !in_lambda {
-            f.returns.push(ReturnSite { node: n, thread_dependent: uni.controlled(n, None) });
+            f.returns.push(ReturnSite {
+                node: n,
+                thread_dependent: uni.controlled(n, None),
+            });
         } else if is_loop(n) {
             f.loops.push(n.byte_range());
         } else if id == k.call_expression {
@@ -172,29 +197,52 @@ pub fn facts<'t>(body: Node<'t>, src: &'t str, macros: &BTreeMap<String, MacroFa
     f
 }
 
-fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &MacroFacts, uni: &Uniformity) {
+fn record_macro_use<'t>(
+    f: &mut BodyFacts<'t>,
+    n: Node<'t>,
+    name: &str,
+    m: &MacroFacts,
+    uni: &Uniformity,
+) {
     f.virtual_reads.extend(m.virtual_reads.iter().copied());
     if m.barrier {
-        f.barriers.push(BarrierSite { node: n, method: "sync", rewrite: None });
+        f.barriers.push(BarrierSite {
+            node: n,
+            method: "sync",
+            rewrite: None,
+        });
     }
     if m.returns {
         // We cannot see the condition inside the macro: assume the worst.
         let _ = uni;
-        f.returns.push(ReturnSite { node: n, thread_dependent: true });
+        f.returns.push(ReturnSite {
+            node: n,
+            thread_dependent: true,
+        });
     }
     if m.grid_sync {
         f.refusals.push(
-            Diagnostic::new(Code::GridSync, format!("macro `{name}` uses grid-wide synchronization"))
-                .label(n.byte_range(), "macro used here"),
+            Diagnostic::new(
+                Code::GridSync,
+                format!("macro `{name}` uses grid-wide synchronization"),
+            )
+            .label(n.byte_range(), "macro used here"),
         );
     }
     if m.launches {
         f.refusals.push(
-            Diagnostic::new(Code::DynamicParallelism, format!("macro `{name}` launches a kernel from device code"))
-                .label(n.byte_range(), "macro used here"),
+            Diagnostic::new(
+                Code::DynamicParallelism,
+                format!("macro `{name}` launches a kernel from device code"),
+            )
+            .label(n.byte_range(), "macro used here"),
         );
     }
-    f.macro_uses.push(MacroUse { name: name.to_string(), node: n, facts: m.clone() });
+    f.macro_uses.push(MacroUse {
+        name: name.to_string(),
+        node: n,
+        facts: m.clone(),
+    });
 }
 
 /// The callee's last name: `f`, `ns::f`, `f<T>`.
@@ -213,36 +261,70 @@ pub fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
     }
 }
 
-fn record_call<'t>(f: &mut BodyFacts<'t>, call: Node<'t>, src: &str, block_vars: &BTreeSet<String>) {
+fn record_call<'t>(
+    f: &mut BodyFacts<'t>,
+    call: Node<'t>,
+    src: &str,
+    block_vars: &BTreeSet<String>,
+) {
     let k = kinds();
-    let Some(callee) = call.child_by_field_name("function") else { return };
-    let Some(args) = call.child_by_field_name("arguments") else { return };
+    let Some(callee) = call.child_by_field_name("function") else {
+        return;
+    };
+    let Some(args) = call.child_by_field_name("arguments") else {
+        return;
+    };
     let mut c = args.walk();
-    let arg_count = args.named_children(&mut c).filter(|a| a.kind_id() != k.comment).count();
+    let arg_count = args
+        .named_children(&mut c)
+        .filter(|a| a.kind_id() != k.comment)
+        .count();
     // `x.sync()` where x is this thread block; `this_thread_block().sync()`.
     if callee.kind_id() == k.field_expression {
         let field = callee.child_by_field_name("field").map(|x| text(x, src));
         let object = callee.child_by_field_name("argument");
-        if field == Some("sync") && arg_count == 0 && object.is_some_and(|o| is_thread_block(o, src, block_vars)) {
-            f.barriers.push(BarrierSite { node: call, method: "sync", rewrite: Some(BarrierRewrite::WholeCall(call)) });
+        if field == Some("sync")
+            && arg_count == 0
+            && object.is_some_and(|o| is_thread_block(o, src, block_vars))
+        {
+            f.barriers.push(BarrierSite {
+                node: call,
+                method: "sync",
+                rewrite: Some(BarrierRewrite::WholeCall(call)),
+            });
         }
         return;
     }
-    let Some(name_node) = callee_name(callee) else { return };
+    let Some(name_node) = callee_name(callee) else {
+        return;
+    };
     let name = text(name_node, src);
     if let Some((_, method)) = lang::BARRIER_FUNCTIONS.iter().find(|(b, _)| *b == name) {
-        f.barriers.push(BarrierSite { node: call, method, rewrite: Some(BarrierRewrite::Callee(callee)) });
+        f.barriers.push(BarrierSite {
+            node: call,
+            method,
+            rewrite: Some(BarrierRewrite::Callee(callee)),
+        });
         return;
     }
     // `cg::sync(block)`
     if name == "sync" && arg_count == 1 {
         let arg = args.named_child(0);
         if arg.is_some_and(|a| is_thread_block(a, src, block_vars)) {
-            f.barriers.push(BarrierSite { node: call, method: "sync", rewrite: Some(BarrierRewrite::WholeCall(call)) });
+            f.barriers.push(BarrierSite {
+                node: call,
+                method: "sync",
+                rewrite: Some(BarrierRewrite::WholeCall(call)),
+            });
             return;
         }
     }
-    f.calls.push(Call { name: name.to_string(), node: call, args, arg_count });
+    f.calls.push(Call {
+        name: name.to_string(),
+        node: call,
+        args,
+        arg_count,
+    });
 }
 
 fn is_thread_block(n: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {
@@ -264,13 +346,17 @@ fn thread_block_variables(body: Node, src: &str) -> BTreeSet<String> {
     let mut stack = vec![body];
     while let Some(n) = stack.pop() {
         if n.kind_id() == k.declaration {
-            let ty = n.child_by_field_name("type").map(|t| text(t, src)).unwrap_or("");
+            let ty = n
+                .child_by_field_name("type")
+                .map(|t| text(t, src))
+                .unwrap_or("");
             let is_block_type = ty.ends_with("thread_block") && !ty.contains("tile");
             let mut c = n.walk();
             for d in n.children_by_field_name("declarator", &mut c) {
-                let from_call = d
-                    .child_by_field_name("value")
-                    .is_some_and(|v| text(v, src).contains("this_thread_block()") && !text(v, src).contains("tiled_partition"));
+                let from_call = d.child_by_field_name("value").is_some_and(|v| {
+                    text(v, src).contains("this_thread_block()")
+                        && !text(v, src).contains("tiled_partition")
+                });
                 if is_block_type || (ty == "auto" && from_call) {
                     if let Some(name) = lang::declarator_name(d) {
                         out.insert(text(name, src).to_string());

@@ -87,7 +87,13 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .map(|h| {
             let facts = body::facts(h.body, src, macros);
             let prior = prior_declarations(&found.declarations, &h);
-            HelperPlan { site: h, facts, needs_ctx: false, reached: false, prior_declarations: prior }
+            HelperPlan {
+                site: h,
+                facts,
+                needs_ctx: false,
+                reached: false,
+                prior_declarations: prior,
+            }
         })
         .collect();
     let mut ctx_names: BTreeSet<String> = BTreeSet::new();
@@ -120,7 +126,12 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     loop {
         let before = barrier_names.len();
         for h in &helpers {
-            if !h.facts.barriers.is_empty() || h.facts.calls.iter().any(|c| barrier_names.contains(&c.name)) {
+            if !h.facts.barriers.is_empty()
+                || h.facts
+                    .calls
+                    .iter()
+                    .any(|c| barrier_names.contains(&c.name))
+            {
                 barrier_names.insert(h.site.name.clone());
             }
         }
@@ -128,13 +139,14 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
             break;
         }
     }
-    let helper_index: BTreeMap<&str, Vec<usize>> = helpers.iter().enumerate().fold(
-        BTreeMap::new(),
-        |mut m, (i, h)| {
-            m.entry(h.site.name.as_str()).or_default().push(i);
-            m
-        },
-    );
+    let helper_index: BTreeMap<&str, Vec<usize>> =
+        helpers
+            .iter()
+            .enumerate()
+            .fold(BTreeMap::new(), |mut m, (i, h)| {
+                m.entry(h.site.name.as_str()).or_default().push(i);
+                m
+            });
 
     let mut kernels = Vec::new();
     let mut reached: BTreeSet<usize> = BTreeSet::new();
@@ -151,7 +163,14 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
             site: k,
             facts,
         };
-        let decision = decide(&plan, opts, &helpers, &helper_index, &ctx_names, &barrier_names);
+        let decision = decide(
+            &plan,
+            opts,
+            &helpers,
+            &helper_index,
+            &ctx_names,
+            &barrier_names,
+        );
         match decision {
             Ok((mode, reach, hazard)) => {
                 plan.mode = Some(mode);
@@ -212,12 +231,20 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
 fn prior_declarations<'t>(decls: &[FunctionSite<'t>], def: &FunctionSite<'t>) -> Vec<Node<'t>> {
     decls
         .iter()
-        .filter(|d| d.name == def.name && d.scope == def.scope && d.outer.end_byte() <= def.outer.start_byte())
+        .filter(|d| {
+            d.name == def.name
+                && d.scope == def.scope
+                && d.outer.end_byte() <= def.outer.start_byte()
+        })
         .map(|d| d.outer)
         .collect()
 }
 
-type Decision<'t> = (SyncMode, BTreeSet<usize>, Option<(ReturnSite<'t>, BarrierSite<'t>)>);
+type Decision<'t> = (
+    SyncMode,
+    BTreeSet<usize>,
+    Option<(ReturnSite<'t>, BarrierSite<'t>)>,
+);
 
 /// Decides whether a kernel is transformed: its mode, the helpers it reaches and its hazard.
 fn decide<'t>(
@@ -230,7 +257,11 @@ fn decide<'t>(
 ) -> Result<Decision<'t>, Vec<Diagnostic>> {
     let k = &plan.site;
     if !opts.selects(&k.name) || k.pragmas.skip {
-        let why = if k.pragmas.skip { "`#pragma cupreempt skip`" } else { "the command line's kernel selection" };
+        let why = if k.pragmas.skip {
+            "`#pragma cupreempt skip`"
+        } else {
+            "the command line's kernel selection"
+        };
         return Err(vec![Diagnostic::new(
             Code::NotSelected,
             format!("kernel `{}` is not transformed: excluded by {why}", k.name),
@@ -242,8 +273,12 @@ fn decide<'t>(
 
     // Everything the kernel reaches through calls to helpers of this file.
     let mut reach: BTreeSet<usize> = BTreeSet::new();
-    let mut stack: Vec<(&str, std::ops::Range<usize>)> =
-        plan.facts.calls.iter().map(|c| (c.name.as_str(), c.node.byte_range())).collect();
+    let mut stack: Vec<(&str, std::ops::Range<usize>)> = plan
+        .facts
+        .calls
+        .iter()
+        .map(|c| (c.name.as_str(), c.node.byte_range()))
+        .collect();
     while let Some((name, call_site)) = stack.pop() {
         for &i in index.get(name).into_iter().flatten() {
             let h = &helpers[i];
@@ -251,13 +286,20 @@ fn decide<'t>(
                 continue;
             }
             for r in &h.facts.refusals {
-                refusals.push(r.clone().label(call_site.clone(), format!("reached from `{}` through this call", k.name)));
+                refusals.push(r.clone().label(
+                    call_site.clone(),
+                    format!("reached from `{}` through this call", k.name),
+                ));
             }
             if h.needs_ctx && (!h.site.problems.is_empty() || h.site.host) {
                 let why = if h.site.host {
                     "a __host__ __device__ helper cannot take the task context".to_string()
                 } else {
-                    h.site.problems.first().map(|p| p.message.clone()).unwrap_or_default()
+                    h.site
+                        .problems
+                        .first()
+                        .map(|p| p.message.clone())
+                        .unwrap_or_default()
                 };
                 refusals.push(
                     Diagnostic::new(
@@ -277,7 +319,12 @@ fn decide<'t>(
     // A macro of this file that calls a helper needing the context would still call the
     // original, which reads the hardware's blockIdx: refuse rather than miscompile.
     for m in &plan.facts.macro_uses {
-        if let Some(h) = m.facts.calls.iter().find(|c| ctx_names.contains(c.as_str())) {
+        if let Some(h) = m
+            .facts
+            .calls
+            .iter()
+            .find(|c| ctx_names.contains(c.as_str()))
+        {
             refusals.push(
                 Diagnostic::new(
                     Code::Helper,
@@ -292,12 +339,24 @@ fn decide<'t>(
     let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
     for c in &plan.facts.calls {
         if barrier_names.contains(&c.name) {
-            barriers.push(BarrierSite { node: c.node, method: "sync", rewrite: None });
+            barriers.push(BarrierSite {
+                node: c.node,
+                method: "sync",
+                rewrite: None,
+            });
         }
     }
-    let hazard = plan.facts.returns.iter().filter(|r| r.thread_dependent).find_map(|r| {
-        barriers.iter().find(|b| plan.facts.reaches(&r.range(), &b.range())).map(|b| (*r, *b))
-    });
+    let hazard = plan
+        .facts
+        .returns
+        .iter()
+        .filter(|r| r.thread_dependent)
+        .find_map(|r| {
+            barriers
+                .iter()
+                .find(|b| plan.facts.reaches(&r.range(), &b.range()))
+                .map(|b| (*r, *b))
+        });
     let mut mode = SyncMode::Plain;
     if let Some((ret, bar)) = hazard {
         mode = SyncMode::SyncAware;

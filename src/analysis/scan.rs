@@ -72,7 +72,10 @@ pub struct FunctionSite<'t> {
     pub template: Option<Node<'t>>,
     pub template_params: Vec<TemplateParam>,
     pub linkage: Option<Linkage<'t>>,
+    /// `__global__`, or the macro whose expansion holds it.
     pub global_kw: Option<Node<'t>>,
+    /// What `global_kw` becomes in the shared body.
+    pub global_replacement: String,
     pub host: bool,
     pub launch_bounds: Vec<Node<'t>>,
     pub declarator: Node<'t>,
@@ -91,15 +94,27 @@ impl FunctionSite<'_> {
     }
     /// `T, N, Ts...`
     pub fn template_args(&self) -> String {
-        self.template_params.iter().map(|p| p.arg.as_str()).collect::<Vec<_>>().join(", ")
+        self.template_params
+            .iter()
+            .map(|p| p.arg.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     }
     /// `a, b, args...`
     pub fn forward_args(&self) -> String {
-        self.param_list.iter().map(Param::forward).collect::<Vec<_>>().join(", ")
+        self.param_list
+            .iter()
+            .map(Param::forward)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
     /// Parameter declarations, every one named.
     pub fn named_params(&self) -> String {
-        self.param_list.iter().map(Param::declaration).collect::<Vec<_>>().join(", ")
+        self.param_list
+            .iter()
+            .map(Param::declaration)
+            .collect::<Vec<_>>()
+            .join(", ")
     }
 }
 
@@ -130,6 +145,10 @@ pub struct MacroFacts {
     pub launches: bool,
     /// Identifiers followed by `(`.
     pub calls: Vec<String>,
+    /// Every identifier (to follow macros that use other macros).
+    pub idents: Vec<String>,
+    /// The replacement text.
+    pub text: String,
 }
 
 pub struct Found<'t> {
@@ -161,11 +180,18 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
     s.walk(root, &mut Vec::new(), false);
     s.found.macros = close_macros(s.found.macros);
     for r in &errors {
-        let inside_kernel = s.found.kernels.iter().any(|k| overlaps(&k.outer.byte_range(), r));
+        let inside_kernel = s
+            .found
+            .kernels
+            .iter()
+            .any(|k| overlaps(&k.outer.byte_range(), r));
         if !inside_kernel {
             s.found.diagnostics.push(
-                Diagnostic::new(Code::ParseError, "syntax error: this region is left as it is")
-                    .label(r.clone(), "not understood here"),
+                Diagnostic::new(
+                    Code::ParseError,
+                    "syntax error: this region is left as it is",
+                )
+                .label(r.clone(), "not understood here"),
             );
         }
     }
@@ -184,7 +210,9 @@ fn include_position(root: Node, src: &str) -> usize {
         if child.kind_id() != kinds().comment {
             break;
         }
-        at = src[child.end_byte()..].find('\n').map_or(src.len(), |i| child.end_byte() + i + 1);
+        at = src[child.end_byte()..]
+            .find('\n')
+            .map_or(src.len(), |i| child.end_byte() + i + 1);
     }
     at
 }
@@ -203,7 +231,10 @@ impl<'t> Scanner<'t, '_> {
             self.record_macro(node);
         }
         if id == k.namespace_definition {
-            let name = node.child_by_field_name("name").map(|n| text(n, self.src).to_string()).unwrap_or_default();
+            let name = node
+                .child_by_field_name("name")
+                .map(|n| text(n, self.src).to_string())
+                .unwrap_or_default();
             scope.push(name);
             if let Some(body) = node.child_by_field_name("body") {
                 self.walk(body, scope, in_device);
@@ -212,7 +243,7 @@ impl<'t> Scanner<'t, '_> {
             return;
         }
         if id == k.function_definition || id == k.declaration {
-            let space = execution_space(node);
+            let space = execution_space(node, self.src, &self.found.macros);
             if let Some(site) = self.function_site(node, scope, space.clone()) {
                 let device = space.global || space.device;
                 if id == k.function_definition {
@@ -234,7 +265,11 @@ impl<'t> Scanner<'t, '_> {
                 return;
             }
         }
-        if id == k.call_expression && node.named_children(&mut node.walk()).any(|c| c.kind_id() == k.kernel_call_syntax) {
+        if id == k.call_expression
+            && node
+                .named_children(&mut node.walk())
+                .any(|c| c.kind_id() == k.kernel_call_syntax)
+        {
             if let Some(l) = self.launch_site(node, in_device) {
                 self.found.launches.push(l);
             }
@@ -246,13 +281,20 @@ impl<'t> Scanner<'t, '_> {
         }
     }
 
-    fn function_site(&mut self, func: Node<'t>, scope: &[String], space: Space<'t>) -> Option<FunctionSite<'t>> {
+    fn function_site(
+        &mut self,
+        func: Node<'t>,
+        scope: &[String],
+        space: Space<'t>,
+    ) -> Option<FunctionSite<'t>> {
         let k = kinds();
         if !(space.global || space.device) {
             return None;
         }
         let declarator = find_function_declarator(func)?;
-        let name_node = declarator.child_by_field_name("declarator").and_then(lang::declarator_name)?;
+        let name_node = declarator
+            .child_by_field_name("declarator")
+            .and_then(lang::declarator_name)?;
         let params = declarator.child_by_field_name("parameters")?;
         let mut outer = func;
         let mut template = None;
@@ -262,27 +304,50 @@ impl<'t> Scanner<'t, '_> {
                 template = Some(p);
                 outer = p;
             } else if p.kind_id() == k.linkage_specification {
-                linkage = Some(Linkage { node: p, braced: false });
+                linkage = Some(Linkage {
+                    node: p,
+                    braced: false,
+                });
                 outer = p;
             } else if p.kind_id() == k.declaration_list {
-                if let Some(l) = p.parent().filter(|l| l.kind_id() == k.linkage_specification) {
-                    linkage = Some(Linkage { node: l, braced: true });
+                if let Some(l) = p
+                    .parent()
+                    .filter(|l| l.kind_id() == k.linkage_specification)
+                {
+                    linkage = Some(Linkage {
+                        node: l,
+                        braced: true,
+                    });
                 }
             }
         }
         let mut problems = Vec::new();
         let name = text(name_node, self.src).to_string();
         if func.has_error() {
-            let range = self.errors.iter().find(|r| overlaps(&func.byte_range(), r)).cloned().unwrap_or(func.byte_range());
+            let range = self
+                .errors
+                .iter()
+                .find(|r| overlaps(&func.byte_range(), r))
+                .cloned()
+                .unwrap_or(func.byte_range());
             problems.push(
-                Diagnostic::new(Code::ParseErrorInKernel, format!("`{name}` contains a syntax error; it is left as it is"))
-                    .label(range, "not understood here"),
+                Diagnostic::new(
+                    Code::ParseErrorInKernel,
+                    format!("`{name}` contains a syntax error; it is left as it is"),
+                )
+                .label(range, "not understood here"),
             );
         }
-        if name_node.parent().is_some_and(|p| p.kind_id() == k.qualified_identifier) {
+        if name_node
+            .parent()
+            .is_some_and(|p| p.kind_id() == k.qualified_identifier)
+        {
             problems.push(
-                Diagnostic::new(Code::Unsupported, format!("`{name}` is defined with a qualified name (out of its namespace)"))
-                    .label(name_node.byte_range(), "qualified definition"),
+                Diagnostic::new(
+                    Code::Unsupported,
+                    format!("`{name}` is defined with a qualified name (out of its namespace)"),
+                )
+                .label(name_node.byte_range(), "qualified definition"),
             );
         }
         let param_list = self.params(params, &mut problems);
@@ -301,6 +366,7 @@ impl<'t> Scanner<'t, '_> {
             template_params,
             linkage,
             global_kw: space.global_kw,
+            global_replacement: space.global_replacement,
             host: space.host,
             launch_bounds: space.launch_bounds,
             declarator,
@@ -334,21 +400,37 @@ impl<'t> Scanner<'t, '_> {
                 );
             }
             let decl = p.child_by_field_name("declarator");
-            let name = decl.and_then(lang::declarator_name).map(|n| text(n, self.src).to_string());
+            let name = decl
+                .and_then(lang::declarator_name)
+                .map(|n| text(n, self.src).to_string());
             match name {
-                Some(name) => out.push(Param { text: ptext, name, named: true, pack }),
+                Some(name) => out.push(Param {
+                    text: ptext,
+                    name,
+                    named: true,
+                    pack,
+                }),
                 None => {
                     let abstract_shape = decl.is_some_and(|d| {
                         let kind = d.kind();
-                        kind != "abstract_pointer_declarator" && kind != "abstract_reference_declarator"
+                        kind != "abstract_pointer_declarator"
+                            && kind != "abstract_reference_declarator"
                     });
                     if abstract_shape || pack {
                         problems.push(
-                            Diagnostic::new(Code::Unsupported, "an unnamed parameter of this shape cannot be forwarded")
-                                .label(p.byte_range(), "give this parameter a name"),
+                            Diagnostic::new(
+                                Code::Unsupported,
+                                "an unnamed parameter of this shape cannot be forwarded",
+                            )
+                            .label(p.byte_range(), "give this parameter a name"),
                         );
                     }
-                    out.push(Param { text: ptext, name: format!("__cp_arg{i}"), named: false, pack });
+                    out.push(Param {
+                        text: ptext,
+                        name: format!("__cp_arg{i}"),
+                        named: false,
+                        pack,
+                    });
                 }
             }
         }
@@ -357,7 +439,9 @@ impl<'t> Scanner<'t, '_> {
 
     fn template_params(&self, template: Node<'t>) -> Vec<TemplateParam> {
         let k = kinds();
-        let Some(list) = template.child_by_field_name("parameters") else { return Vec::new() };
+        let Some(list) = template.child_by_field_name("parameters") else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
         let mut c = list.walk();
         for p in list.named_children(&mut c) {
@@ -384,10 +468,17 @@ impl<'t> Scanner<'t, '_> {
                     .last();
                 found.or_else(|| p.child_by_field_name("name"))
             } else {
-                p.child_by_field_name("declarator").and_then(lang::declarator_name)
+                p.child_by_field_name("declarator")
+                    .and_then(lang::declarator_name)
             };
-            let name = name.map(|n| text(n, self.src).to_string()).unwrap_or_default();
-            out.push(TemplateParam { arg: if pack { format!("{name}...") } else { name }, pack, has_default });
+            let name = name
+                .map(|n| text(n, self.src).to_string())
+                .unwrap_or_default();
+            out.push(TemplateParam {
+                arg: if pack { format!("{name}...") } else { name },
+                pack,
+                has_default,
+            });
         }
         out
     }
@@ -404,17 +495,29 @@ impl<'t> Scanner<'t, '_> {
             if s.kind_id() != k.preproc_call {
                 break;
             }
-            let directive = s.child_by_field_name("directive").map(|d| text(d, self.src)).unwrap_or("");
-            let arg = s.child_by_field_name("argument").map(|a| text(a, self.src).trim()).unwrap_or("");
+            let directive = s
+                .child_by_field_name("directive")
+                .map(|d| text(d, self.src))
+                .unwrap_or("");
+            let arg = s
+                .child_by_field_name("argument")
+                .map(|a| text(a, self.src).trim())
+                .unwrap_or("");
             if directive != "#pragma" {
                 break;
             }
             if let Some(rest) = arg.strip_prefix("cupreempt") {
                 if let Err(why) = parse_pragma(rest.trim(), &mut p) {
                     self.found.diagnostics.push(
-                        Diagnostic::new(Code::BadPragma, format!("`#pragma cupreempt {}` is not understood: {why}", rest.trim()))
-                            .label(s.byte_range(), "ignored")
-                            .help("known: `#pragma cupreempt chunk(N)`, `budget_us(N)`, `skip`"),
+                        Diagnostic::new(
+                            Code::BadPragma,
+                            format!(
+                                "`#pragma cupreempt {}` is not understood: {why}",
+                                rest.trim()
+                            ),
+                        )
+                        .label(s.byte_range(), "ignored")
+                        .help("known: `#pragma cupreempt chunk(N)`, `budget_us(N)`, `skip`"),
                     );
                 }
             }
@@ -428,9 +531,14 @@ impl<'t> Scanner<'t, '_> {
         let callee = call.child_by_field_name("function")?;
         let args = call.child_by_field_name("arguments")?;
         let mut c = call.walk();
-        let syntax = call.named_children(&mut c).find(|n| n.kind_id() == k.kernel_call_syntax)?;
+        let syntax = call
+            .named_children(&mut c)
+            .find(|n| n.kind_id() == k.kernel_call_syntax)?;
         let mut cc = syntax.walk();
-        let config: Vec<Node> = syntax.named_children(&mut cc).filter(|n| n.kind_id() != k.comment).collect();
+        let config: Vec<Node> = syntax
+            .named_children(&mut cc)
+            .filter(|n| n.kind_id() != k.comment)
+            .collect();
         // Peel `ns::` qualifiers and template arguments down to the name.
         let mut name_node = callee;
         let mut template_args = None;
@@ -448,7 +556,10 @@ impl<'t> Scanner<'t, '_> {
             return None;
         }
         let mut ac = args.walk();
-        let arg_count = args.named_children(&mut ac).filter(|n| n.kind_id() != k.comment).count();
+        let arg_count = args
+            .named_children(&mut ac)
+            .filter(|n| n.kind_id() != k.comment)
+            .count();
         let in_error = self.errors.iter().any(|r| overlaps(&call.byte_range(), r));
         Some(LaunchSite {
             call,
@@ -465,10 +576,16 @@ impl<'t> Scanner<'t, '_> {
 
     fn record_macro(&mut self, node: Node<'t>) {
         let k = kinds();
-        let Some(name) = node.child_by_field_name("name") else { return };
-        let value = node.child_by_field_name("value").filter(|v| v.kind_id() == k.preproc_arg);
+        let Some(name) = node.child_by_field_name("name") else {
+            return;
+        };
+        let value = node
+            .child_by_field_name("value")
+            .filter(|v| v.kind_id() == k.preproc_arg);
         let body = value.map(|v| text(v, self.src)).unwrap_or("");
-        self.found.macros.insert(text(name, self.src).to_string(), macro_facts(body));
+        self.found
+            .macros
+            .insert(text(name, self.src).to_string(), macro_facts(body));
     }
 }
 
@@ -478,18 +595,37 @@ struct Space<'t> {
     device: bool,
     host: bool,
     global_kw: Option<Node<'t>>,
+    global_replacement: String,
     launch_bounds: Vec<Node<'t>>,
 }
 
-fn execution_space(func: Node) -> Space {
+fn execution_space<'t>(
+    func: Node<'t>,
+    src: &str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> Space<'t> {
     let k = kinds();
     let mut s = Space::default();
+    // `#define KERNEL __global__ void` ... `KERNEL k(...)`: the type is the macro.
+    if let Some(ty) = func.child_by_field_name("type") {
+        if let Some(m) = macros.get(text(ty, src)) {
+            let words: Vec<&str> = m.text.split_whitespace().collect();
+            if words.contains(&"__global__") {
+                s.global = true;
+                s.global_kw = Some(ty);
+                s.global_replacement = m.text.replace("__global__", "__device__ __forceinline__");
+            }
+            s.device |= words.contains(&"__device__");
+            s.host |= words.contains(&"__host__");
+        }
+    }
     let mut c = func.walk();
     for ch in func.children(&mut c) {
         match ch.kind() {
             "__global__" => {
                 s.global = true;
                 s.global_kw = Some(ch);
+                s.global_replacement = "__device__ __forceinline__".to_string();
             }
             "__device__" => s.device = true,
             "__host__" => s.host = true,
@@ -524,7 +660,10 @@ fn parse_pragma(s: &str, p: &mut Pragmas) -> Result<(), String> {
             .strip_suffix(')')
             .and_then(|i| i.split_once('('))
             .ok_or_else(|| format!("expected `key(value)`, found `{item}`"))?;
-        let n: u32 = val.trim().parse().map_err(|_| format!("`{val}` is not a whole number"))?;
+        let n: u32 = val
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{val}` is not a whole number"))?;
         if n == 0 {
             return Err(format!("`{key}` must be at least 1"));
         }
@@ -551,7 +690,9 @@ fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
                 return Some((start, &s[start..i]));
             }
             if b.is_ascii_digit() {
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.') {
+                while i < bytes.len()
+                    && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
+                {
                     i += 1;
                 }
                 continue;
@@ -571,14 +712,19 @@ pub(crate) fn macro_facts(body: &str) -> MacroFacts {
             }
         }
         f.thread_varying |= lang::THREAD_VARYING.contains(&id);
-        f.barrier |= lang::BARRIER_FUNCTIONS.iter().any(|(n, _)| *n == id) || id == "this_thread_block";
+        f.barrier |=
+            lang::BARRIER_FUNCTIONS.iter().any(|(n, _)| *n == id) || id == "this_thread_block";
         f.returns |= id == "return";
         f.grid_sync |= lang::GRID_SYNC.contains(&id);
         let rest = body[at + id.len()..].trim_start();
         if rest.starts_with('(') && !f.calls.iter().any(|c| c == id) {
             f.calls.push(id.to_string());
         }
+        if !f.idents.iter().any(|c| c == id) {
+            f.idents.push(id.to_string());
+        }
     }
+    f.text = body.trim().to_string();
     f.barrier |= body.contains(".sync()") && body.contains("thread_block");
     f.launches = body.contains("<<<");
     f
@@ -590,9 +736,19 @@ fn close_macros(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFa
         let snapshot = m.clone();
         let mut changed = false;
         for f in m.values_mut() {
-            for callee in f.calls.clone() {
-                let Some(g) = snapshot.get(&callee) else { continue };
-                let before = (f.virtual_reads.len(), f.thread_varying, f.barrier, f.returns, f.grid_sync, f.launches, f.calls.len());
+            for callee in f.idents.clone() {
+                let Some(g) = snapshot.get(&callee) else {
+                    continue;
+                };
+                let before = (
+                    f.virtual_reads.len(),
+                    f.thread_varying,
+                    f.barrier,
+                    f.returns,
+                    f.grid_sync,
+                    f.launches,
+                    f.calls.len(),
+                );
                 for v in &g.virtual_reads {
                     if !f.virtual_reads.contains(v) {
                         f.virtual_reads.push(v);
@@ -608,7 +764,15 @@ fn close_macros(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFa
                         f.calls.push(c.clone());
                     }
                 }
-                let after = (f.virtual_reads.len(), f.thread_varying, f.barrier, f.returns, f.grid_sync, f.launches, f.calls.len());
+                let after = (
+                    f.virtual_reads.len(),
+                    f.thread_varying,
+                    f.barrier,
+                    f.returns,
+                    f.grid_sync,
+                    f.launches,
+                    f.calls.len(),
+                );
                 changed |= before != after;
             }
         }

@@ -29,7 +29,10 @@ struct Assignment<'t> {
 pub fn is_loop(n: Node) -> bool {
     let k = kinds();
     let id = n.kind_id();
-    id == k.for_statement || id == k.while_statement || id == k.do_statement || id == k.for_range_loop
+    id == k.for_statement
+        || id == k.while_statement
+        || id == k.do_statement
+        || id == k.for_range_loop
 }
 
 fn descendants(n: Node) -> Vec<Node> {
@@ -45,7 +48,13 @@ fn descendants(n: Node) -> Vec<Node> {
 
 impl<'t, 'm> Uniformity<'t, 'm> {
     pub fn new(body: Node<'t>, src: &'t str, macros: &'m BTreeMap<String, MacroFacts>) -> Self {
-        let mut u = Uniformity { src, body, macros, varying: BTreeSet::new(), varying_loops: BTreeSet::new() };
+        let mut u = Uniformity {
+            src,
+            body,
+            macros,
+            varying: BTreeSet::new(),
+            varying_loops: BTreeSet::new(),
+        };
         let all = descendants(body);
         let assignments = u.assignments(&all);
         let loops: Vec<Node> = all.iter().copied().filter(|n| is_loop(*n)).collect();
@@ -75,9 +84,13 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 if u.varying_loops.contains(&l.id()) {
                     continue;
                 }
-                let cond = l.child_by_field_name("condition").or_else(|| l.child_by_field_name("right"));
+                let cond = l
+                    .child_by_field_name("condition")
+                    .or_else(|| l.child_by_field_name("right"));
                 let exit_varies = exits.iter().any(|e| {
-                    l.byte_range().contains(&e.start_byte()) && e.id() != l.id() && u.controlled(*e, Some(*l))
+                    l.byte_range().contains(&e.start_byte())
+                        && e.id() != l.id()
+                        && u.controlled(*e, Some(*l))
                 });
                 if cond.is_some_and(|c| u.expr_varying(c)) || exit_varies {
                     u.varying_loops.insert(l.id());
@@ -96,8 +109,15 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         for &n in all {
             let id = n.kind_id();
             if id == k.init_declarator {
-                if let Some(name) = n.child_by_field_name("declarator").and_then(lang::declarator_name) {
-                    out.push(Assignment { target: text(name, self.src).into(), value: n.child_by_field_name("value"), at: n });
+                if let Some(name) = n
+                    .child_by_field_name("declarator")
+                    .and_then(lang::declarator_name)
+                {
+                    out.push(Assignment {
+                        target: text(name, self.src).into(),
+                        value: n.child_by_field_name("value"),
+                        at: n,
+                    });
                 }
             } else if id == k.declaration && text(n, self.src).contains("__shared__") {
                 // Shared memory holds data written by any thread.
@@ -108,21 +128,42 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     }
                 }
             } else if id == k.assignment_expression || id == k.update_expression {
-                let target = n.child_by_field_name("left").or_else(|| n.child_by_field_name("argument"));
+                let target = n
+                    .child_by_field_name("left")
+                    .or_else(|| n.child_by_field_name("argument"));
                 if let Some(name) = target.and_then(|t| base_identifier(t, self.src)) {
-                    let value = if id == k.assignment_expression { n.child_by_field_name("right") } else { None };
-                    out.push(Assignment { target: name, value, at: n });
+                    let value = if id == k.assignment_expression {
+                        n.child_by_field_name("right")
+                    } else {
+                        None
+                    };
+                    out.push(Assignment {
+                        target: name,
+                        value,
+                        at: n,
+                    });
                 }
             } else if id == k.pointer_expression
-                && n.child_by_field_name("operator").is_some_and(|o| text(o, self.src) == "&")
+                && n.child_by_field_name("operator")
+                    .is_some_and(|o| text(o, self.src) == "&")
             {
                 // Written through a pointer somewhere we cannot follow.
-                if let Some(name) = n.child_by_field_name("argument").and_then(|a| base_identifier(a, self.src)) {
+                if let Some(name) = n
+                    .child_by_field_name("argument")
+                    .and_then(|a| base_identifier(a, self.src))
+                {
                     self.varying.insert(name);
                 }
             } else if id == k.for_range_loop {
-                if let Some(name) = n.child_by_field_name("declarator").and_then(lang::declarator_name) {
-                    out.push(Assignment { target: text(name, self.src).into(), value: n.child_by_field_name("right"), at: n });
+                if let Some(name) = n
+                    .child_by_field_name("declarator")
+                    .and_then(lang::declarator_name)
+                {
+                    out.push(Assignment {
+                        target: text(name, self.src).into(),
+                        value: n.child_by_field_name("right"),
+                        at: n,
+                    });
                 }
             }
         }
@@ -140,17 +181,25 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 if lang::THREAD_VARYING.contains(&name) || self.varying.contains(name) {
                     return true;
                 }
-                if self.macros.get(name).is_some_and(|m| m.thread_varying || !m.calls.is_empty()) {
+                if self
+                    .macros
+                    .get(name)
+                    .is_some_and(|m| m.thread_varying || !m.calls.is_empty())
+                {
                     return true;
                 }
             } else if id == k.subscript_expression || id == k.lambda_expression {
                 return true;
             } else if id == k.field_expression {
-                if x.child_by_field_name("operator").is_some_and(|o| text(o, self.src) == "->") {
+                if x.child_by_field_name("operator")
+                    .is_some_and(|o| text(o, self.src) == "->")
+                {
                     return true;
                 }
             } else if id == k.pointer_expression {
-                if x.child_by_field_name("operator").is_some_and(|o| text(o, self.src) == "*") {
+                if x.child_by_field_name("operator")
+                    .is_some_and(|o| text(o, self.src) == "*")
+                {
                     return true;
                 }
             } else if id == k.call_expression {
@@ -216,7 +265,8 @@ fn base_identifier(n: Node, src: &str) -> Option<String> {
             return Some(text(x, src).to_string());
         }
         if x.kind_id() == k.field_expression
-            && x.child_by_field_name("operator").is_some_and(|o| text(o, src) == ".")
+            && x.child_by_field_name("operator")
+                .is_some_and(|o| text(o, src) == ".")
         {
             x = x.child_by_field_name("argument")?;
             continue;

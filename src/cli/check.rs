@@ -55,12 +55,18 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 for k in &t.kernels {
                     let outcome = if k.transformed {
                         let mode = k.mode.map(|m| serde_json::to_value(m).ok()).flatten();
-                        format!("transformable ({})", mode.as_ref().and_then(|v| v.as_str()).unwrap_or("plain"))
+                        format!(
+                            "transformable ({})",
+                            mode.as_ref().and_then(|v| v.as_str()).unwrap_or("plain")
+                        )
                     } else {
                         let why: Vec<String> = t
                             .diagnostics
                             .iter()
-                            .filter(|d| d.kernel.as_deref() == Some(k.name.as_str()) && k.codes.contains(&d.code.id()))
+                            .filter(|d| {
+                                d.kernel.as_deref() == Some(k.name.as_str())
+                                    && k.codes.contains(&d.code.id())
+                            })
                             .map(|d| format!("{} {}", d.code.id(), d.message))
                             .collect();
                         format!("left as it is: {}", why.join("; "))
@@ -77,15 +83,27 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                         let at = d.labels.first().map_or(0, |l| l.start);
                         let line = src[..at].matches('\n').count() + 1;
                         let column = at - src[..at].rfind('\n').map_or(0, |i| i + 1) + 1;
-                        JsonDiagnostic { diagnostic: d.clone(), line, column }
+                        JsonDiagnostic {
+                            diagnostic: d.clone(),
+                            line,
+                            column,
+                        }
                     })
                     .collect();
-                reports.push(FileReport { file: name, kernels: t.kernels, diagnostics });
+                reports.push(FileReport {
+                    file: name,
+                    kernels: t.kernels,
+                    diagnostics,
+                });
             }
         }
     }
     if let Format::Json = a.format {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     }
-    Ok(if refused { ExitCode::from(1) } else { ExitCode::SUCCESS })
+    Ok(if refused {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -34,7 +34,9 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
     let name = a.file.display().to_string();
     let t = cupreempt::transform(&src, &name, &opts)?;
     eprint!("{}", render(&t.diagnostics, &name, &src, stderr_color()));
-    let style = Style { color: a.color.stdout() };
+    let style = Style {
+        color: a.color.stdout(),
+    };
 
     let (old, new, old_name, new_name) = match &a.only {
         Some(kernel) => {
@@ -47,16 +49,29 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
                 anyhow::bail!("no kernel named `{kernel}` in {name}");
             };
             let label = format!("{name} ({kernel})");
-            (src[s].to_string(), t.output[o].to_string(), label.clone(), format!("{label} transformed"))
+            (
+                src[s].to_string(),
+                t.output[o].to_string(),
+                label.clone(),
+                format!("{label} transformed"),
+            )
         }
-        None => (src.clone(), t.output.clone(), name.clone(), format!("{name} (transformed)")),
+        None => (
+            src.clone(),
+            t.output.clone(),
+            name.clone(),
+            format!("{name} (transformed)"),
+        ),
     };
     if a.stat {
         let (ins, del) = diff::counts(&old, &new);
         println!("{new_name}: {ins} lines added, {del} removed");
         for k in &t.kernels {
             let what = match (k.transformed, k.mode) {
-                (true, Some(m)) => format!("transformed ({})", serde_json::to_value(m)?.as_str().unwrap_or("")),
+                (true, Some(m)) => format!(
+                    "transformed ({})",
+                    serde_json::to_value(m)?.as_str().unwrap_or("")
+                ),
                 _ => format!("left as it is ({})", k.codes.join(", ")),
             };
             println!("  {}:{} {}  {what}", name, k.line, k.name);
@@ -65,7 +80,16 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
         let width = a.width.or_else(terminal_width).unwrap_or(160);
         print!("{}", diff::side_by_side(&old, &new, width, &style));
     } else {
-        print!("{}", diff::unified(&old, &new, &format!("a/{old_name}"), &format!("b/{new_name}"), &style));
+        print!(
+            "{}",
+            diff::unified(
+                &old,
+                &new,
+                &format!("a/{old_name}"),
+                &format!("b/{new_name}"),
+                &style
+            )
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -17,7 +17,11 @@ pub fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
                 .filter_map(Result::ok)
                 .filter(|e| e.file_type().is_file())
                 .map(|e| e.into_path())
-                .filter(|f| f.extension().and_then(|x| x.to_str()).is_some_and(|x| EXTENSIONS.contains(&x)))
+                .filter(|f| {
+                    f.extension()
+                        .and_then(|x| x.to_str())
+                        .is_some_and(|x| EXTENSIONS.contains(&x))
+                })
                 .collect();
             found.sort();
             out.extend(found.into_iter().map(|f| (f, p.clone())));
@@ -36,7 +40,10 @@ pub fn read(path: &Path) -> anyhow::Result<String> {
 
 /// Writes through a temporary file in the same folder, so that a reader never sees half a file.
 pub fn write_atomically(path: &Path, content: &str) -> anyhow::Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
     let tmp = dir.join(format!(".{name}.cupreempt-tmp"));

@@ -14,7 +14,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "cupreempt", version, about = "Makes CUDA kernels preemptible: rewrites them into persistent-thread form")]
+#[command(
+    name = "cupreempt",
+    version,
+    about = "Makes CUDA kernels preemptible: rewrites them into persistent-thread form"
+)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -99,7 +103,9 @@ pub enum ColorChoice {
 impl ColorChoice {
     fn stdout(self) -> bool {
         match self {
-            ColorChoice::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+            ColorChoice::Auto => {
+                std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+            }
             ColorChoice::Always => true,
             ColorChoice::Never => false,
         }

@@ -30,7 +30,9 @@ pub struct TransformArgs {
 pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let inputs = files::inputs(&a.inputs)?;
-    let to_stdout = a.out_dir.is_none() && !a.in_place && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
+    let to_stdout = a.out_dir.is_none()
+        && !a.in_place
+        && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
     if inputs.len() != 1 && (to_stdout || a.output.is_some()) {
         anyhow::bail!("{} input files: use --out-dir or --in-place", inputs.len());
     }
@@ -47,7 +49,9 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
         results.push((path, root, src, t));
     }
     if any_errors && !a.keep_going {
-        eprintln!("cupreempt: nothing written because of the errors above (--keep-going writes anyway)");
+        eprintln!(
+            "cupreempt: nothing written because of the errors above (--keep-going writes anyway)"
+        );
         return Ok(ExitCode::from(1));
     }
     for (path, root, src, t) in &results {
@@ -60,7 +64,11 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             }
             let backup = files::backup_path(path);
             std::fs::copy(path, &backup)?;
-            eprintln!("cupreempt: {} (original kept as {})", path.display(), backup.display());
+            eprintln!(
+                "cupreempt: {} (original kept as {})",
+                path.display(),
+                backup.display()
+            );
             (*path).clone()
         } else if let Some(dir) = &a.out_dir {
             let rel = path.strip_prefix(root).unwrap_or(path);
@@ -69,7 +77,12 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             a.output.clone().unwrap_or_default()
         };
         files::write_atomically(&target, &t.output)?;
-        eprintln!("cupreempt: wrote {} ({} of {} kernels transformed)", target.display(), t.transformed_count(), t.kernels.len());
+        eprintln!(
+            "cupreempt: wrote {} ({} of {} kernels transformed)",
+            target.display(),
+            t.transformed_count(),
+            t.kernels.len()
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -12,20 +12,37 @@ use crate::analysis::HelperPlan;
 use crate::edit::Edit;
 use std::collections::BTreeSet;
 
-pub fn rewrite(h: &HelperPlan, src: &str, ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
+pub fn rewrite(
+    h: &HelperPlan,
+    src: &str,
+    ctx_helpers: &BTreeSet<&str>,
+    compact: bool,
+    edits: &mut Vec<Edit>,
+) {
     let s = &h.site;
-    let template_text = s.template.map(|t| &src[t.start_byte()..s.func.start_byte()]).unwrap_or("");
+    let template_text = s
+        .template
+        .map(|t| &src[t.start_byte()..s.func.start_byte()])
+        .unwrap_or("");
     // The context's type parameter goes last, so explicit template arguments keep their meaning.
     let ctx_template = match s.template.and_then(|t| t.child_by_field_name("parameters")) {
         Some(list) => {
             let close = list.end_byte() - 1;
             edits.push(Edit::insert(close, format!(", class {CTX_TYPE}")));
             let cut = close - s.template.map_or(0, |t| t.start_byte());
-            format!("{}, class {CTX_TYPE}{}", &template_text[..cut], &template_text[cut..])
+            format!(
+                "{}, class {CTX_TYPE}{}",
+                &template_text[..cut],
+                &template_text[cut..]
+            )
         }
         None => {
             let t = format!("template <class {CTX_TYPE}>\n");
-            edits.push(Edit::insert(s.func.start_byte(), t.clone()));
+            let inline = format!("template <class {CTX_TYPE}> ");
+            edits.push(Edit::insert(
+                s.func.start_byte(),
+                if compact { inline } else { t.clone() },
+            ));
             t
         }
     };
@@ -38,8 +55,16 @@ pub fn rewrite(h: &HelperPlan, src: &str, ctx_helpers: &BTreeSet<&str>, edits: &
     let specifiers = &src[s.func.start_byte()..s.name_node.start_byte()];
     let params = s.named_params();
     let tail = src[s.params.end_byte()..s.body.start_byte()].trim();
-    let tail = if tail.is_empty() { String::new() } else { format!(" {tail}") };
-    let targs = if s.is_template() { format!("<{}>", s.template_args()) } else { String::new() };
+    let tail = if tail.is_empty() {
+        String::new()
+    } else {
+        format!(" {tail}")
+    };
+    let targs = if s.is_template() {
+        format!("<{}>", s.template_args())
+    } else {
+        String::new()
+    };
     let args = s.forward_args();
     let sep = if args.is_empty() { "" } else { ", " };
     let forwarder = format!(

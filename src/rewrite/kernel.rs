@@ -39,7 +39,15 @@ pub fn needs_selector(plan: &KernelPlan) -> bool {
     plan.site.is_template() || plan.overloaded
 }
 
-pub fn rewrite(plan: &KernelPlan, ordinal: usize, src: &str, ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
+pub fn rewrite(
+    plan: &KernelPlan,
+    ordinal: usize,
+    src: &str,
+    ctx_helpers: &BTreeSet<&str>,
+    compact: bool,
+    edits: &mut Vec<Edit>,
+) {
+    let nl = if compact { " " } else { "\n" };
     let k = &plan.site;
     let func = k.func;
     let braced_linkage = k.linkage.is_some_and(|l| l.braced);
@@ -47,15 +55,24 @@ pub fn rewrite(plan: &KernelPlan, ordinal: usize, src: &str, ctx_helpers: &BTree
     // 1. The header becomes the shared body's.
     match k.template {
         Some(t) => {
-            let list = t.child_by_field_name("parameters").expect("template has parameters");
-            edits.push(Edit::insert(list.start_byte() + 1, format!("class {CTX_TYPE}, ")));
+            let list = t
+                .child_by_field_name("parameters")
+                .expect("template has parameters");
+            edits.push(Edit::insert(
+                list.start_byte() + 1,
+                format!("class {CTX_TYPE}, "),
+            ));
         }
         None => {
             let mut head = String::new();
             if braced_linkage {
-                head.push_str("extern \"C++\" {  // cupreempt: templates need C++ linkage\n");
+                head.push_str(if compact {
+                    "extern \"C++\" { "
+                } else {
+                    "extern \"C++\" {  // cupreempt: templates need C++ linkage\n"
+                });
             }
-            head.push_str(&format!("template <class {CTX_TYPE}>\n"));
+            head.push_str(&format!("template <class {CTX_TYPE}>{nl}"));
             if let Some(l) = k.linkage.filter(|l| !l.braced) {
                 // `extern "C"` moves to the generated kernels; the body is a C++ template.
                 edits.push(Edit::delete(l.node.start_byte()..func.start_byte()));
@@ -64,10 +81,11 @@ pub fn rewrite(plan: &KernelPlan, ordinal: usize, src: &str, ctx_helpers: &BTree
         }
     }
     if let Some(g) = k.global_kw {
-        edits.push(Edit::replace(g.byte_range(), "__device__ __forceinline__"));
+        edits.push(Edit::replace(g.byte_range(), k.global_replacement.clone()));
     }
     for lb in &k.launch_bounds {
-        let end = lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
+        let end =
+            lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
         edits.push(Edit::delete(lb.start_byte()..end));
     }
     edits.push(Edit::replace(k.name_node.byte_range(), body_name(&k.name)));
@@ -81,8 +99,12 @@ pub fn rewrite(plan: &KernelPlan, ordinal: usize, src: &str, ctx_helpers: &BTree
     if plan.mode == Some(SyncMode::SyncAware) {
         for b in &plan.facts.barriers {
             match b.rewrite {
-                Some(BarrierRewrite::Callee(c)) => edits.push(Edit::replace(c.byte_range(), format!("{CTX}.{}", b.method))),
-                Some(BarrierRewrite::WholeCall(c)) => edits.push(Edit::replace(c.byte_range(), format!("{CTX}.sync()"))),
+                Some(BarrierRewrite::Callee(c)) => {
+                    edits.push(Edit::replace(c.byte_range(), format!("{CTX}.{}", b.method)))
+                }
+                Some(BarrierRewrite::WholeCall(c)) => {
+                    edits.push(Edit::replace(c.byte_range(), format!("{CTX}.sync()")))
+                }
                 None => unreachable!("kernels with unrewritable barriers are refused"),
             }
         }
@@ -102,7 +124,12 @@ pub fn rewrite(plan: &KernelPlan, ordinal: usize, src: &str, ctx_helpers: &BTree
         // Launch sites between the declaration and here need the wrapper and the struct early.
         let decl = Header::of_declaration(plan, *first, src);
         let mut early = String::from("\n");
-        early.push_str(&format!("{}{}({});\n", decl.prefix(), wrapper_name(&k.name), wrapper_params(&decl.params)));
+        early.push_str(&format!(
+            "{}{}({});\n",
+            decl.prefix(),
+            wrapper_name(&k.name),
+            wrapper_params(&decl.params)
+        ));
         early.push_str(&launch_types(plan, ordinal, &decl));
         edits.push(Edit::insert(first.end_byte(), early));
     } else {
@@ -134,7 +161,10 @@ struct Header {
 impl Header {
     fn of(k: &FunctionSite, src: &str) -> Header {
         Header {
-            template: k.template.map(|t| src[t.start_byte()..k.func.start_byte()].to_string()).unwrap_or_default(),
+            template: k
+                .template
+                .map(|t| src[t.start_byte()..k.func.start_byte()].to_string())
+                .unwrap_or_default(),
             linkage: k
                 .linkage
                 .filter(|l| !l.braced)
@@ -152,10 +182,14 @@ impl Header {
         let name_at = find_name(decl, &k.name, src).unwrap_or(decl.start_byte());
         let params_start = src[name_at..].find('(').map_or(name_at, |i| name_at + i);
         let params_end = src[..decl.end_byte()].rfind(')').unwrap_or(decl.end_byte());
-        let params = src[params_start + 1..params_end.max(params_start + 1)].trim().to_string();
+        let params = src[params_start + 1..params_end.max(params_start + 1)]
+            .trim()
+            .to_string();
         let inner = if decl.kind() == "template_declaration" {
             let mut c = decl.walk();
-            let found = decl.named_children(&mut c).find(|n| n.kind() == "declaration");
+            let found = decl
+                .named_children(&mut c)
+                .find(|n| n.kind() == "declaration");
             found.unwrap_or(decl)
         } else {
             decl
@@ -165,7 +199,11 @@ impl Header {
             linkage: String::new(),
             specifiers: src[inner.start_byte()..name_at].to_string(),
             name: k.name.clone(),
-            params: if params == "void" { String::new() } else { params },
+            params: if params == "void" {
+                String::new()
+            } else {
+                params
+            },
         }
     }
 
@@ -198,7 +236,11 @@ fn wrapper_params(params: &str) -> String {
 
 fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
     let k = &plan.site;
-    let targs = if k.is_template() { format!("{ctx_type}, {}", k.template_args()) } else { ctx_type.to_string() };
+    let targs = if k.is_template() {
+        format!("{ctx_type}, {}", k.template_args())
+    } else {
+        ctx_type.to_string()
+    };
     let args = k.forward_args();
     let sep = if args.is_empty() { "" } else { ", " };
     format!("{}<{targs}>({CTX}{sep}{args});", body_name(&k.name))
@@ -237,10 +279,22 @@ fn wrapper(plan: &KernelPlan, h: &Header) -> String {
 fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
     let k = &plan.site;
     let s = kernels_struct(plan, ordinal);
-    let targs = if k.is_template() { format!("<{}>", k.template_args()) } else { String::new() };
+    let targs = if k.is_template() {
+        format!("<{}>", k.template_args())
+    } else {
+        String::new()
+    };
     let (orig_ty, wrap_ty) = if plan.overloaded {
-        let types = k.param_list.iter().map(|p| strip_default(&p.declaration())).collect::<Vec<_>>().join(", ");
-        (format!("void (*original)({types})"), format!("void (*wrapper)({})", wrapper_params(&types)))
+        let types = k
+            .param_list
+            .iter()
+            .map(|p| strip_default(&p.declaration()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        (
+            format!("void (*original)({types})"),
+            format!("void (*wrapper)({})", wrapper_params(&types)),
+        )
     } else {
         ("auto original".to_string(), "auto wrapper".to_string())
     };
@@ -283,7 +337,10 @@ mod tests {
     #[test]
     fn defaults_are_stripped_from_parameter_types() {
         assert_eq!(strip_default("int n = 4"), "int n");
-        assert_eq!(strip_default("const float* __restrict__ x"), "const float* __restrict__ x");
+        assert_eq!(
+            strip_default("const float* __restrict__ x"),
+            "const float* __restrict__ x"
+        );
         assert_eq!(strip_default("Foo<(1 == 2)> f = {}"), "Foo<(1 == 2)> f");
     }
 }

@@ -1,4 +1,4 @@
-//! `k<<<grid, block, smem, stream>>>(args)` → `cupreempt::launch(K{}, grid, block, smem, stream, args)`.
+//! `k<<<grid, block, smem, stream>>>(args)` → `cupreempt::launch<K>(grid, block, smem, stream, args)`.
 
 use super::kernel::{kernels_struct, needs_selector, selector_name};
 use crate::analysis::{Analysis, LaunchSite};
@@ -6,7 +6,13 @@ use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::lang::text;
 
-pub fn rewrite(l: &LaunchSite, a: &Analysis, src: &str, edits: &mut Vec<Edit>, diags: &mut Vec<Diagnostic>) {
+pub fn rewrite(
+    l: &LaunchSite,
+    a: &Analysis,
+    src: &str,
+    edits: &mut Vec<Edit>,
+    diags: &mut Vec<Diagnostic>,
+) {
     let targets: Vec<(usize, &crate::analysis::KernelPlan)> = a
         .kernels
         .iter()
@@ -17,21 +23,30 @@ pub fn rewrite(l: &LaunchSite, a: &Analysis, src: &str, edits: &mut Vec<Edit>, d
         return; // not ours, or inside a kernel that was refused for launching from the device
     }
     let left = |why: &str| {
-        Diagnostic::new(Code::LaunchLeft, format!("launch of `{}` left as it is: {why}", l.name))
-            .kernel(&l.name)
-            .label(l.call.byte_range(), "this launch is not preemptible")
+        Diagnostic::new(
+            Code::LaunchLeft,
+            format!("launch of `{}` left as it is: {why}", l.name),
+        )
+        .kernel(&l.name)
+        .label(l.call.byte_range(), "this launch is not preemptible")
     };
     if l.in_error {
         diags.push(left("it is inside a syntax error"));
         return;
     }
-    let min_params = targets.iter().map(|(_, k)| k.site.param_list.len()).min().unwrap_or(0);
+    let min_params = targets
+        .iter()
+        .map(|(_, k)| k.site.param_list.len())
+        .min()
+        .unwrap_or(0);
     if l.arg_count < min_params {
         diags.push(left("it relies on default arguments, which a launch through a function pointer cannot supply"));
         return;
     }
     if !(2..=4).contains(&l.config.len()) {
-        diags.push(left("it has an unexpected number of configuration arguments"));
+        diags.push(left(
+            "it has an unexpected number of configuration arguments",
+        ));
         return;
     }
     let (ordinal, plan) = targets[0];
@@ -40,17 +55,28 @@ pub fn rewrite(l: &LaunchSite, a: &Analysis, src: &str, edits: &mut Vec<Edit>, d
     let complete = targets.len() == 1
         && !plan.overloaded
         && (!plan.site.is_template()
-            || (explicit_count == plan.site.template_params.len() && !plan.site.template_params.iter().any(|p| p.pack)));
+            || (explicit_count == plan.site.template_params.len()
+                && !plan.site.template_params.iter().any(|p| p.pack)));
     let args_text = &src[l.args.start_byte() + 1..l.args.end_byte() - 1];
     let kernels = if complete || !targets.iter().any(|(_, k)| needs_selector(k)) {
-        format!("{}{}{explicit}{{}}", l.qualifier, kernels_struct(plan, ordinal))
+        format!("{}{}{explicit}", l.qualifier, kernels_struct(plan, ordinal))
     } else {
-        format!("decltype({}{}{explicit}({args_text})){{}}", l.qualifier, selector_name(&l.name))
+        format!(
+            "decltype({}{}{explicit}({args_text}))",
+            l.qualifier,
+            selector_name(&l.name)
+        )
     };
     let cfg: Vec<&str> = l.config.iter().map(|n| text(*n, src)).collect();
     let smem = cfg.get(2).copied().unwrap_or("0");
     let stream = cfg.get(3).copied().unwrap_or("0");
     let sep = if l.arg_count > 0 { ", " } else { "" };
-    let head = format!("cupreempt::launch({kernels}, {}, {}, {smem}, {stream}{sep}", cfg[0], cfg[1]);
-    edits.push(Edit::replace(l.call.start_byte()..l.args.start_byte() + 1, head));
+    let head = format!(
+        "cupreempt::launch<{kernels}>({}, {}, {smem}, {stream}{sep}",
+        cfg[0], cfg[1]
+    );
+    edits.push(Edit::replace(
+        l.call.start_byte()..l.args.start_byte() + 1,
+        head,
+    ));
 }

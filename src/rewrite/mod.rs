@@ -21,23 +21,32 @@ pub struct Rewrite {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-pub fn rewrite(a: &Analysis, src: &str) -> Rewrite {
+/// `compact`: generated headers stay on the line they attach to (for `#line` output, so that
+/// original lines keep their numbers).
+pub fn rewrite(a: &Analysis, src: &str, compact: bool) -> Rewrite {
     let mut edits = Vec::new();
     let mut diagnostics = Vec::new();
     if !a.kernels.iter().any(|k| k.transformed()) {
         return Rewrite { edits, diagnostics };
     }
     edits.push(Edit::insert(a.include_at, INCLUDE));
-    let ctx_helpers: BTreeSet<&str> =
-        a.helpers.iter().filter(|h| h.needs_ctx && h.reached).map(|h| h.site.name.as_str()).collect();
+    let ctx_helpers: BTreeSet<&str> = a
+        .helpers
+        .iter()
+        .filter(|h| h.needs_ctx && h.reached)
+        .map(|h| h.site.name.as_str())
+        .collect();
     for (i, k) in a.kernels.iter().enumerate() {
         if k.transformed() {
-            let ordinal = a.kernels[..i].iter().filter(|o| o.transformed() && o.site.name == k.site.name).count();
-            kernel::rewrite(k, ordinal, src, &ctx_helpers, &mut edits);
+            let ordinal = a.kernels[..i]
+                .iter()
+                .filter(|o| o.transformed() && o.site.name == k.site.name)
+                .count();
+            kernel::rewrite(k, ordinal, src, &ctx_helpers, compact, &mut edits);
         }
     }
     for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
-        helper::rewrite(h, src, &ctx_helpers, &mut edits);
+        helper::rewrite(h, src, &ctx_helpers, compact, &mut edits);
     }
     for l in &a.launches {
         launch::rewrite(l, a, src, &mut edits, &mut diagnostics);
@@ -52,7 +61,9 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
         return None;
     }
     let open = body.start_byte() + 1;
-    let multiline = src[open..body.end_byte()].trim_start_matches([' ', '\t', '\r']).starts_with('\n');
+    let multiline = src[open..body.end_byte()]
+        .trim_start_matches([' ', '\t', '\r'])
+        .starts_with('\n');
     let indent = body_indent(body, src);
     let mut text = String::new();
     for (name, ty) in crate::lang::VIRTUAL_BUILTINS {
@@ -74,9 +85,15 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
 
 /// The indentation of the first statement of a body.
 fn body_indent(body: Node, src: &str) -> String {
-    let first = body.named_child(0).map(|n| n.start_byte()).unwrap_or(body.start_byte());
+    let first = body
+        .named_child(0)
+        .map(|n| n.start_byte())
+        .unwrap_or(body.start_byte());
     let line_start = src[..first].rfind('\n').map_or(0, |i| i + 1);
-    let ws: String = src[line_start..first].chars().take_while(|c| c.is_whitespace()).collect();
+    let ws: String = src[line_start..first]
+        .chars()
+        .take_while(|c| c.is_whitespace())
+        .collect();
     if ws.is_empty() || body.named_child(0).is_none() {
         "  ".to_string()
     } else {
@@ -86,7 +103,10 @@ fn body_indent(body: Node, src: &str) -> String {
 
 /// `f(x)` → `f(__cp, x)` for calls to helpers that take the task context.
 fn context_calls(calls: &[Call], ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
-    for c in calls.iter().filter(|c| ctx_helpers.contains(c.name.as_str())) {
+    for c in calls
+        .iter()
+        .filter(|c| ctx_helpers.contains(c.name.as_str()))
+    {
         let sep = if c.arg_count > 0 { ", " } else { "" };
         edits.push(Edit::insert(c.args.start_byte() + 1, format!("{CTX}{sep}")));
     }

@@ -1,0 +1,86 @@
+//! Every fixture: transformed output and diagnostics snapshotted, in-file EXPECT lines checked,
+//! and the output re-parses without new syntax errors.
+
+mod support;
+
+use cupreempt::diagnostics::render_plain;
+use cupreempt::{transform, Options};
+
+fn outcome(k: &cupreempt::KernelReport) -> String {
+    match (k.transformed, k.mode) {
+        (true, Some(cupreempt::analysis::SyncMode::Plain)) => "transformed plain".into(),
+        (true, Some(cupreempt::analysis::SyncMode::SyncAware)) => "transformed sync-aware".into(),
+        _ => format!("refused {}", k.codes.first().copied().unwrap_or("?")),
+    }
+}
+
+#[test]
+fn fixtures_transform_as_expected() {
+    insta::glob!("../fixtures", "*.cu", |path| {
+        let src = std::fs::read_to_string(path).unwrap();
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let t =
+            transform(&src, &name, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+
+        let expected = support::expectations(&src);
+        assert!(!expected.is_empty(), "{name} has no EXPECT lines");
+        for e in &expected {
+            let k = t
+                .kernels
+                .iter()
+                .find(|k| k.name == e.kernel)
+                .unwrap_or_else(|| panic!("{name}: no kernel {}", e.kernel));
+            assert_eq!(outcome(k), e.outcome, "{name}: kernel {}", e.kernel);
+        }
+
+        let before = cupreempt::parse::error_count(&src);
+        let after = cupreempt::parse::error_count(&t.output);
+        assert!(
+            after <= before,
+            "{name}: output has {after} syntax errors, input {before}"
+        );
+
+        insta::assert_snapshot!("output", t.output);
+        insta::assert_snapshot!("diagnostics", render_plain(&t.diagnostics, &name, &src));
+    });
+}
+
+#[test]
+fn line_directives_point_back_at_the_original() {
+    let path = support::root().join("fixtures/grid_1d.cu");
+    let src = std::fs::read_to_string(&path).unwrap();
+    let opts = Options {
+        line_directives: true,
+        ..Options::default()
+    };
+    let t = transform(&src, "grid_1d.cu", &opts).unwrap();
+    // After every #line N, the next line is line N of the original.
+    let lines: Vec<&str> = t.output.lines().collect();
+    let original: Vec<&str> = src.lines().collect();
+    let mut seen = 0;
+    for (i, l) in lines.iter().enumerate() {
+        if let Some(rest) = l.strip_prefix("#line ") {
+            let n: usize = rest.split(' ').next().unwrap().parse().unwrap();
+            assert_eq!(lines[i + 1], original[n - 1], "after `{l}`");
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "{}", t.output);
+}
+
+#[test]
+fn untouched_when_nothing_is_transformed() {
+    let src = "__global__ void k(int* p) { cooperative_groups::this_grid().sync(); }\nint main() { k<<<1, 1>>>(0); }\n";
+    let t = transform(src, "x.cu", &Options::default()).unwrap();
+    assert_eq!(t.output, src);
+    assert!(t.has_errors());
+}
+
+#[test]
+fn a_second_run_is_refused() {
+    let src = std::fs::read_to_string(support::root().join("fixtures/grid_1d.cu")).unwrap();
+    let once = transform(&src, "a.cu", &Options::default()).unwrap();
+    let twice = transform(&once.output, "a.cu", &Options::default()).unwrap();
+    assert_eq!(twice.output, once.output);
+    assert_eq!(twice.diagnostics[0].code.id(), "CP009");
+}

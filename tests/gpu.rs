@@ -1,0 +1,143 @@
+//! On a machine with an NVIDIA GPU: every fixture with a GPU-TEST line is transformed, built
+//! with a generated harness (tests/gpu/harness.cuh) and run: output bit-identical to the
+//! original kernel's, every task run exactly once, temporal and spatial preemption mid-run
+//! followed by resumption. Without a GPU driver the test says so and does nothing.
+//!
+//! CUPREEMPT_SANITIZE=1 also runs the hazard fixtures under compute-sanitizer (memcheck,
+//! racecheck, synccheck). CUPREEMPT_GPU_OUT=DIR keeps the logs there.
+
+mod support;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+fn gpu_present() -> bool {
+    Path::new("/dev/nvidiactl").exists()
+        || Command::new("nvidia-smi")
+            .arg("-L")
+            .output()
+            .is_ok_and(|o| o.status.success())
+}
+
+const SANITIZED: &[&str] = &[
+    "thread_return_before_barrier",
+    "syncthreads_count",
+    "cg_block_sync",
+    "uniform_return_before_barrier",
+    "early_return_no_barrier",
+    "shared_static",
+];
+
+#[test]
+fn transformed_fixtures_match_the_original_on_the_gpu() {
+    if !gpu_present() {
+        // Written straight to stderr: the test harness does not capture it, so it is visible.
+        let _ = writeln!(std::io::stderr(), "gpu: SKIPPED, no NVIDIA GPU driver on this machine (tests/gpu.rs runs on a GPU machine)");
+        return;
+    }
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = match std::env::var_os("CUPREEMPT_GPU_OUT") {
+        Some(d) => {
+            std::fs::create_dir_all(&d).unwrap();
+            std::path::PathBuf::from(d)
+        }
+        None => support::tempdir("gpu"),
+    };
+    let mut jobs = Vec::new();
+    for path in support::fixtures() {
+        let src = std::fs::read_to_string(&path).unwrap();
+        let stem = path.file_stem().unwrap().to_string_lossy().to_string();
+        for (i, spec) in support::gpu_specs(&src).into_iter().enumerate() {
+            let t = cupreempt::transform(&src, &stem, &cupreempt::Options::default()).unwrap();
+            let transformed = dir.join(format!("{stem}.transformed.cu"));
+            std::fs::write(&transformed, &t.output).unwrap();
+            let has_main = src.contains("int main(");
+            let harness = spec.harness(
+                &stem,
+                &transformed.display().to_string(),
+                has_main,
+                1234 + i as u32,
+            );
+            let file = dir.join(format!("{stem}.harness{i}.cu"));
+            std::fs::write(&file, harness).unwrap();
+            jobs.push((stem.clone(), file, dir.join(format!("{stem}.harness{i}"))));
+        }
+    }
+    assert!(
+        jobs.len() >= 15,
+        "expected GPU-TEST lines in most fixtures, found {}",
+        jobs.len()
+    );
+    let build_failures = support::parallel(&jobs, 8, |(stem, file, exe)| {
+        let o = Command::new(&nvcc)
+            .args(["-arch=sm_90", "-std=c++17", "-O2", "-lineinfo", "-o"])
+            .arg(exe)
+            .arg(format!(
+                "-I{}",
+                support::root().join("cuda_support").display()
+            ))
+            .arg(format!("-I{}", support::root().join("tests/gpu").display()))
+            .args(support::toolkit_flags(&nvcc))
+            .arg(file)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if o.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "{stem}: build failed\n{}",
+                String::from_utf8_lossy(&o.stderr)
+            ))
+        }
+    });
+    assert!(build_failures.is_empty(), "{}", build_failures.join("\n"));
+
+    let mut report = String::new();
+    let mut failed = Vec::new();
+    for (stem, _, exe) in &jobs {
+        let o = Command::new(exe).output().expect("run harness");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        report.push_str(&text);
+        if !o.status.success() {
+            failed.push(stem.clone());
+        }
+    }
+    if std::env::var_os("CUPREEMPT_SANITIZE").is_some() {
+        for (stem, _, exe) in jobs
+            .iter()
+            .filter(|(s, _, _)| SANITIZED.contains(&s.as_str()))
+        {
+            for tool in ["memcheck", "racecheck", "synccheck"] {
+                let o = Command::new("compute-sanitizer")
+                    .args(["--tool", tool, "--error-exitcode", "9"])
+                    .arg(exe)
+                    .env("CUPREEMPT_HARNESS_QUICK", "1")
+                    .output()
+                    .expect("compute-sanitizer");
+                let out = String::from_utf8_lossy(&o.stdout).to_string()
+                    + &String::from_utf8_lossy(&o.stderr);
+                let summary = out
+                    .lines()
+                    .filter(|l| l.contains("ERROR SUMMARY") || l.contains("RACECHECK SUMMARY"))
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                report.push_str(&format!(
+                    "sanitizer {tool} {stem}: exit {:?} {summary}\n",
+                    o.status.code()
+                ));
+                if !o.status.success() {
+                    report.push_str(&out);
+                    failed.push(format!("{stem} ({tool})"));
+                }
+            }
+        }
+    }
+    std::fs::write(dir.join("gpu-report.txt"), &report).unwrap();
+    let _ = writeln!(std::io::stderr(), "{report}");
+    assert!(failed.is_empty(), "failed on the GPU: {failed:?}\n{report}");
+}

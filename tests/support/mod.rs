@@ -1,0 +1,274 @@
+//! Shared by the integration tests: fixtures, their in-file expectations, nvcc, GPU harnesses.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository: where this test was built, or (for a test binary carried to another
+/// machine) $CUPREEMPT_ROOT or the current directory.
+pub fn root() -> PathBuf {
+    if let Some(r) = std::env::var_os("CUPREEMPT_ROOT") {
+        return PathBuf::from(r);
+    }
+    let built = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    if built.join("fixtures").exists() {
+        built
+    } else {
+        std::env::current_dir().expect("current directory")
+    }
+}
+
+/// Every `fixtures/*.cu` file, sorted.
+pub fn fixtures() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(root().join("fixtures"))
+        .expect("fixtures/")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cu" || x == "cuh"))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `// EXPECT: NAME transformed plain|sync-aware` or `// EXPECT: NAME refused CODE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Expect {
+    pub kernel: String,
+    pub outcome: String,
+}
+
+pub fn directives<'a>(src: &'a str, key: &str) -> Vec<&'a str> {
+    let tag = format!("// {key}:");
+    src.lines()
+        .filter_map(|l| l.trim_start().strip_prefix(&tag).map(str::trim))
+        .collect()
+}
+
+pub fn expectations(src: &str) -> Vec<Expect> {
+    directives(src, "EXPECT")
+        .into_iter()
+        .map(|d| {
+            let (kernel, outcome) = d
+                .split_once(' ')
+                .unwrap_or_else(|| panic!("bad EXPECT: {d}"));
+            Expect {
+                kernel: kernel.to_string(),
+                outcome: outcome.trim().to_string(),
+            }
+        })
+        .collect()
+}
+
+/// nvcc: $CUPREEMPT_NVCC, else the virtual environment scripts/test.sh makes, else PATH.
+pub fn nvcc() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("CUPREEMPT_NVCC") {
+        return Ok(PathBuf::from(p));
+    }
+    let venv = root().join("target/nvcc-venv/lib");
+    if let Ok(entries) = std::fs::read_dir(&venv) {
+        for e in entries.flatten() {
+            let p = e.path().join("site-packages/nvidia/cu13/bin/nvcc");
+            if p.exists() {
+                return Ok(p);
+            }
+        }
+    }
+    if Command::new("nvcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Ok(PathBuf::from("nvcc"));
+    }
+    Err("nvcc not found: run the tests through scripts/test.sh (it installs nvcc from PyPI into target/nvcc-venv), or set CUPREEMPT_NVCC".into())
+}
+
+/// Include flags for the toolkit next to an nvcc from PyPI (harmless elsewhere).
+pub fn toolkit_flags(nvcc: &Path) -> Vec<String> {
+    let mut v = Vec::new();
+    if let Some(bin) = nvcc.parent() {
+        let top = bin.parent().unwrap_or(bin);
+        if top.join("include").exists() {
+            v.push(format!("-I{}", top.join("include").display()));
+        }
+        if top.join("lib").exists() {
+            v.push(format!("-L{}", top.join("lib").display()));
+        }
+    }
+    v
+}
+
+pub fn tempdir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("cupreempt-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// Runs `f` over `items` on a few threads; returns the failures' messages.
+pub fn parallel<T: Sync, F: Fn(&T) -> Result<(), String> + Sync>(
+    items: &[T],
+    threads: usize,
+    f: F,
+) -> Vec<String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failures = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..threads.max(1) {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(item) = items.get(i) else { break };
+                if let Err(e) = f(item) {
+                    failures.lock().unwrap().push(e);
+                }
+            });
+        }
+    });
+    failures.into_inner().unwrap()
+}
+
+/// `// GPU-TEST: kernel<targs><<<dim3(..), dim3(..)[, smem]>>>(args)`.
+#[derive(Debug, Clone)]
+pub struct GpuSpec {
+    pub callee: String,
+    pub grid: String,
+    pub block: String,
+    pub smem: String,
+    pub args: Vec<String>,
+}
+
+pub fn gpu_specs(src: &str) -> Vec<GpuSpec> {
+    directives(src, "GPU-TEST")
+        .into_iter()
+        .map(parse_spec)
+        .collect()
+}
+
+fn split_top(s: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut depth = 0;
+    let mut cur = String::new();
+    for ch in s.chars() {
+        match ch {
+            '(' | '[' | '<' => depth += 1,
+            ')' | ']' | '>' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(ch);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+fn parse_spec(d: &str) -> GpuSpec {
+    let (callee, rest) = d
+        .split_once("<<<")
+        .unwrap_or_else(|| panic!("bad GPU-TEST: {d}"));
+    let (config, args) = rest
+        .split_once(">>>")
+        .unwrap_or_else(|| panic!("bad GPU-TEST: {d}"));
+    let cfg = split_top(config);
+    let args = args
+        .trim()
+        .strip_prefix('(')
+        .and_then(|a| a.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("bad args: {d}"));
+    GpuSpec {
+        callee: callee.trim().to_string(),
+        grid: cfg[0].clone(),
+        block: cfg[1].clone(),
+        smem: cfg.get(2).cloned().unwrap_or_else(|| "0".into()),
+        args: split_top(args),
+    }
+}
+
+fn c_type(t: &str) -> &'static str {
+    match t {
+        "f32" => "float",
+        "f64" => "double",
+        "i32" => "int",
+        "u32" => "unsigned",
+        other => panic!("unknown element type {other}"),
+    }
+}
+
+impl GpuSpec {
+    /// `ns::k<float, 3>` → `ns::k__cupreempt<float, 3>`.
+    pub fn wrapper(&self) -> String {
+        match self.callee.find('<') {
+            Some(i) => format!("{}__cupreempt{}", &self.callee[..i], &self.callee[i..]),
+            None => format!("{}__cupreempt", self.callee),
+        }
+    }
+
+    /// A main() that checks the transformed kernel against the original.
+    pub fn harness(
+        &self,
+        fixture_name: &str,
+        transformed_file: &str,
+        has_main: bool,
+        seed: u32,
+    ) -> String {
+        let mut decls = String::new();
+        let mut names = Vec::new();
+        for (i, a) in self.args.iter().enumerate() {
+            let name = format!("arg{i}");
+            let (kind, val) = a
+                .split_once(':')
+                .unwrap_or_else(|| panic!("bad argument {a}"));
+            match kind {
+                "in" | "out" | "inout" => {
+                    let (ty, n) = val
+                        .strip_suffix(']')
+                        .and_then(|v| v.split_once('['))
+                        .unwrap_or_else(|| panic!("bad buffer {a}"));
+                    let k = match kind {
+                        "in" => "In",
+                        "out" => "Out",
+                        _ => "InOut",
+                    };
+                    decls.push_str(&format!(
+                        "  auto* {name} = h.buffer<{}>({n}, cupreempt_test::{k});\n",
+                        c_type(ty)
+                    ));
+                }
+                ty => {
+                    let ct = c_type(ty);
+                    let v = if val == "rand" {
+                        format!("h.random<{ct}>()")
+                    } else {
+                        val.to_string()
+                    };
+                    decls.push_str(&format!("  {ct} {name} = {v};\n"));
+                }
+            }
+            names.push(name);
+        }
+        let args = names.join(", ");
+        let sep = if args.is_empty() { "" } else { ", " };
+        let (pre, post) = if has_main {
+            ("#define main cupreempt_fixture_main\n", "#undef main\n")
+        } else {
+            ("", "")
+        };
+        format!(
+            "// Generated by tests/gpu.rs for fixtures/{fixture_name}\n#define CUPREEMPT_AUDIT\n{pre}#include \"{transformed_file}\"\n{post}#include \"harness.cuh\"\n\n\
+             int main() {{\n  cupreempt_test::Harness h(\"{fixture_name}\", {seed}u);\n{decls}\
+             \x20 const dim3 grid = {grid}, block = {block};\n  const size_t smem = {smem};\n\
+             \x20 auto original = [&](cudaStream_t s) {{ {callee}<<<grid, block, smem, s>>>({args}); }};\n\
+             \x20 auto persistent = [&](cupreempt_launch l, dim3 blocks, cudaStream_t s) {{ {wrapper}<<<blocks, block, smem, s>>>(l{sep}{args}); }};\n\
+             \x20 return h.run(grid, block, smem, original, persistent, (const void*)&{wrapper});\n}}\n",
+            grid = self.grid,
+            block = self.block,
+            smem = self.smem,
+            callee = self.callee,
+            wrapper = self.wrapper(),
+        )
+    }
+}
