@@ -138,6 +138,38 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         }
     }
     std::fs::write(dir.join("gpu-report.txt"), &report).unwrap();
-    let _ = writeln!(std::io::stderr(), "{report}");
     assert!(failed.is_empty(), "failed on the GPU: {failed:?}\n{report}");
+}
+
+/// Runs `cmd`, killing it after `seconds` (a deadlocked kernel must not hang the suite).
+fn run_with_timeout(mut cmd: Command, seconds: u64) -> (bool, String) {
+    use std::process::Stdio;
+    let out = support::tempdir(&format!("run-{}", rand_tag()));
+    let (so, se) = (out.join("stdout"), out.join("stderr"));
+    cmd.stdout(Stdio::from(std::fs::File::create(&so).unwrap()));
+    cmd.stderr(Stdio::from(std::fs::File::create(&se).unwrap()));
+    let mut child = cmd.spawn().expect("spawn");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("wait") {
+            break Some(st);
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let mut text = std::fs::read_to_string(&so).unwrap_or_default() + &std::fs::read_to_string(&se).unwrap_or_default();
+    if status.is_none() {
+        text.push_str(&format!("TIMEOUT after {seconds} s (deadlock?)\n"));
+    }
+    (status.is_some_and(|s| s.success()), text)
+}
+
+fn rand_tag() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::SeqCst)
 }

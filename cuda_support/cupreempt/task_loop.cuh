@@ -38,6 +38,28 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, unsigned 
   return false;
 }
 
+// Non-aligned block barriers (PTX `barrier.red`, not `bar.red`): in sync-aware kernels the
+// threads of one warp may wait at different barrier instructions (live threads in the body,
+// returned ones in park()), which the `.aligned` forms that __syncthreads_* compile to forbid.
+__device__ __forceinline__ unsigned barrier_count(unsigned p) {
+  unsigned r;
+  asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; barrier.red.popc.u32 %0, 0, q; }"
+               : "=r"(r) : "r"(p) : "memory");
+  return r;
+}
+__device__ __forceinline__ unsigned barrier_and(unsigned p) {
+  unsigned r;
+  asm volatile("{ .reg .pred q, d; setp.ne.u32 q, %1, 0; barrier.red.and.pred d, 0, q; selp.u32 %0, 1, 0, d; }"
+               : "=r"(r) : "r"(p) : "memory");
+  return r;
+}
+__device__ __forceinline__ unsigned barrier_or(unsigned p) {
+  unsigned r;
+  asm volatile("{ .reg .pred q, d; setp.ne.u32 q, %1, 0; barrier.red.or.pred d, 0, q; selp.u32 %0, 1, 0, d; }"
+               : "=r"(r) : "r"(p) : "memory");
+  return r;
+}
+
 // Shared by the threads of one persistent block.
 struct BlockState {
   unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
@@ -83,7 +105,7 @@ struct TaskCtx {
   enum : unsigned { kPlain = 0, kCount = 1, kAnd = 2, kOr = 3 };
 
   __device__ void sync() const {
-    if constexpr (SyncAware) __syncthreads_count(1); else __syncthreads();
+    if constexpr (SyncAware) barrier_count(1); else __syncthreads();
   }
   __device__ int sync_count(int p) const { return reduce(kCount, p); }
   __device__ int sync_and(int p) const { return reduce(kAnd, p); }
@@ -92,11 +114,11 @@ struct TaskCtx {
   // After the body: wait, taking part in the live threads' barriers, until nobody is live.
   __device__ void park() const {
     if constexpr (SyncAware) {
-      while (__syncthreads_count(0) != 0) {
+      while (barrier_count(0) != 0) {
         const unsigned kind = *(volatile unsigned*)&state->barrier_kind;
-        if (kind == kCount) __syncthreads_count(0);
-        else if (kind == kAnd) __syncthreads_and(1);
-        else if (kind == kOr) __syncthreads_or(0);
+        if (kind == kCount) barrier_count(0);
+        else if (kind == kAnd) barrier_and(1);
+        else if (kind == kOr) barrier_or(0);
       }
     }
   }
@@ -107,15 +129,16 @@ struct TaskCtx {
       if (kind == kCount) return __syncthreads_count(p);
       if (kind == kAnd) return __syncthreads_and(p);
       return __syncthreads_or(p);
+    } else {
+      atomicExch(&state->barrier_kind, kind);  // atomic: every live thread writes it
+      barrier_count(1);
+      int r;
+      if (kind == kCount) r = (int)barrier_count(p);
+      else if (kind == kAnd) r = (int)barrier_and(p);
+      else r = (int)barrier_or(p);
+      atomicExch(&state->barrier_kind, kPlain);
+      return r;
     }
-    atomicExch(&state->barrier_kind, kind);  // atomic: every live thread writes it
-    __syncthreads_count(1);
-    int r;
-    if (kind == kCount) r = __syncthreads_count(p);
-    else if (kind == kAnd) r = __syncthreads_and(p);
-    else r = __syncthreads_or(p);
-    atomicExch(&state->barrier_kind, kPlain);
-    return r;
   }
 };
 
