@@ -22,7 +22,7 @@ fi
 
 status=0
 # SANITIZE=1 adds compute-sanitizer (memcheck, racecheck, synccheck) on the hazard fixtures.
-CUPREEMPT_ROOT=$PWD ${SANITIZE:+CUPREEMPT_SANITIZE=1} CUPREEMPT_GPU_OUT=/tmp/cupreempt-gpu CUPREEMPT_NVCC=$(command -v nvcc) \
+env CUPREEMPT_ROOT=$PWD ${SANITIZE:+CUPREEMPT_SANITIZE=1} CUPREEMPT_GPU_OUT=/tmp/cupreempt-gpu CUPREEMPT_NVCC=$(command -v nvcc) \
   "$gpu_test" --nocapture >"$out/gpu-test.log" 2>&1 || status=1
 grep -E "^(PASS|FAIL|  ok|  FAIL|sanitizer)|test result" "$out/gpu-test.log"
 
