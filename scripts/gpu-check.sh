@@ -1,40 +1,64 @@
 #!/usr/bin/env bash
-# GPU checks for the transformer (run on a machine with an NVIDIA GPU and nvcc on PATH).
-#   1. tests/gpu.rs: every GPU-TEST fixture, original vs transformed, bit for bit, with
-#      temporal/spatial preemption and resumption; compute-sanitizer on the hazard fixtures.
-#   2. a transformed program with a main() built with nvcc and run through cupreempt::launch.
-# Usage: scripts/gpu-check.sh [GPU_TEST_BINARY] [CUPREEMPT_BINARY]
-# Without arguments it builds both with cargo. Logs go to $OUT (or target/gpu-out).
+# GPU checks for the transformer, on a machine with an NVIDIA GPU and nvcc on PATH.
+#   1. every fixture with a GPU-TEST line: transformed, built with tests/gpu/harness.cuh and run:
+#      output bit-identical to the original kernel, every task exactly once, temporal and
+#      spatial preemption mid-run and resumption, five preempt/resume cycles;
+#   2. compute-sanitizer memcheck, racecheck and synccheck on the barrier/return fixtures;
+#   3. a transformed program with its own main(), built with nvcc and run through
+#      cupreempt::launch with no scheduler attached.
+# Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY]
+#   HARNESS_DIR: sources made by `CUPREEMPT_GPU_GENERATE=1 CUPREEMPT_GPU_OUT=DIR cargo test
+#   --test gpu` (so the GPU machine needs no Rust); without it they are made here with cargo.
+# Logs go to $OUT (or target/gpu-out). Exit status 1 if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 out=${OUT:-target/gpu-out}
 mkdir -p "$out"
-gpu_test=${1:-}
+gen=${1:-}
 cli=${2:-}
-if [ -z "$gpu_test" ]; then
-  gpu_test=$(cargo test --release --test gpu --no-run --message-format=json 2>/dev/null |
-    sed -n 's/.*"executable":"\([^"]*gpu-[^"]*\)".*/\1/p' | tail -n 1)
+if [ -z "$gen" ]; then
+  gen=target/gpu-harness
+  CUPREEMPT_GPU_GENERATE=1 CUPREEMPT_GPU_OUT=$gen cargo test --release --test gpu -q >/dev/null
 fi
 if [ -z "$cli" ]; then
-  cargo build --release --bin cupreempt && cli=target/release/cupreempt
+  cargo build --release --bin cupreempt -q && cli=target/release/cupreempt
 fi
 { nvidia-smi -L; nvcc --version | tail -n 1; date -u; } | tee "$out/device.txt"
-
+flags="-arch=sm_90 -std=c++17 -O2 -lineinfo -I$root/cuda_support -I$root/tests/gpu"
 status=0
-# SANITIZE=1 adds compute-sanitizer (memcheck, racecheck, synccheck) on the hazard fixtures.
-env CUPREEMPT_ROOT=$PWD ${SANITIZE:+CUPREEMPT_SANITIZE=1} CUPREEMPT_GPU_OUT=/tmp/cupreempt-gpu CUPREEMPT_NVCC=$(command -v nvcc) \
-  "$gpu_test" --nocapture >"$out/gpu-test.log" 2>&1 || status=1
-grep -E "^(PASS|FAIL|  ok|  FAIL|sanitizer)|test result" "$out/gpu-test.log"
+log=$out/gpu-check.log
+: >"$log"
 
-# End to end: a whole program, transformed, compiled and run with no scheduler attached.
+cd "$gen"
+ls *.harness*.cu | sed 's/\.cu$//' >list
+xargs -P "$(nproc)" -I{} sh -c "nvcc $flags -o {}.exe {}.cu >{}.build 2>&1 || { echo 'BUILD FAILED {}'; head -30 {}.build; }" <list | tee -a "$log"
+for h in $(cat list); do
+  timeout -s KILL 60 "./$h.exe" >>"$log" 2>&1 || { echo "FAIL $h (exit $?: 137 = killed after 60 s)" >>"$log"; status=1; }
+done
+grep -q '^FAIL\|BUILD FAILED' "$log" && status=1
+
+for f in thread_return_before_barrier syncthreads_count cg_block_sync uniform_return_before_barrier shared_static; do
+  for tool in memcheck racecheck synccheck; do
+    res=$(CUPREEMPT_HARNESS_QUICK=1 timeout -s KILL 60 compute-sanitizer --tool $tool --error-exitcode 9 "./$f.harness0.exe" 2>&1)
+    rc=$?
+    echo "$res" >"$out/sanitizer-$tool-$f.txt" 2>/dev/null || true
+    summary=$(echo "$res" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" | tr '\n' ' ')
+    if [ $rc -eq 0 ]; then echo "sanitizer ok   $tool $f: $summary" >>"$log"; else
+      echo "sanitizer FAIL $tool $f (exit $rc): $summary" >>"$log"; status=1; fi
+  done
+done
+cd "$root"
+
 e2e=/tmp/cupreempt-e2e
 mkdir -p $e2e
-if "$cli" transform fixtures/multiple_kernels.cu -o $e2e/mk.cu &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/mk.cu -o $e2e/mk &&
-  $e2e/mk; then
-  echo "PASS end-to-end multiple_kernels (transformed program through cupreempt::launch)"
+if "$cli" transform fixtures/multiple_kernels.cu -o $e2e/mk.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/mk.cu -o $e2e/mk && timeout 30 $e2e/mk >>"$log" 2>&1; then
+  echo "PASS end-to-end multiple_kernels (transformed program through cupreempt::launch)" >>"$log"
 else
-  echo "FAIL end-to-end multiple_kernels"
+  echo "FAIL end-to-end multiple_kernels" >>"$log"
   status=1
-fi | tee -a "$out/gpu-test.log"
+fi
+grep -vE '^  ok' "$log"
+echo "gpu-check: $(grep -c '^PASS' "$log") passed, $(grep -c 'FAIL' "$log") failed"
 exit $status

@@ -5,6 +5,8 @@
 //!
 //! CUPREEMPT_SANITIZE=1 also runs the hazard fixtures under compute-sanitizer (memcheck,
 //! racecheck, synccheck). CUPREEMPT_GPU_OUT=DIR keeps the logs there.
+//! CUPREEMPT_GPU_GENERATE=1 only writes the transformed fixtures and harness sources (to
+//! CUPREEMPT_GPU_OUT), for scripts/gpu-check.sh or a GPU machine without Rust.
 
 mod support;
 
@@ -31,7 +33,8 @@ const SANITIZED: &[&str] = &[
 
 #[test]
 fn transformed_fixtures_match_the_original_on_the_gpu() {
-    if !gpu_present() {
+    let generate_only = std::env::var_os("CUPREEMPT_GPU_GENERATE").is_some();
+    if !gpu_present() && !generate_only {
         // Written straight to stderr: the test harness does not capture it, so it is visible.
         let _ = writeln!(std::io::stderr(), "gpu: SKIPPED, no NVIDIA GPU driver on this machine (tests/gpu.rs runs on a GPU machine)");
         return;
@@ -53,12 +56,9 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
             let transformed = dir.join(format!("{stem}.transformed.cu"));
             std::fs::write(&transformed, &t.output).unwrap();
             let has_main = src.contains("int main(");
-            let harness = spec.harness(
-                &stem,
-                &transformed.display().to_string(),
-                has_main,
-                1234 + i as u32,
-            );
+            // Included by its name: the folder can move to a GPU machine without Rust.
+            let included = format!("{stem}.transformed.cu");
+            let harness = spec.harness(&stem, &included, has_main, 1234 + i as u32);
             let file = dir.join(format!("{stem}.harness{i}.cu"));
             std::fs::write(&file, harness).unwrap();
             jobs.push((stem.clone(), file, dir.join(format!("{stem}.harness{i}"))));
@@ -69,6 +69,10 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         "expected GPU-TEST lines in most fixtures, found {}",
         jobs.len()
     );
+    if generate_only {
+        let _ = writeln!(std::io::stderr(), "gpu: generated {} harnesses in {}", jobs.len(), dir.display());
+        return;
+    }
     let build_failures = support::parallel(&jobs, 8, |(stem, file, exe)| {
         let o = Command::new(&nvcc)
             .args(["-arch=sm_90", "-std=c++17", "-O2", "-lineinfo", "-o"])

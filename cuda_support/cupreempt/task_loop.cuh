@@ -38,10 +38,13 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, unsigned 
   return false;
 }
 
-// Non-aligned block barriers (PTX `barrier.red`, not `bar.red`): in sync-aware kernels the
-// threads of one warp may wait at different barrier instructions (live threads in the body,
-// returned ones in park()), which the `.aligned` forms that __syncthreads_* compile to forbid.
-__device__ __forceinline__ unsigned barrier_count(unsigned p) {
+// Non-aligned block barriers (PTX `barrier.*`, not `bar.*`): in sync-aware kernels the threads
+// of one warp may wait at different barrier instructions (live threads in the body, returned
+// ones in leave()), which the `.aligned` forms that __syncthreads_* compile to forbid.
+// Not inlined: every sync-aware barrier, live or parked, is then the same instruction, which
+// keeps the compiler's per-site convergence code out of the way (measured on the H100: two
+// inlined barrier sites after a thread-dependent return could hang; see docs/gpu-results.md).
+__device__ __noinline__ unsigned barrier_count(unsigned p) {
   unsigned r;
   asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; barrier.red.popc.u32 %0, 0, q; }"
                : "=r"(r) : "r"(p) : "memory");
@@ -64,35 +67,56 @@ __device__ __forceinline__ unsigned barrier_or(unsigned p) {
 struct BlockState {
   unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
   unsigned stop;                  // 1: leave the loop (yield or no tasks left)
-  unsigned barrier_kind;          // sync-aware kernels: which barrier live threads are at
+  unsigned votes[3];              // sync-aware reductions, used in rotation (see TaskCtx)
 };
 
-// The original kernel: hardware indices and barriers, nothing else.
+// Non-aligned `barrier.sync`: see barrier_count.
+__device__ __forceinline__ void barrier_sync() { asm volatile("barrier.sync 0;" ::: "memory"); }
+
+// The original kernel: hardware indices and barriers.
+//
+// SyncAware (the body has a thread-dependent return that reaches a barrier): every `return` of
+// the body was rewritten to `return __cp.leave();`, and leave() ends the thread (PTX `exit`)
+// as the original `return` did, so the remaining threads' barriers stop waiting for it. A plain
+// return from the inlined body would instead wait to reconverge with its warp: a deadlock.
+template <bool SyncAware = false>
 struct NativeCtx {
   uint3 blockIdx;
   dim3 gridDim;
   __device__ NativeCtx() : blockIdx(::blockIdx), gridDim(::gridDim) {}
-  __device__ void sync() const { __syncthreads(); }
-  __device__ int sync_count(int p) const { return __syncthreads_count(p); }
-  __device__ int sync_and(int p) const { return __syncthreads_and(p); }
-  __device__ int sync_or(int p) const { return __syncthreads_or(p); }
+  __device__ void sync() const {
+    if constexpr (SyncAware) barrier_sync(); else __syncthreads();
+  }
+  __device__ int sync_count(int p) const {
+    if constexpr (SyncAware) return (int)barrier_count(p); else return __syncthreads_count(p);
+  }
+  __device__ int sync_and(int p) const {
+    if constexpr (SyncAware) return (int)barrier_and(p); else return __syncthreads_and(p);
+  }
+  __device__ int sync_or(int p) const {
+    if constexpr (SyncAware) return (int)barrier_or(p); else return __syncthreads_or(p);
+  }
+  __device__ void leave() const {
+    if constexpr (SyncAware) asm volatile("exit;");
+  }
 };
 
 // One task (original block) run by a persistent block.
 //
-// SyncAware: the body has a thread-dependent `return` that can reach a barrier. In the original
-// such a thread exits and the hardware stops waiting for it; here it only leaves the body, so it
-// parks in park(), joining every barrier the live threads still execute without affecting it.
-// Every barrier starts with a popc over "am I live" (phase 1): parked threads contribute 0 and
-// see from the count whether anyone is still live. A user reduction (__syncthreads_count/and/or)
-// announces its kind in shared memory before phase 1 and runs as phase 2, where parked threads
-// contribute the reduction's identity. Phase 2 never overlaps a write of the kind: writes happen
-// before phase 1 and after phase 2, reads between them.
+// SyncAware: a thread that returns cannot exit (the block runs more tasks), so leave() parks it
+// where it returned, in a loop of barriers that it joins with 0 until a barrier counts no live
+// thread. Every barrier of a live thread is the same `barrier.red.popc` with 1, so parked
+// threads take part without knowing which barrier it is, and all threads see the same count,
+// so all leave the task in the same round (the body's end also calls leave()). A reduction
+// (__syncthreads_count/and/or) adds its votes into a shared counter before its barrier and
+// reads it after; three counters rotate, and after each barrier the previous reduction's
+// counter, which everybody has read, is cleared.
 template <bool SyncAware>
 struct TaskCtx {
   uint3 blockIdx;
   dim3 gridDim;
   BlockState* state;
+  unsigned reductions = 0;  // reductions done in this task (the same count in every thread)
 
   __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task, BlockState* s)
       : gridDim(l.grid_x, l.grid_y, l.grid_z), state(s) {
@@ -102,43 +126,37 @@ struct TaskCtx {
     blockIdx.z = (unsigned)(task / plane);
   }
 
-  enum : unsigned { kPlain = 0, kCount = 1, kAnd = 2, kOr = 3 };
-
   __device__ void sync() const {
     if constexpr (SyncAware) barrier_count(1); else __syncthreads();
   }
-  __device__ int sync_count(int p) const { return reduce(kCount, p); }
-  __device__ int sync_and(int p) const { return reduce(kAnd, p); }
-  __device__ int sync_or(int p) const { return reduce(kOr, p); }
+  __device__ int sync_count(int p) {
+    if constexpr (SyncAware) return (int)vote(p != 0); else return __syncthreads_count(p);
+  }
+  __device__ int sync_and(int p) {
+    if constexpr (SyncAware) return vote(p == 0) == 0; else return __syncthreads_and(p);
+  }
+  __device__ int sync_or(int p) {
+    if constexpr (SyncAware) return vote(p != 0) != 0; else return __syncthreads_or(p);
+  }
 
-  // After the body: wait, taking part in the live threads' barriers, until nobody is live.
-  __device__ void park() const {
+  __device__ void leave() const {
     if constexpr (SyncAware) {
       while (barrier_count(0) != 0) {
-        const unsigned kind = *(volatile unsigned*)&state->barrier_kind;
-        if (kind == kCount) barrier_count(0);
-        else if (kind == kAnd) barrier_and(1);
-        else if (kind == kOr) barrier_or(0);
       }
     }
   }
 
  private:
-  __device__ int reduce(unsigned kind, int p) const {
-    if constexpr (!SyncAware) {
-      if (kind == kCount) return __syncthreads_count(p);
-      if (kind == kAnd) return __syncthreads_and(p);
-      return __syncthreads_or(p);
-    } else {
-      atomicExch(&state->barrier_kind, kind);  // atomic: every live thread writes it
-      barrier_count(1);
-      int r;
-      if (kind == kCount) r = (int)barrier_count(p);
-      else if (kind == kAnd) r = (int)barrier_and(p);
-      else r = (int)barrier_or(p);
-      atomicExch(&state->barrier_kind, kPlain);
-      return r;
-    }
+  __device__ unsigned vote(bool yes) {
+    unsigned* votes = state->votes;
+    const unsigned k = reductions++ % 3;
+    if (yes) atomicAdd(&votes[k], 1u);
+    barrier_count(1);
+    const unsigned r = *(volatile unsigned*)&votes[k];
+    // The previous reduction's counter: everyone read it before this barrier, and its next use
+    // (two reductions on) adds only after the next barrier.
+    atomicExch(&votes[(k + 2) % 3], 0u);
+    return r;
   }
 };
 
@@ -210,7 +228,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       st.begin = begin;
       st.end = end;
       st.stop = stop;
-      st.barrier_kind = Ctx::kPlain;
+      st.votes[0] = st.votes[1] = st.votes[2] = 0;
       last_ns = global_ns();
     }
     __syncthreads();
@@ -228,9 +246,8 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
 #endif
       Ctx ctx(l, t, &st);
       body(ctx);
-      ctx.park();
       // The next task may reuse this task's shared memory. After the last task of a chunk the
-      // leader's barrier above does this job; a sync-aware task already ended on a barrier.
+      // leader's barrier above does this job.
       if (t + 1 < end) __syncthreads();
     }
     __threadfence();

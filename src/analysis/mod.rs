@@ -360,6 +360,19 @@ fn decide<'t>(
     let mut mode = SyncMode::Plain;
     if let Some((ret, bar)) = hazard {
         mode = SyncMode::SyncAware;
+        // Every return must go through the context; one inside a macro cannot be rewritten.
+        if let Some(m) = plan.facts.macro_uses.iter().find(|m| m.facts.returns) {
+            refusals.push(
+                Diagnostic::new(
+                    Code::BarrierHazard,
+                    format!("kernel `{}`: a thread-dependent return reaches a barrier, and macro `{}` returns", k.name, m.name),
+                )
+                .label(ret.range(), "this return depends on the thread")
+                .label(bar.range(), "and can reach this barrier")
+                .label(m.node.byte_range(), "a return inside this macro cannot be rewritten")
+                .help("in the sync-aware form every return is rewritten; expand the macro by hand"),
+            );
+        }
         if let Some(stuck) = barriers.iter().find(|b| !b.rewritable()) {
             refusals.push(
                 Diagnostic::new(

@@ -97,6 +97,26 @@ pub fn rewrite(
     }
     context_calls(&plan.facts.calls, ctx_helpers, edits);
     if plan.mode == Some(SyncMode::SyncAware) {
+        // Every way out of the body goes through leave(): the thread exits (original kernel) or
+        // parks until the task's other threads are done (persistent wrapper).
+        for r in plan.facts.returns.iter().filter(|r| r.node.kind() == "return_statement") {
+            let value = r.node.named_child(0).filter(|v| v.kind() != "comment");
+            let text = match value {
+                Some(v) => format!("{{ {}; return {CTX}.leave(); }}", crate::lang::text(v, src)),
+                None => format!("return {CTX}.leave();"),
+            };
+            edits.push(Edit::replace(r.node.byte_range(), text));
+        }
+        let close = k.body.end_byte() - 1;
+        let indent = super::body_indent(k.body, src);
+        let before_close = &src[k.body.start_byte()..close];
+        let end_text = if before_close.trim_end_matches([' ', '\t']).ends_with('\n') {
+            format!("{indent}{CTX}.leave();  // cupreempt: every thread leaves the task here\n")
+        } else {
+            format!(" {CTX}.leave(); ")
+        };
+        let at = close - (before_close.len() - before_close.trim_end_matches([' ', '\t']).len());
+        edits.push(Edit::insert(at, end_text));
         for b in &plan.facts.barriers {
             match b.rewrite {
                 Some(BarrierRewrite::Callee(c)) => {
@@ -246,14 +266,23 @@ fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
     format!("{}<{targs}>({CTX}{sep}{args});", body_name(&k.name))
 }
 
+fn native_ctx(plan: &KernelPlan) -> &'static str {
+    if plan.mode == Some(SyncMode::SyncAware) {
+        "cupreempt::NativeCtx<true>"
+    } else {
+        "cupreempt::NativeCtx<>"
+    }
+}
+
 fn forwarder(plan: &KernelPlan, h: &Header) -> String {
     format!(
         "// cupreempt: `{name}` keeps its symbol and runs the shared body on the hardware's blockIdx/gridDim.\n\
-         {prefix}{name}({params}) {{\n  cupreempt::NativeCtx {CTX};\n  {call}\n}}\n",
+         {prefix}{name}({params}) {{\n  {native} {CTX};\n  {call}\n}}\n",
+        native = native_ctx(plan),
         name = h.name,
         prefix = h.prefix(),
         params = h.params,
-        call = body_call(plan, "cupreempt::NativeCtx"),
+        call = body_call(plan, native_ctx(plan)),
     )
 }
 

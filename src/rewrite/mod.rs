@@ -84,7 +84,7 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
 }
 
 /// The indentation of the first statement of a body.
-fn body_indent(body: Node, src: &str) -> String {
+pub(crate) fn body_indent(body: Node, src: &str) -> String {
     let first = body
         .named_child(0)
         .map(|n| n.start_byte())

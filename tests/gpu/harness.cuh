@@ -135,6 +135,7 @@ class Harness {
     CPT_CHECK(cudaGetLastError());
     CPT_CHECK(cudaDeviceSynchronize());
     reference_ = results();
+    std::printf("  ok   reference (original kernel)\n");
     const bool quick = std::getenv("CUPREEMPT_HARNESS_QUICK") != nullptr;
 
     scenario("plain", persistent, full_, 0, {});
