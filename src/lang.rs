@@ -100,6 +100,49 @@ pub fn kinds() -> &'static Kinds {
     })
 }
 
+macro_rules! fields {
+    ($($field:ident = $name:literal),* $(,)?) => {
+        /// Numeric ids of the grammar's field names (looked up once: by name it is a linear
+        /// string search on every call).
+        #[derive(Debug)]
+        pub struct Fields { $(pub $field: u16,)* }
+
+        impl Fields {
+            fn resolve(lang: &Language) -> Result<Fields, &'static str> {
+                Ok(Fields { $($field: lang.field_id_for_name($name).ok_or($name)?.get(),)* })
+            }
+        }
+    };
+}
+
+fields! {
+    argument = "argument",
+    arguments = "arguments",
+    body = "body",
+    condition = "condition",
+    declarator = "declarator",
+    default_type = "default_type",
+    default_value = "default_value",
+    directive = "directive",
+    field = "field",
+    function = "function",
+    left = "left",
+    name = "name",
+    operator = "operator",
+    parameters = "parameters",
+    right = "right",
+    r#type = "type",
+    value = "value",
+}
+
+pub fn fields() -> &'static Fields {
+    static FIELDS: OnceLock<Fields> = OnceLock::new();
+    FIELDS.get_or_init(|| {
+        Fields::resolve(&language())
+            .unwrap_or_else(|f| panic!("tree-sitter-cuda has no field `{f}`"))
+    })
+}
+
 /// Built-in variables whose value differs between an original block and a persistent block.
 pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDim", "dim3")];
 
@@ -146,6 +189,38 @@ pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "bar.", "barrier.", "exi
 /// Pure functions whose result is uniform when their arguments are.
 pub const UNIFORM_FUNCTIONS: &[&str] = &["min", "max", "dim3", "make_uint3", "make_int3", "abs"];
 
+/// Visits `root` and its descendants in pre-order with one cursor (no allocation per node).
+/// `f` returns whether to descend into the node it was given.
+pub fn visit<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>) -> bool) {
+    let mut c = root.walk();
+    loop {
+        if f(c.node()) && c.goto_first_child() {
+            continue;
+        }
+        // A cursor made from `root` cannot leave it: goto_parent fails back at `root`.
+        while !c.goto_next_sibling() {
+            if !c.goto_parent() {
+                return;
+            }
+        }
+    }
+}
+
+/// Whether `n` lies inside a lambda, looking up to (not including) `stop`.
+pub fn inside_lambda(n: Node, stop: Node) -> bool {
+    let mut a = n.parent();
+    while let Some(p) = a {
+        if p.id() == stop.id() {
+            return false;
+        }
+        if p.kind_id() == kinds().lambda_expression {
+            return true;
+        }
+        a = p.parent();
+    }
+    false
+}
+
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }
@@ -164,10 +239,10 @@ pub fn declarator_name(node: Node) -> Option<Node> {
             return Some(n);
         }
         if n.kind_id() == k.qualified_identifier {
-            n = n.child_by_field_name("name")?;
+            n = n.child_by_field_id(crate::lang::fields().name)?;
             continue;
         }
-        n = match n.child_by_field_name("declarator") {
+        n = match n.child_by_field_id(crate::lang::fields().declarator) {
             Some(d) => d,
             None => {
                 let mut c = n.walk();
@@ -187,6 +262,33 @@ mod tests {
     #[test]
     fn every_node_kind_is_known_to_the_grammar() {
         Kinds::resolve(&language()).expect("unknown node kind");
+        Fields::resolve(&language()).expect("unknown field name");
+    }
+
+    #[test]
+    fn visit_sees_every_node_once_in_order() {
+        let src = "int f() { return 1 + 2; }";
+        let tree = crate::parse::parse(src).tree;
+        let mut seen = Vec::new();
+        visit(tree.root_node(), |n| {
+            seen.push(n.kind());
+            true
+        });
+        let mut expected = Vec::new();
+        let mut stack = vec![tree.root_node()];
+        while let Some(n) = stack.pop() {
+            expected.push(n.kind());
+            let mut c = n.walk();
+            let children: Vec<_> = n.children(&mut c).collect();
+            stack.extend(children.into_iter().rev());
+        }
+        assert_eq!(seen, expected);
+        let mut top = 0;
+        visit(tree.root_node(), |_| {
+            top += 1;
+            false
+        });
+        assert_eq!(top, 1);
     }
 
     #[test]

@@ -18,6 +18,9 @@ pub struct Options {
     pub budget_us: Option<u32>,
     /// Emit `#line` directives that point back into the original file.
     pub line_directives: bool,
+    /// Re-parse the output and fail if it has more syntax errors than the input (a check on
+    /// the rewriter itself; the test suite always does it).
+    pub verify: bool,
 }
 
 impl Options {

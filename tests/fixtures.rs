@@ -19,8 +19,15 @@ fn fixtures_transform_as_expected() {
     insta::glob!("../fixtures", "*.cu", |path| {
         let src = std::fs::read_to_string(path).unwrap();
         let name = path.file_name().unwrap().to_string_lossy().to_string();
-        let t =
-            transform(&src, &name, &Options::default()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let t = transform(
+            &src,
+            &name,
+            &Options {
+                verify: true,
+                ..Options::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
 
         let expected = support::expectations(&src);
         assert!(!expected.is_empty(), "{name} has no EXPECT lines");
@@ -71,7 +78,15 @@ fn line_directives_point_back_at_the_original() {
 #[test]
 fn untouched_when_nothing_is_transformed() {
     let src = "__global__ void k(int* p) { cooperative_groups::this_grid().sync(); }\nint main() { k<<<1, 1>>>(0); }\n";
-    let t = transform(src, "x.cu", &Options::default()).unwrap();
+    let t = transform(
+        src,
+        "x.cu",
+        &Options {
+            verify: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     assert_eq!(t.output, src);
     assert!(t.has_errors());
 }
@@ -79,8 +94,24 @@ fn untouched_when_nothing_is_transformed() {
 #[test]
 fn a_second_run_is_refused() {
     let src = std::fs::read_to_string(support::root().join("fixtures/grid_1d.cu")).unwrap();
-    let once = transform(&src, "a.cu", &Options::default()).unwrap();
-    let twice = transform(&once.output, "a.cu", &Options::default()).unwrap();
+    let once = transform(
+        &src,
+        "a.cu",
+        &Options {
+            verify: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
+    let twice = transform(
+        &once.output,
+        "a.cu",
+        &Options {
+            verify: true,
+            ..Options::default()
+        },
+    )
+    .unwrap();
     assert_eq!(twice.output, once.output);
     assert_eq!(twice.diagnostics[0].code.id(), "CP009");
 }

@@ -52,7 +52,15 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         let src = std::fs::read_to_string(&path).unwrap();
         let stem = path.file_stem().unwrap().to_string_lossy().to_string();
         for (i, spec) in support::gpu_specs(&src).into_iter().enumerate() {
-            let t = cupreempt::transform(&src, &stem, &cupreempt::Options::default()).unwrap();
+            let t = cupreempt::transform(
+                &src,
+                &stem,
+                &cupreempt::Options {
+                    verify: true,
+                    ..cupreempt::Options::default()
+                },
+            )
+            .unwrap();
             let transformed = dir.join(format!("{stem}.transformed.cu"));
             std::fs::write(&transformed, &t.output).unwrap();
             let has_main = src.contains("int main(");
@@ -70,7 +78,12 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         jobs.len()
     );
     if generate_only {
-        let _ = writeln!(std::io::stderr(), "gpu: generated {} harnesses in {}", jobs.len(), dir.display());
+        let _ = writeln!(
+            std::io::stderr(),
+            "gpu: generated {} harnesses in {}",
+            jobs.len(),
+            dir.display()
+        );
         return;
     }
     let build_failures = support::parallel(&jobs, 8, |(stem, file, exe)| {
@@ -99,15 +112,15 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
 
     let mut report = String::new();
     let mut failed = Vec::new();
+    // Each result is printed as it comes (not captured), so a hang shows where it happened.
+    let mut log = |text: &str, report: &mut String| {
+        report.push_str(text);
+        let _ = std::io::stderr().write_all(text.as_bytes());
+    };
     for (stem, _, exe) in &jobs {
-        let o = Command::new(exe).output().expect("run harness");
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&o.stdout),
-            String::from_utf8_lossy(&o.stderr)
-        );
-        report.push_str(&text);
-        if !o.status.success() {
+        let (ok, text) = run_with_timeout(Command::new(exe), 120);
+        log(&text, &mut report);
+        if !ok {
             failed.push(stem.clone());
         }
     }
@@ -117,24 +130,22 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
             .filter(|(s, _, _)| SANITIZED.contains(&s.as_str()))
         {
             for tool in ["memcheck", "racecheck", "synccheck"] {
-                let o = Command::new("compute-sanitizer")
-                    .args(["--tool", tool, "--error-exitcode", "9"])
+                let mut cmd = Command::new("compute-sanitizer");
+                cmd.args(["--tool", tool, "--error-exitcode", "9"])
                     .arg(exe)
-                    .env("CUPREEMPT_HARNESS_QUICK", "1")
-                    .output()
-                    .expect("compute-sanitizer");
-                let out = String::from_utf8_lossy(&o.stdout).to_string()
-                    + &String::from_utf8_lossy(&o.stderr);
+                    .env("CUPREEMPT_HARNESS_QUICK", "1");
+                let (ok, out) = run_with_timeout(cmd, 240);
                 let summary = out
                     .lines()
                     .filter(|l| l.contains("ERROR SUMMARY") || l.contains("RACECHECK SUMMARY"))
                     .collect::<Vec<_>>()
                     .join(" ");
-                report.push_str(&format!(
-                    "sanitizer {tool} {stem}: exit {:?} {summary}\n",
-                    o.status.code()
-                ));
-                if !o.status.success() {
+                let verdict = if ok { "ok" } else { "FAILED" };
+                log(
+                    &format!("sanitizer {tool} {stem}: {verdict} {summary}\n"),
+                    &mut report,
+                );
+                if !ok {
                     report.push_str(&out);
                     failed.push(format!("{stem} ({tool})"));
                 }
@@ -165,7 +176,8 @@ fn run_with_timeout(mut cmd: Command, seconds: u64) -> (bool, String) {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    let mut text = std::fs::read_to_string(&so).unwrap_or_default() + &std::fs::read_to_string(&se).unwrap_or_default();
+    let mut text = std::fs::read_to_string(&so).unwrap_or_default()
+        + &std::fs::read_to_string(&se).unwrap_or_default();
     if status.is_none() {
         text.push_str(&format!("TIMEOUT after {seconds} s (deadlock?)\n"));
     }

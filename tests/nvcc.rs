@@ -16,8 +16,15 @@ fn every_transformed_fixture_compiles_with_nvcc() {
         if !support::directives(&src, "NVCC").is_empty() {
             return Ok(()); // e.g. the syntax-error fixture, which is not meant to compile
         }
-        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-            .map_err(|e| e.to_string())?;
+        let t = cupreempt::transform(
+            &src,
+            &name,
+            &cupreempt::Options {
+                verify: true,
+                ..cupreempt::Options::default()
+            },
+        )
+        .map_err(|e| e.to_string())?;
         let out = dir.join(format!("{name}.transformed.cu"));
         std::fs::write(&out, &t.output).unwrap();
         let extra: Vec<String> = support::directives(&src, "NVCC-FLAGS")

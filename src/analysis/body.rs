@@ -2,7 +2,7 @@
 //! and constructs that make the kernel impossible to transform.
 
 use super::scan::MacroFacts;
-use super::uniformity::{is_loop, Uniformity};
+use super::uniformity::{descendants, is_loop, Uniformity};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet};
@@ -95,13 +95,19 @@ const BLOCK_GROUP_QUERIES: &[&str] = &[
     "dim_blocks",
 ];
 
+/// `kernel`: whether returns matter (a helper's return only ends the helper, so its returns
+/// are not analysed for thread dependence).
 pub fn facts<'t>(
     body: Node<'t>,
     src: &'t str,
     macros: &BTreeMap<String, MacroFacts>,
+    kernel: bool,
 ) -> BodyFacts<'t> {
     let k = kinds();
-    let uni = Uniformity::new(body, src, macros);
+    let nodes = descendants(body);
+    // The uniformity analysis is the expensive part: only kernels with a return need it.
+    let has_return = kernel && nodes.iter().any(|n| n.kind_id() == k.return_statement);
+    let uni = has_return.then(|| Uniformity::new(body, &nodes, src, macros));
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
         calls: Vec::new(),
@@ -111,53 +117,22 @@ pub fn facts<'t>(
         macro_uses: Vec::new(),
         refusals: Vec::new(),
     };
-    let block_vars = thread_block_variables(body, src);
-    // (node, inside a lambda)
-    let mut stack = vec![(body, false)];
-    while let Some((n, in_lambda)) = stack.pop() {
+    let block_vars = thread_block_variables(&nodes, src);
+    for &n in &nodes {
         let id = n.kind_id();
         if id == k.identifier || id == k.field_identifier || id == k.type_identifier {
             let name = text(n, src);
-            if let Some((v, _)) = lang::VIRTUAL_BUILTINS.iter().find(|(v, _)| *v == name) {
-                if id == k.identifier {
-                    f.virtual_reads.insert(v);
-                }
+            if id == k.identifier && lang::VIRTUAL_BUILTINS.iter().any(|(v, _)| *v == name) {
+                f.virtual_reads.insert(if name == "blockIdx" {
+                    "blockIdx"
+                } else {
+                    "gridDim"
+                });
             }
-            if lang::GRID_SYNC.contains(&name) {
-                f.refusals.push(
-                    Diagnostic::new(Code::GridSync, "grid-wide synchronization: a persistent grid cannot honour it")
-                        .label(n.byte_range(), "grid group used here")
-                        .help("persistent blocks run tasks one after another; a grid barrier would wait for tasks that have not started"),
-                );
-            }
-            if lang::CLUSTER.contains(&name) {
-                f.refusals.push(
-                    Diagnostic::new(
-                        Code::Clusters,
-                        "thread-block clusters tie blocks to hardware placement",
-                    )
-                    .label(n.byte_range(), "cluster used here"),
-                );
-            }
-            if lang::DEVICE_LAUNCH.contains(&name) {
-                f.refusals.push(
-                    Diagnostic::new(Code::DynamicParallelism, "dynamic parallelism: the kernel launches or waits for work from the device")
-                        .label(n.byte_range(), "device-side launch API"),
-                );
-            }
-            if id == k.field_identifier && BLOCK_GROUP_QUERIES.contains(&name) {
-                f.refusals.push(
-                    Diagnostic::new(
-                        Code::Unsupported,
-                        format!("cooperative-groups query `{name}` reads the hardware block index"),
-                    )
-                    .label(n.byte_range(), "not rewritten")
-                    .help("use blockIdx/gridDim, which are rewritten"),
-                );
-            }
+            identifier_refusals(&mut f, n, name, id == k.field_identifier);
             if id == k.identifier {
                 if let Some(m) = macros.get(name) {
-                    record_macro_use(&mut f, n, name, m, &uni);
+                    record_macro_use(&mut f, n, name, m);
                 }
             }
         } else if id == k.kernel_call_syntax {
@@ -176,20 +151,18 @@ pub fn facts<'t>(
                         .label(n.byte_range(), "inline PTX"),
                 );
             }
-        } else if id == k.return_statement && !in_lambda {
-            f.returns.push(ReturnSite {
-                node: n,
-                thread_dependent: uni.controlled(n, None),
-            });
+        } else if id == k.return_statement {
+            if !lang::inside_lambda(n, body) {
+                let thread_dependent = uni.as_ref().is_some_and(|u| u.controlled(n, None));
+                f.returns.push(ReturnSite {
+                    node: n,
+                    thread_dependent,
+                });
+            }
         } else if is_loop(n) {
             f.loops.push(n.byte_range());
         } else if id == k.call_expression {
             record_call(&mut f, n, src, &block_vars);
-        }
-        let lambda = in_lambda || id == k.lambda_expression;
-        let mut c = n.walk();
-        for ch in n.children(&mut c) {
-            stack.push((ch, lambda));
         }
     }
     f.returns.sort_by_key(|r| r.node.start_byte());
@@ -197,13 +170,45 @@ pub fn facts<'t>(
     f
 }
 
-fn record_macro_use<'t>(
-    f: &mut BodyFacts<'t>,
-    n: Node<'t>,
-    name: &str,
-    m: &MacroFacts,
-    uni: &Uniformity,
-) {
+fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
+    if lang::GRID_SYNC.contains(&name) {
+        f.refusals.push(
+            Diagnostic::new(Code::GridSync, "grid-wide synchronization: a persistent grid cannot honour it")
+                .label(n.byte_range(), "grid group used here")
+                .help("persistent blocks run tasks one after another; a grid barrier would wait for tasks that have not started"),
+        );
+    }
+    if lang::CLUSTER.contains(&name) {
+        f.refusals.push(
+            Diagnostic::new(
+                Code::Clusters,
+                "thread-block clusters tie blocks to hardware placement",
+            )
+            .label(n.byte_range(), "cluster used here"),
+        );
+    }
+    if lang::DEVICE_LAUNCH.contains(&name) {
+        f.refusals.push(
+            Diagnostic::new(
+                Code::DynamicParallelism,
+                "dynamic parallelism: the kernel launches or waits for work from the device",
+            )
+            .label(n.byte_range(), "device-side launch API"),
+        );
+    }
+    if field && BLOCK_GROUP_QUERIES.contains(&name) {
+        f.refusals.push(
+            Diagnostic::new(
+                Code::Unsupported,
+                format!("cooperative-groups query `{name}` reads the hardware block index"),
+            )
+            .label(n.byte_range(), "not rewritten")
+            .help("use blockIdx/gridDim, which are rewritten"),
+        );
+    }
+}
+
+fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &MacroFacts) {
     f.virtual_reads.extend(m.virtual_reads.iter().copied());
     if m.barrier {
         f.barriers.push(BarrierSite {
@@ -214,7 +219,6 @@ fn record_macro_use<'t>(
     }
     if m.returns {
         // We cannot see the condition inside the macro: assume the worst.
-        let _ = uni;
         f.returns.push(ReturnSite {
             node: n,
             thread_dependent: true,
@@ -254,7 +258,7 @@ pub fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
             return Some(n);
         }
         if n.kind_id() == k.qualified_identifier || n.kind_id() == k.template_function {
-            n = n.child_by_field_name("name")?;
+            n = n.child_by_field_id(crate::lang::fields().name)?;
             continue;
         }
         return None;
@@ -268,10 +272,10 @@ fn record_call<'t>(
     block_vars: &BTreeSet<String>,
 ) {
     let k = kinds();
-    let Some(callee) = call.child_by_field_name("function") else {
+    let Some(callee) = call.child_by_field_id(crate::lang::fields().function) else {
         return;
     };
-    let Some(args) = call.child_by_field_name("arguments") else {
+    let Some(args) = call.child_by_field_id(crate::lang::fields().arguments) else {
         return;
     };
     let mut c = args.walk();
@@ -281,8 +285,10 @@ fn record_call<'t>(
         .count();
     // `x.sync()` where x is this thread block; `this_thread_block().sync()`.
     if callee.kind_id() == k.field_expression {
-        let field = callee.child_by_field_name("field").map(|x| text(x, src));
-        let object = callee.child_by_field_name("argument");
+        let field = callee
+            .child_by_field_id(crate::lang::fields().field)
+            .map(|x| text(x, src));
+        let object = callee.child_by_field_id(crate::lang::fields().argument);
         if field == Some("sync")
             && arg_count == 0
             && object.is_some_and(|o| is_thread_block(o, src, block_vars))
@@ -333,30 +339,39 @@ fn is_thread_block(n: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {
         return block_vars.contains(text(n, src));
     }
     if n.kind_id() == k.call_expression {
-        let callee = n.child_by_field_name("function").and_then(callee_name);
+        let callee = n
+            .child_by_field_id(crate::lang::fields().function)
+            .and_then(callee_name);
         return callee.is_some_and(|c| text(c, src) == "this_thread_block");
     }
     false
 }
 
 /// Locals that hold this thread block: `thread_block b = ...`, `auto b = this_thread_block()`.
-fn thread_block_variables(body: Node, src: &str) -> BTreeSet<String> {
+fn thread_block_variables(nodes: &[Node], src: &str) -> BTreeSet<String> {
     let k = kinds();
     let mut out = BTreeSet::new();
-    let mut stack = vec![body];
-    while let Some(n) = stack.pop() {
+    for &n in nodes {
         if n.kind_id() == k.declaration {
             let ty = n
-                .child_by_field_name("type")
+                .child_by_field_id(crate::lang::fields().r#type)
                 .map(|t| text(t, src))
                 .unwrap_or("");
             let is_block_type = ty.ends_with("thread_block") && !ty.contains("tile");
             let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                let from_call = d.child_by_field_name("value").is_some_and(|v| {
-                    text(v, src).contains("this_thread_block()")
-                        && !text(v, src).contains("tiled_partition")
-                });
+            for d in n.children_by_field_id(
+                crate::lang::fields()
+                    .declarator
+                    .try_into()
+                    .expect("field id"),
+                &mut c,
+            ) {
+                let value = d
+                    .child_by_field_id(crate::lang::fields().value)
+                    .map(|v| text(v, src))
+                    .unwrap_or("");
+                let from_call =
+                    value.contains("this_thread_block()") && !value.contains("tiled_partition");
                 if is_block_type || (ty == "auto" && from_call) {
                     if let Some(name) = lang::declarator_name(d) {
                         out.insert(text(name, src).to_string());
@@ -364,8 +379,6 @@ fn thread_block_variables(body: Node, src: &str) -> BTreeSet<String> {
                 }
             }
         }
-        let mut c = n.walk();
-        stack.extend(n.children(&mut c));
     }
     out
 }

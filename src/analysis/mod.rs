@@ -27,6 +27,15 @@ pub enum SyncMode {
     SyncAware,
 }
 
+impl SyncMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncMode::Plain => "plain",
+            SyncMode::SyncAware => "sync-aware",
+        }
+    }
+}
+
 #[derive(Debug)]
 pub struct KernelPlan<'t> {
     pub site: FunctionSite<'t>,
@@ -85,7 +94,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .helpers
         .into_iter()
         .map(|h| {
-            let facts = body::facts(h.body, src, macros);
+            let facts = body::facts(h.body, src, macros, false);
             let prior = prior_declarations(&found.declarations, &h);
             HelperPlan {
                 site: h,
@@ -151,7 +160,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     let mut kernels = Vec::new();
     let mut reached: BTreeSet<usize> = BTreeSet::new();
     for k in found.kernels {
-        let facts = body::facts(k.body, src, macros);
+        let facts = body::facts(k.body, src, macros, true);
         let prior = prior_declarations(&found.declarations, &k);
         let mut plan = KernelPlan {
             chunk: 0,

@@ -177,7 +177,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
         },
     };
     s.found.include_at = include_position(root, src);
-    s.walk(root, &mut Vec::new(), false);
+    s.walk(&mut root.walk(), &mut Vec::new(), false);
     s.found.macros = close_macros(s.found.macros);
     for r in &errors {
         let inside_kernel = s
@@ -224,60 +224,65 @@ struct Scanner<'t, 'e> {
 }
 
 impl<'t> Scanner<'t, '_> {
-    fn walk(&mut self, node: Node<'t>, scope: &mut Vec<String>, in_device: bool) {
+    /// Pre-order over the tree with one cursor, tracking the namespace and whether we are in
+    /// device code.
+    fn walk(
+        &mut self,
+        c: &mut tree_sitter::TreeCursor<'t>,
+        scope: &mut Vec<String>,
+        in_device: bool,
+    ) {
         let k = kinds();
+        let node = c.node();
         let id = node.kind_id();
+        let mut device = in_device;
+        let mut pushed = false;
         if id == k.preproc_def || id == k.preproc_function_def {
             self.record_macro(node);
-        }
-        if id == k.namespace_definition {
+        } else if id == k.namespace_definition {
             let name = node
-                .child_by_field_name("name")
-                .map(|n| text(n, self.src).to_string())
-                .unwrap_or_default();
-            scope.push(name);
-            if let Some(body) = node.child_by_field_name("body") {
-                self.walk(body, scope, in_device);
-            }
-            scope.pop();
-            return;
-        }
-        if id == k.function_definition || id == k.declaration {
+                .child_by_field_id(crate::lang::fields().name)
+                .map(|n| text(n, self.src).to_string());
+            scope.push(name.unwrap_or_default());
+            pushed = true;
+        } else if id == k.function_definition || id == k.declaration {
             let space = execution_space(node, self.src, &self.found.macros);
-            if let Some(site) = self.function_site(node, scope, space.clone()) {
-                let device = space.global || space.device;
+            let is_device = space.global || space.device;
+            device |= is_device;
+            let global = space.global;
+            if let Some(site) = self.function_site(node, scope, space) {
                 if id == k.function_definition {
-                    if space.global {
+                    if global {
                         self.found.kernels.push(site);
-                    } else if space.device {
+                    } else {
                         self.found.helpers.push(site);
                     }
-                } else if device {
+                } else if is_device {
                     self.found.declarations.push(site);
                 }
-                if let Some(body) = node.child_by_field_name("body") {
-                    self.walk(body, scope, in_device || device);
-                }
-                return;
             }
-            if let Some(body) = node.child_by_field_name("body") {
-                self.walk(body, scope, in_device || space.global || space.device);
-                return;
-            }
-        }
-        if id == k.call_expression
-            && node
-                .named_children(&mut node.walk())
-                .any(|c| c.kind_id() == k.kernel_call_syntax)
-        {
-            if let Some(l) = self.launch_site(node, in_device) {
+        } else if id == k.kernel_call_syntax {
+            if let Some(l) = node
+                .parent()
+                .and_then(|call| self.launch_site(call, in_device))
+            {
                 self.found.launches.push(l);
             }
         }
-        let mut c = node.walk();
-        let children: Vec<Node<'t>> = node.children(&mut c).collect();
-        for child in children {
-            self.walk(child, scope, in_device);
+        // Bodies of device functions are analysed on their own (analysis::body); nothing in
+        // them is rewritten through the scan, so skip them here.
+        let device_body = id == k.function_definition && device && !in_device;
+        if !device_body && c.goto_first_child() {
+            loop {
+                self.walk(c, scope, device);
+                if !c.goto_next_sibling() {
+                    break;
+                }
+            }
+            c.goto_parent();
+        }
+        if pushed {
+            scope.pop();
         }
     }
 
@@ -293,9 +298,9 @@ impl<'t> Scanner<'t, '_> {
         }
         let declarator = find_function_declarator(func)?;
         let name_node = declarator
-            .child_by_field_name("declarator")
+            .child_by_field_id(crate::lang::fields().declarator)
             .and_then(lang::declarator_name)?;
-        let params = declarator.child_by_field_name("parameters")?;
+        let params = declarator.child_by_field_id(crate::lang::fields().parameters)?;
         let mut outer = func;
         let mut template = None;
         let mut linkage = None;
@@ -355,7 +360,9 @@ impl<'t> Scanner<'t, '_> {
             Some(t) => self.template_params(t),
             None => Vec::new(),
         };
-        let body = func.child_by_field_name("body").unwrap_or(func);
+        let body = func
+            .child_by_field_id(crate::lang::fields().body)
+            .unwrap_or(func);
         let pragmas = self.pragmas(outer);
         Some(FunctionSite {
             name,
@@ -399,7 +406,7 @@ impl<'t> Scanner<'t, '_> {
                         .help("the shared body is a __device__ function, which cannot take __grid_constant__ parameters"),
                 );
             }
-            let decl = p.child_by_field_name("declarator");
+            let decl = p.child_by_field_id(crate::lang::fields().declarator);
             let name = decl
                 .and_then(lang::declarator_name)
                 .map(|n| text(n, self.src).to_string());
@@ -439,7 +446,7 @@ impl<'t> Scanner<'t, '_> {
 
     fn template_params(&self, template: Node<'t>) -> Vec<TemplateParam> {
         let k = kinds();
-        let Some(list) = template.child_by_field_name("parameters") else {
+        let Some(list) = template.child_by_field_id(crate::lang::fields().parameters) else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -454,8 +461,10 @@ impl<'t> Scanner<'t, '_> {
                 || text(p, self.src).contains("...");
             let has_default = id == k.optional_type_parameter_declaration
                 || id == k.optional_parameter_declaration
-                || p.child_by_field_name("default_type").is_some()
-                || p.child_by_field_name("default_value").is_some();
+                || p.child_by_field_id(crate::lang::fields().default_type)
+                    .is_some()
+                || p.child_by_field_id(crate::lang::fields().default_value)
+                    .is_some();
             let name = if id == k.type_parameter_declaration
                 || id == k.variadic_type_parameter_declaration
                 || id == k.optional_type_parameter_declaration
@@ -466,9 +475,9 @@ impl<'t> Scanner<'t, '_> {
                     .named_children(&mut cc)
                     .filter(|n| n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
                     .last();
-                found.or_else(|| p.child_by_field_name("name"))
+                found.or_else(|| p.child_by_field_id(crate::lang::fields().name))
             } else {
-                p.child_by_field_name("declarator")
+                p.child_by_field_id(crate::lang::fields().declarator)
                     .and_then(lang::declarator_name)
             };
             let name = name
@@ -496,11 +505,11 @@ impl<'t> Scanner<'t, '_> {
                 break;
             }
             let directive = s
-                .child_by_field_name("directive")
+                .child_by_field_id(crate::lang::fields().directive)
                 .map(|d| text(d, self.src))
                 .unwrap_or("");
             let arg = s
-                .child_by_field_name("argument")
+                .child_by_field_id(crate::lang::fields().argument)
                 .map(|a| text(a, self.src).trim())
                 .unwrap_or("");
             if directive != "#pragma" {
@@ -528,8 +537,8 @@ impl<'t> Scanner<'t, '_> {
 
     fn launch_site(&self, call: Node<'t>, in_device: bool) -> Option<LaunchSite<'t>> {
         let k = kinds();
-        let callee = call.child_by_field_name("function")?;
-        let args = call.child_by_field_name("arguments")?;
+        let callee = call.child_by_field_id(crate::lang::fields().function)?;
+        let args = call.child_by_field_id(crate::lang::fields().arguments)?;
         let mut c = call.walk();
         let syntax = call
             .named_children(&mut c)
@@ -544,10 +553,10 @@ impl<'t> Scanner<'t, '_> {
         let mut template_args = None;
         loop {
             if name_node.kind_id() == k.qualified_identifier {
-                name_node = name_node.child_by_field_name("name")?;
+                name_node = name_node.child_by_field_id(crate::lang::fields().name)?;
             } else if name_node.kind_id() == k.template_function {
-                template_args = name_node.child_by_field_name("arguments");
-                name_node = name_node.child_by_field_name("name")?;
+                template_args = name_node.child_by_field_id(crate::lang::fields().arguments);
+                name_node = name_node.child_by_field_id(crate::lang::fields().name)?;
             } else {
                 break;
             }
@@ -576,11 +585,11 @@ impl<'t> Scanner<'t, '_> {
 
     fn record_macro(&mut self, node: Node<'t>) {
         let k = kinds();
-        let Some(name) = node.child_by_field_name("name") else {
+        let Some(name) = node.child_by_field_id(crate::lang::fields().name) else {
             return;
         };
         let value = node
-            .child_by_field_name("value")
+            .child_by_field_id(crate::lang::fields().value)
             .filter(|v| v.kind_id() == k.preproc_arg);
         let body = value.map(|v| text(v, self.src)).unwrap_or("");
         self.found
@@ -607,7 +616,7 @@ fn execution_space<'t>(
     let k = kinds();
     let mut s = Space::default();
     // `#define KERNEL __global__ void` ... `KERNEL k(...)`: the type is the macro.
-    if let Some(ty) = func.child_by_field_name("type") {
+    if let Some(ty) = func.child_by_field_id(crate::lang::fields().r#type) {
         if let Some(m) = macros.get(text(ty, src)) {
             let words: Vec<&str> = m.text.split_whitespace().collect();
             if words.contains(&"__global__") {
@@ -638,7 +647,7 @@ fn execution_space<'t>(
 
 fn find_function_declarator(func: Node) -> Option<Node> {
     let k = kinds();
-    let mut d = func.child_by_field_name("declarator")?;
+    let mut d = func.child_by_field_id(crate::lang::fields().declarator)?;
     loop {
         if d.kind_id() == k.function_declarator {
             return Some(d);
@@ -646,7 +655,7 @@ fn find_function_declarator(func: Node) -> Option<Node> {
         if d.kind_id() == k.init_declarator {
             return None;
         }
-        d = d.child_by_field_name("declarator")?;
+        d = d.child_by_field_id(crate::lang::fields().declarator)?;
     }
 }
 

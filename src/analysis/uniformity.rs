@@ -35,19 +35,24 @@ pub fn is_loop(n: Node) -> bool {
         || id == k.for_range_loop
 }
 
-fn descendants(n: Node) -> Vec<Node> {
+/// `n` and its descendants in pre-order.
+pub fn descendants(n: Node) -> Vec<Node> {
     let mut out = Vec::new();
-    let mut stack = vec![n];
-    while let Some(x) = stack.pop() {
+    lang::visit(n, |x| {
         out.push(x);
-        let mut c = x.walk();
-        stack.extend(x.children(&mut c));
-    }
+        true
+    });
     out
 }
 
 impl<'t, 'm> Uniformity<'t, 'm> {
-    pub fn new(body: Node<'t>, src: &'t str, macros: &'m BTreeMap<String, MacroFacts>) -> Self {
+    /// `all`: the body and its descendants, in pre-order.
+    pub fn new(
+        body: Node<'t>,
+        all: &[Node<'t>],
+        src: &'t str,
+        macros: &'m BTreeMap<String, MacroFacts>,
+    ) -> Self {
         let mut u = Uniformity {
             src,
             body,
@@ -55,8 +60,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             varying: BTreeSet::new(),
             varying_loops: BTreeSet::new(),
         };
-        let all = descendants(body);
-        let assignments = u.assignments(&all);
+        let assignments = u.assignments(all);
         let loops: Vec<Node> = all.iter().copied().filter(|n| is_loop(*n)).collect();
         let exits: Vec<Node> = all
             .iter()
@@ -85,8 +89,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     continue;
                 }
                 let cond = l
-                    .child_by_field_name("condition")
-                    .or_else(|| l.child_by_field_name("right"));
+                    .child_by_field_id(crate::lang::fields().condition)
+                    .or_else(|| l.child_by_field_id(crate::lang::fields().right));
                 let exit_varies = exits.iter().any(|e| {
                     l.byte_range().contains(&e.start_byte())
                         && e.id() != l.id()
@@ -110,30 +114,36 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             let id = n.kind_id();
             if id == k.init_declarator {
                 if let Some(name) = n
-                    .child_by_field_name("declarator")
+                    .child_by_field_id(crate::lang::fields().declarator)
                     .and_then(lang::declarator_name)
                 {
                     out.push(Assignment {
                         target: text(name, self.src).into(),
-                        value: n.child_by_field_name("value"),
+                        value: n.child_by_field_id(crate::lang::fields().value),
                         at: n,
                     });
                 }
             } else if id == k.declaration && text(n, self.src).contains("__shared__") {
                 // Shared memory holds data written by any thread.
                 let mut c = n.walk();
-                for d in n.children_by_field_name("declarator", &mut c) {
+                for d in n.children_by_field_id(
+                    crate::lang::fields()
+                        .declarator
+                        .try_into()
+                        .expect("field id"),
+                    &mut c,
+                ) {
                     if let Some(name) = lang::declarator_name(d) {
                         self.varying.insert(text(name, self.src).into());
                     }
                 }
             } else if id == k.assignment_expression || id == k.update_expression {
                 let target = n
-                    .child_by_field_name("left")
-                    .or_else(|| n.child_by_field_name("argument"));
+                    .child_by_field_id(crate::lang::fields().left)
+                    .or_else(|| n.child_by_field_id(crate::lang::fields().argument));
                 if let Some(name) = target.and_then(|t| base_identifier(t, self.src)) {
                     let value = if id == k.assignment_expression {
-                        n.child_by_field_name("right")
+                        n.child_by_field_id(crate::lang::fields().right)
                     } else {
                         None
                     };
@@ -144,24 +154,24 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     });
                 }
             } else if id == k.pointer_expression
-                && n.child_by_field_name("operator")
+                && n.child_by_field_id(crate::lang::fields().operator)
                     .is_some_and(|o| text(o, self.src) == "&")
             {
                 // Written through a pointer somewhere we cannot follow.
                 if let Some(name) = n
-                    .child_by_field_name("argument")
+                    .child_by_field_id(crate::lang::fields().argument)
                     .and_then(|a| base_identifier(a, self.src))
                 {
                     self.varying.insert(name);
                 }
             } else if id == k.for_range_loop {
                 if let Some(name) = n
-                    .child_by_field_name("declarator")
+                    .child_by_field_id(crate::lang::fields().declarator)
                     .and_then(lang::declarator_name)
                 {
                     out.push(Assignment {
                         target: text(name, self.src).into(),
-                        value: n.child_by_field_name("right"),
+                        value: n.child_by_field_id(crate::lang::fields().right),
                         at: n,
                     });
                 }
@@ -173,50 +183,39 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether the value of `n` may differ between threads of a block.
     pub fn expr_varying(&self, n: Node) -> bool {
         let k = kinds();
-        let mut stack = vec![n];
-        while let Some(x) = stack.pop() {
+        let mut varying = false;
+        lang::visit(n, |x| {
+            if varying {
+                return false;
+            }
             let id = x.kind_id();
             if id == k.identifier {
                 let name = text(x, self.src);
-                if lang::THREAD_VARYING.contains(&name) || self.varying.contains(name) {
-                    return true;
-                }
-                if self
-                    .macros
-                    .get(name)
-                    .is_some_and(|m| m.thread_varying || !m.calls.is_empty())
-                {
-                    return true;
-                }
+                varying = lang::THREAD_VARYING.contains(&name)
+                    || self.varying.contains(name)
+                    || self
+                        .macros
+                        .get(name)
+                        .is_some_and(|m| m.thread_varying || !m.calls.is_empty());
             } else if id == k.subscript_expression || id == k.lambda_expression {
-                return true;
+                varying = true; // a memory load, or code we do not follow
             } else if id == k.field_expression {
-                if x.child_by_field_name("operator")
-                    .is_some_and(|o| text(o, self.src) == "->")
-                {
-                    return true;
-                }
+                varying = x
+                    .child_by_field_id(crate::lang::fields().operator)
+                    .is_some_and(|o| text(o, self.src) == "->");
             } else if id == k.pointer_expression {
-                if x.child_by_field_name("operator")
-                    .is_some_and(|o| text(o, self.src) == "*")
-                {
-                    return true;
-                }
+                varying = x
+                    .child_by_field_id(crate::lang::fields().operator)
+                    .is_some_and(|o| text(o, self.src) == "*");
             } else if id == k.call_expression {
-                let f = x.child_by_field_name("function");
-                let known = f.is_some_and(|f| lang::UNIFORM_FUNCTIONS.contains(&text(f, self.src)));
-                if !known {
-                    return true;
+                let f = x.child_by_field_id(crate::lang::fields().function);
+                if !f.is_some_and(|f| lang::UNIFORM_FUNCTIONS.contains(&text(f, self.src))) {
+                    varying = true;
                 }
-                if let Some(a) = x.child_by_field_name("arguments") {
-                    stack.push(a);
-                }
-                continue;
             }
-            let mut c = x.walk();
-            stack.extend(x.children(&mut c));
-        }
-        false
+            !varying
+        });
+        varying
     }
 
     /// Whether `n` runs under control flow that may differ between threads, looking at the
@@ -229,7 +228,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 return false;
             }
             let id = a.kind_id();
-            let cond = a.child_by_field_name("condition");
+            let cond = a.child_by_field_id(crate::lang::fields().condition);
             let in_cond = cond.is_some_and(|c| c.id() == child.id());
             if id == k.if_statement || id == k.conditional_expression || id == k.switch_statement {
                 if !in_cond && cond.is_some_and(|c| self.expr_varying(c)) {
@@ -240,8 +239,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     return true;
                 }
             } else if a.kind() == "binary_expression" {
-                let op = a.child_by_field_name("operator").map(|o| text(o, self.src));
-                let left = a.child_by_field_name("left");
+                let op = a
+                    .child_by_field_id(crate::lang::fields().operator)
+                    .map(|o| text(o, self.src));
+                let left = a.child_by_field_id(crate::lang::fields().left);
                 if matches!(op, Some("&&") | Some("||"))
                     && left.is_some_and(|l| l.id() != child.id() && self.expr_varying(l))
                 {
@@ -265,10 +266,10 @@ fn base_identifier(n: Node, src: &str) -> Option<String> {
             return Some(text(x, src).to_string());
         }
         if x.kind_id() == k.field_expression
-            && x.child_by_field_name("operator")
+            && x.child_by_field_id(crate::lang::fields().operator)
                 .is_some_and(|o| text(o, src) == ".")
         {
-            x = x.child_by_field_name("argument")?;
+            x = x.child_by_field_id(crate::lang::fields().argument)?;
             continue;
         }
         if x.kind() == "parenthesized_expression" {

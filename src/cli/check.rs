@@ -54,11 +54,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
             Format::Text => {
                 for k in &t.kernels {
                     let outcome = if k.transformed {
-                        let mode = k.mode.map(|m| serde_json::to_value(m).ok()).flatten();
-                        format!(
-                            "transformable ({})",
-                            mode.as_ref().and_then(|v| v.as_str()).unwrap_or("plain")
-                        )
+                        format!("transformable ({})", k.mode.map_or("plain", |m| m.as_str()))
                     } else {
                         let why: Vec<String> = t
                             .diagnostics

@@ -68,10 +68,7 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
         println!("{new_name}: {ins} lines added, {del} removed");
         for k in &t.kernels {
             let what = match (k.transformed, k.mode) {
-                (true, Some(m)) => format!(
-                    "transformed ({})",
-                    serde_json::to_value(m)?.as_str().unwrap_or("")
-                ),
+                (true, Some(m)) => format!("transformed ({})", m.as_str()),
                 _ => format!("left as it is ({})", k.codes.join(", ")),
             };
             println!("  {}:{} {}  {what}", name, k.line, k.name);

@@ -59,6 +59,9 @@ pub struct SelectArgs {
     /// Emit #line directives so that compiler errors point into the original file.
     #[arg(long)]
     line_directives: bool,
+    /// Re-parse the output and stop if it parses worse than the input (checks cupreempt itself).
+    #[arg(long)]
+    verify: bool,
 }
 
 impl SelectArgs {
@@ -68,6 +71,7 @@ impl SelectArgs {
             exclude: self.exclude.clone(),
             budget_us: self.budget_us,
             line_directives: self.line_directives,
+            verify: self.verify,
             ..Options::default()
         };
         for c in &self.chunk {

@@ -25,7 +25,10 @@ pub fn rewrite(
         .map(|t| &src[t.start_byte()..s.func.start_byte()])
         .unwrap_or("");
     // The context's type parameter goes last, so explicit template arguments keep their meaning.
-    let ctx_template = match s.template.and_then(|t| t.child_by_field_name("parameters")) {
+    let ctx_template = match s
+        .template
+        .and_then(|t| t.child_by_field_id(crate::lang::fields().parameters))
+    {
         Some(list) => {
             let close = list.end_byte() - 1;
             edits.push(Edit::insert(close, format!(", class {CTX_TYPE}")));

@@ -56,7 +56,7 @@ pub fn rewrite(
     match k.template {
         Some(t) => {
             let list = t
-                .child_by_field_name("parameters")
+                .child_by_field_id(crate::lang::fields().parameters)
                 .expect("template has parameters");
             edits.push(Edit::insert(
                 list.start_byte() + 1,
@@ -99,7 +99,12 @@ pub fn rewrite(
     if plan.mode == Some(SyncMode::SyncAware) {
         // Every way out of the body goes through leave(): the thread exits (original kernel) or
         // parks until the task's other threads are done (persistent wrapper).
-        for r in plan.facts.returns.iter().filter(|r| r.node.kind() == "return_statement") {
+        for r in plan
+            .facts
+            .returns
+            .iter()
+            .filter(|r| r.node.kind() == "return_statement")
+        {
             let value = r.node.named_child(0).filter(|v| v.kind() != "comment");
             let text = match value {
                 Some(v) => format!("{{ {}; return {CTX}.leave(); }}", crate::lang::text(v, src)),
@@ -237,7 +242,7 @@ fn find_name(decl: tree_sitter::Node, name: &str, src: &str) -> Option<usize> {
     let mut stack = vec![decl];
     while let Some(n) = stack.pop() {
         if n.kind() == "function_declarator" {
-            let id = n.child_by_field_name("declarator")?;
+            let id = n.child_by_field_id(crate::lang::fields().declarator)?;
             return (text(id, src) == name).then_some(id.start_byte());
         }
         let mut c = n.walk();
