@@ -113,7 +113,7 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
     let mut report = String::new();
     let mut failed = Vec::new();
     // Each result is printed as it comes (not captured), so a hang shows where it happened.
-    let mut log = |text: &str, report: &mut String| {
+    let log = |text: &str, report: &mut String| {
         report.push_str(text);
         let _ = std::io::stderr().write_all(text.as_bytes());
     };
