@@ -146,7 +146,12 @@ pub fn transform(
                         || d.code == Code::LaunchLeft
                 })
                 .map(|d| d.code.id())
-                .collect(),
+                .fold(Vec::new(), |mut v, c| {
+                    if !v.contains(&c) {
+                        v.push(c);
+                    }
+                    v
+                }),
             source_range: Some(k.site.outer.byte_range()),
             output_range: (!opts.line_directives).then(|| {
                 shift(k.site.outer.start_byte(), false)..shift(k.site.outer.end_byte(), true)

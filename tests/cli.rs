@@ -1,0 +1,272 @@
+//! The command line, end to end: outputs, exit codes, what is (not) written.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cupreempt(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cupreempt"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cupreempt")
+}
+
+fn fixture(name: &str) -> String {
+    support::root()
+        .join("fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn transform_prints_to_stdout_and_writes_with_o() {
+    let dir = support::tempdir("cli-o");
+    let o = cupreempt(&["transform", &fixture("grid_1d.cu")], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("#include \"cupreempt.cuh\"")
+            && stdout(&o).contains("saxpy__cupreempt(")
+    );
+    let out = dir.join("out.cu");
+    let o = cupreempt(
+        &[
+            "transform",
+            &fixture("grid_1d.cu"),
+            "-o",
+            out.to_str().unwrap(),
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("cupreempt::launch<saxpy__cupreempt_kernels>"));
+}
+
+#[test]
+fn errors_write_nothing_unless_keep_going() {
+    let dir = support::tempdir("cli-keep");
+    let inputs = dir.join("in/sub");
+    std::fs::create_dir_all(&inputs).unwrap();
+    std::fs::copy(fixture("grid_sync.cu"), inputs.join("grid_sync.cu")).unwrap();
+    std::fs::copy(fixture("grid_1d.cu"), dir.join("in/grid_1d.cu")).unwrap();
+    let out = dir.join("out");
+    let o = cupreempt(&["transform", "in", "--out-dir", "out"], &dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stderr(&o).contains("CP002") && stderr(&o).contains("nothing written"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(
+        !out.exists(),
+        "nothing may be written when a file has errors"
+    );
+
+    let o = cupreempt(
+        &["transform", "in", "--out-dir", "out", "--keep-going"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let refused = std::fs::read_to_string(out.join("sub/grid_sync.cu")).unwrap();
+    // The refused kernel is untouched, the other kernel of the file is transformed.
+    assert!(refused.contains("__global__ void two_phase(float* data"));
+    assert!(refused.contains("simple_copy__cupreempt("));
+    assert!(out.join("grid_1d.cu").exists());
+}
+
+#[test]
+fn in_place_keeps_a_backup_and_refuses_a_second_run() {
+    let dir = support::tempdir("cli-inplace");
+    let file = dir.join("k.cu");
+    let original = std::fs::read_to_string(fixture("grid_1d.cu")).unwrap();
+    std::fs::write(&file, &original).unwrap();
+    let o = cupreempt(&["transform", "--in-place", "k.cu"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("k.cu.orig")).unwrap(),
+        original
+    );
+    let transformed = std::fs::read_to_string(&file).unwrap();
+    assert!(transformed.contains("saxpy__cupreempt_body"));
+
+    let o = cupreempt(&["transform", "--in-place", "k.cu"], &dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("CP009"), "{}", stderr(&o));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        transformed,
+        "a refused run changes nothing"
+    );
+    assert!(!dir.join("k.cu.orig.1").exists());
+}
+
+#[test]
+fn check_reports_per_kernel_with_exit_code_and_json() {
+    let dir = support::tempdir("cli-check");
+    let o = cupreempt(&["check", &fixture("grid_1d.cu")], &dir);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("saxpy: transformable (plain)"));
+
+    let o = cupreempt(&["check", &fixture("grid_sync.cu")], &dir);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        stdout(&o).contains("two_phase: left as it is: CP002"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(stdout(&o).contains("simple_copy: transformable (plain)"));
+
+    let o = cupreempt(
+        &[
+            "check",
+            "--format",
+            "json",
+            &fixture("thread_return_before_barrier.cu"),
+            &fixture("grid_sync.cu"),
+        ],
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let files = v.as_array().unwrap();
+    assert_eq!(files.len(), 2);
+    assert_eq!(files[0]["kernels"][0]["mode"], "sync-aware");
+    let d = &files[1]["diagnostics"][0];
+    assert_eq!(d["code"], "CP002");
+    assert_eq!(d["severity"], "error");
+    assert!(d["line"].as_u64().unwrap() > 1);
+}
+
+#[test]
+fn diff_variants() {
+    let dir = support::tempdir("cli-diff");
+    let o = cupreempt(&["diff", &fixture("helper_blockidx.cu")], &dir);
+    assert!(o.status.success());
+    let d = stdout(&o);
+    assert!(
+        d.contains("+#include \"cupreempt.cuh\"") && d.contains("@@"),
+        "{d}"
+    );
+    assert!(!d.contains('\x1b'), "no colour when not a terminal");
+
+    let o = cupreempt(&["diff", "--color", "always", &fixture("grid_1d.cu")], &dir);
+    assert!(stdout(&o).contains("\x1b[32m+"));
+
+    let o = cupreempt(
+        &[
+            "diff",
+            "--kernel",
+            "accumulate",
+            &fixture("multiple_kernels.cu"),
+        ],
+        &dir,
+    );
+    let d = stdout(&o);
+    assert!(
+        d.contains("accumulate__cupreempt(") && !d.contains("init__cupreempt("),
+        "{d}"
+    );
+
+    let o = cupreempt(
+        &[
+            "diff",
+            "--side-by-side",
+            "--width",
+            "120",
+            &fixture("grid_1d.cu"),
+        ],
+        &dir,
+    );
+    assert!(
+        stdout(&o).lines().any(|l| l.contains(" | ")),
+        "{}",
+        stdout(&o)
+    );
+
+    let o = cupreempt(&["diff", "--stat", &fixture("grid_sync.cu")], &dir);
+    let d = stdout(&o);
+    assert!(
+        d.contains("lines added")
+            && d.contains("two_phase  left as it is (CP002)")
+            && d.contains("simple_copy  transformed (plain)"),
+        "{d}"
+    );
+
+    let o = cupreempt(&["diff", "--kernel", "nope", &fixture("grid_1d.cu")], &dir);
+    assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn selection_chunks_and_bad_arguments() {
+    let dir = support::tempdir("cli-select");
+    let o = cupreempt(
+        &[
+            "transform",
+            "--select",
+            "^accum",
+            &fixture("multiple_kernels.cu"),
+        ],
+        &dir,
+    );
+    assert!(o.status.success());
+    let out = stdout(&o);
+    assert!(out.contains("accumulate__cupreempt(") && !out.contains("init__cupreempt("));
+    assert!(
+        out.contains("init<<<64, 256>>>"),
+        "launches of unselected kernels stay"
+    );
+
+    let o = cupreempt(
+        &[
+            "transform",
+            "--chunk",
+            "accumulate=16",
+            "--budget-us",
+            "50",
+            &fixture("multiple_kernels.cu"),
+        ],
+        &dir,
+    );
+    assert!(stdout(&o).contains("/*chunk=*/16, /*budget_ns=*/50000"));
+
+    let o = cupreempt(
+        &["transform", "--chunk", "zero=0", &fixture("grid_1d.cu")],
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--chunk"));
+
+    let o = cupreempt(&["transform", "missing.cu"], &dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("missing.cu"));
+}
+
+#[test]
+fn headers_are_installed() {
+    let dir = support::tempdir("cli-headers");
+    let o = cupreempt(&["headers", "--out", "inc"], &dir);
+    assert!(o.status.success());
+    for f in [
+        "cupreempt.cuh",
+        "cupreempt/control.h",
+        "cupreempt/task_loop.cuh",
+        "cupreempt/launch.cuh",
+    ] {
+        let installed = std::fs::read_to_string(dir.join("inc").join(f)).unwrap();
+        let shipped =
+            std::fs::read_to_string(support::root().join("cuda_support").join(f)).unwrap();
+        assert_eq!(installed, shipped, "{f}");
+    }
+}
