@@ -206,6 +206,13 @@ pub fn visit<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>) -> bool) {
     }
 }
 
+/// The declarators of a declaration (`int a = 1, *b;` → `a = 1`, `*b`).
+pub fn declarators(decl: Node) -> Vec<Node> {
+    let id = std::num::NonZeroU16::new(fields().declarator).expect("field ids are non-zero");
+    let mut c = decl.walk();
+    decl.children_by_field_id(id, &mut c).collect()
+}
+
 /// Whether `n` lies inside a lambda, looking up to (not including) `stop`.
 pub fn inside_lambda(n: Node, stop: Node) -> bool {
     let mut a = n.parent();

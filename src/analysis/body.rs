@@ -358,14 +358,7 @@ fn thread_block_variables(nodes: &[Node], src: &str) -> BTreeSet<String> {
                 .map(|t| text(t, src))
                 .unwrap_or("");
             let is_block_type = ty.ends_with("thread_block") && !ty.contains("tile");
-            let mut c = n.walk();
-            for d in n.children_by_field_id(
-                crate::lang::fields()
-                    .declarator
-                    .try_into()
-                    .expect("field id"),
-                &mut c,
-            ) {
+            for d in lang::declarators(n) {
                 let value = d
                     .child_by_field_id(crate::lang::fields().value)
                     .map(|v| text(v, src))

@@ -125,14 +125,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 }
             } else if id == k.declaration && text(n, self.src).contains("__shared__") {
                 // Shared memory holds data written by any thread.
-                let mut c = n.walk();
-                for d in n.children_by_field_id(
-                    crate::lang::fields()
-                        .declarator
-                        .try_into()
-                        .expect("field id"),
-                    &mut c,
-                ) {
+                for d in lang::declarators(n) {
                     if let Some(name) = lang::declarator_name(d) {
                         self.varying.insert(text(name, self.src).into());
                     }
