@@ -38,13 +38,13 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, unsigned 
   return false;
 }
 
-// Non-aligned block barriers (PTX `barrier.*`, not `bar.*`): in sync-aware kernels the threads
-// of one warp may wait at different barrier instructions (live threads in the body, returned
-// ones in leave()), which the `.aligned` forms that __syncthreads_* compile to forbid.
-// Not inlined: every sync-aware barrier, live or parked, is then the same instruction, which
-// keeps the compiler's per-site convergence code out of the way (measured on the H100: two
-// inlined barrier sites after a thread-dependent return could hang; see docs/gpu-results.md).
-__device__ __noinline__ unsigned barrier_count(unsigned p) {
+// Block barriers for sync-aware kernels. They are the non-aligned PTX `barrier.*` forms, not
+// the `.aligned` `bar.*` that __syncthreads_* compile to: threads of one warp may come to them
+// from different places (live threads from the body, returned ones from leave()).
+
+// Used directly by the original kernel's sync-aware form, where returned threads have exited
+// (the hardware does not wait for exited threads).
+__device__ __forceinline__ unsigned barrier_popc(unsigned p) {
   unsigned r;
   asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; barrier.red.popc.u32 %0, 0, q; }"
                : "=r"(r) : "r"(p) : "memory");
@@ -63,6 +63,12 @@ __device__ __forceinline__ unsigned barrier_or(unsigned p) {
   return r;
 }
 
+// The barrier of sync-aware persistent kernels. Not inlined: every such barrier, live threads'
+// from the body and parked threads' from leave(), is then the same instruction, which keeps
+// the compiler's per-call-site convergence code out of the way (on the H100, two inlined
+// barrier sites after a thread-dependent return hung; see docs/gpu-results.md).
+__device__ __noinline__ unsigned barrier_count(unsigned p) { return barrier_popc(p); }
+
 // Shared by the threads of one persistent block.
 struct BlockState {
   unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
@@ -70,7 +76,7 @@ struct BlockState {
   unsigned votes[3];              // sync-aware reductions, used in rotation (see TaskCtx)
 };
 
-// Non-aligned `barrier.sync`: see barrier_count.
+// Non-aligned `barrier.sync` (see barrier_count), for the original kernel's sync-aware form.
 __device__ __forceinline__ void barrier_sync() { asm volatile("barrier.sync 0;" ::: "memory"); }
 
 // The original kernel: hardware indices and barriers.
@@ -88,7 +94,7 @@ struct NativeCtx {
     if constexpr (SyncAware) barrier_sync(); else __syncthreads();
   }
   __device__ int sync_count(int p) const {
-    if constexpr (SyncAware) return (int)barrier_count(p); else return __syncthreads_count(p);
+    if constexpr (SyncAware) return (int)barrier_popc(p); else return __syncthreads_count(p);
   }
   __device__ int sync_and(int p) const {
     if constexpr (SyncAware) return (int)barrier_and(p); else return __syncthreads_and(p);
