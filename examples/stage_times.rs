@@ -14,7 +14,7 @@ fn main() {
     let r = cupreempt::rewrite::rewrite(&a, &src, false);
     let t_rw = t.elapsed();
     let t = std::time::Instant::now();
-    let out = cupreempt::edit::apply(&src, r.edits.clone(), None).unwrap();
+    let out = cupreempt::edit::apply(&src, &r.edits, None).unwrap();
     let t_ap = t.elapsed();
     let t = std::time::Instant::now();
     let _ = cupreempt::transform(&src, "x.cu", &opts).unwrap();

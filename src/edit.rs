@@ -57,15 +57,12 @@ pub struct LineMap<'a> {
 /// Applies `edits` to `src`. Insertions at the same offset keep their order of collection.
 /// With `lines`, generated text that ends a line is followed by a `#line` directive, so that
 /// compiler messages and debuggers point into the original file.
-pub fn apply(
-    src: &str,
-    mut edits: Vec<Edit>,
-    lines: Option<&LineMap>,
-) -> Result<String, OverlapError> {
+pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<String, OverlapError> {
     // Stable sort: same-offset insertions stay in collection order.
+    let mut edits: Vec<&Edit> = edits.iter().collect();
     edits.sort_by_key(|e| (e.start, e.end));
     for w in edits.windows(2) {
-        let (a, b) = (&w[0], &w[1]);
+        let (a, b) = (w[0], w[1]);
         let overlap = b.start < a.end || (a.start == b.start && a.end > a.start && b.end > b.start);
         if overlap {
             return Err(OverlapError {
@@ -77,7 +74,7 @@ pub fn apply(
     let extra: usize = edits.iter().map(|e| e.text.len()).sum();
     let mut out = String::with_capacity(src.len() + extra);
     let mut pos = 0;
-    for e in &edits {
+    for e in edits {
         out.push_str(&src[pos..e.start]);
         out.push_str(&e.text);
         pos = e.end;
@@ -110,7 +107,7 @@ mod tests {
         let src = "abc def ghi";
         let out = apply(
             src,
-            vec![
+            &[
                 Edit::replace(4..7, "DEF"),
                 Edit::insert(0, ">"),
                 Edit::delete(8..11),
@@ -123,7 +120,7 @@ mod tests {
 
     #[test]
     fn same_offset_insertions_keep_collection_order() {
-        let out = apply("x", vec![Edit::insert(0, "1"), Edit::insert(0, "2")], None).unwrap();
+        let out = apply("x", &[Edit::insert(0, "1"), Edit::insert(0, "2")], None).unwrap();
         assert_eq!(out, "12x");
     }
 
@@ -131,7 +128,7 @@ mod tests {
     fn overlapping_edits_are_rejected() {
         let err = apply(
             "abcdef",
-            vec![Edit::replace(0..3, "x"), Edit::replace(2..4, "y")],
+            &[Edit::replace(0..3, "x"), Edit::replace(2..4, "y")],
             None,
         )
         .unwrap_err();
@@ -139,7 +136,7 @@ mod tests {
         assert_eq!(err.second, (2, 4));
         assert!(apply(
             "abc",
-            vec![Edit::replace(0..2, "x"), Edit::replace(0..1, "y")],
+            &[Edit::replace(0..2, "x"), Edit::replace(0..1, "y")],
             None
         )
         .is_err());
@@ -149,7 +146,7 @@ mod tests {
     fn insertion_at_the_end_of_a_replacement_is_not_an_overlap() {
         let out = apply(
             "abc",
-            vec![Edit::replace(0..2, "X"), Edit::insert(2, "+")],
+            &[Edit::replace(0..2, "X"), Edit::insert(2, "+")],
             None,
         )
         .unwrap();
@@ -161,7 +158,7 @@ mod tests {
         let src = "a\nb\nc\n";
         let out = apply(
             src,
-            vec![Edit::insert(2, "gen1\ngen2\n")],
+            &[Edit::insert(2, "gen1\ngen2\n")],
             Some(&LineMap { file_name: "f.cu" }),
         )
         .unwrap();

@@ -213,6 +213,26 @@ pub fn declarators(decl: Node) -> Vec<Node> {
     decl.children_by_field_id(id, &mut c).collect()
 }
 
+/// Named children of a parenthesized, comma-separated list that are not comments. Without
+/// comments `(a, b)` has 2·named + 1 children, so only an unusual shape needs a walk (`(/**/)`
+/// has that shape too, hence the one-child case).
+pub fn count_named(list: Node) -> usize {
+    let named = list.named_child_count();
+    if named == 1 {
+        return usize::from(
+            list.named_child(0)
+                .is_some_and(|x| x.kind_id() != kinds().comment),
+        );
+    }
+    if named == 0 || list.child_count() == 2 * named + 1 {
+        return named;
+    }
+    let mut c = list.walk();
+    list.named_children(&mut c)
+        .filter(|x| x.kind_id() != kinds().comment)
+        .count()
+}
+
 /// Whether `n` lies inside a lambda, looking up to (not including) `stop`.
 pub fn inside_lambda(n: Node, stop: Node) -> bool {
     let mut a = n.parent();
@@ -296,6 +316,23 @@ mod tests {
             false
         });
         assert_eq!(top, 1);
+    }
+
+    #[test]
+    fn argument_counts_ignore_comments() {
+        let src = "void f() { g(); g(1); g(1, h(2, 3)); g(/* none */); g(1 /* one */, 2); }";
+        let tree = crate::parse::parse(src).tree;
+        let mut counts = Vec::new();
+        visit(tree.root_node(), |n| {
+            if n.kind() == "argument_list"
+                && n.parent()
+                    .is_some_and(|p| text(p.child(0).unwrap(), src) == "g")
+            {
+                counts.push(count_named(n));
+            }
+            true
+        });
+        assert_eq!(counts, vec![0, 1, 2, 0, 2]);
     }
 
     #[test]

@@ -84,22 +84,27 @@ pub fn transform(
     let root = parsed.tree.root_node();
     let analysis = analysis::analyze(root, src, opts);
     let rewrite = crate::rewrite::rewrite(&analysis, src, opts.line_directives);
-    let edits = rewrite.edits;
+    let mut edits = rewrite.edits;
+    // Stable: same-offset insertions keep their order.
+    edits.sort_by_key(|e| (e.start, e.end));
     let lines = opts.line_directives.then_some(LineMap { file_name });
-    let output = edit::apply(src, edits.clone(), lines.as_ref())?;
+    let output = edit::apply(src, &edits, lines.as_ref())?;
+    // Where an input offset lands in the output: the edits are sorted and do not overlap, so
+    // a prefix sum of their length changes answers it with a binary search.
+    let mut growth = Vec::with_capacity(edits.len() + 1);
+    growth.push(0isize);
+    for e in &edits {
+        growth.push(growth[growth.len() - 1] + e.text.len() as isize - (e.end - e.start) as isize);
+    }
     let shift = |at: usize, inclusive: bool| -> usize {
-        let moved: isize = edits
-            .iter()
-            .filter(|e| {
-                if inclusive {
-                    e.start <= at
-                } else {
-                    e.end <= at && e.start < at
-                }
-            })
-            .map(|e| e.text.len() as isize - (e.end - e.start) as isize)
-            .sum();
-        (at as isize + moved) as usize
+        let n = edits.partition_point(|e| {
+            if inclusive {
+                e.start <= at
+            } else {
+                e.start < at
+            }
+        });
+        (at as isize + growth[n]) as usize
     };
 
     let before = parse::error_ranges(root).len();
@@ -109,7 +114,7 @@ pub fn transform(
         parse::error_count(&output)
     } else {
         let mut old = parsed.tree.clone();
-        tell_tree(&mut old, src, &output, edits.clone());
+        tell_tree(&mut old, src, &output, &edits);
         parse::error_ranges(parse::reparse(&output, &old).root_node()).len()
     };
     if after > before && std::env::var_os("CUPREEMPT_DEBUG_OUTPUT").is_some() {
@@ -126,6 +131,19 @@ pub fn transform(
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);
     diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));
+    // Codes per kernel: its own diagnostics (labelled inside it) and its launches left alone.
+    let mut codes: std::collections::HashMap<&str, Vec<(usize, Code)>> =
+        std::collections::HashMap::new();
+    for d in &diagnostics {
+        if let Some(k) = d.kernel.as_deref() {
+            let at = if d.code == Code::LaunchLeft {
+                usize::MAX
+            } else {
+                d.labels.first().map_or(0, |l| l.start)
+            };
+            codes.entry(k).or_default().push((at, d.code));
+        }
+    }
     let kernels = analysis
         .kernels
         .iter()
@@ -136,16 +154,12 @@ pub fn transform(
             mode: k.mode,
             chunk: k.chunk,
             budget_ns: k.budget_ns,
-            codes: diagnostics
-                .iter()
-                .filter(|d| d.kernel.as_deref() == Some(k.site.name.as_str()))
-                .filter(|d| {
-                    d.labels
-                        .iter()
-                        .any(|l| k.site.outer.byte_range().contains(&l.start))
-                        || d.code == Code::LaunchLeft
-                })
-                .map(|d| d.code.id())
+            codes: codes
+                .get(k.site.name.as_str())
+                .into_iter()
+                .flatten()
+                .filter(|(at, _)| *at == usize::MAX || k.site.outer.byte_range().contains(at))
+                .map(|(_, c)| c.id())
                 .fold(Vec::new(), |mut v, c| {
                     if !v.contains(&c) {
                         v.push(c);
@@ -166,8 +180,8 @@ pub fn transform(
 }
 
 /// Describes the applied edits to the old tree so that re-parsing is incremental.
-fn tell_tree(tree: &mut Tree, src: &str, out: &str, mut edits: Vec<Edit>) {
-    edits.sort_by_key(|e| (e.start, e.end));
+/// `edits` are sorted.
+fn tell_tree(tree: &mut Tree, src: &str, out: &str, edits: &[Edit]) {
     let line_starts: Vec<usize> = std::iter::once(0)
         .chain(out.match_indices('\n').map(|(i, _)| i + 1))
         .collect();

@@ -278,11 +278,7 @@ fn record_call<'t>(
     let Some(args) = call.child_by_field_id(crate::lang::fields().arguments) else {
         return;
     };
-    let mut c = args.walk();
-    let arg_count = args
-        .named_children(&mut c)
-        .filter(|a| a.kind_id() != k.comment)
-        .count();
+    let arg_count = lang::count_named(args);
     // `x.sync()` where x is this thread block; `this_thread_block().sync()`.
     if callee.kind_id() == k.field_expression {
         let field = callee

@@ -564,11 +564,7 @@ impl<'t> Scanner<'t, '_> {
         if name_node.kind_id() != k.identifier {
             return None;
         }
-        let mut ac = args.walk();
-        let arg_count = args
-            .named_children(&mut ac)
-            .filter(|n| n.kind_id() != k.comment)
-            .count();
+        let arg_count = lang::count_named(args);
         let in_error = self.errors.iter().any(|r| overlaps(&call.byte_range(), r));
         Some(LaunchSite {
             call,
