@@ -1,0 +1,18 @@
+//! Scheduling: policies behind one event-driven interface, metrics, workloads, and a
+//! discrete-event simulator that runs the policies (DESIGN.md §5, shared/POLICIES.md).
+
+pub mod metrics;
+pub mod model;
+pub mod policies;
+pub mod policy;
+pub mod sim;
+pub mod workload;
+
+pub use metrics::{Interval, Metrics};
+pub use model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
+pub use policy::{Action, Event, Policy};
+pub use sim::{simulate, Outcome, SimError};
+pub use workload::{Generator, Rng, Workload};
+
+#[cfg(test)]
+mod tests;

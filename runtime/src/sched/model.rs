@@ -1,0 +1,125 @@
+//! What the scheduler knows about kernels and GPUs. Times are in microseconds.
+
+use serde::{Deserialize, Serialize};
+
+pub type KernelId = usize;
+pub type GpuId = usize;
+
+/// A kernel as a workload describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelSpec {
+    /// Arrival time.
+    pub arrival: f64,
+    /// Standalone duration `Te` (the time it takes alone on a GPU).
+    pub work: f64,
+    /// Higher runs first under priority policies.
+    #[serde(default)]
+    pub priority: u8,
+    /// Share under weighted-fair policies.
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// User-facing (latency-bound) rather than batch.
+    #[serde(default)]
+    pub user_facing: bool,
+    /// Time from the preemption request until the GPU is free (work goes on meanwhile).
+    #[serde(default)]
+    pub preempt_latency: f64,
+    /// Extra work each resumption costs (relaunch, refilling caches).
+    #[serde(default)]
+    pub resume_overhead: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl KernelSpec {
+    pub fn new(arrival: f64, work: f64) -> KernelSpec {
+        KernelSpec {
+            arrival,
+            work,
+            priority: 0,
+            weight: 1.0,
+            user_facing: false,
+            preempt_latency: 0.0,
+            resume_overhead: 0.0,
+        }
+    }
+    pub fn priority(mut self, p: u8) -> Self {
+        self.priority = p;
+        self
+    }
+    pub fn overheads(mut self, latency: f64, resume: f64) -> Self {
+        self.preempt_latency = latency;
+        self.resume_overhead = resume;
+        self
+    }
+    /// `O` of POLICIES.md: what one preemption costs this kernel.
+    pub fn preemption_overhead(&self) -> f64 {
+        self.preempt_latency + self.resume_overhead
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    /// Not arrived yet.
+    Future,
+    /// Arrived, waiting for a GPU.
+    Ready,
+    Running,
+    /// Asked to yield; still on its GPU until the preemption completes.
+    Yielding,
+    Done,
+}
+
+/// A kernel as policies see it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelView {
+    pub id: KernelId,
+    pub spec: KernelSpec,
+    pub status: Status,
+    /// `Tr`: standalone work left (resume overheads included once incurred).
+    pub remaining: f64,
+    /// `Tw`: time spent active but not running.
+    pub waited: f64,
+    /// When it last became ready (arrival or preemption), for FCFS and round robin.
+    pub ready_since: f64,
+    pub gpu: Option<GpuId>,
+    pub preemptions: u32,
+}
+
+impl KernelView {
+    /// Active: arrived and not finished.
+    pub fn active(&self) -> bool {
+        matches!(
+            self.status,
+            Status::Ready | Status::Running | Status::Yielding
+        )
+    }
+}
+
+/// The whole system at one moment.
+#[derive(Debug, Clone)]
+pub struct SystemView {
+    pub now: f64,
+    /// What each GPU runs (a kernel that is Running or Yielding), or None.
+    pub gpus: Vec<Option<KernelId>>,
+    pub kernels: Vec<KernelView>,
+}
+
+impl SystemView {
+    pub fn ready(&self) -> impl Iterator<Item = &KernelView> {
+        self.kernels.iter().filter(|k| k.status == Status::Ready)
+    }
+    pub fn idle_gpus(&self) -> impl Iterator<Item = GpuId> + '_ {
+        self.gpus
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.is_none())
+            .map(|(g, _)| g)
+    }
+    pub fn running_on(&self, gpu: GpuId) -> Option<&KernelView> {
+        self.gpus[gpu].map(|k| &self.kernels[k])
+    }
+}

@@ -1,0 +1,51 @@
+//! One interface for every policy: events in, actions out. The simulator and (later) the real
+//! runtime drive the same code.
+
+use super::model::{GpuId, KernelId, SystemView};
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Event {
+    Arrived(KernelId),
+    Finished(KernelId),
+    /// A timer the policy set for this GPU went off.
+    QuantumExpired(GpuId),
+    /// A preemption completed: the kernel left its GPU and is ready again.
+    Preempted(KernelId),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Action {
+    Run {
+        kernel: KernelId,
+        gpu: GpuId,
+    },
+    Preempt {
+        kernel: KernelId,
+    },
+    /// Ask for `QuantumExpired(gpu)` at time `at` (replaces the GPU's earlier timer).
+    SetTimer {
+        gpu: GpuId,
+        at: f64,
+    },
+}
+
+pub trait Policy {
+    fn name(&self) -> &'static str;
+    /// Called after the simulator has applied the event to `sys`.
+    fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action>;
+}
+
+/// Fills idle GPUs with ready kernels, best first by `key` (smaller is better; ties by id).
+pub fn fill_idle<K: PartialOrd>(sys: &SystemView, key: impl Fn(KernelId) -> K) -> Vec<Action> {
+    let mut ready: Vec<KernelId> = sys.ready().map(|k| k.id).collect();
+    ready.sort_by(|&a, &b| {
+        key(a)
+            .partial_cmp(&key(b))
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.cmp(&b))
+    });
+    sys.idle_gpus()
+        .zip(ready)
+        .map(|(gpu, kernel)| Action::Run { kernel, gpu })
+        .collect()
+}

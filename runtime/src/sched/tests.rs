@@ -1,0 +1,216 @@
+//! Hand-computed schedules for each policy, and properties every policy must keep.
+
+use super::policies::{by_name, Fifo, Hpf, RoundRobin, Sjf, Srt, NAMES};
+use super::*;
+use proptest::prelude::*;
+
+fn k(arrival: f64, work: f64) -> KernelSpec {
+    KernelSpec::new(arrival, work)
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
+}
+
+#[test]
+fn fifo_runs_in_arrival_order_without_preempting() {
+    let out = simulate(&[k(0.0, 100.0), k(10.0, 10.0)], 1, &mut Fifo).unwrap();
+    assert_eq!(out.finish, vec![100.0, 110.0]);
+    // NTT: 1 and 100/10 = 10.
+    assert!(close(out.metrics.antt, 5.5));
+    assert!(close(out.metrics.stp, 1.1));
+    assert!(close(out.metrics.dntt, 4.5));
+    assert_eq!(out.metrics.preemptions, 0);
+}
+
+#[test]
+fn fifo_fills_every_gpu() {
+    let out = simulate(&[k(0.0, 100.0), k(0.0, 100.0), k(0.0, 100.0)], 2, &mut Fifo).unwrap();
+    assert_eq!(out.finish, vec![100.0, 100.0, 200.0]);
+}
+
+#[test]
+fn hpf_preempts_for_higher_priority_and_charges_the_overheads() {
+    let low = k(0.0, 1000.0).overheads(20.0, 10.0);
+    let high = k(100.0, 100.0).priority(1);
+    let out = simulate(&[low, high], 1, &mut Hpf).unwrap();
+    // Request at 100, GPU free at 120 (low did 120 µs, has 880 + 10 left), high 120..220,
+    // low resumes 220..1110.
+    assert_eq!(out.finish, vec![1110.0, 220.0]);
+    assert_eq!(out.metrics.preemptions, 1);
+}
+
+#[test]
+fn hpf_equal_priority_preempts_only_when_tr_exceeds_ts_plus_overhead() {
+    // Kr has Tr = 500 at t = 500 and O = 100.
+    let kr = || k(0.0, 1000.0).overheads(50.0, 50.0);
+    // Ks with Tr 450: 500 > 450 + 100 is false, so no preemption.
+    let out = simulate(&[kr(), k(500.0, 450.0)], 1, &mut Hpf).unwrap();
+    assert_eq!(out.metrics.preemptions, 0);
+    assert_eq!(out.finish, vec![1000.0, 1450.0]);
+    // Ks with Tr 300: 500 > 400, preempt (GPU free at 550, Kr has 450 + 50 left).
+    let out = simulate(&[kr(), k(500.0, 300.0)], 1, &mut Hpf).unwrap();
+    assert_eq!(out.metrics.preemptions, 1);
+    assert_eq!(out.finish, vec![1350.0, 850.0]);
+}
+
+#[test]
+fn sjf_uses_total_duration_and_srt_remaining_time() {
+    // At t = 900 the running kernel has 100 left of 1000; the newcomer needs 500.
+    let w = [k(0.0, 1000.0), k(900.0, 500.0)];
+    let sjf = simulate(&w, 1, &mut Sjf).unwrap();
+    assert_eq!(sjf.metrics.preemptions, 1, "SJF: 500 < 1000 total");
+    assert_eq!(sjf.finish, vec![1500.0, 1400.0]);
+    let srt = simulate(&w, 1, &mut Srt).unwrap();
+    assert_eq!(srt.metrics.preemptions, 0, "SRT: 100 remaining < 500");
+    assert_eq!(srt.finish, vec![1000.0, 1500.0]);
+}
+
+#[test]
+fn round_robin_alternates_by_quantum() {
+    let out = simulate(
+        &[k(0.0, 250.0), k(0.0, 250.0)],
+        1,
+        &mut RoundRobin::new(100.0),
+    )
+    .unwrap();
+    // 0..100 K0, 100..200 K1, 200..300 K0, 300..400 K1, 400..450 K0, 450..500 K1.
+    assert_eq!(out.finish, vec![450.0, 500.0]);
+    let starts: Vec<(usize, f64)> = out.intervals.iter().map(|i| (i.kernel, i.start)).collect();
+    assert_eq!(
+        starts,
+        vec![
+            (0, 0.0),
+            (1, 100.0),
+            (0, 200.0),
+            (1, 300.0),
+            (0, 400.0),
+            (1, 450.0)
+        ]
+    );
+}
+
+#[test]
+fn round_robin_alone_is_never_preempted() {
+    let out = simulate(&[k(0.0, 1000.0)], 1, &mut RoundRobin::new(100.0)).unwrap();
+    assert_eq!(out.finish, vec![1000.0]);
+    assert_eq!(out.metrics.preemptions, 0);
+}
+
+#[test]
+fn preemption_that_would_end_after_completion_is_a_completion() {
+    let low = k(0.0, 110.0).overheads(50.0, 10.0);
+    let out = simulate(&[low, k(100.0, 10.0).priority(1)], 1, &mut Hpf).unwrap();
+    assert_eq!(out.finish, vec![110.0, 120.0]);
+    assert_eq!(out.metrics.preemptions, 0);
+}
+
+struct RunsWhatIsNotReady;
+impl Policy for RunsWhatIsNotReady {
+    fn name(&self) -> &'static str {
+        "broken"
+    }
+    fn on_event(&mut self, _: Event, _: &SystemView) -> Vec<Action> {
+        vec![Action::Run { kernel: 1, gpu: 0 }]
+    }
+}
+
+#[test]
+fn impossible_actions_and_bad_workloads_are_errors() {
+    let err = simulate(&[k(0.0, 10.0), k(5.0, 10.0)], 1, &mut RunsWhatIsNotReady).unwrap_err();
+    assert!(matches!(err, SimError::BadRun { kernel: 1, .. }), "{err}");
+    assert!(simulate(&[k(0.0, 0.0)], 1, &mut Fifo).is_err());
+    assert!(simulate(&[k(0.0, 1.0)], 0, &mut Fifo).is_err());
+}
+
+#[test]
+fn generated_workloads_are_reproducible_and_round_trip_through_json() {
+    let g = Generator {
+        kernels: 200,
+        seed: 7,
+        ..Generator::default()
+    };
+    let a = g.generate();
+    assert_eq!(a, g.generate());
+    assert_ne!(
+        a,
+        Generator {
+            seed: 8,
+            ..g.clone()
+        }
+        .generate()
+    );
+    assert_eq!(Workload::from_json(&a.to_json()).unwrap(), a);
+    let users = a.kernels.iter().filter(|k| k.user_facing).count();
+    assert!(
+        (60..140).contains(&users),
+        "about half user-facing: {users}"
+    );
+    let arrivals: Vec<f64> = a.kernels.iter().map(|k| k.arrival).collect();
+    assert!(arrivals.windows(2).all(|w| w[0] <= w[1]));
+    // Pareto durations: every one at least the scale, mean near the target.
+    let batch: Vec<f64> = a
+        .kernels
+        .iter()
+        .filter(|k| !k.user_facing)
+        .map(|k| k.work)
+        .collect();
+    assert!(batch.iter().all(|w| *w >= 20_000.0 / 3.0 - 1e-6));
+}
+
+fn workload() -> impl Strategy<Value = (Vec<KernelSpec>, usize)> {
+    let kernel = (
+        0.0..1000.0f64,
+        1.0..500.0f64,
+        0u8..3,
+        0.0..30.0f64,
+        0.0..20.0f64,
+    )
+        .prop_map(|(a, w, p, l, r)| KernelSpec::new(a, w).priority(p).overheads(l, r));
+    (prop::collection::vec(kernel, 1..25), 1usize..4)
+}
+
+proptest! {
+    #[test]
+    fn every_policy_keeps_the_invariants((specs, gpus) in workload()) {
+        for name in NAMES {
+            let mut p = by_name(name, 50.0).unwrap();
+            let out = simulate(&specs, gpus, p.as_mut()).unwrap();
+            // Every kernel finished, once, no earlier than its work allows.
+            for (i, s) in specs.iter().enumerate() {
+                prop_assert!(out.finish[i] >= s.arrival + s.work - 1e-6, "{name}: kernel {i}");
+            }
+            // No GPU ran two kernels at once.
+            for g in 0..gpus {
+                let mut iv: Vec<_> = out.intervals.iter().filter(|i| i.gpu == g).collect();
+                iv.sort_by(|a, b| a.start.partial_cmp(&b.start).unwrap());
+                for w in iv.windows(2) {
+                    prop_assert!(w[0].end <= w[1].start + 1e-9, "{name}: overlap on GPU {g}");
+                }
+            }
+            // GPU time per kernel = its work + the resume overheads it paid.
+            let per_kernel = |k: usize| out.intervals.iter().filter(|i| i.kernel == k).map(|i| i.end - i.start).sum::<f64>();
+            let mut paid_total = 0.0;
+            for (i, s) in specs.iter().enumerate() {
+                let runs = out.intervals.iter().filter(|iv| iv.kernel == i).count();
+                let paid = s.work + (runs as f64 - 1.0) * s.resume_overhead;
+                prop_assert!(close(per_kernel(i), paid), "{name}: kernel {i} used {} for {paid}", per_kernel(i));
+                paid_total += paid;
+            }
+            let work: f64 = specs.iter().map(|s| s.work).sum();
+            prop_assert!(out.metrics.busy >= work - 1e-6);
+            prop_assert!(close(out.metrics.busy, paid_total));
+            // Metrics within their ranges.
+            let n = specs.len() as f64;
+            prop_assert!(out.metrics.antt >= 1.0 - 1e-9);
+            prop_assert!(out.metrics.stp > 0.0 && out.metrics.stp <= n + 1e-9);
+            prop_assert!(out.metrics.dntt >= 0.0);
+            if *name == "fifo" {
+                prop_assert_eq!(out.metrics.preemptions, 0);
+            }
+            // Deterministic.
+            let mut again = by_name(name, 50.0).unwrap();
+            prop_assert_eq!(simulate(&specs, gpus, again.as_mut()).unwrap().finish, out.finish);
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Workloads: generated (Pareto durations, exponential inter-arrival, user-facing:batch mix,
+//! priorities, a load factor, a seed) or read from JSON so that real traces can be replayed.
+
+use super::model::KernelSpec;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Workload {
+    pub kernels: Vec<KernelSpec>,
+}
+
+impl Workload {
+    pub fn from_json(s: &str) -> Result<Workload, serde_json::Error> {
+        serde_json::from_str(s)
+    }
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("workloads serialize")
+    }
+}
+
+/// SplitMix64: small, fast, and the same sequence on every platform and crate version.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in (0, 1].
+    pub fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        -mean * self.unit().ln()
+    }
+    /// Pareto with shape `alpha` (> 1) and the given mean.
+    pub fn pareto(&mut self, alpha: f64, mean: f64) -> f64 {
+        let scale = mean * (alpha - 1.0) / alpha;
+        scale / self.unit().powf(1.0 / alpha)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    pub kernels: usize,
+    pub seed: u64,
+    /// Pareto shape of durations.
+    pub alpha: f64,
+    /// Mean duration of user-facing and of batch kernels, µs.
+    pub mean_user: f64,
+    pub mean_batch: f64,
+    /// Share of user-facing kernels (0.5 for 50:50, 0.8 for 80:20).
+    pub user_share: f64,
+    /// Mean inter-arrival time at load 1, µs.
+    pub mean_interarrival: f64,
+    /// Offered load: the mean inter-arrival time is divided by it.
+    pub load: f64,
+    /// Priority levels (user-facing kernels get the upper half).
+    pub priorities: u8,
+    /// Preemption latency and resume overhead of every kernel, µs.
+    pub preempt_latency: f64,
+    pub resume_overhead: f64,
+}
+
+impl Default for Generator {
+    fn default() -> Generator {
+        Generator {
+            kernels: 1000,
+            seed: 1,
+            alpha: 1.5,
+            mean_user: 1_000.0,
+            mean_batch: 20_000.0,
+            user_share: 0.5,
+            mean_interarrival: 10_000.0,
+            load: 1.0,
+            priorities: 2,
+            preempt_latency: 30.0,
+            resume_overhead: 10.0,
+        }
+    }
+}
+
+impl Generator {
+    pub fn generate(&self) -> Workload {
+        let mut rng = Rng::new(self.seed);
+        let mut t = 0.0;
+        let levels = self.priorities.max(1);
+        let kernels = (0..self.kernels)
+            .map(|_| {
+                t += rng.exponential(self.mean_interarrival / self.load.max(1e-9));
+                let user = rng.unit() <= self.user_share;
+                let work = rng.pareto(
+                    self.alpha,
+                    if user {
+                        self.mean_user
+                    } else {
+                        self.mean_batch
+                    },
+                );
+                let half = levels.div_ceil(2);
+                let band = rng.next_u64() % half as u64;
+                let priority = if user {
+                    levels - 1 - band as u8
+                } else {
+                    band as u8
+                };
+                KernelSpec {
+                    arrival: t,
+                    work,
+                    priority: priority.min(levels - 1),
+                    weight: 1.0,
+                    user_facing: user,
+                    preempt_latency: self.preempt_latency,
+                    resume_overhead: self.resume_overhead,
+                }
+            })
+            .collect();
+        Workload { kernels }
+    }
+}
