@@ -270,3 +270,56 @@ fn headers_are_installed() {
         assert_eq!(installed, shipped, "{f}");
     }
 }
+
+#[test]
+fn sim_compares_policies_on_one_workload() {
+    let dir = support::tempdir("cli-sim");
+    let o = cupreempt(
+        &[
+            "sim",
+            "--generate",
+            "300",
+            "--seed",
+            "5",
+            "--compare",
+            "fifo,srt",
+            "--save-workload",
+            "w.json",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let t = stdout(&o);
+    assert!(
+        t.lines().next().unwrap().contains("ANTT") && t.contains("\nfifo ") && t.contains("\nsrt "),
+        "{t}"
+    );
+
+    let o = cupreempt(
+        &[
+            "sim",
+            "--workload",
+            "w.json",
+            "--policy",
+            "srt",
+            "--format",
+            "json",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let m = &v[0]["metrics"];
+    assert_eq!(v[0]["policy"], "srt");
+    assert_eq!(m["kernels"], 300);
+    assert!(m["antt"].as_f64().unwrap() >= 1.0 && m["stp"].as_f64().unwrap() <= 300.0);
+    // The saved workload replays the same run.
+    assert!(
+        t.contains(&format!("{:.3}", m["antt"].as_f64().unwrap())),
+        "{t}"
+    );
+
+    let o = cupreempt(&["sim", "--generate", "10", "--policy", "nope"], &dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("unknown policy"));
+}

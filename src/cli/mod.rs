@@ -4,6 +4,7 @@
 mod check;
 mod diffcmd;
 mod files;
+mod sim;
 mod transformcmd;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -32,6 +33,8 @@ enum Command {
     Diff(diffcmd::DiffArgs),
     /// Report, per kernel, whether it can be transformed and why not (exit 1 if any is refused).
     Check(check::CheckArgs),
+    /// Run scheduling policies on a workload in the discrete-event simulator.
+    Sim(sim::SimArgs),
     /// Write the headers that transformed files include (cupreempt.cuh and cupreempt/).
     Headers {
         /// Folder to write them into.
@@ -125,6 +128,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Transform(a) => transformcmd::run(a),
         Command::Diff(a) => diffcmd::run(a),
         Command::Check(a) => check::run(a),
+        Command::Sim(a) => sim::run(a),
         Command::Headers { out } => {
             for (rel, content) in cupreempt::SUPPORT_FILES {
                 let path = out.join(rel);

@@ -106,11 +106,20 @@ pub struct SystemView {
     /// What each GPU runs (a kernel that is Running or Yielding), or None.
     pub gpus: Vec<Option<KernelId>>,
     pub kernels: Vec<KernelView>,
+    /// Kernels that have arrived and not finished, in arrival order.
+    pub active: Vec<KernelId>,
 }
 
 impl SystemView {
     pub fn ready(&self) -> impl Iterator<Item = &KernelView> {
-        self.kernels.iter().filter(|k| k.status == Status::Ready)
+        self.active
+            .iter()
+            .map(|&k| &self.kernels[k])
+            .filter(|k| k.status == Status::Ready)
+    }
+    /// Kernels on a GPU (running or yielding).
+    pub fn on_gpus(&self) -> impl Iterator<Item = &KernelView> {
+        self.gpus.iter().flatten().map(|&k| &self.kernels[k])
     }
     pub fn idle_gpus(&self) -> impl Iterator<Item = GpuId> + '_ {
         self.gpus

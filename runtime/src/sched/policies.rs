@@ -25,8 +25,7 @@ fn victim<'a>(
     worse: impl Fn(&KernelView) -> f64,
     should: impl Fn(&KernelView, &KernelView) -> bool,
 ) -> Option<&'a KernelView> {
-    sys.kernels
-        .iter()
+    sys.on_gpus()
         .filter(|k| k.status == Status::Running)
         .max_by(|a, b| {
             worse(a)

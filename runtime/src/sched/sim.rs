@@ -81,7 +81,6 @@ struct Sim<'p> {
     timer_version: Vec<u32>,
     /// When each running kernel's `remaining` was last brought up to date.
     synced_at: Vec<f64>,
-    active: Vec<KernelId>,
     finish: Vec<f64>,
     started: Vec<Option<(GpuId, f64)>>,
     intervals: Vec<Interval>,
@@ -121,13 +120,13 @@ pub fn simulate(
             now: 0.0,
             gpus: vec![None; gpus],
             kernels,
+            active: Vec::new(),
         },
         heap: BinaryHeap::with_capacity(2 * n),
         seq: 0,
         version: vec![0; n],
         timer_version: vec![0; gpus],
         synced_at: vec![0.0; n],
-        active: Vec::new(),
         finish: vec![f64::NAN; n],
         started: vec![None; n],
         intervals: Vec::new(),
@@ -182,7 +181,7 @@ impl Sim<'_> {
     fn advance(&mut self, t: f64) {
         let dt = t - self.sys.now;
         if dt > 0.0 {
-            for &k in &self.active {
+            for &k in &self.sys.active {
                 let kv = &mut self.sys.kernels[k];
                 match kv.status {
                     Status::Running | Status::Yielding => {
@@ -210,7 +209,7 @@ impl Sim<'_> {
                 let kv = &mut self.sys.kernels[k];
                 kv.status = Status::Ready;
                 kv.ready_since = ev.at;
-                self.active.push(k);
+                self.sys.active.push(k);
                 Event::Arrived(k)
             }
             What::Completion(k, _) => {
@@ -219,7 +218,7 @@ impl Sim<'_> {
                 kv.status = Status::Done;
                 kv.remaining = 0.0;
                 self.finish[k] = ev.at;
-                self.active.retain(|&a| a != k);
+                self.sys.active.retain(|&a| a != k);
                 Event::Finished(k)
             }
             What::YieldDone(k, _) => {

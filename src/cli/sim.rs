@@ -1,0 +1,162 @@
+//! `cupreempt sim`: runs scheduling policies on a workload in the discrete-event simulator.
+
+use super::files;
+use clap::{Args, ValueEnum};
+use cupreempt_runtime::sched::{policies, simulate, Generator, Outcome, Workload};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(ValueEnum, Clone, Copy, Debug, Default)]
+enum Format {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Policy to run (fifo, hpf, sjf, srt, rr).
+    #[arg(long, default_value = "fifo", conflicts_with = "compare")]
+    policy: String,
+    /// Several policies on the same workload, side by side: `fifo,hpf,srt`.
+    #[arg(long, value_delimiter = ',')]
+    compare: Vec<String>,
+    /// Workload as JSON (`{"kernels": [{"arrival": µs, "work": µs, ...}]}`).
+    #[arg(long, conflicts_with = "generate")]
+    workload: Option<PathBuf>,
+    /// Generate this many kernels instead (see the generator options).
+    #[arg(long)]
+    generate: Option<usize>,
+    #[arg(long, default_value_t = 1)]
+    gpus: usize,
+    /// Round-robin quantum, µs.
+    #[arg(long, default_value_t = 1000.0)]
+    quantum_us: f64,
+    #[arg(long, value_enum, default_value_t)]
+    format: Format,
+    /// Write the generated workload here (JSON), to replay it later.
+    #[arg(long)]
+    save_workload: Option<PathBuf>,
+    #[command(flatten)]
+    gen: GenArgs,
+}
+
+#[derive(Args, Debug)]
+struct GenArgs {
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Offered load (divides the mean inter-arrival time).
+    #[arg(long, default_value_t = 1.0)]
+    load: f64,
+    /// Share of user-facing kernels (0.5 = 50:50, 0.8 = 80:20).
+    #[arg(long, default_value_t = 0.5)]
+    user_share: f64,
+    /// Pareto shape of durations (> 1).
+    #[arg(long, default_value_t = 1.5)]
+    alpha: f64,
+    #[arg(long, default_value_t = 1000.0)]
+    mean_user_us: f64,
+    #[arg(long, default_value_t = 20000.0)]
+    mean_batch_us: f64,
+    #[arg(long, default_value_t = 10000.0)]
+    mean_interarrival_us: f64,
+    #[arg(long, default_value_t = 2)]
+    priorities: u8,
+    #[arg(long, default_value_t = 30.0)]
+    preempt_latency_us: f64,
+    #[arg(long, default_value_t = 10.0)]
+    resume_overhead_us: f64,
+}
+
+pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
+    let workload = match (&a.workload, a.generate) {
+        (Some(path), _) => Workload::from_json(&files::read(path)?)
+            .map_err(|e| anyhow::anyhow!("{}: not a workload: {e}", path.display()))?,
+        (None, Some(n)) => {
+            let ok =
+                a.gen.alpha > 1.0 && a.gen.load > 0.0 && (0.0..=1.0).contains(&a.gen.user_share);
+            if !ok {
+                anyhow::bail!("--alpha must be > 1, --load > 0 and --user-share within 0..1");
+            }
+            Generator {
+                kernels: n,
+                seed: a.gen.seed,
+                alpha: a.gen.alpha,
+                mean_user: a.gen.mean_user_us,
+                mean_batch: a.gen.mean_batch_us,
+                user_share: a.gen.user_share,
+                mean_interarrival: a.gen.mean_interarrival_us,
+                load: a.gen.load,
+                priorities: a.gen.priorities,
+                preempt_latency: a.gen.preempt_latency_us,
+                resume_overhead: a.gen.resume_overhead_us,
+            }
+            .generate()
+        }
+        (None, None) => anyhow::bail!("give --workload FILE or --generate N"),
+    };
+    if let Some(p) = &a.save_workload {
+        files::write_atomically(p, &workload.to_json())?;
+    }
+    let names = if a.compare.is_empty() {
+        vec![a.policy.clone()]
+    } else {
+        a.compare.clone()
+    };
+    let mut outcomes: Vec<Outcome> = Vec::new();
+    for name in &names {
+        let mut policy = policies::by_name(name, a.quantum_us).ok_or_else(|| {
+            anyhow::anyhow!(
+                "unknown policy `{name}` (known: {})",
+                policies::NAMES.join(", ")
+            )
+        })?;
+        outcomes.push(simulate(&workload.kernels, a.gpus, policy.as_mut())?);
+    }
+    match a.format {
+        Format::Json => {
+            let rows: Vec<_> = outcomes
+                .iter()
+                .map(|o| serde_json::json!({"policy": o.policy, "gpus": a.gpus, "events": o.events, "metrics": o.metrics}))
+                .collect();
+            println!("{}", serde_json::to_string_pretty(&rows)?);
+        }
+        Format::Text => print!("{}", table(&outcomes, a.gpus)),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn table(outcomes: &[Outcome], gpus: usize) -> String {
+    let mut s = format!(
+        "{:<6} {:>7} {:>5} {:>8} {:>8} {:>8} {:>11} {:>11} {:>11} {:>7} {:>12}\n",
+        "policy",
+        "kernels",
+        "gpus",
+        "ANTT",
+        "STP",
+        "DNTT",
+        "p50 µs",
+        "p95 µs",
+        "p99 µs",
+        "preempt",
+        "makespan µs"
+    );
+    for o in outcomes {
+        let m = &o.metrics;
+        s.push_str(&format!(
+            "{:<6} {:>7} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>11.0} {:>11.0} {:>11.0} {:>7} {:>12.0}\n",
+            o.policy,
+            m.kernels,
+            gpus,
+            m.antt,
+            m.stp,
+            m.dntt,
+            m.p50,
+            m.p95,
+            m.p99,
+            m.preemptions,
+            m.makespan
+        ));
+    }
+    s
+}
