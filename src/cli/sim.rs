@@ -15,7 +15,7 @@ enum Format {
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Policy to run (fifo, hpf, sjf, srt, rr).
+    /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs.
     #[arg(long, default_value = "fifo", conflicts_with = "compare")]
     policy: String,
     /// Several policies on the same workload, side by side: `fifo,hpf,srt`.
@@ -29,7 +29,7 @@ pub struct SimArgs {
     generate: Option<usize>,
     #[arg(long, default_value_t = 1)]
     gpus: usize,
-    /// Round-robin quantum, µs.
+    /// Quantum, µs: RR's, FRS's minimum, a quarter of CFS's epoch.
     #[arg(long, default_value_t = 1000.0)]
     quantum_us: f64,
     #[arg(long, value_enum, default_value_t)]

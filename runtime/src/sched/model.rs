@@ -49,6 +49,10 @@ impl KernelSpec {
         self.priority = p;
         self
     }
+    pub fn weight(mut self, w: f64) -> Self {
+        self.weight = w;
+        self
+    }
     pub fn overheads(mut self, latency: f64, resume: f64) -> Self {
         self.preempt_latency = latency;
         self.resume_overhead = resume;
@@ -86,6 +90,8 @@ pub struct KernelView {
     /// When it last became ready (arrival or preemption), for FCFS and round robin.
     pub ready_since: f64,
     pub gpu: Option<GpuId>,
+    /// When it last started running.
+    pub run_since: f64,
     pub preemptions: u32,
 }
 

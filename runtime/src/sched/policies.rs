@@ -3,6 +3,7 @@
 
 use super::model::{KernelId, KernelView, Status, SystemView};
 use super::policy::{fill_idle, Action, Event, Policy};
+use std::collections::BTreeSet;
 
 /// FIFO without preemption: the baseline everyone is compared to.
 #[derive(Debug, Default)]
@@ -159,7 +160,9 @@ impl Policy for RoundRobin {
     }
 }
 
-/// The policies by name, for the command line.
+/// The policies by name, for the command line. `quantum`: RR's quantum, FRS's minimum quantum
+/// and a quarter of CFS's epoch (POLICIES.md's examples: 1 ms and 4 ms); FFS allows 10%
+/// preemption overhead.
 pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
     Some(match name {
         "fifo" => Box::new(Fifo),
@@ -167,8 +170,209 @@ pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
         "sjf" => Box::new(Sjf),
         "srt" => Box::new(Srt),
         "rr" => Box::new(RoundRobin::new(quantum)),
+        "ffs" => Box::new(Ffs::new(0.10)),
+        "cfs" => Box::new(Cfs::new(4.0 * quantum)),
+        "frs" => Box::new(Frs::new(quantum)),
         _ => return None,
     })
 }
 
-pub const NAMES: &[&str] = &["fifo", "hpf", "sjf", "srt", "rr"];
+pub const NAMES: &[&str] = &["fifo", "hpf", "sjf", "srt", "rr", "ffs", "cfs", "frs"];
+
+/// Time-sliced policies share one mechanism: when a GPU is free, run the ready kernel that
+/// `pick` ranks best (smaller key first) for `quantum` µs; when the quantum expires and someone
+/// else is ready, preempt; otherwise extend. Quanta that depend on the active set are
+/// recomputed at each arrival for the kernels already running (from when they started).
+fn timesliced(
+    event: Event,
+    sys: &SystemView,
+    pick: impl Fn(&KernelView) -> f64,
+    quantum: impl Fn(&KernelView) -> f64,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    if let Event::Arrived(_) = event {
+        for (gpu, k) in sys
+            .gpus
+            .iter()
+            .enumerate()
+            .filter_map(|(g, k)| k.map(|k| (g, &sys.kernels[k])))
+        {
+            if k.status == Status::Running {
+                actions.push(Action::SetTimer {
+                    gpu,
+                    at: k.run_since + quantum(k),
+                });
+            }
+        }
+    }
+    if let Event::QuantumExpired(gpu) = event {
+        if let Some(k) = sys.running_on(gpu).filter(|k| k.status == Status::Running) {
+            if sys.ready().next().is_some() {
+                actions.push(Action::Preempt { kernel: k.id });
+            } else {
+                actions.push(Action::SetTimer {
+                    gpu,
+                    at: sys.now + quantum(k),
+                });
+            }
+        }
+    }
+    for run in fill_idle(sys, |k| pick(&sys.kernels[k])) {
+        if let Action::Run { gpu, kernel } = run {
+            actions.push(run);
+            actions.push(Action::SetTimer {
+                gpu,
+                at: sys.now + quantum(&sys.kernels[kernel]),
+            });
+        }
+    }
+    actions
+}
+
+/// FLEP's FFS: weighted round robin; kernel i runs T·W_i per round, with T the smallest epoch
+/// for which Σ O_i / (T·Σ W_i) ≤ `max_overhead` over the active kernels.
+#[derive(Debug)]
+pub struct Ffs {
+    pub max_overhead: f64,
+    /// Lower bound on T (for kernels whose overhead is 0).
+    pub min_epoch: f64,
+}
+
+impl Ffs {
+    pub fn new(max_overhead: f64) -> Ffs {
+        Ffs {
+            max_overhead,
+            min_epoch: 100.0,
+        }
+    }
+    /// T for the active kernels of `sys`.
+    pub fn epoch(&self, sys: &SystemView) -> f64 {
+        let (o, w) = sys
+            .active
+            .iter()
+            .map(|&k| &sys.kernels[k].spec)
+            .fold((0.0, 0.0), |(o, w), s| {
+                (o + s.preemption_overhead(), w + s.weight)
+            });
+        if w <= 0.0 {
+            return self.min_epoch;
+        }
+        (o / (self.max_overhead * w)).max(self.min_epoch)
+    }
+}
+
+impl Policy for Ffs {
+    fn name(&self) -> &'static str {
+        "ffs"
+    }
+    fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
+        let t = self.epoch(sys);
+        timesliced(event, sys, |k| k.ready_since, |k| t * k.spec.weight)
+    }
+}
+
+/// CFS (López-Albelda et al.): an epoch is split equally among the active kernels; every
+/// active kernel gets one slice per epoch, and within the epoch the kernel that has been
+/// waiting longest (since it last became ready) goes first.
+#[derive(Debug)]
+pub struct Cfs {
+    pub epoch: f64,
+    pub min_quantum: f64,
+    /// Kernels that had their slice in the current epoch.
+    served: BTreeSet<KernelId>,
+}
+
+impl Cfs {
+    pub fn new(epoch: f64) -> Cfs {
+        Cfs {
+            epoch,
+            min_quantum: 100.0,
+            served: BTreeSet::new(),
+        }
+    }
+}
+
+impl Policy for Cfs {
+    fn name(&self) -> &'static str {
+        "cfs"
+    }
+    fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
+        if let Event::Finished(k) = event {
+            self.served.remove(&k);
+        }
+        // A new epoch when every kernel waiting for a GPU has had its slice.
+        if sys.ready().all(|k| self.served.contains(&k.id)) {
+            self.served.clear();
+        }
+        // Each GPU serves its share of the active kernels.
+        let per_gpu = (sys.active.len() as f64 / sys.gpus.len() as f64)
+            .ceil()
+            .max(1.0);
+        let q = (self.epoch / per_gpu).max(self.min_quantum);
+        let served = &self.served;
+        let key = |k: &KernelView| {
+            let waiting = sys.now - k.ready_since;
+            if served.contains(&k.id) {
+                f64::MAX / 2.0 - waiting
+            } else {
+                -waiting
+            }
+        };
+        let actions = timesliced(event, sys, key, |_| q);
+        for a in &actions {
+            if let Action::Run { kernel, .. } = a {
+                self.served.insert(*kernel);
+            }
+        }
+        actions
+    }
+}
+
+/// FRS (fair and responsive): run the ready kernel with the highest instantaneous slowdown
+/// IS = (t + Tr) / Te (t: time since arrival) for the quantum after which the lowest IS has
+/// risen to IS_max: q = IS_max·Te − Tr − t of the kernel with the minimum IS; at least
+/// `min_quantum`.
+#[derive(Debug)]
+pub struct Frs {
+    pub min_quantum: f64,
+}
+
+impl Frs {
+    pub fn new(min_quantum: f64) -> Frs {
+        Frs { min_quantum }
+    }
+    pub fn slowdown(k: &KernelView, now: f64) -> f64 {
+        ((now - k.spec.arrival) + k.remaining) / k.spec.work
+    }
+    /// The quantum for the kernel with the highest slowdown, given all ready kernels.
+    pub fn quantum(&self, ready: &[&KernelView], now: f64) -> f64 {
+        let is = |k: &KernelView| Frs::slowdown(k, now);
+        let max = ready
+            .iter()
+            .map(|k| is(k))
+            .fold(f64::NEG_INFINITY, f64::max);
+        let min = ready.iter().copied().min_by(|a, b| {
+            is(a)
+                .partial_cmp(&is(b))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        match min {
+            Some(m) => {
+                (max * m.spec.work - m.remaining - (now - m.spec.arrival)).max(self.min_quantum)
+            }
+            None => self.min_quantum,
+        }
+    }
+}
+
+impl Policy for Frs {
+    fn name(&self) -> &'static str {
+        "frs"
+    }
+    fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
+        let now = sys.now;
+        let ready: Vec<&KernelView> = sys.ready().collect();
+        let q = self.quantum(&ready, now);
+        timesliced(event, sys, |k| -Frs::slowdown(k, now), |_| q)
+    }
+}

@@ -110,6 +110,7 @@ pub fn simulate(
             waited: 0.0,
             ready_since: s.arrival,
             gpu: None,
+            run_since: 0.0,
             preemptions: 0,
         })
         .collect();
@@ -276,6 +277,7 @@ impl Sim<'_> {
                 let kv = &mut self.sys.kernels[kernel];
                 kv.status = Status::Running;
                 kv.gpu = Some(gpu);
+                kv.run_since = now;
                 let remaining = kv.remaining;
                 self.sys.gpus[gpu] = Some(kernel);
                 self.synced_at[kernel] = now;

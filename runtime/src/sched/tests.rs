@@ -1,6 +1,6 @@
 //! Hand-computed schedules for each policy, and properties every policy must keep.
 
-use super::policies::{by_name, Fifo, Hpf, RoundRobin, Sjf, Srt, NAMES};
+use super::policies::{by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, Srt, NAMES};
 use super::*;
 use proptest::prelude::*;
 
@@ -103,6 +103,68 @@ fn preemption_that_would_end_after_completion_is_a_completion() {
     let out = simulate(&[low, k(100.0, 10.0).priority(1)], 1, &mut Hpf).unwrap();
     assert_eq!(out.finish, vec![110.0, 120.0]);
     assert_eq!(out.metrics.preemptions, 0);
+}
+
+#[test]
+fn ffs_epoch_meets_the_overhead_cap_and_shares_follow_weights() {
+    // O = 100 µs each, weights 2 and 1, cap 10%: T = 200 / (0.1 · 3) = 666.7 µs.
+    let a = k(0.0, 10_000.0).weight(2.0).overheads(0.0, 100.0);
+    let b = k(0.0, 10_000.0).weight(1.0).overheads(0.0, 100.0);
+    let t = 200.0 / 0.3;
+    let out = simulate(&[a, b], 1, &mut Ffs::new(0.10)).unwrap();
+    let first: Vec<(usize, f64, f64)> = out
+        .intervals
+        .iter()
+        .take(4)
+        .map(|i| (i.kernel, i.start, i.end))
+        .collect();
+    let expect = [
+        (0, 0.0, 2.0 * t),
+        (1, 2.0 * t, 3.0 * t),
+        (0, 3.0 * t, 5.0 * t),
+        (1, 5.0 * t, 6.0 * t),
+    ];
+    for (got, want) in first.iter().zip(expect) {
+        assert!(
+            got.0 == want.0 && close(got.1, want.1) && close(got.2, want.2),
+            "{got:?} vs {want:?}"
+        );
+    }
+    // Overhead paid per round: 2 × 100 µs over a 3T = 2000 µs round = 10%.
+    assert!(close(200.0 / (3.0 * t), 0.10));
+}
+
+#[test]
+fn cfs_splits_the_epoch_and_serves_the_longest_waiting_first() {
+    let w = [k(0.0, 3000.0), k(0.0, 3000.0), k(0.0, 3000.0)];
+    let out = simulate(&w, 1, &mut Cfs::new(3000.0)).unwrap();
+    // Quantum 1000: K0, K1, K2, K0 (waited 2000) ... K0 done at 7000; then the quantum grows.
+    assert_eq!(out.finish, vec![7000.0, 8000.0, 9000.0]);
+    let order: Vec<usize> = out.intervals.iter().take(4).map(|i| i.kernel).collect();
+    assert_eq!(order, vec![0, 1, 2, 0]);
+}
+
+#[test]
+fn frs_quantum_lifts_the_lowest_slowdown_to_the_highest() {
+    let now = 1000.0;
+    let view = |id, arrival, work: f64, remaining| KernelView {
+        id,
+        spec: k(arrival, work),
+        status: Status::Ready,
+        remaining,
+        waited: 0.0,
+        ready_since: arrival,
+        gpu: None,
+        run_since: 0.0,
+        preemptions: 0,
+    };
+    let a = view(0, 0.0, 1000.0, 1000.0); // IS = (1000 + 1000) / 1000 = 2
+    let b = view(1, 500.0, 100.0, 100.0); // IS = (500 + 100) / 100 = 6
+    assert!(close(Frs::slowdown(&a, now), 2.0) && close(Frs::slowdown(&b, now), 6.0));
+    // q = IS_max · Te(min) − Tr(min) − t(min) = 6 · 1000 − 1000 − 1000.
+    assert!(close(Frs::new(100.0).quantum(&[&a, &b], now), 4000.0));
+    // A lone kernel: no one to catch up with, the minimum quantum.
+    assert!(close(Frs::new(100.0).quantum(&[&a], now), 100.0));
 }
 
 struct RunsWhatIsNotReady;
