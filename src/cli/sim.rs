@@ -15,7 +15,7 @@ enum Format {
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs.
+    /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs, priority (TReM).
     #[arg(long, default_value = "fifo", conflicts_with = "compare")]
     policy: String,
     /// Several policies on the same workload, side by side: `fifo,hpf,srt`.
@@ -66,6 +66,12 @@ struct GenArgs {
     preempt_latency_us: f64,
     #[arg(long, default_value_t = 10.0)]
     resume_overhead_us: f64,
+    /// Revocation latency (TReM's Priority policy), µs.
+    #[arg(long, default_value_t = 10000.0)]
+    revoke_latency_us: f64,
+    /// Response-time goal of user-facing kernels, µs.
+    #[arg(long, default_value_t = 200000.0)]
+    sla_us: f64,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
@@ -90,6 +96,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 priorities: a.gen.priorities,
                 preempt_latency: a.gen.preempt_latency_us,
                 resume_overhead: a.gen.resume_overhead_us,
+                revoke_latency: a.gen.revoke_latency_us,
+                sla: a.gen.sla_us,
             }
             .generate()
         }
@@ -128,7 +136,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
 
 fn table(outcomes: &[Outcome], gpus: usize) -> String {
     let mut s = format!(
-        "{:<6} {:>7} {:>5} {:>8} {:>8} {:>8} {:>11} {:>11} {:>11} {:>7} {:>12}\n",
+        "{:<8} {:>7} {:>4} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7} {:>6} {:>11}\n",
         "policy",
         "kernels",
         "gpus",
@@ -139,12 +147,19 @@ fn table(outcomes: &[Outcome], gpus: usize) -> String {
         "p95 µs",
         "p99 µs",
         "preempt",
+        "revoked",
+        "wasted",
+        "SLA",
         "makespan µs"
     );
     for o in outcomes {
         let m = &o.metrics;
+        let sla = m
+            .sla_attainment
+            .map_or("-".to_string(), |a| format!("{:.1}%", 100.0 * a));
+        let wasted = format!("{:.2}%", 100.0 * m.wasted_work);
         s.push_str(&format!(
-            "{:<6} {:>7} {:>5} {:>8.3} {:>8.3} {:>8.3} {:>11.0} {:>11.0} {:>11.0} {:>7} {:>12.0}\n",
+            "{:<8} {:>7} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>10.0} {:>10.0} {:>10.0} {:>7} {:>7} {:>7} {:>6} {:>11.0}\n",
             o.policy,
             m.kernels,
             gpus,
@@ -155,6 +170,9 @@ fn table(outcomes: &[Outcome], gpus: usize) -> String {
             m.p95,
             m.p99,
             m.preemptions,
+            m.revocations,
+            wasted,
+            sla,
             m.makespan
         ));
     }

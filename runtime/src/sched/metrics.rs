@@ -26,6 +26,11 @@ pub struct Metrics {
     pub p95: f64,
     pub p99: f64,
     pub preemptions: u64,
+    pub revocations: u64,
+    /// GPU time thrown away by revocations / total useful GPU time (Σ work).
+    pub wasted_work: f64,
+    /// Share of kernels with an SLA that met it (None when no kernel has one).
+    pub sla_attainment: Option<f64>,
     /// Last finish − first arrival.
     pub makespan: f64,
     /// GPU time used, including preemption overheads.
@@ -79,6 +84,25 @@ impl Metrics {
             p95: percentile(&sorted, 0.95),
             p99: percentile(&sorted, 0.99),
             preemptions: kernels.iter().map(|k| k.preemptions as u64).sum(),
+            revocations: kernels.iter().map(|k| k.revocations as u64).sum(),
+            wasted_work: {
+                let useful: f64 = specs.iter().map(|s| s.work).sum();
+                if useful > 0.0 {
+                    kernels.iter().map(|k| k.wasted).sum::<f64>() / useful
+                } else {
+                    0.0
+                }
+            },
+            sla_attainment: {
+                let with: Vec<bool> = specs
+                    .iter()
+                    .zip(&turnaround)
+                    .filter(|(s, _)| s.sla > 0.0)
+                    .map(|(s, t)| *t <= s.sla)
+                    .collect();
+                (!with.is_empty())
+                    .then(|| with.iter().filter(|m| **m).count() as f64 / with.len() as f64)
+            },
             makespan: if n == 0 { 0.0 } else { last - first },
             busy: intervals.iter().map(|i| i.end - i.start).sum(),
             ntt,

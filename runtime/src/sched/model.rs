@@ -27,6 +27,12 @@ pub struct KernelSpec {
     /// Extra work each resumption costs (relaunch, refilling caches).
     #[serde(default)]
     pub resume_overhead: f64,
+    /// Time a revocation (kill, progress lost) keeps the GPU busy.
+    #[serde(default)]
+    pub revoke_latency: f64,
+    /// Response-time goal (µs) for user-facing kernels; 0: none.
+    #[serde(default)]
+    pub sla: f64,
 }
 
 fn one() -> f64 {
@@ -43,7 +49,18 @@ impl KernelSpec {
             user_facing: false,
             preempt_latency: 0.0,
             resume_overhead: 0.0,
+            revoke_latency: 0.0,
+            sla: 0.0,
         }
+    }
+    pub fn user_facing(mut self, sla: f64) -> Self {
+        self.user_facing = true;
+        self.sla = sla;
+        self
+    }
+    pub fn revoke_latency(mut self, l: f64) -> Self {
+        self.revoke_latency = l;
+        self
     }
     pub fn priority(mut self, p: u8) -> Self {
         self.priority = p;
@@ -74,6 +91,8 @@ pub enum Status {
     Running,
     /// Asked to yield; still on its GPU until the preemption completes.
     Yielding,
+    /// Being killed; still holds its GPU until the revocation completes.
+    Revoking,
     Done,
 }
 
@@ -93,6 +112,9 @@ pub struct KernelView {
     /// When it last started running.
     pub run_since: f64,
     pub preemptions: u32,
+    pub revocations: u32,
+    /// GPU time whose results a revocation threw away.
+    pub wasted: f64,
 }
 
 impl KernelView {

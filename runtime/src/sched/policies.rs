@@ -160,6 +160,74 @@ impl Policy for RoundRobin {
     }
 }
 
+/// TReM's Priority (Pavlidakis et al.): user-facing kernels before batch kernels on every GPU,
+/// each class in arrival order. A user-facing kernel that finds every GPU busy revokes a batch
+/// kernel (progress lost), the one that started most recently (least work lost), unless it was
+/// already revoked `max_revocations` times (bounding starvation).
+#[derive(Debug)]
+pub struct TremPriority {
+    pub max_revocations: u32,
+}
+
+impl TremPriority {
+    pub fn new(max_revocations: u32) -> TremPriority {
+        TremPriority { max_revocations }
+    }
+}
+
+/// Batch kernels to revoke so that `waiting` user-facing kernels get a GPU: the most recently
+/// started revocable ones, counting revocations already under way. `worth` filters victims.
+fn revoke_for(
+    sys: &SystemView,
+    waiting: usize,
+    max: u32,
+    worth: impl Fn(&KernelView) -> bool,
+) -> Vec<Action> {
+    let under_way = sys
+        .on_gpus()
+        .filter(|k| k.status == Status::Revoking)
+        .count();
+    let mut victims: Vec<&KernelView> = sys
+        .on_gpus()
+        .filter(|k| {
+            k.status == Status::Running && !k.spec.user_facing && k.revocations < max && worth(k)
+        })
+        .collect();
+    victims.sort_by(|a, b| {
+        b.run_since
+            .partial_cmp(&a.run_since)
+            .unwrap_or(std::cmp::Ordering::Equal)
+            .then(a.id.cmp(&b.id))
+    });
+    victims
+        .into_iter()
+        .take(waiting.saturating_sub(under_way))
+        .map(|k| Action::Revoke { kernel: k.id })
+        .collect()
+}
+
+/// User-facing first, then arrival order.
+fn trem_key(k: &KernelView) -> f64 {
+    (if k.spec.user_facing { 0.0 } else { 1e18 }) + k.spec.arrival
+}
+
+impl Policy for TremPriority {
+    fn name(&self) -> &'static str {
+        "priority"
+    }
+    fn on_event(&mut self, _: Event, sys: &SystemView) -> Vec<Action> {
+        let mut actions = fill_idle(sys, |k| trem_key(&sys.kernels[k]));
+        let placed = actions.len();
+        let waiting = sys
+            .ready()
+            .filter(|k| k.spec.user_facing)
+            .count()
+            .saturating_sub(placed);
+        actions.extend(revoke_for(sys, waiting, self.max_revocations, |_| true));
+        actions
+    }
+}
+
 /// The policies by name, for the command line. `quantum`: RR's quantum, FRS's minimum quantum
 /// and a quarter of CFS's epoch (POLICIES.md's examples: 1 ms and 4 ms); FFS allows 10%
 /// preemption overhead.
@@ -173,11 +241,14 @@ pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
         "ffs" => Box::new(Ffs::new(0.10)),
         "cfs" => Box::new(Cfs::new(4.0 * quantum)),
         "frs" => Box::new(Frs::new(quantum)),
+        "priority" => Box::new(TremPriority::new(5)),
         _ => return None,
     })
 }
 
-pub const NAMES: &[&str] = &["fifo", "hpf", "sjf", "srt", "rr", "ffs", "cfs", "frs"];
+pub const NAMES: &[&str] = &[
+    "fifo", "hpf", "sjf", "srt", "rr", "ffs", "cfs", "frs", "priority",
+];
 
 /// Time-sliced policies share one mechanism: when a GPU is free, run the ready kernel that
 /// `pick` ranks best (smaller key first) for `quantum` µs; when the quantum expires and someone

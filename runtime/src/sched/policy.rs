@@ -11,6 +11,10 @@ pub enum Event {
     QuantumExpired(GpuId),
     /// A preemption completed: the kernel left its GPU and is ready again.
     Preempted(KernelId),
+    /// A revocation completed: the kernel left its GPU, lost its progress, and is ready again.
+    Revoked(KernelId),
+    /// The periodic tick the policy asked for.
+    Tick,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -25,6 +29,15 @@ pub enum Action {
     /// Ask for `QuantumExpired(gpu)` at time `at` (replaces the GPU's earlier timer).
     SetTimer {
         gpu: GpuId,
+        at: f64,
+    },
+    /// Kill a running kernel (TReM): its progress is lost; it becomes ready again after the
+    /// revocation latency.
+    Revoke {
+        kernel: KernelId,
+    },
+    /// Ask for one `Tick` at time `at` (replaces the earlier tick).
+    SetTick {
         at: f64,
     },
 }

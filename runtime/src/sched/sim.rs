@@ -21,7 +21,7 @@ pub enum SimError {
         gpu: GpuId,
         why: &'static str,
     },
-    #[error("policy {policy} asked to preempt kernel {kernel}, which is not running")]
+    #[error("policy {policy} asked to preempt or revoke kernel {kernel}, which is not running")]
     BadPreempt {
         policy: &'static str,
         kernel: KernelId,
@@ -39,6 +39,8 @@ pub struct Outcome {
     pub intervals: Vec<Interval>,
     pub events: u64,
     pub metrics: Metrics,
+    /// Every kernel at the end (preemptions, revocations, wasted work).
+    pub kernels: Vec<KernelView>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -46,7 +48,9 @@ enum What {
     Arrival(KernelId),
     Completion(KernelId, u32),
     YieldDone(KernelId, u32),
+    RevokeDone(KernelId, u32),
     Timer(GpuId, u32),
+    Tick(u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +83,7 @@ struct Sim<'p> {
     /// Bumped whenever a kernel starts or is asked to yield: older events about it are stale.
     version: Vec<u32>,
     timer_version: Vec<u32>,
+    tick_version: u32,
     /// When each running kernel's `remaining` was last brought up to date.
     synced_at: Vec<f64>,
     finish: Vec<f64>,
@@ -112,6 +117,8 @@ pub fn simulate(
             gpu: None,
             run_since: 0.0,
             preemptions: 0,
+            revocations: 0,
+            wasted: 0.0,
         })
         .collect();
     let n = specs.len();
@@ -127,6 +134,7 @@ pub fn simulate(
         seq: 0,
         version: vec![0; n],
         timer_version: vec![0; gpus],
+        tick_version: 0,
         synced_at: vec![0.0; n],
         finish: vec![f64::NAN; n],
         started: vec![None; n],
@@ -160,6 +168,7 @@ pub fn simulate(
         intervals: sim.intervals,
         events,
         metrics,
+        kernels: sim.sys.kernels,
     })
 }
 
@@ -200,8 +209,13 @@ impl Sim<'_> {
     /// Applies a scheduled happening; None if it is stale.
     fn happen(&mut self, ev: Scheduled) -> Option<Event> {
         match ev.what {
-            What::Completion(k, v) | What::YieldDone(k, v) if v != self.version[k] => return None,
+            What::Completion(k, v) | What::YieldDone(k, v) | What::RevokeDone(k, v)
+                if v != self.version[k] =>
+            {
+                return None
+            }
             What::Timer(g, v) if v != self.timer_version[g] => return None,
+            What::Tick(v) if v != self.tick_version => return None,
             _ => {}
         }
         self.advance(ev.at);
@@ -231,7 +245,17 @@ impl Sim<'_> {
                 kv.remaining += kv.spec.resume_overhead;
                 Event::Preempted(k)
             }
+            What::RevokeDone(k, _) => {
+                self.leave_gpu(k, ev.at);
+                let kv = &mut self.sys.kernels[k];
+                kv.status = Status::Ready;
+                kv.ready_since = ev.at;
+                kv.revocations += 1;
+                kv.remaining = kv.spec.work; // everything starts over
+                Event::Revoked(k)
+            }
             What::Timer(g, _) => Event::QuantumExpired(g),
+            What::Tick(_) => Event::Tick,
         })
     }
 
@@ -308,6 +332,29 @@ impl Sim<'_> {
                 } else {
                     self.schedule(now + latency, What::YieldDone(kernel, v));
                 }
+            }
+            Action::Revoke { kernel } => {
+                if kernel >= self.sys.kernels.len()
+                    || self.sys.kernels[kernel].status != Status::Running
+                {
+                    return Err(SimError::BadPreempt {
+                        policy: name,
+                        kernel,
+                    });
+                }
+                let kv = &mut self.sys.kernels[kernel];
+                kv.status = Status::Revoking;
+                kv.wasted += kv.spec.work - kv.remaining; // progress so far is lost
+                let latency = kv.spec.revoke_latency;
+                self.version[kernel] += 1;
+                self.schedule(
+                    now + latency,
+                    What::RevokeDone(kernel, self.version[kernel]),
+                );
+            }
+            Action::SetTick { at } => {
+                self.tick_version += 1;
+                self.schedule(at.max(now), What::Tick(self.tick_version));
             }
             Action::SetTimer { gpu, at } => {
                 if gpu < self.timer_version.len() {

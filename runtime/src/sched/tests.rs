@@ -1,6 +1,8 @@
 //! Hand-computed schedules for each policy, and properties every policy must keep.
 
-use super::policies::{by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, Srt, NAMES};
+use super::policies::{
+    by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, Srt, TremPriority, NAMES,
+};
 use super::*;
 use proptest::prelude::*;
 
@@ -157,6 +159,8 @@ fn frs_quantum_lifts_the_lowest_slowdown_to_the_highest() {
         gpu: None,
         run_since: 0.0,
         preemptions: 0,
+        revocations: 0,
+        wasted: 0.0,
     };
     let a = view(0, 0.0, 1000.0, 1000.0); // IS = (1000 + 1000) / 1000 = 2
     let b = view(1, 500.0, 100.0, 100.0); // IS = (500 + 100) / 100 = 6
@@ -165,6 +169,29 @@ fn frs_quantum_lifts_the_lowest_slowdown_to_the_highest() {
     assert!(close(Frs::new(100.0).quantum(&[&a, &b], now), 4000.0));
     // A lone kernel: no one to catch up with, the minimum quantum.
     assert!(close(Frs::new(100.0).quantum(&[&a], now), 100.0));
+}
+
+#[test]
+fn trem_priority_revokes_the_most_recent_batch_kernel() {
+    let w = [
+        k(0.0, 10_000.0).revoke_latency(500.0),
+        k(100.0, 10_000.0).revoke_latency(500.0),
+        k(1000.0, 200.0).user_facing(1000.0),
+    ];
+    let out = simulate(&w, 2, &mut TremPriority::new(5)).unwrap();
+    // At 1000 both GPUs are busy: the batch kernel started last (at 100) is revoked, losing
+    // 900 µs; its GPU is free at 1500; the user-facing kernel runs 1500..1700; the revoked one
+    // starts over 1700..11700.
+    assert_eq!(out.finish, vec![10_000.0, 11_700.0, 1700.0]);
+    assert_eq!(out.metrics.revocations, 1);
+    assert!(close(out.metrics.wasted_work, 900.0 / 20_200.0));
+    assert_eq!(out.metrics.sla_attainment, Some(1.0));
+
+    // With no revocations allowed the user-facing kernel waits for a GPU and misses its SLA.
+    let out = simulate(&w, 2, &mut TremPriority::new(0)).unwrap();
+    assert_eq!(out.finish, vec![10_000.0, 10_100.0, 10_200.0]);
+    assert_eq!(out.metrics.revocations, 0);
+    assert_eq!(out.metrics.sla_attainment, Some(0.0));
 }
 
 struct RunsWhatIsNotReady;
@@ -250,12 +277,18 @@ proptest! {
                     prop_assert!(w[0].end <= w[1].start + 1e-9, "{name}: overlap on GPU {g}");
                 }
             }
-            // GPU time per kernel = its work + the resume overheads it paid.
+            // GPU time per kernel = its work + the resume overheads it paid + the work and the
+            // latency its revocations threw away.
             let per_kernel = |k: usize| out.intervals.iter().filter(|i| i.kernel == k).map(|i| i.end - i.start).sum::<f64>();
             let mut paid_total = 0.0;
             for (i, s) in specs.iter().enumerate() {
+                let kv = &out.kernels[i];
                 let runs = out.intervals.iter().filter(|iv| iv.kernel == i).count();
-                let paid = s.work + (runs as f64 - 1.0) * s.resume_overhead;
+                prop_assert_eq!(runs as u32, 1 + kv.preemptions + kv.revocations);
+                let paid = s.work
+                    + kv.preemptions as f64 * s.resume_overhead
+                    + kv.wasted
+                    + kv.revocations as f64 * s.revoke_latency;
                 prop_assert!(close(per_kernel(i), paid), "{name}: kernel {i} used {} for {paid}", per_kernel(i));
                 paid_total += paid;
             }
@@ -269,6 +302,13 @@ proptest! {
             prop_assert!(out.metrics.dntt >= 0.0);
             if *name == "fifo" {
                 prop_assert_eq!(out.metrics.preemptions, 0);
+            }
+            if *name != "priority" {
+                prop_assert_eq!(out.metrics.revocations, 0);
+            }
+            prop_assert!(out.metrics.wasted_work >= 0.0);
+            if let Some(a) = out.metrics.sla_attainment {
+                prop_assert!((0.0..=1.0).contains(&a));
             }
             // Deterministic.
             let mut again = by_name(name, 50.0).unwrap();

@@ -67,6 +67,9 @@ pub struct Generator {
     /// Preemption latency and resume overhead of every kernel, µs.
     pub preempt_latency: f64,
     pub resume_overhead: f64,
+    /// Revocation latency (TReM) and the user-facing response-time goal, µs.
+    pub revoke_latency: f64,
+    pub sla: f64,
 }
 
 impl Default for Generator {
@@ -83,6 +86,8 @@ impl Default for Generator {
             priorities: 2,
             preempt_latency: 30.0,
             resume_overhead: 10.0,
+            revoke_latency: 10_000.0,
+            sla: 200_000.0,
         }
     }
 }
@@ -119,6 +124,8 @@ impl Generator {
                     user_facing: user,
                     preempt_latency: self.preempt_latency,
                     resume_overhead: self.resume_overhead,
+                    revoke_latency: self.revoke_latency,
+                    sla: if user { self.sla } else { 0.0 },
                 }
             })
             .collect();
