@@ -228,6 +228,143 @@ impl Policy for TremPriority {
     }
 }
 
+/// TReM's Elastic: every `period` µs and at each completion, L_max = l_e · q (l_e: running mean
+/// of user-facing execution time, q: outstanding user-facing kernels) and U = ⌈L_max / SLA⌉
+/// GPUs (the first U) serve user-facing kernels, the rest batch. A batch kernel on a user GPU
+/// is revoked for a waiting user-facing kernel only if its remaining time exceeds the
+/// revocation latency. Idle GPUs of either side take the other side's work when their own
+/// side has none waiting (work-conserving).
+#[derive(Debug)]
+pub struct TremElastic {
+    pub period: f64,
+    pub max_revocations: u32,
+    /// User-facing execution times seen so far (sum, count).
+    seen: (f64, u32),
+    ticking: bool,
+    /// GPUs currently given to user-facing work.
+    pub user_gpus: usize,
+}
+
+impl TremElastic {
+    pub fn new(period: f64, max_revocations: u32) -> TremElastic {
+        TremElastic {
+            period,
+            max_revocations,
+            seen: (0.0, 0),
+            ticking: false,
+            user_gpus: 0,
+        }
+    }
+
+    /// U for the current system.
+    pub fn user_gpus(&self, sys: &SystemView) -> usize {
+        let outstanding: Vec<&KernelView> = sys
+            .active
+            .iter()
+            .map(|&k| &sys.kernels[k])
+            .filter(|k| k.spec.user_facing)
+            .collect();
+        if outstanding.is_empty() {
+            return 0;
+        }
+        // l_e: the running mean once kernels finished, the predictions (Te) before.
+        let l_e = if self.seen.1 > 0 {
+            self.seen.0 / self.seen.1 as f64
+        } else {
+            outstanding.iter().map(|k| k.spec.work).sum::<f64>() / outstanding.len() as f64
+        };
+        let sla = outstanding
+            .iter()
+            .map(|k| k.spec.sla)
+            .filter(|s| *s > 0.0)
+            .fold(f64::INFINITY, f64::min);
+        let sla = if sla.is_finite() { sla } else { l_e };
+        let l_max = l_e * outstanding.len() as f64;
+        ((l_max / sla).ceil() as usize).clamp(1, sys.gpus.len())
+    }
+}
+
+impl Policy for TremElastic {
+    fn name(&self) -> &'static str {
+        "elastic"
+    }
+    fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
+        let mut actions = Vec::new();
+        match event {
+            Event::Finished(k) if sys.kernels[k].spec.user_facing => {
+                self.seen.0 += sys.kernels[k].spec.work;
+                self.seen.1 += 1;
+            }
+            Event::Tick => self.ticking = false,
+            _ => {}
+        }
+        if !self.ticking && !sys.active.is_empty() {
+            actions.push(Action::SetTick {
+                at: sys.now + self.period,
+            });
+            self.ticking = true;
+        }
+        // Recompute U on ticks and completions (and when there was none yet).
+        if matches!(event, Event::Tick | Event::Finished(_)) || self.user_gpus == 0 {
+            self.user_gpus = self.user_gpus(sys);
+        }
+        let u = self.user_gpus;
+        let mut user: Vec<&KernelView> = sys.ready().filter(|k| k.spec.user_facing).collect();
+        let mut batch: Vec<&KernelView> = sys.ready().filter(|k| !k.spec.user_facing).collect();
+        let fcfs = |a: &&KernelView, b: &&KernelView| {
+            a.spec
+                .arrival
+                .partial_cmp(&b.spec.arrival)
+                .unwrap_or(std::cmp::Ordering::Equal)
+                .then(a.id.cmp(&b.id))
+        };
+        user.sort_by(fcfs);
+        batch.sort_by(fcfs);
+        let (mut user, mut batch) = (user.into_iter(), batch.into_iter());
+        for gpu in sys.idle_gpus() {
+            // Work-conserving: either side takes the other's work when it has none waiting.
+            let pick = if gpu < u {
+                user.next().or_else(|| batch.next())
+            } else {
+                batch.next().or_else(|| user.next())
+            };
+            if let Some(k) = pick {
+                actions.push(Action::Run { kernel: k.id, gpu });
+            }
+        }
+        // User-facing kernels still waiting: revoke batch work on user GPUs worth revoking.
+        let waiting = user.count();
+        if waiting > 0 {
+            let under_way = sys
+                .on_gpus()
+                .filter(|k| k.status == Status::Revoking)
+                .count();
+            let mut victims: Vec<&KernelView> = sys
+                .gpus
+                .iter()
+                .take(u)
+                .flatten()
+                .map(|&k| &sys.kernels[k])
+                .filter(|k| {
+                    k.status == Status::Running
+                        && !k.spec.user_facing
+                        && k.revocations < self.max_revocations
+                        && k.remaining > k.spec.revoke_latency
+                })
+                .collect();
+            victims.sort_by(|a, b| {
+                b.run_since
+                    .partial_cmp(&a.run_since)
+                    .unwrap_or(std::cmp::Ordering::Equal)
+            });
+            for v in victims.into_iter().take(waiting.saturating_sub(under_way)) {
+                actions.push(Action::Revoke { kernel: v.id });
+            }
+        }
+        actions
+    }
+}
+
 /// The policies by name, for the command line. `quantum`: RR's quantum, FRS's minimum quantum
 /// and a quarter of CFS's epoch (POLICIES.md's examples: 1 ms and 4 ms); FFS allows 10%
 /// preemption overhead.
@@ -242,6 +379,7 @@ pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
         "cfs" => Box::new(Cfs::new(4.0 * quantum)),
         "frs" => Box::new(Frs::new(quantum)),
         "priority" => Box::new(TremPriority::new(5)),
+        "elastic" => Box::new(TremElastic::new(100_000.0, 5)),
         _ => return None,
     })
 }

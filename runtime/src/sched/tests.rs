@@ -1,7 +1,7 @@
 //! Hand-computed schedules for each policy, and properties every policy must keep.
 
 use super::policies::{
-    by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, Srt, TremPriority, NAMES,
+    by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, Srt, TremElastic, TremPriority, NAMES,
 };
 use super::*;
 use proptest::prelude::*;
@@ -194,6 +194,60 @@ fn trem_priority_revokes_the_most_recent_batch_kernel() {
     assert_eq!(out.metrics.sla_attainment, Some(0.0));
 }
 
+#[test]
+fn trem_elastic_sizes_the_user_partition_and_revokes_only_when_worth_it() {
+    let batch = |a| k(a, 10_000.0).revoke_latency(100.0);
+    let w = [batch(0.0), batch(0.0), k(500.0, 300.0).user_facing(1000.0)];
+    let mut p = TremElastic::new(100_000.0, 5);
+    let out = simulate(&w, 2, &mut p).unwrap();
+    // q = 1, l_e = 300 (prediction), U = ⌈300 / 1000⌉ = 1: GPU 0 is for user-facing work; its
+    // batch kernel has 9500 µs left > 100 µs, so it is revoked (free at 600); the user-facing
+    // kernel runs 600..900; then U = 0 and the revoked kernel starts over 900..10900.
+    assert_eq!(out.finish, vec![10_900.0, 10_000.0, 900.0]);
+    assert_eq!(out.metrics.revocations, 1);
+
+    // A batch kernel that is about to finish is not revoked: it has 50 µs left < 100 µs.
+    let w = [
+        k(0.0, 550.0).revoke_latency(100.0),
+        batch(0.0),
+        k(500.0, 300.0).user_facing(1000.0),
+    ];
+    let out = simulate(&w, 2, &mut TremElastic::new(100_000.0, 5)).unwrap();
+    assert_eq!(out.metrics.revocations, 0);
+    assert_eq!(out.finish[2], 850.0);
+}
+
+#[test]
+fn trem_elastic_grows_with_outstanding_user_work() {
+    // Four user-facing kernels of 600 µs with SLA 1000: L_max = 2400, U = 3 of 4 GPUs.
+    let mut w: Vec<KernelSpec> = (0..4).map(|_| k(0.0, 600.0).user_facing(1000.0)).collect();
+    w.push(k(0.0, 5000.0));
+    let p = TremElastic::new(100_000.0, 5);
+    let sys = SystemView {
+        now: 0.0,
+        gpus: vec![None; 4],
+        kernels: w
+            .iter()
+            .enumerate()
+            .map(|(id, s)| KernelView {
+                id,
+                spec: s.clone(),
+                status: Status::Ready,
+                remaining: s.work,
+                waited: 0.0,
+                ready_since: 0.0,
+                gpu: None,
+                run_since: 0.0,
+                preemptions: 0,
+                revocations: 0,
+                wasted: 0.0,
+            })
+            .collect(),
+        active: (0..5).collect(),
+    };
+    assert_eq!(p.user_gpus(&sys), 3);
+}
+
 struct RunsWhatIsNotReady;
 impl Policy for RunsWhatIsNotReady {
     fn name(&self) -> &'static str {
@@ -303,7 +357,7 @@ proptest! {
             if *name == "fifo" {
                 prop_assert_eq!(out.metrics.preemptions, 0);
             }
-            if *name != "priority" {
+            if !matches!(*name, "priority" | "elastic") {
                 prop_assert_eq!(out.metrics.revocations, 0);
             }
             prop_assert!(out.metrics.wasted_work >= 0.0);
