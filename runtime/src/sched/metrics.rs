@@ -27,6 +27,8 @@ pub struct Metrics {
     pub p99: f64,
     pub preemptions: u64,
     pub revocations: u64,
+    /// Kernels killed for exceeding their declared time limit.
+    pub killed: u64,
     /// GPU time thrown away by revocations / total useful GPU time (Σ work).
     pub wasted_work: f64,
     /// Share of kernels with an SLA that met it (None when no kernel has one).
@@ -85,6 +87,7 @@ impl Metrics {
             p99: percentile(&sorted, 0.99),
             preemptions: kernels.iter().map(|k| k.preemptions as u64).sum(),
             revocations: kernels.iter().map(|k| k.revocations as u64).sum(),
+            killed: kernels.iter().filter(|k| k.killed).count() as u64,
             wasted_work: {
                 let useful: f64 = specs.iter().map(|s| s.work).sum();
                 if useful > 0.0 {

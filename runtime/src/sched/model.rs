@@ -33,6 +33,12 @@ pub struct KernelSpec {
     /// Response-time goal (µs) for user-facing kernels; 0: none.
     #[serde(default)]
     pub sla: f64,
+    /// Declared GPU-time limit (Shao et al.): the kernel is killed when it runs longer; 0: none.
+    #[serde(default)]
+    pub time_limit: f64,
+    /// Kernels (earlier in the workload) that must finish before this one may run.
+    #[serde(default)]
+    pub after: Vec<KernelId>,
 }
 
 fn one() -> f64 {
@@ -51,7 +57,17 @@ impl KernelSpec {
             resume_overhead: 0.0,
             revoke_latency: 0.0,
             sla: 0.0,
+            time_limit: 0.0,
+            after: Vec::new(),
         }
+    }
+    pub fn time_limit(mut self, limit: f64) -> Self {
+        self.time_limit = limit;
+        self
+    }
+    pub fn after(mut self, deps: &[KernelId]) -> Self {
+        self.after = deps.to_vec();
+        self
     }
     pub fn user_facing(mut self, sla: f64) -> Self {
         self.user_facing = true;
@@ -86,6 +102,8 @@ impl KernelSpec {
 pub enum Status {
     /// Not arrived yet.
     Future,
+    /// Arrived, waiting for the kernels it depends on.
+    Blocked,
     /// Arrived, waiting for a GPU.
     Ready,
     Running,
@@ -115,6 +133,8 @@ pub struct KernelView {
     pub revocations: u32,
     /// GPU time whose results a revocation threw away.
     pub wasted: f64,
+    /// Killed for exceeding its declared time limit.
+    pub killed: bool,
 }
 
 impl KernelView {

@@ -49,6 +49,7 @@ enum What {
     Completion(KernelId, u32),
     YieldDone(KernelId, u32),
     RevokeDone(KernelId, u32),
+    Kill(KernelId, u32),
     Timer(GpuId, u32),
     Tick(u32),
 }
@@ -88,6 +89,9 @@ struct Sim<'p> {
     synced_at: Vec<f64>,
     finish: Vec<f64>,
     started: Vec<Option<(GpuId, f64)>>,
+    /// Unfinished predecessors of each kernel, and who waits for each kernel.
+    pending: Vec<usize>,
+    dependents: Vec<Vec<KernelId>>,
     intervals: Vec<Interval>,
 }
 
@@ -99,7 +103,7 @@ pub fn simulate(
     if gpus == 0 {
         return Err(SimError::Workload("at least one GPU is needed".into()));
     }
-    if let Some((i, _)) = specs.iter().enumerate().find(|(_, s)| !valid(s)) {
+    if let Some((i, _)) = specs.iter().enumerate().find(|(i, s)| !valid(*i, s)) {
         return Err(SimError::Workload(format!(
             "kernel {i} needs work > 0 and arrival ≥ 0"
         )));
@@ -119,6 +123,7 @@ pub fn simulate(
             preemptions: 0,
             revocations: 0,
             wasted: 0.0,
+            killed: false,
         })
         .collect();
     let n = specs.len();
@@ -138,6 +143,16 @@ pub fn simulate(
         synced_at: vec![0.0; n],
         finish: vec![f64::NAN; n],
         started: vec![None; n],
+        pending: specs.iter().map(|s| s.after.len()).collect(),
+        dependents: {
+            let mut d = vec![Vec::new(); n];
+            for (k, s) in specs.iter().enumerate() {
+                for &p in &s.after {
+                    d[p].push(k);
+                }
+            }
+            d
+        },
         intervals: Vec::new(),
     };
     for (k, s) in specs.iter().enumerate() {
@@ -172,9 +187,14 @@ pub fn simulate(
     })
 }
 
-/// Positive, finite work and a finite, non-negative arrival (NaN fails every comparison).
-fn valid(s: &KernelSpec) -> bool {
-    s.work.is_finite() && s.work > 0.0 && s.arrival.is_finite() && s.arrival >= 0.0
+/// Positive, finite work; a finite, non-negative arrival (NaN fails every comparison);
+/// dependencies only on earlier kernels (so the graph has no cycle).
+fn valid(id: KernelId, s: &KernelSpec) -> bool {
+    s.work.is_finite()
+        && s.work > 0.0
+        && s.arrival.is_finite()
+        && s.arrival >= 0.0
+        && s.after.iter().all(|&d| d < id)
 }
 
 impl Sim<'_> {
@@ -209,7 +229,10 @@ impl Sim<'_> {
     /// Applies a scheduled happening; None if it is stale.
     fn happen(&mut self, ev: Scheduled) -> Option<Event> {
         match ev.what {
-            What::Completion(k, v) | What::YieldDone(k, v) | What::RevokeDone(k, v)
+            What::Completion(k, v)
+            | What::YieldDone(k, v)
+            | What::RevokeDone(k, v)
+            | What::Kill(k, v)
                 if v != self.version[k] =>
             {
                 return None
@@ -221,19 +244,35 @@ impl Sim<'_> {
         self.advance(ev.at);
         Some(match ev.what {
             What::Arrival(k) => {
+                // Also used to release a blocked kernel once its last predecessor is done.
                 let kv = &mut self.sys.kernels[k];
+                if kv.status == Status::Future {
+                    self.sys.active.push(k);
+                }
+                if self.pending[k] > 0 {
+                    kv.status = Status::Blocked;
+                    return None;
+                }
                 kv.status = Status::Ready;
                 kv.ready_since = ev.at;
-                self.sys.active.push(k);
                 Event::Arrived(k)
             }
-            What::Completion(k, _) => {
+            What::Completion(k, _) | What::Kill(k, _) => {
                 self.leave_gpu(k, ev.at);
                 let kv = &mut self.sys.kernels[k];
                 kv.status = Status::Done;
+                kv.killed = matches!(ev.what, What::Kill(..));
                 kv.remaining = 0.0;
                 self.finish[k] = ev.at;
                 self.sys.active.retain(|&a| a != k);
+                // A finished (or killed) kernel releases the kernels that waited for it.
+                for i in 0..self.dependents[k].len() {
+                    let d = self.dependents[k][i];
+                    self.pending[d] -= 1;
+                    if self.pending[d] == 0 && self.sys.kernels[d].status == Status::Blocked {
+                        self.schedule(ev.at, What::Arrival(d));
+                    }
+                }
                 Event::Finished(k)
             }
             What::YieldDone(k, _) => {
@@ -307,10 +346,15 @@ impl Sim<'_> {
                 self.synced_at[kernel] = now;
                 self.started[kernel] = Some((gpu, now));
                 self.version[kernel] += 1;
-                self.schedule(
-                    now + remaining,
-                    What::Completion(kernel, self.version[kernel]),
-                );
+                let v = self.version[kernel];
+                // A declared time limit counts the kernel's GPU time so far.
+                let limit = self.sys.kernels[kernel].spec.time_limit;
+                let used = self.sys.kernels[kernel].spec.work - remaining;
+                if limit > 0.0 && limit - used < remaining {
+                    self.schedule(now + (limit - used).max(0.0), What::Kill(kernel, v));
+                } else {
+                    self.schedule(now + remaining, What::Completion(kernel, v));
+                }
             }
             Action::Preempt { kernel } => {
                 if kernel >= self.sys.kernels.len()

@@ -1,7 +1,8 @@
 //! Hand-computed schedules for each policy, and properties every policy must keep.
 
 use super::policies::{
-    by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, Srt, TremElastic, TremPriority, NAMES,
+    by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, SjfAging, Srt, TremElastic, TremPriority,
+    NAMES,
 };
 use super::*;
 use proptest::prelude::*;
@@ -161,6 +162,7 @@ fn frs_quantum_lifts_the_lowest_slowdown_to_the_highest() {
         preemptions: 0,
         revocations: 0,
         wasted: 0.0,
+        killed: false,
     };
     let a = view(0, 0.0, 1000.0, 1000.0); // IS = (1000 + 1000) / 1000 = 2
     let b = view(1, 500.0, 100.0, 100.0); // IS = (500 + 100) / 100 = 6
@@ -241,11 +243,56 @@ fn trem_elastic_grows_with_outstanding_user_work() {
                 preemptions: 0,
                 revocations: 0,
                 wasted: 0.0,
+                killed: false,
             })
             .collect(),
         active: (0..5).collect(),
     };
     assert_eq!(p.user_gpus(&sys), 3);
+}
+
+/// One long job among a stream of short ones that never lets up until t = 4950.
+fn adversarial_stream() -> Vec<KernelSpec> {
+    let mut w = vec![
+        k(0.0, 100.0).time_limit(100.0),
+        k(1.0, 1000.0).time_limit(1000.0),
+    ];
+    w.extend((0..50).map(|i| k(50.0 + 100.0 * i as f64, 100.0).time_limit(100.0)));
+    w
+}
+
+#[test]
+fn aging_prevents_starvation_in_an_adversarial_stream() {
+    // Without aging the long job waits for the whole stream: 51 short jobs end at 5100.
+    let out = simulate(&adversarial_stream(), 1, &mut SjfAging::new(0.0)).unwrap();
+    assert_eq!(out.finish[1], 6100.0);
+    // With aging 1 µs/µs its score 1000 − waited drops below a fresh short job's (≥ 50) at
+    // the decision at t = 1000 (waited 999): it runs 1000..2000.
+    let out = simulate(&adversarial_stream(), 1, &mut SjfAging::new(1.0)).unwrap();
+    assert_eq!(out.finish[1], 2000.0);
+    assert_eq!(out.metrics.preemptions, 0, "non-preemptive");
+}
+
+#[test]
+fn time_limits_kill_and_dependencies_wait() {
+    // Job 0 declares 300 µs but needs 500: killed at 300, which releases job 1.
+    let w = [k(0.0, 500.0).time_limit(300.0), k(0.0, 100.0).after(&[0])];
+    let out = simulate(&w, 2, &mut SjfAging::new(1.0)).unwrap();
+    assert_eq!(out.finish, vec![300.0, 400.0]);
+    assert!(out.kernels[0].killed && !out.kernels[1].killed);
+    assert_eq!(out.metrics.killed, 1);
+
+    // A DAG on two GPUs: B waits for A although a GPU is free, C for both.
+    let w = [
+        k(0.0, 100.0),
+        k(0.0, 100.0).after(&[0]),
+        k(0.0, 50.0).after(&[0, 1]),
+    ];
+    let out = simulate(&w, 2, &mut Fifo).unwrap();
+    assert_eq!(out.finish, vec![100.0, 200.0, 250.0]);
+
+    // Dependencies must point backwards (no cycles).
+    assert!(simulate(&[k(0.0, 1.0).after(&[1]), k(0.0, 1.0)], 1, &mut Fifo).is_err());
 }
 
 struct RunsWhatIsNotReady;

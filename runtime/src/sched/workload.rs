@@ -126,6 +126,8 @@ impl Generator {
                     resume_overhead: self.resume_overhead,
                     revoke_latency: self.revoke_latency,
                     sla: if user { self.sla } else { 0.0 },
+                    time_limit: 0.0,
+                    after: Vec::new(),
                 }
             })
             .collect();
