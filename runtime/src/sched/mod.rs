@@ -1,6 +1,7 @@
 //! Scheduling: policies behind one event-driven interface, metrics, workloads, and a
 //! discrete-event simulator that runs the policies (DESIGN.md §5, shared/POLICIES.md).
 
+pub mod duration;
 pub mod metrics;
 pub mod model;
 pub mod policies;
