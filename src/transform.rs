@@ -117,9 +117,6 @@ pub fn transform(
         tell_tree(&mut old, src, &output, &edits);
         parse::error_ranges(parse::reparse(&output, &old).root_node()).len()
     };
-    if after > before && std::env::var_os("CUPREEMPT_DEBUG_OUTPUT").is_some() {
-        eprintln!("{output}");
-    }
     if after > before {
         return Err(TransformError::BrokenOutput {
             file: file_name.to_string(),
