@@ -29,22 +29,37 @@ fn main() {
         }
     }
 
-    println!("\nFFS: GPU shares of two kernels with weights 2:1, each preemption costing O = 50 us");
+    println!(
+        "\nFFS: GPU shares of two kernels with weights 2:1, each preemption costing O = 50 us"
+    );
     println!("(all of it lost work), while both run (until the first one finishes)\n");
     println!("| max_overhead | epoch T us | share w=2 | share w=1 | lost to preemption |");
     println!("| ---: | ---: | ---: | ---: | ---: |");
     for cap in [0.02, 0.05, 0.10, 0.20] {
         let w = [
-            KernelSpec::new(0.0, 100_000.0).weight(2.0).overheads(0.0, 50.0),
-            KernelSpec::new(0.0, 100_000.0).weight(1.0).overheads(0.0, 50.0),
+            KernelSpec::new(0.0, 100_000.0)
+                .weight(2.0)
+                .overheads(0.0, 50.0),
+            KernelSpec::new(0.0, 100_000.0)
+                .weight(1.0)
+                .overheads(0.0, 50.0),
         ];
         let out = simulate(&w, 1, &mut Ffs::new(cap)).expect("ffs");
         let until = out.finish.iter().copied().fold(f64::INFINITY, f64::min);
         let ran = |k: usize| {
-            out.intervals.iter().filter(|i| i.kernel == k).map(|i| i.end.min(until) - i.start.min(until)).sum::<f64>()
+            out.intervals
+                .iter()
+                .filter(|i| i.kernel == k)
+                .map(|i| i.end.min(until) - i.start.min(until))
+                .sum::<f64>()
         };
         // Each run after a kernel's first starts with its resume overhead (lost work).
-        let resumes = out.intervals.iter().filter(|i| i.start < until).count().saturating_sub(2);
+        let resumes = out
+            .intervals
+            .iter()
+            .filter(|i| i.start < until)
+            .count()
+            .saturating_sub(2);
         let lost = resumes as f64 * 50.0;
         println!(
             "| {:.0}% | {:.0} | {:.3} | {:.3} | {:.2}% |",
