@@ -138,6 +138,24 @@ pub struct KernelView {
 }
 
 impl KernelView {
+    /// A kernel of a workload before anything happened to it.
+    pub fn new(id: KernelId, spec: KernelSpec) -> KernelView {
+        KernelView {
+            id,
+            status: Status::Future,
+            remaining: spec.work,
+            waited: 0.0,
+            ready_since: spec.arrival,
+            gpu: None,
+            run_since: 0.0,
+            preemptions: 0,
+            revocations: 0,
+            wasted: 0.0,
+            killed: false,
+            spec,
+        }
+    }
+
     /// Active: arrived and not finished.
     pub fn active(&self) -> bool {
         matches!(

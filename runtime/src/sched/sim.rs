@@ -111,20 +111,7 @@ pub fn simulate(
     let kernels = specs
         .iter()
         .enumerate()
-        .map(|(id, s)| KernelView {
-            id,
-            spec: s.clone(),
-            status: Status::Future,
-            remaining: s.work,
-            waited: 0.0,
-            ready_since: s.arrival,
-            gpu: None,
-            run_since: 0.0,
-            preemptions: 0,
-            revocations: 0,
-            wasted: 0.0,
-            killed: false,
-        })
+        .map(|(id, s)| KernelView::new(id, s.clone()))
         .collect();
     let n = specs.len();
     let mut sim = Sim {
@@ -313,6 +300,17 @@ impl Sim<'_> {
         }
     }
 
+    /// Preempting or revoking needs a running kernel.
+    fn check_running(&self, kernel: KernelId) -> Result<(), SimError> {
+        match self.sys.kernels.get(kernel) {
+            Some(k) if k.status == Status::Running => Ok(()),
+            _ => Err(SimError::BadPreempt {
+                policy: self.policy.name(),
+                kernel,
+            }),
+        }
+    }
+
     fn apply(&mut self, a: Action) -> Result<(), SimError> {
         let now = self.sys.now;
         let name = self.policy.name();
@@ -357,35 +355,21 @@ impl Sim<'_> {
                 }
             }
             Action::Preempt { kernel } => {
-                if kernel >= self.sys.kernels.len()
-                    || self.sys.kernels[kernel].status != Status::Running
-                {
-                    return Err(SimError::BadPreempt {
-                        policy: name,
-                        kernel,
-                    });
-                }
+                self.check_running(kernel)?;
                 let kv = &mut self.sys.kernels[kernel];
                 kv.status = Status::Yielding;
                 let (remaining, latency) = (kv.remaining, kv.spec.preempt_latency);
                 self.version[kernel] += 1;
                 let v = self.version[kernel];
                 if remaining <= latency {
+                    // It finishes before it could yield.
                     self.schedule(now + remaining, What::Completion(kernel, v));
-                // done before it could yield
                 } else {
                     self.schedule(now + latency, What::YieldDone(kernel, v));
                 }
             }
             Action::Revoke { kernel } => {
-                if kernel >= self.sys.kernels.len()
-                    || self.sys.kernels[kernel].status != Status::Running
-                {
-                    return Err(SimError::BadPreempt {
-                        policy: name,
-                        kernel,
-                    });
-                }
+                self.check_running(kernel)?;
                 let kv = &mut self.sys.kernels[kernel];
                 kv.status = Status::Revoking;
                 kv.wasted += kv.spec.work - kv.remaining; // progress so far is lost

@@ -151,18 +151,9 @@ fn cfs_splits_the_epoch_and_serves_the_longest_waiting_first() {
 fn frs_quantum_lifts_the_lowest_slowdown_to_the_highest() {
     let now = 1000.0;
     let view = |id, arrival, work: f64, remaining| KernelView {
-        id,
-        spec: k(arrival, work),
         status: Status::Ready,
         remaining,
-        waited: 0.0,
-        ready_since: arrival,
-        gpu: None,
-        run_since: 0.0,
-        preemptions: 0,
-        revocations: 0,
-        wasted: 0.0,
-        killed: false,
+        ..KernelView::new(id, k(arrival, work))
     };
     let a = view(0, 0.0, 1000.0, 1000.0); // IS = (1000 + 1000) / 1000 = 2
     let b = view(1, 500.0, 100.0, 100.0); // IS = (500 + 100) / 100 = 6
@@ -232,18 +223,8 @@ fn trem_elastic_grows_with_outstanding_user_work() {
             .iter()
             .enumerate()
             .map(|(id, s)| KernelView {
-                id,
-                spec: s.clone(),
                 status: Status::Ready,
-                remaining: s.work,
-                waited: 0.0,
-                ready_since: 0.0,
-                gpu: None,
-                run_since: 0.0,
-                preemptions: 0,
-                revocations: 0,
-                wasted: 0.0,
-                killed: false,
+                ..KernelView::new(id, s.clone())
             })
             .collect(),
         active: (0..5).collect(),
