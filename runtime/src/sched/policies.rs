@@ -132,31 +132,7 @@ impl Policy for RoundRobin {
         "rr"
     }
     fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
-        let mut actions = Vec::new();
-        if let Event::QuantumExpired(gpu) = event {
-            match sys.running_on(gpu) {
-                Some(k) if k.status == Status::Running && sys.ready().next().is_some() => {
-                    actions.push(Action::Preempt { kernel: k.id });
-                }
-                Some(k) if k.status == Status::Running => {
-                    actions.push(Action::SetTimer {
-                        gpu,
-                        at: sys.now + self.quantum,
-                    });
-                }
-                _ => {}
-            }
-        }
-        for run in fill_idle(sys, |k: KernelId| sys.kernels[k].ready_since) {
-            if let Action::Run { gpu, .. } = run {
-                actions.push(run);
-                actions.push(Action::SetTimer {
-                    gpu,
-                    at: sys.now + self.quantum,
-                });
-            }
-        }
-        actions
+        timesliced(false, event, sys, |k| k.ready_since, |_| self.quantum)
     }
 }
 
@@ -334,33 +310,9 @@ impl Policy for TremElastic {
         }
         // User-facing kernels still waiting: revoke batch work on user GPUs worth revoking.
         let waiting = user.count();
-        if waiting > 0 {
-            let under_way = sys
-                .on_gpus()
-                .filter(|k| k.status == Status::Revoking)
-                .count();
-            let mut victims: Vec<&KernelView> = sys
-                .gpus
-                .iter()
-                .take(u)
-                .flatten()
-                .map(|&k| &sys.kernels[k])
-                .filter(|k| {
-                    k.status == Status::Running
-                        && !k.spec.user_facing
-                        && k.revocations < self.max_revocations
-                        && k.remaining > k.spec.revoke_latency
-                })
-                .collect();
-            victims.sort_by(|a, b| {
-                b.run_since
-                    .partial_cmp(&a.run_since)
-                    .unwrap_or(std::cmp::Ordering::Equal)
-            });
-            for v in victims.into_iter().take(waiting.saturating_sub(under_way)) {
-                actions.push(Action::Revoke { kernel: v.id });
-            }
-        }
+        actions.extend(revoke_for(sys, waiting, self.max_revocations, |k| {
+            k.gpu.is_some_and(|g| g < u) && k.remaining > k.spec.revoke_latency
+        }));
         actions
     }
 }
@@ -423,16 +375,18 @@ pub const NAMES: &[&str] = &[
 
 /// Time-sliced policies share one mechanism: when a GPU is free, run the ready kernel that
 /// `pick` ranks best (smaller key first) for `quantum` µs; when the quantum expires and someone
-/// else is ready, preempt; otherwise extend. Quanta that depend on the active set are
-/// recomputed at each arrival for the kernels already running (from when they started).
+/// else is ready, preempt; otherwise extend. With `rearm`, quanta that depend on the active set
+/// are recomputed at each arrival for the kernels already running (from when they started),
+/// so a kernel that had its share already yields at once; fixed quanta (RR) are not re-armed.
 fn timesliced(
+    rearm: bool,
     event: Event,
     sys: &SystemView,
     pick: impl Fn(&KernelView) -> f64,
     quantum: impl Fn(&KernelView) -> f64,
 ) -> Vec<Action> {
     let mut actions = Vec::new();
-    if let Event::Arrived(_) = event {
+    if let (true, Event::Arrived(_)) = (rearm, event) {
         for (gpu, k) in sys
             .gpus
             .iter()
@@ -509,7 +463,7 @@ impl Policy for Ffs {
     }
     fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
         let t = self.epoch(sys);
-        timesliced(event, sys, |k| k.ready_since, |k| t * k.spec.weight)
+        timesliced(true, event, sys, |k| k.ready_since, |k| t * k.spec.weight)
     }
 }
 
@@ -560,7 +514,7 @@ impl Policy for Cfs {
                 -waiting
             }
         };
-        let actions = timesliced(event, sys, key, |_| q);
+        let actions = timesliced(true, event, sys, key, |_| q);
         for a in &actions {
             if let Action::Run { kernel, .. } = a {
                 self.served.insert(*kernel);
@@ -615,6 +569,6 @@ impl Policy for Frs {
         let now = sys.now;
         let ready: Vec<&KernelView> = sys.ready().collect();
         let q = self.quantum(&ready, now);
-        timesliced(event, sys, |k| -Frs::slowdown(k, now), |_| q)
+        timesliced(true, event, sys, |k| -Frs::slowdown(k, now), |_| q)
     }
 }
