@@ -263,19 +263,13 @@ impl Sim<'_> {
                 Event::Finished(k)
             }
             What::YieldDone(k, _) => {
-                self.leave_gpu(k, ev.at);
-                let kv = &mut self.sys.kernels[k];
-                kv.status = Status::Ready;
-                kv.ready_since = ev.at;
+                let kv = self.back_to_ready(k, ev.at);
                 kv.preemptions += 1;
                 kv.remaining += kv.spec.resume_overhead;
                 Event::Preempted(k)
             }
             What::RevokeDone(k, _) => {
-                self.leave_gpu(k, ev.at);
-                let kv = &mut self.sys.kernels[k];
-                kv.status = Status::Ready;
-                kv.ready_since = ev.at;
+                let kv = self.back_to_ready(k, ev.at);
                 kv.revocations += 1;
                 kv.remaining = kv.spec.work; // everything starts over
                 Event::Revoked(k)
@@ -283,6 +277,15 @@ impl Sim<'_> {
             What::Timer(g, _) => Event::QuantumExpired(g),
             What::Tick(_) => Event::Tick,
         })
+    }
+
+    /// A preempted or revoked kernel leaves its GPU and waits again.
+    fn back_to_ready(&mut self, k: KernelId, at: f64) -> &mut KernelView {
+        self.leave_gpu(k, at);
+        let kv = &mut self.sys.kernels[k];
+        kv.status = Status::Ready;
+        kv.ready_since = at;
+        kv
     }
 
     fn leave_gpu(&mut self, k: KernelId, at: f64) {
