@@ -735,50 +735,46 @@ pub(crate) fn macro_facts(body: &str) -> MacroFacts {
     f
 }
 
-/// A macro that uses another macro inherits its facts.
+impl MacroFacts {
+    /// Takes in what another macro (used by this one) expands to; true if anything changed.
+    fn absorb(&mut self, g: &MacroFacts) -> bool {
+        let mut changed = false;
+        for v in &g.virtual_reads {
+            if !self.virtual_reads.contains(v) {
+                self.virtual_reads.push(v);
+                changed = true;
+            }
+        }
+        for c in &g.calls {
+            if !self.calls.contains(c) {
+                self.calls.push(c.clone());
+                changed = true;
+            }
+        }
+        for (mine, theirs) in [
+            (&mut self.thread_varying, g.thread_varying),
+            (&mut self.barrier, g.barrier),
+            (&mut self.returns, g.returns),
+            (&mut self.grid_sync, g.grid_sync),
+            (&mut self.launches, g.launches),
+        ] {
+            changed |= theirs && !*mine;
+            *mine |= theirs;
+        }
+        changed
+    }
+}
+
+/// A macro that uses another macro inherits its facts (to a fixpoint).
 fn close_macros(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFacts> {
     loop {
         let snapshot = m.clone();
         let mut changed = false;
         for f in m.values_mut() {
-            for callee in f.idents.clone() {
-                let Some(g) = snapshot.get(&callee) else {
-                    continue;
-                };
-                let before = (
-                    f.virtual_reads.len(),
-                    f.thread_varying,
-                    f.barrier,
-                    f.returns,
-                    f.grid_sync,
-                    f.launches,
-                    f.calls.len(),
-                );
-                for v in &g.virtual_reads {
-                    if !f.virtual_reads.contains(v) {
-                        f.virtual_reads.push(v);
-                    }
+            for used in f.idents.clone() {
+                if let Some(g) = snapshot.get(&used) {
+                    changed |= f.absorb(g);
                 }
-                f.thread_varying |= g.thread_varying;
-                f.barrier |= g.barrier;
-                f.returns |= g.returns;
-                f.grid_sync |= g.grid_sync;
-                f.launches |= g.launches;
-                for c in &g.calls {
-                    if !f.calls.contains(c) {
-                        f.calls.push(c.clone());
-                    }
-                }
-                let after = (
-                    f.virtual_reads.len(),
-                    f.thread_varying,
-                    f.barrier,
-                    f.returns,
-                    f.grid_sync,
-                    f.launches,
-                    f.calls.len(),
-                );
-                changed |= before != after;
             }
         }
         if !changed {

@@ -1,26 +1,19 @@
 //! `cupreempt check`
 
-use super::{files, stderr_color, SelectArgs};
-use clap::{Args, ValueEnum};
+use super::{files, stderr_color, OutputFormat, SelectArgs};
+use clap::Args;
 use cupreempt::diagnostics::{render, Diagnostic};
 use cupreempt::KernelReport;
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(ValueEnum, Clone, Copy, Debug, Default)]
-enum Format {
-    #[default]
-    Text,
-    Json,
-}
-
 #[derive(Args, Debug)]
 pub struct CheckArgs {
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]
-    format: Format,
+    format: OutputFormat,
     #[command(flatten)]
     select: SelectArgs,
 }
@@ -51,7 +44,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
         let t = cupreempt::transform(&src, &name, &opts)?;
         refused |= t.diagnostics.iter().any(|d| d.is_refusal());
         match a.format {
-            Format::Text => {
+            OutputFormat::Text => {
                 for k in &t.kernels {
                     let outcome = if k.transformed {
                         format!("transformable ({})", k.mode.map_or("plain", |m| m.as_str()))
@@ -71,7 +64,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 }
                 eprint!("{}", render(&t.diagnostics, &name, &src, stderr_color()));
             }
-            Format::Json => {
+            OutputFormat::Json => {
                 let diagnostics = t
                     .diagnostics
                     .iter()
@@ -94,7 +87,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
             }
         }
     }
-    if let Format::Json = a.format {
+    if let OutputFormat::Json = a.format {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     }
     Ok(if refused {

@@ -99,6 +99,14 @@ fn parse_chunk(s: &str) -> anyhow::Result<u32> {
     }
 }
 
+/// How `check` and `sim` print their results.
+#[derive(ValueEnum, Clone, Copy, Debug, Default)]
+pub enum OutputFormat {
+    #[default]
+    Text,
+    Json,
+}
+
 #[derive(ValueEnum, Clone, Copy, Debug, Default)]
 pub enum ColorChoice {
     #[default]

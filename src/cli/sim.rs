@@ -1,17 +1,10 @@
 //! `cupreempt sim`: runs scheduling policies on a workload in the discrete-event simulator.
 
-use super::files;
-use clap::{Args, ValueEnum};
+use super::{files, OutputFormat};
+use clap::Args;
 use cupreempt_runtime::sched::{policies, simulate, Generator, Outcome, Workload};
 use std::path::PathBuf;
 use std::process::ExitCode;
-
-#[derive(ValueEnum, Clone, Copy, Debug, Default)]
-enum Format {
-    #[default]
-    Text,
-    Json,
-}
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -33,7 +26,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1000.0)]
     quantum_us: f64,
     #[arg(long, value_enum, default_value_t)]
-    format: Format,
+    format: OutputFormat,
     /// Write the generated workload here (JSON), to replay it later.
     #[arg(long)]
     save_workload: Option<PathBuf>,
@@ -122,14 +115,14 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
         outcomes.push(simulate(&workload.kernels, a.gpus, policy.as_mut())?);
     }
     match a.format {
-        Format::Json => {
+        OutputFormat::Json => {
             let rows: Vec<_> = outcomes
                 .iter()
                 .map(|o| serde_json::json!({"policy": o.policy, "gpus": a.gpus, "events": o.events, "metrics": o.metrics}))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }
-        Format::Text => print!("{}", table(&outcomes, a.gpus)),
+        OutputFormat::Text => print!("{}", table(&outcomes, a.gpus)),
     }
     Ok(ExitCode::SUCCESS)
 }
