@@ -45,7 +45,7 @@ pub struct KernelPlan<'t> {
     pub chunk: u32,
     pub budget_ns: u32,
     /// Earlier declarations of the same kernel (the first gets the wrapper's declaration).
-    pub prior_declarations: Vec<Node<'t>>,
+    pub prior_declarations: Vec<FunctionSite<'t>>,
     /// Another transformed kernel has the same name in the same scope.
     pub overloaded: bool,
     /// The thread-dependent return and the barrier it reaches (sync-aware kernels).
@@ -66,7 +66,7 @@ pub struct HelperPlan<'t> {
     pub needs_ctx: bool,
     /// Is called, directly or not, by a transformed kernel.
     pub reached: bool,
-    pub prior_declarations: Vec<Node<'t>>,
+    pub prior_declarations: Vec<FunctionSite<'t>>,
 }
 
 pub struct Analysis<'t> {
@@ -237,7 +237,10 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     }
 }
 
-fn prior_declarations<'t>(decls: &[FunctionSite<'t>], def: &FunctionSite<'t>) -> Vec<Node<'t>> {
+fn prior_declarations<'t>(
+    decls: &[FunctionSite<'t>],
+    def: &FunctionSite<'t>,
+) -> Vec<FunctionSite<'t>> {
     decls
         .iter()
         .filter(|d| {
@@ -245,7 +248,7 @@ fn prior_declarations<'t>(decls: &[FunctionSite<'t>], def: &FunctionSite<'t>) ->
                 && d.scope == def.scope
                 && d.outer.end_byte() <= def.outer.start_byte()
         })
-        .map(|d| d.outer)
+        .cloned()
         .collect()
 }
 

@@ -83,6 +83,6 @@ pub fn rewrite(
             "\n{ctx_template}{specifiers}{name}({CTX_TYPE}& {CTX}{psep}{params}){tail};",
             name = s.name,
         );
-        edits.push(Edit::insert(first.end_byte(), decl));
+        edits.push(Edit::insert(first.outer.end_byte(), decl));
     }
 }

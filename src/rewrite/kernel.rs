@@ -14,7 +14,6 @@
 use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
 use crate::analysis::{BarrierRewrite, FunctionSite, KernelPlan, SyncMode};
 use crate::edit::Edit;
-use crate::lang::text;
 use std::collections::BTreeSet;
 
 pub fn body_name(k: &str) -> String {
@@ -147,7 +146,7 @@ pub fn rewrite(
     out.push_str(&wrapper(plan, &h));
     if let Some(first) = plan.prior_declarations.first() {
         // Launch sites between the declaration and here need the wrapper and the struct early.
-        let decl = Header::of_declaration(plan, *first, src);
+        let decl = Header::of(first, src);
         let mut early = String::from("\n");
         early.push_str(&format!(
             "{}{}({});\n",
@@ -156,7 +155,7 @@ pub fn rewrite(
             wrapper_params(&decl.params)
         ));
         early.push_str(&launch_types(plan, ordinal, &decl));
-        edits.push(Edit::insert(first.end_byte(), early));
+        edits.push(Edit::insert(first.outer.end_byte(), early));
     } else {
         out.push_str(&launch_types(plan, ordinal, &h));
     }
@@ -201,54 +200,10 @@ impl Header {
         }
     }
 
-    fn of_declaration(plan: &KernelPlan, decl: tree_sitter::Node, src: &str) -> Header {
-        // The declaration's own text, up to its name, with its own parameter list.
-        let k = &plan.site;
-        let name_at = find_name(decl, &k.name, src).unwrap_or(decl.start_byte());
-        let params_start = src[name_at..].find('(').map_or(name_at, |i| name_at + i);
-        let params_end = src[..decl.end_byte()].rfind(')').unwrap_or(decl.end_byte());
-        let params = src[params_start + 1..params_end.max(params_start + 1)]
-            .trim()
-            .to_string();
-        let inner = if decl.kind() == "template_declaration" {
-            let mut c = decl.walk();
-            let found = decl
-                .named_children(&mut c)
-                .find(|n| n.kind() == "declaration");
-            found.unwrap_or(decl)
-        } else {
-            decl
-        };
-        Header {
-            template: src[decl.start_byte()..inner.start_byte()].to_string(),
-            linkage: String::new(),
-            specifiers: src[inner.start_byte()..name_at].to_string(),
-            name: k.name.clone(),
-            params: if params == "void" {
-                String::new()
-            } else {
-                params
-            },
-        }
-    }
-
     /// Everything before the function's name.
     fn prefix(&self) -> String {
         format!("{}{}{}", self.template, self.linkage, self.specifiers)
     }
-}
-
-fn find_name(decl: tree_sitter::Node, name: &str, src: &str) -> Option<usize> {
-    let mut stack = vec![decl];
-    while let Some(n) = stack.pop() {
-        if n.kind() == "function_declarator" {
-            let id = n.child_by_field_id(crate::lang::fields().declarator)?;
-            return (text(id, src) == name).then_some(id.start_byte());
-        }
-        let mut c = n.walk();
-        stack.extend(n.children(&mut c));
-    }
-    None
 }
 
 fn wrapper_params(params: &str) -> String {
