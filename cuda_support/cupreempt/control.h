@@ -19,8 +19,9 @@ typedef struct cupreempt_control {
   unsigned int command;          /* CUPREEMPT_YIELD_* bits, written by the host */
   unsigned int running_blocks;   /* persistent blocks currently inside the task loop */
   unsigned int yielded_blocks;   /* blocks that left because of a command (cumulative) */
-  unsigned int reserved;
+  unsigned int finished;          /* set to 1 by the block that completes the last task */
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32]; /* bit s set: blocks on SM s yield */
+  unsigned int sm_blocks[CUPREEMPT_MAX_SMS];    /* blocks inside the task loop, per SM */
 } cupreempt_control;
 
 /* Passed by value to every persistent wrapper kernel. */

@@ -5,16 +5,27 @@
 //   cupreempt::launch<k__cupreempt_kernels>(grid, block, smem, stream, args...)
 //
 // `Kernels` names the original kernel (Kernels::original) and its persistent wrapper
-// (Kernels::wrapper). The launch stays asynchronous and on the caller's stream; launch errors are
-// left for cudaGetLastError() exactly as the original launch leaves them.
+// (Kernels::wrapper). The launch stays asynchronous and on the caller's stream.
 //
-// Without the runtime (no scheduler attached) each launch gets its own control block from the
-// stream-ordered allocator and runs to completion, so the program behaves like the original.
+// By default the launch goes through the runtime's C ABI (runtime.h; link with
+// -lcupreempt_runtime), which owns the control block and keeps stream order across preemptions.
+// Should the runtime refuse the launch, the original kernel is launched exactly as written: an
+// invalid configuration then reports the original's error through cudaGetLastError(), and any
+// other failure still computes the original result (not preemptible; CUPREEMPT_VERBOSE=1 says
+// why). Define CUPREEMPT_STANDALONE to run without the runtime: each launch then gets its own
+// control block from the stream-ordered allocator and runs to completion.
 #pragma once
 #include <cuda_runtime.h>
+#include <cstdio>
 #include <cstdlib>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 #include "control.h"
+#ifndef CUPREEMPT_STANDALONE
+#include "runtime.h"
+#endif
 
 namespace cupreempt {
 
@@ -23,7 +34,86 @@ inline unsigned env_u32(const char* name) {
   const char* v = std::getenv(name);
   return v ? (unsigned)std::strtoul(v, nullptr, 10) : 0u;
 }
+
+// A program that raised the original's dynamic shared-memory limit expects the launch to work.
+template <class O, class W>
+void copy_smem_limit(O original, W wrapper, size_t smem) {
+  if (smem <= 48 * 1024) return;
+  cudaFuncAttributes attr;
+  if (cudaFuncGetAttributes(&attr, original) == cudaSuccess)
+    (void)cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               attr.maxDynamicSharedSizeBytes);
+  (void)cudaGetLastError();  // our query's error is not the program's
+}
 }  // namespace detail
+
+#ifndef CUPREEMPT_STANDALONE
+
+namespace detail {
+inline thread_local std::vector<cupreempt_handle>* captured = nullptr;
+
+template <class... P, class Values, size_t... I>
+void launch_values(void (*original)(P...), void (*wrapper)(cupreempt_launch, P...), dim3 grid,
+                   dim3 block, size_t smem, cudaStream_t stream, Values& values,
+                   std::index_sequence<I...>) {
+  copy_smem_limit(original, wrapper, smem);
+  void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
+  size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
+  const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
+  static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
+  static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
+  cudaFunction_t f = nullptr;
+  cupreempt_handle h = 0;
+  int status = CUPREEMPT_ERROR_INVALID_ARGUMENT;
+  if (cudaGetFuncBySymbol(&f, (const void*)wrapper) == cudaSuccess)
+    status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P),
+                                 chunk, budget_ns, &h);
+  (void)cudaGetLastError();
+  if (status != CUPREEMPT_OK) {
+    if (env_u32("CUPREEMPT_VERBOSE"))
+      std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",
+                   cupreempt_rt_last_error());
+    (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
+    return;  // its error, if any, is left for cudaGetLastError() as the original's
+  }
+  if (captured)
+    captured->push_back(h);
+  else
+    (void)cupreempt_rt_release(h);
+}
+}  // namespace detail
+
+// While one is alive, launches made on this thread hand their handles to `handles` instead of
+// detaching them, so that the caller can preempt and resume them (benchmarks, schedulers).
+// The caller then owns the handles and must cupreempt_rt_release() them.
+class CaptureLaunches {
+ public:
+  explicit CaptureLaunches(std::vector<cupreempt_handle>& handles)
+      : previous_(detail::captured) { detail::captured = &handles; }
+  ~CaptureLaunches() { detail::captured = previous_; }
+  CaptureLaunches(const CaptureLaunches&) = delete;
+  CaptureLaunches& operator=(const CaptureLaunches&) = delete;
+
+ private:
+  std::vector<cupreempt_handle>* previous_;
+};
+
+template <class... P, class... A>
+void launch_kernel(void (*original)(P...), void (*wrapper)(cupreempt_launch, P...), dim3 grid,
+                   dim3 block, size_t smem, cudaStream_t stream, A&&... args) {
+  // The arguments converted to the parameter types, as the original launch converts them.
+  auto values = std::tuple<std::decay_t<P>...>(std::forward<A>(args)...);
+  detail::launch_values(original, wrapper, grid, block, smem, stream, values,
+                        std::index_sequence_for<P...>{});
+}
+
+template <class Kernels, class... Args>
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_kernel(Kernels::original, Kernels::wrapper, grid, block, smem, stream,
+                std::forward<Args>(args)...);
+}
+
+#else  // CUPREEMPT_STANDALONE
 
 // Blocks of `wrapper` that fit on the device at once, or 0 when that cannot be known (then the
 // caller launches the original grid, which reports any configuration error as the original).
@@ -35,7 +125,7 @@ unsigned persistent_blocks(void (*wrapper)(cupreempt_launch, P...), unsigned blo
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
       cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, wrapper, (int)block_threads, smem) !=
           cudaSuccess) {
-    (void)cudaGetLastError();  // our query's error is not the program's
+    (void)cudaGetLastError();
     return 0;
   }
   return (unsigned)(per_sm * sms);
@@ -44,14 +134,7 @@ unsigned persistent_blocks(void (*wrapper)(cupreempt_launch, P...), unsigned blo
 template <class Kernels, class... Args>
 void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   const auto wrapper = Kernels::wrapper;
-  // A program that raised the original's dynamic shared-memory limit expects the launch to work.
-  if (smem > 48 * 1024) {
-    cudaFuncAttributes attr;
-    if (cudaFuncGetAttributes(&attr, Kernels::original) == cudaSuccess)
-      (void)cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 attr.maxDynamicSharedSizeBytes);
-    (void)cudaGetLastError();
-  }
+  detail::copy_smem_limit(Kernels::original, wrapper, smem);
   const unsigned long long tasks = (unsigned long long)grid.x * grid.y * grid.z;
   const unsigned threads = block.x * block.y * block.z;
   unsigned blocks = tasks ? persistent_blocks(wrapper, threads, smem) : 0;
@@ -68,8 +151,9 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... a
   // An empty or invalid original grid is launched as is, so the error is the original's.
   const dim3 persistent = tasks && blocks ? dim3(blocks) : grid;
   wrapper<<<persistent, block, smem, stream>>>(l, std::forward<Args>(args)...);
-  // A failed launch keeps its error for cudaGetLastError(); a successful call does not clear it.
   (void)cudaFreeAsync(control, stream);
 }
+
+#endif  // CUPREEMPT_STANDALONE
 
 }  // namespace cupreempt

@@ -192,6 +192,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   if (leader) {
     smid = sm_id();
     atomicAdd(&c->running_blocks, 1u);
+    if (smid < CUPREEMPT_MAX_SMS) atomicAdd(&c->sm_blocks[smid], 1u);
   }
 
   for (unsigned parity = 0;; parity ^= 1u) {
@@ -242,7 +243,12 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     // results are visible device-wide before done_tasks says they are there.
     if (leader && unreported) {
       __threadfence();
-      atomicAdd(&c->done_tasks, unreported);
+      // The block that completes the last task raises `finished`, the word the application's
+      // stream waits on (runtime), after everybody's results are visible.
+      if (atomicAdd(&c->done_tasks, unreported) + unreported == l.total_tasks) {
+        __threadfence();
+        atomicExch(&c->finished, 1u);
+      }
     }
     if (st.stop) break;
     const unsigned long long begin = st.begin, end = st.end;
@@ -259,7 +265,10 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     __threadfence();
     unreported = end - begin;
   }
-  if (leader) atomicSub(&c->running_blocks, 1u);
+  if (leader) {
+    if (smid < CUPREEMPT_MAX_SMS) atomicSub(&c->sm_blocks[smid], 1u);
+    atomicSub(&c->running_blocks, 1u);
+  }
 }
 
 }  // namespace cupreempt

@@ -9,15 +9,33 @@ pub const YIELD_SMS: u32 = 2;
 
 /// `cupreempt_control`: lives in device memory, one per launched kernel.
 #[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlBlock {
     pub next_task: u64,
     pub done_tasks: u64,
     pub command: u32,
     pub running_blocks: u32,
     pub yielded_blocks: u32,
-    pub reserved: u32,
+    /// 1 once every task is done: the application's stream waits on this word.
+    pub finished: u32,
     pub sm_mask: [u32; MAX_SMS / 32],
+    /// Persistent blocks inside the task loop on each SM (what `wait_yielded` watches).
+    pub sm_blocks: [u32; MAX_SMS],
+}
+
+impl ControlBlock {
+    pub const fn zeroed() -> ControlBlock {
+        ControlBlock {
+            next_task: 0,
+            done_tasks: 0,
+            command: 0,
+            running_blocks: 0,
+            yielded_blocks: 0,
+            finished: 0,
+            sm_mask: [0; MAX_SMS / 32],
+            sm_blocks: [0; MAX_SMS],
+        }
+    }
 }
 
 /// `cupreempt_launch`: passed by value to every persistent wrapper kernel.
@@ -68,7 +86,8 @@ mod tests {
 int main(void) {
   F(cupreempt_control, next_task); F(cupreempt_control, done_tasks); F(cupreempt_control, command);
   F(cupreempt_control, running_blocks); F(cupreempt_control, yielded_blocks);
-  F(cupreempt_control, reserved); F(cupreempt_control, sm_mask);
+  F(cupreempt_control, finished); F(cupreempt_control, sm_mask);
+  F(cupreempt_control, sm_blocks);
   printf("sizeof.control %zu\n", sizeof(cupreempt_control));
   F(cupreempt_launch, control); F(cupreempt_launch, total_tasks); F(cupreempt_launch, grid_x);
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
@@ -112,8 +131,12 @@ int main(void) {
                 offset_of!(ControlBlock, yielded_blocks),
             ),
             (
-                "cupreempt_control.reserved",
-                offset_of!(ControlBlock, reserved),
+                "cupreempt_control.finished",
+                offset_of!(ControlBlock, finished),
+            ),
+            (
+                "cupreempt_control.sm_blocks",
+                offset_of!(ControlBlock, sm_blocks),
             ),
             (
                 "cupreempt_control.sm_mask",

@@ -1,11 +1,13 @@
 //! cupreempt runtime: the host side of preemptible kernels.
 //!
-//! Today: what the host and the device must agree on, the control block (mirroring
-//! `cuda_support/cupreempt/control.h`, checked by a test that compiles the header) and the
-//! encoding of SM sets; and [`sched`], the scheduling policies with their simulator. Launching,
-//! preempting and resuming through the CUDA driver come with the runtime issue.
+//! - [`rt`]: launch, preempt, resume and observe transformed kernels (Rust API on cudarc, and
+//!   the C ABI behind `cuda_support/cupreempt/runtime.h`);
+//! - [`control`], [`smset`]: what host and device agree on (mirroring
+//!   `cuda_support/cupreempt/control.h`, checked by a test that compiles the header);
+//! - [`sched`]: the scheduling policies with their simulator.
 
 pub mod control;
+pub mod rt;
 pub mod sched;
 pub mod smset;
 

@@ -54,6 +54,26 @@ impl SmSet {
     pub fn words(&self) -> &[u32; MAX_SMS / 32] {
         &self.words
     }
+    pub fn union(&self, other: &SmSet) -> SmSet {
+        self.zip(other, |a, b| a | b)
+    }
+    pub fn intersection(&self, other: &SmSet) -> SmSet {
+        self.zip(other, |a, b| a & b)
+    }
+    pub fn difference(&self, other: &SmSet) -> SmSet {
+        self.zip(other, |a, b| a & !b)
+    }
+    fn zip(&self, other: &SmSet, f: impl Fn(u32, u32) -> u32) -> SmSet {
+        let mut s = *self;
+        for (w, o) in s.words.iter_mut().zip(other.words) {
+            *w = f(*w, o);
+        }
+        s
+    }
+    /// The set whose mask words are `words` (the C ABI's `const unsigned sm_mask[8]`).
+    pub fn from_words(words: [u32; MAX_SMS / 32]) -> SmSet {
+        SmSet { words }
+    }
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
         (0..MAX_SMS as u32).filter(|&s| self.contains(s))
     }

@@ -227,6 +227,16 @@ class Harness {
       notes += " done_tasks=" + std::to_string(c.done_tasks);
       ok = false;
     }
+    if (c.finished != 1) {
+      notes += " finished flag not raised";
+      ok = false;
+    }
+    for (unsigned n : c.sm_blocks)
+      if (n != 0) {
+        notes += " sm_blocks not back to 0";
+        ok = false;
+        break;
+      }
     std::vector<unsigned> audit(total_);
     CPT_CHECK(cudaMemcpy(audit.data(), audit_, total_ * sizeof(unsigned), cudaMemcpyDeviceToHost));
     unsigned long long wrong = 0, first = total_;

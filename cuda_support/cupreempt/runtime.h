@@ -1,0 +1,56 @@
+/* cupreempt runtime, C ABI (library: libcupreempt_runtime.{so,a}, from `cargo build -p
+ * cupreempt-runtime --release`).
+ *
+ * A handle names one launch of a transformed kernel. Every function returns a status code
+ * (CUPREEMPT_OK or an error below) and never crashes on bad handles or null pointers;
+ * cupreempt_rt_last_error() gives the calling thread's last error in words. */
+#ifndef CUPREEMPT_RUNTIME_H
+#define CUPREEMPT_RUNTIME_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef unsigned long long cupreempt_handle;
+
+enum {
+  CUPREEMPT_OK = 0,
+  CUPREEMPT_ERROR_NO_DRIVER = 1,             /* libcuda could not be loaded */
+  CUPREEMPT_ERROR_DRIVER = 2,                /* a driver call failed; see last_error */
+  CUPREEMPT_ERROR_INVALID_CONFIGURATION = 3, /* the original launch would fail the same way */
+  CUPREEMPT_ERROR_INVALID_ARGUMENT = 4,      /* null pointer, empty SM set, ... */
+  CUPREEMPT_ERROR_UNKNOWN_HANDLE = 5,
+  CUPREEMPT_ERROR_ALREADY_PREEMPTED = 6,
+  CUPREEMPT_ERROR_NOT_PREEMPTED = 7,         /* resume/wait_yielded without a preemption */
+  CUPREEMPT_ERROR_INTERNAL = 8
+};
+
+/* Launches `func` (the CUfunction of a wrapper K__cupreempt) for the original launch
+ * <<<grid, block, smem, stream>>>, asynchronously. args[i] points to the i-th parameter after
+ * cupreempt_launch, sizes[i] is its size; the values are copied. Work the application enqueues
+ * on `stream` afterwards runs after the last task, across preemptions. */
+int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block[3], size_t smem,
+                        void* stream, const void* const* args, const size_t* sizes, size_t nargs,
+                        unsigned chunk, unsigned budget_ns, cupreempt_handle* out);
+
+/* sm_mask: NULL = every SM (temporal), else 8 words, bit s of word s/32 = SM s (spatial). */
+int cupreempt_rt_preempt(cupreempt_handle h, const unsigned* sm_mask);
+int cupreempt_rt_wait_yielded(cupreempt_handle h); /* no block left on the preempted SMs */
+int cupreempt_rt_resume(cupreempt_handle h, const unsigned* sm_mask);
+int cupreempt_rt_progress(cupreempt_handle h, unsigned long long* done, unsigned long long* total);
+int cupreempt_rt_is_complete(cupreempt_handle h, int* complete);
+int cupreempt_rt_wait(cupreempt_handle h); /* until complete; an error while preempted */
+/* GPU time from the last preempt request to the end of the last instance, in µs (-1: none). */
+int cupreempt_rt_yield_latency_us(cupreempt_handle h, double* us);
+/* Forget the handle; the kernel runs to completion (resumed if preempted). */
+int cupreempt_rt_release(cupreempt_handle h);
+
+const char* cupreempt_rt_status_string(int status);
+const char* cupreempt_rt_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

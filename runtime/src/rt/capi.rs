@@ -1,0 +1,423 @@
+//! The C ABI (`cuda_support/cupreempt/runtime.h`): what nvcc-built programs and the launch shim
+//! call. Handles are numbers, never pointers, so a stale or made-up handle is an error
+//! (`CUPREEMPT_ERROR_UNKNOWN_HANDLE`), not a crash. Every function checks its pointers before it
+//! touches anything, returns a status code, and never unwinds into C.
+
+use super::{Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
+use crate::smset::{SmSet, MAX_SMS};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::{Arc, Mutex, OnceLock};
+
+pub type Handle = u64;
+
+pub const CUPREEMPT_OK: c_int = 0;
+/// A Rust panic inside the runtime (a bug): reported, never unwound into C.
+pub const CUPREEMPT_ERROR_INTERNAL: c_int = 8;
+
+#[derive(Default)]
+struct Registry {
+    runtimes: Vec<(usize, Runtime)>,
+    kernels: HashMap<Handle, Arc<Mutex<Kernel>>>,
+    next: Handle,
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static R: OnceLock<Mutex<Registry>> = OnceLock::new();
+    R.get_or_init(Mutex::default)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+}
+
+/// Runs `f`, records its error for `cupreempt_rt_last_error`, and maps it to a status code.
+fn guard(f: impl FnOnce() -> Result<(), Error>) -> c_int {
+    let (status, message) = match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => (CUPREEMPT_OK, String::new()),
+        Ok(Err(e)) => (e.status(), e.to_string()),
+        Err(_) => (
+            CUPREEMPT_ERROR_INTERNAL,
+            "internal error (panic) in the runtime".into(),
+        ),
+    };
+    LAST_ERROR.with(|l| *l.borrow_mut() = CString::new(message).unwrap_or_default());
+    status
+}
+
+/// Runs `f` on kernel `h`, holding only that kernel's lock (other handles stay usable).
+fn with_kernel<T>(h: Handle, f: impl FnOnce(&mut Kernel) -> Result<T, Error>) -> Result<T, Error> {
+    let k = lock(registry())
+        .kernels
+        .get(&h)
+        .cloned()
+        .ok_or(Error::UnknownHandle(h))?;
+    let mut k = lock(&k);
+    f(&mut k)
+}
+
+/// The runtime of the context current on this thread, made on first use.
+fn current_runtime() -> Result<Runtime, Error> {
+    super::driver::init()?;
+    let mut ctx = std::ptr::null_mut();
+    super::driver::drv!(cuCtxGetCurrent(&mut ctx))?;
+    let mut reg = lock(registry());
+    if let Some((_, rt)) = reg.runtimes.iter().find(|(c, _)| *c == ctx as usize) {
+        return Ok(rt.clone());
+    }
+    let rt = Runtime::from_current_context()?;
+    reg.runtimes.push((ctx as usize, rt.clone()));
+    Ok(rt)
+}
+
+/// # Safety
+/// `p`, when not null, must point to `MAX_SMS / 32` readable words.
+unsafe fn target(sm_mask: *const c_uint) -> Target {
+    if sm_mask.is_null() {
+        return Target::All;
+    }
+    let mut words = [0u32; MAX_SMS / 32];
+    std::ptr::copy_nonoverlapping(sm_mask, words.as_mut_ptr(), words.len());
+    Target::Sms(SmSet::from_words(words))
+}
+
+/// Launches the persistent wrapper `func` for the original launch `grid`/`block`/`smem` on
+/// `stream`. `args[i]` points to parameter i (after `cupreempt_launch`), `sizes[i]` bytes.
+///
+/// # Safety
+/// Pointers must be valid as the header documents; `func` a CUfunction of the current context.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_launch(
+    func: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    stream: *mut c_void,
+    args: *const *const c_void,
+    sizes: *const usize,
+    nargs: usize,
+    chunk: c_uint,
+    budget_ns: c_uint,
+    out: *mut Handle,
+) -> c_int {
+    guard(|| {
+        if func.is_null() || grid.is_null() || block.is_null() || out.is_null() {
+            return Err(Error::InvalidArgument("null func, grid, block or out"));
+        }
+        if nargs > 0 && (args.is_null() || sizes.is_null()) {
+            return Err(Error::InvalidArgument("null args or sizes"));
+        }
+        let mut kargs = KernelArgs::new();
+        for i in 0..nargs {
+            let (p, n) = (*args.add(i), *sizes.add(i));
+            if p.is_null() {
+                return Err(Error::InvalidArgument("null argument pointer"));
+            }
+            kargs.push_raw(p, n);
+        }
+        let smem = u32::try_from(smem)
+            .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
+        let mut cfg = LaunchConfig::new(
+            [*grid, *grid.add(1), *grid.add(2)],
+            [*block, *block.add(1), *block.add(2)],
+            smem,
+        );
+        cfg.chunk = chunk;
+        cfg.budget_ns = budget_ns;
+        let rt = current_runtime()?;
+        let k = rt.launch(
+            &Function::from_raw(func.cast()),
+            &cfg,
+            StreamRef::from_raw(stream.cast()),
+            &kargs,
+        )?;
+        let mut reg = lock(registry());
+        reg.next += 1;
+        let h = reg.next;
+        reg.kernels.insert(h, Arc::new(Mutex::new(k)));
+        *out = h;
+        Ok(())
+    })
+}
+
+/// Preempts on every SM (`sm_mask` null) or on the SMs whose bits are set in `sm_mask[8]`.
+///
+/// # Safety
+/// `sm_mask` is null or points to 8 words.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_preempt(h: Handle, sm_mask: *const c_uint) -> c_int {
+    guard(|| with_kernel(h, |k| k.preempt(target(sm_mask))))
+}
+
+/// Returns once no block of the kernel runs on the preempted SMs.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_wait_yielded(h: Handle) -> c_int {
+    guard(|| with_kernel(h, |k| k.wait_yielded()))
+}
+
+/// Resumes on every SM (`sm_mask` null) or on the SMs set in `sm_mask[8]`.
+///
+/// # Safety
+/// `sm_mask` is null or points to 8 words.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_resume(h: Handle, sm_mask: *const c_uint) -> c_int {
+    guard(|| with_kernel(h, |k| k.resume(target(sm_mask))))
+}
+
+/// # Safety
+/// `done` and `total` must be valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_progress(
+    h: Handle,
+    done: *mut u64,
+    total: *mut u64,
+) -> c_int {
+    guard(|| {
+        if done.is_null() || total.is_null() {
+            return Err(Error::InvalidArgument("null done or total"));
+        }
+        let p = with_kernel(h, |k| k.progress())?;
+        (*done, *total) = (p.done, p.total);
+        Ok(())
+    })
+}
+
+/// # Safety
+/// `complete` must be valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_is_complete(h: Handle, complete: *mut c_int) -> c_int {
+    guard(|| {
+        if complete.is_null() {
+            return Err(Error::InvalidArgument("null complete"));
+        }
+        *complete = with_kernel(h, |k| k.is_complete())? as c_int;
+        Ok(())
+    })
+}
+
+/// Blocks until the kernel is complete (an error while it is preempted).
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_wait(h: Handle) -> c_int {
+    guard(|| with_kernel(h, |k| k.wait()))
+}
+
+/// GPU time from the last preempt request to the end of the kernel's last instance, in µs;
+/// negative when there is none yet.
+///
+/// # Safety
+/// `us` must be valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_yield_latency_us(h: Handle, us: *mut f64) -> c_int {
+    guard(|| {
+        if us.is_null() {
+            return Err(Error::InvalidArgument("null us"));
+        }
+        *us = with_kernel(h, |k| k.last_yield_latency_ms())?.map_or(-1.0, |ms| ms as f64 * 1e3);
+        Ok(())
+    })
+}
+
+/// Detaches the handle: the kernel runs on (resumed everywhere if it was preempted) and its
+/// resources are reused once it is done.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_release(h: Handle) -> c_int {
+    guard(|| {
+        let k = lock(registry())
+            .kernels
+            .remove(&h)
+            .ok_or(Error::UnknownHandle(h))?;
+        drop(k);
+        Ok(())
+    })
+}
+
+/// A static description of a status code.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_status_string(status: c_int) -> *const c_char {
+    let s: &'static CStr = match status {
+        0 => c"success",
+        1 => c"no CUDA driver",
+        2 => c"CUDA driver call failed",
+        3 => c"invalid launch configuration",
+        4 => c"invalid argument",
+        5 => c"unknown kernel handle",
+        6 => c"already preempted",
+        7 => c"not preempted",
+        8 => c"internal error in the runtime",
+        _ => c"unknown status",
+    };
+    s.as_ptr()
+}
+
+/// The calling thread's last error in full (empty after a success); valid until the thread's
+/// next call.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_last_error() -> *const c_char {
+    LAST_ERROR.with(|l| l.borrow().as_ptr())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn last() -> String {
+        unsafe { CStr::from_ptr(cupreempt_rt_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn null_pointers_are_invalid_arguments() {
+        let g = [1u32, 1, 1];
+        let mut h = 0;
+        let f = std::ptr::dangling_mut::<c_void>(); // never dereferenced: checks come first
+        unsafe {
+            let null = std::ptr::null_mut();
+            let s = cupreempt_rt_launch(
+                null,
+                g.as_ptr(),
+                g.as_ptr(),
+                0,
+                null,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                0,
+                0,
+                &mut h,
+            );
+            assert_eq!(s, 4);
+            assert!(last().contains("null"));
+            let s = cupreempt_rt_launch(
+                f,
+                std::ptr::null(),
+                g.as_ptr(),
+                0,
+                null,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                0,
+                0,
+                &mut h,
+            );
+            assert_eq!(s, 4);
+            let s = cupreempt_rt_launch(
+                f,
+                g.as_ptr(),
+                g.as_ptr(),
+                0,
+                null,
+                std::ptr::null(),
+                std::ptr::null(),
+                2,
+                0,
+                0,
+                &mut h,
+            );
+            assert_eq!(s, 4);
+            let args = [std::ptr::null::<c_void>()];
+            let sizes = [8usize];
+            let s = cupreempt_rt_launch(
+                f,
+                g.as_ptr(),
+                g.as_ptr(),
+                0,
+                null,
+                args.as_ptr(),
+                sizes.as_ptr(),
+                1,
+                0,
+                0,
+                &mut h,
+            );
+            assert_eq!(s, 4);
+            let s = cupreempt_rt_launch(
+                f,
+                g.as_ptr(),
+                g.as_ptr(),
+                0,
+                null,
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                0,
+                0,
+                std::ptr::null_mut(),
+            );
+            assert_eq!(s, 4);
+            assert_eq!(
+                cupreempt_rt_progress(1, std::ptr::null_mut(), std::ptr::null_mut()),
+                4
+            );
+            assert_eq!(cupreempt_rt_is_complete(1, std::ptr::null_mut()), 4);
+            assert_eq!(cupreempt_rt_yield_latency_us(1, std::ptr::null_mut()), 4);
+        }
+    }
+
+    #[test]
+    fn unknown_handles_are_errors_not_crashes() {
+        let (mut d, mut t, mut c, mut us) = (0u64, 0u64, 0, 0.0);
+        let h = 0xdead_beef;
+        unsafe {
+            assert_eq!(cupreempt_rt_preempt(h, std::ptr::null()), 5);
+            assert!(last().contains("unknown kernel handle 3735928559"));
+            let mask = [1u32; 8];
+            assert_eq!(cupreempt_rt_preempt(h, mask.as_ptr()), 5);
+            assert_eq!(cupreempt_rt_resume(h, std::ptr::null()), 5);
+            assert_eq!(cupreempt_rt_progress(h, &mut d, &mut t), 5);
+            assert_eq!(cupreempt_rt_is_complete(h, &mut c), 5);
+            assert_eq!(cupreempt_rt_yield_latency_us(h, &mut us), 5);
+        }
+        assert_eq!(cupreempt_rt_wait_yielded(h), 5);
+        assert_eq!(cupreempt_rt_wait(h), 5);
+        assert_eq!(cupreempt_rt_release(h), 5);
+        assert_eq!(cupreempt_rt_release(0), 5);
+    }
+
+    #[test]
+    fn a_launch_without_a_driver_says_so() {
+        if super::super::driver_available() {
+            eprintln!("skipped: a CUDA driver is present here");
+            return;
+        }
+        let g = [1u32, 1, 1];
+        let mut h = 0;
+        let f = std::ptr::dangling_mut::<c_void>();
+        let s = unsafe {
+            cupreempt_rt_launch(
+                f,
+                g.as_ptr(),
+                g.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+                std::ptr::null(),
+                std::ptr::null(),
+                0,
+                0,
+                0,
+                &mut h,
+            )
+        };
+        assert_eq!(s, 1);
+        assert!(last().contains("no CUDA driver"));
+    }
+
+    #[test]
+    fn every_status_has_a_description() {
+        for s in 0..=8 {
+            let d = unsafe { CStr::from_ptr(cupreempt_rt_status_string(s)) };
+            assert_ne!(d.to_str().unwrap(), "unknown status", "{s}");
+        }
+        assert_eq!(
+            unsafe { CStr::from_ptr(cupreempt_rt_status_string(99)) }.to_str(),
+            Ok("unknown status")
+        );
+    }
+}

@@ -1,0 +1,145 @@
+//! The few driver calls the runtime makes, through cudarc's dynamically loaded bindings.
+//!
+//! cudarc panics when it first touches a missing libcuda, so every entry point goes through
+//! [`init`], which checks that the library loads and turns its absence into `Error::NoDriver`.
+
+use super::error::{Error, Result};
+use cudarc::driver::sys;
+use std::ffi::CStr;
+use std::sync::OnceLock;
+
+pub use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUstream};
+
+/// True when libcuda can be loaded on this machine (checked once).
+pub fn driver_available() -> bool {
+    static PRESENT: OnceLock<bool> = OnceLock::new();
+    // SAFETY: only tries to open the library.
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
+}
+
+/// Loads and initializes the driver once; every other function here assumes it succeeded.
+pub fn init() -> Result<()> {
+    static INIT: OnceLock<Result<()>> = OnceLock::new();
+    INIT.get_or_init(|| {
+        if !driver_available() {
+            return Err(Error::NoDriver);
+        }
+        // SAFETY: the library is present; cuInit may be called any number of times.
+        check("cuInit", unsafe { sys::cuInit(0) })
+    })
+    .clone()
+}
+
+/// Turns a driver status into a `Result`, naming the call.
+pub fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
+    if r == sys::CUresult::CUDA_SUCCESS {
+        return Ok(());
+    }
+    let mut name: *const std::ffi::c_char = std::ptr::null();
+    // SAFETY: cuGetErrorName writes a pointer to a static string or leaves it null.
+    let name = unsafe {
+        sys::cuGetErrorName(r, &mut name);
+        if name.is_null() {
+            format!("{r:?}")
+        } else {
+            CStr::from_ptr(name).to_string_lossy().into_owned()
+        }
+    };
+    Err(Error::Driver {
+        call,
+        code: r as u32,
+        name,
+    })
+}
+
+/// Calls a driver function and checks its status: `drv!(cuFoo(a, b))`.
+macro_rules! drv {
+    ($f:ident($($arg:expr),* $(,)?)) => {
+        $crate::rt::driver::check(stringify!($f), unsafe { cudarc::driver::sys::$f($($arg),*) })
+    };
+}
+pub(crate) use drv;
+
+/// Makes `ctx` current on the calling thread if it is not already.
+pub fn make_current(ctx: CUcontext) -> Result<()> {
+    let mut cur: CUcontext = std::ptr::null_mut();
+    drv!(cuCtxGetCurrent(&mut cur))?;
+    if cur != ctx {
+        drv!(cuCtxSetCurrent(ctx))?;
+    }
+    Ok(())
+}
+
+pub fn device_attribute(dev: CUdevice, attr: sys::CUdevice_attribute) -> Result<i32> {
+    let mut v = 0;
+    drv!(cuDeviceGetAttribute(&mut v, attr, dev))?;
+    Ok(v)
+}
+
+/// A non-blocking stream the runtime owns: it never waits for the legacy default stream, on
+/// which an application's kernel may be waiting for us.
+pub struct Stream(pub CUstream);
+
+impl Stream {
+    pub fn new(priority: i32) -> Result<Stream> {
+        let mut s = std::ptr::null_mut();
+        drv!(cuStreamCreateWithPriority(
+            &mut s,
+            sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            priority
+        ))?;
+        Ok(Stream(s))
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        // Work still queued on the stream completes; the driver frees it afterwards.
+        // SAFETY: we own the stream.
+        unsafe { sys::cuStreamDestroy_v2(self.0) };
+    }
+}
+
+/// An event with timing, so that preemption latency can be read on the GPU clock.
+pub struct Event(pub CUevent);
+
+impl Event {
+    pub fn new() -> Result<Event> {
+        let mut e = std::ptr::null_mut();
+        drv!(cuEventCreate(
+            &mut e,
+            sys::CUevent_flags::CU_EVENT_DEFAULT as u32
+        ))?;
+        Ok(Event(e))
+    }
+    pub fn record(stream: CUstream) -> Result<Event> {
+        let e = Event::new()?;
+        drv!(cuEventRecord(e.0, stream))?;
+        Ok(e)
+    }
+    /// True once everything before the record has run.
+    pub fn is_done(&self) -> Result<bool> {
+        // SAFETY: we own the event.
+        match unsafe { sys::cuEventQuery(self.0) } {
+            sys::CUresult::CUDA_SUCCESS => Ok(true),
+            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            r => check("cuEventQuery", r).map(|_| false),
+        }
+    }
+    pub fn wait(&self) -> Result<()> {
+        drv!(cuEventSynchronize(self.0))
+    }
+    /// Milliseconds from `start` to `self`, both done.
+    pub fn since(&self, start: &Event) -> Result<f32> {
+        let mut ms = 0.0f32;
+        drv!(cuEventElapsedTime_v2(&mut ms, start.0, self.0))?;
+        Ok(ms)
+    }
+}
+
+impl Drop for Event {
+    fn drop(&mut self) {
+        // SAFETY: we own the event; destroying a pending event is allowed.
+        unsafe { sys::cuEventDestroy_v2(self.0) };
+    }
+}

@@ -1,0 +1,38 @@
+//! Launching, preempting and resuming transformed kernels through the CUDA driver (cudarc,
+//! loaded at run time), and the C ABI that nvcc-built programs call.
+//!
+//! ```no_run
+//! use cupreempt_runtime::rt::{KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
+//! # fn main() -> Result<(), cupreempt_runtime::rt::Error> {
+//! let rt = Runtime::new(0)?;
+//! // PTX of a transformed file, e.g. `nvcc -ptx -I cuda_support vadd.cupreempt.cu`.
+//! let module = rt.load_module(std::fs::read("vadd.ptx").unwrap().as_slice())?;
+//! let wrapper = module.function("vadd__cupreempt")?; // an extern "C" kernel's wrapper
+//! let (a, b, out, n): (u64, u64, u64, i32) = (0, 0, 0, 1 << 20); // device pointers
+//! let mut args = KernelArgs::new();
+//! args.push(a).push(b).push(out).push(n);
+//! let cfg = LaunchConfig::new([4096, 1, 1], [256, 1, 1], 0);
+//! let mut k = rt.launch(&wrapper, &cfg, StreamRef::legacy_default(), &args)?;
+//! k.preempt(Target::All)?;
+//! k.wait_yielded()?;
+//! println!("{:?}", k.progress()?);
+//! k.resume(Target::All)?;
+//! k.wait()?;
+//! # Ok(()) }
+//! ```
+
+pub mod capi;
+mod command;
+mod config;
+pub(crate) mod driver;
+mod error;
+mod kernel;
+mod runtime;
+
+pub use command::{Command, Target};
+pub use config::{persistent_blocks, LaunchConfig, Limits};
+pub use driver::{driver_available, CUstream};
+pub use error::{Error, Result};
+pub use kernel::StreamRef;
+pub use kernel::{Kernel, KernelArgs, Progress};
+pub use runtime::{Function, Module, Runtime};

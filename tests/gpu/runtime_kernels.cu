@@ -1,0 +1,22 @@
+// Kernels for tests/runtime_gpu.rs (the runtime's launch/preempt/resume API on the GPU).
+// Transformed by the test itself, compiled to PTX and loaded through cupreempt_runtime::rt.
+
+// Each task spins for `spin_ns` (so a preemption lands in the middle of the kernel), counts its
+// runs, and writes a value that depends only on its block and thread indices.
+extern "C" __global__ void spin_fill(unsigned* out, unsigned* runs, unsigned long long spin_ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < spin_ns);
+  const unsigned task = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+  if (threadIdx.x == 0) atomicAdd(&runs[task], 1u);
+  out[task * blockDim.x + threadIdx.x] = (task * 2654435761u) ^ (threadIdx.x * 40503u) ^ gridDim.y;
+}
+
+// The application's next piece of work on the same stream: copies what spin_fill wrote.
+#pragma cupreempt skip
+extern "C" __global__ void copy_words(const unsigned* src, unsigned* dst, unsigned n) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+    dst[i] = src[i];
+}

@@ -1,0 +1,426 @@
+//! On a machine with an NVIDIA GPU: the runtime's Rust API (cupreempt_runtime::rt) launches,
+//! preempts and resumes a transformed kernel loaded from PTX. Checked: output and every task
+//! exactly once after temporal and spatial preemptions and a storm of 1000+ preempt/resume
+//! cycles; stream order (work enqueued after the kernel waits while it is preempted); errors
+//! (double resume, double preempt, invalid configuration); a handle dropped while preempted.
+//! Without a CUDA driver the test says so and does nothing.
+
+mod support;
+
+use cudarc::driver::sys;
+use cupreempt_runtime::rt::{
+    self, Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target,
+};
+use cupreempt_runtime::SmSet;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+fn ck(call: &str, r: sys::CUresult) {
+    assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{call}");
+}
+
+struct Buf {
+    ptr: u64,
+    words: usize,
+}
+
+impl Buf {
+    fn new(words: usize) -> Buf {
+        let mut ptr = 0;
+        ck("cuMemAlloc", unsafe {
+            sys::cuMemAlloc_v2(&mut ptr, words * 4)
+        });
+        Buf { ptr, words }
+    }
+    fn fill(&self, v: u32, s: sys::CUstream) {
+        ck("cuMemsetD32Async", unsafe {
+            sys::cuMemsetD32Async(self.ptr, v, self.words, s)
+        });
+    }
+    /// Read on a stream of its own, so that it never waits for the application's stream.
+    fn read(&self, side: sys::CUstream) -> Vec<u32> {
+        let mut v = vec![0u32; self.words];
+        unsafe {
+            ck(
+                "cuMemcpyDtoHAsync",
+                sys::cuMemcpyDtoHAsync_v2(v.as_mut_ptr().cast(), self.ptr, self.words * 4, side),
+            );
+            ck("cuStreamSynchronize", sys::cuStreamSynchronize(side));
+        }
+        v
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        unsafe { sys::cuMemFree_v2(self.ptr) };
+    }
+}
+
+fn stream() -> sys::CUstream {
+    let mut s = std::ptr::null_mut();
+    ck("cuStreamCreate", unsafe {
+        sys::cuStreamCreate(&mut s, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
+    });
+    s
+}
+
+fn stream_idle(s: sys::CUstream) -> bool {
+    unsafe { sys::cuStreamQuery(s) == sys::CUresult::CUDA_SUCCESS }
+}
+
+/// Waits for `s` for at most `limit`: a hang is a failure, not a stuck test.
+fn sync_within(s: sys::CUstream, limit: Duration) -> Result<(), String> {
+    let t = Instant::now();
+    while !stream_idle(s) {
+        if t.elapsed() > limit {
+            return Err(format!("stream still busy after {limit:?}"));
+        }
+        std::thread::sleep(Duration::from_micros(50));
+    }
+    Ok(())
+}
+
+struct Setup {
+    rt: Runtime,
+    spin: Function,
+    copy: Function,
+    side: sys::CUstream,
+}
+
+/// One spin_fill launch with its buffers, and what it must produce.
+struct Job {
+    out: Buf,
+    runs: Buf,
+    snap: Buf,
+    grid: [u32; 3],
+    block: u32,
+    stream: sys::CUstream,
+}
+
+const POISON: u32 = 0xdeadbeef;
+
+impl Job {
+    fn new(grid: [u32; 3], block: u32) -> Job {
+        let tasks = grid.iter().product::<u32>() as usize;
+        Job {
+            out: Buf::new(tasks * block as usize),
+            runs: Buf::new(tasks),
+            snap: Buf::new(tasks * block as usize),
+            grid,
+            block,
+            stream: stream(),
+        }
+    }
+
+    /// Poisons the outputs, launches spin_fill, then (as the application's next work on the
+    /// same stream) copy_words into `snap`.
+    fn launch(&self, g: &Setup, spin_ns: u64) -> Result<Kernel, Error> {
+        self.out.fill(POISON, self.stream);
+        self.snap.fill(POISON, self.stream);
+        self.runs.fill(0, self.stream);
+        let mut args = KernelArgs::new();
+        args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
+        let k = g.rt.launch(
+            &g.spin,
+            &LaunchConfig::new(self.grid, [self.block, 1, 1], 0),
+            unsafe { StreamRef::from_raw(self.stream) },
+            &args,
+        )?;
+        let n = self.out.words as u32;
+        let (mut src, mut dst, mut n) = (self.out.ptr, self.snap.ptr, n);
+        let mut params = [
+            (&mut src as *mut u64).cast(),
+            (&mut dst as *mut u64).cast(),
+            (&mut n as *mut u32).cast(),
+        ];
+        ck("cuLaunchKernel(copy_words)", unsafe {
+            sys::cuLaunchKernel(
+                g.copy.raw(),
+                264,
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                self.stream,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        });
+        Ok(k)
+    }
+
+    fn expected(&self) -> Vec<u32> {
+        let tasks = self.grid.iter().product::<u32>();
+        (0..tasks)
+            .flat_map(|t| {
+                (0..self.block).map(move |i| t.wrapping_mul(2654435761) ^ i.wrapping_mul(40503))
+            })
+            .map(|v| v ^ self.grid[1])
+            .collect()
+    }
+
+    /// After the stream is idle: output, the copy made after the kernel, and exactly-once.
+    fn check(&self, g: &Setup) -> Result<(), String> {
+        let want = self.expected();
+        let out = self.out.read(g.side);
+        if let Some(i) = (0..want.len()).find(|&i| out[i] != want[i]) {
+            return Err(format!("out[{i}] = {:#x}, expected {:#x}", out[i], want[i]));
+        }
+        let snap = self.snap.read(g.side);
+        if let Some(i) = (0..want.len()).find(|&i| snap[i] != want[i]) {
+            return Err(format!(
+                "stream order broken: the copy enqueued after the kernel saw snap[{i}] = {:#x}",
+                snap[i]
+            ));
+        }
+        let runs = self.runs.read(g.side);
+        if let Some(t) = runs.iter().position(|&r| r != 1) {
+            return Err(format!("task {t} ran {} times", runs[t]));
+        }
+        Ok(())
+    }
+}
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn plain(g: &Setup) -> Result<String, String> {
+    let job = Job::new([300, 2, 1], 128);
+    let t = Instant::now();
+    let k = job.launch(g, 2_000).map_err(|e| e.to_string())?;
+    let launch_us = t.elapsed().as_secs_f64() * 1e6;
+    sync_within(job.stream, Duration::from_secs(10))?;
+    job.check(g)?;
+    let p = k.progress().map_err(|e| e.to_string())?;
+    if p.done != p.total || p.total != 600 {
+        return Err(format!("progress {p:?}"));
+    }
+    if !k.is_complete().map_err(|e| e.to_string())? {
+        return Err("not complete after the stream went idle".into());
+    }
+    Ok(format!("launch call {launch_us:.0} us"))
+}
+
+fn temporal(g: &Setup) -> Result<String, String> {
+    let job = Job::new([20000, 1, 1], 64);
+    let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
+    if k.is_complete().map_err(|e| e.to_string())? {
+        return Err("launch blocked the caller until the kernel was done".into());
+    }
+    std::thread::sleep(Duration::from_micros(300));
+    let t = Instant::now();
+    k.preempt(Target::All).map_err(|e| e.to_string())?;
+    k.wait_yielded().map_err(|e| e.to_string())?;
+    let host_us = t.elapsed().as_secs_f64() * 1e6;
+    let gpu_us = k
+        .last_yield_latency_ms()
+        .map_err(|e| e.to_string())?
+        .unwrap_or(f32::NAN) as f64
+        * 1e3;
+    let p1 = k.progress().map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(20));
+    let p2 = k.progress().map_err(|e| e.to_string())?;
+    if p1.done != p2.done {
+        return Err(format!(
+            "tasks ran while preempted: {} then {}",
+            p1.done, p2.done
+        ));
+    }
+    if p1.done >= p1.total {
+        return Err("finished before the preemption landed; make the kernel longer".into());
+    }
+    if stream_idle(job.stream) {
+        return Err("the application's stream went on while the kernel was preempted".into());
+    }
+    if job.snap.read(g.side).iter().any(|&w| w != POISON) {
+        return Err("work enqueued after the kernel ran while it was preempted".into());
+    }
+    if k.wait() != Err(Error::AlreadyPreempted) {
+        return Err("wait() on a preempted kernel must refuse".into());
+    }
+    k.resume(Target::All).map_err(|e| e.to_string())?;
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    Ok(format!(
+        "preempted at {}/{} tasks; request->yielded {host_us:.0} us host, {gpu_us:.0} us GPU (100 us tasks)",
+        p1.done, p1.total
+    ))
+}
+
+fn spatial(g: &Setup) -> Result<String, String> {
+    let sms = g.rt.limits().sm_count;
+    let job = Job::new([20000, 1, 1], 64);
+    let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_micros(300));
+    let even = SmSet::from_ids((0..sms).filter(|s| s % 2 == 0)).map_err(|e| e.to_string())?;
+    k.preempt(Target::Sms(even)).map_err(|e| e.to_string())?;
+    k.wait_yielded().map_err(|e| e.to_string())?;
+    let p1 = k.progress().map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(2));
+    let p2 = k.progress().map_err(|e| e.to_string())?;
+    if p2.done <= p1.done && p2.done < p2.total {
+        return Err(format!(
+            "the odd SMs stopped too: {} then {}",
+            p1.done, p2.done
+        ));
+    }
+    k.resume(Target::Sms(even)).map_err(|e| e.to_string())?;
+    if k.resume(Target::Sms(even)) != Err(Error::NotPreempted) {
+        return Err("a double resume must be refused".into());
+    }
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    Ok(format!(
+        "{} of {} tasks done while the even SMs were yielded",
+        p2.done - p1.done,
+        p1.total
+    ))
+}
+
+/// Random preempt/resume cycles on a stream of launches until `cycles` have run.
+fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
+    let mut rng = 0x9e3779b97f4a7c15u64;
+    let mut next = move |n: u64| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng % n
+    };
+    let job = Job::new([40000, 1, 1], 32);
+    let (mut done, mut launches) = (0, 0);
+    let (mut host, mut gpu) = (Vec::new(), Vec::new());
+    while done < cycles {
+        let mut k = job.launch(g, 5_000).map_err(|e| e.to_string())?;
+        launches += 1;
+        loop {
+            let gap = Instant::now() + Duration::from_micros(next(200));
+            while Instant::now() < gap {}
+            if k.is_complete().map_err(|e| e.to_string())? {
+                break;
+            }
+            let t = Instant::now();
+            k.preempt(Target::All).map_err(|e| e.to_string())?;
+            k.wait_yielded().map_err(|e| e.to_string())?;
+            host.push(t.elapsed().as_secs_f64() * 1e6);
+            if let Some(ms) = k.last_yield_latency_ms().map_err(|e| e.to_string())? {
+                gpu.push(ms as f64 * 1e3);
+            }
+            k.resume(Target::All).map_err(|e| e.to_string())?;
+            done += 1;
+        }
+        sync_within(job.stream, Duration::from_secs(20))?;
+        job.check(g)
+            .map_err(|e| format!("launch {launches} after {done} cycles: {e}"))?;
+    }
+    Ok(format!(
+        "{done} cycles over {launches} launches, all outputs exact; request->yielded p50/p99: host {:.0}/{:.0} us, GPU {:.0}/{:.0} us (5 us tasks)",
+        percentile(&mut host, 0.5),
+        percentile(&mut host, 0.99),
+        percentile(&mut gpu, 0.5),
+        percentile(&mut gpu, 0.99)
+    ))
+}
+
+fn errors(g: &Setup) -> Result<String, String> {
+    let job = Job::new([1000, 1, 1], 64);
+    let bad = g.rt.launch(
+        &g.spin,
+        &LaunchConfig::new([10, 1, 1], [2048, 1, 1], 0),
+        unsafe { StreamRef::from_raw(job.stream) },
+        &KernelArgs::new(),
+    );
+    if !matches!(bad, Err(Error::InvalidConfiguration(_))) {
+        return Err(format!("block of 2048 threads: {:?}", bad.err()));
+    }
+    let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
+    if k.resume(Target::All) != Err(Error::NotPreempted) {
+        return Err("resume without a preemption must be refused".into());
+    }
+    k.preempt(Target::All).map_err(|e| e.to_string())?;
+    if k.preempt(Target::All) != Err(Error::AlreadyPreempted) {
+        return Err("a double preempt must be refused".into());
+    }
+    // Dropped while preempted: resumed, so the application's stream still finishes.
+    drop(k);
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    Ok("invalid configuration, double resume/preempt refused; dropped while preempted still completes".into())
+}
+
+#[test]
+fn runtime_launches_preempts_and_resumes_on_the_gpu() {
+    if !rt::driver_available() {
+        let _ = writeln!(std::io::stderr(), "runtime_gpu: SKIPPED, no CUDA driver on this machine (tests/runtime_gpu.rs runs on a GPU machine)");
+        return;
+    }
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("runtime-gpu");
+    let src =
+        std::fs::read_to_string(support::root().join("tests/gpu/runtime_kernels.cu")).unwrap();
+    let t = cupreempt::transform(&src, "runtime_kernels.cu", &cupreempt::Options::default())
+        .expect("transform");
+    assert_eq!(t.transformed_count(), 1, "{:?}", t.diagnostics);
+    let cu = dir.join("runtime_kernels.cu");
+    std::fs::write(&cu, &t.output).unwrap();
+    let ptx = dir.join("runtime_kernels.ptx");
+    let st = std::process::Command::new(&nvcc)
+        .args(["-ptx", "-arch=sm_90", "-std=c++17", "-O2"])
+        .arg(format!(
+            "-I{}",
+            support::root().join("cuda_support").display()
+        ))
+        .args(support::toolkit_flags(&nvcc))
+        .arg(&cu)
+        .arg("-o")
+        .arg(&ptx)
+        .status()
+        .expect("nvcc");
+    assert!(st.success(), "nvcc -ptx failed");
+
+    let rt = Runtime::new(0).expect("runtime");
+    let module = rt
+        .load_module(&std::fs::read(&ptx).unwrap())
+        .expect("module");
+    let g = Setup {
+        spin: module.function("spin_fill__cupreempt").expect("wrapper"),
+        copy: module.function("copy_words").expect("copy_words"),
+        side: stream(),
+        rt,
+    };
+    let cycles = std::env::var("CUPREEMPT_STORM_CYCLES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let mut failed = 0;
+    type Scenario = fn(&Setup) -> Result<String, String>;
+    let scenarios: [(&str, Scenario); 4] = [
+        ("plain", plain),
+        ("temporal", temporal),
+        ("spatial", spatial),
+        ("errors", errors),
+    ];
+    for (name, f) in scenarios {
+        report(name, f(&g), &mut failed);
+    }
+    report("storm", storm(&g, cycles), &mut failed);
+    assert_eq!(failed, 0, "runtime GPU scenarios failed");
+}
+
+fn report(name: &str, r: Result<String, String>, failed: &mut usize) {
+    let line = match &r {
+        Ok(m) => format!("runtime_gpu: ok   {name}: {m}"),
+        Err(e) => {
+            *failed += 1;
+            format!("runtime_gpu: FAIL {name}: {e}")
+        }
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
