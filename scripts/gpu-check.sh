@@ -4,9 +4,10 @@
 #      output bit-identical to the original kernel, every task exactly once, temporal and
 #      spatial preemption mid-run and resumption, five preempt/resume cycles;
 #   2. compute-sanitizer memcheck, racecheck and synccheck on the barrier/return fixtures;
-#   3. a transformed program with its own main(), built with nvcc and run through
-#      cupreempt::launch with no scheduler attached.
-# Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY]
+#   3. a transformed program with its own main(), built with nvcc, linked with the runtime
+#      (C ABI) and run through cupreempt::launch with no scheduler attached; and the same
+#      program built with -DCUPREEMPT_STANDALONE (no runtime).
+# Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY] [RUNTIME_LIB_DIR]
 #   HARNESS_DIR: sources made by `CUPREEMPT_GPU_GENERATE=1 CUPREEMPT_GPU_OUT=DIR cargo test
 #   --test gpu` (so the GPU machine needs no Rust); without it they are made here with cargo.
 # Logs go to $OUT (or target/gpu-out). Exit status 1 if anything failed.
@@ -21,11 +22,14 @@ if [ -z "$gen" ]; then
   gen=target/gpu-harness
   CUPREEMPT_GPU_GENERATE=1 CUPREEMPT_GPU_OUT=$gen cargo test --release --test gpu -q >/dev/null
 fi
+lib=${3:-}
 if [ -z "$cli" ]; then
-  cargo build --release --bin cupreempt -q && cli=target/release/cupreempt
+  cargo build --release -q && cli=target/release/cupreempt && lib=target/release
 fi
+lib=$(realpath "${lib:-target/release}")
 { nvidia-smi -L; nvcc --version | tail -n 1; date -u; } | tee "$out/device.txt"
-flags="-arch=sm_90 -std=c++17 -O2 -lineinfo -I$root/cuda_support -I$root/tests/gpu"
+# Harnesses call the kernels directly: launch sites in the fixtures need no runtime here.
+flags="-arch=sm_90 -std=c++17 -O2 -lineinfo -DCUPREEMPT_STANDALONE -I$root/cuda_support -I$root/tests/gpu"
 status=0
 log=$out/gpu-check.log
 : >"$log"
@@ -53,10 +57,29 @@ cd "$root"
 e2e=/tmp/cupreempt-e2e
 mkdir -p $e2e
 if "$cli" transform fixtures/multiple_kernels.cu -o $e2e/mk.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/mk.cu -o $e2e/mk && timeout 30 $e2e/mk >>"$log" 2>&1; then
-  echo "PASS end-to-end multiple_kernels (transformed program through cupreempt::launch)" >>"$log"
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/mk.cu -o $e2e/mk -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" && CUPREEMPT_VERBOSE=1 timeout 30 $e2e/mk >>"$log" 2>&1 &&
+  ! grep -q "launching the original" "$log"; then
+  echo "PASS end-to-end multiple_kernels (transformed program through the runtime's C ABI)" >>"$log"
 else
-  echo "FAIL end-to-end multiple_kernels" >>"$log"
+  echo "FAIL end-to-end multiple_kernels (runtime)" >>"$log"
+  status=1
+fi
+if nvcc -arch=sm_90 -std=c++17 -DCUPREEMPT_STANDALONE -Icuda_support $e2e/mk.cu -o $e2e/mk-standalone &&
+  timeout 30 $e2e/mk-standalone >>"$log" 2>&1; then
+  echo "PASS end-to-end multiple_kernels (CUPREEMPT_STANDALONE, no runtime)" >>"$log"
+else
+  echo "FAIL end-to-end multiple_kernels (standalone)" >>"$log"
+  status=1
+fi
+if nvcc -arch=sm_90 -std=c++17 tests/gpu/launch_errors.cu -o $e2e/le-orig &&
+  timeout 30 $e2e/le-orig >$e2e/le-orig.txt 2>&1 &&
+  "$cli" transform tests/gpu/launch_errors.cu -o $e2e/le.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/le.cu -o $e2e/le -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" && timeout 30 $e2e/le >$e2e/le.txt 2>&1 && diff $e2e/le-orig.txt $e2e/le.txt >>"$log"; then
+  echo "PASS launch errors: the transformed program reports what the original does: $(tr '\n' ';' <$e2e/le.txt)" >>"$log"
+else
+  echo "FAIL launch errors: $(cat $e2e/le-orig.txt $e2e/le.txt 2>&1 | tr '\n' ';')" >>"$log"
   status=1
 fi
 grep -vE '^  ok' "$log"

@@ -84,6 +84,7 @@ fn sync_within(s: sys::CUstream, limit: Duration) -> Result<(), String> {
 struct Setup {
     rt: Runtime,
     spin: Function,
+    spin_original: Function,
     copy: Function,
     side: sys::CUstream,
 }
@@ -355,6 +356,102 @@ fn errors(g: &Setup) -> Result<String, String> {
     Ok("invalid configuration, double resume/preempt refused; dropped while preempted still completes".into())
 }
 
+/// Per-launch cost, for docs/bench (reported, not asserted): `n` back-to-back launches of a
+/// 16-block kernel with no spin, GPU time over the batch, through the runtime and directly;
+/// and the stream operations a runtime launch adds, each on its own.
+fn launch_cost(g: &Setup) -> Result<String, String> {
+    let n = 500;
+    let job = Job::new([16, 1, 1], 64);
+    let s = job.stream;
+    let flag = Buf::new(1);
+    flag.fill(1, s);
+    let batch = |what: &mut dyn FnMut()| -> Result<(f64, f64), String> {
+        let (e0, e1) = (new_event(), new_event());
+        what(); // warm-up
+        ck("sync", unsafe { sys::cuStreamSynchronize(s) });
+        let t = Instant::now();
+        ck("record", unsafe { sys::cuEventRecord(e0, s) });
+        for _ in 0..n {
+            what();
+        }
+        let host = t.elapsed().as_secs_f64() * 1e6 / n as f64;
+        ck("record", unsafe { sys::cuEventRecord(e1, s) });
+        ck("sync", unsafe { sys::cuEventSynchronize(e1) });
+        let mut ms = 0.0f32;
+        ck("elapsed", unsafe {
+            sys::cuEventElapsedTime(&mut ms, e0, e1)
+        });
+        Ok((ms as f64 * 1e3 / n as f64, host))
+    };
+    let (out, runs) = (job.out.ptr, job.runs.ptr);
+    let direct = |with: &dyn Fn()| {
+        let (mut o, mut r, mut spin) = (out, runs, 0u64);
+        let mut params = [
+            (&mut o as *mut u64).cast(),
+            (&mut r as *mut u64).cast(),
+            (&mut spin as *mut u64).cast(),
+        ];
+        ck("launch", unsafe {
+            sys::cuLaunchKernel(
+                g.spin_original.raw(),
+                16,
+                1,
+                1,
+                64,
+                1,
+                1,
+                0,
+                s,
+                params.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        });
+        with();
+    };
+    let (orig, orig_host) = batch(&mut || direct(&|| {}))?;
+    let (wait, _) = batch(&mut || {
+        direct(&|| {
+            ck("wait", unsafe {
+                sys::cuStreamWaitValue32_v2(
+                    s,
+                    flag.ptr,
+                    1,
+                    sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32,
+                )
+            })
+        })
+    })?;
+    let ev = new_event();
+    let (events, _) =
+        batch(&mut || direct(&|| ck("record", unsafe { sys::cuEventRecord(ev, s) })))?;
+    let mut err = None;
+    let (rt_gpu, rt_host) = batch(&mut || {
+        let mut args = KernelArgs::new();
+        args.push(out).push(runs).push(0u64);
+        if let Err(e) = g.rt.launch(
+            &g.spin,
+            &LaunchConfig::new([16, 1, 1], [64, 1, 1], 0),
+            unsafe { StreamRef::from_raw(s) },
+            &args,
+        ) {
+            err = Some(e);
+        }
+    })?;
+    if let Some(e) = err {
+        return Err(e.to_string());
+    }
+    Ok(format!(
+        "per launch of a 16-block kernel ({n} back to back), GPU time: original {orig:.1} us, through the runtime {rt_gpu:.1} us; \
+         original + one stream wait-value {wait:.1} us, + one event record {events:.1} us; host time per launch call: original {orig_host:.1} us, runtime {rt_host:.1} us"
+    ))
+}
+
+fn new_event() -> sys::CUevent {
+    let mut e = std::ptr::null_mut();
+    ck("cuEventCreate", unsafe { sys::cuEventCreate(&mut e, 0) });
+    e
+}
+
 #[test]
 fn runtime_launches_preempts_and_resumes_on_the_gpu() {
     if !rt::driver_available() {
@@ -391,6 +488,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .expect("module");
     let g = Setup {
         spin: module.function("spin_fill__cupreempt").expect("wrapper"),
+        spin_original: module.function("spin_fill").expect("original"),
         copy: module.function("copy_words").expect("copy_words"),
         side: stream(),
         rt,
@@ -401,7 +499,8 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 4] = [
+    let scenarios: [(&str, Scenario); 5] = [
+        ("launch cost", launch_cost),
         ("plain", plain),
         ("temporal", temporal),
         ("spatial", spatial),

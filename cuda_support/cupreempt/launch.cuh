@@ -68,7 +68,8 @@ void launch_values(void (*original)(P...), void (*wrapper)(cupreempt_launch, P..
   if (cudaGetFuncBySymbol(&f, (const void*)wrapper) == cudaSuccess)
     status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P),
                                  chunk, budget_ns, &h);
-  (void)cudaGetLastError();
+  else
+    (void)cudaGetLastError();  // our lookup's error is not the program's
   if (status != CUPREEMPT_OK) {
     if (env_u32("CUPREEMPT_VERBOSE"))
       std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",

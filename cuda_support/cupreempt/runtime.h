@@ -41,7 +41,9 @@ int cupreempt_rt_wait_yielded(cupreempt_handle h); /* no block left on the preem
 int cupreempt_rt_resume(cupreempt_handle h, const unsigned* sm_mask);
 int cupreempt_rt_progress(cupreempt_handle h, unsigned long long* done, unsigned long long* total);
 int cupreempt_rt_is_complete(cupreempt_handle h, int* complete);
-int cupreempt_rt_wait(cupreempt_handle h); /* until complete; an error while preempted */
+int cupreempt_rt_wait(cupreempt_handle h);
+/* Tasks of the launch and blocks of its first (persistent) instance. */
+int cupreempt_rt_info(cupreempt_handle h, unsigned* blocks, unsigned long long* tasks); /* until complete; an error while preempted */
 /* GPU time from the last preempt request to the end of the last instance, in µs (-1: none). */
 int cupreempt_rt_yield_latency_us(cupreempt_handle h, double* us);
 /* Forget the handle; the kernel runs to completion (resumed if preempted). */

@@ -201,6 +201,25 @@ pub unsafe extern "C" fn cupreempt_rt_is_complete(h: Handle, complete: *mut c_in
     })
 }
 
+/// The launch's task count and the block count of its first (persistent) instance.
+///
+/// # Safety
+/// `blocks` and `tasks` must be valid for writing.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_info(
+    h: Handle,
+    blocks: *mut c_uint,
+    tasks: *mut u64,
+) -> c_int {
+    guard(|| {
+        if blocks.is_null() || tasks.is_null() {
+            return Err(Error::InvalidArgument("null blocks or tasks"));
+        }
+        (*blocks, *tasks) = with_kernel(h, |k| Ok((k.persistent_blocks(), k.total_tasks())))?;
+        Ok(())
+    })
+}
+
 /// Blocks until the kernel is complete (an error while it is preempted).
 #[no_mangle]
 pub extern "C" fn cupreempt_rt_wait(h: Handle) -> c_int {
@@ -358,6 +377,10 @@ mod tests {
             );
             assert_eq!(cupreempt_rt_is_complete(1, std::ptr::null_mut()), 4);
             assert_eq!(cupreempt_rt_yield_latency_us(1, std::ptr::null_mut()), 4);
+            assert_eq!(
+                cupreempt_rt_info(1, std::ptr::null_mut(), std::ptr::null_mut()),
+                4
+            );
         }
     }
 
@@ -374,6 +397,8 @@ mod tests {
             assert_eq!(cupreempt_rt_progress(h, &mut d, &mut t), 5);
             assert_eq!(cupreempt_rt_is_complete(h, &mut c), 5);
             assert_eq!(cupreempt_rt_yield_latency_us(h, &mut us), 5);
+            let (mut b, mut n) = (0u32, 0u64);
+            assert_eq!(cupreempt_rt_info(h, &mut b, &mut n), 5);
         }
         assert_eq!(cupreempt_rt_wait_yielded(h), 5);
         assert_eq!(cupreempt_rt_wait(h), 5);

@@ -100,39 +100,43 @@ impl Drop for Stream {
     }
 }
 
-/// An event with timing, so that preemption latency can be read on the GPU clock.
-pub struct Event(pub CUevent);
+/// An event. Timed ones (`timed`) can measure preemption latency on the GPU clock; the others
+/// only order work and are cheaper to record.
+pub struct Event {
+    pub raw: CUevent,
+    pub timed: bool,
+}
 
 impl Event {
-    pub fn new() -> Result<Event> {
+    pub fn new(timed: bool) -> Result<Event> {
         let mut e = std::ptr::null_mut();
-        drv!(cuEventCreate(
-            &mut e,
-            sys::CUevent_flags::CU_EVENT_DEFAULT as u32
-        ))?;
-        Ok(Event(e))
+        let flags = if timed {
+            sys::CUevent_flags::CU_EVENT_DEFAULT
+        } else {
+            sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
+        };
+        drv!(cuEventCreate(&mut e, flags as u32))?;
+        Ok(Event { raw: e, timed })
     }
-    pub fn record(stream: CUstream) -> Result<Event> {
-        let e = Event::new()?;
-        drv!(cuEventRecord(e.0, stream))?;
-        Ok(e)
+    pub fn record_on(&self, stream: CUstream) -> Result<()> {
+        drv!(cuEventRecord(self.raw, stream))
     }
     /// True once everything before the record has run.
     pub fn is_done(&self) -> Result<bool> {
         // SAFETY: we own the event.
-        match unsafe { sys::cuEventQuery(self.0) } {
+        match unsafe { sys::cuEventQuery(self.raw) } {
             sys::CUresult::CUDA_SUCCESS => Ok(true),
             sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
             r => check("cuEventQuery", r).map(|_| false),
         }
     }
     pub fn wait(&self) -> Result<()> {
-        drv!(cuEventSynchronize(self.0))
+        drv!(cuEventSynchronize(self.raw))
     }
-    /// Milliseconds from `start` to `self`, both done.
+    /// Milliseconds from `start` to `self`, both timed and done.
     pub fn since(&self, start: &Event) -> Result<f32> {
         let mut ms = 0.0f32;
-        drv!(cuEventElapsedTime_v2(&mut ms, start.0, self.0))?;
+        drv!(cuEventElapsedTime(&mut ms, start.raw, self.raw))?;
         Ok(ms)
     }
 }
@@ -140,6 +144,6 @@ impl Event {
 impl Drop for Event {
     fn drop(&mut self) {
         // SAFETY: we own the event; destroying a pending event is allowed.
-        unsafe { sys::cuEventDestroy_v2(self.0) };
+        unsafe { sys::cuEventDestroy_v2(self.raw) };
     }
 }

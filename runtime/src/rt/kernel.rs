@@ -90,6 +90,7 @@ pub struct Progress {
 }
 
 struct Instance {
+    blocks: u32,
     end: Event,
 }
 
@@ -129,14 +130,8 @@ impl Runtime {
         let rt = &self.inner;
         let tasks = cfg.tasks(&rt.limits)?;
         rt.current()?;
-        let mut per_sm = 0i32;
-        drv!(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            &mut per_sm,
-            func.raw,
-            cfg.threads_per_block() as i32,
-            cfg.shared_mem_bytes as usize
-        ))?;
-        let slot = rt.acquire_slot()?;
+        let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
+        let slot = rt.acquire_slot(stream)?;
         let mut k = Kernel {
             rt: rt.clone(),
             func: func.clone(),
@@ -151,7 +146,7 @@ impl Runtime {
                 audit: 0,
             },
             args: args.clone(),
-            per_sm: per_sm.max(0) as u32,
+            per_sm,
             command: Command::default(),
             ready: None,
             finished: None,
@@ -160,8 +155,7 @@ impl Runtime {
             last_request: None,
         };
         // On error the handle drops here and retires the slot after what was enqueued.
-        k.ready = Some(Event::record(stream)?);
-        drv!(cuMemsetD8Async(slot, 0, size_of::<ControlBlock>(), stream))?;
+        k.ready = Some(k.record(stream, false)?);
         let blocks = persistent_blocks(k.per_sm, rt.limits.sm_count, tasks);
         k.launch_instance(stream, blocks)?;
         drv!(cuStreamWaitValue32_v2(
@@ -170,12 +164,19 @@ impl Runtime {
             1,
             sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32
         ))?;
-        k.finished = Some(Event::record(stream)?);
+        k.finished = Some(k.record(stream, false)?);
         Ok(k)
     }
 }
 
 impl Kernel {
+    /// A pooled event recorded on `stream`.
+    fn record(&self, stream: CUstream, timed: bool) -> Result<Event> {
+        let e = self.rt.event(timed)?;
+        e.record_on(stream)?;
+        Ok(e)
+    }
+
     fn launch_instance(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
         let mut ptrs: Vec<*mut c_void> = std::iter::once(&self.params as *const _ as *mut c_void)
             .chain(self.args.values.iter().map(|v| v.as_ptr() as *mut c_void))
@@ -194,9 +195,8 @@ impl Kernel {
             ptrs.as_mut_ptr(),
             std::ptr::null_mut()
         ))?;
-        self.instances.push(Instance {
-            end: Event::record(stream)?,
-        });
+        let end = self.record(stream, true)?;
+        self.instances.push(Instance { blocks, end });
         Ok(())
     }
 
@@ -207,6 +207,11 @@ impl Kernel {
 
     pub fn total_tasks(&self) -> u64 {
         self.params.total_tasks
+    }
+
+    /// Blocks of the first (persistent) instance.
+    pub fn persistent_blocks(&self) -> u32 {
+        self.instances.first().map_or(0, |i| i.blocks)
     }
 
     /// Instances launched so far (the first launch and one per resume).
@@ -225,10 +230,12 @@ impl Kernel {
         let mut next = self.command;
         next.preempt(&target)?;
         self.rt.current()?;
-        let request = Event::record(self.rt.control.0)?;
+        let request = self.record(self.rt.control.0, true)?;
         self.write_command(&next)?;
         self.command = next;
-        self.last_request = Some(request);
+        if let Some(old) = self.last_request.replace(request) {
+            self.rt.recycle([old]);
+        }
         Ok(())
     }
 
@@ -273,7 +280,7 @@ impl Kernel {
         self.rt.current()?;
         self.write_command(&next)?;
         self.command = next;
-        let cleared = Event::record(self.rt.control.0)?;
+        let cleared = self.record(self.rt.control.0, false)?;
         if self.resume_stream.is_none() {
             self.resume_stream = Some(Stream::new(0)?);
         }
@@ -283,9 +290,10 @@ impl Kernel {
             .map(|s| s.0)
             .unwrap_or(std::ptr::null_mut());
         if let Some(ready) = &self.ready {
-            drv!(cuStreamWaitEvent(stream, ready.0, 0))?;
+            drv!(cuStreamWaitEvent(stream, ready.raw, 0))?;
         }
-        drv!(cuStreamWaitEvent(stream, cleared.0, 0))?;
+        drv!(cuStreamWaitEvent(stream, cleared.raw, 0))?;
+        self.rt.recycle([cleared]);
         let blocks = persistent_blocks(self.per_sm, freed.len() as u32, self.params.total_tasks);
         self.launch_instance(stream, blocks)
     }
@@ -376,10 +384,11 @@ impl Drop for Kernel {
         let mut events: Vec<Event> = self.instances.drain(..).map(|i| i.end).collect();
         if self.finished.is_none() {
             // A launch that failed half-way: retire after what it did enqueue.
-            events.extend(Event::record(self.app_stream).ok());
+            events.extend(self.record(self.app_stream, false).ok());
         }
         events.extend(self.finished.take());
         events.extend(self.ready.take());
+        events.extend(self.last_request.take());
         self.rt.retire(Retired {
             slot: self.params.control,
             events,

@@ -2,12 +2,16 @@
 //! written, and the pool of control blocks in device memory.
 
 use super::config::Limits;
-use super::driver::{self, drv, CUcontext, CUdevice, CUdeviceptr, CUfunction, Event, Stream};
+use super::driver::{
+    self, drv, CUcontext, CUdevice, CUdeviceptr, CUfunction, CUstream, Event, Stream,
+};
 use super::error::{Error, Result};
 use crate::control::ControlBlock;
 use cudarc::driver::sys;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::CString;
-use std::sync::{Arc, Mutex};
+use std::mem::size_of;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Control blocks are handed out from slabs of this many.
 const SLAB_SLOTS: usize = 64;
@@ -21,20 +25,37 @@ pub struct Runtime {
 
 pub(crate) struct Inner {
     pub ctx: CUcontext,
-    /// Set when this runtime retained the device's primary context (released on drop).
-    primary_of: Option<CUdevice>,
     pub limits: Limits,
     /// Commands go here: highest priority, non-blocking, never behind a kernel.
     pub control: Stream,
+    /// Zeroes retired control blocks, off every application stream's path.
+    housekeeping: Stream,
     pool: Mutex<Pool>,
+    events: Mutex<Vec<Event>>,
+    /// Blocks per SM of (function, threads per block, dynamic shared memory).
+    occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
+    /// Last field: released after the streams above are destroyed.
+    _primary: PrimaryContext,
 }
 
 // SAFETY: the driver's handles may be used from any thread once their context is current,
-// which every entry point ensures (driver::make_current); the pool is behind a mutex.
+// which every entry point ensures (driver::make_current); shared state is behind mutexes.
 unsafe impl Send for Inner {}
 unsafe impl Sync for Inner {}
 
-/// A control block no longer owned by a kernel handle, free once its events are done.
+/// The device's primary context, when this runtime retained it.
+struct PrimaryContext(Option<CUdevice>);
+
+impl Drop for PrimaryContext {
+    fn drop(&mut self) {
+        if let Some(dev) = self.0 {
+            // SAFETY: balances the retain in Runtime::new; nothing of ours uses it any more.
+            unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+        }
+    }
+}
+
+/// A control block no longer owned by a kernel handle, reusable once its events are done.
 pub(crate) struct Retired {
     pub slot: CUdeviceptr,
     pub events: Vec<Event>,
@@ -45,8 +66,13 @@ pub(crate) struct Retired {
 #[derive(Default)]
 struct Pool {
     slabs: Vec<CUdeviceptr>,
-    free: Vec<CUdeviceptr>,
-    draining: Vec<Retired>,
+    /// Zeroed slots (or being zeroed: done when the event is).
+    free: VecDeque<(CUdeviceptr, Option<Event>)>,
+    draining: VecDeque<Retired>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Runtime {
@@ -98,10 +124,13 @@ impl Runtime {
         Ok(Runtime {
             inner: Arc::new(Inner {
                 ctx,
-                primary_of: retained.then_some(dev),
                 limits,
                 control: Stream::new(greatest)?,
+                housekeeping: Stream::new(least)?,
                 pool: Mutex::new(Pool::default()),
+                events: Mutex::new(Vec::new()),
+                occupancy: Mutex::new(HashMap::new()),
+                _primary: PrimaryContext(retained.then_some(dev)),
             }),
         })
     }
@@ -135,40 +164,101 @@ impl Inner {
         driver::make_current(self.ctx)
     }
 
-    /// A zeroed-on-launch control block, reusing retired ones whose work is done.
-    pub fn acquire_slot(&self) -> Result<CUdeviceptr> {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        let mut i = 0;
-        while i < pool.draining.len() {
-            let done = pool.draining[i]
-                .events
+    /// A zeroed control block for a launch on `stream`. Retired blocks are zeroed on the
+    /// housekeeping stream; should that still be running, `stream` waits for it.
+    pub fn acquire_slot(&self, stream: CUstream) -> Result<CUdeviceptr> {
+        let mut pool = lock(&self.pool);
+        // Look at a few retired blocks per launch, oldest first.
+        for _ in 0..pool.draining.len().min(8) {
+            let Some(r) = pool.draining.pop_front() else {
+                break;
+            };
+            if r.events
                 .iter()
-                .try_fold(true, |all, e| Ok::<_, Error>(all && e.is_done()?))?;
-            if done {
-                let r = pool.draining.swap_remove(i);
-                pool.free.push(r.slot);
+                .try_fold(true, |all, e| Ok::<_, Error>(all && e.is_done()?))?
+            {
+                let zeroed = self.event(false)?;
+                drv!(cuMemsetD8Async(
+                    r.slot,
+                    0,
+                    size_of::<ControlBlock>(),
+                    self.housekeeping.0
+                ))?;
+                zeroed.record_on(self.housekeeping.0)?;
+                pool.free.push_back((r.slot, Some(zeroed)));
+                self.recycle(r.events);
             } else {
-                i += 1;
+                pool.draining.push_back(r);
             }
         }
-        if let Some(slot) = pool.free.pop() {
-            return Ok(slot);
+        if pool.free.is_empty() {
+            let mut base: CUdeviceptr = 0;
+            drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
+            pool.slabs.push(base);
+            drv!(cuMemsetD8Async(
+                base,
+                0,
+                SLOT_BYTES * SLAB_SLOTS,
+                self.housekeeping.0
+            ))?;
+            drv!(cuStreamSynchronize(self.housekeeping.0))?;
+            pool.free
+                .extend((0..SLAB_SLOTS).map(|i| (base + (i * SLOT_BYTES) as u64, None)));
         }
-        let mut base: CUdeviceptr = 0;
-        drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
-        pool.slabs.push(base);
-        pool.free.extend(
-            (1..SLAB_SLOTS)
-                .rev()
-                .map(|i| base + (i * SLOT_BYTES) as u64),
-        );
-        Ok(base)
+        let (slot, zeroed) = pool
+            .free
+            .pop_front()
+            .ok_or(Error::InvalidArgument("empty pool"))?;
+        if let Some(z) = zeroed {
+            if !z.is_done()? {
+                drv!(cuStreamWaitEvent(stream, z.raw, 0))?;
+            }
+            self.recycle([z]);
+        }
+        Ok(slot)
     }
 
-    /// Gives a control block back once `events` are done.
+    /// Gives a control block back; it is reused once `r.events` are done.
     pub fn retire(&self, r: Retired) {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        pool.draining.push(r);
+        lock(&self.pool).draining.push_back(r);
+    }
+
+    /// An event from the pool (creating and destroying events costs more than reusing them).
+    pub fn event(&self, timed: bool) -> Result<Event> {
+        let mut events = lock(&self.events);
+        match events.iter().rposition(|e| e.timed == timed) {
+            Some(i) => Ok(events.swap_remove(i)),
+            None => Event::new(timed),
+        }
+    }
+
+    /// Returns events to the pool. A stream already waiting on one is not affected by its
+    /// next record.
+    pub fn recycle(&self, events: impl IntoIterator<Item = Event>) {
+        let mut pool = lock(&self.events);
+        for e in events {
+            if pool.len() < 1024 {
+                pool.push(e);
+            }
+        }
+    }
+
+    /// Resident blocks per SM of `func` for this block size and shared memory (cached).
+    pub fn blocks_per_sm(&self, func: CUfunction, threads: u32, smem: u32) -> Result<u32> {
+        let key = (func as usize, threads, smem);
+        if let Some(&n) = lock(&self.occupancy).get(&key) {
+            return Ok(n);
+        }
+        let mut per_sm = 0i32;
+        drv!(cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            &mut per_sm,
+            func,
+            threads as i32,
+            smem as usize
+        ))?;
+        let n = per_sm.max(0) as u32;
+        lock(&self.occupancy).insert(key, n);
+        Ok(n)
     }
 }
 
@@ -182,14 +272,13 @@ impl Drop for Inner {
             }
         }
         drop(pool.draining);
+        drop(pool.free);
+        let _ = drv!(cuStreamSynchronize(self.housekeeping.0));
         for slab in pool.slabs {
             // SAFETY: no kernel uses the slab any more (all retired and drained).
             unsafe { sys::cuMemFree_v2(slab) };
         }
-        if let Some(dev) = self.primary_of {
-            // SAFETY: balances the retain in Runtime::new.
-            unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
-        }
+        // Streams, then the primary context, go with the fields, in declaration order.
     }
 }
 
