@@ -12,7 +12,7 @@
 # (scripts/bench_report.py): docs-ready markdown table and SVG plot in $OUT/bench/.
 # Usage: scripts/bench-gpu.sh [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]  (default: built with cargo)
 # Env: BENCH_PROGRAMS="matmul ...", BENCH_SIZES="large small trivial", BENCH_RUNS=20,
-#      BENCH_LATENCY=40, BENCH_STORM=1000, OUT (default target/bench-out).
+#      BENCH_LATENCY=30, BENCH_STORM=1000, OUT (default target/bench-out), BENCH_BUILD (build dir).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -23,13 +23,13 @@ if [ -z "$cli" ]; then
   cargo build --release -q && cli=target/release/cupreempt && lib=target/release
 fi
 lib=$(realpath "${lib:-target/release}")
-build=$out/build
+build=${BENCH_BUILD:-/tmp/cupreempt-bench-build}
 logs=$out/logs
 mkdir -p "$build" "$logs"
 programs=${BENCH_PROGRAMS:-$(ls fixtures/bench/*.cu | xargs -n1 basename | sed 's/\.cu$//')}
 sizes=${BENCH_SIZES:-large small trivial}
 runs=${BENCH_RUNS:-20}
-latency=${BENCH_LATENCY:-40}
+latency=${BENCH_LATENCY:-30}
 storm=${BENCH_STORM:-1000}
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -79,4 +79,6 @@ if [ -z "${BENCH_SKIP_EXTRAS:-}" ]; then
   run "$logs/timeline.txt" 120 "$build/matmul.tr" large timeline
 fi
 python3 scripts/bench_report.py "$out" || status=1
+# One archive instead of many small files (what a remote runner brings back).
+tar czf "$out/logs.tgz" -C "$out" logs device.txt && rm -rf "$logs"
 exit $status

@@ -40,6 +40,20 @@ fn fixtures_transform_as_expected() {
             assert_eq!(outcome(k), e.outcome, "{name}: kernel {}", e.kernel);
         }
 
+        // `// CHECK: text`: the output holds this text (outside the fixture's own comments).
+        let generated: String = t
+            .output
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("// "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        for c in support::directives(&src, "CHECK") {
+            assert!(
+                generated.contains(c),
+                "{name}: output lacks CHECK text `{c}`"
+            );
+        }
+
         let before = cupreempt::parse::error_count(&src);
         let after = cupreempt::parse::error_count(&t.output);
         assert!(

@@ -15,11 +15,12 @@
 
 typedef struct cupreempt_control {
   unsigned long long next_task; /* first task nobody has taken yet; may run past the total */
-  unsigned long long done_tasks; /* tasks finished; equals the total once the kernel is done */
+  unsigned long long done_tasks; /* tasks finished (progress; their results may be in flight) */
+  unsigned long long retired_tasks; /* tasks whose results are visible device-wide */
   unsigned int command;          /* CUPREEMPT_YIELD_* bits, written by the host */
   unsigned int running_blocks;   /* persistent blocks currently inside the task loop */
   unsigned int yielded_blocks;   /* blocks that left because of a command (cumulative) */
-  unsigned int finished;          /* set to 1 by the block that completes the last task */
+  unsigned int finished;          /* 1 once retired_tasks reaches the total */
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32]; /* bit s set: blocks on SM s yield */
   unsigned int sm_blocks[CUPREEMPT_MAX_SMS];    /* blocks inside the task loop, per SM */
 } cupreempt_control;

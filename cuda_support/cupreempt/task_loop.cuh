@@ -126,10 +126,18 @@ struct TaskCtx {
 
   __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task, BlockState* s)
       : gridDim(l.grid_x, l.grid_y, l.grid_z), state(s) {
-    const unsigned long long plane = (unsigned long long)l.grid_x * l.grid_y;
-    blockIdx.x = (unsigned)(task % l.grid_x);
-    blockIdx.y = (unsigned)((task / l.grid_x) % l.grid_y);
-    blockIdx.z = (unsigned)(task / plane);
+    // Task t is block (x, y, z) with t = x + grid_x * (y + grid_y * z). Divisions are slow:
+    // none for 1-D grids, 32-bit ones when the task count allows.
+    if (l.grid_y == 1 && l.grid_z == 1) {
+      blockIdx = make_uint3((unsigned)task, 0, 0);
+    } else if (l.total_tasks <= 0xffffffffull) {
+      const unsigned t = (unsigned)task, row = t / l.grid_x;
+      blockIdx = make_uint3(t - row * l.grid_x, row % l.grid_y, row / l.grid_y);
+    } else {
+      const unsigned long long row = task / l.grid_x;
+      blockIdx = make_uint3((unsigned)(task - row * l.grid_x), (unsigned)(row % l.grid_y),
+                            (unsigned)(row / l.grid_y));
+    }
   }
 
   __device__ void sync() const {
@@ -175,7 +183,16 @@ struct TaskCtx {
 // the leader times its chunks with %globaltimer and sizes the next one so that it lasts about
 // the budget (l.budget_ns, else the kernel's, else 20 us), growing at most 2x per step and
 // shrinking near the end so that blocks finish together.
-template <class Ctx, class Body>
+//
+// TaskBarrier: a barrier between two tasks of a chunk, so that the next task cannot overwrite
+// shared memory that this one still reads. The transformer drops it for kernels that use no
+// shared memory.
+//
+// Completion: done_tasks counts finished tasks per chunk, for progress. Results are made
+// visible once per block, when it leaves (every thread fences); retired_tasks then counts the
+// block's tasks, and the block that brings it to the total raises `finished`, which the
+// application's stream waits on.
+template <class Ctx, bool TaskBarrier = true, class Body>
 __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned chunk,
                                           unsigned budget_ns, Body&& body) {
   // Two copies, used by alternate chunks: the leader writes the next chunk's bounds while slow
@@ -188,7 +205,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
 
   // Leader-only state.
   unsigned smid = 0, next = fixed ? fixed : 1;
-  unsigned long long last_ns = 0, spent_ns = 0, spent_tasks = 0, unreported = 0;
+  unsigned long long last_ns = 0, spent_ns = 0, spent_tasks = 0, unreported = 0, ran = 0;
   if (leader) {
     smid = sm_id();
     atomicAdd(&c->running_blocks, 1u);
@@ -239,16 +256,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       last_ns = global_ns();
     }
     __syncthreads();
-    // Every thread fenced its writes before this barrier (below), so the previous chunk's
-    // results are visible device-wide before done_tasks says they are there.
     if (leader && unreported) {
-      __threadfence();
-      // The block that completes the last task raises `finished`, the word the application's
-      // stream waits on (runtime), after everybody's results are visible.
-      if (atomicAdd(&c->done_tasks, unreported) + unreported == l.total_tasks) {
-        __threadfence();
-        atomicExch(&c->finished, 1u);
-      }
+      atomicAdd(&c->done_tasks, unreported);
+      ran += unreported;
     }
     if (st.stop) break;
     const unsigned long long begin = st.begin, end = st.end;
@@ -260,12 +270,18 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       body(ctx);
       // The next task may reuse this task's shared memory. After the last task of a chunk the
       // leader's barrier above does this job.
-      if (t + 1 < end) __syncthreads();
+      if (TaskBarrier && t + 1 < end) __syncthreads();
     }
-    __threadfence();
     unreported = end - begin;
   }
+  // Every thread has left the loop (all read the same st.stop after the same barrier).
+  __threadfence();
+  __syncthreads();
   if (leader) {
+    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == l.total_tasks) {
+      __threadfence();
+      atomicExch(&c->finished, 1u);
+    }
     if (smid < CUPREEMPT_MAX_SMS) atomicSub(&c->sm_blocks[smid], 1u);
     atomicSub(&c->running_blocks, 1u);
   }

@@ -12,7 +12,10 @@ pub const YIELD_SMS: u32 = 2;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlBlock {
     pub next_task: u64,
+    /// Tasks finished: progress, counted per chunk (their results may still be in flight).
     pub done_tasks: u64,
+    /// Tasks whose results are visible device-wide (counted when blocks leave).
+    pub retired_tasks: u64,
     pub command: u32,
     pub running_blocks: u32,
     pub yielded_blocks: u32,
@@ -28,6 +31,7 @@ impl ControlBlock {
         ControlBlock {
             next_task: 0,
             done_tasks: 0,
+            retired_tasks: 0,
             command: 0,
             running_blocks: 0,
             yielded_blocks: 0,
@@ -84,7 +88,8 @@ mod tests {
 #include "cupreempt/control.h"
 #define F(t, f) printf(#t "." #f " %zu\n", offsetof(t, f))
 int main(void) {
-  F(cupreempt_control, next_task); F(cupreempt_control, done_tasks); F(cupreempt_control, command);
+  F(cupreempt_control, next_task); F(cupreempt_control, done_tasks);
+  F(cupreempt_control, retired_tasks); F(cupreempt_control, command);
   F(cupreempt_control, running_blocks); F(cupreempt_control, yielded_blocks);
   F(cupreempt_control, finished); F(cupreempt_control, sm_mask);
   F(cupreempt_control, sm_blocks);
@@ -117,6 +122,10 @@ int main(void) {
             (
                 "cupreempt_control.done_tasks",
                 offset_of!(ControlBlock, done_tasks),
+            ),
+            (
+                "cupreempt_control.retired_tasks",
+                offset_of!(ControlBlock, retired_tasks),
             ),
             (
                 "cupreempt_control.command",

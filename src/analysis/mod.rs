@@ -7,6 +7,7 @@
 
 mod body;
 mod scan;
+mod shared;
 mod uniformity;
 
 pub use body::{callee_name, BarrierRewrite, BarrierSite, BodyFacts, Call, ReturnSite};
@@ -50,6 +51,8 @@ pub struct KernelPlan<'t> {
     pub overloaded: bool,
     /// The thread-dependent return and the barrier it reaches (sync-aware kernels).
     pub hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
+    /// The kernel may use shared memory (keep the barrier between tasks).
+    pub may_use_shared: bool,
 }
 
 impl KernelPlan<'_> {
@@ -157,12 +160,29 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
                 m
             });
 
+    let bodies: Vec<std::ops::Range<usize>> = found
+        .kernels
+        .iter()
+        .map(|k| k.body.byte_range())
+        .chain(helpers.iter().map(|h| h.site.body.byte_range()))
+        .collect();
+    let file_shared = shared::file_scope_shared(src, &bodies);
+
     let mut kernels = Vec::new();
     let mut reached: BTreeSet<usize> = BTreeSet::new();
     for k in found.kernels {
         let facts = body::facts(k.body, src, macros, true);
         let prior = prior_declarations(&found.declarations, &k);
+        let may_use_shared = file_shared
+            || shared::may_use_shared(
+                crate::lang::text(k.body, src),
+                &facts,
+                &helpers,
+                &helper_index,
+                src,
+            );
         let mut plan = KernelPlan {
+            may_use_shared,
             chunk: 0,
             budget_ns: 0,
             mode: None,

@@ -251,7 +251,7 @@ fn wrapper(plan: &KernelPlan, h: &Header) -> String {
     format!(
         "// cupreempt: persistent, preemptible form of `{name}`{mode}.\n\
          {prefix}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx<{aware}>;\n  \
-         cupreempt::run_tasks<{CTX_TYPE}>(__cp_launch, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
+         cupreempt::run_tasks<{CTX_TYPE}, /*task_barrier=*/{barrier}>(__cp_launch, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
         name = h.name,
         mode = if aware { " (sync-aware barriers)" } else { "" },
@@ -260,6 +260,8 @@ fn wrapper(plan: &KernelPlan, h: &Header) -> String {
         params = wrapper_params(&h.params),
         chunk = plan.chunk,
         budget = plan.budget_ns,
+        // Sync-aware kernels keep it: their reductions' counters rotate across tasks.
+        barrier = plan.may_use_shared || aware,
         call = body_call(plan, CTX_TYPE),
     )
 }

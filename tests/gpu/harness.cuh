@@ -227,6 +227,10 @@ class Harness {
       notes += " done_tasks=" + std::to_string(c.done_tasks);
       ok = false;
     }
+    if (c.retired_tasks != total_) {
+      notes += " retired_tasks=" + std::to_string(c.retired_tasks);
+      ok = false;
+    }
     if (c.finished != 1) {
       notes += " finished flag not raised";
       ok = false;

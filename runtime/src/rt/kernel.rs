@@ -337,6 +337,7 @@ impl Kernel {
         let Some(req) = &self.last_request else {
             return Ok(None);
         };
+        req.wait()?; // on the control stream: done at once, but maybe not yet
         let mut latest: Option<f32> = None;
         for i in &self.instances {
             if i.end.is_done()? {

@@ -8,9 +8,8 @@ use super::driver::{
 use super::error::{Error, Result};
 use crate::control::ControlBlock;
 use cudarc::driver::sys;
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::ffi::CString;
-use std::mem::size_of;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Control blocks are handed out from slabs of this many.
@@ -63,12 +62,24 @@ pub(crate) struct Retired {
     pub _stream: Option<Stream>,
 }
 
+/// Control blocks come in slabs. A slab hands its slots out in order; once every slot has been
+/// retired and its work is done, the whole slab is zeroed with one memset on the housekeeping
+/// stream and handed out again. Launches thus never zero anything on the application's stream.
+struct Slab {
+    base: CUdeviceptr,
+    /// Slots handed out since the slab was last zeroed.
+    next: usize,
+    retired: Vec<Retired>,
+    /// Retired slots known to be done (a prefix of `retired`).
+    done: usize,
+    /// The memset that zeroed the slab, while it may still run.
+    zeroed: Option<Event>,
+}
+
 #[derive(Default)]
 struct Pool {
-    slabs: Vec<CUdeviceptr>,
-    /// Zeroed slots (or being zeroed: done when the event is).
-    free: VecDeque<(CUdeviceptr, Option<Event>)>,
-    draining: VecDeque<Retired>,
+    slabs: Vec<Slab>,
+    current: Option<usize>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -164,63 +175,86 @@ impl Inner {
         driver::make_current(self.ctx)
     }
 
-    /// A zeroed control block for a launch on `stream`. Retired blocks are zeroed on the
-    /// housekeeping stream; should that still be running, `stream` waits for it.
+    /// A zeroed control block for a launch on `stream` (which waits for the zeroing if that
+    /// is still running).
     pub fn acquire_slot(&self, stream: CUstream) -> Result<CUdeviceptr> {
         let mut pool = lock(&self.pool);
-        // Look at a few retired blocks per launch, oldest first.
-        for _ in 0..pool.draining.len().min(8) {
-            let Some(r) = pool.draining.pop_front() else {
-                break;
-            };
-            if r.events
-                .iter()
-                .try_fold(true, |all, e| Ok::<_, Error>(all && e.is_done()?))?
-            {
-                let zeroed = self.event(false)?;
-                drv!(cuMemsetD8Async(
-                    r.slot,
-                    0,
-                    size_of::<ControlBlock>(),
-                    self.housekeeping.0
-                ))?;
-                zeroed.record_on(self.housekeeping.0)?;
-                pool.free.push_back((r.slot, Some(zeroed)));
-                self.recycle(r.events);
-            } else {
-                pool.draining.push_back(r);
+        let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < SLAB_SLOTS);
+        if usable(&pool).is_none() {
+            pool.current = None;
+            for i in 0..pool.slabs.len() {
+                if self.drained(&mut pool.slabs[i])? {
+                    let slab = &mut pool.slabs[i];
+                    let events: Vec<Event> =
+                        slab.retired.drain(..).flat_map(|r| r.events).collect();
+                    self.recycle(events);
+                    slab.done = 0;
+                    slab.next = 0;
+                    drv!(cuMemsetD8Async(slab.base, 0, SLOT_BYTES * SLAB_SLOTS, self.housekeeping.0))?;
+                    let zeroed = self.event(false)?;
+                    zeroed.record_on(self.housekeeping.0)?;
+                    slab.zeroed = Some(zeroed);
+                    pool.current = Some(i);
+                    break;
+                }
             }
         }
-        if pool.free.is_empty() {
+        if pool.current.is_none() {
             let mut base: CUdeviceptr = 0;
             drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
-            pool.slabs.push(base);
-            drv!(cuMemsetD8Async(
-                base,
-                0,
-                SLOT_BYTES * SLAB_SLOTS,
-                self.housekeeping.0
-            ))?;
+            drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * SLAB_SLOTS, self.housekeeping.0))?;
             drv!(cuStreamSynchronize(self.housekeeping.0))?;
-            pool.free
-                .extend((0..SLAB_SLOTS).map(|i| (base + (i * SLOT_BYTES) as u64, None)));
+            pool.slabs.push(Slab {
+                base,
+                next: 0,
+                retired: Vec::new(),
+                done: 0,
+                zeroed: None,
+            });
+            pool.current = Some(pool.slabs.len() - 1);
         }
-        let (slot, zeroed) = pool
-            .free
-            .pop_front()
-            .ok_or(Error::InvalidArgument("empty pool"))?;
-        if let Some(z) = zeroed {
-            if !z.is_done()? {
+        let c = pool.current.ok_or(Error::InvalidArgument("no control block"))?;
+        let slab = &mut pool.slabs[c];
+        if let Some(z) = slab.zeroed.take() {
+            if z.is_done()? {
+                self.recycle([z]);
+            } else {
                 drv!(cuStreamWaitEvent(stream, z.raw, 0))?;
+                slab.zeroed = Some(z);
             }
-            self.recycle([z]);
         }
+        let slot = slab.base + (slab.next * SLOT_BYTES) as u64;
+        slab.next += 1;
         Ok(slot)
+    }
+
+    /// True when every slot of `slab` is retired and all their work is done.
+    fn drained(&self, slab: &mut Slab) -> Result<bool> {
+        if slab.retired.len() < SLAB_SLOTS {
+            return Ok(false);
+        }
+        while slab.done < slab.retired.len() {
+            for e in &slab.retired[slab.done].events {
+                if !e.is_done()? {
+                    return Ok(false);
+                }
+            }
+            slab.done += 1;
+        }
+        Ok(true)
     }
 
     /// Gives a control block back; it is reused once `r.events` are done.
     pub fn retire(&self, r: Retired) {
-        lock(&self.pool).draining.push_back(r);
+        let mut pool = lock(&self.pool);
+        let span = (SLOT_BYTES * SLAB_SLOTS) as u64;
+        if let Some(slab) = pool
+            .slabs
+            .iter_mut()
+            .find(|s| r.slot >= s.base && r.slot < s.base + span)
+        {
+            slab.retired.push(r);
+        }
     }
 
     /// An event from the pool (creating and destroying events costs more than reusing them).
@@ -266,17 +300,15 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let _ = self.current();
         let pool = std::mem::take(self.pool.get_mut().unwrap_or_else(|p| p.into_inner()));
-        for r in &pool.draining {
-            for e in &r.events {
+        for slab in &pool.slabs {
+            for e in slab.retired.iter().flat_map(|r| &r.events) {
                 let _ = e.wait();
             }
         }
-        drop(pool.draining);
-        drop(pool.free);
         let _ = drv!(cuStreamSynchronize(self.housekeeping.0));
         for slab in pool.slabs {
-            // SAFETY: no kernel uses the slab any more (all retired and drained).
-            unsafe { sys::cuMemFree_v2(slab) };
+            // SAFETY: every kernel that used the slab has retired and its work is done.
+            unsafe { sys::cuMemFree_v2(slab.base) };
         }
         // Streams, then the primary context, go with the fields, in declaration order.
     }

@@ -1,0 +1,194 @@
+//! Whether a kernel may use shared memory. If it may, the persistent loop keeps a barrier
+//! between two tasks of a chunk, so that the next task cannot overwrite shared memory the
+//! current one still reads; if it cannot, that barrier is dropped (it costs memory-bound
+//! kernels several percent). Conservative: anything this file does not show counts as use.
+
+use super::body::BodyFacts;
+use super::HelperPlan;
+use crate::lang::text;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+
+const SHARED: &str = "__shared__";
+
+/// Device functions that never touch shared memory on their own: math, conversions, atomics
+/// and intrinsics (`__` names: barriers, shuffles, fences, `__ldg`, ...).
+const BUILTINS: &[&str] = &[
+    "abs",
+    "acos",
+    "acosf",
+    "asin",
+    "asinf",
+    "atan",
+    "atan2",
+    "atan2f",
+    "atanf",
+    "cbrt",
+    "cbrtf",
+    "ceil",
+    "ceilf",
+    "copysign",
+    "copysignf",
+    "cos",
+    "cosf",
+    "cosh",
+    "coshf",
+    "erf",
+    "erfc",
+    "erfcf",
+    "erff",
+    "exp",
+    "exp10",
+    "exp10f",
+    "exp2",
+    "exp2f",
+    "expf",
+    "expm1",
+    "expm1f",
+    "fabs",
+    "fabsf",
+    "fdivide",
+    "fdividef",
+    "floor",
+    "floorf",
+    "fma",
+    "fmaf",
+    "fmax",
+    "fmaxf",
+    "fmin",
+    "fminf",
+    "fmod",
+    "fmodf",
+    "hypot",
+    "hypotf",
+    "isfinite",
+    "isinf",
+    "isnan",
+    "llabs",
+    "llmax",
+    "llmin",
+    "log",
+    "log10",
+    "log10f",
+    "log1p",
+    "log1pf",
+    "log2",
+    "log2f",
+    "logf",
+    "lrint",
+    "lrintf",
+    "lround",
+    "lroundf",
+    "max",
+    "min",
+    "norm3d",
+    "norm3df",
+    "pow",
+    "powf",
+    "printf",
+    "rcbrt",
+    "rcbrtf",
+    "rint",
+    "rintf",
+    "round",
+    "roundf",
+    "rsqrt",
+    "rsqrtf",
+    "signbit",
+    "sin",
+    "sincos",
+    "sincosf",
+    "sinf",
+    "sinh",
+    "sinhf",
+    "sqrt",
+    "sqrtf",
+    "tan",
+    "tanf",
+    "tanh",
+    "tanhf",
+    "trunc",
+    "truncf",
+    "umax",
+    "umin",
+    "ullmax",
+    "ullmin",
+    "assert",
+];
+
+fn builtin(name: &str) -> bool {
+    name.starts_with("__")
+        || name.starts_with("atomic")
+        || name.starts_with("make_")
+        || BUILTINS.binary_search(&name).is_ok()
+}
+
+/// True when `__shared__` appears in `src` outside every function body in `bodies` (file-scope
+/// `extern __shared__` arrays, macros): then any kernel may use it.
+pub fn file_scope_shared(src: &str, bodies: &[Range<usize>]) -> bool {
+    src.match_indices(SHARED)
+        .any(|(at, _)| !bodies.iter().any(|b| b.contains(&at)))
+}
+
+/// Whether a kernel whose body has `facts` (text `body`) may use shared memory, looking
+/// through the same-file helpers it calls.
+pub fn may_use_shared(
+    body: &str,
+    facts: &BodyFacts,
+    helpers: &[HelperPlan],
+    index: &BTreeMap<&str, Vec<usize>>,
+    src: &str,
+) -> bool {
+    if body.contains(SHARED) {
+        return true;
+    }
+    let mut seen: BTreeSet<usize> = BTreeSet::new();
+    let mut calls: Vec<&str> = facts.calls.iter().map(|c| c.name.as_str()).collect();
+    while let Some(name) = calls.pop() {
+        match index.get(name) {
+            Some(ids) => {
+                for &i in ids {
+                    if seen.insert(i) {
+                        let h = &helpers[i];
+                        if text(h.site.body, src).contains(SHARED) {
+                            return true;
+                        }
+                        calls.extend(h.facts.calls.iter().map(|c| c.name.as_str()));
+                    }
+                }
+            }
+            None if builtin(name) => {}
+            None => return true,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_are_sorted_for_binary_search() {
+        assert!(
+            BUILTINS.windows(2).all(|w| w[0] < w[1]),
+            "keep BUILTINS sorted"
+        );
+        assert!(
+            builtin("sqrtf") && builtin("__ldg") && builtin("atomicAdd") && builtin("make_float4")
+        );
+        assert!(!builtin("load_tile"));
+    }
+
+    #[test]
+    fn shared_outside_bodies_counts() {
+        let src = "extern __shared__ float s[];\n__global__ void k() { s[0] = 1; }";
+        let body = src.find('{').unwrap()..src.len();
+        assert!(file_scope_shared(src, &[body.clone()]));
+        let src2 = "__global__ void k() { __shared__ float s[4]; }";
+        assert!(!file_scope_shared(
+            src2,
+            &[src2.find('{').unwrap()..src2.len()]
+        ));
+    }
+}
