@@ -20,7 +20,7 @@ out=${OUT:-target/bench-out}
 cli=${1:-}
 lib=${2:-}
 if [ -z "$cli" ]; then
-  cargo build --release -q && cli=target/release/cupreempt && lib=target/release
+  cargo build --release --workspace -q && cli=target/release/cupreempt && lib=target/release
 fi
 lib=$(realpath "${lib:-target/release}")
 build=${BENCH_BUILD:-/tmp/cupreempt-bench-build}

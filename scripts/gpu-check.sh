@@ -24,7 +24,7 @@ if [ -z "$gen" ]; then
 fi
 lib=${3:-}
 if [ -z "$cli" ]; then
-  cargo build --release -q && cli=target/release/cupreempt && lib=target/release
+  cargo build --release --workspace -q && cli=target/release/cupreempt && lib=target/release
 fi
 lib=$(realpath "${lib:-target/release}")
 { nvidia-smi -L; nvcc --version | tail -n 1; date -u; } | tee "$out/device.txt"
