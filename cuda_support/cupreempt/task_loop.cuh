@@ -174,6 +174,62 @@ struct TaskCtx {
   }
 };
 
+// State of the leader thread, kept in shared memory rather than registers: the body runs with
+// only a handful of the loop's registers live, so the wrapper keeps the original kernel's
+// occupancy (on the benchmark programs: at most 32 registers, full occupancy; see
+// docs/bench/README.md).
+struct LeaderState {
+  unsigned long long last_ns, spent_ns, spent_tasks;  // adaptive chunk sizing
+  unsigned long long unreported;                       // tasks of the last chunk
+  unsigned long long ran;                              // tasks this block has run
+  unsigned next, smid;
+};
+
+// The leader's step between two chunks: look at the control word, size the next chunk from
+// the time the last ones took, take it from the counter. Float arithmetic, for the same reason:
+// 64-bit divisions raised the wrappers' register counts by 10-16.
+__device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long long total,
+                                        unsigned fixed, unsigned budget, unsigned* audit,
+                                        LeaderState& ls, BlockState& st) {
+  (void)audit;
+  if (ls.unreported && !fixed) {  // size this chunk from the time the last ones took
+    const unsigned long long now = global_ns();
+    ls.spent_ns += now - ls.last_ns;
+    ls.spent_tasks += ls.unreported;
+    float want = 2.0f * ls.next;  // below the timer's resolution: grow
+    if (ls.spent_ns) want = fminf(want, (float)budget * (float)ls.spent_tasks / (float)ls.spent_ns);
+    if (ls.spent_tasks > 4096) {  // forget old history so that phase changes show
+      ls.spent_ns /= 2;
+      ls.spent_tasks /= 2;
+    }
+    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;
+  }
+  unsigned long long begin = 0, end = 0;
+  bool stop = must_yield(c, ls.smid);
+  if (stop) {
+    atomicAdd(&c->yielded_blocks, 1u);
+#ifdef CUPREEMPT_AUDIT
+    if (audit) atomicOr(&audit[total + ls.smid / 32], 1u << (ls.smid % 32));
+#endif
+  } else {
+    unsigned long long n = ls.next;
+    if (!fixed) {  // near the end, smaller chunks so that blocks finish together
+      const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;
+      const unsigned long long left = total > seen ? total - seen : 0;
+      const float fair = (float)left / (2.0f * gridDim.x * gridDim.y * gridDim.z);
+      if ((float)n > fair) n = fair >= 1.0f ? (unsigned long long)fair : 1;
+    }
+    begin = atomicAdd(&c->next_task, n);
+    stop = begin >= total;
+    end = begin + n < total ? begin + n : total;
+  }
+  st.begin = begin;
+  st.end = end;
+  st.stop = stop;
+  st.votes[0] = st.votes[1] = st.votes[2] = 0;
+  ls.last_ns = global_ns();
+}
+
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
 // of tasks from the counter; the decision reaches the block through shared memory and one
 // barrier. Tasks taken are always finished, so a yield loses and repeats nothing, and a
@@ -198,91 +254,55 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   // Two copies, used by alternate chunks: the leader writes the next chunk's bounds while slow
   // threads may still be reading this chunk's (one-task chunks have no barrier in between).
   __shared__ BlockState states[2];
+  __shared__ LeaderState ls;
   cupreempt_control* const c = l.control;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   const unsigned fixed = l.chunk ? l.chunk : chunk;
-  const unsigned budget = l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs);
-
-  // Leader-only state.
-  unsigned smid = 0, next = fixed ? fixed : 1;
-  unsigned long long last_ns = 0, spent_ns = 0, spent_tasks = 0, unreported = 0, ran = 0;
   if (leader) {
-    smid = sm_id();
+    ls = LeaderState{0, 0, 0, 0, 0, fixed ? fixed : 1u, sm_id()};
     atomicAdd(&c->running_blocks, 1u);
-    if (smid < CUPREEMPT_MAX_SMS) atomicAdd(&c->sm_blocks[smid], 1u);
+    if (ls.smid < CUPREEMPT_MAX_SMS) atomicAdd(&c->sm_blocks[ls.smid], 1u);
+    // Counted before the first look at the command: the runtime reads these counters after
+    // changing the command to tell whether any block has started.
+    __threadfence();
   }
 
   for (unsigned parity = 0;; parity ^= 1u) {
     BlockState& st = states[parity];
-    if (leader) {
-      if (unreported && !fixed) {  // size this chunk from the time the last ones took
-        const unsigned long long now = global_ns();
-        spent_ns += now - last_ns;
-        spent_tasks += unreported;
-        unsigned long long want = 2ull * next;  // below the timer's resolution: grow
-        if (spent_ns) {
-          const unsigned long long fit = (unsigned long long)budget * spent_tasks / spent_ns;
-          if (fit < want) want = fit;
-        }
-        if (spent_tasks > 4096) {  // forget old history so that phase changes show
-          spent_ns /= 2;
-          spent_tasks /= 2;
-        }
-        next = want ? (unsigned)(want < kMaxChunk ? want : kMaxChunk) : 1u;
-      }
-      unsigned long long begin = 0, end = 0;
-      bool stop = must_yield(c, smid);
-      if (stop) {
-        atomicAdd(&c->yielded_blocks, 1u);
-#ifdef CUPREEMPT_AUDIT
-        if (l.audit) atomicOr(&l.audit[l.total_tasks + smid / 32], 1u << (smid % 32));
-#endif
-      } else {
-        unsigned long long n = next;
-        if (!fixed) {  // near the end, smaller chunks so that blocks finish together
-          const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;
-          const unsigned long long left = l.total_tasks > seen ? l.total_tasks - seen : 0;
-          const unsigned long long fair = left / (2ull * gridDim.x * gridDim.y * gridDim.z);
-          if (n > fair) n = fair ? fair : 1;
-        }
-        begin = atomicAdd(&c->next_task, n);
-        stop = begin >= l.total_tasks;
-        end = begin + n < l.total_tasks ? begin + n : l.total_tasks;
-      }
-      st.begin = begin;
-      st.end = end;
-      st.stop = stop;
-      st.votes[0] = st.votes[1] = st.votes[2] = 0;
-      last_ns = global_ns();
-    }
+    if (leader)
+      next_chunk(c, l.total_tasks, fixed,
+                 l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs), l.audit,
+                 ls, st);
     __syncthreads();
-    if (leader && unreported) {
-      atomicAdd(&c->done_tasks, unreported);
-      ran += unreported;
+    if (leader && ls.unreported) {
+      atomicAdd(&c->done_tasks, ls.unreported);
+      ls.ran += ls.unreported;
     }
     if (st.stop) break;
-    const unsigned long long begin = st.begin, end = st.end;
-    for (unsigned long long t = begin; t < end; ++t) {
+    const unsigned long long begin = st.begin;
+    const unsigned n = (unsigned)(st.end - begin);  // at most kMaxChunk
+    for (unsigned i = 0; i < n; ++i) {
 #ifdef CUPREEMPT_AUDIT
-      if (leader && l.audit) atomicAdd(&l.audit[t], 1u);
+      if (leader && l.audit) atomicAdd(&l.audit[begin + i], 1u);
 #endif
-      Ctx ctx(l, t, &st);
+      Ctx ctx(l, begin + i, &st);
       body(ctx);
       // The next task may reuse this task's shared memory. After the last task of a chunk the
       // leader's barrier above does this job.
-      if (TaskBarrier && t + 1 < end) __syncthreads();
+      if (TaskBarrier && i + 1 < n) __syncthreads();
     }
-    unreported = end - begin;
+    if (leader) ls.unreported = n;
   }
   // Every thread has left the loop (all read the same st.stop after the same barrier).
   __threadfence();
   __syncthreads();
   if (leader) {
+    const unsigned long long ran = ls.ran;
     if (ran && atomicAdd(&c->retired_tasks, ran) + ran == l.total_tasks) {
       __threadfence();
       atomicExch(&c->finished, 1u);
     }
-    if (smid < CUPREEMPT_MAX_SMS) atomicSub(&c->sm_blocks[smid], 1u);
+    if (ls.smid < CUPREEMPT_MAX_SMS) atomicSub(&c->sm_blocks[ls.smid], 1u);
     atomicSub(&c->running_blocks, 1u);
   }
 }
