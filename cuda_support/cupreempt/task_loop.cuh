@@ -190,7 +190,7 @@ struct LeaderState {
 // 64-bit divisions raised the wrappers' register counts by 10-16.
 __device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long long total,
                                         unsigned fixed, unsigned budget, unsigned* audit,
-                                        LeaderState& ls, BlockState& st) {
+                                        volatile LeaderState& ls, BlockState& st) {
   (void)audit;
   if (ls.unreported && !fixed) {  // size this chunk from the time the last ones took
     const unsigned long long now = global_ns();
@@ -254,12 +254,16 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   // Two copies, used by alternate chunks: the leader writes the next chunk's bounds while slow
   // threads may still be reading this chunk's (one-task chunks have no barrier in between).
   __shared__ BlockState states[2];
-  __shared__ LeaderState ls;
+  // Volatile: only the leader may touch it, and the compiler must not read it speculatively
+  // in the other threads either (compute-sanitizer's racecheck reports such reads).
+  __shared__ volatile LeaderState ls;
   cupreempt_control* const c = l.control;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   const unsigned fixed = l.chunk ? l.chunk : chunk;
   if (leader) {
-    ls = LeaderState{0, 0, 0, 0, 0, fixed ? fixed : 1u, sm_id()};
+    ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
+    ls.next = fixed ? fixed : 1u;
+    ls.smid = sm_id();
     atomicAdd(&c->running_blocks, 1u);
     if (ls.smid < CUPREEMPT_MAX_SMS) atomicAdd(&c->sm_blocks[ls.smid], 1u);
     // Counted before the first look at the command: the runtime reads these counters after

@@ -17,6 +17,18 @@ pub const CUPREEMPT_OK: c_int = 0;
 /// A Rust panic inside the runtime (a bug): reported, never unwound into C.
 pub const CUPREEMPT_ERROR_INTERNAL: c_int = 8;
 
+/// Runs when a program linked with the C library starts, before its first CUDA call creates a
+/// context: see `driver::widen_hardware_queues`.
+#[cfg(target_os = "linux")]
+#[used]
+#[link_section = ".init_array"]
+static WIDEN_QUEUES_AT_LOAD: extern "C" fn() = {
+    extern "C" fn widen() {
+        super::driver::widen_hardware_queues();
+    }
+    widen
+};
+
 #[derive(Default)]
 struct Registry {
     runtimes: Vec<(usize, Runtime)>,

@@ -15,7 +15,7 @@
 
 use super::command::{Command, Target};
 use super::config::{persistent_blocks, LaunchConfig};
-use super::driver::{drv, CUdeviceptr, CUstream, Event, Stream};
+use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
 use super::runtime::{Function, Inner, Retired, Runtime};
 use crate::control::{ControlBlock, LaunchParams};
@@ -109,7 +109,8 @@ pub struct Kernel {
     ready: Option<Event>,
     finished: Option<Event>,
     instances: Vec<Instance>,
-    resume_stream: Option<Stream>,
+    /// The runtime stream its resumed instances go to.
+    resume_stream: CUstream,
     last_request: Option<Event>,
 }
 
@@ -151,7 +152,7 @@ impl Runtime {
             ready: None,
             finished: None,
             instances: Vec::new(),
-            resume_stream: None,
+            resume_stream: rt.resume_stream(),
             last_request: None,
         };
         // On error the handle drops here and retires the slot after what was enqueued.
@@ -281,14 +282,7 @@ impl Kernel {
         self.write_command(&next)?;
         self.command = next;
         let cleared = self.record(self.rt.control.0, false)?;
-        if self.resume_stream.is_none() {
-            self.resume_stream = Some(Stream::new(0)?);
-        }
-        let stream = self
-            .resume_stream
-            .as_ref()
-            .map(|s| s.0)
-            .unwrap_or(std::ptr::null_mut());
+        let stream = self.resume_stream;
         if let Some(ready) = &self.ready {
             drv!(cuStreamWaitEvent(stream, ready.raw, 0))?;
         }
@@ -393,7 +387,6 @@ impl Drop for Kernel {
         self.rt.retire(Retired {
             slot: self.params.control,
             events,
-            _stream: self.resume_stream.take(),
         });
     }
 }

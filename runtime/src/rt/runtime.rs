@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Control blocks are handed out from slabs of this many.
 const SLAB_SLOTS: usize = 64;
+/// Streams for resumed instances.
+const RESUME_STREAMS: usize = 4;
 /// Each control block starts on its own 256-byte boundary.
 const SLOT_BYTES: usize = std::mem::size_of::<ControlBlock>().next_multiple_of(256);
 
@@ -29,6 +31,11 @@ pub(crate) struct Inner {
     pub control: Stream,
     /// Zeroes retired control blocks, off every application stream's path.
     housekeeping: Stream,
+    /// Resumed instances run here, kernels spread over a few streams. Few and created early,
+    /// so that they rarely share a hardware queue with an application's stream (see
+    /// docs/runtime.md, "Stream order and hardware queues").
+    resume: Vec<Stream>,
+    next_resume: std::sync::atomic::AtomicUsize,
     pool: Mutex<Pool>,
     events: Mutex<Vec<Event>>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
@@ -58,8 +65,6 @@ impl Drop for PrimaryContext {
 pub(crate) struct Retired {
     pub slot: CUdeviceptr,
     pub events: Vec<Event>,
-    /// The kernel's resume stream, destroyed with the slot's events.
-    pub _stream: Option<Stream>,
 }
 
 /// Control blocks come in slabs. A slab hands its slots out in order; once every slot has been
@@ -90,6 +95,7 @@ impl Runtime {
     /// A runtime on the primary context of device `ordinal` (the one the CUDA runtime API
     /// uses), made current on the calling thread.
     pub fn new(ordinal: i32) -> Result<Runtime> {
+        driver::widen_hardware_queues();
         driver::init()?;
         let mut dev: CUdevice = 0;
         drv!(cuDeviceGet(&mut dev, ordinal))?;
@@ -138,6 +144,10 @@ impl Runtime {
                 limits,
                 control: Stream::new(greatest)?,
                 housekeeping: Stream::new(least)?,
+                resume: (0..RESUME_STREAMS)
+                    .map(|_| Stream::new(least))
+                    .collect::<Result<_>>()?,
+                next_resume: Default::default(),
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
                 occupancy: Mutex::new(HashMap::new()),
@@ -255,6 +265,14 @@ impl Inner {
         {
             slab.retired.push(r);
         }
+    }
+
+    /// The stream for the next kernel's resumed instances (round robin).
+    pub fn resume_stream(&self) -> CUstream {
+        let i = self
+            .next_resume
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.resume[i % self.resume.len()].0
     }
 
     /// An event from the pool (creating and destroying events costs more than reusing them).
