@@ -27,6 +27,7 @@ build=${BENCH_BUILD:-/tmp/cupreempt-bench-build}
 logs=$out/logs
 mkdir -p "$build" "$logs"
 programs=${BENCH_PROGRAMS:-$(ls fixtures/bench/*.cu | xargs -n1 basename | sed 's/\.cu$//')}
+programs=$(echo $programs)
 sizes=${BENCH_SIZES:-large small trivial}
 runs=${BENCH_RUNS:-20}
 latency=${BENCH_LATENCY:-30}

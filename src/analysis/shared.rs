@@ -184,11 +184,9 @@ mod tests {
     fn shared_outside_bodies_counts() {
         let src = "extern __shared__ float s[];\n__global__ void k() { s[0] = 1; }";
         let body = src.find('{').unwrap()..src.len();
-        assert!(file_scope_shared(src, &[body.clone()]));
+        assert!(file_scope_shared(src, std::slice::from_ref(&body)));
         let src2 = "__global__ void k() { __shared__ float s[4]; }";
-        assert!(!file_scope_shared(
-            src2,
-            &[src2.find('{').unwrap()..src2.len()]
-        ));
+        let body2 = src2.find('{').unwrap()..src2.len();
+        assert!(!file_scope_shared(src2, std::slice::from_ref(&body2)));
     }
 }

@@ -200,7 +200,12 @@ impl Inner {
                     self.recycle(events);
                     slab.done = 0;
                     slab.next = 0;
-                    drv!(cuMemsetD8Async(slab.base, 0, SLOT_BYTES * SLAB_SLOTS, self.housekeeping.0))?;
+                    drv!(cuMemsetD8Async(
+                        slab.base,
+                        0,
+                        SLOT_BYTES * SLAB_SLOTS,
+                        self.housekeeping.0
+                    ))?;
                     let zeroed = self.event(false)?;
                     zeroed.record_on(self.housekeeping.0)?;
                     slab.zeroed = Some(zeroed);
@@ -212,7 +217,12 @@ impl Inner {
         if pool.current.is_none() {
             let mut base: CUdeviceptr = 0;
             drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
-            drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * SLAB_SLOTS, self.housekeeping.0))?;
+            drv!(cuMemsetD8Async(
+                base,
+                0,
+                SLOT_BYTES * SLAB_SLOTS,
+                self.housekeeping.0
+            ))?;
             drv!(cuStreamSynchronize(self.housekeeping.0))?;
             pool.slabs.push(Slab {
                 base,
@@ -223,7 +233,9 @@ impl Inner {
             });
             pool.current = Some(pool.slabs.len() - 1);
         }
-        let c = pool.current.ok_or(Error::InvalidArgument("no control block"))?;
+        let c = pool
+            .current
+            .ok_or(Error::InvalidArgument("no control block"))?;
         let slab = &mut pool.slabs[c];
         if let Some(z) = slab.zeroed.take() {
             if z.is_done()? {
