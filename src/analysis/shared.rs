@@ -19,6 +19,7 @@ const BUILTINS: &[&str] = &[
     "acosf",
     "asin",
     "asinf",
+    "assert",
     "atan",
     "atan2",
     "atan2f",
@@ -109,11 +110,10 @@ const BUILTINS: &[&str] = &[
     "tanhf",
     "trunc",
     "truncf",
-    "umax",
-    "umin",
     "ullmax",
     "ullmin",
-    "assert",
+    "umax",
+    "umin",
 ];
 
 fn builtin(name: &str) -> bool {
