@@ -249,12 +249,24 @@ impl Kernel {
         }
         self.rt.current()?;
         if self.command.word() == crate::control::YIELD_ALL {
-            for i in &self.instances {
-                while !i.end.is_done()? {
-                    std::hint::spin_loop();
+            // Usually every instance ends within microseconds. An instance that has not
+            // started (queued behind other work, maybe behind another preempted kernel) may
+            // not end for a long time, but no block of it runs: the control block's count of
+            // blocks inside the loop says so (a block counts itself before it looks at the
+            // command, so one that starts later leaves without taking a task).
+            for round in 0u32.. {
+                if self
+                    .instances
+                    .iter()
+                    .try_fold(true, |all, i| Ok::<_, Error>(all && i.end.is_done()?))?
+                {
+                    return Ok(());
                 }
+                if round % 16 == 15 && self.read_control()?.running_blocks == 0 {
+                    return Ok(());
+                }
+                std::hint::spin_loop();
             }
-            return Ok(());
         }
         let sms = self.command.yielded_sms(self.rt.limits.sm_count);
         loop {
