@@ -286,6 +286,36 @@ fn spatial(g: &Setup) -> Result<String, String> {
     ))
 }
 
+/// Two launches on one stream, both preempted: the second has not started (it waits behind the
+/// first), and waiting for it to yield must return at once, not when it would have ended.
+fn queued(g: &Setup) -> Result<String, String> {
+    let a = Job::new([20000, 1, 1], 64);
+    let b = Job {
+        stream: a.stream,
+        ..Job::new([20000, 1, 1], 64)
+    };
+    let mut ka = a.launch(g, 100_000).map_err(|e| e.to_string())?;
+    let mut kb = b.launch(g, 100_000).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_micros(300));
+    ka.preempt(Target::All).map_err(|e| e.to_string())?;
+    kb.preempt(Target::All).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    ka.wait_yielded().map_err(|e| e.to_string())?;
+    kb.wait_yielded().map_err(|e| e.to_string())?;
+    let us = t.elapsed().as_secs_f64() * 1e6;
+    if kb.progress().map_err(|e| e.to_string())?.done != 0 {
+        return Err("the queued launch ran while the one before it was preempted".into());
+    }
+    kb.resume(Target::All).map_err(|e| e.to_string())?;
+    ka.resume(Target::All).map_err(|e| e.to_string())?;
+    sync_within(a.stream, Duration::from_secs(20))?;
+    a.check(g)?;
+    b.check(g)?;
+    Ok(format!(
+        "both yielded within {us:.0} us; both complete and exact after resuming"
+    ))
+}
+
 /// Random preempt/resume cycles on a stream of launches until `cycles` have run.
 fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
     let mut rng = 0x9e3779b97f4a7c15u64;
@@ -499,7 +529,8 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 5] = [
+    let scenarios: [(&str, Scenario); 6] = [
+        ("queued", queued),
         ("launch cost", launch_cost),
         ("plain", plain),
         ("temporal", temporal),

@@ -3,15 +3,19 @@
 //! Stream order (DESIGN.md §3 item 9). On the application's stream a launch enqueues:
 //!
 //! ```text
-//!   [ready event] [zero control block] [persistent kernel] [end event]
-//!   [wait until control.finished >= 1] [finished event]
+//!   [persistent kernel] [end event] [wait until control.finished >= 1] [finished event]
 //! ```
 //!
 //! so whatever the application enqueues next runs after the last task, however often the
-//! kernel is preempted. Resumed instances run on the kernel's own non-blocking stream, after
-//! `ready` (the inputs are there) and after the command that let them run. Commands are stream
-//! memory writes on the runtime's high-priority control stream: the host never waits, the GPU
-//! never polls host memory.
+//! kernel is preempted. Commands are stream memory writes on the runtime's high-priority
+//! control stream: the host never waits, the GPU never polls host memory.
+//!
+//! A resume writes the command, then reads the control block (on the same stream, so after
+//! the write). If no block of the kernel has started yet, nothing is launched: the first
+//! instance, still queued on the application's stream, will find the command cleared. If one
+//! has, the application's earlier work is done (stream order), so another instance can run at
+//! once on a runtime stream: resumed instances never wait for anything, and kernels sharing a
+//! runtime stream cannot hold each other back.
 
 use super::command::{Command, Target};
 use super::config::{persistent_blocks, LaunchConfig};
@@ -106,7 +110,6 @@ pub struct Kernel {
     args: KernelArgs,
     per_sm: u32,
     command: Command,
-    ready: Option<Event>,
     finished: Option<Event>,
     instances: Vec<Instance>,
     /// The runtime stream its resumed instances go to.
@@ -149,14 +152,12 @@ impl Runtime {
             args: args.clone(),
             per_sm,
             command: Command::default(),
-            ready: None,
             finished: None,
             instances: Vec::new(),
             resume_stream: rt.resume_stream(),
             last_request: None,
         };
         // On error the handle drops here and retires the slot after what was enqueued.
-        k.ready = Some(k.record(stream, false)?);
         let blocks = persistent_blocks(k.per_sm, rt.limits.sm_count, tasks);
         k.launch_instance(stream, blocks)?;
         drv!(cuStreamWaitValue32_v2(
@@ -284,24 +285,24 @@ impl Kernel {
         }
     }
 
-    /// Lets blocks run on `target` again by launching another instance on the kernel's own
-    /// stream, sized for the SMs freed. Blocks of earlier instances that have not yet seen the
-    /// preemption keep going; the task counter keeps the work exactly-once.
+    /// Lets blocks run on `target` again: clears the command, and if the kernel had started,
+    /// launches another instance on a runtime stream, sized for the SMs freed (see the module
+    /// comment). Blocks of earlier instances that have not yet seen the preemption keep going;
+    /// the task counter keeps the work exactly-once.
     pub fn resume(&mut self, target: Target) -> Result<()> {
         let mut next = self.command;
         let freed = next.resume(&target, self.rt.limits.sm_count)?;
         self.rt.current()?;
         self.write_command(&next)?;
         self.command = next;
-        let cleared = self.record(self.rt.control.0, false)?;
-        let stream = self.resume_stream;
-        if let Some(ready) = &self.ready {
-            drv!(cuStreamWaitEvent(stream, ready.raw, 0))?;
+        // Read after the write: a block counts itself before it looks at the command.
+        let c = self.read_control()?;
+        let started = c.running_blocks > 0 || c.yielded_blocks > 0 || c.next_task > 0;
+        if !started || c.finished != 0 {
+            return Ok(());
         }
-        drv!(cuStreamWaitEvent(stream, cleared.raw, 0))?;
-        self.rt.recycle([cleared]);
         let blocks = persistent_blocks(self.per_sm, freed.len() as u32, self.params.total_tasks);
-        self.launch_instance(stream, blocks)
+        self.launch_instance(self.resume_stream, blocks)
     }
 
     /// Tasks done so far (a snapshot read through the control stream).
@@ -394,7 +395,6 @@ impl Drop for Kernel {
             events.extend(self.record(self.app_stream, false).ok());
         }
         events.extend(self.finished.take());
-        events.extend(self.ready.take());
         events.extend(self.last_request.take());
         self.rt.retire(Retired {
             slot: self.params.control,
