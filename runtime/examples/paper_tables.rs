@@ -1,8 +1,8 @@
 //! Tables of behaviours the source papers report, from the simulator (docs/scheduling.md):
 //! `cargo run --release -p cupreempt-runtime --example paper_tables`.
 
-use cupreempt_runtime::sched::policies::{Ffs, Fifo, Hpf};
-use cupreempt_runtime::sched::{simulate, KernelSpec};
+use cupreempt_runtime::sched::policies::{Ffs, Fifo, Hpf, Srt, TremElastic, TremPriority};
+use cupreempt_runtime::sched::{simulate, Generator, KernelSpec, Policy};
 
 fn main() {
     println!("HPF vs FIFO: turnaround of a 1 ms urgent kernel behind a low-priority one");
@@ -68,6 +68,73 @@ fn main() {
             ran(0) / until,
             ran(1) / until,
             100.0 * lost / until
+        );
+    }
+
+    trem_tables();
+}
+
+/// TReM: Priority and Elastic with and without revocation (at most 5 per kernel, or none),
+/// over the offered load per GPU and the GPU count; then SLA attainment against the
+/// revocation latency. User-facing:batch 80:20, SLA 200 ms, 5,000 kernels, seed 1.
+fn trem_tables() {
+    let run = |gpus: usize, load: f64, revoke_ms: f64, policy: &mut dyn Policy| {
+        let g = Generator {
+            kernels: 5000,
+            user_share: 0.8,
+            // Load 1 here means the GPUs are busy 100% of the time on average.
+            mean_interarrival: 0.8 * 1_000.0 + 0.2 * 20_000.0,
+            load: load * gpus as f64,
+            revoke_latency: revoke_ms * 1000.0,
+            ..Generator::default()
+        };
+        let w = g.generate();
+        simulate(&w.kernels, gpus, policy)
+            .expect("simulate")
+            .metrics
+    };
+    println!("\nTReM Priority and Elastic, with revocation (at most 5 per kernel) and without");
+    println!("(revocation latency 10 ms; SLA: user-facing kernels done within 200 ms)\n");
+    println!("| GPUs | load per GPU | policy | SLA met | revocations | wasted work | SLA met without revocation | ANTT with / without |");
+    println!("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+    for gpus in [1usize, 4, 16] {
+        for load in [0.25, 0.5, 1.0, 1.5, 2.0] {
+            for name in ["priority", "elastic"] {
+                let make = |max: u32| -> Box<dyn Policy> {
+                    if name == "priority" {
+                        Box::new(TremPriority::new(max))
+                    } else {
+                        Box::new(TremElastic::new(100_000.0, max))
+                    }
+                };
+                let with = run(gpus, load, 10.0, make(5).as_mut());
+                let without = run(gpus, load, 10.0, make(0).as_mut());
+                println!(
+                    "| {gpus} | {load} | {name} | {:.1}% | {} | {:.2}% | {:.1}% | {:.2} / {:.2} |",
+                    100.0 * with.sla_attainment.unwrap_or(f64::NAN),
+                    with.revocations,
+                    100.0 * with.wasted_work,
+                    100.0 * without.sla_attainment.unwrap_or(f64::NAN),
+                    with.antt,
+                    without.antt
+                );
+            }
+        }
+    }
+    println!("\nSLA attainment as the revocation latency grows (4 GPUs, load 1.0 per GPU)\n");
+    println!("| revocation latency | Priority SLA met | Priority wasted | Elastic SLA met | Elastic wasted | SRT (preemption) SLA met |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: |");
+    for ms in [10.0, 30.0, 100.0, 300.0, 1000.0] {
+        let p = run(4, 1.0, ms, &mut TremPriority::new(5));
+        let e = run(4, 1.0, ms, &mut TremElastic::new(100_000.0, 5));
+        let s = run(4, 1.0, ms, &mut Srt);
+        println!(
+            "| {ms} ms | {:.1}% | {:.2}% | {:.1}% | {:.2}% | {:.1}% |",
+            100.0 * p.sla_attainment.unwrap_or(f64::NAN),
+            100.0 * p.wasted_work,
+            100.0 * e.sla_attainment.unwrap_or(f64::NAN),
+            100.0 * e.wasted_work,
+            100.0 * s.sla_attainment.unwrap_or(f64::NAN)
         );
     }
 }
