@@ -322,4 +322,36 @@ fn sim_compares_policies_on_one_workload() {
     let o = cupreempt(&["sim", "--generate", "10", "--policy", "nope"], &dir);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown policy"));
+
+    // Plots on request: one GPU-share picture per policy and the response-time curves.
+    let o = cupreempt(
+        &[
+            "sim",
+            "--workload",
+            "w.json",
+            "--compare",
+            "fifo,srt",
+            "--plot",
+            "plots",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for f in [
+        "gpu-share-fifo.svg",
+        "gpu-share-srt.svg",
+        "response-times.svg",
+    ] {
+        let svg = std::fs::read_to_string(dir.join("plots").join(f)).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{f}"
+        );
+    }
+    let curves = std::fs::read_to_string(dir.join("plots/response-times.svg")).unwrap();
+    assert_eq!(
+        curves.matches("<polyline").count(),
+        2,
+        "one curve per policy"
+    );
 }

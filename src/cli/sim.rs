@@ -2,7 +2,7 @@
 
 use super::{files, OutputFormat};
 use clap::Args;
-use cupreempt_runtime::sched::{policies, simulate, Generator, Outcome, Workload};
+use cupreempt_runtime::sched::{plot, policies, simulate, Generator, Outcome, Workload};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -30,6 +30,10 @@ pub struct SimArgs {
     /// Write the generated workload here (JSON), to replay it later.
     #[arg(long)]
     save_workload: Option<PathBuf>,
+    /// Write SVG plots here: GPU share over time per priority level for each policy
+    /// (`gpu-share-POLICY.svg`) and the response-time distributions (`response-times.svg`).
+    #[arg(long)]
+    plot: Option<PathBuf>,
     #[command(flatten)]
     gen: GenArgs,
 }
@@ -113,6 +117,19 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
             )
         })?;
         outcomes.push(simulate(&workload.kernels, a.gpus, policy.as_mut())?);
+    }
+    if let Some(dir) = &a.plot {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("{}: cannot create: {e}", dir.display()))?;
+        for o in &outcomes {
+            let p = dir.join(format!("gpu-share-{}.svg", o.policy));
+            files::write_atomically(&p, &plot::gpu_share_svg(o, a.gpus, 200))?;
+        }
+        files::write_atomically(
+            &dir.join("response-times.svg"),
+            &plot::response_cdf_svg(&outcomes),
+        )?;
+        eprintln!("cupreempt: plots written to {}", dir.display());
     }
     match a.format {
         OutputFormat::Json => {

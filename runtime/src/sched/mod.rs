@@ -4,6 +4,7 @@
 pub mod duration;
 pub mod metrics;
 pub mod model;
+pub mod plot;
 pub mod policies;
 pub mod policy;
 pub mod sim;
