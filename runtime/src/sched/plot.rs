@@ -311,8 +311,8 @@ mod tests {
             .map(|k| iv(k % 3, k as f64 * 7.0, k as f64 * 7.0 + 7.0))
             .collect();
         let s = share_over_time(&ivs, |k| k, 3, 1, (0.0, 350.0), 10);
-        for b in 0..10 {
-            let total: f64 = (0..3).map(|g| s[g][b]).sum();
+        let totals = (0..10).map(|b| s.iter().map(|row| row[b]).sum::<f64>());
+        for (b, total) in totals.enumerate() {
             assert!(total <= 1.0 + 1e-9, "bucket {b}: {total}");
         }
     }
