@@ -8,6 +8,7 @@ pub mod plot;
 pub mod policies;
 pub mod policy;
 pub mod sim;
+pub mod smt;
 pub mod workload;
 
 pub use metrics::{Interval, Metrics};
