@@ -187,7 +187,7 @@ pub fn simulate_smt(tenants: &[Tenant], capacity: u32, sharing: Sharing) -> SmtO
     }
     let (mut stp, mut antt, mut counted) = (0.0, 0.0, 0);
     for i in 0..n {
-        if let Some(best) = profiles[i].iter().filter(|p| p.ctas <= capacity).last() {
+        if let Some(best) = profiles[i].iter().rfind(|p| p.ctas <= capacity) {
             let shared = finish[i] - tenants[i].arrival;
             if shared > 0.0 {
                 stp += best.time / shared;
