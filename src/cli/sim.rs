@@ -69,6 +69,9 @@ struct GenArgs {
     /// Response-time goal of user-facing kernels, µs.
     #[arg(long, default_value_t = 200000.0)]
     sla_us: f64,
+    /// Multi-kernel applications: up to this many kernels per job, arriving together (1..=8).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
+    tasks_per_job: u8,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
@@ -95,6 +98,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 resume_overhead: a.gen.resume_overhead_us,
                 revoke_latency: a.gen.revoke_latency_us,
                 sla: a.gen.sla_us,
+                tasks_per_job: a.gen.tasks_per_job as usize,
             }
             .generate()
         }

@@ -295,6 +295,42 @@ fn impossible_actions_and_bad_workloads_are_errors() {
 }
 
 #[test]
+fn multi_kernel_jobs_arrive_together_with_at_most_eight_outstanding() {
+    let g = Generator {
+        kernels: 500,
+        tasks_per_job: 8,
+        ..Generator::default()
+    };
+    let w = g.generate();
+    assert_eq!(w.kernels.len(), 500);
+    // Jobs: runs of kernels with one arrival time, one class and one work share.
+    let mut jobs: Vec<Vec<&KernelSpec>> = Vec::new();
+    for k in &w.kernels {
+        match jobs.last_mut() {
+            Some(j) if j[0].arrival == k.arrival => j.push(k),
+            _ => jobs.push(vec![k]),
+        }
+    }
+    assert!(jobs.iter().all(|j| (1..=8).contains(&j.len())));
+    assert!(jobs.iter().any(|j| j.len() > 4), "sizes spread over 1..=8");
+    for j in &jobs {
+        assert!(j
+            .iter()
+            .all(|k| k.user_facing == j[0].user_facing && k.work == j[0].work));
+    }
+    // One kernel per job (the default): every kernel arrives on its own.
+    let single = Generator {
+        kernels: 50,
+        ..Generator::default()
+    }
+    .generate();
+    assert!(single
+        .kernels
+        .windows(2)
+        .all(|p| p[0].arrival < p[1].arrival));
+}
+
+#[test]
 fn generated_workloads_are_reproducible_and_round_trip_through_json() {
     let g = Generator {
         kernels: 200,

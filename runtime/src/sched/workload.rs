@@ -70,6 +70,10 @@ pub struct Generator {
     /// Revocation latency (TReM) and the user-facing response-time goal, µs.
     pub revoke_latency: f64,
     pub sla: f64,
+    /// Multi-kernel applications: each job is 1..=this many kernels (uniform), arriving
+    /// together and outstanding at once, sharing the job's drawn duration equally. `kernels`
+    /// still counts kernels. 1: every job is one kernel.
+    pub tasks_per_job: usize,
 }
 
 impl Default for Generator {
@@ -88,6 +92,7 @@ impl Default for Generator {
             resume_overhead: 10.0,
             revoke_latency: 10_000.0,
             sla: 200_000.0,
+            tasks_per_job: 1,
         }
     }
 }
@@ -97,28 +102,34 @@ impl Generator {
         let mut rng = Rng::new(self.seed);
         let mut t = 0.0;
         let levels = self.priorities.max(1);
-        let kernels = (0..self.kernels)
-            .map(|_| {
-                t += rng.exponential(self.mean_interarrival / self.load.max(1e-9));
-                let user = rng.unit() <= self.user_share;
-                let work = rng.pareto(
-                    self.alpha,
-                    if user {
-                        self.mean_user
-                    } else {
-                        self.mean_batch
-                    },
-                );
-                let half = levels.div_ceil(2);
-                let band = rng.next_u64() % half as u64;
-                let priority = if user {
-                    levels - 1 - band as u8
+        let mut kernels = Vec::with_capacity(self.kernels);
+        while kernels.len() < self.kernels {
+            t += rng.exponential(self.mean_interarrival / self.load.max(1e-9));
+            let user = rng.unit() <= self.user_share;
+            let work = rng.pareto(
+                self.alpha,
+                if user {
+                    self.mean_user
                 } else {
-                    band as u8
-                };
-                KernelSpec {
+                    self.mean_batch
+                },
+            );
+            let half = levels.div_ceil(2);
+            let band = rng.next_u64() % half as u64;
+            let priority = if user {
+                levels - 1 - band as u8
+            } else {
+                band as u8
+            };
+            let tasks = if self.tasks_per_job > 1 {
+                1 + (rng.next_u64() % self.tasks_per_job as u64) as usize
+            } else {
+                1
+            };
+            for _ in 0..tasks.min(self.kernels - kernels.len()) {
+                kernels.push(KernelSpec {
                     arrival: t,
-                    work,
+                    work: work / tasks as f64,
                     priority: priority.min(levels - 1),
                     weight: 1.0,
                     user_facing: user,
@@ -128,9 +139,9 @@ impl Generator {
                     sla: if user { self.sla } else { 0.0 },
                     time_limit: 0.0,
                     after: Vec::new(),
-                }
-            })
-            .collect();
+                });
+            }
+        }
         Workload { kernels }
     }
 }
