@@ -211,6 +211,7 @@ fn plain(g: &Setup) -> Result<String, String> {
 }
 
 fn temporal(g: &Setup) -> Result<String, String> {
+    rt::set_event_timing(true); // for the GPU-side latency below
     let job = Job::new([20000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
     if k.is_complete().map_err(|e| e.to_string())? {
@@ -318,6 +319,7 @@ fn queued(g: &Setup) -> Result<String, String> {
 
 /// Random preempt/resume cycles on a stream of launches until `cycles` have run.
 fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
+    rt::set_event_timing(true);
     let mut rng = 0x9e3779b97f4a7c15u64;
     let mut next = move |n: u64| {
         rng ^= rng << 13;

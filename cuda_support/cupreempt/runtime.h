@@ -44,8 +44,11 @@ int cupreempt_rt_is_complete(cupreempt_handle h, int* complete);
 int cupreempt_rt_wait(cupreempt_handle h);
 /* Tasks of the launch and blocks of its first (persistent) instance. */
 int cupreempt_rt_info(cupreempt_handle h, unsigned* blocks, unsigned long long* tasks); /* until complete; an error while preempted */
-/* GPU time from the last preempt request to the end of the last instance, in µs (-1: none). */
+/* GPU time from the last preempt request to the end of the last instance, in µs (-1: none).
+ * Needs cupreempt_rt_set_timing(1) before the launch and the preemption. */
 int cupreempt_rt_yield_latency_us(cupreempt_handle h, double* us);
+/* Timestamps on the runtime's events: off by default (they cost host time per launch). */
+int cupreempt_rt_set_timing(int on);
 /* Forget the handle; the kernel runs to completion (resumed if preempted). */
 int cupreempt_rt_release(cupreempt_handle h);
 

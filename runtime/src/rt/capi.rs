@@ -268,6 +268,16 @@ pub extern "C" fn cupreempt_rt_release(h: Handle) -> c_int {
     })
 }
 
+/// Turns timestamps on the runtime's events on or off (off by default; on makes
+/// `cupreempt_rt_yield_latency_us` work for launches and preemptions made afterwards).
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_set_timing(on: c_int) -> c_int {
+    guard(|| {
+        super::set_event_timing(on != 0);
+        Ok(())
+    })
+}
+
 /// A static description of a status code.
 #[no_mangle]
 pub extern "C" fn cupreempt_rt_status_string(status: c_int) -> *const c_char {
@@ -444,6 +454,14 @@ mod tests {
         };
         assert_eq!(s, 1);
         assert!(last().contains("no CUDA driver"));
+    }
+
+    #[test]
+    fn timing_can_be_switched() {
+        assert_eq!(cupreempt_rt_set_timing(1), 0);
+        assert!(super::super::timing());
+        assert_eq!(cupreempt_rt_set_timing(0), 0);
+        assert!(!super::super::timing());
     }
 
     #[test]

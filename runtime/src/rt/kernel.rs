@@ -197,7 +197,7 @@ impl Kernel {
             ptrs.as_mut_ptr(),
             std::ptr::null_mut()
         ))?;
-        let end = self.record(stream, true)?;
+        let end = self.record(stream, super::timing())?;
         self.instances.push(Instance { blocks, end });
         Ok(())
     }
@@ -232,7 +232,7 @@ impl Kernel {
         let mut next = self.command;
         next.preempt(&target)?;
         self.rt.current()?;
-        let request = self.record(self.rt.control.0, true)?;
+        let request = self.record(self.rt.control.0, super::timing())?;
         self.write_command(&next)?;
         self.command = next;
         if let Some(old) = self.last_request.replace(request) {
@@ -339,14 +339,15 @@ impl Kernel {
 
     /// GPU time from the last preempt request to the end of the last instance that had
     /// started before it, in milliseconds: the GPU-side preemption latency. Call after
-    /// `wait_yielded` of a temporal preemption.
+    /// `wait_yielded` of a temporal preemption. Needs [`set_event_timing`](super::set_event_timing)
+    /// on before the launch and the preemption (None otherwise).
     pub fn last_yield_latency_ms(&self) -> Result<Option<f32>> {
-        let Some(req) = &self.last_request else {
+        let Some(req) = self.last_request.as_ref().filter(|r| r.timed) else {
             return Ok(None);
         };
         req.wait()?; // on the control stream: done at once, but maybe not yet
         let mut latest: Option<f32> = None;
-        for i in &self.instances {
+        for i in self.instances.iter().filter(|i| i.end.timed) {
             if i.end.is_done()? {
                 let ms = i.end.since(req)?;
                 latest = Some(latest.map_or(ms, |l: f32| l.max(ms)));

@@ -30,6 +30,22 @@ mod kernel;
 mod runtime;
 
 pub use command::{Command, Target};
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static EVENT_TIMING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the events that mark the end of each instance and each preempt request record
+/// timestamps, so that [`Kernel::last_yield_latency_ms`] can measure preemption latency on
+/// the GPU clock. Off by default: a timed event record costs about 1.4 µs more host time per
+/// launch (measured on the H100).
+pub fn set_event_timing(on: bool) {
+    EVENT_TIMING.store(on, Ordering::Relaxed);
+}
+
+pub(crate) fn timing() -> bool {
+    EVENT_TIMING.load(Ordering::Relaxed)
+}
 pub use config::{persistent_blocks, LaunchConfig, Limits};
 pub use driver::{driver_available, CUstream};
 pub use error::{Error, Result};

@@ -12,8 +12,9 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Control blocks are handed out from slabs of this many.
-const SLAB_SLOTS: usize = 64;
+/// Control blocks are handed out from slabs of this many (320 KiB each). A host that runs far
+/// ahead of the GPU retires slots faster than their kernels finish, and then needs new slabs.
+const SLAB_SLOTS: usize = 256;
 /// Streams for resumed instances.
 const RESUME_STREAMS: usize = 4;
 /// Each control block starts on its own 256-byte boundary.
@@ -217,19 +218,21 @@ impl Inner {
         if pool.current.is_none() {
             let mut base: CUdeviceptr = 0;
             drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
+            // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
             drv!(cuMemsetD8Async(
                 base,
                 0,
                 SLOT_BYTES * SLAB_SLOTS,
                 self.housekeeping.0
             ))?;
-            drv!(cuStreamSynchronize(self.housekeeping.0))?;
+            let zeroed = self.event(false)?;
+            zeroed.record_on(self.housekeeping.0)?;
             pool.slabs.push(Slab {
                 base,
                 next: 0,
                 retired: Vec::new(),
                 done: 0,
-                zeroed: None,
+                zeroed: Some(zeroed),
             });
             pool.current = Some(pool.slabs.len() - 1);
         }
