@@ -6,7 +6,6 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::Command;
 
 #[test]
 fn benchmark_programs_transform_fully_and_compile() {
@@ -41,15 +40,9 @@ fn benchmark_programs_transform_fully_and_compile() {
             ("original", path.clone(), vec![]),
             ("transformed", out, vec!["-DCUPREEMPT_TRANSFORMED"]),
         ] {
-            let o = Command::new(&nvcc)
-                .args(["-arch=sm_90", "-std=c++17", "-O1", "-c", "-o"])
-                .arg(dir.join(format!("{name}.{what}.o")))
+            let o = support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
+                .arg("-O1")
                 .arg(format!("-I{}", bench.display()))
-                .arg(format!(
-                    "-I{}",
-                    support::root().join("cuda_support").display()
-                ))
-                .args(support::toolkit_flags(&nvcc))
                 .args(&defines)
                 .arg(&file)
                 .output()

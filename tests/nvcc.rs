@@ -3,8 +3,6 @@
 
 mod support;
 
-use std::process::Command;
-
 #[test]
 fn every_transformed_fixture_compiles_with_nvcc() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
@@ -32,14 +30,7 @@ fn every_transformed_fixture_compiles_with_nvcc() {
             .flat_map(|f| f.split_whitespace().map(String::from))
             .collect();
         for (what, file) in [("original", path.clone()), ("transformed", out)] {
-            let o = Command::new(&nvcc)
-                .args(["-arch=sm_90", "-std=c++17", "-c", "-o"])
-                .arg(dir.join(format!("{name}.{what}.o")))
-                .arg(format!(
-                    "-I{}",
-                    support::root().join("cuda_support").display()
-                ))
-                .args(support::toolkit_flags(&nvcc))
+            let o = support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
                 .args(&extra)
                 .arg(&file)
                 .output()

@@ -97,6 +97,17 @@ pub fn toolkit_flags(nvcc: &Path) -> Vec<String> {
     v
 }
 
+/// `nvcc -arch=sm_90 -std=c++17 -c -o OUT -I cuda_support` plus the toolkit's own flags: the
+/// compile-only command of the nvcc tests; callers add flags and the source.
+pub fn nvcc_compile(nvcc: &Path, out: &Path) -> Command {
+    let mut c = Command::new(nvcc);
+    c.args(["-arch=sm_90", "-std=c++17", "-c", "-o"])
+        .arg(out)
+        .arg(format!("-I{}", root().join("cuda_support").display()))
+        .args(toolkit_flags(nvcc));
+    c
+}
+
 pub fn tempdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("cupreempt-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);

@@ -74,6 +74,24 @@ fn with_kernel<T>(h: Handle, f: impl FnOnce(&mut Kernel) -> Result<T, Error>) ->
     f(&mut k)
 }
 
+/// Answers a query on kernel `h`: fails with `null` when an output pointer is missing
+/// (`outputs_set` false), otherwise runs `f` on the kernel and hands its result to `store`.
+fn answer<T>(
+    h: Handle,
+    outputs_set: bool,
+    null: &'static str,
+    f: impl FnOnce(&mut Kernel) -> Result<T, Error>,
+    store: impl FnOnce(T),
+) -> c_int {
+    guard(|| {
+        if !outputs_set {
+            return Err(Error::InvalidArgument(null));
+        }
+        store(with_kernel(h, f)?);
+        Ok(())
+    })
+}
+
 /// The runtime of the context current on this thread, made on first use.
 fn current_runtime() -> Result<Runtime, Error> {
     super::driver::init()?;
@@ -190,27 +208,31 @@ pub unsafe extern "C" fn cupreempt_rt_progress(
     done: *mut u64,
     total: *mut u64,
 ) -> c_int {
-    guard(|| {
-        if done.is_null() || total.is_null() {
-            return Err(Error::InvalidArgument("null done or total"));
-        }
-        let p = with_kernel(h, |k| k.progress())?;
-        (*done, *total) = (p.done, p.total);
-        Ok(())
-    })
+    let outputs_set = !done.is_null() && !total.is_null();
+    answer(
+        h,
+        outputs_set,
+        "null done or total",
+        |k| k.progress(),
+        |p| {
+            (*done, *total) = (p.done, p.total);
+        },
+    )
 }
 
 /// # Safety
 /// `complete` must be valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn cupreempt_rt_is_complete(h: Handle, complete: *mut c_int) -> c_int {
-    guard(|| {
-        if complete.is_null() {
-            return Err(Error::InvalidArgument("null complete"));
-        }
-        *complete = with_kernel(h, |k| k.is_complete())? as c_int;
-        Ok(())
-    })
+    answer(
+        h,
+        !complete.is_null(),
+        "null complete",
+        |k| k.is_complete(),
+        |c| {
+            *complete = c as c_int;
+        },
+    )
 }
 
 /// The launch's task count and the block count of its first (persistent) instance.
@@ -223,13 +245,16 @@ pub unsafe extern "C" fn cupreempt_rt_info(
     blocks: *mut c_uint,
     tasks: *mut u64,
 ) -> c_int {
-    guard(|| {
-        if blocks.is_null() || tasks.is_null() {
-            return Err(Error::InvalidArgument("null blocks or tasks"));
-        }
-        (*blocks, *tasks) = with_kernel(h, |k| Ok((k.persistent_blocks(), k.total_tasks())))?;
-        Ok(())
-    })
+    let outputs_set = !blocks.is_null() && !tasks.is_null();
+    answer(
+        h,
+        outputs_set,
+        "null blocks or tasks",
+        |k| Ok((k.persistent_blocks(), k.total_tasks())),
+        |(b, t)| {
+            (*blocks, *tasks) = (b, t);
+        },
+    )
 }
 
 /// Blocks until the kernel is complete (an error while it is preempted).
@@ -245,13 +270,15 @@ pub extern "C" fn cupreempt_rt_wait(h: Handle) -> c_int {
 /// `us` must be valid for writing.
 #[no_mangle]
 pub unsafe extern "C" fn cupreempt_rt_yield_latency_us(h: Handle, us: *mut f64) -> c_int {
-    guard(|| {
-        if us.is_null() {
-            return Err(Error::InvalidArgument("null us"));
-        }
-        *us = with_kernel(h, |k| k.last_yield_latency_ms())?.map_or(-1.0, |ms| ms as f64 * 1e3);
-        Ok(())
-    })
+    answer(
+        h,
+        !us.is_null(),
+        "null us",
+        |k| k.last_yield_latency_ms(),
+        |ms| {
+            *us = ms.map_or(-1.0, |ms| ms as f64 * 1e3);
+        },
+    )
 }
 
 /// Detaches the handle: the kernel runs on (resumed everywhere if it was preempted) and its
