@@ -12,6 +12,7 @@ use cupreempt_runtime::rt::{
     self, Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target,
 };
 use cupreempt_runtime::SmSet;
+use std::ffi::c_void;
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -55,6 +56,25 @@ impl Drop for Buf {
     fn drop(&mut self) {
         unsafe { sys::cuMemFree_v2(self.ptr) };
     }
+}
+
+/// An ordinary (untransformed) kernel launch on a 1-D grid, straight through the driver.
+fn launch_plain(f: &Function, grid: u32, block: u32, s: sys::CUstream, params: &mut [*mut c_void]) {
+    ck("cuLaunchKernel", unsafe {
+        sys::cuLaunchKernel(
+            f.raw(),
+            grid,
+            1,
+            1,
+            block,
+            1,
+            1,
+            0,
+            s,
+            params.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+    });
 }
 
 fn stream() -> sys::CUstream {
@@ -135,21 +155,7 @@ impl Job {
             (&mut dst as *mut u64).cast(),
             (&mut n as *mut u32).cast(),
         ];
-        ck("cuLaunchKernel(copy_words)", unsafe {
-            sys::cuLaunchKernel(
-                g.copy.raw(),
-                264,
-                1,
-                1,
-                256,
-                1,
-                1,
-                0,
-                self.stream,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        });
+        launch_plain(&g.copy, 264, 256, self.stream, &mut params);
         Ok(k)
     }
 
@@ -423,21 +429,7 @@ fn launch_cost(g: &Setup) -> Result<String, String> {
             (&mut r as *mut u64).cast(),
             (&mut spin as *mut u64).cast(),
         ];
-        ck("launch", unsafe {
-            sys::cuLaunchKernel(
-                g.spin_original.raw(),
-                16,
-                1,
-                1,
-                64,
-                1,
-                1,
-                0,
-                s,
-                params.as_mut_ptr(),
-                std::ptr::null_mut(),
-            )
-        });
+        launch_plain(&g.spin_original, 16, 64, s, &mut params);
         with();
     };
     let (orig, orig_host) = batch(&mut || direct(&|| {}))?;

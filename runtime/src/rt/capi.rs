@@ -340,86 +340,62 @@ mod tests {
             .into_owned()
     }
 
+    /// `cupreempt_rt_launch` with a 1x1x1 grid and block, no shared memory, default stream.
+    unsafe fn launch(
+        func: *mut c_void,
+        grid: *const c_uint,
+        args: *const *const c_void,
+        sizes: *const usize,
+        nargs: usize,
+        out: *mut Handle,
+    ) -> c_int {
+        let block = [1u32, 1, 1];
+        cupreempt_rt_launch(
+            func,
+            grid,
+            block.as_ptr(),
+            0,
+            std::ptr::null_mut(),
+            args,
+            sizes,
+            nargs,
+            0,
+            0,
+            out,
+        )
+    }
+
     #[test]
     fn null_pointers_are_invalid_arguments() {
         let g = [1u32, 1, 1];
         let mut h = 0;
         let f = std::ptr::dangling_mut::<c_void>(); // never dereferenced: checks come first
+        let (no_args, no_sizes) = (std::ptr::null(), std::ptr::null());
         unsafe {
-            let null = std::ptr::null_mut();
-            let s = cupreempt_rt_launch(
-                null,
-                g.as_ptr(),
-                g.as_ptr(),
-                0,
-                null,
-                std::ptr::null(),
-                std::ptr::null(),
-                0,
-                0,
-                0,
-                &mut h,
+            assert_eq!(
+                launch(
+                    std::ptr::null_mut(),
+                    g.as_ptr(),
+                    no_args,
+                    no_sizes,
+                    0,
+                    &mut h
+                ),
+                4
             );
-            assert_eq!(s, 4);
             assert!(last().contains("null"));
-            let s = cupreempt_rt_launch(
-                f,
-                std::ptr::null(),
-                g.as_ptr(),
-                0,
-                null,
-                std::ptr::null(),
-                std::ptr::null(),
-                0,
-                0,
-                0,
-                &mut h,
-            );
-            assert_eq!(s, 4);
-            let s = cupreempt_rt_launch(
-                f,
-                g.as_ptr(),
-                g.as_ptr(),
-                0,
-                null,
-                std::ptr::null(),
-                std::ptr::null(),
-                2,
-                0,
-                0,
-                &mut h,
-            );
-            assert_eq!(s, 4);
+            assert_eq!(launch(f, std::ptr::null(), no_args, no_sizes, 0, &mut h), 4);
+            assert_eq!(launch(f, g.as_ptr(), no_args, no_sizes, 2, &mut h), 4);
             let args = [std::ptr::null::<c_void>()];
             let sizes = [8usize];
-            let s = cupreempt_rt_launch(
-                f,
-                g.as_ptr(),
-                g.as_ptr(),
-                0,
-                null,
-                args.as_ptr(),
-                sizes.as_ptr(),
-                1,
-                0,
-                0,
-                &mut h,
+            assert_eq!(
+                launch(f, g.as_ptr(), args.as_ptr(), sizes.as_ptr(), 1, &mut h),
+                4
             );
-            assert_eq!(s, 4);
-            let s = cupreempt_rt_launch(
-                f,
-                g.as_ptr(),
-                g.as_ptr(),
-                0,
-                null,
-                std::ptr::null(),
-                std::ptr::null(),
-                0,
-                0,
-                0,
-                std::ptr::null_mut(),
+            assert_eq!(
+                launch(f, g.as_ptr(), no_args, no_sizes, 0, std::ptr::null_mut()),
+                4
             );
-            assert_eq!(s, 4);
             assert_eq!(
                 cupreempt_rt_progress(1, std::ptr::null_mut(), std::ptr::null_mut()),
                 4
@@ -464,21 +440,7 @@ mod tests {
         let g = [1u32, 1, 1];
         let mut h = 0;
         let f = std::ptr::dangling_mut::<c_void>();
-        let s = unsafe {
-            cupreempt_rt_launch(
-                f,
-                g.as_ptr(),
-                g.as_ptr(),
-                0,
-                std::ptr::null_mut(),
-                std::ptr::null(),
-                std::ptr::null(),
-                0,
-                0,
-                0,
-                &mut h,
-            )
-        };
+        let s = unsafe { launch(f, g.as_ptr(), std::ptr::null(), std::ptr::null(), 0, &mut h) };
         assert_eq!(s, 1);
         assert!(last().contains("no CUDA driver"));
     }
