@@ -1,6 +1,6 @@
 //! Transform time vs tree-sitter parse time alone, on a generated ~5,000-line CUDA file with a
 //! mix of kernels (plain, templates, helpers reading blockIdx, shared memory and barriers,
-//! sync-aware hazards, refused grid syncs) and host launch sites. Goal: transform ≤ 1.5× parse.
+//! predicated hazards, refused grid syncs) and host launch sites. Goal: transform ≤ 1.5× parse.
 
 use criterion::{black_box, criterion_group, criterion_main, Criterion};
 

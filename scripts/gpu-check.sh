@@ -42,7 +42,7 @@ for h in $(cat list); do
 done
 grep -q '^FAIL\|BUILD FAILED' "$log" && status=1
 
-for f in thread_return_before_barrier syncthreads_count cg_block_sync uniform_return_before_barrier shared_static; do
+for f in thread_return_before_barrier syncthreads_count cg_block_sync return_in_barrier_loop reduction_loop_after_return uniform_return_before_barrier shared_static; do
   for tool in memcheck racecheck synccheck; do
     res=$(CUPREEMPT_HARNESS_QUICK=1 timeout -s KILL 60 compute-sanitizer --tool $tool --error-exitcode 9 "./$f.harness0.exe" 2>&1)
     rc=$?

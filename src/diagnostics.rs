@@ -32,8 +32,8 @@ pub enum Code {
     ParseError,
     /// CP101: a launch site that is left unchanged.
     LaunchLeft,
-    /// CP200: a thread-dependent return reaches a barrier; rewritten into the sync-aware form.
-    SyncAwareRewrite,
+    /// CP200: a thread-dependent return reaches a barrier; rewritten into the predicated form.
+    PredicatedRewrite,
     /// CP201: a `#pragma cupreempt` that is not understood.
     BadPragma,
 }
@@ -52,7 +52,7 @@ impl Code {
         Code::NotSelected,
         Code::ParseError,
         Code::LaunchLeft,
-        Code::SyncAwareRewrite,
+        Code::PredicatedRewrite,
         Code::BadPragma,
     ];
 
@@ -70,7 +70,7 @@ impl Code {
             Code::NotSelected => "CP010",
             Code::ParseError => "CP100",
             Code::LaunchLeft => "CP101",
-            Code::SyncAwareRewrite => "CP200",
+            Code::PredicatedRewrite => "CP200",
             Code::BadPragma => "CP201",
         }
     }
@@ -78,7 +78,7 @@ impl Code {
     /// Refusals leave a kernel untouched; everything else is informational.
     pub fn severity(self) -> Level {
         match self {
-            Code::NotSelected | Code::SyncAwareRewrite => Level::Note,
+            Code::NotSelected | Code::PredicatedRewrite => Level::Note,
             Code::ParseError | Code::LaunchLeft | Code::BadPragma => Level::Warning,
             _ => Level::Error,
         }

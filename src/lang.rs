@@ -116,22 +116,26 @@ macro_rules! fields {
 }
 
 fields! {
+    alternative = "alternative",
     argument = "argument",
     arguments = "arguments",
     body = "body",
     condition = "condition",
+    consequence = "consequence",
     declarator = "declarator",
     default_type = "default_type",
     default_value = "default_value",
     directive = "directive",
     field = "field",
     function = "function",
+    initializer = "initializer",
     left = "left",
     name = "name",
     operator = "operator",
     parameters = "parameters",
     right = "right",
     r#type = "type",
+    update = "update",
     value = "value",
 }
 
@@ -149,8 +153,8 @@ pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDi
 /// Built-ins whose value differs between threads of one block.
 pub const THREAD_VARYING: &[&str] = &["threadIdx", "__lane_id", "laneId"];
 
-/// Block-wide barriers, by the function that performs them, and the context method that
-/// replaces each in sync-aware kernels.
+/// Block-wide barriers, by the function that performs them, and what kind of barrier each is
+/// (a plain barrier, or a block reduction that needs returned threads' neutral vote).
 pub const BARRIER_FUNCTIONS: &[(&str, &str)] = &[
     ("__syncthreads", "sync"),
     ("__syncthreads_count", "sync_count"),

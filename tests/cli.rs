@@ -142,7 +142,7 @@ fn check_reports_per_kernel_with_exit_code_and_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     let files = v.as_array().unwrap();
     assert_eq!(files.len(), 2);
-    assert_eq!(files[0]["kernels"][0]["mode"], "sync-aware");
+    assert_eq!(files[0]["kernels"][0]["mode"], "predicated");
     let d = &files[1]["diagnostics"][0];
     assert_eq!(d["code"], "CP002");
     assert_eq!(d["severity"], "error");

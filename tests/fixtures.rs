@@ -9,7 +9,7 @@ use cupreempt::{transform, Options};
 fn outcome(k: &cupreempt::KernelReport) -> String {
     match (k.transformed, k.mode) {
         (true, Some(cupreempt::analysis::SyncMode::Plain)) => "transformed plain".into(),
-        (true, Some(cupreempt::analysis::SyncMode::SyncAware)) => "transformed sync-aware".into(),
+        (true, Some(cupreempt::analysis::SyncMode::Predicated)) => "transformed predicated".into(),
         _ => format!("refused {}", k.codes.first().copied().unwrap_or("?")),
     }
 }

@@ -23,6 +23,8 @@ fn gpu_present() -> bool {
 }
 
 const SANITIZED: &[&str] = &[
+    "return_in_barrier_loop",
+    "reduction_loop_after_return",
     "thread_return_before_barrier",
     "syncthreads_count",
     "cg_block_sync",

@@ -2,8 +2,7 @@
 //
 // A transformed kernel K becomes three functions that share one body:
 //   K__cupreempt_body<Ctx>(Ctx& __cp, params)  the original body; it reads blockIdx/gridDim
-//                                               from __cp (local shadows) and, in sync-aware
-//                                               kernels, synchronizes through __cp
+//                                               from __cp (local shadows)
 //   K(params)                                   the original symbol: body with NativeCtx
 //   K__cupreempt(cupreempt_launch, params)      the persistent wrapper: run_tasks() below
 #pragma once
@@ -38,94 +37,26 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, unsigned 
   return false;
 }
 
-// Block barriers for sync-aware kernels. They are the non-aligned PTX `barrier.*` forms, not
-// the `.aligned` `bar.*` that __syncthreads_* compile to: threads of one warp may come to them
-// from different places (live threads from the body, returned ones from leave()).
-
-// Used directly by the original kernel's sync-aware form, where returned threads have exited
-// (the hardware does not wait for exited threads).
-__device__ __forceinline__ unsigned barrier_popc(unsigned p) {
-  unsigned r;
-  asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; barrier.red.popc.u32 %0, 0, q; }"
-               : "=r"(r) : "r"(p) : "memory");
-  return r;
-}
-__device__ __forceinline__ unsigned barrier_and(unsigned p) {
-  unsigned r;
-  asm volatile("{ .reg .pred q, d; setp.ne.u32 q, %1, 0; barrier.red.and.pred d, 0, q; selp.u32 %0, 1, 0, d; }"
-               : "=r"(r) : "r"(p) : "memory");
-  return r;
-}
-__device__ __forceinline__ unsigned barrier_or(unsigned p) {
-  unsigned r;
-  asm volatile("{ .reg .pred q, d; setp.ne.u32 q, %1, 0; barrier.red.or.pred d, 0, q; selp.u32 %0, 1, 0, d; }"
-               : "=r"(r) : "r"(p) : "memory");
-  return r;
-}
-
-// The barrier of sync-aware persistent kernels. Not inlined: every such barrier, live threads'
-// from the body and parked threads' from leave(), is then the same instruction, which keeps
-// the compiler's per-call-site convergence code out of the way (on the H100, two inlined
-// barrier sites after a thread-dependent return hung; see docs/gpu-results.md).
-__device__ __noinline__ unsigned barrier_count(unsigned p) { return barrier_popc(p); }
-
 // Shared by the threads of one persistent block.
 struct BlockState {
   unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
   unsigned stop;                  // 1: leave the loop (yield or no tasks left)
-  unsigned votes[3];              // sync-aware reductions, used in rotation (see TaskCtx)
 };
 
-// Non-aligned `barrier.sync` (see barrier_count), for the original kernel's sync-aware form.
-__device__ __forceinline__ void barrier_sync() { asm volatile("barrier.sync 0;" ::: "memory"); }
-
-// The original kernel: hardware indices and barriers.
-//
-// SyncAware (the body has a thread-dependent return that reaches a barrier): every `return` of
-// the body was rewritten to `return __cp.leave();`, and leave() ends the thread (PTX `exit`)
-// as the original `return` did, so the remaining threads' barriers stop waiting for it. A plain
-// return from the inlined body would instead wait to reconverge with its warp: a deadlock.
-template <bool SyncAware = false>
+// The original kernel: the hardware's indices.
 struct NativeCtx {
   uint3 blockIdx;
   dim3 gridDim;
   __device__ NativeCtx() : blockIdx(::blockIdx), gridDim(::gridDim) {}
-  __device__ void sync() const {
-    if constexpr (SyncAware) barrier_sync(); else __syncthreads();
-  }
-  __device__ int sync_count(int p) const {
-    if constexpr (SyncAware) return (int)barrier_popc(p); else return __syncthreads_count(p);
-  }
-  __device__ int sync_and(int p) const {
-    if constexpr (SyncAware) return (int)barrier_and(p); else return __syncthreads_and(p);
-  }
-  __device__ int sync_or(int p) const {
-    if constexpr (SyncAware) return (int)barrier_or(p); else return __syncthreads_or(p);
-  }
-  __device__ void leave() const {
-    if constexpr (SyncAware) asm volatile("exit;");
-  }
 };
 
-// One task (original block) run by a persistent block.
-//
-// SyncAware: a thread that returns cannot exit (the block runs more tasks), so leave() parks it
-// where it returned, in a loop of barriers that it joins with 0 until a barrier counts no live
-// thread. Every barrier of a live thread is the same `barrier.red.popc` with 1, so parked
-// threads take part without knowing which barrier it is, and all threads see the same count,
-// so all leave the task in the same round (the body's end also calls leave()). A reduction
-// (__syncthreads_count/and/or) adds its votes into a shared counter before its barrier and
-// reads it after; three counters rotate, and after each barrier the previous reduction's
-// counter, which everybody has read, is cleared.
-template <bool SyncAware>
+// One task (original block) run by a persistent block: the task's indices.
 struct TaskCtx {
   uint3 blockIdx;
   dim3 gridDim;
-  BlockState* state;
-  unsigned reductions = 0;  // reductions done in this task (the same count in every thread)
 
-  __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task, BlockState* s)
-      : gridDim(l.grid_x, l.grid_y, l.grid_z), state(s) {
+  __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task)
+      : gridDim(l.grid_x, l.grid_y, l.grid_z) {
     // Task t is block (x, y, z) with t = x + grid_x * (y + grid_y * z). Divisions are slow:
     // none for 1-D grids, 32-bit ones when the task count allows.
     if (l.grid_y == 1 && l.grid_z == 1) {
@@ -139,40 +70,18 @@ struct TaskCtx {
                             (unsigned)(row / l.grid_y));
     }
   }
-
-  __device__ void sync() const {
-    if constexpr (SyncAware) barrier_count(1); else __syncthreads();
-  }
-  __device__ int sync_count(int p) {
-    if constexpr (SyncAware) return (int)vote(p != 0); else return __syncthreads_count(p);
-  }
-  __device__ int sync_and(int p) {
-    if constexpr (SyncAware) return vote(p == 0) == 0; else return __syncthreads_and(p);
-  }
-  __device__ int sync_or(int p) {
-    if constexpr (SyncAware) return vote(p != 0) != 0; else return __syncthreads_or(p);
-  }
-
-  __device__ void leave() const {
-    if constexpr (SyncAware) {
-      while (barrier_count(0) != 0) {
-      }
-    }
-  }
-
- private:
-  __device__ unsigned vote(bool yes) {
-    unsigned* votes = state->votes;
-    const unsigned k = reductions++ % 3;
-    if (yes) atomicAdd(&votes[k], 1u);
-    barrier_count(1);
-    const unsigned r = *(volatile unsigned*)&votes[k];
-    // The previous reduction's counter: everyone read it before this barrier, and its next use
-    // (two reductions on) adds only after the next barrier.
-    atomicExch(&votes[(k + 2) % 3], 0u);
-    return r;
-  }
 };
+
+// The predicated form (a thread-dependent return reaches a barrier). A persistent block cannot
+// let a returned thread exit, so the transformer turns `return` into `__cp_live = false`: the
+// thread skips the rest of the task's work (`if (__cp_live)`) but passes the same barriers as
+// the live threads, converged with its warp. A declaration after a return that reads memory is
+// initialized through live_value(), so that returned threads read nothing.
+template <class F>
+__device__ __forceinline__ auto live_value(bool live, F f) -> decltype(f()) {
+  if (live) return f();
+  return decltype(f())();
+}
 
 // State of the leader thread, kept in shared memory rather than registers: the body runs with
 // only a handful of the loop's registers live, so the wrapper keeps the original kernel's
@@ -226,7 +135,6 @@ __device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long l
   st.begin = begin;
   st.end = end;
   st.stop = stop;
-  st.votes[0] = st.votes[1] = st.votes[2] = 0;
   ls.last_ns = global_ns();
 }
 
@@ -289,7 +197,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
 #ifdef CUPREEMPT_AUDIT
       if (leader && l.audit) atomicAdd(&l.audit[begin + i], 1u);
 #endif
-      Ctx ctx(l, begin + i, &st);
+      Ctx ctx(l, begin + i);
       body(ctx);
       // The next task may reuse this task's shared memory. After the last task of a chunk the
       // leader's barrier above does this job.

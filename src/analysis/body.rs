@@ -36,21 +36,12 @@ impl ReturnSite<'_> {
     }
 }
 
-/// How a barrier is rewritten in a sync-aware kernel.
-#[derive(Debug, Clone, Copy)]
-pub enum BarrierRewrite<'t> {
-    /// `__syncthreads_count(p)`: replace the callee with `__cp.sync_count`.
-    Callee(Node<'t>),
-    /// `block.sync()`, `cg::sync(block)`: replace the whole call with `__cp.sync()`.
-    WholeCall(Node<'t>),
-}
-
 #[derive(Debug, Clone, Copy)]
 pub struct BarrierSite<'t> {
     pub node: Node<'t>,
     pub method: &'static str,
-    /// None: inside a macro, inline PTX or a helper; cannot be rewritten.
-    pub rewrite: Option<BarrierRewrite<'t>>,
+    /// False: inside a macro, inline PTX or a helper, where the predicated form cannot reach.
+    pub visible: bool,
 }
 
 impl BarrierSite<'_> {
@@ -58,7 +49,7 @@ impl BarrierSite<'_> {
         self.node.byte_range()
     }
     pub fn rewritable(&self) -> bool {
-        self.rewrite.is_some()
+        self.visible
     }
 }
 
@@ -214,7 +205,7 @@ fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &Macr
         f.barriers.push(BarrierSite {
             node: n,
             method: "sync",
-            rewrite: None,
+            visible: false,
         });
     }
     if m.returns {
@@ -292,7 +283,7 @@ fn record_call<'t>(
             f.barriers.push(BarrierSite {
                 node: call,
                 method: "sync",
-                rewrite: Some(BarrierRewrite::WholeCall(call)),
+                visible: true,
             });
         }
         return;
@@ -305,7 +296,7 @@ fn record_call<'t>(
         f.barriers.push(BarrierSite {
             node: call,
             method,
-            rewrite: Some(BarrierRewrite::Callee(callee)),
+            visible: true,
         });
         return;
     }
@@ -316,7 +307,7 @@ fn record_call<'t>(
             f.barriers.push(BarrierSite {
                 node: call,
                 method: "sync",
-                rewrite: Some(BarrierRewrite::WholeCall(call)),
+                visible: true,
             });
             return;
         }

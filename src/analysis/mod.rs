@@ -6,11 +6,13 @@
 //! decides, per kernel, whether and how it is transformed.
 
 mod body;
+mod predicate;
 mod scan;
 mod shared;
 mod uniformity;
 
-pub use body::{callee_name, BarrierRewrite, BarrierSite, BodyFacts, Call, ReturnSite};
+pub use body::{callee_name, BarrierSite, BodyFacts, Call, ReturnSite};
+pub use predicate::{Predication, Step};
 pub use scan::{FunctionSite, LaunchSite, Linkage, MacroFacts, Param, Pragmas, TemplateParam};
 
 use crate::diagnostics::{Code, Diagnostic};
@@ -24,15 +26,16 @@ use tree_sitter::Node;
 pub enum SyncMode {
     /// No thread-dependent return reaches a barrier: barriers stay as they are.
     Plain,
-    /// A thread-dependent return reaches a barrier: barriers go through the task context.
-    SyncAware,
+    /// A thread-dependent return reaches a barrier: returned threads stay, skip the work after
+    /// their return and go through the remaining barriers (`predicate`).
+    Predicated,
 }
 
 impl SyncMode {
     pub fn as_str(self) -> &'static str {
         match self {
             SyncMode::Plain => "plain",
-            SyncMode::SyncAware => "sync-aware",
+            SyncMode::Predicated => "predicated",
         }
     }
 }
@@ -49,8 +52,10 @@ pub struct KernelPlan<'t> {
     pub prior_declarations: Vec<FunctionSite<'t>>,
     /// Another transformed kernel has the same name in the same scope.
     pub overloaded: bool,
-    /// The thread-dependent return and the barrier it reaches (sync-aware kernels).
+    /// The thread-dependent return and the barrier it reaches (predicated kernels).
     pub hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
+    /// How the body is predicated (predicated kernels).
+    pub predication: Option<Predication<'t>>,
     /// The kernel may use shared memory (keep the barrier between tasks).
     pub may_use_shared: bool,
 }
@@ -189,6 +194,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
             prior_declarations: prior,
             overloaded: false,
             hazard: None,
+            predication: None,
             site: k,
             facts,
         };
@@ -208,21 +214,43 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
                 let (chunk, budget) = opts.chunking_for(&plan.site.name, &plan.site.pragmas);
                 plan.chunk = chunk;
                 plan.budget_ns = budget;
-                if mode == SyncMode::SyncAware {
-                    let (ret, bar) = plan.hazard.expect("sync-aware implies a hazard");
-                    diagnostics.push(
-                        Diagnostic::new(
-                            Code::SyncAwareRewrite,
-                            format!(
-                                "kernel `{}`: a thread-dependent return reaches a barrier; barriers are rewritten into the sync-aware form",
-                                plan.site.name
-                            ),
-                        )
-                        .kernel(&plan.site.name)
-                        .label(ret.range(), "this return depends on the thread")
-                        .label(bar.range(), "and this barrier can follow it")
-                        .help("returned threads wait in the task loop and take part in the remaining barriers, as exited threads would"),
-                    );
+                if mode == SyncMode::Predicated {
+                    let (ret, bar) = plan.hazard.expect("predicated implies a hazard");
+                    let params: Vec<String> = plan
+                        .site
+                        .param_list
+                        .iter()
+                        .map(|p| p.name.clone())
+                        .collect();
+                    match predicate::plan(
+                        plan.site.body,
+                        &params,
+                        &plan.facts,
+                        src,
+                        macros,
+                        (ret.range(), bar.range()),
+                    ) {
+                        Ok(p) => {
+                            plan.predication = Some(p);
+                            diagnostics.push(
+                                Diagnostic::new(
+                                    Code::PredicatedRewrite,
+                                    format!(
+                                        "kernel `{}`: a thread-dependent return reaches a barrier; the body is rewritten into the predicated form",
+                                        plan.site.name
+                                    ),
+                                )
+                                .kernel(&plan.site.name)
+                                .label(ret.range(), "this return depends on the thread")
+                                .label(bar.range(), "and this barrier can follow it")
+                                .help("a returned thread stays with `__cp_live` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions"),
+                            );
+                        }
+                        Err(d) => {
+                            plan.mode = None;
+                            diagnostics.push(d.kernel(&plan.site.name));
+                        }
+                    }
                 }
             }
             Err(mut d) => {
@@ -374,7 +402,7 @@ fn decide<'t>(
             barriers.push(BarrierSite {
                 node: c.node,
                 method: "sync",
-                rewrite: None,
+                visible: false,
             });
         }
     }
@@ -391,7 +419,7 @@ fn decide<'t>(
         });
     let mut mode = SyncMode::Plain;
     if let Some((ret, bar)) = hazard {
-        mode = SyncMode::SyncAware;
+        mode = SyncMode::Predicated;
         // Every return must go through the context; one inside a macro cannot be rewritten.
         if let Some(m) = plan.facts.macro_uses.iter().find(|m| m.facts.returns) {
             refusals.push(
@@ -402,7 +430,7 @@ fn decide<'t>(
                 .label(ret.range(), "this return depends on the thread")
                 .label(bar.range(), "and can reach this barrier")
                 .label(m.node.byte_range(), "a return inside this macro cannot be rewritten")
-                .help("in the sync-aware form every return is rewritten; expand the macro by hand"),
+                .help("in the predicated form every return is rewritten; expand the macro by hand"),
             );
         }
         if let Some(stuck) = barriers.iter().find(|b| !b.rewritable()) {

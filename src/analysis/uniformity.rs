@@ -3,7 +3,7 @@
 //! Conservative: a value is *uniform* only if it is built from kernel parameters, constants,
 //! blockIdx/blockDim/gridDim and uniform locals. Memory loads, calls to functions we do not
 //! know, threadIdx and anything written under thread-dependent control are *varying*. A wrong
-//! "varying" costs a sync-aware rewrite (a little speed); a wrong "uniform" could deadlock, so
+//! "varying" costs a predicated rewrite (a little speed); a wrong "uniform" could deadlock, so
 //! every doubt goes to varying.
 
 use super::scan::MacroFacts;
@@ -53,6 +53,18 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         src: &'t str,
         macros: &'m BTreeMap<String, MacroFacts>,
     ) -> Self {
+        Self::with_exits(body, all, src, macros, true)
+    }
+
+    /// `returns_exit`: false for the predicated form, where a `return` only clears a flag and
+    /// the thread goes on through the loops around it.
+    pub fn with_exits(
+        body: Node<'t>,
+        all: &[Node<'t>],
+        src: &'t str,
+        macros: &'m BTreeMap<String, MacroFacts>,
+        returns_exit: bool,
+    ) -> Self {
         let mut u = Uniformity {
             src,
             body,
@@ -67,7 +79,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             .copied()
             .filter(|n| {
                 let kind = n.kind();
-                n.kind_id() == kinds().return_statement
+                (returns_exit && n.kind_id() == kinds().return_statement)
                     || kind == "break_statement"
                     || kind == "continue_statement"
                     || kind == "goto_statement"

@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! template <class CupreemptCtx> __device__ int gid(CupreemptCtx& __cp) { ...blockIdx... }
-//! __device__ int gid() { cupreempt::NativeCtx<> __cp; return gid(__cp); }
+//! __device__ int gid() { cupreempt::NativeCtx __cp; return gid(__cp); }
 //! ```
 
 use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
@@ -72,7 +72,7 @@ pub fn rewrite(
     let sep = if args.is_empty() { "" } else { ", " };
     let forwarder = format!(
         "\n// cupreempt: `{name}` with the hardware's blockIdx/gridDim, for other callers.\n\
-         {template_text}{specifiers}{name}({params}){tail} {{\n  cupreempt::NativeCtx<> {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
+         {template_text}{specifiers}{name}({params}){tail} {{\n  cupreempt::NativeCtx {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
     edits.push(Edit::insert(s.outer.end_byte(), forwarder));

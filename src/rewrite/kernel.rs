@@ -12,7 +12,7 @@
 //! only its header changes and generated code follows it.
 
 use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
-use crate::analysis::{BarrierRewrite, FunctionSite, KernelPlan, SyncMode};
+use crate::analysis::{FunctionSite, KernelPlan, SyncMode};
 use crate::edit::Edit;
 use std::collections::BTreeSet;
 
@@ -95,43 +95,8 @@ pub fn rewrite(
         edits.push(e);
     }
     context_calls(&plan.facts.calls, ctx_helpers, edits);
-    if plan.mode == Some(SyncMode::SyncAware) {
-        // Every way out of the body goes through leave(): the thread exits (original kernel) or
-        // parks until the task's other threads are done (persistent wrapper).
-        for r in plan
-            .facts
-            .returns
-            .iter()
-            .filter(|r| r.node.kind() == "return_statement")
-        {
-            let value = r.node.named_child(0).filter(|v| v.kind() != "comment");
-            let text = match value {
-                Some(v) => format!("{{ {}; return {CTX}.leave(); }}", crate::lang::text(v, src)),
-                None => format!("return {CTX}.leave();"),
-            };
-            edits.push(Edit::replace(r.node.byte_range(), text));
-        }
-        let close = k.body.end_byte() - 1;
-        let indent = super::body_indent(k.body, src);
-        let before_close = &src[k.body.start_byte()..close];
-        let end_text = if before_close.trim_end_matches([' ', '\t']).ends_with('\n') {
-            format!("{indent}{CTX}.leave();  // cupreempt: every thread leaves the task here\n")
-        } else {
-            format!(" {CTX}.leave(); ")
-        };
-        let at = close - (before_close.len() - before_close.trim_end_matches([' ', '\t']).len());
-        edits.push(Edit::insert(at, end_text));
-        for b in &plan.facts.barriers {
-            match b.rewrite {
-                Some(BarrierRewrite::Callee(c)) => {
-                    edits.push(Edit::replace(c.byte_range(), format!("{CTX}.{}", b.method)))
-                }
-                Some(BarrierRewrite::WholeCall(c)) => {
-                    edits.push(Edit::replace(c.byte_range(), format!("{CTX}.sync()")))
-                }
-                None => unreachable!("kernels with unrewritable barriers are refused"),
-            }
-        }
+    if let Some(p) = &plan.predication {
+        super::predicate::rewrite(p, k.body, src, edits);
     }
 
     // 3. After the body: the original symbol, the wrapper, what launch sites name.
@@ -226,42 +191,35 @@ fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
     format!("{}<{targs}>({CTX}{sep}{args});", body_name(&k.name))
 }
 
-fn native_ctx(plan: &KernelPlan) -> &'static str {
-    if plan.mode == Some(SyncMode::SyncAware) {
-        "cupreempt::NativeCtx<true>"
-    } else {
-        "cupreempt::NativeCtx<>"
-    }
-}
+const NATIVE_CTX: &str = "cupreempt::NativeCtx";
 
 fn forwarder(plan: &KernelPlan, h: &Header) -> String {
     format!(
         "// cupreempt: `{name}` keeps its symbol and runs the shared body on the hardware's blockIdx/gridDim.\n\
          {prefix}{name}({params}) {{\n  {native} {CTX};\n  {call}\n}}\n",
-        native = native_ctx(plan),
+        native = NATIVE_CTX,
         name = h.name,
         prefix = h.prefix(),
         params = h.params,
-        call = body_call(plan, native_ctx(plan)),
+        call = body_call(plan, NATIVE_CTX),
     )
 }
 
 fn wrapper(plan: &KernelPlan, h: &Header) -> String {
-    let aware = plan.mode == Some(SyncMode::SyncAware);
+    let predicated = plan.mode == Some(SyncMode::Predicated);
     format!(
         "// cupreempt: persistent, preemptible form of `{name}`{mode}.\n\
-         {prefix}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx<{aware}>;\n  \
+         {prefix}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx;\n  \
          cupreempt::run_tasks<{CTX_TYPE}, /*task_barrier=*/{barrier}>(__cp_launch, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
         name = h.name,
-        mode = if aware { " (sync-aware barriers)" } else { "" },
+        mode = if predicated { " (predicated: returned threads skip work but pass barriers)" } else { "" },
         prefix = h.prefix(),
         wrapper = wrapper_name(&h.name),
         params = wrapper_params(&h.params),
         chunk = plan.chunk,
         budget = plan.budget_ns,
-        // Sync-aware kernels keep it: their reductions' counters rotate across tasks.
-        barrier = plan.may_use_shared || aware,
+        barrier = plan.may_use_shared,
         call = body_call(plan, CTX_TYPE),
     )
 }

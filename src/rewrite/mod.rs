@@ -3,6 +3,7 @@
 mod helper;
 mod kernel;
 mod launch;
+mod predicate;
 
 use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
@@ -12,6 +13,8 @@ use tree_sitter::Node;
 
 /// The task-context parameter every shared body and rewritten helper takes.
 pub const CTX: &str = "__cp";
+/// The predicated form's flag: the thread has not returned from the task.
+pub const CTX_LIVE: &str = "__cp_live";
 /// Its type parameter.
 pub const CTX_TYPE: &str = "CupreemptCtx";
 pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";

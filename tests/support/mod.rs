@@ -29,7 +29,7 @@ pub fn fixtures() -> Vec<PathBuf> {
     v
 }
 
-/// `// EXPECT: NAME transformed plain|sync-aware` or `// EXPECT: NAME refused CODE`.
+/// `// EXPECT: NAME transformed plain|predicated` or `// EXPECT: NAME refused CODE`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Expect {
     pub kernel: String,

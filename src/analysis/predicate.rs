@@ -1,0 +1,875 @@
+//! The predicated form of a kernel whose thread-dependent return reaches a barrier.
+//!
+//! In the original kernel a returned thread exits, and barriers stop waiting for it. A
+//! persistent block cannot let a thread exit (the block runs more tasks after this one), so the
+//! thread stays with a flag, `__cp_live`, cleared: it skips the work that follows its return but
+//! goes through every barrier with the live threads, and votes the neutral value in block
+//! reductions (0 for count/or, 1 for and), as an exited thread would not vote at all. Threads of
+//! one warp then reach each barrier together, as compute-sanitizer's synccheck requires.
+//!
+//! That is sound only if returned threads can follow the live ones through the barriers: after
+//! a return, a barrier may sit in straight-line code, in braces, or under `if`/loops whose
+//! conditions are block-uniform and read no memory (so returned threads compute the same
+//! values), or are block reductions themselves. Anything else is refused (CP004), labelled.
+//!
+//! This module only decides; `rewrite::predicate` turns the steps into edits.
+
+use super::body::{BarrierSite, BodyFacts};
+use super::uniformity::{descendants, is_loop, Uniformity};
+use super::MacroFacts;
+use crate::diagnostics::{Code, Diagnostic};
+use crate::lang::{self, fields, kinds, text};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use tree_sitter::Node;
+
+/// One change the predicated form makes to the body.
+#[derive(Debug, Clone)]
+pub enum Step<'t> {
+    /// Statements in `range` run only while the thread is live (`guarded`), and returns inside
+    /// jump past them to `label`. `braced`: the range is a lone statement (an `if` or loop body
+    /// without braces), so the pieces are wrapped in braces to stay one statement.
+    Run {
+        range: Range<usize>,
+        guarded: bool,
+        label: Option<u32>,
+        braced: bool,
+    },
+    /// A `return`: clears `__cp_live`, then jumps to `label` when it is inside a run.
+    Return { node: Node<'t>, label: Option<u32> },
+    /// A declaration's initializer that reads memory or calls: evaluated only while live.
+    LiveInit { value: Node<'t> },
+    /// A block reduction's argument list: returned threads vote the neutral value.
+    NeutralVote { args: Node<'t>, and: bool },
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Predication<'t> {
+    pub steps: Vec<Step<'t>>,
+}
+
+/// Functions without side effects that read no memory (for what returned threads may evaluate).
+const PURE_FUNCTIONS: &[&str] = &[
+    "abs",
+    "ceilf",
+    "dim3",
+    "fabsf",
+    "floorf",
+    "fmaxf",
+    "fminf",
+    "make_float2",
+    "make_float3",
+    "make_float4",
+    "make_int2",
+    "make_int3",
+    "make_int4",
+    "make_uint2",
+    "make_uint3",
+    "max",
+    "min",
+    "rsqrtf",
+    "sqrtf",
+];
+
+/// Plans the predicated form of `body`; Err: why it cannot be predicated.
+pub fn plan<'t>(
+    body: Node<'t>,
+    params: &[String],
+    facts: &BodyFacts<'t>,
+    src: &'t str,
+    macros: &BTreeMap<String, MacroFacts>,
+    hazard: (Range<usize>, Range<usize>),
+) -> Result<Predication<'t>, Diagnostic> {
+    let all = descendants(body);
+    let mut w = Walker {
+        src,
+        facts,
+        uni: Uniformity::with_exits(body, &all, src, macros, false),
+        returns: facts
+            .returns
+            .iter()
+            .filter(|r| r.node.kind_id() == kinds().return_statement)
+            .map(|r| r.node)
+            .collect(),
+        locals: local_names(&all, src, params),
+        all: all.clone(),
+        control: BTreeMap::new(),
+        guarded: Vec::new(),
+        steps: Vec::new(),
+        labels: 0,
+        hazard,
+    };
+    if let Some(g) = all
+        .iter()
+        .find(|n| matches!(n.kind(), "goto_statement" | "labeled_statement"))
+    {
+        return Err(w.refusal(g.byte_range(), "`goto` and labels are not predicated"));
+    }
+    w.sequence(&children(body), false, false)?;
+    w.check_control_writes()?;
+    Ok(Predication { steps: w.steps })
+}
+
+struct Walker<'a, 't> {
+    src: &'t str,
+    facts: &'a BodyFacts<'t>,
+    uni: Uniformity<'t, 'a>,
+    returns: Vec<Node<'t>>,
+    /// The body and its descendants, in pre-order.
+    all: Vec<Node<'t>>,
+    /// Locals and parameters held by value: writing them touches no memory.
+    locals: BTreeSet<String>,
+    /// Variables read by conditions that returned threads evaluate, and where.
+    control: BTreeMap<String, Range<usize>>,
+    /// Ranges that returned threads skip.
+    guarded: Vec<Range<usize>>,
+    steps: Vec<Step<'t>>,
+    labels: u32,
+    hazard: (Range<usize>, Range<usize>),
+}
+
+/// What a statement needs.
+enum Class {
+    /// Nothing: it runs for every thread as written.
+    Keep,
+    /// Part of a run of statements that returned threads skip (`exposed`: a return may come
+    /// before it; otherwise it is only there for the returns it holds).
+    Run { exposed: bool },
+    /// Its steps are recorded; it ends any run.
+    Done,
+}
+
+struct OpenRun<'t> {
+    start: usize,
+    last: Node<'t>,
+    exposed: bool,
+}
+
+impl<'a, 't> Walker<'a, 't> {
+    fn refusal(&self, at: Range<usize>, why: &str) -> Diagnostic {
+        Diagnostic::new(
+            Code::BarrierHazard,
+            format!("a thread-dependent return reaches a barrier, and {why}"),
+        )
+        .label(self.hazard.0.clone(), "this return depends on the thread")
+        .label(self.hazard.1.clone(), "and can reach this barrier")
+        .label(at, "returned threads cannot follow the live ones here")
+        .help("returned threads must pass the same barriers as live ones: keep barriers in straight-line code or under conditions that are the same in every thread of the block, or make the return block-uniform")
+    }
+
+    /// `stmts`: a compound statement's children, or one statement (`single`: an `if` or loop
+    /// body without braces). `in_loop`: inside a loop that holds a barrier.
+    fn sequence(
+        &mut self,
+        stmts: &[Node<'t>],
+        single: bool,
+        in_loop: bool,
+    ) -> Result<(), Diagnostic> {
+        let k = kinds();
+        let mut run: Option<OpenRun<'t>> = None;
+        // Comments and `#pragma`s just before a run belong to it (`#pragma unroll` must stay
+        // right before its loop).
+        let mut lead: Option<usize> = None;
+        for &s in stmts {
+            if s.kind_id() == k.comment || s.kind_id() == k.preproc_call {
+                if run.is_none() && lead.is_none() {
+                    lead = Some(s.start_byte());
+                }
+                continue;
+            }
+            match self.classify(s, in_loop)? {
+                Class::Run { exposed } => {
+                    // A statement that holds the first return stays out of the guarded run that
+                    // follows it, so that its return needs no jump.
+                    if let Some(r) = run.take_if(|r| r.exposed != exposed) {
+                        self.close(r, single);
+                    }
+                    match run.as_mut() {
+                        Some(r) => r.last = s,
+                        None => {
+                            run = Some(OpenRun {
+                                start: lead.unwrap_or(s.start_byte()),
+                                last: s,
+                                exposed,
+                            })
+                        }
+                    }
+                }
+                Class::Keep | Class::Done => {
+                    if let Some(r) = run.take() {
+                        self.close(r, single);
+                    }
+                }
+            }
+            lead = None;
+        }
+        if let Some(r) = run.take() {
+            self.close(r, single);
+        }
+        Ok(())
+    }
+
+    fn close(&mut self, r: OpenRun<'t>, single: bool) {
+        let range = r.start..r.last.end_byte();
+        let inside: Vec<Node<'t>> = self
+            .returns
+            .iter()
+            .copied()
+            .filter(|x| range.contains(&x.start_byte()))
+            .collect();
+        let needs_jump: Vec<bool> = inside.iter().map(|x| !ends(*x, r.last)).collect();
+        let label = needs_jump.iter().any(|j| *j).then(|| {
+            self.labels += 1;
+            self.labels
+        });
+        for (x, jump) in inside.into_iter().zip(needs_jump) {
+            self.steps.push(Step::Return {
+                node: x,
+                label: if jump { label } else { None },
+            });
+        }
+        if r.exposed {
+            self.guarded.push(range.clone());
+        }
+        if r.exposed || label.is_some() {
+            self.steps.push(Step::Run {
+                range,
+                guarded: r.exposed,
+                label,
+                braced: single && label.is_some(),
+            });
+        }
+    }
+
+    fn classify(&mut self, s: Node<'t>, in_loop: bool) -> Result<Class, Diagnostic> {
+        let k = kinds();
+        let range = s.byte_range();
+        let has_return = self.returns.iter().any(|r| range.contains(&r.start_byte()));
+        let exposed = self.exposed(&range);
+        if s.kind_id() == k.return_statement {
+            self.steps.push(Step::Return {
+                node: s,
+                label: None,
+            });
+            return Ok(Class::Done);
+        }
+        let sync = self.has_barrier(&range) || (in_loop && escapes(s));
+        if !exposed && !has_return {
+            return Ok(Class::Keep); // every thread is live here
+        }
+        if sync {
+            self.sync_statement(s, in_loop)?;
+            return Ok(Class::Done);
+        }
+        if s.kind_id() == k.declaration {
+            self.declaration(s)?;
+            return Ok(Class::Done);
+        }
+        if matches!(s.kind(), "preproc_if" | "preproc_ifdef") {
+            return Err(self.refusal(range, "conditional compilation follows it"));
+        }
+        if s.kind() == "expression_statement" && self.local_writes_only(s) {
+            return Ok(Class::Keep); // returned threads compute it too: it may feed a condition
+        }
+        Ok(Class::Run { exposed })
+    }
+
+    /// A statement holding a barrier (or a `break`/`continue` of a loop that does), that
+    /// returned threads must go through.
+    fn sync_statement(&mut self, s: Node<'t>, in_loop: bool) -> Result<(), Diagnostic> {
+        let k = kinds();
+        let f = fields();
+        let id = s.kind_id();
+        match s.kind() {
+            "break_statement" | "continue_statement" => Ok(()),
+            "expression_statement" => {
+                let e = s.named_child(0).map(strip_parens);
+                let call = e.and_then(|e| {
+                    self.barrier_call(e).or_else(|| {
+                        let assigns_local = e.kind_id() == k.assignment_expression
+                            && e.child_by_field_id(f.left)
+                                .is_some_and(|l| self.is_local(l));
+                        let right = e.child_by_field_id(f.right).map(strip_parens);
+                        right
+                            .filter(|_| assigns_local)
+                            .and_then(|r| self.barrier_call(r))
+                    })
+                });
+                match call {
+                    Some(b) => self.vote(b),
+                    None => Err(self.refusal(s.byte_range(), "this statement does more than synchronize (write `int c = __syncthreads_count(p);` on its own line)")),
+                }
+            }
+            "declaration" => self.declaration(s),
+            "compound_statement" => self.sequence(&children(s), false, in_loop),
+            "if_statement" => {
+                let clause = s.child_by_field_id(f.condition);
+                let cond = clause.and_then(|c| {
+                    if c.kind_id() == k.condition_clause {
+                        (c.named_child_count() == 1)
+                            .then(|| c.child_by_field_id(f.value))
+                            .flatten()
+                    } else {
+                        Some(c)
+                    }
+                });
+                let Some(cond) = cond else {
+                    return Err(self.refusal(s.byte_range(), "this `if` declares in its condition"));
+                };
+                self.condition(cond)?;
+                if let Some(then) = s.child_by_field_id(f.consequence) {
+                    self.branch(then, in_loop)?;
+                }
+                if let Some(other) = s.child_by_field_id(f.alternative) {
+                    let stmt = if other.kind() == "else_clause" {
+                        other.named_child(0)
+                    } else {
+                        Some(other)
+                    };
+                    if let Some(stmt) = stmt {
+                        self.branch(stmt, in_loop)?;
+                    }
+                }
+                Ok(())
+            }
+            _ if id == k.for_statement => {
+                if let Some(init) = s.child_by_field_id(f.initializer) {
+                    if !self.local_effects_only(init) {
+                        return Err(self.refusal(
+                            init.byte_range(),
+                            "this loop's initializer reads memory or has effects",
+                        ));
+                    }
+                }
+                if let Some(c) = s.child_by_field_id(f.condition) {
+                    self.condition(c)?;
+                }
+                if let Some(u) = s.child_by_field_id(f.update) {
+                    if !self.local_effects_only(u) {
+                        return Err(self.refusal(
+                            u.byte_range(),
+                            "this loop's update reads memory or writes it",
+                        ));
+                    }
+                }
+                self.loop_body(s)
+            }
+            _ if id == k.while_statement || id == k.do_statement => {
+                let c = s.child_by_field_id(f.condition).map(|c| {
+                    if c.kind_id() == k.condition_clause {
+                        c.child_by_field_id(f.value).unwrap_or(c)
+                    } else {
+                        c
+                    }
+                });
+                match c {
+                    Some(c) => self.condition(c)?,
+                    None => {
+                        return Err(
+                            self.refusal(s.byte_range(), "this loop has no condition we can read")
+                        )
+                    }
+                }
+                self.loop_body(s)
+            }
+            other => Err(self.refusal(
+                s.byte_range(),
+                &format!("a barrier sits inside a `{}`", other.replace('_', " ")),
+            )),
+        }
+    }
+
+    fn loop_body(&mut self, s: Node<'t>) -> Result<(), Diagnostic> {
+        match s.child_by_field_id(fields().body) {
+            Some(b) => self.branch(b, true),
+            None => Ok(()),
+        }
+    }
+
+    fn branch(&mut self, stmt: Node<'t>, in_loop: bool) -> Result<(), Diagnostic> {
+        if stmt.kind_id() == kinds().compound_statement {
+            self.sequence(&children(stmt), false, in_loop)
+        } else {
+            self.sequence(&[stmt], true, in_loop)
+        }
+    }
+
+    /// A condition that returned threads evaluate: a block reduction (its result is the same
+    /// everywhere) or a block-uniform expression that reads no memory.
+    fn condition(&mut self, c: Node<'t>) -> Result<(), Diagnostic> {
+        let e = strip_parens(c);
+        if let Some(b) = self.barrier_call(e) {
+            return self.vote(b);
+        }
+        if self.pure(e) && !self.uni.expr_varying(e) {
+            for n in descendants(e) {
+                if n.kind_id() == kinds().identifier {
+                    self.control
+                        .entry(text(n, self.src).to_string())
+                        .or_insert(n.byte_range());
+                }
+            }
+            return Ok(());
+        }
+        Err(self.refusal(
+            c.byte_range(),
+            "this condition may differ between threads or reads memory",
+        ))
+    }
+
+    fn vote(&mut self, b: BarrierSite<'t>) -> Result<(), Diagnostic> {
+        let and = match b.method {
+            "sync" => return Ok(()),
+            "sync_and" => true,
+            _ => false,
+        };
+        match b.node.child_by_field_id(fields().arguments) {
+            Some(args) if lang::count_named(args) == 1 => {
+                self.steps.push(Step::NeutralVote { args, and });
+                Ok(())
+            }
+            _ => Err(self.refusal(b.range(), "this block reduction does not take one argument")),
+        }
+    }
+
+    fn declaration(&mut self, d: Node<'t>) -> Result<(), Diagnostic> {
+        let k = kinds();
+        let f = fields();
+        for decl in lang::declarators(d) {
+            if decl.kind_id() != k.init_declarator {
+                continue;
+            }
+            let Some(value) = decl.child_by_field_id(f.value) else {
+                continue;
+            };
+            let v = strip_parens(value);
+            if let Some(b) = self.barrier_call(v) {
+                self.vote(b)?;
+                continue;
+            }
+            if self.has_barrier(&value.byte_range()) {
+                return Err(self.refusal(
+                    value.byte_range(),
+                    "this initializer does more than synchronize",
+                ));
+            }
+            if self.pure(value) {
+                continue; // returned threads compute it too, harmlessly
+            }
+            let plain = decl
+                .child_by_field_id(f.declarator)
+                .is_some_and(|x| matches!(x.kind(), "identifier" | "pointer_declarator"));
+            let list = value.kind() == "initializer_list" || value.kind_id() == k.argument_list;
+            if !plain || list {
+                return Err(self.refusal(decl.byte_range(), "this declaration reads memory in a form that cannot be made conditional (write `T x = expr;`)"));
+            }
+            self.steps.push(Step::LiveInit { value });
+        }
+        Ok(())
+    }
+
+    /// Guarded code must not change what returned threads' conditions read.
+    fn check_control_writes(&self) -> Result<(), Diagnostic> {
+        let k = kinds();
+        for n in &self.all {
+            if n.kind_id() != k.assignment_expression && n.kind_id() != k.update_expression {
+                continue;
+            }
+            if !self.guarded.iter().any(|r| r.contains(&n.start_byte())) {
+                continue;
+            }
+            let target = n
+                .child_by_field_id(fields().left)
+                .or_else(|| n.child_by_field_id(fields().argument))
+                .map(|t| text(strip_parens(t), self.src));
+            if let Some(cond) = target.and_then(|t| self.control.get(t)) {
+                return Err(self
+                    .refusal(n.byte_range(), "this write, which returned threads skip, changes a value that a barrier's condition reads")
+                    .label(cond.clone(), "read here"));
+            }
+        }
+        Ok(())
+    }
+
+    fn exposed(&self, range: &Range<usize>) -> bool {
+        self.returns
+            .iter()
+            .any(|r| self.facts.reaches(&r.byte_range(), range))
+    }
+
+    fn has_barrier(&self, range: &Range<usize>) -> bool {
+        self.facts
+            .barriers
+            .iter()
+            .any(|b| range.contains(&b.node.start_byte()))
+    }
+
+    fn barrier_call(&self, e: Node<'t>) -> Option<BarrierSite<'t>> {
+        self.facts
+            .barriers
+            .iter()
+            .copied()
+            .find(|b| b.node.id() == e.id())
+    }
+
+    fn is_local(&self, n: Node) -> bool {
+        let n = strip_parens(n);
+        n.kind_id() == kinds().identifier && self.locals.contains(text(n, self.src))
+    }
+
+    /// An expression statement whose only effects are writes to locals, with pure values.
+    fn local_writes_only(&self, s: Node) -> bool {
+        s.named_child(0).is_some_and(|e| self.local_effects_only(e))
+    }
+
+    fn local_effects_only(&self, e: Node) -> bool {
+        self.writes_locals_only(e) && self.pure_inner(e, true)
+    }
+
+    fn writes_locals_only(&self, e: Node) -> bool {
+        let k = kinds();
+        let f = fields();
+        let mut ok = true;
+        lang::visit(e, |n| {
+            if n.kind_id() == k.assignment_expression {
+                ok &= n
+                    .child_by_field_id(f.left)
+                    .is_some_and(|l| self.is_local(l));
+            } else if n.kind_id() == k.update_expression {
+                ok &= n
+                    .child_by_field_id(f.argument)
+                    .is_some_and(|a| self.is_local(a));
+            }
+            ok
+        });
+        ok
+    }
+
+    /// Reads no memory, calls nothing with effects, writes nothing.
+    fn pure(&self, e: Node) -> bool {
+        self.pure_inner(e, false)
+    }
+
+    fn pure_inner(&self, e: Node, writes_ok: bool) -> bool {
+        let k = kinds();
+        let f = fields();
+        let mut ok = true;
+        lang::visit(e, |n| {
+            if !ok {
+                return false;
+            }
+            let id = n.kind_id();
+            match n.kind() {
+                "identifier"
+                | "number_literal"
+                | "true"
+                | "false"
+                | "null"
+                | "nullptr"
+                | "char_literal"
+                | "string_literal"
+                | "binary_expression"
+                | "unary_expression"
+                | "parenthesized_expression"
+                | "conditional_expression"
+                | "comma_expression"
+                | "qualified_identifier"
+                | "namespace_identifier"
+                | "field_identifier"
+                | "declaration"
+                | "init_declarator"
+                | "primitive_type"
+                | "type_identifier"
+                | "sized_type_specifier"
+                | "type_qualifier"
+                | "template_type"
+                | "template_argument_list"
+                | "type_descriptor"
+                | "abstract_pointer_declarator"
+                | "comment" => true,
+                "sizeof_expression" | "alignof_expression" => false, // unevaluated
+                "cast_expression" => true,
+                "field_expression" => {
+                    ok = n
+                        .child_by_field_id(f.operator)
+                        .is_some_and(|o| text(o, self.src) == ".");
+                    ok
+                }
+                "pointer_expression" => {
+                    ok = n
+                        .child_by_field_id(f.operator)
+                        .is_some_and(|o| text(o, self.src) == "&");
+                    ok
+                }
+                "assignment_expression" | "update_expression" => {
+                    ok = writes_ok;
+                    ok
+                }
+                _ if id == k.call_expression => {
+                    ok = n
+                        .child_by_field_id(f.function)
+                        .is_some_and(|c| PURE_FUNCTIONS.contains(&text(c, self.src)));
+                    ok
+                }
+                _ if id == k.argument_list => true,
+                _ => {
+                    // Operators and punctuation are unnamed; anything else named is not known
+                    // to be free of memory reads.
+                    ok = !n.is_named();
+                    ok
+                }
+            }
+        });
+        ok
+    }
+}
+
+/// Named children that are statements (comments included; the caller skips them).
+fn children<'t>(n: Node<'t>) -> Vec<Node<'t>> {
+    let mut c = n.walk();
+    n.named_children(&mut c).collect()
+}
+
+fn strip_parens(mut n: Node) -> Node {
+    while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {
+        match n.named_child(0) {
+            Some(x) => n = x,
+            None => break,
+        }
+    }
+    n
+}
+
+/// Whether `ret` is the last thing `last` does on its path: nothing after it in `last` would run.
+fn ends(ret: Node, last: Node) -> bool {
+    let k = kinds();
+    let mut n = ret;
+    while n.id() != last.id() {
+        let Some(p) = n.parent() else { return false };
+        let fine = match p.kind() {
+            "if_statement" => p
+                .child_by_field_id(fields().condition)
+                .is_some_and(|c| c.id() != n.id()),
+            "else_clause" => true,
+            _ if p.kind_id() == k.compound_statement => {
+                let mut c = p.walk();
+                let last_stmt = p
+                    .named_children(&mut c)
+                    .filter(|x| x.kind_id() != k.comment)
+                    .last();
+                last_stmt.is_some_and(|l| l.id() == n.id())
+            }
+            _ => false,
+        };
+        if !fine {
+            return false;
+        }
+        n = p;
+    }
+    true
+}
+
+/// A `break` or `continue` inside `s` that leaves `s` (its loop or switch is outside).
+fn escapes(s: Node) -> bool {
+    let mut found = false;
+    lang::visit(s, |n| {
+        if found {
+            return false;
+        }
+        let kind = n.kind();
+        if kind == "break_statement" || kind == "continue_statement" {
+            let mut a = n.parent();
+            let mut inside = false;
+            while let Some(p) = a {
+                let target =
+                    is_loop(p) || (kind == "break_statement" && p.kind() == "switch_statement");
+                if target {
+                    inside = s.byte_range().contains(&p.start_byte());
+                    break;
+                }
+                if p.id() == s.id() {
+                    break;
+                }
+                a = p.parent();
+            }
+            found = !inside;
+        }
+        true
+    });
+    found
+}
+
+/// Parameters and locals held by value: not `__shared__`, not `static`, not references.
+fn local_names(all: &[Node], src: &str, params: &[String]) -> BTreeSet<String> {
+    let k = kinds();
+    let mut out: BTreeSet<String> = params.iter().cloned().collect();
+    let mut not_local = BTreeSet::new();
+    for &n in all {
+        if n.kind_id() != k.declaration {
+            continue;
+        }
+        let t = text(n, src);
+        let shared = t.contains("__shared__") || t.trim_start().starts_with("static");
+        for d in lang::declarators(n) {
+            let Some(name) = lang::declarator_name(d) else {
+                continue;
+            };
+            let name = text(name, src).to_string();
+            let mut reference = false;
+            lang::visit(d, |x| {
+                reference |= x.kind_id() == k.reference_declarator;
+                !reference
+            });
+            if shared || reference {
+                not_local.insert(name);
+            } else {
+                out.insert(name);
+            }
+        }
+    }
+    out.retain(|n| !not_local.contains(n));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::options::Options;
+    use crate::transform::{transform, Transformed};
+
+    fn run(body: &str) -> Transformed {
+        let src = format!(
+            "__global__ void k(const float* in, float* out, int n, int m) {{\n{body}\n}}\n"
+        );
+        transform(&src, "t.cu", &Options::default()).expect("transform")
+    }
+
+    fn refused_because(body: &str, why: &str) {
+        let t = run(body);
+        assert_eq!(t.transformed_count(), 0, "{}", t.output);
+        let d = t
+            .diagnostics
+            .iter()
+            .find(|d| d.is_refusal())
+            .expect("a refusal");
+        assert_eq!(d.code.id(), "CP004");
+        assert!(d.message.contains(why), "{}", d.message);
+        assert!(
+            d.labels.len() >= 3,
+            "return, barrier and the construct: {d:?}"
+        );
+    }
+
+    fn predicated(body: &str) -> String {
+        let t = run(body);
+        assert_eq!(t.transformed_count(), 1, "{:?}", t.diagnostics);
+        t.output
+    }
+
+    const HEAD: &str = "  __shared__ float s[64];\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n";
+
+    #[test]
+    fn straight_line_code_is_guarded_and_barriers_stay() {
+        let out = predicated(&format!(
+            "{HEAD}  s[threadIdx.x] = in[i];\n  __syncthreads();\n  out[i] = s[0];"
+        ));
+        assert!(out.contains("if (i >= n) __cp_live = false;"), "{out}");
+        assert!(
+            out.contains("if (__cp_live) { s[threadIdx.x] = in[i]; }\n  __syncthreads();"),
+            "{out}"
+        );
+        assert!(out.contains("if (__cp_live) { out[i] = s[0]; }"), "{out}");
+    }
+
+    #[test]
+    fn loads_after_a_return_read_nothing_in_returned_threads() {
+        let out = predicated(&format!(
+            "{HEAD}  float v = in[i];\n  int j = i + 1;\n  __syncthreads();\n  out[i] = v + j;"
+        ));
+        assert!(
+            out.contains("float v = cupreempt::live_value(__cp_live, [&] { return in[i]; });"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  int j = i + 1;\n"),
+            "pure initializers stay: {out}"
+        );
+    }
+
+    #[test]
+    fn reductions_get_the_neutral_vote() {
+        let out = predicated(&format!("{HEAD}  int c = __syncthreads_count(in[i] > 0);\n  int a = __syncthreads_and(in[i] > 0);\n  out[i] = c + a;"));
+        assert!(
+            out.contains("__syncthreads_count(__cp_live && (in[i] > 0))"),
+            "{out}"
+        );
+        assert!(
+            out.contains("__syncthreads_and(!__cp_live || (in[i] > 0))"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_uniform_break_in_a_barrier_loop_is_taken_by_returned_threads_too() {
+        let out = predicated(&format!("{HEAD}  for (int r = 0; r < m; ++r) {{\n    if (r * 2 > m) break;\n    s[threadIdx.x] += in[i];\n    __syncthreads();\n  }}"));
+        assert!(
+            out.contains("    if (r * 2 > m) break;\n"),
+            "unguarded: {out}"
+        );
+        assert!(
+            out.contains("if (__cp_live) { s[threadIdx.x] += in[i]; }"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_return_in_the_middle_of_a_run_jumps_past_it() {
+        let out = predicated("  int i = threadIdx.x;\n  for (int r = 0; r < m; ++r) {\n    out[i] = r;\n    if (in[i] > r) return;\n    out[i] += 1;\n    __syncthreads();\n  }");
+        assert!(
+            out.contains("{ __cp_live = false; goto __cp_after_1; }"),
+            "{out}"
+        );
+        assert!(out.contains("out[i] += 1; } __cp_after_1:;"), "{out}");
+    }
+
+    #[test]
+    fn a_barrier_under_a_thread_dependent_condition_is_refused() {
+        refused_because(
+            &format!("{HEAD}  if (threadIdx.x < 32) {{ __syncthreads(); }}"),
+            "condition may differ",
+        );
+    }
+
+    #[test]
+    fn a_loop_bound_read_from_memory_is_refused() {
+        refused_because(
+            &format!("{HEAD}  for (int k = 0; k < (int)in[0]; ++k) __syncthreads();"),
+            "condition may differ",
+        );
+    }
+
+    #[test]
+    fn a_barrier_mixed_with_work_is_refused() {
+        refused_because(
+            &format!("{HEAD}  out[i] = __syncthreads_count(1);"),
+            "does more than synchronize",
+        );
+    }
+
+    #[test]
+    fn a_skipped_write_to_a_barrier_condition_is_refused() {
+        refused_because(&format!("{HEAD}  int rounds = m;\n  if (in[i] > 0) rounds = 3;\n  for (int r = 0; r < rounds; ++r) __syncthreads();"), "condition may differ");
+        refused_because(&format!("{HEAD}  int rounds = m;\n  if (m > 2) {{ out[i] = 1; rounds = 3; }}\n  for (int r = 0; r < rounds; ++r) __syncthreads();"), "returned threads skip");
+    }
+
+    #[test]
+    fn goto_and_switch_are_refused() {
+        refused_because(
+            &format!("{HEAD}  goto end;\n  __syncthreads();\n  end: out[i] = 1;"),
+            "`goto`",
+        );
+        refused_because(
+            &format!("{HEAD}  switch (m) {{ case 1: __syncthreads(); }}"),
+            "switch statement",
+        );
+    }
+}
