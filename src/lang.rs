@@ -59,6 +59,8 @@ kinds! {
     for_range_loop = "for_range_loop",
     while_statement = "while_statement",
     do_statement = "do_statement",
+    goto_statement = "goto_statement",
+    labeled_statement = "labeled_statement",
     switch_statement = "switch_statement",
     case_statement = "case_statement",
     conditional_expression = "conditional_expression",

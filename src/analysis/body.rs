@@ -64,6 +64,9 @@ pub struct BodyFacts<'t> {
     pub loops: Vec<Range<usize>>,
     pub macro_uses: Vec<MacroUse<'t>>,
     pub refusals: Vec<Diagnostic>,
+    /// The body and its descendants in pre-order (kernels only: later analyses walk them again
+    /// and a tree walk costs more than keeping the list).
+    pub nodes: Vec<Node<'t>>,
 }
 
 impl BodyFacts<'_> {
@@ -96,9 +99,15 @@ pub fn facts<'t>(
 ) -> BodyFacts<'t> {
     let k = kinds();
     let nodes = descendants(body);
-    // The uniformity analysis is the expensive part: only kernels with a return need it.
-    let has_return = kernel && nodes.iter().any(|n| n.kind_id() == k.return_statement);
-    let uni = has_return.then(|| Uniformity::new(body, &nodes, src, macros));
+    // The uniformity analysis is the expensive part: only kernels with a return need it. And
+    // `Node::parent` searches from the root: look for enclosing lambdas only if there are any.
+    let (mut has_return, mut has_lambda) = (false, false);
+    for n in &nodes {
+        let id = n.kind_id();
+        has_return |= id == k.return_statement;
+        has_lambda |= id == k.lambda_expression;
+    }
+    let uni = (kernel && has_return).then(|| Uniformity::new(body, &nodes, src, macros));
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
         calls: Vec::new(),
@@ -107,6 +116,7 @@ pub fn facts<'t>(
         loops: Vec::new(),
         macro_uses: Vec::new(),
         refusals: Vec::new(),
+        nodes: Vec::new(),
     };
     let block_vars = thread_block_variables(&nodes, src);
     for &n in &nodes {
@@ -143,7 +153,7 @@ pub fn facts<'t>(
                 );
             }
         } else if id == k.return_statement {
-            if !lang::inside_lambda(n, body) {
+            if !(has_lambda && lang::inside_lambda(n, body)) {
                 let thread_dependent = uni.as_ref().is_some_and(|u| u.controlled(n, None));
                 f.returns.push(ReturnSite {
                     node: n,
@@ -158,6 +168,9 @@ pub fn facts<'t>(
     }
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
+    if kernel {
+        f.nodes = nodes;
+    }
     f
 }
 

@@ -19,6 +19,7 @@ use super::uniformity::{descendants, is_loop, Uniformity};
 use super::MacroFacts;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, fields, kinds, text};
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use tree_sitter::Node;
@@ -80,28 +81,32 @@ pub fn plan<'t>(
     macros: &BTreeMap<String, MacroFacts>,
     hazard: (Range<usize>, Range<usize>),
 ) -> Result<Predication<'t>, Diagnostic> {
-    let all = descendants(body);
+    let all = &facts.nodes;
     let mut w = Walker {
         src,
         facts,
-        uni: Uniformity::with_exits(body, &all, src, macros, false),
+        uni: None,
+        body,
+        macros,
         returns: facts
             .returns
             .iter()
             .filter(|r| r.node.kind_id() == kinds().return_statement)
             .map(|r| r.node)
             .collect(),
-        locals: local_names(&all, src, params),
-        all: all.clone(),
+        locals: OnceCell::new(),
+        params,
+        all,
         control: BTreeMap::new(),
         guarded: Vec::new(),
         steps: Vec::new(),
         labels: 0,
         hazard,
     };
+    let (goto, label) = (kinds().goto_statement, kinds().labeled_statement);
     if let Some(g) = all
         .iter()
-        .find(|n| matches!(n.kind(), "goto_statement" | "labeled_statement"))
+        .find(|n| n.kind_id() == goto || n.kind_id() == label)
     {
         return Err(w.refusal(g.byte_range(), "`goto` and labels are not predicated"));
     }
@@ -113,12 +118,16 @@ pub fn plan<'t>(
 struct Walker<'a, 't> {
     src: &'t str,
     facts: &'a BodyFacts<'t>,
-    uni: Uniformity<'t, 'a>,
+    /// Built on first use: most predicated kernels have no condition to check.
+    uni: Option<Uniformity<'t, 'a>>,
+    body: Node<'t>,
+    macros: &'a BTreeMap<String, MacroFacts>,
     returns: Vec<Node<'t>>,
     /// The body and its descendants, in pre-order.
-    all: Vec<Node<'t>>,
-    /// Locals and parameters held by value: writing them touches no memory.
-    locals: BTreeSet<String>,
+    all: &'a [Node<'t>],
+    /// Locals and parameters held by value: writing them touches no memory (built on first use).
+    locals: OnceCell<BTreeSet<String>>,
+    params: &'a [String],
     /// Variables read by conditions that returned threads evaluate, and where.
     control: BTreeMap<String, Range<usize>>,
     /// Ranges that returned threads skip.
@@ -401,7 +410,7 @@ impl<'a, 't> Walker<'a, 't> {
         if let Some(b) = self.barrier_call(e) {
             return self.vote(b);
         }
-        if self.pure(e) && !self.uni.expr_varying(e) {
+        if self.pure(e) && !self.uniformity().expr_varying(e) {
             for n in descendants(e) {
                 if n.kind_id() == kinds().identifier {
                     self.control
@@ -415,6 +424,13 @@ impl<'a, 't> Walker<'a, 't> {
             c.byte_range(),
             "this condition may differ between threads or reads memory",
         ))
+    }
+
+    fn uniformity(&mut self) -> &Uniformity<'t, 'a> {
+        let (body, src, macros) = (self.body, self.src, self.macros);
+        let all = self.all;
+        self.uni
+            .get_or_insert_with(|| Uniformity::with_exits(body, all, src, macros, false))
     }
 
     fn vote(&mut self, b: BarrierSite<'t>) -> Result<(), Diagnostic> {
@@ -471,7 +487,7 @@ impl<'a, 't> Walker<'a, 't> {
     /// Guarded code must not change what returned threads' conditions read.
     fn check_control_writes(&self) -> Result<(), Diagnostic> {
         let k = kinds();
-        for n in &self.all {
+        for n in self.all {
             if n.kind_id() != k.assignment_expression && n.kind_id() != k.update_expression {
                 continue;
             }
@@ -514,7 +530,12 @@ impl<'a, 't> Walker<'a, 't> {
 
     fn is_local(&self, n: Node) -> bool {
         let n = strip_parens(n);
-        n.kind_id() == kinds().identifier && self.locals.contains(text(n, self.src))
+        if n.kind_id() != kinds().identifier {
+            return false;
+        }
+        self.locals
+            .get_or_init(|| local_names(self.all, self.src, self.params))
+            .contains(text(n, self.src))
     }
 
     /// An expression statement whose only effects are writes to locals, with pure values.

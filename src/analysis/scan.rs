@@ -166,6 +166,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
     let mut s = Scanner {
         src,
         errors: &errors,
+        ancestors: Vec::new(),
         found: Found {
             kernels: Vec::new(),
             helpers: Vec::new(),
@@ -221,6 +222,9 @@ struct Scanner<'t, 'e> {
     src: &'t str,
     errors: &'e [Range<usize>],
     found: Found<'t>,
+    /// The nodes above the walk's current one, innermost last (`Node::parent` searches from
+    /// the root every time; the walk knows them for free).
+    ancestors: Vec<Node<'t>>,
 }
 
 impl<'t> Scanner<'t, '_> {
@@ -262,8 +266,10 @@ impl<'t> Scanner<'t, '_> {
                 }
             }
         } else if id == k.kernel_call_syntax {
-            if let Some(l) = node
-                .parent()
+            if let Some(l) = self
+                .ancestors
+                .last()
+                .copied()
                 .and_then(|call| self.launch_site(call, in_device))
             {
                 self.found.launches.push(l);
@@ -273,6 +279,7 @@ impl<'t> Scanner<'t, '_> {
         // them is rewritten through the scan, so skip them here.
         let device_body = id == k.function_definition && device && !in_device;
         if !device_body && c.goto_first_child() {
+            self.ancestors.push(node);
             loop {
                 self.walk(c, scope, device);
                 if !c.goto_next_sibling() {
@@ -280,6 +287,7 @@ impl<'t> Scanner<'t, '_> {
                 }
             }
             c.goto_parent();
+            self.ancestors.pop();
         }
         if pushed {
             scope.pop();
@@ -304,7 +312,8 @@ impl<'t> Scanner<'t, '_> {
         let mut outer = func;
         let mut template = None;
         let mut linkage = None;
-        if let Some(p) = func.parent() {
+        let n = self.ancestors.len();
+        if let Some(&p) = self.ancestors.last() {
             if p.kind_id() == k.template_declaration {
                 template = Some(p);
                 outer = p;
@@ -315,8 +324,9 @@ impl<'t> Scanner<'t, '_> {
                 });
                 outer = p;
             } else if p.kind_id() == k.declaration_list {
-                if let Some(l) = p
-                    .parent()
+                if let Some(l) = n
+                    .checked_sub(2)
+                    .map(|i| self.ancestors[i])
                     .filter(|l| l.kind_id() == k.linkage_specification)
                 {
                     linkage = Some(Linkage {
@@ -343,9 +353,9 @@ impl<'t> Scanner<'t, '_> {
                 .label(range, "not understood here"),
             );
         }
-        if name_node
-            .parent()
-            .is_some_and(|p| p.kind_id() == k.qualified_identifier)
+        if declarator
+            .child_by_field_id(crate::lang::fields().declarator)
+            .is_some_and(|d| d.kind_id() == k.qualified_identifier)
         {
             problems.push(
                 Diagnostic::new(
