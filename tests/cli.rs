@@ -319,6 +319,34 @@ fn sim_compares_policies_on_one_workload() {
         "{t}"
     );
 
+    // Spatial sharing: narrow kernels side by side on a GPU's SMs beat running them one by one.
+    let o = cupreempt(
+        &[
+            "sim",
+            "--generate",
+            "200",
+            "--seed",
+            "3",
+            "--load",
+            "1.5",
+            "--sms",
+            "132",
+            "--sm-widths",
+            "16,33,66",
+            "--compare",
+            "fifo,spatial",
+            "--format",
+            "json",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v[1]["policy"], "spatial");
+    let stp = |i: usize| v[i]["metrics"]["stp"].as_f64().unwrap();
+    assert!(stp(1) > stp(0), "spatial STP {} vs FIFO {}", stp(1), stp(0));
+    assert!(v[1]["metrics"]["shrinks"].as_u64().is_some());
+
     let o = cupreempt(&["sim", "--generate", "10", "--policy", "nope"], &dir);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown policy"));

@@ -2,13 +2,14 @@
 
 use super::{files, OutputFormat};
 use clap::Args;
-use cupreempt_runtime::sched::{plot, policies, simulate, Generator, Outcome, Workload};
+use cupreempt_runtime::sched::{plot, policies, simulate_sms, Generator, Outcome, Workload};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct SimArgs {
-    /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs, priority (TReM).
+    /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs, priority and elastic (TReM),
+    /// sjf-aging, spatial (greedy STP allocation of SMs, kernels share GPUs).
     #[arg(long, default_value = "fifo", conflicts_with = "compare")]
     policy: String,
     /// Several policies on the same workload, side by side: `fifo,hpf,srt`.
@@ -20,8 +21,11 @@ pub struct SimArgs {
     /// Generate this many kernels instead (see the generator options).
     #[arg(long)]
     generate: Option<usize>,
-    #[arg(long, default_value_t = 1)]
-    gpus: usize,
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
+    gpus: u64,
+    /// SMs per GPU (what spatial sharing divides).
+    #[arg(long, default_value_t = cupreempt_runtime::sched::DEFAULT_SMS, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    sms: u32,
     /// Quantum, µs: RR's, FRS's minimum, a quarter of CFS's epoch.
     #[arg(long, default_value_t = 1000.0)]
     quantum_us: f64,
@@ -72,6 +76,10 @@ struct GenArgs {
     /// Multi-kernel applications: up to this many kernels per job, arriving together (1..=8).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u8).range(1..=8))]
     tasks_per_job: u8,
+    /// SMs a generated kernel can fill, drawn from this list (`--sm-widths 16,33,132`);
+    /// default: every kernel fills the GPU.
+    #[arg(long, value_delimiter = ',')]
+    sm_widths: Vec<u32>,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
@@ -99,6 +107,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 revoke_latency: a.gen.revoke_latency_us,
                 sla: a.gen.sla_us,
                 tasks_per_job: a.gen.tasks_per_job as usize,
+                sm_widths: a.gen.sm_widths.clone(),
             }
             .generate()
         }
@@ -112,22 +121,28 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     } else {
         a.compare.clone()
     };
+    let gpus = a.gpus as usize;
     let mut outcomes: Vec<Outcome> = Vec::new();
     for name in &names {
         let mut policy = policies::by_name(name, a.quantum_us).ok_or_else(|| {
             anyhow::anyhow!(
                 "unknown policy `{name}` (known: {})",
-                policies::NAMES.join(", ")
+                policies::ALL_NAMES.join(", ")
             )
         })?;
-        outcomes.push(simulate(&workload.kernels, a.gpus, policy.as_mut())?);
+        outcomes.push(simulate_sms(
+            &workload.kernels,
+            gpus,
+            a.sms,
+            policy.as_mut(),
+        )?);
     }
     if let Some(dir) = &a.plot {
         std::fs::create_dir_all(dir)
             .map_err(|e| anyhow::anyhow!("{}: cannot create: {e}", dir.display()))?;
         for o in &outcomes {
             let p = dir.join(format!("gpu-share-{}.svg", o.policy));
-            files::write_atomically(&p, &plot::gpu_share_svg(o, a.gpus, 200))?;
+            files::write_atomically(&p, &plot::gpu_share_svg(o, gpus, 200))?;
         }
         files::write_atomically(
             &dir.join("response-times.svg"),
@@ -139,11 +154,11 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
         OutputFormat::Json => {
             let rows: Vec<_> = outcomes
                 .iter()
-                .map(|o| serde_json::json!({"policy": o.policy, "gpus": a.gpus, "events": o.events, "metrics": o.metrics}))
+                .map(|o| serde_json::json!({"policy": o.policy, "gpus": gpus, "events": o.events, "metrics": o.metrics}))
                 .collect();
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }
-        OutputFormat::Text => print!("{}", table(&outcomes, a.gpus)),
+        OutputFormat::Text => print!("{}", table(&outcomes, gpus)),
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,13 +3,14 @@
 use super::model::{KernelSpec, KernelView};
 use serde::Serialize;
 
-/// A kernel occupied a GPU from `start` to `end`.
+/// A kernel occupied `share` of a GPU's SMs (1: all of it) from `start` to `end`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Interval {
     pub gpu: usize,
     pub kernel: usize,
     pub start: f64,
     pub end: f64,
+    pub share: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -26,6 +27,8 @@ pub struct Metrics {
     pub p95: f64,
     pub p99: f64,
     pub preemptions: u64,
+    /// Spatial preemptions: SMs taken from a kernel that kept running on the others.
+    pub shrinks: u64,
     pub revocations: u64,
     /// Kernels killed for exceeding their declared time limit.
     pub killed: u64,
@@ -35,7 +38,8 @@ pub struct Metrics {
     pub sla_attainment: Option<f64>,
     /// Last finish − first arrival.
     pub makespan: f64,
-    /// GPU time used, including preemption overheads.
+    /// GPU time used, including preemption overheads (a kernel on part of a GPU counts that
+    /// part).
     pub busy: f64,
     /// NTT of each kernel, in workload order.
     #[serde(skip)]
@@ -86,6 +90,7 @@ impl Metrics {
             p95: percentile(&sorted, 0.95),
             p99: percentile(&sorted, 0.99),
             preemptions: kernels.iter().map(|k| k.preemptions as u64).sum(),
+            shrinks: kernels.iter().map(|k| k.shrinks as u64).sum(),
             revocations: kernels.iter().map(|k| k.revocations as u64).sum(),
             killed: kernels.iter().filter(|k| k.killed).count() as u64,
             wasted_work: {
@@ -107,7 +112,7 @@ impl Metrics {
                     .then(|| with.iter().filter(|m| **m).count() as f64 / with.len() as f64)
             },
             makespan: if n == 0 { 0.0 } else { last - first },
-            busy: intervals.iter().map(|i| i.end - i.start).sum(),
+            busy: intervals.iter().map(|i| (i.end - i.start) * i.share).sum(),
             ntt,
         }
     }

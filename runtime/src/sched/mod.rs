@@ -9,12 +9,13 @@ pub mod policies;
 pub mod policy;
 pub mod sim;
 pub mod smt;
+pub mod spatial;
 pub mod workload;
 
 pub use metrics::{Interval, Metrics};
 pub use model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
 pub use policy::{Action, Event, Policy};
-pub use sim::{simulate, Outcome, SimError};
+pub use sim::{simulate, simulate_sms, Outcome, SimError, DEFAULT_SMS};
 pub use workload::{Generator, Rng, Workload};
 
 #[cfg(test)]

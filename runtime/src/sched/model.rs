@@ -39,6 +39,10 @@ pub struct KernelSpec {
     /// Kernels (earlier in the workload) that must finish before this one may run.
     #[serde(default)]
     pub after: Vec<KernelId>,
+    /// SMs beyond which the kernel runs no faster (its CTAs fill only that many); 0: all.
+    /// With `s` SMs it progresses at `min(s, p) / p` of its standalone speed, `p` this limit.
+    #[serde(default)]
+    pub max_sms: u32,
 }
 
 fn one() -> f64 {
@@ -59,7 +63,25 @@ impl KernelSpec {
             sla: 0.0,
             time_limit: 0.0,
             after: Vec::new(),
+            max_sms: 0,
         }
+    }
+    pub fn max_sms(mut self, sms: u32) -> Self {
+        self.max_sms = sms;
+        self
+    }
+    /// The SMs it can use on a GPU of `total` SMs.
+    pub fn useful_sms(&self, total: u32) -> u32 {
+        if self.max_sms == 0 {
+            total
+        } else {
+            self.max_sms.min(total)
+        }
+    }
+    /// Its progress per µs with `sms` of `total` SMs (1: as fast as alone on the GPU).
+    pub fn speed(&self, sms: u32, total: u32) -> f64 {
+        let p = self.useful_sms(total).max(1);
+        sms.min(p) as f64 / p as f64
     }
     pub fn time_limit(mut self, limit: f64) -> Self {
         self.time_limit = limit;
@@ -135,6 +157,12 @@ pub struct KernelView {
     pub wasted: f64,
     /// Killed for exceeding its declared time limit.
     pub killed: bool,
+    /// SMs it holds while on a GPU (all of them when it runs alone).
+    pub sms: u32,
+    /// A spatial preemption under way: the SMs it will keep when it completes.
+    pub shrinking_to: Option<u32>,
+    /// Completed spatial preemptions (SMs taken away while it kept running).
+    pub shrinks: u32,
 }
 
 impl KernelView {
@@ -152,6 +180,9 @@ impl KernelView {
             revocations: 0,
             wasted: 0.0,
             killed: false,
+            sms: 0,
+            shrinking_to: None,
+            shrinks: 0,
             spec,
         }
     }
@@ -169,8 +200,13 @@ impl KernelView {
 #[derive(Debug, Clone)]
 pub struct SystemView {
     pub now: f64,
-    /// What each GPU runs (a kernel that is Running or Yielding), or None.
+    /// The kernel that holds each GPU whole (Running, Yielding or Revoking), or None (the GPU
+    /// is idle or shared: see `used_sms`).
     pub gpus: Vec<Option<KernelId>>,
+    /// SMs per GPU.
+    pub sms: u32,
+    /// SMs held on each GPU, by a whole-GPU kernel or by the kernels sharing it.
+    pub used_sms: Vec<u32>,
     pub kernels: Vec<KernelView>,
     /// Kernels that have arrived and not finished, in arrival order.
     pub active: Vec<KernelId>,
@@ -183,16 +219,27 @@ impl SystemView {
             .map(|&k| &self.kernels[k])
             .filter(|k| k.status == Status::Ready)
     }
-    /// Kernels on a GPU (running or yielding).
+    /// Kernels on a GPU (running, yielding or being revoked), whole or sharing it.
     pub fn on_gpus(&self) -> impl Iterator<Item = &KernelView> {
-        self.gpus.iter().flatten().map(|&k| &self.kernels[k])
+        self.active
+            .iter()
+            .map(|&k| &self.kernels[k])
+            .filter(|k| k.gpu.is_some())
     }
+    /// GPUs with every SM free.
     pub fn idle_gpus(&self) -> impl Iterator<Item = GpuId> + '_ {
-        self.gpus
+        self.used_sms
             .iter()
             .enumerate()
-            .filter(|(_, k)| k.is_none())
+            .filter(|(_, used)| **used == 0)
             .map(|(g, _)| g)
+    }
+    pub fn free_sms(&self, gpu: GpuId) -> u32 {
+        self.sms - self.used_sms[gpu]
+    }
+    /// Kernels sharing (or holding) `gpu`.
+    pub fn tenants(&self, gpu: GpuId) -> impl Iterator<Item = &KernelView> {
+        self.on_gpus().filter(move |k| k.gpu == Some(gpu))
     }
     pub fn running_on(&self, gpu: GpuId) -> Option<&KernelView> {
         self.gpus[gpu].map(|k| &self.kernels[k])

@@ -29,7 +29,7 @@ pub fn share_over_time(
             let b = (((s - t0) / width) as usize).min(buckets - 1);
             let bucket_end = t0 + (b + 1) as f64 * width;
             let piece = e.min(bucket_end) - s;
-            shares[g][b] += piece / (width * gpus as f64);
+            shares[g][b] += piece * iv.share / (width * gpus as f64);
             s = if bucket_end > s { bucket_end } else { e };
         }
     }
@@ -281,6 +281,7 @@ mod tests {
             kernel,
             start,
             end,
+            share: 1.0,
         }
     }
 

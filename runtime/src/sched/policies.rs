@@ -365,12 +365,30 @@ pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
         "priority" => Box::new(TremPriority::new(5)),
         "elastic" => Box::new(TremElastic::new(100_000.0, 5)),
         "sjf-aging" => Box::new(SjfAging::new(1.0)),
+        "spatial" => Box::new(super::spatial::SpatialGreedy::new(8, 4)),
         _ => return None,
     })
 }
 
+/// The time-sharing policies the invariant tests run on any workload.
 pub const NAMES: &[&str] = &[
     "fifo", "hpf", "sjf", "srt", "rr", "ffs", "cfs", "frs", "priority",
+];
+
+/// Every name `by_name` knows.
+pub const ALL_NAMES: &[&str] = &[
+    "fifo",
+    "hpf",
+    "sjf",
+    "srt",
+    "rr",
+    "ffs",
+    "cfs",
+    "frs",
+    "priority",
+    "elastic",
+    "sjf-aging",
+    "spatial",
 ];
 
 /// Time-sliced policies share one mechanism: when a GPU is free, run the ready kernel that

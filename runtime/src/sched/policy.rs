@@ -11,6 +11,8 @@ pub enum Event {
     QuantumExpired(GpuId),
     /// A preemption completed: the kernel left its GPU and is ready again.
     Preempted(KernelId),
+    /// A spatial preemption completed: the kernel runs on fewer SMs and the rest are free.
+    Shrunk(KernelId),
     /// A revocation completed: the kernel left its GPU, lost its progress, and is ready again.
     Revoked(KernelId),
     /// The periodic tick the policy asked for.
@@ -19,9 +21,22 @@ pub enum Event {
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Action {
+    /// Run a ready kernel on a whole idle GPU.
     Run {
         kernel: KernelId,
         gpu: GpuId,
+    },
+    /// Run a ready kernel on `sms` free SMs of a GPU that other kernels may share.
+    RunOn {
+        kernel: KernelId,
+        gpu: GpuId,
+        sms: u32,
+    },
+    /// Change how many SMs a kernel started with `RunOn` holds: more at once (if free), fewer
+    /// after its preemption latency (a spatial preemption; `Shrunk` tells when).
+    Resize {
+        kernel: KernelId,
+        sms: u32,
     },
     Preempt {
         kernel: KernelId,

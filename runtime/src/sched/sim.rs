@@ -1,10 +1,14 @@
 //! A discrete-event simulator that runs any policy on a workload over 1..N GPUs. Deterministic:
 //! events at the same time are handled in the order they were scheduled.
 //!
-//! Model: a GPU runs one kernel at a time. A kernel needs `work` µs of GPU time. A preemption
-//! request takes `preempt_latency` µs to complete, during which the kernel keeps working; then
-//! the GPU is free and the kernel is ready again, with `resume_overhead` µs added to its
-//! remaining work (the cost of relaunching it).
+//! Model: a kernel needs `work` µs alone on a GPU. `Run` gives it a whole GPU; `RunOn` gives it
+//! some of a GPU's SMs, and kernels then share the GPU (spatial multitasking): with `s` SMs a
+//! kernel progresses at `KernelSpec::speed`, linear up to the SMs its CTAs can fill. A
+//! preemption request takes `preempt_latency` µs to complete, during which the kernel keeps
+//! working; then its SMs are free and the kernel is ready again, with `resume_overhead` µs
+//! added to its remaining work (the cost of relaunching it). A spatial preemption (`Resize` to
+//! fewer SMs) takes the same latency; the kernel keeps running on the SMs it keeps. Growing a
+//! running kernel (another instance on the same task counter) is immediate.
 
 use super::metrics::{Interval, Metrics};
 use super::model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
@@ -21,10 +25,19 @@ pub enum SimError {
         gpu: GpuId,
         why: &'static str,
     },
-    #[error("policy {policy} asked to preempt or revoke kernel {kernel}, which is not running")]
+    #[error(
+        "policy {policy} asked to preempt, resize or revoke kernel {kernel}, which is not running"
+    )]
     BadPreempt {
         policy: &'static str,
         kernel: KernelId,
+    },
+    #[error("policy {policy} asked for {sms} SMs for kernel {kernel}, which {why}")]
+    BadSms {
+        policy: &'static str,
+        kernel: KernelId,
+        sms: u32,
+        why: &'static str,
     },
     #[error("policy {policy} left {left} kernels unfinished with nothing more to happen")]
     Stuck { policy: &'static str, left: usize },
@@ -49,6 +62,7 @@ enum What {
     Completion(KernelId, u32),
     YieldDone(KernelId, u32),
     RevokeDone(KernelId, u32),
+    ShrinkDone(KernelId, u32),
     Kill(KernelId, u32),
     Timer(GpuId, u32),
     Tick(u32),
@@ -81,8 +95,10 @@ struct Sim<'p> {
     sys: SystemView,
     heap: BinaryHeap<Scheduled>,
     seq: u64,
-    /// Bumped whenever a kernel starts or is asked to yield: older events about it are stale.
+    /// Bumped whenever a kernel starts, changes speed or is asked to yield: older events about
+    /// it are stale.
     version: Vec<u32>,
+    shrink_version: Vec<u32>,
     timer_version: Vec<u32>,
     tick_version: u32,
     /// When each running kernel's `remaining` was last brought up to date.
@@ -95,13 +111,28 @@ struct Sim<'p> {
     intervals: Vec<Interval>,
 }
 
+/// SMs per GPU when the caller does not say (an H100 SXM).
+pub const DEFAULT_SMS: u32 = 132;
+
 pub fn simulate(
     specs: &[KernelSpec],
     gpus: usize,
     policy: &mut dyn Policy,
 ) -> Result<Outcome, SimError> {
-    if gpus == 0 {
-        return Err(SimError::Workload("at least one GPU is needed".into()));
+    simulate_sms(specs, gpus, DEFAULT_SMS, policy)
+}
+
+/// `simulate` on GPUs of `sms` SMs each.
+pub fn simulate_sms(
+    specs: &[KernelSpec],
+    gpus: usize,
+    sms: u32,
+    policy: &mut dyn Policy,
+) -> Result<Outcome, SimError> {
+    if gpus == 0 || sms == 0 {
+        return Err(SimError::Workload(
+            "at least one GPU with one SM is needed".into(),
+        ));
     }
     if let Some((i, _)) = specs.iter().enumerate().find(|(i, s)| !valid(*i, s)) {
         return Err(SimError::Workload(format!(
@@ -119,12 +150,15 @@ pub fn simulate(
         sys: SystemView {
             now: 0.0,
             gpus: vec![None; gpus],
+            sms,
+            used_sms: vec![0; gpus],
             kernels,
             active: Vec::new(),
         },
         heap: BinaryHeap::with_capacity(2 * n),
         seq: 0,
         version: vec![0; n],
+        shrink_version: vec![0; n],
         timer_version: vec![0; gpus],
         tick_version: 0,
         synced_at: vec![0.0; n],
@@ -202,7 +236,8 @@ impl Sim<'_> {
                 let kv = &mut self.sys.kernels[k];
                 match kv.status {
                     Status::Running | Status::Yielding => {
-                        kv.remaining = (kv.remaining - (t - self.synced_at[k])).max(0.0);
+                        let speed = kv.spec.speed(kv.sms, self.sys.sms);
+                        kv.remaining = (kv.remaining - (t - self.synced_at[k]) * speed).max(0.0);
                         self.synced_at[k] = t;
                     }
                     Status::Ready => kv.waited += dt,
@@ -224,6 +259,7 @@ impl Sim<'_> {
             {
                 return None
             }
+            What::ShrinkDone(k, v) if v != self.shrink_version[k] => return None,
             What::Timer(g, v) if v != self.timer_version[g] => return None,
             What::Tick(v) if v != self.tick_version => return None,
             _ => {}
@@ -274,9 +310,61 @@ impl Sim<'_> {
                 kv.remaining = kv.spec.work; // everything starts over
                 Event::Revoked(k)
             }
+            What::ShrinkDone(k, _) => {
+                let to = self.sys.kernels[k].shrinking_to.take().unwrap_or(0);
+                self.set_sms(k, to, ev.at);
+                self.sys.kernels[k].shrinks += 1;
+                if self.sys.kernels[k].status == Status::Running {
+                    self.schedule_end(k);
+                }
+                Event::Shrunk(k)
+            }
             What::Timer(g, _) => Event::QuantumExpired(g),
             What::Tick(_) => Event::Tick,
         })
+    }
+
+    /// Changes the SMs a kernel on a GPU holds, splitting its occupancy interval.
+    fn set_sms(&mut self, k: KernelId, sms: u32, at: f64) {
+        let Some(g) = self.sys.kernels[k].gpu else {
+            return;
+        };
+        self.close_interval(k, at);
+        let kv = &mut self.sys.kernels[k];
+        self.sys.used_sms[g] = self.sys.used_sms[g] - kv.sms + sms;
+        kv.sms = sms;
+        self.started[k] = Some((g, at));
+    }
+
+    fn close_interval(&mut self, k: KernelId, at: f64) {
+        if let Some((gpu, start)) = self.started[k].take() {
+            self.intervals.push(Interval {
+                gpu,
+                kernel: k,
+                start,
+                end: at,
+                share: self.sys.kernels[k].sms as f64 / self.sys.sms as f64,
+            });
+        }
+    }
+
+    /// (Re)schedules the end of a running kernel at its current speed: completion, or the kill
+    /// when its declared time limit comes first.
+    fn schedule_end(&mut self, k: KernelId) {
+        let now = self.sys.now;
+        self.version[k] += 1;
+        let v = self.version[k];
+        let kv = &self.sys.kernels[k];
+        let speed = kv.spec.speed(kv.sms, self.sys.sms);
+        let remaining = kv.remaining;
+        // A declared time limit counts the kernel's progress so far.
+        let limit = kv.spec.time_limit;
+        let used = kv.spec.work - remaining;
+        if limit > 0.0 && limit - used < remaining {
+            self.schedule(now + (limit - used).max(0.0) / speed, What::Kill(k, v));
+        } else {
+            self.schedule(now + remaining / speed, What::Completion(k, v));
+        }
     }
 
     /// A preempted or revoked kernel leaves its GPU and waits again.
@@ -289,17 +377,16 @@ impl Sim<'_> {
     }
 
     fn leave_gpu(&mut self, k: KernelId, at: f64) {
+        self.close_interval(k, at);
+        self.shrink_version[k] += 1;
         let kv = &mut self.sys.kernels[k];
+        kv.shrinking_to = None;
         if let Some(g) = kv.gpu.take() {
-            self.sys.gpus[g] = None;
-            if let Some((sg, start)) = self.started[k].take() {
-                self.intervals.push(Interval {
-                    gpu: sg,
-                    kernel: k,
-                    start,
-                    end: at,
-                });
+            if self.sys.gpus[g] == Some(k) {
+                self.sys.gpus[g] = None;
             }
+            self.sys.used_sms[g] -= kv.sms;
+            kv.sms = 0;
         }
     }
 
@@ -314,66 +401,120 @@ impl Sim<'_> {
         }
     }
 
+    /// Puts a ready kernel on `sms` SMs of `gpu` (`whole`: it holds the GPU alone).
+    fn start(
+        &mut self,
+        kernel: KernelId,
+        gpu: GpuId,
+        sms: u32,
+        whole: bool,
+    ) -> Result<(), SimError> {
+        let now = self.sys.now;
+        let why = if gpu >= self.sys.gpus.len() {
+            Some("no such GPU")
+        } else if (whole && self.sys.used_sms[gpu] > 0) || self.sys.gpus[gpu].is_some() {
+            Some("the GPU is busy")
+        } else if sms == 0 || sms > self.sys.free_sms(gpu) {
+            Some("that many SMs are not free")
+        } else if kernel >= self.sys.kernels.len()
+            || self.sys.kernels[kernel].status != Status::Ready
+        {
+            Some("the kernel is not ready")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(SimError::BadRun {
+                policy: self.policy.name(),
+                kernel,
+                gpu,
+                why,
+            });
+        }
+        let kv = &mut self.sys.kernels[kernel];
+        kv.status = Status::Running;
+        kv.gpu = Some(gpu);
+        kv.run_since = now;
+        kv.sms = sms;
+        self.sys.used_sms[gpu] += sms;
+        if whole {
+            self.sys.gpus[gpu] = Some(kernel);
+        }
+        self.synced_at[kernel] = now;
+        self.started[kernel] = Some((gpu, now));
+        self.schedule_end(kernel);
+        Ok(())
+    }
+
     fn apply(&mut self, a: Action) -> Result<(), SimError> {
         let now = self.sys.now;
         let name = self.policy.name();
         match a {
             Action::Run { kernel, gpu } => {
-                let why = if gpu >= self.sys.gpus.len() {
-                    Some("no such GPU")
-                } else if self.sys.gpus[gpu].is_some() {
-                    Some("the GPU is busy")
-                } else if kernel >= self.sys.kernels.len()
-                    || self.sys.kernels[kernel].status != Status::Ready
-                {
-                    Some("the kernel is not ready")
-                } else {
-                    None
+                let sms = self.sys.sms;
+                self.start(kernel, gpu, sms, true)?;
+            }
+            Action::RunOn { kernel, gpu, sms } => {
+                self.start(kernel, gpu, sms, false)?;
+            }
+            Action::Resize { kernel, sms } => {
+                self.check_running(kernel)?;
+                let kv = &self.sys.kernels[kernel];
+                let g = kv.gpu.expect("a running kernel has a GPU");
+                let bad = |why| SimError::BadSms {
+                    policy: name,
+                    kernel,
+                    sms,
+                    why,
                 };
-                if let Some(why) = why {
-                    return Err(SimError::BadRun {
-                        policy: name,
-                        kernel,
-                        gpu,
-                        why,
-                    });
+                if kv.shrinking_to.is_some() {
+                    return Err(bad("is already being shrunk"));
                 }
-                let kv = &mut self.sys.kernels[kernel];
-                kv.status = Status::Running;
-                kv.gpu = Some(gpu);
-                kv.run_since = now;
-                let remaining = kv.remaining;
-                self.sys.gpus[gpu] = Some(kernel);
-                self.synced_at[kernel] = now;
-                self.started[kernel] = Some((gpu, now));
-                self.version[kernel] += 1;
-                let v = self.version[kernel];
-                // A declared time limit counts the kernel's GPU time so far.
-                let limit = self.sys.kernels[kernel].spec.time_limit;
-                let used = self.sys.kernels[kernel].spec.work - remaining;
-                if limit > 0.0 && limit - used < remaining {
-                    self.schedule(now + (limit - used).max(0.0), What::Kill(kernel, v));
-                } else {
-                    self.schedule(now + remaining, What::Completion(kernel, v));
+                if self.sys.gpus[g] == Some(kernel) {
+                    return Err(bad("holds its GPU whole (use RunOn to share)"));
+                }
+                if sms == 0 {
+                    return Err(bad("would keep no SM (preempt it instead)"));
+                }
+                if sms > kv.sms {
+                    if sms - kv.sms > self.sys.free_sms(g) {
+                        return Err(bad("would need more SMs than are free"));
+                    }
+                    self.set_sms(kernel, sms, now);
+                    self.schedule_end(kernel);
+                } else if sms < kv.sms {
+                    // Spatial preemption: its blocks on the SMs it gives up finish their chunks.
+                    let latency = kv.spec.preempt_latency;
+                    self.sys.kernels[kernel].shrinking_to = Some(sms);
+                    self.shrink_version[kernel] += 1;
+                    let v = self.shrink_version[kernel];
+                    self.schedule(now + latency, What::ShrinkDone(kernel, v));
                 }
             }
             Action::Preempt { kernel } => {
                 self.check_running(kernel)?;
+                // A spatial preemption under way is overtaken: the kernel leaves every SM.
+                self.shrink_version[kernel] += 1;
+                let total = self.sys.sms;
                 let kv = &mut self.sys.kernels[kernel];
+                kv.shrinking_to = None;
                 kv.status = Status::Yielding;
+                let speed = kv.spec.speed(kv.sms, total);
                 let (remaining, latency) = (kv.remaining, kv.spec.preempt_latency);
                 self.version[kernel] += 1;
                 let v = self.version[kernel];
-                if remaining <= latency {
+                if remaining <= latency * speed {
                     // It finishes before it could yield.
-                    self.schedule(now + remaining, What::Completion(kernel, v));
+                    self.schedule(now + remaining / speed, What::Completion(kernel, v));
                 } else {
                     self.schedule(now + latency, What::YieldDone(kernel, v));
                 }
             }
             Action::Revoke { kernel } => {
                 self.check_running(kernel)?;
+                self.shrink_version[kernel] += 1;
                 let kv = &mut self.sys.kernels[kernel];
+                kv.shrinking_to = None;
                 kv.status = Status::Revoking;
                 kv.wasted += kv.spec.work - kv.remaining; // progress so far is lost
                 let latency = kv.spec.revoke_latency;

@@ -219,6 +219,8 @@ fn trem_elastic_grows_with_outstanding_user_work() {
     let sys = SystemView {
         now: 0.0,
         gpus: vec![None; 4],
+        sms: 132,
+        used_sms: vec![0; 4],
         kernels: w
             .iter()
             .enumerate()

@@ -74,6 +74,10 @@ pub struct Generator {
     /// together and outstanding at once, sharing the job's drawn duration equally. `kernels`
     /// still counts kernels. 1: every job is one kernel.
     pub tasks_per_job: usize,
+    /// SMs each kernel can fill (`KernelSpec::max_sms`), drawn uniformly from this list; empty:
+    /// every kernel fills the whole GPU.
+    #[serde(default)]
+    pub sm_widths: Vec<u32>,
 }
 
 impl Default for Generator {
@@ -93,6 +97,7 @@ impl Default for Generator {
             revoke_latency: 10_000.0,
             sla: 200_000.0,
             tasks_per_job: 1,
+            sm_widths: Vec::new(),
         }
     }
 }
@@ -127,6 +132,11 @@ impl Generator {
                 1
             };
             for _ in 0..tasks.min(self.kernels - kernels.len()) {
+                let max_sms = if self.sm_widths.is_empty() {
+                    0
+                } else {
+                    self.sm_widths[(rng.next_u64() % self.sm_widths.len() as u64) as usize]
+                };
                 kernels.push(KernelSpec {
                     arrival: t,
                     work: work / tasks as f64,
@@ -139,6 +149,7 @@ impl Generator {
                     sla: if user { self.sla } else { 0.0 },
                     time_limit: 0.0,
                     after: Vec::new(),
+                    max_sms,
                 });
             }
         }
