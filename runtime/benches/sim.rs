@@ -8,11 +8,12 @@ fn bench(c: &mut Criterion) {
         kernels: 20_000,
         seed: 3,
         load: 1.2,
+        sm_widths: vec![16, 33, 66, 132],
         ..Generator::default()
     }
     .generate();
     let mut g = c.benchmark_group("simulate 20k kernels, 4 GPUs");
-    for name in policies::NAMES {
+    for name in policies::NAMES.iter().chain(&["spatial"]) {
         let mut p = policies::by_name(name, 1000.0).expect("policy");
         let events = simulate(&w.kernels, 4, p.as_mut())
             .expect("simulate")
