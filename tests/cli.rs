@@ -347,6 +347,26 @@ fn sim_compares_policies_on_one_workload() {
     assert!(stp(1) > stp(0), "spatial STP {} vs FIFO {}", stp(1), stp(0));
     assert!(v[1]["metrics"]["shrinks"].as_u64().is_some());
 
+    // Policies on predicted durations: the error of what they were told is reported.
+    let o = cupreempt(
+        &[
+            "sim",
+            "--generate",
+            "200",
+            "--programs",
+            "3",
+            "--policy",
+            "srt",
+            "--predict",
+            "--format",
+            "json",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v[0]["metrics"]["estimate_error"].as_f64().unwrap() > 0.0);
+
     let o = cupreempt(&["sim", "--generate", "10", "--policy", "nope"], &dir);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown policy"));

@@ -2,7 +2,9 @@
 
 use super::{files, OutputFormat};
 use clap::Args;
-use cupreempt_runtime::sched::{plot, policies, simulate_sms, Generator, Outcome, Workload};
+use cupreempt_runtime::sched::{
+    plot, policies, simulate_predicted, simulate_sms, Estimator, Generator, Outcome, Workload,
+};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -34,6 +36,14 @@ pub struct SimArgs {
     /// Write the generated workload here (JSON), to replay it later.
     #[arg(long)]
     save_workload: Option<PathBuf>,
+    /// Policies see durations predicted by the duration model (trained online from the
+    /// kernels completed so far) instead of the workload's true ones; the table's `est.err`
+    /// column gives the predictions' mean relative error.
+    #[arg(long)]
+    predict: bool,
+    /// The duration believed before anything has completed, µs (with --predict).
+    #[arg(long, default_value_t = 1000.0)]
+    prior_us: f64,
     /// Write SVG plots here: GPU share over time per priority level for each policy
     /// (`gpu-share-POLICY.svg`) and the response-time distributions (`response-times.svg`).
     #[arg(long)]
@@ -80,6 +90,13 @@ struct GenArgs {
     /// default: every kernel fills the GPU.
     #[arg(long, value_delimiter = ',')]
     sm_widths: Vec<u32>,
+    /// Kernels come from this many programs with features the duration model learns from
+    /// (grid, block, input and shared-memory size); 0: anonymous kernels.
+    #[arg(long, default_value_t = 0)]
+    programs: usize,
+    /// How loosely a kernel's grid size follows its duration (relative, with --programs).
+    #[arg(long, default_value_t = 0.05)]
+    feature_noise: f64,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
@@ -108,6 +125,8 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 sla: a.gen.sla_us,
                 tasks_per_job: a.gen.tasks_per_job as usize,
                 sm_widths: a.gen.sm_widths.clone(),
+                programs: a.gen.programs,
+                feature_noise: a.gen.feature_noise,
             }
             .generate()
         }
@@ -130,12 +149,19 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 policies::ALL_NAMES.join(", ")
             )
         })?;
-        outcomes.push(simulate_sms(
-            &workload.kernels,
-            gpus,
-            a.sms,
-            policy.as_mut(),
-        )?);
+        let outcome = if a.predict {
+            let mut estimator = Estimator::new(1e-3, a.prior_us);
+            simulate_predicted(
+                &workload.kernels,
+                gpus,
+                a.sms,
+                policy.as_mut(),
+                &mut estimator,
+            )?
+        } else {
+            simulate_sms(&workload.kernels, gpus, a.sms, policy.as_mut())?
+        };
+        outcomes.push(outcome);
     }
     if let Some(dir) = &a.plot {
         std::fs::create_dir_all(dir)
@@ -165,7 +191,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
 
 fn table(outcomes: &[Outcome], gpus: usize) -> String {
     let mut s = format!(
-        "{:<8} {:>7} {:>4} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7} {:>6} {:>11}\n",
+        "{:<9} {:>7} {:>4} {:>8} {:>8} {:>8} {:>10} {:>10} {:>10} {:>7} {:>7} {:>7} {:>6} {:>11} {:>7}\n",
         "policy",
         "kernels",
         "gpus",
@@ -179,7 +205,8 @@ fn table(outcomes: &[Outcome], gpus: usize) -> String {
         "revoked",
         "wasted",
         "SLA",
-        "makespan µs"
+        "makespan µs",
+        "est.err"
     );
     for o in outcomes {
         let m = &o.metrics;
@@ -187,8 +214,11 @@ fn table(outcomes: &[Outcome], gpus: usize) -> String {
             .sla_attainment
             .map_or("-".to_string(), |a| format!("{:.1}%", 100.0 * a));
         let wasted = format!("{:.2}%", 100.0 * m.wasted_work);
+        let est = m
+            .estimate_error
+            .map_or("exact".to_string(), |e| format!("{:.1}%", 100.0 * e));
         s.push_str(&format!(
-            "{:<8} {:>7} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>10.0} {:>10.0} {:>10.0} {:>7} {:>7} {:>7} {:>6} {:>11.0}\n",
+            "{:<9} {:>7} {:>4} {:>8.3} {:>8.3} {:>8.3} {:>10.0} {:>10.0} {:>10.0} {:>7} {:>7} {:>7} {:>6} {:>11.0} {:>7}\n",
             o.policy,
             m.kernels,
             gpus,
@@ -202,7 +232,8 @@ fn table(outcomes: &[Outcome], gpus: usize) -> String {
             m.revocations,
             wasted,
             sla,
-            m.makespan
+            m.makespan,
+            est
         ));
     }
     s

@@ -9,6 +9,7 @@
 // Small dense matrices read best with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
+use super::model::KernelSpec;
 use std::collections::HashMap;
 
 pub const FEATURES: usize = 4;
@@ -159,6 +160,59 @@ impl DurationModel {
             .get(kernel)
             .filter(|e| e.1 > 0)
             .map(|e| e.0 / e.1 as f64)
+    }
+}
+
+/// What the simulator tells policies about a kernel's duration when they must not see the
+/// truth: the duration model's prediction from the kernel's name and features, learned online
+/// from the kernels completed so far; else the mean duration completed so far; else `prior`.
+#[derive(Debug, Clone)]
+pub struct Estimator {
+    pub model: DurationModel,
+    pub prior: f64,
+    completed: (f64, u64),
+    errors: (f64, u64),
+}
+
+impl Estimator {
+    pub fn new(lambda: f64, prior: f64) -> Estimator {
+        Estimator {
+            model: DurationModel::new(lambda),
+            prior,
+            completed: (0.0, 0),
+            errors: (0.0, 0),
+        }
+    }
+
+    /// The duration to believe for `spec`, at its arrival. Records how far off it is.
+    pub fn estimate(&mut self, spec: &KernelSpec) -> f64 {
+        let learned = spec
+            .features
+            .as_ref()
+            .and_then(|x| self.model.predict(&spec.name, x))
+            .filter(|d| *d > 0.0);
+        let e = learned.unwrap_or(if self.completed.1 > 0 {
+            self.completed.0 / self.completed.1 as f64
+        } else {
+            self.prior
+        });
+        self.errors.0 += ((e - spec.work) / spec.work).abs();
+        self.errors.1 += 1;
+        e
+    }
+
+    /// A kernel completed: its measured standalone duration teaches the model.
+    pub fn completed(&mut self, spec: &KernelSpec) {
+        self.completed.0 += spec.work;
+        self.completed.1 += 1;
+        if let Some(x) = &spec.features {
+            self.model.observe(&spec.name, x, spec.work);
+        }
+    }
+
+    /// Mean absolute relative error of the estimates given so far.
+    pub fn mean_error(&self) -> Option<f64> {
+        (self.errors.1 > 0).then(|| self.errors.0 / self.errors.1 as f64)
     }
 }
 

@@ -41,6 +41,8 @@ pub struct Metrics {
     /// GPU time used, including preemption overheads (a kernel on part of a GPU counts that
     /// part).
     pub busy: f64,
+    /// Mean relative error of the durations policies were told (None: they saw the truth).
+    pub estimate_error: Option<f64>,
     /// NTT of each kernel, in workload order.
     #[serde(skip)]
     pub ntt: Vec<f64>,
@@ -113,6 +115,7 @@ impl Metrics {
             },
             makespan: if n == 0 { 0.0 } else { last - first },
             busy: intervals.iter().map(|i| (i.end - i.start) * i.share).sum(),
+            estimate_error: None,
             ntt,
         }
     }

@@ -12,10 +12,11 @@ pub mod smt;
 pub mod spatial;
 pub mod workload;
 
+pub use duration::Estimator;
 pub use metrics::{Interval, Metrics};
 pub use model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
 pub use policy::{Action, Event, Policy};
-pub use sim::{simulate, simulate_sms, Outcome, SimError, DEFAULT_SMS};
+pub use sim::{simulate, simulate_predicted, simulate_sms, Outcome, SimError, DEFAULT_SMS};
 pub use workload::{Generator, Rng, Workload};
 
 #[cfg(test)]

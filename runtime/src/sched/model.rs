@@ -39,6 +39,12 @@ pub struct KernelSpec {
     /// Kernels (earlier in the workload) that must finish before this one may run.
     #[serde(default)]
     pub after: Vec<KernelId>,
+    /// Which program this is (the duration model learns per name); empty: anonymous.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    /// What the duration model predicts from: grid size, block size, input bytes, shared bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<[f64; 4]>,
     /// SMs beyond which the kernel runs no faster (its CTAs fill only that many); 0: all.
     /// With `s` SMs it progresses at `min(s, p) / p` of its standalone speed, `p` this limit.
     #[serde(default)]
@@ -63,8 +69,15 @@ impl KernelSpec {
             sla: 0.0,
             time_limit: 0.0,
             after: Vec::new(),
+            name: String::new(),
+            features: None,
             max_sms: 0,
         }
+    }
+    pub fn named(mut self, name: &str, features: [f64; 4]) -> Self {
+        self.name = name.to_string();
+        self.features = Some(features);
+        self
     }
     pub fn max_sms(mut self, sms: u32) -> Self {
         self.max_sms = sms;
@@ -163,6 +176,9 @@ pub struct KernelView {
     pub shrinking_to: Option<u32>,
     /// Completed spatial preemptions (SMs taken away while it kept running).
     pub shrinks: u32,
+    /// The standalone duration policies believe: `spec.work` itself, or the duration model's
+    /// prediction when the simulation runs with one (policies never see the truth then).
+    pub estimate: f64,
 }
 
 impl KernelView {
@@ -183,8 +199,20 @@ impl KernelView {
             sms: 0,
             shrinking_to: None,
             shrinks: 0,
+            estimate: spec.work,
             spec,
         }
+    }
+
+    /// `Te` as the scheduler knows it (see `estimate`).
+    pub fn expected_work(&self) -> f64 {
+        self.estimate
+    }
+
+    /// `Tr` as the scheduler knows it: the estimate less the progress made (overheads paid
+    /// included); never below zero even when the estimate was too low.
+    pub fn expected_remaining(&self) -> f64 {
+        (self.remaining + self.estimate - self.spec.work).max(0.0)
     }
 
     /// Active: arrived and not finished.

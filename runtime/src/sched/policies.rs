@@ -69,11 +69,12 @@ impl Policy for Hpf {
     }
     fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
         // Order: priority descending, then Tr ascending (encoded in one key).
-        let key = |k: &KernelView| -(k.spec.priority as f64) * 1e18 + k.remaining;
+        let key = |k: &KernelView| -(k.spec.priority as f64) * 1e18 + k.expected_remaining();
         preemptive(event, sys, key, |r, n| {
             n.spec.priority > r.spec.priority
                 || (n.spec.priority == r.spec.priority
-                    && r.remaining > n.remaining + r.spec.preemption_overhead())
+                    && r.expected_remaining()
+                        > n.expected_remaining() + r.spec.preemption_overhead())
         })
     }
 }
@@ -90,8 +91,8 @@ impl Policy for Sjf {
         preemptive(
             event,
             sys,
-            |k| k.spec.work,
-            |r, n| n.spec.work < r.spec.work,
+            |k| k.expected_work(),
+            |r, n| n.expected_work() < r.expected_work(),
         )
     }
 }
@@ -108,8 +109,8 @@ impl Policy for Srt {
         preemptive(
             event,
             sys,
-            |k| k.remaining,
-            |r, n| n.remaining < r.remaining,
+            |k| k.expected_remaining(),
+            |r, n| n.expected_remaining() < r.expected_remaining(),
         )
     }
 }
@@ -247,7 +248,7 @@ impl TremElastic {
         let l_e = if self.seen.1 > 0 {
             self.seen.0 / self.seen.1 as f64
         } else {
-            outstanding.iter().map(|k| k.spec.work).sum::<f64>() / outstanding.len() as f64
+            outstanding.iter().map(|k| k.expected_work()).sum::<f64>() / outstanding.len() as f64
         };
         let sla = outstanding
             .iter()
@@ -268,7 +269,7 @@ impl Policy for TremElastic {
         let mut actions = Vec::new();
         match event {
             Event::Finished(k) if sys.kernels[k].spec.user_facing => {
-                self.seen.0 += sys.kernels[k].spec.work;
+                self.seen.0 += sys.kernels[k].expected_work();
                 self.seen.1 += 1;
             }
             Event::Tick => self.ticking = false,
@@ -311,7 +312,7 @@ impl Policy for TremElastic {
         // User-facing kernels still waiting: revoke batch work on user GPUs worth revoking.
         let waiting = user.count();
         actions.extend(revoke_for(sys, waiting, self.max_revocations, |k| {
-            k.gpu.is_some_and(|g| g < u) && k.remaining > k.spec.revoke_latency
+            k.gpu.is_some_and(|g| g < u) && k.expected_remaining() > k.spec.revoke_latency
         }));
         actions
     }
@@ -334,7 +335,7 @@ impl SjfAging {
         let declared = if k.spec.time_limit > 0.0 {
             k.spec.time_limit
         } else {
-            k.spec.work
+            k.expected_work()
         };
         declared - self.aging * k.waited
     }
@@ -556,7 +557,7 @@ impl Frs {
         Frs { min_quantum }
     }
     pub fn slowdown(k: &KernelView, now: f64) -> f64 {
-        ((now - k.spec.arrival) + k.remaining) / k.spec.work
+        ((now - k.spec.arrival) + k.expected_remaining()) / k.expected_work().max(1e-9)
     }
     /// The quantum for the kernel with the highest slowdown, given all ready kernels.
     pub fn quantum(&self, ready: &[&KernelView], now: f64) -> f64 {
@@ -571,9 +572,8 @@ impl Frs {
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         match min {
-            Some(m) => {
-                (max * m.spec.work - m.remaining - (now - m.spec.arrival)).max(self.min_quantum)
-            }
+            Some(m) => (max * m.expected_work() - m.expected_remaining() - (now - m.spec.arrival))
+                .max(self.min_quantum),
             None => self.min_quantum,
         }
     }

@@ -10,6 +10,7 @@
 //! fewer SMs) takes the same latency; the kernel keeps running on the SMs it keeps. Growing a
 //! running kernel (another instance on the same task counter) is immediate.
 
+use super::duration::Estimator;
 use super::metrics::{Interval, Metrics};
 use super::model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
 use super::policy::{Action, Event, Policy};
@@ -109,6 +110,7 @@ struct Sim<'p> {
     pending: Vec<usize>,
     dependents: Vec<Vec<KernelId>>,
     intervals: Vec<Interval>,
+    estimator: Option<&'p mut Estimator>,
 }
 
 /// SMs per GPU when the caller does not say (an H100 SXM).
@@ -128,6 +130,28 @@ pub fn simulate_sms(
     gpus: usize,
     sms: u32,
     policy: &mut dyn Policy,
+) -> Result<Outcome, SimError> {
+    run(specs, gpus, sms, policy, None)
+}
+
+/// `simulate_sms` where policies see the estimator's durations, not the workload's: each
+/// kernel's `estimate` is set at its arrival, and the estimator learns from every completion.
+pub fn simulate_predicted(
+    specs: &[KernelSpec],
+    gpus: usize,
+    sms: u32,
+    policy: &mut dyn Policy,
+    estimator: &mut Estimator,
+) -> Result<Outcome, SimError> {
+    run(specs, gpus, sms, policy, Some(estimator))
+}
+
+fn run(
+    specs: &[KernelSpec],
+    gpus: usize,
+    sms: u32,
+    policy: &mut dyn Policy,
+    estimator: Option<&mut Estimator>,
 ) -> Result<Outcome, SimError> {
     if gpus == 0 || sms == 0 {
         return Err(SimError::Workload(
@@ -165,6 +189,7 @@ pub fn simulate_sms(
         finish: vec![f64::NAN; n],
         started: vec![None; n],
         pending: specs.iter().map(|s| s.after.len()).collect(),
+        estimator,
         dependents: {
             let mut d = vec![Vec::new(); n];
             for (k, s) in specs.iter().enumerate() {
@@ -197,7 +222,8 @@ pub fn simulate_sms(
             left,
         });
     }
-    let metrics = Metrics::compute(specs, &sim.finish, &sim.sys.kernels, &sim.intervals);
+    let mut metrics = Metrics::compute(specs, &sim.finish, &sim.sys.kernels, &sim.intervals);
+    metrics.estimate_error = sim.estimator.as_ref().and_then(|e| e.mean_error());
     Ok(Outcome {
         policy: sim.policy.name(),
         finish: sim.finish,
@@ -271,6 +297,9 @@ impl Sim<'_> {
                 let kv = &mut self.sys.kernels[k];
                 if kv.status == Status::Future {
                     self.sys.active.push(k);
+                    if let Some(e) = self.estimator.as_deref_mut() {
+                        kv.estimate = e.estimate(&kv.spec);
+                    }
                 }
                 if self.pending[k] > 0 {
                     kv.status = Status::Blocked;
@@ -285,6 +314,9 @@ impl Sim<'_> {
                 let kv = &mut self.sys.kernels[k];
                 kv.status = Status::Done;
                 kv.killed = matches!(ev.what, What::Kill(..));
+                if let (Some(e), false) = (self.estimator.as_deref_mut(), kv.killed) {
+                    e.completed(&kv.spec);
+                }
                 kv.remaining = 0.0;
                 self.finish[k] = ev.at;
                 self.sys.active.retain(|&a| a != k);

@@ -43,7 +43,7 @@ impl SpatialGreedy {
             let sms = s.min(top.max(self.step.min(total)));
             points.push(Point {
                 ctas: sms,
-                time: k.spec.work / k.spec.speed(sms, total),
+                time: k.expected_work() / k.spec.speed(sms, total),
             });
             if sms >= top || s >= total {
                 break;
@@ -64,7 +64,10 @@ impl SpatialGreedy {
             .collect();
         let profiles: Vec<Vec<Point>> = who.iter().map(|k| self.profile(k, sys.sms)).collect();
         let refs: Vec<&[Point]> = profiles.iter().map(|p| p.as_slice()).collect();
-        let left: Vec<f64> = who.iter().map(|k| k.remaining / k.spec.work).collect();
+        let left: Vec<f64> = who
+            .iter()
+            .map(|k| k.expected_remaining() / k.expected_work().max(1e-9))
+            .collect();
         let at = greedy(&refs, &left, sys.sms);
         for (i, k) in who.iter().enumerate() {
             self.targets.insert(k.id, profiles[i][at[i]].ctas);

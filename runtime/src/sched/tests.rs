@@ -436,3 +436,68 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn policies_see_the_estimates_not_the_truth() {
+    use crate::sched::{simulate_predicted, Estimator};
+    // `a` is long and `b` short, but the model learned the opposite from earlier runs.
+    let mut est = Estimator::new(1e-3, 100.0);
+    for _ in 0..3 {
+        est.model.observe("a", &[1.0, 256.0, 0.0, 0.0], 10.0);
+        est.model.observe("b", &[1.0, 256.0, 0.0, 0.0], 1000.0);
+    }
+    let specs = vec![
+        k(0.0, 100.0),
+        k(1.0, 500.0).named("a", [1.0, 256.0, 0.0, 0.0]),
+        k(1.0, 5.0).named("b", [1.0, 256.0, 0.0, 0.0]),
+    ];
+    let truth = simulate(&specs, 1, &mut Sjf).unwrap();
+    assert!(truth.finish[2] < truth.finish[1], "{:?}", truth.finish);
+    let believed = simulate_predicted(&specs, 1, 132, &mut Sjf, &mut est).unwrap();
+    assert!(
+        believed.finish[1] < believed.finish[2],
+        "{:?}",
+        believed.finish
+    );
+    // Estimates: the prior for the anonymous kernel, then the model's two wrong answers.
+    let err = believed.metrics.estimate_error.unwrap();
+    let expected = (0.0 + (500.0 - 10.0) / 500.0 + (1000.0 - 5.0) / 5.0) / 3.0;
+    assert!((err - expected).abs() < 1e-6, "{err} vs {expected}");
+    assert_eq!(truth.metrics.estimate_error, None);
+}
+
+#[test]
+fn the_estimator_learns_program_durations_online() {
+    use crate::sched::{simulate_predicted, Estimator};
+    let w = Generator {
+        kernels: 600,
+        programs: 4,
+        feature_noise: 0.0,
+        seed: 9,
+        ..Generator::default()
+    }
+    .generate();
+    assert!(w
+        .kernels
+        .iter()
+        .all(|s| s.features.is_some() && !s.name.is_empty()));
+    let mut est = Estimator::new(1e-9, 1000.0);
+    let out = simulate_predicted(&w.kernels, 1, 132, &mut Fifo, &mut est).unwrap();
+    // Exact features: once a program has completed twice its predictions are (nearly) exact,
+    // so only the first few arrivals per program are off.
+    let err = out.metrics.estimate_error.unwrap();
+    assert!(err < 0.2, "mean relative error {err}");
+    let late: Vec<f64> = w.kernels[300..]
+        .iter()
+        .map(|s| {
+            ((est
+                .model
+                .predict(&s.name, s.features.as_ref().unwrap())
+                .unwrap()
+                - s.work)
+                / s.work)
+                .abs()
+        })
+        .collect();
+    assert!(late.iter().all(|e| *e < 1e-3), "{late:?}");
+}

@@ -78,6 +78,14 @@ pub struct Generator {
     /// every kernel fills the whole GPU.
     #[serde(default)]
     pub sm_widths: Vec<u32>,
+    /// Distinct programs the kernels come from (named `p0`, `p1`, ...), each with features
+    /// (grid, block, input, shared memory) from which the duration model can learn: a program
+    /// spends its own time per block, and the grid follows the drawn duration within
+    /// `feature_noise` (relative). 0: kernels are anonymous, without features.
+    #[serde(default)]
+    pub programs: usize,
+    #[serde(default)]
+    pub feature_noise: f64,
 }
 
 impl Default for Generator {
@@ -98,6 +106,8 @@ impl Default for Generator {
             sla: 200_000.0,
             tasks_per_job: 1,
             sm_widths: Vec::new(),
+            programs: 0,
+            feature_noise: 0.05,
         }
     }
 }
@@ -137,9 +147,24 @@ impl Generator {
                 } else {
                     self.sm_widths[(rng.next_u64() % self.sm_widths.len() as u64) as usize]
                 };
+                let work = work / tasks as f64;
+                let (name, features) = if self.programs == 0 {
+                    (String::new(), None)
+                } else {
+                    let p = (rng.next_u64() % self.programs as u64) as usize;
+                    let per_block = 0.01 * (1 + p) as f64; // µs per block
+                    let noise = 1.0 + self.feature_noise * (2.0 * rng.unit() - 1.0);
+                    let grid = (work / per_block * noise).round().max(1.0);
+                    let block = 256.0;
+                    let smem = if p % 2 == 0 { 0.0 } else { 16_384.0 };
+                    (
+                        format!("p{p}"),
+                        Some([grid, block, grid * block * 4.0, smem]),
+                    )
+                };
                 kernels.push(KernelSpec {
                     arrival: t,
-                    work: work / tasks as f64,
+                    work,
                     priority: priority.min(levels - 1),
                     weight: 1.0,
                     user_facing: user,
@@ -149,6 +174,8 @@ impl Generator {
                     sla: if user { self.sla } else { 0.0 },
                     time_limit: 0.0,
                     after: Vec::new(),
+                    name,
+                    features,
                     max_sms,
                 });
             }
