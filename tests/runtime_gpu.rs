@@ -413,7 +413,10 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         preempted.push(i);
         done += 1;
         if done % 100 == 0 && std::env::var_os("CUPREEMPT_ONLY_MANY_STREAMS").is_some() {
-            let _ = writeln!(std::io::stderr(), "many streams: {done} preemptions, {launches} launches");
+            let _ = writeln!(
+                std::io::stderr(),
+                "many streams: {done} preemptions, {launches} launches"
+            );
         }
         // Up to four kernels stay preempted while others run; resume in random order.
         while preempted.len() > next(5) as usize {
