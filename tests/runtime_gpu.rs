@@ -323,16 +323,20 @@ fn queued(g: &Setup) -> Result<String, String> {
     ))
 }
 
+/// Reproducible random numbers below `n` (xorshift64).
+fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state % n
+    }
+}
+
 /// Random preempt/resume cycles on a stream of launches until `cycles` have run.
 fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
     rt::set_event_timing(true);
-    let mut rng = 0x9e3779b97f4a7c15u64;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = xorshift(0x9e3779b97f4a7c15);
     let job = Job::new([40000, 1, 1], 32);
     let (mut done, mut launches) = (0, 0);
     let (mut host, mut gpu) = (Vec::new(), Vec::new());
@@ -373,13 +377,7 @@ fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
 /// too (all streams on one hardware queue): a resumed instance must never wait behind a stream
 /// that waits for it.
 fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
-    let mut rng = 0x2545f4914f6cdd1du64;
-    let mut next = move |n: u64| {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng % n
-    };
+    let mut next = xorshift(0x2545f4914f6cdd1d);
     let streams: usize = std::env::var("CUPREEMPT_MANY_STREAMS")
         .ok()
         .and_then(|v| v.parse().ok())
