@@ -64,9 +64,7 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
         return None;
     }
     let open = body.start_byte() + 1;
-    let multiline = src[open..body.end_byte()]
-        .trim_start_matches([' ', '\t', '\r'])
-        .starts_with('\n');
+    let multiline = opens_own_line(body, src);
     let indent = body_indent(body, src);
     let mut text = String::new();
     for (name, ty) in crate::lang::VIRTUAL_BUILTINS {
@@ -84,6 +82,14 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
         text.push_str("  // cupreempt: the task's values");
     }
     Some(Edit::insert(open, text))
+}
+
+/// Whether nothing but whitespace follows the body's `{` on its line (then generated lines at
+/// its top get lines of their own).
+pub(crate) fn opens_own_line(body: Node, src: &str) -> bool {
+    src[body.start_byte() + 1..body.end_byte()]
+        .trim_start_matches([' ', '\t', '\r'])
+        .starts_with('\n')
 }
 
 /// The indentation of the first statement of a body.

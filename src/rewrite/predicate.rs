@@ -1,19 +1,15 @@
 //! Edits of the predicated form (see `analysis::predicate` for why and when).
 
-use super::{body_indent, CTX_LIVE};
+use super::{body_indent, opens_own_line, CTX_LIVE};
 use crate::analysis::{Predication, Step};
 use crate::edit::Edit;
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
-    let open = body.start_byte() + 1;
-    let multiline = src[open..body.end_byte()]
-        .trim_start_matches([' ', '\t', '\r'])
-        .starts_with('\n');
     // After the prologue's shadows (same offset, collected later).
     edits.push(Edit::insert(
-        open,
-        if multiline {
+        body.start_byte() + 1,
+        if opens_own_line(body, src) {
             format!(
                 "\n{}bool {CTX_LIVE} = true;  // cupreempt: cleared by `return` (predicated form)",
                 body_indent(body, src)
