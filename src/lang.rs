@@ -195,6 +195,29 @@ pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "bar.", "barrier.", "exi
 /// Pure functions whose result is uniform when their arguments are.
 pub const UNIFORM_FUNCTIONS: &[&str] = &["min", "max", "dim3", "make_uint3", "make_int3", "abs"];
 
+/// Functions without side effects that read no memory (for what returned threads may evaluate).
+pub const PURE_FUNCTIONS: &[&str] = &[
+    "abs",
+    "ceilf",
+    "dim3",
+    "fabsf",
+    "floorf",
+    "fmaxf",
+    "fminf",
+    "make_float2",
+    "make_float3",
+    "make_float4",
+    "make_int2",
+    "make_int3",
+    "make_int4",
+    "make_uint2",
+    "make_uint3",
+    "max",
+    "min",
+    "rsqrtf",
+    "sqrtf",
+];
+
 /// Visits `root` and its descendants in pre-order with one cursor (no allocation per node).
 /// `f` returns whether to descend into the node it was given.
 pub fn visit<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>) -> bool) {

@@ -49,29 +49,6 @@ pub struct Predication<'t> {
     pub steps: Vec<Step<'t>>,
 }
 
-/// Functions without side effects that read no memory (for what returned threads may evaluate).
-const PURE_FUNCTIONS: &[&str] = &[
-    "abs",
-    "ceilf",
-    "dim3",
-    "fabsf",
-    "floorf",
-    "fmaxf",
-    "fminf",
-    "make_float2",
-    "make_float3",
-    "make_float4",
-    "make_int2",
-    "make_int3",
-    "make_int4",
-    "make_uint2",
-    "make_uint3",
-    "max",
-    "min",
-    "rsqrtf",
-    "sqrtf",
-];
-
 /// Plans the predicated form of `body`; Err: why it cannot be predicated.
 pub fn plan<'t>(
     body: Node<'t>,
@@ -139,13 +116,12 @@ struct Walker<'a, 't> {
 
 /// What a statement needs.
 enum Class {
-    /// Nothing: it runs for every thread as written.
-    Keep,
+    /// It stands apart and ends any run: it runs for every thread as written, or its own steps
+    /// are recorded.
+    Apart,
     /// Part of a run of statements that returned threads skip (`exposed`: a return may come
     /// before it; otherwise it is only there for the returns it holds).
     Run { exposed: bool },
-    /// Its steps are recorded; it ends any run.
-    Done,
 }
 
 struct OpenRun<'t> {
@@ -204,7 +180,7 @@ impl<'a, 't> Walker<'a, 't> {
                         }
                     }
                 }
-                Class::Keep | Class::Done => {
+                Class::Apart => {
                     if let Some(r) = run.take() {
                         self.close(r, single);
                     }
@@ -260,25 +236,25 @@ impl<'a, 't> Walker<'a, 't> {
                 node: s,
                 label: None,
             });
-            return Ok(Class::Done);
+            return Ok(Class::Apart);
         }
         let sync = self.has_barrier(&range) || (in_loop && escapes(s));
         if !exposed && !has_return {
-            return Ok(Class::Keep); // every thread is live here
+            return Ok(Class::Apart); // every thread is live here
         }
         if sync {
             self.sync_statement(s, in_loop)?;
-            return Ok(Class::Done);
+            return Ok(Class::Apart);
         }
         if s.kind_id() == k.declaration {
             self.declaration(s)?;
-            return Ok(Class::Done);
+            return Ok(Class::Apart);
         }
         if matches!(s.kind(), "preproc_if" | "preproc_ifdef") {
             return Err(self.refusal(range, "conditional compilation follows it"));
         }
         if s.kind() == "expression_statement" && self.local_writes_only(s) {
-            return Ok(Class::Keep); // returned threads compute it too: it may feed a condition
+            return Ok(Class::Apart); // returned threads compute it too: it may feed a condition
         }
         Ok(Class::Run { exposed })
     }
@@ -629,7 +605,7 @@ impl<'a, 't> Walker<'a, 't> {
                 _ if id == k.call_expression => {
                     ok = n
                         .child_by_field_id(f.function)
-                        .is_some_and(|c| PURE_FUNCTIONS.contains(&text(c, self.src)));
+                        .is_some_and(|c| lang::PURE_FUNCTIONS.contains(&text(c, self.src)));
                     ok
                 }
                 _ if id == k.argument_list => true,
