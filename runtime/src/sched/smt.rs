@@ -68,6 +68,11 @@ pub fn greedy(profiles: &[&[Point]], remaining: &[f64], capacity: u32) -> Vec<us
     at
 }
 
+/// The fastest point of a pruned profile that fits `ctas` (the first point if none does).
+fn best_within(profile: &[Point], ctas: u32) -> usize {
+    profile.iter().rposition(|p| p.ctas <= ctas).unwrap_or(0)
+}
+
 /// How the simulator shares the GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharing {
@@ -135,22 +140,12 @@ pub fn simulate_smt(tenants: &[Tenant], capacity: u32, sharing: Sharing) -> SmtO
                 let share = capacity / running.len().max(1) as u32;
                 running
                     .iter()
-                    .map(|&i| {
-                        profiles[i]
-                            .iter()
-                            .rposition(|p| p.ctas <= share)
-                            .unwrap_or(0)
-                    })
+                    .map(|&i| best_within(&profiles[i], share))
                     .collect()
             }
             Sharing::Exclusive => running
                 .iter()
-                .map(|&i| {
-                    profiles[i]
-                        .iter()
-                        .rposition(|p| p.ctas <= capacity)
-                        .unwrap_or(0)
-                })
+                .map(|&i| best_within(&profiles[i], capacity))
                 .collect(),
         };
         for (&i, &p) in running.iter().zip(&new_points) {

@@ -36,21 +36,20 @@ impl SpatialGreedy {
 
     /// The kernel's profile: standalone time on step, 2·step, ... SMs, up to what it can fill.
     fn profile(&self, k: &KernelView, total: u32) -> Vec<Point> {
-        let top = k.spec.useful_sms(total);
+        let first = self.step.min(total);
+        let top = k.spec.useful_sms(total).max(first);
         let mut points = Vec::new();
-        let mut s = self.step.min(total);
+        let mut sms = first;
         loop {
-            let sms = s.min(top.max(self.step.min(total)));
             points.push(Point {
                 ctas: sms,
                 time: k.expected_work() / k.spec.speed(sms, total),
             });
-            if sms >= top || s >= total {
-                break;
+            if sms >= top {
+                return points;
             }
-            s = (s + self.step).min(total);
+            sms = (sms + self.step).min(top);
         }
-        points
     }
 
     /// Recomputes the targets of the kernels placed on `gpu`: running or waiting for SMs.
