@@ -40,19 +40,14 @@ fn benchmark_programs_transform_fully_and_compile() {
             ("original", path.clone(), vec![]),
             ("transformed", out, vec!["-DCUPREEMPT_TRANSFORMED"]),
         ] {
-            let o = support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
-                .arg("-O1")
-                .arg(format!("-I{}", bench.display()))
-                .args(&defines)
-                .arg(&file)
-                .output()
-                .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
-            if !o.status.success() {
-                return Err(format!(
-                    "{name} ({what}) does not compile:\n{}",
-                    String::from_utf8_lossy(&o.stderr)
-                ));
-            }
+            support::compiles(
+                support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
+                    .arg("-O1")
+                    .arg(format!("-I{}", bench.display()))
+                    .args(&defines)
+                    .arg(&file),
+                &format!("{name} ({what})"),
+            )?;
         }
         Ok(())
     });

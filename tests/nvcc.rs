@@ -30,17 +30,12 @@ fn every_transformed_fixture_compiles_with_nvcc() {
             .flat_map(|f| f.split_whitespace().map(String::from))
             .collect();
         for (what, file) in [("original", path.clone()), ("transformed", out)] {
-            let o = support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
-                .args(&extra)
-                .arg(&file)
-                .output()
-                .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
-            if !o.status.success() {
-                return Err(format!(
-                    "{name} ({what}) does not compile:\n{}",
-                    String::from_utf8_lossy(&o.stderr)
-                ));
-            }
+            let o = support::compiles(
+                support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
+                    .args(&extra)
+                    .arg(&file),
+                &format!("{name} ({what})"),
+            )?;
             let warnings = String::from_utf8_lossy(&o.stderr);
             if what == "transformed"
                 && warnings.contains("cupreempt")

@@ -108,6 +108,21 @@ pub fn nvcc_compile(nvcc: &Path, out: &Path) -> Command {
     c
 }
 
+/// Runs an nvcc command; Err with nvcc's messages when it fails, labelled `label`. Ok holds
+/// its output (warnings are on stderr).
+pub fn compiles(cmd: &mut Command, label: &str) -> Result<std::process::Output, String> {
+    let o = cmd
+        .output()
+        .map_err(|e| format!("cannot run {:?}: {e}", cmd.get_program()))?;
+    if !o.status.success() {
+        return Err(format!(
+            "{label} does not compile:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ));
+    }
+    Ok(o)
+}
+
 pub fn tempdir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("cupreempt-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
