@@ -410,7 +410,7 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         k.wait_yielded().map_err(|e| e.to_string())?;
         preempted.push(i);
         done += 1;
-        if done % 100 == 0 && std::env::var_os("CUPREEMPT_ONLY_MANY_STREAMS").is_some() {
+        if done % 100 == 0 && only_many_streams() {
             let _ = writeln!(
                 std::io::stderr(),
                 "many streams: {done} preemptions, {launches} launches"
@@ -439,6 +439,12 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         "{done} preemptions over {streams} streams ({launches} launches, up to 4 preempted at once), all {checked} outputs exact and in stream order; CUDA_DEVICE_MAX_CONNECTIONS={}",
         std::env::var("CUDA_DEVICE_MAX_CONNECTIONS").unwrap_or_else(|_| "unset".into())
     ))
+}
+
+/// CUPREEMPT_ONLY_MANY_STREAMS: run only the many-streams scenario, with progress lines (for
+/// probing where the hardware-queue hazard bites).
+fn only_many_streams() -> bool {
+    std::env::var_os("CUPREEMPT_ONLY_MANY_STREAMS").is_some()
 }
 
 fn errors(g: &Setup) -> Result<String, String> {
@@ -605,11 +611,11 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("errors", errors),
     ];
     for (name, f) in scenarios {
-        if std::env::var_os("CUPREEMPT_ONLY_MANY_STREAMS").is_none() {
+        if !only_many_streams() {
             report(name, f(&g), &mut failed);
         }
     }
-    if std::env::var_os("CUPREEMPT_ONLY_MANY_STREAMS").is_none() {
+    if !only_many_streams() {
         report("storm", storm(&g, cycles), &mut failed);
     }
     report("many streams", many_streams(&g, cycles / 2), &mut failed);
