@@ -171,7 +171,6 @@ pub struct Estimator {
     pub model: DurationModel,
     pub prior: f64,
     completed: (f64, u64),
-    errors: (f64, u64),
 }
 
 impl Estimator {
@@ -180,25 +179,21 @@ impl Estimator {
             model: DurationModel::new(lambda),
             prior,
             completed: (0.0, 0),
-            errors: (0.0, 0),
         }
     }
 
-    /// The duration to believe for `spec`, at its arrival. Records how far off it is.
+    /// The duration to believe for `spec`, at its arrival.
     pub fn estimate(&mut self, spec: &KernelSpec) -> f64 {
         let learned = spec
             .features
             .as_ref()
             .and_then(|x| self.model.predict(&spec.name, x))
             .filter(|d| *d > 0.0);
-        let e = learned.unwrap_or(if self.completed.1 > 0 {
+        learned.unwrap_or(if self.completed.1 > 0 {
             self.completed.0 / self.completed.1 as f64
         } else {
             self.prior
-        });
-        self.errors.0 += ((e - spec.work) / spec.work).abs();
-        self.errors.1 += 1;
-        e
+        })
     }
 
     /// A kernel completed: its measured standalone duration teaches the model.
@@ -208,11 +203,6 @@ impl Estimator {
         if let Some(x) = &spec.features {
             self.model.observe(&spec.name, x, spec.work);
         }
-    }
-
-    /// Mean absolute relative error of the estimates given so far.
-    pub fn mean_error(&self) -> Option<f64> {
-        (self.errors.1 > 0).then(|| self.errors.0 / self.errors.1 as f64)
     }
 }
 

@@ -223,7 +223,16 @@ fn run(
         });
     }
     let mut metrics = Metrics::compute(specs, &sim.finish, &sim.sys.kernels, &sim.intervals);
-    metrics.estimate_error = sim.estimator.as_ref().and_then(|e| e.mean_error());
+    if sim.estimator.is_some() && n > 0 {
+        // How far off what the policies were told was (every kernel got its estimate).
+        let off: f64 = sim
+            .sys
+            .kernels
+            .iter()
+            .map(|k| ((k.estimate - k.spec.work) / k.spec.work).abs())
+            .sum();
+        metrics.estimate_error = Some(off / n as f64);
+    }
     Ok(Outcome {
         policy: sim.policy.name(),
         finish: sim.finish,
