@@ -245,6 +245,9 @@ fn temporal(g: &Setup) -> Result<String, String> {
     if p1.done >= p1.total {
         return Err("finished before the preemption landed; make the kernel longer".into());
     }
+    if !k.is_parked() {
+        return Err("the first instance's last block is not parked while preempted".into());
+    }
     if stream_idle(job.stream) {
         return Err("the application's stream went on while the kernel was preempted".into());
     }
@@ -320,6 +323,33 @@ fn queued(g: &Setup) -> Result<String, String> {
     b.check(g)?;
     Ok(format!(
         "both yielded within {us:.0} us; both complete and exact after resuming"
+    ))
+}
+
+/// Resumed with no helper instance: the first instance's staying block must finish the work
+/// alone, so that a kernel completes even when no other stream can run anything for it.
+fn tail_alone(g: &Setup) -> Result<String, String> {
+    let job = Job::new([4000, 1, 1], 64);
+    let mut k = job.launch(g, 20_000).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_micros(300));
+    k.preempt(Target::All).map_err(|e| e.to_string())?;
+    k.wait_yielded().map_err(|e| e.to_string())?;
+    let p = k.progress().map_err(|e| e.to_string())?;
+    g.rt.set_resume_launches(false);
+    let t = Instant::now();
+    let resumed = k.resume(Target::All);
+    g.rt.set_resume_launches(true);
+    resumed.map_err(|e| e.to_string())?;
+    sync_within(job.stream, Duration::from_secs(20))?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    job.check(g)?;
+    if k.instances() != 1 {
+        return Err(format!("{} instances launched", k.instances()));
+    }
+    Ok(format!(
+        "{} of {} tasks left after the preemption, done by one block in {ms:.1} ms; exact",
+        p.total - p.done,
+        p.total
     ))
 }
 
@@ -602,8 +632,9 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 6] = [
+    let scenarios: [(&str, Scenario); 7] = [
         ("queued", queued),
+        ("tail alone", tail_alone),
         ("launch cost", launch_cost),
         ("plain", plain),
         ("temporal", temporal),

@@ -1,15 +1,18 @@
-/* cupreempt control block: the only state shared by the host and a preemptible kernel.
+/* cupreempt control block: the state shared by the host and a preemptible kernel.
  *
  * Plain C so that the runtime (Rust, `cupreempt_runtime::ControlBlock`) and C programs can
- * mirror it; a test in runtime/ checks that both agree on every offset. It lives in device
- * memory: reading host-mapped memory from a kernel costs about a millisecond per access on our
- * H100s, so kernels never poll the host. */
+ * mirror it; a test in runtime/ checks that both agree on every offset. The control block lives
+ * in device memory and is what running blocks poll. Runtime launches also get a small mirror in
+ * host-mapped pinned memory (cupreempt_host): the host writes each command there before it
+ * sends it down the control stream, and blocks report there what the host must be able to see
+ * without a copy through any stream (docs/runtime.md, "Stream order and hardware queues"). */
 #ifndef CUPREEMPT_CONTROL_H
 #define CUPREEMPT_CONTROL_H
 
 #define CUPREEMPT_MAX_SMS 256
+#define CUPREEMPT_LANES 32 /* resident blocks per SM, at most (Hopper: 32) */
 
-/* Bits of cupreempt_control.command. 0 means "keep running". */
+/* Bits of the command word. 0 means "keep running". */
 #define CUPREEMPT_YIELD_ALL 1u /* every block stops taking tasks (temporal preemption) */
 #define CUPREEMPT_YIELD_SMS 2u /* blocks on the SMs set in sm_mask stop (spatial preemption) */
 
@@ -18,12 +21,29 @@ typedef struct cupreempt_control {
   unsigned long long done_tasks; /* tasks finished (progress; their results may be in flight) */
   unsigned long long retired_tasks; /* tasks whose results are visible device-wide */
   unsigned int command;          /* CUPREEMPT_YIELD_* bits, written by the host */
+  unsigned int command_seq;      /* number of that command (as in cupreempt_host.seq) */
   unsigned int running_blocks;   /* persistent blocks currently inside the task loop */
   unsigned int yielded_blocks;   /* blocks that left because of a command (cumulative) */
-  unsigned int finished;          /* 1 once retired_tasks reaches the total */
+  unsigned int finished;         /* 1 once retired_tasks reaches the total */
+  unsigned int main_left;        /* blocks of the first instance that have left the loop */
+  unsigned long long yield_ns;   /* %globaltimer of the latest yield (latency measurements) */
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32]; /* bit s set: blocks on SM s yield */
-  unsigned int sm_blocks[CUPREEMPT_MAX_SMS];    /* blocks inside the task loop, per SM */
+  unsigned int sm_lanes[CUPREEMPT_MAX_SMS];     /* per SM: lanes held by blocks in the loop */
 } cupreempt_control;
+
+/* Host-mapped pinned memory, one per runtime launch. Plain loads and stores only: the GPU has
+ * no atomics on host memory here, so every word has one writer at a time. A GPU read of it
+ * costs about 2 us (H100, measured 2026-11-22), so only a parked block reads it, never the
+ * task loop. */
+typedef struct cupreempt_host {
+  unsigned int seq;     /* host: odd while command/sm_mask change; even: that command's number */
+  unsigned int command; /* host: the newest command, possibly not yet in the control block */
+  unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32];
+  unsigned int tail_parked; /* kernel: 1 while the first instance's last block sleeps */
+  unsigned int reserved;
+  unsigned long long done_tasks; /* kernel: progress, refreshed every 2^progress_shift tasks */
+  unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
+} cupreempt_host;
 
 /* Passed by value to every persistent wrapper kernel. */
 typedef struct cupreempt_launch {
@@ -33,6 +53,9 @@ typedef struct cupreempt_launch {
   unsigned int chunk;     /* tasks per control-word check; 0 = size chunks from measured time */
   unsigned int budget_ns; /* adaptive chunks: work between two checks; 0 = kernel default */
   unsigned int* audit;    /* tests only (CUPREEMPT_AUDIT): one execution counter per task */
+  cupreempt_host* host;   /* runtime launches: the host mirror; NULL elsewhere */
+  unsigned int first;     /* 1: the launch's first instance, whose last block holds the stream */
+  unsigned int progress_shift; /* host->done_tasks is refreshed when done_tasks >> this changes */
 } cupreempt_launch;
 
 #endif

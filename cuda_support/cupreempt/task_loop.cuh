@@ -13,6 +13,8 @@ namespace cupreempt {
 // Default amount of work between two looks at the control word (DESIGN.md §3 item 4).
 constexpr unsigned kDefaultBudgetNs = 20000;
 constexpr unsigned kMaxChunk = 1u << 16;
+// How long a parked block sleeps between two looks at its kernel's state.
+constexpr unsigned kParkSleepNs = 2000;
 
 __device__ __forceinline__ unsigned sm_id() {
   unsigned id;
@@ -26,15 +28,19 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
-// Called by one thread per block, once per chunk.
-__device__ __forceinline__ bool must_yield(const cupreempt_control* c, unsigned smid) {
-  const unsigned cmd = *(volatile const unsigned*)&c->command;
+// Whether command `cmd` with SM mask `mask` sends a block on SM `smid` away.
+__device__ __forceinline__ bool sends_away(unsigned cmd, const volatile unsigned* mask,
+                                           unsigned smid) {
   if (cmd & CUPREEMPT_YIELD_ALL) return true;
-  if ((cmd & CUPREEMPT_YIELD_SMS) && smid < CUPREEMPT_MAX_SMS) {
-    const unsigned word = ((volatile const unsigned*)c->sm_mask)[smid / 32];
-    return (word >> (smid % 32)) & 1u;
-  }
+  if ((cmd & CUPREEMPT_YIELD_SMS) && smid < CUPREEMPT_MAX_SMS)
+    return (mask[smid / 32] >> (smid % 32)) & 1u;
   return false;
+}
+
+__device__ __forceinline__ unsigned load_acquire_sys(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
 }
 
 // Shared by the threads of one persistent block.
@@ -92,14 +98,82 @@ struct LeaderState {
   unsigned long long unreported;                       // tasks of the last chunk
   unsigned long long ran;                              // tasks this block has run
   unsigned next, smid;
+  unsigned lane;       // this block's lane on its SM (CUPREEMPT_LANES: none)
+  unsigned tail;       // 1: the first instance's last block (see stay())
+  unsigned host_seq;   // the newest command seen in host memory, and whether it sends us away
+  unsigned host_away;
 };
+
+// Reads the newest command from host memory into ls (a seqlock: the host makes seq odd while
+// it writes). Returns false when the host was writing; ls keeps the previous command then.
+__device__ __forceinline__ bool read_host_command(const cupreempt_host* h,
+                                                  volatile LeaderState& ls) {
+  const unsigned s1 = load_acquire_sys(&h->seq);
+  if (s1 & 1u) return false;
+  if (s1 == ls.host_seq) return true;
+  const bool away = sends_away(*(const volatile unsigned*)&h->command,
+                               (const volatile unsigned*)h->sm_mask, ls.smid);
+  asm volatile("fence.acq_rel.sys;" ::: "memory");  // the loads above before the one below
+  if (load_acquire_sys(&h->seq) != s1) return false;
+  ls.host_seq = s1;
+  ls.host_away = away;
+  return true;
+}
+
+// Called by one thread per block, once per chunk. The control block is what the host's command
+// reaches through the control stream. Should that stream lag behind a command the block has
+// already seen in host memory (its writes can queue behind another stream's blocked work),
+// host memory decides until the control block catches up.
+__device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cupreempt_host* h,
+                                           volatile LeaderState& ls) {
+  const unsigned long long word = *(volatile const unsigned long long*)&c->command;
+  const unsigned cmd = (unsigned)word, seq = (unsigned)(word >> 32);
+  if (h && (int)(seq - ls.host_seq) < 0) {
+    read_host_command(h, ls);
+    return ls.host_away;
+  }
+  return sends_away(cmd, c->sm_mask, ls.smid);
+}
+
+// A lane: a small number that no other block of the kernel on the same SM holds now, so that the
+// block can report itself in host memory with plain stores (host->lanes).
+__device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned smid) {
+  if (smid >= CUPREEMPT_MAX_SMS) return CUPREEMPT_LANES;
+  unsigned* lanes = &c->sm_lanes[smid];
+  for (;;) {
+    const unsigned held = *(volatile unsigned*)lanes;
+    if (held == ~0u) return CUPREEMPT_LANES;  // more resident blocks than an SM can hold
+    const unsigned bit = __ffs(~held) - 1;
+    if (!(atomicOr(lanes, 1u << bit) & (1u << bit))) return bit;
+  }
+}
+
+// The leader's steps below are calls, not inlined: inlined, they raised some wrappers from 32
+// to 36-40 registers (vector_add, grid3d, nearest_neighbor), which costs occupancy. They run
+// once per chunk or per block, and take scalars so that the call needs no stack frame.
+
+// The leader's first step in a block (or a parked block's return to work): the block counts
+// itself before it looks at the command, so that the runtime, once the command is in the
+// control block, either sees the block or knows that it will see the command. In host memory
+// a plain store (lanes), no system-wide fence: thousands of blocks starting at once with one
+// fence each made the starts, and with them the yields, take milliseconds (H100).
+static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* host, unsigned fixed,
+                                   volatile LeaderState& ls) {
+  ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
+  ls.next = fixed ? fixed : 1u;
+  ls.smid = sm_id();
+  ls.lane = claim_lane(c, ls.smid);
+  atomicAdd(&c->running_blocks, 1u);
+  if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
+  __threadfence();
+}
 
 // The leader's step between two chunks: look at the control word, size the next chunk from
 // the time the last ones took, take it from the counter. Float arithmetic, for the same reason:
 // 64-bit divisions raised the wrappers' register counts by 10-16.
-__device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long long total,
-                                        unsigned fixed, unsigned budget, unsigned* audit,
-                                        volatile LeaderState& ls, BlockState& st) {
+static __device__ __noinline__ void next_chunk(cupreempt_control* c, const cupreempt_host* host,
+                                     unsigned long long total, unsigned fixed, unsigned budget,
+                                     unsigned* audit, volatile LeaderState& ls, BlockState& st) {
   (void)audit;
   if (ls.unreported && !fixed) {  // size this chunk from the time the last ones took
     const unsigned long long now = global_ns();
@@ -114,9 +188,10 @@ __device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long l
     ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;
   }
   unsigned long long begin = 0, end = 0;
-  bool stop = must_yield(c, ls.smid);
+  bool stop = must_yield(c, host, ls);
   if (stop) {
     atomicAdd(&c->yielded_blocks, 1u);
+    atomicMax(&c->yield_ns, global_ns());
 #ifdef CUPREEMPT_AUDIT
     if (audit) atomicOr(&audit[total + ls.smid / 32], 1u << (ls.smid % 32));
 #endif
@@ -138,6 +213,67 @@ __device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long l
   ls.last_ns = global_ns();
 }
 
+// Counts the chunk that just ended as done (progress), in the control block and, every
+// 2^progress_shift tasks, in host memory.
+__device__ __forceinline__ void report_done(cupreempt_control* c, const cupreempt_launch& l,
+                                            volatile LeaderState& ls) {
+  const unsigned long long n = ls.unreported;
+  const unsigned long long before = atomicAdd(&c->done_tasks, n);
+  if (l.host && ((before + n) >> l.progress_shift) != (before >> l.progress_shift))
+    l.host->done_tasks = before + n;
+  ls.ran += n;
+}
+
+// The leader's last step in a block, after every thread's fence: the block's tasks are visible
+// device-wide, so they retire; the block that retires the last task raises `finished`. Then
+// the block stops counting itself (lane first, in host memory, before another block can take
+// the lane over; the GPU's stores to host memory arrive in the order they were made).
+static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* host,
+                                   unsigned long long total, volatile LeaderState& ls) {
+  const unsigned long long ran = ls.ran;
+  if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
+    __threadfence();
+    atomicExch(&c->finished, 1u);
+    if (host) host->done_tasks = total;
+  }
+  if (ls.lane < CUPREEMPT_LANES) {
+    if (host) host->lanes[ls.smid][ls.lane] = 0;
+    atomicAnd(&c->sm_lanes[ls.smid], ~(1u << ls.lane));
+  }
+  atomicSub(&c->running_blocks, 1u);
+}
+
+// Stream order (DESIGN.md §3 item 9). The application's stream runs its next work when the
+// launch's first instance ends, so that instance must not end before every task has retired,
+// whatever preemptions happen. Its last block to leave the loop (the tail) therefore stays: it
+// sleeps while the kernel is preempted or while other instances finish their last tasks, goes
+// back to work when tasks are left and the newest command lets its SM run, and ends once
+// `finished` is raised. The tail needs nothing from any other stream to do so: if the runtime's
+// resumed instance cannot start (queued behind blocked work on a shared hardware queue), the
+// tail does the remaining work itself; and it reads the command from host memory, which the
+// host writes before the control stream delivers it. Only for the runtime's launches (the first
+// instance, with a host mirror). Returns true to go back to work.
+static __device__ __noinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
+                                  unsigned long long total, volatile LeaderState& ls) {
+  if (!ls.tail) ls.tail = atomicAdd(&c->main_left, 1u) + 1 == gridDim.x * gridDim.y * gridDim.z;
+  if (!ls.tail) return false;
+  bool slept = false, again = false;
+  while (!*(volatile unsigned*)&c->finished) {
+    if (*(volatile unsigned long long*)&c->next_task < total) {
+      read_host_command(host, ls);  // host memory has the newest command
+      if (!ls.host_away) {
+        again = true;
+        break;
+      }
+    }
+    if (!slept) host->tail_parked = 1;
+    slept = true;
+    __nanosleep(kParkSleepNs);
+  }
+  if (slept) host->tail_parked = 0;
+  return again;
+}
+
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
 // of tasks from the counter; the decision reaches the block through shared memory and one
 // barrier. Tasks taken are always finished, so a yield loses and repeats nothing, and a
@@ -154,69 +290,56 @@ __device__ __forceinline__ void next_chunk(cupreempt_control* c, unsigned long l
 //
 // Completion: done_tasks counts finished tasks per chunk, for progress. Results are made
 // visible once per block, when it leaves (every thread fences); retired_tasks then counts the
-// block's tasks, and the block that brings it to the total raises `finished`, which the
-// application's stream waits on.
+// block's tasks, and the block that brings it to the total raises `finished`.
 template <class Ctx, bool TaskBarrier = true, class Body>
 __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned chunk,
                                           unsigned budget_ns, Body&& body) {
   // Two copies, used by alternate chunks: the leader writes the next chunk's bounds while slow
   // threads may still be reading this chunk's (one-task chunks have no barrier in between).
   __shared__ BlockState states[2];
+  __shared__ unsigned again;  // the tail goes back to work (stay())
   // Volatile: only the leader may touch it, and the compiler must not read it speculatively
   // in the other threads either (compute-sanitizer's racecheck reports such reads).
   __shared__ volatile LeaderState ls;
   cupreempt_control* const c = l.control;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   const unsigned fixed = l.chunk ? l.chunk : chunk;
-  if (leader) {
-    ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
-    ls.next = fixed ? fixed : 1u;
-    ls.smid = sm_id();
-    atomicAdd(&c->running_blocks, 1u);
-    if (ls.smid < CUPREEMPT_MAX_SMS) atomicAdd(&c->sm_blocks[ls.smid], 1u);
-    // Counted before the first look at the command: the runtime reads these counters after
-    // changing the command to tell whether any block has started.
-    __threadfence();
-  }
+  if (leader) ls.tail = ls.host_seq = ls.host_away = 0;
 
-  for (unsigned parity = 0;; parity ^= 1u) {
-    BlockState& st = states[parity];
-    if (leader)
-      next_chunk(c, l.total_tasks, fixed,
-                 l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs), l.audit,
-                 ls, st);
-    __syncthreads();
-    if (leader && ls.unreported) {
-      atomicAdd(&c->done_tasks, ls.unreported);
-      ls.ran += ls.unreported;
-    }
-    if (st.stop) break;
-    const unsigned long long begin = st.begin;
-    const unsigned n = (unsigned)(st.end - begin);  // at most kMaxChunk
-    for (unsigned i = 0; i < n; ++i) {
+  do {
+    if (leader) enter(c, l.host, fixed, ls);
+    for (unsigned parity = 0;; parity ^= 1u) {
+      BlockState& st = states[parity];
+      if (leader)
+        next_chunk(c, l.host, l.total_tasks, fixed,
+                   l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs), l.audit,
+                   ls, st);
+      __syncthreads();
+      if (leader && ls.unreported) report_done(c, l, ls);
+      if (st.stop) break;
+      const unsigned long long begin = st.begin;
+      const unsigned n = (unsigned)(st.end - begin);  // at most kMaxChunk
+      for (unsigned i = 0; i < n; ++i) {
 #ifdef CUPREEMPT_AUDIT
-      if (leader && l.audit) atomicAdd(&l.audit[begin + i], 1u);
+        if (leader && l.audit) atomicAdd(&l.audit[begin + i], 1u);
 #endif
-      Ctx ctx(l, begin + i);
-      body(ctx);
-      // The next task may reuse this task's shared memory. After the last task of a chunk the
-      // leader's barrier above does this job.
-      if (TaskBarrier && i + 1 < n) __syncthreads();
+        Ctx ctx(l, begin + i);
+        body(ctx);
+        // The next task may reuse this task's shared memory. After the last task of a chunk the
+        // leader's barrier above does this job.
+        if (TaskBarrier && i + 1 < n) __syncthreads();
+      }
+      if (leader) ls.unreported = n;
     }
-    if (leader) ls.unreported = n;
-  }
-  // Every thread has left the loop (all read the same st.stop after the same barrier).
-  __threadfence();
-  __syncthreads();
-  if (leader) {
-    const unsigned long long ran = ls.ran;
-    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == l.total_tasks) {
-      __threadfence();
-      atomicExch(&c->finished, 1u);
+    // Every thread has left the loop (all read the same st.stop after the same barrier).
+    __threadfence();
+    __syncthreads();
+    if (leader) {
+      leave(c, l.host, l.total_tasks, ls);
+      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
     }
-    if (ls.smid < CUPREEMPT_MAX_SMS) atomicSub(&c->sm_blocks[ls.smid], 1u);
-    atomicSub(&c->running_blocks, 1u);
-  }
+    __syncthreads();
+  } while (again);
 }
 
 }  // namespace cupreempt

@@ -17,13 +17,19 @@ pub struct ControlBlock {
     /// Tasks whose results are visible device-wide (counted when blocks leave).
     pub retired_tasks: u64,
     pub command: u32,
+    /// The number of that command (as in [`HostMirror::seq`]).
+    pub command_seq: u32,
     pub running_blocks: u32,
     pub yielded_blocks: u32,
-    /// 1 once every task is done: the application's stream waits on this word.
+    /// 1 once every task is done.
     pub finished: u32,
+    /// Blocks of the first instance that have left the task loop.
+    pub main_left: u32,
+    /// `%globaltimer` of the latest yield (ns), for latency measurements.
+    pub yield_ns: u64,
     pub sm_mask: [u32; MAX_SMS / 32],
-    /// Persistent blocks inside the task loop on each SM (what `wait_yielded` watches).
-    pub sm_blocks: [u32; MAX_SMS],
+    /// Per SM, the lanes held by blocks inside the task loop (bit l: lane l).
+    pub sm_lanes: [u32; MAX_SMS],
 }
 
 impl ControlBlock {
@@ -33,13 +39,39 @@ impl ControlBlock {
             done_tasks: 0,
             retired_tasks: 0,
             command: 0,
+            command_seq: 0,
             running_blocks: 0,
             yielded_blocks: 0,
             finished: 0,
+            main_left: 0,
+            yield_ns: 0,
             sm_mask: [0; MAX_SMS / 32],
-            sm_blocks: [0; MAX_SMS],
+            sm_lanes: [0; MAX_SMS],
         }
     }
+}
+
+/// Resident blocks per SM, at most: the lanes of [`HostMirror::lanes`].
+pub const LANES: usize = 32;
+
+/// `cupreempt_host`: host-mapped pinned memory, one per runtime launch. The host publishes each
+/// command here before the control stream delivers it; blocks report here what the host reads
+/// without a copy through any stream. Every word has one writer at a time (plain stores).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostMirror {
+    /// Odd while `command` and `sm_mask` change; even: the number of the command in them.
+    pub seq: u32,
+    pub command: u32,
+    pub sm_mask: [u32; MAX_SMS / 32],
+    /// Written by the kernel: 1 while the first instance's last block sleeps.
+    pub tail_parked: u32,
+    pub reserved: u32,
+    /// Written by the kernel: progress, refreshed every 2^`progress_shift` tasks and at the end.
+    pub done_tasks: u64,
+    /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
+    /// inside the task loop.
+    pub lanes: [[u8; LANES]; MAX_SMS],
 }
 
 /// `cupreempt_launch`: passed by value to every persistent wrapper kernel.
@@ -54,19 +86,37 @@ pub struct LaunchParams {
     pub budget_ns: u32,
     /// Device pointer to per-task counters (tests), or 0.
     pub audit: u64,
+    /// Device-visible pointer to the [`HostMirror`], or 0 (then no block stays for stream
+    /// order: launches that do not go through the runtime).
+    pub host: u64,
+    /// 1 for a launch's first instance, whose last block keeps the stream until every task is
+    /// retired; 0 for resumed instances.
+    pub first: u32,
+    /// The mirror's `done_tasks` is refreshed when `done_tasks >> progress_shift` changes.
+    pub progress_shift: u32,
 }
 
 impl LaunchParams {
     pub fn new(control: u64, grid: [u32; 3]) -> LaunchParams {
+        let total_tasks = grid.iter().map(|&g| g as u64).product();
         LaunchParams {
             control,
-            total_tasks: grid.iter().map(|&g| g as u64).product(),
+            total_tasks,
             grid,
             chunk: 0,
             budget_ns: 0,
             audit: 0,
+            host: 0,
+            first: 0,
+            progress_shift: progress_shift(total_tasks),
         }
     }
+}
+
+/// The shift that refreshes the progress mirror about 1024 times per launch: often enough for
+/// a scheduler, rare enough that the stores over PCIe cost nothing.
+pub fn progress_shift(total_tasks: u64) -> u32 {
+    (total_tasks / 1024).checked_ilog2().unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -90,13 +140,20 @@ mod tests {
 int main(void) {
   F(cupreempt_control, next_task); F(cupreempt_control, done_tasks);
   F(cupreempt_control, retired_tasks); F(cupreempt_control, command);
+  F(cupreempt_control, command_seq);
   F(cupreempt_control, running_blocks); F(cupreempt_control, yielded_blocks);
-  F(cupreempt_control, finished); F(cupreempt_control, sm_mask);
-  F(cupreempt_control, sm_blocks);
+  F(cupreempt_control, finished); F(cupreempt_control, main_left);
+  F(cupreempt_control, yield_ns); F(cupreempt_control, sm_mask);
+  F(cupreempt_control, sm_lanes);
   printf("sizeof.control %zu\n", sizeof(cupreempt_control));
   F(cupreempt_launch, control); F(cupreempt_launch, total_tasks); F(cupreempt_launch, grid_x);
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
+  F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
+  F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
+  F(cupreempt_host, tail_parked); F(cupreempt_host, reserved); F(cupreempt_host, done_tasks);
+  F(cupreempt_host, lanes);
+  printf("sizeof.host %zu\n", sizeof(cupreempt_host));
   return 0;
 }
 "#,
@@ -114,60 +171,43 @@ int main(void) {
             .unwrap_or_else(|e| panic!("this test needs a C compiler ({cc}): {e}"));
         assert!(status.success());
         let out = String::from_utf8(Command::new(&exe).output().unwrap().stdout).unwrap();
+        macro_rules! at {
+            ($c:literal, $t:ty, $f:ident) => {
+                (concat!($c, ".", stringify!($f)), offset_of!($t, $f))
+            };
+        }
         let expected = [
-            (
-                "cupreempt_control.next_task",
-                offset_of!(ControlBlock, next_task),
-            ),
-            (
-                "cupreempt_control.done_tasks",
-                offset_of!(ControlBlock, done_tasks),
-            ),
-            (
-                "cupreempt_control.retired_tasks",
-                offset_of!(ControlBlock, retired_tasks),
-            ),
-            (
-                "cupreempt_control.command",
-                offset_of!(ControlBlock, command),
-            ),
-            (
-                "cupreempt_control.running_blocks",
-                offset_of!(ControlBlock, running_blocks),
-            ),
-            (
-                "cupreempt_control.yielded_blocks",
-                offset_of!(ControlBlock, yielded_blocks),
-            ),
-            (
-                "cupreempt_control.finished",
-                offset_of!(ControlBlock, finished),
-            ),
-            (
-                "cupreempt_control.sm_blocks",
-                offset_of!(ControlBlock, sm_blocks),
-            ),
-            (
-                "cupreempt_control.sm_mask",
-                offset_of!(ControlBlock, sm_mask),
-            ),
+            at!("cupreempt_control", ControlBlock, next_task),
+            at!("cupreempt_control", ControlBlock, done_tasks),
+            at!("cupreempt_control", ControlBlock, retired_tasks),
+            at!("cupreempt_control", ControlBlock, command),
+            at!("cupreempt_control", ControlBlock, command_seq),
+            at!("cupreempt_control", ControlBlock, running_blocks),
+            at!("cupreempt_control", ControlBlock, yielded_blocks),
+            at!("cupreempt_control", ControlBlock, finished),
+            at!("cupreempt_control", ControlBlock, main_left),
+            at!("cupreempt_control", ControlBlock, yield_ns),
+            at!("cupreempt_control", ControlBlock, sm_mask),
+            at!("cupreempt_control", ControlBlock, sm_lanes),
             ("sizeof.control", size_of::<ControlBlock>()),
-            (
-                "cupreempt_launch.control",
-                offset_of!(LaunchParams, control),
-            ),
-            (
-                "cupreempt_launch.total_tasks",
-                offset_of!(LaunchParams, total_tasks),
-            ),
+            at!("cupreempt_launch", LaunchParams, control),
+            at!("cupreempt_launch", LaunchParams, total_tasks),
             ("cupreempt_launch.grid_x", offset_of!(LaunchParams, grid)),
-            ("cupreempt_launch.chunk", offset_of!(LaunchParams, chunk)),
-            (
-                "cupreempt_launch.budget_ns",
-                offset_of!(LaunchParams, budget_ns),
-            ),
-            ("cupreempt_launch.audit", offset_of!(LaunchParams, audit)),
+            at!("cupreempt_launch", LaunchParams, chunk),
+            at!("cupreempt_launch", LaunchParams, budget_ns),
+            at!("cupreempt_launch", LaunchParams, audit),
+            at!("cupreempt_launch", LaunchParams, host),
+            at!("cupreempt_launch", LaunchParams, first),
+            at!("cupreempt_launch", LaunchParams, progress_shift),
             ("sizeof.launch", size_of::<LaunchParams>()),
+            at!("cupreempt_host", HostMirror, seq),
+            at!("cupreempt_host", HostMirror, command),
+            at!("cupreempt_host", HostMirror, sm_mask),
+            at!("cupreempt_host", HostMirror, tail_parked),
+            at!("cupreempt_host", HostMirror, reserved),
+            at!("cupreempt_host", HostMirror, done_tasks),
+            at!("cupreempt_host", HostMirror, lanes),
+            ("sizeof.host", size_of::<HostMirror>()),
         ];
         for (name, ours) in expected {
             let line = out
@@ -188,5 +228,17 @@ int main(void) {
     #[test]
     fn launch_params_count_tasks() {
         assert_eq!(LaunchParams::new(0, [4, 3, 2]).total_tasks, 24);
+    }
+
+    #[test]
+    fn progress_is_mirrored_about_a_thousand_times_per_launch() {
+        assert_eq!(progress_shift(0), 0);
+        assert_eq!(progress_shift(1000), 0);
+        assert_eq!(progress_shift(2048), 1);
+        assert_eq!(progress_shift(1 << 20), 10);
+        for total in [5_000u64, 123_456, 1 << 33] {
+            let refreshes = total >> progress_shift(total);
+            assert!((1024..2048).contains(&refreshes), "{total}: {refreshes}");
+        }
     }
 }

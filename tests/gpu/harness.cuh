@@ -235,9 +235,9 @@ class Harness {
       notes += " finished flag not raised";
       ok = false;
     }
-    for (unsigned n : c.sm_blocks)
+    for (unsigned n : c.sm_lanes)
       if (n != 0) {
-        notes += " sm_blocks not back to 0";
+        notes += " sm_lanes not back to 0";
         ok = false;
         break;
       }

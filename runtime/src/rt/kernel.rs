@@ -1,31 +1,35 @@
 //! `Kernel`: one launch of a transformed kernel, which can be preempted and resumed.
 //!
-//! Stream order (DESIGN.md §3 item 9). On the application's stream a launch enqueues:
+//! Stream order (DESIGN.md §3 item 9). On the application's stream a launch enqueues only
 //!
 //! ```text
-//!   [persistent kernel] [end event] [wait until control.finished >= 1] [finished event]
+//!   [first instance of the persistent kernel] [end event]
 //! ```
 //!
-//! so whatever the application enqueues next runs after the last task, however often the
-//! kernel is preempted. Commands are stream memory writes on the runtime's high-priority
-//! control stream: the host never waits, the GPU never polls host memory.
+//! and whatever the application enqueues next runs after the last task, however often the
+//! kernel is preempted, because the first instance does not end before then: its last block
+//! to leave the task loop stays (sleeping while the kernel is preempted, working while it is
+//! not) until every task has retired (`stay()` in task_loop.cuh). That block depends on no
+//! other stream: a resumed instance only speeds the work up.
 //!
-//! A resume writes the command, then reads the control block (on the same stream, so after
-//! the write). If no block of the kernel has started yet, nothing is launched: the first
-//! instance, still queued on the application's stream, will find the command cleared. If one
-//! has, the application's earlier work is done (stream order), so another instance can run at
-//! once on a runtime stream: resumed instances never wait for anything, and kernels sharing a
-//! runtime stream cannot hold each other back.
+//! Commands are stream memory writes into the control block on the runtime's high-priority
+//! control stream, which running blocks poll. The host also publishes each command in the
+//! launch's host mirror (pinned memory, `HostMirror`) first: the staying block reads it there
+//! while it sleeps, so a resume reaches it even when the control stream's writes wait behind
+//! another stream's blocked work in a shared hardware queue (docs/runtime.md, "Stream order
+//! and hardware queues"). Blocks report the SMs they run on in the mirror (plain stores), so
+//! that `wait_yielded` reads no device memory through any stream.
 
 use super::command::{Command, Target};
 use super::config::{persistent_blocks, LaunchConfig};
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
-use super::runtime::{Function, Inner, Retired, Runtime};
-use crate::control::{ControlBlock, LaunchParams};
-use cudarc::driver::sys;
+use super::runtime::{Function, Inner, Mirror, Retired, Runtime};
+use crate::control::{progress_shift, ControlBlock, HostMirror, LaunchParams, LANES};
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of, MaybeUninit};
+use std::ptr::{addr_of, addr_of_mut};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// The kernel's parameters after `cupreempt_launch`, by value, in order.
@@ -107,14 +111,24 @@ pub struct Kernel {
     app_stream: CUstream,
     cfg: LaunchConfig,
     params: LaunchParams,
+    mirror: Mirror,
     args: KernelArgs,
     per_sm: u32,
     command: Command,
-    finished: Option<Event>,
+    /// Number of the command in force (even; see `HostMirror::seq`).
+    seq: u32,
+    /// Recorded on the application's stream before the first instance: once done, the
+    /// application's earlier work is done and the kernel may start (or has).
+    start: Option<Event>,
+    /// Recorded on the control stream after the last command's writes.
+    landed: Option<Event>,
+    /// The first instance (its end is the kernel's completion), then one per resume.
     instances: Vec<Instance>,
     /// The runtime stream its resumed instances go to.
     resume_stream: CUstream,
     last_request: Option<Event>,
+    /// The highest progress seen (the mirror's stores may land out of order).
+    progress_seen: AtomicU64,
 }
 
 // SAFETY: see runtime::Inner; a Kernel is used by one thread at a time (&mut self).
@@ -136,37 +150,42 @@ impl Runtime {
         rt.current()?;
         let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
         let slot = rt.acquire_slot(stream)?;
+        if super::timing() {
+            rt.keep_clock()?;
+        }
         let mut k = Kernel {
             rt: rt.clone(),
             func: func.clone(),
             app_stream: stream,
             cfg: *cfg,
             params: LaunchParams {
-                control: slot,
+                control: slot.control,
                 total_tasks: tasks,
                 grid: cfg.grid,
                 chunk: cfg.chunk,
                 budget_ns: cfg.budget_ns,
                 audit: 0,
+                host: slot.mirror.device,
+                first: 1,
+                progress_shift: progress_shift(tasks),
             },
+            mirror: slot.mirror,
             args: args.clone(),
             per_sm,
             command: Command::default(),
-            finished: None,
+            seq: 0,
+            start: None,
+            landed: None,
             instances: Vec::new(),
             resume_stream: rt.resume_stream(),
             last_request: None,
+            progress_seen: AtomicU64::new(0),
         };
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.limits.sm_count, tasks);
+        k.start = Some(k.record(stream, false)?);
         k.launch_instance(stream, blocks)?;
-        drv!(cuStreamWaitValue32_v2(
-            stream,
-            slot + offset_of!(ControlBlock, finished) as u64,
-            1,
-            sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32
-        ))?;
-        k.finished = Some(k.record(stream, false)?);
+        k.params.first = 0; // every later instance is a resumed one
         Ok(k)
     }
 }
@@ -233,84 +252,93 @@ impl Kernel {
         next.preempt(&target)?;
         self.rt.current()?;
         let request = self.record(self.rt.control.0, super::timing())?;
-        self.write_command(&next)?;
-        self.command = next;
+        self.send(next)?;
         if let Some(old) = self.last_request.replace(request) {
             self.rt.recycle([old]);
         }
         Ok(())
     }
 
-    /// Blocks the calling thread until no block of the kernel runs on the preempted SMs (all
-    /// of them after a temporal preemption: every instance has ended). A block that starts
-    /// later on such an SM leaves before taking a task.
+    /// Blocks the calling thread until no block of the kernel works on the preempted SMs (all
+    /// of them after a temporal preemption). A block that starts later on such an SM leaves
+    /// before taking a task. The first instance's last block may stay resident, asleep, until
+    /// the kernel is resumed: that is what keeps the application's stream waiting (see the
+    /// module comment).
     pub fn wait_yielded(&self) -> Result<()> {
         if !self.command.is_preempted() {
             return Err(Error::NotPreempted);
         }
         self.rt.current()?;
-        if self.command.word() == crate::control::YIELD_ALL {
-            // Usually every instance ends within microseconds. An instance that has not
-            // started (queued behind other work, maybe behind another preempted kernel) may
-            // not end for a long time, but no block of it runs: the control block's count of
-            // blocks inside the loop says so (a block counts itself before it looks at the
-            // command, so one that starts later leaves without taking a task).
-            for round in 0u32.. {
-                if self
-                    .instances
-                    .iter()
-                    .try_fold(true, |all, i| Ok::<_, Error>(all && i.end.is_done()?))?
-                {
-                    return Ok(());
-                }
-                if round % 16 == 15 && self.read_control()?.running_blocks == 0 {
-                    return Ok(());
-                }
-                std::hint::spin_loop();
-            }
-        }
         let sms = self.command.yielded_sms(self.rt.limits.sm_count);
+        let idle = || sms.iter().all(|s| self.sm_idle(s as usize));
         loop {
-            let c = self.read_control()?;
-            if sms.iter().all(|s| c.sm_blocks[s as usize] == 0) {
+            if self.all_instances_ended()? {
                 return Ok(());
             }
-            if self
-                .instances
-                .iter()
-                .try_fold(true, |all, i| Ok::<_, Error>(all && i.end.is_done()?))?
-            {
-                return Ok(());
+            // Once the command is in the control block, a block that starts from now on sees
+            // it before taking a task, and one that started earlier has set its lane first.
+            if self.landed.as_ref().map_or(Ok(true), |e| e.is_done())? {
+                if !self.started()? {
+                    return Ok(());
+                }
+                // Twice, a few microseconds apart: a lane's store may still be on its way.
+                fence(Ordering::SeqCst);
+                if idle() {
+                    let t = std::time::Instant::now();
+                    while t.elapsed() < std::time::Duration::from_micros(5) {
+                        std::hint::spin_loop();
+                    }
+                    if idle() {
+                        return Ok(());
+                    }
+                }
             }
+            std::hint::spin_loop();
         }
     }
 
-    /// Lets blocks run on `target` again: clears the command, and if the kernel had started,
-    /// launches another instance on a runtime stream, sized for the SMs freed (see the module
-    /// comment). Blocks of earlier instances that have not yet seen the preemption keep going;
-    /// the task counter keeps the work exactly-once.
+    /// Lets blocks run on `target` again: publishes the command, and if the kernel has started
+    /// and is not finished, launches another instance on a runtime stream, sized for the SMs
+    /// freed. Blocks of earlier instances that have not yet seen the preemption keep going, and
+    /// the first instance's staying block goes back to work too; the task counter keeps the
+    /// work exactly-once.
     pub fn resume(&mut self, target: Target) -> Result<()> {
         let mut next = self.command;
         let freed = next.resume(&target, self.rt.limits.sm_count)?;
         self.rt.current()?;
-        self.write_command(&next)?;
-        self.command = next;
-        // Read after the write: a block counts itself before it looks at the command.
-        let c = self.read_control()?;
-        let started = c.running_blocks > 0 || c.yielded_blocks > 0 || c.next_task > 0;
-        if !started || c.finished != 0 {
+        self.send(next)?;
+        // Not started: its blocks will find the command cleared. Another instance before then
+        // would run tasks before the application's earlier work on its stream is done.
+        if !self.started()?
+            || self.first_instance_ended()?
+            || !self.rt.resume_launches.load(Ordering::Relaxed)
+        {
             return Ok(());
         }
         let blocks = persistent_blocks(self.per_sm, freed.len() as u32, self.params.total_tasks);
+        // The new instance's blocks must see the cleared command, or they leave at once. If the
+        // control stream is held up, so is this instance; the staying block does not need it.
+        if let Some(landed) = &self.landed {
+            drv!(cuStreamWaitEvent(self.resume_stream, landed.raw, 0))?;
+        }
         self.launch_instance(self.resume_stream, blocks)
     }
 
-    /// Tasks done so far (a snapshot read through the control stream).
+    /// Tasks done so far (a snapshot from the host mirror, which the kernel refreshes every
+    /// 1/1024 or so of its tasks, and at the end).
     pub fn progress(&self) -> Result<Progress> {
-        self.rt.current()?;
-        let c = self.read_control()?;
+        let done = if self.first_instance_ended()? {
+            self.params.total_tasks
+        } else {
+            // SAFETY: as in resume.
+            unsafe { addr_of!((*self.mirror.host).done_tasks).read_volatile() }
+        };
+        let done = self
+            .progress_seen
+            .fetch_max(done, Ordering::Relaxed)
+            .max(done);
         Ok(Progress {
-            done: c.done_tasks,
+            done: done.min(self.params.total_tasks),
             total: self.params.total_tasks,
         })
     }
@@ -318,10 +346,7 @@ impl Kernel {
     /// True once every task is done and the application's stream has passed the kernel.
     pub fn is_complete(&self) -> Result<bool> {
         self.rt.current()?;
-        match &self.finished {
-            Some(e) => e.is_done(),
-            None => Ok(false),
-        }
+        self.first_instance_ended()
     }
 
     /// Blocks until the kernel is complete. A preempted kernel would never complete, so that
@@ -331,43 +356,102 @@ impl Kernel {
             return Err(Error::AlreadyPreempted);
         }
         self.rt.current()?;
-        match &self.finished {
-            Some(e) => e.wait(),
+        match self.instances.first() {
+            Some(i) => i.end.wait(),
             None => Ok(()),
         }
     }
 
-    /// GPU time from the last preempt request to the end of the last instance that had
-    /// started before it, in milliseconds: the GPU-side preemption latency. Call after
-    /// `wait_yielded` of a temporal preemption. Needs [`set_event_timing`](super::set_event_timing)
-    /// on before the launch and the preemption (None otherwise).
+    /// True while the first instance's last block sleeps (preempted, or waiting for other
+    /// instances' last tasks).
+    pub fn is_parked(&self) -> bool {
+        // SAFETY: as in resume.
+        unsafe { addr_of!((*self.mirror.host).tail_parked).read_volatile() != 0 }
+    }
+
+    /// GPU time from the last preempt request to the last block's yield, in milliseconds: the
+    /// GPU-side preemption latency. Call after `wait_yielded`. Needs
+    /// [`set_event_timing`](super::set_event_timing) on before the launch and the preemption
+    /// (None otherwise, or when no block yielded after the request). Reads the control block
+    /// through the control stream: a measurement, not for a scheduler's fast path.
     pub fn last_yield_latency_ms(&self) -> Result<Option<f32>> {
         let Some(req) = self.last_request.as_ref().filter(|r| r.timed) else {
             return Ok(None);
         };
+        self.rt.current()?;
         req.wait()?; // on the control stream: done at once, but maybe not yet
-        let mut latest: Option<f32> = None;
-        for i in self.instances.iter().filter(|i| i.end.timed) {
-            if i.end.is_done()? {
-                let ms = i.end.since(req)?;
-                latest = Some(latest.map_or(ms, |l: f32| l.max(ms)));
-            }
-        }
-        Ok(latest)
+        let Some(request_ns) = self.rt.globaltime(req)? else {
+            return Ok(None);
+        };
+        let yield_ns = self.read_control()?.yield_ns;
+        Ok((yield_ns > request_ns).then(|| (yield_ns - request_ns) as f32 / 1e6))
     }
 
-    fn write_command(&self, next: &Command) -> Result<()> {
+    fn started(&self) -> Result<bool> {
+        self.start.as_ref().map_or(Ok(false), |e| e.is_done())
+    }
+
+    fn all_instances_ended(&self) -> Result<bool> {
+        for i in &self.instances {
+            if !i.end.is_done()? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn first_instance_ended(&self) -> Result<bool> {
+        match self.instances.first() {
+            Some(i) => i.end.is_done(),
+            None => Ok(false),
+        }
+    }
+
+    /// True when no block of the kernel holds a lane on SM `sm` (host mirror).
+    fn sm_idle(&self, sm: usize) -> bool {
+        // SAFETY: as in resume; the lanes are whole bytes, each written by one block at a time.
+        let lanes = unsafe { addr_of!((*self.mirror.host).lanes[sm]) };
+        (0..LANES / 8).all(|w| unsafe { lanes.cast::<u64>().add(w).read_volatile() } == 0)
+    }
+
+    /// Makes `next` the command in force: first in the host mirror (a seqlock: odd `seq`
+    /// while it changes), then in the control block through the control stream (the mask,
+    /// the word, its number).
+    fn send(&mut self, next: Command) -> Result<()> {
+        let seq = self.seq.wrapping_add(2);
+        let words = next.mask().words();
+        let m: *mut HostMirror = self.mirror.host;
+        // SAFETY: the mirror is ours; kernels only read these words.
+        unsafe {
+            addr_of_mut!((*m).seq).write_volatile(seq.wrapping_sub(1));
+            fence(Ordering::SeqCst);
+            for (i, &w) in words.iter().enumerate() {
+                addr_of_mut!((*m).sm_mask[i]).write_volatile(w);
+            }
+            addr_of_mut!((*m).command).write_volatile(next.word());
+            fence(Ordering::SeqCst);
+            addr_of_mut!((*m).seq).write_volatile(seq);
+        }
         let control = self.rt.control.0;
         let base = self.params.control;
         let old = self.command.mask().words();
-        for (i, (&new, &was)) in next.mask().words().iter().zip(old.iter()).enumerate() {
+        for (i, (&new, &was)) in words.iter().zip(old.iter()).enumerate() {
             if new != was {
                 let at = offset_of!(ControlBlock, sm_mask) + 4 * i;
                 drv!(cuStreamWriteValue32_v2(control, base + at as u64, new, 0))?;
             }
         }
         let at = base + offset_of!(ControlBlock, command) as u64;
-        drv!(cuStreamWriteValue32_v2(control, at, next.word(), 0))
+        drv!(cuStreamWriteValue32_v2(control, at, next.word(), 0))?;
+        let at = base + offset_of!(ControlBlock, command_seq) as u64;
+        drv!(cuStreamWriteValue32_v2(control, at, seq, 0))?;
+        self.command = next;
+        self.seq = seq;
+        let landed = self.record(control, false)?;
+        if let Some(old) = self.landed.replace(landed) {
+            self.rt.recycle([old]);
+        }
+        Ok(())
     }
 
     fn read_control(&self) -> Result<ControlBlock> {
@@ -391,12 +475,13 @@ impl Drop for Kernel {
             let _ = self.resume(Target::All);
         }
         let mut events: Vec<Event> = self.instances.drain(..).map(|i| i.end).collect();
-        if self.finished.is_none() {
-            // A launch that failed half-way: retire after what it did enqueue.
+        if events.is_empty() {
+            // A launch that failed: retire after what it did enqueue.
             events.extend(self.record(self.app_stream, false).ok());
         }
-        events.extend(self.finished.take());
         events.extend(self.last_request.take());
+        events.extend(self.start.take());
+        events.extend(self.landed.take());
         self.rt.retire(Retired {
             slot: self.params.control,
             events,

@@ -1,12 +1,13 @@
 //! `Runtime`: one per CUDA context. Owns the high-priority control stream on which commands are
 //! written, and the pool of control blocks in device memory.
 
+use super::clock::GpuClock;
 use super::config::Limits;
 use super::driver::{
     self, drv, CUcontext, CUdevice, CUdeviceptr, CUfunction, CUstream, Event, Stream,
 };
 use super::error::{Error, Result};
-use crate::control::ControlBlock;
+use crate::control::{ControlBlock, HostMirror};
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
@@ -19,6 +20,8 @@ const SLAB_SLOTS: usize = 256;
 const RESUME_STREAMS: usize = 4;
 /// Each control block starts on its own 256-byte boundary.
 const SLOT_BYTES: usize = std::mem::size_of::<ControlBlock>().next_multiple_of(256);
+/// Each host mirror starts on its own cache line.
+const MIRROR_BYTES: usize = std::mem::size_of::<HostMirror>().next_multiple_of(64);
 
 #[derive(Clone)]
 pub struct Runtime {
@@ -37,8 +40,13 @@ pub(crate) struct Inner {
     /// docs/runtime.md, "Stream order and hardware queues").
     resume: Vec<Stream>,
     next_resume: std::sync::atomic::AtomicUsize,
+    /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
+    pub resume_launches: std::sync::atomic::AtomicBool,
     pool: Mutex<Pool>,
     events: Mutex<Vec<Event>>,
+    /// Events and %globaltimer on one time line (latency measurements), once asked for: the
+    /// newest clock, and the one before it while the newest one's stamp may still be pending.
+    clocks: Mutex<Vec<GpuClock>>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
     /// Last field: released after the streams above are destroyed.
@@ -62,6 +70,19 @@ impl Drop for PrimaryContext {
     }
 }
 
+/// What a launch gets: a zeroed control block in device memory and its host mirror.
+pub(crate) struct Slot {
+    pub control: CUdeviceptr,
+    pub mirror: Mirror,
+}
+
+/// A [`HostMirror`] in pinned memory, as the host sees it and as kernels address it.
+#[derive(Clone, Copy)]
+pub(crate) struct Mirror {
+    pub host: *mut HostMirror,
+    pub device: u64,
+}
+
 /// A control block no longer owned by a kernel handle, reusable once its events are done.
 pub(crate) struct Retired {
     pub slot: CUdeviceptr,
@@ -73,6 +94,9 @@ pub(crate) struct Retired {
 /// stream and handed out again. Launches thus never zero anything on the application's stream.
 struct Slab {
     base: CUdeviceptr,
+    /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated.
+    mirrors: *mut u8,
+    mirrors_device: u64,
     /// Slots handed out since the slab was last zeroed.
     next: usize,
     retired: Vec<Retired>,
@@ -86,6 +110,26 @@ struct Slab {
 struct Pool {
     slabs: Vec<Slab>,
     current: Option<usize>,
+}
+
+/// Pinned, device-mapped, zeroed memory for a slab's host mirrors: (host, device) addresses.
+fn alloc_mirrors() -> Result<(*mut u8, u64)> {
+    let bytes = MIRROR_BYTES * SLAB_SLOTS;
+    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
+    drv!(cuMemHostAlloc(
+        &mut host,
+        bytes,
+        sys::CU_MEMHOSTALLOC_DEVICEMAP
+    ))?;
+    let mut device: CUdeviceptr = 0;
+    if let Err(e) = drv!(cuMemHostGetDevicePointer_v2(&mut device, host, 0)) {
+        // SAFETY: just allocated, not shared.
+        unsafe { sys::cuMemFreeHost(host) };
+        return Err(e);
+    }
+    // SAFETY: `bytes` of pinned memory we own.
+    unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
+    Ok((host.cast(), device))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -149,12 +193,23 @@ impl Runtime {
                     .map(|_| Stream::new(least))
                     .collect::<Result<_>>()?,
                 next_resume: Default::default(),
+                resume_launches: std::sync::atomic::AtomicBool::new(true),
+                clocks: Mutex::new(Vec::new()),
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
                 occupancy: Mutex::new(HashMap::new()),
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
         })
+    }
+
+    /// Whether `resume` launches another instance of a started kernel (the default), or
+    /// leaves the remaining work to the first instance's staying block alone: one block, slow,
+    /// but it shows that a kernel completes with no help from any other stream (tests).
+    pub fn set_resume_launches(&self, on: bool) {
+        self.inner
+            .resume_launches
+            .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn limits(&self) -> Limits {
@@ -186,9 +241,9 @@ impl Inner {
         driver::make_current(self.ctx)
     }
 
-    /// A zeroed control block for a launch on `stream` (which waits for the zeroing if that
-    /// is still running).
-    pub fn acquire_slot(&self, stream: CUstream) -> Result<CUdeviceptr> {
+    /// A zeroed control block and mirror for a launch on `stream` (which waits for the zeroing
+    /// of the control block if that is still running).
+    pub fn acquire_slot(&self, stream: CUstream) -> Result<Slot> {
         let mut pool = lock(&self.pool);
         let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < SLAB_SLOTS);
         if usable(&pool).is_none() {
@@ -225,10 +280,21 @@ impl Inner {
                 SLOT_BYTES * SLAB_SLOTS,
                 self.housekeeping.0
             ))?;
+            let (mirrors, mirrors_device) = match alloc_mirrors() {
+                Ok(m) => m,
+                Err(e) => {
+                    // SAFETY: just allocated, nothing uses it yet but the memset, which is
+                    // stream-ordered before the free.
+                    unsafe { sys::cuMemFreeAsync(base, self.housekeeping.0) };
+                    return Err(e);
+                }
+            };
             let zeroed = self.event(false)?;
             zeroed.record_on(self.housekeeping.0)?;
             pool.slabs.push(Slab {
                 base,
+                mirrors,
+                mirrors_device,
                 next: 0,
                 retired: Vec::new(),
                 done: 0,
@@ -248,9 +314,23 @@ impl Inner {
                 slab.zeroed = Some(z);
             }
         }
-        let slot = slab.base + (slab.next * SLOT_BYTES) as u64;
+        let control = slab.base + (slab.next * SLOT_BYTES) as u64;
+        let at = slab.next * MIRROR_BYTES;
         slab.next += 1;
-        Ok(slot)
+        // SAFETY: the slot's earlier kernel is done (the slab was drained) and every block
+        // clears its own lane when it leaves, so only the words before the lanes need zeroing.
+        let host = unsafe { slab.mirrors.add(at) }.cast::<HostMirror>();
+        unsafe {
+            let lanes = std::mem::offset_of!(HostMirror, lanes);
+            std::ptr::write_bytes(host.cast::<u8>(), 0, lanes);
+        }
+        Ok(Slot {
+            control,
+            mirror: Mirror {
+                host,
+                device: slab.mirrors_device + at as u64,
+            },
+        })
     }
 
     /// True when every slot of `slab` is retired and all their work is done.
@@ -310,6 +390,34 @@ impl Inner {
         }
     }
 
+    /// With event timing on: starts a clock (see `clock.rs`) unless a recent one exists.
+    pub fn keep_clock(&self) -> Result<()> {
+        let mut clocks = lock(&self.clocks);
+        if clocks
+            .last()
+            .is_some_and(|c| c.born.elapsed() < std::time::Duration::from_secs(1))
+        {
+            return Ok(());
+        }
+        clocks.push(GpuClock::start(self.housekeeping.0)?);
+        if clocks.len() > 2 {
+            clocks.remove(0);
+        }
+        Ok(())
+    }
+
+    /// The `%globaltimer` value (ns) when the timed event `e` completed, from the newest clock
+    /// whose stamp is done.
+    pub fn globaltime(&self, e: &Event) -> Result<Option<u64>> {
+        let mut clocks = lock(&self.clocks);
+        for c in clocks.iter_mut().rev() {
+            if c.is_ready()? {
+                return c.globaltime(e, self.housekeeping.0);
+            }
+        }
+        Ok(None)
+    }
+
     /// Resident blocks per SM of `func` for this block size and shared memory (cached).
     pub fn blocks_per_sm(&self, func: CUfunction, threads: u32, smem: u32) -> Result<u32> {
         let key = (func as usize, threads, smem);
@@ -341,7 +449,10 @@ impl Drop for Inner {
         let _ = drv!(cuStreamSynchronize(self.housekeeping.0));
         for slab in pool.slabs {
             // SAFETY: every kernel that used the slab has retired and its work is done.
-            unsafe { sys::cuMemFree_v2(slab.base) };
+            unsafe {
+                sys::cuMemFree_v2(slab.base);
+                sys::cuMemFreeHost(slab.mirrors.cast());
+            }
         }
         // Streams, then the primary context, go with the fields, in declaration order.
     }
