@@ -329,12 +329,15 @@ fn queued(g: &Setup) -> Result<String, String> {
 /// Resumed with no helper instance: the first instance's staying block must finish the work
 /// alone, so that a kernel completes even when no other stream can run anything for it.
 fn tail_alone(g: &Setup) -> Result<String, String> {
-    let job = Job::new([4000, 1, 1], 64);
-    let mut k = job.launch(g, 20_000).map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_micros(300));
+    let job = Job::new([100_000, 1, 1], 64);
+    let mut k = job.launch(g, 10_000).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_micros(50));
     k.preempt(Target::All).map_err(|e| e.to_string())?;
     k.wait_yielded().map_err(|e| e.to_string())?;
     let p = k.progress().map_err(|e| e.to_string())?;
+    if p.done >= p.total {
+        return Err("finished before the preemption landed; make the kernel longer".into());
+    }
     g.rt.set_resume_launches(false);
     let t = Instant::now();
     let resumed = k.resume(Target::All);
@@ -416,6 +419,7 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
     let mut kernels: Vec<Option<Kernel>> = (0..streams).map(|_| None).collect();
     let mut preempted: Vec<usize> = Vec::new();
     let (mut done, mut launches, mut checked) = (0usize, 0usize, 0usize);
+    let started = Instant::now();
     while done < cycles {
         let i = next(streams as u64) as usize;
         if preempted.contains(&i) {
@@ -440,10 +444,11 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         k.wait_yielded().map_err(|e| e.to_string())?;
         preempted.push(i);
         done += 1;
-        if done % 100 == 0 && only_many_streams() {
+        if done % 50 == 0 && only_many_streams() {
             let _ = writeln!(
                 std::io::stderr(),
-                "many streams: {done} preemptions, {launches} launches"
+                "many streams: {done} preemptions, {launches} launches, {:.1} s",
+                started.elapsed().as_secs_f64()
             );
         }
         // Up to four kernels stay preempted while others run; resume in random order.
