@@ -266,6 +266,8 @@ static __device__ __noinline__ bool stay(cupreempt_control* c, cupreempt_host* h
         break;
       }
     }
+    const unsigned long long yield_ns = *(volatile unsigned long long*)&c->yield_ns;
+    if (yield_ns != host->yield_ns) host->yield_ns = yield_ns;  // for latency measurements
     if (!slept) host->tail_parked = 1;
     slept = true;
     __nanosleep(kParkSleepNs);

@@ -69,6 +69,9 @@ pub struct HostMirror {
     pub reserved: u32,
     /// Written by the kernel: progress, refreshed every 2^`progress_shift` tasks and at the end.
     pub done_tasks: u64,
+    /// Written by the kernel: the control block's `yield_ns`, copied by the sleeping block
+    /// (latency measurements that must not wait on any stream).
+    pub yield_ns: u64,
     /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
     /// inside the task loop.
     pub lanes: [[u8; LANES]; MAX_SMS],
@@ -152,7 +155,7 @@ int main(void) {
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, reserved); F(cupreempt_host, done_tasks);
-  F(cupreempt_host, lanes);
+  F(cupreempt_host, yield_ns); F(cupreempt_host, lanes);
   printf("sizeof.host %zu\n", sizeof(cupreempt_host));
   return 0;
 }
@@ -206,6 +209,7 @@ int main(void) {
             at!("cupreempt_host", HostMirror, tail_parked),
             at!("cupreempt_host", HostMirror, reserved),
             at!("cupreempt_host", HostMirror, done_tasks),
+            at!("cupreempt_host", HostMirror, yield_ns),
             at!("cupreempt_host", HostMirror, lanes),
             ("sizeof.host", size_of::<HostMirror>()),
         ];

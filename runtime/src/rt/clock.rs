@@ -9,6 +9,7 @@
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::Result;
 use cudarc::driver::sys;
+use std::ffi::c_void;
 
 /// Stores `%globaltimer` at the address given. PTX, JIT-compiled by the driver for any GPU.
 const STAMP_PTX: &str = "\
@@ -28,7 +29,8 @@ const STAMP_PTX: &str = "\
 
 pub(crate) struct GpuClock {
     module: sys::CUmodule,
-    stamp: CUdeviceptr,
+    /// Pinned host memory, mapped for the device: reading it back needs no stream.
+    stamp: *mut u64,
     /// Timed, recorded right after the stamp kernel.
     after: Event,
     /// The stamp, once read.
@@ -48,7 +50,7 @@ impl GpuClock {
         drv!(cuModuleLoadData(&mut module, STAMP_PTX.as_ptr().cast()))?;
         let mut clock = GpuClock {
             module,
-            stamp: 0,
+            stamp: std::ptr::null_mut(),
             after: Event::new(true)?,
             value: None,
             born: std::time::Instant::now(),
@@ -59,8 +61,12 @@ impl GpuClock {
             module,
             c"cupreempt_stamp".as_ptr()
         ))?;
-        drv!(cuMemAlloc_v2(&mut clock.stamp, 8))?;
-        let mut params = [(&mut clock.stamp as *mut CUdeviceptr).cast::<std::ffi::c_void>()];
+        let mut host: *mut c_void = std::ptr::null_mut();
+        drv!(cuMemHostAlloc(&mut host, 8, sys::CU_MEMHOSTALLOC_DEVICEMAP))?;
+        clock.stamp = host.cast();
+        let mut device: CUdeviceptr = 0;
+        drv!(cuMemHostGetDevicePointer_v2(&mut device, host, 0))?;
+        let mut params = [(&mut device as *mut CUdeviceptr).cast::<c_void>()];
         drv!(cuLaunchKernel(
             f,
             1,
@@ -83,23 +89,14 @@ impl GpuClock {
     }
 
     /// The `%globaltimer` value (ns) when the timed event `e` completed, if the stamp is done.
-    pub fn globaltime(&mut self, e: &Event, stream: CUstream) -> Result<Option<u64>> {
+    pub fn globaltime(&mut self, e: &Event) -> Result<Option<u64>> {
         if !self.after.is_done()? {
             return Ok(None);
         }
         let stamp = match self.value {
             Some(v) => v,
-            None => {
-                let mut v = 0u64;
-                drv!(cuMemcpyDtoHAsync_v2(
-                    (&mut v as *mut u64).cast(),
-                    self.stamp,
-                    8,
-                    stream
-                ))?;
-                drv!(cuStreamSynchronize(stream))?;
-                *self.value.insert(v)
-            }
+            // SAFETY: our pinned word; the kernel that wrote it is done.
+            None => *self.value.insert(unsafe { self.stamp.read_volatile() }),
         };
         let ms = e.since(&self.after)? as f64;
         Ok(Some((stamp as f64 + ms * 1e6).max(0.0) as u64))
@@ -111,7 +108,9 @@ impl Drop for GpuClock {
         // SAFETY: ours; the stamp kernel is done or the context is going away.
         unsafe {
             let _ = self.after.wait();
-            sys::cuMemFree_v2(self.stamp);
+            if !self.stamp.is_null() {
+                sys::cuMemFreeHost(self.stamp.cast());
+            }
             sys::cuModuleUnload(self.module);
         }
     }

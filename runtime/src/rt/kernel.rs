@@ -370,10 +370,12 @@ impl Kernel {
     }
 
     /// GPU time from the last preempt request to the last block's yield, in milliseconds: the
-    /// GPU-side preemption latency. Call after `wait_yielded`. Needs
+    /// GPU-side preemption latency. Call after `wait_yielded` of a temporal preemption. Needs
     /// [`set_event_timing`](super::set_event_timing) on before the launch and the preemption
-    /// (None otherwise, or when no block yielded after the request). Reads the control block
-    /// through the control stream: a measurement, not for a scheduler's fast path.
+    /// (None otherwise, or when no block yielded after the request). The yield stamp comes
+    /// from the host mirror, where the sleeping block copies it (within microseconds of
+    /// parking), so this waits on no stream: under compute-sanitizer, which runs one kernel at
+    /// a time, a copy would wait behind the parked kernel for ever.
     pub fn last_yield_latency_ms(&self) -> Result<Option<f32>> {
         let Some(req) = self.last_request.as_ref().filter(|r| r.timed) else {
             return Ok(None);
@@ -383,8 +385,20 @@ impl Kernel {
         let Some(request_ns) = self.rt.globaltime(req)? else {
             return Ok(None);
         };
-        let yield_ns = self.read_control()?.yield_ns;
-        Ok((yield_ns > request_ns).then(|| (yield_ns - request_ns) as f32 / 1e6))
+        // SAFETY: as in resume.
+        let stamp = || unsafe { addr_of!((*self.mirror.host).yield_ns).read_volatile() };
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
+        let mut seen = stamp();
+        while std::time::Instant::now() < deadline && !(self.is_parked() && seen > request_ns) {
+            std::hint::spin_loop();
+            seen = stamp();
+        }
+        // A few sleeping-block polls more, for yields of other instances that came last.
+        let settle = std::time::Instant::now() + std::time::Duration::from_micros(20);
+        while std::time::Instant::now() < settle {
+            seen = seen.max(stamp());
+        }
+        Ok((seen > request_ns).then(|| (seen - request_ns) as f32 / 1e6))
     }
 
     fn started(&self) -> Result<bool> {
@@ -452,19 +466,6 @@ impl Kernel {
             self.rt.recycle([old]);
         }
         Ok(())
-    }
-
-    fn read_control(&self) -> Result<ControlBlock> {
-        let mut c = ControlBlock::zeroed();
-        let control = self.rt.control.0;
-        drv!(cuMemcpyDtoHAsync_v2(
-            (&mut c as *mut ControlBlock).cast(),
-            self.params.control,
-            size_of::<ControlBlock>(),
-            control
-        ))?;
-        drv!(cuStreamSynchronize(control))?;
-        Ok(c)
     }
 }
 

@@ -412,7 +412,7 @@ impl Inner {
         let mut clocks = lock(&self.clocks);
         for c in clocks.iter_mut().rev() {
             if c.is_ready()? {
-                return c.globaltime(e, self.housekeeping.0);
+                return c.globaltime(e);
             }
         }
         Ok(None)
