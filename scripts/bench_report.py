@@ -66,7 +66,7 @@ if dev.exists():
 lines += [
     "Overhead: transformed vs original, median of the timed runs each (CUDA events around the "
     "whole run). Latency: request -> last block of the victim gone (GPU clock: event on the "
-    "control stream before the command, event after the kernel) and request -> `wait_yielded` "
+    "control stream before the command, %globaltimer stamp of the last block's yield) and request -> `wait_yielded` "
     "returned (host clock), p50 / p99 over runs preempted at random moments; `task` is the mean "
     "task time. Identical: the checksum of all outputs of the transformed build equals the "
     "original's, and every later run (timed, preempted, stormed) reproduced it.",
