@@ -31,6 +31,7 @@ use std::mem::{offset_of, size_of, MaybeUninit};
 use std::ptr::{addr_of, addr_of_mut};
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// The kernel's parameters after `cupreempt_launch`, by value, in order.
 #[derive(Default, Clone)]
@@ -284,10 +285,7 @@ impl Kernel {
                 // Twice, a few microseconds apart: a lane's store may still be on its way.
                 fence(Ordering::SeqCst);
                 if idle() {
-                    let t = std::time::Instant::now();
-                    while t.elapsed() < std::time::Duration::from_micros(5) {
-                        std::hint::spin_loop();
-                    }
+                    spin_for(Duration::from_micros(5), || false);
                     if idle() {
                         return Ok(());
                     }
@@ -387,17 +385,16 @@ impl Kernel {
         };
         // SAFETY: as in resume.
         let stamp = || unsafe { addr_of!((*self.mirror.host).yield_ns).read_volatile() };
-        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(20);
         let mut seen = stamp();
-        while std::time::Instant::now() < deadline && !(self.is_parked() && seen > request_ns) {
-            std::hint::spin_loop();
+        spin_for(Duration::from_millis(20), || {
             seen = stamp();
-        }
+            self.is_parked() && seen > request_ns
+        });
         // A few sleeping-block polls more, for yields of other instances that came last.
-        let settle = std::time::Instant::now() + std::time::Duration::from_micros(20);
-        while std::time::Instant::now() < settle {
+        spin_for(Duration::from_micros(20), || {
             seen = seen.max(stamp());
-        }
+            false
+        });
         Ok((seen > request_ns).then(|| (seen - request_ns) as f32 / 1e6))
     }
 
@@ -467,6 +464,18 @@ impl Kernel {
         }
         Ok(())
     }
+}
+
+/// Spins until `done` says so or `limit` has passed; true if `done` did.
+fn spin_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let end = Instant::now() + limit;
+    while Instant::now() < end {
+        if done() {
+            return true;
+        }
+        std::hint::spin_loop();
+    }
+    false
 }
 
 impl Drop for Kernel {
