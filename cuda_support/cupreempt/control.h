@@ -17,18 +17,27 @@
 #define CUPREEMPT_YIELD_SMS 2u /* blocks on the SMs set in sm_mask stop (spatial preemption) */
 
 typedef struct cupreempt_control {
-  unsigned long long next_task; /* first task nobody has taken yet; may run past the total */
-  unsigned long long done_tasks; /* tasks finished (progress; their results may be in flight) */
-  unsigned long long retired_tasks; /* tasks whose results are visible device-wide */
-  unsigned int command;          /* CUPREEMPT_YIELD_* bits, written by the host */
-  unsigned int command_seq;      /* number of that command (as in cupreempt_host.seq) */
-  unsigned int running_blocks;   /* persistent blocks currently inside the task loop */
-  unsigned int yielded_blocks;   /* blocks that left because of a command (cumulative) */
-  unsigned int finished;         /* 1 once retired_tasks reaches the total */
-  unsigned int main_left;        /* blocks of the first instance that have left the loop */
-  unsigned long long yield_ns;   /* %globaltimer of the latest yield (latency measurements) */
+  /* Each group below has its own 128-byte line: thousands of blocks hit the counters with
+   * atomics, and atomics on one line serialize in L2 (measured on the H100: about 4 ns each,
+   * so one shared line made a kernel's start and end cost tens of us). */
+  unsigned int command;     /* CUPREEMPT_YIELD_* bits, written by the host */
+  unsigned int command_seq; /* number of that command (as in cupreempt_host.seq) */
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32]; /* bit s set: blocks on SM s yield */
-  unsigned int sm_lanes[CUPREEMPT_MAX_SMS];     /* per SM: lanes held by blocks in the loop */
+  unsigned int pad0[22];
+  unsigned long long next_task; /* first task nobody has taken yet; may run past the total */
+  unsigned int pad1[30];
+  unsigned long long done_tasks; /* tasks finished (progress; their results may be in flight) */
+  unsigned int pad2[30];
+  unsigned long long retired_tasks; /* tasks whose results are visible device-wide */
+  unsigned int finished;            /* 1 once retired_tasks reaches the total */
+  unsigned int pad3[29];
+  unsigned int main_left;      /* blocks of the first instance that have left the loop */
+  unsigned int running_blocks; /* blocks inside the task loop (CUPREEMPT_AUDIT builds only) */
+  unsigned int pad4[30];
+  unsigned long long yield_ns; /* %globaltimer of the latest yield (latency measurements) */
+  unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */
+  unsigned int pad5[29];
+  unsigned int sm_lanes[CUPREEMPT_MAX_SMS]; /* per SM: lanes held by blocks in the loop */
 } cupreempt_control;
 
 /* Host-mapped pinned memory, one per runtime launch. Plain loads and stores only: the GPU has

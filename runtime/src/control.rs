@@ -11,23 +11,31 @@ pub const YIELD_SMS: u32 = 2;
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ControlBlock {
-    pub next_task: u64,
-    /// Tasks finished: progress, counted per chunk (their results may still be in flight).
-    pub done_tasks: u64,
-    /// Tasks whose results are visible device-wide (counted when blocks leave).
-    pub retired_tasks: u64,
+    // One 128-byte line per group: atomics on one line serialize in L2 (see control.h).
     pub command: u32,
     /// The number of that command (as in [`HostMirror::seq`]).
     pub command_seq: u32,
-    pub running_blocks: u32,
-    pub yielded_blocks: u32,
+    pub sm_mask: [u32; MAX_SMS / 32],
+    pub pad0: [u32; 22],
+    pub next_task: u64,
+    pub pad1: [u32; 30],
+    /// Tasks finished: progress, counted per chunk (their results may still be in flight).
+    pub done_tasks: u64,
+    pub pad2: [u32; 30],
+    /// Tasks whose results are visible device-wide (counted when blocks leave).
+    pub retired_tasks: u64,
     /// 1 once every task is done.
     pub finished: u32,
+    pub pad3: [u32; 29],
     /// Blocks of the first instance that have left the task loop.
     pub main_left: u32,
+    /// Blocks inside the task loop (counted in `CUPREEMPT_AUDIT` builds only).
+    pub running_blocks: u32,
+    pub pad4: [u32; 30],
     /// `%globaltimer` of the latest yield (ns), for latency measurements.
     pub yield_ns: u64,
-    pub sm_mask: [u32; MAX_SMS / 32],
+    pub yielded_blocks: u32,
+    pub pad5: [u32; 29],
     /// Per SM, the lanes held by blocks inside the task loop (bit l: lane l).
     pub sm_lanes: [u32; MAX_SMS],
 }
@@ -35,17 +43,23 @@ pub struct ControlBlock {
 impl ControlBlock {
     pub const fn zeroed() -> ControlBlock {
         ControlBlock {
-            next_task: 0,
-            done_tasks: 0,
-            retired_tasks: 0,
             command: 0,
             command_seq: 0,
-            running_blocks: 0,
-            yielded_blocks: 0,
-            finished: 0,
-            main_left: 0,
-            yield_ns: 0,
             sm_mask: [0; MAX_SMS / 32],
+            pad0: [0; 22],
+            next_task: 0,
+            pad1: [0; 30],
+            done_tasks: 0,
+            pad2: [0; 30],
+            retired_tasks: 0,
+            finished: 0,
+            pad3: [0; 29],
+            main_left: 0,
+            running_blocks: 0,
+            pad4: [0; 30],
+            yield_ns: 0,
+            yielded_blocks: 0,
+            pad5: [0; 29],
             sm_lanes: [0; MAX_SMS],
         }
     }
@@ -227,6 +241,24 @@ int main(void) {
         let d = std::env::temp_dir().join(format!("cupreempt-layout-{}", std::process::id()));
         std::fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// The hot counters each sit on their own 128-byte line (see control.h).
+    #[test]
+    fn hot_counters_have_lines_of_their_own() {
+        let lines = [
+            offset_of!(ControlBlock, command),
+            offset_of!(ControlBlock, next_task),
+            offset_of!(ControlBlock, done_tasks),
+            offset_of!(ControlBlock, retired_tasks),
+            offset_of!(ControlBlock, main_left),
+            offset_of!(ControlBlock, yield_ns),
+            offset_of!(ControlBlock, sm_lanes),
+        ];
+        for (i, at) in lines.iter().enumerate() {
+            assert_eq!(*at, 128 * i, "group {i} starts a line of its own");
+        }
+        assert!(offset_of!(ControlBlock, sm_mask) + 4 * MAX_SMS / 32 <= 128);
     }
 
     #[test]
