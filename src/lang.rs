@@ -152,11 +152,6 @@ pub fn fields() -> &'static Fields {
 /// Built-in variables whose value differs between an original block and a persistent block.
 pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDim", "dim3")];
 
-/// Built-ins that a persistent block reads afresh for each task although their value does not
-/// change: kept across tasks, values derived from them raised the wrappers' register counts
-/// (the compiler hoists them out of the task loop; heat3d: 40 registers instead of 32).
-pub const PER_TASK_BUILTINS: [(&str, &str); 1] = [("threadIdx", "uint3")];
-
 /// Built-ins whose value differs between threads of one block.
 pub const THREAD_VARYING: &[&str] = &["threadIdx", "__lane_id", "laneId"];
 

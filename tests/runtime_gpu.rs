@@ -313,8 +313,22 @@ fn queued(g: &Setup) -> Result<String, String> {
     ka.wait_yielded().map_err(|e| e.to_string())?;
     kb.wait_yielded().map_err(|e| e.to_string())?;
     let us = t.elapsed().as_secs_f64() * 1e6;
-    if kb.progress().map_err(|e| e.to_string())?.done != 0 {
-        return Err("the queued launch ran while the one before it was preempted".into());
+    let (pa, pb) = (
+        ka.progress().map_err(|e| e.to_string())?,
+        kb.progress().map_err(|e| e.to_string())?,
+    );
+    if pb.done != 0 {
+        return Err(format!(
+            "the queued launch ran while the one before it was preempted: first {}/{} done, \
+             complete {:?}, parked {}; second {}/{} done, complete {:?}",
+            pa.done,
+            pa.total,
+            ka.is_complete(),
+            ka.is_parked(),
+            pb.done,
+            pb.total,
+            kb.is_complete()
+        ));
     }
     kb.resume(Target::All).map_err(|e| e.to_string())?;
     ka.resume(Target::All).map_err(|e| e.to_string())?;
@@ -646,15 +660,26 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("spatial", spatial),
         ("errors", errors),
     ];
-    for (name, f) in scenarios {
-        if !only_many_streams() {
-            report(name, f(&g), &mut failed);
-        }
+    // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").
+    let chosen = std::env::var("CUPREEMPT_SCENARIOS").ok();
+    let wanted: Vec<&str> = match &chosen {
+        Some(list) => list.split(',').map(str::trim).collect(),
+        None if only_many_streams() => vec!["many streams"],
+        None => scenarios
+            .iter()
+            .map(|(n, _)| *n)
+            .chain(["storm", "many streams"])
+            .collect(),
+    };
+    for name in wanted {
+        let r = match scenarios.iter().find(|(n, _)| *n == name) {
+            Some((_, f)) => f(&g),
+            None if name == "storm" => storm(&g, cycles),
+            None if name == "many streams" => many_streams(&g, cycles / 2),
+            None => Err(format!("no scenario called {name:?}")),
+        };
+        report(name, r, &mut failed);
     }
-    if !only_many_streams() {
-        report("storm", storm(&g, cycles), &mut failed);
-    }
-    report("many streams", many_streams(&g, cycles / 2), &mut failed);
     assert_eq!(failed, 0, "runtime GPU scenarios failed");
 }
 

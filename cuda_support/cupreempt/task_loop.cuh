@@ -51,24 +51,18 @@ struct BlockState {
 
 // The original kernel: the hardware's indices.
 struct NativeCtx {
-  uint3 blockIdx, threadIdx;
+  uint3 blockIdx;
   dim3 gridDim;
-  __device__ NativeCtx() : blockIdx(::blockIdx), threadIdx(::threadIdx), gridDim(::gridDim) {}
+  __device__ NativeCtx() : blockIdx(::blockIdx), gridDim(::gridDim) {}
 };
 
 // One task (original block) run by a persistent block: the task's indices.
 struct TaskCtx {
-  uint3 blockIdx, threadIdx;
+  uint3 blockIdx;
   dim3 gridDim;
 
   __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task)
       : gridDim(l.grid_x, l.grid_y, l.grid_z) {
-    // threadIdx, read again for each task: the asm takes the task as a (fake) input so that
-    // the compiler cannot hoist it, nor what the body derives from it, out of the task loop,
-    // which kept those values live across tasks and cost registers. Unused parts vanish.
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(threadIdx.x));
-    asm volatile("mov.u32 %0, %%tid.y;" : "=r"(threadIdx.y));
-    asm volatile("mov.u32 %0, %%tid.z;" : "=r"(threadIdx.z));
     // Task t is block (x, y, z) with t = x + grid_x * (y + grid_y * z). Divisions are slow:
     // none for 1-D grids, 32-bit ones when the task count allows.
     if (l.grid_y == 1 && l.grid_z == 1) {

@@ -57,8 +57,6 @@ impl BarrierSite<'_> {
 pub struct BodyFacts<'t> {
     /// `blockIdx`, `gridDim`: read directly or through a macro of this file.
     pub virtual_reads: BTreeSet<&'static str>,
-    /// [`lang::PER_TASK_BUILTINS`] read directly (kernels get shadows of these too).
-    pub per_task_reads: BTreeSet<&'static str>,
     pub calls: Vec<Call<'t>>,
     pub barriers: Vec<BarrierSite<'t>>,
     pub returns: Vec<ReturnSite<'t>>,
@@ -112,7 +110,6 @@ pub fn facts<'t>(
     let uni = (kernel && has_return).then(|| Uniformity::new(body, &nodes, src, macros));
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
-        per_task_reads: BTreeSet::new(),
         calls: Vec::new(),
         barriers: Vec::new(),
         returns: Vec::new(),
@@ -132,11 +129,6 @@ pub fn facts<'t>(
                 } else {
                     "gridDim"
                 });
-            }
-            if id == k.identifier {
-                if let Some((v, _)) = lang::PER_TASK_BUILTINS.iter().find(|(v, _)| *v == name) {
-                    f.per_task_reads.insert(v);
-                }
             }
             identifier_refusals(&mut f, n, name, id == k.field_identifier);
             if id == k.identifier {

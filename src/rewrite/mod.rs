@@ -58,26 +58,17 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool) -> Rewrite {
 }
 
 /// Shadows of the virtual built-ins at the top of a body, so that every use (macros included)
-/// reads the task's values; in a kernel's body also of the per-task ones (see
-/// `lang::PER_TASK_BUILTINS`).
-fn prologue(facts: &BodyFacts, body: Node, src: &str, kernel: bool) -> Option<Edit> {
-    let per_task = if kernel {
-        &facts.per_task_reads
-    } else {
-        &BTreeSet::new()
-    };
-    if facts.virtual_reads.is_empty() && per_task.is_empty() {
+/// reads the task's values.
+fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
+    if facts.virtual_reads.is_empty() {
         return None;
     }
     let open = body.start_byte() + 1;
     let multiline = opens_own_line(body, src);
     let indent = body_indent(body, src);
     let mut text = String::new();
-    let builtins = crate::lang::VIRTUAL_BUILTINS
-        .iter()
-        .chain(&crate::lang::PER_TASK_BUILTINS);
-    for &(name, ty) in builtins {
-        if facts.virtual_reads.contains(name) || per_task.contains(name) {
+    for (name, ty) in crate::lang::VIRTUAL_BUILTINS {
+        if facts.virtual_reads.contains(name) {
             if multiline {
                 text.push('\n');
                 text.push_str(&indent);
