@@ -336,12 +336,10 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
                    l.progress_shift, l.audit, ls, st);
       __syncthreads();
       if (st.stop) break;
-      // The chunk's bounds are read from shared memory where needed rather than kept in
-      // registers across the body (they stay put until the chunk after next).
       const unsigned n = (unsigned)(st.end - st.begin);  // at most kMaxChunk
       for (unsigned i = 0; i < n; ++i) {
         if (leader && l.audit) atomicAdd(&l.audit[st.begin + i], 1u);
-        Ctx ctx(l, *(volatile unsigned long long*)&st.begin + i);
+        Ctx ctx(l, st.begin + i);
         body(ctx);
         // The next task may reuse this task's shared memory. After the last task of a chunk the
         // leader's barrier above does this job.
