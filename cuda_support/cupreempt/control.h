@@ -62,7 +62,7 @@ typedef struct cupreempt_launch {
   unsigned int grid_x, grid_y, grid_z; /* the original grid: the virtual gridDim */
   unsigned int chunk;     /* tasks per control-word check; 0 = size chunks from measured time */
   unsigned int budget_ns; /* adaptive chunks: work between two checks; 0 = kernel default */
-  unsigned int* audit;    /* tests only (CUPREEMPT_AUDIT): one execution counter per task */
+  unsigned int* audit;    /* tests: one execution counter per task; NULL (the runtime's) = none */
   cupreempt_host* host;   /* runtime launches: the host mirror; NULL elsewhere */
   unsigned int first;     /* 1: the launch's first instance, whose last block holds the stream */
   unsigned int progress_shift; /* host->done_tasks is refreshed when done_tasks >> this changes */
