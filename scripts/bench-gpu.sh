@@ -15,7 +15,6 @@
 #      BENCH_LATENCY=30, BENCH_STORM=1000, OUT (default target/bench-out), BENCH_BUILD (build dir).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-root=$PWD
 out=${OUT:-target/bench-out}
 cli=${1:-}
 lib=${2:-}
@@ -40,17 +39,7 @@ storm=${BENCH_STORM:-1000}
 } >"$out/device.txt"
 cat "$out/device.txt"
 
-flags="-arch=sm_90 -std=c++17 -O3 -I$root/fixtures/bench"
-for p in $programs; do
-  (
-    "$cli" transform "fixtures/bench/$p.cu" -o "$build/$p.t.cu" 2>"$build/$p.transform.log" &&
-      nvcc $flags "fixtures/bench/$p.cu" -o "$build/$p.orig" >"$build/$p.orig.log" 2>&1 &&
-      nvcc $flags -DCUPREEMPT_TRANSFORMED -I"$root/cuda_support" "$build/$p.t.cu" -o "$build/$p.tr" \
-        -L"$lib" -lcupreempt_runtime -Xlinker -rpath="$lib" >"$build/$p.tr.log" 2>&1 ||
-      { echo "BUILD FAILED $p"; cat "$build/$p".*.log | head -20; }
-  ) &
-done
-wait
+bash scripts/bench-build.sh "$cli" "$lib" "$build" $programs
 
 status=0
 run() {  # run LOG TIMEOUT COMMAND...

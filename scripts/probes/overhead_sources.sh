@@ -9,24 +9,13 @@
 # Env: PROBE_PROGRAMS, PROBE_SIZE (large), PROBE_RUNS (10), PROBE_BUDGETS, PROBE_CHUNKS, PROBE_NCU.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-root=$PWD
 cli=$1
 lib=$(realpath "$2")
 build=${PROBE_BUILD:-/tmp/cupreempt-probe}
-mkdir -p "$build"
 programs=${PROBE_PROGRAMS:-black_scholes convolution_separable pathfinder nearest_neighbor reduction vector_add}
 size=${PROBE_SIZE:-large}
 runs=${PROBE_RUNS:-10}
-flags="-arch=sm_90 -std=c++17 -O3 -I$root/fixtures/bench"
-for p in $programs; do
-  (
-    "$cli" transform "fixtures/bench/$p.cu" -o "$build/$p.t.cu" 2>/dev/null &&
-      nvcc $flags "fixtures/bench/$p.cu" -o "$build/$p.orig" &&
-      nvcc $flags -DCUPREEMPT_TRANSFORMED -I"$root/cuda_support" "$build/$p.t.cu" -o "$build/$p.tr" \
-        -L"$lib" -lcupreempt_runtime -Xlinker -rpath="$lib" || echo "BUILD FAILED $p"
-  ) &
-done
-wait
+bash scripts/bench-build.sh "$cli" "$lib" "$build" $programs
 median() { "$@" "$size" "time:$runs" 2>&1 | awk '/^median_ms/ {print $2}'; }
 for p in $programs; do
   o=$(median "$build/$p.orig")
