@@ -4,6 +4,8 @@
 # in RUNTIME_LIB_DIR), logs in BUILD/PROGRAM.*.log. Prints "BUILD FAILED p" and the logs' head
 # for a program that does not build. Used by bench-gpu.sh and the probes; needs nvcc on PATH.
 # Usage: scripts/bench-build.sh CUPREEMPT_BINARY RUNTIME_LIB_DIR BUILD PROGRAM...
+# Env (probes): BENCH_INCLUDE, the device headers for the transformed build (default
+# cuda_support/); BENCH_TR_FLAGS, more nvcc flags for it (e.g. -maxrregcount=32).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -17,7 +19,8 @@ for p in "$@"; do
   (
     "$cli" transform "fixtures/bench/$p.cu" -o "$build/$p.t.cu" 2>"$build/$p.transform.log" &&
       nvcc $flags "fixtures/bench/$p.cu" -o "$build/$p.orig" >"$build/$p.orig.log" 2>&1 &&
-      nvcc $flags -DCUPREEMPT_TRANSFORMED -I"$root/cuda_support" "$build/$p.t.cu" -o "$build/$p.tr" \
+      nvcc $flags ${BENCH_TR_FLAGS:-} -DCUPREEMPT_TRANSFORMED -I"${BENCH_INCLUDE:-$root/cuda_support}" \
+        "$build/$p.t.cu" -o "$build/$p.tr" \
         -L"$lib" -lcupreempt_runtime -Xlinker -rpath="$lib" >"$build/$p.tr.log" 2>&1 ||
       { echo "BUILD FAILED $p"; cat "$build/$p".*.log | head -20; }
   ) &

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Probe: the same benchmark programs built by several versions of cupreempt (GPU machine, nvcc
+# on PATH), to tell whether a change to the task loop or the runtime pays. Each VARIANT is
+# NAME=CUPREEMPT_BINARY,RUNTIME_LIB_DIR[,NVCC_FLAGS]: the binary transforms and writes the
+# device headers it ships (`cupreempt headers`), the library is linked. Prints, per program and
+# size, the original's median and each variant's, with the overhead.
+# Usage: scripts/probes/compare_builds.sh VARIANT...
+# Env: PROBE_PROGRAMS, PROBE_SIZES (large small trivial), PROBE_RUNS (10), PROBE_BUILD.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+build=${PROBE_BUILD:-/tmp/cupreempt-compare}
+programs=${PROBE_PROGRAMS:-black_scholes convolution_separable pathfinder reduction vector_add}
+runs=${PROBE_RUNS:-10}
+names=()
+for v in "$@"; do
+  name=${v%%=*}
+  IFS=, read -r cli lib flags <<<"${v#*=}"
+  names+=("$name")
+  mkdir -p "$build/$name"
+  "$cli" headers --out "$build/$name/include" >/dev/null
+  BENCH_INCLUDE="$build/$name/include" BENCH_TR_FLAGS="${flags:-}" \
+    bash scripts/bench-build.sh "$cli" "$lib" "$build/$name" $programs
+done
+median() { "$@" time:"$runs" 2>&1 | awk '/^median_ms/ {print $2}'; }
+for p in $programs; do
+  for size in ${PROBE_SIZES:-large small trivial}; do
+    o=$(median "$build/${names[0]}/$p.orig" "$size")
+    line="$p $size orig $o"
+    for name in "${names[@]}"; do
+      t=$(median "$build/$name/$p.tr" "$size")
+      line="$line | $name $t ($(awk -v t="$t" -v o="$o" 'BEGIN{printf "%+.1f%%", (t/o-1)*100}'))"
+    done
+    echo "$line"
+  done
+done
