@@ -36,4 +36,8 @@ pub const SUPPORT_FILES: &[(&str, &str)] = &[
         "cupreempt/launch.cuh",
         include_str!("../cuda_support/cupreempt/launch.cuh"),
     ),
+    (
+        "cupreempt/runtime.h",
+        include_str!("../cuda_support/cupreempt/runtime.h"),
+    ),
 ];

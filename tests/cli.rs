@@ -258,17 +258,35 @@ fn headers_are_installed() {
     let dir = support::tempdir("cli-headers");
     let o = cupreempt(&["headers", "--out", "inc"], &dir);
     assert!(o.status.success());
-    for f in [
-        "cupreempt.cuh",
-        "cupreempt/control.h",
-        "cupreempt/task_loop.cuh",
-        "cupreempt/launch.cuh",
-    ] {
-        let installed = std::fs::read_to_string(dir.join("inc").join(f)).unwrap();
-        let shipped =
-            std::fs::read_to_string(support::root().join("cuda_support").join(f)).unwrap();
-        assert_eq!(installed, shipped, "{f}");
+    // Every file of cuda_support/, so that a new header cannot be left out (runtime.h once
+    // was: launch.cuh includes it, and the installed headers did not compile).
+    let support_dir = support::root().join("cuda_support");
+    let mut shipped_files = Vec::new();
+    for entry in walk(&support_dir) {
+        let rel = entry.strip_prefix(&support_dir).unwrap().to_path_buf();
+        shipped_files.push(rel);
     }
+    assert!(shipped_files.len() >= 5, "{shipped_files:?}");
+    for f in shipped_files {
+        let installed = std::fs::read_to_string(dir.join("inc").join(&f))
+            .unwrap_or_else(|e| panic!("{} not installed: {e}", f.display()));
+        let shipped = std::fs::read_to_string(support_dir.join(&f)).unwrap();
+        assert_eq!(installed, shipped, "{}", f.display());
+    }
+}
+
+/// Files under `dir`, recursively.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }
 
 #[test]
