@@ -49,7 +49,7 @@ typedef struct cupreempt_host {
   unsigned int command; /* host: the newest command, possibly not yet in the control block */
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32];
   unsigned int tail_parked; /* kernel: 1 while the first instance's last block sleeps */
-  unsigned int reserved;
+  unsigned int started;     /* kernel: 1 once a block of the first instance has started */
   unsigned long long done_tasks; /* kernel: progress, refreshed every 2^progress_shift tasks */
   unsigned long long yield_ns;   /* kernel: control->yield_ns, copied by the sleeping block */
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */

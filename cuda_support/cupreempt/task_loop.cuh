@@ -108,6 +108,7 @@ struct LeaderState {
   unsigned tail;       // 1: the first instance's last block (see stay())
   unsigned host_seq;   // the newest command seen in host memory, and whether it sends us away
   unsigned host_away;
+  unsigned long long yield_ns_copied;  // control->yield_ns as last copied to host memory
 };
 
 // Reads the newest command from host memory into ls (a seqlock: the host makes seq odd while
@@ -142,15 +143,18 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cup
 }
 
 // A lane: a small number that no other block of the kernel on the same SM holds now, so that the
-// block can report itself in host memory with plain stores (host->lanes).
+// block can report itself in host memory with plain stores (host->lanes). The first try is a
+// guess, so that the usual start costs one atomic and no load: blocks b, b + SMs, ... share an
+// SM, and on the H100 (132 SMs) their b % 32 differ.
 __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned smid) {
   if (smid >= CUPREEMPT_MAX_SMS) return CUPREEMPT_LANES;
   unsigned* lanes = &c->sm_lanes[smid];
+  unsigned bit = blockIdx.x % 32;
   for (;;) {
-    const unsigned held = *(volatile unsigned*)lanes;
+    const unsigned held = atomicOr(lanes, 1u << bit);
+    if (!(held & (1u << bit))) return bit;
     if (held == ~0u) return CUPREEMPT_LANES;  // more resident blocks than an SM can hold
-    const unsigned bit = __ffs(~held) - 1;
-    if (!(atomicOr(lanes, 1u << bit) & (1u << bit))) return bit;
+    bit = __ffs(~held) - 1;
   }
 }
 
@@ -164,7 +168,7 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // a plain store (lanes), no system-wide fence: thousands of blocks starting at once with one
 // fence each made the starts, and with them the yields, take milliseconds (H100).
 static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* host, unsigned fixed,
-                                   volatile LeaderState& ls) {
+                                   unsigned first, volatile LeaderState& ls) {
   ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
   ls.next = fixed ? fixed : 1u;
   ls.smid = sm_id();
@@ -173,6 +177,7 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
   atomicAdd(&c->running_blocks, 1u);
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
+  if (host && first) host->started = 1;  // the runtime's resume looks at it
   __threadfence();
 }
 
@@ -185,7 +190,7 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
 // Last, the chunk the leader has just finished its share of counts as done (progress) in the
 // control block, with an atomic whose answer nobody waits for; the block whose new chunk holds
 // a multiple of 2^progress_shift waits for it and refreshes host memory (about 1024 times
-// per launch).
+// per launch; not at a block's first chunk, which has nothing new to report).
 static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit,
@@ -231,7 +236,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
   st.end = end;
   st.stop = stop;
   const unsigned long long done = ls.unreported, step = 1ull << progress_shift;
-  if (host && !stop && ((begin + step - 1) & ~(step - 1)) < end)
+  if (host && done && !stop && ((begin + step - 1) & ~(step - 1)) < end)
     host->done_tasks = atomicAdd(&c->done_tasks, done) + done;
   else if (done)
     atomicAdd(&c->done_tasks, done);
@@ -241,16 +246,19 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
 }
 
 // The leader's last step in a block, after every thread's fence: the block's tasks are visible
-// device-wide, so they retire; the block that retires the last task raises `finished`. Then
-// the block stops counting itself (lane first, in host memory, before another block can take
-// the lane over; the GPU's stores to host memory arrive in the order they were made).
+// device-wide, so they retire. Runtime launches (host mirror) count them with an atomic nobody
+// waits for: the first instance's last block waits for the total in stay(). Other launches
+// have no such block, so the block that retires the last task raises `finished`. Then the
+// block stops counting itself (lane first, in host memory, before another block can take the
+// lane over; the GPU's stores to host memory arrive in the order they were made).
 static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* host,
                                    unsigned long long total, volatile LeaderState& ls) {
   const unsigned long long ran = ls.ran;
-  if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
+  if (host) {
+    if (ran) atomicAdd(&c->retired_tasks, ran);
+  } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
     __threadfence();
     atomicExch(&c->finished, 1u);
-    if (host) host->done_tasks = total;
   }
   if (ls.lane < CUPREEMPT_LANES) {
     if (host) host->lanes[ls.smid][ls.lane] = 0;
@@ -264,33 +272,48 @@ static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* 
 // Stream order (DESIGN.md §3 item 9). The application's stream runs its next work when the
 // launch's first instance ends, so that instance must not end before every task has retired,
 // whatever preemptions happen. Its last block to leave the loop (the tail) therefore stays: it
-// sleeps while the kernel is preempted or while other instances finish their last tasks, goes
-// back to work when tasks are left and the newest command lets its SM run, and ends once
-// `finished` is raised. The tail needs nothing from any other stream to do so: if the runtime's
-// resumed instance cannot start (queued behind blocked work on a shared hardware queue), the
-// tail does the remaining work itself; and it reads the command from host memory, which the
-// host writes before the control stream delivers it. Only for the runtime's launches (the first
-// instance, with a host mirror). Returns true to go back to work.
+// waits while the kernel is preempted or while other instances finish their last tasks, goes
+// back to work when tasks are left and the newest command lets its SM run, and raises
+// `finished` once every task has retired. The tail needs nothing from any other stream to do
+// so: if the runtime's resumed instance cannot start (queued behind blocked work on a shared
+// hardware queue), the tail does the remaining work itself; and it reads the command from host
+// memory, which the host writes before the control stream delivers it. Only for the runtime's
+// launches (the first instance, with a host mirror). Returns true to go back to work.
+//
+// At a launch's normal end the last retirements are still landing (microseconds): the tail
+// polls without sleeping for kSpinNs before it parks, so that the stream goes on at once.
+constexpr unsigned long long kSpinNs = 10000;
 static __device__ __noinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
                                   unsigned long long total, volatile LeaderState& ls) {
   if (!ls.tail) ls.tail = atomicAdd(&c->main_left, 1u) + 1 == gridDim.x * gridDim.y * gridDim.z;
   if (!ls.tail) return false;
-  bool slept = false, again = false;
-  while (!*(volatile unsigned*)&c->finished) {
+  bool parked = false, again = false;
+  const unsigned long long since = global_ns();
+  while (*(volatile unsigned long long*)&c->retired_tasks < total) {
     if (*(volatile unsigned long long*)&c->next_task < total) {
       read_host_command(host, ls);  // host memory has the newest command
       if (!ls.host_away) {
         again = true;
         break;
       }
+    } else if (!parked && global_ns() - since < kSpinNs) {
+      continue;  // the other blocks' last retirements are on their way
     }
     const unsigned long long yield_ns = *(volatile unsigned long long*)&c->yield_ns;
-    if (yield_ns != host->yield_ns) host->yield_ns = yield_ns;  // for latency measurements
-    if (!slept) host->tail_parked = 1;
-    slept = true;
+    if (yield_ns != ls.yield_ns_copied) {  // for latency measurements
+      host->yield_ns = yield_ns;
+      ls.yield_ns_copied = yield_ns;
+    }
+    if (!parked) host->tail_parked = 1;
+    parked = true;
     __nanosleep(kParkSleepNs);
   }
-  if (slept) host->tail_parked = 0;
+  if (!again) {
+    __threadfence();  // every task's results before `finished`
+    atomicExch(&c->finished, 1u);
+    host->done_tasks = total;
+  }
+  if (parked) host->tail_parked = 0;
   return again;
 }
 
@@ -310,7 +333,7 @@ static __device__ __noinline__ bool stay(cupreempt_control* c, cupreempt_host* h
 //
 // Completion: done_tasks counts finished tasks per chunk, for progress. Results are made
 // visible once per block, when it leaves (every thread fences); retired_tasks then counts the
-// block's tasks, and the block that brings it to the total raises `finished`.
+// block's tasks, and `finished` is raised once it reaches the total (leave(), stay()).
 template <class Ctx, bool TaskBarrier = true, class Body>
 __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned chunk,
                                           unsigned budget_ns, Body&& body) {
@@ -324,10 +347,10 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   cupreempt_control* const c = l.control;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   const unsigned fixed = l.chunk ? l.chunk : chunk;
-  if (leader) ls.tail = ls.host_seq = ls.host_away = 0;
+  if (leader) ls.tail = ls.host_seq = ls.host_away = 0, ls.yield_ns_copied = 0;
 
   do {
-    if (leader) enter(c, l.host, fixed, ls);
+    if (leader) enter(c, l.host, fixed, l.first, ls);
     for (unsigned parity = 0;; parity ^= 1u) {
       BlockState& st = states[parity];
       if (leader)

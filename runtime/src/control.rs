@@ -80,7 +80,9 @@ pub struct HostMirror {
     pub sm_mask: [u32; MAX_SMS / 32],
     /// Written by the kernel: 1 while the first instance's last block sleeps.
     pub tail_parked: u32,
-    pub reserved: u32,
+    /// Written by the kernel: 1 once a block of the first instance has started, so the
+    /// application's earlier work on its stream is done.
+    pub started: u32,
     /// Written by the kernel: progress, refreshed every 2^`progress_shift` tasks and at the end.
     pub done_tasks: u64,
     /// Written by the kernel: the control block's `yield_ns`, copied by the sleeping block
@@ -168,7 +170,7 @@ int main(void) {
   F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
-  F(cupreempt_host, tail_parked); F(cupreempt_host, reserved); F(cupreempt_host, done_tasks);
+  F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
   F(cupreempt_host, yield_ns); F(cupreempt_host, lanes);
   printf("sizeof.host %zu\n", sizeof(cupreempt_host));
   return 0;
@@ -221,7 +223,7 @@ int main(void) {
             at!("cupreempt_host", HostMirror, command),
             at!("cupreempt_host", HostMirror, sm_mask),
             at!("cupreempt_host", HostMirror, tail_parked),
-            at!("cupreempt_host", HostMirror, reserved),
+            at!("cupreempt_host", HostMirror, started),
             at!("cupreempt_host", HostMirror, done_tasks),
             at!("cupreempt_host", HostMirror, yield_ns),
             at!("cupreempt_host", HostMirror, lanes),
