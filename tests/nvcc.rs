@@ -50,3 +50,45 @@ fn every_transformed_fixture_compiles_with_nvcc() {
     });
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
+
+/// The task loop's long division (more than 2^32 tasks) agrees with `/` and `%`, run on the
+/// host (it is `__host__ __device__`; no GPU needed).
+#[test]
+fn wide_task_numbers_split_like_division() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-divide");
+    let src = dir.join("divide.cu");
+    std::fs::write(
+        &src,
+        r#"#include <cstdio>
+#include "cupreempt.cuh"
+int main() {
+  const unsigned long long ns[] = {0, 1, 4294967295ull, 4294967296ull, 9000000000ull,
+                                   123456789012345ull, 0xffffffffffffffffull};
+  const unsigned ds[] = {1, 3, 7, 1000, 65535, 4294967295u};
+  int bad = 0;
+  for (auto n : ns)
+    for (auto d : ds) {
+      unsigned r = 0;
+      const unsigned long long q = cupreempt::TaskCtx::divide_wide(n, d, r);
+      if (q != n / d || r != n % d) std::printf("%llu / %u: %llu rem %u\n", n, d, q, r), ++bad;
+    }
+  return bad;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("divide");
+    let cmd = support::nvcc_compile(&nvcc, &exe);
+    // Link an executable: drop nvcc_compile's `-c`.
+    let args: Vec<_> = cmd
+        .get_args()
+        .filter(|a| *a != "-c")
+        .map(|a| a.to_owned())
+        .collect();
+    let mut link = std::process::Command::new(cmd.get_program());
+    link.args(args).arg(&src);
+    support::compiles(&mut link, "divide.cu").unwrap_or_else(|e| panic!("{e}"));
+    let o = std::process::Command::new(&exe).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}

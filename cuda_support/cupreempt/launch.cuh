@@ -5,7 +5,8 @@
 //   cupreempt::launch<k__cupreempt_kernels>(grid, block, smem, stream, args...)
 //
 // `Kernels` names the original kernel (Kernels::original) and its persistent wrapper
-// (Kernels::wrapper). The launch stays asynchronous and on the caller's stream.
+// (Kernels::wrapper, and Kernels::wrapper_r32, the same held to 32 registers). The launch stays
+// asynchronous and on the caller's stream.
 //
 // By default the launch goes through the runtime's C ABI (runtime.h; link with
 // -lcupreempt_runtime), which owns the control block and keeps stream order across preemptions.
@@ -44,6 +45,27 @@ void copy_smem_limit(O original, W wrapper, size_t smem) {
     (void)cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                attr.maxDynamicSharedSizeBytes);
   (void)cudaGetLastError();  // our query's error is not the program's
+}
+
+// The wrapper to launch: the one held to 32 registers where the original needs at most 32 and
+// the other wrapper more, so that the wrapper keeps the original's occupancy (above 32
+// registers, fewer threads fit on an SM). Asked once per kernel; on any error, `wrapper`.
+template <class O, class W>
+W pick_wrapper(O original, W wrapper, W wrapper_r32) {
+  if (wrapper_r32 == wrapper) return wrapper;
+  cudaFuncAttributes o, w;
+  if (cudaFuncGetAttributes(&o, original) != cudaSuccess ||
+      cudaFuncGetAttributes(&w, wrapper) != cudaSuccess) {
+    (void)cudaGetLastError();  // our query's error is not the program's
+    return wrapper;
+  }
+  return o.numRegs <= 32 && w.numRegs > 32 ? wrapper_r32 : wrapper;
+}
+
+template <class Kernels>
+auto chosen_wrapper() {
+  static const auto w = pick_wrapper(Kernels::original, Kernels::wrapper, Kernels::wrapper_r32);
+  return w;
 }
 }  // namespace detail
 
@@ -110,7 +132,7 @@ void launch_kernel(void (*original)(P...), void (*wrapper)(cupreempt_launch, P..
 
 template <class Kernels, class... Args>
 void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_kernel(Kernels::original, Kernels::wrapper, grid, block, smem, stream,
+  launch_kernel(Kernels::original, detail::chosen_wrapper<Kernels>(), grid, block, smem, stream,
                 std::forward<Args>(args)...);
 }
 
@@ -134,7 +156,7 @@ unsigned persistent_blocks(void (*wrapper)(cupreempt_launch, P...), unsigned blo
 
 template <class Kernels, class... Args>
 void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  const auto wrapper = Kernels::wrapper;
+  const auto wrapper = detail::chosen_wrapper<Kernels>();
   detail::copy_smem_limit(Kernels::original, wrapper, smem);
   const unsigned long long tasks = (unsigned long long)grid.x * grid.y * grid.z;
   const unsigned threads = block.x * block.y * block.z;

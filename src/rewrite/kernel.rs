@@ -5,8 +5,18 @@
 //! __device__ __forceinline__ void K__cupreempt_body(CupreemptCtx& __cp, params) { body }
 //! __global__ void K(params) { ... body with NativeCtx }   // the original symbol
 //! __global__ void K__cupreempt(cupreempt_launch, params)  // the persistent wrapper
-//! struct K__cupreempt_kernels { original, wrapper };      // what launch sites name
+//! __global__ void __launch_bounds__(1024, 2)               // the same, held to 32 registers
+//!     K__cupreempt_r32(cupreempt_launch, params)
+//! struct K__cupreempt_kernels { original, wrapper, wrapper_r32 };  // what launch sites name
 //! ```
+//!
+//! Why two wrappers: ptxas gives the wrapper a few registers more than the original (the task
+//! loop's state, index arithmetic hoisted out of the loop), and above 32 registers a full SM
+//! holds fewer threads. Which one keeps the original's occupancy is known only once both are
+//! compiled, so launch.cuh picks at the first launch (`pick_wrapper`). `__launch_bounds__(1024,
+//! 2)` means 32 registers for any block size (2048 threads per SM), and unlike `__maxnreg__`
+//! our grammar knows it. A kernel with its own `__launch_bounds__` keeps them and gets no
+//! second wrapper.
 //!
 //! The body stays where it was, so the user's formatting and line numbers inside it survive;
 //! only its header changes and generated code follows it.
@@ -22,6 +32,11 @@ pub fn body_name(k: &str) -> String {
 pub fn wrapper_name(k: &str) -> String {
     format!("{k}__cupreempt")
 }
+pub fn capped_wrapper_name(k: &str) -> String {
+    format!("{k}__cupreempt_r32")
+}
+/// Holds a kernel to 32 registers whatever its block size (65536 registers / 2048 threads).
+const CAP_32_REGISTERS: &str = "__launch_bounds__(1024, 2) ";
 pub fn kernels_struct(plan: &KernelPlan, ordinal: usize) -> String {
     if plan.overloaded {
         format!("{}__cupreempt_kernels_{ordinal}", plan.site.name)
@@ -108,9 +123,13 @@ pub fn rewrite(
     out.push('\n');
     out.push_str(&forwarder(plan, &h));
     out.push('\n');
-    out.push_str(&wrapper(plan, &h));
+    out.push_str(&wrapper(plan, &h, false));
+    if capped(k) {
+        out.push('\n');
+        out.push_str(&wrapper(plan, &h, true));
+    }
     if let Some(first) = plan.prior_declarations.first() {
-        // Launch sites between the declaration and here need the wrapper and the struct early.
+        // Launch sites between the declaration and here need the wrappers and the struct early.
         let decl = Header::of(first, src);
         let mut early = String::from("\n");
         early.push_str(&format!(
@@ -119,6 +138,14 @@ pub fn rewrite(
             wrapper_name(&k.name),
             wrapper_params(&decl.params)
         ));
+        if capped(k) {
+            early.push_str(&format!(
+                "{}{CAP_32_REGISTERS}{}({});\n",
+                decl.prefix(),
+                capped_wrapper_name(&k.name),
+                wrapper_params(&decl.params)
+            ));
+        }
         early.push_str(&launch_types(plan, ordinal, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
     } else {
@@ -205,17 +232,41 @@ fn forwarder(plan: &KernelPlan, h: &Header) -> String {
     )
 }
 
-fn wrapper(plan: &KernelPlan, h: &Header) -> String {
+/// Whether the kernel gets the second wrapper, held to 32 registers: not when it has its own
+/// launch bounds (the wrapper keeps them; two sets would not compile).
+fn capped(k: &FunctionSite) -> bool {
+    k.launch_bounds.is_empty()
+}
+
+fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
     let predicated = plan.mode == Some(SyncMode::Predicated);
+    let (comment, cap_attr, wrapper) = if cap {
+        (
+            format!("// cupreempt: the same, held to 32 registers (launch.cuh picks it where that keeps `{}`'s occupancy).\n", h.name),
+            CAP_32_REGISTERS,
+            capped_wrapper_name(&h.name),
+        )
+    } else {
+        (
+            format!(
+                "// cupreempt: persistent, preemptible form of `{}`{}.\n",
+                h.name,
+                if predicated {
+                    " (predicated: returned threads skip work but pass barriers)"
+                } else {
+                    ""
+                }
+            ),
+            "",
+            wrapper_name(&h.name),
+        )
+    };
     format!(
-        "// cupreempt: persistent, preemptible form of `{name}`{mode}.\n\
-         {prefix}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx;\n  \
+        "{comment}\
+         {prefix}{cap_attr}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx;\n  \
          cupreempt::run_tasks<{CTX_TYPE}, /*task_barrier=*/{barrier}>(__cp_launch, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
-        name = h.name,
-        mode = if predicated { " (predicated: returned threads skip work but pass barriers)" } else { "" },
         prefix = h.prefix(),
-        wrapper = wrapper_name(&h.name),
         params = wrapper_params(&h.params),
         chunk = plan.chunk,
         budget = plan.budget_ns,
@@ -248,11 +299,17 @@ fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
         ("auto original".to_string(), "auto wrapper".to_string())
     };
     let amp = if plan.overloaded { "" } else { "&" };
+    let capped_wrapper = if capped(k) {
+        capped_wrapper_name(&k.name)
+    } else {
+        wrapper_name(&k.name)
+    };
     let mut out = format!(
-        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n}};\n",
+        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n  static constexpr {capped_ty} = {amp}{capped_wrapper}{targs};\n}};\n",
         template = h.template,
         name = k.name,
         wrapper = wrapper_name(&k.name),
+        capped_ty = wrap_ty.replace("wrapper", "wrapper_r32"),
     );
     if needs_selector(plan) {
         out.push_str(&format!(
