@@ -50,9 +50,10 @@ void copy_smem_limit(O original, W wrapper, size_t smem) {
 // The wrapper to launch: the one held to 32 registers where the original needs at most 32 and
 // the other wrapper more, so that the wrapper keeps the original's occupancy (above 32
 // registers, fewer threads fit on an SM). Asked once per kernel; on any error, `wrapper`.
+// CUPREEMPT_NO_R32=1: always `wrapper` (to compare).
 template <class O, class W>
 W pick_wrapper(O original, W wrapper, W wrapper_r32) {
-  if (wrapper_r32 == wrapper) return wrapper;
+  if (wrapper_r32 == wrapper || env_u32("CUPREEMPT_NO_R32")) return wrapper;
   cudaFuncAttributes o, w;
   if (cudaFuncGetAttributes(&o, original) != cudaSuccess ||
       cudaFuncGetAttributes(&w, wrapper) != cudaSuccess) {

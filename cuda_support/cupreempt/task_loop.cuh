@@ -62,25 +62,24 @@ struct TaskCtx {
   uint3 blockIdx;
   dim3 gridDim;
 
-  // Task `st.begin + i` of the block's chunk. Task t is block (x, y, z) with
+  // Task `task`, the i-th of the block's chunk `st`. Task t is block (x, y, z) with
   // t = x + grid_x * (y + grid_y * z). Divisions are slow (about 45 instructions per thread
   // and task for a 2-D grid: on the H100, convolution's column pass executed 31% more
-  // instructions than the original), so the leader splits the chunk's first task once
-  // (split()) and a task in the same row is found by an addition.
-  __device__ TaskCtx(const cupreempt_launch& l, const BlockState& st, unsigned i)
+  // instructions than the original), so the leader splits the chunk's first task once, in
+  // next_chunk() (a call there, not here: a call in the task loop cost n-body's inner loop
+  // its interleaving), and a task in the same row is found by an addition.
+  __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task, const BlockState& st,
+                     unsigned i)
       : gridDim(l.grid_x, l.grid_y, l.grid_z) {
     if (l.grid_y == 1 && l.grid_z == 1) {
-      blockIdx = make_uint3((unsigned)(st.begin + i), 0, 0);
-      return;
-    }
-    const unsigned x = st.first.x + i;
-    if (x < l.grid_x) {
-      blockIdx = make_uint3(x, st.first.y, st.first.z);
+      blockIdx = make_uint3((unsigned)task, 0, 0);
+    } else if (st.first.x + i < l.grid_x) {
+      blockIdx = make_uint3(st.first.x + i, st.first.y, st.first.z);
     } else if (l.total_tasks <= 0xffffffffull) {  // the chunk runs into the next row
-      const unsigned t = (unsigned)(st.begin + i), row = t / l.grid_x;
+      const unsigned t = (unsigned)task, row = t / l.grid_x;
       blockIdx = make_uint3(t - row * l.grid_x, row % l.grid_y, row / l.grid_y);
     } else {
-      blockIdx = split(st.begin + i, l.grid_x, l.grid_y);
+      blockIdx = split(task, l.grid_x, l.grid_y);
     }
   }
 
@@ -226,8 +225,9 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
 // per launch; not at a block's first chunk, which has nothing new to report).
 static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned fixed, unsigned budget,
-                                     unsigned progress_shift, unsigned* audit,
-                                     volatile LeaderState& ls, BlockState& st) {
+                                     unsigned progress_shift, unsigned* audit, unsigned gx,
+                                     unsigned gy, unsigned gz, volatile LeaderState& ls,
+                                     BlockState& st) {
   (void)audit;
   if (ls.unreported && !fixed) {  // size this chunk from the time the last ones took
     const unsigned long long now = global_ns();
@@ -268,6 +268,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
   st.begin = begin;
   st.end = end;
   st.stop = stop;
+  if (!stop && !(gy == 1 && gz == 1)) st.first = TaskCtx::split(begin, gx, gy);
   const unsigned long long done = ls.unreported, step = 1ull << progress_shift;
   if (host && done && !stop && ((begin + step - 1) & ~(step - 1)) < end)
     host->done_tasks = atomicAdd(&c->done_tasks, done) + done;
@@ -389,9 +390,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       if (leader)
         next_chunk(c, l.host, l.total_tasks, fixed,
                    l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs),
-                   l.progress_shift, l.audit, ls, st);
-      if (leader && !st.stop && !(l.grid_y == 1 && l.grid_z == 1))
-        st.first = TaskCtx::split(st.begin, l.grid_x, l.grid_y);
+                   l.progress_shift, l.audit, l.grid_x, l.grid_y, l.grid_z, ls, st);
       __syncthreads();
       if (st.stop) break;
       const unsigned n = (unsigned)(st.end - st.begin);  // at most kMaxChunk
@@ -399,7 +398,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
         // In every build (one untaken branch when audit is null), as measured on the H100:
         // ptxas's register counts move with it (grid3d 36 with, 40 without; reduction 33, 32).
         if (leader && l.audit) atomicAdd(&l.audit[st.begin + i], 1u);
-        Ctx ctx(l, st, i);
+        Ctx ctx(l, st.begin + i, st, i);
         body(ctx);
         // The next task may reuse this task's shared memory. After the last task of a chunk the
         // leader's barrier above does this job.
