@@ -62,15 +62,15 @@ struct TaskCtx {
   uint3 blockIdx;
   dim3 gridDim;
 
-  // Task `task`, the i-th of the block's chunk `st`. Task t is block (x, y, z) with
+  // The i-th task of the block's chunk `st`. Task t is block (x, y, z) with
   // t = x + grid_x * (y + grid_y * z). Divisions are slow (about 45 instructions per thread
   // and task for a 2-D grid: on the H100, convolution's column pass executed 31% more
   // instructions than the original), so the leader splits the chunk's first task once, in
   // next_chunk() (a call there, not here: a call in the task loop cost n-body's inner loop
   // its interleaving), and a task in the same row is found by an addition.
-  __device__ TaskCtx(const cupreempt_launch& l, unsigned long long task, const BlockState& st,
-                     unsigned i)
+  __device__ TaskCtx(const cupreempt_launch& l, const BlockState& st, unsigned i)
       : gridDim(l.grid_x, l.grid_y, l.grid_z) {
+    const unsigned long long task = st.begin + i;
     if (l.grid_y == 1 && l.grid_z == 1) {
       blockIdx = make_uint3((unsigned)task, 0, 0);
     } else if (st.first.x + i < l.grid_x) {
@@ -398,7 +398,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
         // In every build (one untaken branch when audit is null), as measured on the H100:
         // ptxas's register counts move with it (grid3d 36 with, 40 without; reduction 33, 32).
         if (leader && l.audit) atomicAdd(&l.audit[st.begin + i], 1u);
-        Ctx ctx(l, st.begin + i, st, i);
+        Ctx ctx(l, st, i);
         body(ctx);
         // The next task may reuse this task's shared memory. After the last task of a chunk the
         // leader's barrier above does this job.
