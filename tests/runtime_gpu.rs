@@ -458,7 +458,7 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         k.wait_yielded().map_err(|e| e.to_string())?;
         preempted.push(i);
         done += 1;
-        if done % 50 == 0 && only_many_streams() {
+        if done % 50 == 0 && progress_lines() {
             let _ = writeln!(
                 std::io::stderr(),
                 "many streams: {done} preemptions, {launches} launches, {:.1} s",
@@ -490,10 +490,10 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
     ))
 }
 
-/// CUPREEMPT_ONLY_MANY_STREAMS: run only the many-streams scenario, with progress lines (for
-/// probing where the hardware-queue hazard bites).
-fn only_many_streams() -> bool {
-    std::env::var_os("CUPREEMPT_ONLY_MANY_STREAMS").is_some()
+/// CUPREEMPT_PROGRESS: the many-streams scenario prints a line every 50 launches (for probing
+/// where the hardware-queue hazard bites; pick the scenario with CUPREEMPT_SCENARIOS).
+fn progress_lines() -> bool {
+    std::env::var_os("CUPREEMPT_PROGRESS").is_some()
 }
 
 fn errors(g: &Setup) -> Result<String, String> {
@@ -574,7 +574,7 @@ fn launch_cost(g: &Setup) -> Result<String, String> {
         })
     })?;
     let ev = new_event();
-    let (events, _) =
+    let (events, events_host) =
         batch(&mut || direct(&|| ck("record", unsafe { sys::cuEventRecord(ev, s) })))?;
     let mut err = None;
     let (rt_gpu, rt_host) = batch(&mut || {
@@ -594,7 +594,7 @@ fn launch_cost(g: &Setup) -> Result<String, String> {
     }
     Ok(format!(
         "per launch of a 16-block kernel ({n} back to back), GPU time: original {orig:.1} us, through the runtime {rt_gpu:.1} us; \
-         original + one stream wait-value {wait:.1} us, + one event record {events:.1} us; host time per launch call: original {orig_host:.1} us, runtime {rt_host:.1} us"
+         original + one stream wait-value {wait:.1} us, + one event record {events:.1} us; host time per launch call: original {orig_host:.1} us, + one event record {events_host:.1} us, runtime {rt_host:.1} us"
     ))
 }
 
@@ -664,7 +664,6 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
     let chosen = std::env::var("CUPREEMPT_SCENARIOS").ok();
     let wanted: Vec<&str> = match &chosen {
         Some(list) => list.split(',').map(str::trim).collect(),
-        None if only_many_streams() => vec!["many streams"],
         None => scenarios
             .iter()
             .map(|(n, _)| *n)
