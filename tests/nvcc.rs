@@ -79,16 +79,8 @@ int main() {
     )
     .unwrap();
     let exe = dir.join("divide");
-    let cmd = support::nvcc_compile(&nvcc, &exe);
-    // Link an executable: drop nvcc_compile's `-c`.
-    let args: Vec<_> = cmd
-        .get_args()
-        .filter(|a| *a != "-c")
-        .map(|a| a.to_owned())
-        .collect();
-    let mut link = std::process::Command::new(cmd.get_program());
-    link.args(args).arg(&src);
-    support::compiles(&mut link, "divide.cu").unwrap_or_else(|e| panic!("{e}"));
+    support::compiles(support::nvcc_build(&nvcc, &exe).arg(&src), "divide.cu")
+        .unwrap_or_else(|e| panic!("{e}"));
     let o = std::process::Command::new(&exe).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }

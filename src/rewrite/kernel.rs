@@ -284,20 +284,24 @@ fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
     } else {
         String::new()
     };
-    let (orig_ty, wrap_ty) = if plan.overloaded {
-        let types = k
-            .param_list
-            .iter()
-            .map(|p| strip_default(&p.declaration()))
-            .collect::<Vec<_>>()
-            .join(", ");
-        (
-            format!("void (*original)({types})"),
-            format!("void (*wrapper)({})", wrapper_params(&types)),
-        )
-    } else {
-        ("auto original".to_string(), "auto wrapper".to_string())
+    // The members' declarators: function pointer types for overloads (they pick the overload),
+    // `auto` otherwise.
+    let types = k
+        .param_list
+        .iter()
+        .map(|p| strip_default(&p.declaration()))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let member = |name: &str, params: &str| {
+        if plan.overloaded {
+            format!("void (*{name})({params})")
+        } else {
+            format!("auto {name}")
+        }
     };
+    let orig_ty = member("original", &types);
+    let wrap_ty = member("wrapper", &wrapper_params(&types));
+    let capped_ty = member("wrapper_r32", &wrapper_params(&types));
     let amp = if plan.overloaded { "" } else { "&" };
     let capped_wrapper = if capped(k) {
         capped_wrapper_name(&k.name)
@@ -309,7 +313,6 @@ fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
         template = h.template,
         name = k.name,
         wrapper = wrapper_name(&k.name),
-        capped_ty = wrap_ty.replace("wrapper", "wrapper_r32"),
     );
     if needs_selector(plan) {
         out.push_str(&format!(

@@ -97,14 +97,21 @@ pub fn toolkit_flags(nvcc: &Path) -> Vec<String> {
     v
 }
 
-/// `nvcc -arch=sm_90 -std=c++17 -c -o OUT -I cuda_support` plus the toolkit's own flags: the
-/// compile-only command of the nvcc tests; callers add flags and the source.
-pub fn nvcc_compile(nvcc: &Path, out: &Path) -> Command {
+/// `nvcc -arch=sm_90 -std=c++17 -o OUT -I cuda_support` plus the toolkit's own flags: builds an
+/// executable; callers add flags and the source.
+pub fn nvcc_build(nvcc: &Path, out: &Path) -> Command {
     let mut c = Command::new(nvcc);
-    c.args(["-arch=sm_90", "-std=c++17", "-c", "-o"])
+    c.args(["-arch=sm_90", "-std=c++17", "-o"])
         .arg(out)
         .arg(format!("-I{}", root().join("cuda_support").display()))
         .args(toolkit_flags(nvcc));
+    c
+}
+
+/// [`nvcc_build`] with `-c`: the compile-only command of the nvcc tests.
+pub fn nvcc_compile(nvcc: &Path, out: &Path) -> Command {
+    let mut c = nvcc_build(nvcc, out);
+    c.arg("-c");
     c
 }
 
