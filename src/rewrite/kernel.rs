@@ -123,26 +123,21 @@ pub fn rewrite(
     out.push('\n');
     out.push_str(&forwarder(plan, &h));
     out.push('\n');
-    out.push_str(&wrapper(plan, &h, false));
-    if capped(k) {
-        out.push('\n');
-        out.push_str(&wrapper(plan, &h, true));
+    for (i, cap) in wrapper_kinds(k).enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        out.push_str(&wrapper(plan, &h, cap));
     }
     if let Some(first) = plan.prior_declarations.first() {
         // Launch sites between the declaration and here need the wrappers and the struct early.
         let decl = Header::of(first, src);
         let mut early = String::from("\n");
-        early.push_str(&format!(
-            "{}{}({});\n",
-            decl.prefix(),
-            wrapper_name(&k.name),
-            wrapper_params(&decl.params)
-        ));
-        if capped(k) {
+        for cap in wrapper_kinds(k) {
+            let (attr, name) = wrapper_head(&k.name, cap);
             early.push_str(&format!(
-                "{}{CAP_32_REGISTERS}{}({});\n",
+                "{}{attr}{name}({});\n",
                 decl.prefix(),
-                capped_wrapper_name(&k.name),
                 wrapper_params(&decl.params)
             ));
         }
@@ -238,27 +233,35 @@ fn capped(k: &FunctionSite) -> bool {
     k.launch_bounds.is_empty()
 }
 
+/// The wrappers a kernel gets: the plain one (false), then the capped one (true) if any.
+fn wrapper_kinds(k: &FunctionSite) -> impl Iterator<Item = bool> {
+    let capped = capped(k);
+    [false, true].into_iter().filter(move |&cap| !cap || capped)
+}
+
+/// A wrapper's attribute (the register cap, or none) and name.
+fn wrapper_head(kernel: &str, cap: bool) -> (&'static str, String) {
+    if cap {
+        (CAP_32_REGISTERS, capped_wrapper_name(kernel))
+    } else {
+        ("", wrapper_name(kernel))
+    }
+}
+
 fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
     let predicated = plan.mode == Some(SyncMode::Predicated);
-    let (comment, cap_attr, wrapper) = if cap {
-        (
-            format!("// cupreempt: the same, held to 32 registers (launch.cuh picks it where that keeps `{}`'s occupancy).\n", h.name),
-            CAP_32_REGISTERS,
-            capped_wrapper_name(&h.name),
-        )
+    let (cap_attr, wrapper) = wrapper_head(&h.name, cap);
+    let comment = if cap {
+        format!("// cupreempt: the same, held to 32 registers (launch.cuh picks it where that keeps `{}`'s occupancy).\n", h.name)
     } else {
-        (
-            format!(
-                "// cupreempt: persistent, preemptible form of `{}`{}.\n",
-                h.name,
-                if predicated {
-                    " (predicated: returned threads skip work but pass barriers)"
-                } else {
-                    ""
-                }
-            ),
-            "",
-            wrapper_name(&h.name),
+        format!(
+            "// cupreempt: persistent, preemptible form of `{}`{}.\n",
+            h.name,
+            if predicated {
+                " (predicated: returned threads skip work but pass barriers)"
+            } else {
+                ""
+            }
         )
     };
     format!(
