@@ -8,6 +8,7 @@
 # launches of that kernel skipped first).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/probes/common.sh
 cli=$1
 lib=$2
 shift 2
@@ -20,11 +21,11 @@ metrics="gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct
 for s in $stalls; do metrics="$metrics,smsp__average_warp_latency_issue_stalled_$s.ratio"; done
 for spec in "$@"; do
   IFS=: read -r p size kernel <<<"$spec"
-  [ -n "$kernel" ] || kernel=$(grep -m1 -oP '__global__\s+void\s+\K\w+' "fixtures/bench/$p.cu")
+  [ -n "$kernel" ] || kernel=$(first_kernel "$p")
   for b in orig tr; do
-    ncu --clock-control none --csv --print-units base --metrics "$metrics" \
-      --kernel-name "regex:^${kernel}(__cupreempt)?" --launch-skip "${PROBE_SKIP:-3}" --launch-count 1 \
-      "$build/$p.$b" "$size" time:3 2>/dev/null >"$build/$p.$size.$kernel.$b.csv"
+    ncu_csv --metrics "$metrics" --kernel-name "regex:^${kernel}(__cupreempt)?" \
+      --launch-skip "${PROBE_SKIP:-3}" --launch-count 1 "$build/$p.$b" "$size" time:3 \
+      >"$build/$p.$size.$kernel.$b.csv"
   done
   python3 - "$build/$p.$size.$kernel.orig.csv" "$build/$p.$size.$kernel.tr.csv" "$p $size $kernel" <<'EOF'
 import csv, sys

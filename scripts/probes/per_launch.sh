@@ -11,6 +11,7 @@
 # a switch in a patched task_loop.cuh), each timed beside the default one.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/probes/common.sh
 cli=$1
 lib=$2
 shift 2
@@ -29,9 +30,8 @@ done
 # Median duration (µs) and count of the launches of kernels named PROGRAM's kernel, from ncu's CSV.
 ncu_median() {
   local exe=$1 size=$2 kernel=$3
-  ncu --clock-control none --csv --print-units base --metrics gpu__time_duration.sum \
-    --kernel-name "regex:^${kernel}" --launch-skip 3 --launch-count "$launches" \
-    "$exe" "$size" time:3 2>/dev/null |
+  ncu_csv --metrics gpu__time_duration.sum --kernel-name "regex:^${kernel}" --launch-skip 3 \
+    --launch-count "$launches" "$exe" "$size" time:3 |
     python3 -c '
 import csv, statistics, sys
 rows = [r for r in csv.reader(sys.stdin) if len(r) > 5 and r[-3] == "gpu__time_duration.sum"]
@@ -44,7 +44,7 @@ for ps in "$@"; do
   p=${ps%%:*}
   size=${ps#*:}
   # The benchmarked kernel: the first __global__ function of the program.
-  kernel=$(grep -m1 -oP '__global__\s+void\s+\K\w+' "fixtures/bench/$p.cu")
+  kernel=$(first_kernel "$p")
   echo "$p $size: run median orig $(run_median "$build/$p.orig" "$size") ms," \
     "tr $(run_median "$build/$p.tr" "$size") ms; kernel $kernel per launch:" \
     "orig $(ncu_median "$build/$p.orig" "$size" "$kernel")," \
