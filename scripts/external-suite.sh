@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# External suite: public CUDA sample programs (a checkout of NVIDIA/cuda-samples, BSD-3; never
+# copied into this repository) built as they are and after `cupreempt transform --keep-going`,
+# run one at a time on the GPU, outputs compared (printed timings and lines the program itself
+# varies are masked), and each program's own printed timings set side by side with the ratio
+# and the geomean. Writes $OUT/external.md (the table for docs/bench/external.md).
+# Needs a GPU, nvcc, CMake (and ninja, if present) and python3.
+# Usage: scripts/external-suite.sh SAMPLES_DIR [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]
+#   (without a binary, cupreempt and the runtime are built here with cargo)
+# Env: EXT_RUNS=3 (runs of each build), EXT_ONLY=REGEX (sample names), EXT_ARCH=90,
+#      EXT_BUILD (build folder, default target/external), EXT_SKIP_BUILD=1 (rerun only),
+#      EXT_TIMEOUT=120 (seconds per run), OUT (default $EXT_BUILD/out).
+set -euo pipefail
+samples=${1:?usage: scripts/external-suite.sh SAMPLES_DIR [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}
+samples=$(realpath "$samples")
+cd "$(dirname "$0")/.."
+cli=${2:-}
+lib=${3:-}
+if [ -z "$cli" ]; then
+  cargo build --release --workspace -q
+  cli=target/release/cupreempt
+  lib=target/release
+fi
+lib=${lib:-$(dirname "$cli")}
+{
+  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+  echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo none)"
+  echo "nvcc: $(nvcc --version | tail -n 1)"
+  echo "samples: $(git -C "$samples" rev-parse --short HEAD 2>/dev/null || echo "$samples")"
+  echo "command: EXT_RUNS=${EXT_RUNS:-3} scripts/external-suite.sh SAMPLES_DIR"
+}
+exec python3 scripts/external_suite.py "$samples" "$cli" "$lib"

@@ -1,0 +1,362 @@
+#!/usr/bin/env python3
+"""External suite: public CUDA programs that nobody here wrote, built as they are and after
+`cupreempt transform --keep-going`, run one at a time, outputs compared and the programs' own
+printed timings set side by side. See scripts/external-suite.sh for usage.
+
+The samples checkout is never modified: both builds work on copies under the build folder.
+The only change made to the copies is the list of GPU architectures (one instead of nine, so
+that the build fits in minutes); it is the same for both builds.
+"""
+import json
+import math
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# A sample is self-contained when its build needs nothing beyond the CUDA toolkit's own
+# libraries: no graphics, MPI, OpenMP, run-time compilation, driver API or extra packages.
+EXCLUDED_BUILD = re.compile(
+    r"find_package\((OpenGL|GLUT|EGL|X11|NVSCI|FreeImage|Vulkan|OpenMP|MPI|LLVM|CUDA)\b"
+    r"|CUDA::(cuda_driver|nvrtc|nvjpeg|nvJitLink|nvvm)\b"
+)
+# Several GPUs, several processes, or system-wide memory: not one program on one GPU.
+EXCLUDED_SOURCE = re.compile(
+    r"cudaDeviceEnablePeerAccess|cudaMemcpyPeer|cudaIpcGetMemHandle|cudaIpcOpenMemHandle"
+    r"|\bfork\s*\(|cudaDevAttrPageableMemoryAccess"
+)
+EXCLUDED_DIRS = ("7_libNVVM", "8_Platform_Specific")
+
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+TIME_UNIT = r"(?:ms|msec|msecs|milliseconds?|s|sec|secs|seconds?|us|usec|usecs|microseconds?|ns)"
+RATE_UNIT = r"(?:[KMGT]B/s|[KMGT]iB/s|[KMGTP]?[Ff]lop/s|[KMGTP]?FLOP/?s|[GM]?[Ff]lops|GFLOPS|[KMGT]?[Oo]ps/s|M?Options/sec|M?[Pp]ixels?/s(?:ec)?|MOPS)"
+TIMED = re.compile(
+    rf"({NUMBER})\s*\(?\s*({TIME_UNIT}|{RATE_UNIT})\)?(?![A-Za-z/])"
+)
+TIMING_LINE = re.compile(
+    rf"(?i)\btime|elapsed|throughput|bandwidth|performance|{TIME_UNIT}\b|/s\b|flop|\bsec\b|speed"
+)
+NUMBERS = re.compile(NUMBER)
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def sh(cmd, cwd=None, env=None, timeout=None):
+    return subprocess.run(cmd, cwd=cwd, env=env, timeout=timeout, capture_output=True, text=True,
+                          errors="replace")
+
+
+def select_samples(root: Path, only):
+    chosen, skipped = [], []
+    for cm in sorted(root.glob("Samples/*/*/CMakeLists.txt")):
+        d = cm.parent
+        name = d.name
+        if only and not re.search(only, name):
+            continue
+        why = None
+        if d.parent.name in EXCLUDED_DIRS:
+            why = f"in {d.parent.name}"
+        elif "add_executable" not in cm.read_text(errors="replace"):
+            why = "no executable"
+        elif m := EXCLUDED_BUILD.search(cm.read_text(errors="replace")):
+            why = f"needs {m.group(0).replace('find_package(', '')}"
+        else:
+            for src in list(d.glob("*.cu")) + list(d.glob("*.cpp")) + list(d.glob("*.cuh")):
+                if m := EXCLUDED_SOURCE.search(src.read_text(errors="replace")):
+                    why = f"uses {m.group(0)}"
+                    break
+        (skipped if why else chosen).append((d.relative_to(root), why))
+    return chosen, skipped
+
+
+def prepare_tree(src: Path, dst: Path, samples, arch):
+    if dst.exists():
+        shutil.rmtree(dst)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns(".git", "build"))
+    for cm in dst.glob("Samples/*/*/CMakeLists.txt"):
+        text = cm.read_text(errors="replace")
+        new = re.sub(r"set\(CMAKE_CUDA_ARCHITECTURES[^)]*\)",
+                     f"set(CMAKE_CUDA_ARCHITECTURES {arch})", text)
+        if new != text:
+            cm.write_text(new)
+    top = ["cmake_minimum_required(VERSION 3.20)",
+           "project(cupreempt_external_suite LANGUAGES C CXX CUDA)"]
+    top += [f"add_subdirectory({d.as_posix()})" for d, _ in samples]
+    (dst / "CMakeLists.txt").write_text("\n".join(top) + "\n")
+
+
+def transform_tree(cli, tree: Path, samples):
+    """Transforms every CUDA file of the chosen samples in place; returns per-sample counts."""
+    counts = {}
+    for d, _ in samples:
+        files = sorted(str(p) for p in (tree / d).glob("*.cu")) + \
+            sorted(str(p) for p in (tree / d).glob("*.cuh"))
+        if not files:
+            counts[d.name] = (0, 0)
+            continue
+        check = sh([cli, "check", "--format", "json", *files])
+        transformed = refused = 0
+        try:
+            for f in json.loads(check.stdout or "[]"):
+                for k in f.get("kernels", []):
+                    if k.get("transformed"):
+                        transformed += 1
+                    else:
+                        refused += 1
+        except (json.JSONDecodeError, AttributeError, TypeError):
+            pass
+        r = sh([cli, "transform", "--keep-going", "--in-place", *files])
+        if r.returncode != 0:
+            log(f"transform {d.name}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+        counts[d.name] = (transformed, refused)
+    return counts
+
+
+def configure_and_build(tree: Path, extra, jobs):
+    b = tree / "build"
+    gen = ["-G", "Ninja"] if shutil.which("ninja") else []
+    r = sh(["cmake", "-S", str(tree), "-B", str(b), *gen, *extra])
+    if r.returncode != 0:
+        log(r.stdout[-2000:], r.stderr[-2000:])
+        raise SystemExit(f"cmake configure failed in {tree}")
+    keep = ["--", "-k", "0"] if gen else ["--", "-k"]
+    t = time.time()
+    r = sh(["cmake", "--build", str(b), "-j", str(jobs), *keep])
+    (tree / "build.log").write_text(r.stdout + r.stderr)
+    log(f"built {tree.name} in {time.time() - t:.0f} s (exit {r.returncode})")
+    return b
+
+
+def find_exe(build: Path, rel: Path):
+    d = build / rel
+    name = rel.name
+    for cand in [d / name, *d.glob("*")]:
+        if cand.is_file() and os.access(cand, os.X_OK) and cand.suffix not in (".so", ".a"):
+            if cand.name == name:
+                return cand
+    return None
+
+
+def sample_args(args_cfg, name):
+    c = args_cfg.get(name, {})
+    if c.get("skip"):
+        return None
+    if "runs" in c and c["runs"]:
+        return c["runs"][0].get("args", [])
+    return c.get("args", [])
+
+
+def run_once(exe: Path, args, timeout):
+    t = time.perf_counter()
+    try:
+        r = subprocess.run([str(exe), *args], cwd=exe.parent, capture_output=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL)
+        out = (r.stdout + r.stderr).decode(errors="replace")
+        rc = r.returncode
+    except subprocess.TimeoutExpired:
+        out, rc = "", "timeout"
+    return rc, out, time.perf_counter() - t
+
+
+def mask(text, unstable):
+    lines = []
+    for i, line in enumerate(text.splitlines()):
+        if i in unstable or TIMING_LINE.search(line):
+            line = NUMBERS.sub("#", line)
+        lines.append(line)
+    return lines
+
+
+def timings(text):
+    """Values with a unit on timing lines: {key: (value, higher_is_better)}."""
+    found = {}
+    for i, line in enumerate(text.splitlines()):
+        if not TIMING_LINE.search(line):
+            continue
+        for j, m in enumerate(TIMED.finditer(line)):
+            unit = m.group(2)
+            rate = bool(re.fullmatch(RATE_UNIT, unit))
+            value = float(m.group(1))
+            if not rate:
+                scale = {"s": 1e3, "sec": 1e3, "secs": 1e3, "us": 1e-3, "usec": 1e-3,
+                         "usecs": 1e-3, "ns": 1e-6}
+                u = unit.lower()
+                value *= scale.get(u, 1e3 if u.startswith("second") else
+                                   1e-3 if u.startswith("micro") else 1.0)
+            key = f"{NUMBERS.sub('#', line).strip()}#{j}"
+            found[key] = (value, rate)
+    return found
+
+
+def geomean(xs):
+    xs = [x for x in xs if x > 0 and math.isfinite(x)]
+    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+
+
+def main():
+    if len(sys.argv) < 4:
+        raise SystemExit("usage: external_suite.py SAMPLES_DIR CUPREEMPT_BINARY RUNTIME_LIB_DIR")
+    samples_dir = Path(sys.argv[1]).resolve()
+    cli = str(Path(sys.argv[2]).resolve())
+    lib = Path(sys.argv[3]).resolve()
+    repo = Path(__file__).resolve().parent.parent
+    build = Path(os.environ.get("EXT_BUILD", repo / "target/external")).resolve()
+    out = Path(os.environ.get("OUT", build / "out")).resolve()
+    runs = int(os.environ.get("EXT_RUNS", "3"))
+    timeout = int(os.environ.get("EXT_TIMEOUT", "120"))
+    arch = os.environ.get("EXT_ARCH", "90")
+    jobs = int(os.environ.get("EXT_JOBS", str(os.cpu_count() or 2)))
+    only = os.environ.get("EXT_ONLY")
+    out.mkdir(parents=True, exist_ok=True)
+    build.mkdir(parents=True, exist_ok=True)
+
+    samples, skipped = select_samples(samples_dir, only)
+    log(f"{len(samples)} self-contained samples, {len(skipped)} skipped")
+    orig_tree, tr_tree = build / "orig", build / "transformed"
+    if not os.environ.get("EXT_SKIP_BUILD"):
+        prepare_tree(samples_dir, orig_tree, samples, arch)
+        prepare_tree(samples_dir, tr_tree, samples, arch)
+        counts = transform_tree(cli, tr_tree, samples)
+        (build / "kernels.json").write_text(json.dumps(counts))
+        link = f"-L{lib} -Wl,-rpath,{lib} -lcupreempt_runtime"
+        configure_and_build(orig_tree, [], jobs)
+        configure_and_build(tr_tree, [
+            f"-DCMAKE_CUDA_FLAGS=-I{repo / 'cuda_support'}",
+            f"-DCMAKE_CUDA_STANDARD_LIBRARIES={link}",
+            f"-DCMAKE_CXX_STANDARD_LIBRARIES={link}",
+        ], jobs)
+    counts = json.loads((build / "kernels.json").read_text())
+    args_file = samples_dir / "test_args.json"
+    args_cfg = json.loads(args_file.read_text()) if args_file.exists() else {}
+
+    # Results are kept per sample, so that a run cut short (a time budget) goes on later
+    # with EXT_SKIP_BUILD=1 where it stopped; EXT_RERUN=1 runs everything again.
+    results = build / "results"
+    results.mkdir(exist_ok=True)
+    budget = float(os.environ.get("EXT_BUDGET_S", "inf"))
+    started = time.time()
+    rows, logs = [], {}
+    for rel, _ in samples:
+        name = rel.name
+        cached = results / f"{name}.json"
+        if cached.exists() and not os.environ.get("EXT_RERUN"):
+            rows.append(json.loads(cached.read_text()))
+            continue
+        if time.time() - started > budget:
+            log(f"{name}: not run (time budget)")
+            continue
+        exe_o, exe_t = find_exe(orig_tree / "build", rel), find_exe(tr_tree / "build", rel)
+        args = sample_args(args_cfg, name)
+        row = {"name": name, "kernels": counts.get(name, (0, 0))}
+        if args is None:
+            row["status"] = "skipped (test_args.json)"
+            rows.append(row)
+            continue
+        if not exe_o:
+            row["status"] = "original does not build"
+            rows.append(row)
+            continue
+        if not exe_t:
+            row["status"] = "TRANSFORMED DOES NOT BUILD"
+            rows.append(row)
+            continue
+        # Two original runs first: lines that differ between them are the program's own
+        # randomness (or timings) and are masked in the comparison.
+        o_runs = [run_once(exe_o, args, timeout) for _ in range(2)]
+        t_runs = []
+        for _ in range(runs):
+            t_runs.append(run_once(exe_t, args, timeout))
+            o_runs.append(run_once(exe_o, args, timeout))
+        o_lines = [r[1].splitlines() for r in o_runs]
+        unstable = {i for i in range(max(map(len, o_lines)))
+                    if len({(ls[i] if i < len(ls) else None) for ls in o_lines}) > 1}
+        ref = (o_runs[0][0], mask(o_runs[0][1], unstable))
+        if o_runs[0][0] == 2 and "waiv" in o_runs[0][1].lower():
+            row["status"] = "waived by the program"
+        elif any(r[0] == "timeout" for r in o_runs):
+            row["status"] = "original times out"
+        else:
+            same = all((r[0], mask(r[1], unstable)) == ref for r in t_runs)
+            row["status"] = "identical" if same else "DIFFERENT"
+        logs[name] = {"orig": o_runs[0][1], "transformed": t_runs[0][1] if t_runs else "",
+                      "rc": [o_runs[0][0], t_runs[0][0] if t_runs else None]}
+        # The programs' own timings: median per value over the runs, then one ratio per
+        # program (geomean over its values), > 1 meaning the transformed build is slower.
+        ot = [timings(r[1]) for r in o_runs[2:]]
+        tt = [timings(r[1]) for r in t_runs]
+        ratios, shown = [], None
+        for key in ot[0] if ot else {}:
+            ov = [t[key][0] for t in ot if key in t]
+            tv = [t[key][0] for t in tt if key in t]
+            if len(ov) != len(ot) or len(tv) != len(tt):
+                continue
+            mo, mt = statistics.median(ov), statistics.median(tv)
+            rate = ot[0][key][1]
+            if mo <= 0 or mt <= 0:
+                continue
+            ratios.append(mo / mt if rate else mt / mo)
+            if shown is None:
+                shown = (key.split("#")[0][:48], mo, mt, rate)
+        row["ratio"] = geomean(ratios) if ratios else None
+        row["values"] = len(ratios)
+        row["shown"] = shown
+        row["wall"] = (statistics.median(r[2] for r in o_runs[2:]),
+                       statistics.median(r[2] for r in t_runs))
+        rows.append(row)
+        cached.write_text(json.dumps(row))
+        (results / f"{name}.log.json").write_text(json.dumps(logs[name]))
+        log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
+            f"({len(ratios)} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+
+    report(rows, skipped, out, runs)
+    with open(out / "external-logs.json", "w") as f:
+        json.dump({p.name[:-9]: json.loads(p.read_text())
+                   for p in sorted(results.glob("*.log.json"))}, f)
+    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
+    return 1 if bad else 0
+
+
+def report(rows, skipped, out: Path, runs):
+    timed = [r for r in rows if r.get("ratio")]
+    gm = geomean([r["ratio"] for r in timed])
+    worst = max(timed, key=lambda r: r["ratio"]) if timed else None
+    ran = [r for r in rows if r["status"] in ("identical", "DIFFERENT")]
+    lines = [
+        f"Programs run: {len(ran)}; outputs identical: "
+        f"{sum(r['status'] == 'identical' for r in ran)}; with printed timings: {len(timed)}.",
+        "",
+        f"Geomean slowdown: {gm:.2f}x" if timed else "Geomean slowdown: n/a",
+        "",
+        f"Worst: {worst['name']} {worst['ratio']:.2f}x" if worst else "",
+        "",
+        "| program | kernels transformed/refused | output | printed timing (first of the values) | original | transformed | ratio (all values) | wall original / transformed (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        k = r["kernels"]
+        if r.get("shown"):
+            label, mo, mt, rate = r["shown"]
+            unit = "(rate)" if rate else "ms"
+            cells = [label.replace("|", "/"), f"{mo:.4g} {unit}", f"{mt:.4g} {unit}",
+                     f"{r['ratio']:.3f}x ({r['values']})"]
+        else:
+            cells = ["—", "", "", ""]
+        wall = f"{r['wall'][0]:.2f} / {r['wall'][1]:.2f}" if r.get("wall") else ""
+        lines.append(f"| {r['name']} | {k[0]}/{k[1]} | {r['status']} | " + " | ".join(cells) +
+                     f" | {wall} |")
+    lines += ["", f"Medians of {runs} runs of each build, run alternately after two unmeasured "
+              "runs of the original.", "", "Skipped samples:", ""]
+    lines += [f"- {d.name}: {why}" for d, why in skipped]
+    text = "\n".join(lines) + "\n"
+    (out / "external.md").write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Launch path probe (scripts/probes/launch_path.cu): first launch and steady per-launch cost,
+# cupreempt against a plain launch of the same kernel. On a GPU machine with nvcc.
+# Usage: scripts/probes/launch_path.sh [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]
+#   Env: PROBE_FIRST=7 (processes per form for the first launch), PROBE_REPS=2000.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+cli=${1:-target/release/cupreempt}
+lib=$(realpath "${2:-$(dirname "$cli")}")
+work=$(mktemp -d)
+"$cli" transform scripts/probes/launch_path.cu -o "$work/launch_path.cupreempt.cu"
+nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/launch_path.cupreempt.cu" \
+  -L "$lib" -Xlinker -rpath -Xlinker "$lib" -lcupreempt_runtime -o "$work/launch_path"
+echo "first launch (each line one process; host clock):"
+for i in $(seq "${PROBE_FIRST:-7}"); do
+  "$work/launch_path" first plain
+  "$work/launch_path" first cupreempt
+done | sort | tee "$work/first.txt"
+python3 - "$work/first.txt" <<'PY'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    form, *kv = line.split()
+    d = dict(zip(kv[::2], map(float, kv[1::2])))
+    for k, v in d.items():
+        rows.setdefault((form, k), []).append(v)
+for (form, k), v in sorted(rows.items()):
+    print(f"median {form:9s} {k:18s} {statistics.median(v):9.1f}")
+PY
+echo "steady state:"
+"$work/launch_path" steady x "${PROBE_REPS:-2000}"
+rm -rf "$work"
