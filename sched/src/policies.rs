@@ -1,8 +1,8 @@
 //! Policies (definitions: shared/POLICIES.md). Each keeps no hidden queue: the order of the
 //! ready set is computed from the system view, so the same code can drive the real runtime.
 
-use super::model::{KernelId, KernelView, Status, SystemView};
-use super::policy::{fill_idle, Action, Event, Policy};
+use crate::model::{KernelId, KernelView, Status, SystemView};
+use crate::policy::{fill_idle, Action, Event, Policy};
 use std::collections::BTreeSet;
 
 /// FIFO without preemption: the baseline everyone is compared to.

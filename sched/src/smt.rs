@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn greedy_never_exceeds_capacity() {
-        let mut rng = super::super::Rng::new(7);
+        let mut rng = crate::Rng::new(7);
         for _ in 0..200 {
             let n = 1 + (rng.next_u64() % 6) as usize;
             let profiles: Vec<Vec<Point>> = (0..n)
