@@ -1,4 +1,4 @@
-//! Metrics (Eyerman & Eeckhout; POLICIES.md): NTT, ANTT, STP, DNTT, response percentiles.
+//! Metrics (Eyerman & Eeckhout): NTT, ANTT, STP, DNTT, response percentiles.
 
 use crate::model::{KernelSpec, KernelView};
 use serde::Serialize;

@@ -1,5 +1,5 @@
-//! One interface for every policy: events in, actions out. The simulator and (later) the real
-//! runtime drive the same code.
+//! One interface for every policy: events in, actions out, so that the simulator and a
+//! scheduler on the real runtime can drive the same code.
 
 use crate::model::{GpuId, KernelId, SystemView};
 

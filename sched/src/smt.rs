@@ -1,4 +1,4 @@
-//! Simultaneous multi-tenancy with a CTA-count knob (Bashizade, Li, Lebeck; POLICIES.md):
+//! Simultaneous multi-tenancy with a CTA-count knob (Bashizade, Li, Lebeck):
 //! several kernels share one GPU at once, each with some number of persistent CTAs. The greedy
 //! allocation gives the next profile point to the kernel with the largest estimated remaining
 //! time while it fits, which minimizes the largest remaining time (maximizes STP).

@@ -1,5 +1,5 @@
 //! Spatial multitasking behind the common `Policy` interface: the greedy STP allocation of
-//! Bashizade, Li and Lebeck (`smt::greedy`, POLICIES.md) applied to the SMs of each GPU, in
+//! Bashizade, Li and Lebeck (`smt::greedy`) applied to the SMs of each GPU, in
 //! the common simulator. Up to `max_tenants` kernels share a GPU; whenever a kernel arrives or
 //! finishes, the allocation of the GPU concerned is recomputed from each tenant's profile
 //! (its standalone time on `s` SMs, from `KernelSpec::speed`, in steps of `step` SMs) and its

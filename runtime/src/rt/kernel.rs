@@ -1,6 +1,6 @@
 //! `Kernel`: one launch of a transformed kernel, which can be preempted and resumed.
 //!
-//! Stream order (DESIGN.md §3 item 9). On the application's stream a launch enqueues only
+//! Stream order. On the application's stream a launch enqueues only
 //!
 //! ```text
 //!   [first instance of the persistent kernel] [end event]

@@ -29,7 +29,7 @@ pub(crate) struct Mirror {
     pub device: u64,
 }
 
-/// A control block no longer owned by a kernel handle, reusable once its events are done.
+/// A control block its kernel handle gave back, reusable once its events are done.
 pub(crate) struct Retired {
     pub slot: CUdeviceptr,
     pub events: Vec<Event>,
