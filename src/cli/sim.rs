@@ -2,7 +2,7 @@
 
 use super::{files, OutputFormat};
 use clap::Args;
-use cupreempt_runtime::sched::{
+use cupreempt_sched::{
     plot, policies, simulate_predicted, simulate_sms, Estimator, Generator, Outcome, Workload,
 };
 use std::path::PathBuf;
@@ -26,7 +26,7 @@ pub struct SimArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=64))]
     gpus: u64,
     /// SMs per GPU (what spatial sharing divides).
-    #[arg(long, default_value_t = cupreempt_runtime::sched::DEFAULT_SMS, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    #[arg(long, default_value_t = cupreempt_sched::DEFAULT_SMS, value_parser = clap::value_parser!(u32).range(1..=1024))]
     sms: u32,
     /// Quantum, µs: RR's, FRS's minimum, a quarter of CFS's epoch.
     #[arg(long, default_value_t = 1000.0)]

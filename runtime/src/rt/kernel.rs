@@ -1,6 +1,6 @@
 //! `Kernel`: one launch of a transformed kernel, which can be preempted and resumed.
 //!
-//! Stream order (DESIGN.md §3 item 9). On the application's stream a launch enqueues only
+//! Stream order. On the application's stream a launch enqueues only
 //!
 //! ```text
 //!   [first instance of the persistent kernel] [end event]
@@ -24,7 +24,8 @@ use super::command::{Command, Target};
 use super::config::{persistent_blocks, LaunchConfig};
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
-use super::runtime::{Function, Inner, Mirror, Retired, Runtime};
+use super::pool::{Mirror, Retired};
+use super::runtime::{Function, Inner, Runtime};
 use crate::control::{progress_shift, ControlBlock, HostMirror, LaunchParams, LANES};
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of, MaybeUninit};

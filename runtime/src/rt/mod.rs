@@ -28,6 +28,7 @@ mod config;
 pub(crate) mod driver;
 mod error;
 mod kernel;
+mod pool;
 mod runtime;
 
 pub use command::{Command, Target};

@@ -1,27 +1,18 @@
 //! `Runtime`: one per CUDA context. Owns the high-priority control stream on which commands are
-//! written, and the pool of control blocks in device memory.
+//! written, and the pool of control blocks in device memory (`pool.rs`).
 
 use super::clock::GpuClock;
 use super::config::Limits;
-use super::driver::{
-    self, drv, CUcontext, CUdevice, CUdeviceptr, CUfunction, CUstream, Event, Stream,
-};
+use super::driver::{self, drv, CUcontext, CUdevice, CUfunction, CUstream, Event, Stream};
 use super::error::{Error, Result};
-use crate::control::{ControlBlock, HostMirror};
+use super::pool::{Pool, Retired, Slot};
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// Control blocks are handed out from slabs of this many (320 KiB each). A host that runs far
-/// ahead of the GPU retires slots faster than their kernels finish, and then needs new slabs.
-const SLAB_SLOTS: usize = 256;
 /// Streams for resumed instances.
 const RESUME_STREAMS: usize = 4;
-/// Each control block starts on its own 256-byte boundary.
-const SLOT_BYTES: usize = std::mem::size_of::<ControlBlock>().next_multiple_of(256);
-/// Each host mirror starts on its own cache line.
-const MIRROR_BYTES: usize = std::mem::size_of::<HostMirror>().next_multiple_of(64);
 
 #[derive(Clone)]
 pub struct Runtime {
@@ -68,68 +59,6 @@ impl Drop for PrimaryContext {
             unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
         }
     }
-}
-
-/// What a launch gets: a zeroed control block in device memory and its host mirror.
-pub(crate) struct Slot {
-    pub control: CUdeviceptr,
-    pub mirror: Mirror,
-}
-
-/// A [`HostMirror`] in pinned memory, as the host sees it and as kernels address it.
-#[derive(Clone, Copy)]
-pub(crate) struct Mirror {
-    pub host: *mut HostMirror,
-    pub device: u64,
-}
-
-/// A control block no longer owned by a kernel handle, reusable once its events are done.
-pub(crate) struct Retired {
-    pub slot: CUdeviceptr,
-    pub events: Vec<Event>,
-}
-
-/// Control blocks come in slabs. A slab hands its slots out in order; once every slot has been
-/// retired and its work is done, the whole slab is zeroed with one memset on the housekeeping
-/// stream and handed out again. Launches thus never zero anything on the application's stream.
-struct Slab {
-    base: CUdeviceptr,
-    /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated.
-    mirrors: *mut u8,
-    mirrors_device: u64,
-    /// Slots handed out since the slab was last zeroed.
-    next: usize,
-    retired: Vec<Retired>,
-    /// Retired slots known to be done (a prefix of `retired`).
-    done: usize,
-    /// The memset that zeroed the slab, while it may still run.
-    zeroed: Option<Event>,
-}
-
-#[derive(Default)]
-struct Pool {
-    slabs: Vec<Slab>,
-    current: Option<usize>,
-}
-
-/// Pinned, device-mapped, zeroed memory for a slab's host mirrors: (host, device) addresses.
-fn alloc_mirrors() -> Result<(*mut u8, u64)> {
-    let bytes = MIRROR_BYTES * SLAB_SLOTS;
-    let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
-    drv!(cuMemHostAlloc(
-        &mut host,
-        bytes,
-        sys::CU_MEMHOSTALLOC_DEVICEMAP
-    ))?;
-    let mut device: CUdeviceptr = 0;
-    if let Err(e) = drv!(cuMemHostGetDevicePointer_v2(&mut device, host, 0)) {
-        // SAFETY: just allocated, not shared.
-        unsafe { sys::cuMemFreeHost(host) };
-        return Err(e);
-    }
-    // SAFETY: `bytes` of pinned memory we own.
-    unsafe { std::ptr::write_bytes(host.cast::<u8>(), 0, bytes) };
-    Ok((host.cast(), device))
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -244,122 +173,12 @@ impl Inner {
     /// A zeroed control block and mirror for a launch on `stream` (which waits for the zeroing
     /// of the control block if that is still running).
     pub fn acquire_slot(&self, stream: CUstream) -> Result<Slot> {
-        let mut pool = lock(&self.pool);
-        let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < SLAB_SLOTS);
-        if usable(&pool).is_none() {
-            pool.current = None;
-            for i in 0..pool.slabs.len() {
-                if self.drained(&mut pool.slabs[i])? {
-                    let slab = &mut pool.slabs[i];
-                    let events: Vec<Event> =
-                        slab.retired.drain(..).flat_map(|r| r.events).collect();
-                    self.recycle(events);
-                    slab.done = 0;
-                    slab.next = 0;
-                    drv!(cuMemsetD8Async(
-                        slab.base,
-                        0,
-                        SLOT_BYTES * SLAB_SLOTS,
-                        self.housekeeping.0
-                    ))?;
-                    let zeroed = self.event(false)?;
-                    zeroed.record_on(self.housekeeping.0)?;
-                    slab.zeroed = Some(zeroed);
-                    pool.current = Some(i);
-                    break;
-                }
-            }
-        }
-        if pool.current.is_none() {
-            let mut base: CUdeviceptr = 0;
-            drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
-            // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
-            drv!(cuMemsetD8Async(
-                base,
-                0,
-                SLOT_BYTES * SLAB_SLOTS,
-                self.housekeeping.0
-            ))?;
-            let (mirrors, mirrors_device) = match alloc_mirrors() {
-                Ok(m) => m,
-                Err(e) => {
-                    // SAFETY: just allocated, nothing uses it yet but the memset, which is
-                    // stream-ordered before the free.
-                    unsafe { sys::cuMemFreeAsync(base, self.housekeeping.0) };
-                    return Err(e);
-                }
-            };
-            let zeroed = self.event(false)?;
-            zeroed.record_on(self.housekeeping.0)?;
-            pool.slabs.push(Slab {
-                base,
-                mirrors,
-                mirrors_device,
-                next: 0,
-                retired: Vec::new(),
-                done: 0,
-                zeroed: Some(zeroed),
-            });
-            pool.current = Some(pool.slabs.len() - 1);
-        }
-        let c = pool
-            .current
-            .ok_or(Error::InvalidArgument("no control block"))?;
-        let slab = &mut pool.slabs[c];
-        if let Some(z) = slab.zeroed.take() {
-            if z.is_done()? {
-                self.recycle([z]);
-            } else {
-                drv!(cuStreamWaitEvent(stream, z.raw, 0))?;
-                slab.zeroed = Some(z);
-            }
-        }
-        let control = slab.base + (slab.next * SLOT_BYTES) as u64;
-        let at = slab.next * MIRROR_BYTES;
-        slab.next += 1;
-        // SAFETY: the slot's earlier kernel is done (the slab was drained) and every block
-        // clears its own lane when it leaves, so only the words before the lanes need zeroing.
-        let host = unsafe { slab.mirrors.add(at) }.cast::<HostMirror>();
-        unsafe {
-            let lanes = std::mem::offset_of!(HostMirror, lanes);
-            std::ptr::write_bytes(host.cast::<u8>(), 0, lanes);
-        }
-        Ok(Slot {
-            control,
-            mirror: Mirror {
-                host,
-                device: slab.mirrors_device + at as u64,
-            },
-        })
-    }
-
-    /// True when every slot of `slab` is retired and all their work is done.
-    fn drained(&self, slab: &mut Slab) -> Result<bool> {
-        if slab.retired.len() < SLAB_SLOTS {
-            return Ok(false);
-        }
-        while slab.done < slab.retired.len() {
-            for e in &slab.retired[slab.done].events {
-                if !e.is_done()? {
-                    return Ok(false);
-                }
-            }
-            slab.done += 1;
-        }
-        Ok(true)
+        lock(&self.pool).acquire(self, self.housekeeping.0, stream)
     }
 
     /// Gives a control block back; it is reused once `r.events` are done.
     pub fn retire(&self, r: Retired) {
-        let mut pool = lock(&self.pool);
-        let span = (SLOT_BYTES * SLAB_SLOTS) as u64;
-        if let Some(slab) = pool
-            .slabs
-            .iter_mut()
-            .find(|s| r.slot >= s.base && r.slot < s.base + span)
-        {
-            slab.retired.push(r);
-        }
+        lock(&self.pool).retire(r);
     }
 
     /// The stream for the next kernel's resumed instances (round robin).
@@ -441,19 +260,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let _ = self.current();
         let pool = std::mem::take(self.pool.get_mut().unwrap_or_else(|p| p.into_inner()));
-        for slab in &pool.slabs {
-            for e in slab.retired.iter().flat_map(|r| &r.events) {
-                let _ = e.wait();
-            }
-        }
-        let _ = drv!(cuStreamSynchronize(self.housekeeping.0));
-        for slab in pool.slabs {
-            // SAFETY: every kernel that used the slab has retired and its work is done.
-            unsafe {
-                sys::cuMemFree_v2(slab.base);
-                sys::cuMemFreeHost(slab.mirrors.cast());
-            }
-        }
+        pool.free(self.housekeeping.0);
         // Streams, then the primary context, go with the fields, in declaration order.
     }
 }

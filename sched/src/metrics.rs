@@ -1,6 +1,6 @@
-//! Metrics (Eyerman & Eeckhout; POLICIES.md): NTT, ANTT, STP, DNTT, response percentiles.
+//! Metrics (Eyerman & Eeckhout): NTT, ANTT, STP, DNTT, response percentiles.
 
-use super::model::{KernelSpec, KernelView};
+use crate::model::{KernelSpec, KernelView};
 use serde::Serialize;
 
 /// A kernel occupied `share` of a GPU's SMs (1: all of it) from `start` to `end`.

@@ -9,7 +9,7 @@
 // Small dense matrices read best with explicit indices.
 #![allow(clippy::needless_range_loop)]
 
-use super::model::KernelSpec;
+use crate::model::KernelSpec;
 use std::collections::HashMap;
 
 pub const FEATURES: usize = 4;
@@ -230,7 +230,7 @@ pub fn holdout_error(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sched::Rng;
+    use crate::Rng;
 
     /// A kernel whose time grows with the grid and the input, with 2% multiplicative noise.
     fn samples(rng: &mut Rng, n: usize) -> Vec<(&'static str, Features, f64)> {

@@ -2,9 +2,9 @@
 //! (`cupreempt sim --plot DIR`). No plotting library: the pictures are a few lines and
 //! polygons, so that they can be diffed and read.
 
-use super::metrics::Interval;
-use super::model::KernelView;
-use super::sim::Outcome;
+use crate::metrics::Interval;
+use crate::model::KernelView;
+use crate::sim::Outcome;
 use std::fmt::Write;
 
 /// Share of the GPUs' time each group of kernels held in each of `buckets` equal slices of

@@ -1,4 +1,4 @@
-//! Simultaneous multi-tenancy with a CTA-count knob (Bashizade, Li, Lebeck; POLICIES.md):
+//! Simultaneous multi-tenancy with a CTA-count knob (Bashizade, Li, Lebeck):
 //! several kernels share one GPU at once, each with some number of persistent CTAs. The greedy
 //! allocation gives the next profile point to the kernel with the largest estimated remaining
 //! time while it fits, which minimizes the largest remaining time (maximizes STP).
@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn greedy_never_exceeds_capacity() {
-        let mut rng = super::super::Rng::new(7);
+        let mut rng = crate::Rng::new(7);
         for _ in 0..200 {
             let n = 1 + (rng.next_u64() % 6) as usize;
             let profiles: Vec<Vec<Point>> = (0..n)

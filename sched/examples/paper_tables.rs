@@ -1,8 +1,8 @@
 //! Tables of behaviours the source papers report, from the simulator (docs/scheduling.md):
-//! `cargo run --release -p cupreempt-runtime --example paper_tables`.
+//! `cargo run --release -p cupreempt-sched --example paper_tables`.
 
-use cupreempt_runtime::sched::policies::{Ffs, Fifo, Hpf, Srt, TremElastic, TremPriority};
-use cupreempt_runtime::sched::{simulate, Generator, KernelSpec, Policy};
+use cupreempt_sched::policies::{Ffs, Fifo, Hpf, Srt, TremElastic, TremPriority};
+use cupreempt_sched::{simulate, Generator, KernelSpec, Policy};
 
 fn main() {
     println!("HPF vs FIFO: turnaround of a 1 ms urgent kernel behind a low-priority one");
@@ -80,8 +80,8 @@ fn main() {
 /// (memory-bound, 32–256 CTAs) or late (compute-bound, 1,056), arriving within 1 ms, shrinking
 /// costs 30 µs. Means over 50 random mixes per size.
 fn smt_table() {
-    use cupreempt_runtime::sched::smt::{saturating_profile, simulate_smt, Sharing, Tenant};
-    use cupreempt_runtime::sched::Rng;
+    use cupreempt_sched::smt::{saturating_profile, simulate_smt, Sharing, Tenant};
+    use cupreempt_sched::Rng;
     let capacity = 132 * 8;
     println!("\nSimultaneous multi-tenancy (CTA counts): STP and ANTT, means of 50 mixes\n");
     println!("| kernels | greedy STP | even STP | exclusive STP | greedy ANTT | even ANTT | exclusive ANTT |");

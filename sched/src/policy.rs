@@ -1,7 +1,7 @@
-//! One interface for every policy: events in, actions out. The simulator and (later) the real
-//! runtime drive the same code.
+//! One interface for every policy: events in, actions out, so that the simulator and a
+//! scheduler on the real runtime can drive the same code.
 
-use super::model::{GpuId, KernelId, SystemView};
+use crate::model::{GpuId, KernelId, SystemView};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Event {

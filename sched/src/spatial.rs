@@ -1,14 +1,14 @@
 //! Spatial multitasking behind the common `Policy` interface: the greedy STP allocation of
-//! Bashizade, Li and Lebeck (`smt::greedy`, POLICIES.md) applied to the SMs of each GPU, in
+//! Bashizade, Li and Lebeck (`smt::greedy`) applied to the SMs of each GPU, in
 //! the common simulator. Up to `max_tenants` kernels share a GPU; whenever a kernel arrives or
 //! finishes, the allocation of the GPU concerned is recomputed from each tenant's profile
 //! (its standalone time on `s` SMs, from `KernelSpec::speed`, in steps of `step` SMs) and its
 //! remaining work. Tenants that lose SMs are shrunk (a spatial preemption, which takes their
 //! preemption latency); the SMs they free go to the others when the shrink completes.
 
-use super::model::{GpuId, KernelId, KernelView, Status, SystemView};
-use super::policy::{Action, Event, Policy};
-use super::smt::{greedy, Point};
+use crate::model::{GpuId, KernelId, KernelView, Status, SystemView};
+use crate::policy::{Action, Event, Policy};
+use crate::smt::{greedy, Point};
 use std::collections::BTreeMap;
 
 #[derive(Debug, Clone)]
@@ -182,9 +182,9 @@ impl Policy for SpatialGreedy {
 #[cfg(test)]
 mod tests {
     use super::SpatialGreedy;
-    use crate::sched::model::KernelSpec;
-    use crate::sched::policies::Fifo;
-    use crate::sched::sim::simulate_sms;
+    use crate::model::KernelSpec;
+    use crate::policies::Fifo;
+    use crate::sim::simulate_sms;
     use proptest::prelude::*;
 
     #[test]

@@ -10,10 +10,10 @@
 //! fewer SMs) takes the same latency; the kernel keeps running on the SMs it keeps. Growing a
 //! running kernel (another instance on the same task counter) is immediate.
 
-use super::duration::Estimator;
-use super::metrics::{Interval, Metrics};
-use super::model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
-use super::policy::{Action, Event, Policy};
+use crate::duration::Estimator;
+use crate::metrics::{Interval, Metrics};
+use crate::model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
+use crate::policy::{Action, Event, Policy};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 

@@ -1,7 +1,7 @@
 //! Workloads: generated (Pareto durations, exponential inter-arrival, user-facing:batch mix,
 //! priorities, a load factor, a seed) or read from JSON so that real traces can be replayed.
 
-use super::model::KernelSpec;
+use crate::model::KernelSpec;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,7 +1,7 @@
 //! Simulator throughput: scheduling events per second on one core (goal ≥ 1 million/s).
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use cupreempt_runtime::sched::{policies, simulate, Generator};
+use cupreempt_sched::{policies, simulate, Generator};
 
 fn bench(c: &mut Criterion) {
     let w = Generator {

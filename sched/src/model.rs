@@ -126,7 +126,7 @@ impl KernelSpec {
         self.resume_overhead = resume;
         self
     }
-    /// `O` of POLICIES.md: what one preemption costs this kernel.
+    /// What one preemption costs this kernel: its preemption latency plus its resume overhead.
     pub fn preemption_overhead(&self) -> f64 {
         self.preempt_latency + self.resume_overhead
     }

@@ -1,10 +1,10 @@
 //! Hand-computed schedules for each policy, and properties every policy must keep.
 
-use super::policies::{
+use crate::policies::{
     by_name, Cfs, Ffs, Fifo, Frs, Hpf, RoundRobin, Sjf, SjfAging, Srt, TremElastic, TremPriority,
     NAMES,
 };
-use super::*;
+use crate::*;
 use proptest::prelude::*;
 
 fn k(arrival: f64, work: f64) -> KernelSpec {
@@ -439,7 +439,7 @@ proptest! {
 
 #[test]
 fn policies_see_the_estimates_not_the_truth() {
-    use crate::sched::{simulate_predicted, Estimator};
+    use crate::{simulate_predicted, Estimator};
     // `a` is long and `b` short, but the model learned the opposite from earlier runs.
     let mut est = Estimator::new(1e-3, 100.0);
     for _ in 0..3 {
@@ -468,7 +468,7 @@ fn policies_see_the_estimates_not_the_truth() {
 
 #[test]
 fn the_estimator_learns_program_durations_online() {
-    use crate::sched::{simulate_predicted, Estimator};
+    use crate::{simulate_predicted, Estimator};
     let w = Generator {
         kernels: 600,
         programs: 4,

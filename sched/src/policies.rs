@@ -1,8 +1,8 @@
-//! Policies (definitions: shared/POLICIES.md). Each keeps no hidden queue: the order of the
+//! The policies (docs/scheduling.md describes each). Each keeps no hidden queue: the order of the
 //! ready set is computed from the system view, so the same code can drive the real runtime.
 
-use super::model::{KernelId, KernelView, Status, SystemView};
-use super::policy::{fill_idle, Action, Event, Policy};
+use crate::model::{KernelId, KernelView, Status, SystemView};
+use crate::policy::{fill_idle, Action, Event, Policy};
 use std::collections::BTreeSet;
 
 /// FIFO without preemption: the baseline everyone is compared to.
@@ -351,7 +351,7 @@ impl Policy for SjfAging {
 }
 
 /// The policies by name, for the command line. `quantum`: RR's quantum, FRS's minimum quantum
-/// and a quarter of CFS's epoch (POLICIES.md's examples: 1 ms and 4 ms); FFS allows 10%
+/// and a quarter of CFS's epoch (1 ms gives RR and FRS 1 ms and CFS 4 ms); FFS allows 10%
 /// preemption overhead.
 pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
     Some(match name {
