@@ -35,8 +35,9 @@ typedef struct cupreempt_control {
   unsigned int running_blocks; /* blocks inside the task loop (CUPREEMPT_AUDIT builds only) */
   unsigned int pad4[30];
   unsigned long long yield_ns; /* %globaltimer of the latest yield (latency measurements) */
+  unsigned long long start_ns; /* %globaltimer when task 0 was taken (run-time measurement) */
   unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */
-  unsigned int pad5[29];
+  unsigned int pad5[27];
   unsigned int sm_lanes[CUPREEMPT_MAX_SMS]; /* per SM: lanes held by blocks in the loop */
 } cupreempt_control;
 
@@ -52,6 +53,8 @@ typedef struct cupreempt_host {
   unsigned int started;     /* kernel: 1 once a block of the first instance has started */
   unsigned long long done_tasks; /* kernel: progress, refreshed every 2^progress_shift tasks */
   unsigned long long yield_ns;   /* kernel: control->yield_ns, copied by the sleeping block */
+  unsigned long long run_ns; /* kernel: task 0 taken -> every task retired, written at the end */
+  unsigned long long launch; /* host: the launch's number, so that a reused mirror is told apart */
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
 } cupreempt_host;
 

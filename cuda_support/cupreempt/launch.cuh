@@ -88,11 +88,19 @@ void launch_values(void (*original)(P...), void (*wrapper)(cupreempt_launch, P..
   cudaFunction_t f = nullptr;
   cupreempt_handle h = 0;
   int status = CUPREEMPT_ERROR_INVALID_ARGUMENT;
+  // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
+  // Otherwise the runtime may answer that the original kernel should run (short launches,
+  // graph capture), and the original is launched below as written.
+  const auto rt_launch = captured ? cupreempt_rt_launch : cupreempt_rt_launch_or_original;
   if (cudaGetFuncBySymbol(&f, (const void*)wrapper) == cudaSuccess)
-    status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P),
-                                 chunk, budget_ns, &h);
+    status = rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P), chunk,
+                       budget_ns, &h);
   else
     (void)cudaGetLastError();  // our lookup's error is not the program's
+  if (status == CUPREEMPT_RUN_ORIGINAL) {
+    (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
+    return;
+  }
   if (status != CUPREEMPT_OK) {
     if (env_u32("CUPREEMPT_VERBOSE"))
       std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",

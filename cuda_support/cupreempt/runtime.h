@@ -24,7 +24,8 @@ enum {
   CUPREEMPT_ERROR_UNKNOWN_HANDLE = 5,
   CUPREEMPT_ERROR_ALREADY_PREEMPTED = 6,
   CUPREEMPT_ERROR_NOT_PREEMPTED = 7,         /* resume/wait_yielded without a preemption */
-  CUPREEMPT_ERROR_INTERNAL = 8
+  CUPREEMPT_ERROR_INTERNAL = 8,
+  CUPREEMPT_RUN_ORIGINAL = 9 /* not an error: see cupreempt_rt_launch_or_original */
 };
 
 /* Launches `func` (the CUfunction of a wrapper K__cupreempt) for the original launch
@@ -34,6 +35,16 @@ enum {
 int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block[3], size_t smem,
                         void* stream, const void* const* args, const size_t* sizes, size_t nargs,
                         unsigned chunk, unsigned budget_ns, cupreempt_handle* out);
+
+/* As cupreempt_rt_launch, but where a preemptible launch would not pay or cannot work the
+ * runtime answers CUPREEMPT_RUN_ORIGINAL (*out = 0) and the caller launches the original kernel
+ * as written: launches of a kernel and configuration whose last preemptible launch ran no longer
+ * than a preemption takes (CUPREEMPT_SHORT_US, default 30; 0: never), and launches on a stream
+ * being captured into a graph. CUPREEMPT_VERBOSE=1 says why, once per kernel and configuration. */
+int cupreempt_rt_launch_or_original(void* func, const unsigned grid[3], const unsigned block[3],
+                                    size_t smem, void* stream, const void* const* args,
+                                    const size_t* sizes, size_t nargs, unsigned chunk,
+                                    unsigned budget_ns, cupreempt_handle* out);
 
 /* sm_mask: NULL = every SM (temporal), else 8 words, bit s of word s/32 = SM s (spatial). */
 int cupreempt_rt_preempt(cupreempt_handle h, const unsigned* sm_mask);

@@ -270,6 +270,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
         if ((float)n > fair) n = fair >= 1.0f ? (unsigned long long)fair : 1;
       }
       begin = atomicAdd(&c->next_task, n);
+      if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
       stop = begin >= total;
       end = begin + n < total ? begin + n : total;
     }
@@ -356,6 +357,10 @@ static __device__ __noinline__ bool stay(cupreempt_control* c, cupreempt_host* h
     __threadfence();  // every task's results before `finished`
     atomicExch(&c->finished, 1u);
     host->done_tasks = total;
+    // How long the launch ran, for the runtime's choice of form for the next launches of
+    // the same kernel and configuration (docs/runtime.md, "Short launches").
+    const unsigned long long run = global_ns() - *(volatile unsigned long long*)&c->start_ns;
+    host->run_ns = run ? run : 1;
   }
   if (parked) host->tail_parked = 0;
   return again;

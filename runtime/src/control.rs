@@ -34,8 +34,10 @@ pub struct ControlBlock {
     pub pad4: [u32; 30],
     /// `%globaltimer` of the latest yield (ns), for latency measurements.
     pub yield_ns: u64,
+    /// `%globaltimer` when task 0 was taken (ns): the start of the launch's run time.
+    pub start_ns: u64,
     pub yielded_blocks: u32,
-    pub pad5: [u32; 29],
+    pub pad5: [u32; 27],
     /// Per SM, the lanes held by blocks inside the task loop (bit l: lane l).
     pub sm_lanes: [u32; MAX_SMS],
 }
@@ -58,8 +60,9 @@ impl ControlBlock {
             running_blocks: 0,
             pad4: [0; 30],
             yield_ns: 0,
+            start_ns: 0,
             yielded_blocks: 0,
-            pad5: [0; 29],
+            pad5: [0; 27],
             sm_lanes: [0; MAX_SMS],
         }
     }
@@ -88,6 +91,12 @@ pub struct HostMirror {
     /// Written by the kernel: the control block's `yield_ns`, copied by the sleeping block
     /// (latency measurements that must not wait on any stream).
     pub yield_ns: u64,
+    /// Written by the kernel, once, when every task has retired: nanoseconds from the moment
+    /// task 0 was taken (at least 1). The runtime learns from it how long a launch runs.
+    pub run_ns: u64,
+    /// Written by the host: the launch's number, so that a reader holding an old number can
+    /// tell that the mirror now belongs to another launch.
+    pub launch: u64,
     /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
     /// inside the task loop.
     pub lanes: [[u8; LANES]; MAX_SMS],
@@ -162,7 +171,8 @@ int main(void) {
   F(cupreempt_control, command_seq);
   F(cupreempt_control, running_blocks); F(cupreempt_control, yielded_blocks);
   F(cupreempt_control, finished); F(cupreempt_control, main_left);
-  F(cupreempt_control, yield_ns); F(cupreempt_control, sm_mask);
+  F(cupreempt_control, yield_ns); F(cupreempt_control, start_ns);
+  F(cupreempt_control, sm_mask);
   F(cupreempt_control, sm_lanes);
   printf("sizeof.control %zu\n", sizeof(cupreempt_control));
   F(cupreempt_launch, control); F(cupreempt_launch, total_tasks); F(cupreempt_launch, grid_x);
@@ -171,7 +181,8 @@ int main(void) {
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
-  F(cupreempt_host, yield_ns); F(cupreempt_host, lanes);
+  F(cupreempt_host, yield_ns); F(cupreempt_host, run_ns); F(cupreempt_host, launch);
+  F(cupreempt_host, lanes);
   printf("sizeof.host %zu\n", sizeof(cupreempt_host));
   return 0;
 }
@@ -206,6 +217,7 @@ int main(void) {
             at!("cupreempt_control", ControlBlock, finished),
             at!("cupreempt_control", ControlBlock, main_left),
             at!("cupreempt_control", ControlBlock, yield_ns),
+            at!("cupreempt_control", ControlBlock, start_ns),
             at!("cupreempt_control", ControlBlock, sm_mask),
             at!("cupreempt_control", ControlBlock, sm_lanes),
             ("sizeof.control", size_of::<ControlBlock>()),
@@ -226,6 +238,8 @@ int main(void) {
             at!("cupreempt_host", HostMirror, started),
             at!("cupreempt_host", HostMirror, done_tasks),
             at!("cupreempt_host", HostMirror, yield_ns),
+            at!("cupreempt_host", HostMirror, run_ns),
+            at!("cupreempt_host", HostMirror, launch),
             at!("cupreempt_host", HostMirror, lanes),
             ("sizeof.host", size_of::<HostMirror>()),
         ];

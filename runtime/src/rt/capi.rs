@@ -3,7 +3,10 @@
 //! (`CUPREEMPT_ERROR_UNKNOWN_HANDLE`), not a crash. Every function checks its pointers before it
 //! touches anything, returns a status code, and never unwinds into C.
 
-use super::{Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
+use super::history::LaunchKey;
+use super::{
+    Error, Function, Kernel, KernelArgs, LaunchConfig, Original, Runtime, StreamRef, Target,
+};
 use crate::smset::{SmSet, MAX_SMS};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -117,6 +120,52 @@ unsafe fn target(sm_mask: *const c_uint) -> Target {
     Target::Sms(SmSet::from_words(words))
 }
 
+/// The launch's arguments and configuration, checked.
+///
+/// # Safety
+/// As for `cupreempt_rt_launch`.
+unsafe fn launch_request(
+    func: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    args: *const *const c_void,
+    sizes: *const usize,
+    nargs: usize,
+) -> Result<(KernelArgs, LaunchConfig), Error> {
+    if func.is_null() || grid.is_null() || block.is_null() {
+        return Err(Error::InvalidArgument("null func, grid, block or out"));
+    }
+    if nargs > 0 && (args.is_null() || sizes.is_null()) {
+        return Err(Error::InvalidArgument("null args or sizes"));
+    }
+    let mut kargs = KernelArgs::new();
+    for i in 0..nargs {
+        let (p, n) = (*args.add(i), *sizes.add(i));
+        if p.is_null() {
+            return Err(Error::InvalidArgument("null argument pointer"));
+        }
+        kargs.push_raw(p, n);
+    }
+    let smem = u32::try_from(smem)
+        .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
+    let cfg = LaunchConfig::new(
+        [*grid, *grid.add(1), *grid.add(2)],
+        [*block, *block.add(1), *block.add(2)],
+        smem,
+    );
+    Ok((kargs, cfg))
+}
+
+/// Registers a launched kernel and returns its handle.
+fn register(k: Kernel) -> Handle {
+    let mut reg = lock(registry());
+    reg.next += 1;
+    let h = reg.next;
+    reg.kernels.insert(h, Arc::new(Mutex::new(k)));
+    h
+}
+
 /// Launches the persistent wrapper `func` for the original launch `grid`/`block`/`smem` on
 /// `stream`. `args[i]` points to parameter i (after `cupreempt_launch`), `sizes[i]` bytes.
 ///
@@ -137,27 +186,10 @@ pub unsafe extern "C" fn cupreempt_rt_launch(
     out: *mut Handle,
 ) -> c_int {
     guard(|| {
-        if func.is_null() || grid.is_null() || block.is_null() || out.is_null() {
+        if out.is_null() {
             return Err(Error::InvalidArgument("null func, grid, block or out"));
         }
-        if nargs > 0 && (args.is_null() || sizes.is_null()) {
-            return Err(Error::InvalidArgument("null args or sizes"));
-        }
-        let mut kargs = KernelArgs::new();
-        for i in 0..nargs {
-            let (p, n) = (*args.add(i), *sizes.add(i));
-            if p.is_null() {
-                return Err(Error::InvalidArgument("null argument pointer"));
-            }
-            kargs.push_raw(p, n);
-        }
-        let smem = u32::try_from(smem)
-            .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
-        let mut cfg = LaunchConfig::new(
-            [*grid, *grid.add(1), *grid.add(2)],
-            [*block, *block.add(1), *block.add(2)],
-            smem,
-        );
+        let (kargs, mut cfg) = launch_request(func, grid, block, smem, args, sizes, nargs)?;
         cfg.chunk = chunk;
         cfg.budget_ns = budget_ns;
         let rt = current_runtime()?;
@@ -167,13 +199,99 @@ pub unsafe extern "C" fn cupreempt_rt_launch(
             StreamRef::from_raw(stream.cast()),
             &kargs,
         )?;
-        let mut reg = lock(registry());
-        reg.next += 1;
-        let h = reg.next;
-        reg.kernels.insert(h, Arc::new(Mutex::new(k)));
-        *out = h;
+        *out = register(k);
         Ok(())
     })
+}
+
+/// Not an error: the caller launches the original kernel as written (see
+/// `cupreempt_rt_launch_or_original`).
+pub const CUPREEMPT_RUN_ORIGINAL: c_int = 9;
+
+/// As `cupreempt_rt_launch`, but the runtime may answer `CUPREEMPT_RUN_ORIGINAL` (handle 0)
+/// where a preemptible launch would not pay or cannot work: a short launch (see
+/// `history.rs`) or a stream being captured into a graph. Then the caller launches the
+/// original kernel itself. With `CUPREEMPT_VERBOSE` set, each reason is said once per kernel
+/// and configuration.
+///
+/// # Safety
+/// As for `cupreempt_rt_launch`.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
+    func: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    stream: *mut c_void,
+    args: *const *const c_void,
+    sizes: *const usize,
+    nargs: usize,
+    chunk: c_uint,
+    budget_ns: c_uint,
+    out: *mut Handle,
+) -> c_int {
+    let mut original = None;
+    let status = guard(|| {
+        if out.is_null() {
+            return Err(Error::InvalidArgument("null func, grid, block or out"));
+        }
+        let (kargs, mut cfg) = launch_request(func, grid, block, smem, args, sizes, nargs)?;
+        cfg.chunk = chunk;
+        cfg.budget_ns = budget_ns;
+        super::driver::init()?;
+        // Before anything else: the runtime's first use allocates, which a capture forbids.
+        if super::driver::is_capturing(stream.cast())? {
+            original = Some(Original::Capture);
+        }
+        let key = LaunchKey {
+            func: func as usize,
+            grid: cfg.grid,
+            block: cfg.block,
+            smem: cfg.shared_mem_bytes,
+        };
+        let rt = current_runtime()?;
+        if original.is_none() {
+            original = rt.inner.history.choose(&key);
+        }
+        if let Some(why) = original {
+            *out = 0;
+            say_once(key, why);
+            return Ok(());
+        }
+        let k = rt.launch(
+            &Function::from_raw(func.cast()),
+            &cfg,
+            StreamRef::from_raw(stream.cast()),
+            &kargs,
+        )?;
+        let (mirror, number) = k.mirror();
+        rt.inner.history.launched(key, mirror, number);
+        *out = register(k);
+        Ok(())
+    });
+    match (status, original) {
+        (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
+        _ => status,
+    }
+}
+
+/// `CUPREEMPT_VERBOSE`: why launches run the original kernel, once per kernel, configuration
+/// and kind of reason.
+fn say_once(key: LaunchKey, why: Original) {
+    static VERBOSE: OnceLock<bool> = OnceLock::new();
+    static SAID: Mutex<Vec<(LaunchKey, bool)>> = Mutex::new(Vec::new());
+    if !*VERBOSE.get_or_init(|| std::env::var_os("CUPREEMPT_VERBOSE").is_some()) {
+        return;
+    }
+    let kind = matches!(why, Original::Capture);
+    let mut said = lock(&SAID);
+    if said.len() < 1024 && !said.contains(&(key, kind)) {
+        said.push((key, kind));
+        eprintln!(
+            "cupreempt: grid {:?} block {:?}: launching the original kernel: {why}",
+            key.grid, key.block
+        );
+    }
 }
 
 /// Preempts on every SM (`sm_mask` null) or on the SMs whose bits are set in `sm_mask[8]`.
@@ -318,6 +436,7 @@ pub extern "C" fn cupreempt_rt_status_string(status: c_int) -> *const c_char {
         6 => c"already preempted",
         7 => c"not preempted",
         8 => c"internal error in the runtime",
+        9 => c"run the original kernel",
         _ => c"unknown status",
     };
     s.as_ptr()

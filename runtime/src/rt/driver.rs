@@ -21,11 +21,15 @@ pub fn driver_available() -> bool {
 pub fn init() -> Result<()> {
     static INIT: OnceLock<Result<()>> = OnceLock::new();
     INIT.get_or_init(|| {
+        super::trace_setup("start");
         if !driver_available() {
             return Err(Error::NoDriver);
         }
+        super::trace_setup("libcuda found");
         // SAFETY: the library is present; cuInit may be called any number of times.
-        check("cuInit", unsafe { sys::cuInit(0) })
+        let r = check("cuInit", unsafe { sys::cuInit(0) });
+        super::trace_setup("driver API loaded, cuInit");
+        r
     })
     .clone()
 }
@@ -72,6 +76,13 @@ macro_rules! drv {
 pub(crate) use drv;
 
 /// Makes `ctx` current on the calling thread if it is not already.
+/// Whether `stream` is being captured into a graph (an invalidated capture counts).
+pub fn is_capturing(stream: CUstream) -> Result<bool> {
+    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+    drv!(cuStreamIsCapturing(stream, &mut status))?;
+    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+}
+
 pub fn make_current(ctx: CUcontext) -> Result<()> {
     let mut cur: CUcontext = std::ptr::null_mut();
     drv!(cuCtxGetCurrent(&mut cur))?;

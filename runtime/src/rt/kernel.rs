@@ -114,6 +114,8 @@ pub struct Kernel {
     cfg: LaunchConfig,
     params: LaunchParams,
     mirror: Mirror,
+    /// The launch's number (also in the mirror's `launch`).
+    number: u64,
     args: KernelArgs,
     per_sm: u32,
     command: Command,
@@ -148,7 +150,12 @@ impl Runtime {
         let tasks = cfg.tasks(&rt.limits)?;
         rt.current()?;
         let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
+        super::trace_setup("occupancy");
         let slot = rt.acquire_slot(stream)?;
+        super::trace_setup("control block");
+        let number = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
+        // SAFETY: the slot is ours; kernels never write `launch`.
+        unsafe { addr_of_mut!((*slot.mirror.host).launch).write_volatile(number) };
         if super::timing() {
             rt.keep_clock()?;
         }
@@ -169,6 +176,7 @@ impl Runtime {
                 progress_shift: progress_shift(tasks),
             },
             mirror: slot.mirror,
+            number,
             args: args.clone(),
             per_sm,
             command: Command::default(),
@@ -182,6 +190,7 @@ impl Runtime {
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.limits.sm_count, tasks);
         k.launch_instance(stream, blocks)?;
+        super::trace_setup("launch and end event");
         k.params.first = 0; // every later instance is a resumed one
         Ok(k)
     }
@@ -216,6 +225,11 @@ impl Kernel {
         let end = self.record(stream, super::timing())?;
         self.instances.push(Instance { blocks, end });
         Ok(())
+    }
+
+    /// The host mirror and the launch's number (for the launch history).
+    pub(crate) fn mirror(&self) -> (Mirror, u64) {
+        (self.mirror, self.number)
     }
 
     /// The control block's device address.

@@ -27,6 +27,7 @@ mod command;
 mod config;
 pub(crate) mod driver;
 mod error;
+mod history;
 mod kernel;
 mod pool;
 mod runtime;
@@ -48,9 +49,38 @@ pub fn set_event_timing(on: bool) {
 pub(crate) fn timing() -> bool {
     EVENT_TIMING.load(Ordering::Relaxed)
 }
+
+/// `CUPREEMPT_TRACE_SETUP=1`: the runtime's one-time setup, step by step, on stderr: each
+/// step with the host time since the previous one (the first call only starts the clock).
+/// The first 40 lines only: the per-launch steps would repeat for ever.
+pub(crate) fn trace_setup(step: &str) {
+    use std::sync::{Mutex, OnceLock};
+    use std::time::Instant;
+    static ON: OnceLock<bool> = OnceLock::new();
+    static LAST: Mutex<(Option<Instant>, u32)> = Mutex::new((None, 0));
+    if !*ON.get_or_init(|| std::env::var_os("CUPREEMPT_TRACE_SETUP").is_some()) {
+        return;
+    }
+    let now = Instant::now();
+    let mut guard = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    let (last, lines) = &mut *guard;
+    if *lines >= 40 {
+        return;
+    }
+    *lines += 1;
+    match *last {
+        Some(prev) => eprintln!(
+            "cupreempt setup: {step}: {:.1} us",
+            (now - prev).as_secs_f64() * 1e6
+        ),
+        None => eprintln!("cupreempt setup: {step}"),
+    }
+    *last = Some(now);
+}
 pub use config::{persistent_blocks, LaunchConfig, Limits};
 pub use driver::{driver_available, CUstream};
 pub use error::{Error, Result};
+pub use history::Original;
 pub use kernel::StreamRef;
 pub use kernel::{Kernel, KernelArgs, Progress};
 pub use runtime::{Function, Module, Runtime};

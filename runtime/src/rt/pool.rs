@@ -8,9 +8,12 @@ use super::runtime::Inner;
 use crate::control::{ControlBlock, HostMirror};
 use cudarc::driver::sys;
 
-/// Control blocks are handed out from slabs of this many (320 KiB each). A host that runs far
-/// ahead of the GPU retires slots faster than their kernels finish, and then needs new slabs.
-const SLAB_SLOTS: usize = 256;
+/// Control blocks are handed out from slabs. The first slab is small, so that the first launch
+/// of a program allocates and pins little (it waits for both); each new slab doubles, up to
+/// `MAX_SLAB_SLOTS` (a host that runs far ahead of the GPU retires slots faster than their
+/// kernels finish, and then needs new slabs).
+const FIRST_SLAB_SLOTS: usize = 16;
+const MAX_SLAB_SLOTS: usize = 256;
 /// Each control block starts on its own 256-byte boundary.
 const SLOT_BYTES: usize = std::mem::size_of::<ControlBlock>().next_multiple_of(256);
 /// Each host mirror starts on its own cache line.
@@ -40,6 +43,8 @@ pub(crate) struct Retired {
 /// stream and handed out again. Launches thus never zero anything on the application's stream.
 struct Slab {
     base: CUdeviceptr,
+    /// Slots in the slab.
+    slots: usize,
     /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated.
     mirrors: *mut u8,
     mirrors_device: u64,
@@ -59,8 +64,8 @@ pub(super) struct Pool {
 }
 
 /// Pinned, device-mapped, zeroed memory for a slab's host mirrors: (host, device) addresses.
-fn alloc_mirrors() -> Result<(*mut u8, u64)> {
-    let bytes = MIRROR_BYTES * SLAB_SLOTS;
+fn alloc_mirrors(slots: usize) -> Result<(*mut u8, u64)> {
+    let bytes = MIRROR_BYTES * slots;
     let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
     drv!(cuMemHostAlloc(
         &mut host,
@@ -88,7 +93,7 @@ impl Pool {
         housekeeping: CUstream,
         stream: CUstream,
     ) -> Result<Slot> {
-        let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < SLAB_SLOTS);
+        let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < p.slabs[c].slots);
         if usable(self).is_none() {
             self.current = None;
             for i in 0..self.slabs.len() {
@@ -102,7 +107,7 @@ impl Pool {
                     drv!(cuMemsetD8Async(
                         slab.base,
                         0,
-                        SLOT_BYTES * SLAB_SLOTS,
+                        SLOT_BYTES * slab.slots,
                         housekeeping
                     ))?;
                     let zeroed = rt.event(false)?;
@@ -114,16 +119,19 @@ impl Pool {
             }
         }
         if self.current.is_none() {
+            let slots = self
+                .slabs
+                .last()
+                .map_or(FIRST_SLAB_SLOTS, |s| (2 * s.slots).min(MAX_SLAB_SLOTS));
+            // Another thread may be capturing a stream into a graph, where allocating would
+            // invalidate its capture in the default (global) mode; ours is no stream work.
+            let _relaxed = RelaxedCapture::new();
             let mut base: CUdeviceptr = 0;
-            drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * SLAB_SLOTS))?;
+            drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
             // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
-            drv!(cuMemsetD8Async(
-                base,
-                0,
-                SLOT_BYTES * SLAB_SLOTS,
-                housekeeping
-            ))?;
-            let (mirrors, mirrors_device) = match alloc_mirrors() {
+            drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * slots, housekeeping))?;
+            super::trace_setup("slab of control blocks (device memory)");
+            let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
                 Ok(m) => m,
                 Err(e) => {
                     // SAFETY: just allocated, nothing uses it yet but the memset, which is
@@ -132,10 +140,12 @@ impl Pool {
                     return Err(e);
                 }
             };
+            super::trace_setup("slab's host mirrors (pinned memory)");
             let zeroed = rt.event(false)?;
             zeroed.record_on(housekeeping)?;
             self.slabs.push(Slab {
                 base,
+                slots,
                 mirrors,
                 mirrors_device,
                 next: 0,
@@ -178,11 +188,10 @@ impl Pool {
 
     /// Gives a control block back; it is reused once `r.events` are done.
     pub fn retire(&mut self, r: Retired) {
-        let span = (SLOT_BYTES * SLAB_SLOTS) as u64;
         if let Some(slab) = self
             .slabs
             .iter_mut()
-            .find(|s| r.slot >= s.base && r.slot < s.base + span)
+            .find(|s| r.slot >= s.base && r.slot < s.base + (SLOT_BYTES * s.slots) as u64)
         {
             slab.retired.push(r);
         }
@@ -209,7 +218,7 @@ impl Pool {
 
 /// True when every slot of `slab` is retired and all their work is done.
 fn drained(slab: &mut Slab) -> Result<bool> {
-    if slab.retired.len() < SLAB_SLOTS {
+    if slab.retired.len() < slab.slots {
         return Ok(false);
     }
     while slab.done < slab.retired.len() {
@@ -221,4 +230,24 @@ fn drained(slab: &mut Slab) -> Result<bool> {
         slab.done += 1;
     }
     Ok(true)
+}
+
+/// Relaxed stream-capture mode for the calling thread while it lives (see `Pool::acquire`).
+struct RelaxedCapture(sys::CUstreamCaptureMode);
+
+impl RelaxedCapture {
+    fn new() -> RelaxedCapture {
+        let mut mode = sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED;
+        // SAFETY: exchanges a thread-local setting; restored on drop.
+        unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+        RelaxedCapture(mode)
+    }
+}
+
+impl Drop for RelaxedCapture {
+    fn drop(&mut self) {
+        let mut mode = self.0;
+        // SAFETY: as in new.
+        unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+    }
 }

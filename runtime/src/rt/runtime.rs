@@ -5,10 +5,12 @@ use super::clock::GpuClock;
 use super::config::Limits;
 use super::driver::{self, drv, CUcontext, CUdevice, CUfunction, CUstream, Event, Stream};
 use super::error::{Error, Result};
+use super::history::History;
 use super::pool::{Pool, Retired, Slot};
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Streams for resumed instances.
@@ -34,6 +36,10 @@ pub(crate) struct Inner {
     /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
     pub resume_launches: std::sync::atomic::AtomicBool,
     pool: Mutex<Pool>,
+    /// How long earlier launches ran: which launches of the C ABI run the original kernel.
+    pub history: History,
+    /// Launches so far (each launch's number, written into its host mirror).
+    pub launches: AtomicU64,
     events: Mutex<Vec<Event>>,
     /// Events and %globaltimer on one time line (latency measurements), once asked for: the
     /// newest clock, and the one before it while the newest one's stamp may still be pending.
@@ -112,15 +118,23 @@ impl Runtime {
         };
         let (mut least, mut greatest) = (0, 0);
         drv!(cuCtxGetStreamPriorityRange(&mut least, &mut greatest))?;
+        super::trace_setup("device attributes");
+        let control = Stream::new(greatest)?;
+        let housekeeping = Stream::new(least)?;
+        super::trace_setup("control and housekeeping streams");
+        let resume = (0..RESUME_STREAMS)
+            .map(|_| Stream::new(least))
+            .collect::<Result<_>>()?;
+        super::trace_setup("resume streams");
         Ok(Runtime {
             inner: Arc::new(Inner {
                 ctx,
                 limits,
-                control: Stream::new(greatest)?,
-                housekeeping: Stream::new(least)?,
-                resume: (0..RESUME_STREAMS)
-                    .map(|_| Stream::new(least))
-                    .collect::<Result<_>>()?,
+                control,
+                housekeeping,
+                resume,
+                history: History::from_env(),
+                launches: AtomicU64::new(0),
                 next_resume: Default::default(),
                 resume_launches: std::sync::atomic::AtomicBool::new(true),
                 clocks: Mutex::new(Vec::new()),
