@@ -27,6 +27,10 @@ for line in open(sys.argv[1]):
 for (form, k), v in sorted(rows.items()):
     print(f"median {form:9s} {k:18s} {statistics.median(v):9.1f}")
 PY
-echo "steady state:"
+echo "one first launch, the runtime's setup step by step:"
+CUPREEMPT_TRACE_SETUP=1 "$work/launch_path" first cupreempt
+echo "steady state (short launches run the original kernel):"
 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
+echo "steady state, every launch preemptible (CUPREEMPT_SHORT_US=0):"
+CUPREEMPT_SHORT_US=0 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
 rm -rf "$work"
