@@ -6,14 +6,16 @@
 //! decides, per kernel, whether and how it is transformed.
 
 mod body;
+mod pragmas;
 mod predicate;
 mod scan;
 mod shared;
 mod uniformity;
 
 pub use body::{callee_name, BarrierSite, BodyFacts, Call, ReturnSite};
+pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
-pub use scan::{FunctionSite, LaunchSite, Linkage, MacroFacts, Param, Pragmas, TemplateParam};
+pub use scan::{FunctionSite, LaunchSite, Linkage, MacroFacts, Param, TemplateParam};
 
 use crate::diagnostics::{Code, Diagnostic};
 use crate::options::Options;
@@ -211,7 +213,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
                 plan.mode = Some(mode);
                 plan.hazard = hazard;
                 reached.extend(reach);
-                let (chunk, budget) = opts.chunking_for(&plan.site.name, &plan.site.pragmas);
+                let (chunk, budget) = pragmas::chunking(opts, &plan.site.name, &plan.site.pragmas);
                 plan.chunk = chunk;
                 plan.budget_ns = budget;
                 if mode == SyncMode::Predicated {

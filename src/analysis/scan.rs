@@ -1,6 +1,7 @@
 //! Finding the pieces of a translation unit: kernels, device helpers, their declarations, launch
 //! sites, macros and `#pragma cupreempt` lines.
 
+use super::pragmas::{self, Pragmas};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use crate::parse;
@@ -50,13 +51,6 @@ pub struct TemplateParam {
     pub arg: String,
     pub pack: bool,
     pub has_default: bool,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Pragmas {
-    pub chunk: Option<u32>,
-    pub budget_us: Option<u32>,
-    pub skip: bool,
 }
 
 /// A function definition or declaration with CUDA execution-space qualifiers.
@@ -373,7 +367,7 @@ impl<'t> Scanner<'t, '_> {
         let body = func
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
-        let pragmas = self.pragmas(outer);
+        let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
         Some(FunctionSite {
             name,
             scope: scope.to_vec(),
@@ -502,49 +496,6 @@ impl<'t> Scanner<'t, '_> {
         out
     }
 
-    fn pragmas(&mut self, outer: Node<'t>) -> Pragmas {
-        let k = kinds();
-        let mut p = Pragmas::default();
-        let mut sib = outer.prev_sibling();
-        while let Some(s) = sib {
-            if s.kind_id() == k.comment {
-                sib = s.prev_sibling();
-                continue;
-            }
-            if s.kind_id() != k.preproc_call {
-                break;
-            }
-            let directive = s
-                .child_by_field_id(crate::lang::fields().directive)
-                .map(|d| text(d, self.src))
-                .unwrap_or("");
-            let arg = s
-                .child_by_field_id(crate::lang::fields().argument)
-                .map(|a| text(a, self.src).trim())
-                .unwrap_or("");
-            if directive != "#pragma" {
-                break;
-            }
-            if let Some(rest) = arg.strip_prefix("cupreempt") {
-                if let Err(why) = parse_pragma(rest.trim(), &mut p) {
-                    self.found.diagnostics.push(
-                        Diagnostic::new(
-                            Code::BadPragma,
-                            format!(
-                                "`#pragma cupreempt {}` is not understood: {why}",
-                                rest.trim()
-                            ),
-                        )
-                        .label(s.byte_range(), "ignored")
-                        .help("known: `#pragma cupreempt chunk(N)`, `budget_us(N)`, `skip`"),
-                    );
-                }
-            }
-            sib = s.prev_sibling();
-        }
-        p
-    }
-
     fn launch_site(&self, call: Node<'t>, in_device: bool) -> Option<LaunchSite<'t>> {
         let k = kinds();
         let callee = call.child_by_field_id(crate::lang::fields().function)?;
@@ -665,32 +616,6 @@ fn find_function_declarator(func: Node) -> Option<Node> {
     }
 }
 
-fn parse_pragma(s: &str, p: &mut Pragmas) -> Result<(), String> {
-    for item in s.split_whitespace() {
-        if item == "skip" {
-            p.skip = true;
-            continue;
-        }
-        let (key, val) = item
-            .strip_suffix(')')
-            .and_then(|i| i.split_once('('))
-            .ok_or_else(|| format!("expected `key(value)`, found `{item}`"))?;
-        let n: u32 = val
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{val}` is not a whole number"))?;
-        if n == 0 {
-            return Err(format!("`{key}` must be at least 1"));
-        }
-        match key {
-            "chunk" => p.chunk = Some(n),
-            "budget_us" => p.budget_us = Some(n),
-            _ => return Err(format!("unknown key `{key}`")),
-        }
-    }
-    Ok(())
-}
-
 fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
     let bytes = s.as_bytes();
     let mut i = 0;
@@ -796,18 +721,6 @@ fn close_macros(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFa
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn pragma_keys() {
-        let mut p = Pragmas::default();
-        parse_pragma("chunk(8) budget_us(50)", &mut p).unwrap();
-        assert_eq!((p.chunk, p.budget_us, p.skip), (Some(8), Some(50), false));
-        assert!(parse_pragma("chunk(0)", &mut p).is_err());
-        assert!(parse_pragma("chunky(3)", &mut p).is_err());
-        assert!(parse_pragma("chunk", &mut p).is_err());
-        parse_pragma("skip", &mut p).unwrap();
-        assert!(p.skip);
-    }
 
     #[test]
     fn macro_tokens() {
