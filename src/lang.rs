@@ -277,6 +277,17 @@ pub fn inside_lambda(n: Node, stop: Node) -> bool {
     false
 }
 
+/// The expression inside any number of parentheses.
+pub fn strip_parens(mut n: Node) -> Node {
+    while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {
+        match n.named_child(0) {
+            Some(x) => n = x,
+            None => break,
+        }
+    }
+    n
+}
+
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }

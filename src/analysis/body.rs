@@ -1,8 +1,9 @@
 //! Facts about one function body: virtual built-ins read, calls, barriers, returns, macro uses,
 //! and constructs that make the kernel impossible to transform.
 
-use super::scan::MacroFacts;
-use super::uniformity::{descendants, is_loop, Uniformity};
+use super::flow::{descendants, is_loop};
+use super::macros::MacroFacts;
+use super::uniformity::Uniformity;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet};
