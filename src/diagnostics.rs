@@ -109,6 +109,25 @@ pub struct Label {
     pub message: String,
 }
 
+/// A kernel of the file: its index in the analysis' list of kernels, which is in source order.
+/// Kernels can share a name (overloads, namespaces); their ids differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelId(pub usize);
+
+/// The kernel a diagnostic concerns: its id, and its name as reports show it (JSON output
+/// carries the name only).
+#[derive(Debug, Clone)]
+pub struct KernelTag {
+    pub id: KernelId,
+    pub name: String,
+}
+
+impl Serialize for KernelTag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name)
+    }
+}
+
 /// One finding about one place in one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Diagnostic {
@@ -117,7 +136,7 @@ pub struct Diagnostic {
     pub severity: Level,
     pub message: String,
     /// The kernel concerned, if any.
-    pub kernel: Option<String>,
+    pub kernel: Option<KernelTag>,
     pub labels: Vec<Label>,
     pub help: Option<String>,
 }
@@ -137,8 +156,11 @@ impl Diagnostic {
             help: None,
         }
     }
-    pub fn kernel(mut self, name: &str) -> Self {
-        self.kernel = Some(name.to_string());
+    pub fn kernel(mut self, id: KernelId, name: &str) -> Self {
+        self.kernel = Some(KernelTag {
+            id,
+            name: name.to_string(),
+        });
         self
     }
     pub fn label(mut self, range: std::ops::Range<usize>, message: impl Into<String>) -> Self {

@@ -37,6 +37,8 @@ pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
 pub use sites::{FunctionSite, LaunchSite, Linkage, Param, TemplateParam};
 
+pub use crate::diagnostics::KernelId;
+
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::text;
 use crate::options::Options;
@@ -67,6 +69,8 @@ impl SyncMode {
 
 #[derive(Debug)]
 pub struct KernelPlan<'t> {
+    /// Its index in `Analysis::kernels`.
+    pub id: KernelId,
     pub site: FunctionSite<'t>,
     pub facts: BodyFacts<'t>,
     /// None when the kernel is left untouched (see the diagnostics).
@@ -77,6 +81,9 @@ pub struct KernelPlan<'t> {
     pub prior_declarations: Vec<FunctionSite<'t>>,
     /// Another transformed kernel has the same name in the same scope.
     pub overloaded: bool,
+    /// How many transformed kernels of the same name (any scope) come before this one: it
+    /// numbers the launch types of overloads.
+    pub ordinal: usize,
     /// The thread-dependent return and the barrier it reaches (predicated kernels).
     pub hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
     /// How the body is predicated (predicated kernels).
@@ -92,18 +99,21 @@ impl<'t> KernelPlan<'t> {
 
     /// The plan before the decision: left untouched until `decide` says otherwise.
     fn untouched(
+        id: KernelId,
         site: FunctionSite<'t>,
         facts: BodyFacts<'t>,
         declarations: &[FunctionSite<'t>],
         may_use_shared: bool,
     ) -> Self {
         KernelPlan {
+            id,
             prior_declarations: callgraph::prior_declarations(declarations, &site),
             may_use_shared,
             chunk: 0,
             budget_ns: 0,
             mode: None,
             overloaded: false,
+            ordinal: 0,
             hazard: None,
             predication: None,
             site,
@@ -132,12 +142,6 @@ pub struct Analysis<'t> {
     pub include_at: usize,
 }
 
-impl Analysis<'_> {
-    pub fn kernel(&self, name: &str) -> Option<&KernelPlan<'_>> {
-        self.kernels.iter().find(|k| k.site.name == name)
-    }
-}
-
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
     let found = scan::scan(root, src);
     let mut diagnostics = found.diagnostics;
@@ -145,27 +149,33 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     let graph = CallGraph::build(&mut helpers);
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let mut kernels = Vec::new();
-    for site in found.kernels {
+    for (i, site) in found.kernels.into_iter().enumerate() {
         let facts = body::facts(site.body, src, &found.macros, true);
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
-        let mut plan = KernelPlan::untouched(site, facts, &found.declarations, may_use_shared);
+        let mut plan = KernelPlan::untouched(
+            KernelId(i),
+            site,
+            facts,
+            &found.declarations,
+            may_use_shared,
+        );
         match decide::decide(&plan, opts, &helpers, &graph) {
             Ok((mode, reach, hazard)) => {
                 for i in reach {
                     helpers[i].reached = true;
                 }
                 let note = transformed(&mut plan, mode, hazard, opts, src, &found.macros);
-                diagnostics.extend(note.map(|d| d.kernel(&plan.site.name)));
+                diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
             }
             Err(refusals) => {
-                let name = &plan.site.name;
-                diagnostics.extend(refusals.into_iter().map(|d| d.kernel(name)));
+                let (id, name) = (plan.id, &plan.site.name);
+                diagnostics.extend(refusals.into_iter().map(|d| d.kernel(id, name)));
             }
         }
         kernels.push(plan);
     }
-    mark_overloads(&mut kernels);
+    number_overloads(&mut kernels);
     Analysis {
         kernels,
         helpers,
@@ -257,15 +267,18 @@ fn transformed<'t>(
     }
 }
 
-/// Transformed kernels sharing a name in one scope need the deducing launch form.
-fn mark_overloads(kernels: &mut [KernelPlan]) {
+/// Transformed kernels sharing a name in one scope need the deducing launch form; each
+/// transformed kernel gets its ordinal among the transformed kernels of its name.
+fn number_overloads(kernels: &mut [KernelPlan]) {
     for i in 0..kernels.len() {
-        let same = kernels.iter().enumerate().any(|(j, o)| {
-            j != i
-                && o.transformed()
-                && o.site.name == kernels[i].site.name
-                && o.site.scope == kernels[i].site.scope
-        });
-        kernels[i].overloaded = same;
+        let k = &kernels[i];
+        let namesake = |o: &&KernelPlan| o.transformed() && o.site.name == k.site.name;
+        let overloaded = kernels
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
+        let ordinal = kernels[..i].iter().filter(namesake).count();
+        kernels[i].overloaded = overloaded;
+        kernels[i].ordinal = ordinal;
     }
 }

@@ -37,9 +37,9 @@ pub fn capped_wrapper_name(k: &str) -> String {
 }
 /// Holds a kernel to 32 registers whatever its block size (65536 registers / 2048 threads).
 const CAP_32_REGISTERS: &str = "__launch_bounds__(1024, 2) ";
-pub fn kernels_struct(plan: &KernelPlan, ordinal: usize) -> String {
+pub fn kernels_struct(plan: &KernelPlan) -> String {
     if plan.overloaded {
-        format!("{}__cupreempt_kernels_{ordinal}", plan.site.name)
+        format!("{}__cupreempt_kernels_{}", plan.site.name, plan.ordinal)
     } else {
         format!("{}__cupreempt_kernels", plan.site.name)
     }
@@ -55,7 +55,6 @@ pub fn needs_selector(plan: &KernelPlan) -> bool {
 
 pub fn rewrite(
     plan: &KernelPlan,
-    ordinal: usize,
     src: &str,
     ctx_helpers: &BTreeSet<&str>,
     compact: bool,
@@ -141,10 +140,10 @@ pub fn rewrite(
                 wrapper_params(&decl.params)
             ));
         }
-        early.push_str(&launch_types(plan, ordinal, &decl));
+        early.push_str(&launch_types(plan, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
     } else {
-        out.push_str(&launch_types(plan, ordinal, &h));
+        out.push_str(&launch_types(plan, &h));
     }
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
 }
@@ -279,9 +278,9 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
 }
 
 /// `K__cupreempt_kernels` (and `K__cupreempt_select` for templates and overloads).
-fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
+fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     let k = &plan.site;
-    let s = kernels_struct(plan, ordinal);
+    let s = kernels_struct(plan);
     let targs = if k.is_template() {
         format!("<{}>", k.template_args())
     } else {

@@ -39,14 +39,8 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool) -> Rewrite {
         .filter(|h| h.needs_ctx && h.reached)
         .map(|h| h.site.name.as_str())
         .collect();
-    for (i, k) in a.kernels.iter().enumerate() {
-        if k.transformed() {
-            let ordinal = a.kernels[..i]
-                .iter()
-                .filter(|o| o.transformed() && o.site.name == k.site.name)
-                .count();
-            kernel::rewrite(k, ordinal, src, &ctx_helpers, compact, &mut edits);
-        }
+    for k in a.kernels.iter().filter(|k| k.transformed()) {
+        kernel::rewrite(k, src, &ctx_helpers, compact, &mut edits);
     }
     for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
         helper::rewrite(h, src, &ctx_helpers, compact, &mut edits);
