@@ -93,13 +93,13 @@ pub fn transform(
     file_name: &str,
     opts: &Options,
 ) -> Result<Transformed, TransformError> {
-    if let Some(at) = src.find(crate::rewrite::INCLUDE.trim_end()) {
+    if let Some(at) = src.find(crate::vocab::INCLUDE.trim_end()) {
         let d = Diagnostic::new(
             Code::AlreadyTransformed,
             "this file already includes cupreempt.cuh: it was transformed before",
         )
         .label(
-            at..at + crate::rewrite::INCLUDE.trim_end().len(),
+            at..at + crate::vocab::INCLUDE.trim_end().len(),
             "output of an earlier run",
         )
         .help("transform the original file instead");

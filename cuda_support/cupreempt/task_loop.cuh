@@ -5,6 +5,8 @@
 //                                               from __cp (local shadows)
 //   K(params)                                   the original symbol: body with NativeCtx
 //   K__cupreempt(cupreempt_launch, params)      the persistent wrapper: run_tasks() below
+// The transformer spells these names, and NativeCtx, TaskCtx, run_tasks, live_value and
+// __cp_live below, from one place: src/vocab.rs. A change to one must change the other.
 #pragma once
 #include "control.h"
 

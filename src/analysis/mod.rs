@@ -42,6 +42,7 @@ pub use crate::diagnostics::KernelId;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::text;
 use crate::options::Options;
+use crate::vocab::CTX_LIVE;
 use callgraph::CallGraph;
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -257,7 +258,7 @@ fn transformed<'t>(
                 )
                 .label(ret.range(), "this return depends on the thread")
                 .label(bar.range(), "and this barrier can follow it")
-                .help("a returned thread stays with `__cp_live` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions"),
+                .help(format!("a returned thread stays with `{CTX_LIVE}` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions")),
             )
         }
         Err(d) => {

@@ -7,6 +7,7 @@ use super::sites::{FunctionSite, LaunchSite, Linkage, Param, TemplateParam};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use crate::parse;
+use crate::vocab;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use tree_sitter::Node;
@@ -304,7 +305,7 @@ impl<'t> Scanner<'t, '_> {
                     }
                     out.push(Param {
                         text: ptext,
-                        name: format!("__cp_arg{i}"),
+                        name: vocab::unnamed_param(i),
                         named: false,
                         pack,
                     });

@@ -1,10 +1,11 @@
 //! `k<<<grid, block, smem, stream>>>(args)` → `cupreempt::launch<K>(grid, block, smem, stream, args)`.
 
-use super::kernel::{kernels_struct, needs_selector, selector_name};
+use super::kernel::{kernels_struct, needs_selector};
 use crate::analysis::{Analysis, LaunchSite};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::lang::text;
+use crate::vocab::{selector_name, LAUNCH};
 
 pub fn rewrite(
     l: &LaunchSite,
@@ -71,7 +72,7 @@ pub fn rewrite(
     let stream = cfg.get(3).copied().unwrap_or("0");
     let sep = if l.arg_count > 0 { ", " } else { "" };
     let head = format!(
-        "cupreempt::launch<{kernels}>({}, {}, {smem}, {stream}{sep}",
+        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream}{sep}",
         cfg[0], cfg[1]
     );
     edits.push(Edit::replace(

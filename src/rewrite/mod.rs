@@ -8,16 +8,9 @@ mod predicate;
 use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
+use crate::vocab::{CTX, CTX_TYPE, INCLUDE};
 use std::collections::BTreeSet;
 use tree_sitter::Node;
-
-/// The task-context parameter every shared body and rewritten helper takes.
-pub const CTX: &str = "__cp";
-/// The predicated form's flag: the thread has not returned from the task.
-pub const CTX_LIVE: &str = "__cp_live";
-/// Its type parameter.
-pub const CTX_TYPE: &str = "CupreemptCtx";
-pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
 
 pub struct Rewrite {
     pub edits: Vec<Edit>,

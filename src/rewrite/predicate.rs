@@ -1,8 +1,9 @@
 //! Edits of the predicated form (see `analysis::predicate` for why and when).
 
-use super::{body_indent, opens_own_line, CTX_LIVE};
+use super::{body_indent, opens_own_line};
 use crate::analysis::{Predication, Step};
 use crate::edit::Edit;
+use crate::vocab::{after_label, CTX_LIVE, LIVE_VALUE};
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
@@ -36,7 +37,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                     tail.push_str(" }");
                 }
                 if let Some(n) = label {
-                    tail.push_str(&format!(" {}:;", label_name(*n)));
+                    tail.push_str(&format!(" {}:;", after_label(*n)));
                 }
                 if *braced {
                     tail.push_str(" }");
@@ -52,7 +53,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                 }
                 text.push_str(&format!("{CTX_LIVE} = false;"));
                 if let Some(n) = label {
-                    text.push_str(&format!(" goto {};", label_name(*n)));
+                    text.push_str(&format!(" goto {};", after_label(*n)));
                 }
                 if value.is_some() || label.is_some() {
                     text = format!("{{ {text} }}");
@@ -62,7 +63,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
             Step::LiveInit { value } => {
                 edits.push(Edit::insert(
                     value.start_byte(),
-                    format!("cupreempt::live_value({CTX_LIVE}, [&] {{ return "),
+                    format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
                 ));
                 edits.push(Edit::insert(value.end_byte(), "; })"));
             }
@@ -77,10 +78,6 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
             }
         }
     }
-}
-
-fn label_name(n: u32) -> String {
-    format!("__cp_after_{n}")
 }
 
 #[cfg(test)]
