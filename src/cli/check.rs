@@ -1,8 +1,9 @@
 //! `cupreempt check`
 
+use super::render::render;
 use super::{files, stderr_color, OutputFormat, SelectArgs};
 use clap::Args;
-use cupreempt::diagnostics::{render, Diagnostic};
+use cupreempt::diagnostics::Diagnostic;
 use cupreempt::KernelReport;
 use serde::Serialize;
 use std::path::PathBuf;
