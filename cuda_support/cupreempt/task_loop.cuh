@@ -12,7 +12,8 @@
 
 namespace cupreempt {
 
-// Default amount of work between two looks at the control word (DESIGN.md §3 item 4).
+// Default amount of work between two looks at the control word: it bounds how long a block
+// runs before it sees a preemption request.
 constexpr unsigned kDefaultBudgetNs = 20000;
 constexpr unsigned kMaxChunk = 1u << 16;
 // How long a parked block sleeps between two looks at its kernel's state.
@@ -315,7 +316,7 @@ static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* 
 #endif
 }
 
-// Stream order (DESIGN.md §3 item 9). The application's stream runs its next work when the
+// Stream order. The application's stream runs its next work when the
 // launch's first instance ends, so that instance must not end before every task has retired,
 // whatever preemptions happen. Its last block to leave the loop (the tail) therefore stays: it
 // waits while the kernel is preempted or while other instances finish their last tasks, goes

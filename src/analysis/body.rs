@@ -255,7 +255,7 @@ fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &Macr
 }
 
 /// The callee's last name: `f`, `ns::f`, `f<T>`.
-pub fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
+fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
     let k = kinds();
     let mut n = callee;
     loop {

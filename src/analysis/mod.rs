@@ -31,7 +31,7 @@ mod shared;
 mod sites;
 mod uniformity;
 
-pub use body::{callee_name, BarrierSite, BodyFacts, Call, ReturnSite};
+pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
 pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
@@ -85,8 +85,6 @@ pub struct KernelPlan<'t> {
     /// How many transformed kernels of the same name (any scope) come before this one: it
     /// numbers the launch types of overloads.
     pub ordinal: usize,
-    /// The thread-dependent return and the barrier it reaches (predicated kernels).
-    pub hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
     /// How the body is predicated (predicated kernels).
     pub predication: Option<Predication<'t>>,
     /// The kernel may use shared memory (keep the barrier between tasks).
@@ -115,7 +113,6 @@ impl<'t> KernelPlan<'t> {
             mode: None,
             overloaded: false,
             ordinal: 0,
-            hazard: None,
             predication: None,
             site,
             facts,
@@ -226,7 +223,6 @@ fn transformed<'t>(
     macros: &BTreeMap<String, MacroFacts>,
 ) -> Option<Diagnostic> {
     plan.mode = Some(mode);
-    plan.hazard = hazard;
     (plan.chunk, plan.budget_ns) = pragmas::chunking(opts, &plan.site.name, &plan.site.pragmas);
     if mode != SyncMode::Predicated {
         return None;

@@ -330,12 +330,6 @@ impl<'t> Scanner<'t, '_> {
             let pack = id == k.variadic_type_parameter_declaration
                 || id == k.variadic_parameter_declaration
                 || text(p, self.src).contains("...");
-            let has_default = id == k.optional_type_parameter_declaration
-                || id == k.optional_parameter_declaration
-                || p.child_by_field_id(crate::lang::fields().default_type)
-                    .is_some()
-                || p.child_by_field_id(crate::lang::fields().default_value)
-                    .is_some();
             let name = if id == k.type_parameter_declaration
                 || id == k.variadic_type_parameter_declaration
                 || id == k.optional_type_parameter_declaration
@@ -357,7 +351,6 @@ impl<'t> Scanner<'t, '_> {
             out.push(TemplateParam {
                 arg: if pack { format!("{name}...") } else { name },
                 pack,
-                has_default,
             });
         }
         out

@@ -46,7 +46,6 @@ pub struct TemplateParam {
     /// How the parameter is passed on as an explicit template argument: `T`, `N`, `Ts...`.
     pub arg: String,
     pub pack: bool,
-    pub has_default: bool,
 }
 
 /// A function definition or declaration with CUDA execution-space qualifiers.
