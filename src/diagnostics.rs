@@ -1,10 +1,8 @@
-//! Diagnostics with stable codes. Every code is documented in docs/diagnostics.md; a test keeps
-//! the two in step.
+//! Diagnostics with stable codes, as data: a code, a message, byte-range labels, the kernel
+//! concerned. Every code is documented in docs/diagnostics.md; a test keeps the two in step. The
+//! command line renders them (src/cli/render.rs).
 
-use miette::{Diagnostic as MietteDiagnostic, LabeledSpan, NamedSource, Severity};
 use serde::Serialize;
-use std::fmt;
-use std::sync::Arc;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum Code {
@@ -109,6 +107,25 @@ pub struct Label {
     pub message: String,
 }
 
+/// A kernel of the file: its index in the analysis' list of kernels, which is in source order.
+/// Kernels can share a name (overloads, namespaces); their ids differ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct KernelId(pub usize);
+
+/// The kernel a diagnostic concerns: its id, and its name as reports show it (JSON output
+/// carries the name only).
+#[derive(Debug, Clone)]
+pub struct KernelTag {
+    pub id: KernelId,
+    pub name: String,
+}
+
+impl Serialize for KernelTag {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.name)
+    }
+}
+
 /// One finding about one place in one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct Diagnostic {
@@ -117,7 +134,7 @@ pub struct Diagnostic {
     pub severity: Level,
     pub message: String,
     /// The kernel concerned, if any.
-    pub kernel: Option<String>,
+    pub kernel: Option<KernelTag>,
     pub labels: Vec<Label>,
     pub help: Option<String>,
 }
@@ -137,8 +154,11 @@ impl Diagnostic {
             help: None,
         }
     }
-    pub fn kernel(mut self, name: &str) -> Self {
-        self.kernel = Some(name.to_string());
+    pub fn kernel(mut self, id: KernelId, name: &str) -> Self {
+        self.kernel = Some(KernelTag {
+            id,
+            name: name.to_string(),
+        });
         self
     }
     pub fn label(mut self, range: std::ops::Range<usize>, message: impl Into<String>) -> Self {
@@ -156,102 +176,6 @@ impl Diagnostic {
     pub fn is_refusal(&self) -> bool {
         self.severity == Level::Error
     }
-
-    /// A miette report of this diagnostic over its source file.
-    pub fn report(&self, file_name: &str, src: Arc<String>) -> Rendered {
-        Rendered {
-            diag: self.clone(),
-            source: NamedSource::new(file_name, src).with_language("cpp"),
-        }
-    }
-}
-
-/// A diagnostic bound to its source, renderable by miette.
-#[derive(Debug)]
-pub struct Rendered {
-    diag: Diagnostic,
-    source: NamedSource<Arc<String>>,
-}
-
-impl fmt::Display for Rendered {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.diag.message)
-    }
-}
-
-impl std::error::Error for Rendered {}
-
-impl MietteDiagnostic for Rendered {
-    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        Some(Box::new(self.diag.code.id()))
-    }
-    fn severity(&self) -> Option<Severity> {
-        Some(match self.diag.severity {
-            Level::Error => Severity::Error,
-            Level::Warning => Severity::Warning,
-            Level::Note => Severity::Advice,
-        })
-    }
-    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        self.diag
-            .help
-            .as_ref()
-            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
-    }
-    fn url<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
-        Some(Box::new(format!(
-            "docs/diagnostics.md#{}",
-            self.diag.code.id().to_lowercase()
-        )))
-    }
-    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
-        Some(&self.source)
-    }
-    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
-        if self.diag.labels.is_empty() {
-            return None;
-        }
-        Some(Box::new(self.diag.labels.iter().enumerate().map(
-            |(i, l)| {
-                let span = (l.start, l.end.saturating_sub(l.start));
-                if i == 0 {
-                    LabeledSpan::new_primary_with_span(Some(l.message.clone()), span)
-                } else {
-                    LabeledSpan::new_with_span(Some(l.message.clone()), span)
-                }
-            },
-        )))
-    }
-}
-
-/// Renders diagnostics as text (no colours), e.g. for snapshots and logs.
-pub fn render_plain(diags: &[Diagnostic], file_name: &str, src: &str) -> String {
-    let handler =
-        miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
-            .with_width(100)
-            .with_links(false);
-    let src = Arc::new(src.to_string());
-    let mut out = String::new();
-    for d in diags {
-        let r = d.report(file_name, src.clone());
-        let _ = handler.render_report(&mut out, &r);
-    }
-    out
-}
-
-/// Renders diagnostics for a terminal (colours when `color`).
-pub fn render(diags: &[Diagnostic], file_name: &str, src: &str, color: bool) -> String {
-    if !color {
-        return render_plain(diags, file_name, src);
-    }
-    let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode())
-        .with_links(false);
-    let src = Arc::new(src.to_string());
-    let mut out = String::new();
-    for d in diags {
-        let _ = handler.render_report(&mut out, &d.report(file_name, src.clone()));
-    }
-    out
 }
 
 #[cfg(test)]

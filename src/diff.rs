@@ -1,147 +1,132 @@
-//! Showing what the transformation did: unified diff, side by side, or a summary.
+//! What the transformation changed, line by line, as data: the hunks of a unified diff, the rows
+//! of a side-by-side view, or counts. The command line draws them (src/cli/diff.rs).
 
 use similar::{ChangeTag, DiffOp, TextDiff};
-use std::fmt::Write;
 
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const CYAN: &str = "\x1b[36m";
-const BOLD: &str = "\x1b[1m";
-const DIM: &str = "\x1b[2m";
-const RESET: &str = "\x1b[0m";
-
-pub struct Style {
-    pub color: bool,
+/// A line of a unified diff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    Equal,
+    Delete,
+    Insert,
 }
 
-impl Style {
-    fn paint(&self, code: &str, s: &str) -> String {
-        if self.color {
-            format!("{code}{s}{RESET}")
-        } else {
-            s.to_string()
-        }
-    }
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub change: Change,
+    /// Without its line end.
+    pub text: String,
+    /// The file ends here without a newline.
+    pub missing_newline: bool,
 }
 
-/// A unified diff with three lines of context.
-pub fn unified(old: &str, new: &str, old_name: &str, new_name: &str, style: &Style) -> String {
+#[derive(Debug, Clone)]
+pub struct Hunk {
+    /// `@@ -1,3 +1,3 @@`
+    pub header: String,
+    pub lines: Vec<Line>,
+}
+
+/// The hunks of a unified diff with three lines of context; none when the texts are equal.
+pub fn unified(old: &str, new: &str) -> Vec<Hunk> {
     let diff = TextDiff::from_lines(old, new);
-    let mut out = String::new();
     if diff.ratio() == 1.0 {
-        return out;
+        return Vec::new();
     }
-    let _ = writeln!(out, "{}", style.paint(BOLD, &format!("--- {old_name}")));
-    let _ = writeln!(out, "{}", style.paint(BOLD, &format!("+++ {new_name}")));
-    for hunk in diff.unified_diff().context_radius(3).iter_hunks() {
-        let _ = writeln!(out, "{}", style.paint(CYAN, &hunk.header().to_string()));
-        for change in hunk.iter_changes() {
-            let line = change.value();
-            let line = line.strip_suffix('\n').unwrap_or(line);
-            let s = match change.tag() {
-                ChangeTag::Delete => style.paint(RED, &format!("-{line}")),
-                ChangeTag::Insert => style.paint(GREEN, &format!("+{line}")),
-                ChangeTag::Equal => format!(" {line}"),
-            };
-            let _ = writeln!(out, "{s}");
-            if change.missing_newline() {
-                let _ = writeln!(out, "\\ No newline at end of file");
-            }
-        }
-    }
-    out
+    diff.unified_diff()
+        .context_radius(3)
+        .iter_hunks()
+        .map(|hunk| Hunk {
+            header: hunk.header().to_string(),
+            lines: hunk
+                .iter_changes()
+                .map(|change| {
+                    let line = change.value();
+                    Line {
+                        change: match change.tag() {
+                            ChangeTag::Delete => Change::Delete,
+                            ChangeTag::Insert => Change::Insert,
+                            ChangeTag::Equal => Change::Equal,
+                        },
+                        text: line.strip_suffix('\n').unwrap_or(line).to_string(),
+                        missing_newline: change.missing_newline(),
+                    }
+                })
+                .collect(),
+        })
+        .collect()
 }
 
-/// Two columns, original on the left, with line numbers; `width` is the whole line.
-pub fn side_by_side(old: &str, new: &str, width: usize, style: &Style) -> String {
+/// How the two sides of a side-by-side row relate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Same,
+    /// Only on the left: deleted.
+    Old,
+    /// Only on the right: inserted.
+    New,
+    /// Both sides, different.
+    Changed,
+}
+
+/// One row of a side-by-side view: 0-based line numbers on each side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Row {
+    pub old: Option<usize>,
+    pub new: Option<usize>,
+    pub mark: Mark,
+}
+
+/// The rows of a side-by-side view, in groups of changes with three lines of context.
+pub fn side_by_side(old: &str, new: &str) -> Vec<Vec<Row>> {
     let diff = TextDiff::from_lines(old, new);
-    let col = width.saturating_sub(17).max(20) / 2;
-    let old_lines: Vec<&str> = old.lines().collect();
-    let new_lines: Vec<&str> = new.lines().collect();
-    let mut out = String::new();
-    let cell = |n: Option<usize>, lines: &[&str]| -> (String, String) {
-        match n {
-            Some(i) => (
-                format!("{:>5}", i + 1),
-                fit(lines.get(i).copied().unwrap_or(""), col),
-            ),
-            None => ("     ".to_string(), " ".repeat(col)),
-        }
-    };
-    for (g, group) in diff.grouped_ops(3).iter().enumerate() {
-        if g > 0 {
-            let _ = writeln!(out, "{}", style.paint(DIM, &"┄".repeat(col * 2 + 15)));
-        }
-        for op in group {
-            let rows: Vec<(Option<usize>, Option<usize>, char)> = match *op {
-                DiffOp::Equal {
-                    old_index,
-                    new_index,
-                    len,
-                } => (0..len)
-                    .map(|i| (Some(old_index + i), Some(new_index + i), ' '))
-                    .collect(),
-                DiffOp::Delete {
-                    old_index, old_len, ..
-                } => (0..old_len)
-                    .map(|i| (Some(old_index + i), None, '<'))
-                    .collect(),
-                DiffOp::Insert {
-                    new_index, new_len, ..
-                } => (0..new_len)
-                    .map(|i| (None, Some(new_index + i), '>'))
-                    .collect(),
-                DiffOp::Replace {
-                    old_index,
-                    old_len,
-                    new_index,
-                    new_len,
-                } => (0..old_len.max(new_len))
-                    .map(|i| {
-                        let (l, r) = (
-                            (i < old_len).then_some(old_index + i),
-                            (i < new_len).then_some(new_index + i),
-                        );
-                        (
-                            l,
-                            r,
-                            if l.is_none() {
-                                '>'
-                            } else if r.is_none() {
-                                '<'
-                            } else {
-                                '|'
-                            },
-                        )
-                    })
-                    .collect(),
-            };
-            for (l, r, mark) in rows {
-                let (ln, lt) = cell(l, &old_lines);
-                let (rn, rt) = cell(r, &new_lines);
-                let (lt, rt) = match mark {
-                    '<' => (style.paint(RED, &lt), rt),
-                    '>' => (lt, style.paint(GREEN, &rt)),
-                    '|' => (style.paint(RED, &lt), style.paint(GREEN, &rt)),
-                    _ => (lt, rt),
-                };
-                let _ = writeln!(out, "{ln} {lt} {mark} {rn} {rt}");
-            }
-        }
-    }
-    out
-}
-
-fn fit(s: &str, width: usize) -> String {
-    let s = s.replace('\t', "    ");
-    let n = s.chars().count();
-    if n > width {
-        let mut t: String = s.chars().take(width.saturating_sub(1)).collect();
-        t.push('…');
-        t
-    } else {
-        format!("{s}{}", " ".repeat(width - n))
-    }
+    let row = |old, new, mark| Row { old, new, mark };
+    diff.grouped_ops(3)
+        .iter()
+        .map(|group| {
+            group
+                .iter()
+                .flat_map(|op| -> Vec<Row> {
+                    match *op {
+                        DiffOp::Equal {
+                            old_index,
+                            new_index,
+                            len,
+                        } => (0..len)
+                            .map(|i| row(Some(old_index + i), Some(new_index + i), Mark::Same))
+                            .collect(),
+                        DiffOp::Delete {
+                            old_index, old_len, ..
+                        } => (0..old_len)
+                            .map(|i| row(Some(old_index + i), None, Mark::Old))
+                            .collect(),
+                        DiffOp::Insert {
+                            new_index, new_len, ..
+                        } => (0..new_len)
+                            .map(|i| row(None, Some(new_index + i), Mark::New))
+                            .collect(),
+                        DiffOp::Replace {
+                            old_index,
+                            old_len,
+                            new_index,
+                            new_len,
+                        } => (0..old_len.max(new_len))
+                            .map(|i| {
+                                let l = (i < old_len).then_some(old_index + i);
+                                let r = (i < new_len).then_some(new_index + i);
+                                let mark = match (l, r) {
+                                    (None, _) => Mark::New,
+                                    (_, None) => Mark::Old,
+                                    _ => Mark::Changed,
+                                };
+                                row(l, r, mark)
+                            })
+                            .collect(),
+                    }
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// (inserted lines, deleted lines)
@@ -164,29 +149,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unified_marks_changes_and_is_empty_when_equal() {
-        let s = Style { color: false };
-        assert_eq!(unified("a\n", "a\n", "x", "y", &s), "");
-        let d = unified("a\nb\nc\n", "a\nB\nc\n", "x", "y", &s);
-        assert!(
-            d.contains("--- x\n+++ y\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"),
-            "{d}"
-        );
+    fn equal_texts_have_no_hunks() {
+        assert!(unified("a\n", "a\n").is_empty());
+        let h = unified("a\nb\nc\n", "a\nB\nc\n");
+        assert_eq!(h.len(), 1);
+        assert_eq!(h[0].header, "@@ -1,3 +1,3 @@");
+        let changes: Vec<Change> = h[0].lines.iter().map(|l| l.change).collect();
+        use Change::*;
+        assert_eq!(changes, [Equal, Delete, Insert, Equal]);
     }
 
     #[test]
     fn side_by_side_pairs_lines() {
-        let s = Style { color: false };
-        let d = side_by_side("a\nb\n", "a\nc\nd\n", 80, &s);
-        assert!(
-            d.lines()
-                .any(|l| l.contains(" b ") && l.contains('|') && l.contains(" c")),
-            "{d}"
-        );
-        assert!(
-            d.lines()
-                .any(|l| l.contains('>') && l.trim_end().ends_with('d')),
-            "{d}"
+        let rows = side_by_side("a\nb\n", "a\nc\nd\n");
+        assert_eq!(
+            rows.concat(),
+            [
+                Row {
+                    old: Some(0),
+                    new: Some(0),
+                    mark: Mark::Same
+                },
+                Row {
+                    old: Some(1),
+                    new: Some(1),
+                    mark: Mark::Changed
+                },
+                Row {
+                    old: None,
+                    new: Some(2),
+                    mark: Mark::New
+                },
+            ]
         );
     }
 

@@ -28,7 +28,6 @@ macro_rules! kinds {
 }
 
 kinds! {
-    translation_unit = "translation_unit",
     function_definition = "function_definition",
     declaration = "declaration",
     template_declaration = "template_declaration",
@@ -36,22 +35,16 @@ kinds! {
     declaration_list = "declaration_list",
     namespace_definition = "namespace_definition",
     function_declarator = "function_declarator",
-    parameter_list = "parameter_list",
-    parameter_declaration = "parameter_declaration",
-    optional_parameter_declaration = "optional_parameter_declaration",
     variadic_parameter_declaration = "variadic_parameter_declaration",
     type_parameter_declaration = "type_parameter_declaration",
     optional_type_parameter_declaration = "optional_type_parameter_declaration",
     variadic_type_parameter_declaration = "variadic_type_parameter_declaration",
     template_template_parameter_declaration = "template_template_parameter_declaration",
-    template_parameter_list = "template_parameter_list",
     template_function = "template_function",
-    template_argument_list = "template_argument_list",
     qualified_identifier = "qualified_identifier",
     identifier = "identifier",
     field_identifier = "field_identifier",
     type_identifier = "type_identifier",
-    primitive_type = "primitive_type",
     compound_statement = "compound_statement",
     return_statement = "return_statement",
     if_statement = "if_statement",
@@ -62,7 +55,6 @@ kinds! {
     goto_statement = "goto_statement",
     labeled_statement = "labeled_statement",
     switch_statement = "switch_statement",
-    case_statement = "case_statement",
     conditional_expression = "conditional_expression",
     condition_clause = "condition_clause",
     call_expression = "call_expression",
@@ -77,19 +69,14 @@ kinds! {
     subscript_expression = "subscript_expression",
     pointer_expression = "pointer_expression",
     gnu_asm_expression = "gnu_asm_expression",
-    string_literal = "string_literal",
     preproc_call = "preproc_call",
     preproc_def = "preproc_def",
     preproc_function_def = "preproc_function_def",
     preproc_arg = "preproc_arg",
     comment = "comment",
     type_qualifier = "type_qualifier",
-    storage_class_specifier = "storage_class_specifier",
     attribute_specifier = "attribute_specifier",
-    pointer_declarator = "pointer_declarator",
     reference_declarator = "reference_declarator",
-    array_declarator = "array_declarator",
-    parenthesized_declarator = "parenthesized_declarator",
 }
 
 /// The resolved kinds. Panics only if the compiled-in grammar lacks a kind, which the unit test
@@ -125,8 +112,6 @@ fields! {
     condition = "condition",
     consequence = "consequence",
     declarator = "declarator",
-    default_type = "default_type",
-    default_value = "default_value",
     directive = "directive",
     field = "field",
     function = "function",
@@ -275,6 +260,17 @@ pub fn inside_lambda(n: Node, stop: Node) -> bool {
         a = p.parent();
     }
     false
+}
+
+/// The expression inside any number of parentheses.
+pub fn strip_parens(mut n: Node) -> Node {
+    while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {
+        match n.named_child(0) {
+            Some(x) => n = x,
+            None => break,
+        }
+    }
+    n
 }
 
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {

@@ -13,6 +13,7 @@ pub mod options;
 pub mod parse;
 pub mod rewrite;
 pub mod transform;
+pub mod vocab;
 
 pub use options::Options;
 pub use transform::{transform, KernelReport, Transformed};

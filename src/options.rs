@@ -1,6 +1,5 @@
 //! What the user asked for: which kernels, chunking, output details.
 
-use crate::analysis::Pragmas;
 use regex::Regex;
 use std::collections::BTreeMap;
 
@@ -28,19 +27,6 @@ impl Options {
         (self.select.is_empty() || self.select.iter().any(|r| r.is_match(kernel)))
             && !self.exclude.iter().any(|r| r.is_match(kernel))
     }
-
-    /// (chunk, budget_ns) compiled into a kernel's wrapper; 0 means "decide at run time".
-    pub fn chunking_for(&self, kernel: &str, pragmas: &Pragmas) -> (u32, u32) {
-        let chunk = self
-            .chunk_per_kernel
-            .get(kernel)
-            .copied()
-            .or(pragmas.chunk)
-            .or(self.chunk)
-            .unwrap_or(0);
-        let budget_us = pragmas.budget_us.or(self.budget_us).unwrap_or(0);
-        (chunk, budget_us.saturating_mul(1000))
-    }
 }
 
 #[cfg(test)]
@@ -58,27 +44,5 @@ mod tests {
         assert!(!o.selects("kslow"));
         assert!(!o.selects("other"));
         assert!(Options::default().selects("anything"));
-    }
-
-    #[test]
-    fn chunk_precedence_is_cli_kernel_then_pragma_then_cli_default() {
-        let mut o = Options {
-            chunk: Some(2),
-            budget_us: Some(30),
-            ..Options::default()
-        };
-        let p = Pragmas {
-            chunk: Some(8),
-            budget_us: None,
-            skip: false,
-        };
-        assert_eq!(o.chunking_for("k", &p), (8, 30_000));
-        assert_eq!(o.chunking_for("k", &Pragmas::default()), (2, 30_000));
-        o.chunk_per_kernel.insert("k".into(), 5);
-        assert_eq!(o.chunking_for("k", &p), (5, 30_000));
-        assert_eq!(
-            Options::default().chunking_for("k", &Pragmas::default()),
-            (0, 0)
-        );
     }
 }

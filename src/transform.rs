@@ -2,7 +2,7 @@
 //! than the input when asked (`Options::verify`).
 
 use crate::analysis::{self, SyncMode};
-use crate::diagnostics::{Code, Diagnostic};
+use crate::diagnostics::{Code, Diagnostic, KernelId};
 use crate::edit::{self, Edit, LineMap};
 use crate::options::Options;
 use crate::parse;
@@ -11,6 +11,8 @@ use tree_sitter::{InputEdit, Point, Tree};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct KernelReport {
+    #[serde(skip)]
+    pub id: KernelId,
     pub name: String,
     /// 1-based line of the kernel's name.
     pub line: usize,
@@ -27,6 +29,33 @@ pub struct KernelReport {
     /// The definition plus everything generated after it, in the output (without #line).
     #[serde(skip)]
     pub output_range: Option<std::ops::Range<usize>>,
+}
+
+impl KernelReport {
+    /// Whether `d` concerns this kernel: it is tagged with this kernel, or it is about a launch
+    /// left alone that names it (a launch names its kernel by name only, so it concerns every
+    /// kernel of that name).
+    pub fn is_about(&self, d: &Diagnostic) -> bool {
+        d.kernel
+            .as_ref()
+            .is_some_and(|t| t.id == self.id || (d.code == Code::LaunchLeft && t.name == self.name))
+    }
+}
+
+/// The codes of a kernel's diagnostics, first occurrence first: those labelled inside its
+/// definition (a refusal inside a helper it calls is labelled in the helper and counts there)
+/// and its launches left alone.
+fn codes(k: &KernelReport, diagnostics: &[Diagnostic]) -> Vec<&'static str> {
+    let def = k.source_range.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for d in diagnostics.iter().filter(|d| k.is_about(d)) {
+        let at = d.labels.first().map_or(0, |l| l.start);
+        let c = d.code.id();
+        if (d.code == Code::LaunchLeft || def.contains(&at)) && !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
 }
 
 #[derive(Debug)]
@@ -64,13 +93,13 @@ pub fn transform(
     file_name: &str,
     opts: &Options,
 ) -> Result<Transformed, TransformError> {
-    if let Some(at) = src.find(crate::rewrite::INCLUDE.trim_end()) {
+    if let Some(at) = src.find(crate::vocab::INCLUDE.trim_end()) {
         let d = Diagnostic::new(
             Code::AlreadyTransformed,
             "this file already includes cupreempt.cuh: it was transformed before",
         )
         .label(
-            at..at + crate::rewrite::INCLUDE.trim_end().len(),
+            at..at + crate::vocab::INCLUDE.trim_end().len(),
             "output of an earlier run",
         )
         .help("transform the original file instead");
@@ -128,47 +157,27 @@ pub fn transform(
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);
     diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));
-    // Codes per kernel: its own diagnostics (labelled inside it) and its launches left alone.
-    let mut codes: std::collections::HashMap<&str, Vec<(usize, Code)>> =
-        std::collections::HashMap::new();
-    for d in &diagnostics {
-        if let Some(k) = d.kernel.as_deref() {
-            let at = if d.code == Code::LaunchLeft {
-                usize::MAX
-            } else {
-                d.labels.first().map_or(0, |l| l.start)
-            };
-            codes.entry(k).or_default().push((at, d.code));
-        }
-    }
-    let kernels = analysis
+    let mut kernels = analysis
         .kernels
         .iter()
         .map(|k| KernelReport {
+            id: k.id,
             name: k.site.name.clone(),
             line: k.site.name_node.start_position().row + 1,
             transformed: k.transformed(),
             mode: k.mode,
             chunk: k.chunk,
             budget_ns: k.budget_ns,
-            codes: codes
-                .get(k.site.name.as_str())
-                .into_iter()
-                .flatten()
-                .filter(|(at, _)| *at == usize::MAX || k.site.outer.byte_range().contains(at))
-                .map(|(_, c)| c.id())
-                .fold(Vec::new(), |mut v, c| {
-                    if !v.contains(&c) {
-                        v.push(c);
-                    }
-                    v
-                }),
+            codes: Vec::new(),
             source_range: Some(k.site.outer.byte_range()),
             output_range: (!opts.line_directives).then(|| {
                 shift(k.site.outer.start_byte(), false)..shift(k.site.outer.end_byte(), true)
             }),
         })
-        .collect();
+        .collect::<Vec<_>>();
+    for k in &mut kernels {
+        k.codes = codes(k, &diagnostics);
+    }
     Ok(Transformed {
         output,
         diagnostics,

@@ -2,9 +2,13 @@
 //! and the output re-parses without new syntax errors.
 
 mod support;
+// The command line's rendering, so that the snapshots show what it prints.
+#[path = "../src/cli/render.rs"]
+#[allow(dead_code)]
+mod render;
 
-use cupreempt::diagnostics::render_plain;
 use cupreempt::{transform, Options};
+use render::render_plain;
 
 fn outcome(k: &cupreempt::KernelReport) -> String {
     match (k.transformed, k.mode) {

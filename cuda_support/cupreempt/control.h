@@ -58,7 +58,8 @@ typedef struct cupreempt_host {
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
 } cupreempt_host;
 
-/* Passed by value to every persistent wrapper kernel. */
+/* Passed by value to every persistent wrapper kernel. The transformer names this type in the
+ * wrappers it generates (src/vocab.rs, LAUNCH_TYPE). */
 typedef struct cupreempt_launch {
   cupreempt_control* control;
   unsigned long long total_tasks; /* grid_x * grid_y * grid_z of the original launch */

@@ -6,7 +6,8 @@
 //
 // `Kernels` names the original kernel (Kernels::original) and its persistent wrapper
 // (Kernels::wrapper, and Kernels::wrapper_r32, the same held to 32 registers). The launch stays
-// asynchronous and on the caller's stream.
+// asynchronous and on the caller's stream. The transformer spells `launch`, the struct's name and
+// its members from src/vocab.rs: a change to one must change the other.
 //
 // By default the launch goes through the runtime's C ABI (runtime.h; link with
 // -lcupreempt_runtime), which owns the control block and keeps stream order across preemptions.

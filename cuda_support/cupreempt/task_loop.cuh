@@ -5,12 +5,15 @@
 //                                               from __cp (local shadows)
 //   K(params)                                   the original symbol: body with NativeCtx
 //   K__cupreempt(cupreempt_launch, params)      the persistent wrapper: run_tasks() below
+// The transformer spells these names, and NativeCtx, TaskCtx, run_tasks, live_value and
+// __cp_live below, from one place: src/vocab.rs. A change to one must change the other.
 #pragma once
 #include "control.h"
 
 namespace cupreempt {
 
-// Default amount of work between two looks at the control word.
+// Default amount of work between two looks at the control word: it bounds how long a block
+// runs before it sees a preemption request.
 constexpr unsigned kDefaultBudgetNs = 20000;
 constexpr unsigned kMaxChunk = 1u << 16;
 // How long a parked block sleeps between two looks at its kernel's state.

@@ -1,8 +1,9 @@
 //! Facts about one function body: virtual built-ins read, calls, barriers, returns, macro uses,
 //! and constructs that make the kernel impossible to transform.
 
-use super::scan::MacroFacts;
-use super::uniformity::{descendants, is_loop, Uniformity};
+use super::flow::{descendants, is_loop};
+use super::macros::MacroFacts;
+use super::uniformity::Uniformity;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet};
@@ -254,7 +255,7 @@ fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &Macr
 }
 
 /// The callee's last name: `f`, `ns::f`, `f<T>`.
-pub fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
+fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
     let k = kinds();
     let mut n = callee;
     loop {

@@ -1,23 +1,51 @@
 //! Analysis: answers questions about the source and never edits it.
 //!
-//! `scan` finds the pieces (kernels, device helpers, launch sites, macros, pragmas); `body`
-//! looks inside one function body (virtual built-ins, barriers, returns, refused constructs);
-//! `uniformity` decides which returns are thread-dependent; `analyze` puts it together and
-//! decides, per kernel, whether and how it is transformed.
+//! The stages, in the order `analyze` runs them:
+//!
+//! * `scan` walks the file once and finds the pieces (`sites`: kernels, device helpers, their
+//!   earlier declarations, launch sites), the facts of its macros (`macros`) and the
+//!   `#pragma cupreempt` lines before each function (`pragmas`);
+//! * `body` looks inside one function body: virtual built-ins read, calls, barriers, returns,
+//!   macro uses and refused constructs; `uniformity` tells which returns are thread-dependent,
+//!   using the shapes of control flow in `flow`;
+//! * `callgraph` follows calls between helpers by name: which need the task context, which
+//!   synchronize the block;
+//! * `shared` decides whether a kernel may use shared memory (the barrier between tasks);
+//! * `decide` decides, per kernel, whether it is transformed and in which form;
+//! * `predicate` plans the predicated form of a kernel whose thread-dependent return reaches a
+//!   barrier, using `effects` (what an expression reads and writes).
+//!
+//! `analyze` runs them and returns one plan per kernel and helper, the launch sites and the
+//! diagnostics; `rewrite` turns that into edits.
 
 mod body;
+mod callgraph;
+mod decide;
+mod effects;
+mod flow;
+mod macros;
+mod pragmas;
 mod predicate;
 mod scan;
 mod shared;
+mod sites;
 mod uniformity;
 
-pub use body::{callee_name, BarrierSite, BodyFacts, Call, ReturnSite};
+pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
+pub use macros::MacroFacts;
+pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
-pub use scan::{FunctionSite, LaunchSite, Linkage, MacroFacts, Param, Pragmas, TemplateParam};
+pub use sites::{FunctionSite, LaunchSite, Linkage, Param, TemplateParam};
+
+pub use crate::diagnostics::KernelId;
 
 use crate::diagnostics::{Code, Diagnostic};
+use crate::lang::text;
 use crate::options::Options;
-use std::collections::{BTreeMap, BTreeSet};
+use crate::vocab::CTX_LIVE;
+use callgraph::CallGraph;
+use std::collections::BTreeMap;
+use std::ops::Range;
 use tree_sitter::Node;
 
 /// How a kernel is transformed.
@@ -42,6 +70,8 @@ impl SyncMode {
 
 #[derive(Debug)]
 pub struct KernelPlan<'t> {
+    /// Its index in `Analysis::kernels`.
+    pub id: KernelId,
     pub site: FunctionSite<'t>,
     pub facts: BodyFacts<'t>,
     /// None when the kernel is left untouched (see the diagnostics).
@@ -52,17 +82,41 @@ pub struct KernelPlan<'t> {
     pub prior_declarations: Vec<FunctionSite<'t>>,
     /// Another transformed kernel has the same name in the same scope.
     pub overloaded: bool,
-    /// The thread-dependent return and the barrier it reaches (predicated kernels).
-    pub hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
+    /// How many transformed kernels of the same name (any scope) come before this one: it
+    /// numbers the launch types of overloads.
+    pub ordinal: usize,
     /// How the body is predicated (predicated kernels).
     pub predication: Option<Predication<'t>>,
     /// The kernel may use shared memory (keep the barrier between tasks).
     pub may_use_shared: bool,
 }
 
-impl KernelPlan<'_> {
+impl<'t> KernelPlan<'t> {
     pub fn transformed(&self) -> bool {
         self.mode.is_some()
+    }
+
+    /// The plan before the decision: left untouched until `decide` says otherwise.
+    fn untouched(
+        id: KernelId,
+        site: FunctionSite<'t>,
+        facts: BodyFacts<'t>,
+        declarations: &[FunctionSite<'t>],
+        may_use_shared: bool,
+    ) -> Self {
+        KernelPlan {
+            id,
+            prior_declarations: callgraph::prior_declarations(declarations, &site),
+            may_use_shared,
+            chunk: 0,
+            budget_ns: 0,
+            mode: None,
+            overloaded: false,
+            ordinal: 0,
+            predication: None,
+            site,
+            facts,
+        }
     }
 }
 
@@ -86,196 +140,40 @@ pub struct Analysis<'t> {
     pub include_at: usize,
 }
 
-impl Analysis<'_> {
-    pub fn kernel(&self, name: &str) -> Option<&KernelPlan<'_>> {
-        self.kernels.iter().find(|k| k.site.name == name)
-    }
-}
-
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
     let found = scan::scan(root, src);
     let mut diagnostics = found.diagnostics;
-    let macros = &found.macros;
-
-    // Helpers: facts, then which need a context (fixpoint over the call graph by name).
-    let mut helpers: Vec<HelperPlan> = found
-        .helpers
-        .into_iter()
-        .map(|h| {
-            let facts = body::facts(h.body, src, macros, false);
-            let prior = prior_declarations(&found.declarations, &h);
-            HelperPlan {
-                site: h,
-                facts,
-                needs_ctx: false,
-                reached: false,
-                prior_declarations: prior,
-            }
-        })
-        .collect();
-    let mut ctx_names: BTreeSet<String> = BTreeSet::new();
-    loop {
-        let mut changed = false;
-        for h in helpers.iter_mut() {
-            if h.needs_ctx {
-                continue;
-            }
-            let needs = !h.facts.virtual_reads.is_empty()
-                || h.facts.calls.iter().any(|c| ctx_names.contains(&c.name));
-            if needs {
-                h.needs_ctx = true;
-                ctx_names.insert(h.site.name.clone());
-                changed = true;
-            }
-        }
-        if !changed {
-            break;
-        }
-    }
-    // All overloads of a name get a context version: calls are rewritten by name.
-    for h in helpers.iter_mut() {
-        if ctx_names.contains(&h.site.name) {
-            h.needs_ctx = true;
-        }
-    }
-    // Helpers that synchronize the block, directly or through other helpers.
-    let mut barrier_names: BTreeSet<String> = BTreeSet::new();
-    loop {
-        let before = barrier_names.len();
-        for h in &helpers {
-            if !h.facts.barriers.is_empty()
-                || h.facts
-                    .calls
-                    .iter()
-                    .any(|c| barrier_names.contains(&c.name))
-            {
-                barrier_names.insert(h.site.name.clone());
-            }
-        }
-        if barrier_names.len() == before {
-            break;
-        }
-    }
-    let helper_index: BTreeMap<&str, Vec<usize>> =
-        helpers
-            .iter()
-            .enumerate()
-            .fold(BTreeMap::new(), |mut m, (i, h)| {
-                m.entry(h.site.name.as_str()).or_default().push(i);
-                m
-            });
-
-    let bodies: Vec<std::ops::Range<usize>> = found
-        .kernels
-        .iter()
-        .map(|k| k.body.byte_range())
-        .chain(helpers.iter().map(|h| h.site.body.byte_range()))
-        .collect();
-    let file_shared = shared::file_scope_shared(src, &bodies);
-
+    let mut helpers = helper_plans(found.helpers, &found.declarations, src, &found.macros);
+    let graph = CallGraph::build(&mut helpers);
+    let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let mut kernels = Vec::new();
-    let mut reached: BTreeSet<usize> = BTreeSet::new();
-    for k in found.kernels {
-        let facts = body::facts(k.body, src, macros, true);
-        let prior = prior_declarations(&found.declarations, &k);
+    for (i, site) in found.kernels.into_iter().enumerate() {
+        let facts = body::facts(site.body, src, &found.macros, true);
         let may_use_shared = file_shared
-            || shared::may_use_shared(
-                crate::lang::text(k.body, src),
-                &facts,
-                &helpers,
-                &helper_index,
-                src,
-            );
-        let mut plan = KernelPlan {
-            may_use_shared,
-            chunk: 0,
-            budget_ns: 0,
-            mode: None,
-            prior_declarations: prior,
-            overloaded: false,
-            hazard: None,
-            predication: None,
-            site: k,
+            || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
+        let mut plan = KernelPlan::untouched(
+            KernelId(i),
+            site,
             facts,
-        };
-        let decision = decide(
-            &plan,
-            opts,
-            &helpers,
-            &helper_index,
-            &ctx_names,
-            &barrier_names,
+            &found.declarations,
+            may_use_shared,
         );
-        match decision {
+        match decide::decide(&plan, opts, &helpers, &graph) {
             Ok((mode, reach, hazard)) => {
-                plan.mode = Some(mode);
-                plan.hazard = hazard;
-                reached.extend(reach);
-                let (chunk, budget) = opts.chunking_for(&plan.site.name, &plan.site.pragmas);
-                plan.chunk = chunk;
-                plan.budget_ns = budget;
-                if mode == SyncMode::Predicated {
-                    let (ret, bar) = plan.hazard.expect("predicated implies a hazard");
-                    let params: Vec<String> = plan
-                        .site
-                        .param_list
-                        .iter()
-                        .map(|p| p.name.clone())
-                        .collect();
-                    match predicate::plan(
-                        plan.site.body,
-                        &params,
-                        &plan.facts,
-                        src,
-                        macros,
-                        (ret.range(), bar.range()),
-                    ) {
-                        Ok(p) => {
-                            plan.predication = Some(p);
-                            diagnostics.push(
-                                Diagnostic::new(
-                                    Code::PredicatedRewrite,
-                                    format!(
-                                        "kernel `{}`: a thread-dependent return reaches a barrier; the body is rewritten into the predicated form",
-                                        plan.site.name
-                                    ),
-                                )
-                                .kernel(&plan.site.name)
-                                .label(ret.range(), "this return depends on the thread")
-                                .label(bar.range(), "and this barrier can follow it")
-                                .help("a returned thread stays with `__cp_live` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions"),
-                            );
-                        }
-                        Err(d) => {
-                            plan.mode = None;
-                            diagnostics.push(d.kernel(&plan.site.name));
-                        }
-                    }
+                for i in reach {
+                    helpers[i].reached = true;
                 }
+                let note = transformed(&mut plan, mode, hazard, opts, src, &found.macros);
+                diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
             }
-            Err(mut d) => {
-                for x in d.iter_mut() {
-                    x.kernel = Some(plan.site.name.clone());
-                }
-                diagnostics.extend(d);
+            Err(refusals) => {
+                let (id, name) = (plan.id, &plan.site.name);
+                diagnostics.extend(refusals.into_iter().map(|d| d.kernel(id, name)));
             }
         }
         kernels.push(plan);
     }
-    for i in reached {
-        helpers[i].reached = true;
-    }
-    // Transformed kernels sharing a name in one scope need the deducing launch form.
-    for i in 0..kernels.len() {
-        let same = kernels.iter().enumerate().any(|(j, o)| {
-            j != i
-                && o.transformed()
-                && o.site.name == kernels[i].site.name
-                && o.site.scope == kernels[i].site.scope
-        });
-        kernels[i].overloaded = same;
-    }
-
+    number_overloads(&mut kernels);
     Analysis {
         kernels,
         helpers,
@@ -285,169 +183,99 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     }
 }
 
-fn prior_declarations<'t>(
-    decls: &[FunctionSite<'t>],
-    def: &FunctionSite<'t>,
-) -> Vec<FunctionSite<'t>> {
-    decls
+/// The byte ranges of every function body (what `__shared__` outside them is outside of).
+fn bodies(kernels: &[FunctionSite], helpers: &[HelperPlan]) -> Vec<Range<usize>> {
+    kernels
         .iter()
-        .filter(|d| {
-            d.name == def.name
-                && d.scope == def.scope
-                && d.outer.end_byte() <= def.outer.start_byte()
-        })
-        .cloned()
+        .map(|k| k.body.byte_range())
+        .chain(helpers.iter().map(|h| h.site.body.byte_range()))
         .collect()
 }
 
-type Decision<'t> = (
-    SyncMode,
-    BTreeSet<usize>,
-    Option<(ReturnSite<'t>, BarrierSite<'t>)>,
-);
+/// The file's device helpers with their body facts.
+fn helper_plans<'t>(
+    sites: Vec<FunctionSite<'t>>,
+    declarations: &[FunctionSite<'t>],
+    src: &'t str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> Vec<HelperPlan<'t>> {
+    sites
+        .into_iter()
+        .map(|h| HelperPlan {
+            facts: body::facts(h.body, src, macros, false),
+            prior_declarations: callgraph::prior_declarations(declarations, &h),
+            site: h,
+            needs_ctx: false,
+            reached: false,
+        })
+        .collect()
+}
 
-/// Decides whether a kernel is transformed: its mode, the helpers it reaches and its hazard.
-fn decide<'t>(
-    plan: &KernelPlan<'t>,
+/// Fills in a kernel that is transformed: its chunking and, for the predicated form, how its
+/// body is predicated. Returns the note that says so, or the refusal when the body cannot be
+/// predicated (then the kernel stays untouched).
+fn transformed<'t>(
+    plan: &mut KernelPlan<'t>,
+    mode: SyncMode,
+    hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
     opts: &Options,
-    helpers: &[HelperPlan],
-    index: &BTreeMap<&str, Vec<usize>>,
-    ctx_names: &BTreeSet<String>,
-    barrier_names: &BTreeSet<String>,
-) -> Result<Decision<'t>, Vec<Diagnostic>> {
-    let k = &plan.site;
-    if !opts.selects(&k.name) || k.pragmas.skip {
-        let why = if k.pragmas.skip {
-            "`#pragma cupreempt skip`"
-        } else {
-            "the command line's kernel selection"
-        };
-        return Err(vec![Diagnostic::new(
-            Code::NotSelected,
-            format!("kernel `{}` is not transformed: excluded by {why}", k.name),
-        )
-        .label(k.name_node.byte_range(), "left as it is")]);
+    src: &'t str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> Option<Diagnostic> {
+    plan.mode = Some(mode);
+    (plan.chunk, plan.budget_ns) = pragmas::chunking(opts, &plan.site.name, &plan.site.pragmas);
+    if mode != SyncMode::Predicated {
+        return None;
     }
-    let mut refusals: Vec<Diagnostic> = k.problems.clone();
-    refusals.extend(plan.facts.refusals.iter().cloned());
-
-    // Everything the kernel reaches through calls to helpers of this file.
-    let mut reach: BTreeSet<usize> = BTreeSet::new();
-    let mut stack: Vec<(&str, std::ops::Range<usize>)> = plan
-        .facts
-        .calls
+    let (ret, bar) = hazard.expect("predicated implies a hazard");
+    let params: Vec<String> = plan
+        .site
+        .param_list
         .iter()
-        .map(|c| (c.name.as_str(), c.node.byte_range()))
+        .map(|p| p.name.clone())
         .collect();
-    while let Some((name, call_site)) = stack.pop() {
-        for &i in index.get(name).into_iter().flatten() {
-            let h = &helpers[i];
-            if !reach.insert(i) {
-                continue;
-            }
-            for r in &h.facts.refusals {
-                refusals.push(r.clone().label(
-                    call_site.clone(),
-                    format!("reached from `{}` through this call", k.name),
-                ));
-            }
-            if h.needs_ctx && (!h.site.problems.is_empty() || h.site.host) {
-                let why = if h.site.host {
-                    "a __host__ __device__ helper cannot take the task context".to_string()
-                } else {
-                    h.site
-                        .problems
-                        .first()
-                        .map(|p| p.message.clone())
-                        .unwrap_or_default()
-                };
-                refusals.push(
-                    Diagnostic::new(
-                        Code::Helper,
-                        format!("helper `{}` reads blockIdx/gridDim but cannot be given the task's values", h.site.name),
-                    )
-                    .label(call_site.clone(), "called here")
-                    .label(h.site.name_node.byte_range(), "this helper")
-                    .help(why),
-                );
-            }
-            for c in &h.facts.calls {
-                stack.push((c.name.as_str(), call_site.clone()));
-            }
-        }
-    }
-    // A macro of this file that calls a helper needing the context would still call the
-    // original, which reads the hardware's blockIdx: refuse rather than miscompile.
-    for m in &plan.facts.macro_uses {
-        if let Some(h) = m
-            .facts
-            .calls
-            .iter()
-            .find(|c| ctx_names.contains(c.as_str()))
-        {
-            refusals.push(
+    match predicate::plan(
+        plan.site.body,
+        &params,
+        &plan.facts,
+        src,
+        macros,
+        (ret.range(), bar.range()),
+    ) {
+        Ok(p) => {
+            plan.predication = Some(p);
+            Some(
                 Diagnostic::new(
-                    Code::Helper,
-                    format!("macro `{}` calls helper `{h}`, which reads blockIdx/gridDim; calls inside macros cannot be rewritten", m.name),
+                    Code::PredicatedRewrite,
+                    format!(
+                        "kernel `{}`: a thread-dependent return reaches a barrier; the body is rewritten into the predicated form",
+                        plan.site.name
+                    ),
                 )
-                .label(m.node.byte_range(), "macro used here"),
-            );
+                .label(ret.range(), "this return depends on the thread")
+                .label(bar.range(), "and this barrier can follow it")
+                .help(format!("a returned thread stays with `{CTX_LIVE}` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions")),
+            )
+        }
+        Err(d) => {
+            plan.mode = None;
+            Some(d)
         }
     }
+}
 
-    // Barriers: those in the body, plus calls to helpers that synchronize (never rewritten).
-    let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
-    for c in &plan.facts.calls {
-        if barrier_names.contains(&c.name) {
-            barriers.push(BarrierSite {
-                node: c.node,
-                method: "sync",
-                visible: false,
-            });
-        }
+/// Transformed kernels sharing a name in one scope need the deducing launch form; each
+/// transformed kernel gets its ordinal among the transformed kernels of its name.
+fn number_overloads(kernels: &mut [KernelPlan]) {
+    for i in 0..kernels.len() {
+        let k = &kernels[i];
+        let namesake = |o: &&KernelPlan| o.transformed() && o.site.name == k.site.name;
+        let overloaded = kernels
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
+        let ordinal = kernels[..i].iter().filter(namesake).count();
+        kernels[i].overloaded = overloaded;
+        kernels[i].ordinal = ordinal;
     }
-    let hazard = plan
-        .facts
-        .returns
-        .iter()
-        .filter(|r| r.thread_dependent)
-        .find_map(|r| {
-            barriers
-                .iter()
-                .find(|b| plan.facts.reaches(&r.range(), &b.range()))
-                .map(|b| (*r, *b))
-        });
-    let mut mode = SyncMode::Plain;
-    if let Some((ret, bar)) = hazard {
-        mode = SyncMode::Predicated;
-        // Every return must go through the context; one inside a macro cannot be rewritten.
-        if let Some(m) = plan.facts.macro_uses.iter().find(|m| m.facts.returns) {
-            refusals.push(
-                Diagnostic::new(
-                    Code::BarrierHazard,
-                    format!("kernel `{}`: a thread-dependent return reaches a barrier, and macro `{}` returns", k.name, m.name),
-                )
-                .label(ret.range(), "this return depends on the thread")
-                .label(bar.range(), "and can reach this barrier")
-                .label(m.node.byte_range(), "a return inside this macro cannot be rewritten")
-                .help("in the predicated form every return is rewritten; expand the macro by hand"),
-            );
-        }
-        if let Some(stuck) = barriers.iter().find(|b| !b.rewritable()) {
-            refusals.push(
-                Diagnostic::new(
-                    Code::BarrierHazard,
-                    format!("kernel `{}`: a thread-dependent return reaches a barrier that cannot be rewritten", k.name),
-                )
-                .label(ret.range(), "this return depends on the thread")
-                .label(bar.range(), "and can reach this barrier")
-                .label(stuck.range(), "this barrier is inside a macro, inline PTX or a helper")
-                .help("move the barrier into the kernel body, or make the return block-uniform"),
-            );
-        }
-    }
-    if refusals.iter().any(|d| d.is_refusal()) {
-        return Err(refusals);
-    }
-    Ok((mode, reach, hazard))
 }

@@ -15,12 +15,13 @@
 //! This module only decides; `rewrite::predicate` turns the steps into edits.
 
 use super::body::{BarrierSite, BodyFacts};
-use super::uniformity::{descendants, is_loop, Uniformity};
-use super::MacroFacts;
+use super::effects::Effects;
+use super::flow::{children, descendants, ends, escapes};
+use super::macros::MacroFacts;
+use super::uniformity::Uniformity;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, fields, kinds, text};
-use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -71,8 +72,7 @@ pub fn plan<'t>(
             .filter(|r| r.node.kind_id() == kinds().return_statement)
             .map(|r| r.node)
             .collect(),
-        locals: OnceCell::new(),
-        params,
+        effects: Effects::new(all, src, params),
         all,
         control: BTreeMap::new(),
         guarded: Vec::new(),
@@ -102,9 +102,8 @@ struct Walker<'a, 't> {
     returns: Vec<Node<'t>>,
     /// The body and its descendants, in pre-order.
     all: &'a [Node<'t>],
-    /// Locals and parameters held by value: writing them touches no memory (built on first use).
-    locals: OnceCell<BTreeSet<String>>,
-    params: &'a [String],
+    /// What the body's expressions read and write.
+    effects: Effects<'a, 't>,
     /// Variables read by conditions that returned threads evaluate, and where.
     control: BTreeMap<String, Range<usize>>,
     /// Ranges that returned threads skip.
@@ -253,7 +252,7 @@ impl<'a, 't> Walker<'a, 't> {
         if matches!(s.kind(), "preproc_if" | "preproc_ifdef") {
             return Err(self.refusal(range, "conditional compilation follows it"));
         }
-        if s.kind() == "expression_statement" && self.local_writes_only(s) {
+        if s.kind() == "expression_statement" && self.effects.local_writes_only(s) {
             return Ok(Class::Apart); // returned threads compute it too: it may feed a condition
         }
         Ok(Class::Run { exposed })
@@ -268,13 +267,13 @@ impl<'a, 't> Walker<'a, 't> {
         match s.kind() {
             "break_statement" | "continue_statement" => Ok(()),
             "expression_statement" => {
-                let e = s.named_child(0).map(strip_parens);
+                let e = s.named_child(0).map(lang::strip_parens);
                 let call = e.and_then(|e| {
                     self.barrier_call(e).or_else(|| {
                         let assigns_local = e.kind_id() == k.assignment_expression
                             && e.child_by_field_id(f.left)
-                                .is_some_and(|l| self.is_local(l));
-                        let right = e.child_by_field_id(f.right).map(strip_parens);
+                                .is_some_and(|l| self.effects.is_local(l));
+                        let right = e.child_by_field_id(f.right).map(lang::strip_parens);
                         right
                             .filter(|_| assigns_local)
                             .and_then(|r| self.barrier_call(r))
@@ -319,7 +318,7 @@ impl<'a, 't> Walker<'a, 't> {
             }
             _ if id == k.for_statement => {
                 if let Some(init) = s.child_by_field_id(f.initializer) {
-                    if !self.local_effects_only(init) {
+                    if !self.effects.local_effects_only(init) {
                         return Err(self.refusal(
                             init.byte_range(),
                             "this loop's initializer reads memory or has effects",
@@ -330,7 +329,7 @@ impl<'a, 't> Walker<'a, 't> {
                     self.condition(c)?;
                 }
                 if let Some(u) = s.child_by_field_id(f.update) {
-                    if !self.local_effects_only(u) {
+                    if !self.effects.local_effects_only(u) {
                         return Err(self.refusal(
                             u.byte_range(),
                             "this loop's update reads memory or writes it",
@@ -382,11 +381,11 @@ impl<'a, 't> Walker<'a, 't> {
     /// A condition that returned threads evaluate: a block reduction (its result is the same
     /// everywhere) or a block-uniform expression that reads no memory.
     fn condition(&mut self, c: Node<'t>) -> Result<(), Diagnostic> {
-        let e = strip_parens(c);
+        let e = lang::strip_parens(c);
         if let Some(b) = self.barrier_call(e) {
             return self.vote(b);
         }
-        if self.pure(e) && !self.uniformity().expr_varying(e) {
+        if self.effects.pure(e) && !self.uniformity().expr_varying(e) {
             for n in descendants(e) {
                 if n.kind_id() == kinds().identifier {
                     self.control
@@ -434,7 +433,7 @@ impl<'a, 't> Walker<'a, 't> {
             let Some(value) = decl.child_by_field_id(f.value) else {
                 continue;
             };
-            let v = strip_parens(value);
+            let v = lang::strip_parens(value);
             if let Some(b) = self.barrier_call(v) {
                 self.vote(b)?;
                 continue;
@@ -445,7 +444,7 @@ impl<'a, 't> Walker<'a, 't> {
                     "this initializer does more than synchronize",
                 ));
             }
-            if self.pure(value) {
+            if self.effects.pure(value) {
                 continue; // returned threads compute it too, harmlessly
             }
             let plain = decl
@@ -473,7 +472,7 @@ impl<'a, 't> Walker<'a, 't> {
             let target = n
                 .child_by_field_id(fields().left)
                 .or_else(|| n.child_by_field_id(fields().argument))
-                .map(|t| text(strip_parens(t), self.src));
+                .map(|t| text(lang::strip_parens(t), self.src));
             if let Some(cond) = target.and_then(|t| self.control.get(t)) {
                 return Err(self
                     .refusal(n.byte_range(), "this write, which returned threads skip, changes a value that a barrier's condition reads")
@@ -503,247 +502,21 @@ impl<'a, 't> Walker<'a, 't> {
             .copied()
             .find(|b| b.node.id() == e.id())
     }
-
-    fn is_local(&self, n: Node) -> bool {
-        let n = strip_parens(n);
-        if n.kind_id() != kinds().identifier {
-            return false;
-        }
-        self.locals
-            .get_or_init(|| local_names(self.all, self.src, self.params))
-            .contains(text(n, self.src))
-    }
-
-    /// An expression statement whose only effects are writes to locals, with pure values.
-    fn local_writes_only(&self, s: Node) -> bool {
-        s.named_child(0).is_some_and(|e| self.local_effects_only(e))
-    }
-
-    fn local_effects_only(&self, e: Node) -> bool {
-        self.writes_locals_only(e) && self.pure_inner(e, true)
-    }
-
-    fn writes_locals_only(&self, e: Node) -> bool {
-        let k = kinds();
-        let f = fields();
-        let mut ok = true;
-        lang::visit(e, |n| {
-            if n.kind_id() == k.assignment_expression {
-                ok &= n
-                    .child_by_field_id(f.left)
-                    .is_some_and(|l| self.is_local(l));
-            } else if n.kind_id() == k.update_expression {
-                ok &= n
-                    .child_by_field_id(f.argument)
-                    .is_some_and(|a| self.is_local(a));
-            }
-            ok
-        });
-        ok
-    }
-
-    /// Reads no memory, calls nothing with effects, writes nothing.
-    fn pure(&self, e: Node) -> bool {
-        self.pure_inner(e, false)
-    }
-
-    fn pure_inner(&self, e: Node, writes_ok: bool) -> bool {
-        let k = kinds();
-        let f = fields();
-        let mut ok = true;
-        lang::visit(e, |n| {
-            if !ok {
-                return false;
-            }
-            let id = n.kind_id();
-            match n.kind() {
-                "identifier"
-                | "number_literal"
-                | "true"
-                | "false"
-                | "null"
-                | "nullptr"
-                | "char_literal"
-                | "string_literal"
-                | "binary_expression"
-                | "unary_expression"
-                | "parenthesized_expression"
-                | "conditional_expression"
-                | "comma_expression"
-                | "qualified_identifier"
-                | "namespace_identifier"
-                | "field_identifier"
-                | "declaration"
-                | "init_declarator"
-                | "primitive_type"
-                | "type_identifier"
-                | "sized_type_specifier"
-                | "type_qualifier"
-                | "template_type"
-                | "template_argument_list"
-                | "type_descriptor"
-                | "abstract_pointer_declarator"
-                | "comment" => true,
-                "sizeof_expression" | "alignof_expression" => false, // unevaluated
-                "cast_expression" => true,
-                "field_expression" => {
-                    ok = n
-                        .child_by_field_id(f.operator)
-                        .is_some_and(|o| text(o, self.src) == ".");
-                    ok
-                }
-                "pointer_expression" => {
-                    ok = n
-                        .child_by_field_id(f.operator)
-                        .is_some_and(|o| text(o, self.src) == "&");
-                    ok
-                }
-                "assignment_expression" | "update_expression" => {
-                    ok = writes_ok;
-                    ok
-                }
-                _ if id == k.call_expression => {
-                    ok = n
-                        .child_by_field_id(f.function)
-                        .is_some_and(|c| lang::PURE_FUNCTIONS.contains(&text(c, self.src)));
-                    ok
-                }
-                _ if id == k.argument_list => true,
-                _ => {
-                    // Operators and punctuation are unnamed; anything else named is not known
-                    // to be free of memory reads.
-                    ok = !n.is_named();
-                    ok
-                }
-            }
-        });
-        ok
-    }
-}
-
-/// Named children that are statements (comments included; the caller skips them).
-fn children<'t>(n: Node<'t>) -> Vec<Node<'t>> {
-    let mut c = n.walk();
-    n.named_children(&mut c).collect()
-}
-
-fn strip_parens(mut n: Node) -> Node {
-    while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {
-        match n.named_child(0) {
-            Some(x) => n = x,
-            None => break,
-        }
-    }
-    n
-}
-
-/// Whether `ret` is the last thing `last` does on its path: nothing after it in `last` would run.
-fn ends(ret: Node, last: Node) -> bool {
-    let k = kinds();
-    let mut n = ret;
-    while n.id() != last.id() {
-        let Some(p) = n.parent() else { return false };
-        let fine = match p.kind() {
-            "if_statement" => p
-                .child_by_field_id(fields().condition)
-                .is_some_and(|c| c.id() != n.id()),
-            "else_clause" => true,
-            _ if p.kind_id() == k.compound_statement => {
-                let mut c = p.walk();
-                let last_stmt = p
-                    .named_children(&mut c)
-                    .filter(|x| x.kind_id() != k.comment)
-                    .last();
-                last_stmt.is_some_and(|l| l.id() == n.id())
-            }
-            _ => false,
-        };
-        if !fine {
-            return false;
-        }
-        n = p;
-    }
-    true
-}
-
-/// A `break` or `continue` inside `s` that leaves `s` (its loop or switch is outside).
-fn escapes(s: Node) -> bool {
-    let mut found = false;
-    lang::visit(s, |n| {
-        if found {
-            return false;
-        }
-        let kind = n.kind();
-        if kind == "break_statement" || kind == "continue_statement" {
-            let mut a = n.parent();
-            let mut inside = false;
-            while let Some(p) = a {
-                let target =
-                    is_loop(p) || (kind == "break_statement" && p.kind() == "switch_statement");
-                if target {
-                    inside = s.byte_range().contains(&p.start_byte());
-                    break;
-                }
-                if p.id() == s.id() {
-                    break;
-                }
-                a = p.parent();
-            }
-            found = !inside;
-        }
-        true
-    });
-    found
-}
-
-/// Parameters and locals held by value: not `__shared__`, not `static`, not references.
-fn local_names(all: &[Node], src: &str, params: &[String]) -> BTreeSet<String> {
-    let k = kinds();
-    let mut out: BTreeSet<String> = params.iter().cloned().collect();
-    let mut not_local = BTreeSet::new();
-    for &n in all {
-        if n.kind_id() != k.declaration {
-            continue;
-        }
-        let t = text(n, src);
-        let shared = t.contains("__shared__") || t.trim_start().starts_with("static");
-        for d in lang::declarators(n) {
-            let Some(name) = lang::declarator_name(d) else {
-                continue;
-            };
-            let name = text(name, src).to_string();
-            let mut reference = false;
-            lang::visit(d, |x| {
-                reference |= x.kind_id() == k.reference_declarator;
-                !reference
-            });
-            if shared || reference {
-                not_local.insert(name);
-            } else {
-                out.insert(name);
-            }
-        }
-    }
-    out.retain(|n| !not_local.contains(n));
-    out
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::analysis::analyze;
     use crate::options::Options;
-    use crate::transform::{transform, Transformed};
 
-    fn run(body: &str) -> Transformed {
+    fn refused_because(body: &str, why: &str) {
         let src = format!(
             "__global__ void k(const float* in, float* out, int n, int m) {{\n{body}\n}}\n"
         );
-        transform(&src, "t.cu", &Options::default()).expect("transform")
-    }
-
-    fn refused_because(body: &str, why: &str) {
-        let t = run(body);
-        assert_eq!(t.transformed_count(), 0, "{}", t.output);
-        let d = t
+        let tree = crate::parse::parse(&src).tree;
+        let a = analyze(tree.root_node(), &src, &Options::default());
+        assert!(!a.kernels[0].transformed(), "{body}");
+        let d = a
             .diagnostics
             .iter()
             .find(|d| d.is_refusal())
@@ -756,77 +529,7 @@ mod tests {
         );
     }
 
-    fn predicated(body: &str) -> String {
-        let t = run(body);
-        assert_eq!(t.transformed_count(), 1, "{:?}", t.diagnostics);
-        t.output
-    }
-
     const HEAD: &str = "  __shared__ float s[64];\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n";
-
-    #[test]
-    fn straight_line_code_is_guarded_and_barriers_stay() {
-        let out = predicated(&format!(
-            "{HEAD}  s[threadIdx.x] = in[i];\n  __syncthreads();\n  out[i] = s[0];"
-        ));
-        assert!(out.contains("if (i >= n) __cp_live = false;"), "{out}");
-        assert!(
-            out.contains("if (__cp_live) { s[threadIdx.x] = in[i]; }\n  __syncthreads();"),
-            "{out}"
-        );
-        assert!(out.contains("if (__cp_live) { out[i] = s[0]; }"), "{out}");
-    }
-
-    #[test]
-    fn loads_after_a_return_read_nothing_in_returned_threads() {
-        let out = predicated(&format!(
-            "{HEAD}  float v = in[i];\n  int j = i + 1;\n  __syncthreads();\n  out[i] = v + j;"
-        ));
-        assert!(
-            out.contains("float v = cupreempt::live_value(__cp_live, [&] { return in[i]; });"),
-            "{out}"
-        );
-        assert!(
-            out.contains("  int j = i + 1;\n"),
-            "pure initializers stay: {out}"
-        );
-    }
-
-    #[test]
-    fn reductions_get_the_neutral_vote() {
-        let out = predicated(&format!("{HEAD}  int c = __syncthreads_count(in[i] > 0);\n  int a = __syncthreads_and(in[i] > 0);\n  out[i] = c + a;"));
-        assert!(
-            out.contains("__syncthreads_count(__cp_live && (in[i] > 0))"),
-            "{out}"
-        );
-        assert!(
-            out.contains("__syncthreads_and(!__cp_live || (in[i] > 0))"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn a_uniform_break_in_a_barrier_loop_is_taken_by_returned_threads_too() {
-        let out = predicated(&format!("{HEAD}  for (int r = 0; r < m; ++r) {{\n    if (r * 2 > m) break;\n    s[threadIdx.x] += in[i];\n    __syncthreads();\n  }}"));
-        assert!(
-            out.contains("    if (r * 2 > m) break;\n"),
-            "unguarded: {out}"
-        );
-        assert!(
-            out.contains("if (__cp_live) { s[threadIdx.x] += in[i]; }"),
-            "{out}"
-        );
-    }
-
-    #[test]
-    fn a_return_in_the_middle_of_a_run_jumps_past_it() {
-        let out = predicated("  int i = threadIdx.x;\n  for (int r = 0; r < m; ++r) {\n    out[i] = r;\n    if (in[i] > r) return;\n    out[i] += 1;\n    __syncthreads();\n  }");
-        assert!(
-            out.contains("{ __cp_live = false; goto __cp_after_1; }"),
-            "{out}"
-        );
-        assert!(out.contains("out[i] += 1; } __cp_after_1:;"), "{out}");
-    }
 
     #[test]
     fn a_barrier_under_a_thread_dependent_condition_is_refused() {

@@ -1,155 +1,16 @@
-//! Finding the pieces of a translation unit: kernels, device helpers, their declarations, launch
-//! sites, macros and `#pragma cupreempt` lines.
+//! The walk over a translation unit that finds its pieces: kernels, device helpers, their
+//! declarations, launch sites and macros (and, before each function, its pragmas).
 
+use super::macros::{self, MacroFacts};
+use super::pragmas;
+use super::sites::{FunctionSite, LaunchSite, Linkage, Param, TemplateParam};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use crate::parse;
+use crate::vocab;
 use std::collections::BTreeMap;
 use std::ops::Range;
 use tree_sitter::Node;
-
-#[derive(Debug, Clone, Copy)]
-pub struct Linkage<'t> {
-    pub node: Node<'t>,
-    /// `extern "C" { ... }` rather than `extern "C" <one declaration>`.
-    pub braced: bool,
-}
-
-#[derive(Debug, Clone)]
-pub struct Param {
-    /// The parameter's source text.
-    pub text: String,
-    /// The name, or a generated one for an unnamed parameter (then `text` does not contain it).
-    pub name: String,
-    pub named: bool,
-    /// `Ts... args`: forwarded as `args...`.
-    pub pack: bool,
-}
-
-impl Param {
-    /// The declaration with a name, for generated functions that must forward it.
-    pub fn declaration(&self) -> String {
-        if self.named {
-            self.text.clone()
-        } else {
-            format!("{} {}", self.text, self.name)
-        }
-    }
-    pub fn forward(&self) -> String {
-        if self.pack {
-            format!("{}...", self.name)
-        } else {
-            self.name.clone()
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct TemplateParam {
-    /// How the parameter is passed on as an explicit template argument: `T`, `N`, `Ts...`.
-    pub arg: String,
-    pub pack: bool,
-    pub has_default: bool,
-}
-
-#[derive(Debug, Clone, Default)]
-pub struct Pragmas {
-    pub chunk: Option<u32>,
-    pub budget_us: Option<u32>,
-    pub skip: bool,
-}
-
-/// A function definition or declaration with CUDA execution-space qualifiers.
-#[derive(Debug, Clone)]
-pub struct FunctionSite<'t> {
-    pub name: String,
-    /// Enclosing namespaces, outermost first.
-    pub scope: Vec<String>,
-    /// The outermost node that belongs to this function: template or unbraced linkage included.
-    pub outer: Node<'t>,
-    /// The `function_definition` (or `declaration`) itself.
-    pub func: Node<'t>,
-    pub template: Option<Node<'t>>,
-    pub template_params: Vec<TemplateParam>,
-    pub linkage: Option<Linkage<'t>>,
-    /// `__global__`, or the macro whose expansion holds it.
-    pub global_kw: Option<Node<'t>>,
-    /// What `global_kw` becomes in the shared body.
-    pub global_replacement: String,
-    pub host: bool,
-    pub launch_bounds: Vec<Node<'t>>,
-    pub declarator: Node<'t>,
-    pub name_node: Node<'t>,
-    pub params: Node<'t>,
-    pub param_list: Vec<Param>,
-    pub body: Node<'t>,
-    pub pragmas: Pragmas,
-    /// Why this function's header cannot be rewritten (empty when it can).
-    pub problems: Vec<Diagnostic>,
-}
-
-impl FunctionSite<'_> {
-    pub fn is_template(&self) -> bool {
-        self.template.is_some()
-    }
-    /// `T, N, Ts...`
-    pub fn template_args(&self) -> String {
-        self.template_params
-            .iter()
-            .map(|p| p.arg.as_str())
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-    /// `a, b, args...`
-    pub fn forward_args(&self) -> String {
-        self.param_list
-            .iter()
-            .map(Param::forward)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-    /// Parameter declarations, every one named.
-    pub fn named_params(&self) -> String {
-        self.param_list
-            .iter()
-            .map(Param::declaration)
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct LaunchSite<'t> {
-    pub call: Node<'t>,
-    /// The callee's last name (`k` in `ns::k<float>`).
-    pub name: String,
-    /// Text before the name in the callee (`ns::`).
-    pub qualifier: String,
-    pub template_args: Option<Node<'t>>,
-    /// The 2 to 4 expressions between `<<<` and `>>>`.
-    pub config: Vec<Node<'t>>,
-    pub args: Node<'t>,
-    pub arg_count: usize,
-    pub in_device_code: bool,
-    pub in_error: bool,
-}
-
-/// What a macro of this file expands to, as far as tokens tell.
-#[derive(Debug, Clone, Default)]
-pub struct MacroFacts {
-    pub virtual_reads: Vec<&'static str>,
-    pub thread_varying: bool,
-    pub barrier: bool,
-    pub returns: bool,
-    pub grid_sync: bool,
-    pub launches: bool,
-    /// Identifiers followed by `(`.
-    pub calls: Vec<String>,
-    /// Every identifier (to follow macros that use other macros).
-    pub idents: Vec<String>,
-    /// The replacement text.
-    pub text: String,
-}
 
 pub struct Found<'t> {
     pub kernels: Vec<FunctionSite<'t>>,
@@ -179,7 +40,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
     };
     s.found.include_at = include_position(root, src);
     s.walk(&mut root.walk(), &mut Vec::new(), false);
-    s.found.macros = close_macros(s.found.macros);
+    s.found.macros = macros::close(s.found.macros);
     for r in &errors {
         let inside_kernel = s
             .found
@@ -373,7 +234,7 @@ impl<'t> Scanner<'t, '_> {
         let body = func
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
-        let pragmas = self.pragmas(outer);
+        let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
         Some(FunctionSite {
             name,
             scope: scope.to_vec(),
@@ -444,7 +305,7 @@ impl<'t> Scanner<'t, '_> {
                     }
                     out.push(Param {
                         text: ptext,
-                        name: format!("__cp_arg{i}"),
+                        name: vocab::unnamed_param(i),
                         named: false,
                         pack,
                     });
@@ -469,12 +330,6 @@ impl<'t> Scanner<'t, '_> {
             let pack = id == k.variadic_type_parameter_declaration
                 || id == k.variadic_parameter_declaration
                 || text(p, self.src).contains("...");
-            let has_default = id == k.optional_type_parameter_declaration
-                || id == k.optional_parameter_declaration
-                || p.child_by_field_id(crate::lang::fields().default_type)
-                    .is_some()
-                || p.child_by_field_id(crate::lang::fields().default_value)
-                    .is_some();
             let name = if id == k.type_parameter_declaration
                 || id == k.variadic_type_parameter_declaration
                 || id == k.optional_type_parameter_declaration
@@ -496,53 +351,9 @@ impl<'t> Scanner<'t, '_> {
             out.push(TemplateParam {
                 arg: if pack { format!("{name}...") } else { name },
                 pack,
-                has_default,
             });
         }
         out
-    }
-
-    fn pragmas(&mut self, outer: Node<'t>) -> Pragmas {
-        let k = kinds();
-        let mut p = Pragmas::default();
-        let mut sib = outer.prev_sibling();
-        while let Some(s) = sib {
-            if s.kind_id() == k.comment {
-                sib = s.prev_sibling();
-                continue;
-            }
-            if s.kind_id() != k.preproc_call {
-                break;
-            }
-            let directive = s
-                .child_by_field_id(crate::lang::fields().directive)
-                .map(|d| text(d, self.src))
-                .unwrap_or("");
-            let arg = s
-                .child_by_field_id(crate::lang::fields().argument)
-                .map(|a| text(a, self.src).trim())
-                .unwrap_or("");
-            if directive != "#pragma" {
-                break;
-            }
-            if let Some(rest) = arg.strip_prefix("cupreempt") {
-                if let Err(why) = parse_pragma(rest.trim(), &mut p) {
-                    self.found.diagnostics.push(
-                        Diagnostic::new(
-                            Code::BadPragma,
-                            format!(
-                                "`#pragma cupreempt {}` is not understood: {why}",
-                                rest.trim()
-                            ),
-                        )
-                        .label(s.byte_range(), "ignored")
-                        .help("known: `#pragma cupreempt chunk(N)`, `budget_us(N)`, `skip`"),
-                    );
-                }
-            }
-            sib = s.prev_sibling();
-        }
-        p
     }
 
     fn launch_site(&self, call: Node<'t>, in_device: bool) -> Option<LaunchSite<'t>> {
@@ -600,7 +411,7 @@ impl<'t> Scanner<'t, '_> {
         let body = value.map(|v| text(v, self.src)).unwrap_or("");
         self.found
             .macros
-            .insert(text(name, self.src).to_string(), macro_facts(body));
+            .insert(text(name, self.src).to_string(), macros::facts(body));
     }
 }
 
@@ -662,160 +473,5 @@ fn find_function_declarator(func: Node) -> Option<Node> {
             return None;
         }
         d = d.child_by_field_id(crate::lang::fields().declarator)?;
-    }
-}
-
-fn parse_pragma(s: &str, p: &mut Pragmas) -> Result<(), String> {
-    for item in s.split_whitespace() {
-        if item == "skip" {
-            p.skip = true;
-            continue;
-        }
-        let (key, val) = item
-            .strip_suffix(')')
-            .and_then(|i| i.split_once('('))
-            .ok_or_else(|| format!("expected `key(value)`, found `{item}`"))?;
-        let n: u32 = val
-            .trim()
-            .parse()
-            .map_err(|_| format!("`{val}` is not a whole number"))?;
-        if n == 0 {
-            return Err(format!("`{key}` must be at least 1"));
-        }
-        match key {
-            "chunk" => p.chunk = Some(n),
-            "budget_us" => p.budget_us = Some(n),
-            _ => return Err(format!("unknown key `{key}`")),
-        }
-    }
-    Ok(())
-}
-
-fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    std::iter::from_fn(move || {
-        while i < bytes.len() {
-            let b = bytes[i];
-            if b.is_ascii_alphabetic() || b == b'_' {
-                let start = i;
-                while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
-                    i += 1;
-                }
-                return Some((start, &s[start..i]));
-            }
-            if b.is_ascii_digit() {
-                while i < bytes.len()
-                    && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
-                {
-                    i += 1;
-                }
-                continue;
-            }
-            i += 1;
-        }
-        None
-    })
-}
-
-pub(crate) fn macro_facts(body: &str) -> MacroFacts {
-    let mut f = MacroFacts::default();
-    for (at, id) in identifiers(body) {
-        if let Some((name, _)) = lang::VIRTUAL_BUILTINS.iter().find(|(n, _)| *n == id) {
-            if !f.virtual_reads.contains(name) {
-                f.virtual_reads.push(name);
-            }
-        }
-        f.thread_varying |= lang::THREAD_VARYING.contains(&id);
-        f.barrier |=
-            lang::BARRIER_FUNCTIONS.iter().any(|(n, _)| *n == id) || id == "this_thread_block";
-        f.returns |= id == "return";
-        f.grid_sync |= lang::GRID_SYNC.contains(&id);
-        let rest = body[at + id.len()..].trim_start();
-        if rest.starts_with('(') && !f.calls.iter().any(|c| c == id) {
-            f.calls.push(id.to_string());
-        }
-        if !f.idents.iter().any(|c| c == id) {
-            f.idents.push(id.to_string());
-        }
-    }
-    f.text = body.trim().to_string();
-    f.barrier |= body.contains(".sync()") && body.contains("thread_block");
-    f.launches = body.contains("<<<");
-    f
-}
-
-impl MacroFacts {
-    /// Takes in what another macro (used by this one) expands to; true if anything changed.
-    fn absorb(&mut self, g: &MacroFacts) -> bool {
-        let mut changed = false;
-        for v in &g.virtual_reads {
-            if !self.virtual_reads.contains(v) {
-                self.virtual_reads.push(v);
-                changed = true;
-            }
-        }
-        for c in &g.calls {
-            if !self.calls.contains(c) {
-                self.calls.push(c.clone());
-                changed = true;
-            }
-        }
-        for (mine, theirs) in [
-            (&mut self.thread_varying, g.thread_varying),
-            (&mut self.barrier, g.barrier),
-            (&mut self.returns, g.returns),
-            (&mut self.grid_sync, g.grid_sync),
-            (&mut self.launches, g.launches),
-        ] {
-            changed |= theirs && !*mine;
-            *mine |= theirs;
-        }
-        changed
-    }
-}
-
-/// A macro that uses another macro inherits its facts (to a fixpoint).
-fn close_macros(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFacts> {
-    loop {
-        let snapshot = m.clone();
-        let mut changed = false;
-        for f in m.values_mut() {
-            for used in f.idents.clone() {
-                if let Some(g) = snapshot.get(&used) {
-                    changed |= f.absorb(g);
-                }
-            }
-        }
-        if !changed {
-            return m;
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pragma_keys() {
-        let mut p = Pragmas::default();
-        parse_pragma("chunk(8) budget_us(50)", &mut p).unwrap();
-        assert_eq!((p.chunk, p.budget_us, p.skip), (Some(8), Some(50), false));
-        assert!(parse_pragma("chunk(0)", &mut p).is_err());
-        assert!(parse_pragma("chunky(3)", &mut p).is_err());
-        assert!(parse_pragma("chunk", &mut p).is_err());
-        parse_pragma("skip", &mut p).unwrap();
-        assert!(p.skip);
-    }
-
-    #[test]
-    fn macro_tokens() {
-        let f = macro_facts("(blockIdx.x * blockDim.x + threadIdx.x)");
-        assert_eq!(f.virtual_reads, vec!["blockIdx"]);
-        assert!(f.thread_varying && !f.barrier && !f.returns);
-        let g = macro_facts("do { if (x) return; __syncthreads(); } while (0)");
-        assert!(g.barrier && g.returns);
-        assert!(g.calls.contains(&"__syncthreads".to_string()));
     }
 }

@@ -4,9 +4,10 @@
 //! kernels several percent). Conservative: anything this file does not show counts as use.
 
 use super::body::BodyFacts;
+use super::callgraph::CallGraph;
 use super::HelperPlan;
 use crate::lang::text;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Range;
 
 const SHARED: &str = "__shared__";
@@ -136,7 +137,7 @@ pub fn may_use_shared(
     body: &str,
     facts: &BodyFacts,
     helpers: &[HelperPlan],
-    index: &BTreeMap<&str, Vec<usize>>,
+    graph: &CallGraph,
     src: &str,
 ) -> bool {
     if body.contains(SHARED) {
@@ -145,7 +146,7 @@ pub fn may_use_shared(
     let mut seen: BTreeSet<usize> = BTreeSet::new();
     let mut calls: Vec<&str> = facts.calls.iter().map(|c| c.name.as_str()).collect();
     while let Some(name) = calls.pop() {
-        match index.get(name) {
+        match graph.by_name.get(name) {
             Some(ids) => {
                 for &i in ids {
                     if seen.insert(i) {

@@ -6,7 +6,8 @@
 //! "varying" costs a predicated rewrite (a little speed); a wrong "uniform" could deadlock, so
 //! every doubt goes to varying.
 
-use super::scan::MacroFacts;
+use super::flow::is_loop;
+use super::macros::MacroFacts;
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
@@ -24,25 +25,6 @@ struct Assignment<'t> {
     target: String,
     value: Option<Node<'t>>,
     at: Node<'t>,
-}
-
-pub fn is_loop(n: Node) -> bool {
-    let k = kinds();
-    let id = n.kind_id();
-    id == k.for_statement
-        || id == k.while_statement
-        || id == k.do_statement
-        || id == k.for_range_loop
-}
-
-/// `n` and its descendants in pre-order.
-pub fn descendants(n: Node) -> Vec<Node> {
-    let mut out = Vec::new();
-    lang::visit(n, |x| {
-        out.push(x);
-        true
-    });
-    out
 }
 
 impl<'t, 'm> Uniformity<'t, 'm> {

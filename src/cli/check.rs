@@ -1,8 +1,9 @@
 //! `cupreempt check`
 
+use super::render::render;
 use super::{files, stderr_color, OutputFormat, SelectArgs};
 use clap::Args;
-use cupreempt::diagnostics::{render, Diagnostic};
+use cupreempt::diagnostics::Diagnostic;
 use cupreempt::KernelReport;
 use serde::Serialize;
 use std::path::PathBuf;
@@ -52,10 +53,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                         let why: Vec<String> = t
                             .diagnostics
                             .iter()
-                            .filter(|d| {
-                                d.kernel.as_deref() == Some(k.name.as_str())
-                                    && k.codes.contains(&d.code.id())
-                            })
+                            .filter(|d| k.is_about(d) && k.codes.contains(&d.code.id()))
                             .map(|d| format!("{} {}", d.code.id(), d.message))
                             .collect();
                         format!("left as it is: {}", why.join("; "))

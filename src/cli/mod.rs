@@ -2,10 +2,11 @@
 //! prints.
 
 mod check;
-mod diffcmd;
+mod diff;
 mod files;
+mod render;
 mod sim;
-mod transformcmd;
+mod transform;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cupreempt::Options;
@@ -28,9 +29,9 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Rewrite kernels and their launch sites.
-    Transform(transformcmd::TransformArgs),
+    Transform(transform::TransformArgs),
     /// Show what `transform` would change.
-    Diff(diffcmd::DiffArgs),
+    Diff(diff::DiffArgs),
     /// Report, per kernel, whether it can be transformed and why not (exit 1 if any is refused).
     Check(check::CheckArgs),
     /// Run scheduling policies on a workload in the discrete-event simulator.
@@ -133,8 +134,8 @@ fn stderr_color() -> bool {
 
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Transform(a) => transformcmd::run(a),
-        Command::Diff(a) => diffcmd::run(a),
+        Command::Transform(a) => transform::run(a),
+        Command::Diff(a) => diff::run(a),
         Command::Check(a) => check::run(a),
         Command::Sim(a) => sim::run(a),
         Command::Headers { out } => {

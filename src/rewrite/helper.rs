@@ -7,9 +7,10 @@
 //! __device__ int gid() { cupreempt::NativeCtx __cp; return gid(__cp); }
 //! ```
 
-use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
+use super::{context_calls, context_param, prologue};
 use crate::analysis::HelperPlan;
 use crate::edit::Edit;
+use crate::vocab::{CTX, CTX_TYPE, NATIVE_CTX};
 use std::collections::BTreeSet;
 
 pub fn rewrite(
@@ -72,7 +73,7 @@ pub fn rewrite(
     let sep = if args.is_empty() { "" } else { ", " };
     let forwarder = format!(
         "\n// cupreempt: `{name}` with the hardware's blockIdx/gridDim, for other callers.\n\
-         {template_text}{specifiers}{name}({params}){tail} {{\n  cupreempt::NativeCtx {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
+         {template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
     edits.push(Edit::insert(s.outer.end_byte(), forwarder));

@@ -21,31 +21,20 @@
 //! The body stays where it was, so the user's formatting and line numbers inside it survive;
 //! only its header changes and generated code follows it.
 
-use super::{context_calls, context_param, prologue, CTX, CTX_TYPE};
+use super::{context_calls, context_param, prologue};
 use crate::analysis::{FunctionSite, KernelPlan, SyncMode};
 use crate::edit::Edit;
+use crate::vocab::{
+    body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, CTX,
+    CTX_TYPE, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32,
+    NATIVE_CTX, RUN_TASKS, TASK_CTX,
+};
 use std::collections::BTreeSet;
 
-pub fn body_name(k: &str) -> String {
-    format!("{k}__cupreempt_body")
-}
-pub fn wrapper_name(k: &str) -> String {
-    format!("{k}__cupreempt")
-}
-pub fn capped_wrapper_name(k: &str) -> String {
-    format!("{k}__cupreempt_r32")
-}
 /// Holds a kernel to 32 registers whatever its block size (65536 registers / 2048 threads).
 const CAP_32_REGISTERS: &str = "__launch_bounds__(1024, 2) ";
-pub fn kernels_struct(plan: &KernelPlan, ordinal: usize) -> String {
-    if plan.overloaded {
-        format!("{}__cupreempt_kernels_{ordinal}", plan.site.name)
-    } else {
-        format!("{}__cupreempt_kernels", plan.site.name)
-    }
-}
-pub fn selector_name(k: &str) -> String {
-    format!("{k}__cupreempt_select")
+pub fn kernels_struct(plan: &KernelPlan) -> String {
+    kernels_struct_name(&plan.site.name, plan.overloaded.then_some(plan.ordinal))
 }
 
 /// Launch sites need the deducing form: templates and overloads.
@@ -55,7 +44,6 @@ pub fn needs_selector(plan: &KernelPlan) -> bool {
 
 pub fn rewrite(
     plan: &KernelPlan,
-    ordinal: usize,
     src: &str,
     ctx_helpers: &BTreeSet<&str>,
     compact: bool,
@@ -141,10 +129,10 @@ pub fn rewrite(
                 wrapper_params(&decl.params)
             ));
         }
-        early.push_str(&launch_types(plan, ordinal, &decl));
+        early.push_str(&launch_types(plan, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
     } else {
-        out.push_str(&launch_types(plan, ordinal, &h));
+        out.push_str(&launch_types(plan, &h));
     }
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
 }
@@ -195,9 +183,9 @@ impl Header {
 
 fn wrapper_params(params: &str) -> String {
     if params.is_empty() {
-        "cupreempt_launch __cp_launch".to_string()
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
     } else {
-        format!("cupreempt_launch __cp_launch, {params}")
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, {params}")
     }
 }
 
@@ -212,8 +200,6 @@ fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
     let sep = if args.is_empty() { "" } else { ", " };
     format!("{}<{targs}>({CTX}{sep}{args});", body_name(&k.name))
 }
-
-const NATIVE_CTX: &str = "cupreempt::NativeCtx";
 
 fn forwarder(plan: &KernelPlan, h: &Header) -> String {
     format!(
@@ -266,8 +252,8 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
     };
     format!(
         "{comment}\
-         {prefix}{cap_attr}{wrapper}({params}) {{\n  using {CTX_TYPE} = cupreempt::TaskCtx;\n  \
-         cupreempt::run_tasks<{CTX_TYPE}, /*task_barrier=*/{barrier}>(__cp_launch, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
+         {prefix}{cap_attr}{wrapper}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  \
+         {RUN_TASKS}<{CTX_TYPE}, /*task_barrier=*/{barrier}>({LAUNCH_PARAM}, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
         prefix = h.prefix(),
         params = wrapper_params(&h.params),
@@ -279,9 +265,9 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
 }
 
 /// `K__cupreempt_kernels` (and `K__cupreempt_select` for templates and overloads).
-fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
+fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     let k = &plan.site;
-    let s = kernels_struct(plan, ordinal);
+    let s = kernels_struct(plan);
     let targs = if k.is_template() {
         format!("<{}>", k.template_args())
     } else {
@@ -302,9 +288,9 @@ fn launch_types(plan: &KernelPlan, ordinal: usize, h: &Header) -> String {
             format!("auto {name}")
         }
     };
-    let orig_ty = member("original", &types);
-    let wrap_ty = member("wrapper", &wrapper_params(&types));
-    let capped_ty = member("wrapper_r32", &wrapper_params(&types));
+    let orig_ty = member(MEMBER_ORIGINAL, &types);
+    let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types));
+    let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types));
     let amp = if plan.overloaded { "" } else { "&" };
     let capped_wrapper = if capped(k) {
         capped_wrapper_name(&k.name)

@@ -1,10 +1,11 @@
 //! `k<<<grid, block, smem, stream>>>(args)` → `cupreempt::launch<K>(grid, block, smem, stream, args)`.
 
-use super::kernel::{kernels_struct, needs_selector, selector_name};
+use super::kernel::{kernels_struct, needs_selector};
 use crate::analysis::{Analysis, LaunchSite};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::lang::text;
+use crate::vocab::{selector_name, LAUNCH};
 
 pub fn rewrite(
     l: &LaunchSite,
@@ -13,11 +14,10 @@ pub fn rewrite(
     edits: &mut Vec<Edit>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let targets: Vec<(usize, &crate::analysis::KernelPlan)> = a
+    let targets: Vec<&crate::analysis::KernelPlan> = a
         .kernels
         .iter()
         .filter(|k| k.transformed() && k.site.name == l.name)
-        .enumerate()
         .collect();
     if targets.is_empty() || l.in_device_code {
         return; // not ours, or inside a kernel that was refused for launching from the device
@@ -27,7 +27,7 @@ pub fn rewrite(
             Code::LaunchLeft,
             format!("launch of `{}` left as it is: {why}", l.name),
         )
-        .kernel(&l.name)
+        .kernel(targets[0].id, &l.name)
         .label(l.call.byte_range(), "this launch is not preemptible")
     };
     if l.in_error {
@@ -36,7 +36,7 @@ pub fn rewrite(
     }
     let min_params = targets
         .iter()
-        .map(|(_, k)| k.site.param_list.len())
+        .map(|k| k.site.param_list.len())
         .min()
         .unwrap_or(0);
     if l.arg_count < min_params {
@@ -49,7 +49,7 @@ pub fn rewrite(
         ));
         return;
     }
-    let (ordinal, plan) = targets[0];
+    let plan = targets[0];
     let explicit = l.template_args.map(|t| text(t, src)).unwrap_or("");
     let explicit_count = l.template_args.map(|t| t.named_child_count()).unwrap_or(0);
     let complete = targets.len() == 1
@@ -58,8 +58,8 @@ pub fn rewrite(
             || (explicit_count == plan.site.template_params.len()
                 && !plan.site.template_params.iter().any(|p| p.pack)));
     let args_text = &src[l.args.start_byte() + 1..l.args.end_byte() - 1];
-    let kernels = if complete || !targets.iter().any(|(_, k)| needs_selector(k)) {
-        format!("{}{}{explicit}", l.qualifier, kernels_struct(plan, ordinal))
+    let kernels = if complete || !targets.iter().any(|k| needs_selector(k)) {
+        format!("{}{}{explicit}", l.qualifier, kernels_struct(plan))
     } else {
         format!(
             "decltype({}{}{explicit}({args_text}))",
@@ -72,7 +72,7 @@ pub fn rewrite(
     let stream = cfg.get(3).copied().unwrap_or("0");
     let sep = if l.arg_count > 0 { ", " } else { "" };
     let head = format!(
-        "cupreempt::launch<{kernels}>({}, {}, {smem}, {stream}{sep}",
+        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream}{sep}",
         cfg[0], cfg[1]
     );
     edits.push(Edit::replace(

@@ -8,16 +8,9 @@ mod predicate;
 use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
+use crate::vocab::{CTX, CTX_TYPE, INCLUDE};
 use std::collections::BTreeSet;
 use tree_sitter::Node;
-
-/// The task-context parameter every shared body and rewritten helper takes.
-pub const CTX: &str = "__cp";
-/// The predicated form's flag: the thread has not returned from the task.
-pub const CTX_LIVE: &str = "__cp_live";
-/// Its type parameter.
-pub const CTX_TYPE: &str = "CupreemptCtx";
-pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
 
 pub struct Rewrite {
     pub edits: Vec<Edit>,
@@ -39,14 +32,8 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool) -> Rewrite {
         .filter(|h| h.needs_ctx && h.reached)
         .map(|h| h.site.name.as_str())
         .collect();
-    for (i, k) in a.kernels.iter().enumerate() {
-        if k.transformed() {
-            let ordinal = a.kernels[..i]
-                .iter()
-                .filter(|o| o.transformed() && o.site.name == k.site.name)
-                .count();
-            kernel::rewrite(k, ordinal, src, &ctx_helpers, compact, &mut edits);
-        }
+    for k in a.kernels.iter().filter(|k| k.transformed()) {
+        kernel::rewrite(k, src, &ctx_helpers, compact, &mut edits);
     }
     for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
         helper::rewrite(h, src, &ctx_helpers, compact, &mut edits);

@@ -1,8 +1,9 @@
 //! Edits of the predicated form (see `analysis::predicate` for why and when).
 
-use super::{body_indent, opens_own_line, CTX_LIVE};
+use super::{body_indent, opens_own_line};
 use crate::analysis::{Predication, Step};
 use crate::edit::Edit;
+use crate::vocab::{after_label, CTX_LIVE, LIVE_VALUE};
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
@@ -36,7 +37,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                     tail.push_str(" }");
                 }
                 if let Some(n) = label {
-                    tail.push_str(&format!(" {}:;", label_name(*n)));
+                    tail.push_str(&format!(" {}:;", after_label(*n)));
                 }
                 if *braced {
                     tail.push_str(" }");
@@ -52,7 +53,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                 }
                 text.push_str(&format!("{CTX_LIVE} = false;"));
                 if let Some(n) = label {
-                    text.push_str(&format!(" goto {};", label_name(*n)));
+                    text.push_str(&format!(" goto {};", after_label(*n)));
                 }
                 if value.is_some() || label.is_some() {
                     text = format!("{{ {text} }}");
@@ -62,7 +63,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
             Step::LiveInit { value } => {
                 edits.push(Edit::insert(
                     value.start_byte(),
-                    format!("cupreempt::live_value({CTX_LIVE}, [&] {{ return "),
+                    format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
                 ));
                 edits.push(Edit::insert(value.end_byte(), "; })"));
             }
@@ -79,6 +80,84 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
     }
 }
 
-fn label_name(n: u32) -> String {
-    format!("__cp_after_{n}")
+#[cfg(test)]
+mod tests {
+    use crate::options::Options;
+    use crate::transform::transform;
+
+    /// The transformed text of a kernel with `body` that must come out predicated.
+    fn predicated(body: &str) -> String {
+        let src = format!(
+            "__global__ void k(const float* in, float* out, int n, int m) {{\n{body}\n}}\n"
+        );
+        let t = transform(&src, "t.cu", &Options::default()).expect("transform");
+        assert_eq!(t.transformed_count(), 1, "{:?}", t.diagnostics);
+        t.output
+    }
+
+    const HEAD: &str = "  __shared__ float s[64];\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n";
+
+    #[test]
+    fn straight_line_code_is_guarded_and_barriers_stay() {
+        let out = predicated(&format!(
+            "{HEAD}  s[threadIdx.x] = in[i];\n  __syncthreads();\n  out[i] = s[0];"
+        ));
+        assert!(out.contains("if (i >= n) __cp_live = false;"), "{out}");
+        assert!(
+            out.contains("if (__cp_live) { s[threadIdx.x] = in[i]; }\n  __syncthreads();"),
+            "{out}"
+        );
+        assert!(out.contains("if (__cp_live) { out[i] = s[0]; }"), "{out}");
+    }
+
+    #[test]
+    fn loads_after_a_return_read_nothing_in_returned_threads() {
+        let out = predicated(&format!(
+            "{HEAD}  float v = in[i];\n  int j = i + 1;\n  __syncthreads();\n  out[i] = v + j;"
+        ));
+        assert!(
+            out.contains("float v = cupreempt::live_value(__cp_live, [&] { return in[i]; });"),
+            "{out}"
+        );
+        assert!(
+            out.contains("  int j = i + 1;\n"),
+            "pure initializers stay: {out}"
+        );
+    }
+
+    #[test]
+    fn reductions_get_the_neutral_vote() {
+        let out = predicated(&format!("{HEAD}  int c = __syncthreads_count(in[i] > 0);\n  int a = __syncthreads_and(in[i] > 0);\n  out[i] = c + a;"));
+        assert!(
+            out.contains("__syncthreads_count(__cp_live && (in[i] > 0))"),
+            "{out}"
+        );
+        assert!(
+            out.contains("__syncthreads_and(!__cp_live || (in[i] > 0))"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_uniform_break_in_a_barrier_loop_is_taken_by_returned_threads_too() {
+        let out = predicated(&format!("{HEAD}  for (int r = 0; r < m; ++r) {{\n    if (r * 2 > m) break;\n    s[threadIdx.x] += in[i];\n    __syncthreads();\n  }}"));
+        assert!(
+            out.contains("    if (r * 2 > m) break;\n"),
+            "unguarded: {out}"
+        );
+        assert!(
+            out.contains("if (__cp_live) { s[threadIdx.x] += in[i]; }"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_return_in_the_middle_of_a_run_jumps_past_it() {
+        let out = predicated("  int i = threadIdx.x;\n  for (int r = 0; r < m; ++r) {\n    out[i] = r;\n    if (in[i] > r) return;\n    out[i] += 1;\n    __syncthreads();\n  }");
+        assert!(
+            out.contains("{ __cp_live = false; goto __cp_after_1; }"),
+            "{out}"
+        );
+        assert!(out.contains("out[i] += 1; } __cp_after_1:;"), "{out}");
+    }
 }

@@ -1,8 +1,8 @@
 //! `cupreempt transform`
 
+use super::render::render;
 use super::{files, stderr_color, SelectArgs};
 use clap::Args;
-use cupreempt::diagnostics::render;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

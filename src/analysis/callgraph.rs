@@ -1,0 +1,100 @@
+//! Calls between the file's device functions, by name: which helpers need the task context
+//! (they read blockIdx/gridDim, maybe through other helpers) and which synchronize the block.
+//! Calls are matched by name because calls are rewritten by name: every overload of a name that
+//! needs the context gets it.
+
+use super::body::Call;
+use super::sites::FunctionSite;
+use super::HelperPlan;
+use std::collections::{BTreeMap, BTreeSet};
+
+pub struct CallGraph {
+    /// Helpers by name: indices into the analysis' helper list.
+    pub by_name: BTreeMap<String, Vec<usize>>,
+    /// Names of helpers that take the task context.
+    pub ctx_names: BTreeSet<String>,
+    /// Names of helpers that synchronize the block, directly or through other helpers.
+    pub barrier_names: BTreeSet<String>,
+}
+
+impl CallGraph {
+    /// Builds the graph and marks the helpers that need the task context.
+    pub fn build(helpers: &mut [HelperPlan]) -> CallGraph {
+        let mut ctx_names: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let mut changed = false;
+            for h in helpers.iter_mut() {
+                if h.needs_ctx {
+                    continue;
+                }
+                let needs = !h.facts.virtual_reads.is_empty()
+                    || h.facts.calls.iter().any(|c| ctx_names.contains(&c.name));
+                if needs {
+                    h.needs_ctx = true;
+                    ctx_names.insert(h.site.name.clone());
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        for h in helpers.iter_mut() {
+            if ctx_names.contains(&h.site.name) {
+                h.needs_ctx = true;
+            }
+        }
+        let mut barrier_names: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let before = barrier_names.len();
+            for h in helpers.iter() {
+                if !h.facts.barriers.is_empty()
+                    || h.facts
+                        .calls
+                        .iter()
+                        .any(|c| barrier_names.contains(&c.name))
+                {
+                    barrier_names.insert(h.site.name.clone());
+                }
+            }
+            if barrier_names.len() == before {
+                break;
+            }
+        }
+        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for (i, h) in helpers.iter().enumerate() {
+            by_name.entry(h.site.name.clone()).or_default().push(i);
+        }
+        CallGraph {
+            by_name,
+            ctx_names,
+            barrier_names,
+        }
+    }
+
+    /// The helpers a call by this name may reach.
+    pub fn callees(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
+        self.by_name.get(name).into_iter().flatten().copied()
+    }
+
+    /// Whether a call goes to a helper that synchronizes the block.
+    pub fn synchronizes(&self, call: &Call) -> bool {
+        self.barrier_names.contains(&call.name)
+    }
+}
+
+/// Earlier declarations of the function `def` defines: same name and scope, before it.
+pub fn prior_declarations<'t>(
+    decls: &[FunctionSite<'t>],
+    def: &FunctionSite<'t>,
+) -> Vec<FunctionSite<'t>> {
+    decls
+        .iter()
+        .filter(|d| {
+            d.name == def.name
+                && d.scope == def.scope
+                && d.outer.end_byte() <= def.outer.start_byte()
+        })
+        .cloned()
+        .collect()
+}

@@ -1,0 +1,124 @@
+//! What the scan finds: functions with CUDA execution-space qualifiers (their header's pieces,
+//! as tree nodes and text) and kernel launch sites.
+
+use super::pragmas::Pragmas;
+use crate::diagnostics::Diagnostic;
+use tree_sitter::Node;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Linkage<'t> {
+    pub node: Node<'t>,
+    /// `extern "C" { ... }` rather than `extern "C" <one declaration>`.
+    pub braced: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Param {
+    /// The parameter's source text.
+    pub text: String,
+    /// The name, or a generated one for an unnamed parameter (then `text` does not contain it).
+    pub name: String,
+    pub named: bool,
+    /// `Ts... args`: forwarded as `args...`.
+    pub pack: bool,
+}
+
+impl Param {
+    /// The declaration with a name, for generated functions that must forward it.
+    pub fn declaration(&self) -> String {
+        if self.named {
+            self.text.clone()
+        } else {
+            format!("{} {}", self.text, self.name)
+        }
+    }
+    pub fn forward(&self) -> String {
+        if self.pack {
+            format!("{}...", self.name)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TemplateParam {
+    /// How the parameter is passed on as an explicit template argument: `T`, `N`, `Ts...`.
+    pub arg: String,
+    pub pack: bool,
+}
+
+/// A function definition or declaration with CUDA execution-space qualifiers.
+#[derive(Debug, Clone)]
+pub struct FunctionSite<'t> {
+    pub name: String,
+    /// Enclosing namespaces, outermost first.
+    pub scope: Vec<String>,
+    /// The outermost node that belongs to this function: template or unbraced linkage included.
+    pub outer: Node<'t>,
+    /// The `function_definition` (or `declaration`) itself.
+    pub func: Node<'t>,
+    pub template: Option<Node<'t>>,
+    pub template_params: Vec<TemplateParam>,
+    pub linkage: Option<Linkage<'t>>,
+    /// `__global__`, or the macro whose expansion holds it.
+    pub global_kw: Option<Node<'t>>,
+    /// What `global_kw` becomes in the shared body.
+    pub global_replacement: String,
+    pub host: bool,
+    pub launch_bounds: Vec<Node<'t>>,
+    pub declarator: Node<'t>,
+    pub name_node: Node<'t>,
+    pub params: Node<'t>,
+    pub param_list: Vec<Param>,
+    pub body: Node<'t>,
+    pub pragmas: Pragmas,
+    /// Why this function's header cannot be rewritten (empty when it can).
+    pub problems: Vec<Diagnostic>,
+}
+
+impl FunctionSite<'_> {
+    pub fn is_template(&self) -> bool {
+        self.template.is_some()
+    }
+    /// `T, N, Ts...`
+    pub fn template_args(&self) -> String {
+        self.template_params
+            .iter()
+            .map(|p| p.arg.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+    /// `a, b, args...`
+    pub fn forward_args(&self) -> String {
+        self.param_list
+            .iter()
+            .map(Param::forward)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+    /// Parameter declarations, every one named.
+    pub fn named_params(&self) -> String {
+        self.param_list
+            .iter()
+            .map(Param::declaration)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LaunchSite<'t> {
+    pub call: Node<'t>,
+    /// The callee's last name (`k` in `ns::k<float>`).
+    pub name: String,
+    /// Text before the name in the callee (`ns::`).
+    pub qualifier: String,
+    pub template_args: Option<Node<'t>>,
+    /// The 2 to 4 expressions between `<<<` and `>>>`.
+    pub config: Vec<Node<'t>>,
+    pub args: Node<'t>,
+    pub arg_count: usize,
+    pub in_device_code: bool,
+    pub in_error: bool,
+}

@@ -1,0 +1,106 @@
+//! Diagnostics rendered for people, by miette: the library's diagnostics are data (codes,
+//! messages, byte-range labels); this binds one to its source and draws it.
+//!
+//! The fixture tests include this file too (`#[path]`), so that the snapshots show exactly what
+//! the command line prints.
+
+use cupreempt::diagnostics::{Diagnostic, Level};
+use miette::{Diagnostic as MietteDiagnostic, LabeledSpan, NamedSource, Severity};
+use std::fmt;
+use std::sync::Arc;
+
+/// A diagnostic bound to its source, renderable by miette.
+#[derive(Debug)]
+struct Rendered {
+    diag: Diagnostic,
+    source: NamedSource<Arc<String>>,
+}
+
+impl Rendered {
+    fn new(diag: &Diagnostic, file_name: &str, src: Arc<String>) -> Rendered {
+        Rendered {
+            diag: diag.clone(),
+            source: NamedSource::new(file_name, src).with_language("cpp"),
+        }
+    }
+}
+
+impl fmt::Display for Rendered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.diag.message)
+    }
+}
+
+impl std::error::Error for Rendered {}
+
+impl MietteDiagnostic for Rendered {
+    fn code<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(self.diag.code.id()))
+    }
+    fn severity(&self) -> Option<Severity> {
+        Some(match self.diag.severity {
+            Level::Error => Severity::Error,
+            Level::Warning => Severity::Warning,
+            Level::Note => Severity::Advice,
+        })
+    }
+    fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        self.diag
+            .help
+            .as_ref()
+            .map(|h| Box::new(h) as Box<dyn fmt::Display>)
+    }
+    fn url<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
+        Some(Box::new(format!(
+            "docs/diagnostics.md#{}",
+            self.diag.code.id().to_lowercase()
+        )))
+    }
+    fn source_code(&self) -> Option<&dyn miette::SourceCode> {
+        Some(&self.source)
+    }
+    fn labels(&self) -> Option<Box<dyn Iterator<Item = LabeledSpan> + '_>> {
+        if self.diag.labels.is_empty() {
+            return None;
+        }
+        Some(Box::new(self.diag.labels.iter().enumerate().map(
+            |(i, l)| {
+                let span = (l.start, l.end.saturating_sub(l.start));
+                if i == 0 {
+                    LabeledSpan::new_primary_with_span(Some(l.message.clone()), span)
+                } else {
+                    LabeledSpan::new_with_span(Some(l.message.clone()), span)
+                }
+            },
+        )))
+    }
+}
+
+/// Renders diagnostics as text (no colours), e.g. for snapshots and logs.
+pub fn render_plain(diags: &[Diagnostic], file_name: &str, src: &str) -> String {
+    let handler =
+        miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
+            .with_width(100)
+            .with_links(false);
+    let src = Arc::new(src.to_string());
+    let mut out = String::new();
+    for d in diags {
+        let _ = handler.render_report(&mut out, &Rendered::new(d, file_name, src.clone()));
+    }
+    out
+}
+
+/// Renders diagnostics for a terminal (colours when `color`).
+pub fn render(diags: &[Diagnostic], file_name: &str, src: &str, color: bool) -> String {
+    if !color {
+        return render_plain(diags, file_name, src);
+    }
+    let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode())
+        .with_links(false);
+    let src = Arc::new(src.to_string());
+    let mut out = String::new();
+    for d in diags {
+        let _ = handler.render_report(&mut out, &Rendered::new(d, file_name, src.clone()));
+    }
+    out
+}

@@ -1,0 +1,73 @@
+//! Every name the transformer emits: the generated functions and types, the parameters and
+//! locals it adds, and the names of the device headers' API that generated code calls. A name
+//! here that the headers in `cuda_support/` also spell must change in both; those headers point
+//! back here.
+
+/// The line that makes a file's generated code compile (and marks a transformed file).
+pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
+
+/// The task-context parameter every shared body and rewritten helper takes.
+pub const CTX: &str = "__cp";
+/// The task context's type parameter.
+pub const CTX_TYPE: &str = "CupreemptCtx";
+/// The predicated form's flag: the thread has not returned from the task.
+pub const CTX_LIVE: &str = "__cp_live";
+/// The wrapper's first parameter: the launch's description (`cupreempt_launch`, control.h).
+pub const LAUNCH_PARAM: &str = "__cp_launch";
+
+/// The launch description's C type (control.h).
+pub const LAUNCH_TYPE: &str = "cupreempt_launch";
+/// The context that reads the hardware's blockIdx/gridDim (task_loop.cuh).
+pub const NATIVE_CTX: &str = "cupreempt::NativeCtx";
+/// The context of one task of a persistent block (task_loop.cuh).
+pub const TASK_CTX: &str = "cupreempt::TaskCtx";
+/// The persistent loop over tasks that a wrapper runs (task_loop.cuh).
+pub const RUN_TASKS: &str = "cupreempt::run_tasks";
+/// Evaluates an initializer only in threads that have not returned (task_loop.cuh).
+pub const LIVE_VALUE: &str = "cupreempt::live_value";
+/// What a rewritten launch site calls (launch.cuh).
+pub const LAUNCH: &str = "cupreempt::launch";
+/// The members of a kernel's launch-types struct that launch.cuh reads: the original kernel,
+/// its wrapper and the wrapper held to 32 registers.
+pub const MEMBER_ORIGINAL: &str = "original";
+pub const MEMBER_WRAPPER: &str = "wrapper";
+pub const MEMBER_WRAPPER_R32: &str = "wrapper_r32";
+
+/// The shared body that the original kernel and its wrappers call.
+pub fn body_name(kernel: &str) -> String {
+    format!("{kernel}__cupreempt_body")
+}
+
+/// The persistent, preemptible wrapper.
+pub fn wrapper_name(kernel: &str) -> String {
+    format!("{kernel}__cupreempt")
+}
+
+/// The same wrapper, held to 32 registers.
+pub fn capped_wrapper_name(kernel: &str) -> String {
+    format!("{kernel}__cupreempt_r32")
+}
+
+/// The struct of launch types that launch sites name; overloads are numbered.
+pub fn kernels_struct_name(kernel: &str, overload: Option<usize>) -> String {
+    match overload {
+        Some(n) => format!("{kernel}__cupreempt_kernels_{n}"),
+        None => format!("{kernel}__cupreempt_kernels"),
+    }
+}
+
+/// The declaration that deduces the launch types from a launch's arguments (templates and
+/// overloads).
+pub fn selector_name(kernel: &str) -> String {
+    format!("{kernel}__cupreempt_select")
+}
+
+/// The name given to the unnamed parameter at `index`, so that it can be forwarded.
+pub fn unnamed_param(index: usize) -> String {
+    format!("__cp_arg{index}")
+}
+
+/// The label after a run of guarded statements in the predicated form.
+pub fn after_label(n: u32) -> String {
+    format!("__cp_after_{n}")
+}
