@@ -250,8 +250,9 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
             smem: cfg.shared_mem_bytes,
         };
         let rt = current_runtime()?;
+        let capacity = rt.capacity(&Function::from_raw(func.cast()), &cfg)?;
         if original.is_none() {
-            original = rt.inner.history.choose(&key);
+            original = rt.inner.history.choose(&key, capacity);
         }
         if let Some(why) = original {
             *out = 0;
@@ -265,7 +266,7 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
             &kargs,
         )?;
         let (mirror, number) = k.mirror();
-        rt.inner.history.launched(key, mirror, number);
+        rt.inner.history.launched(key, capacity, mirror, number);
         *out = register(k);
         Ok(())
     });

@@ -8,7 +8,13 @@
 //! configuration, how long its last preemptible launch ran (the tail reports it in the host
 //! mirror, [`HostMirror::run_ns`]); while that is at most the short-launch limit, launches of
 //! the same kernel and configuration run the original kernel, and every `REMEASURE`-th one runs
-//! preemptible again to measure anew. A launch with nothing measured yet is preemptible.
+//! preemptible again to measure anew.
+//!
+//! A configuration not seen before (programs whose grids change from launch to launch) is
+//! judged from the same kernel with the same block size and shared memory: its time per wave
+//! (run time over the waves of resident blocks it took) times the new grid's waves. That
+//! prediction must come in under half the limit, as tasks may do more work in a larger grid.
+//! A launch with nothing measured yet is preemptible.
 
 use super::pool::Mirror;
 use crate::control::HostMirror;
@@ -30,8 +36,24 @@ pub(crate) struct LaunchKey {
     pub smem: u32,
 }
 
+impl LaunchKey {
+    fn shape(&self) -> (usize, [u32; 3], u32) {
+        (self.func, self.block, self.smem)
+    }
+    fn tasks(&self) -> u64 {
+        self.grid.iter().map(|&g| g as u64).product()
+    }
+}
+
+/// Waves of `capacity` resident blocks that `tasks` tasks take.
+fn waves(tasks: u64, capacity: u64) -> u64 {
+    tasks.div_ceil(capacity.max(1)).max(1)
+}
+
 #[derive(Default)]
 struct Entry {
+    /// Resident blocks of the measured launches (per SM times SMs).
+    capacity: u64,
     /// Run time of the newest measured preemptible launch.
     run_ns: Option<u64>,
     /// The newest preemptible launch not yet measured: its mirror and launch number.
@@ -44,8 +66,17 @@ struct Entry {
 // are only read (volatile) under the history's lock.
 unsafe impl Send for Entry {}
 
+#[derive(Default)]
+struct Entries {
+    by_config: HashMap<LaunchKey, Entry>,
+    /// Per kernel, block size and shared memory: the newest time per wave measured.
+    per_wave_ns: HashMap<(usize, [u32; 3], u32), u64>,
+    /// Launches in the original form on a prediction, per kernel shape, since a measurement.
+    predicted_since: HashMap<(usize, [u32; 3], u32), u32>,
+}
+
 pub(crate) struct History {
-    entries: Mutex<HashMap<LaunchKey, Entry>>,
+    entries: Mutex<Entries>,
     /// Launches that ran at most this long are short (0: every launch is preemptible).
     short_ns: u64,
 }
@@ -55,6 +86,8 @@ pub(crate) struct History {
 pub enum Original {
     /// An earlier launch of the kernel with the same configuration ran this long (ns).
     Short(u64),
+    /// Launches of the kernel with the same block size in other grids predict this (ns).
+    Predicted(u64),
     /// The stream is being captured into a graph: the launch becomes a graph node, and the
     /// runtime's per-launch state (control block, events) cannot follow it there.
     Capture,
@@ -67,6 +100,12 @@ impl std::fmt::Display for Original {
                 f,
                 "short launch: the last preemptible launch of this kernel and configuration \
                  ran {:.1} us, less than a preemption takes",
+                *ns as f64 / 1e3
+            ),
+            Original::Predicted(ns) => write!(
+                f,
+                "short launch: launches of this kernel with this block size in other grids \
+                 predict {:.1} us, less than a preemption takes",
                 *ns as f64 / 1e3
             ),
             Original::Capture => write!(
@@ -86,47 +125,62 @@ impl History {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map_or(DEFAULT_SHORT_NS, |us| us.saturating_mul(1000));
         History {
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
             short_ns,
         }
     }
 
-    /// `Some(why)` when this launch should run the original kernel.
-    pub fn choose(&self, key: &LaunchKey) -> Option<Original> {
+    /// `Some(why)` when this launch should run the original kernel. `capacity`: resident
+    /// blocks of the wrapper for this configuration (per SM times SMs).
+    pub fn choose(&self, key: &LaunchKey, capacity: u64) -> Option<Original> {
         if self.short_ns == 0 {
             return None;
         }
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let e = entries.get_mut(key)?;
-        if let Some((mirror, launch)) = e.pending {
-            match measured(mirror, launch) {
-                Measured::Ran(ns) => {
-                    e.run_ns = Some(ns);
-                    e.pending = None;
+        let mut guard = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let entries = &mut *guard;
+        if let Some(e) = entries.by_config.get_mut(key) {
+            if let Some((mirror, launch)) = e.pending {
+                match measured(mirror, launch) {
+                    Measured::Ran(ns) => {
+                        e.run_ns = Some(ns);
+                        e.pending = None;
+                        let per_wave = ns / waves(key.tasks(), e.capacity);
+                        entries.per_wave_ns.insert(key.shape(), per_wave);
+                        entries.predicted_since.insert(key.shape(), 0);
+                    }
+                    Measured::Reused => e.pending = None,
+                    Measured::Running => {}
                 }
-                Measured::Reused => e.pending = None,
-                Measured::Running => {}
+            }
+            if let Some(ns) = e.run_ns {
+                if ns <= self.short_ns && e.original_since < REMEASURE {
+                    e.original_since += 1;
+                    return Some(Original::Short(ns));
+                }
+                return None;
             }
         }
-        match e.run_ns {
-            Some(ns) if ns <= self.short_ns && e.original_since < REMEASURE => {
-                e.original_since += 1;
-                Some(Original::Short(ns))
-            }
-            _ => None,
+        let per_wave = *entries.per_wave_ns.get(&key.shape())?;
+        let predicted = per_wave.saturating_mul(waves(key.tasks(), capacity));
+        let since = entries.predicted_since.entry(key.shape()).or_default();
+        if predicted.saturating_mul(2) <= self.short_ns && *since < REMEASURE {
+            *since += 1;
+            return Some(Original::Predicted(predicted));
         }
+        None
     }
 
     /// Records a preemptible launch of `key`, whose tail will report its run time in `mirror`.
-    pub fn launched(&self, key: LaunchKey, mirror: Mirror, launch: u64) {
+    pub fn launched(&self, key: LaunchKey, capacity: u64, mirror: Mirror, launch: u64) {
         if self.short_ns == 0 {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let e = entries.entry(key).or_default();
+        let e = entries.by_config.entry(key).or_default();
         e.original_since = 0;
         if e.pending.is_none() {
             e.pending = Some((mirror, launch));
+            e.capacity = capacity;
         }
     }
 }
@@ -154,5 +208,128 @@ fn measured(mirror: Mirror, launch: u64) -> Measured {
         Measured::Running
     } else {
         Measured::Ran(ran)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct FakeMirror(Box<HostMirror>);
+
+    impl FakeMirror {
+        fn new(launch: u64) -> FakeMirror {
+            // SAFETY: every field of HostMirror is an integer or an array of integers.
+            let mut m: Box<HostMirror> = Box::new(unsafe { std::mem::zeroed() });
+            m.launch = launch;
+            FakeMirror(m)
+        }
+        fn mirror(&mut self) -> Mirror {
+            Mirror {
+                host: &mut *self.0,
+                device: 0,
+            }
+        }
+    }
+
+    fn key(grid: u32) -> LaunchKey {
+        LaunchKey {
+            func: 0x1000,
+            grid: [grid, 1, 1],
+            block: [256, 1, 1],
+            smem: 0,
+        }
+    }
+
+    fn history(short_us: u64) -> History {
+        History {
+            entries: Mutex::new(Entries::default()),
+            short_ns: short_us * 1000,
+        }
+    }
+
+    const CAPACITY: u64 = 1000;
+
+    #[test]
+    fn preemptible_until_a_short_run_is_measured() {
+        let h = history(30);
+        let mut m = FakeMirror::new(7);
+        assert_eq!(h.choose(&key(4000), CAPACITY), None, "nothing measured yet");
+        h.launched(key(4000), CAPACITY, m.mirror(), 7);
+        assert_eq!(h.choose(&key(4000), CAPACITY), None, "still running");
+        m.0.run_ns = 12_000;
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Short(12_000))
+        );
+    }
+
+    #[test]
+    fn long_runs_stay_preemptible() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        h.launched(key(4000), CAPACITY, m.mirror(), 1);
+        m.0.run_ns = 31_000;
+        assert_eq!(h.choose(&key(4000), CAPACITY), None);
+        assert_eq!(h.choose(&key(4000), CAPACITY), None);
+    }
+
+    #[test]
+    fn every_remeasure_th_launch_is_preemptible_again() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        h.launched(key(10), CAPACITY, m.mirror(), 1);
+        m.0.run_ns = 5_000;
+        for _ in 0..REMEASURE {
+            assert!(h.choose(&key(10), CAPACITY).is_some());
+        }
+        assert_eq!(h.choose(&key(10), CAPACITY), None, "time to measure again");
+        // The measuring launch runs long this time: the kernel stays preemptible.
+        let mut m2 = FakeMirror::new(2);
+        h.launched(key(10), CAPACITY, m2.mirror(), 2);
+        m2.0.run_ns = 90_000;
+        assert_eq!(h.choose(&key(10), CAPACITY), None);
+    }
+
+    #[test]
+    fn a_reused_mirror_is_not_read_as_a_measurement() {
+        let h = history(30);
+        let mut m = FakeMirror::new(3);
+        h.launched(key(10), CAPACITY, m.mirror(), 3);
+        m.0.launch = 99; // the slot went to another launch
+        m.0.run_ns = 1_000;
+        assert_eq!(h.choose(&key(10), CAPACITY), None);
+    }
+
+    #[test]
+    fn other_grids_are_predicted_per_wave_with_a_margin() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        // 4 waves in 20 us: 5 us per wave.
+        h.launched(key(4000), CAPACITY, m.mirror(), 1);
+        m.0.run_ns = 20_000;
+        assert!(h.choose(&key(4000), CAPACITY).is_some());
+        // 3 waves: 15 us, twice that is within 30 us.
+        assert_eq!(
+            h.choose(&key(2500), CAPACITY),
+            Some(Original::Predicted(15_000))
+        );
+        // 4 waves predicted 20 us: twice that is over the limit.
+        assert_eq!(h.choose(&key(3900), CAPACITY), None);
+        // Another block size is another shape: nothing to predict from.
+        let other = LaunchKey {
+            block: [128, 1, 1],
+            ..key(2500)
+        };
+        assert_eq!(h.choose(&other, CAPACITY), None);
+    }
+
+    #[test]
+    fn a_zero_limit_turns_the_original_form_off() {
+        let h = history(0);
+        let mut m = FakeMirror::new(1);
+        h.launched(key(10), CAPACITY, m.mirror(), 1);
+        m.0.run_ns = 1;
+        assert_eq!(h.choose(&key(10), CAPACITY), None);
     }
 }

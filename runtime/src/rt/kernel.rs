@@ -125,8 +125,8 @@ pub struct Kernel {
     landed: Option<Event>,
     /// The first instance (its end is the kernel's completion), then one per resume.
     instances: Vec<Instance>,
-    /// The runtime stream its resumed instances go to.
-    resume_stream: CUstream,
+    /// The runtime stream its resumed instances go to (chosen at the first resume).
+    resume_stream: Option<CUstream>,
     last_request: Option<Event>,
     /// The highest progress seen (the mirror's stores may land out of order).
     progress_seen: AtomicU64,
@@ -183,7 +183,7 @@ impl Runtime {
             seq: 0,
             landed: None,
             instances: Vec::new(),
-            resume_stream: rt.resume_stream(),
+            resume_stream: None,
             last_request: None,
             progress_seen: AtomicU64::new(0),
         };
@@ -193,6 +193,15 @@ impl Runtime {
         super::trace_setup("launch and end event");
         k.params.first = 0; // every later instance is a resumed one
         Ok(k)
+    }
+}
+
+impl Runtime {
+    /// Blocks of `func` that fit on the device at once for `cfg` (per SM times SMs).
+    pub(crate) fn capacity(&self, func: &Function, cfg: &LaunchConfig) -> Result<u64> {
+        let rt = &self.inner;
+        let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
+        Ok(per_sm as u64 * rt.limits.sm_count as u64)
     }
 }
 
@@ -262,7 +271,7 @@ impl Kernel {
         let mut next = self.command;
         next.preempt(&target)?;
         self.rt.current()?;
-        let request = self.record(self.rt.control.0, super::timing())?;
+        let request = self.record(self.rt.control_stream()?, super::timing())?;
         self.send(next)?;
         if let Some(old) = self.last_request.replace(request) {
             self.rt.recycle([old]);
@@ -323,10 +332,14 @@ impl Kernel {
         let blocks = persistent_blocks(self.per_sm, freed.len() as u32, self.params.total_tasks);
         // The new instance's blocks must see the cleared command, or they leave at once. If the
         // control stream is held up, so is this instance; the staying block does not need it.
+        let stream = match self.resume_stream {
+            Some(s) => s,
+            None => *self.resume_stream.insert(self.rt.resume_stream()?),
+        };
         if let Some(landed) = &self.landed {
-            drv!(cuStreamWaitEvent(self.resume_stream, landed.raw, 0))?;
+            drv!(cuStreamWaitEvent(stream, landed.raw, 0))?;
         }
-        self.launch_instance(self.resume_stream, blocks)
+        self.launch_instance(stream, blocks)
     }
 
     /// Tasks done so far (a snapshot from the host mirror, which the kernel refreshes every
@@ -455,7 +468,7 @@ impl Kernel {
             fence(Ordering::SeqCst);
             addr_of_mut!((*m).seq).write_volatile(seq);
         }
-        let control = self.rt.control.0;
+        let control = self.rt.control_stream()?;
         let base = self.params.control;
         let old = self.command.mask().words();
         for (i, (&new, &was)) in words.iter().zip(old.iter()).enumerate() {

@@ -85,19 +85,17 @@ fn alloc_mirrors(slots: usize) -> Result<(*mut u8, u64)> {
 
 impl Pool {
     /// A zeroed control block and mirror for a launch on `stream` (which waits for the zeroing
-    /// of the control block if that is still running). Slabs are zeroed on `housekeeping`;
-    /// `rt` lends and takes back the events.
-    pub fn acquire(
-        &mut self,
-        rt: &Inner,
-        housekeeping: CUstream,
-        stream: CUstream,
-    ) -> Result<Slot> {
+    /// of the control block if that is still running). Slabs are zeroed on the housekeeping
+    /// stream; a new slab before the runtime's streams exist (the first launch) is zeroed on
+    /// `stream` itself, so that the first launch waits for no stream to be made. `rt` lends
+    /// and takes back the events.
+    pub fn acquire(&mut self, rt: &Inner, stream: CUstream) -> Result<Slot> {
         let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < p.slabs[c].slots);
         if usable(self).is_none() {
             self.current = None;
             for i in 0..self.slabs.len() {
                 if drained(&mut self.slabs[i])? {
+                    let housekeeping = rt.streams()?.housekeeping.0;
                     let slab = &mut self.slabs[i];
                     let events: Vec<Event> =
                         slab.retired.drain(..).flat_map(|r| r.events).collect();
@@ -126,23 +124,24 @@ impl Pool {
             // Another thread may be capturing a stream into a graph, where allocating would
             // invalidate its capture in the default (global) mode; ours is no stream work.
             let _relaxed = RelaxedCapture::new();
+            let zero_on = rt.streams_made().map_or(stream, |s| s.housekeeping.0);
             let mut base: CUdeviceptr = 0;
             drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
             // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
-            drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * slots, housekeeping))?;
+            drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * slots, zero_on))?;
             super::trace_setup("slab of control blocks (device memory)");
             let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
                 Ok(m) => m,
                 Err(e) => {
                     // SAFETY: just allocated, nothing uses it yet but the memset, which is
                     // stream-ordered before the free.
-                    unsafe { sys::cuMemFreeAsync(base, housekeeping) };
+                    unsafe { sys::cuMemFreeAsync(base, zero_on) };
                     return Err(e);
                 }
             };
             super::trace_setup("slab's host mirrors (pinned memory)");
             let zeroed = rt.event(false)?;
-            zeroed.record_on(housekeeping)?;
+            zeroed.record_on(zero_on)?;
             self.slabs.push(Slab {
                 base,
                 slots,
@@ -197,15 +196,20 @@ impl Pool {
         }
     }
 
-    /// Waits for every retired slot's work and for `housekeeping`, then frees the slabs (the
-    /// context must be current).
-    pub fn free(self, housekeeping: CUstream) {
+    /// Waits for every retired slot's work and for `housekeeping` (when the runtime made its
+    /// streams), then frees the slabs (the context must be current).
+    pub fn free(self, housekeeping: Option<CUstream>) {
         for slab in &self.slabs {
             for e in slab.retired.iter().flat_map(|r| &r.events) {
                 let _ = e.wait();
             }
+            if let Some(z) = &slab.zeroed {
+                let _ = z.wait();
+            }
         }
-        let _ = drv!(cuStreamSynchronize(housekeeping));
+        if let Some(h) = housekeeping {
+            let _ = drv!(cuStreamSynchronize(h));
+        }
         for slab in self.slabs {
             // SAFETY: every kernel that used the slab has retired and its work is done.
             unsafe {

@@ -11,7 +11,7 @@ use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Streams for resumed instances.
 const RESUME_STREAMS: usize = 4;
@@ -24,14 +24,10 @@ pub struct Runtime {
 pub(crate) struct Inner {
     pub ctx: CUcontext,
     pub limits: Limits,
-    /// Commands go here: highest priority, non-blocking, never behind a kernel.
-    pub control: Stream,
-    /// Zeroes retired control blocks, off every application stream's path.
-    housekeeping: Stream,
-    /// Resumed instances run here, kernels spread over a few streams. Few and created early,
-    /// so that they rarely share a hardware queue with an application's stream (see
-    /// docs/runtime.md, "Stream order and hardware queues").
-    resume: Vec<Stream>,
+    /// The runtime's own streams, made by a helper thread as soon as the runtime exists (see
+    /// `Streams`); whoever needs them first waits for them.
+    streams: OnceLock<Result<Streams>>,
+    stream_priorities: (i32, i32),
     next_resume: std::sync::atomic::AtomicUsize,
     /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
     pub resume_launches: std::sync::atomic::AtomicBool,
@@ -48,6 +44,19 @@ pub(crate) struct Inner {
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
     /// Last field: released after the streams above are destroyed.
     _primary: PrimaryContext,
+}
+
+/// The runtime's streams. Making them costs about 300 us of host time (H100), which a
+/// launch does not wait for: the first launch needs none of them.
+pub(crate) struct Streams {
+    /// Commands go here: highest priority, non-blocking, never behind a kernel.
+    pub control: Stream,
+    /// Zeroes control blocks for reuse, off every application stream's path.
+    pub housekeeping: Stream,
+    /// Resumed instances run here, kernels spread over a few streams. Few and made early, so
+    /// that they rarely share a hardware queue with an application's stream (see
+    /// docs/runtime.md, "Stream order and hardware queues").
+    pub resume: Vec<Stream>,
 }
 
 // SAFETY: the driver's handles may be used from any thread once their context is current,
@@ -119,20 +128,12 @@ impl Runtime {
         let (mut least, mut greatest) = (0, 0);
         drv!(cuCtxGetStreamPriorityRange(&mut least, &mut greatest))?;
         super::trace_setup("device attributes");
-        let control = Stream::new(greatest)?;
-        let housekeeping = Stream::new(least)?;
-        super::trace_setup("control and housekeeping streams");
-        let resume = (0..RESUME_STREAMS)
-            .map(|_| Stream::new(least))
-            .collect::<Result<_>>()?;
-        super::trace_setup("resume streams");
-        Ok(Runtime {
+        let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
                 limits,
-                control,
-                housekeeping,
-                resume,
+                streams: OnceLock::new(),
+                stream_priorities: (least, greatest),
                 history: History::from_env(),
                 launches: AtomicU64::new(0),
                 next_resume: Default::default(),
@@ -143,7 +144,18 @@ impl Runtime {
                 occupancy: Mutex::new(HashMap::new()),
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
-        })
+        };
+        let inner = rt.inner.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cupreempt-setup".into())
+            .spawn(move || {
+                if inner.current().is_ok() {
+                    let _ = inner.streams();
+                }
+            });
+        drop(spawned); // without the thread, the first user makes the streams
+        super::trace_setup("setup thread started");
+        Ok(rt)
     }
 
     /// Whether `resume` launches another instance of a started kernel (the default), or
@@ -184,10 +196,39 @@ impl Inner {
         driver::make_current(self.ctx)
     }
 
+    /// The runtime's streams, made on first use (the context must be current).
+    pub fn streams(&self) -> Result<&Streams> {
+        self.streams
+            .get_or_init(|| {
+                let (least, greatest) = self.stream_priorities;
+                let streams = Streams {
+                    control: Stream::new(greatest)?,
+                    housekeeping: Stream::new(least)?,
+                    resume: (0..RESUME_STREAMS)
+                        .map(|_| Stream::new(least))
+                        .collect::<Result<_>>()?,
+                };
+                super::trace_setup("streams (setup thread)");
+                Ok(streams)
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// The streams, if they are made already (never waits).
+    pub fn streams_made(&self) -> Option<&Streams> {
+        self.streams.get().and_then(|s| s.as_ref().ok())
+    }
+
+    /// The control stream (commands).
+    pub fn control_stream(&self) -> Result<CUstream> {
+        Ok(self.streams()?.control.0)
+    }
+
     /// A zeroed control block and mirror for a launch on `stream` (which waits for the zeroing
     /// of the control block if that is still running).
     pub fn acquire_slot(&self, stream: CUstream) -> Result<Slot> {
-        lock(&self.pool).acquire(self, self.housekeeping.0, stream)
+        lock(&self.pool).acquire(self, stream)
     }
 
     /// Gives a control block back; it is reused once `r.events` are done.
@@ -196,11 +237,12 @@ impl Inner {
     }
 
     /// The stream for the next kernel's resumed instances (round robin).
-    pub fn resume_stream(&self) -> CUstream {
+    pub fn resume_stream(&self) -> Result<CUstream> {
+        let resume = &self.streams()?.resume;
         let i = self
             .next_resume
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.resume[i % self.resume.len()].0
+        Ok(resume[i % resume.len()].0)
     }
 
     /// An event from the pool (creating and destroying events costs more than reusing them).
@@ -232,7 +274,7 @@ impl Inner {
         {
             return Ok(());
         }
-        clocks.push(GpuClock::start(self.housekeeping.0)?);
+        clocks.push(GpuClock::start(self.streams()?.housekeeping.0)?);
         if clocks.len() > 2 {
             clocks.remove(0);
         }
@@ -274,7 +316,8 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let _ = self.current();
         let pool = std::mem::take(self.pool.get_mut().unwrap_or_else(|p| p.into_inner()));
-        pool.free(self.housekeeping.0);
+        let housekeeping = self.streams.get().and_then(|s| s.as_ref().ok());
+        pool.free(housekeeping.map(|s| s.housekeeping.0));
         // Streams, then the primary context, go with the fields, in declaration order.
     }
 }
