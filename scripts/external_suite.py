@@ -152,12 +152,13 @@ def sample_args(args_cfg, name):
     return c.get("args", [])
 
 
-def run_once(exe: Path, args, timeout):
+def run_once(exe: Path, args, timeout, tree: Path):
     t = time.perf_counter()
     try:
         r = subprocess.run([str(exe), *args], cwd=exe.parent, capture_output=True, timeout=timeout,
                            stdin=subprocess.DEVNULL)
-        out = (r.stdout + r.stderr).decode(errors="replace")
+        # The two builds live in two trees: paths the program prints name its own.
+        out = (r.stdout + r.stderr).decode(errors="replace").replace(str(tree), "<tree>")
         rc = r.returncode
     except subprocess.TimeoutExpired:
         out, rc = "", "timeout"
@@ -173,11 +174,21 @@ def mask(text, unstable):
     return lines
 
 
+RATE_WORDS = re.compile(r"(?i)/s\b|/sec|bandwidth|throughput|rate|flops|performance")
+
+
 def timings(text):
-    """Values with a unit on timing lines: {key: (value, higher_is_better)}."""
+    """Values on timing lines: {key: (value, higher_is_better)}. A number followed by a unit
+    says what it is; on a timing line with no such pair, every number counts, as a rate where
+    the line speaks of one (e.g. "Bandwidth (GB/s) for pitch linear: 1.8e+03")."""
     found = {}
     for i, line in enumerate(text.splitlines()):
         if not TIMING_LINE.search(line):
+            continue
+        if not TIMED.search(line):
+            rate = bool(RATE_WORDS.search(line))
+            for j, m in enumerate(NUMBERS.finditer(line)):
+                found[f"{NUMBERS.sub('#', line).strip()}#{j}"] = (abs(float(m.group(0))), rate)
             continue
         for j, m in enumerate(TIMED.finditer(line)):
             unit = m.group(2)
@@ -266,13 +277,13 @@ def main():
             row["status"] = "TRANSFORMED DOES NOT BUILD"
             rows.append(row)
             continue
-        # Two original runs first: lines that differ between them are the program's own
-        # randomness (or timings) and are masked in the comparison.
-        o_runs = [run_once(exe_o, args, timeout) for _ in range(2)]
+        # One unmeasured original run first (caches, files). Lines that differ between the
+        # original's runs are the program's own randomness (or timings): masked below.
+        o_runs = [run_once(exe_o, args, timeout, orig_tree)]
         t_runs = []
         for _ in range(runs):
-            t_runs.append(run_once(exe_t, args, timeout))
-            o_runs.append(run_once(exe_o, args, timeout))
+            t_runs.append(run_once(exe_t, args, timeout, tr_tree))
+            o_runs.append(run_once(exe_o, args, timeout, orig_tree))
         o_lines = [r[1].splitlines() for r in o_runs]
         unstable = {i for i in range(max(map(len, o_lines)))
                     if len({(ls[i] if i < len(ls) else None) for ls in o_lines}) > 1}
@@ -288,7 +299,7 @@ def main():
                       "rc": [o_runs[0][0], t_runs[0][0] if t_runs else None]}
         # The programs' own timings: median per value over the runs, then one ratio per
         # program (geomean over its values), > 1 meaning the transformed build is slower.
-        ot = [timings(r[1]) for r in o_runs[2:]]
+        ot = [timings(r[1]) for r in o_runs[1:]]
         tt = [timings(r[1]) for r in t_runs]
         ratios, shown = [], None
         for key in ot[0] if ot else {}:
@@ -306,7 +317,7 @@ def main():
         row["ratio"] = geomean(ratios) if ratios else None
         row["values"] = len(ratios)
         row["shown"] = shown
-        row["wall"] = (statistics.median(r[2] for r in o_runs[2:]),
+        row["wall"] = (statistics.median(r[2] for r in o_runs[1:]),
                        statistics.median(r[2] for r in t_runs))
         rows.append(row)
         cached.write_text(json.dumps(row))
@@ -350,8 +361,8 @@ def report(rows, skipped, out: Path, runs):
         wall = f"{r['wall'][0]:.2f} / {r['wall'][1]:.2f}" if r.get("wall") else ""
         lines.append(f"| {r['name']} | {k[0]}/{k[1]} | {r['status']} | " + " | ".join(cells) +
                      f" | {wall} |")
-    lines += ["", f"Medians of {runs} runs of each build, run alternately after two unmeasured "
-              "runs of the original.", "", "Skipped samples:", ""]
+    lines += ["", f"Medians of {runs} runs of each build, run alternately after one unmeasured "
+              "run of the original.", "", "Skipped samples:", ""]
     lines += [f"- {d.name}: {why}" for d, why in skipped]
     text = "\n".join(lines) + "\n"
     (out / "external.md").write_text(text)
