@@ -92,12 +92,20 @@ void launch_values(void (*original)(P...), void (*wrapper)(cupreempt_launch, P..
   // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
   // Otherwise the runtime may answer that the original kernel should run (short launches,
   // graph capture), and the original is launched below as written.
-  const auto rt_launch = captured ? cupreempt_rt_launch : cupreempt_rt_launch_or_original;
-  if (cudaGetFuncBySymbol(&f, (const void*)wrapper) == cudaSuccess)
-    status = rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P), chunk,
-                       budget_ns, &h);
-  else
+  cudaFunction_t o = nullptr;
+  if (cudaGetFuncBySymbol(&f, (const void*)wrapper) != cudaSuccess)
     (void)cudaGetLastError();  // our lookup's error is not the program's
+  else if (captured)
+    status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P),
+                                 chunk, budget_ns, &h);
+  else {
+    if (cudaGetFuncBySymbol(&o, (const void*)original) != cudaSuccess) {
+      (void)cudaGetLastError();
+      o = nullptr;
+    }
+    status = cupreempt_rt_launch_or_original((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs,
+                                             sizes, sizeof...(P), chunk, budget_ns, &h);
+  }
   if (status == CUPREEMPT_RUN_ORIGINAL) {
     (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
     return;

@@ -38,13 +38,16 @@ int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block
 
 /* As cupreempt_rt_launch, but where a preemptible launch would not pay or cannot work the
  * runtime answers CUPREEMPT_RUN_ORIGINAL (*out = 0) and the caller launches the original kernel
- * as written: launches of a kernel and configuration whose last preemptible launch ran no longer
- * than a preemption takes (CUPREEMPT_SHORT_US, default 30; 0: never), and launches on a stream
- * being captured into a graph. CUPREEMPT_VERBOSE=1 says why, once per kernel and configuration. */
-int cupreempt_rt_launch_or_original(void* func, const unsigned grid[3], const unsigned block[3],
-                                    size_t smem, void* stream, const void* const* args,
-                                    const size_t* sizes, size_t nargs, unsigned chunk,
-                                    unsigned budget_ns, cupreempt_handle* out);
+ * as written: a grid that fits on the GPU at once as the original kernel `original` (its
+ * CUfunction; NULL: unknown), whose blocks all start together so that none could be held back;
+ * launches of a kernel and configuration whose last preemptible launch ran no longer than a
+ * preemption takes (CUPREEMPT_SHORT_US, default 30; 0 turns both rules off); launches on a
+ * stream being captured into a graph. CUPREEMPT_VERBOSE=1 says why, once per kernel and
+ * configuration. */
+int cupreempt_rt_launch_or_original(void* func, void* original, const unsigned grid[3],
+                                    const unsigned block[3], size_t smem, void* stream,
+                                    const void* const* args, const size_t* sizes, size_t nargs,
+                                    unsigned chunk, unsigned budget_ns, cupreempt_handle* out);
 
 /* sm_mask: NULL = every SM (temporal), else 8 words, bit s of word s/32 = SM s (spatial). */
 int cupreempt_rt_preempt(cupreempt_handle h, const unsigned* sm_mask);

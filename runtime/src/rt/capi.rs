@@ -209,7 +209,8 @@ pub unsafe extern "C" fn cupreempt_rt_launch(
 pub const CUPREEMPT_RUN_ORIGINAL: c_int = 9;
 
 /// As `cupreempt_rt_launch`, but the runtime may answer `CUPREEMPT_RUN_ORIGINAL` (handle 0)
-/// where a preemptible launch would not pay or cannot work: a short launch (see
+/// where a preemptible launch would not pay or cannot work: a grid that fits on the GPU at
+/// once as the original kernel (`original_func`, may be null), a short launch (see
 /// `history.rs`) or a stream being captured into a graph. Then the caller launches the
 /// original kernel itself. With `CUPREEMPT_VERBOSE` set, each reason is said once per kernel
 /// and configuration.
@@ -219,6 +220,7 @@ pub const CUPREEMPT_RUN_ORIGINAL: c_int = 9;
 #[no_mangle]
 pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
     func: *mut c_void,
+    original_func: *mut c_void,
     grid: *const c_uint,
     block: *const c_uint,
     smem: usize,
@@ -251,6 +253,13 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
         };
         let rt = current_runtime()?;
         let capacity = rt.capacity(&Function::from_raw(func.cast()), &cfg)?;
+        if original.is_none() && rt.inner.history.enabled() && !original_func.is_null() {
+            let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
+            let at_once = rt.capacity(&Function::from_raw(original_func.cast()), &cfg)?;
+            if tasks <= at_once {
+                original = Some(Original::OneWave(tasks));
+            }
+        }
         if original.is_none() {
             original = rt.inner.history.choose(&key, capacity);
         }
@@ -284,7 +293,7 @@ fn say_once(key: LaunchKey, why: Original) {
     if !*VERBOSE.get_or_init(|| std::env::var_os("CUPREEMPT_VERBOSE").is_some()) {
         return;
     }
-    let kind = matches!(why, Original::Capture);
+    let kind = matches!(why, Original::Capture | Original::OneWave(_));
     let mut said = lock(&SAID);
     if said.len() < 1024 && !said.contains(&(key, kind)) {
         said.push((key, kind));

@@ -88,6 +88,11 @@ pub enum Original {
     Short(u64),
     /// Launches of the kernel with the same block size in other grids predict this (ns).
     Predicted(u64),
+    /// The grid (this many blocks) fits on the GPU at once as the original kernel: every block
+    /// starts together, a started task is never interrupted, so the persistent form could
+    /// hold nothing back and would only add its costs (and, with more registers than the
+    /// original, fewer blocks at once).
+    OneWave(u64),
     /// The stream is being captured into a graph: the launch becomes a graph node, and the
     /// runtime's per-launch state (control block, events) cannot follow it there.
     Capture,
@@ -107,6 +112,11 @@ impl std::fmt::Display for Original {
                 "short launch: launches of this kernel with this block size in other grids \
                  predict {:.1} us, less than a preemption takes",
                 *ns as f64 / 1e3
+            ),
+            Original::OneWave(blocks) => write!(
+                f,
+                "all {blocks} blocks fit on the GPU at once, so every task starts at once \
+                 and none could be held back"
             ),
             Original::Capture => write!(
                 f,
@@ -128,6 +138,11 @@ impl History {
             entries: Mutex::new(Entries::default()),
             short_ns,
         }
+    }
+
+    /// Whether launches may run the original kernel at all (`CUPREEMPT_SHORT_US` not 0).
+    pub fn enabled(&self) -> bool {
+        self.short_ns != 0
     }
 
     /// `Some(why)` when this launch should run the original kernel. `capacity`: resident
