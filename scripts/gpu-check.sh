@@ -6,7 +6,8 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck on the barrier/return fixtures;
 #   3. a transformed program with its own main(), built with nvcc, linked with the runtime
 #      (C ABI) and run through cupreempt::launch with no scheduler attached; and the same
-#      program built with -DCUPREEMPT_STANDALONE (no runtime).
+#      program built with -DCUPREEMPT_STANDALONE (no runtime); tests/gpu/launch_errors.cu; and
+#      tests/gpu/graph_capture.cu (launches captured into CUDA graphs), both through the runtime.
 # Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY] [RUNTIME_LIB_DIR]
 #   HARNESS_DIR: sources made by `CUPREEMPT_GPU_GENERATE=1 CUPREEMPT_GPU_OUT=DIR cargo test
 #   --test gpu` (so the GPU machine needs no Rust); without it they are made here with cargo.
@@ -80,6 +81,23 @@ if nvcc -arch=sm_90 -std=c++17 tests/gpu/launch_errors.cu -o $e2e/le-orig &&
   echo "PASS launch errors: the transformed program reports what the original does: $(tr '\n' ';' <$e2e/le.txt)" >>"$log"
 else
   echo "FAIL launch errors: $(cat $e2e/le-orig.txt $e2e/le.txt 2>&1 | tr '\n' ';')" >>"$log"
+  status=1
+fi
+# Graph capture: launches on a capturing stream run the original kernels as graph nodes (the
+# runtime says why), replays and later eager launches are bit-identical; the original passes too.
+rm -f $e2e/gc*
+if nvcc -arch=sm_90 -std=c++17 tests/gpu/graph_capture.cu -o $e2e/gc-orig &&
+  timeout 60 $e2e/gc-orig >$e2e/gc-orig.txt 2>&1 &&
+  "$cli" transform tests/gpu/graph_capture.cu -o $e2e/gc.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/gc.cu -o $e2e/gc -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" && CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $e2e/gc >$e2e/gc.txt 2>&1 &&
+  grep -q "launching the original kernel: the stream is being captured into a CUDA graph" $e2e/gc.txt &&
+  ! grep "launching the original" $e2e/gc.txt | grep -qv "captured into a CUDA graph"; then
+  grep "^cupreempt:" $e2e/gc.txt >>"$log"
+  echo "PASS graph capture: $(tail -n 1 $e2e/gc.txt) (untransformed: $(tail -n 1 $e2e/gc-orig.txt))" >>"$log"
+else
+  grep -h "FAIL\|^cupreempt:" $e2e/gc-orig.txt $e2e/gc.txt 2>/dev/null | sed 's/^/  graph capture: /' >>"$log"
+  echo "FAIL graph capture (untransformed: $(tail -n 1 $e2e/gc-orig.txt 2>&1); transformed: $(tail -n 1 $e2e/gc.txt 2>&1); $e2e/gc.txt)" >>"$log"
   status=1
 fi
 grep -vE '^  ok' "$log"
