@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-orig, tr, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+orig, tr, args = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2]), sys.argv[3:]
 runs = int(os.environ.get("PROBE_RUNS", "5"))
 
 
@@ -18,7 +18,7 @@ def wall(exe, **env):
     times = []
     for _ in range(runs):
         t = time.perf_counter()
-        subprocess.run([exe, *args], cwd=os.path.dirname(exe) or ".", env={**os.environ, **env},
+        subprocess.run([exe, *args], cwd=os.path.dirname(exe), env={**os.environ, **env},
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - t)
     return statistics.median(times)

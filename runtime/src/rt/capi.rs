@@ -21,15 +21,16 @@ pub const CUPREEMPT_OK: c_int = 0;
 pub const CUPREEMPT_ERROR_INTERNAL: c_int = 8;
 
 /// Runs when a program linked with the C library starts, before its first CUDA call creates a
-/// context: see `driver::widen_hardware_queues`.
+/// context: see `driver::widen_hardware_queues` and `setup.rs`.
 #[cfg(target_os = "linux")]
 #[used]
 #[link_section = ".init_array"]
-static WIDEN_QUEUES_AT_LOAD: extern "C" fn() = {
-    extern "C" fn widen() {
+static AT_LOAD: extern "C" fn() = {
+    extern "C" fn at_load() {
         super::driver::widen_hardware_queues();
+        super::setup::start();
     }
-    widen
+    at_load
 };
 
 #[derive(Default)]
@@ -252,6 +253,14 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
             smem: cfg.shared_mem_bytes,
         };
         let rt = current_runtime()?;
+        if original.is_none() && !rt.inner.is_ready() && !setup_waits() {
+            original = Some(Original::Setup);
+        }
+        if let Some(why) = original {
+            *out = 0;
+            say_once(key, why);
+            return Ok(());
+        }
         let capacity = rt.capacity(&Function::from_raw(func.cast()), &cfg)?;
         if original.is_none() && rt.inner.history.enabled() && !original_func.is_null() {
             let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
@@ -285,6 +294,13 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
     }
 }
 
+/// `CUPREEMPT_SETUP=wait`: launches wait for the runtime's setup instead of running the
+/// original kernel meanwhile (for programs whose very first launches must be preemptible).
+fn setup_waits() -> bool {
+    static WAIT: OnceLock<bool> = OnceLock::new();
+    *WAIT.get_or_init(|| std::env::var("CUPREEMPT_SETUP").is_ok_and(|v| v == "wait"))
+}
+
 /// `CUPREEMPT_VERBOSE`: why launches run the original kernel, once per kernel, configuration
 /// and kind of reason.
 fn say_once(key: LaunchKey, why: Original) {
@@ -293,7 +309,10 @@ fn say_once(key: LaunchKey, why: Original) {
     if !*VERBOSE.get_or_init(|| std::env::var_os("CUPREEMPT_VERBOSE").is_some()) {
         return;
     }
-    let kind = matches!(why, Original::Capture | Original::OneWave(_));
+    let kind = matches!(
+        why,
+        Original::Capture | Original::OneWave(_) | Original::Setup
+    );
     let mut said = lock(&SAID);
     if said.len() < 1024 && !said.contains(&(key, kind)) {
         said.push((key, kind));

@@ -93,6 +93,8 @@ pub enum Original {
     /// hold nothing back and would only add its costs (and, with more registers than the
     /// original, fewer blocks at once).
     OneWave(u64),
+    /// The runtime's setup thread has not made its first slab of control blocks yet.
+    Setup,
     /// The stream is being captured into a graph: the launch becomes a graph node, and the
     /// runtime's per-launch state (control block, events) cannot follow it there.
     Capture,
@@ -117,6 +119,11 @@ impl std::fmt::Display for Original {
                 f,
                 "all {blocks} blocks fit on the GPU at once, so every task starts at once \
                  and none could be held back"
+            ),
+            Original::Setup => write!(
+                f,
+                "the runtime is still setting up (streams, first control blocks); \
+                 CUPREEMPT_SETUP=wait makes launches wait for it"
             ),
             Original::Capture => write!(
                 f,

@@ -31,6 +31,7 @@ mod history;
 mod kernel;
 mod pool;
 mod runtime;
+mod setup;
 
 pub use command::{Command, Target};
 

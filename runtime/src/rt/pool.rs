@@ -117,42 +117,8 @@ impl Pool {
             }
         }
         if self.current.is_none() {
-            let slots = self
-                .slabs
-                .last()
-                .map_or(FIRST_SLAB_SLOTS, |s| (2 * s.slots).min(MAX_SLAB_SLOTS));
-            // Another thread may be capturing a stream into a graph, where allocating would
-            // invalidate its capture in the default (global) mode; ours is no stream work.
-            let _relaxed = RelaxedCapture::new();
             let zero_on = rt.streams_made().map_or(stream, |s| s.housekeeping.0);
-            let mut base: CUdeviceptr = 0;
-            drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
-            // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
-            drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * slots, zero_on))?;
-            super::trace_setup("slab of control blocks (device memory)");
-            let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
-                Ok(m) => m,
-                Err(e) => {
-                    // SAFETY: just allocated, nothing uses it yet but the memset, which is
-                    // stream-ordered before the free.
-                    unsafe { sys::cuMemFreeAsync(base, zero_on) };
-                    return Err(e);
-                }
-            };
-            super::trace_setup("slab's host mirrors (pinned memory)");
-            let zeroed = rt.event(false)?;
-            zeroed.record_on(zero_on)?;
-            self.slabs.push(Slab {
-                base,
-                slots,
-                mirrors,
-                mirrors_device,
-                next: 0,
-                retired: Vec::new(),
-                done: 0,
-                zeroed: Some(zeroed),
-            });
-            self.current = Some(self.slabs.len() - 1);
+            self.grow(rt, zero_on)?;
         }
         let c = self
             .current
@@ -183,6 +149,54 @@ impl Pool {
                 device: slab.mirrors_device + at as u64,
             },
         })
+    }
+
+    /// Adds a slab (zeroed on `zero_on`) and makes it the current one.
+    fn grow(&mut self, rt: &Inner, zero_on: CUstream) -> Result<()> {
+        let slots = self
+            .slabs
+            .last()
+            .map_or(FIRST_SLAB_SLOTS, |s| (2 * s.slots).min(MAX_SLAB_SLOTS));
+        // Another thread may be capturing a stream into a graph, where allocating would
+        // invalidate its capture in the default (global) mode; ours is no stream work.
+        let _relaxed = RelaxedCapture::new();
+        let mut base: CUdeviceptr = 0;
+        drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
+        // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
+        drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * slots, zero_on))?;
+        super::trace_setup("slab of control blocks (device memory)");
+        let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: just allocated, nothing uses it yet but the memset, which is
+                // stream-ordered before the free.
+                unsafe { sys::cuMemFreeAsync(base, zero_on) };
+                return Err(e);
+            }
+        };
+        super::trace_setup("slab's host mirrors (pinned memory)");
+        let zeroed = rt.event(false)?;
+        zeroed.record_on(zero_on)?;
+        self.slabs.push(Slab {
+            base,
+            slots,
+            mirrors,
+            mirrors_device,
+            next: 0,
+            retired: Vec::new(),
+            done: 0,
+            zeroed: Some(zeroed),
+        });
+        self.current = Some(self.slabs.len() - 1);
+        Ok(())
+    }
+
+    /// Makes the first slab (the setup thread, before any launch needs it).
+    pub fn first_slab(&mut self, rt: &Inner) -> Result<()> {
+        if self.slabs.is_empty() {
+            self.grow(rt, rt.streams()?.housekeeping.0)?;
+        }
+        Ok(())
     }
 
     /// Gives a control block back; it is reused once `r.events` are done.

@@ -10,7 +10,7 @@ use super::pool::{Pool, Retired, Slot};
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// Streams for resumed instances.
@@ -24,9 +24,11 @@ pub struct Runtime {
 pub(crate) struct Inner {
     pub ctx: CUcontext,
     pub limits: Limits,
-    /// The runtime's own streams, made by a helper thread as soon as the runtime exists (see
-    /// `Streams`); whoever needs them first waits for them.
+    /// The runtime's own streams, made by the setup thread as soon as the runtime exists (see
+    /// `setup.rs`); whoever needs them first waits for them.
     streams: OnceLock<Result<Streams>>,
+    /// Set once the setup thread has made the streams and the first slab.
+    ready: AtomicBool,
     stream_priorities: (i32, i32),
     next_resume: std::sync::atomic::AtomicUsize,
     /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
@@ -133,6 +135,7 @@ impl Runtime {
                 ctx,
                 limits,
                 streams: OnceLock::new(),
+                ready: AtomicBool::new(false),
                 stream_priorities: (least, greatest),
                 history: History::from_env(),
                 launches: AtomicU64::new(0),
@@ -145,16 +148,8 @@ impl Runtime {
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
         };
-        let inner = rt.inner.clone();
-        let spawned = std::thread::Builder::new()
-            .name("cupreempt-setup".into())
-            .spawn(move || {
-                if inner.current().is_ok() {
-                    let _ = inner.streams();
-                }
-            });
-        drop(spawned); // without the thread, the first user makes the streams
-        super::trace_setup("setup thread started");
+        super::setup::set_up_later(rt.inner.clone());
+        super::trace_setup("setup handed to the setup thread");
         Ok(rt)
     }
 
@@ -213,6 +208,20 @@ impl Inner {
             })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Whether the setup thread is done (streams and first slab made, or failed trying).
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn mark_ready(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+
+    /// Makes the first slab of control blocks, unless there is one.
+    pub fn first_slab(&self) -> Result<()> {
+        lock(&self.pool).first_slab(self)
     }
 
     /// The streams, if they are made already (never waits).
