@@ -41,9 +41,10 @@ int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block
  * as written: a grid that fits on the GPU at once as the original kernel `original` (its
  * CUfunction; NULL: unknown), whose blocks all start together so that none could be held back;
  * launches of a kernel and configuration whose last preemptible launch ran no longer than a
- * preemption takes (CUPREEMPT_SHORT_US, default 30; 0 turns both rules off); launches on a
- * stream being captured into a graph. CUPREEMPT_VERBOSE=1 says why, once per kernel and
- * configuration. */
+ * preemption takes (CUPREEMPT_SHORT_US, default 30); launches made while the runtime's setup
+ * thread is still at work, the first millisecond or two (CUPREEMPT_SETUP=wait: wait instead);
+ * launches on a stream being captured into a graph. CUPREEMPT_SHORT_US=0 leaves only the last
+ * rule. CUPREEMPT_VERBOSE=1 says why, once per kernel and configuration. */
 int cupreempt_rt_launch_or_original(void* func, void* original, const unsigned grid[3],
                                     const unsigned block[3], size_t smem, void* stream,
                                     const void* const* args, const size_t* sizes, size_t nargs,

@@ -253,7 +253,8 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
             smem: cfg.shared_mem_bytes,
         };
         let rt = current_runtime()?;
-        if original.is_none() && !rt.inner.is_ready() && !setup_waits() {
+        let history_on = rt.inner.history.enabled();
+        if original.is_none() && history_on && !rt.inner.is_ready() && !setup_waits() {
             original = Some(Original::Setup);
         }
         if let Some(why) = original {
@@ -262,7 +263,7 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
             return Ok(());
         }
         let capacity = rt.capacity(&Function::from_raw(func.cast()), &cfg)?;
-        if original.is_none() && rt.inner.history.enabled() && !original_func.is_null() {
+        if original.is_none() && history_on && !original_func.is_null() {
             let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
             let at_once = rt.capacity(&Function::from_raw(original_func.cast()), &cfg)?;
             if tasks <= at_once {
