@@ -76,51 +76,55 @@ auto chosen_wrapper() {
 namespace detail {
 inline thread_local std::vector<cupreempt_handle>* captured = nullptr;
 
-template <class... P, class Values, size_t... I>
-void launch_values(void (*original)(P...), void (*wrapper)(cupreempt_launch, P...), dim3 grid,
-                   dim3 block, size_t smem, cudaStream_t stream, Values& values,
-                   std::index_sequence<I...>) {
-  copy_smem_limit(original, wrapper, smem);
+// Launches the original kernel where the runtime's plan says so (cupreempt_rt_plan), else the
+// wrapper that `pick` returns, preemptible; `pick` runs only then, so that a program whose
+// launches all run the original never loads the wrappers (lazy module loading).
+template <class... P, class Values, class Pick, size_t... I>
+void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Values& values, std::index_sequence<I...>) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
-  cudaFunction_t f = nullptr;
-  cupreempt_handle h = 0;
-  int status = CUPREEMPT_ERROR_INVALID_ARGUMENT;
+  int status = CUPREEMPT_OK;
   // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
-  // Otherwise the runtime may answer that the original kernel should run (short launches,
-  // graph capture), and the original is launched below as written.
   cudaFunction_t o = nullptr;
-  if (cudaGetFuncBySymbol(&f, (const void*)wrapper) != cudaSuccess)
-    (void)cudaGetLastError();  // our lookup's error is not the program's
-  else if (captured)
-    status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P),
-                                 chunk, budget_ns, &h);
-  else {
-    if (cudaGetFuncBySymbol(&o, (const void*)original) != cudaSuccess) {
-      (void)cudaGetLastError();
+  if (!captured) {
+    if (cudaGetFuncBySymbol(&o, (const void*)original) == cudaSuccess) {
+      status = cupreempt_rt_plan((void*)o, g, b, smem, (void*)stream);
+    } else {
+      (void)cudaGetLastError();  // our lookup's error is not the program's
       o = nullptr;
     }
-    status = cupreempt_rt_launch_or_original((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs,
-                                             sizes, sizeof...(P), chunk, budget_ns, &h);
   }
-  if (status == CUPREEMPT_RUN_ORIGINAL) {
-    (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
-    return;
+  if (status == CUPREEMPT_OK) {
+    const auto wrapper = pick();
+    copy_smem_limit(original, wrapper, smem);
+    cudaFunction_t f = nullptr;
+    status = CUPREEMPT_ERROR_INVALID_ARGUMENT;
+    cupreempt_handle h = 0;
+    if (cudaGetFuncBySymbol(&f, (const void*)wrapper) != cudaSuccess)
+      (void)cudaGetLastError();  // our lookup's error is not the program's
+    else if (o)
+      status = cupreempt_rt_launch_planned((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs,
+                                           sizes, sizeof...(P), chunk, budget_ns, &h);
+    else
+      status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes,
+                                   sizeof...(P), chunk, budget_ns, &h);
+    if (status == CUPREEMPT_OK) {
+      if (captured)
+        captured->push_back(h);
+      else
+        (void)cupreempt_rt_release(h);
+      return;
+    }
   }
-  if (status != CUPREEMPT_OK) {
-    if (env_u32("CUPREEMPT_VERBOSE"))
-      std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",
-                   cupreempt_rt_last_error());
-    (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
-    return;  // its error, if any, is left for cudaGetLastError() as the original's
-  }
-  if (captured)
-    captured->push_back(h);
-  else
-    (void)cupreempt_rt_release(h);
+  if (status != CUPREEMPT_RUN_ORIGINAL && env_u32("CUPREEMPT_VERBOSE"))
+    std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",
+                 cupreempt_rt_last_error());
+  // As written: its error, if any, is left for cudaGetLastError() as the original's.
+  (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
 }
 }  // namespace detail
 
@@ -139,19 +143,19 @@ class CaptureLaunches {
   std::vector<cupreempt_handle>* previous_;
 };
 
-template <class... P, class... A>
-void launch_kernel(void (*original)(P...), void (*wrapper)(cupreempt_launch, P...), dim3 grid,
-                   dim3 block, size_t smem, cudaStream_t stream, A&&... args) {
+template <class Kernels, class... P, class... A>
+void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, A&&... args) {
   // The arguments converted to the parameter types, as the original launch converts them.
   auto values = std::tuple<std::decay_t<P>...>(std::forward<A>(args)...);
-  detail::launch_values(original, wrapper, grid, block, smem, stream, values,
-                        std::index_sequence_for<P...>{});
+  detail::launch_values(original, [] { return detail::chosen_wrapper<Kernels>(); }, grid, block,
+                        smem, stream, values, std::index_sequence_for<P...>{});
 }
 
 template <class Kernels, class... Args>
 void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_kernel(Kernels::original, detail::chosen_wrapper<Kernels>(), grid, block, smem, stream,
-                std::forward<Args>(args)...);
+  launch_kernel<Kernels>(Kernels::original, grid, block, smem, stream,
+                         std::forward<Args>(args)...);
 }
 
 #else  // CUPREEMPT_STANDALONE

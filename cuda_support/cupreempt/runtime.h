@@ -25,7 +25,7 @@ enum {
   CUPREEMPT_ERROR_ALREADY_PREEMPTED = 6,
   CUPREEMPT_ERROR_NOT_PREEMPTED = 7,         /* resume/wait_yielded without a preemption */
   CUPREEMPT_ERROR_INTERNAL = 8,
-  CUPREEMPT_RUN_ORIGINAL = 9 /* not an error: see cupreempt_rt_launch_or_original */
+  CUPREEMPT_RUN_ORIGINAL = 9 /* not an error: see cupreempt_rt_plan */
 };
 
 /* Launches `func` (the CUfunction of a wrapper K__cupreempt) for the original launch
@@ -36,19 +36,24 @@ int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block
                         void* stream, const void* const* args, const size_t* sizes, size_t nargs,
                         unsigned chunk, unsigned budget_ns, cupreempt_handle* out);
 
-/* As cupreempt_rt_launch, but where a preemptible launch would not pay or cannot work the
- * runtime answers CUPREEMPT_RUN_ORIGINAL (*out = 0) and the caller launches the original kernel
- * as written: a grid that fits on the GPU at once as the original kernel `original` (its
- * CUfunction; NULL: unknown), whose blocks all start together so that none could be held back;
+/* Decides the form of a launch of the original kernel `original` (its CUfunction):
+ * CUPREEMPT_OK, launch it preemptible with cupreempt_rt_launch_planned; or
+ * CUPREEMPT_RUN_ORIGINAL, launch the original kernel as written, where a preemptible launch
+ * would not pay or cannot work: while the runtime's setup thread is still at work (the first
+ * millisecond or two; CUPREEMPT_SETUP=wait: wait instead); a grid that fits on the GPU at once
+ * as the original kernel, whose blocks all start together so that none could be held back;
  * launches of a kernel and configuration whose last preemptible launch ran no longer than a
- * preemption takes (CUPREEMPT_SHORT_US, default 30); launches made while the runtime's setup
- * thread is still at work, the first millisecond or two (CUPREEMPT_SETUP=wait: wait instead);
- * launches on a stream being captured into a graph. CUPREEMPT_SHORT_US=0 leaves only the last
- * rule. CUPREEMPT_VERBOSE=1 says why, once per kernel and configuration. */
-int cupreempt_rt_launch_or_original(void* func, void* original, const unsigned grid[3],
-                                    const unsigned block[3], size_t smem, void* stream,
-                                    const void* const* args, const size_t* sizes, size_t nargs,
-                                    unsigned chunk, unsigned budget_ns, cupreempt_handle* out);
+ * preemption takes (CUPREEMPT_SHORT_US, default 30); a stream being captured into a graph.
+ * CUPREEMPT_SHORT_US=0 leaves only the last rule. CUPREEMPT_VERBOSE=1 says why, once per kernel
+ * and configuration. It asks nothing of the wrappers, which are then never loaded. */
+int cupreempt_rt_plan(void* original, const unsigned grid[3], const unsigned block[3],
+                      size_t smem, void* stream);
+/* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made
+ * preemptible; the runtime learns how long it runs, for the plans of later launches. */
+int cupreempt_rt_launch_planned(void* func, void* original, const unsigned grid[3],
+                                const unsigned block[3], size_t smem, void* stream,
+                                const void* const* args, const size_t* sizes, size_t nargs,
+                                unsigned chunk, unsigned budget_ns, cupreempt_handle* out);
 
 /* sm_mask: NULL = every SM (temporal), else 8 words, bit s of word s/32 = SM s (spatial). */
 int cupreempt_rt_preempt(cupreempt_handle h, const unsigned* sm_mask);

@@ -20,14 +20,12 @@ pub const CUPREEMPT_OK: c_int = 0;
 /// A Rust panic inside the runtime (a bug): reported, never unwound into C.
 pub const CUPREEMPT_ERROR_INTERNAL: c_int = 8;
 
-/// Runs when a program linked with the C library starts, before its first CUDA call creates a
-/// context: see `driver::widen_hardware_queues` and `setup.rs`.
+/// Runs when a program linked with the C library starts: starts the setup thread (`setup.rs`).
 #[cfg(target_os = "linux")]
 #[used]
 #[link_section = ".init_array"]
 static AT_LOAD: extern "C" fn() = {
     extern "C" fn at_load() {
-        super::driver::widen_hardware_queues();
         super::setup::start();
     }
     at_load
@@ -206,22 +204,111 @@ pub unsafe extern "C" fn cupreempt_rt_launch(
 }
 
 /// Not an error: the caller launches the original kernel as written (see
-/// `cupreempt_rt_launch_or_original`).
+/// `cupreempt_rt_plan`).
 pub const CUPREEMPT_RUN_ORIGINAL: c_int = 9;
 
-/// As `cupreempt_rt_launch`, but the runtime may answer `CUPREEMPT_RUN_ORIGINAL` (handle 0)
-/// where a preemptible launch would not pay or cannot work: a grid that fits on the GPU at
-/// once as the original kernel (`original_func`, may be null), a short launch (see
-/// `history.rs`) or a stream being captured into a graph. Then the caller launches the
-/// original kernel itself. With `CUPREEMPT_VERBOSE` set, each reason is said once per kernel
-/// and configuration.
+/// The launch's history key: the original kernel and the configuration.
 ///
 /// # Safety
-/// As for `cupreempt_rt_launch`.
+/// `grid` and `block` must point to 3 words each.
+unsafe fn planned_key(
+    original: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+) -> Result<(LaunchKey, LaunchConfig), Error> {
+    if original.is_null() || grid.is_null() || block.is_null() {
+        return Err(Error::InvalidArgument("null original, grid or block"));
+    }
+    let smem = u32::try_from(smem)
+        .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
+    let cfg = LaunchConfig::new(
+        [*grid, *grid.add(1), *grid.add(2)],
+        [*block, *block.add(1), *block.add(2)],
+        smem,
+    );
+    let key = LaunchKey {
+        func: original as usize,
+        grid: cfg.grid,
+        block: cfg.block,
+        smem: cfg.shared_mem_bytes,
+    };
+    Ok((key, cfg))
+}
+
+/// Decides the form of a launch of the original kernel `original` (its CUfunction) with this
+/// configuration on `stream`: `CUPREEMPT_OK`, launch it preemptible (`cupreempt_rt_launch_planned`),
+/// or `CUPREEMPT_RUN_ORIGINAL`, launch the original kernel as written, where a preemptible
+/// launch would not pay or cannot work: a launch while the runtime's setup thread is still at
+/// work; a grid that fits on the GPU at once as the original kernel; a short launch (see
+/// `history.rs`); a stream being captured into a graph. Asks nothing of the persistent
+/// wrappers, so that a program whose launches run the original never loads them. With
+/// `CUPREEMPT_VERBOSE` set, each reason is said once per kernel and configuration.
+///
+/// # Safety
+/// `grid` and `block` must point to 3 words each; `original` must be a CUfunction of the
+/// current context.
 #[no_mangle]
-pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
+pub unsafe extern "C" fn cupreempt_rt_plan(
+    original: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    stream: *mut c_void,
+) -> c_int {
+    let mut why = None;
+    let status = guard(|| {
+        let (key, cfg) = planned_key(original, grid, block, smem)?;
+        super::driver::init()?;
+        // Before anything else: a capture forbids what the runtime's first use does.
+        why = if super::driver::is_capturing(stream.cast())? {
+            Some(Original::Capture)
+        } else {
+            let rt = current_runtime()?;
+            plan(&rt, &key, &cfg, original)?
+        };
+        if let Some(why) = why {
+            say_once(key, why);
+        }
+        Ok(())
+    });
+    match (status, why) {
+        (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
+        _ => status,
+    }
+}
+
+fn plan(
+    rt: &Runtime,
+    key: &LaunchKey,
+    cfg: &LaunchConfig,
+    original: *mut c_void,
+) -> Result<Option<Original>, Error> {
+    let history = &rt.inner.history;
+    if !history.enabled() {
+        return Ok(None);
+    }
+    if !rt.inner.is_ready() && !setup_waits() {
+        return Ok(Some(Original::Setup));
+    }
+    // SAFETY: as the caller promises.
+    let at_once = rt.capacity(unsafe { &Function::from_raw(original.cast()) }, cfg)?;
+    let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
+    if tasks <= at_once {
+        return Ok(Some(Original::OneWave(tasks)));
+    }
+    Ok(history.choose(key, at_once))
+}
+
+/// `cupreempt_rt_launch` for a launch that `cupreempt_rt_plan` made preemptible: the runtime
+/// also learns how long it runs (for the plans of later launches of `original`).
+///
+/// # Safety
+/// As for `cupreempt_rt_launch`; `original` as for `cupreempt_rt_plan`.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_launch_planned(
     func: *mut c_void,
-    original_func: *mut c_void,
+    original: *mut c_void,
     grid: *const c_uint,
     block: *const c_uint,
     smem: usize,
@@ -233,66 +320,27 @@ pub unsafe extern "C" fn cupreempt_rt_launch_or_original(
     budget_ns: c_uint,
     out: *mut Handle,
 ) -> c_int {
-    let mut original = None;
-    let status = guard(|| {
+    guard(|| {
         if out.is_null() {
             return Err(Error::InvalidArgument("null func, grid, block or out"));
         }
         let (kargs, mut cfg) = launch_request(func, grid, block, smem, args, sizes, nargs)?;
         cfg.chunk = chunk;
         cfg.budget_ns = budget_ns;
-        super::driver::init()?;
-        // Before anything else: the runtime's first use allocates, which a capture forbids.
-        if super::driver::is_capturing(stream.cast())? {
-            original = Some(Original::Capture);
-        }
-        let key = LaunchKey {
-            func: func as usize,
-            grid: cfg.grid,
-            block: cfg.block,
-            smem: cfg.shared_mem_bytes,
-        };
+        let (key, _) = planned_key(original, grid, block, smem)?;
         let rt = current_runtime()?;
-        let history_on = rt.inner.history.enabled();
-        if original.is_none() && history_on && !rt.inner.is_ready() && !setup_waits() {
-            original = Some(Original::Setup);
-        }
-        if let Some(why) = original {
-            *out = 0;
-            say_once(key, why);
-            return Ok(());
-        }
-        let capacity = rt.capacity(&Function::from_raw(func.cast()), &cfg)?;
-        if original.is_none() && history_on && !original_func.is_null() {
-            let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
-            let at_once = rt.capacity(&Function::from_raw(original_func.cast()), &cfg)?;
-            if tasks <= at_once {
-                original = Some(Original::OneWave(tasks));
-            }
-        }
-        if original.is_none() {
-            original = rt.inner.history.choose(&key, capacity);
-        }
-        if let Some(why) = original {
-            *out = 0;
-            say_once(key, why);
-            return Ok(());
-        }
         let k = rt.launch(
             &Function::from_raw(func.cast()),
             &cfg,
             StreamRef::from_raw(stream.cast()),
             &kargs,
         )?;
+        let at_once = rt.capacity(&Function::from_raw(original.cast()), &cfg)?;
         let (mirror, number) = k.mirror();
-        rt.inner.history.launched(key, capacity, mirror, number);
+        rt.inner.history.launched(key, at_once, mirror, number);
         *out = register(k);
         Ok(())
-    });
-    match (status, original) {
-        (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
-        _ => status,
-    }
+    })
 }
 
 /// `CUPREEMPT_SETUP=wait`: launches wait for the runtime's setup instead of running the

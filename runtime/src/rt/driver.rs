@@ -34,17 +34,6 @@ pub fn init() -> Result<()> {
     .clone()
 }
 
-/// Asks CUDA for 32 hardware queues instead of 8 (CUDA_DEVICE_MAX_CONNECTIONS), unless the
-/// user chose a value. Streams that share a queue are served in order, so an application
-/// stream waiting for a preempted kernel could hold back the runtime stream that resumes it;
-/// more queues make that sharing rarer. Effective only before CUDA creates its first context
-/// in the process, so the C library also does this when it is loaded (capi.rs).
-pub fn widen_hardware_queues() {
-    if std::env::var_os("CUDA_DEVICE_MAX_CONNECTIONS").is_none() {
-        std::env::set_var("CUDA_DEVICE_MAX_CONNECTIONS", "32");
-    }
-}
-
 /// Turns a driver status into a `Result`, naming the call.
 pub fn check(call: &'static str, r: sys::CUresult) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS {

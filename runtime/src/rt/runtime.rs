@@ -86,18 +86,19 @@ impl Runtime {
     /// A runtime on the primary context of device `ordinal` (the one the CUDA runtime API
     /// uses), made current on the calling thread.
     pub fn new(ordinal: i32) -> Result<Runtime> {
-        driver::widen_hardware_queues();
         driver::init()?;
         let mut dev: CUdevice = 0;
         drv!(cuDeviceGet(&mut dev, ordinal))?;
         let mut ctx: CUcontext = std::ptr::null_mut();
         drv!(cuDevicePrimaryCtxRetain(&mut ctx, dev))?;
         drv!(cuCtxSetCurrent(ctx))?;
-        Runtime::build(ctx, dev, true)
+        Runtime::build(ctx, dev, true, false)
     }
 
     /// A runtime on the context current on this thread (what an nvcc-built program has after
-    /// its first CUDA runtime call).
+    /// its first CUDA runtime call). Its streams and first control blocks are made by the
+    /// setup thread (`setup.rs`); [`Runtime::new`] makes them before it returns, so that they
+    /// come before any stream the caller makes next (see `Streams`).
     pub fn from_current_context() -> Result<Runtime> {
         driver::init()?;
         let mut ctx: CUcontext = std::ptr::null_mut();
@@ -107,10 +108,10 @@ impl Runtime {
         }
         let mut dev: CUdevice = 0;
         drv!(cuCtxGetDevice(&mut dev))?;
-        Runtime::build(ctx, dev, false)
+        Runtime::build(ctx, dev, false, true)
     }
 
-    fn build(ctx: CUcontext, dev: CUdevice, retained: bool) -> Result<Runtime> {
+    fn build(ctx: CUcontext, dev: CUdevice, retained: bool, later: bool) -> Result<Runtime> {
         use sys::CUdevice_attribute::*;
         let a = |attr| driver::device_attribute(dev, attr).map(|v| v.max(0) as u32);
         let limits = Limits {
@@ -148,8 +149,14 @@ impl Runtime {
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
         };
-        super::setup::set_up_later(rt.inner.clone());
-        super::trace_setup("setup handed to the setup thread");
+        if later {
+            super::setup::set_up_later(rt.inner.clone());
+            super::trace_setup("setup handed to the setup thread");
+        } else {
+            rt.inner.streams()?;
+            rt.inner.first_slab()?;
+            rt.inner.mark_ready();
+        }
         Ok(rt)
     }
 

@@ -5,7 +5,7 @@
 //! more than a launch: the runtime's streams (about 300 us of host time on the H100) and the
 //! first slab of control blocks, whose host mirrors are the process's first pinned, mapped
 //! memory (about 1 ms the first time, measured with scripts/probes/pinned_setup.cu). A setup
-//! thread does both; until it is done, launches through `cupreempt_rt_launch_or_original` run
+//! thread does both; until it is done, launches planned by `cupreempt_rt_plan` run
 //! the original kernel (a launch that asks for a preemptible kernel outright waits for the
 //! slab instead). The thread is started when the library is loaded, where it also finds and
 //! opens libcuda, so that the first launch pays for neither.
