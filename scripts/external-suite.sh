@@ -26,7 +26,11 @@ lib=${lib:-$(dirname "$cli")}
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo none)"
   echo "nvcc: $(nvcc --version | tail -n 1)"
-  echo "samples: $(git -C "$samples" rev-parse --short HEAD 2>/dev/null || echo "$samples")"
+  if [ -d "$samples/.git" ]; then
+    echo "samples: $(git -C "$samples" rev-parse --short HEAD)"
+  else
+    echo "samples: $samples (not a git checkout)"
+  fi
   echo "command: EXT_RUNS=${EXT_RUNS:-3} scripts/external-suite.sh SAMPLES_DIR"
 }
 exec python3 scripts/external_suite.py "$samples" "$cli" "$lib"

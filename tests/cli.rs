@@ -258,8 +258,8 @@ fn headers_are_installed() {
     let dir = support::tempdir("cli-headers");
     let o = cupreempt(&["headers", "--out", "inc"], &dir);
     assert!(o.status.success());
-    // Every file of cuda_support/, so that a new header cannot be left out (runtime.h once
-    // was: launch.cuh includes it, and the installed headers did not compile).
+    // Every file of cuda_support/, so that a new header cannot be left out (a header missing
+    // from the installed set, such as runtime.h that launch.cuh includes, breaks compilation).
     let support_dir = support::root().join("cuda_support");
     let mut shipped_files = Vec::new();
     for entry in walk(&support_dir) {

@@ -18,7 +18,7 @@ for v in "$@"; do
   names+=("$name")
   mkdir -p "$build/$name"
   "$cli" headers --out "$build/$name/include" >/dev/null
-  # Binaries before 2026-11-22's sixth session did not install runtime.h.
+  # Older binaries' `headers` command does not install runtime.h.
   [ -f "$build/$name/include/cupreempt/runtime.h" ] ||
     cp cuda_support/cupreempt/runtime.h "$build/$name/include/cupreempt/"
   BENCH_INCLUDE="$build/$name/include" BENCH_TR_FLAGS="${flags:-}" \
