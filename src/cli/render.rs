@@ -82,12 +82,7 @@ pub fn render_plain(diags: &[Diagnostic], file_name: &str, src: &str) -> String 
         miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode_nocolor())
             .with_width(100)
             .with_links(false);
-    let src = Arc::new(src.to_string());
-    let mut out = String::new();
-    for d in diags {
-        let _ = handler.render_report(&mut out, &Rendered::new(d, file_name, src.clone()));
-    }
-    out
+    render_with(&handler, diags, file_name, src)
 }
 
 /// Renders diagnostics for a terminal (colours when `color`).
@@ -97,6 +92,15 @@ pub fn render(diags: &[Diagnostic], file_name: &str, src: &str, color: bool) -> 
     }
     let handler = miette::GraphicalReportHandler::new_themed(miette::GraphicalTheme::unicode())
         .with_links(false);
+    render_with(&handler, diags, file_name, src)
+}
+
+fn render_with(
+    handler: &miette::GraphicalReportHandler,
+    diags: &[Diagnostic],
+    file_name: &str,
+    src: &str,
+) -> String {
     let src = Arc::new(src.to_string());
     let mut out = String::new();
     for d in diags {

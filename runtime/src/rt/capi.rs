@@ -165,6 +165,42 @@ fn register(k: Kernel) -> Handle {
     h
 }
 
+/// The arguments of a launch call, as the C ABI takes them.
+struct LaunchCall {
+    func: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    stream: *mut c_void,
+    args: *const *const c_void,
+    sizes: *const usize,
+    nargs: usize,
+    chunk: c_uint,
+    budget_ns: c_uint,
+}
+
+impl LaunchCall {
+    /// Checks the call and launches the wrapper preemptible.
+    ///
+    /// # Safety
+    /// As for `cupreempt_rt_launch`.
+    unsafe fn launch(&self) -> Result<(Runtime, Kernel, LaunchConfig), Error> {
+        let (kargs, mut cfg) = launch_request(
+            self.func, self.grid, self.block, self.smem, self.args, self.sizes, self.nargs,
+        )?;
+        cfg.chunk = self.chunk;
+        cfg.budget_ns = self.budget_ns;
+        let rt = current_runtime()?;
+        let k = rt.launch(
+            &Function::from_raw(self.func.cast()),
+            &cfg,
+            StreamRef::from_raw(self.stream.cast()),
+            &kargs,
+        )?;
+        Ok((rt, k, cfg))
+    }
+}
+
 /// Launches the persistent wrapper `func` for the original launch `grid`/`block`/`smem` on
 /// `stream`. `args[i]` points to parameter i (after `cupreempt_launch`), `sizes[i]` bytes.
 ///
@@ -188,16 +224,19 @@ pub unsafe extern "C" fn cupreempt_rt_launch(
         if out.is_null() {
             return Err(Error::InvalidArgument("null func, grid, block or out"));
         }
-        let (kargs, mut cfg) = launch_request(func, grid, block, smem, args, sizes, nargs)?;
-        cfg.chunk = chunk;
-        cfg.budget_ns = budget_ns;
-        let rt = current_runtime()?;
-        let k = rt.launch(
-            &Function::from_raw(func.cast()),
-            &cfg,
-            StreamRef::from_raw(stream.cast()),
-            &kargs,
-        )?;
+        let call = LaunchCall {
+            func,
+            grid,
+            block,
+            smem,
+            stream,
+            args,
+            sizes,
+            nargs,
+            chunk,
+            budget_ns,
+        };
+        let (_, k, _) = call.launch()?;
         *out = register(k);
         Ok(())
     })
@@ -324,17 +363,20 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
         if out.is_null() {
             return Err(Error::InvalidArgument("null func, grid, block or out"));
         }
-        let (kargs, mut cfg) = launch_request(func, grid, block, smem, args, sizes, nargs)?;
-        cfg.chunk = chunk;
-        cfg.budget_ns = budget_ns;
         let (key, _) = planned_key(original, grid, block, smem)?;
-        let rt = current_runtime()?;
-        let k = rt.launch(
-            &Function::from_raw(func.cast()),
-            &cfg,
-            StreamRef::from_raw(stream.cast()),
-            &kargs,
-        )?;
+        let call = LaunchCall {
+            func,
+            grid,
+            block,
+            smem,
+            stream,
+            args,
+            sizes,
+            nargs,
+            chunk,
+            budget_ns,
+        };
+        let (rt, k, cfg) = call.launch()?;
         let at_once = rt.capacity(&Function::from_raw(original.cast()), &cfg)?;
         let (mirror, number) = k.mirror();
         rt.inner.history.launched(key, at_once, mirror, number);
