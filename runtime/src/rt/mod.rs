@@ -29,6 +29,7 @@ pub(crate) mod driver;
 mod error;
 mod history;
 mod kernel;
+mod plan;
 mod pool;
 mod runtime;
 mod setup;

@@ -1,0 +1,182 @@
+//! The C ABI's launch plans: which launches run preemptible and which run the original kernel
+//! as written (`cupreempt_rt_plan`), and the launch of a planned preemptible kernel
+//! (`cupreempt_rt_launch_planned`). The rules are in `history.rs` and docs/runtime.md ("Which
+//! launches are preemptible").
+
+use super::capi::{current_runtime, guard, lock, register, Handle, LaunchCall, CUPREEMPT_OK};
+use super::history::LaunchKey;
+use super::{Error, Function, LaunchConfig, Original, Runtime};
+use std::ffi::{c_int, c_uint, c_void};
+use std::sync::{Mutex, OnceLock};
+
+/// Not an error: the caller launches the original kernel as written (see
+/// `cupreempt_rt_plan`).
+pub const CUPREEMPT_RUN_ORIGINAL: c_int = 9;
+
+/// The launch's history key: the original kernel and the configuration.
+///
+/// # Safety
+/// `grid` and `block` must point to 3 words each.
+unsafe fn planned_key(
+    original: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+) -> Result<(LaunchKey, LaunchConfig), Error> {
+    if original.is_null() || grid.is_null() || block.is_null() {
+        return Err(Error::InvalidArgument("null original, grid or block"));
+    }
+    let smem = u32::try_from(smem)
+        .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
+    let cfg = LaunchConfig::new(
+        [*grid, *grid.add(1), *grid.add(2)],
+        [*block, *block.add(1), *block.add(2)],
+        smem,
+    );
+    let key = LaunchKey {
+        func: original as usize,
+        grid: cfg.grid,
+        block: cfg.block,
+        smem: cfg.shared_mem_bytes,
+    };
+    Ok((key, cfg))
+}
+
+/// Decides the form of a launch of the original kernel `original` (its CUfunction) with this
+/// configuration on `stream`: `CUPREEMPT_OK`, launch it preemptible (`cupreempt_rt_launch_planned`),
+/// or `CUPREEMPT_RUN_ORIGINAL`, launch the original kernel as written, where a preemptible
+/// launch would not pay or cannot work: a launch while the runtime's setup thread is still at
+/// work; a grid that fits on the GPU at once as the original kernel; a short launch (see
+/// `history.rs`); a stream being captured into a graph. Asks nothing of the persistent
+/// wrappers, so that a program whose launches run the original never loads them. With
+/// `CUPREEMPT_VERBOSE` set, each reason is said once per kernel and configuration.
+///
+/// # Safety
+/// `grid` and `block` must point to 3 words each; `original` must be a CUfunction of the
+/// current context.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_plan(
+    original: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    stream: *mut c_void,
+) -> c_int {
+    let mut why = None;
+    let status = guard(|| {
+        let (key, cfg) = planned_key(original, grid, block, smem)?;
+        super::driver::init()?;
+        // Before anything else: a capture forbids what the runtime's first use does.
+        why = if super::driver::is_capturing(stream.cast())? {
+            Some(Original::Capture)
+        } else {
+            let rt = current_runtime()?;
+            plan(&rt, &key, &cfg, original)?
+        };
+        if let Some(why) = why {
+            say_once(key, why);
+        }
+        Ok(())
+    });
+    match (status, why) {
+        (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
+        _ => status,
+    }
+}
+
+fn plan(
+    rt: &Runtime,
+    key: &LaunchKey,
+    cfg: &LaunchConfig,
+    original: *mut c_void,
+) -> Result<Option<Original>, Error> {
+    let history = &rt.inner.history;
+    if !history.enabled() {
+        return Ok(None);
+    }
+    if !rt.inner.is_ready() && !setup_waits() {
+        return Ok(Some(Original::Setup));
+    }
+    // SAFETY: as the caller promises.
+    let at_once = rt.capacity(unsafe { &Function::from_raw(original.cast()) }, cfg)?;
+    let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
+    if tasks <= at_once {
+        return Ok(Some(Original::OneWave(tasks)));
+    }
+    Ok(history.choose(key, at_once))
+}
+
+/// `cupreempt_rt_launch` for a launch that `cupreempt_rt_plan` made preemptible: the runtime
+/// also learns how long it runs (for the plans of later launches of `original`).
+///
+/// # Safety
+/// As for `cupreempt_rt_launch`; `original` as for `cupreempt_rt_plan`.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_launch_planned(
+    func: *mut c_void,
+    original: *mut c_void,
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    stream: *mut c_void,
+    args: *const *const c_void,
+    sizes: *const usize,
+    nargs: usize,
+    chunk: c_uint,
+    budget_ns: c_uint,
+    out: *mut Handle,
+) -> c_int {
+    guard(|| {
+        if out.is_null() {
+            return Err(Error::InvalidArgument("null func, grid, block or out"));
+        }
+        let (key, _) = planned_key(original, grid, block, smem)?;
+        let call = LaunchCall {
+            func,
+            grid,
+            block,
+            smem,
+            stream,
+            args,
+            sizes,
+            nargs,
+            chunk,
+            budget_ns,
+        };
+        let (rt, k, cfg) = call.launch()?;
+        let at_once = rt.capacity(&Function::from_raw(original.cast()), &cfg)?;
+        let (mirror, number) = k.mirror();
+        rt.inner.history.launched(key, at_once, mirror, number);
+        *out = register(k);
+        Ok(())
+    })
+}
+
+/// `CUPREEMPT_SETUP=wait`: launches wait for the runtime's setup instead of running the
+/// original kernel meanwhile (for programs whose very first launches must be preemptible).
+fn setup_waits() -> bool {
+    static WAIT: OnceLock<bool> = OnceLock::new();
+    *WAIT.get_or_init(|| std::env::var("CUPREEMPT_SETUP").is_ok_and(|v| v == "wait"))
+}
+
+/// `CUPREEMPT_VERBOSE`: why launches run the original kernel, once per kernel, configuration
+/// and kind of reason.
+fn say_once(key: LaunchKey, why: Original) {
+    static VERBOSE: OnceLock<bool> = OnceLock::new();
+    static SAID: Mutex<Vec<(LaunchKey, bool)>> = Mutex::new(Vec::new());
+    if !*VERBOSE.get_or_init(|| std::env::var_os("CUPREEMPT_VERBOSE").is_some()) {
+        return;
+    }
+    let kind = matches!(
+        why,
+        Original::Capture | Original::OneWave(_) | Original::Setup
+    );
+    let mut said = lock(&SAID);
+    if said.len() < 1024 && !said.contains(&(key, kind)) {
+        said.push((key, kind));
+        eprintln!(
+            "cupreempt: grid {:?} block {:?}: launching the original kernel: {why}",
+            key.grid, key.block
+        );
+    }
+}
