@@ -229,6 +229,12 @@ def main():
 
     samples, skipped = select_samples(samples_dir, only)
     log(f"{len(samples)} self-contained samples, {len(skipped)} skipped")
+    # EXT_SHARD=k/n: every n-th sample from the k-th, so that n runs (on n machines or in n
+    # calls of a time-limited one) cover the suite; --report merges their results.
+    if shard := os.environ.get("EXT_SHARD"):
+        k, n = (int(x) for x in shard.split("/"))
+        samples = [s for i, s in enumerate(samples) if i % n == k - 1]
+        log(f"shard {k}/{n}: {len(samples)} samples")
     orig_tree, tr_tree = build / "orig", build / "transformed"
     if not os.environ.get("EXT_SKIP_BUILD"):
         prepare_tree(samples_dir, orig_tree, samples, arch)
@@ -321,11 +327,13 @@ def main():
                        statistics.median(r[2] for r in t_runs))
         rows.append(row)
         cached.write_text(json.dumps(row))
+        save_results(out, rows, skipped, runs)
         (results / f"{name}.log.json").write_text(json.dumps(logs[name]))
         log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
             f"({len(ratios)} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
 
-    report(rows, skipped, out, runs)
+    save_results(out, rows, skipped, runs)
+    report(rows, [(d.name, why) for d, why in skipped], out, runs)
     with open(out / "external-logs.json", "w") as f:
         json.dump({p.name[:-9]: json.loads(p.read_text())
                    for p in sorted(results.glob("*.log.json"))}, f)
@@ -363,11 +371,32 @@ def report(rows, skipped, out: Path, runs):
                      f" | {wall} |")
     lines += ["", f"Medians of {runs} runs of each build, run alternately after one unmeasured "
               "run of the original.", "", "Skipped samples:", ""]
-    lines += [f"- {d.name}: {why}" for d, why in skipped]
+    lines += [f"- {name}: {why}" for name, why in skipped]
     text = "\n".join(lines) + "\n"
     (out / "external.md").write_text(text)
     print(text)
 
 
+def save_results(out: Path, rows, skipped, runs):
+    """Every row so far, after each program: a run cut short keeps what it measured."""
+    data = {"rows": rows, "skipped": [(d.name, why) for d, why in skipped], "runs": runs}
+    (out / "external-results.json").write_text(json.dumps(data))
+
+
+def merge_reports(out: Path, files):
+    """--report OUT_DIR RESULTS.json...: one table from the results of several runs (shards)."""
+    rows, skipped, runs = [], [], None
+    for f in files:
+        data = json.loads(Path(f).read_text())
+        rows += data["rows"]
+        skipped = skipped or data["skipped"]
+        runs = data["runs"] if runs is None else min(runs, data["runs"])
+    out.mkdir(parents=True, exist_ok=True)
+    report(rows, skipped, out, runs or 0)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--report":
+        merge_reports(Path(sys.argv[2]), sys.argv[3:])
+        sys.exit(0)
     sys.exit(main())
