@@ -28,6 +28,8 @@ pub enum Code {
     NotSelected,
     /// CP011: the file nests too deep to be analysed; it is left as it is.
     TooDeep,
+    /// CP012: the file is not UTF-8 text; it is skipped.
+    NotUtf8,
     /// CP100: a syntax error outside any kernel; that region is left as it is.
     ParseError,
     /// CP101: a launch site that is left unchanged.
@@ -39,7 +41,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 16] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -51,6 +53,7 @@ impl Code {
         Code::Helper,
         Code::NotSelected,
         Code::TooDeep,
+        Code::NotUtf8,
         Code::ParseError,
         Code::LaunchLeft,
         Code::PredicatedRewrite,
@@ -70,6 +73,7 @@ impl Code {
             Code::AlreadyTransformed => "CP009",
             Code::NotSelected => "CP010",
             Code::TooDeep => "CP011",
+            Code::NotUtf8 => "CP012",
             Code::ParseError => "CP100",
             Code::LaunchLeft => "CP101",
             Code::PredicatedRewrite => "CP200",

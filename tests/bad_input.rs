@@ -84,3 +84,49 @@ fn deep_nesting_is_handled_or_refused_never_a_crash() {
     assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
     assert!(stderr(&o).contains("CP011"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_file_that_is_not_utf8_is_skipped_with_its_position_and_the_others_go_on() {
+    let dir = support::tempdir("bad-utf8");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    let mut latin1 = b"// ok\n// caf".to_vec();
+    latin1.push(0xE9); // 'é' in Latin-1
+    latin1.extend_from_slice(b"\n");
+    latin1.extend_from_slice(KERNEL.as_bytes());
+    std::fs::write(dir.join("in/a_latin1.cu"), &latin1).unwrap();
+    std::fs::write(dir.join("in/b_good.cu"), KERNEL).unwrap();
+
+    for extra in [&[][..], &["--keep-going"][..]] {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let mut args = vec!["transform", "in", "--out-dir", "out"];
+        args.extend_from_slice(extra);
+        let o = cupreempt(&args, &dir);
+        assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains("CP012"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("a_latin1.cu:2:7"),
+            "line:column of the byte: {}",
+            stderr(&o)
+        );
+        assert!(dir.join("out/b_good.cu").exists(), "{}", stderr(&o));
+        assert!(!dir.join("out/a_latin1.cu").exists());
+    }
+    assert_eq!(
+        std::fs::read(dir.join("in/a_latin1.cu")).unwrap(),
+        latin1,
+        "the input is untouched"
+    );
+
+    let o = cupreempt(&["check", "--format", "json", "in"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    let files = v.as_array().expect("one entry per file");
+    assert_eq!(files.len(), 2, "{v}");
+    let d = &files[0]["diagnostics"][0];
+    assert_eq!(d["code"], "CP012", "{v}");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(2), Some(7))
+    );
+    assert_eq!(files[1]["kernels"][0]["transformed"], true, "{v}");
+}

@@ -1,6 +1,7 @@
 //! Finding input files and writing output safely.
 
 use anyhow::Context;
+use cupreempt::diagnostics::{Code, Diagnostic};
 use std::path::{Path, PathBuf};
 
 pub const EXTENSIONS: &[&str] = &["cu", "cuh"];
@@ -33,9 +34,39 @@ pub fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
     Ok(out)
 }
 
-pub fn read(path: &Path) -> anyhow::Result<String> {
+/// An input file's text, or why it is skipped.
+pub enum Source {
+    Text(String),
+    /// Not UTF-8: the diagnostic (CP012) and the text to show it against (invalid bytes shown
+    /// as U+FFFD; everything before the first one is byte for byte the file's).
+    Skipped(Diagnostic, String),
+}
+
+pub fn read(path: &Path) -> anyhow::Result<Source> {
     let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
-    String::from_utf8(bytes).with_context(|| format!("{} is not UTF-8 text", path.display()))
+    match String::from_utf8(bytes) {
+        Ok(s) => Ok(Source::Text(s)),
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let byte = e.as_bytes()[at];
+            let shown = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            let d = Diagnostic::new(
+                Code::NotUtf8,
+                format!("the file is not UTF-8 text (byte 0x{byte:02x}); it is skipped"),
+            )
+            .label(at..at + '\u{FFFD}'.len_utf8(), "not UTF-8")
+            .help("convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`");
+            Ok(Source::Skipped(d, shown))
+        }
+    }
+}
+
+/// Reads a file that must be text (one input commands).
+pub fn read_text(path: &Path) -> anyhow::Result<String> {
+    match read(path)? {
+        Source::Text(s) => Ok(s),
+        Source::Skipped(d, _) => anyhow::bail!("{}: {}", path.display(), d.message),
+    }
 }
 
 /// Writes through a temporary file in the same folder, so that a reader never sees half a file.
