@@ -184,6 +184,13 @@ fn transform_here(
     let analysis = analysis::analyze(root, src, opts);
     let rewrite = crate::rewrite::rewrite(&analysis, src, opts.line_directives);
     let mut edits = rewrite.edits;
+    // Generated text takes the file's line ends, so that the output never mixes them.
+    let eol = edit::line_end(src);
+    if eol != "\n" {
+        for e in &mut edits {
+            e.text = edit::with_line_end(&e.text, eol);
+        }
+    }
     // Stable: same-offset insertions keep their order.
     edits.sort_by_key(|e| (e.start, e.end));
     let lines = opts.line_directives.then_some(LineMap { file_name });

@@ -130,3 +130,39 @@ fn a_file_that_is_not_utf8_is_skipped_with_its_position_and_the_others_go_on() {
     );
     assert_eq!(files[1]["kernels"][0]["transformed"], true, "{v}");
 }
+
+/// The original line that output line `index` (0-based) stands for, following `#line`.
+fn original_line(out: &str, index: usize) -> usize {
+    let mut line = 1;
+    for l in out.split('\n').take(index) {
+        line = match l.trim_end().strip_prefix("#line ") {
+            Some(rest) => rest.split(' ').next().unwrap().parse().unwrap(),
+            None => line + 1,
+        };
+    }
+    line
+}
+
+#[test]
+fn line_directives_on_crlf_files_keep_crlf_and_count_lines_right() {
+    let dir = support::tempdir("bad-crlf");
+    let src = "// a\r\n#include <cstdio>\r\n__global__ void k(float* a) {\r\n  a[blockIdx.x] = 1.0f;\r\n}\r\nint main() {\r\n  float* a = 0;\r\n  k<<<1, 1>>>(a);\r\n  marker();\r\n}\r\n";
+    std::fs::write(dir.join("crlf.cu"), src).unwrap();
+    let o = cupreempt(
+        &["transform", "--line-directives", "crlf.cu", "-o", "out.cu"],
+        &dir,
+    );
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
+    assert!(out.contains("#line "), "{out}");
+    assert_eq!(
+        out.matches('\n').count(),
+        out.matches("\r\n").count(),
+        "no mixed line ends: {out:?}"
+    );
+    let at = out
+        .split('\n')
+        .position(|l| l.contains("marker()"))
+        .unwrap();
+    assert_eq!(original_line(&out, at), 9, "{out}");
+}
