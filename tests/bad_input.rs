@@ -166,3 +166,47 @@ fn line_directives_on_crlf_files_keep_crlf_and_count_lines_right() {
         .unwrap();
     assert_eq!(original_line(&out, at), 9, "{out}");
 }
+
+#[test]
+fn outputs_never_overwrite_inputs_or_each_other() {
+    let dir = support::tempdir("bad-outputs");
+    std::fs::write(dir.join("k.cu"), KERNEL).unwrap();
+    let o = cupreempt(&["transform", "k.cu", "-o", "./k.cu"], &dir);
+    assert_eq!(exit_code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("names the input itself"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("k.cu")).unwrap(), KERNEL);
+
+    for sub in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::write(dir.join(sub).join("same.cu"), KERNEL).unwrap();
+    }
+    let o = cupreempt(
+        &["transform", "a/same.cu", "b/same.cu", "--out-dir", "out"],
+        &dir,
+    );
+    assert_eq!(exit_code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("would both be written"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("out").exists(), "nothing written");
+}
+
+#[test]
+fn an_out_dir_inside_the_inputs_is_not_taken_as_input_on_a_second_run() {
+    let dir = support::tempdir("bad-outdir-inside");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    std::fs::write(dir.join("in/k.cu"), KERNEL).unwrap();
+    for run in 0..2 {
+        let o = cupreempt(&["transform", "in", "--out-dir", "in/out"], &dir);
+        assert_eq!(exit_code(&o), 0, "run {run}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("CP009"), "run {run}: {}", stderr(&o));
+    }
+    assert!(dir.join("in/out/k.cu").exists());
+    assert!(!dir.join("in/out/out").exists());
+}

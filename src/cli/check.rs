@@ -39,7 +39,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let mut refused = false;
     let mut reports = Vec::new();
-    for (path, _) in files::inputs(&a.inputs)? {
+    for (path, _) in files::inputs(&a.inputs, None)? {
         let name = path.display().to_string();
         let (src, t) = match files::read(&path)? {
             files::Source::Text(src) => {

@@ -7,14 +7,22 @@ use std::path::{Path, PathBuf};
 pub const EXTENSIONS: &[&str] = &["cu", "cuh"];
 
 /// Input files: each file as given, each folder walked for .cu/.cuh files (sorted).
-/// Returns (path, root it was found under).
-pub fn inputs(paths: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+/// Returns (path, root it was found under). A folder `skip` (an output folder inside the
+/// inputs) is not walked, so that a second run does not take the first one's outputs as inputs.
+pub fn inputs(paths: &[PathBuf], skip: Option<&Path>) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
+    let skip = skip.and_then(|s| std::fs::canonicalize(s).ok());
     let mut out = Vec::new();
     for p in paths {
         let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = walkdir::WalkDir::new(p)
                 .into_iter()
+                .filter_entry(|e| {
+                    skip.as_ref().is_none_or(|s| {
+                        !e.file_type().is_dir()
+                            || std::fs::canonicalize(e.path()).map_or(true, |d| d != *s)
+                    })
+                })
                 .filter_map(Result::ok)
                 .filter(|e| e.file_type().is_file())
                 .map(|e| e.into_path())
@@ -81,6 +89,14 @@ pub fn write_atomically(path: &Path, content: &str) -> anyhow::Result<()> {
     std::fs::write(&tmp, content).with_context(|| format!("cannot write {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("cannot replace {}", path.display()))?;
     Ok(())
+}
+
+/// Whether `a` and `b` name one file (`b` may not exist yet).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// `FILE.orig`, or `FILE.orig.N` if that exists: an earlier backup is never overwritten.

@@ -63,12 +63,36 @@ impl Summary {
 
 pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
-    let inputs = files::inputs(&a.inputs)?;
+    let inputs = files::inputs(&a.inputs, a.out_dir.as_deref())?;
     let to_stdout = a.out_dir.is_none()
         && !a.in_place
         && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
     if inputs.len() != 1 && (to_stdout || a.output.is_some()) {
         anyhow::bail!("{} input files: use --out-dir or --in-place", inputs.len());
+    }
+    if let Some(out) = a.output.as_deref().filter(|o| o.as_os_str() != "-") {
+        if inputs.iter().any(|(p, _)| files::same_file(p, out)) {
+            anyhow::bail!(
+                "-o {} names the input itself: it would be overwritten with no backup (use --in-place, which keeps FILE.orig)",
+                out.display()
+            );
+        }
+    }
+    if let Some(dir) = &a.out_dir {
+        // Two inputs that land on one output would overwrite each other: refuse before
+        // writing anything.
+        let mut targets: BTreeMap<PathBuf, &PathBuf> = BTreeMap::new();
+        for (path, root) in &inputs {
+            let target = dir.join(path.strip_prefix(root).unwrap_or(path));
+            if let Some(first) = targets.insert(target.clone(), path) {
+                anyhow::bail!(
+                    "{} and {} would both be written to {}: nothing written (give their common folder as the input, so that --out-dir keeps their layout)",
+                    first.display(),
+                    path.display(),
+                    target.display()
+                );
+            }
+        }
     }
     // Each file is read, transformed and written on its own: a file with errors is skipped
     // (unless --keep-going) and the others are still written.
