@@ -26,6 +26,10 @@ pub enum Code {
     AlreadyTransformed,
     /// CP010: the kernel was not selected (pragma or command line).
     NotSelected,
+    /// CP011: the file nests too deep to be analysed; it is left as it is.
+    TooDeep,
+    /// CP012: the file is not UTF-8 text; it is skipped.
+    NotUtf8,
     /// CP100: a syntax error outside any kernel; that region is left as it is.
     ParseError,
     /// CP101: a launch site that is left unchanged.
@@ -37,7 +41,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 16] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -48,6 +52,8 @@ impl Code {
         Code::Unsupported,
         Code::Helper,
         Code::NotSelected,
+        Code::TooDeep,
+        Code::NotUtf8,
         Code::ParseError,
         Code::LaunchLeft,
         Code::PredicatedRewrite,
@@ -66,6 +72,8 @@ impl Code {
             Code::Helper => "CP008",
             Code::AlreadyTransformed => "CP009",
             Code::NotSelected => "CP010",
+            Code::TooDeep => "CP011",
+            Code::NotUtf8 => "CP012",
             Code::ParseError => "CP100",
             Code::LaunchLeft => "CP101",
             Code::PredicatedRewrite => "CP200",

@@ -54,6 +54,22 @@ pub struct LineMap<'a> {
     pub file_name: &'a str,
 }
 
+/// The file's line end: `"\r\n"` when its first line ends so, else `"\n"`.
+pub fn line_end(src: &str) -> &'static str {
+    match src.find('\n') {
+        Some(i) if i > 0 && src.as_bytes()[i - 1] == b'\r' => "\r\n",
+        _ => "\n",
+    }
+}
+
+/// Generated text with the file's line ends (it is written with `\n`).
+pub fn with_line_end(text: &str, eol: &str) -> String {
+    if eol == "\n" {
+        return text.to_string();
+    }
+    text.replace("\r\n", "\n").replace('\n', eol)
+}
+
 /// Applies `edits` to `src`. Insertions at the same offset keep their order of collection.
 /// With `lines`, generated text that ends a line is followed by a `#line` directive, so that
 /// compiler messages and debuggers point into the original file.
@@ -73,6 +89,8 @@ pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<Strin
     }
     let extra: usize = edits.iter().map(|e| e.text.len()).sum();
     let mut out = String::with_capacity(src.len() + extra);
+    // A file with CRLF line ends gets CRLF after its `#line` directives too.
+    let eol = line_end(src);
     let mut pos = 0;
     for e in edits {
         out.push_str(&src[pos..e.start]);
@@ -80,15 +98,19 @@ pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<Strin
         pos = e.end;
         if let Some(map) = lines {
             // Only after multi-line generated text that leaves us at the start of a line.
-            if e.text.contains('\n') && (out.ends_with('\n') || src[pos..].starts_with('\n')) {
-                let resume = if out.ends_with('\n') { pos } else { pos + 1 };
+            if e.text.contains('\n') && (out.ends_with('\n') || src[pos..].starts_with(eol)) {
+                let resume = if out.ends_with('\n') {
+                    pos
+                } else {
+                    pos + eol.len()
+                };
                 let line = src[..resume].matches('\n').count() + 1;
                 if !out.ends_with('\n') {
-                    out.push('\n');
-                    pos += 1;
+                    out.push_str(eol);
+                    pos += eol.len();
                 }
                 out.push_str(&format!(
-                    "#line {line} \"{}\"\n",
+                    "#line {line} \"{}\"{eol}",
                     map.file_name.replace('\\', "/")
                 ));
             }

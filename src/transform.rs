@@ -88,7 +88,61 @@ pub enum TransformError {
     },
 }
 
+/// The deepest nesting of syntax nodes that the analysis takes on. Its walks over kernel and
+/// helper bodies follow the tree's shape; deeper files are left as they are (CP011).
+pub const MAX_DEPTH: usize = 20_000;
+
+/// The call stack the pipeline runs on. The walks of the analysis recurse once or a few times
+/// per level of nesting; this is room for `MAX_DEPTH` levels with unoptimised frames. Only the
+/// pages a run touches are ever committed.
+const STACK_BYTES: usize = 1 << 30;
+
 pub fn transform(
+    src: &str,
+    file_name: &str,
+    opts: &Options,
+) -> Result<Transformed, TransformError> {
+    std::thread::scope(|s| {
+        match std::thread::Builder::new()
+            .name("cupreempt-transform".into())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(s, || transform_here(src, file_name, opts))
+        {
+            Ok(h) => h
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            // No thread to be had: run here, still guarded by MAX_DEPTH.
+            Err(_) => transform_here(src, file_name, opts),
+        }
+    })
+}
+
+/// The deepest level of the tree under `root` (the root is level 1), found without recursion.
+pub fn depth(root: tree_sitter::Node) -> (usize, usize) {
+    let mut c = root.walk();
+    let (mut level, mut deepest, mut at) = (1, 1, root.start_byte());
+    loop {
+        if c.goto_first_child() {
+            level += 1;
+            if level > deepest {
+                deepest = level;
+                at = c.node().start_byte();
+            }
+            continue;
+        }
+        loop {
+            if c.goto_next_sibling() {
+                break;
+            }
+            if !c.goto_parent() {
+                return (deepest, at);
+            }
+            level -= 1;
+        }
+    }
+}
+
+fn transform_here(
     src: &str,
     file_name: &str,
     opts: &Options,
@@ -111,9 +165,32 @@ pub fn transform(
     }
     let parsed = parse::parse(src);
     let root = parsed.tree.root_node();
+    let (deepest, at) = depth(root);
+    if deepest > MAX_DEPTH {
+        let d = Diagnostic::new(
+            Code::TooDeep,
+            format!(
+                "the file nests {deepest} levels deep (more than {MAX_DEPTH}); it is left as it is"
+            ),
+        )
+        .label(at..at + 1, "the deepest point")
+        .help("split the deepest construct into functions");
+        return Ok(Transformed {
+            output: src.to_string(),
+            diagnostics: vec![d],
+            kernels: Vec::new(),
+        });
+    }
     let analysis = analysis::analyze(root, src, opts);
     let rewrite = crate::rewrite::rewrite(&analysis, src, opts.line_directives);
     let mut edits = rewrite.edits;
+    // Generated text takes the file's line ends, so that the output never mixes them.
+    let eol = edit::line_end(src);
+    if eol != "\n" {
+        for e in &mut edits {
+            e.text = edit::with_line_end(&e.text, eol);
+        }
+    }
     // Stable: same-offset insertions keep their order.
     edits.sort_by_key(|e| (e.start, e.end));
     let lines = opts.line_directives.then_some(LineMap { file_name });

@@ -55,7 +55,7 @@ fn transform_prints_to_stdout_and_writes_with_o() {
 }
 
 #[test]
-fn errors_write_nothing_unless_keep_going() {
+fn a_file_with_errors_is_skipped_the_others_are_written() {
     let dir = support::tempdir("cli-keep");
     let inputs = dir.join("in/sub");
     std::fs::create_dir_all(&inputs).unwrap();
@@ -65,14 +65,26 @@ fn errors_write_nothing_unless_keep_going() {
     let o = cupreempt(&["transform", "in", "--out-dir", "out"], &dir);
     assert_eq!(o.status.code(), Some(1));
     assert!(
-        stderr(&o).contains("CP002") && stderr(&o).contains("nothing written"),
+        stderr(&o).contains("CP002") && stderr(&o).contains("grid_sync.cu not written"),
         "{}",
         stderr(&o)
     );
     assert!(
-        !out.exists(),
-        "nothing may be written when a file has errors"
+        !out.join("sub/grid_sync.cu").exists(),
+        "a file with errors is not written"
     );
+    assert!(
+        out.join("grid_1d.cu").exists(),
+        "the other files are written on their own"
+    );
+    assert!(
+        stderr(&o).contains(
+            "1 files written, 0 unchanged, 1 skipped; 2 kernels transformed, 1 refused (CP002 ×1); 0 warnings"
+        ),
+        "{}",
+        stderr(&o)
+    );
+    std::fs::remove_dir_all(&out).unwrap();
 
     let o = cupreempt(
         &["transform", "in", "--out-dir", "out", "--keep-going"],

@@ -39,7 +39,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
         },
     };
     s.found.include_at = include_position(root, src);
-    s.walk(&mut root.walk(), &mut Vec::new(), false);
+    s.walk(&mut root.walk(), &mut Vec::new());
     s.found.macros = macros::close(s.found.macros);
     for r in &errors {
         let inside_kernel = s
@@ -90,15 +90,52 @@ struct Scanner<'t, 'e> {
 
 impl<'t> Scanner<'t, '_> {
     /// Pre-order over the tree with one cursor, tracking the namespace and whether we are in
-    /// device code.
-    fn walk(
+    /// device code. Iterative (an explicit stack of levels), so that no nesting depth of the
+    /// input can exhaust the call stack.
+    fn walk(&mut self, c: &mut tree_sitter::TreeCursor<'t>, scope: &mut Vec<String>) {
+        // Per open level: whether it pushed a namespace, and the device context to restore.
+        let mut levels: Vec<(bool, bool)> = Vec::new();
+        let mut in_device = false;
+        loop {
+            let node = c.node();
+            let (pushed, device, descend) = self.visit(node, scope, in_device);
+            if descend && c.goto_first_child() {
+                self.ancestors.push(node);
+                levels.push((pushed, in_device));
+                in_device = device;
+                continue;
+            }
+            if pushed {
+                scope.pop();
+            }
+            loop {
+                if levels.is_empty() {
+                    return;
+                }
+                if c.goto_next_sibling() {
+                    break;
+                }
+                c.goto_parent();
+                self.ancestors.pop();
+                if let Some((pushed, outer)) = levels.pop() {
+                    in_device = outer;
+                    if pushed {
+                        scope.pop();
+                    }
+                }
+            }
+        }
+    }
+
+    /// One node of the walk. Returns whether it pushed a namespace, whether its children are
+    /// device code, and whether to walk into them.
+    fn visit(
         &mut self,
-        c: &mut tree_sitter::TreeCursor<'t>,
+        node: Node<'t>,
         scope: &mut Vec<String>,
         in_device: bool,
-    ) {
+    ) -> (bool, bool, bool) {
         let k = kinds();
-        let node = c.node();
         let id = node.kind_id();
         let mut device = in_device;
         let mut pushed = false;
@@ -139,20 +176,7 @@ impl<'t> Scanner<'t, '_> {
         // Bodies of device functions are analysed on their own (analysis::body); nothing in
         // them is rewritten through the scan, so skip them here.
         let device_body = id == k.function_definition && device && !in_device;
-        if !device_body && c.goto_first_child() {
-            self.ancestors.push(node);
-            loop {
-                self.walk(c, scope, device);
-                if !c.goto_next_sibling() {
-                    break;
-                }
-            }
-            c.goto_parent();
-            self.ancestors.pop();
-        }
-        if pushed {
-            scope.pop();
-        }
+        (pushed, device, !device_body)
     }
 
     fn function_site(

@@ -39,10 +39,23 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let mut refused = false;
     let mut reports = Vec::new();
-    for (path, _) in files::inputs(&a.inputs)? {
-        let src = files::read(&path)?;
+    for (path, _) in files::inputs(&a.inputs, None)? {
         let name = path.display().to_string();
-        let t = cupreempt::transform(&src, &name, &opts)?;
+        let (src, t) = match files::read(&path)? {
+            files::Source::Text(src) => {
+                let t = cupreempt::transform(&src, &name, &opts)?;
+                (src, t)
+            }
+            // Reported like any other file: no kernels, one diagnostic.
+            files::Source::Skipped(d, shown) => (
+                shown,
+                cupreempt::Transformed {
+                    output: String::new(),
+                    diagnostics: vec![d],
+                    kernels: Vec::new(),
+                },
+            ),
+        };
         refused |= t.diagnostics.iter().any(|d| d.is_refusal());
         match a.format {
             OutputFormat::Text => {

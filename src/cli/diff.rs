@@ -31,7 +31,7 @@ pub struct DiffArgs {
 
 pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
-    let src = files::read(&a.file)?;
+    let src = files::read_text(&a.file)?;
     let name = a.file.display().to_string();
     let t = cupreempt::transform(&src, &name, &opts)?;
     eprint!("{}", render(&t.diagnostics, &name, &src, stderr_color()));

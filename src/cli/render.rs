@@ -104,7 +104,58 @@ fn render_with(
     let src = Arc::new(src.to_string());
     let mut out = String::new();
     for d in diags {
+        if d.labels.iter().any(|l| on_long_line(&src, l.start, l.end)) {
+            out.push_str(&one_line(d, file_name, &src));
+            continue;
+        }
         let _ = handler.render_report(&mut out, &Rendered::new(d, file_name, src.clone()));
+    }
+    out
+}
+
+/// Lines longer than this are not drawn with their source (miette's layout pads with format
+/// widths, which are limited to 16 bits).
+const LONGEST_DRAWN_LINE: usize = 4096;
+
+fn on_long_line(src: &str, start: usize, end: usize) -> bool {
+    let start = start.min(src.len());
+    let end = end.clamp(start, src.len());
+    let from = src.as_bytes()[..start]
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .map_or(0, |i| i + 1);
+    let to = src.as_bytes()[end..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(src.len(), |i| end + i);
+    to - from > LONGEST_DRAWN_LINE
+}
+
+/// `severity[CODE]: message` and `file:line:column`, for a diagnostic whose line is too long
+/// to draw.
+fn one_line(d: &Diagnostic, file_name: &str, src: &str) -> String {
+    let severity = match d.severity {
+        Level::Error => "error",
+        Level::Warning => "warning",
+        Level::Note => "note",
+    };
+    let mut out = format!("{severity}[{}]: {}\n", d.code.id(), d.message);
+    for l in &d.labels {
+        let at = l.start.min(src.len());
+        let line = src.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() + 1;
+        let column = at
+            - src.as_bytes()[..at]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |i| i + 1)
+            + 1;
+        out.push_str(&format!(
+            "  --> {file_name}:{line}:{column}: {}\n",
+            l.message
+        ));
+    }
+    if let Some(h) = &d.help {
+        out.push_str(&format!("  help: {h}\n"));
     }
     out
 }

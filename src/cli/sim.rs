@@ -101,7 +101,7 @@ struct GenArgs {
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
     let workload = match (&a.workload, a.generate) {
-        (Some(path), _) => Workload::from_json(&files::read(path)?)
+        (Some(path), _) => Workload::from_json(&files::read_text(path)?)
             .map_err(|e| anyhow::anyhow!("{}: not a workload: {e}", path.display()))?,
         (None, Some(n)) => {
             let ok =

@@ -3,6 +3,8 @@
 use super::render::render;
 use super::{files, stderr_color, SelectArgs};
 use clap::Args;
+use cupreempt::diagnostics::{Code, Level};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -27,39 +29,133 @@ pub struct TransformArgs {
     select: SelectArgs,
 }
 
+/// What a run did, for its last line.
+#[derive(Default)]
+struct Summary {
+    written: usize,
+    unchanged: usize,
+    skipped: usize,
+    transformed: usize,
+    refused: usize,
+    /// Refusal codes and how many kernels (or files) each stopped.
+    codes: BTreeMap<&'static str, usize>,
+    warnings: usize,
+}
+
+impl Summary {
+    fn line(&self) -> String {
+        let codes: Vec<String> = self
+            .codes
+            .iter()
+            .map(|(c, n)| format!("{c} ×{n}"))
+            .collect();
+        let by_code = if codes.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", codes.join(", "))
+        };
+        format!(
+            "cupreempt: {} files written, {} unchanged, {} skipped; {} kernels transformed, {} refused{by_code}; {} warnings",
+            self.written, self.unchanged, self.skipped, self.transformed, self.refused, self.warnings
+        )
+    }
+}
+
 pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
-    let inputs = files::inputs(&a.inputs)?;
+    let inputs = files::inputs(&a.inputs, a.out_dir.as_deref())?;
     let to_stdout = a.out_dir.is_none()
         && !a.in_place
         && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
     if inputs.len() != 1 && (to_stdout || a.output.is_some()) {
         anyhow::bail!("{} input files: use --out-dir or --in-place", inputs.len());
     }
-    // Transform everything first: with errors, nothing is written (unless --keep-going).
-    let mut results = Vec::new();
-    let mut any_errors = false;
+    if let Some(out) = a.output.as_deref().filter(|o| o.as_os_str() != "-") {
+        if inputs.iter().any(|(p, _)| files::same_file(p, out)) {
+            anyhow::bail!(
+                "-o {} names the input itself: it would be overwritten with no backup (use --in-place, which keeps FILE.orig)",
+                out.display()
+            );
+        }
+    }
+    if let Some(dir) = &a.out_dir {
+        // Two inputs that land on one output would overwrite each other: refuse before
+        // writing anything.
+        let mut targets: BTreeMap<PathBuf, &PathBuf> = BTreeMap::new();
+        for (path, root) in &inputs {
+            let target = dir.join(path.strip_prefix(root).unwrap_or(path));
+            if let Some(first) = targets.insert(target.clone(), path) {
+                anyhow::bail!(
+                    "{} and {} would both be written to {}: nothing written (give their common folder as the input, so that --out-dir keeps their layout)",
+                    first.display(),
+                    path.display(),
+                    target.display()
+                );
+            }
+        }
+    }
+    // Each file is read, transformed and written on its own: a file with errors is skipped
+    // (unless --keep-going) and the others are still written.
+    let mut sum = Summary::default();
     let color = stderr_color();
     for (path, root) in &inputs {
-        let src = files::read(path)?;
         let name = path.display().to_string();
-        let t = cupreempt::transform(&src, &name, &opts)?;
+        let src = match files::read(path)? {
+            files::Source::Text(src) => src,
+            files::Source::Skipped(d, shown) => {
+                eprint!("{}", render(std::slice::from_ref(&d), &name, &shown, color));
+                sum.skipped += 1;
+                *sum.codes.entry(d.code.id()).or_default() += 1;
+                continue;
+            }
+        };
+        let t = match cupreempt::transform(&src, &name, &opts) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("cupreempt: {name}: {e}");
+                sum.skipped += 1;
+                continue;
+            }
+        };
         eprint!("{}", render(&t.diagnostics, &name, &src, color));
-        any_errors |= t.has_errors();
-        results.push((path, root, src, t));
-    }
-    if any_errors && !a.keep_going {
-        eprintln!(
-            "cupreempt: nothing written because of the errors above (--keep-going writes anyway)"
-        );
-        return Ok(ExitCode::from(1));
-    }
-    for (path, root, src, t) in &results {
+        sum.transformed += t.transformed_count();
+        // Refusals by code: each refused kernel once per code, and file-wide refusals
+        // (CP009, CP011) once per file.
+        let refusal = |id: &str| {
+            Code::ALL
+                .iter()
+                .any(|c| c.id() == id && c.severity() == Level::Error)
+        };
+        for k in t.kernels.iter().filter(|k| !k.transformed) {
+            let codes: Vec<&'static str> = k.codes.iter().copied().filter(|c| refusal(c)).collect();
+            sum.refused += usize::from(!codes.is_empty());
+            for c in codes {
+                *sum.codes.entry(c).or_default() += 1;
+            }
+        }
+        for d in &t.diagnostics {
+            match d.severity {
+                Level::Error if d.kernel.is_none() => {
+                    *sum.codes.entry(d.code.id()).or_default() += 1
+                }
+                Level::Warning => sum.warnings += 1,
+                _ => {}
+            }
+        }
+        if t.has_errors() && !a.keep_going {
+            eprintln!(
+                "cupreempt: {name} not written because of the errors above (--keep-going writes it anyway)"
+            );
+            sum.skipped += 1;
+            continue;
+        }
         let target = if to_stdout {
             print!("{}", t.output);
+            sum.written += 1;
             continue;
         } else if a.in_place {
-            if t.output == *src {
+            if t.output == src {
+                sum.unchanged += 1;
                 continue;
             }
             let backup = files::backup_path(path);
@@ -69,7 +165,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
                 path.display(),
                 backup.display()
             );
-            (*path).clone()
+            path.clone()
         } else if let Some(dir) = &a.out_dir {
             let rel = path.strip_prefix(root).unwrap_or(path);
             dir.join(rel)
@@ -77,6 +173,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             a.output.clone().unwrap_or_default()
         };
         files::write_atomically(&target, &t.output)?;
+        sum.written += 1;
         eprintln!(
             "cupreempt: wrote {} ({} of {} kernels transformed)",
             target.display(),
@@ -84,5 +181,10 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             t.kernels.len()
         );
     }
-    Ok(ExitCode::SUCCESS)
+    eprintln!("{}", sum.line());
+    Ok(if sum.skipped > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
 }

@@ -1,0 +1,212 @@
+//! The command line on hand-made bad input: every case ends with a diagnostic and a documented
+//! exit code, never with a crash, and nothing the user had is lost.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cupreempt(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cupreempt"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run cupreempt")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// An exit code (not a signal: a stack overflow aborts), with stderr for the message.
+fn exit_code(o: &Output) -> i32 {
+    o.status
+        .code()
+        .unwrap_or_else(|| panic!("killed by a signal: {}", stderr(o)))
+}
+
+const KERNEL: &str = "__global__ void k(float* a) { a[blockIdx.x] = 1.0f; }\n";
+
+#[test]
+fn deep_nesting_is_handled_or_refused_never_a_crash() {
+    let dir = support::tempdir("bad-deep");
+    let n = 10_000;
+    let braces = format!("void host() {}{}\n{KERNEL}", "{ ;".repeat(n), "}".repeat(n));
+    std::fs::write(dir.join("braces.cu"), braces).unwrap();
+    let n = 3_000;
+    let namespaces: String = (0..n).map(|i| format!("namespace n{i} {{ ")).collect();
+    std::fs::write(
+        dir.join("namespaces.cu"),
+        format!("{namespaces}{KERNEL}{}\n", "}".repeat(n)),
+    )
+    .unwrap();
+    let n = 7_000;
+    std::fs::write(
+        dir.join("blocks.cu"),
+        format!(
+            "__global__ void k(float* a) {{ if (threadIdx.x > 5) return; {}__syncthreads(); a[blockIdx.x] = 1.0f;{} }}\n",
+            "{".repeat(n),
+            "}".repeat(n)
+        ),
+    )
+    .unwrap();
+    for (file, outcome) in [
+        ("braces.cu", "transformable (plain)"),
+        ("namespaces.cu", "transformable (plain)"),
+        ("blocks.cu", "transformable (predicated)"),
+    ] {
+        let o = cupreempt(&["check", file], &dir);
+        assert_eq!(exit_code(&o), 0, "{file}: {}", stderr(&o));
+        assert!(stdout(&o).contains(outcome), "{file}: {}", stdout(&o));
+        let o = cupreempt(&["transform", file, "-o", &format!("out-{file}")], &dir);
+        assert_eq!(exit_code(&o), 0, "{file}: {}", stderr(&o));
+    }
+
+    // Deeper than the analysis takes on: the file is refused with CP011 and left as it is.
+    let n = 60_000;
+    std::fs::write(
+        dir.join("deeper.cu"),
+        format!(
+            "__global__ void k(float* a) {{ if (threadIdx.x > 5) return; {}__syncthreads();{} }}\n",
+            "{".repeat(n),
+            "}".repeat(n)
+        ),
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "deeper.cu"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("CP011"), "{}", stderr(&o));
+    let o = cupreempt(&["transform", "deeper.cu", "-o", "out-deeper.cu"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("CP011"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_file_that_is_not_utf8_is_skipped_with_its_position_and_the_others_go_on() {
+    let dir = support::tempdir("bad-utf8");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    let mut latin1 = b"// ok\n// caf".to_vec();
+    latin1.push(0xE9); // 'é' in Latin-1
+    latin1.extend_from_slice(b"\n");
+    latin1.extend_from_slice(KERNEL.as_bytes());
+    std::fs::write(dir.join("in/a_latin1.cu"), &latin1).unwrap();
+    std::fs::write(dir.join("in/b_good.cu"), KERNEL).unwrap();
+
+    for extra in [&[][..], &["--keep-going"][..]] {
+        let _ = std::fs::remove_dir_all(dir.join("out"));
+        let mut args = vec!["transform", "in", "--out-dir", "out"];
+        args.extend_from_slice(extra);
+        let o = cupreempt(&args, &dir);
+        assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains("CP012"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("a_latin1.cu:2:7"),
+            "line:column of the byte: {}",
+            stderr(&o)
+        );
+        assert!(dir.join("out/b_good.cu").exists(), "{}", stderr(&o));
+        assert!(!dir.join("out/a_latin1.cu").exists());
+    }
+    assert_eq!(
+        std::fs::read(dir.join("in/a_latin1.cu")).unwrap(),
+        latin1,
+        "the input is untouched"
+    );
+
+    let o = cupreempt(&["check", "--format", "json", "in"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("valid JSON");
+    let files = v.as_array().expect("one entry per file");
+    assert_eq!(files.len(), 2, "{v}");
+    let d = &files[0]["diagnostics"][0];
+    assert_eq!(d["code"], "CP012", "{v}");
+    assert_eq!(
+        (d["line"].as_u64(), d["column"].as_u64()),
+        (Some(2), Some(7))
+    );
+    assert_eq!(files[1]["kernels"][0]["transformed"], true, "{v}");
+}
+
+/// The original line that output line `index` (0-based) stands for, following `#line`.
+fn original_line(out: &str, index: usize) -> usize {
+    let mut line = 1;
+    for l in out.split('\n').take(index) {
+        line = match l.trim_end().strip_prefix("#line ") {
+            Some(rest) => rest.split(' ').next().unwrap().parse().unwrap(),
+            None => line + 1,
+        };
+    }
+    line
+}
+
+#[test]
+fn line_directives_on_crlf_files_keep_crlf_and_count_lines_right() {
+    let dir = support::tempdir("bad-crlf");
+    let src = "// a\r\n#include <cstdio>\r\n__global__ void k(float* a) {\r\n  a[blockIdx.x] = 1.0f;\r\n}\r\nint main() {\r\n  float* a = 0;\r\n  k<<<1, 1>>>(a);\r\n  marker();\r\n}\r\n";
+    std::fs::write(dir.join("crlf.cu"), src).unwrap();
+    let o = cupreempt(
+        &["transform", "--line-directives", "crlf.cu", "-o", "out.cu"],
+        &dir,
+    );
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
+    assert!(out.contains("#line "), "{out}");
+    assert_eq!(
+        out.matches('\n').count(),
+        out.matches("\r\n").count(),
+        "no mixed line ends: {out:?}"
+    );
+    let at = out
+        .split('\n')
+        .position(|l| l.contains("marker()"))
+        .unwrap();
+    assert_eq!(original_line(&out, at), 9, "{out}");
+}
+
+#[test]
+fn outputs_never_overwrite_inputs_or_each_other() {
+    let dir = support::tempdir("bad-outputs");
+    std::fs::write(dir.join("k.cu"), KERNEL).unwrap();
+    let o = cupreempt(&["transform", "k.cu", "-o", "./k.cu"], &dir);
+    assert_eq!(exit_code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("names the input itself"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(dir.join("k.cu")).unwrap(), KERNEL);
+
+    for sub in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(sub)).unwrap();
+        std::fs::write(dir.join(sub).join("same.cu"), KERNEL).unwrap();
+    }
+    let o = cupreempt(
+        &["transform", "a/same.cu", "b/same.cu", "--out-dir", "out"],
+        &dir,
+    );
+    assert_eq!(exit_code(&o), 2, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("would both be written"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!dir.join("out").exists(), "nothing written");
+}
+
+#[test]
+fn an_out_dir_inside_the_inputs_is_not_taken_as_input_on_a_second_run() {
+    let dir = support::tempdir("bad-outdir-inside");
+    std::fs::create_dir_all(dir.join("in")).unwrap();
+    std::fs::write(dir.join("in/k.cu"), KERNEL).unwrap();
+    for run in 0..2 {
+        let o = cupreempt(&["transform", "in", "--out-dir", "in/out"], &dir);
+        assert_eq!(exit_code(&o), 0, "run {run}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("CP009"), "run {run}: {}", stderr(&o));
+    }
+    assert!(dir.join("in/out/k.cu").exists());
+    assert!(!dir.join("in/out/out").exists());
+}
