@@ -92,13 +92,18 @@ pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<Strin
     // A file with CRLF line ends gets CRLF after its `#line` directives too.
     let eol = line_end(src);
     let mut pos = 0;
-    for e in edits {
+    for (i, e) in edits.iter().enumerate() {
         out.push_str(&src[pos..e.start]);
         out.push_str(&e.text);
         pos = e.end;
         if let Some(map) = lines {
+            // The directive takes the line end after the text; not when the next edit starts
+            // before that line end is over (it would have to cut into it): that edit places
+            // the directive, if any.
+            let next_start = edits.get(i + 1).map_or(usize::MAX, |n| n.start);
+            let takes_eol = src[pos..].starts_with(eol) && next_start >= pos + eol.len();
             // Only after multi-line generated text that leaves us at the start of a line.
-            if e.text.contains('\n') && (out.ends_with('\n') || src[pos..].starts_with(eol)) {
+            if e.text.contains('\n') && (out.ends_with('\n') || takes_eol) {
                 let resume = if out.ends_with('\n') {
                     pos
                 } else {
@@ -185,5 +190,22 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, "a\ngen1\ngen2\n#line 2 \"f.cu\"\nb\nc\n");
+    }
+
+    #[test]
+    fn a_line_directive_leaves_the_line_end_to_an_edit_right_before_it() {
+        // Multi-line text replacing "b", then an insertion at the line end after it (the
+        // shape of a predicated kernel's rewrite): the directive must not take that line end.
+        let src = "a\nb\nc\n";
+        let map = LineMap { file_name: "f.cu" };
+        let edits = [Edit::replace(2..3, "x\ny"), Edit::insert(3, ";")];
+        let out = apply(src, &edits, Some(&map)).unwrap();
+        assert_eq!(out, "a\nx\ny;\nc\n");
+        for crlf in [false, true] {
+            let src = if crlf { "a\r\nb\r\nc\r\n" } else { "a\nb\nc\n" };
+            let nl = if crlf { 3 } else { 2 };
+            let edits = [Edit::replace(nl..nl + 1, "x\ny"), Edit::insert(nl + 1, ";")];
+            assert!(apply(src, &edits, Some(&map)).is_ok());
+        }
     }
 }
