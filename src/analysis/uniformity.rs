@@ -297,10 +297,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 let name = text(x, self.src);
                 varying = lang::THREAD_VARYING.contains(&name)
                     || self.varying.contains(name)
-                    || self
-                        .macros
-                        .get(name)
-                        .is_some_and(|m| m.thread_varying || !m.calls.is_empty());
+                    || self.macro_varying(name, 0);
             } else if id == k.subscript_expression || id == k.lambda_expression {
                 varying = true; // a memory load, or code we do not follow
             } else if id == k.field_expression {
@@ -320,6 +317,20 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             !varying
         });
         varying
+    }
+
+    /// Whether a macro of this file may expand to a value that differs between threads: it
+    /// reads threadIdx, calls something, reads memory, or names a varying variable or macro.
+    fn macro_varying(&self, name: &str, depth: usize) -> bool {
+        let Some(m) = self.macros.get(name) else {
+            return false;
+        };
+        if m.thread_varying || !m.calls.is_empty() || reads_memory(&m.text) || depth > 16 {
+            return true;
+        }
+        m.idents
+            .iter()
+            .any(|i| self.varying.contains(i) || (i != name && self.macro_varying(i, depth + 1)))
     }
 
     /// Whether `n` runs under control flow that may differ between threads, looking at the
@@ -430,6 +441,23 @@ fn is_lvalue_shape(n: Node) -> bool {
             | "lambda_expression"
             | "call_expression"
     )
+}
+
+/// Whether a macro's replacement text may load memory: `a[i]`, `p->f`, `*p`.
+fn reads_memory(t: &str) -> bool {
+    if t.contains('[') || t.contains("->") {
+        return true;
+    }
+    // A `*` after an operand multiplies; after nothing, `(` or an operator it dereferences.
+    let b = t.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        c == b'*'
+            && !t[..i]
+                .trim_end()
+                .bytes()
+                .last()
+                .is_some_and(|p| p.is_ascii_alphanumeric() || p == b'_' || p == b')' || p == b']')
+    })
 }
 
 /// Every identifier in `n`.
