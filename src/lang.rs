@@ -69,6 +69,8 @@ kinds! {
     subscript_expression = "subscript_expression",
     pointer_expression = "pointer_expression",
     gnu_asm_expression = "gnu_asm_expression",
+    gnu_asm_output_operand = "gnu_asm_output_operand",
+    structured_binding_declarator = "structured_binding_declarator",
     preproc_call = "preproc_call",
     preproc_def = "preproc_def",
     preproc_function_def = "preproc_function_def",
@@ -179,6 +181,26 @@ pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "bar.", "barrier.", "exi
 
 /// Pure functions whose result is uniform when their arguments are.
 pub const UNIFORM_FUNCTIONS: &[&str] = &["min", "max", "dim3", "make_uint3", "make_int3", "abs"];
+
+/// Functions that take every argument by value: passing a variable to them cannot change it.
+/// Any other call may bind an argument to a non-const reference and write it.
+pub const BY_VALUE_FUNCTIONS: &[&str] = &[
+    "__syncthreads_count",
+    "__syncthreads_and",
+    "__syncthreads_or",
+    "__shfl_sync",
+    "__shfl_up_sync",
+    "__shfl_down_sync",
+    "__shfl_xor_sync",
+    "__ballot_sync",
+    "__any_sync",
+    "__all_sync",
+    "__popc",
+    "__clz",
+    "__ffs",
+    "__ldg",
+    "printf",
+];
 
 /// Functions without side effects that read no memory (for what returned threads may evaluate).
 pub const PURE_FUNCTIONS: &[&str] = &[

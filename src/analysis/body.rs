@@ -3,6 +3,7 @@
 
 use super::flow::{descendants, is_loop};
 use super::macros::MacroFacts;
+use super::sites::FunctionSite;
 use super::uniformity::Uniformity;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
@@ -82,6 +83,44 @@ impl BodyFacts<'_> {
     }
 }
 
+/// The file's macros with those `#define`d inside function bodies added (the scan does not look
+/// inside bodies; a macro defined there is as visible to the rest of the file as any other).
+pub fn with_body_macros(
+    mut macros: BTreeMap<String, MacroFacts>,
+    kernels: &[FunctionSite],
+    helpers: &[FunctionSite],
+    src: &str,
+) -> BTreeMap<String, MacroFacts> {
+    let k = kinds();
+    let mut added = false;
+    for f in kernels.iter().chain(helpers) {
+        if !text(f.body, src).contains("define") {
+            continue;
+        }
+        lang::visit(f.body, |n| {
+            let id = n.kind_id();
+            if id == k.preproc_def || id == k.preproc_function_def {
+                if let Some(name) = n.child_by_field_id(crate::lang::fields().name) {
+                    let body = n
+                        .child_by_field_id(crate::lang::fields().value)
+                        .filter(|v| v.kind_id() == k.preproc_arg)
+                        .map(|v| text(v, src))
+                        .unwrap_or("");
+                    macros.insert(text(name, src).to_string(), super::macros::facts(body));
+                    added = true;
+                }
+                return false;
+            }
+            true
+        });
+    }
+    if added {
+        super::macros::close(macros)
+    } else {
+        macros
+    }
+}
+
 const BLOCK_GROUP_QUERIES: &[&str] = &[
     "group_index",
     "block_index",
@@ -132,7 +171,11 @@ pub fn facts<'t>(
                 });
             }
             identifier_refusals(&mut f, n, name, id == k.field_identifier);
-            if id == k.identifier {
+            // The name in a `#define` inside the body is no use of the macro.
+            let defined = n.parent().is_some_and(|p| {
+                p.kind_id() == k.preproc_def || p.kind_id() == k.preproc_function_def
+            });
+            if id == k.identifier && !defined {
                 if let Some(m) = macros.get(name) {
                     record_macro_use(&mut f, n, name, m);
                 }

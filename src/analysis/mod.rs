@@ -143,12 +143,13 @@ pub struct Analysis<'t> {
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
     let found = scan::scan(root, src);
     let mut diagnostics = found.diagnostics;
-    let mut helpers = helper_plans(found.helpers, &found.declarations, src, &found.macros);
+    let macros = body::with_body_macros(found.macros, &found.kernels, &found.helpers, src);
+    let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
     let graph = CallGraph::build(&mut helpers);
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
-        let facts = body::facts(site.body, src, &found.macros, true);
+        let facts = body::facts(site.body, src, &macros, true);
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
         let mut plan = KernelPlan::untouched(
@@ -163,7 +164,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
                 for i in reach {
                     helpers[i].reached = true;
                 }
-                let note = transformed(&mut plan, mode, hazard, opts, src, &found.macros);
+                let note = transformed(&mut plan, mode, hazard, opts, src, &macros);
                 diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
             }
             Err(refusals) => {

@@ -46,7 +46,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
             .found
             .kernels
             .iter()
-            .any(|k| overlaps(&k.outer.byte_range(), r));
+            .any(|k| overlaps(&(k.outer.start_byte()..k.func.end_byte()), r));
         if !inside_kernel {
             s.found.diagnostics.push(
                 Diagnostic::new(
@@ -147,6 +147,16 @@ impl<'t> Scanner<'t, '_> {
                 .map(|n| text(n, self.src).to_string());
             scope.push(name.unwrap_or_default());
             pushed = true;
+        } else if let Some(space) = cluster_split(node, self.src) {
+            // `__global__ void __cluster_dims__(2, 1, 1) k(...) {...}`: the grammar reads the
+            // attribute as a declaration of its own and `k` as a function without a type.
+            if let Some(mut site) = self.function_site(node, scope, space) {
+                if let Some(decl) = node.prev_sibling() {
+                    site.outer = decl;
+                }
+                self.found.kernels.push(site);
+            }
+            device = true;
         } else if id == k.function_definition || id == k.declaration {
             let space = execution_space(node, self.src, &self.found.macros);
             let is_device = space.global || space.device;
@@ -248,6 +258,21 @@ impl<'t> Scanner<'t, '_> {
                     format!("`{name}` is defined with a qualified name (out of its namespace)"),
                 )
                 .label(name_node.byte_range(), "qualified definition"),
+            );
+        }
+        let head = outer.start_byte()..declarator.end_byte();
+        let head = cluster_split_start(func).map_or(head.clone(), |s| s..head.end);
+        if let Some(at) = self.src[head.clone()].find("__cluster_dims__") {
+            let at = head.start + at;
+            problems.push(
+                Diagnostic::new(
+                    Code::Clusters,
+                    "thread-block clusters tie blocks to hardware placement",
+                )
+                .label(
+                    at..at + "__cluster_dims__".len(),
+                    "cluster dimensions declared here",
+                ),
             );
         }
         let param_list = self.params(params, &mut problems);
@@ -484,6 +509,41 @@ fn execution_space<'t>(
         }
     }
     s
+}
+
+/// Where the attribute starts when a kernel's `__cluster_dims__(...)` split it off (see
+/// `cluster_split`).
+fn cluster_split_start(func: Node) -> Option<usize> {
+    let d = func.prev_sibling()?;
+    (func.kind_id() == kinds().function_definition
+        && func
+            .child_by_field_id(crate::lang::fields().r#type)
+            .is_none()
+        && d.kind_id() == kinds().declaration
+        && d.has_error())
+    .then(|| d.start_byte())
+}
+
+/// A function definition without a type right after `__global__ void __cluster_dims__(...)`,
+/// which the grammar reads as a declaration missing its `;`: the kernel, as `__global__`.
+fn cluster_split<'t>(func: Node<'t>, src: &str) -> Option<Space<'t>> {
+    cluster_split_start(func)?;
+    let decl = func.prev_sibling()?;
+    let name = lang::declarators(decl)
+        .first()
+        .and_then(|d| d.child_by_field_id(crate::lang::fields().declarator))
+        .map(|n| text(n, src));
+    if name != Some("__cluster_dims__") {
+        return None;
+    }
+    let mut c = decl.walk();
+    let global_kw = decl.children(&mut c).find(|ch| ch.kind() == "__global__")?;
+    Some(Space {
+        global: true,
+        global_kw: Some(global_kw),
+        global_replacement: "__device__ __forceinline__".to_string(),
+        ..Space::default()
+    })
 }
 
 fn find_function_declarator(func: Node) -> Option<Node> {

@@ -19,6 +19,8 @@ pub struct Uniformity<'t, 'm> {
     varying: BTreeSet<String>,
     /// Loops whose trip count may differ between threads (node ids).
     varying_loops: BTreeSet<usize>,
+    /// Names bound to the same object (a reference and what it refers to).
+    aliases: Vec<(String, String)>,
 }
 
 struct Assignment<'t> {
@@ -53,6 +55,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             macros,
             varying: BTreeSet::new(),
             varying_loops: BTreeSet::new(),
+            aliases: Vec::new(),
         };
         let assignments = u.assignments(all);
         let loops: Vec<Node> = all.iter().copied().filter(|n| is_loop(*n)).collect();
@@ -75,6 +78,13 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 }
                 if a.value.is_some_and(|v| u.expr_varying(v)) || u.controlled(a.at, None) {
                     u.varying.insert(a.target.clone());
+                    for (x, y) in &u.aliases {
+                        if *x == a.target {
+                            u.varying.insert(y.clone());
+                        } else if *y == a.target {
+                            u.varying.insert(x.clone());
+                        }
+                    }
                     changed = true;
                 }
             }
@@ -101,19 +111,42 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         }
     }
 
+    /// Every write to a variable the body makes, as far as the analysis can follow it; a
+    /// variable written in a way it cannot follow (through a pointer, by inline PTX, by a call
+    /// that may bind it to a reference, through an expression it cannot resolve) is varying
+    /// from the start. A reference names the same object as what it is bound to: the two are
+    /// written together (`aliases`).
     fn assignments(&mut self, all: &[Node<'t>]) -> Vec<Assignment<'t>> {
         let k = kinds();
+        let f = crate::lang::fields();
         let mut out = Vec::new();
+        let mut aliases: Vec<(String, String)> = Vec::new();
         for &n in all {
             let id = n.kind_id();
-            if id == k.init_declarator {
-                if let Some(name) = n
-                    .child_by_field_id(crate::lang::fields().declarator)
-                    .and_then(lang::declarator_name)
-                {
+            if id == k.init_declarator || id == k.for_range_loop {
+                let value_field = if id == k.init_declarator {
+                    f.value
+                } else {
+                    f.right
+                };
+                let value = n.child_by_field_id(value_field);
+                let Some(declarator) = n.child_by_field_id(f.declarator) else {
+                    continue;
+                };
+                let names = declared_names(declarator, self.src);
+                if contains_kind(declarator, k.reference_declarator) {
+                    // `T& r = x`, `auto& [a, b] = s`, `for (auto& x : xs)`: the names alias
+                    // whatever the initializer names.
+                    for v in value.map(|v| identifiers(v, self.src)).unwrap_or_default() {
+                        for name in &names {
+                            aliases.push((name.clone(), v.clone()));
+                        }
+                    }
+                }
+                for target in names {
                     out.push(Assignment {
-                        target: text(name, self.src).into(),
-                        value: n.child_by_field_id(crate::lang::fields().value),
+                        target,
+                        value,
                         at: n,
                     });
                 }
@@ -125,46 +158,130 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     }
                 }
             } else if id == k.assignment_expression || id == k.update_expression {
-                let target = n
-                    .child_by_field_id(crate::lang::fields().left)
-                    .or_else(|| n.child_by_field_id(crate::lang::fields().argument));
-                if let Some(name) = target.and_then(|t| base_identifier(t, self.src)) {
-                    let value = if id == k.assignment_expression {
-                        n.child_by_field_id(crate::lang::fields().right)
-                    } else {
-                        None
-                    };
-                    out.push(Assignment {
-                        target: name,
-                        value,
-                        at: n,
-                    });
+                let Some(target) = n
+                    .child_by_field_id(f.left)
+                    .or_else(|| n.child_by_field_id(f.argument))
+                else {
+                    continue;
+                };
+                match written_local(target, self.src) {
+                    Written::Local(name) => {
+                        let value = if id == k.assignment_expression {
+                            n.child_by_field_id(f.right)
+                        } else {
+                            None
+                        };
+                        out.push(Assignment {
+                            target: name,
+                            value,
+                            at: n,
+                        });
+                    }
+                    Written::Memory => {}
+                    // `(c ? a : b) = v`, `reinterpret_cast<int&>(t) = v`: any of them.
+                    Written::Unknown => self.varying.extend(identifiers(target, self.src)),
                 }
             } else if id == k.pointer_expression
-                && n.child_by_field_id(crate::lang::fields().operator)
+                && n.child_by_field_id(f.operator)
                     .is_some_and(|o| text(o, self.src) == "&")
             {
                 // Written through a pointer somewhere we cannot follow.
-                if let Some(name) = n
-                    .child_by_field_id(crate::lang::fields().argument)
-                    .and_then(|a| base_identifier(a, self.src))
+                match n
+                    .child_by_field_id(f.argument)
+                    .map(|a| (a, written_local(a, self.src)))
                 {
-                    self.varying.insert(name);
+                    Some((_, Written::Local(name))) => {
+                        self.varying.insert(name);
+                    }
+                    Some((a, Written::Unknown)) => self.varying.extend(identifiers(a, self.src)),
+                    Some((_, Written::Memory)) | None => {}
                 }
-            } else if id == k.for_range_loop {
-                if let Some(name) = n
-                    .child_by_field_id(crate::lang::fields().declarator)
-                    .and_then(lang::declarator_name)
-                {
-                    out.push(Assignment {
-                        target: text(name, self.src).into(),
-                        value: n.child_by_field_id(crate::lang::fields().right),
-                        at: n,
-                    });
+            } else if id == k.gnu_asm_output_operand {
+                // Inline PTX writes its outputs with values we do not read.
+                if let Some(v) = n.child_by_field_id(f.value) {
+                    self.varying.extend(identifiers(v, self.src));
+                }
+            } else if id == k.call_expression {
+                self.call_writes(n);
+            }
+        }
+        // A write to one name of an alias group is a write to all of them.
+        let mut extra = Vec::new();
+        for a in &out {
+            for (x, y) in &aliases {
+                for (from, to) in [(x, y), (y, x)] {
+                    if *from == a.target {
+                        extra.push(Assignment {
+                            target: to.clone(),
+                            value: a.value,
+                            at: a.at,
+                        });
+                    }
                 }
             }
         }
+        out.extend(extra);
+        loop {
+            let before = self.varying.len();
+            for (x, y) in &aliases {
+                if self.varying.contains(x) || self.varying.contains(y) {
+                    self.varying.insert(x.clone());
+                    self.varying.insert(y.clone());
+                }
+            }
+            if self.varying.len() == before {
+                break;
+            }
+        }
+        self.aliases = aliases;
         out
+    }
+
+    /// A call may write its arguments (a non-const reference parameter) and, for `x.f()`, its
+    /// object: those variables are varying unless the function is known to take values only.
+    fn call_writes(&mut self, call: Node<'t>) {
+        let f = crate::lang::fields();
+        let Some(callee) = call.child_by_field_id(f.function) else {
+            return;
+        };
+        let k = kinds();
+        if callee.kind_id() == k.field_expression {
+            if let Some(object) = callee.child_by_field_id(f.argument).filter(|_| {
+                callee
+                    .child_by_field_id(f.operator)
+                    .is_some_and(|o| text(o, self.src) == ".")
+            }) {
+                if let Written::Local(name) = written_local(object, self.src) {
+                    self.varying.insert(name);
+                }
+            }
+        }
+        let name = text(callee, self.src);
+        if lang::UNIFORM_FUNCTIONS.contains(&name)
+            || lang::PURE_FUNCTIONS.contains(&name)
+            || lang::BY_VALUE_FUNCTIONS.contains(&name)
+            || lang::BARRIER_FUNCTIONS.iter().any(|(b, _)| *b == name)
+        {
+            return;
+        }
+        let Some(args) = call.child_by_field_id(f.arguments) else {
+            return;
+        };
+        let mut c = args.walk();
+        for a in args.named_children(&mut c) {
+            match written_local(a, self.src) {
+                Written::Local(name) => {
+                    self.varying.insert(name);
+                }
+                Written::Memory => {}
+                Written::Unknown => {
+                    // An expression yields a temporary; only an lvalue can bind to a reference.
+                    if is_lvalue_shape(a) {
+                        self.varying.extend(identifiers(a, self.src));
+                    }
+                }
+            }
+        }
     }
 
     /// Whether the value of `n` may differ between threads of a block.
@@ -180,10 +297,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 let name = text(x, self.src);
                 varying = lang::THREAD_VARYING.contains(&name)
                     || self.varying.contains(name)
-                    || self
-                        .macros
-                        .get(name)
-                        .is_some_and(|m| m.thread_varying || !m.calls.is_empty());
+                    || self.macro_varying(name, 0);
             } else if id == k.subscript_expression || id == k.lambda_expression {
                 varying = true; // a memory load, or code we do not follow
             } else if id == k.field_expression {
@@ -203,6 +317,20 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             !varying
         });
         varying
+    }
+
+    /// Whether a macro of this file may expand to a value that differs between threads: it
+    /// reads threadIdx, calls something, reads memory, or names a varying variable or macro.
+    fn macro_varying(&self, name: &str, depth: usize) -> bool {
+        let Some(m) = self.macros.get(name) else {
+            return false;
+        };
+        if m.thread_varying || !m.calls.is_empty() || reads_memory(&m.text) || depth > 16 {
+            return true;
+        }
+        m.idents
+            .iter()
+            .any(|i| self.varying.contains(i) || (i != name && self.macro_varying(i, depth + 1)))
     }
 
     /// Whether `n` runs under control flow that may differ between threads, looking at the
@@ -244,25 +372,130 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     }
 }
 
-/// `x` in `x`, `x.f`, `(x)`: the local that an assignment changes. None for memory.
-fn base_identifier(n: Node, src: &str) -> Option<String> {
+/// Where a write lands.
+enum Written {
+    /// The local `x` of `x`, `x.f`, `(x)`.
+    Local(String),
+    /// Memory: `a[i]`, `*p`, `p->f` (reading it back is a memory load, varying anyway).
+    Memory,
+    /// Anything else: a cast, a conditional, a call returning a reference.
+    Unknown,
+}
+
+fn written_local(n: Node, src: &str) -> Written {
     let k = kinds();
+    let f = crate::lang::fields();
     let mut x = n;
     loop {
-        if x.kind_id() == k.identifier {
-            return Some(text(x, src).to_string());
+        let id = x.kind_id();
+        if id == k.identifier {
+            return Written::Local(text(x, src).to_string());
         }
-        if x.kind_id() == k.field_expression
-            && x.child_by_field_id(crate::lang::fields().operator)
-                .is_some_and(|o| text(o, src) == ".")
-        {
-            x = x.child_by_field_id(crate::lang::fields().argument)?;
+        if id == k.field_expression {
+            let dot = x
+                .child_by_field_id(f.operator)
+                .is_some_and(|o| text(o, src) == ".");
+            if !dot {
+                return Written::Memory;
+            }
+            match x.child_by_field_id(f.argument) {
+                Some(a) => x = a,
+                None => return Written::Unknown,
+            }
             continue;
         }
         if x.kind() == "parenthesized_expression" {
-            x = x.named_child(0)?;
+            match x.named_child(0) {
+                Some(a) => x = a,
+                None => return Written::Unknown,
+            }
             continue;
         }
-        return None;
+        if id == k.subscript_expression {
+            return Written::Memory;
+        }
+        if id == k.pointer_expression
+            && x.child_by_field_id(f.operator)
+                .is_some_and(|o| text(o, src) == "*")
+        {
+            return Written::Memory;
+        }
+        return Written::Unknown;
     }
+}
+
+/// Whether an argument may be an lvalue (and so bind to a non-const reference): literals,
+/// arithmetic and comparisons yield temporaries.
+fn is_lvalue_shape(n: Node) -> bool {
+    !matches!(
+        lang::strip_parens(n).kind(),
+        "number_literal"
+            | "string_literal"
+            | "char_literal"
+            | "true"
+            | "false"
+            | "nullptr"
+            | "binary_expression"
+            | "unary_expression"
+            | "sizeof_expression"
+            | "lambda_expression"
+            | "call_expression"
+    )
+}
+
+/// Whether a macro's replacement text may load memory: `a[i]`, `p->f`, `*p`.
+fn reads_memory(t: &str) -> bool {
+    if t.contains('[') || t.contains("->") {
+        return true;
+    }
+    // A `*` after an operand multiplies; after nothing, `(` or an operator it dereferences.
+    let b = t.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        c == b'*'
+            && !t[..i]
+                .trim_end()
+                .bytes()
+                .last()
+                .is_some_and(|p| p.is_ascii_alphanumeric() || p == b'_' || p == b')' || p == b']')
+    })
+}
+
+/// Every identifier in `n`.
+fn identifiers(n: Node, src: &str) -> Vec<String> {
+    let id = kinds().identifier;
+    let mut out = Vec::new();
+    lang::visit(n, |x| {
+        if x.kind_id() == id {
+            out.push(text(x, src).to_string());
+        }
+        true
+    });
+    out
+}
+
+/// The names a declarator declares: one, or several for a structured binding.
+fn declared_names(declarator: Node, src: &str) -> Vec<String> {
+    let k = kinds();
+    let mut binding = None;
+    lang::visit(declarator, |x| {
+        if x.kind_id() == k.structured_binding_declarator {
+            binding = Some(x);
+        }
+        binding.is_none()
+    });
+    match binding {
+        Some(b) => identifiers(b, src),
+        None => lang::declarator_name(declarator)
+            .map(|n| vec![text(n, src).to_string()])
+            .unwrap_or_default(),
+    }
+}
+
+fn contains_kind(n: Node, kind: u16) -> bool {
+    let mut found = false;
+    lang::visit(n, |x| {
+        found |= x.kind_id() == kind;
+        !found
+    });
+    found
 }
