@@ -44,6 +44,13 @@ fn deep_nesting_is_handled_or_refused_never_a_crash() {
         format!("{namespaces}{KERNEL}{}\n", "}".repeat(n)),
     )
     .unwrap();
+    // Nested template argument lists (found by the fuzzer: the scan's walk once recursed).
+    let n = 3_000;
+    std::fs::write(
+        dir.join("templates.cu"),
+        format!("using T = {}int{};\n{KERNEL}", "A<".repeat(n), ">".repeat(n)),
+    )
+    .unwrap();
     let n = 7_000;
     std::fs::write(
         dir.join("blocks.cu"),
@@ -55,6 +62,7 @@ fn deep_nesting_is_handled_or_refused_never_a_crash() {
     )
     .unwrap();
     for (file, outcome) in [
+        ("templates.cu", "transformable (plain)"),
         ("braces.cu", "transformable (plain)"),
         ("namespaces.cu", "transformable (plain)"),
         ("blocks.cu", "transformable (predicated)"),
