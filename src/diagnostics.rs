@@ -22,7 +22,7 @@ pub enum Code {
     Unsupported,
     /// CP008: a helper reads blockIdx/gridDim or synchronizes in a way we cannot rewrite.
     Helper,
-    /// CP009: the input is the output of an earlier run.
+    /// CP009: the input is the output of an earlier run; it is left as it is.
     AlreadyTransformed,
     /// CP010: the kernel was not selected (pragma or command line).
     NotSelected,
@@ -84,7 +84,7 @@ impl Code {
     /// Refusals leave a kernel untouched; everything else is informational.
     pub fn severity(self) -> Level {
         match self {
-            Code::NotSelected | Code::PredicatedRewrite => Level::Note,
+            Code::AlreadyTransformed | Code::NotSelected | Code::PredicatedRewrite => Level::Note,
             Code::ParseError | Code::LaunchLeft | Code::BadPragma => Level::Warning,
             _ => Level::Error,
         }

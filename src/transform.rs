@@ -117,6 +117,32 @@ pub fn transform(
     })
 }
 
+/// A note when `src` is the output of an earlier run: it includes `cupreempt.cuh`, or it holds
+/// the wrappers a run generates (`NAME__cupreempt_body`). Such a file is left as it is, so
+/// that running again (`--in-place` twice) changes nothing; transforming it again would wrap the
+/// wrappers.
+fn already_transformed(src: &str) -> Option<Diagnostic> {
+    let include = crate::vocab::INCLUDE.trim_end();
+    let (at, len, what) = match src.find(include) {
+        Some(at) => (at, include.len(), "it includes cupreempt.cuh"),
+        None => {
+            let marker = "__cupreempt_body";
+            let at = src.find(marker)?;
+            (at, marker.len(), "it holds cupreempt's generated wrappers")
+        }
+    };
+    Some(
+        Diagnostic::new(
+            Code::AlreadyTransformed,
+            format!("already transformed ({what}): left as it is"),
+        )
+        .label(at..at + len, "output of an earlier run")
+        .help(
+            "to transform it differently, transform the original file (FILE.orig after --in-place)",
+        ),
+    )
+}
+
 /// The deepest level of the tree under `root` (the root is level 1), found without recursion.
 pub fn depth(root: tree_sitter::Node) -> (usize, usize) {
     let mut c = root.walk();
@@ -147,16 +173,7 @@ fn transform_here(
     file_name: &str,
     opts: &Options,
 ) -> Result<Transformed, TransformError> {
-    if let Some(at) = src.find(crate::vocab::INCLUDE.trim_end()) {
-        let d = Diagnostic::new(
-            Code::AlreadyTransformed,
-            "this file already includes cupreempt.cuh: it was transformed before",
-        )
-        .label(
-            at..at + crate::vocab::INCLUDE.trim_end().len(),
-            "output of an earlier run",
-        )
-        .help("transform the original file instead");
+    if let Some(d) = already_transformed(src) {
         return Ok(Transformed {
             output: src.to_string(),
             diagnostics: vec![d],

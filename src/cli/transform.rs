@@ -120,7 +120,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
         eprint!("{}", render(&t.diagnostics, &name, &src, color));
         sum.transformed += t.transformed_count();
         // Refusals by code: each refused kernel once per code, and file-wide refusals
-        // (CP009, CP011) once per file.
+        // (CP011) once per file.
         let refusal = |id: &str| {
             Code::ALL
                 .iter()
