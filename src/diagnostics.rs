@@ -38,10 +38,12 @@ pub enum Code {
     PredicatedRewrite,
     /// CP201: a `#pragma cupreempt` that is not understood.
     BadPragma,
+    /// CP202: `--select`, `--exclude` or `--chunk NAME=N` names no kernel of the inputs.
+    SelectionUnmatched,
 }
 
 impl Code {
-    pub const ALL: [Code; 16] = [
+    pub const ALL: [Code; 17] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -58,6 +60,7 @@ impl Code {
         Code::LaunchLeft,
         Code::PredicatedRewrite,
         Code::BadPragma,
+        Code::SelectionUnmatched,
     ];
 
     pub fn id(self) -> &'static str {
@@ -78,6 +81,7 @@ impl Code {
             Code::LaunchLeft => "CP101",
             Code::PredicatedRewrite => "CP200",
             Code::BadPragma => "CP201",
+            Code::SelectionUnmatched => "CP202",
         }
     }
 
@@ -85,7 +89,9 @@ impl Code {
     pub fn severity(self) -> Level {
         match self {
             Code::AlreadyTransformed | Code::NotSelected | Code::PredicatedRewrite => Level::Note,
-            Code::ParseError | Code::LaunchLeft | Code::BadPragma => Level::Warning,
+            Code::ParseError | Code::LaunchLeft | Code::BadPragma | Code::SelectionUnmatched => {
+                Level::Warning
+            }
             _ => Level::Error,
         }
     }

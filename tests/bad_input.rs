@@ -210,3 +210,45 @@ fn an_out_dir_inside_the_inputs_is_not_taken_as_input_on_a_second_run() {
     assert!(dir.join("in/out/k.cu").exists());
     assert!(!dir.join("in/out/out").exists());
 }
+
+#[test]
+fn a_selection_that_names_no_kernel_is_a_warning() {
+    let dir = support::tempdir("bad-select");
+    std::fs::write(dir.join("k.cu"), KERNEL).unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--select", "nosuch"],
+            "--select `nosuch` matches no kernel",
+        ),
+        (&["--exclude", "^kk$"], "--exclude `^kk$` matches no kernel"),
+        (&["--chunk", "nosuch=4"], "--chunk nosuch=N names no kernel"),
+    ];
+    for (opts, warning) in cases {
+        for cmd in [
+            &["transform", "k.cu"][..],
+            &["check", "k.cu"],
+            &["diff", "k.cu"],
+        ] {
+            let args = [cmd, opts].concat();
+            let o = cupreempt(&args, &dir);
+            assert!(exit_code(&o) <= 1, "{args:?}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert!(err.contains("warning[CP202]"), "{args:?}: {err}");
+            assert!(err.contains(warning), "{args:?}: {err}");
+            assert!(err.contains("(kernels: k)"), "{args:?}: {err}");
+        }
+    }
+    let o = cupreempt(&["transform", "k.cu", "--select", "nosuch"], &dir);
+    assert!(
+        stderr(&o).contains("0 kernels transformed, 0 refused; 1 warnings"),
+        "{}",
+        stderr(&o)
+    );
+    // A selection that names a kernel says nothing.
+    let o = cupreempt(
+        &["transform", "k.cu", "--select", "^k$", "--chunk", "k=4"],
+        &dir,
+    );
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP202"), "{}", stderr(&o));
+}
