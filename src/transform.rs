@@ -43,8 +43,8 @@ impl KernelReport {
 }
 
 /// The codes of a kernel's diagnostics, first occurrence first: those labelled inside its
-/// definition (a refusal inside a helper it calls is labelled in the helper and counts there)
-/// and its launches left alone.
+/// definition (a refusal found in a helper it calls is labelled first at the kernel's call, so
+/// it counts for the kernel) and its launches left alone.
 fn codes(k: &KernelReport, diagnostics: &[Diagnostic]) -> Vec<&'static str> {
     let def = k.source_range.clone().unwrap_or_default();
     let mut out = Vec::new();

@@ -252,3 +252,40 @@ fn a_selection_that_names_no_kernel_is_a_warning() {
     assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
     assert!(!stderr(&o).contains("CP202"), "{}", stderr(&o));
 }
+
+#[test]
+fn a_refusal_caused_by_a_helper_names_the_helper_and_what_is_refused() {
+    let dir = support::tempdir("bad-helper-reason");
+    std::fs::write(
+        dir.join("h.cu"),
+        r#"#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ void gsync() { cg::this_grid().sync(); }
+__device__ void outer(float* a) { a[0] = 0; gsync(); }
+__device__ void launcher() { cudaDeviceSynchronize(); }
+__device__ void stage(float* a) { a[threadIdx.x] = 0; __syncthreads(); }
+__global__ void k1(float* a) { outer(a); a[blockIdx.x] = 1; }
+__global__ void k2(float* a) { launcher(); a[blockIdx.x] = 1; }
+__global__ void k3(float* a) { if (threadIdx.x > 5) return; stage(a); a[blockIdx.x] = 1; }
+"#,
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "h.cu"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    let out = stdout(&o);
+    for want in [
+        "k1: left as it is: CP002 kernel `k1` calls helper `gsync` (through `outer`), which is refused: grid-wide synchronization",
+        "k2: left as it is: CP003 kernel `k2` calls helper `launcher`, which is refused: dynamic parallelism",
+        "k3: left as it is: CP004 kernel `k3`: a thread-dependent return reaches a barrier inside helper `stage`",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in:\n{out}");
+    }
+    // The kernels are counted as refused, by code, in transform's summary.
+    let o = cupreempt(&["transform", "h.cu", "--out-dir", "out"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 kernels transformed, 3 refused (CP002 ×1, CP003 ×1, CP004 ×1)"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -41,23 +41,22 @@ pub fn decide<'t>(
 
     // Everything the kernel reaches through calls to helpers of this file.
     let mut reach: BTreeSet<usize> = BTreeSet::new();
-    let mut stack: Vec<(&str, std::ops::Range<usize>)> = plan
+    // Each call to follow: the callee's name, the kernel's call that leads there, and the
+    // helpers called on the way (to name them in messages).
+    let mut stack: Vec<(&str, std::ops::Range<usize>, Vec<&str>)> = plan
         .facts
         .calls
         .iter()
-        .map(|c| (c.name.as_str(), c.node.byte_range()))
+        .map(|c| (c.name.as_str(), c.node.byte_range(), Vec::new()))
         .collect();
-    while let Some((name, call_site)) = stack.pop() {
+    while let Some((name, call_site, via)) = stack.pop() {
         for i in graph.callees(name) {
             let h = &helpers[i];
             if !reach.insert(i) {
                 continue;
             }
             for r in &h.facts.refusals {
-                refusals.push(r.clone().label(
-                    call_site.clone(),
-                    format!("reached from `{}` through this call", k.name),
-                ));
+                refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
             if h.needs_ctx && (!h.site.problems.is_empty() || h.site.host) {
                 let why = if h.site.host {
@@ -79,8 +78,10 @@ pub fn decide<'t>(
                     .help(why),
                 );
             }
+            let mut next = via.clone();
+            next.push(h.site.name.as_str());
             for c in &h.facts.calls {
-                stack.push((c.name.as_str(), call_site.clone()));
+                stack.push((c.name.as_str(), call_site.clone(), next.clone()));
             }
         }
     }
@@ -105,8 +106,10 @@ pub fn decide<'t>(
 
     // Barriers: those in the body, plus calls to helpers that synchronize (never rewritten).
     let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
+    let mut syncing_helpers: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
     for c in &plan.facts.calls {
         if graph.synchronizes(c) {
+            syncing_helpers.push((c.node.byte_range(), c.name.as_str()));
             barriers.push(BarrierSite {
                 node: c.node,
                 method: "sync",
@@ -142,15 +145,33 @@ pub fn decide<'t>(
             );
         }
         if let Some(stuck) = barriers.iter().find(|b| !b.rewritable()) {
-            refusals.push(
-                Diagnostic::new(
+            let mut d = match syncing_helpers.iter().find(|(r, _)| *r == stuck.range()) {
+                // The barrier is a call to a helper that synchronizes: name the helper.
+                Some((_, helper)) => Diagnostic::new(
+                    Code::BarrierHazard,
+                    format!("kernel `{}`: a thread-dependent return reaches a barrier inside helper `{helper}`, which cannot be rewritten", k.name),
+                ),
+                None => Diagnostic::new(
                     Code::BarrierHazard,
                     format!("kernel `{}`: a thread-dependent return reaches a barrier that cannot be rewritten", k.name),
-                )
-                .label(ret.range(), "this return depends on the thread")
-                .label(bar.range(), "and can reach this barrier")
-                .label(stuck.range(), "this barrier is inside a macro, inline PTX or a helper")
-                .help("move the barrier into the kernel body, or make the return block-uniform"),
+                ),
+            }
+            .label(ret.range(), "this return depends on the thread");
+            d = match syncing_helpers.iter().find(|(r, _)| *r == stuck.range()) {
+                Some((_, helper)) if bar.range() == stuck.range() => d.label(
+                    stuck.range(),
+                    format!("and can reach this call: `{helper}` synchronizes the block (directly or through its callees), where the barrier is not rewritten"),
+                ),
+                Some((_, helper)) => d.label(bar.range(), "and can reach this barrier").label(
+                    stuck.range(),
+                    format!("`{helper}` synchronizes the block (directly or through its callees), where the barrier is not rewritten"),
+                ),
+                None => d
+                    .label(bar.range(), "and can reach this barrier")
+                    .label(stuck.range(), "this barrier is inside a macro, inline PTX or a helper"),
+            };
+            refusals.push(
+                d.help("move the barrier into the kernel body, or make the return block-uniform"),
             );
         }
     }
@@ -158,4 +179,38 @@ pub fn decide<'t>(
         return Err(refusals);
     }
     Ok((mode, reach, hazard))
+}
+
+/// A refusal found in a helper, as a refusal of the kernel that reaches it: the message names
+/// the kernel, the helper (and the helpers called on the way) and what in it is refused; the
+/// first label is the kernel's call, so that the refusal is counted and shown with the kernel,
+/// then the helper's own labels.
+fn from_helper(
+    r: &Diagnostic,
+    kernel: &str,
+    helper: &str,
+    via: &[&str],
+    call_site: &std::ops::Range<usize>,
+) -> Diagnostic {
+    let through = if via.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = via.iter().map(|n| format!("`{n}`")).collect();
+        format!(" (through {})", names.join(", "))
+    };
+    let mut d = Diagnostic::new(
+        r.code,
+        format!(
+            "kernel `{kernel}` calls helper `{helper}`{through}, which is refused: {}",
+            r.message
+        ),
+    )
+    .label(
+        call_site.clone(),
+        format!("`{kernel}` reaches `{helper}` through this call"),
+    );
+    d.severity = r.severity;
+    d.labels.extend(r.labels.iter().cloned());
+    d.help = r.help.clone();
+    d
 }
