@@ -289,3 +289,37 @@ __global__ void k3(float* a) { if (threadIdx.x > 5) return; stage(a); a[blockIdx
         stderr(&o)
     );
 }
+
+#[test]
+fn grid_sync_is_reported_once_at_the_sync_call() {
+    let dir = support::tempdir("bad-grid-sync");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/grid_sync.cu");
+    std::fs::copy(fixture, dir.join("grid_sync.cu")).unwrap();
+    std::fs::write(
+        dir.join("inline.cu"),
+        "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(float* a) {\n  a[blockIdx.x] = 1;\n  cg::this_grid().sync();\n}\n",
+    )
+    .unwrap();
+    // (file, line and column of the sync call)
+    for (file, line, column) in [("grid_sync.cu", 12, 3), ("inline.cu", 5, 3)] {
+        let o = cupreempt(&["check", "--format", "json", file], &dir);
+        assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let cp002: Vec<&serde_json::Value> = json[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["code"] == "CP002")
+            .collect();
+        assert_eq!(cp002.len(), 1, "{file}: {cp002:#?}");
+        assert_eq!(
+            (cp002[0]["line"].as_u64(), cp002[0]["column"].as_u64()),
+            (Some(line), Some(column)),
+            "{file}: {cp002:#?}"
+        );
+        assert_eq!(
+            cp002[0]["labels"][0]["message"], "grid-wide barrier here",
+            "{file}"
+        );
+    }
+}
