@@ -30,6 +30,8 @@ pub enum Code {
     TooDeep,
     /// CP012: the file is not UTF-8 text; it is skipped.
     NotUtf8,
+    /// CP013: the transformed file would parse worse than the input; it is left as it is.
+    WorseOutput,
     /// CP100: a syntax error outside any kernel; that region is left as it is.
     ParseError,
     /// CP101: a launch site that is left unchanged.
@@ -43,7 +45,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 17] = [
+    pub const ALL: [Code; 18] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -56,6 +58,7 @@ impl Code {
         Code::NotSelected,
         Code::TooDeep,
         Code::NotUtf8,
+        Code::WorseOutput,
         Code::ParseError,
         Code::LaunchLeft,
         Code::PredicatedRewrite,
@@ -77,6 +80,7 @@ impl Code {
             Code::NotSelected => "CP010",
             Code::TooDeep => "CP011",
             Code::NotUtf8 => "CP012",
+            Code::WorseOutput => "CP013",
             Code::ParseError => "CP100",
             Code::LaunchLeft => "CP101",
             Code::PredicatedRewrite => "CP200",

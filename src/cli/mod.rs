@@ -64,7 +64,9 @@ pub struct SelectArgs {
     /// Emit #line directives so that compiler errors point into the original file.
     #[arg(long)]
     line_directives: bool,
-    /// Re-parse the output and stop if it parses worse than the input (checks cupreempt itself).
+    /// Also re-parse the output from scratch (checks cupreempt itself). Whether the output
+    /// parses worse than the input is always checked, incrementally; such an output is never
+    /// written (CP013).
     #[arg(long)]
     verify: bool,
 }
