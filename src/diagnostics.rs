@@ -22,7 +22,7 @@ pub enum Code {
     Unsupported,
     /// CP008: a helper reads blockIdx/gridDim or synchronizes in a way we cannot rewrite.
     Helper,
-    /// CP009: the input is the output of an earlier run.
+    /// CP009: the input is the output of an earlier run; it is left as it is.
     AlreadyTransformed,
     /// CP010: the kernel was not selected (pragma or command line).
     NotSelected,
@@ -30,6 +30,8 @@ pub enum Code {
     TooDeep,
     /// CP012: the file is not UTF-8 text; it is skipped.
     NotUtf8,
+    /// CP013: the transformed file would parse worse than the input; it is left as it is.
+    WorseOutput,
     /// CP100: a syntax error outside any kernel; that region is left as it is.
     ParseError,
     /// CP101: a launch site that is left unchanged.
@@ -38,10 +40,12 @@ pub enum Code {
     PredicatedRewrite,
     /// CP201: a `#pragma cupreempt` that is not understood.
     BadPragma,
+    /// CP202: `--select`, `--exclude` or `--chunk NAME=N` names no kernel of the inputs.
+    SelectionUnmatched,
 }
 
 impl Code {
-    pub const ALL: [Code; 16] = [
+    pub const ALL: [Code; 18] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -54,10 +58,12 @@ impl Code {
         Code::NotSelected,
         Code::TooDeep,
         Code::NotUtf8,
+        Code::WorseOutput,
         Code::ParseError,
         Code::LaunchLeft,
         Code::PredicatedRewrite,
         Code::BadPragma,
+        Code::SelectionUnmatched,
     ];
 
     pub fn id(self) -> &'static str {
@@ -74,18 +80,22 @@ impl Code {
             Code::NotSelected => "CP010",
             Code::TooDeep => "CP011",
             Code::NotUtf8 => "CP012",
+            Code::WorseOutput => "CP013",
             Code::ParseError => "CP100",
             Code::LaunchLeft => "CP101",
             Code::PredicatedRewrite => "CP200",
             Code::BadPragma => "CP201",
+            Code::SelectionUnmatched => "CP202",
         }
     }
 
     /// Refusals leave a kernel untouched; everything else is informational.
     pub fn severity(self) -> Level {
         match self {
-            Code::NotSelected | Code::PredicatedRewrite => Level::Note,
-            Code::ParseError | Code::LaunchLeft | Code::BadPragma => Level::Warning,
+            Code::AlreadyTransformed | Code::NotSelected | Code::PredicatedRewrite => Level::Note,
+            Code::ParseError | Code::LaunchLeft | Code::BadPragma | Code::SelectionUnmatched => {
+                Level::Warning
+            }
             _ => Level::Error,
         }
     }

@@ -43,8 +43,8 @@ impl KernelReport {
 }
 
 /// The codes of a kernel's diagnostics, first occurrence first: those labelled inside its
-/// definition (a refusal inside a helper it calls is labelled in the helper and counts there)
-/// and its launches left alone.
+/// definition (a refusal found in a helper it calls is labelled first at the kernel's call, so
+/// it counts for the kernel) and its launches left alone.
 fn codes(k: &KernelReport, diagnostics: &[Diagnostic]) -> Vec<&'static str> {
     let def = k.source_range.clone().unwrap_or_default();
     let mut out = Vec::new();
@@ -80,12 +80,6 @@ impl Transformed {
 pub enum TransformError {
     #[error(transparent)]
     Overlap(#[from] edit::OverlapError),
-    #[error("internal error: the transformed output of {file} has {after} syntax errors where the input had {before}; nothing was written")]
-    BrokenOutput {
-        file: String,
-        before: usize,
-        after: usize,
-    },
 }
 
 /// The deepest nesting of syntax nodes that the analysis takes on. Its walks over kernel and
@@ -115,6 +109,96 @@ pub fn transform(
             Err(_) => transform_here(src, file_name, opts),
         }
     })
+}
+
+/// A note when `src` is the output of an earlier run: it includes `cupreempt.cuh`, or it holds
+/// the wrappers a run generates (`NAME__cupreempt_body`). Such a file is left as it is, so
+/// that running again (`--in-place` twice) changes nothing; transforming it again would wrap the
+/// wrappers.
+fn already_transformed(src: &str) -> Option<Diagnostic> {
+    let include = crate::vocab::INCLUDE.trim_end();
+    let (at, len, what) = match src.find(include) {
+        Some(at) => (at, include.len(), "it includes cupreempt.cuh"),
+        None => {
+            let marker = "__cupreempt_body";
+            let at = src.find(marker)?;
+            (at, marker.len(), "it holds cupreempt's generated wrappers")
+        }
+    };
+    Some(
+        Diagnostic::new(
+            Code::AlreadyTransformed,
+            format!("already transformed ({what}): left as it is"),
+        )
+        .label(at..at + len, "output of an earlier run")
+        .help(
+            "to transform it differently, transform the original file (FILE.orig after --in-place)",
+        ),
+    )
+}
+
+/// CP013 when `output` (the result of `edits` on `src`, whose tree is `tree`) parses worse than
+/// `src`. Counted after every transform, incrementally; `verify` adds a parse from scratch, a
+/// check on the incremental one. `growth`: the prefix sums of the edits' length changes.
+fn parses_worse_than_input(
+    src: &str,
+    tree: &Tree,
+    output: &str,
+    edits: &[Edit],
+    growth: &[isize],
+    opts: &Options,
+) -> Option<Diagnostic> {
+    if edits.is_empty() {
+        return None;
+    }
+    let before = parse::error_ranges(tree.root_node()).len();
+    let after = if opts.line_directives {
+        parse::error_ranges(parse::parse(output).tree.root_node())
+    } else {
+        let mut old = tree.clone();
+        tell_tree(&mut old, src, output, edits);
+        parse::error_ranges(parse::reparse(output, &old).root_node())
+    };
+    parses_worse(before, &after, edits, growth).or_else(|| {
+        opts.verify
+            .then(|| parse::error_ranges(parse::parse(output).tree.root_node()))
+            .and_then(|full| parses_worse(before, &full, edits, growth))
+    })
+}
+
+/// CP013 when the output has more syntax errors (`after`, ranges in the output) than the
+/// input had (`before`): the output is not used. The label is the input range of the last edit
+/// that starts at or before the output's first error (`growth`: the prefix sums of the edits'
+/// length changes, so edit `i` starts at `edits[i].start + growth[i]` in the output).
+fn parses_worse(
+    before: usize,
+    after: &[std::ops::Range<usize>],
+    edits: &[Edit],
+    growth: &[isize],
+) -> Option<Diagnostic> {
+    if after.len() <= before {
+        return None;
+    }
+    let first = after.iter().map(|r| r.start).min().unwrap_or(0);
+    let near = edits
+        .iter()
+        .enumerate()
+        .filter(|(i, e)| (e.start as isize + growth[*i]) as usize <= first)
+        .map(|(_, e)| e)
+        .next_back()
+        .or(edits.first());
+    let mut d = Diagnostic::new(
+        Code::WorseOutput,
+        format!(
+            "internal error: the transformed file would have {} syntax errors where the input has {before}; the file is left as it is",
+            after.len()
+        ),
+    )
+    .help("please report this file to cupreempt's authors; `--exclude` the kernel near the label to transform the others");
+    if let Some(e) = near {
+        d = d.label(e.start..e.end, "the output goes wrong after this edit");
+    }
+    Some(d)
 }
 
 /// The deepest level of the tree under `root` (the root is level 1), found without recursion.
@@ -147,16 +231,7 @@ fn transform_here(
     file_name: &str,
     opts: &Options,
 ) -> Result<Transformed, TransformError> {
-    if let Some(at) = src.find(crate::vocab::INCLUDE.trim_end()) {
-        let d = Diagnostic::new(
-            Code::AlreadyTransformed,
-            "this file already includes cupreempt.cuh: it was transformed before",
-        )
-        .label(
-            at..at + crate::vocab::INCLUDE.trim_end().len(),
-            "output of an earlier run",
-        )
-        .help("transform the original file instead");
+    if let Some(d) = already_transformed(src) {
         return Ok(Transformed {
             output: src.to_string(),
             diagnostics: vec![d],
@@ -213,21 +288,12 @@ fn transform_here(
         (at as isize + growth[n]) as usize
     };
 
-    let before = parse::error_ranges(root).len();
-    let after = if edits.is_empty() || !opts.verify {
-        before
-    } else if opts.line_directives {
-        parse::error_count(&output)
-    } else {
-        let mut old = parsed.tree.clone();
-        tell_tree(&mut old, src, &output, &edits);
-        parse::error_ranges(parse::reparse(&output, &old).root_node()).len()
-    };
-    if after > before {
-        return Err(TransformError::BrokenOutput {
-            file: file_name.to_string(),
-            before,
-            after,
+    // An output that parses worse than its input is never handed out, whatever the options.
+    if let Some(d) = parses_worse_than_input(src, &parsed.tree, &output, &edits, &growth, opts) {
+        return Ok(Transformed {
+            output: src.to_string(),
+            diagnostics: vec![d],
+            kernels: Vec::new(),
         });
     }
 
@@ -298,5 +364,49 @@ fn tell_tree(tree: &mut Tree, src: &str, out: &str, edits: &[Edit]) {
             new_end_position: advance(start_position, &e.text),
         });
         delta += e.text.len() as isize - (e.end - e.start) as isize;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The guard on a fake output: one `]` of the input turned `[` by an "edit" parses worse,
+    /// and is refused with CP013 pointing at that edit, with or without `verify` and
+    /// `line_directives`; an edit that parses as well passes.
+    #[test]
+    fn an_output_that_parses_worse_is_refused() {
+        let src = "__global__ void k(float* a) { a[blockIdx.x] = 1.0f; }\nvoid h() { int b[2]; b[0] = 1; }\n";
+        let tree = parse::parse(src).tree;
+        let at = src.find("0]").unwrap() + 1;
+        let bad = [Edit {
+            start: at,
+            end: at + 1,
+            text: "[".into(),
+        }];
+        let good = [Edit {
+            start: at,
+            end: at + 1,
+            text: "] ".into(),
+        }];
+        for verify in [false, true] {
+            for line_directives in [false, true] {
+                let opts = Options {
+                    verify,
+                    line_directives,
+                    ..Options::default()
+                };
+                let out = edit::apply(src, &bad, None).unwrap();
+                let d = parses_worse_than_input(src, &tree, &out, &bad, &[0, 0], &opts)
+                    .expect("a worse output is refused");
+                assert_eq!(d.code, Code::WorseOutput);
+                assert_eq!((d.labels[0].start, d.labels[0].end), (at, at + 1));
+                let out = edit::apply(src, &good, None).unwrap();
+                assert!(
+                    parses_worse_than_input(src, &tree, &out, &good, &[0, 1], &opts).is_none(),
+                    "{out}"
+                );
+            }
+        }
     }
 }

@@ -218,3 +218,116 @@ fn an_out_dir_inside_the_inputs_is_not_taken_as_input_on_a_second_run() {
     assert!(dir.join("in/out/k.cu").exists());
     assert!(!dir.join("in/out/out").exists());
 }
+
+#[test]
+fn a_selection_that_names_no_kernel_is_a_warning() {
+    let dir = support::tempdir("bad-select");
+    std::fs::write(dir.join("k.cu"), KERNEL).unwrap();
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--select", "nosuch"],
+            "--select `nosuch` matches no kernel",
+        ),
+        (&["--exclude", "^kk$"], "--exclude `^kk$` matches no kernel"),
+        (&["--chunk", "nosuch=4"], "--chunk nosuch=N names no kernel"),
+    ];
+    for (opts, warning) in cases {
+        for cmd in [
+            &["transform", "k.cu"][..],
+            &["check", "k.cu"],
+            &["diff", "k.cu"],
+        ] {
+            let args = [cmd, opts].concat();
+            let o = cupreempt(&args, &dir);
+            assert!(exit_code(&o) <= 1, "{args:?}: {}", stderr(&o));
+            let err = stderr(&o);
+            assert!(err.contains("warning[CP202]"), "{args:?}: {err}");
+            assert!(err.contains(warning), "{args:?}: {err}");
+            assert!(err.contains("(kernels: k)"), "{args:?}: {err}");
+        }
+    }
+    let o = cupreempt(&["transform", "k.cu", "--select", "nosuch"], &dir);
+    assert!(
+        stderr(&o).contains("0 kernels transformed, 0 refused; 1 warnings"),
+        "{}",
+        stderr(&o)
+    );
+    // A selection that names a kernel says nothing.
+    let o = cupreempt(
+        &["transform", "k.cu", "--select", "^k$", "--chunk", "k=4"],
+        &dir,
+    );
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP202"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_refusal_caused_by_a_helper_names_the_helper_and_what_is_refused() {
+    let dir = support::tempdir("bad-helper-reason");
+    std::fs::write(
+        dir.join("h.cu"),
+        r#"#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+__device__ void gsync() { cg::this_grid().sync(); }
+__device__ void outer(float* a) { a[0] = 0; gsync(); }
+__device__ void launcher() { cudaDeviceSynchronize(); }
+__device__ void stage(float* a) { a[threadIdx.x] = 0; __syncthreads(); }
+__global__ void k1(float* a) { outer(a); a[blockIdx.x] = 1; }
+__global__ void k2(float* a) { launcher(); a[blockIdx.x] = 1; }
+__global__ void k3(float* a) { if (threadIdx.x > 5) return; stage(a); a[blockIdx.x] = 1; }
+"#,
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "h.cu"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    let out = stdout(&o);
+    for want in [
+        "k1: left as it is: CP002 kernel `k1` calls helper `gsync` (through `outer`), which is refused: grid-wide synchronization",
+        "k2: left as it is: CP003 kernel `k2` calls helper `launcher`, which is refused: dynamic parallelism",
+        "k3: left as it is: CP004 kernel `k3`: a thread-dependent return reaches a barrier inside helper `stage`",
+    ] {
+        assert!(out.contains(want), "missing `{want}` in:\n{out}");
+    }
+    // The kernels are counted as refused, by code, in transform's summary.
+    let o = cupreempt(&["transform", "h.cu", "--out-dir", "out"], &dir);
+    assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 kernels transformed, 3 refused (CP002 ×1, CP003 ×1, CP004 ×1)"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn grid_sync_is_reported_once_at_the_sync_call() {
+    let dir = support::tempdir("bad-grid-sync");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/grid_sync.cu");
+    std::fs::copy(fixture, dir.join("grid_sync.cu")).unwrap();
+    std::fs::write(
+        dir.join("inline.cu"),
+        "#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n__global__ void k(float* a) {\n  a[blockIdx.x] = 1;\n  cg::this_grid().sync();\n}\n",
+    )
+    .unwrap();
+    // (file, line and column of the sync call)
+    for (file, line, column) in [("grid_sync.cu", 12, 3), ("inline.cu", 5, 3)] {
+        let o = cupreempt(&["check", "--format", "json", file], &dir);
+        assert_eq!(exit_code(&o), 1, "{}", stderr(&o));
+        let json: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let cp002: Vec<&serde_json::Value> = json[0]["diagnostics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["code"] == "CP002")
+            .collect();
+        assert_eq!(cp002.len(), 1, "{file}: {cp002:#?}");
+        assert_eq!(
+            (cp002[0]["line"].as_u64(), cp002[0]["column"].as_u64()),
+            (Some(line), Some(column)),
+            "{file}: {cp002:#?}"
+        );
+        assert_eq!(
+            cp002[0]["labels"][0]["message"], "grid-wide barrier here",
+            "{file}"
+        );
+    }
+}

@@ -99,7 +99,7 @@ fn a_file_with_errors_is_skipped_the_others_are_written() {
 }
 
 #[test]
-fn in_place_keeps_a_backup_and_refuses_a_second_run() {
+fn in_place_keeps_a_backup_and_a_second_run_changes_nothing() {
     let dir = support::tempdir("cli-inplace");
     let file = dir.join("k.cu");
     let original = std::fs::read_to_string(fixture("grid_1d.cu")).unwrap();
@@ -113,15 +113,38 @@ fn in_place_keeps_a_backup_and_refuses_a_second_run() {
     let transformed = std::fs::read_to_string(&file).unwrap();
     assert!(transformed.contains("saxpy__cupreempt_body"));
 
+    // Re-running is idempotent: the file is recognised, left as it is with a note, counted as
+    // unchanged, and the run succeeds; the backup of the original is never overwritten.
     let o = cupreempt(&["transform", "--in-place", "k.cu"], &dir);
-    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
     assert!(stderr(&o).contains("CP009"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("0 files written, 1 unchanged, 0 skipped"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), transformed);
     assert_eq!(
-        std::fs::read_to_string(&file).unwrap(),
-        transformed,
-        "a refused run changes nothing"
+        std::fs::read_to_string(dir.join("k.cu.orig")).unwrap(),
+        original
     );
     assert!(!dir.join("k.cu.orig.1").exists());
+
+    // A file that lost its include line but holds generated wrappers is recognised too.
+    let stripped = transformed.replace("#include \"cupreempt.cuh\"", "");
+    std::fs::write(&file, &stripped).unwrap();
+    let o = cupreempt(&["transform", "--in-place", "k.cu"], &dir);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stderr(&o).contains("CP009"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), stripped);
+    assert_eq!(
+        std::fs::read_to_string(dir.join("k.cu.orig")).unwrap(),
+        original
+    );
+
+    // check agrees: nothing to refuse.
+    let o = cupreempt(&["check", "k.cu"], &dir);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
 #[test]

@@ -8,6 +8,8 @@ use super::{HelperPlan, KernelPlan, SyncMode};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::options::Options;
 use std::collections::BTreeSet;
+use std::ops::Range;
+use tree_sitter::Node;
 
 /// The mode, the helpers the kernel reaches (indices) and its hazard, if any.
 pub type Decision<'t> = (
@@ -22,6 +24,7 @@ pub fn decide<'t>(
     opts: &Options,
     helpers: &[HelperPlan],
     graph: &CallGraph,
+    src: &str,
 ) -> Result<Decision<'t>, Vec<Diagnostic>> {
     let k = &plan.site;
     if !opts.selects(&k.name) || k.pragmas.skip {
@@ -37,27 +40,26 @@ pub fn decide<'t>(
         .label(k.name_node.byte_range(), "left as it is")]);
     }
     let mut refusals: Vec<Diagnostic> = k.problems.clone();
-    refusals.extend(plan.facts.refusals.iter().cloned());
+    refusals.extend(at_grid_barriers(&plan.facts.refusals, k.body, src));
 
     // Everything the kernel reaches through calls to helpers of this file.
     let mut reach: BTreeSet<usize> = BTreeSet::new();
-    let mut stack: Vec<(&str, std::ops::Range<usize>)> = plan
+    // Each call to follow: the callee's name, the kernel's call that leads there, and the
+    // helpers called on the way (to name them in messages).
+    let mut stack: Vec<(&str, std::ops::Range<usize>, Vec<&str>)> = plan
         .facts
         .calls
         .iter()
-        .map(|c| (c.name.as_str(), c.node.byte_range()))
+        .map(|c| (c.name.as_str(), c.node.byte_range(), Vec::new()))
         .collect();
-    while let Some((name, call_site)) = stack.pop() {
+    while let Some((name, call_site, via)) = stack.pop() {
         for i in graph.callees(name) {
             let h = &helpers[i];
             if !reach.insert(i) {
                 continue;
             }
-            for r in &h.facts.refusals {
-                refusals.push(r.clone().label(
-                    call_site.clone(),
-                    format!("reached from `{}` through this call", k.name),
-                ));
+            for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
+                refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
             if h.needs_ctx && (!h.site.problems.is_empty() || h.site.host) {
                 let why = if h.site.host {
@@ -79,8 +81,10 @@ pub fn decide<'t>(
                     .help(why),
                 );
             }
+            let mut next = via.clone();
+            next.push(h.site.name.as_str());
             for c in &h.facts.calls {
-                stack.push((c.name.as_str(), call_site.clone()));
+                stack.push((c.name.as_str(), call_site.clone(), next.clone()));
             }
         }
     }
@@ -105,8 +109,10 @@ pub fn decide<'t>(
 
     // Barriers: those in the body, plus calls to helpers that synchronize (never rewritten).
     let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
+    let mut syncing_helpers: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
     for c in &plan.facts.calls {
         if graph.synchronizes(c) {
+            syncing_helpers.push((c.node.byte_range(), c.name.as_str()));
             barriers.push(BarrierSite {
                 node: c.node,
                 method: "sync",
@@ -142,15 +148,33 @@ pub fn decide<'t>(
             );
         }
         if let Some(stuck) = barriers.iter().find(|b| !b.rewritable()) {
-            refusals.push(
-                Diagnostic::new(
+            let mut d = match syncing_helpers.iter().find(|(r, _)| *r == stuck.range()) {
+                // The barrier is a call to a helper that synchronizes: name the helper.
+                Some((_, helper)) => Diagnostic::new(
+                    Code::BarrierHazard,
+                    format!("kernel `{}`: a thread-dependent return reaches a barrier inside helper `{helper}`, which cannot be rewritten", k.name),
+                ),
+                None => Diagnostic::new(
                     Code::BarrierHazard,
                     format!("kernel `{}`: a thread-dependent return reaches a barrier that cannot be rewritten", k.name),
-                )
-                .label(ret.range(), "this return depends on the thread")
-                .label(bar.range(), "and can reach this barrier")
-                .label(stuck.range(), "this barrier is inside a macro, inline PTX or a helper")
-                .help("move the barrier into the kernel body, or make the return block-uniform"),
+                ),
+            }
+            .label(ret.range(), "this return depends on the thread");
+            d = match syncing_helpers.iter().find(|(r, _)| *r == stuck.range()) {
+                Some((_, helper)) if bar.range() == stuck.range() => d.label(
+                    stuck.range(),
+                    format!("and can reach this call: `{helper}` synchronizes the block (directly or through its callees), where the barrier is not rewritten"),
+                ),
+                Some((_, helper)) => d.label(bar.range(), "and can reach this barrier").label(
+                    stuck.range(),
+                    format!("`{helper}` synchronizes the block (directly or through its callees), where the barrier is not rewritten"),
+                ),
+                None => d
+                    .label(bar.range(), "and can reach this barrier")
+                    .label(stuck.range(), "this barrier is inside a macro, inline PTX or a helper"),
+            };
+            refusals.push(
+                d.help("move the barrier into the kernel body, or make the return block-uniform"),
             );
         }
     }
@@ -158,4 +182,175 @@ pub fn decide<'t>(
         return Err(refusals);
     }
     Ok((mode, reach, hazard))
+}
+
+/// A refusal found in a helper, as a refusal of the kernel that reaches it: the message names
+/// the kernel, the helper (and the helpers called on the way) and what in it is refused; the
+/// first label is the kernel's call, so that the refusal is counted and shown with the kernel,
+/// then the helper's own labels.
+fn from_helper(
+    r: &Diagnostic,
+    kernel: &str,
+    helper: &str,
+    via: &[&str],
+    call_site: &std::ops::Range<usize>,
+) -> Diagnostic {
+    let through = if via.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = via.iter().map(|n| format!("`{n}`")).collect();
+        format!(" (through {})", names.join(", "))
+    };
+    let mut d = Diagnostic::new(
+        r.code,
+        format!(
+            "kernel `{kernel}` calls helper `{helper}`{through}, which is refused: {}",
+            r.message
+        ),
+    )
+    .label(
+        call_site.clone(),
+        format!("`{kernel}` reaches `{helper}` through this call"),
+    );
+    d.severity = r.severity;
+    d.labels.extend(r.labels.iter().cloned());
+    d.help = r.help.clone();
+    d
+}
+
+/// The label the body scan gives each grid-group identifier (CP002).
+const GRID_GROUP_USED: &str = "grid group used here";
+
+/// `refusals` with the grid-sync refusals of `body` made one per statement, pointing at the
+/// grid barrier: the body scan reports every grid-group identifier (`cg::grid_group g =
+/// cg::this_grid();` names two), so one statement would be reported twice, at the
+/// declaration. Each statement that names the grid group gives one CP002, whose first label
+/// is the first `X.sync()` on that group (the group a statement declares, or the
+/// `this_grid()` it calls) and whose second is where the group is made; without such a call,
+/// the first identifier.
+fn at_grid_barriers(refusals: &[Diagnostic], body: Node, src: &str) -> Vec<Diagnostic> {
+    let is_grid_use = |d: &Diagnostic| {
+        d.code == Code::GridSync
+            && d.labels
+                .first()
+                .is_some_and(|l| l.message == GRID_GROUP_USED)
+    };
+    let mut out: Vec<Diagnostic> = refusals
+        .iter()
+        .filter(|d| !is_grid_use(d))
+        .cloned()
+        .collect();
+    // The statements that name the grid group, each with the first refusal in it.
+    let mut statements: Vec<(Range<usize>, &Diagnostic)> = Vec::new();
+    for d in refusals.iter().filter(|d| is_grid_use(d)) {
+        let at = d.labels[0].start..d.labels[0].end;
+        let stmt = statement_of(body, at.clone()).map_or(at, |n| n.byte_range());
+        if !statements.iter().any(|(r, _)| *r == stmt) {
+            statements.push((stmt, d));
+        }
+    }
+    if statements.is_empty() {
+        return out;
+    }
+    let syncs = grid_sync_calls(body, src);
+    for (stmt, d) in statements {
+        let names = declared_names(body, &stmt, src);
+        let call = syncs.iter().find(|c| {
+            names.contains(&c.object_text)
+                || (stmt.start <= c.object.start && c.object.end <= stmt.end)
+        });
+        match call {
+            Some(c) => {
+                let mut one = Diagnostic::new(Code::GridSync, d.message.clone())
+                    .label(c.call.clone(), "grid-wide barrier here");
+                if !(c.call.start <= d.labels[0].start && d.labels[0].end <= c.call.end) {
+                    one = one.label(d.labels[0].start..d.labels[0].end, "grid group made here");
+                }
+                one.help = d.help.clone();
+                out.push(one);
+            }
+            None => out.push(d.clone()),
+        }
+    }
+    out
+}
+
+/// A call `X.sync()` in a body: the call, and the object `X` (its range and text).
+struct GridSyncCall {
+    call: Range<usize>,
+    object: Range<usize>,
+    object_text: String,
+}
+
+/// Every `X.sync()` call in `body`, walked without recursion.
+fn grid_sync_calls(body: Node, src: &str) -> Vec<GridSyncCall> {
+    let mut out = Vec::new();
+    let mut c = body.walk();
+    loop {
+        let n = c.node();
+        if n.kind() == "call_expression" {
+            let callee = n.child_by_field_name("function");
+            let no_args = n
+                .child_by_field_name("arguments")
+                .is_some_and(|a| a.named_child_count() == 0);
+            if let Some(callee) = callee.filter(|f| f.kind() == "field_expression" && no_args) {
+                let field = callee.child_by_field_name("field");
+                let object = callee.child_by_field_name("argument");
+                if let (Some(field), Some(object)) = (field, object) {
+                    if field.utf8_text(src.as_bytes()).ok() == Some("sync") {
+                        out.push(GridSyncCall {
+                            call: n.byte_range(),
+                            object: object.byte_range(),
+                            object_text: object.utf8_text(src.as_bytes()).unwrap_or("").to_string(),
+                        });
+                    }
+                }
+            }
+        }
+        if c.goto_first_child() {
+            continue;
+        }
+        loop {
+            if c.goto_next_sibling() {
+                break;
+            }
+            if !c.goto_parent() || c.node() == body {
+                return out;
+            }
+        }
+    }
+}
+
+/// The statement of `body` (a direct child of a block) that holds `at`.
+fn statement_of<'t>(body: Node<'t>, at: Range<usize>) -> Option<Node<'t>> {
+    let mut n = body.descendant_for_byte_range(at.start, at.end)?;
+    while let Some(p) = n.parent() {
+        if p.kind() == "compound_statement" || n == body {
+            return Some(n);
+        }
+        n = p;
+    }
+    None
+}
+
+/// The names a declaration statement spanning `stmt` declares (`g` in `grid_group g = ...;`).
+fn declared_names(body: Node, stmt: &Range<usize>, src: &str) -> Vec<String> {
+    let Some(n) = body.descendant_for_byte_range(stmt.start, stmt.end) else {
+        return Vec::new();
+    };
+    if n.kind() != "declaration" {
+        return Vec::new();
+    }
+    let mut c = n.walk();
+    n.children_by_field_name("declarator", &mut c)
+        .filter_map(|d| {
+            let d = if d.kind() == "init_declarator" {
+                d.child_by_field_name("declarator")?
+            } else {
+                d
+            };
+            (d.kind() == "identifier")
+                .then(|| d.utf8_text(src.as_bytes()).ok().map(str::to_string))?
+        })
+        .collect()
 }

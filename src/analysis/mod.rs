@@ -159,7 +159,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
             &found.declarations,
             may_use_shared,
         );
-        match decide::decide(&plan, opts, &helpers, &graph) {
+        match decide::decide(&plan, opts, &helpers, &graph, src) {
             Ok((mode, reach, hazard)) => {
                 for i in reach {
                     helpers[i].reached = true;

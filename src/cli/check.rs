@@ -39,6 +39,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let mut refused = false;
     let mut reports = Vec::new();
+    let mut kernels = std::collections::BTreeSet::new();
     for (path, _) in files::inputs(&a.inputs, None)? {
         let name = path.display().to_string();
         let (src, t) = match files::read(&path)? {
@@ -56,6 +57,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 },
             ),
         };
+        kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
         refused |= t.diagnostics.iter().any(|d| d.is_refusal());
         match a.format {
             OutputFormat::Text => {
@@ -97,6 +99,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 });
             }
         }
+    }
+    for w in super::unmatched_selection(&opts, &kernels) {
+        eprintln!("cupreempt: {w}");
     }
     if let OutputFormat::Json = a.format {
         println!("{}", serde_json::to_string_pretty(&reports)?);

@@ -35,6 +35,10 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
     let name = a.file.display().to_string();
     let t = cupreempt::transform(&src, &name, &opts)?;
     eprint!("{}", render(&t.diagnostics, &name, &src, stderr_color()));
+    let kernels = t.kernels.iter().map(|k| k.name.clone()).collect();
+    for w in super::unmatched_selection(&opts, &kernels) {
+        eprintln!("cupreempt: {w}");
+    }
     let style = Style {
         color: a.color.stdout(),
     };

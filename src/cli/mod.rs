@@ -11,6 +11,7 @@ mod transform;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use cupreempt::Options;
 use regex::Regex;
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,7 +64,9 @@ pub struct SelectArgs {
     /// Emit #line directives so that compiler errors point into the original file.
     #[arg(long)]
     line_directives: bool,
-    /// Re-parse the output and stop if it parses worse than the input (checks cupreempt itself).
+    /// Also re-parse the output from scratch (checks cupreempt itself). Whether the output
+    /// parses worse than the input is always checked, incrementally; such an output is never
+    /// written (CP013).
     #[arg(long)]
     verify: bool,
 }
@@ -91,6 +94,47 @@ impl SelectArgs {
         }
         Ok(o)
     }
+}
+
+/// CP202 warnings: each `--select`, `--exclude` and `--chunk NAME=N` that names no kernel of
+/// `kernels` (the names of every kernel in the files read). A selection that matches nothing
+/// would otherwise quietly transform nothing, or everything.
+fn unmatched_selection(opts: &Options, kernels: &BTreeSet<String>) -> Vec<String> {
+    let code = cupreempt::diagnostics::Code::SelectionUnmatched.id();
+    let known = if kernels.is_empty() {
+        "the inputs hold no kernel".to_string()
+    } else {
+        let shown: Vec<&str> = kernels.iter().take(8).map(String::as_str).collect();
+        let more = kernels.len().saturating_sub(shown.len());
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        format!("kernels: {}{more}", shown.join(", "))
+    };
+    let none = |r: &Regex| !kernels.iter().any(|k| r.is_match(k));
+    let mut out = Vec::new();
+    for r in opts.select.iter().filter(|r| none(r)) {
+        out.push(format!(
+            "warning[{code}]: --select `{r}` matches no kernel of the inputs ({known})"
+        ));
+    }
+    for r in opts.exclude.iter().filter(|r| none(r)) {
+        out.push(format!(
+            "warning[{code}]: --exclude `{r}` matches no kernel of the inputs ({known})"
+        ));
+    }
+    for name in opts
+        .chunk_per_kernel
+        .keys()
+        .filter(|n| !kernels.contains(*n))
+    {
+        out.push(format!(
+            "warning[{code}]: --chunk {name}=N names no kernel of the inputs ({known})"
+        ));
+    }
+    out
 }
 
 fn parse_chunk(s: &str) -> anyhow::Result<u32> {

@@ -4,7 +4,7 @@ use super::render::render;
 use super::{files, stderr_color, SelectArgs};
 use clap::Args;
 use cupreempt::diagnostics::{Code, Level};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -97,6 +97,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     // Each file is read, transformed and written on its own: a file with errors is skipped
     // (unless --keep-going) and the others are still written.
     let mut sum = Summary::default();
+    let mut kernels = BTreeSet::new();
     let color = stderr_color();
     for (path, root) in &inputs {
         let name = path.display().to_string();
@@ -118,9 +119,10 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             }
         };
         eprint!("{}", render(&t.diagnostics, &name, &src, color));
+        kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
         sum.transformed += t.transformed_count();
         // Refusals by code: each refused kernel once per code, and file-wide refusals
-        // (CP009, CP011) once per file.
+        // (CP011) once per file.
         let refusal = |id: &str| {
             Code::ALL
                 .iter()
@@ -180,6 +182,10 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             t.transformed_count(),
             t.kernels.len()
         );
+    }
+    for w in super::unmatched_selection(&opts, &kernels) {
+        eprintln!("cupreempt: {w}");
+        sum.warnings += 1;
     }
     eprintln!("{}", sum.line());
     Ok(if sum.skipped > 0 {
