@@ -48,7 +48,11 @@ fn deep_nesting_is_handled_or_refused_never_a_crash() {
     let n = 3_000;
     std::fs::write(
         dir.join("templates.cu"),
-        format!("using T = {}int{};\n{KERNEL}", "A<".repeat(n), ">".repeat(n)),
+        format!(
+            "using T = {}int{};\n{KERNEL}",
+            "A<".repeat(n),
+            ">".repeat(n)
+        ),
     )
     .unwrap();
     let n = 7_000;

@@ -22,8 +22,41 @@ pub struct Found<'t> {
     pub include_at: usize,
 }
 
+/// Error ranges as labels can show them: within the text and on character boundaries (a
+/// MISSING node, widened to one byte, may sit at the very end or before a multi-byte
+/// character). An empty text keeps its empty range.
+fn labelable(ranges: Vec<std::ops::Range<usize>>, src: &str) -> Vec<std::ops::Range<usize>> {
+    let floor = |mut i: usize| {
+        i = i.min(src.len());
+        while !src.is_char_boundary(i) {
+            i -= 1;
+        }
+        i
+    };
+    let ceil = |mut i: usize| {
+        i = i.min(src.len());
+        while !src.is_char_boundary(i) {
+            i += 1;
+        }
+        i
+    };
+    ranges
+        .into_iter()
+        .map(|r| {
+            let start = floor(r.start);
+            let end = ceil(r.end.max(start));
+            // Past the end: label the last character instead.
+            if start == end && start == src.len() && start > 0 {
+                floor(start - 1)..end
+            } else {
+                start..end
+            }
+        })
+        .collect()
+}
+
 pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
-    let errors = parse::error_ranges(root);
+    let errors = labelable(parse::error_ranges(root), src);
     let mut s = Scanner {
         src,
         errors: &errors,
