@@ -17,8 +17,8 @@ pub struct Options {
     pub budget_us: Option<u32>,
     /// Emit `#line` directives that point back into the original file.
     pub line_directives: bool,
-    /// Re-parse the output and fail if it has more syntax errors than the input (a check on
-    /// the rewriter itself; the test suite always does it).
+    /// Also re-parse the output from scratch (every transform compares the output's syntax
+    /// errors with the input's incrementally; the test suite always asks for this too).
     pub verify: bool,
 }
 
