@@ -17,8 +17,8 @@ pub struct Options {
     pub budget_us: Option<u32>,
     /// Emit `#line` directives that point back into the original file.
     pub line_directives: bool,
-    /// Also re-parse the output from scratch (every transform compares the output's syntax
-    /// errors with the input's incrementally; the test suite always asks for this too).
+    /// `--verify`: adds nothing; every transform parses its output from scratch and compares
+    /// its syntax errors with the input's (CP013).
     pub verify: bool,
 }
 

@@ -48,14 +48,3 @@ pub fn error_ranges(root: Node) -> Vec<std::ops::Range<usize>> {
 pub fn error_count(src: &str) -> usize {
     error_ranges(parse(src).tree.root_node()).len()
 }
-
-/// Re-parses `new_src`, reusing `old` (already told about the edits with `Tree::edit`).
-pub fn reparse(new_src: &str, old: &Tree) -> Tree {
-    let mut parser = Parser::new();
-    parser
-        .set_language(&lang::language())
-        .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    parser
-        .parse(new_src, Some(old))
-        .expect("parse without timeout")
-}

@@ -547,14 +547,16 @@ fn execution_space<'t>(
 /// Where the attribute starts when a kernel's `__cluster_dims__(...)` split it off (see
 /// `cluster_split`).
 fn cluster_split_start(func: Node) -> Option<usize> {
-    let d = func.prev_sibling()?;
-    (func.kind_id() == kinds().function_definition
-        && func
+    // The cheap tests first: finding a previous sibling walks the parent's children.
+    if func.kind_id() != kinds().function_definition
+        || func
             .child_by_field_id(crate::lang::fields().r#type)
-            .is_none()
-        && d.kind_id() == kinds().declaration
-        && d.has_error())
-    .then(|| d.start_byte())
+            .is_some()
+    {
+        return None;
+    }
+    let d = func.prev_sibling()?;
+    (d.kind_id() == kinds().declaration && d.has_error()).then(|| d.start_byte())
 }
 
 /// A function definition without a type right after `__global__ void __cluster_dims__(...)`,
