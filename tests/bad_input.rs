@@ -335,3 +335,30 @@ fn grid_sync_is_reported_once_at_the_sync_call() {
         );
     }
 }
+
+/// A syntax error outside every kernel (a grammar gap such as `__align__(16)` in a typedef) is
+/// a warning: `transform` writes the file, as `check` says it will, with the kernel
+/// transformed and the unreadable region as it was.
+#[test]
+fn a_syntax_error_outside_kernels_is_a_warning_and_the_file_is_written() {
+    let dir = support::tempdir("bad-cp100");
+    std::fs::write(
+        dir.join("a.cu"),
+        "typedef struct __align__(16) { float x, y; } P;\n\
+         __global__ void k(float* a) { a[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }\n\
+         void host(float* a) { k<<<4, 32>>>(a); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "a.cu"], &dir);
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    assert!(stdout(&o).contains("k: transformable"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("CP100"), "{}", stderr(&o));
+    let o = cupreempt(&["transform", "a.cu", "-o", "b.cu"], &dir);
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("b.cu")).expect("written");
+    assert!(out.contains("k__cupreempt"), "{out}");
+    assert!(
+        out.contains("typedef struct __align__(16) { float x, y; } P;"),
+        "{out}"
+    );
+}

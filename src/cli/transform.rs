@@ -144,7 +144,10 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
                 _ => {}
             }
         }
-        if t.has_errors() && !a.keep_going {
+        // A syntax error outside kernels (CP100) is a warning: its region is copied as it is
+        // and launches in it stay plain (CP101), so the output is as correct as the input.
+        // Refused kernels keep the file from being written unless --keep-going.
+        if t.diagnostics.iter().any(|d| d.is_refusal()) && !a.keep_going {
             eprintln!(
                 "cupreempt: {name} not written because of the errors above (--keep-going writes it anyway)"
             );
