@@ -13,7 +13,7 @@ fn bench(c: &mut Criterion) {
     }
     .generate();
     let mut g = c.benchmark_group("simulate 20k kernels, 4 GPUs");
-    for name in policies::NAMES.iter().chain(&["spatial"]) {
+    for name in policies::NAMES {
         let mut p = policies::by_name(name, 1000.0).expect("policy");
         let events = simulate(&w.kernels, 4, p.as_mut())
             .expect("simulate")

@@ -389,23 +389,30 @@ impl Sim<'_> {
         }
     }
 
-    /// (Re)schedules the end of a running kernel at its current speed: completion, or the kill
-    /// when its declared time limit comes first.
-    fn schedule_end(&mut self, k: KernelId) {
-        let now = self.sys.now;
-        self.version[k] += 1;
+    /// When a running kernel ends at its current speed, and how: completion, or the kill when
+    /// its declared time limit comes first (the limit counts the kernel's progress so far).
+    fn end_of(&self, k: KernelId) -> (f64, What) {
         let v = self.version[k];
         let kv = &self.sys.kernels[k];
         let speed = kv.spec.speed(kv.sms, self.sys.sms);
         let remaining = kv.remaining;
-        // A declared time limit counts the kernel's progress so far.
         let limit = kv.spec.time_limit;
         let used = kv.spec.work - remaining;
         if limit > 0.0 && limit - used < remaining {
-            self.schedule(now + (limit - used).max(0.0) / speed, What::Kill(k, v));
+            (
+                self.sys.now + (limit - used).max(0.0) / speed,
+                What::Kill(k, v),
+            )
         } else {
-            self.schedule(now + remaining / speed, What::Completion(k, v));
+            (self.sys.now + remaining / speed, What::Completion(k, v))
         }
+    }
+
+    /// (Re)schedules the end of a running kernel at its current speed.
+    fn schedule_end(&mut self, k: KernelId) {
+        self.version[k] += 1;
+        let (at, what) = self.end_of(k);
+        self.schedule(at, what);
     }
 
     /// A preempted or revoked kernel leaves its GPU and waits again.
@@ -536,17 +543,17 @@ impl Sim<'_> {
                 self.check_running(kernel)?;
                 // A spatial preemption under way is overtaken: the kernel leaves every SM.
                 self.shrink_version[kernel] += 1;
-                let total = self.sys.sms;
                 let kv = &mut self.sys.kernels[kernel];
                 kv.shrinking_to = None;
                 kv.status = Status::Yielding;
-                let speed = kv.spec.speed(kv.sms, total);
-                let (remaining, latency) = (kv.remaining, kv.spec.preempt_latency);
+                let latency = kv.spec.preempt_latency;
                 self.version[kernel] += 1;
                 let v = self.version[kernel];
-                if remaining <= latency * speed {
-                    // It finishes before it could yield.
-                    self.schedule(now + remaining / speed, What::Completion(kernel, v));
+                // It keeps working while it yields: if it finishes, or reaches its time limit,
+                // before it could yield, that comes first.
+                let (end, what) = self.end_of(kernel);
+                if end <= now + latency {
+                    self.schedule(end, what);
                 } else {
                     self.schedule(now + latency, What::YieldDone(kernel, v));
                 }

@@ -278,6 +278,27 @@ fn time_limits_kill_and_dependencies_wait() {
     assert!(simulate(&[k(0.0, 1.0).after(&[1]), k(0.0, 1.0)], 1, &mut Fifo).is_err());
 }
 
+#[test]
+fn a_kernel_that_reaches_its_limit_while_yielding_is_killed_at_the_limit() {
+    // RR, quantum 100: K1 runs 100..200 and is then asked to yield, which takes 50 µs; it
+    // keeps working meanwhile and reaches its 120 µs limit at 220, before the yield completes.
+    let w = [
+        k(0.0, 1000.0),
+        k(0.0, 1000.0).time_limit(120.0).overheads(50.0, 0.0),
+    ];
+    let out = simulate(&w, 1, &mut RoundRobin::new(100.0)).unwrap();
+    assert_eq!(out.finish, vec![1120.0, 220.0]);
+    assert!(out.kernels[1].killed);
+    assert_eq!(out.kernels[1].preemptions, 0);
+    let used: f64 = out
+        .intervals
+        .iter()
+        .filter(|i| i.kernel == 1)
+        .map(|i| i.end - i.start)
+        .sum();
+    assert_eq!(used, 120.0);
+}
+
 struct RunsWhatIsNotReady;
 impl Policy for RunsWhatIsNotReady {
     fn name(&self) -> &'static str {
@@ -367,72 +388,188 @@ fn generated_workloads_are_reproducible_and_round_trip_through_json() {
     assert!(batch.iter().all(|w| *w >= 20_000.0 / 3.0 - 1e-6));
 }
 
-fn workload() -> impl Strategy<Value = (Vec<KernelSpec>, usize)> {
+#[test]
+fn every_name_resolves_to_the_policy_of_that_name() {
+    for (i, name) in NAMES.iter().enumerate() {
+        let p = by_name(name, 50.0).unwrap_or_else(|| panic!("{name} does not resolve"));
+        assert_eq!(p.name(), *name);
+        assert!(!NAMES[..i].contains(name), "{name} listed twice");
+        // Every policy has its promises decided (panics for a name without them).
+        promises(name);
+    }
+    assert!(by_name("nosuch", 50.0).is_none());
+}
+
+/// What a policy promises beyond the invariants every policy keeps. A name without an entry
+/// panics, so a new policy in `NAMES` cannot run the property tests until its promises are
+/// decided.
+struct Promises {
+    /// Runs kernels on whole GPUs only (no spatial sharing).
+    whole_gpu: bool,
+    /// May preempt (a kernel leaves its GPU and resumes later, paying its resume overhead).
+    preempts: bool,
+    /// May revoke batch kernels (at most `max_revocations` times each); user-facing kernels
+    /// are never revoked.
+    revokes: Option<u32>,
+}
+
+fn promises(name: &str) -> Promises {
+    let (whole_gpu, preempts, revokes) = match name {
+        // Non-preemptive: every kernel runs once, start to end.
+        "fifo" | "sjf-aging" => (true, false, None),
+        "hpf" | "sjf" | "srt" | "rr" | "ffs" | "cfs" | "frs" => (true, true, None),
+        // TReM takes GPUs back by revoking, never by preempting.
+        "priority" | "elastic" => (true, false, Some(5)),
+        // Spatial sharing: kernels share GPUs and lose SMs by shrinking, never the whole GPU,
+        // so "one kernel per GPU" and "one interval per run" do not hold; what holds instead
+        // is checked below (SMs in use within the GPU, each kernel on one GPU without a gap
+        // from start to end, at most 4 tenants).
+        "spatial" => (false, false, None),
+        _ => panic!("policy {name}: decide which properties hold for it in `promises`"),
+    };
+    Promises {
+        whole_gpu,
+        preempts,
+        revokes,
+    }
+}
+
+/// Random workloads that use every field a policy or the simulator reads: priorities,
+/// weights, user-facing kernels with SLAs, preemption and revocation costs, declared time
+/// limits (some shorter than the work), dependencies on earlier kernels and limited widths.
+fn workload() -> impl Strategy<Value = (Vec<KernelSpec>, usize, u32)> {
     let kernel = (
-        0.0..1000.0f64,
-        1.0..500.0f64,
-        0u8..3,
-        0.0..30.0f64,
-        0.0..20.0f64,
-    )
-        .prop_map(|(a, w, p, l, r)| KernelSpec::new(a, w).priority(p).overheads(l, r));
-    (prop::collection::vec(kernel, 1..25), 1usize..4)
+        (0.0..1000.0f64, 1.0..500.0f64, 0u8..3, 0.5..3.0f64),
+        (0.0..30.0f64, 0.0..20.0f64, 0.0..50.0f64),
+        (
+            prop::option::of(0.0..2000.0f64),
+            prop::option::of(0.3..1.5f64),
+        ),
+        (
+            0u32..48,
+            prop::option::weighted(0.2, any::<prop::sample::Index>()),
+        ),
+    );
+    let specs = prop::collection::vec(kernel, 1..25).prop_map(|ks| {
+        ks.into_iter()
+            .enumerate()
+            .map(
+                |(i, ((a, w, p, wt), (l, r, rv), (sla, limit), (sms, dep)))| {
+                    let mut s = KernelSpec::new(a, w)
+                        .priority(p)
+                        .weight(wt)
+                        .overheads(l, r)
+                        .revoke_latency(rv)
+                        .max_sms(sms);
+                    if let Some(sla) = sla {
+                        s = s.user_facing(sla);
+                    }
+                    if let Some(f) = limit {
+                        s = s.time_limit(f * w);
+                    }
+                    if let (Some(d), true) = (dep, i > 0) {
+                        s = s.after(&[d.index(i)]);
+                    }
+                    s
+                },
+            )
+            .collect::<Vec<_>>()
+    });
+    (specs, 1usize..4, 8u32..40)
 }
 
 proptest! {
     #[test]
-    fn every_policy_keeps_the_invariants((specs, gpus) in workload()) {
+    fn every_policy_keeps_the_invariants((specs, gpus, sms) in workload()) {
         for name in NAMES {
+            let promised = promises(name);
             let mut p = by_name(name, 50.0).unwrap();
-            let out = simulate(&specs, gpus, p.as_mut()).unwrap();
-            // Every kernel finished, once, no earlier than its work allows.
-            for (i, s) in specs.iter().enumerate() {
-                prop_assert!(out.finish[i] >= s.arrival + s.work - 1e-6, "{name}: kernel {i}");
-            }
-            // No GPU ran two kernels at once.
-            for g in 0..gpus {
-                let mut iv: Vec<_> = out.intervals.iter().filter(|i| i.gpu == g).collect();
-                iv.sort_by(|a, b| a.start.partial_cmp(&b.start).unwrap());
-                for w in iv.windows(2) {
-                    prop_assert!(w[0].end <= w[1].start + 1e-9, "{name}: overlap on GPU {g}");
-                }
-            }
-            // GPU time per kernel = its work + the resume overheads it paid + the work and the
-            // latency its revocations threw away.
-            let per_kernel = |k: usize| out.intervals.iter().filter(|i| i.kernel == k).map(|i| i.end - i.start).sum::<f64>();
+            let out = simulate_sms(&specs, gpus, sms, p.as_mut()).unwrap();
+            let ivs = |k: usize| out.intervals.iter().filter(move |i| i.kernel == k);
             let mut paid_total = 0.0;
             for (i, s) in specs.iter().enumerate() {
                 let kv = &out.kernels[i];
-                let runs = out.intervals.iter().filter(|iv| iv.kernel == i).count();
-                prop_assert_eq!(runs as u32, 1 + kv.preemptions + kv.revocations);
-                let paid = s.work
+                let mine: Vec<_> = ivs(i).collect();
+                prop_assert!(!mine.is_empty(), "{name}: kernel {i} never ran");
+                // Not before its arrival nor before the kernels it depends on finished.
+                let first = mine.iter().map(|iv| iv.start).fold(f64::INFINITY, f64::min);
+                prop_assert!(first >= s.arrival, "{name}: kernel {i} ran before it arrived");
+                for &d in &s.after {
+                    prop_assert!(first >= out.finish[d], "{name}: kernel {i} ran before {d} finished");
+                }
+                // On one GPU at a time, and off every GPU once it finished.
+                for (a, b) in mine.iter().zip(mine.iter().skip(1)) {
+                    prop_assert!(a.end <= b.start + 1e-9, "{name}: kernel {i} ran twice at once");
+                }
+                prop_assert!(close(mine[mine.len() - 1].end, out.finish[i]), "{name}: kernel {i}");
+                // Killed exactly when it needs more than it declared.
+                prop_assert_eq!(
+                    kv.killed,
+                    s.time_limit > 0.0 && s.work > s.time_limit,
+                    "{}: kernel {} (work {}, limit {})", name, i, s.work, s.time_limit
+                );
+                let needed = if kv.killed { s.time_limit } else { s.work };
+                prop_assert!(out.finish[i] >= s.arrival + needed - 1e-6, "{name}: kernel {i} too early");
+                // Progress over its intervals (GPU time at the speed its SMs give) = what it
+                // needed + the resume overheads it paid + the work and latency its revocations
+                // threw away.
+                let progress: f64 = mine
+                    .iter()
+                    .map(|iv| (iv.end - iv.start) * s.speed((iv.share * sms as f64).round() as u32, sms))
+                    .sum();
+                let paid = needed
                     + kv.preemptions as f64 * s.resume_overhead
                     + kv.wasted
                     + kv.revocations as f64 * s.revoke_latency;
-                prop_assert!(close(per_kernel(i), paid), "{name}: kernel {i} used {} for {paid}", per_kernel(i));
+                prop_assert!(close(progress, paid), "{name}: kernel {i} made {progress} for {paid}");
                 paid_total += paid;
+                if promised.whole_gpu {
+                    prop_assert!(mine.iter().all(|iv| iv.share == 1.0), "{name}: kernel {i} shared a GPU");
+                    prop_assert_eq!(mine.len() as u32, 1 + kv.preemptions + kv.revocations, "{}: kernel {}", name, i);
+                    prop_assert_eq!(kv.shrinks, 0);
+                } else {
+                    // Never leaves its GPU from start to finish (its SMs may change).
+                    for (a, b) in mine.iter().zip(mine.iter().skip(1)) {
+                        prop_assert!(a.gpu == b.gpu && close(a.end, b.start), "{name}: kernel {i} left its GPU");
+                    }
+                }
+                if !promised.preempts {
+                    prop_assert_eq!(kv.preemptions, 0, "{}: kernel {}", name, i);
+                }
+                match promised.revokes {
+                    None => prop_assert_eq!(kv.revocations, 0, "{}: kernel {}", name, i),
+                    Some(max) => {
+                        prop_assert!(kv.revocations <= max, "{name}: kernel {i} revoked {} times", kv.revocations);
+                        prop_assert!(!s.user_facing || kv.revocations == 0, "{name}: user-facing kernel {i} revoked");
+                    }
+                }
             }
-            let work: f64 = specs.iter().map(|s| s.work).sum();
-            prop_assert!(out.metrics.busy >= work - 1e-6);
-            prop_assert!(close(out.metrics.busy, paid_total));
+            // No GPU ever had more SMs in use than it has (for whole-GPU policies: never two
+            // kernels at once); a spatial GPU has at most 4 tenants.
+            for g in 0..gpus {
+                let on: Vec<_> = out.intervals.iter().filter(|i| i.gpu == g).collect();
+                for a in &on {
+                    let now: Vec<_> = on.iter().filter(|b| b.start <= a.start && a.start < b.end).collect();
+                    let used: f64 = now.iter().map(|b| b.share).sum();
+                    prop_assert!(used <= 1.0 + 1e-9, "{name}: GPU {g} at {}: {used}", a.start);
+                    prop_assert!(now.len() <= 4, "{name}: GPU {g} at {}: {} tenants", a.start, now.len());
+                }
+            }
+            if promised.whole_gpu {
+                prop_assert!(close(out.metrics.busy, paid_total), "{name}: busy {} for {paid_total}", out.metrics.busy);
+            }
             // Metrics within their ranges.
             let n = specs.len() as f64;
-            prop_assert!(out.metrics.antt >= 1.0 - 1e-9);
-            prop_assert!(out.metrics.stp > 0.0 && out.metrics.stp <= n + 1e-9);
+            prop_assert!(out.metrics.antt.is_finite() && out.metrics.stp > 0.0 && out.metrics.stp.is_finite());
             prop_assert!(out.metrics.dntt >= 0.0);
-            if *name == "fifo" {
-                prop_assert_eq!(out.metrics.preemptions, 0);
-            }
-            if !matches!(*name, "priority" | "elastic") {
-                prop_assert_eq!(out.metrics.revocations, 0);
-            }
             prop_assert!(out.metrics.wasted_work >= 0.0);
             if let Some(a) = out.metrics.sla_attainment {
                 prop_assert!((0.0..=1.0).contains(&a));
             }
+            let _ = n;
             // Deterministic.
             let mut again = by_name(name, 50.0).unwrap();
-            prop_assert_eq!(simulate(&specs, gpus, again.as_mut()).unwrap().finish, out.finish);
+            prop_assert_eq!(simulate_sms(&specs, gpus, sms, again.as_mut()).unwrap().finish, out.finish);
         }
     }
 }
