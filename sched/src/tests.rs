@@ -475,7 +475,7 @@ fn workload() -> impl Strategy<Value = (Vec<KernelSpec>, usize, u32)> {
             )
             .collect::<Vec<_>>()
     });
-    (specs, 1usize..4, 8u32..40)
+    (specs, 1usize..4, 8u32..140)
 }
 
 proptest! {
@@ -558,15 +558,27 @@ proptest! {
             if promised.whole_gpu {
                 prop_assert!(close(out.metrics.busy, paid_total), "{name}: busy {} for {paid_total}", out.metrics.busy);
             }
-            // Metrics within their ranges.
+            // Metrics within their ranges. A kernel's NTT is at least what it needed over its
+            // work: 1 when it completed, less when it was killed at a shorter limit; so ANTT ≥ 1
+            // and STP ≤ n when no kernel was killed.
+            let floor: Vec<f64> = specs
+                .iter()
+                .zip(&out.kernels)
+                .map(|(s, kv)| if kv.killed { s.time_limit / s.work } else { 1.0 })
+                .collect();
+            for (i, f) in floor.iter().enumerate() {
+                prop_assert!(out.metrics.ntt[i] >= f - 1e-9, "{name}: kernel {i} NTT {}", out.metrics.ntt[i]);
+            }
             let n = specs.len() as f64;
-            prop_assert!(out.metrics.antt.is_finite() && out.metrics.stp > 0.0 && out.metrics.stp.is_finite());
+            prop_assert!(out.metrics.antt >= floor.iter().sum::<f64>() / n - 1e-9);
+            prop_assert!(out.metrics.stp > 0.0);
+            prop_assert!(out.metrics.stp <= floor.iter().map(|f| 1.0 / f).sum::<f64>() + 1e-9);
             prop_assert!(out.metrics.dntt >= 0.0);
             prop_assert!(out.metrics.wasted_work >= 0.0);
+            prop_assert_eq!(out.metrics.killed as usize, out.kernels.iter().filter(|k| k.killed).count());
             if let Some(a) = out.metrics.sla_attainment {
                 prop_assert!((0.0..=1.0).contains(&a));
             }
-            let _ = n;
             // Deterministic.
             let mut again = by_name(name, 50.0).unwrap();
             prop_assert_eq!(simulate_sms(&specs, gpus, sms, again.as_mut()).unwrap().finish, out.finish);
