@@ -367,9 +367,6 @@ pub const NAMES: &[&str] = &[
     "spatial",
 ];
 
-/// `NAMES` under the name the command line uses.
-pub const ALL_NAMES: &[&str] = NAMES;
-
 /// The policies by name, for the command line (`None` for a name not in `NAMES`). `quantum`:
 /// RR's quantum, FRS's minimum quantum and a quarter of CFS's epoch (1 ms gives RR and FRS
 /// 1 ms and CFS 4 ms); FFS allows 10% preemption overhead.

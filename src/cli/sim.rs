@@ -146,7 +146,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
         let mut policy = policies::by_name(name, a.quantum_us).ok_or_else(|| {
             anyhow::anyhow!(
                 "unknown policy `{name}` (known: {})",
-                policies::ALL_NAMES.join(", ")
+                policies::NAMES.join(", ")
             )
         })?;
         let outcome = if a.predict {
