@@ -388,10 +388,12 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     }
 
     /// Whether a macro of this file may expand to a value that differs between threads: it
-    /// reads threadIdx, calls something, reads memory, or names anything that is not uniform
-    /// (a varying variable or macro, a name the file does not declare).
+    /// reads threadIdx, calls something, reads memory, names anything that is not uniform
+    /// (a varying variable or macro, a name the file does not declare), or has several
+    /// definitions (which one applies depends on the configuration).
     fn macro_varying(&self, name: &str, m: &MacroFacts, depth: usize) -> bool {
         if m.thread_varying
+            || m.redefined
             || m.calls
                 .iter()
                 .any(|c| !lang::UNEVALUATED_OPERATORS.contains(&c.as_str()))
@@ -903,6 +905,19 @@ mod tests {
         varying("volatile const int g = 3;", "", "", "g > 1");
         varying("namespace ns { __device__ int g; }", "", "", "ns::g > 1");
         varying("#define G (g)\n__device__ int g;", "", "", "G > 1");
+        // Which definition applies depends on the configuration.
+        varying(
+            "#ifdef X\n#define IDX threadIdx.x\n#else\n#define IDX 0\n#endif",
+            "",
+            "  int t = IDX;",
+            "t > 5",
+        );
+        varying(
+            "",
+            "",
+            "#ifdef X\n#define IDX threadIdx.x\n#else\n#define IDX 0\n#endif\n  int t = IDX;",
+            "t > 5",
+        );
         varying("", "", "  static int c = 0;", "c > 1");
         varying("", "", "  extern __device__ int c;", "c > 1");
         varying("", ", const int& r", "", "r > 1");
@@ -948,6 +963,7 @@ mod tests {
             "ROWS > blockDim.x",
         );
         uniform("#define B blockDim.x", "", "", "B > 64");
+        uniform("#define B 4\n#define B 4", ", int n", "", "n > B");
         uniform(
             "",
             ", int n",
