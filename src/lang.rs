@@ -142,6 +142,71 @@ pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDi
 /// Built-ins whose value differs between threads of one block.
 pub const THREAD_VARYING: &[&str] = &["threadIdx", "__lane_id", "laneId"];
 
+/// Built-ins with one value in every thread of a block.
+pub const UNIFORM_BUILTINS: &[&str] = &["blockIdx", "blockDim", "gridDim", "warpSize"];
+
+/// Names that standard and CUDA headers define as constants: the analysis knows their values
+/// are the same everywhere without seeing the header.
+pub const STANDARD_CONSTANTS: &[&str] = &[
+    "NULL",
+    "CHAR_BIT",
+    "SHRT_MAX",
+    "SHRT_MIN",
+    "INT_MAX",
+    "INT_MIN",
+    "UINT_MAX",
+    "LONG_MAX",
+    "LONG_MIN",
+    "ULONG_MAX",
+    "LLONG_MAX",
+    "LLONG_MIN",
+    "ULLONG_MAX",
+    "FLT_MAX",
+    "FLT_MIN",
+    "FLT_EPSILON",
+    "DBL_MAX",
+    "DBL_MIN",
+    "DBL_EPSILON",
+    "INFINITY",
+    "NAN",
+    "M_PI",
+    "CUDART_INF_F",
+    "CUDART_PI_F",
+];
+
+/// Words in a macro's replacement text that name no value: types, qualifiers, casts, literals.
+/// `sizeof`/`alignof` are handled apart (what they measure is not read).
+pub const VALUELESS_WORDS: &[&str] = &[
+    "bool",
+    "char",
+    "short",
+    "int",
+    "long",
+    "signed",
+    "unsigned",
+    "float",
+    "double",
+    "void",
+    "const",
+    "size_t",
+    "ptrdiff_t",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "static_cast",
+    "true",
+    "false",
+    "nullptr",
+];
+
+/// Operators whose operand is not evaluated: the result is a constant of the program.
+pub const UNEVALUATED_OPERATORS: &[&str] = &["sizeof", "alignof", "__alignof__", "_Alignof"];
+
 /// Block-wide barriers, by the function that performs them, and what kind of barrier each is
 /// (a plain barrier, or a block reduction that needs returned threads' neutral vote).
 pub const BARRIER_FUNCTIONS: &[(&str, &str)] = &[

@@ -106,7 +106,7 @@ pub fn with_body_macros(
                         .filter(|v| v.kind_id() == k.preproc_arg)
                         .map(|v| text(v, src))
                         .unwrap_or("");
-                    macros.insert(text(name, src).to_string(), super::macros::facts(body));
+                    super::macros::define(&mut macros, text(name, src), body);
                     added = true;
                 }
                 return false;

@@ -19,6 +19,19 @@ pub struct MacroFacts {
     pub idents: Vec<String>,
     /// The replacement text.
     pub text: String,
+    /// Defined more than once with different replacement texts (under `#if` branches, say):
+    /// the other fields describe the last definition only.
+    pub redefined: bool,
+}
+
+/// Records a `#define`: a second definition with another replacement text marks the macro
+/// `redefined`.
+pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str) {
+    let mut f = facts(body);
+    if let Some(old) = macros.get(name) {
+        f.redefined = old.redefined || old.text != f.text;
+    }
+    macros.insert(name.to_string(), f);
 }
 
 fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
@@ -97,6 +110,7 @@ impl MacroFacts {
             (&mut self.returns, g.returns),
             (&mut self.grid_sync, g.grid_sync),
             (&mut self.launches, g.launches),
+            (&mut self.redefined, g.redefined),
         ] {
             changed |= theirs && !*mine;
             *mine |= theirs;

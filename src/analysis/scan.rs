@@ -491,9 +491,7 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().value)
             .filter(|v| v.kind_id() == k.preproc_arg);
         let body = value.map(|v| text(v, self.src)).unwrap_or("");
-        self.found
-            .macros
-            .insert(text(name, self.src).to_string(), macros::facts(body));
+        macros::define(&mut self.found.macros, text(name, self.src), body);
     }
 }
 

@@ -1,10 +1,15 @@
 //! Which values and which control flow may differ between the threads of one block.
 //!
-//! Conservative: a value is *uniform* only if it is built from kernel parameters, constants,
-//! blockIdx/blockDim/gridDim and uniform locals. Memory loads, calls to functions we do not
-//! know, threadIdx and anything written under thread-dependent control are *varying*. A wrong
-//! "varying" costs a predicated rewrite (a little speed); a wrong "uniform" could deadlock, so
-//! every doubt goes to varying.
+//! Conservative: a value is *uniform* only if it is built from names the analysis can prove
+//! uniform: kernel parameters passed by value, the kernel's template parameters, locals whose
+//! every write is uniform, `__constant__` variables, `const`/`constexpr` variables of the file
+//! with an initializer, enumerators, macros of the file that expand to uniform values,
+//! blockIdx/blockDim/gridDim/warpSize, literals and `sizeof`. Everything else is *varying*:
+//! threadIdx, memory loads, calls to functions we do not know, anything written under
+//! thread-dependent control, variables other threads may write (`__device__`, `__managed__`,
+//! `__shared__`, non-const globals) and names the file does not declare (a macro or variable
+//! from a header it cannot see). A wrong "varying" costs a predicated rewrite (a little speed);
+//! a wrong "uniform" could deadlock, so every doubt goes to varying.
 
 use super::flow::is_loop;
 use super::macros::MacroFacts;
@@ -21,6 +26,9 @@ pub struct Uniformity<'t, 'm> {
     varying_loops: BTreeSet<usize>,
     /// Names bound to the same object (a reference and what it refers to).
     aliases: Vec<(String, String)>,
+    /// Names whose reads are uniform unless a write makes them varying (`varying` wins):
+    /// parameters, template parameters, locals, constants of the file, enumerators.
+    known: BTreeSet<String>,
 }
 
 struct Assignment<'t> {
@@ -56,7 +64,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             varying: BTreeSet::new(),
             varying_loops: BTreeSet::new(),
             aliases: Vec::new(),
+            known: BTreeSet::new(),
         };
+        u.known = u.known_names(all);
         let assignments = u.assignments(all);
         let loops: Vec<Node> = all.iter().copied().filter(|n| is_loop(*n)).collect();
         let exits: Vec<Node> = all
@@ -155,6 +165,26 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 for d in lang::declarators(n) {
                     if let Some(name) = lang::declarator_name(d) {
                         self.varying.insert(text(name, self.src).into());
+                    }
+                }
+            } else if id == k.declaration {
+                // `static`/`extern`/`__device__` locals live as long as the program and any
+                // thread may write them, unless they are constants.
+                let mut decl = Declared::default();
+                if declare(n, self.src, false, &mut decl) {
+                    self.varying.extend(decl.other);
+                }
+                // `if (int x = v)`: the condition's declaration holds its value itself.
+                if let (Some(d), Some(value)) = (
+                    n.child_by_field_id(f.declarator),
+                    n.child_by_field_id(f.value),
+                ) {
+                    for target in declared_names(d, self.src) {
+                        out.push(Assignment {
+                            target,
+                            value: Some(value),
+                            at: n,
+                        });
                     }
                 }
             } else if id == k.assignment_expression || id == k.update_expression {
@@ -287,50 +317,145 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether the value of `n` may differ between threads of a block.
     pub fn expr_varying(&self, n: Node) -> bool {
         let k = kinds();
-        let mut varying = false;
-        lang::visit(n, |x| {
-            if varying {
-                return false;
-            }
+        let f = crate::lang::fields();
+        let mut stack = vec![n];
+        while let Some(x) = stack.pop() {
             let id = x.kind_id();
+            let operator = || x.child_by_field_id(f.operator).map(|o| text(o, self.src));
             if id == k.identifier {
-                let name = text(x, self.src);
-                varying = lang::THREAD_VARYING.contains(&name)
-                    || self.varying.contains(name)
-                    || self.macro_varying(name, 0);
-            } else if id == k.subscript_expression || id == k.lambda_expression {
-                varying = true; // a memory load, or code we do not follow
-            } else if id == k.field_expression {
-                varying = x
-                    .child_by_field_id(crate::lang::fields().operator)
-                    .is_some_and(|o| text(o, self.src) == "->");
-            } else if id == k.pointer_expression {
-                varying = x
-                    .child_by_field_id(crate::lang::fields().operator)
-                    .is_some_and(|o| text(o, self.src) == "*");
-            } else if id == k.call_expression {
-                let f = x.child_by_field_id(crate::lang::fields().function);
-                if !f.is_some_and(|f| lang::UNIFORM_FUNCTIONS.contains(&text(f, self.src))) {
-                    varying = true;
+                if self.name_varying(text(x, self.src), 0) {
+                    return true;
                 }
+                continue;
+            } else if id == k.subscript_expression || id == k.lambda_expression {
+                return true; // a memory load, or code we do not follow
+            } else if id == k.field_expression {
+                if operator() == Some("->") {
+                    return true;
+                }
+                // `s.x`: the object's value; the field's name is no variable.
+                stack.extend(x.child_by_field_id(f.argument));
+                continue;
+            } else if id == k.pointer_expression && operator() == Some("*") {
+                return true;
+            } else if id == k.call_expression {
+                let callee = x.child_by_field_id(f.function);
+                if !callee.is_some_and(|c| lang::UNIFORM_FUNCTIONS.contains(&text(c, self.src))) {
+                    return true;
+                }
+                stack.extend(x.child_by_field_id(f.arguments));
+                continue;
+            } else if id == k.qualified_identifier {
+                // `ns::N`, `E::A`: the name decides; the scope names no value.
+                stack.extend(x.child_by_field_id(f.name));
+                continue;
             }
-            !varying
-        });
-        varying
+            match x.kind() {
+                // The operand is not evaluated: the result is a constant.
+                "sizeof_expression" | "alignof_expression" => continue,
+                // `(T)v`: the value decides; the type names no value.
+                "cast_expression" => {
+                    stack.extend(x.child_by_field_id(f.value));
+                    continue;
+                }
+                _ => {}
+            }
+            let mut c = x.walk();
+            stack.extend(x.children(&mut c));
+        }
+        false
+    }
+
+    /// Whether a name read in the body may have a value that differs between threads: it is
+    /// thread-dependent, written so, a macro that expands to such a value, or a name the
+    /// analysis cannot prove uniform.
+    fn name_varying(&self, name: &str, depth: usize) -> bool {
+        if depth > 16 || lang::THREAD_VARYING.contains(&name) || self.varying.contains(name) {
+            return true;
+        }
+        match self.macros.get(name) {
+            Some(m) => self.macro_varying(name, m, depth),
+            None => !self.value_uniform(name),
+        }
+    }
+
+    /// A name (not a macro) whose reads are uniform unless it is written so.
+    fn value_uniform(&self, name: &str) -> bool {
+        !self.varying.contains(name)
+            && (self.known.contains(name)
+                || lang::UNIFORM_BUILTINS.contains(&name)
+                || lang::STANDARD_CONSTANTS.contains(&name))
     }
 
     /// Whether a macro of this file may expand to a value that differs between threads: it
-    /// reads threadIdx, calls something, reads memory, or names a varying variable or macro.
-    fn macro_varying(&self, name: &str, depth: usize) -> bool {
-        let Some(m) = self.macros.get(name) else {
-            return false;
-        };
-        if m.thread_varying || !m.calls.is_empty() || reads_memory(&m.text) || depth > 16 {
+    /// reads threadIdx, calls something, reads memory, names anything that is not uniform
+    /// (a varying variable or macro, a name the file does not declare), or has several
+    /// definitions (which one applies depends on the configuration).
+    fn macro_varying(&self, name: &str, m: &MacroFacts, depth: usize) -> bool {
+        if m.thread_varying
+            || m.redefined
+            || m.calls
+                .iter()
+                .any(|c| !lang::UNEVALUATED_OPERATORS.contains(&c.as_str()))
+            || reads_memory(&m.text)
+        {
             return true;
         }
-        m.idents
-            .iter()
-            .any(|i| self.varying.contains(i) || (i != name && self.macro_varying(i, depth + 1)))
+        macro_value_names(&m.text).into_iter().any(|i| {
+            if i == name {
+                // `#define x x`: the variable of that name.
+                !self.value_uniform(i)
+            } else {
+                !lang::VALUELESS_WORDS.contains(&i) && self.name_varying(i, depth + 1)
+            }
+        })
+    }
+
+    /// The names whose reads are uniform unless written otherwise: the kernel's parameters
+    /// passed by value and template parameters, the body's locals and enumerators, and the
+    /// file's constants and enumerators. A name the file also declares as something else
+    /// (a `__device__` variable, say) counts only where it is certainly not that one: as a
+    /// parameter, which hides it everywhere in the body.
+    fn known_names(&self, all: &[Node<'t>]) -> BTreeSet<String> {
+        let k = kinds();
+        let f = crate::lang::fields();
+        let mut root = self.body;
+        while let Some(p) = root.parent() {
+            root = p;
+        }
+        let file = file_declared(root, self.src);
+        let mut known: BTreeSet<String> = file.uniform.clone();
+        for &n in all {
+            let id = n.kind_id();
+            if id == k.declaration || id == k.for_range_loop {
+                let declarators: Vec<Node> = if id == k.declaration {
+                    lang::declarators(n)
+                } else {
+                    n.child_by_field_id(f.declarator).into_iter().collect()
+                };
+                for d in declarators {
+                    known.extend(declared_names(d, self.src));
+                }
+            } else if n.kind() == "enumerator" {
+                known.extend(
+                    n.child_by_field_id(f.name)
+                        .map(|x| text(x, self.src).to_string()),
+                );
+            }
+        }
+        known.retain(|n| !file.other.contains(n));
+        if let Some(function) = self.body.parent() {
+            known.extend(parameters(function, self.src));
+            if let Some(t) = function
+                .parent()
+                .filter(|t| t.kind_id() == k.template_declaration)
+                .and_then(|t| t.child_by_field_id(f.parameters))
+            {
+                // Template parameters and their defaults are constants of the program.
+                known.extend(identifiers(t, self.src));
+            }
+        }
+        known
     }
 
     /// Whether `n` runs under control flow that may differ between threads, looking at the
@@ -498,4 +623,362 @@ fn contains_kind(n: Node, kind: u16) -> bool {
         !found
     });
     found
+}
+
+/// The value names in a macro's replacement text: identifiers that are no field (`.x`, `->x`),
+/// no scope (`ns::`), not inside `sizeof(...)`, a string or a character literal.
+fn macro_value_names(t: &str) -> Vec<&str> {
+    let b = t.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'"' || c == b'\'' {
+            i += 1;
+            while i < b.len() && b[i] != c {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i += 1;
+        } else if c.is_ascii_digit() {
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_' || b[i] == b'.') {
+                i += 1;
+            }
+        } else if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+                i += 1;
+            }
+            let word = &t[start..i];
+            let before = t[..start].trim_end();
+            let after = t[i..].trim_start();
+            if lang::UNEVALUATED_OPERATORS.contains(&word) && after.starts_with('(') {
+                // Skip the parenthesized operand.
+                let mut depth = 0usize;
+                let mut j = t.len() - after.len();
+                while j < b.len() {
+                    match b[j] {
+                        b'(' => depth += 1,
+                        b')' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                    j += 1;
+                }
+                i = j + 1;
+            } else if !(before.ends_with('.') || before.ends_with("->") || after.starts_with("::"))
+            {
+                out.push(word);
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Names declared outside function bodies, by whether every thread of every block reads the
+/// same value from them.
+#[derive(Default)]
+struct Declared {
+    /// `__constant__` variables, `const`/`constexpr` variables with an initializer, enumerators.
+    uniform: BTreeSet<String>,
+    /// Every other variable: `__device__`, `__managed__`, `__shared__`, non-const, no
+    /// initializer.
+    other: BTreeSet<String>,
+}
+
+/// The file's declarations outside function bodies (namespaces, `extern "C"`, templates,
+/// `#if` branches, enums and classes included). What it cannot read it leaves out, which makes
+/// those names varying.
+fn file_declared(root: Node, src: &str) -> Declared {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut out = Declared::default();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if n.kind_id() == k.declaration {
+            declare(n, src, true, &mut out);
+            // `enum E { A } e;`: the enumerators.
+            stack.extend(n.child_by_field_id(f.r#type));
+            continue;
+        }
+        match n.kind() {
+            "enumerator" => {
+                out.uniform.extend(
+                    n.child_by_field_id(f.name)
+                        .map(|x| text(x, src).to_string()),
+                );
+            }
+            "translation_unit"
+            | "namespace_definition"
+            | "declaration_list"
+            | "linkage_specification"
+            | "template_declaration"
+            | "preproc_if"
+            | "preproc_ifdef"
+            | "preproc_else"
+            | "preproc_elif"
+            | "preproc_elifdef"
+            | "type_definition"
+            | "enum_specifier"
+            | "enumerator_list"
+            | "struct_specifier"
+            | "class_specifier"
+            | "union_specifier"
+            | "field_declaration_list"
+            | "field_declaration" => {
+                let mut c = n.walk();
+                stack.extend(n.children(&mut c));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Records the variables one declaration declares (functions are left out), if it has storage
+/// beyond one thread's call: at file scope, or `static`, `extern` or in a CUDA memory space.
+/// Returns whether it has.
+fn declare(decl: Node, src: &str, file_scope: bool, out: &mut Declared) -> bool {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let declarators = lang::declarators(decl);
+    let mut words = BTreeSet::new();
+    let mut c = decl.walk();
+    for child in decl.children(&mut c) {
+        let is_declarator = declarators.iter().any(|d| d.id() == child.id());
+        let is_type = decl
+            .child_by_field_id(f.r#type)
+            .is_some_and(|t| t.id() == child.id());
+        let is_value = decl
+            .child_by_field_id(f.value)
+            .is_some_and(|t| t.id() == child.id());
+        if !is_declarator && !is_type && !is_value {
+            words.insert(text(child, src));
+        }
+    }
+    let has = |w: &str| words.contains(w);
+    let lasting = file_scope
+        || [
+            "static",
+            "extern",
+            "__device__",
+            "__constant__",
+            "__managed__",
+            "__shared__",
+        ]
+        .iter()
+        .any(|w| has(w));
+    if !lasting {
+        return false;
+    }
+    let shared = has("__shared__") || has("__managed__") || has("volatile");
+    let has_value = decl.child_by_field_id(f.value).is_some();
+    for d in declarators {
+        let (inner, initialized) = if d.kind_id() == k.init_declarator {
+            (d.child_by_field_id(f.declarator).unwrap_or(d), true)
+        } else {
+            (d, has_value)
+        };
+        if inner.kind_id() == k.function_declarator {
+            continue; // a function, not a variable
+        }
+        // `const int* p` may move; `int* const p` may not.
+        let constant = has("constexpr")
+            || match pointers_const(inner, src) {
+                Some(all_const) => all_const,
+                None => has("const"),
+            };
+        let fixed = initialized && constant && !contains_kind(inner, k.reference_declarator);
+        let uniform = !shared && (has("__constant__") || fixed);
+        let set = if uniform {
+            &mut out.uniform
+        } else {
+            &mut out.other
+        };
+        set.extend(declared_names(inner, src));
+    }
+    true
+}
+
+/// For a pointer declarator, whether every pointer level is itself `const`, so the variable
+/// cannot change (`int* const p`; `const int* p` points at constants but may move). None: no
+/// pointer.
+fn pointers_const(declarator: Node, src: &str) -> Option<bool> {
+    let k = kinds();
+    let mut levels = 0;
+    let mut all_const = true;
+    lang::visit(declarator, |x| {
+        if x.kind() == "pointer_declarator" {
+            levels += 1;
+            let mut c = x.walk();
+            all_const &= x
+                .children(&mut c)
+                .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+        }
+        true
+    });
+    (levels > 0).then_some(all_const)
+}
+
+/// A function's parameters passed by value (a reference may see writes by other threads).
+fn parameters(function: Node, src: &str) -> Vec<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut declarator = None;
+    if let Some(d) = function.child_by_field_id(f.declarator) {
+        lang::visit(d, |x| {
+            if declarator.is_none() && x.kind_id() == k.function_declarator {
+                declarator = Some(x);
+            }
+            declarator.is_none()
+        });
+    }
+    let Some(list) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut c = list.walk();
+    for p in list.named_children(&mut c) {
+        if let Some(d) = p.child_by_field_id(f.declarator) {
+            if !contains_kind(d, k.reference_declarator) {
+                out.extend(declared_names(d, src));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::{analyze, SyncMode};
+    use crate::options::Options;
+
+    /// The form of a kernel `k` (declared after `file`) whose body runs `body`, returns if
+    /// `cond`, then synchronizes.
+    fn form(file: &str, params: &str, body: &str, cond: &str) -> Option<SyncMode> {
+        let src = format!(
+            "{file}\n__global__ void k(float* out{params}) {{\n  __shared__ float s[128];\n{body}\n  if ({cond}) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}}\n"
+        );
+        let tree = crate::parse::parse(&src).tree;
+        let a = analyze(tree.root_node(), &src, &Options::default());
+        a.kernels.iter().find(|k| k.site.name == "k")?.mode
+    }
+
+    fn varying(file: &str, params: &str, body: &str, cond: &str) {
+        assert_eq!(
+            form(file, params, body, cond),
+            Some(SyncMode::Predicated),
+            "{file} / {params} / {body} / {cond}"
+        );
+    }
+
+    fn uniform(file: &str, params: &str, body: &str, cond: &str) {
+        assert_eq!(
+            form(file, params, body, cond),
+            Some(SyncMode::Plain),
+            "{file} / {params} / {body} / {cond}"
+        );
+    }
+
+    #[test]
+    fn names_the_file_does_not_declare_are_varying() {
+        varying("", "", "", "HEADER_LIMIT > 1");
+        varying("", "", "  int t = TID;", "t > 5");
+        varying("", "", "", "cfg::kRows > 1");
+        varying("#define LIMIT (HEADER_VALUE + 1)", "", "", "LIMIT > 1");
+        varying("", "", "", "Traits<float>::value > 1");
+    }
+
+    #[test]
+    fn variables_other_threads_may_write_are_varying() {
+        varying("__device__ int g;", "", "", "g > 1");
+        varying("__managed__ int g;", "", "", "g > 1");
+        varying("__shared__ int g;", "", "", "g > 1");
+        varying("int g = 3;", "", "", "g > 1");
+        varying("extern const int g;", "", "", "g > 1");
+        varying("const int* g = 0;", "", "", "g != 0");
+        varying("volatile const int g = 3;", "", "", "g > 1");
+        varying("namespace ns { __device__ int g; }", "", "", "ns::g > 1");
+        varying("#define G (g)\n__device__ int g;", "", "", "G > 1");
+        // Which definition applies depends on the configuration.
+        varying(
+            "#ifdef X\n#define IDX threadIdx.x\n#else\n#define IDX 0\n#endif",
+            "",
+            "  int t = IDX;",
+            "t > 5",
+        );
+        varying(
+            "",
+            "",
+            "#ifdef X\n#define IDX threadIdx.x\n#else\n#define IDX 0\n#endif\n  int t = IDX;",
+            "t > 5",
+        );
+        varying("", "", "  static int c = 0;", "c > 1");
+        varying("", "", "  extern __device__ int c;", "c > 1");
+        varying("", ", const int& r", "", "r > 1");
+        // One name, two entities: a local in a nested block does not hide the global here.
+        varying(
+            "__device__ int g;",
+            "",
+            "  { int g = 1; s[g] = 0; }",
+            "g > 1",
+        );
+    }
+
+    #[test]
+    fn names_proven_uniform_stay_uniform() {
+        uniform("__constant__ int c;", "", "", "c > 1");
+        uniform("__constant__ int* c;", "", "", "c != 0");
+        uniform("const int c = 4;", "", "", "c > 1");
+        uniform("static const int c = 4;", "", "", "c > 1");
+        uniform("__device__ const int c = 4;", "", "", "c > 1");
+        uniform("int* const c = 0;", "", "", "c != 0");
+        uniform(
+            "namespace ns { constexpr int N = 4; }",
+            ", int n",
+            "",
+            "ns::N > n",
+        );
+        uniform("enum class E { A = 1 };", ", int n", "", "n > (int)E::A");
+        uniform("enum { A = 1 };", ", int n", "", "n > A");
+        uniform("", ", int n", "  enum { L = 3 };", "n > L");
+        uniform("", ", int n", "", "sizeof(float) * n > 4");
+        uniform("", ", int n", "", "sizeof(out[0]) * n > 4");
+        uniform("", ", int n", "", "min(n, 4) > INT_MAX - warpSize");
+        uniform(
+            "#define TILE (sizeof(float) * 16)",
+            ", int n",
+            "",
+            "TILE > n",
+        );
+        uniform(
+            "constexpr int kRows = 3;\n#define ROWS (kRows * 2u)",
+            "",
+            "",
+            "ROWS > blockDim.x",
+        );
+        uniform("#define B blockDim.x", "", "", "B > 64");
+        uniform("#define B 4\n#define B 4", ", int n", "", "n > B");
+        uniform(
+            "",
+            ", int n",
+            "  int m = n * 2;\n#define M (m + 1)",
+            "M > 5",
+        );
+        // A parameter hides a global of the same name in the whole body.
+        uniform("__device__ int n;", ", int n", "", "n > 1");
+    }
+
+    #[test]
+    fn template_parameters_are_uniform() {
+        let src = "template <int B, int D = B * 2>\n__global__ void k(float* out) {\n  __shared__ float s[128];\n  if (blockIdx.x * B > D) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
+        let tree = crate::parse::parse(src).tree;
+        let a = analyze(tree.root_node(), src, &Options::default());
+        assert_eq!(a.kernels[0].mode, Some(SyncMode::Plain));
+    }
 }
