@@ -143,14 +143,25 @@ unsafe fn launch_request(
         }
         kargs.push_raw(p, n);
     }
+    Ok((kargs, launch_config(grid, block, smem)?))
+}
+
+/// The configuration of a launch.
+///
+/// # Safety
+/// `grid` and `block` must point to 3 words each.
+pub(super) unsafe fn launch_config(
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+) -> Result<LaunchConfig, Error> {
     let smem = u32::try_from(smem)
         .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
-    let cfg = LaunchConfig::new(
+    Ok(LaunchConfig::new(
         [*grid, *grid.add(1), *grid.add(2)],
         [*block, *block.add(1), *block.add(2)],
         smem,
-    );
-    Ok((kargs, cfg))
+    ))
 }
 
 /// Registers a launched kernel and returns its handle.

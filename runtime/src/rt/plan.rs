@@ -3,7 +3,9 @@
 //! (`cupreempt_rt_launch_planned`). The rules are in `history.rs` and docs/runtime.md ("Which
 //! launches are preemptible").
 
-use super::capi::{current_runtime, guard, lock, register, Handle, LaunchCall, CUPREEMPT_OK};
+use super::capi::{
+    current_runtime, guard, launch_config, lock, register, Handle, LaunchCall, CUPREEMPT_OK,
+};
 use super::history::LaunchKey;
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
@@ -26,13 +28,7 @@ unsafe fn planned_key(
     if original.is_null() || grid.is_null() || block.is_null() {
         return Err(Error::InvalidArgument("null original, grid or block"));
     }
-    let smem = u32::try_from(smem)
-        .map_err(|_| Error::InvalidConfiguration(format!("{smem} bytes of shared memory")))?;
-    let cfg = LaunchConfig::new(
-        [*grid, *grid.add(1), *grid.add(2)],
-        [*block, *block.add(1), *block.add(2)],
-        smem,
-    );
+    let cfg = launch_config(grid, block, smem)?;
     let key = LaunchKey {
         func: original as usize,
         grid: cfg.grid,
