@@ -1,0 +1,174 @@
+//! The names a file proves uniform: its constants, enumerators, and a kernel's parameters.
+
+use super::*;
+
+#[derive(Default)]
+pub(super) struct Declared {
+    /// `__constant__` variables, `const`/`constexpr` variables with an initializer, enumerators.
+    pub(super) uniform: BTreeSet<String>,
+    /// Every other variable: `__device__`, `__managed__`, `__shared__`, non-const, no
+    /// initializer.
+    pub(super) other: BTreeSet<String>,
+}
+
+/// The file's declarations outside function bodies (namespaces, `extern "C"`, templates,
+/// `#if` branches, enums and classes included). What it cannot read it leaves out, which makes
+/// those names varying.
+pub(super) fn file_declared(root: Node, src: &str) -> Declared {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut out = Declared::default();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if n.kind_id() == k.declaration {
+            declare(n, src, true, &mut out);
+            // `enum E { A } e;`: the enumerators.
+            stack.extend(n.child_by_field_id(f.r#type));
+            continue;
+        }
+        match n.kind() {
+            "enumerator" => {
+                out.uniform.extend(
+                    n.child_by_field_id(f.name)
+                        .map(|x| text(x, src).to_string()),
+                );
+            }
+            "translation_unit"
+            | "namespace_definition"
+            | "declaration_list"
+            | "linkage_specification"
+            | "template_declaration"
+            | "preproc_if"
+            | "preproc_ifdef"
+            | "preproc_else"
+            | "preproc_elif"
+            | "preproc_elifdef"
+            | "type_definition"
+            | "enum_specifier"
+            | "enumerator_list"
+            | "struct_specifier"
+            | "class_specifier"
+            | "union_specifier"
+            | "field_declaration_list"
+            | "field_declaration" => {
+                let mut c = n.walk();
+                stack.extend(n.children(&mut c));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Records the variables one declaration declares (functions are left out), if it has storage
+/// beyond one thread's call: at file scope, or `static`, `extern` or in a CUDA memory space.
+/// Returns whether it has.
+pub(super) fn declare(decl: Node, src: &str, file_scope: bool, out: &mut Declared) -> bool {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let declarators = lang::declarators(decl);
+    let mut words = BTreeSet::new();
+    let mut c = decl.walk();
+    for child in decl.children(&mut c) {
+        let is_declarator = declarators.iter().any(|d| d.id() == child.id());
+        let is_type = decl
+            .child_by_field_id(f.r#type)
+            .is_some_and(|t| t.id() == child.id());
+        let is_value = decl
+            .child_by_field_id(f.value)
+            .is_some_and(|t| t.id() == child.id());
+        if !is_declarator && !is_type && !is_value {
+            words.insert(text(child, src));
+        }
+    }
+    let has = |w: &str| words.contains(w);
+    let lasting = file_scope
+        || [
+            "static",
+            "extern",
+            "__device__",
+            "__constant__",
+            "__managed__",
+            "__shared__",
+        ]
+        .iter()
+        .any(|w| has(w));
+    if !lasting {
+        return false;
+    }
+    let shared = has("__shared__") || has("__managed__") || has("volatile");
+    let has_value = decl.child_by_field_id(f.value).is_some();
+    for d in declarators {
+        let (inner, initialized) = if d.kind_id() == k.init_declarator {
+            (d.child_by_field_id(f.declarator).unwrap_or(d), true)
+        } else {
+            (d, has_value)
+        };
+        if inner.kind_id() == k.function_declarator {
+            continue; // a function, not a variable
+        }
+        // `const int* p` may move; `int* const p` may not.
+        let constant = has("constexpr")
+            || match pointers_const(inner, src) {
+                Some(all_const) => all_const,
+                None => has("const"),
+            };
+        let fixed = initialized && constant && !contains_kind(inner, k.reference_declarator);
+        let uniform = !shared && (has("__constant__") || fixed);
+        let set = if uniform {
+            &mut out.uniform
+        } else {
+            &mut out.other
+        };
+        set.extend(declared_names(inner, src));
+    }
+    true
+}
+
+/// For a pointer declarator, whether every pointer level is itself `const`, so the variable
+/// cannot change (`int* const p`; `const int* p` points at constants but may move). None: no
+/// pointer.
+pub(super) fn pointers_const(declarator: Node, src: &str) -> Option<bool> {
+    let k = kinds();
+    let mut levels = 0;
+    let mut all_const = true;
+    lang::visit(declarator, |x| {
+        if x.kind() == "pointer_declarator" {
+            levels += 1;
+            let mut c = x.walk();
+            all_const &= x
+                .children(&mut c)
+                .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+        }
+        true
+    });
+    (levels > 0).then_some(all_const)
+}
+
+/// A function's parameters passed by value (a reference may see writes by other threads).
+pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut declarator = None;
+    if let Some(d) = function.child_by_field_id(f.declarator) {
+        lang::visit(d, |x| {
+            if declarator.is_none() && x.kind_id() == k.function_declarator {
+                declarator = Some(x);
+            }
+            declarator.is_none()
+        });
+    }
+    let Some(list) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut c = list.walk();
+    for p in list.named_children(&mut c) {
+        if let Some(d) = p.child_by_field_id(f.declarator) {
+            if !contains_kind(d, k.reference_declarator) {
+                out.extend(declared_names(d, src));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,126 @@
+use crate::analysis::{analyze, SyncMode};
+use crate::options::Options;
+
+/// The form of a kernel `k` (declared after `file`) whose body runs `body`, returns if
+/// `cond`, then synchronizes.
+fn form(file: &str, params: &str, body: &str, cond: &str) -> Option<SyncMode> {
+    let src = format!(
+        "{file}\n__global__ void k(float* out{params}) {{\n  __shared__ float s[128];\n{body}\n  if ({cond}) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}}\n"
+    );
+    let tree = crate::parse::parse(&src).tree;
+    let a = analyze(tree.root_node(), &src, &Options::default());
+    a.kernels.iter().find(|k| k.site.name == "k")?.mode
+}
+
+fn varying(file: &str, params: &str, body: &str, cond: &str) {
+    assert_eq!(
+        form(file, params, body, cond),
+        Some(SyncMode::Predicated),
+        "{file} / {params} / {body} / {cond}"
+    );
+}
+
+fn uniform(file: &str, params: &str, body: &str, cond: &str) {
+    assert_eq!(
+        form(file, params, body, cond),
+        Some(SyncMode::Plain),
+        "{file} / {params} / {body} / {cond}"
+    );
+}
+
+#[test]
+fn names_the_file_does_not_declare_are_varying() {
+    varying("", "", "", "HEADER_LIMIT > 1");
+    varying("", "", "  int t = TID;", "t > 5");
+    varying("", "", "", "cfg::kRows > 1");
+    varying("#define LIMIT (HEADER_VALUE + 1)", "", "", "LIMIT > 1");
+    varying("", "", "", "Traits<float>::value > 1");
+}
+
+#[test]
+fn variables_other_threads_may_write_are_varying() {
+    varying("__device__ int g;", "", "", "g > 1");
+    varying("__managed__ int g;", "", "", "g > 1");
+    varying("__shared__ int g;", "", "", "g > 1");
+    varying("int g = 3;", "", "", "g > 1");
+    varying("extern const int g;", "", "", "g > 1");
+    varying("const int* g = 0;", "", "", "g != 0");
+    varying("volatile const int g = 3;", "", "", "g > 1");
+    varying("namespace ns { __device__ int g; }", "", "", "ns::g > 1");
+    varying("#define G (g)\n__device__ int g;", "", "", "G > 1");
+    // Which definition applies depends on the configuration.
+    varying(
+        "#ifdef X\n#define IDX threadIdx.x\n#else\n#define IDX 0\n#endif",
+        "",
+        "  int t = IDX;",
+        "t > 5",
+    );
+    varying(
+        "",
+        "",
+        "#ifdef X\n#define IDX threadIdx.x\n#else\n#define IDX 0\n#endif\n  int t = IDX;",
+        "t > 5",
+    );
+    varying("", "", "  static int c = 0;", "c > 1");
+    varying("", "", "  extern __device__ int c;", "c > 1");
+    varying("", ", const int& r", "", "r > 1");
+    // One name, two entities: a local in a nested block does not hide the global here.
+    varying(
+        "__device__ int g;",
+        "",
+        "  { int g = 1; s[g] = 0; }",
+        "g > 1",
+    );
+}
+
+#[test]
+fn names_proven_uniform_stay_uniform() {
+    uniform("__constant__ int c;", "", "", "c > 1");
+    uniform("__constant__ int* c;", "", "", "c != 0");
+    uniform("const int c = 4;", "", "", "c > 1");
+    uniform("static const int c = 4;", "", "", "c > 1");
+    uniform("__device__ const int c = 4;", "", "", "c > 1");
+    uniform("int* const c = 0;", "", "", "c != 0");
+    uniform(
+        "namespace ns { constexpr int N = 4; }",
+        ", int n",
+        "",
+        "ns::N > n",
+    );
+    uniform("enum class E { A = 1 };", ", int n", "", "n > (int)E::A");
+    uniform("enum { A = 1 };", ", int n", "", "n > A");
+    uniform("", ", int n", "  enum { L = 3 };", "n > L");
+    uniform("", ", int n", "", "sizeof(float) * n > 4");
+    uniform("", ", int n", "", "sizeof(out[0]) * n > 4");
+    uniform("", ", int n", "", "min(n, 4) > INT_MAX - warpSize");
+    uniform(
+        "#define TILE (sizeof(float) * 16)",
+        ", int n",
+        "",
+        "TILE > n",
+    );
+    uniform(
+        "constexpr int kRows = 3;\n#define ROWS (kRows * 2u)",
+        "",
+        "",
+        "ROWS > blockDim.x",
+    );
+    uniform("#define B blockDim.x", "", "", "B > 64");
+    uniform("#define B 4\n#define B 4", ", int n", "", "n > B");
+    uniform(
+        "",
+        ", int n",
+        "  int m = n * 2;\n#define M (m + 1)",
+        "M > 5",
+    );
+    // A parameter hides a global of the same name in the whole body.
+    uniform("__device__ int n;", ", int n", "", "n > 1");
+}
+
+#[test]
+fn template_parameters_are_uniform() {
+    let src = "template <int B, int D = B * 2>\n__global__ void k(float* out) {\n  __shared__ float s[128];\n  if (blockIdx.x * B > D) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
+    let tree = crate::parse::parse(src).tree;
+    let a = analyze(tree.root_node(), src, &Options::default());
+    assert_eq!(a.kernels[0].mode, Some(SyncMode::Plain));
+}
