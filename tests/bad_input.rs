@@ -3,24 +3,10 @@
 
 mod support;
 
+use support::{cupreempt, stderr, stdout};
+
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn cupreempt(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cupreempt"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run cupreempt")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Output;
 
 /// An exit code (not a signal: a stack overflow aborts), with stderr for the message.
 fn exit_code(o: &Output) -> i32 {

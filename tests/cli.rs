@@ -2,17 +2,7 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output};
-
-fn cupreempt(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cupreempt"))
-        .args(args)
-        .current_dir(cwd)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run cupreempt")
-}
+use support::{cupreempt, stderr, stdout};
 
 fn fixture(name: &str) -> String {
     support::root()
@@ -20,13 +10,6 @@ fn fixture(name: &str) -> String {
         .join(name)
         .display()
         .to_string()
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 #[test]
