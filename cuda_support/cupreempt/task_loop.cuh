@@ -16,6 +16,12 @@ namespace cupreempt {
 // runs before it sees a preemption request.
 constexpr unsigned kDefaultBudgetNs = 20000;
 constexpr unsigned kMaxChunk = 1u << 16;
+// What one atomic (or load) on the task counter's 128-byte line costs while thousands of
+// blocks queue on it: L2 serializes the operations of a line, about 1 ns each on the H100
+// (scripts/probes/atomic_contention.cu: 0.8-1.05 ns with 1,056-4,224 blocks). Chunks are
+// kept long enough that the blocks' claims use at most 1/kClaimSlack of that line's time.
+constexpr float kClaimLineNs = 1.0f;
+constexpr float kClaimSlack = 2.0f;
 // How long a parked block sleeps between two looks at its kernel's state.
 constexpr unsigned kParkSleepNs = 2000;
 
@@ -139,6 +145,7 @@ struct LeaderState {
   unsigned long long unreported;                       // tasks of the last chunk
   unsigned long long ran;                              // tasks this block has run
   unsigned next, smid;
+  unsigned min_chunk;  // the contention floor of the chunk size (next_chunk())
   unsigned lane;       // this block's lane on its SM (CUPREEMPT_LANES: none)
   unsigned tail;       // 1: the first instance's last block (see stay())
   unsigned host_seq;   // the newest command seen in host memory, and whether it sends us away
@@ -207,6 +214,7 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
                                    unsigned first, volatile LeaderState& ls) {
   ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
   ls.next = fixed ? fixed : 1u;
+  ls.min_chunk = 1;
   ls.smid = sm_id();
   ls.lane = claim_lane(c, ls.smid);
 #ifdef CUPREEMPT_AUDIT
@@ -246,7 +254,18 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
     ls.spent_ns += now - ls.last_ns;
     ls.spent_tasks += ls.unreported;
     float want = 2.0f * ls.next;  // below the timer's resolution: grow
-    if (ls.spent_ns) want = fminf(want, (float)budget * (float)ls.spent_tasks / (float)ls.spent_ns);
+    if (ls.spent_ns) {
+      const float per_ns = (float)ls.spent_tasks / (float)ls.spent_ns;  // tasks per ns
+      const float within_budget = (float)budget * per_ns;
+      // Contention floor: the chunk must last long enough for every block's claim to fit
+      // in the counter's queue (kClaimLineNs per operation, two per claim) with room to
+      // spare, whatever the budget's growth step says.
+      const float contention_floor = fminf(kClaimSlack * 2.0f * kClaimLineNs *
+                                    (float)(gridDim.x * gridDim.y * gridDim.z) * per_ns,
+                                within_budget);
+      want = fmaxf(fminf(want, within_budget), contention_floor);
+      ls.min_chunk = contention_floor >= 1.0f ? (unsigned)fminf(contention_floor, (float)kMaxChunk) : 1u;
+    }
     if (ls.spent_tasks > 4096) {  // forget old history so that phase changes show
       ls.spent_ns /= 2;
       ls.spent_tasks /= 2;
@@ -270,7 +289,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
     } else {
       if (!fixed) {  // near the end, smaller chunks so that blocks finish together
         const float fair = (float)(total - seen) / (2.0f * gridDim.x * gridDim.y * gridDim.z);
-        if ((float)n > fair) n = fair >= 1.0f ? (unsigned long long)fair : 1;
+        if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
       }
       begin = atomicAdd(&c->next_task, n);
       if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts

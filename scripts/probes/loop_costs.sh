@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Probe: what each of the task loop's bookkeeping steps costs a short launch (GPU machine, nvcc
+# on PATH). Builds the benchmark programs against copies of cuda_support/ with one step cut
+# out of task_loop.cuh each, and times every launch preemptible (CUPREEMPT_SHORT_US=0), with
+# adaptive chunks and with CUPREEMPT_CHUNK=8. The cut builds are wrong on purpose (they break
+# preemption or progress), so they are for timing only: a step whose removal saves time is
+# where a short launch's time goes. The checksums of the plain timed runs still must agree.
+# Usage: scripts/probes/loop_costs.sh CUPREEMPT_BINARY RUNTIME_LIB_DIR PROGRAM:SIZE...
+# Env: PROBE_BUILD (/tmp/cupreempt-loop-costs), PROBE_RUNS (10), PROBE_BASE (another
+# cuda_support/ folder, e.g. an older version's, built and timed as the variant "base").
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+cli=$1
+lib=$(realpath "$2")
+shift 2
+build=${PROBE_BUILD:-/tmp/cupreempt-loop-costs}
+runs=${PROBE_RUNS:-10}
+programs=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u)
+# name|sed expression applied to task_loop.cuh (each must change the file)
+cuts=(
+  "full|"
+  "no-enter-fence|/host->started = 1;  \/\/ the runtime/{n;s/__threadfence();/\/\/ cut/}"
+  "no-host-lanes|s/host->lanes\[ls.smid\]\[ls.lane\] = [01];/(void)0;/"
+  "no-lanes|s/ls.lane = claim_lane(c, ls.smid);/ls.lane = CUPREEMPT_LANES;/"
+  "no-progress|s/else if (done)$/else if (false)/"
+  "no-host-progress|s/if (host \&\& done \&\& !stop/if (false \&\& done \&\& !stop/"
+  "no-started|s/if (host \&\& first) host->started = 1;/(void)first;/"
+  "no-spin|s/constexpr unsigned long long kSpinNs = 10000;/constexpr unsigned long long kSpinNs = 0;/"
+)
+[ -z "${PROBE_BASE:-}" ] || cuts=("base|" "${cuts[@]}")
+for cut in "${cuts[@]}"; do
+  name=${cut%%|*}
+  expr=${cut#*|}
+  inc="$build/$name/include"
+  mkdir -p "$inc"
+  if [ "$name" = base ]; then src=$PROBE_BASE; else src=cuda_support; fi
+  cp -r "$src"/. "$inc/"
+  if [ -n "$expr" ]; then
+    sed -i "$expr" "$inc/cupreempt/task_loop.cuh"
+    if cmp -s "$inc/cupreempt/task_loop.cuh" cuda_support/cupreempt/task_loop.cuh; then
+      echo "cut $name changed nothing: task_loop.cuh moved on, fix the probe" >&2
+      exit 1
+    fi
+  fi
+  missing=$(for p in $programs; do [ -x "$build/$name/$p.tr" ] || echo "$p"; done)
+  [ -z "$missing" ] || BENCH_INCLUDE="$inc" bash scripts/bench-build.sh "$cli" "$lib" "$build/$name" $missing
+done
+time_of() { env "$@" "time:$runs" 2>&1 | awk '/^median_ms/ {m=$2} /^checksum/ {c=$2} END {print m, c}'; }
+for spec in "$@"; do
+  IFS=: read -r p size <<<"$spec"
+  read -r o sum <<<"$(time_of "$build/full/$p.orig" "$size")"
+  echo "$p $size: original ${o}ms"
+  for cut in "${cuts[@]}"; do
+    name=${cut%%|*}
+    read -r a sa <<<"$(time_of CUPREEMPT_SHORT_US=0 "$build/$name/$p.tr" "$size")"
+    read -r c sc <<<"$(time_of CUPREEMPT_SHORT_US=0 CUPREEMPT_CHUNK=8 "$build/$name/$p.tr" "$size")"
+    ok=yes
+    [ "$sa" = "$sum" ] && [ "$sc" = "$sum" ] || ok="NO ($sa $sc)"
+    printf '  %-17s adaptive %9sms %6s | chunk 8 %9sms %6s | checksums equal: %s\n' "$name" \
+      "$a" "$(awk -v t="$a" -v o="$o" 'BEGIN{printf "%.2fx", t/o}')" \
+      "$c" "$(awk -v t="$c" -v o="$o" 'BEGIN{printf "%.2fx", t/o}')" "$ok"
+  done
+done
