@@ -58,6 +58,14 @@ fn fixtures_transform_as_expected() {
             );
         }
 
+        // `// CHECK-NOT: text`: the output does not hold this text.
+        for c in support::directives(&src, "CHECK-NOT") {
+            assert!(
+                !generated.contains(c),
+                "{name}: output holds CHECK-NOT text `{c}`"
+            );
+        }
+
         let before = cupreempt::parse::error_count(&src);
         let after = cupreempt::parse::error_count(&t.output);
         assert!(

@@ -3,7 +3,7 @@
 //! Calls are matched by name because calls are rewritten by name: every overload of a name that
 //! needs the context gets it.
 
-use super::body::Call;
+use super::body::{BodyFacts, Call};
 use super::sites::FunctionSite;
 use super::HelperPlan;
 use std::collections::{BTreeMap, BTreeSet};
@@ -75,6 +75,20 @@ impl CallGraph {
     /// The helpers a call by this name may reach.
     pub fn callees(&self, name: &str) -> impl Iterator<Item = usize> + '_ {
         self.by_name.get(name).into_iter().flatten().copied()
+    }
+
+    /// The file's helpers that a body with these facts calls, directly or through others.
+    pub fn reachable(&self, facts: &BodyFacts, helpers: &[HelperPlan]) -> BTreeSet<usize> {
+        let mut seen = BTreeSet::new();
+        let mut calls: Vec<&str> = facts.calls.iter().map(|c| c.name.as_str()).collect();
+        while let Some(name) = calls.pop() {
+            for i in self.callees(name) {
+                if seen.insert(i) {
+                    calls.extend(helpers[i].facts.calls.iter().map(|c| c.name.as_str()));
+                }
+            }
+        }
+        seen
     }
 
     /// Whether a call goes to a helper that synchronizes the block.

@@ -26,6 +26,7 @@ mod flow;
 mod macros;
 mod pragmas;
 mod predicate;
+mod registers;
 mod scan;
 mod shared;
 mod sites;
@@ -89,6 +90,9 @@ pub struct KernelPlan<'t> {
     pub predication: Option<Predication<'t>>,
     /// The kernel may use shared memory (keep the barrier between tasks).
     pub may_use_shared: bool,
+    /// It gets the second wrapper held to 32 registers: it has no launch bounds of its own
+    /// (two sets would not compile) and may fit in 32 registers (`registers.rs`).
+    pub capped_wrapper: bool,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -103,11 +107,13 @@ impl<'t> KernelPlan<'t> {
         facts: BodyFacts<'t>,
         declarations: &[FunctionSite<'t>],
         may_use_shared: bool,
+        capped_wrapper: bool,
     ) -> Self {
         KernelPlan {
             id,
             prior_declarations: callgraph::prior_declarations(declarations, &site),
             may_use_shared,
+            capped_wrapper,
             chunk: 0,
             budget_ns: 0,
             mode: None,
@@ -152,12 +158,19 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         let facts = body::facts(site.body, src, &macros, true);
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
+        let tensor_core = registers::tensor_core(text(site.body, src))
+            || graph
+                .reachable(&facts, &helpers)
+                .into_iter()
+                .any(|h| registers::tensor_core(text(helpers[h].site.body, src)));
+        let capped_wrapper = site.launch_bounds.is_empty() && !tensor_core;
         let mut plan = KernelPlan::untouched(
             KernelId(i),
             site,
             facts,
             &found.declarations,
             may_use_shared,
+            capped_wrapper,
         );
         match decide::decide(&plan, opts, &helpers, &graph, src) {
             Ok((mode, reach, hazard)) => {

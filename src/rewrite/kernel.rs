@@ -111,7 +111,7 @@ pub fn rewrite(
     out.push('\n');
     out.push_str(&forwarder(plan, &h));
     out.push('\n');
-    for (i, cap) in wrapper_kinds(k).enumerate() {
+    for (i, cap) in wrapper_kinds(plan).enumerate() {
         if i > 0 {
             out.push('\n');
         }
@@ -121,7 +121,7 @@ pub fn rewrite(
         // Launch sites between the declaration and here need the wrappers and the struct early.
         let decl = Header::of(first, src);
         let mut early = String::from("\n");
-        for cap in wrapper_kinds(k) {
+        for cap in wrapper_kinds(plan) {
             let (attr, name) = wrapper_head(&k.name, cap);
             early.push_str(&format!(
                 "{}{attr}{name}({});\n",
@@ -213,15 +213,10 @@ fn forwarder(plan: &KernelPlan, h: &Header) -> String {
     )
 }
 
-/// Whether the kernel gets the second wrapper, held to 32 registers: not when it has its own
-/// launch bounds (the wrapper keeps them; two sets would not compile).
-fn capped(k: &FunctionSite) -> bool {
-    k.launch_bounds.is_empty()
-}
-
-/// The wrappers a kernel gets: the plain one (false), then the capped one (true) if any.
-fn wrapper_kinds(k: &FunctionSite) -> impl Iterator<Item = bool> {
-    let capped = capped(k);
+/// The wrappers a kernel gets: the plain one (false), then the one held to 32 registers
+/// (true) where the analysis says so (`KernelPlan::capped_wrapper`).
+fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
+    let capped = plan.capped_wrapper;
     [false, true].into_iter().filter(move |&cap| !cap || capped)
 }
 
@@ -292,7 +287,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types));
     let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types));
     let amp = if plan.overloaded { "" } else { "&" };
-    let capped_wrapper = if capped(k) {
+    let capped_wrapper = if plan.capped_wrapper {
         capped_wrapper_name(&k.name)
     } else {
         wrapper_name(&k.name)

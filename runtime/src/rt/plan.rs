@@ -9,6 +9,7 @@ use super::capi::{
 use super::history::LaunchKey;
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 
 /// Not an error: the caller launches the original kernel as written (see
@@ -90,14 +91,21 @@ fn plan(
     if !history.enabled() {
         return Ok(None);
     }
-    if !rt.inner.is_ready() && !setup_waits() {
-        return Ok(Some(Original::Setup));
+    let ready = rt.inner.is_ready();
+    if !ready {
+        // The setup thread waits for a pause in the application's launches.
+        let now = super::setup::now_ns();
+        rt.inner.last_plan_ns.store(now, Ordering::Relaxed);
     }
     // SAFETY: as the caller promises.
     let at_once = rt.capacity(unsafe { &Function::from_raw(original.cast()) }, cfg)?;
     let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
     if tasks <= at_once {
         return Ok(Some(Original::OneWave(tasks)));
+    }
+    if !ready && !setup_waits() {
+        rt.request_setup();
+        return Ok(Some(Original::Setup));
     }
     Ok(history.choose(key, at_once))
 }

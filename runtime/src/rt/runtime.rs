@@ -29,6 +29,11 @@ pub(crate) struct Inner {
     streams: OnceLock<Result<Streams>>,
     /// Set once the setup thread has made the streams and the first slab.
     ready: AtomicBool,
+    /// Set once a launch has asked for the setup (`Runtime::request_setup`).
+    setup_requested: AtomicBool,
+    /// When the C ABI last planned a launch (ns since the process's first look at the clock,
+    /// `setup::now_ns`): the setup thread waits for a quiet moment of the application.
+    pub last_plan_ns: AtomicU64,
     stream_priorities: (i32, i32),
     next_resume: std::sync::atomic::AtomicUsize,
     /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
@@ -137,6 +142,8 @@ impl Runtime {
                 limits,
                 streams: OnceLock::new(),
                 ready: AtomicBool::new(false),
+                setup_requested: AtomicBool::new(false),
+                last_plan_ns: AtomicU64::new(0),
                 stream_priorities: (least, greatest),
                 history: History::from_env(),
                 launches: AtomicU64::new(0),
@@ -149,10 +156,8 @@ impl Runtime {
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
         };
-        if later {
-            super::setup::set_up_later(rt.inner.clone());
-            super::trace_setup("setup handed to the setup thread");
-        } else {
+        // Otherwise the setup waits until a launch needs it (`request_setup`).
+        if !later {
             rt.inner.streams()?;
             rt.inner.first_slab()?;
             rt.inner.mark_ready();
@@ -167,6 +172,16 @@ impl Runtime {
         self.inner
             .resume_launches
             .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Hands the runtime's setup (streams, first slab) to the setup thread, once: the first
+    /// launch planned preemptible asks for it (`plan.rs`), so that a program whose launches
+    /// all run the original kernel never pays for it.
+    pub(crate) fn request_setup(&self) {
+        if !self.inner.setup_requested.swap(true, Ordering::AcqRel) {
+            super::setup::set_up_later(self.inner.clone());
+            super::trace_setup("setup handed to the setup thread");
+        }
     }
 
     pub fn limits(&self) -> Limits {

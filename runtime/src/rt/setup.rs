@@ -9,11 +9,47 @@
 //! the original kernel (a launch that asks for a preemptible kernel outright waits for the
 //! slab instead). The thread is started when the library is loaded, where it also finds and
 //! opens libcuda, so that the first launch pays for neither.
+//!
+//! The setup's driver calls hold locks that the application's own calls wait for: a launch
+//! made meanwhile returns only when the pinned allocation or a stream is made, and a program
+//! that times its launches with events sees that time as its kernel's
+//! (scripts/probes/setup_interference.sh: the kernel itself runs no slower). So the setup
+//! starts only when a launch needs it (the first one planned preemptible, `request_setup`),
+//! and then at a quiet moment: once the application has planned no launch for `QUIET`, which
+//! is usually when it waits for its work or does host work between launches (or after
+//! `MAX_WAIT`, should its launches never pause).
 
 use super::runtime::Inner;
 use cudarc::driver::sys;
+use std::sync::atomic::Ordering;
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long the application must have planned no launch before the setup starts.
+const QUIET: Duration = Duration::from_micros(200);
+/// The setup starts after this long whether or not the application pauses.
+const MAX_WAIT: Duration = Duration::from_millis(50);
+
+/// A monotonic clock in ns (since the process first looked at it), cheap enough for every
+/// planned launch to stamp `Inner::last_plan_ns`.
+pub(crate) fn now_ns() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_nanos() as u64
+}
+
+/// Waits until the application has planned no launch for `QUIET`, or `MAX_WAIT` has passed.
+fn wait_for_quiet(inner: &Inner) {
+    let start = Instant::now();
+    while start.elapsed() < MAX_WAIT {
+        let since = now_ns().saturating_sub(inner.last_plan_ns.load(Ordering::Relaxed));
+        let quiet_ns = QUIET.as_nanos() as u64;
+        if since >= quiet_ns {
+            return;
+        }
+        std::thread::sleep(Duration::from_nanos(quiet_ns - since));
+    }
+}
 
 /// The setup thread's queue, and the process that started it (a forked child has no thread).
 type Worker = Option<(u32, Sender<Arc<Inner>>)>;
@@ -37,7 +73,7 @@ pub(crate) fn start() {
         .spawn(move || {
             let _ = super::driver::driver_available();
             for inner in rx {
-                set_up(&inner);
+                set_up(&inner, true);
             }
         });
     *w = spawned.ok().map(|_| (std::process::id(), tx));
@@ -55,10 +91,15 @@ pub(crate) fn set_up_later(inner: Arc<Inner>) {
         None => inner,
     };
     drop(w);
-    set_up(&inner);
+    set_up(&inner, false);
 }
 
-fn set_up(inner: &Inner) {
+/// `quiet`: first wait for a quiet moment (the setup thread; not the application's own).
+fn set_up(inner: &Inner, quiet: bool) {
+    if quiet {
+        wait_for_quiet(inner);
+        super::trace_setup("setup thread: the application paused");
+    }
     if inner.current().is_ok() {
         // Another thread may be capturing a stream in the global mode, which forbids every
         // thread the allocations below unless this one says it works outside captures.
