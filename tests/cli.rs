@@ -38,6 +38,43 @@ fn transform_prints_to_stdout_and_writes_with_o() {
 }
 
 #[test]
+fn transform_reads_standard_input() {
+    let dir = support::tempdir("cli-stdin");
+    let src = std::fs::read(fixture("grid_1d.cu")).unwrap();
+    let from_file = cupreempt(&["transform", &fixture("grid_1d.cu")], &dir);
+    let o = support::cupreempt_with_stdin(&["transform", "-"], &dir, &src);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(
+        stdout(&o),
+        stdout(&from_file),
+        "same output as from the file"
+    );
+    // Diagnostics name standard input.
+    let bad = b"__global__ void k(int* p) { if (threadIdx.x > 3) return; __syncthreads(); p[0] = 1; }\nvoid f(int* p) { k<<<4096, 128>>>(p); }\n";
+    let o = support::cupreempt_with_stdin(&["check", "-"], &dir, bad);
+    assert!(
+        stderr(&o).contains("<stdin>") || stdout(&o).contains("<stdin>"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    // -o writes a file; --in-place and --out-dir have no file to work on.
+    let out = dir.join("from_stdin.cu");
+    let o =
+        support::cupreempt_with_stdin(&["transform", "-", "-o", out.to_str().unwrap()], &dir, &src);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), stdout(&from_file));
+    for extra in [&["--in-place"][..], &["--out-dir", "outs"][..]] {
+        let mut args = vec!["transform", "-"];
+        args.extend_from_slice(extra);
+        let o = support::cupreempt_with_stdin(&args, &dir, &src);
+        assert!(!o.status.success(), "{extra:?} accepted");
+        assert!(stderr(&o).contains("standard input"), "{}", stderr(&o));
+    }
+    assert!(!dir.join("outs").exists(), "nothing written for --out-dir");
+}
+
+#[test]
 fn a_file_with_errors_is_skipped_the_others_are_written() {
     let dir = support::tempdir("cli-keep");
     let inputs = dir.join("in/sub");

@@ -120,11 +120,14 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
       return;
     }
   }
-  if (status != CUPREEMPT_RUN_ORIGINAL && env_u32("CUPREEMPT_VERBOSE"))
+  if (status != CUPREEMPT_RUN_ORIGINAL && status != CUPREEMPT_RUN_ORIGINAL_TIMED &&
+      env_u32("CUPREEMPT_VERBOSE"))
     std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",
                  cupreempt_rt_last_error());
   // As written: its error, if any, is left for cudaGetLastError() as the original's.
   (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
+  // A timed trial of the original form (the runtime's plan asked for it): its end event.
+  if (status == CUPREEMPT_RUN_ORIGINAL_TIMED) (void)cupreempt_rt_original_launched((void*)stream);
 }
 }  // namespace detail
 

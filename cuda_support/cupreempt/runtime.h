@@ -25,7 +25,8 @@ enum {
   CUPREEMPT_ERROR_ALREADY_PREEMPTED = 6,
   CUPREEMPT_ERROR_NOT_PREEMPTED = 7,         /* resume/wait_yielded without a preemption */
   CUPREEMPT_ERROR_INTERNAL = 8,
-  CUPREEMPT_RUN_ORIGINAL = 9 /* not an error: see cupreempt_rt_plan */
+  CUPREEMPT_RUN_ORIGINAL = 9, /* not an error: see cupreempt_rt_plan */
+  CUPREEMPT_RUN_ORIGINAL_TIMED = 10 /* not an error: see cupreempt_rt_plan */
 };
 
 /* Launches `func` (the CUfunction of a wrapper K__cupreempt) for the original launch
@@ -39,15 +40,21 @@ int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block
 /* Decides the form of a launch of the original kernel `original` (its CUfunction):
  * CUPREEMPT_OK, launch it preemptible with cupreempt_rt_launch_planned; or
  * CUPREEMPT_RUN_ORIGINAL, launch the original kernel as written, where a preemptible launch
- * would not pay or cannot work: while the runtime's setup thread is still at work (the first
- * millisecond or two; CUPREEMPT_SETUP=wait: wait instead); a grid that fits on the GPU at once
- * as the original kernel, whose blocks all start together so that none could be held back;
+ * would not pay or cannot work: while the runtime's setup thread is still at work (it starts
+ * at the first launch that would be preemptible; CUPREEMPT_SETUP=wait: wait instead); a grid
+ * that fits on the GPU at once as the original kernel, whose blocks all start together so
+ * that none could be held back;
  * launches of a kernel and configuration whose last preemptible launch ran no longer than a
- * preemption takes (CUPREEMPT_SHORT_US, default 30); a stream being captured into a graph.
+ * preemption takes (CUPREEMPT_SHORT_US, default 30); a stream being captured into a graph. Or
+ * CUPREEMPT_RUN_ORIGINAL_TIMED: the same, timed (cupreempt_rt_original_launched below).
  * CUPREEMPT_SHORT_US=0 leaves only the last rule. CUPREEMPT_VERBOSE=1 says why, once per kernel
  * and configuration. It asks nothing of the wrappers, which are then never loaded. */
 int cupreempt_rt_plan(void* original, const unsigned grid[3], const unsigned block[3],
                       size_t smem, void* stream);
+/* CUPREEMPT_RUN_ORIGINAL_TIMED from cupreempt_rt_plan: launch the original kernel as written,
+ * then call cupreempt_rt_original_launched on the same stream and thread. The two bracket the
+ * launch with timed events: a trial that tells whether the original form is short. */
+int cupreempt_rt_original_launched(void* stream);
 /* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made
  * preemptible; the runtime learns how long it runs, for the plans of later launches. */
 int cupreempt_rt_launch_planned(void* func, void* original, const unsigned grid[3],

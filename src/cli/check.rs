@@ -41,7 +41,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut reports = Vec::new();
     let mut kernels = std::collections::BTreeSet::new();
     for (path, _) in files::inputs(&a.inputs, None)? {
-        let name = path.display().to_string();
+        let name = files::display_name(&path);
         let (src, t) = match files::read(&path)? {
             files::Source::Text(src) => {
                 let t = cupreempt::transform(&src, &name, &opts)?;

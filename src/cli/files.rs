@@ -13,6 +13,10 @@ pub fn inputs(paths: &[PathBuf], skip: Option<&Path>) -> anyhow::Result<Vec<(Pat
     let skip = skip.and_then(|s| std::fs::canonicalize(s).ok());
     let mut out = Vec::new();
     for p in paths {
+        if is_stdin(p) {
+            out.push((p.clone(), PathBuf::new()));
+            continue;
+        }
         let meta = std::fs::metadata(p).with_context(|| format!("cannot read {}", p.display()))?;
         if meta.is_dir() {
             let mut found: Vec<PathBuf> = walkdir::WalkDir::new(p)
@@ -50,8 +54,32 @@ pub enum Source {
     Skipped(Diagnostic, String),
 }
 
+/// `-`: the input is standard input.
+pub fn is_stdin(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// How diagnostics name an input.
+pub fn display_name(path: &Path) -> String {
+    if is_stdin(path) {
+        STDIN_NAME.to_string()
+    } else {
+        path.display().to_string()
+    }
+}
+
+/// The name diagnostics and `#line` directives give standard input.
+const STDIN_NAME: &str = "<stdin>";
+
 pub fn read(path: &Path) -> anyhow::Result<Source> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let bytes = if is_stdin(path) {
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut std::io::stdin().lock(), &mut bytes)
+            .context("cannot read standard input")?;
+        bytes
+    } else {
+        std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?
+    };
     match String::from_utf8(bytes) {
         Ok(s) => Ok(Source::Text(s)),
         Err(e) => {

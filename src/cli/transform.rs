@@ -10,7 +10,8 @@ use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct TransformArgs {
-    /// .cu/.cuh files, or folders to search for them.
+    /// .cu/.cuh files, or folders to search for them; `-`: standard input (one input; the
+    /// output goes to standard output or `-o`).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// Output file (one input only); `-` or nothing: standard output.
@@ -67,6 +68,9 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let to_stdout = a.out_dir.is_none()
         && !a.in_place
         && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
+    if inputs.iter().any(|(p, _)| files::is_stdin(p)) && (a.in_place || a.out_dir.is_some()) {
+        anyhow::bail!("standard input (`-`) has no file to replace or mirror: use -o FILE or no output option (standard output)");
+    }
     if inputs.len() != 1 && (to_stdout || a.output.is_some()) {
         anyhow::bail!("{} input files: use --out-dir or --in-place", inputs.len());
     }
@@ -100,7 +104,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let mut kernels = BTreeSet::new();
     let color = stderr_color();
     for (path, root) in &inputs {
-        let name = path.display().to_string();
+        let name = files::display_name(path);
         let src = match files::read(path)? {
             files::Source::Text(src) => src,
             files::Source::Skipped(d, shown) => {

@@ -316,6 +316,28 @@ pub fn cupreempt(args: &[&str], cwd: &Path) -> std::process::Output {
         .expect("run cupreempt")
 }
 
+/// Runs the `cupreempt` binary in `cwd` with `input` on its standard input.
+#[allow(dead_code)] // not every test file pipes input
+pub fn cupreempt_with_stdin(args: &[&str], cwd: &Path, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cupreempt"))
+        .args(args)
+        .current_dir(cwd)
+        .env("NO_COLOR", "1")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run cupreempt");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input)
+        .expect("write stdin");
+    child.wait_with_output().expect("wait for cupreempt")
+}
+
 pub fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }

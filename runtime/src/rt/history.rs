@@ -15,6 +15,14 @@
 //! (run time over the waves of resident blocks it took) times the new grid's waves. That
 //! prediction must come in under half the limit, as tasks may do more work in a larger grid.
 //! A launch with nothing measured yet is preemptible.
+//!
+//! The persistent form of a kernel of very short tasks can take several times as long as the
+//! original (its claims and bookkeeping), so a launch whose original form is short may measure
+//! long preemptible. A configuration whose preemptible launch ran at most `TRIAL_FACTOR` times
+//! the limit therefore gets one *timed trial*: its next launch runs the original kernel between
+//! two timed events. If that took at most the limit, the configuration is short on the trial's
+//! time; every `REMEASURE`-th launch is then another timed trial (cheaper than a preemptible
+//! run), and a trial over the limit makes the configuration preemptible again.
 
 use super::pool::Mirror;
 use crate::control::HostMirror;
@@ -26,6 +34,14 @@ use std::sync::Mutex;
 const REMEASURE: u32 = 128;
 /// Default short-launch limit: the preemption latency the runtime promises (docs/runtime.md).
 const DEFAULT_SHORT_NS: u64 = 30_000;
+/// Preemptible launches up to this many times the limit get a timed trial of the original.
+const TRIAL_FACTOR: u64 = 4;
+
+/// A timed trial of the original kernel: its run time once its end event is done.
+pub(crate) trait Stopwatch: Send {
+    /// `None` while the launch is still running (or its time cannot be read).
+    fn elapsed_ns(&self) -> Option<u64>;
+}
 
 /// A kernel and the configuration of one of its launches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -58,8 +74,15 @@ struct Entry {
     run_ns: Option<u64>,
     /// The newest preemptible launch not yet measured: its mirror and launch number.
     pending: Option<(Mirror, u64)>,
-    /// Original-form launches since the last preemptible one.
+    /// Original-form launches since the last measurement.
     original_since: u32,
+    /// Run time of the newest timed trial of the original form, when it is newer than
+    /// `run_ns`.
+    trial_ns: Option<u64>,
+    /// A timed trial still running.
+    trial: Option<Box<dyn Stopwatch>>,
+    /// `run_ns` has had its trial (one per preemptible measurement).
+    tried: bool,
 }
 
 // SAFETY: the mirror pointers point to pinned memory that lives as long as the runtime, and
@@ -98,6 +121,11 @@ pub enum Original {
     /// The stream is being captured into a graph: the launch becomes a graph node, and the
     /// runtime's per-launch state (control block, events) cannot follow it there.
     Capture,
+    /// A timed trial of the original kernel: the last preemptible launch ran this long (ns),
+    /// a few times the limit, or this many launches ran the original since the last trial.
+    Trial(u64),
+    /// A timed trial of this kernel and configuration has not ended yet.
+    TrialRunning,
 }
 
 impl std::fmt::Display for Original {
@@ -129,6 +157,16 @@ impl std::fmt::Display for Original {
                 f,
                 "the stream is being captured into a CUDA graph; graph launches are not \
                  preemptible"
+            ),
+            Original::TrialRunning => write!(
+                f,
+                "a timed trial of the original kernel in this configuration is still running"
+            ),
+            Original::Trial(ns) => write!(
+                f,
+                "timed trial: the last measurement of this kernel and configuration was \
+                 {:.1} us; the original kernel's own time decides whether it is short",
+                *ns as f64 / 1e3
             ),
         }
     }
@@ -174,10 +212,38 @@ impl History {
                     Measured::Running => {}
                 }
             }
+            if let Some(sw) = &e.trial {
+                if let Some(ns) = sw.elapsed_ns() {
+                    e.trial = None;
+                    e.trial_ns = Some(ns);
+                    let per_wave = ns / waves(key.tasks(), capacity);
+                    entries.per_wave_ns.insert(key.shape(), per_wave);
+                    entries.predicted_since.insert(key.shape(), 0);
+                } else {
+                    return Some(Original::TrialRunning);
+                }
+            }
+            if let Some(ns) = e.trial_ns {
+                if ns > self.short_ns {
+                    e.trial_ns = None; // the original is long too: preemptible from now on
+                    return None;
+                }
+                if e.original_since < REMEASURE {
+                    e.original_since += 1;
+                    return Some(Original::Short(ns));
+                }
+                return Some(Original::Trial(ns));
+            }
             if let Some(ns) = e.run_ns {
                 if ns <= self.short_ns && e.original_since < REMEASURE {
                     e.original_since += 1;
                     return Some(Original::Short(ns));
+                }
+                if ns > self.short_ns
+                    && ns <= self.short_ns.saturating_mul(TRIAL_FACTOR)
+                    && !e.tried
+                {
+                    return Some(Original::Trial(ns));
                 }
                 return None;
             }
@@ -192,6 +258,15 @@ impl History {
         None
     }
 
+    /// Records a timed trial of the original form of `key` (after `choose` said `Trial`).
+    pub fn trial_started(&self, key: LaunchKey, stopwatch: Box<dyn Stopwatch>) {
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let e = entries.by_config.entry(key).or_default();
+        e.trial = Some(stopwatch);
+        e.tried = true;
+        e.original_since = 0;
+    }
+
     /// Records a preemptible launch of `key`, whose tail will report its run time in `mirror`.
     pub fn launched(&self, key: LaunchKey, capacity: u64, mirror: Mirror, launch: u64) {
         if self.short_ns == 0 {
@@ -200,6 +275,8 @@ impl History {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let e = entries.by_config.entry(key).or_default();
         e.original_since = 0;
+        e.tried = false;
+        e.trial_ns = None;
         if e.pending.is_none() {
             e.pending = Some((mirror, launch));
             e.capacity = capacity;
@@ -291,7 +368,7 @@ mod tests {
         let h = history(30);
         let mut m = FakeMirror::new(1);
         h.launched(key(4000), CAPACITY, m.mirror(), 1);
-        m.0.run_ns = 31_000;
+        m.0.run_ns = 30_000 * TRIAL_FACTOR + 1_000;
         assert_eq!(h.choose(&key(4000), CAPACITY), None);
         assert_eq!(h.choose(&key(4000), CAPACITY), None);
     }
@@ -309,7 +386,7 @@ mod tests {
         // The measuring launch runs long this time: the kernel stays preemptible.
         let mut m2 = FakeMirror::new(2);
         h.launched(key(10), CAPACITY, m2.mirror(), 2);
-        m2.0.run_ns = 90_000;
+        m2.0.run_ns = 30_000 * TRIAL_FACTOR + 1_000;
         assert_eq!(h.choose(&key(10), CAPACITY), None);
     }
 
@@ -344,6 +421,81 @@ mod tests {
             ..key(2500)
         };
         assert_eq!(h.choose(&other, CAPACITY), None);
+    }
+
+    /// A trial whose time is set by the test (None: still running).
+    struct FakeStopwatch(std::sync::Arc<Mutex<Option<u64>>>);
+
+    impl Stopwatch for FakeStopwatch {
+        fn elapsed_ns(&self) -> Option<u64> {
+            *self.0.lock().unwrap()
+        }
+    }
+
+    fn measured_preemptible(h: &History, k: LaunchKey, m: &mut FakeMirror, ns: u64) {
+        h.launched(k, CAPACITY, m.mirror(), m.0.launch);
+        m.0.run_ns = ns;
+    }
+
+    #[test]
+    fn a_few_times_the_limit_gets_a_timed_trial_of_the_original() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        measured_preemptible(&h, key(4000), &mut m, 70_000);
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Trial(70_000))
+        );
+        let time = std::sync::Arc::new(Mutex::new(None));
+        h.trial_started(key(4000), Box::new(FakeStopwatch(time.clone())));
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::TrialRunning),
+            "no second trial while the first runs"
+        );
+        *time.lock().unwrap() = Some(18_000);
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Short(18_000))
+        );
+        // Every REMEASURE-th launch is another timed trial.
+        for _ in 1..REMEASURE {
+            assert_eq!(
+                h.choose(&key(4000), CAPACITY),
+                Some(Original::Short(18_000))
+            );
+        }
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Trial(18_000))
+        );
+    }
+
+    #[test]
+    fn a_long_trial_makes_the_configuration_preemptible() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        measured_preemptible(&h, key(4000), &mut m, 70_000);
+        assert!(matches!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Trial(_))
+        ));
+        let time = std::sync::Arc::new(Mutex::new(Some(45_000)));
+        h.trial_started(key(4000), Box::new(FakeStopwatch(time)));
+        assert_eq!(h.choose(&key(4000), CAPACITY), None);
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            None,
+            "one trial per measurement"
+        );
+    }
+
+    #[test]
+    fn far_over_the_limit_gets_no_trial() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        measured_preemptible(&h, key(4000), &mut m, 30_000 * TRIAL_FACTOR + 1);
+        assert_eq!(h.choose(&key(4000), CAPACITY), None);
     }
 
     #[test]

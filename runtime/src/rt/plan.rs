@@ -6,7 +6,8 @@
 use super::capi::{
     current_runtime, guard, launch_config, lock, register, Handle, LaunchCall, CUPREEMPT_OK,
 };
-use super::history::LaunchKey;
+use super::driver::Event;
+use super::history::{LaunchKey, Stopwatch};
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::Ordering;
@@ -15,6 +16,36 @@ use std::sync::{Mutex, OnceLock};
 /// Not an error: the caller launches the original kernel as written (see
 /// `cupreempt_rt_plan`).
 pub const CUPREEMPT_RUN_ORIGINAL: c_int = 9;
+/// Not an error: launch the original kernel, then call `cupreempt_rt_original_launched`.
+pub const CUPREEMPT_RUN_ORIGINAL_TIMED: c_int = 10;
+
+/// A timed trial of the original kernel: events before and after its launch.
+struct EventPair {
+    start: Event,
+    end: Event,
+}
+
+// SAFETY: CUDA events may be queried and destroyed from any thread.
+unsafe impl Send for EventPair {}
+
+impl Stopwatch for EventPair {
+    fn elapsed_ns(&self) -> Option<u64> {
+        match self.end.is_done() {
+            Ok(true) => self
+                .end
+                .since(&self.start)
+                .ok()
+                .map(|ms| (ms as f64 * 1e6) as u64),
+            _ => None,
+        }
+    }
+}
+
+thread_local! {
+    /// The trial that `cupreempt_rt_plan` started on this thread, until the launch is made.
+    static TRIAL: std::cell::RefCell<Option<(Runtime, LaunchKey, Event)>> =
+        const { std::cell::RefCell::new(None) };
+}
 
 /// The launch's history key: the original kernel and the configuration.
 ///
@@ -76,9 +107,57 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         Ok(())
     });
     match (status, why) {
+        (CUPREEMPT_OK, Some(Original::Trial(_))) => {
+            // SAFETY: as the caller promises.
+            match unsafe { start_trial(grid, block, smem, original, stream) } {
+                Ok(()) => CUPREEMPT_RUN_ORIGINAL_TIMED,
+                Err(_) => CUPREEMPT_RUN_ORIGINAL,
+            }
+        }
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
         _ => status,
     }
+}
+
+/// Records the start of a timed trial on `stream`, kept for `cupreempt_rt_original_launched`.
+///
+/// # Safety
+/// As for `cupreempt_rt_plan`.
+unsafe fn start_trial(
+    grid: *const c_uint,
+    block: *const c_uint,
+    smem: usize,
+    original: *mut c_void,
+    stream: *mut c_void,
+) -> Result<(), Error> {
+    let (key, _) = planned_key(original, grid, block, smem)?;
+    let rt = current_runtime()?;
+    let start = Event::new(true)?;
+    start.record_on(stream.cast())?;
+    TRIAL.with(|t| *t.borrow_mut() = Some((rt, key, start)));
+    Ok(())
+}
+
+/// Ends the timed trial that `cupreempt_rt_plan` started on this thread (it answered
+/// `CUPREEMPT_RUN_ORIGINAL_TIMED`), after the caller launched the original kernel on `stream`.
+///
+/// # Safety
+/// `stream` must be the stream given to that `cupreempt_rt_plan`.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_original_launched(stream: *mut c_void) -> c_int {
+    guard(|| {
+        let Some((rt, key, start)) = TRIAL.with(|t| t.borrow_mut().take()) else {
+            return Err(Error::InvalidArgument(
+                "no timed trial was started on this thread",
+            ));
+        };
+        let end = Event::new(true)?;
+        end.record_on(stream.cast())?;
+        rt.inner
+            .history
+            .trial_started(key, Box::new(EventPair { start, end }));
+        Ok(())
+    })
 }
 
 fn plan(
