@@ -19,8 +19,26 @@ pub fn rewrite(
         .iter()
         .filter(|k| k.transformed() && k.site.name == l.name)
         .collect();
-    if targets.is_empty() || l.in_device_code {
-        return; // not ours, or inside a kernel that was refused for launching from the device
+    if l.in_device_code {
+        return; // inside a kernel that was refused for launching from the device
+    }
+    if targets.is_empty() {
+        if !a.kernels.iter().any(|k| k.site.name == l.name) {
+            // Defined elsewhere: its wrappers are not known here, so the launch stays plain.
+            // (A kernel of this file that is refused says so itself.)
+            diags.push(
+                Diagnostic::new(
+                    Code::LaunchLeft,
+                    format!(
+                        "launch of `{}` left as it is: it names no kernel defined in this file (a kernel of another file or header, or a function pointer)",
+                        l.name
+                    ),
+                )
+                .label(l.call.byte_range(), "this launch is not preemptible")
+                .help("launches are rewritten only in the file that defines the kernel: launch it from a host function of that file, and call that function from here"),
+            );
+        }
+        return;
     }
     let left = |why: &str| {
         Diagnostic::new(
