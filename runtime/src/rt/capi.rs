@@ -199,6 +199,9 @@ impl LaunchCall {
         cfg.chunk = self.chunk;
         cfg.budget_ns = self.budget_ns;
         let rt = current_runtime()?;
+        // A preemptible launch: the runtime's streams (commands, resumes) should be ready
+        // before a preemption needs them.
+        rt.request_setup();
         let k = rt.launch(
             &Function::from_raw(self.func.cast()),
             &cfg,
