@@ -7,7 +7,6 @@ use super::body::BodyFacts;
 use super::callgraph::CallGraph;
 use super::HelperPlan;
 use crate::lang::text;
-use std::collections::BTreeSet;
 use std::ops::Range;
 
 const SHARED: &str = "__shared__";
@@ -140,29 +139,18 @@ pub fn may_use_shared(
     graph: &CallGraph,
     src: &str,
 ) -> bool {
-    if body.contains(SHARED) {
-        return true;
-    }
-    let mut seen: BTreeSet<usize> = BTreeSet::new();
-    let mut calls: Vec<&str> = facts.calls.iter().map(|c| c.name.as_str()).collect();
-    while let Some(name) = calls.pop() {
-        match graph.by_name.get(name) {
-            Some(ids) => {
-                for &i in ids {
-                    if seen.insert(i) {
-                        let h = &helpers[i];
-                        if text(h.site.body, src).contains(SHARED) {
-                            return true;
-                        }
-                        calls.extend(h.facts.calls.iter().map(|c| c.name.as_str()));
-                    }
-                }
-            }
-            None if builtin(name) => {}
-            None => return true,
-        }
-    }
-    false
+    // A call to a function this file does not define may touch anything.
+    let unknown_call = |f: &BodyFacts| {
+        f.calls
+            .iter()
+            .any(|c| !graph.by_name.contains_key(&c.name) && !builtin(&c.name))
+    };
+    body.contains(SHARED)
+        || unknown_call(facts)
+        || graph.reachable(facts, helpers).into_iter().any(|i| {
+            let h = &helpers[i];
+            text(h.site.body, src).contains(SHARED) || unknown_call(&h.facts)
+        })
 }
 
 #[cfg(test)]

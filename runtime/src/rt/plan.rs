@@ -91,6 +91,7 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
     stream: *mut c_void,
 ) -> c_int {
     let mut why = None;
+    let mut timed = false;
     let status = guard(|| {
         let (key, cfg) = planned_key(original, grid, block, smem)?;
         super::driver::init()?;
@@ -99,7 +100,12 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
             Some(Original::Capture)
         } else {
             let rt = current_runtime()?;
-            plan(&rt, &key, &cfg, original)?
+            let why = plan(&rt, &key, &cfg, original)?;
+            if matches!(why, Some(Original::Trial(_))) {
+                // A trial that cannot be timed is an untimed original launch.
+                timed = start_trial(rt, key, stream).is_ok();
+            }
+            why
         };
         if let Some(why) = why {
             say_once(key, why);
@@ -107,31 +113,14 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         Ok(())
     });
     match (status, why) {
-        (CUPREEMPT_OK, Some(Original::Trial(_))) => {
-            // SAFETY: as the caller promises.
-            match unsafe { start_trial(grid, block, smem, original, stream) } {
-                Ok(()) => CUPREEMPT_RUN_ORIGINAL_TIMED,
-                Err(_) => CUPREEMPT_RUN_ORIGINAL,
-            }
-        }
+        (CUPREEMPT_OK, Some(_)) if timed => CUPREEMPT_RUN_ORIGINAL_TIMED,
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
         _ => status,
     }
 }
 
 /// Records the start of a timed trial on `stream`, kept for `cupreempt_rt_original_launched`.
-///
-/// # Safety
-/// As for `cupreempt_rt_plan`.
-unsafe fn start_trial(
-    grid: *const c_uint,
-    block: *const c_uint,
-    smem: usize,
-    original: *mut c_void,
-    stream: *mut c_void,
-) -> Result<(), Error> {
-    let (key, _) = planned_key(original, grid, block, smem)?;
-    let rt = current_runtime()?;
+fn start_trial(rt: Runtime, key: LaunchKey, stream: *mut c_void) -> Result<(), Error> {
     let start = Event::new(true)?;
     start.record_on(stream.cast())?;
     TRIAL.with(|t| *t.borrow_mut() = Some((rt, key, start)));
