@@ -14,7 +14,49 @@ use cupreempt_runtime::rt::{
 use cupreempt_runtime::SmSet;
 use std::ffi::c_void;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// Seconds (since the test started) of the last sign of progress, and the scenario running.
+static PROGRESS_AT: AtomicU64 = AtomicU64::new(0);
+static SCENARIO: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+/// The call the scenario is in, for the watchdog's report.
+static STEP: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
+
+fn step(what: String) {
+    *STEP.lock().unwrap_or_else(|p| p.into_inner()) = what;
+}
+
+/// How long the test may go without progress before the watchdog calls it a hang.
+const HANG_S: u64 = 60;
+
+fn tick(started: Instant) {
+    PROGRESS_AT.store(started.elapsed().as_secs(), Ordering::Relaxed);
+}
+
+/// Fails the whole process (a blocked call cannot be interrupted) once no scenario has made
+/// progress for `HANG_S`: a hang reads as a failure that names the scenario, not as a run
+/// that never ends.
+fn watchdog(started: Instant) {
+    std::thread::spawn(move || loop {
+        std::thread::sleep(Duration::from_secs(1));
+        let idle = started.elapsed().as_secs() - PROGRESS_AT.load(Ordering::Relaxed);
+        if idle >= HANG_S {
+            let name = SCENARIO.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            let _ = writeln!(
+                std::io::stderr(),
+                "runtime_gpu: FAIL {name}: no progress for {idle} s (a hang), in: {}",
+                STEP.lock().unwrap_or_else(|p| p.into_inner())
+            );
+            std::process::exit(101);
+        }
+    });
+}
+
+fn test_clock() -> Instant {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *START.get_or_init(Instant::now)
+}
 
 fn ck(call: &str, r: sys::CUresult) {
     assert_eq!(r, sys::CUresult::CUDA_SUCCESS, "{call}");
@@ -405,6 +447,7 @@ fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
             }
             k.resume(Target::All).map_err(|e| e.to_string())?;
             done += 1;
+            tick(test_clock());
         }
         sync_within(job.stream, Duration::from_secs(20))?;
         job.check(g)
@@ -439,25 +482,38 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         if preempted.contains(&i) {
             continue;
         }
+        step(format!(
+            "is_complete of stream {i} (preempted: {preempted:?})"
+        ));
         let complete = match &kernels[i] {
             None => true,
             Some(k) => k.is_complete().map_err(|e| e.to_string())?,
         };
         if complete {
             if kernels[i].take().is_some() {
+                step(format!("sync of stream {i} (preempted: {preempted:?})"));
                 sync_within(jobs[i].stream, Duration::from_secs(20))?;
+                step(format!(
+                    "check of stream {i} (reads on the side stream; preempted: {preempted:?})"
+                ));
                 jobs[i].check(g).map_err(|e| format!("stream {i}: {e}"))?;
                 checked += 1;
             }
+            step(format!("launch on stream {i} (preempted: {preempted:?})"));
             kernels[i] = Some(jobs[i].launch(g, 20_000).map_err(|e| e.to_string())?);
             launches += 1;
             continue;
         }
         let k = kernels[i].as_mut().expect("launched");
+        step(format!(
+            "preempt + wait_yielded of stream {i} (preempted: {preempted:?}, started: {})",
+            k.progress().map(|p| format!("{p:?}")).unwrap_or_default()
+        ));
         k.preempt(Target::All).map_err(|e| e.to_string())?;
         k.wait_yielded().map_err(|e| e.to_string())?;
         preempted.push(i);
         done += 1;
+        tick(test_clock());
         if done % 50 == 0 && progress_lines() {
             let _ = writeln!(
                 std::io::stderr(),
@@ -468,6 +524,7 @@ fn many_streams(g: &Setup, cycles: usize) -> Result<String, String> {
         // Up to four kernels stay preempted while others run; resume in random order.
         while preempted.len() > next(5) as usize {
             let j = preempted.swap_remove(next(preempted.len() as u64) as usize);
+            step(format!("resume of stream {j}"));
             let k = kernels[j].as_mut().expect("launched");
             k.resume(Target::All).map_err(|e| e.to_string())?;
         }
@@ -678,7 +735,10 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
             .chain(["storm", "many streams"])
             .collect(),
     };
+    watchdog(test_clock());
     for name in wanted {
+        *SCENARIO.lock().unwrap_or_else(|p| p.into_inner()) = name.to_string();
+        tick(test_clock());
         let r = match scenarios.iter().find(|(n, _)| *n == name) {
             Some((_, f)) => f(&g),
             None if name == "storm" => storm(&g, cycles),

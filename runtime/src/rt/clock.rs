@@ -27,48 +27,136 @@ const STAMP_PTX: &str = "\
 }
 \0";
 
-pub(crate) struct GpuClock {
+/// The stamp kernel and the pinned words it writes, made once per runtime (at the first clock)
+/// and freed only with the runtime. Freeing pinned memory or unloading a module waits for the
+/// whole context's work, which never ends while a kernel is preempted: a clock made and freed
+/// every second deadlocked a program that launched while another kernel was preempted.
+pub(crate) struct Clocks {
+    stamper: Option<Stamper>,
+    /// The newest clocks, oldest first (at most two).
+    live: Vec<GpuClock>,
+}
+
+struct Stamper {
     module: sys::CUmodule,
-    /// Pinned host memory, mapped for the device: reading it back needs no stream.
-    stamp: *mut u64,
+    function: sys::CUfunction,
+    /// `SLOTS` words of pinned host memory, mapped for the device: reading a stamp back needs
+    /// no stream.
+    host: *mut u64,
+    device: CUdeviceptr,
+    next: usize,
+}
+
+/// One word per live clock: a new clock starts only once the newest one's stamp is done, so
+/// the word it takes over belongs to a clock whose stamp is done too.
+const SLOTS: usize = 2;
+
+// SAFETY: driver handles and pinned memory, used under the runtime's mutex with its context
+// current.
+unsafe impl Send for Clocks {}
+
+impl Clocks {
+    pub fn new() -> Clocks {
+        Clocks {
+            stamper: None,
+            live: Vec::new(),
+        }
+    }
+
+    /// Starts a clock on `stream` unless the newest one is younger than a second or its
+    /// stamp is not done yet (its stream may wait behind a preempted kernel's stream: then
+    /// the older clocks go on serving).
+    pub fn keep(&mut self, stream: CUstream) -> Result<()> {
+        if let Some(c) = self.live.last() {
+            if c.born.elapsed() < std::time::Duration::from_secs(1) || !c.after.is_done()? {
+                return Ok(());
+            }
+        }
+        if self.stamper.is_none() {
+            self.stamper = Some(Stamper::new()?);
+        }
+        let st = self.stamper.as_mut().expect("made above");
+        let slot = st.next;
+        st.next = (st.next + 1) % SLOTS;
+        let clock = GpuClock::start(st, slot, stream)?;
+        self.live.push(clock);
+        if self.live.len() > SLOTS {
+            self.live.remove(0);
+        }
+        Ok(())
+    }
+
+    /// The `%globaltimer` value (ns) when the timed event `e` completed, from the newest clock
+    /// whose stamp is done.
+    pub fn globaltime(&mut self, e: &Event) -> Result<Option<u64>> {
+        for c in self.live.iter_mut().rev() {
+            if c.after.is_done()? {
+                return c.globaltime(e);
+            }
+        }
+        Ok(None)
+    }
+}
+
+impl Stamper {
+    fn new() -> Result<Stamper> {
+        let mut module: sys::CUmodule = std::ptr::null_mut();
+        drv!(cuModuleLoadData(&mut module, STAMP_PTX.as_ptr().cast()))?;
+        let mut st = Stamper {
+            module,
+            function: std::ptr::null_mut(),
+            host: std::ptr::null_mut(),
+            device: 0,
+            next: 0,
+        };
+        drv!(cuModuleGetFunction(
+            &mut st.function,
+            module,
+            c"cupreempt_stamp".as_ptr()
+        ))?;
+        let mut host: *mut c_void = std::ptr::null_mut();
+        drv!(cuMemHostAlloc(
+            &mut host,
+            8 * SLOTS,
+            sys::CU_MEMHOSTALLOC_DEVICEMAP
+        ))?;
+        st.host = host.cast();
+        drv!(cuMemHostGetDevicePointer_v2(&mut st.device, host, 0))?;
+        Ok(st)
+    }
+}
+
+impl Drop for Stamper {
+    fn drop(&mut self) {
+        // SAFETY: ours; the runtime is going away, so no stamp of ours is still wanted.
+        unsafe {
+            if !self.host.is_null() {
+                sys::cuMemFreeHost(self.host.cast());
+            }
+            sys::cuModuleUnload(self.module);
+        }
+    }
+}
+
+struct GpuClock {
+    /// The stamp's word (pinned, in the stamper's `host`).
+    stamp: *const u64,
     /// Timed, recorded right after the stamp kernel.
     after: Event,
     /// The stamp, once read.
     value: Option<u64>,
     /// Host time of the stamp's launch: event times are f32 milliseconds, so a clock is
     /// replaced before the elapsed times grow coarse (1 s: 0.06 µs steps).
-    pub born: std::time::Instant,
+    born: std::time::Instant,
 }
 
-// SAFETY: driver handles, used under the runtime's mutex with its context current.
-unsafe impl Send for GpuClock {}
-
 impl GpuClock {
-    /// Stamps once on `stream` (asynchronously).
-    pub fn start(stream: CUstream) -> Result<GpuClock> {
-        let mut module: sys::CUmodule = std::ptr::null_mut();
-        drv!(cuModuleLoadData(&mut module, STAMP_PTX.as_ptr().cast()))?;
-        let mut clock = GpuClock {
-            module,
-            stamp: std::ptr::null_mut(),
-            after: Event::new(true)?,
-            value: None,
-            born: std::time::Instant::now(),
-        };
-        let mut f: sys::CUfunction = std::ptr::null_mut();
-        drv!(cuModuleGetFunction(
-            &mut f,
-            module,
-            c"cupreempt_stamp".as_ptr()
-        ))?;
-        let mut host: *mut c_void = std::ptr::null_mut();
-        drv!(cuMemHostAlloc(&mut host, 8, sys::CU_MEMHOSTALLOC_DEVICEMAP))?;
-        clock.stamp = host.cast();
-        let mut device: CUdeviceptr = 0;
-        drv!(cuMemHostGetDevicePointer_v2(&mut device, host, 0))?;
+    /// Stamps once into word `slot` on `stream` (asynchronously).
+    fn start(st: &Stamper, slot: usize, stream: CUstream) -> Result<GpuClock> {
+        let mut device = st.device + (8 * slot) as u64;
         let mut params = [(&mut device as *mut CUdeviceptr).cast::<c_void>()];
         drv!(cuLaunchKernel(
-            f,
+            st.function,
             1,
             1,
             1,
@@ -80,38 +168,29 @@ impl GpuClock {
             params.as_mut_ptr(),
             std::ptr::null_mut()
         ))?;
-        clock.after.record_on(stream)?;
-        Ok(clock)
-    }
-
-    pub fn is_ready(&self) -> Result<bool> {
-        self.after.is_done()
+        let after = Event::new(true)?;
+        after.record_on(stream)?;
+        Ok(GpuClock {
+            // SAFETY: within the stamper's SLOTS words.
+            stamp: unsafe { st.host.add(slot) },
+            after,
+            value: None,
+            born: std::time::Instant::now(),
+        })
     }
 
     /// The `%globaltimer` value (ns) when the timed event `e` completed, if the stamp is done.
-    pub fn globaltime(&mut self, e: &Event) -> Result<Option<u64>> {
+    fn globaltime(&mut self, e: &Event) -> Result<Option<u64>> {
         if !self.after.is_done()? {
             return Ok(None);
         }
         let stamp = match self.value {
             Some(v) => v,
-            // SAFETY: our pinned word; the kernel that wrote it is done.
+            // SAFETY: the stamper's pinned word; the kernel that wrote it is done, and the
+            // word is not stamped again while this clock lives (`SLOTS`).
             None => *self.value.insert(unsafe { self.stamp.read_volatile() }),
         };
         let ms = e.since(&self.after)? as f64;
         Ok(Some((stamp as f64 + ms * 1e6).max(0.0) as u64))
-    }
-}
-
-impl Drop for GpuClock {
-    fn drop(&mut self) {
-        // SAFETY: ours; the stamp kernel is done or the context is going away.
-        unsafe {
-            let _ = self.after.wait();
-            if !self.stamp.is_null() {
-                sys::cuMemFreeHost(self.stamp.cast());
-            }
-            sys::cuModuleUnload(self.module);
-        }
     }
 }

@@ -284,6 +284,13 @@ impl Kernel {
     /// before taking a task. The first instance's last block may stay resident, asleep, until
     /// the kernel is resumed: that is what keeps the application's stream waiting (see the
     /// module comment).
+    ///
+    /// One exception, so that this never waits forever: a kernel that has not started, whose
+    /// command is still held up after `HELD_UP` (the control stream's writes wait behind
+    /// another stream's blocked work in a shared hardware queue, and so may the kernel's own
+    /// launch: both can be behind a stream whose kernel is preempted), counts as yielded,
+    /// since no block of it holds an SM. Its blocks that start before the command lands may
+    /// take tasks until it does (docs/runtime.md, "Stream order and hardware queues").
     pub fn wait_yielded(&self) -> Result<()> {
         if !self.command.is_preempted() {
             return Err(Error::NotPreempted);
@@ -291,18 +298,22 @@ impl Kernel {
         self.rt.current()?;
         let sms = self.command.yielded_sms(self.rt.limits.sm_count);
         let idle = || sms.iter().all(|s| self.sm_idle(s as usize));
+        let asked = Instant::now();
+        let not_started = || self.instances.len() == 1 && !self.started();
         loop {
             if self.all_instances_ended()? {
                 return Ok(());
             }
             // Once the command is in the control block, a block that starts from now on sees
             // it before taking a task, and one that started earlier has set its lane first.
-            if self.landed.as_ref().map_or(Ok(true), |e| e.is_done())? {
+            let landed = self.landed.as_ref().map_or(Ok(true), |e| e.is_done())?;
+            let held_up = !landed && asked.elapsed() >= HELD_UP && not_started();
+            if landed || held_up {
                 // Twice, a few microseconds apart: a lane's store may still be on its way.
                 fence(Ordering::SeqCst);
                 if idle() {
                     spin_for(Duration::from_micros(5), || false);
-                    if idle() {
+                    if idle() && (landed || not_started()) {
                         return Ok(());
                     }
                 }
@@ -399,7 +410,19 @@ impl Kernel {
             return Ok(None);
         };
         self.rt.current()?;
-        req.wait()?; // on the control stream: done at once, but maybe not yet
+        // On the control stream: done at once, unless its writes wait behind another
+        // stream's blocked work (a shared hardware queue); then no figure rather than a wait
+        // that may never end.
+        let mut done = req.is_done()?;
+        if !done {
+            spin_for(Duration::from_millis(20), || {
+                done = req.is_done().unwrap_or(false);
+                done
+            });
+        }
+        if !done {
+            return Ok(None);
+        }
         let Some(request_ns) = self.rt.globaltime(req)? else {
             return Ok(None);
         };
@@ -490,6 +513,11 @@ impl Kernel {
         Ok(())
     }
 }
+
+/// How long `wait_yielded` waits for a command to reach the control block of a kernel that
+/// has not started before it counts the kernel as yielded (the control stream's writes take
+/// about 30 us when nothing holds them up).
+const HELD_UP: Duration = Duration::from_millis(1);
 
 /// Spins until `done` says so or `limit` has passed; true if `done` did.
 fn spin_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {

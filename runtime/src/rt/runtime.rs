@@ -1,7 +1,7 @@
 //! `Runtime`: one per CUDA context. Owns the high-priority control stream on which commands are
 //! written, and the pool of control blocks in device memory (`pool.rs`).
 
-use super::clock::GpuClock;
+use super::clock::Clocks;
 use super::config::Limits;
 use super::driver::{self, drv, CUcontext, CUdevice, CUfunction, CUstream, Event, Stream};
 use super::error::{Error, Result};
@@ -46,7 +46,7 @@ pub(crate) struct Inner {
     events: Mutex<Vec<Event>>,
     /// Events and %globaltimer on one time line (latency measurements), once asked for: the
     /// newest clock, and the one before it while the newest one's stamp may still be pending.
-    clocks: Mutex<Vec<GpuClock>>,
+    clocks: Mutex<Clocks>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
     /// Last field: released after the streams above are destroyed.
@@ -149,7 +149,7 @@ impl Runtime {
                 launches: AtomicU64::new(0),
                 next_resume: Default::default(),
                 resume_launches: std::sync::atomic::AtomicBool::new(true),
-                clocks: Mutex::new(Vec::new()),
+                clocks: Mutex::new(Clocks::new()),
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
                 occupancy: Mutex::new(HashMap::new()),
@@ -298,30 +298,14 @@ impl Inner {
 
     /// With event timing on: starts a clock (see `clock.rs`) unless a recent one exists.
     pub fn keep_clock(&self) -> Result<()> {
-        let mut clocks = lock(&self.clocks);
-        if clocks
-            .last()
-            .is_some_and(|c| c.born.elapsed() < std::time::Duration::from_secs(1))
-        {
-            return Ok(());
-        }
-        clocks.push(GpuClock::start(self.streams()?.housekeeping.0)?);
-        if clocks.len() > 2 {
-            clocks.remove(0);
-        }
-        Ok(())
+        let stream = self.streams()?.housekeeping.0;
+        lock(&self.clocks).keep(stream)
     }
 
     /// The `%globaltimer` value (ns) when the timed event `e` completed, from the newest clock
     /// whose stamp is done.
     pub fn globaltime(&self, e: &Event) -> Result<Option<u64>> {
-        let mut clocks = lock(&self.clocks);
-        for c in clocks.iter_mut().rev() {
-            if c.is_ready()? {
-                return c.globaltime(e);
-            }
-        }
-        Ok(None)
+        lock(&self.clocks).globaltime(e)
     }
 
     /// Resident blocks per SM of `func` for this block size and shared memory (cached).
