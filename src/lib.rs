@@ -11,6 +11,7 @@ pub mod edit;
 pub mod lang;
 pub mod options;
 pub mod parse;
+pub mod program;
 pub mod rewrite;
 pub mod transform;
 pub mod vocab;

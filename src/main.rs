@@ -1,4 +1,5 @@
-//! The `cupreempt` command line: transform, diff, check, headers.
+//! The `cupreempt` command line: transform, diff, check, headers; and, when the first argument
+//! names a compiler, the compiler launcher (`cli/launcher.rs`).
 
 mod cli;
 
@@ -6,6 +7,14 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    // `cupreempt nvcc ARGS...`, `cupreempt /path/to/nvcc ARGS...`: compiler-launcher mode.
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    if raw.first().is_some_and(|a| cli::launcher::is_compiler(a)) {
+        return cli::launcher::run(raw).unwrap_or_else(|e| {
+            eprintln!("cupreempt: {e:#}");
+            ExitCode::from(2)
+        });
+    }
     let args = cli::Cli::parse();
     match cli::run(args) {
         Ok(code) => code,

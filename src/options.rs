@@ -20,6 +20,9 @@ pub struct Options {
     /// `--verify`: adds nothing; every transform parses its output from scratch and compares
     /// its syntax errors with the input's (CP013).
     pub verify: bool,
+    /// Kernels defined in files that this one includes (`program.rs`): their launches here
+    /// are rewritten too, through the launch types their transformed definitions declare.
+    pub known_kernels: Vec<crate::program::KnownKernel>,
 }
 
 impl Options {

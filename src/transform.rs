@@ -6,6 +6,7 @@ use crate::diagnostics::{Code, Diagnostic, KernelId};
 use crate::edit::{self, Edit, LineMap};
 use crate::options::Options;
 use crate::parse;
+use crate::program::KnownKernel;
 use serde::Serialize;
 use tree_sitter::Tree;
 
@@ -63,6 +64,8 @@ pub struct Transformed {
     pub output: String,
     pub diagnostics: Vec<Diagnostic>,
     pub kernels: Vec<KernelReport>,
+    /// The kernels this file defines, as files that include it need to know them.
+    pub defines: Vec<KnownKernel>,
 }
 
 impl Transformed {
@@ -225,6 +228,7 @@ fn transform_here(
             output: src.to_string(),
             diagnostics: vec![d],
             kernels: Vec::new(),
+            defines: Vec::new(),
         });
     }
     let parsed = parse::parse(src);
@@ -243,10 +247,12 @@ fn transform_here(
             output: src.to_string(),
             diagnostics: vec![d],
             kernels: Vec::new(),
+            defines: Vec::new(),
         });
     }
     let analysis = analysis::analyze(root, src, opts);
-    let rewrite = crate::rewrite::rewrite(&analysis, src, opts.line_directives);
+    let rewrite =
+        crate::rewrite::rewrite(&analysis, src, opts.line_directives, &opts.known_kernels);
     let mut edits = rewrite.edits;
     // Generated text takes the file's line ends, so that the output never mixes them.
     let eol = edit::line_end(src);
@@ -283,9 +289,11 @@ fn transform_here(
             output: src.to_string(),
             diagnostics: vec![d],
             kernels: Vec::new(),
+            defines: Vec::new(),
         });
     }
 
+    let defines = analysis.kernels.iter().map(KnownKernel::of).collect();
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);
     diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));
@@ -314,6 +322,7 @@ fn transform_here(
         output,
         diagnostics,
         kernels,
+        defines,
     })
 }
 

@@ -54,6 +54,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                     output: String::new(),
                     diagnostics: vec![d],
                     kernels: Vec::new(),
+                    defines: Vec::new(),
                 },
             ),
         };

@@ -4,6 +4,7 @@
 mod check;
 mod diff;
 mod files;
+pub mod launcher;
 mod render;
 mod sim;
 mod transform;

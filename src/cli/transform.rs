@@ -4,6 +4,7 @@ use super::render::render;
 use super::{files, stderr_color, SelectArgs};
 use clap::Args;
 use cupreempt::diagnostics::{Code, Level};
+use cupreempt::program::{self, KnownKernel};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -103,7 +104,12 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let mut sum = Summary::default();
     let mut kernels = BTreeSet::new();
     let color = stderr_color();
+    let known = known_kernels(&inputs, &opts);
     for (path, root) in &inputs {
+        let opts = &cupreempt::Options {
+            known_kernels: known.get(path).cloned().unwrap_or_default(),
+            ..opts.clone()
+        };
         let name = files::display_name(path);
         let src = match files::read(path)? {
             files::Source::Text(src) => src,
@@ -114,7 +120,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let t = match cupreempt::transform(&src, &name, &opts) {
+        let t = match cupreempt::transform(&src, &name, opts) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("cupreempt: {name}: {e}");
@@ -200,4 +206,41 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// For each input, the kernels defined in the other inputs that it includes (directly or
+/// through other files): its launches of them are rewritten too, since the included file is
+/// transformed alongside it (`--out-dir` keeps the layout, `--in-place` the paths).
+fn known_kernels(
+    inputs: &[(PathBuf, PathBuf)],
+    opts: &cupreempt::Options,
+) -> BTreeMap<PathBuf, Vec<KnownKernel>> {
+    let mut out = BTreeMap::new();
+    if inputs.len() < 2 {
+        return out;
+    }
+    let texts: Vec<(&PathBuf, String)> = inputs
+        .iter()
+        .filter(|(p, _)| !files::is_stdin(p))
+        .filter_map(|(p, _)| Some((p, String::from_utf8(std::fs::read(p).ok()?).ok()?)))
+        .collect();
+    let mut defines: BTreeMap<PathBuf, Vec<KnownKernel>> = BTreeMap::new();
+    for (p, src) in texts.iter().filter(|(_, s)| program::mentions_kernels(s)) {
+        if let Ok(t) = cupreempt::transform(src, &p.display().to_string(), opts) {
+            let canonical = p.canonicalize().unwrap_or_else(|_| (*p).clone());
+            defines.insert(canonical, t.defines);
+        }
+    }
+    for (p, src) in &texts {
+        let known: Vec<KnownKernel> = program::include_closure(p, src, &[], &|_| true)
+            .iter()
+            .filter_map(|f| defines.get(f))
+            .flatten()
+            .cloned()
+            .collect();
+        if !known.is_empty() {
+            out.insert((*p).clone(), known);
+        }
+    }
+    out
 }

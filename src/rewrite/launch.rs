@@ -1,62 +1,89 @@
 //! `k<<<grid, block, smem, stream>>>(args)` → `cupreempt::launch<K>(grid, block, smem, stream, args)`.
 
-use super::kernel::{kernels_struct, needs_selector};
 use crate::analysis::{Analysis, LaunchSite};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::lang::text;
+use crate::program::KnownKernel;
 use crate::vocab::{selector_name, LAUNCH};
 
 pub fn rewrite(
     l: &LaunchSite,
     a: &Analysis,
     src: &str,
+    known: &[KnownKernel],
     edits: &mut Vec<Edit>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let targets: Vec<&crate::analysis::KernelPlan> = a
+    if l.in_device_code {
+        return; // inside a kernel that was refused for launching from the device
+    }
+    let local = a.kernels.iter().any(|k| k.site.name == l.name);
+    let plans: Vec<&crate::analysis::KernelPlan> = a
         .kernels
         .iter()
         .filter(|k| k.transformed() && k.site.name == l.name)
         .collect();
-    if l.in_device_code {
-        return; // inside a kernel that was refused for launching from the device
+    let elsewhere: Vec<&KnownKernel> = known.iter().filter(|k| k.name == l.name).collect();
+    if local && !elsewhere.is_empty() && !plans.is_empty() {
+        // The same name defined here and in an included file: two launch types of one name.
+        diags.push(
+            Diagnostic::new(
+                Code::LaunchLeft,
+                format!(
+                    "launch of `{}` left as it is: kernels of that name are defined both in this file and in a file it includes",
+                    l.name
+                ),
+            )
+            .kernel(plans[0].id, &l.name)
+            .label(l.call.byte_range(), "this launch is not preemptible"),
+        );
+        return;
     }
+    let targets: Vec<KnownKernel> = if local {
+        plans.iter().map(|k| KnownKernel::of(k)).collect()
+    } else {
+        elsewhere
+            .iter()
+            .filter(|k| k.transformed)
+            .map(|k| (*k).clone())
+            .collect()
+    };
     if targets.is_empty() {
-        if !a.kernels.iter().any(|k| k.site.name == l.name) {
+        if !local && elsewhere.is_empty() {
             // Defined elsewhere: its wrappers are not known here, so the launch stays plain.
-            // (A kernel of this file that is refused says so itself.)
+            // (A kernel of this file or of an included one that is refused says so itself.)
             diags.push(
                 Diagnostic::new(
                     Code::LaunchLeft,
                     format!(
-                        "launch of `{}` left as it is: it names no kernel defined in this file (a kernel of another file or header, or a function pointer)",
+                        "launch of `{}` left as it is: it names no kernel defined in this file or in a file it includes (a kernel of another translation unit, or a function pointer)",
                         l.name
                     ),
                 )
                 .label(l.call.byte_range(), "this launch is not preemptible")
-                .help("launches are rewritten only in the file that defines the kernel: launch it from a host function of that file, and call that function from here"),
+                .help("launches are rewritten where the kernel's definition is visible: define the kernel in a header that this file includes, or launch it from a host function of its own file and call that from here"),
             );
         }
         return;
     }
+    let tag = plans.first().map(|k| k.id);
     let left = |why: &str| {
-        Diagnostic::new(
+        let d = Diagnostic::new(
             Code::LaunchLeft,
             format!("launch of `{}` left as it is: {why}", l.name),
         )
-        .kernel(targets[0].id, &l.name)
-        .label(l.call.byte_range(), "this launch is not preemptible")
+        .label(l.call.byte_range(), "this launch is not preemptible");
+        match tag {
+            Some(id) => d.kernel(id, &l.name),
+            None => d,
+        }
     };
     if l.in_error {
         diags.push(left("it is inside a syntax error"));
         return;
     }
-    let min_params = targets
-        .iter()
-        .map(|k| k.site.param_list.len())
-        .min()
-        .unwrap_or(0);
+    let min_params = targets.iter().map(|k| k.params).min().unwrap_or(0);
     if l.arg_count < min_params {
         diags.push(left("it relies on default arguments, which a launch through a function pointer cannot supply"));
         return;
@@ -67,17 +94,15 @@ pub fn rewrite(
         ));
         return;
     }
-    let plan = targets[0];
+    let plan = &targets[0];
     let explicit = l.template_args.map(|t| text(t, src)).unwrap_or("");
     let explicit_count = l.template_args.map(|t| t.named_child_count()).unwrap_or(0);
     let complete = targets.len() == 1
         && !plan.overloaded
-        && (!plan.site.is_template()
-            || (explicit_count == plan.site.template_params.len()
-                && !plan.site.template_params.iter().any(|p| p.pack)));
+        && (!plan.is_template() || (explicit_count == plan.template_params && !plan.pack));
     let args_text = &src[l.args.start_byte() + 1..l.args.end_byte() - 1];
-    let kernels = if complete || !targets.iter().any(|k| needs_selector(k)) {
-        format!("{}{}{explicit}", l.qualifier, kernels_struct(plan))
+    let kernels = if complete || !targets.iter().any(KnownKernel::needs_selector) {
+        format!("{}{}{explicit}", l.qualifier, plan.struct_name())
     } else {
         format!(
             "decltype({}{}{explicit}({args_text}))",

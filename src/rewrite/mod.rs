@@ -8,6 +8,7 @@ mod predicate;
 use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
+use crate::program::KnownKernel;
 use crate::vocab::{CTX, CTX_TYPE, INCLUDE};
 use std::collections::BTreeSet;
 use tree_sitter::Node;
@@ -19,10 +20,16 @@ pub struct Rewrite {
 
 /// `compact`: generated headers stay on the line they attach to (for `#line` output, so that
 /// original lines keep their numbers).
-pub fn rewrite(a: &Analysis, src: &str, compact: bool) -> Rewrite {
+/// `known`: kernels defined in files this one includes (`Options::known_kernels`).
+pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) -> Rewrite {
     let mut edits = Vec::new();
     let mut diagnostics = Vec::new();
     if !a.kernels.iter().any(|k| k.transformed()) {
+        // Launches of kernels defined elsewhere are still rewritten or explained; the launch
+        // shim comes with the including of the file that defines them.
+        for l in &a.launches {
+            launch::rewrite(l, a, src, known, &mut edits, &mut diagnostics);
+        }
         return Rewrite { edits, diagnostics };
     }
     edits.push(Edit::insert(a.include_at, INCLUDE));
@@ -39,7 +46,7 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool) -> Rewrite {
         helper::rewrite(h, src, &ctx_helpers, compact, &mut edits);
     }
     for l in &a.launches {
-        launch::rewrite(l, a, src, &mut edits, &mut diagnostics);
+        launch::rewrite(l, a, src, known, &mut edits, &mut diagnostics);
     }
     Rewrite { edits, diagnostics }
 }

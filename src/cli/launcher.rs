@@ -1,0 +1,513 @@
+//! Compiler-launcher mode, ccache-style: `cupreempt nvcc ARGS...` or `cupreempt /path/to/nvcc
+//! ARGS...` (what `CMAKE_CUDA_COMPILER_LAUNCHER=cupreempt` runs). Each CUDA source of the command
+//! is transformed, with the project headers it includes, into a private folder next to the
+//! output, and compiled from there; every other argument goes to nvcc as it is. Link steps get
+//! the runtime library. Depfiles name the original files. A kernel that cannot be transformed
+//! is compiled as written, with a warning (an error with `CUPREEMPT_STRICT=1`).
+//!
+//! The private copy keeps every `#include` meaning what it meant: each project header that the
+//! source reaches (every resolved header outside the toolkit and the system folders) is copied
+//! too, transformed where it defines or launches kernels, and each include line in a copy that
+//! names a project header names its copy by absolute path. So a template kernel in a header,
+//! launched from several sources, is transformed in each translation unit, and its launches
+//! are rewritten (`Options::known_kernels`).
+
+use super::render::render;
+use cupreempt::diagnostics::Level;
+use cupreempt::program::{self, KnownKernel};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+/// Whether `first` (the first argument) names a compiler rather than a cupreempt command.
+pub fn is_compiler(first: &std::ffi::OsStr) -> bool {
+    let path = Path::new(first);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().to_string())
+        .unwrap_or_default();
+    let stem = name.strip_suffix(".exe").unwrap_or(&name);
+    stem == "nvcc" || (first.to_string_lossy().contains('/') && path.is_file())
+}
+
+/// Options whose value is the next argument (when not attached): the value is no source.
+const TAKES_VALUE: &[&str] = &[
+    "-o", "-I", "-L", "-l", "-D", "-U", "-x", "-MF", "-MT", "-MQ", "-include", "-isystem",
+    "-Xcompiler", "-Xlinker", "-Xptxas", "-Xnvlink", "-Xarchive", "-Xfatbin", "-arch", "-code",
+    "-gencode", "-ccbin", "-std", "-rdc", "-maxrregcount", "-odir", "-t", "-default-stream",
+    "-Werror", "-diag-suppress", "-ftz", "-prec-div", "-prec-sqrt", "-fmad", "-idirafter",
+    "-iquote", "-cudart", "-cudadevrt", "-time", "-keep-dir", "-ext-lambda-capture-by-value",
+    "--output-file", "--include-path", "--library-path", "--library", "--define-macro",
+    "--undefine-macro", "--x", "--dependency-output", "--dependency-target-name",
+    "--pre-include", "--system-include", "--compiler-options", "--linker-options",
+    "--ptxas-options", "--nvlink-options", "--archive-options", "--gpu-architecture",
+    "--gpu-code", "--generate-code", "--compiler-bindir", "--std", "--relocatable-device-code",
+    "--maxrregcount", "--output-directory", "--threads", "--default-stream", "--cudart",
+    "--cudadevrt", "--keep-dir", "--options-file", "-optf", "--run-args", "-run-args",
+];
+
+/// Modes in which nvcc compiles nothing or only preprocesses: passed through untouched.
+const PASS_THROUGH: &[&str] = &[
+    "-E", "-M", "-MM", "--preprocess", "--generate-dependencies",
+    "--generate-nonsystem-dependencies", "--version", "-V", "--help", "-h", "-dryrun", "--dryrun",
+    "--list-gpu-code", "--list-gpu-arch", "-cuda", "--cuda",
+];
+
+/// Modes that stop before the host link: no runtime library to add.
+const NO_LINK: &[&str] = &[
+    "-c", "--compile", "-dc", "--device-c", "-dw", "--device-w", "-ptx", "--ptx", "-cubin",
+    "--cubin", "-fatbin", "--fatbin", "-optix-ir", "--optix-ir", "-lib", "--lib", "-dlink",
+    "--device-link", "-E", "--preprocess", "-M", "-MM", "-cuda", "--cuda",
+];
+
+/// The command line, split into what the launcher needs to know.
+struct NvccCommand {
+    args: Vec<OsString>,
+    /// Indexes (in `args`) of the CUDA sources.
+    sources: Vec<usize>,
+    output: Option<PathBuf>,
+    depfile: Option<PathBuf>,
+    /// The -I folders, in order.
+    search: Vec<PathBuf>,
+    /// -isystem folders: their headers are not the project's.
+    system: Vec<PathBuf>,
+    pass_through: bool,
+    links: bool,
+}
+
+fn parse(args: Vec<OsString>) -> NvccCommand {
+    let mut c = NvccCommand {
+        args,
+        sources: Vec::new(),
+        output: None,
+        depfile: None,
+        search: Vec::new(),
+        system: Vec::new(),
+        pass_through: false,
+        links: true,
+    };
+    let mut language_cu = false;
+    let mut i = 0;
+    while i < c.args.len() {
+        let a = c.args[i].to_string_lossy().to_string();
+        let (flag, attached) = match a.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_string(), Some(v.to_string())),
+            _ => (a.clone(), None),
+        };
+        let next = || c.args.get(i + 1).map(|v| v.to_string_lossy().to_string());
+        if PASS_THROUGH.contains(&flag.as_str()) {
+            c.pass_through = true;
+        }
+        if NO_LINK.contains(&flag.as_str()) {
+            c.links = false;
+        }
+        let value = |short: &[&str], long: &[&str]| -> Option<String> {
+            if let Some(v) = &attached {
+                return long.contains(&flag.as_str()).then(|| v.clone());
+            }
+            if short.contains(&flag.as_str()) || long.contains(&flag.as_str()) {
+                return next();
+            }
+            // Attached short values: -Idir (nvcc takes no -ofile: -odir is another option).
+            short
+                .iter()
+                .find(|s| **s == "-I" && a.starts_with(**s) && a.len() > 2)
+                .map(|s| a[s.len()..].to_string())
+        };
+        if let Some(v) = value(&["-o"], &["--output-file"]) {
+            c.output = Some(PathBuf::from(v));
+        } else if let Some(v) = value(&["-MF"], &["--dependency-output"]) {
+            c.depfile = Some(PathBuf::from(v));
+        } else if let Some(v) = value(&["-I"], &["--include-path"]) {
+            c.search.push(PathBuf::from(v));
+        } else if let Some(v) = value(&["-isystem"], &["--system-include"]) {
+            c.system.push(PathBuf::from(v));
+        } else if let Some(v) = value(&["-x"], &["--x"]) {
+            language_cu = v == "cu";
+        }
+        let separate = attached.is_none() && TAKES_VALUE.contains(&flag.as_str());
+        if !a.starts_with('-') {
+            let p = Path::new(&a);
+            let cuda = p.extension().is_some_and(|e| e == "cu")
+                || (language_cu && !p.extension().is_some_and(|e| e == "o" || e == "a"));
+            if cuda && p.is_file() {
+                c.sources.push(i);
+            }
+        }
+        i += if separate { 2 } else { 1 };
+    }
+    c
+}
+
+/// Folders whose headers are not the project's: the toolkit's, the system's, -isystem ones.
+fn system_dirs(nvcc: &Path, cmd: &NvccCommand) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = ["/usr/include", "/usr/local/include", "/usr/lib", "/opt"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    let real = which(nvcc).and_then(|p| p.canonicalize().ok());
+    if let Some(top) = real.as_deref().and_then(Path::parent).and_then(Path::parent) {
+        dirs.push(top.to_path_buf());
+    }
+    dirs.extend(cmd.system.iter().filter_map(|d| d.canonicalize().ok()));
+    dirs
+}
+
+fn which(prog: &Path) -> Option<PathBuf> {
+    if prog.components().count() > 1 {
+        return Some(prog.to_path_buf());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
+}
+
+/// Where the runtime library is: CUPREEMPT_RUNTIME_DIR, next to this binary (a cargo build),
+/// or ../lib from it (an install).
+fn runtime_dir() -> Option<PathBuf> {
+    let has = |d: &Path| {
+        ["libcupreempt_runtime.so", "libcupreempt_runtime.a"]
+            .iter()
+            .any(|f| d.join(f).is_file())
+    };
+    if let Some(d) = std::env::var_os("CUPREEMPT_RUNTIME_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let exe = std::env::current_exe().ok()?.canonicalize().ok()?;
+    let bin = exe.parent()?;
+    [bin.to_path_buf(), bin.join("../lib")]
+        .into_iter()
+        .find(|d| has(d))
+        .and_then(|d| d.canonicalize().ok())
+}
+
+fn strict() -> bool {
+    std::env::var("CUPREEMPT_STRICT").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
+    let nvcc = PathBuf::from(&args[0]);
+    let mut cmd = parse(args[1..].to_vec());
+    if !cmd.pass_through && !cmd.sources.is_empty() {
+        let system = system_dirs(&nvcc, &cmd);
+        let base = private_base(&cmd)?;
+        let support = base.join("include");
+        write_support(&support)?;
+        let mut mapped = Vec::new();
+        let mut source_dirs: Vec<OsString> = Vec::new();
+        let mut failed = false;
+        for &i in &cmd.sources.clone() {
+            let source = PathBuf::from(&cmd.args[i]);
+            match prepare(&source, &base, &cmd.search, &system) {
+                Ok(Prepared::Copy(root, copy)) => {
+                    cmd.args[i] = copy.into_os_string();
+                    mapped.push(root);
+                    // The source's own folder first, as a quoted include from it would search
+                    // it first (an include the copy could not redirect, e.g. a computed one).
+                    if let Some(dir) = std::path::absolute(&source).ok().and_then(|p| {
+                        p.parent().map(|d| format!("-I{}", d.display()))
+                    }) {
+                        source_dirs.push(dir.into());
+                    }
+                }
+                Ok(Prepared::AsWritten) => {}
+                Err(e) if strict() => {
+                    eprintln!("cupreempt: error: {}: {e:#}", source.display());
+                    failed = true;
+                }
+                Err(e) => eprintln!(
+                    "cupreempt: warning: {}: {e:#}; compiled as written",
+                    source.display()
+                ),
+            }
+        }
+        if failed {
+            return Ok(ExitCode::from(1));
+        }
+        // The headers that the transformed files include come last.
+        let mut args = source_dirs;
+        args.append(&mut cmd.args);
+        args.push(format!("-I{}", support.display()).into());
+        cmd.args = args;
+        let status = nvcc_status(&nvcc, &cmd.args, cmd.links)?;
+        if status.success() {
+            if let Some(dep) = &cmd.depfile {
+                originals_in_depfile(dep, &mapped)?;
+            }
+        }
+        return Ok(exit_code(status));
+    }
+    let status = nvcc_status(&nvcc, &cmd.args, cmd.links && !cmd.pass_through)?;
+    Ok(exit_code(status))
+}
+
+fn exit_code(status: std::process::ExitStatus) -> ExitCode {
+    ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8)
+}
+
+fn nvcc_status(
+    nvcc: &Path,
+    args: &[OsString],
+    links: bool,
+) -> anyhow::Result<std::process::ExitStatus> {
+    let mut c = Command::new(nvcc);
+    c.args(args);
+    if links {
+        let Some(dir) = runtime_dir() else {
+            anyhow::bail!(
+                "cannot find libcupreempt_runtime (next to {} or in ../lib from it): set CUPREEMPT_RUNTIME_DIR to its folder",
+                std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()
+            );
+        };
+        c.arg(format!("-L{}", dir.display()))
+            .arg("-lcupreempt_runtime")
+            .args(["-Xlinker", "-rpath", "-Xlinker"])
+            .arg(&dir);
+    }
+    c.status()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))
+}
+
+/// The private folder: next to the output (`OUT.cupreempt/`), or in the working folder.
+fn private_base(cmd: &NvccCommand) -> anyhow::Result<PathBuf> {
+    let base = match &cmd.output {
+        Some(o) => {
+            let mut name = o.file_name().unwrap_or_default().to_os_string();
+            name.push(".cupreempt");
+            o.with_file_name(name)
+        }
+        None => PathBuf::from(".cupreempt"),
+    };
+    std::fs::create_dir_all(&base)?;
+    Ok(std::path::absolute(&base)?)
+}
+
+fn write_support(dir: &Path) -> anyhow::Result<()> {
+    for (rel, content) in cupreempt::SUPPORT_FILES {
+        write_if_changed(&dir.join(rel), content)?;
+    }
+    Ok(())
+}
+
+/// Writes only when the content differs, so that an unchanged copy keeps its time stamp.
+fn write_if_changed(path: &Path, content: &str) -> anyhow::Result<()> {
+    if std::fs::read(path).is_ok_and(|old| old == content.as_bytes()) {
+        return Ok(());
+    }
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    std::fs::write(path, content)?;
+    Ok(())
+}
+
+enum Prepared {
+    /// The copy to compile, under the root that mirrors the file system.
+    Copy(PathBuf, PathBuf),
+    /// Nothing to transform in it or its headers.
+    AsWritten,
+}
+
+/// Copies `source` and the project headers it reaches under a root of its own in `base`
+/// (transformed where they hold kernels or launches), and returns the source's copy.
+fn prepare(
+    source: &Path,
+    base: &Path,
+    search: &[PathBuf],
+    system: &[PathBuf],
+) -> anyhow::Result<Prepared> {
+    let source = source.canonicalize()?;
+    let text = read_text(&source)?;
+    let project = |p: &Path| !system.iter().any(|d| p.starts_with(d));
+    let headers = program::include_closure(&source, &text, search, &project);
+    let mut files = vec![(source.clone(), text)];
+    for h in headers {
+        let t = read_text(&h)?;
+        files.push((h, t));
+    }
+    if !files.iter().any(|(_, t)| program::mentions_kernels(t)) {
+        return Ok(Prepared::AsWritten);
+    }
+    let key = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        source.hash(&mut h);
+        h.finish()
+    };
+    let stem = source.file_stem().unwrap_or_default().to_string_lossy();
+    let root = base.join(format!("{stem}-{key:016x}"));
+    let copy_of = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    let opts = cupreempt::Options {
+        line_directives: true,
+        ..cupreempt::Options::default()
+    };
+    // What each file defines, for the launches of the files that include it.
+    let mut defines: BTreeMap<PathBuf, Vec<KnownKernel>> = BTreeMap::new();
+    for (p, t) in files.iter().filter(|(_, t)| program::mentions_kernels(t)) {
+        if let Ok(tr) = cupreempt::transform(t, &p.display().to_string(), &opts) {
+            defines.insert(p.clone(), tr.defines);
+        }
+    }
+    let color = super::stderr_color();
+    let mut refused = false;
+    for (p, text) in &files {
+        let name = p.display().to_string();
+        let dir = p.parent().unwrap_or(Path::new("/"));
+        let out = if program::mentions_kernels(text) {
+            let known = program::include_closure(p, text, search, &project)
+                .iter()
+                .filter_map(|f| defines.get(f))
+                .flatten()
+                .cloned()
+                .collect();
+            let o = cupreempt::Options {
+                known_kernels: known,
+                ..opts.clone()
+            };
+            let t = cupreempt::transform(text, &name, &o)?;
+            let shown: Vec<_> = t
+                .diagnostics
+                .iter()
+                .filter(|d| d.severity != Level::Note)
+                .cloned()
+                .collect();
+            eprint!("{}", render(&shown, &name, text, color));
+            refused |= t.diagnostics.iter().any(|d| d.is_refusal());
+            // Messages about lines before the first edit name the original too.
+            format!("#line 1 \"{}\"\n{}", escape(&name), t.output)
+        } else {
+            format!("#line 1 \"{}\"\n{text}", escape(&name))
+        };
+        let out = redirect_includes(&out, dir, search, &project, &copy_of);
+        write_if_changed(&copy_of(p), &out)?;
+    }
+    if refused && strict() {
+        anyhow::bail!("kernels refused (CUPREEMPT_STRICT=1)");
+    }
+    let copy = copy_of(&source);
+    Ok(Prepared::Copy(root, copy))
+}
+
+fn read_text(p: &Path) -> anyhow::Result<String> {
+    String::from_utf8(std::fs::read(p)?)
+        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", p.display()))
+}
+
+fn escape(path: &str) -> String {
+    path.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// Each include line of `text` (a file of folder `dir`) that names a project header names its
+/// copy instead, by absolute path; the line count stays the same.
+fn redirect_includes(
+    text: &str,
+    dir: &Path,
+    search: &[PathBuf],
+    project: &dyn Fn(&Path) -> bool,
+    copy_of: &dyn Fn(&Path) -> PathBuf,
+) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for inc in program::includes(text) {
+        let Some(found) = program::resolve(&inc, dir, search) else {
+            continue;
+        };
+        let found = found.canonicalize().unwrap_or(found);
+        if !project(&found) {
+            continue;
+        }
+        // `<name>` becomes `"path"`: the delimiters are one byte each either side.
+        out.push_str(&text[at..inc.name_range.start - 1]);
+        out.push('"');
+        out.push_str(&escape(&copy_of(&found).display().to_string()));
+        out.push('"');
+        at = inc.name_range.end + 1;
+    }
+    out.push_str(&text[at..]);
+    out
+}
+
+/// Rewrites a depfile that nvcc wrote for the private copies so that it names the originals:
+/// the copies mirror the originals' absolute paths under each root.
+fn originals_in_depfile(dep: &Path, roots: &[PathBuf]) -> anyhow::Result<()> {
+    let Ok(text) = std::fs::read_to_string(dep) else {
+        return Ok(());
+    };
+    let mut out = text.clone();
+    for r in roots {
+        let plain = r.display().to_string();
+        out = out.replace(&plain, "");
+        out = out.replace(&plain.replace(' ', "\\ "), "");
+    }
+    if out != text {
+        std::fs::write(dep, out)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<OsString> {
+        s.split_whitespace().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn compilers_are_told_from_commands() {
+        assert!(is_compiler("nvcc".as_ref()));
+        assert!(is_compiler("nvcc.exe".as_ref()));
+        assert!(!is_compiler("transform".as_ref()));
+        assert!(!is_compiler("./no/such/nvcc-wrapper".as_ref()));
+    }
+
+    #[test]
+    fn cmake_compile_lines_are_understood() {
+        let dir = std::env::temp_dir().join(format!("cupreempt-launcher-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("a.cu");
+        std::fs::write(&src, "").unwrap();
+        let line = format!(
+            "-I/inc -isystem /sys -x cu -c {} -o obj/a.cu.o -MD -MT obj/a.cu.o -MF obj/a.cu.o.d --generate-code=arch=compute_90,code=sm_90",
+            src.display()
+        );
+        let c = parse(args(&line));
+        assert_eq!(c.sources.len(), 1);
+        assert_eq!(c.args[c.sources[0]], src.as_os_str());
+        assert_eq!(c.output.as_deref(), Some(Path::new("obj/a.cu.o")));
+        assert_eq!(c.depfile.as_deref(), Some(Path::new("obj/a.cu.o.d")));
+        assert_eq!(c.search, [PathBuf::from("/inc")]);
+        assert_eq!(c.system, [PathBuf::from("/sys")]);
+        assert!(!c.links && !c.pass_through);
+        // A value that looks like a source is no source; linking and preprocessing are seen.
+        let c = parse(args(&format!("-o {} main.o", src.display())));
+        assert!(c.sources.is_empty() && c.links);
+        let c = parse(args(&format!("-E {}", src.display())));
+        assert!(c.pass_through && !c.links);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn includes_of_project_headers_name_their_copies() {
+        let dir = std::env::temp_dir().join(format!("cupreempt-redirect-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("inc")).unwrap();
+        std::fs::write(dir.join("k.cuh"), "").unwrap();
+        std::fs::write(dir.join("inc/s.h"), "").unwrap();
+        let dir = dir.canonicalize().unwrap();
+        let text = "#include \"k.cuh\"\n#include <s.h>\n#include <vector>\nint x;\n";
+        let out = redirect_includes(
+            text,
+            &dir,
+            &[dir.join("inc")],
+            &|_| true,
+            &|p| Path::new("/copy").join(p.strip_prefix("/").unwrap()),
+        );
+        let want = format!(
+            "#include \"/copy{0}/k.cuh\"\n#include \"/copy{0}/inc/s.h\"\n#include <vector>\nint x;\n",
+            dir.display()
+        );
+        assert_eq!(out, want);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

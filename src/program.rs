@@ -1,0 +1,174 @@
+//! Whole programs: what one file needs to know about the others. A launch is rewritten in the
+//! file that launches, through the launch type that the transformed definition declares next to
+//! the kernel; so a file may rewrite launches of kernels that it sees defined in a file it
+//! includes (`KnownKernel`, `Options::known_kernels`). Which files those are comes from the
+//! `#include` lines (`includes`, `resolve`), read the way the preprocessor resolves them.
+
+use crate::analysis::KernelPlan;
+use crate::vocab::kernels_struct_name;
+use regex::Regex;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// A kernel as a launch in another file needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownKernel {
+    pub name: String,
+    /// False: left untouched there (its own file says why); launches of it stay plain, quietly.
+    pub transformed: bool,
+    /// Another transformed kernel has the same name in the same scope.
+    pub overloaded: bool,
+    /// How many transformed kernels of the same name come before it in its file.
+    pub ordinal: usize,
+    pub params: usize,
+    pub template_params: usize,
+    /// One of its template parameters is a pack.
+    pub pack: bool,
+}
+
+impl KnownKernel {
+    pub fn of(plan: &KernelPlan) -> KnownKernel {
+        KnownKernel {
+            name: plan.site.name.clone(),
+            transformed: plan.transformed(),
+            overloaded: plan.overloaded,
+            ordinal: plan.ordinal,
+            params: plan.site.param_list.len(),
+            template_params: plan.site.template_params.len(),
+            pack: plan.site.template_params.iter().any(|p| p.pack),
+        }
+    }
+
+    pub fn is_template(&self) -> bool {
+        self.template_params > 0
+    }
+
+    /// Launch sites need the deducing form: templates and overloads.
+    pub fn needs_selector(&self) -> bool {
+        self.is_template() || self.overloaded
+    }
+
+    /// The launch type declared next to the transformed kernel.
+    pub fn struct_name(&self) -> String {
+        kernels_struct_name(&self.name, self.overloaded.then_some(self.ordinal))
+    }
+}
+
+/// One `#include` line of a source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Include {
+    /// The name between the quotes or angle brackets.
+    pub name: String,
+    /// `"name"` (searched first next to the including file) rather than `<name>`.
+    pub quoted: bool,
+    /// Byte range of the name in the source, without its delimiters.
+    pub name_range: std::ops::Range<usize>,
+}
+
+/// The `#include` lines of `src` with a literal name (a computed `#include MACRO` has none),
+/// whatever the conditionals around them say: a superset of what the preprocessor reads.
+pub fn includes(src: &str) -> Vec<Include> {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(r#"(?m)^[ \t]*#[ \t]*include[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)"#)
+            .expect("valid regex")
+    });
+    re.captures_iter(src)
+        .filter_map(|c| {
+            let (m, quoted) = match (c.get(1), c.get(2)) {
+                (Some(m), _) => (m, true),
+                (None, Some(m)) => (m, false),
+                _ => return None,
+            };
+            Some(Include {
+                name: m.as_str().to_string(),
+                quoted,
+                name_range: m.range(),
+            })
+        })
+        .collect()
+}
+
+/// Where the preprocessor finds `inc` included from a file in `dir`: next to the including
+/// file first for a quoted name, then along `search` (the -I folders, in order).
+pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf> {
+    let name = Path::new(&inc.name);
+    if name.is_absolute() {
+        return name.is_file().then(|| name.to_path_buf());
+    }
+    let local = inc.quoted.then(|| dir.join(name));
+    local
+        .into_iter()
+        .chain(search.iter().map(|d| d.join(name)))
+        .find(|p| p.is_file())
+}
+
+/// The files that `path` (whose text is `src`) includes, directly or through others, each once,
+/// canonical, in the order first reached. `follow` says which resolved files count (and are
+/// read in turn): the launcher leaves out the toolkit's and the system's headers.
+pub fn include_closure(
+    path: &Path,
+    src: &str,
+    search: &[PathBuf],
+    follow: &dyn Fn(&Path) -> bool,
+) -> Vec<PathBuf> {
+    let start = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
+    let mut seen = std::collections::BTreeSet::from([start.clone()]);
+    let mut out = Vec::new();
+    let mut todo = vec![(start, src.to_string())];
+    while let Some((file, text)) = todo.pop() {
+        let dir = file.parent().unwrap_or(Path::new(".")).to_path_buf();
+        for inc in includes(&text) {
+            let Some(found) = resolve(&inc, &dir, search) else {
+                continue;
+            };
+            let found = found.canonicalize().unwrap_or(found);
+            if !follow(&found) || !seen.insert(found.clone()) {
+                continue;
+            }
+            let text = std::fs::read(&found)
+                .map(|b| String::from_utf8_lossy(&b).into_owned())
+                .unwrap_or_default();
+            out.push(found.clone());
+            todo.push((found, text));
+        }
+    }
+    out
+}
+
+/// Whether a file may define or launch kernels, by its text (cheap, before any parse).
+pub fn mentions_kernels(src: &str) -> bool {
+    src.contains("__global__") || src.contains("<<<")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn include_lines_with_their_name_ranges() {
+        let src = "#include \"a/k.cuh\"\n  #  include <vector>\n#include MACRO\n// #include \"no\"\n";
+        let inc = includes(src);
+        assert_eq!(inc.len(), 2, "{inc:?}");
+        assert_eq!((inc[0].name.as_str(), inc[0].quoted), ("a/k.cuh", true));
+        assert_eq!(&src[inc[0].name_range.clone()], "a/k.cuh");
+        assert_eq!((inc[1].name.as_str(), inc[1].quoted), ("vector", false));
+    }
+
+    #[test]
+    fn quoted_names_are_found_next_to_the_includer_first() {
+        let root = std::env::temp_dir().join(format!("cupreempt-program-{}", std::process::id()));
+        let (here, other) = (root.join("here"), root.join("other"));
+        std::fs::create_dir_all(&here).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(here.join("k.cuh"), "").unwrap();
+        std::fs::write(other.join("k.cuh"), "").unwrap();
+        let quoted = &includes("#include \"k.cuh\"\n")[0];
+        let angled = &includes("#include <k.cuh>\n")[0];
+        let search = [other.clone()];
+        assert_eq!(resolve(quoted, &here, &search), Some(here.join("k.cuh")));
+        assert_eq!(resolve(angled, &here, &search), Some(other.join("k.cuh")));
+        assert_eq!(resolve(angled, &here, &[]), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}
