@@ -1,0 +1,193 @@
+//! Build integration without a GPU: the CMake package (`cmake/cupreemptConfig.cmake`) and the
+//! compiler launcher build `examples/cmake-project` (three CUDA sources, a template kernel in a
+//! header launched from two of them) with CMake and Ninja; the objects of both launching sources
+//! hold the preemptible wrappers; touching the header rebuilds exactly those two; the Make
+//! example builds the same sources; a refused kernel is compiled as written with a warning,
+//! and stops the build under CUPREEMPT_STRICT=1. CMake and Ninja come from PyPI with nvcc
+//! (scripts/test.sh); without them the test fails, it never passes silently.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A tool that scripts/test.sh installs next to nvcc's virtual environment (`bin/NAME`), else
+/// PATH.
+fn tool(name: &str) -> PathBuf {
+    let venv = support::root().join("target/nvcc-venv/bin").join(name);
+    if venv.is_file() {
+        return venv;
+    }
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    });
+    found.unwrap_or_else(|| {
+        panic!("{name} not found: run the tests through scripts/test.sh (it installs {name} from PyPI into target/nvcc-venv)")
+    })
+}
+
+/// The cupreempt binary under test and the runtime library next to it (built here: cargo
+/// builds a workspace member's shared library only when asked).
+fn cupreempt_and_runtime() -> (PathBuf, PathBuf) {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_cupreempt"));
+    let dir = bin.parent().expect("target folder").to_path_buf();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.args(["build", "-p", "cupreempt-runtime", "--lib"]);
+    if dir.ends_with("release") {
+        c.arg("--release");
+    }
+    let st = c
+        .current_dir(support::root())
+        .status()
+        .expect("cargo build");
+    assert!(st.success(), "cargo build -p cupreempt-runtime failed");
+    assert!(dir.join("libcupreempt_runtime.so").is_file());
+    (bin, dir)
+}
+
+fn run(c: &mut Command, what: &str) -> String {
+    let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(o.status.success(), "{what} failed:\n{text}");
+    text
+}
+
+fn contains(file: &Path, needle: &str) -> bool {
+    let bytes = std::fs::read(file).unwrap_or_default();
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
+/// Sets a file's modification time a little ahead, as an edit would.
+fn touch(file: &Path) {
+    let f = std::fs::File::options().append(true).open(file).unwrap();
+    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(2))
+        .unwrap();
+}
+
+#[test]
+fn cmake_ninja_project_builds_through_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (cmake, ninja) = (tool("cmake"), tool("ninja"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("cmake-project");
+    // A copy of the project: the test touches its header.
+    let project = dir.join("project");
+    for rel in ["CMakeLists.txt", "src/scale.cuh", "src/main.cu", "src/scale_float.cu", "src/scale_double.cu"] {
+        let to = project.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(support::root().join("examples/cmake-project").join(rel), &to).unwrap();
+    }
+    let build = dir.join("build");
+    run(
+        Command::new(&cmake)
+            .args(["-G", "Ninja", "-S"])
+            .arg(&project)
+            .arg("-B")
+            .arg(&build)
+            .arg(format!("-DCMAKE_MAKE_PROGRAM={}", ninja.display()))
+            .arg(format!("-DCMAKE_CUDA_COMPILER={}", nvcc.display()))
+            .arg(format!("-Dcupreempt_DIR={}", support::root().join("cmake").display()))
+            .arg(format!("-DCUPREEMPT_EXECUTABLE={}", bin.display())),
+        "cmake configure",
+    );
+    let first = run(Command::new(&cmake).arg("--build").arg(&build), "cmake --build");
+    assert!(build.join("scale_add").is_file(), "{first}");
+    let objects = build.join("CMakeFiles/scale_add.dir/src");
+    for (src, instance) in [("scale_float", "IfE"), ("scale_double", "IdE")] {
+        let obj = objects.join(format!("{src}.cu.o"));
+        assert!(
+            contains(&obj, &format!("scale_add__cupreempt{instance}")),
+            "{} holds no preemptible wrapper of its scale_add instance",
+            obj.display()
+        );
+        // The depfile Ninja read named the originals, not the private copies.
+    }
+    let deps = run(
+        Command::new(&ninja)
+            .arg("-C")
+            .arg(&build)
+            .args(["-t", "deps", "CMakeFiles/scale_add.dir/src/scale_float.cu.o"]),
+        "ninja -t deps",
+    );
+    let header = project.join("src/scale.cuh").canonicalize().unwrap();
+    assert!(
+        deps.lines().any(|l| l.trim() == header.to_str().unwrap()),
+        "the depfile does not name the original header:\n{deps}"
+    );
+    assert!(!deps.contains(".cupreempt/scale_float-"), "the depfile names a private copy:\n{deps}");
+
+    touch(&header);
+    let again = run(Command::new(&cmake).arg("--build").arg(&build), "rebuild");
+    let rebuilt: Vec<&str> = again
+        .lines()
+        .filter(|l| l.contains("Building CUDA object"))
+        .collect();
+    assert_eq!(rebuilt.len(), 2, "touching the header rebuilt:\n{again}");
+    assert!(rebuilt.iter().all(|l| l.contains("scale_float") || l.contains("scale_double")), "{again}");
+    let idle = run(Command::new(&cmake).arg("--build").arg(&build), "no-op build");
+    assert!(idle.contains("no work to do"), "{idle}");
+}
+
+#[test]
+fn make_example_builds_through_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let build = support::tempdir("make-project");
+    let extra = support::toolkit_flags(&nvcc).join(" ");
+    let out = run(
+        Command::new("make")
+            .arg("-C")
+            .arg(support::root().join("examples/make-project"))
+            .arg(format!("CUPREEMPT={}", bin.display()))
+            .arg(format!("NVCC={}", nvcc.display()))
+            .arg(format!("BUILD={}", build.display()))
+            .arg(format!("EXTRA={extra}")),
+        "make",
+    );
+    assert!(build.join("scale_add").is_file(), "{out}");
+    assert!(contains(&build.join("scale_float.o"), "scale_add__cupreemptIfE"));
+    let dep = std::fs::read_to_string(build.join("scale_double.d")).unwrap();
+    assert!(dep.contains("cmake-project/src/scale.cuh"), "{dep}");
+    assert!(!dep.contains(".cupreempt/scale_double-"), "{dep}");
+}
+
+#[test]
+fn refused_kernels_compile_as_written_unless_strict() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-strict");
+    let src = dir.join("refused.cu");
+    std::fs::copy(support::root().join("fixtures/grid_sync.cu"), &src).unwrap();
+    let compile = |strict: bool| {
+        let mut c = Command::new(&bin);
+        c.arg(&nvcc)
+            .args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(&src)
+            .arg("-o")
+            .arg(dir.join("refused.o"))
+            .current_dir(&dir);
+        if strict {
+            c.env("CUPREEMPT_STRICT", "1");
+        }
+        c.output().expect("cupreempt nvcc")
+    };
+    let o = compile(false);
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("CP002"), "the refusal is reported:\n{err}");
+    // The refused kernel is compiled as written; the other one is transformed.
+    assert!(contains(&dir.join("refused.o"), "two_phase"));
+    assert!(contains(&dir.join("refused.o"), "simple_copy__cupreempt"));
+    std::fs::remove_file(dir.join("refused.o")).unwrap();
+    let o = compile(true);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!dir.join("refused.o").exists(), "nothing compiled under CUPREEMPT_STRICT=1");
+}
