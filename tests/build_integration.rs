@@ -93,6 +93,7 @@ fn cmake_ninja_project_builds_through_the_launcher() {
             .arg(&build)
             .arg(format!("-DCMAKE_MAKE_PROGRAM={}", ninja.display()))
             .arg(format!("-DCMAKE_CUDA_COMPILER={}", nvcc.display()))
+            .arg("-DCMAKE_CUDA_ARCHITECTURES=90")
             .arg(format!("-Dcupreempt_DIR={}", support::root().join("cmake").display()))
             .arg(format!("-DCUPREEMPT_EXECUTABLE={}", bin.display())),
         "cmake configure",
