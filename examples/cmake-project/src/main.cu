@@ -1,6 +1,7 @@
 // Runs both launches on random inputs and checks every element against the host. Built with
 // cupreempt (the launcher puts its headers on the include path), it also preempts the float
 // launch mid-run, resumes it, and checks that nothing was lost or repeated.
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -69,7 +70,7 @@ static int run(const char* name, int n, T a, unsigned seed, bool preempt,
   CHECK(cudaGetLastError());
   CHECK(cudaMemcpy(out.data(), dy, n * sizeof(T), cudaMemcpyDeviceToHost));
   for (int i = 0; i < n; ++i) {
-    T want = a * x[i] + y[i];
+    T want = std::fma(a, x[i], y[i]);  // nvcc contracts a * x + y into one fused multiply-add
     if (out[i] != want) {
       std::fprintf(stderr, "%s: y[%d] = %g, expected %g\n", name, i, (double)out[i], (double)want);
       return 1;
