@@ -147,7 +147,8 @@ mod tests {
 
     #[test]
     fn include_lines_with_their_name_ranges() {
-        let src = "#include \"a/k.cuh\"\n  #  include <vector>\n#include MACRO\n// #include \"no\"\n";
+        let src =
+            "#include \"a/k.cuh\"\n  #  include <vector>\n#include MACRO\n// #include \"no\"\n";
         let inc = includes(src);
         assert_eq!(inc.len(), 2, "{inc:?}");
         assert_eq!((inc[0].name.as_str(), inc[0].quoted), ("a/k.cuh", true));

@@ -79,10 +79,20 @@ fn cmake_ninja_project_builds_through_the_launcher() {
     let dir = support::tempdir("cmake-project");
     // A copy of the project: the test touches its header.
     let project = dir.join("project");
-    for rel in ["CMakeLists.txt", "src/scale.cuh", "src/main.cu", "src/scale_float.cu", "src/scale_double.cu"] {
+    for rel in [
+        "CMakeLists.txt",
+        "src/scale.cuh",
+        "src/main.cu",
+        "src/scale_float.cu",
+        "src/scale_double.cu",
+    ] {
         let to = project.join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
-        std::fs::copy(support::root().join("examples/cmake-project").join(rel), &to).unwrap();
+        std::fs::copy(
+            support::root().join("examples/cmake-project").join(rel),
+            &to,
+        )
+        .unwrap();
     }
     let build = dir.join("build");
     run(
@@ -94,11 +104,17 @@ fn cmake_ninja_project_builds_through_the_launcher() {
             .arg(format!("-DCMAKE_MAKE_PROGRAM={}", ninja.display()))
             .arg(format!("-DCMAKE_CUDA_COMPILER={}", nvcc.display()))
             .arg("-DCMAKE_CUDA_ARCHITECTURES=90")
-            .arg(format!("-Dcupreempt_DIR={}", support::root().join("cmake").display()))
+            .arg(format!(
+                "-Dcupreempt_DIR={}",
+                support::root().join("cmake").display()
+            ))
             .arg(format!("-DCUPREEMPT_EXECUTABLE={}", bin.display())),
         "cmake configure",
     );
-    let first = run(Command::new(&cmake).arg("--build").arg(&build), "cmake --build");
+    let first = run(
+        Command::new(&cmake).arg("--build").arg(&build),
+        "cmake --build",
+    );
     assert!(build.join("scale_add").is_file(), "{first}");
     let objects = build.join("CMakeFiles/scale_add.dir/src");
     for (src, instance) in [("scale_float", "IfE"), ("scale_double", "IdE")] {
@@ -111,10 +127,11 @@ fn cmake_ninja_project_builds_through_the_launcher() {
         // The depfile Ninja read named the originals, not the private copies.
     }
     let deps = run(
-        Command::new(&ninja)
-            .arg("-C")
-            .arg(&build)
-            .args(["-t", "deps", "CMakeFiles/scale_add.dir/src/scale_float.cu.o"]),
+        Command::new(&ninja).arg("-C").arg(&build).args([
+            "-t",
+            "deps",
+            "CMakeFiles/scale_add.dir/src/scale_float.cu.o",
+        ]),
         "ninja -t deps",
     );
     let header = project.join("src/scale.cuh").canonicalize().unwrap();
@@ -122,7 +139,10 @@ fn cmake_ninja_project_builds_through_the_launcher() {
         deps.lines().any(|l| l.trim() == header.to_str().unwrap()),
         "the depfile does not name the original header:\n{deps}"
     );
-    assert!(!deps.contains(".cupreempt/scale_float-"), "the depfile names a private copy:\n{deps}");
+    assert!(
+        !deps.contains(".cupreempt/scale_float-"),
+        "the depfile names a private copy:\n{deps}"
+    );
 
     touch(&header);
     let again = run(Command::new(&cmake).arg("--build").arg(&build), "rebuild");
@@ -131,8 +151,16 @@ fn cmake_ninja_project_builds_through_the_launcher() {
         .filter(|l| l.contains("Building CUDA object"))
         .collect();
     assert_eq!(rebuilt.len(), 2, "touching the header rebuilt:\n{again}");
-    assert!(rebuilt.iter().all(|l| l.contains("scale_float") || l.contains("scale_double")), "{again}");
-    let idle = run(Command::new(&cmake).arg("--build").arg(&build), "no-op build");
+    assert!(
+        rebuilt
+            .iter()
+            .all(|l| l.contains("scale_float") || l.contains("scale_double")),
+        "{again}"
+    );
+    let idle = run(
+        Command::new(&cmake).arg("--build").arg(&build),
+        "no-op build",
+    );
     assert!(idle.contains("no work to do"), "{idle}");
 }
 
@@ -153,7 +181,10 @@ fn make_example_builds_through_the_launcher() {
         "make",
     );
     assert!(build.join("scale_add").is_file(), "{out}");
-    assert!(contains(&build.join("scale_float.o"), "scale_add__cupreemptIfE"));
+    assert!(contains(
+        &build.join("scale_float.o"),
+        "scale_add__cupreemptIfE"
+    ));
     let dep = std::fs::read_to_string(build.join("scale_double.d")).unwrap();
     assert!(dep.contains("cmake-project/src/scale.cuh"), "{dep}");
     assert!(!dep.contains(".cupreempt/scale_double-"), "{dep}");
@@ -189,6 +220,14 @@ fn refused_kernels_compile_as_written_unless_strict() {
     assert!(contains(&dir.join("refused.o"), "simple_copy__cupreempt"));
     std::fs::remove_file(dir.join("refused.o")).unwrap();
     let o = compile(true);
-    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(!dir.join("refused.o").exists(), "nothing compiled under CUPREEMPT_STRICT=1");
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        !dir.join("refused.o").exists(),
+        "nothing compiled under CUPREEMPT_STRICT=1"
+    );
 }

@@ -33,32 +33,128 @@ pub fn is_compiler(first: &std::ffi::OsStr) -> bool {
 
 /// Options whose value is the next argument (when not attached): the value is no source.
 const TAKES_VALUE: &[&str] = &[
-    "-o", "-I", "-L", "-l", "-D", "-U", "-x", "-MF", "-MT", "-MQ", "-include", "-isystem",
-    "-Xcompiler", "-Xlinker", "-Xptxas", "-Xnvlink", "-Xarchive", "-Xfatbin", "-arch", "-code",
-    "-gencode", "-ccbin", "-std", "-rdc", "-maxrregcount", "-odir", "-t", "-default-stream",
-    "-Werror", "-diag-suppress", "-ftz", "-prec-div", "-prec-sqrt", "-fmad", "-idirafter",
-    "-iquote", "-cudart", "-cudadevrt", "-time", "-keep-dir", "-ext-lambda-capture-by-value",
-    "--output-file", "--include-path", "--library-path", "--library", "--define-macro",
-    "--undefine-macro", "--x", "--dependency-output", "--dependency-target-name",
-    "--pre-include", "--system-include", "--compiler-options", "--linker-options",
-    "--ptxas-options", "--nvlink-options", "--archive-options", "--gpu-architecture",
-    "--gpu-code", "--generate-code", "--compiler-bindir", "--std", "--relocatable-device-code",
-    "--maxrregcount", "--output-directory", "--threads", "--default-stream", "--cudart",
-    "--cudadevrt", "--keep-dir", "--options-file", "-optf", "--run-args", "-run-args",
+    "-o",
+    "-I",
+    "-L",
+    "-l",
+    "-D",
+    "-U",
+    "-x",
+    "-MF",
+    "-MT",
+    "-MQ",
+    "-include",
+    "-isystem",
+    "-Xcompiler",
+    "-Xlinker",
+    "-Xptxas",
+    "-Xnvlink",
+    "-Xarchive",
+    "-Xfatbin",
+    "-arch",
+    "-code",
+    "-gencode",
+    "-ccbin",
+    "-std",
+    "-rdc",
+    "-maxrregcount",
+    "-odir",
+    "-t",
+    "-default-stream",
+    "-Werror",
+    "-diag-suppress",
+    "-ftz",
+    "-prec-div",
+    "-prec-sqrt",
+    "-fmad",
+    "-idirafter",
+    "-iquote",
+    "-cudart",
+    "-cudadevrt",
+    "-time",
+    "-keep-dir",
+    "-ext-lambda-capture-by-value",
+    "--output-file",
+    "--include-path",
+    "--library-path",
+    "--library",
+    "--define-macro",
+    "--undefine-macro",
+    "--x",
+    "--dependency-output",
+    "--dependency-target-name",
+    "--pre-include",
+    "--system-include",
+    "--compiler-options",
+    "--linker-options",
+    "--ptxas-options",
+    "--nvlink-options",
+    "--archive-options",
+    "--gpu-architecture",
+    "--gpu-code",
+    "--generate-code",
+    "--compiler-bindir",
+    "--std",
+    "--relocatable-device-code",
+    "--maxrregcount",
+    "--output-directory",
+    "--threads",
+    "--default-stream",
+    "--cudart",
+    "--cudadevrt",
+    "--keep-dir",
+    "--options-file",
+    "-optf",
+    "--run-args",
+    "-run-args",
 ];
 
 /// Modes in which nvcc compiles nothing or only preprocesses: passed through untouched.
 const PASS_THROUGH: &[&str] = &[
-    "-E", "-M", "-MM", "--preprocess", "--generate-dependencies",
-    "--generate-nonsystem-dependencies", "--version", "-V", "--help", "-h", "-dryrun", "--dryrun",
-    "--list-gpu-code", "--list-gpu-arch", "-cuda", "--cuda",
+    "-E",
+    "-M",
+    "-MM",
+    "--preprocess",
+    "--generate-dependencies",
+    "--generate-nonsystem-dependencies",
+    "--version",
+    "-V",
+    "--help",
+    "-h",
+    "-dryrun",
+    "--dryrun",
+    "--list-gpu-code",
+    "--list-gpu-arch",
+    "-cuda",
+    "--cuda",
 ];
 
 /// Modes that stop before the host link: no runtime library to add.
 const NO_LINK: &[&str] = &[
-    "-c", "--compile", "-dc", "--device-c", "-dw", "--device-w", "-ptx", "--ptx", "-cubin",
-    "--cubin", "-fatbin", "--fatbin", "-optix-ir", "--optix-ir", "-lib", "--lib", "-dlink",
-    "--device-link", "-E", "--preprocess", "-M", "-MM", "-cuda", "--cuda",
+    "-c",
+    "--compile",
+    "-dc",
+    "--device-c",
+    "-dw",
+    "--device-w",
+    "-ptx",
+    "--ptx",
+    "-cubin",
+    "--cubin",
+    "-fatbin",
+    "--fatbin",
+    "-optix-ir",
+    "--optix-ir",
+    "-lib",
+    "--lib",
+    "-dlink",
+    "--device-link",
+    "-E",
+    "--preprocess",
+    "-M",
+    "-MM",
+    "-cuda",
+    "--cuda",
 ];
 
 /// The command line, split into what the launcher needs to know.
@@ -147,7 +243,11 @@ fn system_dirs(nvcc: &Path, cmd: &NvccCommand) -> Vec<PathBuf> {
         .map(PathBuf::from)
         .collect();
     let real = which(nvcc).and_then(|p| p.canonicalize().ok());
-    if let Some(top) = real.as_deref().and_then(Path::parent).and_then(Path::parent) {
+    if let Some(top) = real
+        .as_deref()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+    {
         dirs.push(top.to_path_buf());
     }
     dirs.extend(cmd.system.iter().filter_map(|d| d.canonicalize().ok()));
@@ -205,9 +305,10 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                     mapped.push(root);
                     // The source's own folder first, as a quoted include from it would search
                     // it first (an include the copy could not redirect, e.g. a computed one).
-                    if let Some(dir) = std::path::absolute(&source).ok().and_then(|p| {
-                        p.parent().map(|d| format!("-I{}", d.display()))
-                    }) {
+                    if let Some(dir) = std::path::absolute(&source)
+                        .ok()
+                        .and_then(|p| p.parent().map(|d| format!("-I{}", d.display())))
+                    {
                         source_dirs.push(dir.into());
                     }
                 }
@@ -496,13 +597,9 @@ mod tests {
         std::fs::write(dir.join("inc/s.h"), "").unwrap();
         let dir = dir.canonicalize().unwrap();
         let text = "#include \"k.cuh\"\n#include <s.h>\n#include <vector>\nint x;\n";
-        let out = redirect_includes(
-            text,
-            &dir,
-            &[dir.join("inc")],
-            &|_| true,
-            &|p| Path::new("/copy").join(p.strip_prefix("/").unwrap()),
-        );
+        let out = redirect_includes(text, &dir, &[dir.join("inc")], &|_| true, &|p| {
+            Path::new("/copy").join(p.strip_prefix("/").unwrap())
+        });
         let want = format!(
             "#include \"/copy{0}/k.cuh\"\n#include \"/copy{0}/inc/s.h\"\n#include <vector>\nint x;\n",
             dir.display()
