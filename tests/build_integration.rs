@@ -64,11 +64,12 @@ fn contains(file: &Path, needle: &str) -> bool {
     bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }
 
-/// Sets a file's modification time a little ahead, as an edit would.
+/// Sets a file's modification time to now, as an edit would: after the outputs built from it,
+/// and not in the future (a time ahead of the rebuilt objects would make them stale again).
 fn touch(file: &Path) {
+    std::thread::sleep(std::time::Duration::from_millis(50));
     let f = std::fs::File::options().append(true).open(file).unwrap();
-    f.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(2))
-        .unwrap();
+    f.set_modified(std::time::SystemTime::now()).unwrap();
 }
 
 #[test]
