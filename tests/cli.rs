@@ -476,3 +476,58 @@ fn sim_compares_policies_on_one_workload() {
         "one curve per policy"
     );
 }
+
+/// Several inputs are one program: a source's launches of a kernel defined in a header it
+/// includes (another input) are rewritten, and the outputs compile together; a launch of a
+/// kernel the source only declares stays plain with CP101.
+#[test]
+fn transform_rewrites_launches_of_kernels_in_included_inputs() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-program");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let project = support::root().join("examples/cmake-project/src");
+    for f in ["scale.cuh", "scale_float.cu", "scale_double.cu"] {
+        std::fs::copy(project.join(f), src.join(f)).unwrap();
+    }
+    std::fs::write(
+        src.join("declared.cu"),
+        "extern __global__ void elsewhere(float*);\nvoid go(float* p) { elsewhere<<<1, 32>>>(p); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let float = std::fs::read_to_string(dir.join("out/scale_float.cu")).unwrap();
+    let double = std::fs::read_to_string(dir.join("out/scale_double.cu")).unwrap();
+    assert!(
+        float.contains("cupreempt::launch<decltype(scale_add__cupreempt_select("),
+        "{float}"
+    );
+    assert!(
+        double.contains("cupreempt::launch<scale_add__cupreempt_kernels<double>>"),
+        "{double}"
+    );
+    let declared = std::fs::read_to_string(dir.join("out/declared.cu")).unwrap();
+    assert!(declared.contains("elsewhere<<<1, 32>>>"), "{declared}");
+    assert!(stderr(&o).contains("CP101"), "{}", stderr(&o));
+    for f in ["scale_float", "scale_double"] {
+        let obj = dir.join(format!("{f}.o"));
+        support::compiles(
+            support::nvcc_compile(&nvcc, &obj).arg(dir.join(format!("out/{f}.cu"))),
+            f,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let bytes = std::fs::read(&obj).unwrap();
+        let wrapper = if f == "scale_float" {
+            "scale_add__cupreemptIfE"
+        } else {
+            "scale_add__cupreemptIdE"
+        };
+        assert!(
+            bytes
+                .windows(wrapper.len())
+                .any(|w| w == wrapper.as_bytes()),
+            "{f}.o holds no preemptible wrapper"
+        );
+    }
+}
