@@ -1,0 +1,460 @@
+//! `cupreempt-build`: preemptible CUDA kernels from a cargo build script.
+//!
+//! In build.rs:
+//!
+//! ```no_run
+//! cupreempt_build::Build::new()
+//!     .file("kernels/saxpy.cu")
+//!     .arch("sm_80")
+//!     .compile("kernels")
+//!     .unwrap_or_else(|e| panic!("{e}"));
+//! ```
+//!
+//! and in the crate: `include!(concat!(env!("OUT_DIR"), "/kernels.rs"));` (the package also
+//! depends on `cupreempt-runtime`).
+//!
+//! Each file is transformed (`cupreempt::transform`), compiled to PTX with nvcc, and embedded;
+//! `OUT_DIR/NAME.rs` defines `Kernels`, whose `load(&Runtime)` loads the modules and which has
+//! one method per transformed kernel: the kernel's parameters as Rust values (pointers as
+//! `u64` device addresses, e.g. a cudarc `CUdeviceptr`), returning the runtime's
+//! `Kernel` handle (preempt, resume, progress, wait). Kernels that the transformation refuses,
+//! templates, and kernels with parameters of types other than scalars and pointers get no
+//! method; a `cargo:warning` says why.
+//!
+//! nvcc: `Build::nvcc`, else `CUPREEMPT_NVCC`, else `CUDA_HOME`/`CUDA_PATH` `bin/nvcc`, else
+//! PATH; none: an error that says so. The architecture: `Build::arch`, else `CUDA_ARCH`, else
+//! `sm_75`, the oldest that CUDA 13 compiles for (PTX is compiled for newer GPUs by the driver). `cargo:rerun-if-changed` for every
+//! file and every header it includes outside the system's and the toolkit's folders.
+
+use cupreempt::program;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug)]
+pub struct Error(String);
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cupreempt-build: {}", self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+fn err(msg: impl Into<String>) -> Error {
+    Error(msg.into())
+}
+
+#[derive(Default, Debug, Clone)]
+pub struct Build {
+    files: Vec<PathBuf>,
+    include: Vec<PathBuf>,
+    arch: Option<String>,
+    nvcc: Option<PathBuf>,
+    flags: Vec<String>,
+    out_dir: Option<PathBuf>,
+}
+
+/// A kernel that got a launcher.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launcher {
+    pub kernel: String,
+    /// The wrapper's entry in the PTX.
+    pub entry: String,
+    /// (name, Rust type) of each parameter.
+    pub params: Vec<(String, String)>,
+    /// Index of the module (file) it is in.
+    pub module: usize,
+}
+
+impl Build {
+    pub fn new() -> Build {
+        Build::default()
+    }
+    /// A `.cu` file whose kernels get launchers.
+    pub fn file(&mut self, p: impl AsRef<Path>) -> &mut Build {
+        self.files.push(p.as_ref().to_path_buf());
+        self
+    }
+    /// An include folder (`-I`).
+    pub fn include(&mut self, p: impl AsRef<Path>) -> &mut Build {
+        self.include.push(p.as_ref().to_path_buf());
+        self
+    }
+    /// `sm_80`, `compute_90`, or just `90`.
+    pub fn arch(&mut self, a: &str) -> &mut Build {
+        self.arch = Some(a.to_string());
+        self
+    }
+    pub fn nvcc(&mut self, p: impl AsRef<Path>) -> &mut Build {
+        self.nvcc = Some(p.as_ref().to_path_buf());
+        self
+    }
+    /// Another nvcc flag.
+    pub fn flag(&mut self, f: &str) -> &mut Build {
+        self.flags.push(f.to_string());
+        self
+    }
+    /// Where to write (default `OUT_DIR`).
+    pub fn out_dir(&mut self, p: impl AsRef<Path>) -> &mut Build {
+        self.out_dir = Some(p.as_ref().to_path_buf());
+        self
+    }
+
+    /// Transforms, compiles and writes `OUT_DIR/NAME.rs`; returns the launchers made.
+    pub fn compile(&self, name: &str) -> Result<Vec<Launcher>, Error> {
+        let out =
+            match &self.out_dir {
+                Some(d) => d.clone(),
+                None => PathBuf::from(std::env::var_os("OUT_DIR").ok_or_else(|| {
+                    err("OUT_DIR is not set: run from build.rs or call out_dir()")
+                })?),
+            };
+        let work = out.join(format!("{name}.cupreempt"));
+        let support = work.join("include");
+        for (rel, content) in cupreempt::SUPPORT_FILES {
+            let p = support.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap_or(&support))
+                .map_err(|e| err(e.to_string()))?;
+            std::fs::write(&p, content).map_err(|e| err(format!("{}: {e}", p.display())))?;
+        }
+        let nvcc = self.find_nvcc()?;
+        let arch = self.arch_flag();
+        for v in ["CUPREEMPT_NVCC", "CUDA_HOME", "CUDA_PATH", "CUDA_ARCH"] {
+            println!("cargo:rerun-if-env-changed={v}");
+        }
+        let mut launchers = Vec::new();
+        let mut modules = Vec::new();
+        for (index, file) in self.files.iter().enumerate() {
+            let src = std::fs::read_to_string(file)
+                .map_err(|e| err(format!("{}: {e}", file.display())))?;
+            println!("cargo:rerun-if-changed={}", file.display());
+            let system = |p: &Path| {
+                !(p.starts_with("/usr")
+                    || p.starts_with("/opt")
+                    || nvcc_top(&nvcc).is_some_and(|t| p.starts_with(t)))
+            };
+            for h in program::include_closure(file, &src, &self.include, &system) {
+                println!("cargo:rerun-if-changed={}", h.display());
+            }
+            let shown = file.display().to_string();
+            let opts = cupreempt::Options {
+                line_directives: true,
+                ..cupreempt::Options::default()
+            };
+            let t = cupreempt::transform(&src, &shown, &opts)
+                .map_err(|e| err(format!("{shown}: {e}")))?;
+            for d in t
+                .diagnostics
+                .iter()
+                .filter(|d| d.severity != cupreempt::diagnostics::Level::Note)
+            {
+                println!("cargo:warning={shown}: {} [{}]", d.message, d.code.id());
+            }
+            let stem = file
+                .file_stem()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .to_string();
+            let cu = work.join(format!("{index}-{stem}.cu"));
+            let ptx = work.join(format!("{index}-{stem}.ptx"));
+            std::fs::write(&cu, &t.output).map_err(|e| err(e.to_string()))?;
+            let dir = std::path::absolute(file)
+                .ok()
+                .and_then(|p| p.parent().map(Path::to_path_buf))
+                .unwrap_or_default();
+            let mut c = Command::new(&nvcc);
+            c.arg("-ptx")
+                .arg(&arch)
+                .arg("-std=c++17")
+                .arg(format!("-I{}", dir.display()));
+            for i in &self.include {
+                c.arg(format!("-I{}", i.display()));
+            }
+            c.arg(format!("-I{}", support.display()))
+                .args(&self.flags)
+                .arg(&cu)
+                .arg("-o")
+                .arg(&ptx);
+            let o = c
+                .output()
+                .map_err(|e| err(format!("cannot run {}: {e}", nvcc.display())))?;
+            if !o.status.success() {
+                return Err(err(format!(
+                    "nvcc failed on {shown}:\n{}",
+                    String::from_utf8_lossy(&o.stderr)
+                )));
+            }
+            let ptx_text = std::fs::read_to_string(&ptx).map_err(|e| err(e.to_string()))?;
+            for (kernel, why) in kernels_of(&src, &ptx_text, index, &mut launchers) {
+                println!("cargo:warning={shown}: kernel `{kernel}` gets no launcher: {why}");
+            }
+            modules.push(ptx);
+        }
+        let rs = generate(&self.files, &modules, &launchers);
+        std::fs::write(out.join(format!("{name}.rs")), rs).map_err(|e| err(e.to_string()))?;
+        Ok(launchers)
+    }
+
+    fn arch_flag(&self) -> String {
+        let a = self
+            .arch
+            .clone()
+            .or_else(|| std::env::var("CUDA_ARCH").ok())
+            .unwrap_or_else(|| "sm_75".into());
+        let digits = a.trim_start_matches("sm_").trim_start_matches("compute_");
+        format!("-arch=sm_{digits}")
+    }
+
+    fn find_nvcc(&self) -> Result<PathBuf, Error> {
+        if let Some(p) = &self.nvcc {
+            return Ok(p.clone());
+        }
+        if let Some(p) = std::env::var_os("CUPREEMPT_NVCC") {
+            return Ok(PathBuf::from(p));
+        }
+        for v in ["CUDA_HOME", "CUDA_PATH"] {
+            if let Some(home) = std::env::var_os(v) {
+                let p = PathBuf::from(home).join("bin/nvcc");
+                if p.is_file() {
+                    return Ok(p);
+                }
+            }
+        }
+        std::env::var_os("PATH")
+            .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("nvcc")).find(|p| p.is_file()))
+            .ok_or_else(|| err("nvcc not found: set CUPREEMPT_NVCC to it, or CUDA_HOME to the toolkit, or put nvcc on PATH"))
+    }
+}
+
+/// The toolkit folder above nvcc's `bin`.
+fn nvcc_top(nvcc: &Path) -> Option<PathBuf> {
+    nvcc.canonicalize()
+        .ok()?
+        .parent()?
+        .parent()
+        .map(Path::to_path_buf)
+}
+
+/// Adds a launcher for each transformed, non-template kernel of `src` whose parameters all have
+/// Rust types; returns (kernel, why) for the others.
+fn kernels_of(
+    src: &str,
+    ptx: &str,
+    module: usize,
+    out: &mut Vec<Launcher>,
+) -> Vec<(String, String)> {
+    let parsed = cupreempt::parse::parse(src);
+    let a =
+        cupreempt::analysis::analyze(parsed.tree.root_node(), src, &cupreempt::Options::default());
+    let entries: Vec<&str> = regex::Regex::new(r"\.entry\s+([A-Za-z0-9_$]+)\s*\(")
+        .expect("valid regex")
+        .captures_iter(ptx)
+        .filter_map(|c| c.get(1).map(|m| m.as_str()))
+        .collect();
+    let mut skipped = Vec::new();
+    for k in &a.kernels {
+        let name = k.site.name.clone();
+        if !k.transformed() {
+            skipped.push((
+                name,
+                "it is not transformed (see the warnings above)".into(),
+            ));
+            continue;
+        }
+        if k.site.is_template() || k.overloaded {
+            skipped.push((
+                name,
+                "templates and overloads need an explicit instantiation (not supported)".into(),
+            ));
+            continue;
+        }
+        let mut params = Vec::new();
+        let mut bad = None;
+        for p in &k.site.param_list {
+            match rust_type(&p.text, &p.name) {
+                Some(t) => params.push((p.name.clone(), t.to_string())),
+                None => bad = Some(p.text.clone()),
+            }
+        }
+        if let Some(t) = bad {
+            skipped.push((
+                name,
+                format!("parameter `{t}` has no Rust type here (scalars and pointers only)"),
+            ));
+            continue;
+        }
+        let wrapper = format!("{name}__cupreempt");
+        let mangled = {
+            let mut m = String::from("_Z");
+            if k.site.scope.is_empty() {
+                let _ = write!(m, "{}{wrapper}", wrapper.len());
+            } else {
+                m.push('N');
+                for s in &k.site.scope {
+                    let _ = write!(m, "{}{s}", s.len());
+                }
+                let _ = write!(m, "{}{wrapper}E", wrapper.len());
+            }
+            m
+        };
+        match entries
+            .iter()
+            .find(|e| **e == wrapper || e.starts_with(&mangled))
+        {
+            Some(e) => out.push(Launcher {
+                kernel: name,
+                entry: e.to_string(),
+                params,
+                module,
+            }),
+            None => skipped.push((name, format!("no entry {wrapper} in the PTX"))),
+        }
+    }
+    skipped
+}
+
+/// The Rust type of a kernel parameter (`text` its declaration, `name` its name): pointers are
+/// device addresses (`u64`).
+pub fn rust_type(text: &str, name: &str) -> Option<&'static str> {
+    if text.contains('*') {
+        return Some("u64");
+    }
+    if text.contains('&') || text.contains('[') {
+        return None;
+    }
+    let ty = text.trim().strip_suffix(name).unwrap_or(text);
+    let words: Vec<&str> = ty
+        .split_whitespace()
+        .filter(|w| !matches!(*w, "const" | "volatile" | "__restrict__"))
+        .collect();
+    Some(match words.join(" ").as_str() {
+        "float" => "f32",
+        "double" => "f64",
+        "int" | "signed" | "signed int" | "int32_t" => "i32",
+        "unsigned" | "unsigned int" | "uint32_t" => "u32",
+        "long long" | "long long int" | "int64_t" | "long" => "i64",
+        "unsigned long long" | "unsigned long" | "uint64_t" | "size_t" => "u64",
+        "short" | "int16_t" => "i16",
+        "unsigned short" | "uint16_t" => "u16",
+        "char" | "signed char" | "int8_t" => "i8",
+        "unsigned char" | "uint8_t" => "u8",
+        "bool" => "bool",
+        _ => return None,
+    })
+}
+
+fn generate(files: &[PathBuf], modules: &[PathBuf], launchers: &[Launcher]) -> String {
+    let rt = "::cupreempt_runtime::rt";
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "// Generated by cupreempt-build from {}: do not edit.",
+        files
+            .iter()
+            .map(|f| f.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let _ = writeln!(s, "/// The preemptible kernels, loaded into one runtime.");
+    let _ = writeln!(s, "#[allow(dead_code)]\npub struct Kernels {{");
+    for l in launchers {
+        let _ = writeln!(s, "    {}: {rt}::Function,", l.kernel);
+    }
+    let _ = writeln!(
+        s,
+        "}}\n\n#[allow(dead_code, clippy::too_many_arguments)]\nimpl Kernels {{"
+    );
+    let _ = writeln!(s, "    /// Loads the modules (PTX embedded at build time).");
+    let _ = writeln!(
+        s,
+        "    pub fn load(rt: &{rt}::Runtime) -> {rt}::Result<Kernels> {{"
+    );
+    for (i, m) in modules.iter().enumerate() {
+        let used = launchers.iter().any(|l| l.module == i);
+        let _ = writeln!(
+            s,
+            "        let {}m{i} = rt.load_module(include_bytes!({:?}))?;",
+            if used { "" } else { "_" },
+            m.display().to_string()
+        );
+    }
+    let _ = writeln!(s, "        Ok(Kernels {{");
+    for l in launchers {
+        let _ = writeln!(
+            s,
+            "            {}: m{}.function({:?})?,",
+            l.kernel, l.module, l.entry
+        );
+    }
+    let _ = writeln!(s, "        }})\n    }}");
+    for l in launchers {
+        let params: Vec<String> = l.params.iter().map(|(n, t)| format!("{n}: {t}")).collect();
+        let sep = if params.is_empty() { "" } else { ", " };
+        let _ = writeln!(
+            s,
+            "\n    /// Launches `{}` (preemptible) as `<<<cfg.grid, cfg.block, cfg.shared_mem, stream>>>`.",
+            l.kernel
+        );
+        let _ = writeln!(
+            s,
+            "    pub fn {}(&self, rt: &{rt}::Runtime, cfg: &{rt}::LaunchConfig, stream: {rt}::StreamRef{sep}{}) -> {rt}::Result<{rt}::Kernel> {{",
+            l.kernel,
+            params.join(", ")
+        );
+        let _ = writeln!(s, "        let mut args = {rt}::KernelArgs::new();");
+        for (n, _) in &l.params {
+            let _ = writeln!(s, "        args.push({n});");
+        }
+        let _ = writeln!(
+            s,
+            "        rt.launch(&self.{}, cfg, stream, &args)\n    }}",
+            l.kernel
+        );
+    }
+    let _ = writeln!(s, "}}");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parameter_types() {
+        assert_eq!(rust_type("const float* __restrict__ x", "x"), Some("u64"));
+        assert_eq!(rust_type("int n", "n"), Some("i32"));
+        assert_eq!(rust_type("const unsigned int n", "n"), Some("u32"));
+        assert_eq!(rust_type("size_t bytes", "bytes"), Some("u64"));
+        assert_eq!(rust_type("float3 v", "v"), None);
+        assert_eq!(rust_type("const Params& p", "p"), None);
+    }
+
+    #[test]
+    fn launchers_for_plain_kernels_and_reasons_for_the_others() {
+        let src = "__global__ void saxpy(int n, float a, const float* x, float* y) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = a * x[i] + y[i]; }\n\
+                   namespace ns { __global__ void fill(float* y, float v) { y[blockIdx.x] = v; } }\n\
+                   template <class T> __global__ void t(T* p) { p[blockIdx.x] = T(); }\n\
+                   struct P { int a; };\n__global__ void s(P p, int* o) { o[blockIdx.x] = p.a; }\n";
+        let ptx = ".entry _Z16saxpy__cupreempt16cupreempt_launchifPKfPf(\n.entry _ZN2ns15fill__cupreemptE16cupreempt_launchPff(\n";
+        let mut out = Vec::new();
+        let skipped = kernels_of(src, ptx, 0, &mut out);
+        let names: Vec<&str> = out.iter().map(|l| l.kernel.as_str()).collect();
+        assert_eq!(names, ["saxpy", "fill"]);
+        assert_eq!(out[0].params.len(), 4);
+        assert_eq!(out[0].params[1], ("a".to_string(), "f32".to_string()));
+        assert_eq!(
+            out[1].entry,
+            "_ZN2ns15fill__cupreemptE16cupreempt_launchPff"
+        );
+        let skipped: Vec<&str> = skipped.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(skipped, ["t", "s"]);
+        let rs = generate(
+            &[PathBuf::from("k.cu")],
+            &[PathBuf::from("/o/0-k.ptx")],
+            &out,
+        );
+        assert!(rs.contains("pub fn saxpy(&self, rt: &::cupreempt_runtime::rt::Runtime, cfg: &::cupreempt_runtime::rt::LaunchConfig, stream: ::cupreempt_runtime::rt::StreamRef, n: i32, a: f32, x: u64, y: u64)"), "{rs}");
+    }
+}

@@ -1,0 +1,25 @@
+// Transforms kernels/kernels.cu, compiles it to PTX and generates OUT_DIR/kernels.rs.
+// In this repository, nvcc is the one scripts/test.sh installs when CUPREEMPT_NVCC is not set.
+fn main() {
+    let mut b = cupreempt_build::Build::new();
+    b.file("kernels/kernels.cu");
+    if std::env::var_os("CUPREEMPT_NVCC").is_none() {
+        let venv =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/nvcc-venv/lib");
+        let found = std::fs::read_dir(&venv).ok().and_then(|d| {
+            d.flatten()
+                .map(|e| e.path().join("site-packages/nvidia/cu13/bin/nvcc"))
+                .find(|p| p.is_file())
+        });
+        if let Some(nvcc) = found {
+            let top = nvcc
+                .parent()
+                .and_then(|p| p.parent())
+                .expect("toolkit folder");
+            b.nvcc(&nvcc).include(top.join("include"));
+        }
+    }
+    if let Err(e) = b.compile("kernels") {
+        panic!("{e}");
+    }
+}
