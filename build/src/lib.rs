@@ -172,6 +172,14 @@ impl Build {
             for i in &self.include {
                 c.arg(format!("-I{}", i.display()));
             }
+            // The toolkit's own headers: a standard toolkit finds them anyway, an nvcc
+            // installed from PyPI needs to be told.
+            if let Some(inc) = nvcc_top(&nvcc)
+                .map(|t| t.join("include"))
+                .filter(|d| d.is_dir())
+            {
+                c.arg(format!("-I{}", inc.display()));
+            }
             c.arg(format!("-I{}", support.display()))
                 .args(&self.flags)
                 .arg(&cu)
@@ -420,6 +428,27 @@ fn generate(files: &[PathBuf], modules: &[PathBuf], launchers: &[Launcher]) -> S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_nvcc_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("cupreempt-build-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cu = dir.join("k.cu");
+        std::fs::write(
+            &cu,
+            "__global__ void k(float* p) { p[blockIdx.x] = 1.0f; }\n",
+        )
+        .unwrap();
+        let e = Build::new()
+            .file(&cu)
+            .nvcc("/no/such/nvcc")
+            .out_dir(&dir)
+            .compile("k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot run /no/such/nvcc"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn parameter_types() {

@@ -12,11 +12,7 @@ fn main() {
                 .find(|p| p.is_file())
         });
         if let Some(nvcc) = found {
-            let top = nvcc
-                .parent()
-                .and_then(|p| p.parent())
-                .expect("toolkit folder");
-            b.nvcc(&nvcc).include(top.join("include"));
+            b.nvcc(&nvcc);
         }
     }
     if let Err(e) = b.compile("kernels") {
