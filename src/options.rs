@@ -23,6 +23,9 @@ pub struct Options {
     /// Kernels defined in files that this one includes (`program.rs`): their launches here
     /// are rewritten too, through the launch types their transformed definitions declare.
     pub known_kernels: Vec<crate::program::KnownKernel>,
+    /// Device functions of included files that read blockIdx/gridDim or synchronize: a kernel
+    /// here that calls one is refused (CP008).
+    pub known_helpers: Vec<crate::program::KnownHelper>,
 }
 
 impl Options {

@@ -2,9 +2,11 @@
 //! file that launches, through the launch type that the transformed definition declares next to
 //! the kernel; so a file may rewrite launches of kernels that it sees defined in a file it
 //! includes (`KnownKernel`, `Options::known_kernels`). Which files those are comes from the
-//! `#include` lines (`includes`, `resolve`), read the way the preprocessor resolves them.
+//! `#include` lines (`includes`, `resolve`), read the way the preprocessor resolves them. A
+//! kernel that calls a device function of an included file which reads blockIdx/gridDim or
+//! synchronizes is refused (`KnownHelper`, `Options::known_helpers`): it would not be rewritten.
 
-use crate::analysis::KernelPlan;
+use crate::analysis::{HelperPlan, KernelPlan};
 use crate::vocab::kernels_struct_name;
 use regex::Regex;
 use std::path::{Path, PathBuf};
@@ -51,6 +53,52 @@ impl KnownKernel {
     /// The launch type declared next to the transformed kernel.
     pub fn struct_name(&self) -> String {
         kernels_struct_name(&self.name, self.overloaded.then_some(self.ordinal))
+    }
+}
+
+/// A device function of another file that a kernel here may call: one that reads blockIdx or
+/// gridDim (it would read the persistent block's values: no task context can reach it from
+/// here) or synchronizes the block (a barrier that the analysis here cannot see).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownHelper {
+    pub name: String,
+    pub reads_block_ids: bool,
+    pub synchronizes: bool,
+}
+
+impl KnownHelper {
+    /// The helpers of a file that matter to callers in other files, with what they reach
+    /// through the file's other helpers.
+    pub fn of_all(helpers: &[HelperPlan]) -> Vec<KnownHelper> {
+        let mut syncing: std::collections::BTreeSet<&str> = helpers
+            .iter()
+            .filter(|h| !h.facts.barriers.is_empty())
+            .map(|h| h.site.name.as_str())
+            .collect();
+        loop {
+            let before = syncing.len();
+            for h in helpers {
+                if h.facts
+                    .calls
+                    .iter()
+                    .any(|c| syncing.contains(c.name.as_str()))
+                {
+                    syncing.insert(h.site.name.as_str());
+                }
+            }
+            if syncing.len() == before {
+                break;
+            }
+        }
+        helpers
+            .iter()
+            .map(|h| KnownHelper {
+                name: h.site.name.clone(),
+                reads_block_ids: h.needs_ctx,
+                synchronizes: syncing.contains(h.site.name.as_str()),
+            })
+            .filter(|h| h.reads_block_ids || h.synchronizes)
+            .collect()
     }
 }
 

@@ -6,7 +6,7 @@ use crate::diagnostics::{Code, Diagnostic, KernelId};
 use crate::edit::{self, Edit, LineMap};
 use crate::options::Options;
 use crate::parse;
-use crate::program::KnownKernel;
+use crate::program::{KnownHelper, KnownKernel};
 use serde::Serialize;
 use tree_sitter::Tree;
 
@@ -66,6 +66,8 @@ pub struct Transformed {
     pub kernels: Vec<KernelReport>,
     /// The kernels this file defines, as files that include it need to know them.
     pub defines: Vec<KnownKernel>,
+    /// Its helpers that callers in files including it cannot see into (`KnownHelper`).
+    pub helpers: Vec<KnownHelper>,
 }
 
 impl Transformed {
@@ -229,6 +231,7 @@ fn transform_here(
             diagnostics: vec![d],
             kernels: Vec::new(),
             defines: Vec::new(),
+            helpers: Vec::new(),
         });
     }
     let parsed = parse::parse(src);
@@ -248,6 +251,7 @@ fn transform_here(
             diagnostics: vec![d],
             kernels: Vec::new(),
             defines: Vec::new(),
+            helpers: Vec::new(),
         });
     }
     let analysis = analysis::analyze(root, src, opts);
@@ -290,10 +294,12 @@ fn transform_here(
             diagnostics: vec![d],
             kernels: Vec::new(),
             defines: Vec::new(),
+            helpers: Vec::new(),
         });
     }
 
     let defines = analysis.kernels.iter().map(KnownKernel::of).collect();
+    let helpers = KnownHelper::of_all(&analysis.helpers);
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);
     diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));
@@ -323,6 +329,7 @@ fn transform_here(
         diagnostics,
         kernels,
         defines,
+        helpers,
     })
 }
 

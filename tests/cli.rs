@@ -531,3 +531,49 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
         );
     }
 }
+
+/// A kernel that calls a device function of an included input which reads blockIdx (or
+/// synchronizes) is refused with CP008 naming it: transformed, it would read the persistent
+/// block's values. A kernel that calls the same header's harmless helper is transformed.
+#[test]
+fn kernels_calling_block_id_helpers_of_included_inputs_are_refused() {
+    let dir = support::tempdir("cli-included-helper");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("helpers.cuh"),
+        "#pragma once\n\
+         __device__ int tile_row() { return blockIdx.y * blockDim.y + threadIdx.y; }\n\
+         __device__ void sync_all() { __syncthreads(); }\n\
+         __device__ float twice(float v) { return 2.0f * v; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("k.cu"),
+        "#include \"helpers.cuh\"\n\
+         __global__ void rows(int* out) { out[tile_row()] = 1; }\n\
+         __global__ void synced(float* p) { p[threadIdx.x] = 1.0f; sync_all(); p[blockIdx.x] += 1.0f; }\n\
+         __global__ void doubled(float* p) { int i = blockIdx.x * blockDim.x + threadIdx.x; p[i] = twice(p[i]); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    let err = stderr(&o);
+    assert!(!o.status.success(), "refusals make check fail:\n{out}{err}");
+    let line = |k: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!(": {k}:")))
+            .unwrap_or_else(|| panic!("no line for {k}:\n{out}"))
+    };
+    assert!(line("rows").contains("CP008"), "{out}");
+    assert!(line("synced").contains("CP008"), "{out}");
+    assert!(line("doubled").contains("transformable"), "{out}");
+    assert!(
+        err.contains("`tile_row`, a device function of an included file, reads blockIdx/gridDim"),
+        "{err}"
+    );
+    assert!(
+        err.contains("`sync_all`, a device function of an included file, synchronizes the block"),
+        "{err}"
+    );
+}

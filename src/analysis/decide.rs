@@ -52,7 +52,15 @@ pub fn decide<'t>(
         .iter()
         .map(|c| (c.name.as_str(), c.node.byte_range(), Vec::new()))
         .collect();
+    let mut external: BTreeSet<&str> = BTreeSet::new();
     while let Some((name, call_site, via)) = stack.pop() {
+        if graph.callees(name).next().is_none() {
+            if let Some(h) = opts.known_helpers.iter().find(|h| h.name == name) {
+                if external.insert(name) {
+                    refusals.push(included_helper(h, &call_site));
+                }
+            }
+        }
         for i in graph.callees(name) {
             let h = &helpers[i];
             if !reach.insert(i) {
@@ -353,4 +361,21 @@ fn declared_names(body: Node, stmt: &Range<usize>, src: &str) -> Vec<String> {
                 .then(|| d.utf8_text(src.as_bytes()).ok().map(str::to_string))?
         })
         .collect()
+}
+
+/// CP008 for a call to a device function of an included file that reads blockIdx/gridDim (its
+/// reads cannot be given the task's values from here) or synchronizes (a barrier the analysis
+/// of this file cannot place).
+fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize>) -> Diagnostic {
+    let what = match (h.reads_block_ids, h.synchronizes) {
+        (true, true) => "reads blockIdx/gridDim and synchronizes the block: from this file it cannot be given the task's values, nor its barriers seen",
+        (true, false) => "reads blockIdx/gridDim: from this file it cannot be given the task's values",
+        _ => "synchronizes the block: the analysis of this file cannot see its barriers",
+    };
+    Diagnostic::new(
+        Code::Helper,
+        format!("`{}`, a device function of an included file, {what}", h.name),
+    )
+    .label(call.clone(), "called here")
+    .help("define the function in this file, or pass blockIdx/gridDim (or the values computed from them) as arguments")
 }

@@ -32,10 +32,20 @@ pub fn children<'t>(n: Node<'t>) -> Vec<Node<'t>> {
 /// Whether `ret` is the last thing `last` does on its path: nothing after it in `last` would run.
 pub fn ends(ret: Node, last: Node) -> bool {
     let k = kinds();
-    let mut n = ret;
-    while n.id() != last.id() {
-        let Some(p) = n.parent() else { return false };
-        let fine = match p.kind() {
+    // The path from `last` down to `ret`, found from the top: tree-sitter finds a node's parent
+    // by a walk from the root, so climbing from `ret` would cost the depth at every step.
+    let mut path = vec![last];
+    let mut at = last;
+    while at.id() != ret.id() {
+        let Some(next) = at.child_with_descendant(ret) else {
+            return false;
+        };
+        path.push(next);
+        at = next;
+    }
+    path.windows(2).all(|w| {
+        let (p, n) = (w[0], w[1]);
+        match p.kind() {
             "if_statement" => p
                 .child_by_field_id(fields().condition)
                 .is_some_and(|c| c.id() != n.id()),
@@ -49,41 +59,100 @@ pub fn ends(ret: Node, last: Node) -> bool {
                 last_stmt.is_some_and(|l| l.id() == n.id())
             }
             _ => false,
-        };
-        if !fine {
-            return false;
         }
-        n = p;
-    }
-    true
+    })
 }
 
-/// A `break` or `continue` inside `s` that leaves `s` (its loop or switch is outside).
+/// A `break` or `continue` inside `s` that leaves `s` (its loop or switch is outside). One walk
+/// that counts the loops and switches open around the cursor (`s` included).
 pub fn escapes(s: Node) -> bool {
-    let mut found = false;
-    lang::visit(s, |n| {
-        if found {
-            return false;
+    let mut c = s.walk();
+    let (mut loops, mut switches) = (0usize, 0usize);
+    // Per level entered: 1 a loop, 2 a switch, 0 neither.
+    let mut open: Vec<u8> = Vec::new();
+    loop {
+        let n = c.node();
+        match n.kind() {
+            "break_statement" if loops + switches == 0 => return true,
+            "continue_statement" if loops == 0 => return true,
+            _ => {}
         }
-        let kind = n.kind();
-        if kind == "break_statement" || kind == "continue_statement" {
-            let mut a = n.parent();
-            let mut inside = false;
-            while let Some(p) = a {
-                let target =
-                    is_loop(p) || (kind == "break_statement" && p.kind() == "switch_statement");
-                if target {
-                    inside = s.byte_range().contains(&p.start_byte());
-                    break;
-                }
-                if p.id() == s.id() {
-                    break;
-                }
-                a = p.parent();
+        let mark = if is_loop(n) {
+            1
+        } else if n.kind() == "switch_statement" {
+            2
+        } else {
+            0
+        };
+        if c.goto_first_child() {
+            open.push(mark);
+            loops += usize::from(mark == 1);
+            switches += usize::from(mark == 2);
+            continue;
+        }
+        // A cursor made from `s` cannot leave it: goto_parent fails back at `s`.
+        while !c.goto_next_sibling() {
+            if !c.goto_parent() {
+                return false;
             }
-            found = !inside;
+            match open.pop() {
+                Some(1) => loops -= 1,
+                Some(2) => switches -= 1,
+                _ => {}
+            }
         }
-        true
-    });
-    found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The statements of `f`'s body (the only function of `src`).
+    fn body_statements(tree: &tree_sitter::Tree) -> Vec<Node<'_>> {
+        let f = descendants(tree.root_node())
+            .into_iter()
+            .find(|n| n.kind() == "function_definition")
+            .expect("a function");
+        let body = f.child_by_field_id(fields().body).expect("a body");
+        children(body)
+    }
+
+    #[test]
+    fn breaks_and_continues_that_leave_a_statement() {
+        let src = "void f(int x) {\n\
+                   for (;;) { if (x) break; continue; }\n\
+                   if (x) { break; }\n\
+                   if (x) { continue; }\n\
+                   switch (x) { case 1: break; default: continue; }\n\
+                   switch (x) { case 1: for (;;) { continue; } break; }\n\
+                   while (x) { switch (x) { case 2: break; } }\n\
+                   }\n";
+        let tree = crate::parse::parse(src).tree;
+        let got: Vec<bool> = body_statements(&tree).into_iter().map(escapes).collect();
+        assert_eq!(got, [false, true, true, true, false, false]);
+    }
+
+    #[test]
+    fn returns_that_end_a_statement() {
+        let src =
+            "void f(int x) {\n{ if (x) { return; } else return; }\n{ if (x) return; x++; }\n}\n";
+        let tree = crate::parse::parse(src).tree;
+        let stmts = body_statements(&tree);
+        let returns = |s: Node<'_>| -> Vec<bool> {
+            descendants(s)
+                .into_iter()
+                .filter(|n| n.kind() == "return_statement")
+                .map(|r| ends(r, s))
+                .collect()
+        };
+        assert_eq!(returns(stmts[0]), [true, true]);
+        assert_eq!(returns(stmts[1]), [false]);
+        // A node outside `last` never ends it.
+        let outside = descendants(stmts[0])
+            .into_iter()
+            .find(|n| n.kind() == "return_statement")
+            .unwrap();
+        assert!(!ends(outside, stmts[1]));
+    }
 }

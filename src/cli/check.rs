@@ -40,8 +40,17 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut refused = false;
     let mut reports = Vec::new();
     let mut kernels = std::collections::BTreeSet::new();
-    for (path, _) in files::inputs(&a.inputs, None)? {
+    let inputs = files::inputs(&a.inputs, None)?;
+    // As `transform` sees the inputs: one program.
+    let known = super::transform::known_kernels(&inputs, &opts);
+    for (path, _) in inputs {
         let name = files::display_name(&path);
+        let (known_kernels, known_helpers) = known.get(&path).cloned().unwrap_or_default();
+        let opts = cupreempt::Options {
+            known_kernels,
+            known_helpers,
+            ..opts.clone()
+        };
         let (src, t) = match files::read(&path)? {
             files::Source::Text(src) => {
                 let t = cupreempt::transform(&src, &name, &opts)?;
@@ -55,6 +64,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                     diagnostics: vec![d],
                     kernels: Vec::new(),
                     defines: Vec::new(),
+                    helpers: Vec::new(),
                 },
             ),
         };

@@ -14,7 +14,7 @@
 
 use super::render::render;
 use cupreempt::diagnostics::Level;
-use cupreempt::program::{self, KnownKernel};
+use cupreempt::program::{self, KnownHelper, KnownKernel};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -443,11 +443,14 @@ fn prepare(
         line_directives: true,
         ..cupreempt::Options::default()
     };
-    // What each file defines, for the launches of the files that include it.
-    let mut defines: BTreeMap<PathBuf, Vec<KnownKernel>> = BTreeMap::new();
-    for (p, t) in files.iter().filter(|(_, t)| program::mentions_kernels(t)) {
+    // What each file defines, for the launches and kernels of the files that include it.
+    let mut defines: BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> = BTreeMap::new();
+    for (p, t) in files
+        .iter()
+        .filter(|(_, t)| program::mentions_kernels(t) || t.contains("__device__"))
+    {
         if let Ok(tr) = cupreempt::transform(t, &p.display().to_string(), &opts) {
-            defines.insert(p.clone(), tr.defines);
+            defines.insert(p.clone(), (tr.defines, tr.helpers));
         }
     }
     let color = super::stderr_color();
@@ -456,16 +459,13 @@ fn prepare(
         let name = p.display().to_string();
         let dir = p.parent().unwrap_or(Path::new("/"));
         let out = if program::mentions_kernels(text) {
-            let known = program::include_closure(p, text, search, &project)
-                .iter()
-                .filter_map(|f| defines.get(f))
-                .flatten()
-                .cloned()
-                .collect();
-            let o = cupreempt::Options {
-                known_kernels: known,
-                ..opts.clone()
-            };
+            let mut o = opts.clone();
+            for f in program::include_closure(p, text, search, &project) {
+                if let Some((k, h)) = defines.get(&f) {
+                    o.known_kernels.extend(k.iter().cloned());
+                    o.known_helpers.extend(h.iter().cloned());
+                }
+            }
             let t = cupreempt::transform(text, &name, &o)?;
             let shown: Vec<_> = t
                 .diagnostics

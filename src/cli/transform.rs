@@ -4,7 +4,7 @@ use super::render::render;
 use super::{files, stderr_color, SelectArgs};
 use clap::Args;
 use cupreempt::diagnostics::{Code, Level};
-use cupreempt::program::{self, KnownKernel};
+use cupreempt::program::{self, KnownHelper, KnownKernel};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -106,8 +106,10 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let color = stderr_color();
     let known = known_kernels(&inputs, &opts);
     for (path, root) in &inputs {
+        let (known_kernels, known_helpers) = known.get(path).cloned().unwrap_or_default();
         let opts = &cupreempt::Options {
-            known_kernels: known.get(path).cloned().unwrap_or_default(),
+            known_kernels,
+            known_helpers,
             ..opts.clone()
         };
         let name = files::display_name(path);
@@ -208,13 +210,14 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// For each input, the kernels defined in the other inputs that it includes (directly or
-/// through other files): its launches of them are rewritten too, since the included file is
-/// transformed alongside it (`--out-dir` keeps the layout, `--in-place` the paths).
-fn known_kernels(
+/// For each input, the kernels and helpers defined in the other inputs that it includes
+/// (directly or through other files): its launches of those kernels are rewritten too, since
+/// the included file is transformed alongside it (`--out-dir` keeps the layout, `--in-place`
+/// the paths), and its kernels that call such helpers are refused (`KnownHelper`).
+pub(super) fn known_kernels(
     inputs: &[(PathBuf, PathBuf)],
     opts: &cupreempt::Options,
-) -> BTreeMap<PathBuf, Vec<KnownKernel>> {
+) -> BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> {
     let mut out = BTreeMap::new();
     if inputs.len() < 2 {
         return out;
@@ -224,21 +227,25 @@ fn known_kernels(
         .filter(|(p, _)| !files::is_stdin(p))
         .filter_map(|(p, _)| Some((p, String::from_utf8(std::fs::read(p).ok()?).ok()?)))
         .collect();
-    let mut defines: BTreeMap<PathBuf, Vec<KnownKernel>> = BTreeMap::new();
-    for (p, src) in texts.iter().filter(|(_, s)| program::mentions_kernels(s)) {
+    let mut defines: BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> = BTreeMap::new();
+    for (p, src) in texts
+        .iter()
+        .filter(|(_, s)| program::mentions_kernels(s) || s.contains("__device__"))
+    {
         if let Ok(t) = cupreempt::transform(src, &p.display().to_string(), opts) {
             let canonical = p.canonicalize().unwrap_or_else(|_| (*p).clone());
-            defines.insert(canonical, t.defines);
+            defines.insert(canonical, (t.defines, t.helpers));
         }
     }
     for (p, src) in &texts {
-        let known: Vec<KnownKernel> = program::include_closure(p, src, &[], &|_| true)
-            .iter()
-            .filter_map(|f| defines.get(f))
-            .flatten()
-            .cloned()
-            .collect();
-        if !known.is_empty() {
+        let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
+        for f in program::include_closure(p, src, &[], &|_| true) {
+            if let Some((k, h)) = defines.get(&f) {
+                known.0.extend(k.iter().cloned());
+                known.1.extend(h.iter().cloned());
+            }
+        }
+        if !known.0.is_empty() || !known.1.is_empty() {
             out.insert((*p).clone(), known);
         }
     }
