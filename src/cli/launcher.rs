@@ -170,6 +170,8 @@ struct NvccCommand {
     system: Vec<PathBuf>,
     pass_through: bool,
     links: bool,
+    /// -MD/-MMD: nvcc writes a depfile, named by -MF or after the output.
+    depends: bool,
 }
 
 fn parse(args: Vec<OsString>) -> NvccCommand {
@@ -182,6 +184,7 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
         system: Vec::new(),
         pass_through: false,
         links: true,
+        depends: false,
     };
     let mut language_cu = false;
     let mut i = 0;
@@ -221,6 +224,22 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
             c.system.push(PathBuf::from(v));
         } else if let Some(v) = value(&["-x"], &["--x"]) {
             language_cu = v == "cu";
+        } else if let Some(v) = value(&["-optf"], &["--options-file"]) {
+            // Include folders may come in options files (CMake writes them for long lines).
+            for f in v.split(',') {
+                options_file(Path::new(f), &mut c);
+            }
+        } else if let Some(f) = a.strip_prefix('@') {
+            options_file(Path::new(f), &mut c);
+        }
+        if matches!(
+            flag.as_str(),
+            "-MD"
+                | "-MMD"
+                | "--generate-dependencies-with-compile"
+                | "--generate-nonsystem-dependencies-with-compile"
+        ) {
+            c.depends = true;
         }
         let separate = attached.is_none() && TAKES_VALUE.contains(&flag.as_str());
         if !a.starts_with('-') {
@@ -234,6 +253,44 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
         i += if separate { 2 } else { 1 };
     }
     c
+}
+
+/// The include folders of an options file (`--options-file F`, `@F`): its words, split as a
+/// shell would split them, parsed like a command line. Its other arguments stay in the file,
+/// where nvcc reads them: sources named only there are compiled as written.
+fn options_file(path: &Path, c: &mut NvccCommand) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    let inner = parse(split_words(&text).into_iter().map(OsString::from).collect());
+    c.search.extend(inner.search);
+    c.system.extend(inner.system);
+}
+
+/// Words of an options file: whitespace separates them, quotes group, a backslash escapes.
+fn split_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut quote: Option<char> = None;
+    let mut chars = text.chars();
+    while let Some(ch) = chars.next() {
+        match (quote, ch) {
+            (Some(q), ch) if ch == q => quote = None,
+            (_, '\\') => {
+                if let Some(n) = chars.next() {
+                    word.get_or_insert_with(String::new).push(n);
+                }
+            }
+            (None, '"' | '\'') => {
+                quote = Some(ch);
+                word.get_or_insert_with(String::new);
+            }
+            (None, ch) if ch.is_whitespace() => words.extend(word.take()),
+            (_, ch) => word.get_or_insert_with(String::new).push(ch),
+        }
+    }
+    words.extend(word);
+    words
 }
 
 /// Folders whose headers are not the project's: the toolkit's, the system's, -isystem ones.
@@ -333,8 +390,19 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         cmd.args = args;
         let status = nvcc_status(&nvcc, &cmd.args, cmd.links)?;
         if status.success() {
-            if let Some(dep) = &cmd.depfile {
-                originals_in_depfile(dep, &mapped)?;
+            // -MD without -MF: nvcc names the depfile after the output.
+            let named = cmd.output.iter().flat_map(|o| {
+                let mut appended = o.clone().into_os_string();
+                appended.push(".d");
+                [o.with_extension("d"), PathBuf::from(appended)]
+            });
+            let depfiles: Vec<PathBuf> = match &cmd.depfile {
+                Some(d) => vec![d.clone()],
+                None if cmd.depends => named.collect(),
+                None => Vec::new(),
+            };
+            for dep in depfiles {
+                originals_in_depfile(&dep, &mapped)?;
             }
         }
         return Ok(exit_code(status));
@@ -586,6 +654,32 @@ mod tests {
         assert!(c.sources.is_empty() && c.links);
         let c = parse(args(&format!("-E {}", src.display())));
         assert!(c.pass_through && !c.links);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn options_files_give_include_folders() {
+        assert_eq!(
+            split_words("-I/a \"-I/b c\" '-isystem' /s\\ t\n"),
+            ["-I/a", "-I/b c", "-isystem", "/s t"]
+        );
+        let dir = std::env::temp_dir().join(format!("cupreempt-optf-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("includes.rsp");
+        std::fs::write(&f, "-I/inc/one \"-I/inc two\" -isystem /sys\n").unwrap();
+        let c = parse(args(&format!("--options-file {} -I/last", f.display())));
+        assert_eq!(
+            c.search,
+            [
+                PathBuf::from("/inc/one"),
+                PathBuf::from("/inc two"),
+                PathBuf::from("/last")
+            ]
+        );
+        assert_eq!(c.system, [PathBuf::from("/sys")]);
+        let c = parse(args(&format!("@{} -MD -c x.cu -o x.o", f.display())));
+        assert_eq!(c.search.len(), 2);
+        assert!(c.depends && c.depfile.is_none());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
