@@ -232,3 +232,30 @@ fn refused_kernels_compile_as_written_unless_strict() {
         "nothing compiled under CUPREEMPT_STRICT=1"
     );
 }
+
+/// `-MD` without `-MF`: nvcc names the depfile after the output, and the launcher rewrites that
+/// one to name the originals.
+#[test]
+fn depfile_named_after_the_output_names_the_originals() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-md");
+    let src = support::root().join("examples/cmake-project/src/scale_float.cu");
+    let o = Command::new(&bin)
+        .arg(&nvcc)
+        .args(["-arch=sm_90", "-std=c++17", "-MD", "-c"])
+        .args(support::toolkit_flags(&nvcc))
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("scale_float.o"))
+        .output()
+        .expect("cupreempt nvcc");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let dep = std::fs::read_to_string(dir.join("scale_float.d")).expect("nvcc wrote OUT.d");
+    let header = support::root().join("examples/cmake-project/src/scale.cuh");
+    assert!(
+        dep.contains(header.canonicalize().unwrap().to_str().unwrap()),
+        "{dep}"
+    );
+    assert!(!dep.contains(".cupreempt/scale_float-"), "{dep}");
+}
