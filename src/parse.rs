@@ -7,14 +7,87 @@ pub struct Parsed {
     pub tree: Tree,
 }
 
+/// Parses `src` as the grammar sees its masked view (`masked`): same length, so every byte
+/// range of the tree is a range of `src`, and the tree is used with `src`'s text.
 pub fn parse(src: &str) -> Parsed {
     let mut parser = Parser::new();
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
+    let view = masked(src);
     // Without a timeout or cancellation flag set, parse only returns None on those conditions.
-    let tree = parser.parse(src, None).expect("parse without timeout");
+    let tree = parser
+        .parse(view.as_deref().unwrap_or(src), None)
+        .expect("parse without timeout");
     Parsed { tree }
+}
+
+/// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar
+/// cannot place: `void CUDART_CB done(...)`.
+const CALLING_CONVENTIONS: &[&str] = &[
+    "CUDART_CB",
+    "CUDARTAPI",
+    "CUDAAPI",
+    "CUDA_CB",
+    "__stdcall",
+    "__cdecl",
+];
+
+/// `src` with the constructs the grammar does not know blanked (spaces, newlines kept), or None
+/// when it has none: calling-convention macros and `__align__(N)`, which only change how the
+/// compiler lays out or calls what they qualify, never what a kernel computes. Same length, so
+/// offsets into it are offsets into `src`.
+pub fn masked(src: &str) -> Option<String> {
+    if !src.contains("__align__") && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w)) {
+        return None;
+    }
+    let mut bytes = src.as_bytes().to_vec();
+    let word_at = |at: usize, w: &str| {
+        let before = at.checked_sub(1).map(|i| src.as_bytes()[i]);
+        let after = src.as_bytes().get(at + w.len()).copied();
+        let ident = |b: Option<u8>| b.is_some_and(|b| b == b'_' || b.is_ascii_alphanumeric());
+        !ident(before) && !ident(after)
+    };
+    let blank = |range: std::ops::Range<usize>, bytes: &mut Vec<u8>| {
+        for b in &mut bytes[range] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    };
+    for w in CALLING_CONVENTIONS {
+        for (at, _) in src.match_indices(w).filter(|(at, _)| word_at(*at, w)) {
+            blank(at..at + w.len(), &mut bytes);
+        }
+    }
+    for (at, _) in src
+        .match_indices("__align__")
+        .filter(|(at, _)| word_at(*at, "__align__"))
+    {
+        // `__align__` `(` ... balanced `)`: the whole call.
+        let rest = &src.as_bytes()[at + "__align__".len()..];
+        let Some(open) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
+            continue;
+        };
+        if rest[open] != b'(' {
+            continue;
+        }
+        let mut depth = 0usize;
+        let close = rest[open..].iter().position(|&b| {
+            match b {
+                b'(' => depth += 1,
+                b')' => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        });
+        if let Some(close) = close {
+            let end = at + "__align__".len() + open + close + 1;
+            blank(at..end, &mut bytes);
+        }
+    }
+    // Only ASCII bytes were replaced by ASCII spaces: still UTF-8.
+    String::from_utf8(bytes).ok()
 }
 
 /// Byte ranges of ERROR and MISSING nodes, outermost only.
@@ -47,4 +120,30 @@ pub fn error_ranges(root: Node) -> Vec<std::ops::Range<usize>> {
 /// Counts ERROR/MISSING nodes (used to check that output re-parses without new ones).
 pub fn error_count(src: &str) -> usize {
     error_ranges(parse(src).tree.root_node()).len()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_masked_view_blanks_what_the_grammar_cannot_place() {
+        let src = "typedef struct __align__(16) { float x; } v4;\nvoid CUDART_CB done(void* d) { }\nint MY_CUDART_CB_X;\n";
+        let view = masked(src).expect("something to mask");
+        assert_eq!(view.len(), src.len());
+        let want = format!(
+            "typedef struct {} {{ float x; }} v4;\nvoid {} done(void* d) {{ }}\nint MY_CUDART_CB_X;\n",
+            " ".repeat("__align__(16)".len()),
+            " ".repeat("CUDART_CB".len())
+        );
+        assert_eq!(view, want);
+        assert!(masked("__global__ void k() {}").is_none());
+        // The tree of the view has no error, and its ranges index the original.
+        let tree = parse(src).tree;
+        assert!(
+            !tree.root_node().has_error(),
+            "{}",
+            tree.root_node().to_sexp()
+        );
+    }
 }
