@@ -33,12 +33,18 @@ const CALLING_CONVENTIONS: &[&str] = &[
     "__cdecl",
 ];
 
-/// `src` with the constructs the grammar does not know blanked (spaces, newlines kept), or None
-/// when it has none: calling-convention macros and `__align__(N)`, which only change how the
-/// compiler lays out or calls what they qualify, never what a kernel computes. Same length, so
-/// offsets into it are offsets into `src`.
+/// `src` with the constructs the grammar does not know masked, or None when it has none:
+/// calling-convention macros and `__align__(N)` blanked (they only change how the compiler lays
+/// out or calls what they qualify, never what a kernel computes), the stars and `const` of an
+/// array `new` of pointers blanked, and a keyword type in `typeid(...)` turned into an
+/// identifier. Same length, newlines kept, so offsets into it are offsets into `src`; only the
+/// grammar reads it.
 pub fn masked(src: &str) -> Option<String> {
-    if !src.contains("__align__") && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w)) {
+    if !src.contains("__align__")
+        && !src.contains("new ")
+        && !src.contains("typeid")
+        && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
+    {
         return None;
     }
     let mut bytes = src.as_bytes().to_vec();
@@ -86,7 +92,37 @@ pub fn masked(src: &str) -> Option<String> {
             blank(at..end, &mut bytes);
         }
     }
-    // Only ASCII bytes were replaced by ASCII spaces: still UTF-8.
+    // `new const float *[n]`: the grammar reads no pointer (or const) type in an array new;
+    // without them it reads `new float [n]`, an expression of the same shape.
+    static NEW_ARRAY: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let new_array = NEW_ARRAY.get_or_init(|| {
+        regex::Regex::new(
+            r"\bnew\s+(const\s+)?[A-Za-z_][A-Za-z0-9_:]*(?:\s*<[^<>;()]*>)?((?:\s*\*)+)\s*\[",
+        )
+        .expect("valid regex")
+    });
+    for c in new_array.captures_iter(src) {
+        for part in [c.get(1), c.get(2)].into_iter().flatten() {
+            blank(part.range(), &mut bytes);
+        }
+    }
+    // `typeid(double)`: the grammar reads `typeid` of an expression only; a keyword type becomes
+    // an identifier of the same length.
+    static TYPEID: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let typeid = TYPEID.get_or_init(|| {
+        regex::Regex::new(
+            r"\btypeid\s*\(\s*(float|double|int|char|bool|short|long|unsigned|signed|void)\s*\)",
+        )
+        .expect("valid regex")
+    });
+    for c in typeid.captures_iter(src) {
+        if let Some(t) = c.get(1) {
+            for b in &mut bytes[t.range()] {
+                *b = b'x';
+            }
+        }
+    }
+    // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
     String::from_utf8(bytes).ok()
 }
 
@@ -138,6 +174,15 @@ mod tests {
         );
         assert_eq!(view, want);
         assert!(masked("__global__ void k() {}").is_none());
+        let host = "void f(int n) { const float **p = new const float *[n]; int** q = new int*[n];\n  if (typeid(T) == typeid(double)) { } }\n";
+        let view = masked(host).expect("something to mask");
+        assert_eq!(view.len(), host.len());
+        assert!(
+            view.contains("new       float  [n]") && view.contains("new int [n]"),
+            "{view}"
+        );
+        assert!(view.contains("typeid(xxxxxx)"), "{view}");
+        assert!(!parse(host).tree.root_node().has_error());
         // The tree of the view has no error, and its ranges index the original.
         let tree = parse(src).tree;
         assert!(

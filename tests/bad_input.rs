@@ -322,15 +322,15 @@ fn grid_sync_is_reported_once_at_the_sync_call() {
     }
 }
 
-/// A syntax error outside every kernel (a grammar gap such as `new int*[rows]`) is a warning:
-/// `transform` writes the file, as `check` says it will, with the kernel transformed and the
-/// unreadable region as it was.
+/// A syntax error outside every kernel (a grammar gap such as an `else` that `#if` splits from
+/// its `if`) is a warning: `transform` writes the file, as `check` says it will, with the
+/// kernel transformed and the unreadable region as it was.
 #[test]
 fn a_syntax_error_outside_kernels_is_a_warning_and_the_file_is_written() {
     let dir = support::tempdir("bad-cp100");
     std::fs::write(
         dir.join("a.cu"),
-        "int** rows_of(int rows) { int** p = new int*[rows]; return p; }\n\
+        "int step(int x) {\n  if (x > 1) {\n    x++;\n  }\n#if 1\n  else {\n    x--;\n  }\n#endif\n  return x;\n}\n\
          __global__ void k(float* a) { a[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }\n\
          void host(float* a) { k<<<4, 32>>>(a); }\n",
     )
@@ -344,7 +344,7 @@ fn a_syntax_error_outside_kernels_is_a_warning_and_the_file_is_written() {
     let out = std::fs::read_to_string(dir.join("b.cu")).expect("written");
     assert!(out.contains("k__cupreempt"), "{out}");
     assert!(
-        out.contains("int** rows_of(int rows) { int** p = new int*[rows]; return p; }"),
+        out.contains("#if 1\n  else {\n    x--;\n  }\n#endif\n"),
         "{out}"
     );
 }
