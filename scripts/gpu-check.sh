@@ -5,7 +5,8 @@
 #      spatial preemption mid-run and resumption, five preempt/resume cycles;
 #   2. compute-sanitizer memcheck, racecheck and synccheck on the barrier/return fixtures;
 #   3. a transformed program with its own main(), built with nvcc, linked with the runtime
-#      (C ABI) and run through cupreempt::launch with no scheduler attached; and the same
+#      (C ABI) and run through cupreempt::launch with no scheduler attached, and again under
+#      CUPREEMPT_CHAOS (the runtime preempts and resumes its launches at random); and the same
 #      program built with -DCUPREEMPT_STANDALONE (no runtime); tests/gpu/launch_errors.cu; and
 #      tests/gpu/graph_capture.cu (launches captured into CUDA graphs), both through the runtime.
 # Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY] [RUNTIME_LIB_DIR]
@@ -65,6 +66,16 @@ if "$cli" transform fixtures/multiple_kernels.cu -o $e2e/mk.cu 2>/dev/null &&
   echo "PASS end-to-end multiple_kernels (transformed program through the runtime's C ABI)" >>"$log"
 else
   echo "FAIL end-to-end multiple_kernels (runtime)" >>"$log"
+  status=1
+fi
+# Chaos mode (CUPREEMPT_CHAOS): the runtime preempts and resumes every launch at random; the
+# program's own checks must still pass, and the runtime must say that chaos was on.
+if CUPREEMPT_CHAOS=7,20 timeout 60 $e2e/mk >$e2e/mk-chaos.txt 2>&1 &&
+  grep -q "chaos mode: launches preempted" $e2e/mk-chaos.txt; then
+  echo "PASS end-to-end multiple_kernels under CUPREEMPT_CHAOS=7,20" >>"$log"
+else
+  cat $e2e/mk-chaos.txt >>"$log"
+  echo "FAIL end-to-end multiple_kernels under CUPREEMPT_CHAOS=7,20" >>"$log"
   status=1
 fi
 if nvcc -arch=sm_90 -std=c++17 -DCUPREEMPT_STANDALONE -Icuda_support $e2e/mk.cu -o $e2e/mk-standalone &&

@@ -367,7 +367,8 @@ pub extern "C" fn cupreempt_rt_release(h: Handle) -> c_int {
             .kernels
             .remove(&h)
             .ok_or(Error::UnknownHandle(h))?;
-        drop(k);
+        // Chaos mode (CUPREEMPT_CHAOS) preempts and resumes it at random until it ends.
+        drop(super::chaos::adopt(k));
         Ok(())
     })
 }

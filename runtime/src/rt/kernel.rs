@@ -260,6 +260,11 @@ impl Kernel {
         self.instances.len()
     }
 
+    /// The SMs of the GPU the kernel runs on.
+    pub fn sm_count(&self) -> u32 {
+        self.rt.limits.sm_count
+    }
+
     /// The command in force now.
     pub fn command(&self) -> Command {
         self.command

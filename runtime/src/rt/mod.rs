@@ -22,6 +22,7 @@
 //! ```
 
 pub mod capi;
+pub mod chaos;
 mod clock;
 mod command;
 mod config;

@@ -156,7 +156,9 @@ fn plan(
     original: *mut c_void,
 ) -> Result<Option<Original>, Error> {
     let history = &rt.inner.history;
-    if !history.enabled() {
+    if !history.enabled() || super::chaos::enabled() {
+        // Chaos mode: every launch preemptible, so that every kernel meets preemption.
+        rt.request_setup();
         return Ok(None);
     }
     let ready = rt.inner.is_ready();
