@@ -15,6 +15,11 @@ pub const CTX_LIVE: &str = "__cp_live";
 /// The wrapper's first parameter: the launch's description (`cupreempt_launch`, control.h).
 pub const LAUNCH_PARAM: &str = "__cp_launch";
 
+/// Blocks of 1,024 threads that the 32-register wrapper asks to fit on an SM (task_loop.cuh):
+/// 2 where an SM holds 2,048 threads (65,536 registers / 2,048 = 32), 1 where it holds fewer,
+/// where asking for 2 is out of range.
+pub const R32_MIN_BLOCKS: &str = "CUPREEMPT_R32_MIN_BLOCKS";
+
 /// The launch description's C type (control.h).
 pub const LAUNCH_TYPE: &str = "cupreempt_launch";
 /// The context that reads the hardware's blockIdx/gridDim (task_loop.cuh).

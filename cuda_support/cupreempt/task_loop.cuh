@@ -10,6 +10,17 @@
 #pragma once
 #include "control.h"
 
+// The 32-register wrapper's __launch_bounds__(1024, CUPREEMPT_R32_MIN_BLOCKS): two blocks of
+// 1024 threads per SM mean at most 32 registers where an SM holds 2048 threads. Where it holds
+// fewer (sm_75: 1024; sm_86, sm_89, sm_120, sm_121: 1536) two are out of range (ptxas warns and
+// ignores them), and full occupancy needs no such cap. Spelled in src/vocab.rs too.
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 750 || __CUDA_ARCH__ == 860 || \
+                               __CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200 || __CUDA_ARCH__ == 1210)
+#define CUPREEMPT_R32_MIN_BLOCKS 1
+#else
+#define CUPREEMPT_R32_MIN_BLOCKS 2
+#endif
+
 namespace cupreempt {
 
 // Default amount of work between two looks at the control word: it bounds how long a block

@@ -5,7 +5,7 @@
 //! __device__ __forceinline__ void K__cupreempt_body(CupreemptCtx& __cp, params) { body }
 //! __global__ void K(params) { ... body with NativeCtx }   // the original symbol
 //! __global__ void K__cupreempt(cupreempt_launch, params)  // the persistent wrapper
-//! __global__ void __launch_bounds__(1024, 2)               // the same, held to 32 registers
+//! __global__ void __launch_bounds__(1024, CUPREEMPT_R32_MIN_BLOCKS)  // the same, held to 32 registers
 //!     K__cupreempt_r32(cupreempt_launch, params)
 //! struct K__cupreempt_kernels { original, wrapper, wrapper_r32 };  // what launch sites name
 //! ```
@@ -27,12 +27,15 @@ use crate::edit::Edit;
 use crate::vocab::{
     body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, CTX,
     CTX_TYPE, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32,
-    NATIVE_CTX, RUN_TASKS, TASK_CTX,
+    NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS, TASK_CTX,
 };
 use std::collections::BTreeSet;
 
-/// Holds a kernel to 32 registers whatever its block size (65536 registers / 2048 threads).
-const CAP_32_REGISTERS: &str = "__launch_bounds__(1024, 2) ";
+/// Holds a kernel to 32 registers whatever its block size (65536 registers / 2048 threads),
+/// where an SM holds 2048 threads (`R32_MIN_BLOCKS`, task_loop.cuh).
+fn cap_32_registers() -> String {
+    format!("__launch_bounds__(1024, {R32_MIN_BLOCKS}) ")
+}
 pub fn kernels_struct(plan: &KernelPlan) -> String {
     kernels_struct_name(&plan.site.name, plan.overloaded.then_some(plan.ordinal))
 }
@@ -221,11 +224,11 @@ fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
 }
 
 /// A wrapper's attribute (the register cap, or none) and name.
-fn wrapper_head(kernel: &str, cap: bool) -> (&'static str, String) {
+fn wrapper_head(kernel: &str, cap: bool) -> (String, String) {
     if cap {
-        (CAP_32_REGISTERS, capped_wrapper_name(kernel))
+        (cap_32_registers(), capped_wrapper_name(kernel))
     } else {
-        ("", wrapper_name(kernel))
+        (String::new(), wrapper_name(kernel))
     }
 }
 
