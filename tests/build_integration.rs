@@ -259,3 +259,41 @@ fn depfile_named_after_the_output_names_the_originals() {
     );
     assert!(!dep.contains(".cupreempt/scale_float-"), "{dep}");
 }
+
+/// Separate compilation (`-rdc=true -dc`, then a link through nvcc): the launcher transforms at
+/// each compile step, adds the runtime at the link, and the program links.
+#[test]
+fn relocatable_device_code_builds_through_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-rdc");
+    let src = support::root().join("examples/cmake-project/src");
+    let mut objects = Vec::new();
+    for f in ["main", "scale_float", "scale_double"] {
+        let obj = dir.join(format!("{f}.o"));
+        run(
+            Command::new(&bin)
+                .arg(&nvcc)
+                .args(["-arch=sm_90", "-std=c++17", "-rdc=true", "-dc"])
+                .args(support::toolkit_flags(&nvcc))
+                .arg(src.join(format!("{f}.cu")))
+                .arg("-o")
+                .arg(&obj),
+            f,
+        );
+        objects.push(obj);
+    }
+    assert!(contains(&objects[1], "scale_add__cupreemptIfE"));
+    let app = dir.join("scale_add");
+    let out = run(
+        Command::new(&bin)
+            .arg(&nvcc)
+            .args(["-arch=sm_90", "-rdc=true"])
+            .args(support::toolkit_flags(&nvcc))
+            .args(&objects)
+            .arg("-o")
+            .arg(&app),
+        "link",
+    );
+    assert!(app.is_file(), "{out}");
+}
