@@ -28,7 +28,21 @@ pub fn is_compiler(first: &std::ffi::OsStr) -> bool {
         .map(|n| n.to_string_lossy().to_string())
         .unwrap_or_default();
     let stem = name.strip_suffix(".exe").unwrap_or(&name);
-    stem == "nvcc" || (first.to_string_lossy().contains('/') && path.is_file())
+    stem == "nvcc" || (first.to_string_lossy().contains('/') && is_executable(path))
+}
+
+/// A file that may be run (a source named by mistake, `cupreempt ./k.cu`, is not a compiler).
+fn is_executable(path: &Path) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        path.metadata()
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    }
+    #[cfg(not(unix))]
+    {
+        path.is_file()
+    }
 }
 
 /// Options whose value is the next argument (when not attached): the value is no source.
@@ -629,6 +643,12 @@ mod tests {
         assert!(is_compiler("nvcc.exe".as_ref()));
         assert!(!is_compiler("transform".as_ref()));
         assert!(!is_compiler("./no/such/nvcc-wrapper".as_ref()));
+        // A path to a file that cannot be run is a source given by mistake, not a compiler.
+        let src = std::env::temp_dir().join(format!("cupreempt-notexe-{}.cu", std::process::id()));
+        std::fs::write(&src, "").unwrap();
+        assert!(!is_compiler(src.as_os_str()));
+        std::fs::remove_file(&src).unwrap();
+        assert!(is_compiler("/bin/sh".as_ref()));
     }
 
     #[test]
