@@ -491,6 +491,21 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().value)
             .filter(|v| v.kind_id() == k.preproc_arg);
         let body = value.map(|v| text(v, self.src)).unwrap_or("");
+        if let (Some(v), Some(at)) = (value, body.find("<<<")) {
+            // Never silent: the launch in a macro body runs the original kernel.
+            let start = v.start_byte() + at;
+            self.found.diagnostics.push(
+                Diagnostic::new(
+                    Code::LaunchLeft,
+                    format!(
+                        "a launch inside the macro `{}` is left as it is: launches in macro bodies are not rewritten",
+                        text(name, self.src)
+                    ),
+                )
+                .label(start..start + 3, "this launch is not preemptible")
+                .help("launch the kernel from a function, and call that function in the macro"),
+            );
+        }
         macros::define(&mut self.found.macros, text(name, self.src), body);
     }
 }
