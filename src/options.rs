@@ -23,8 +23,8 @@ pub struct Options {
     /// Kernels defined in files that this one includes (`program.rs`): their launches here
     /// are rewritten too, through the launch types their transformed definitions declare.
     pub known_kernels: Vec<crate::program::KnownKernel>,
-    /// Device functions of included files that read blockIdx/gridDim or synchronize: a kernel
-    /// here that calls one is refused (CP008).
+    /// Device functions of included files that read blockIdx/gridDim (a kernel here that
+    /// calls one is refused, CP008) or synchronize (a call is a barrier).
     pub known_helpers: Vec<crate::program::KnownHelper>,
 }
 

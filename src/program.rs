@@ -3,8 +3,9 @@
 //! the kernel; so a file may rewrite launches of kernels that it sees defined in a file it
 //! includes (`KnownKernel`, `Options::known_kernels`). Which files those are comes from the
 //! `#include` lines (`includes`, `resolve`), read the way the preprocessor resolves them. A
-//! kernel that calls a device function of an included file which reads blockIdx/gridDim or
-//! synchronizes is refused (`KnownHelper`, `Options::known_helpers`): it would not be rewritten.
+//! kernel that calls a device function of an included file which reads blockIdx/gridDim is
+//! refused, and one that synchronizes counts as a barrier (`KnownHelper`,
+//! `Options::known_helpers`).
 
 use crate::analysis::{HelperPlan, KernelPlan};
 use crate::vocab::kernels_struct_name;

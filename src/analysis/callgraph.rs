@@ -18,8 +18,10 @@ pub struct CallGraph {
 }
 
 impl CallGraph {
-    /// Builds the graph and marks the helpers that need the task context.
-    pub fn build(helpers: &mut [HelperPlan]) -> CallGraph {
+    /// Builds the graph and marks the helpers that need the task context. `external_barriers`:
+    /// functions of included files that synchronize the block (`Options::known_helpers`); a
+    /// call to one is a barrier like a call to a helper of this file that synchronizes.
+    pub fn build(helpers: &mut [HelperPlan], external_barriers: &[&str]) -> CallGraph {
         let mut ctx_names: BTreeSet<String> = BTreeSet::new();
         loop {
             let mut changed = false;
@@ -44,7 +46,11 @@ impl CallGraph {
                 h.needs_ctx = true;
             }
         }
-        let mut barrier_names: BTreeSet<String> = BTreeSet::new();
+        let mut barrier_names: BTreeSet<String> = external_barriers
+            .iter()
+            .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
+            .map(|n| n.to_string())
+            .collect();
         loop {
             let before = barrier_names.len();
             for h in helpers.iter() {

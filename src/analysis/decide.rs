@@ -55,7 +55,12 @@ pub fn decide<'t>(
     let mut external: BTreeSet<&str> = BTreeSet::new();
     while let Some((name, call_site, via)) = stack.pop() {
         if graph.callees(name).next().is_none() {
-            if let Some(h) = opts.known_helpers.iter().find(|h| h.name == name) {
+            // One that only synchronizes is a barrier like a helper of this file's (below).
+            if let Some(h) = opts
+                .known_helpers
+                .iter()
+                .find(|h| h.name == name && h.reads_block_ids)
+            {
                 if external.insert(name) {
                     refusals.push(included_helper(h, &call_site));
                 }
@@ -363,15 +368,10 @@ fn declared_names(body: Node, stmt: &Range<usize>, src: &str) -> Vec<String> {
         .collect()
 }
 
-/// CP008 for a call to a device function of an included file that reads blockIdx/gridDim (its
-/// reads cannot be given the task's values from here) or synchronizes (a barrier the analysis
-/// of this file cannot place).
+/// CP008 for a call to a device function of an included file that reads blockIdx/gridDim: its
+/// reads cannot be given the task's values from here.
 fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize>) -> Diagnostic {
-    let what = match (h.reads_block_ids, h.synchronizes) {
-        (true, true) => "reads blockIdx/gridDim and synchronizes the block: from this file it cannot be given the task's values, nor its barriers seen",
-        (true, false) => "reads blockIdx/gridDim: from this file it cannot be given the task's values",
-        _ => "synchronizes the block: the analysis of this file cannot see its barriers",
-    };
+    let what = "reads blockIdx/gridDim: from this file it cannot be given the task's values";
     Diagnostic::new(
         Code::Helper,
         format!("`{}`, a device function of an included file, {what}", h.name),

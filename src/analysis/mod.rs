@@ -151,7 +151,13 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     let mut diagnostics = found.diagnostics;
     let macros = body::with_body_macros(found.macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
-    let graph = CallGraph::build(&mut helpers);
+    let external_barriers: Vec<&str> = opts
+        .known_helpers
+        .iter()
+        .filter(|h| h.synchronizes)
+        .map(|h| h.name.as_str())
+        .collect();
+    let graph = CallGraph::build(&mut helpers, &external_barriers);
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
