@@ -704,6 +704,25 @@ mod tests {
     }
 
     #[test]
+    fn depfiles_name_the_originals_also_behind_escaped_spaces() {
+        let dir = std::env::temp_dir().join(format!("cupreempt-dep-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let dep = dir.join("a.o.d");
+        let root = PathBuf::from("/b d/a.o.cupreempt/a-00ff");
+        std::fs::write(
+            &dep,
+            "a.o: /b\\ d/a.o.cupreempt/a-00ff/src/my\\ dir/a.cu \\\n /b\\ d/a.o.cupreempt/a-00ff/src/k.cuh /usr/include/stdio.h\n",
+        )
+        .unwrap();
+        originals_in_depfile(&dep, &[root]).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&dep).unwrap(),
+            "a.o: /src/my\\ dir/a.cu \\\n /src/k.cuh /usr/include/stdio.h\n"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn includes_of_project_headers_name_their_copies() {
         let dir = std::env::temp_dir().join(format!("cupreempt-redirect-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("inc")).unwrap();
