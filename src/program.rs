@@ -68,35 +68,15 @@ pub struct KnownHelper {
 }
 
 impl KnownHelper {
-    /// The helpers of a file that matter to callers in other files, with what they reach
-    /// through the file's other helpers.
+    /// The helpers of a file that matter to callers in other files (what they reach through
+    /// the file's other helpers is in the plans, `CallGraph::build`).
     pub fn of_all(helpers: &[HelperPlan]) -> Vec<KnownHelper> {
-        let mut syncing: std::collections::BTreeSet<&str> = helpers
-            .iter()
-            .filter(|h| !h.facts.barriers.is_empty())
-            .map(|h| h.site.name.as_str())
-            .collect();
-        loop {
-            let before = syncing.len();
-            for h in helpers {
-                if h.facts
-                    .calls
-                    .iter()
-                    .any(|c| syncing.contains(c.name.as_str()))
-                {
-                    syncing.insert(h.site.name.as_str());
-                }
-            }
-            if syncing.len() == before {
-                break;
-            }
-        }
         helpers
             .iter()
             .map(|h| KnownHelper {
                 name: h.site.name.clone(),
                 reads_block_ids: h.needs_ctx,
-                synchronizes: syncing.contains(h.site.name.as_str()),
+                synchronizes: h.synchronizes,
             })
             .filter(|h| h.reads_block_ids || h.synchronizes)
             .collect()

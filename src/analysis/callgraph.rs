@@ -67,6 +67,9 @@ impl CallGraph {
                 break;
             }
         }
+        for h in helpers.iter_mut() {
+            h.synchronizes = barrier_names.contains(&h.site.name);
+        }
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, h) in helpers.iter().enumerate() {
             by_name.entry(h.site.name.clone()).or_default().push(i);

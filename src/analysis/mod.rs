@@ -132,6 +132,8 @@ pub struct HelperPlan<'t> {
     pub facts: BodyFacts<'t>,
     /// Gets a task-context parameter (it reads blockIdx/gridDim, maybe through other helpers).
     pub needs_ctx: bool,
+    /// Synchronizes the block, directly or through other helpers (`CallGraph::build`).
+    pub synchronizes: bool,
     /// Is called, directly or not, by a transformed kernel.
     pub reached: bool,
     pub prior_declarations: Vec<FunctionSite<'t>>,
@@ -226,6 +228,7 @@ fn helper_plans<'t>(
             prior_declarations: callgraph::prior_declarations(declarations, &h),
             site: h,
             needs_ctx: false,
+            synchronizes: false,
             reached: false,
         })
         .collect()
