@@ -13,7 +13,8 @@
 //! and in the crate: `include!(concat!(env!("OUT_DIR"), "/kernels.rs"));` (the package also
 //! depends on `cupreempt-runtime`).
 //!
-//! Each file is transformed (`cupreempt::transform`), compiled to PTX with nvcc, and embedded;
+//! Each file is transformed (`cupreempt::transform`), compiled with nvcc to a fatbin (machine
+//! code for each architecture, and PTX for newer GPUs), and embedded;
 //! `OUT_DIR/NAME.rs` defines `Kernels`, whose `load(&Runtime)` loads the modules and which has
 //! one method per transformed kernel: the kernel's parameters as Rust values (pointers as
 //! `u64` device addresses, e.g. a cudarc `CUdeviceptr`), returning the runtime's
@@ -22,9 +23,12 @@
 //! method; a `cargo:warning` says why.
 //!
 //! nvcc: `Build::nvcc`, else `CUPREEMPT_NVCC`, else `CUDA_HOME`/`CUDA_PATH` `bin/nvcc`, else
-//! PATH; none: an error that says so. The architecture: `Build::arch`, else `CUDA_ARCH`, else
-//! `sm_75`, the oldest that CUDA 13 compiles for (PTX is compiled for newer GPUs by the driver). `cargo:rerun-if-changed` for every
-//! file and every header it includes outside the system's and the toolkit's folders.
+//! PATH; none: an error that says so. The architectures: `Build::arch`, else `CUDA_ARCH` (one or
+//! several, e.g. `80,90`), else sm_75, 80, 86, 89, 90, 100 and 120. Each gets machine code; the
+//! oldest one's PTX goes along for GPUs newer than all of them. Machine code matters: a driver
+//! older than the nvcc that made the PTX cannot compile it (`CUDA_ERROR_UNSUPPORTED_PTX_VERSION`),
+//! but it runs machine code from any nvcc of its major version. `cargo:rerun-if-changed` for
+//! every file and every header it includes outside the system's and the toolkit's folders.
 
 use cupreempt::program;
 use std::fmt::Write as _;
@@ -82,7 +86,8 @@ impl Build {
         self.include.push(p.as_ref().to_path_buf());
         self
     }
-    /// `sm_80`, `compute_90`, or just `90`.
+    /// The GPU architectures to compile for: `sm_80`, `compute_90`, `90`, or several of
+    /// these separated by commas or spaces.
     pub fn arch(&mut self, a: &str) -> &mut Build {
         self.arch = Some(a.to_string());
         self
@@ -120,7 +125,8 @@ impl Build {
             std::fs::write(&p, content).map_err(|e| err(format!("{}: {e}", p.display())))?;
         }
         let nvcc = self.find_nvcc()?;
-        let arch = self.arch_flag();
+        let archs = self.archs()?;
+        let oldest = archs.iter().min().copied().unwrap_or(DEFAULT_ARCHS[0]);
         for v in ["CUPREEMPT_NVCC", "CUDA_HOME", "CUDA_PATH", "CUDA_ARCH"] {
             println!("cargo:rerun-if-env-changed={v}");
         }
@@ -159,6 +165,7 @@ impl Build {
                 .to_string();
             let cu = work.join(format!("{index}-{stem}.cu"));
             let ptx = work.join(format!("{index}-{stem}.ptx"));
+            let fatbin = work.join(format!("{index}-{stem}.fatbin"));
             std::fs::write(&cu, &t.output).map_err(|e| err(e.to_string()))?;
             let dir = std::path::absolute(file)
                 .ok()
@@ -166,7 +173,7 @@ impl Build {
                 .unwrap_or_default();
             let mut c = Command::new(&nvcc);
             c.arg("-ptx")
-                .arg(&arch)
+                .arg(format!("-arch=compute_{oldest}"))
                 .arg("-std=c++17")
                 .arg(format!("-I{}", dir.display()));
             for i in &self.include {
@@ -194,25 +201,68 @@ impl Build {
                     String::from_utf8_lossy(&o.stderr)
                 )));
             }
+            // The PTX to machine code for every architecture (ptxas only: the front end ran once).
+            let codes: Vec<String> = archs
+                .iter()
+                .map(|a| format!("sm_{a}"))
+                .chain([format!("compute_{oldest}")])
+                .collect();
+            let o = Command::new(&nvcc)
+                .arg("-fatbin")
+                .arg(format!(
+                    "-gencode=arch=compute_{oldest},code=[{}]",
+                    codes.join(",")
+                ))
+                .arg(&ptx)
+                .arg("-o")
+                .arg(&fatbin)
+                .output()
+                .map_err(|e| err(format!("cannot run {}: {e}", nvcc.display())))?;
+            if !o.status.success() {
+                return Err(err(format!(
+                    "nvcc failed on {shown} (machine code for {}):\n{}",
+                    codes.join(", "),
+                    String::from_utf8_lossy(&o.stderr)
+                )));
+            }
             let ptx_text = std::fs::read_to_string(&ptx).map_err(|e| err(e.to_string()))?;
             for (kernel, why) in kernels_of(&src, &ptx_text, index, &mut launchers) {
                 println!("cargo:warning={shown}: kernel `{kernel}` gets no launcher: {why}");
             }
-            modules.push(ptx);
+            modules.push(fatbin);
         }
         let rs = generate(&self.files, &modules, &launchers);
         std::fs::write(out.join(format!("{name}.rs")), rs).map_err(|e| err(e.to_string()))?;
         Ok(launchers)
     }
 
-    fn arch_flag(&self) -> String {
-        let a = self
+    /// The architectures' numbers (`sm_80` -> 80), sorted, without repeats.
+    fn archs(&self) -> Result<Vec<u32>, Error> {
+        let given = self
             .arch
             .clone()
-            .or_else(|| std::env::var("CUDA_ARCH").ok())
-            .unwrap_or_else(|| "sm_75".into());
-        let digits = a.trim_start_matches("sm_").trim_start_matches("compute_");
-        format!("-arch=sm_{digits}")
+            .or_else(|| std::env::var("CUDA_ARCH").ok());
+        let Some(given) = given.filter(|g| !g.trim().is_empty()) else {
+            return Ok(DEFAULT_ARCHS.to_vec());
+        };
+        let mut archs = Vec::new();
+        for a in given.split([',', ' ']).filter(|a| !a.is_empty()) {
+            let digits = a.trim_start_matches("sm_").trim_start_matches("compute_");
+            let n = digits.parse::<u32>().map_err(|_| {
+                err(format!(
+                    "architecture `{a}` is not one of sm_NN, compute_NN or NN (from {})",
+                    if self.arch.is_some() {
+                        "Build::arch"
+                    } else {
+                        "CUDA_ARCH"
+                    }
+                ))
+            })?;
+            archs.push(n);
+        }
+        archs.sort_unstable();
+        archs.dedup();
+        Ok(archs)
     }
 
     fn find_nvcc(&self) -> Result<PathBuf, Error> {
@@ -235,6 +285,10 @@ impl Build {
             .ok_or_else(|| err("nvcc not found: set CUPREEMPT_NVCC to it, or CUDA_HOME to the toolkit, or put nvcc on PATH"))
     }
 }
+
+/// Machine code for these when no architecture is given: from the oldest that CUDA 13 compiles
+/// for to the newest of each family.
+const DEFAULT_ARCHS: [u32; 7] = [75, 80, 86, 89, 90, 100, 120];
 
 /// The toolkit folder above nvcc's `bin`.
 fn nvcc_top(nvcc: &Path) -> Option<PathBuf> {
@@ -374,7 +428,10 @@ fn generate(files: &[PathBuf], modules: &[PathBuf], launchers: &[Launcher]) -> S
         s,
         "}}\n\n#[allow(dead_code, clippy::too_many_arguments)]\nimpl Kernels {{"
     );
-    let _ = writeln!(s, "    /// Loads the modules (PTX embedded at build time).");
+    let _ = writeln!(
+        s,
+        "    /// Loads the modules (fatbins embedded at build time)."
+    );
     let _ = writeln!(
         s,
         "    pub fn load(rt: &{rt}::Runtime) -> {rt}::Result<Kernels> {{"
@@ -451,6 +508,49 @@ mod tests {
     }
 
     #[test]
+    fn architectures_from_the_option_or_the_default() {
+        let mut b = Build::new();
+        // The option wins over CUDA_ARCH, so the environment cannot change this test.
+        assert_eq!(b.arch("sm_90, 80,compute_90").archs().unwrap(), [80, 90]);
+        assert_eq!(b.arch("75").archs().unwrap(), [75]);
+        let e = b.arch("sm_9x").archs().unwrap_err().to_string();
+        assert!(e.contains("`sm_9x`") && e.contains("Build::arch"), "{e}");
+        if std::env::var_os("CUDA_ARCH").is_none() {
+            assert_eq!(Build::new().archs().unwrap(), DEFAULT_ARCHS);
+        }
+    }
+
+    /// With nvcc (scripts/test.sh sets CUPREEMPT_NVCC; without it, this test says so and
+    /// fails): the module embedded holds machine code for each architecture asked for.
+    #[test]
+    fn the_module_holds_machine_code_for_each_architecture() {
+        let Some(nvcc) = std::env::var_os("CUPREEMPT_NVCC") else {
+            panic!("CUPREEMPT_NVCC is not set: this test needs nvcc (scripts/test.sh provides it)");
+        };
+        let dir = std::env::temp_dir().join(format!("cupreempt-build-sass-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cu = dir.join("k.cu");
+        std::fs::write(
+            &cu,
+            "__global__ void k(float* p) { p[blockIdx.x] = 1.0f; }\n",
+        )
+        .unwrap();
+        Build::new()
+            .file(&cu)
+            .nvcc(nvcc)
+            .arch("sm_80,sm_90")
+            .out_dir(&dir)
+            .compile("k")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let rs = std::fs::read_to_string(dir.join("k.rs")).unwrap();
+        assert!(rs.contains("0-k.fatbin"), "{rs}");
+        let image = std::fs::read(dir.join("k.cupreempt/0-k.fatbin")).unwrap();
+        let elves = image.windows(4).filter(|w| w == b"\x7fELF").count();
+        assert_eq!(elves, 2, "one ELF (machine code) per architecture");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn parameter_types() {
         assert_eq!(rust_type("const float* __restrict__ x", "x"), Some("u64"));
         assert_eq!(rust_type("int n", "n"), Some("i32"));
@@ -481,7 +581,7 @@ mod tests {
         assert_eq!(skipped, ["t", "s"]);
         let rs = generate(
             &[PathBuf::from("k.cu")],
-            &[PathBuf::from("/o/0-k.ptx")],
+            &[PathBuf::from("/o/0-k.fatbin")],
             &out,
         );
         assert!(rs.contains("pub fn saxpy(&self, rt: &::cupreempt_runtime::rt::Runtime, cfg: &::cupreempt_runtime::rt::LaunchConfig, stream: ::cupreempt_runtime::rt::StreamRef, n: i32, a: f32, x: u64, y: u64)"), "{rs}");

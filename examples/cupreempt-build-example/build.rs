@@ -1,4 +1,5 @@
-// Transforms kernels/kernels.cu, compiles it to PTX and generates OUT_DIR/kernels.rs.
+// Transforms kernels/kernels.cu, compiles it to a fatbin (machine code for the usual GPUs, PTX
+// for newer ones) and generates OUT_DIR/kernels.rs.
 // In this repository, nvcc is the one scripts/test.sh installs when CUPREEMPT_NVCC is not set.
 fn main() {
     let mut b = cupreempt_build::Build::new();
