@@ -87,19 +87,20 @@ struct TaskCtx {
   // and task for a 2-D grid: on the H100, convolution's column pass executed 31% more
   // instructions than the original), so the leader splits the chunk's first task once, in
   // next_chunk() (a call there, not here: a call in the task loop cost n-body's inner loop
-  // its interleaving), and a task in the same row is found by an addition.
+  // its interleaving), and a task in the same row is found by an addition. No branch here
+  // may depend on the launch alone (the grid's shape, its size): the compiler then makes one
+  // copy of the task loop, and of the kernel's body, per outcome, and every copy is code that
+  // the program's first launch loads (about 1.5 us per KB on the H100,
+  // scripts/probes/module_load.sh).
   __device__ TaskCtx(const cupreempt_launch& l, const BlockState& st, unsigned i)
       : gridDim(l.grid_x, l.grid_y, l.grid_z) {
-    const unsigned long long task = st.begin + i;
-    if (l.grid_y == 1 && l.grid_z == 1) {
-      blockIdx = make_uint3((unsigned)task, 0, 0);
-    } else if (st.first.x + i < l.grid_x) {
-      blockIdx = make_uint3(st.first.x + i, st.first.y, st.first.z);
-    } else if (l.total_tasks <= 0xffffffffull) {  // the chunk runs into the next row
-      const unsigned t = (unsigned)task, row = t / l.grid_x;
-      blockIdx = make_uint3(t - row * l.grid_x, row % l.grid_y, row / l.grid_y);
-    } else {
-      blockIdx = split(task, l.grid_x, l.grid_y);
+    // first.x < grid_x <= 2^31 - 1 and i < kMaxChunk: no overflow. A 1-D grid never wraps.
+    const unsigned x = st.first.x + i;
+    if (x < l.grid_x) {
+      blockIdx = make_uint3(x, st.first.y, st.first.z);
+    } else {  // the chunk runs into the next row: counted from `first`, in 32 bits
+      const unsigned rows = x / l.grid_x, y = st.first.y + rows, planes = y / l.grid_y;
+      blockIdx = make_uint3(x - rows * l.grid_x, y - planes * l.grid_y, st.first.z + planes);
     }
   }
 
@@ -236,13 +237,16 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
   __threadfence();
 }
 
-// Tests (l.audit): counts one run of each task of the chunk the block has just finished. Here
-// in the leader's step, not in the task loop: a branch per task there cost up to 2% (H100:
-// black_scholes, convolution).
+#ifdef CUPREEMPT_AUDIT
+// Tests (l.audit; only in CUPREEMPT_AUDIT builds, elsewhere it would be code that nothing runs
+// but every first launch loads): counts one run of each task of the chunk the block has just
+// finished. Here in the leader's step, not in the task loop: a branch per task there cost up to
+// 2% (H100: black_scholes, convolution).
 static __device__ __noinline__ void audit_chunk(unsigned* audit, unsigned long long begin,
                                                 unsigned long long n) {
   for (unsigned long long t = begin; t < begin + n; ++t) atomicAdd(&audit[t], 1u);
 }
+#endif
 
 // The leader's step between two chunks: look at the control word, size the next chunk from
 // the time the last ones took, take it from the counter. Float arithmetic, for the same reason:
@@ -259,14 +263,17 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
                                      unsigned gy, unsigned gz, volatile LeaderState& ls,
                                      BlockState& st) {
+#ifdef CUPREEMPT_AUDIT
   if (audit && ls.unreported) audit_chunk(audit, ls.chunk_begin, ls.unreported);
+#endif
   if (ls.unreported && !fixed) {  // size this chunk from the time the last ones took
     const unsigned long long now = global_ns();
     ls.spent_ns += now - ls.last_ns;
     ls.spent_tasks += ls.unreported;
     float want = 2.0f * ls.next;  // below the timer's resolution: grow
     if (ls.spent_ns) {
-      const float per_ns = (float)ls.spent_tasks / (float)ls.spent_ns;  // tasks per ns
+      // __fdividef: an estimate needs no IEEE division (whose slow path is 2 KB of code).
+      const float per_ns = __fdividef((float)ls.spent_tasks, (float)ls.spent_ns);  // tasks per ns
       const float within_budget = (float)budget * per_ns;
       // Contention floor: the chunk must last long enough for every block's claim to fit
       // in the counter's queue (kClaimLineNs per operation, two per claim) with room to
@@ -299,7 +306,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
       stop = true;  // all taken: no atomic, the blocks of a launch all get here at its end
     } else {
       if (!fixed) {  // near the end, smaller chunks so that blocks finish together
-        const float fair = (float)(total - seen) / (2.0f * gridDim.x * gridDim.y * gridDim.z);
+        const float fair = __fdividef((float)(total - seen), 2.0f * gridDim.x * gridDim.y * gridDim.z);
         if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
       }
       begin = atomicAdd(&c->next_task, n);
@@ -312,7 +319,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
   st.end = end;
   st.stop = stop;
   ls.chunk_begin = begin;
-  if (!stop && !(gy == 1 && gz == 1)) st.first = TaskCtx::split(begin, gx, gy);
+  if (!stop) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
   const unsigned long long done = ls.unreported, step = 1ull << progress_shift;
   if (host && done && !stop && ((begin + step - 1) & ~(step - 1)) < end)
     host->done_tasks = atomicAdd(&c->done_tasks, done) + done;
@@ -440,8 +447,18 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
                    l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs),
                    l.progress_shift, l.audit, l.grid_x, l.grid_y, l.grid_z, ls, st);
       __syncthreads();
-      if (st.stop) break;
-      const unsigned n = (unsigned)(st.end - st.begin);  // at most kMaxChunk
+      // Every thread reads the same values, but ptxas cannot tell that from a shared-memory
+      // load: it then assumes that warps may diverge in the task loop and gives each barrier
+      // of the body a second, divergent copy of the code after it (up to twice the body's size,
+      // which the first launch pays for in loading time). A value that a shuffle takes from
+      // lane 0 with the full mask is known to be the same in every lane. Lanes that a partial
+      // last warp does not have count as exited, which the full mask allows.
+      if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
+      // At most kMaxChunk.
+      const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
+      // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
+      // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
+#pragma unroll 1
       for (unsigned i = 0; i < n; ++i) {
         Ctx ctx(l, st, i);
         body(ctx);

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Module size against first-launch time (scripts/probes/module_load.cu). On a GPU machine with
+# nvcc. Prints, per build, the fatbin's size and the median host time of the first launch over
+# PROBE_RUNS fresh processes (default 9), with lazy (default) and eager module loading.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+work=$(mktemp -d)
+runs=${PROBE_RUNS:-9}
+build() {  # NAME KERNELS FMAS GENCODE...
+  local name=$1 n=$2 fmas=$3
+  shift 3
+  nvcc -O2 "$@" -DBALLAST="$n" -DFMAS="$fmas" scripts/probes/module_load.cu -o "$work/$name"
+}
+sass="-gencode arch=compute_90,code=sm_90"
+build none 0 1000 $sass
+build 4x16k 4 1000 $sass
+build 16x16k 16 1000 $sass
+build 64x16k 64 1000 $sass
+build 4x64k 4 4000 $sass
+build 64x4k 64 250 $sass
+build 16x16k+ptx 16 1000 -gencode "arch=compute_90,code=[sm_90,compute_90]"
+names="none 4x16k 16x16k 64x16k 4x64k 64x4k 16x16k+ptx"
+for name in $names; do
+  fatbin=$(readelf -SW "$work/$name" | python3 -c '
+import sys
+for l in sys.stdin:
+    if "nv_fatbin" in l: print(int(l.split("]")[1].split()[4], 16))')
+  for mode in LAZY EAGER; do
+    for _ in $(seq "$runs"); do CUDA_MODULE_LOADING=$mode "$work/$name"; done |
+      python3 -c '
+import statistics, sys
+v = [float(l.split()[1]) for l in sys.stdin]
+print(f"{sys.argv[1]:11s} fatbin {int(sys.argv[2]):8d} B  {sys.argv[3]:5s} first launch median {statistics.median(v):8.1f} us (min {min(v):.1f}, max {max(v):.1f})")' "$name" "$fatbin" "$mode"
+  done
+done
