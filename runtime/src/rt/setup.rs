@@ -71,7 +71,17 @@ pub(crate) fn start() {
     let spawned = std::thread::Builder::new()
         .name("cupreempt-setup".into())
         .spawn(move || {
-            let _ = super::driver::driver_available();
+            if super::driver::driver_available() {
+                // The driver API's library handle and a first symbol, so that the first
+                // launch does not search the library path again (no cuInit here: a program
+                // may fork before it uses CUDA, and a child of an initialized driver cannot).
+                // SAFETY: the library is present; cuDriverGetVersion needs no cuInit.
+                unsafe {
+                    let _ = sys::culib();
+                    let mut version = 0;
+                    let _ = sys::cuDriverGetVersion(&mut version);
+                }
+            }
             for inner in rx {
                 set_up(&inner, true);
             }
