@@ -309,7 +309,7 @@ fn temporal(g: &Setup) -> Result<String, String> {
 }
 
 fn spatial(g: &Setup) -> Result<String, String> {
-    let sms = g.rt.limits().sm_count;
+    let sms = g.rt.limits().expect("device limits").sm_count;
     let job = Job::new([20000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_micros(300));

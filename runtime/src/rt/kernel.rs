@@ -147,7 +147,7 @@ impl Runtime {
     ) -> Result<Kernel> {
         let stream = stream.0;
         let rt = &self.inner;
-        let tasks = cfg.tasks(&rt.limits)?;
+        let tasks = cfg.tasks(&rt.limits()?)?;
         rt.current()?;
         let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
         super::trace_setup("occupancy");
@@ -188,7 +188,7 @@ impl Runtime {
             progress_seen: AtomicU64::new(0),
         };
         // On error the handle drops here and retires the slot after what was enqueued.
-        let blocks = persistent_blocks(k.per_sm, rt.limits.sm_count, tasks);
+        let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         k.launch_instance(stream, blocks)?;
         super::trace_setup("launch and end event");
         k.params.first = 0; // every later instance is a resumed one
@@ -201,7 +201,7 @@ impl Runtime {
     pub(crate) fn capacity(&self, func: &Function, cfg: &LaunchConfig) -> Result<u64> {
         let rt = &self.inner;
         let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
-        Ok(per_sm as u64 * rt.limits.sm_count as u64)
+        Ok(per_sm as u64 * rt.sm_count as u64)
     }
 }
 
@@ -262,7 +262,7 @@ impl Kernel {
 
     /// The SMs of the GPU the kernel runs on.
     pub fn sm_count(&self) -> u32 {
-        self.rt.limits.sm_count
+        self.rt.sm_count
     }
 
     /// The command in force now.
@@ -301,7 +301,7 @@ impl Kernel {
             return Err(Error::NotPreempted);
         }
         self.rt.current()?;
-        let sms = self.command.yielded_sms(self.rt.limits.sm_count);
+        let sms = self.command.yielded_sms(self.rt.sm_count);
         let idle = || sms.iter().all(|s| self.sm_idle(s as usize));
         let asked = Instant::now();
         let not_started = || self.instances.len() == 1 && !self.started();
@@ -334,7 +334,7 @@ impl Kernel {
     /// work exactly-once.
     pub fn resume(&mut self, target: Target) -> Result<()> {
         let mut next = self.command;
-        let freed = next.resume(&target, self.rt.limits.sm_count)?;
+        let freed = next.resume(&target, self.rt.sm_count)?;
         self.rt.current()?;
         self.send(next)?;
         // Not started: its blocks will find the command cleared. Another instance before then

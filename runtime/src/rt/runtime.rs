@@ -23,7 +23,12 @@ pub struct Runtime {
 
 pub(crate) struct Inner {
     pub ctx: CUcontext,
-    pub limits: Limits,
+    dev: CUdevice,
+    /// SMs: the first launch's plan needs it (the one-wave rule).
+    pub sm_count: u32,
+    /// The device's other limits, asked for when a preemptible launch first needs them: each
+    /// attribute is a driver call, and the first launch of a program is often timed.
+    limits: OnceLock<Limits>,
     /// The runtime's own streams, made by the setup thread as soon as the runtime exists (see
     /// `setup.rs`); whoever needs them first waits for them.
     streams: OnceLock<Result<Streams>>,
@@ -34,7 +39,6 @@ pub(crate) struct Inner {
     /// When the C ABI last planned a launch (ns since the process's first look at the clock,
     /// `setup::now_ns`): the setup thread waits for a quiet moment of the application.
     pub last_plan_ns: AtomicU64,
-    stream_priorities: (i32, i32),
     next_resume: std::sync::atomic::AtomicUsize,
     /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
     pub resume_launches: std::sync::atomic::AtomicBool,
@@ -117,34 +121,22 @@ impl Runtime {
     }
 
     fn build(ctx: CUcontext, dev: CUdevice, retained: bool, later: bool) -> Result<Runtime> {
-        use sys::CUdevice_attribute::*;
-        let a = |attr| driver::device_attribute(dev, attr).map(|v| v.max(0) as u32);
-        let limits = Limits {
-            sm_count: a(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
-            max_threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
-            max_block: [
-                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
-            ],
-            max_grid: [
-                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
-                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
-            ],
-        };
-        let (mut least, mut greatest) = (0, 0);
-        drv!(cuCtxGetStreamPriorityRange(&mut least, &mut greatest))?;
+        let sm_count = driver::device_attribute(
+            dev,
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+        )?
+        .max(0) as u32;
         super::trace_setup("device attributes");
         let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
-                limits,
+                dev,
+                sm_count,
+                limits: OnceLock::new(),
                 streams: OnceLock::new(),
                 ready: AtomicBool::new(false),
                 setup_requested: AtomicBool::new(false),
                 last_plan_ns: AtomicU64::new(0),
-                stream_priorities: (least, greatest),
                 history: History::from_env(),
                 launches: AtomicU64::new(0),
                 next_resume: Default::default(),
@@ -184,8 +176,8 @@ impl Runtime {
         }
     }
 
-    pub fn limits(&self) -> Limits {
-        self.inner.limits
+    pub fn limits(&self) -> Result<Limits> {
+        self.inner.limits()
     }
 
     /// The raw context, for code that mixes this runtime with other driver calls.
@@ -213,11 +205,36 @@ impl Inner {
         driver::make_current(self.ctx)
     }
 
+    /// The device's limits (asked for once).
+    pub fn limits(&self) -> Result<Limits> {
+        if let Some(l) = self.limits.get() {
+            return Ok(*l);
+        }
+        use sys::CUdevice_attribute::*;
+        let a = |attr| driver::device_attribute(self.dev, attr).map(|v| v.max(0) as u32);
+        let l = Limits {
+            sm_count: self.sm_count,
+            max_threads_per_block: a(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+            max_block: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)?,
+            ],
+            max_grid: [
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+                a(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)?,
+            ],
+        };
+        Ok(*self.limits.get_or_init(|| l))
+    }
+
     /// The runtime's streams, made on first use (the context must be current).
     pub fn streams(&self) -> Result<&Streams> {
         self.streams
             .get_or_init(|| {
-                let (least, greatest) = self.stream_priorities;
+                let (mut least, mut greatest) = (0, 0);
+                drv!(cuCtxGetStreamPriorityRange(&mut least, &mut greatest))?;
                 let streams = Streams {
                     control: Stream::new(greatest)?,
                     housekeeping: Stream::new(least)?,
