@@ -33,12 +33,15 @@ EXCLUDED_DIRS = ("7_libNVVM", "8_Platform_Specific")
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 TIME_UNIT = r"(?:ms|msec|msecs|milliseconds?|s|sec|secs|seconds?|us|usec|usecs|microseconds?|ns)"
-RATE_UNIT = r"(?:[KMGT]B/s|[KMGT]iB/s|[KMGTP]?[Ff]lop/s|[KMGTP]?FLOP/?s|[GM]?[Ff]lops|GFLOPS|[KMGT]?[Oo]ps/s|M?Options/sec|M?[Pp]ixels?/s(?:ec)?|MOPS)"
+RATE_UNIT = r"(?:[KMGT]B/s|[KMGT]iB/s|[KMGTP]?[Ff]lop/s|[KMGTP]?FLOP/?s|[GM]?[Ff]lops|GFLOPS|[KMGT]?[Oo]ps/s|M?Options/sec|M?[Pp]ixels?/s(?:ec)?|MOPS|[A-Za-z]+/s(?:ec)?)"
 TIMED = re.compile(
     rf"({NUMBER})\s*\(?\s*({TIME_UNIT}|{RATE_UNIT})\)?(?![A-Za-z/])"
 )
+# A line that may hold a measurement: a timing word, or a time unit standing on its own (after a
+# digit or a space, not ending a word such as "processors" nor a plural "(s)").
 TIMING_LINE = re.compile(
-    rf"(?i)\btime|elapsed|throughput|bandwidth|performance|{TIME_UNIT}\b|/s\b|flop|\bsec\b|speed"
+    rf"(?i)\btimes?\b|elapsed|throughput|bandwidth|performance|(?<![A-Za-z(]){TIME_UNIT}\b"
+    rf"|/s\b|flop|\bsec\b|speed"
 )
 NUMBERS = re.compile(NUMBER)
 
@@ -177,18 +180,31 @@ def mask(text, unstable):
 RATE_WORDS = re.compile(r"(?i)/s\b|/sec|bandwidth|throughput|rate|flops|performance")
 
 
+def is_constant(values):
+    """A value that is the same in every run of both builds (at least three runs: the unmeasured
+    one too) is something the program prints, such as an expected time or a device property on
+    a line that also names a unit, not a measurement; counted, it pulls the geomean to 1."""
+    return len(values) >= 3 and len(set(values)) == 1
+
+
 def timings(text):
     """Values on timing lines: {key: (value, higher_is_better)}. A number followed by a unit
     says what it is; on a timing line with no such pair, every number counts, as a rate where
     the line speaks of one (e.g. "Bandwidth (GB/s) for pitch linear: 1.8e+03")."""
-    found = {}
+    found, seen = {}, {}
     for i, line in enumerate(text.splitlines()):
         if not TIMING_LINE.search(line):
             continue
+        # Lines that read the same once their numbers are masked (one per size, say) are told
+        # apart by their order.
+        masked = NUMBERS.sub("#", line).strip()
+        seen[masked] = seen.get(masked, 0) + 1
+        if seen[masked] > 1:
+            masked += f"@{seen[masked]}"
         if not TIMED.search(line):
             rate = bool(RATE_WORDS.search(line))
             for j, m in enumerate(NUMBERS.finditer(line)):
-                found[f"{NUMBERS.sub('#', line).strip()}#{j}"] = (abs(float(m.group(0))), rate)
+                found[f"{masked}#{j}"] = (abs(float(m.group(0))), rate)
             continue
         for j, m in enumerate(TIMED.finditer(line)):
             unit = m.group(2)
@@ -200,7 +216,7 @@ def timings(text):
                 u = unit.lower()
                 value *= scale.get(u, 1e3 if u.startswith("second") else
                                    1e-3 if u.startswith("micro") else 1.0)
-            key = f"{NUMBERS.sub('#', line).strip()}#{j}"
+            key = f"{masked}#{j}"
             found[key] = (value, rate)
     return found
 
@@ -307,11 +323,14 @@ def main():
         # program (geomean over its values), > 1 meaning the transformed build is slower.
         ot = [timings(r[1]) for r in o_runs[1:]]
         tt = [timings(r[1]) for r in t_runs]
+        first = timings(o_runs[0][1])
         ratios, shown = [], None
         for key in ot[0] if ot else {}:
             ov = [t[key][0] for t in ot if key in t]
             tv = [t[key][0] for t in tt if key in t]
             if len(ov) != len(ot) or len(tv) != len(tt):
+                continue
+            if is_constant(ov + tv + ([first[key][0]] if key in first else [])):
                 continue
             mo, mt = statistics.median(ov), statistics.median(tv)
             rate = ot[0][key][1]
@@ -395,7 +414,44 @@ def merge_reports(out: Path, files):
     report(rows, skipped, out, runs or 0)
 
 
+def self_test():
+    """--self-test: the timing parser on lines of the kind the samples print."""
+    cases = {
+        "Processing time: 0.015000 (ms)": {"Processing time: # (ms)#0": (0.015, False)},
+        "Measured time for sample = 0.062s": {"Measured time for sample = #s#0": (62.0, False)},
+        "Performance= 8510.00 GFlop/s, Time= 0.015 msec, Size= 2 Ops": {
+            "Performance= # GFlop/s, Time= # msec, Size= # Ops#0": (8510.0, True),
+            "Performance= # GFlop/s, Time= # msec, Size= # Ops#1": (0.015, False)},
+        "Bandwidth (GB/s) for pitch linear: 1.8e+03": {
+            "Bandwidth (GB/s) for pitch linear: #e#": None},
+        "> Detected Compute SM 9.0 hardware with 132 multi-processors": {},
+        "[NVIDIA H100] has 132 MP(s) x 128 (Cores/MP) = 16896 (Cores)": {},
+        "FDTD on 376 x 376 x 376 volume with symmetric filter radius 4 for 5 timesteps...": {},
+        "Iterations to be timed: 100": {},
+        "Number of sims: 100000": {},
+        "scan, Throughput = 47.5 MElements/s, Time = 0.00002 s, Size = 1024 Elements\n"
+        "scan, Throughput = 6511.3 MElements/s, Time = 0.00004 s, Size = 262144 Elements": {
+            "scan, Throughput = # MElements/s, Time = # s, Size = # Elements#0": (47.5, True),
+            "scan, Throughput = # MElements/s, Time = # s, Size = # Elements#1": (0.02, False),
+            "scan, Throughput = # MElements/s, Time = # s, Size = # Elements@2#0": (6511.3, True),
+            "scan, Throughput = # MElements/s, Time = # s, Size = # Elements@2#1": (0.04, False)},
+        "Detected 1 CUDA Capable device(s)": {},
+    }
+    for line, want in cases.items():
+        got = timings(line)
+        if "Bandwidth" in line:
+            assert got and all(rate for _, rate in got.values()), (line, got)
+            continue
+        assert got == want, (line, got, want)
+    assert is_constant([0.33, 0.33, 0.33]) and not is_constant([0.33, 0.34, 0.33])
+    assert not is_constant([1.0, 1.0])
+    print("external_suite self-test: ok")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        sys.exit(0)
     if len(sys.argv) > 2 and sys.argv[1] == "--report":
         merge_reports(Path(sys.argv[2]), sys.argv[3:])
         sys.exit(0)
