@@ -6,7 +6,9 @@
 //   plain       full persistent grid, no preemption
 //   temporal    2 blocks, chunk 1, YIELD_ALL once a third of the tasks are done, then resume
 //   spatial     one block per SM, chunk 1, YIELD_SMS for even SMs: the rest finish the work
-//   adaptive    full grid, adaptive chunks, YIELD_ALL halfway, resume
+//   adaptive    one block per SM, adaptive chunks, YIELD_ALL once half the tasks are taken,
+//               resume (with the full grid, every block takes its tasks at once and nothing is
+//               left to yield)
 //   cycles      5 preempt/resume cycles at increasing points
 // CUPREEMPT_HARNESS_QUICK=1 (for compute-sanitizer) runs the reference and `plain` only.
 // Prints one line per scenario and exits non-zero on any failure.
@@ -41,14 +43,15 @@ struct Buffer {
   std::vector<unsigned char> init;
 };
 
-// Waits (on the GPU) until `at` tasks are done, then writes the command. Gives up after 2 s so
-// that a bug cannot hang the machine.
+// Waits (on the GPU) until `at` tasks are done (or, `by_claims`, taken), then writes the
+// command. Gives up after 2 s so that a bug cannot hang the machine.
 __global__ void trigger(cupreempt_control* c, unsigned long long at, unsigned command,
-                        unsigned mask_even) {
+                        unsigned mask_even, unsigned by_claims) {
   unsigned long long start;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   for (;;) {
-    if (*(volatile unsigned long long*)&c->done_tasks >= at) break;
+    const unsigned long long* counter = by_claims ? &c->next_task : &c->done_tasks;
+    if (*(volatile const unsigned long long*)counter >= at) break;
     unsigned long long now;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
     if (now - start > 2000000000ull) break;
@@ -143,7 +146,8 @@ class Harness {
       scenario("temporal", persistent, 2, 1, {{total_ / 3, CUPREEMPT_YIELD_ALL}});
       scenario("spatial", persistent, (unsigned)std::min<unsigned long long>(total_, sms_), 1,
                {{total_ / 4, CUPREEMPT_YIELD_SMS}});
-      scenario("adaptive", persistent, full_, 0, {{total_ / 2, CUPREEMPT_YIELD_ALL}});
+      scenario("adaptive", persistent, (unsigned)std::min<unsigned long long>(total_, sms_), 0,
+               {{total_ / 2, CUPREEMPT_YIELD_ALL, true}});
       std::vector<Preemption> cycles;
       for (int k = 1; k <= 5; ++k) cycles.push_back({total_ * k / 6, CUPREEMPT_YIELD_ALL});
       scenario("cycles", persistent, 4, 1, cycles);
@@ -157,6 +161,7 @@ class Harness {
   struct Preemption {
     unsigned long long at;
     unsigned command;
+    bool by_claims = false;  // `at` counts tasks taken, not done
   };
 
   void launch(const Persistent& p, unsigned blocks, unsigned chunk) {
@@ -182,7 +187,7 @@ class Harness {
     unsigned relaunches = 0;
     for (const auto& pre : preemptions) {
       trigger<<<1, 1, 0, side_>>>(control_, pre.at, pre.command,
-                                  pre.command == CUPREEMPT_YIELD_SMS);
+                                  pre.command == CUPREEMPT_YIELD_SMS, pre.by_claims);
       CPT_CHECK(cudaGetLastError());
       launch(p, blocks, chunk);
       CPT_CHECK(cudaDeviceSynchronize());
@@ -195,8 +200,11 @@ class Harness {
         notes += " running_blocks!=0";
         ok = false;
       }
-      if (pre.command == CUPREEMPT_YIELD_ALL && pre.at < total_ && c.done_tasks >= total_)
-        notes += " (finished before the yield landed)";
+      // A yield that lands after the last task proves nothing about preemption.
+      if (pre.command == CUPREEMPT_YIELD_ALL && pre.at < total_ && c.done_tasks >= total_) {
+        notes += " finished before the yield landed";
+        ok = false;
+      }
       if (pre.command == CUPREEMPT_YIELD_SMS) {
         if (c.yielded_blocks == 0) {
           notes += " no block yielded";
