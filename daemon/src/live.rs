@@ -1,0 +1,403 @@
+//! The policies of `cupreempt-sched` on live kernels: the simulator's `SystemView`, kept up to
+//! date from what programs report, and the policy's actions turned into commands for them.
+//!
+//! A launch is on the GPU before the daemon hears of it (waiting for the daemon would put a
+//! round trip into every launch). So a kernel the policy does not run is preempted at once (or,
+//! while another kernel's preemption is on its way, once that has landed and the policy has
+//! chosen), and resumed when the policy runs it. Times are µs since the daemon started.
+
+use crate::protocol::ServerMsg;
+use cupreempt_sched::{Action, Event, KernelSpec, KernelView, Policy, Status, SystemView};
+use std::collections::HashMap;
+
+/// One connection (one program's runtime).
+pub type ConnId = u64;
+
+/// What the daemon has told the kernel itself to do (the model's `Status` is what the policy
+/// believes; they differ while a command is on its way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Told {
+    Run,
+    Yield,
+    /// It has yielded.
+    Parked,
+    Done,
+}
+
+/// A command for the program on connection `conn`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Command {
+    pub conn: ConnId,
+    pub msg: ServerMsg,
+}
+
+/// The policies that work on live kernels: whole-GPU ones that preempt. Revocation (TReM) and
+/// spatial sharing need commands the runtime does not take from the daemon yet.
+pub const POLICIES: [&str; 9] = [
+    "fifo",
+    "hpf",
+    "sjf",
+    "srt",
+    "rr",
+    "ffs",
+    "cfs",
+    "frs",
+    "sjf-aging",
+];
+
+pub struct Live {
+    policy: Box<dyn Policy>,
+    sys: SystemView,
+    owner: Vec<(ConnId, u64)>,
+    told: Vec<Told>,
+    tasks: Vec<u64>,
+    ids: HashMap<(ConnId, u64), usize>,
+    timers: Vec<Option<f64>>,
+    tick: Option<f64>,
+    default_estimate_us: f64,
+}
+
+impl Live {
+    /// `policy`: one of `POLICIES`.
+    pub fn new(
+        policy: &str,
+        gpus: usize,
+        sms: u32,
+        quantum_us: f64,
+        default_estimate_us: f64,
+    ) -> Result<Live, String> {
+        if !POLICIES.contains(&policy) {
+            return Err(format!(
+                "policy `{policy}` is not one the daemon runs; it runs {}",
+                POLICIES.join(", ")
+            ));
+        }
+        let policy = cupreempt_sched::policies::by_name(policy, quantum_us)
+            .ok_or_else(|| format!("policy `{policy}` is unknown"))?;
+        Ok(Live {
+            policy,
+            sys: SystemView {
+                now: 0.0,
+                gpus: vec![None; gpus.max(1)],
+                sms,
+                used_sms: vec![0; gpus.max(1)],
+                kernels: Vec::new(),
+                active: Vec::new(),
+            },
+            owner: Vec::new(),
+            told: Vec::new(),
+            tasks: Vec::new(),
+            ids: HashMap::new(),
+            timers: vec![None; gpus.max(1)],
+            tick: None,
+            default_estimate_us,
+        })
+    }
+
+    fn kernel(&self, conn: ConnId, id: u64) -> Result<usize, String> {
+        self.ids
+            .get(&(conn, id))
+            .copied()
+            .filter(|&k| self.told[k] != Told::Done)
+            .ok_or_else(|| format!("no kernel {id} of this connection is running"))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub fn launch(
+        &mut self,
+        now: f64,
+        conn: ConnId,
+        id: u64,
+        kernel: &str,
+        tasks: u64,
+        priority: u8,
+        weight: f64,
+        estimate_us: Option<f64>,
+    ) -> Result<Vec<Command>, String> {
+        if self.kernel(conn, id).is_ok() {
+            return Err(format!("kernel {id} of this connection is already running"));
+        }
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(format!("weight {weight} is not a positive number"));
+        }
+        let estimate = estimate_us
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .unwrap_or(self.default_estimate_us);
+        let k = self.sys.kernels.len();
+        let mut spec = KernelSpec::new(now, estimate)
+            .priority(priority)
+            .weight(weight);
+        spec.name = kernel.to_string();
+        let mut view = KernelView::new(k, spec);
+        view.status = Status::Ready;
+        self.sys.kernels.push(view);
+        self.sys.active.push(k);
+        self.owner.push((conn, id));
+        self.told.push(Told::Run);
+        self.tasks.push(tasks.max(1));
+        self.ids.insert((conn, id), k);
+        Ok(self.event(now, Event::Arrived(k)))
+    }
+
+    pub fn progress(&mut self, conn: ConnId, id: u64, done: u64) -> Result<(), String> {
+        let k = self.kernel(conn, id)?;
+        let left = 1.0 - (done.min(self.tasks[k]) as f64 / self.tasks[k] as f64);
+        let kv = &mut self.sys.kernels[k];
+        kv.remaining = kv.spec.work * left;
+        Ok(())
+    }
+
+    pub fn yielded(&mut self, now: f64, conn: ConnId, id: u64) -> Result<Vec<Command>, String> {
+        let k = self.kernel(conn, id)?;
+        if self.told[k] != Told::Yield {
+            return Ok(Vec::new()); // resumed meanwhile: this report is stale
+        }
+        self.told[k] = Told::Parked;
+        if self.sys.kernels[k].status != Status::Yielding {
+            return Ok(Vec::new()); // preempted on arrival: it never held a GPU in the model
+        }
+        self.leave_gpu(k);
+        let kv = &mut self.sys.kernels[k];
+        kv.status = Status::Ready;
+        kv.ready_since = now;
+        kv.preemptions += 1;
+        Ok(self.event(now, Event::Preempted(k)))
+    }
+
+    pub fn finished(&mut self, now: f64, conn: ConnId, id: u64) -> Result<Vec<Command>, String> {
+        let k = self.kernel(conn, id)?;
+        Ok(self.finish(now, k))
+    }
+
+    /// The connection is gone (the program ended or died): its kernels are done, and whatever
+    /// they held goes to others.
+    pub fn gone(&mut self, now: f64, conn: ConnId) -> Vec<Command> {
+        let mine: Vec<usize> = self
+            .ids
+            .iter()
+            .filter(|((c, _), &k)| *c == conn && self.told[k] != Told::Done)
+            .map(|(_, &k)| k)
+            .collect();
+        self.ids.retain(|(c, _), _| *c != conn);
+        let mut out = Vec::new();
+        for k in mine {
+            out.extend(self.finish(now, k));
+        }
+        out.retain(|c| c.conn != conn);
+        out
+    }
+
+    /// When the next timer of the policy goes off.
+    pub fn next_deadline(&self) -> Option<f64> {
+        self.timers
+            .iter()
+            .flatten()
+            .chain(self.tick.iter())
+            .copied()
+            .reduce(f64::min)
+    }
+
+    /// Fires the timers due at `now`.
+    pub fn expire(&mut self, now: f64) -> Vec<Command> {
+        let mut out = Vec::new();
+        for g in 0..self.timers.len() {
+            if self.timers[g].is_some_and(|t| t <= now) {
+                self.timers[g] = None;
+                out.extend(self.event(now, Event::QuantumExpired(g)));
+            }
+        }
+        if self.tick.is_some_and(|t| t <= now) {
+            self.tick = None;
+            out.extend(self.event(now, Event::Tick));
+        }
+        out
+    }
+
+    /// Kernels the daemon knows, not finished.
+    pub fn active(&self) -> usize {
+        self.sys.active.len()
+    }
+
+    fn finish(&mut self, now: f64, k: usize) -> Vec<Command> {
+        self.leave_gpu(k);
+        self.told[k] = Told::Done;
+        let kv = &mut self.sys.kernels[k];
+        kv.status = Status::Done;
+        kv.remaining = 0.0;
+        self.sys.active.retain(|&a| a != k);
+        self.event(now, Event::Finished(k))
+    }
+
+    fn leave_gpu(&mut self, k: usize) {
+        if let Some(g) = self.sys.kernels[k].gpu.take() {
+            if self.sys.gpus[g] == Some(k) {
+                self.sys.gpus[g] = None;
+            }
+            self.sys.used_sms[g] = 0;
+            self.sys.kernels[k].sms = 0;
+        }
+    }
+
+    fn event(&mut self, now: f64, event: Event) -> Vec<Command> {
+        self.sys.now = now;
+        let actions = self.policy.on_event(event, &self.sys);
+        let mut out = Vec::new();
+        for a in actions {
+            self.apply(now, a, &mut out);
+        }
+        // A kernel on the GPU that the policy does not run must leave it; but while a
+        // preemption is on its way, the kernels on the GPU may be the ones it makes room for
+        // (the policy runs them once it has landed), so they wait for that event.
+        if self
+            .sys
+            .active
+            .iter()
+            .any(|&k| self.sys.kernels[k].status == Status::Yielding)
+        {
+            return out;
+        }
+        for &k in &self.sys.active {
+            if self.sys.kernels[k].status == Status::Ready && self.told[k] == Told::Run {
+                self.told[k] = Told::Yield;
+                out.push(self.command(k, |id| ServerMsg::Preempt { id }));
+            }
+        }
+        out
+    }
+
+    fn command(&self, k: usize, msg: impl Fn(u64) -> ServerMsg) -> Command {
+        let (conn, id) = self.owner[k];
+        Command { conn, msg: msg(id) }
+    }
+
+    fn apply(&mut self, now: f64, action: Action, out: &mut Vec<Command>) {
+        match action {
+            Action::Run { kernel: k, gpu } => {
+                if gpu >= self.sys.gpus.len()
+                    || self.sys.used_sms[gpu] != 0
+                    || self.sys.kernels[k].status != Status::Ready
+                {
+                    return; // not what the policy believes: ignore rather than double-book
+                }
+                let sms = self.sys.sms;
+                let kv = &mut self.sys.kernels[k];
+                kv.status = Status::Running;
+                kv.gpu = Some(gpu);
+                kv.sms = sms;
+                kv.run_since = now;
+                self.sys.gpus[gpu] = Some(k);
+                self.sys.used_sms[gpu] = sms;
+                if matches!(self.told[k], Told::Yield | Told::Parked) {
+                    self.told[k] = Told::Run;
+                    out.push(self.command(k, |id| ServerMsg::Resume { id }));
+                }
+            }
+            Action::Preempt { kernel: k } => {
+                if self.sys.kernels[k].status == Status::Running {
+                    self.sys.kernels[k].status = Status::Yielding;
+                    if self.told[k] == Told::Run {
+                        self.told[k] = Told::Yield;
+                        out.push(self.command(k, |id| ServerMsg::Preempt { id }));
+                    }
+                }
+            }
+            Action::SetTimer { gpu, at } => {
+                if let Some(t) = self.timers.get_mut(gpu) {
+                    *t = Some(at);
+                }
+            }
+            Action::SetTick { at } => self.tick = Some(at),
+            // Not in `POLICIES`: never asked for.
+            Action::RunOn { .. } | Action::Resize { .. } | Action::Revoke { .. } => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn preempt(conn: ConnId, id: u64) -> Command {
+        Command {
+            conn,
+            msg: ServerMsg::Preempt { id },
+        }
+    }
+    fn resume(conn: ConnId, id: u64) -> Command {
+        Command {
+            conn,
+            msg: ServerMsg::Resume { id },
+        }
+    }
+
+    #[test]
+    fn a_higher_priority_launch_preempts_and_the_lower_one_resumes_after_it() {
+        let mut l = Live::new("hpf", 1, 132, 1000.0, 1000.0).unwrap();
+        assert_eq!(
+            l.launch(0.0, 1, 10, "batch", 100, 0, 1.0, None).unwrap(),
+            []
+        );
+        // The urgent one arrives: the batch kernel is told to yield.
+        assert_eq!(
+            l.launch(5.0, 2, 20, "urgent", 10, 9, 1.0, None).unwrap(),
+            [preempt(1, 10)]
+        );
+        // Until it has, the urgent kernel is not yet the policy's; then it runs (it is on the
+        // GPU already, so nothing is sent).
+        assert_eq!(l.yielded(9.0, 1, 10).unwrap(), []);
+        assert_eq!(l.finished(50.0, 2, 20).unwrap(), [resume(1, 10)]);
+        assert_eq!(l.finished(900.0, 1, 10).unwrap(), []);
+        assert_eq!(l.active(), 0);
+    }
+
+    #[test]
+    fn a_launch_that_must_wait_is_preempted_at_once_and_a_dead_program_releases_the_gpu() {
+        let mut l = Live::new("fifo", 1, 132, 1000.0, 1000.0).unwrap();
+        assert_eq!(l.launch(0.0, 1, 1, "a", 100, 0, 1.0, None).unwrap(), []);
+        assert_eq!(
+            l.launch(1.0, 2, 1, "b", 100, 0, 1.0, None).unwrap(),
+            [preempt(2, 1)]
+        );
+        assert_eq!(l.yielded(2.0, 2, 1).unwrap(), []);
+        // Program 1 dies with its kernel on the GPU: program 2's kernel gets it.
+        assert_eq!(l.gone(3.0, 1), [resume(2, 1)]);
+        assert_eq!(l.active(), 1);
+    }
+
+    #[test]
+    fn programs_name_only_their_own_kernels() {
+        let mut l = Live::new("hpf", 1, 132, 1000.0, 1000.0).unwrap();
+        l.launch(0.0, 1, 7, "a", 100, 0, 1.0, None).unwrap();
+        let e = l.finished(1.0, 2, 7).unwrap_err();
+        assert!(e.contains("no kernel 7"), "{e}");
+        assert!(l.yielded(1.0, 2, 7).is_err());
+        assert!(l.progress(2, 7, 5).is_err());
+        assert_eq!(l.active(), 1);
+        assert!(l.launch(2.0, 1, 7, "again", 1, 0, 1.0, None).is_err());
+        assert!(l.launch(2.0, 1, 8, "w", 1, 0, -1.0, None).is_err());
+    }
+
+    #[test]
+    fn round_robin_preempts_when_the_quantum_expires() {
+        let mut l = Live::new("rr", 1, 132, 100.0, 10_000.0).unwrap();
+        l.launch(0.0, 1, 1, "a", 100, 0, 1.0, None).unwrap();
+        assert_eq!(
+            l.launch(10.0, 2, 1, "b", 100, 0, 1.0, None).unwrap(),
+            [preempt(2, 1)]
+        );
+        l.yielded(12.0, 2, 1).unwrap();
+        let at = l.next_deadline().expect("a quantum timer");
+        assert_eq!(l.expire(at), [preempt(1, 1)]);
+        assert_eq!(l.yielded(at + 5.0, 1, 1).unwrap(), [resume(2, 1)]);
+    }
+
+    #[test]
+    fn policies_the_daemon_cannot_run_are_refused() {
+        for p in ["priority", "elastic", "spatial", "nosuch"] {
+            assert!(Live::new(p, 1, 132, 1.0, 1.0).is_err(), "{p}");
+        }
+        for p in POLICIES {
+            assert!(Live::new(p, 1, 132, 1.0, 1.0).is_ok(), "{p}");
+        }
+    }
+}

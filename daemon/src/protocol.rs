@@ -1,0 +1,143 @@
+//! The wire format between a program's runtime and `cupreemptd`: frames of a 4-byte
+//! little-endian length and that many bytes of one JSON object. A frame longer than
+//! `MAX_FRAME` or empty cannot be trusted to end where it says, so the daemon answers it with
+//! an error and closes the connection; a frame that is not a message it knows gets an error and
+//! the connection goes on.
+
+use serde::{Deserialize, Serialize};
+use std::io::{self, Read, Write};
+
+/// The largest frame either side sends or accepts.
+pub const MAX_FRAME: usize = 64 * 1024;
+
+/// What a program tells the daemon. `id` is the program's own number for a launch: ids are
+/// per connection, so a program can name only its own kernels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ClientMsg {
+    /// A preemptible launch, already on the GPU when this arrives.
+    Launch {
+        id: u64,
+        kernel: String,
+        tasks: u64,
+        #[serde(default)]
+        priority: u8,
+        #[serde(default = "one")]
+        weight: f64,
+        /// What the runtime expects the launch to take (µs); none: the daemon's default.
+        #[serde(default)]
+        estimate_us: Option<f64>,
+    },
+    Progress {
+        id: u64,
+        done: u64,
+    },
+    /// The launch has yielded every SM after a `Preempt`.
+    Yielded {
+        id: u64,
+    },
+    Finished {
+        id: u64,
+    },
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// What the daemon tells a program.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ServerMsg {
+    Preempt { id: u64 },
+    Resume { id: u64 },
+    Error { message: String },
+}
+
+#[derive(Debug)]
+pub enum FrameError {
+    /// The connection ended, between frames (`clean`) or inside one.
+    Closed {
+        clean: bool,
+    },
+    /// A length of 0 or above `MAX_FRAME`.
+    BadLength(usize),
+    Io(io::Error),
+}
+
+/// Reads one frame's bytes.
+pub fn read_frame(r: &mut impl Read) -> Result<Vec<u8>, FrameError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut len[got..]) {
+            Ok(0) => return Err(FrameError::Closed { clean: got == 0 }),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(FrameError::Io(e)),
+        }
+    }
+    let n = u32::from_le_bytes(len) as usize;
+    if n == 0 || n > MAX_FRAME {
+        return Err(FrameError::BadLength(n));
+    }
+    let mut buf = vec![0u8; n];
+    r.read_exact(&mut buf).map_err(|e| match e.kind() {
+        io::ErrorKind::UnexpectedEof => FrameError::Closed { clean: false },
+        _ => FrameError::Io(e),
+    })?;
+    Ok(buf)
+}
+
+/// Writes one message as a frame.
+pub fn write_msg<T: Serialize>(w: &mut impl Write, msg: &T) -> io::Result<()> {
+    let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
+    if body.len() > MAX_FRAME {
+        return Err(io::Error::other("message longer than a frame may be"));
+    }
+    let mut frame = Vec::with_capacity(4 + body.len());
+    frame.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    frame.extend_from_slice(&body);
+    w.write_all(&frame)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_round_trip_and_bad_lengths_are_refused() {
+        let mut buf = Vec::new();
+        let m = ClientMsg::Finished { id: 7 };
+        write_msg(&mut buf, &m).unwrap();
+        let body = read_frame(&mut buf.as_slice()).unwrap();
+        assert_eq!(serde_json::from_slice::<ClientMsg>(&body).unwrap(), m);
+        let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
+        assert!(matches!(
+            read_frame(&mut huge.as_slice()),
+            Err(FrameError::BadLength(_))
+        ));
+        assert!(matches!(
+            read_frame(&mut [0u8, 0, 0, 0].as_slice()),
+            Err(FrameError::BadLength(0))
+        ));
+        let cut = [5u8, 0, 0, 0, b'{'];
+        assert!(matches!(
+            read_frame(&mut cut.as_slice()),
+            Err(FrameError::Closed { clean: false })
+        ));
+        assert!(matches!(
+            read_frame(&mut [].as_slice()),
+            Err(FrameError::Closed { clean: true })
+        ));
+    }
+
+    #[test]
+    fn unknown_fields_and_messages_are_errors() {
+        assert!(serde_json::from_str::<ClientMsg>(r#"{"finished":{"id":1,"x":2}}"#).is_err());
+        assert!(serde_json::from_str::<ClientMsg>(r#"{"kill":{"id":1}}"#).is_err());
+        let l: ClientMsg =
+            serde_json::from_str(r#"{"launch":{"id":1,"kernel":"k","tasks":10}}"#).unwrap();
+        assert!(matches!(l, ClientMsg::Launch { priority: 0, weight, .. } if weight == 1.0));
+    }
+}

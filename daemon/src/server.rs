@@ -1,0 +1,307 @@
+//! The socket and the connections. One thread accepts, one reads and one writes per
+//! connection, and one owns the scheduler: a program that sends half a frame and stalls, or
+//! stops reading its commands, holds up only its own threads.
+
+use crate::live::{Command, ConnId, Live};
+use crate::protocol::{read_frame, write_msg, ClientMsg, FrameError, ServerMsg};
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub socket: PathBuf,
+    pub policy: String,
+    /// Also let this group's members connect (mode 0660); otherwise only the owner (0600).
+    pub group: Option<String>,
+    pub gpus: usize,
+    pub sms: u32,
+    pub quantum_us: f64,
+    pub default_estimate_us: f64,
+    /// Says on stderr who connects and leaves.
+    pub verbose: bool,
+}
+
+/// Who is at the other end of a connection (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy)]
+pub struct Peer {
+    pub pid: i32,
+    pub uid: u32,
+}
+
+fn peer(stream: &UnixStream) -> io::Result<Peer> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given.
+    let r = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(Peer {
+        pid: cred.pid,
+        uid: cred.uid,
+    })
+}
+
+fn group_id(name: &str) -> io::Result<u32> {
+    let c = std::ffi::CString::new(name).map_err(io::Error::other)?;
+    // SAFETY: getgrnam reads a NUL-terminated name; the result is read before any other call.
+    let g = unsafe { libc::getgrnam(c.as_ptr()) };
+    if g.is_null() {
+        return Err(io::Error::other(format!("no group named `{name}`")));
+    }
+    // SAFETY: not null, as checked.
+    Ok(unsafe { (*g).gr_gid })
+}
+
+/// Binds the socket with its permissions set from the start (no moment where others could
+/// connect). A socket file nobody listens on is left from a crash and is replaced; one that
+/// answers belongs to a running daemon and is an error.
+pub fn bind(cfg: &Config) -> io::Result<UnixListener> {
+    if cfg.socket.exists() {
+        if UnixStream::connect(&cfg.socket).is_ok() {
+            return Err(io::Error::other(format!(
+                "a daemon already listens on {}",
+                cfg.socket.display()
+            )));
+        }
+        std::fs::remove_file(&cfg.socket)?;
+    }
+    let gid = cfg.group.as_deref().map(group_id).transpose()?;
+    // SAFETY: umask only changes this process's file-creation mask; restored below.
+    let old = unsafe { libc::umask(0o177) };
+    let bound = UnixListener::bind(&cfg.socket);
+    // SAFETY: as above.
+    unsafe { libc::umask(old) };
+    let listener = bound?;
+    if let Some(gid) = gid {
+        let path = std::ffi::CString::new(cfg.socket.as_os_str().as_encoded_bytes())
+            .map_err(io::Error::other)?;
+        // SAFETY: a NUL-terminated path; uid -1 leaves the owner as it is.
+        if unsafe { libc::chown(path.as_ptr(), u32::MAX, gid) } != 0 {
+            let e = io::Error::last_os_error();
+            let _ = std::fs::remove_file(&cfg.socket);
+            return Err(e);
+        }
+        std::fs::set_permissions(&cfg.socket, std::fs::Permissions::from_mode(0o660))?;
+    }
+    Ok(listener)
+}
+
+enum Input {
+    Connected(ConnId, Peer, Sender<ServerMsg>),
+    Msg(ConnId, ClientMsg),
+    Gone(ConnId),
+}
+
+/// Serves until `stop` is set, then removes the socket.
+pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
+    let make = {
+        let cfg = cfg.clone();
+        move || {
+            Live::new(
+                &cfg.policy,
+                cfg.gpus,
+                cfg.sms,
+                cfg.quantum_us,
+                cfg.default_estimate_us,
+            )
+        }
+    };
+    // Policies are not `Send`: checked here, made again on the scheduler's thread.
+    make().map_err(io::Error::other)?;
+    let listener = bind(cfg)?;
+    listener.set_nonblocking(true)?;
+    let (tx, rx) = channel::<Input>();
+    let scheduler = std::thread::Builder::new()
+        .name("cupreemptd-scheduler".into())
+        .spawn({
+            let verbose = cfg.verbose;
+            move || {
+                if let Ok(live) = make() {
+                    schedule(live, rx, verbose)
+                }
+            }
+        })?;
+    let mut next: ConnId = 1;
+    let result = loop {
+        if stop.load(Ordering::Relaxed) {
+            break Ok(());
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                if let Err(e) = connect(stream, next, &tx) {
+                    eprintln!("cupreemptd: connection {next} refused: {e}");
+                }
+                next += 1;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
+    let _ = std::fs::remove_file(&cfg.socket);
+    drop(tx);
+    let _ = scheduler.join();
+    result
+}
+
+fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    let who = peer(&stream)?;
+    let (out_tx, out_rx) = channel::<ServerMsg>();
+    tx.send(Input::Connected(conn, who, out_tx.clone()))
+        .map_err(|_| io::Error::other("the scheduler has stopped"))?;
+    let mut writer = stream.try_clone()?;
+    std::thread::Builder::new()
+        .name(format!("cupreemptd-out-{conn}"))
+        .spawn(move || {
+            for msg in out_rx {
+                if write_msg(&mut writer, &msg).is_err() {
+                    break;
+                }
+            }
+        })?;
+    let tx = tx.clone();
+    let mut reader = stream;
+    std::thread::Builder::new()
+        .name(format!("cupreemptd-in-{conn}"))
+        .spawn(move || {
+            loop {
+                match read_frame(&mut reader) {
+                    Ok(body) => match serde_json::from_slice::<ClientMsg>(&body) {
+                        Ok(m) => {
+                            if tx.send(Input::Msg(conn, m)).is_err() {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            let _ = out_tx.send(ServerMsg::Error {
+                                message: format!("not a message: {e}"),
+                            });
+                        }
+                    },
+                    Err(FrameError::BadLength(n)) => {
+                        let _ = out_tx.send(ServerMsg::Error {
+                            message: format!(
+                                "a frame of {n} bytes (1 to {} allowed); closing",
+                                crate::protocol::MAX_FRAME
+                            ),
+                        });
+                        // Let the writer send it, then end the connection.
+                        std::thread::sleep(Duration::from_millis(50));
+                        let _ = reader.shutdown(std::net::Shutdown::Both);
+                        break;
+                    }
+                    Err(FrameError::Closed { .. }) | Err(FrameError::Io(_)) => break,
+                }
+            }
+            let _ = tx.send(Input::Gone(conn));
+        })?;
+    Ok(())
+}
+
+fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
+    let start = Instant::now();
+    let now = || start.elapsed().as_secs_f64() * 1e6;
+    let mut conns: HashMap<ConnId, (Peer, Sender<ServerMsg>)> = HashMap::new();
+    let send = |conns: &HashMap<ConnId, (Peer, Sender<ServerMsg>)>, cmds: Vec<Command>| {
+        for c in cmds {
+            if let Some((_, out)) = conns.get(&c.conn) {
+                let _ = out.send(c.msg);
+            }
+        }
+    };
+    loop {
+        let input = match live.next_deadline() {
+            Some(at) => {
+                let wait = Duration::from_secs_f64(((at - now()) / 1e6).max(0.0));
+                match rx.recv_timeout(wait) {
+                    Ok(i) => Some(i),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => return,
+                }
+            }
+            None => match rx.recv() {
+                Ok(i) => Some(i),
+                Err(_) => return,
+            },
+        };
+        let t = now();
+        let cmds = match input {
+            None => live.expire(t),
+            Some(Input::Connected(conn, who, out)) => {
+                if verbose {
+                    eprintln!(
+                        "cupreemptd: connection {conn}: pid {}, uid {}",
+                        who.pid, who.uid
+                    );
+                }
+                conns.insert(conn, (who, out));
+                Vec::new()
+            }
+            Some(Input::Gone(conn)) => {
+                if let Some((who, _)) = conns.remove(&conn) {
+                    if verbose {
+                        eprintln!("cupreemptd: connection {conn} (pid {}) closed", who.pid);
+                    }
+                }
+                live.gone(t, conn)
+            }
+            Some(Input::Msg(conn, msg)) => {
+                let r = match msg {
+                    ClientMsg::Launch {
+                        id,
+                        kernel,
+                        tasks,
+                        priority,
+                        weight,
+                        estimate_us,
+                    } => live.launch(t, conn, id, &kernel, tasks, priority, weight, estimate_us),
+                    ClientMsg::Progress { id, done } => {
+                        live.progress(conn, id, done).map(|()| Vec::new())
+                    }
+                    ClientMsg::Yielded { id } => live.yielded(t, conn, id),
+                    ClientMsg::Finished { id } => live.finished(t, conn, id),
+                };
+                r.unwrap_or_else(|message| {
+                    vec![Command {
+                        conn,
+                        msg: ServerMsg::Error { message },
+                    }]
+                })
+            }
+        };
+        send(&conns, cmds);
+    }
+}
+
+/// The socket path's folder must exist; a clear error otherwise.
+pub fn check_socket_path(p: &Path) -> Result<(), String> {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() && !d.is_dir() => {
+            Err(format!("{}: no such folder", d.display()))
+        }
+        _ => Ok(()),
+    }
+}
