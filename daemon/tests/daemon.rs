@@ -1,0 +1,303 @@
+//! `cupreemptd` as a process: its socket, bad input, programs that misbehave, and SIGTERM.
+//! No GPU: the test plays the programs' side of the protocol.
+use cupreempt_daemon::protocol::{read_frame, write_msg, ClientMsg, ServerMsg};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    fn start(name: &str, args: &[&str]) -> Daemon {
+        let dir = std::env::temp_dir().join(format!("cupreemptd-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("sock");
+        let child = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+            .arg("--socket")
+            .arg(&socket)
+            .args(args)
+            .spawn()
+            .unwrap();
+        let t = Instant::now();
+        while UnixStream::connect(&socket).is_err() {
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "the daemon did not start"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Daemon { child, socket, dir }
+    }
+
+    fn client(&self) -> Client {
+        let s = UnixStream::connect(&self.socket).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        Client(s)
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        // SAFETY: sends a signal to our own child.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let t = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "SIGTERM did not stop the daemon"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Client(UnixStream);
+
+impl Client {
+    fn send(&mut self, m: &ClientMsg) {
+        write_msg(&mut self.0, m).unwrap();
+    }
+    fn recv(&mut self) -> ServerMsg {
+        let body = read_frame(&mut self.0).unwrap_or_else(|e| panic!("no reply: {e:?}"));
+        serde_json::from_slice(&body).unwrap()
+    }
+    /// Nothing arrives within `ms`.
+    fn quiet(&mut self, ms: u64) -> bool {
+        self.0
+            .set_read_timeout(Some(Duration::from_millis(ms)))
+            .unwrap();
+        let r = read_frame(&mut self.0);
+        self.0
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        r.is_err()
+    }
+    /// Returns once the daemon has handled everything sent before on this connection
+    /// (connections race each other into the scheduler).
+    fn sync(&mut self) {
+        self.send(&ClientMsg::Finished { id: u64::MAX });
+        assert!(error(self.recv()).contains("no kernel"));
+    }
+    fn launch(&mut self, id: u64, priority: u8) {
+        self.send(&ClientMsg::Launch {
+            id,
+            kernel: format!("k{id}"),
+            tasks: 1000,
+            priority,
+            weight: 1.0,
+            estimate_us: Some(1e6),
+        });
+    }
+}
+
+fn error(m: ServerMsg) -> String {
+    match m {
+        ServerMsg::Error { message } => message,
+        other => panic!("expected an error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_socket_is_the_owners_only() {
+    let d = Daemon::start("mode", &[]);
+    let mode = std::fs::metadata(&d.socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "socket mode {mode:o}");
+}
+
+#[test]
+fn a_second_daemon_on_the_same_socket_is_refused() {
+    let d = Daemon::start("twice", &[]);
+    let out = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already listens"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The first one still serves.
+    let mut c = d.client();
+    c.send(&ClientMsg::Finished { id: 1 });
+    assert!(error(c.recv()).contains("no kernel 1"));
+}
+
+#[test]
+fn bad_arguments_are_explained() {
+    for (args, want) in [
+        (vec![], "--socket is required"),
+        (
+            vec!["--socket", "/tmp/x", "--policy", "elastic"],
+            "not one the daemon runs",
+        ),
+        (vec!["--socket", "/no/such/dir/s"], "no such folder"),
+        (
+            vec!["--socket", "/tmp/x", "--gpus", "-1"],
+            "not a positive number",
+        ),
+        (vec!["--frobnicate"], "unknown argument"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(want),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn malformed_messages_get_an_error_and_the_connection_goes_on() {
+    let d = Daemon::start("malformed", &[]);
+    let mut c = d.client();
+    for body in [
+        &b"not json"[..],
+        b"{\"kill\":{\"id\":1}}",
+        b"{\"launch\":{\"id\":1}}",
+        b"\xff\xfe",
+    ] {
+        let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+        frame.extend_from_slice(body);
+        c.0.write_all(&frame).unwrap();
+        assert!(error(c.recv()).contains("not a message"));
+    }
+    c.launch(1, 0);
+    c.send(&ClientMsg::Finished { id: 1 });
+    c.sync();
+    c.send(&ClientMsg::Finished { id: 1 });
+    assert!(
+        error(c.recv()).contains("no kernel 1"),
+        "the launch was taken and finished"
+    );
+}
+
+#[test]
+fn an_oversized_frame_closes_that_connection_only() {
+    let d = Daemon::start("oversized", &[]);
+    let mut bad = d.client();
+    bad.0.write_all(&(1u32 << 30).to_le_bytes()).unwrap();
+    assert!(error(bad.recv()).contains("closing"));
+    assert!(read_frame(&mut bad.0).is_err(), "the connection is closed");
+    let mut good = d.client();
+    good.send(&ClientMsg::Yielded { id: 3 });
+    assert!(error(good.recv()).contains("no kernel 3"));
+}
+
+#[test]
+fn a_program_can_steer_only_its_own_kernels() {
+    let d = Daemon::start("own", &[]);
+    let mut a = d.client();
+    let mut b = d.client();
+    a.launch(1, 0);
+    a.sync();
+    for m in [
+        ClientMsg::Finished { id: 1 },
+        ClientMsg::Yielded { id: 1 },
+        ClientMsg::Progress { id: 1, done: 999 },
+    ] {
+        b.send(&m);
+        assert!(error(b.recv()).contains("no kernel 1"));
+    }
+    // A's kernel still holds the GPU: B's launch must wait (preempted at once).
+    b.launch(2, 0);
+    assert_eq!(b.recv(), ServerMsg::Preempt { id: 2 });
+}
+
+#[test]
+fn priorities_preempt_and_resume_across_programs() {
+    let d = Daemon::start("hpf", &["--policy", "hpf"]);
+    let mut batch = d.client();
+    let mut urgent = d.client();
+    batch.launch(1, 0);
+    batch.sync();
+    urgent.launch(1, 9);
+    assert_eq!(batch.recv(), ServerMsg::Preempt { id: 1 });
+    batch.send(&ClientMsg::Yielded { id: 1 });
+    assert!(urgent.quiet(100), "the urgent kernel keeps running");
+    urgent.send(&ClientMsg::Finished { id: 1 });
+    assert_eq!(batch.recv(), ServerMsg::Resume { id: 1 });
+}
+
+#[test]
+fn a_program_that_dies_mid_kernel_or_mid_frame_releases_the_gpu() {
+    let d = Daemon::start("dies", &["--policy", "fifo"]);
+    let mut waiting = d.client();
+    {
+        let mut dying = d.client();
+        dying.launch(1, 0);
+        dying.sync();
+        waiting.launch(1, 0);
+        assert_eq!(waiting.recv(), ServerMsg::Preempt { id: 1 });
+        waiting.send(&ClientMsg::Yielded { id: 1 });
+        // Half a frame, then the program is gone.
+        dying.0.write_all(&[40, 0, 0, 0, b'{']).unwrap();
+    }
+    assert_eq!(waiting.recv(), ServerMsg::Resume { id: 1 });
+}
+
+#[test]
+fn a_stalled_program_does_not_hold_up_the_others() {
+    let d = Daemon::start("stall", &[]);
+    let mut stalled = d.client();
+    stalled.0.write_all(&[100, 0, 0, 0, b'{', b'"']).unwrap();
+    let mut other = d.client();
+    other.send(&ClientMsg::Finished { id: 5 });
+    assert!(error(other.recv()).contains("no kernel 5"));
+}
+
+#[test]
+fn sigterm_removes_the_socket() {
+    let mut d = Daemon::start("sigterm", &[]);
+    let _c = d.client();
+    let status = d.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(!Path::new(&d.socket).exists(), "the socket is still there");
+}
+
+#[test]
+fn a_stale_socket_from_a_crash_is_replaced() {
+    let dir = std::env::temp_dir().join(format!("cupreemptd-stale-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let sock = dir.join("sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).unwrap()); // left behind, nobody listens
+    assert!(sock.exists());
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+        .arg("--socket")
+        .arg(&sock)
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while UnixStream::connect(&sock).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the daemon did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+}
