@@ -367,8 +367,11 @@ pub extern "C" fn cupreempt_rt_release(h: Handle) -> c_int {
             .kernels
             .remove(&h)
             .ok_or(Error::UnknownHandle(h))?;
-        // Chaos mode (CUPREEMPT_CHAOS) preempts and resumes it at random until it ends.
-        drop(super::chaos::adopt(k));
+        // Chaos mode (CUPREEMPT_CHAOS) preempts and resumes it at random until it ends; else a
+        // scheduler daemon (CUPREEMPT_SCHEDULER) steers it; else it runs to its end.
+        if let Err(k) = super::chaos::adopt(k) {
+            drop(super::scheduler::adopt(k));
+        }
         Ok(())
     })
 }

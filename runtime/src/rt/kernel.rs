@@ -260,6 +260,32 @@ impl Kernel {
         self.instances.len()
     }
 
+    /// The launched function's name as the driver knows it (the wrapper's mangled name), or
+    /// its handle where the driver cannot say.
+    pub fn function_name(&self) -> String {
+        use cudarc::driver::sys;
+        let mut version = 0;
+        // SAFETY: writes one int. cuFuncGetName exists from CUDA 12.3 on; asking an older
+        // driver for it would fail to load the symbol.
+        let new_enough = unsafe { sys::cuDriverGetVersion(&mut version) }
+            == sys::CUresult::CUDA_SUCCESS
+            && version >= 12030;
+        let mut name: *const std::ffi::c_char = std::ptr::null();
+        // SAFETY: the function handle lives as long as `self`; the driver writes a pointer to a
+        // string it owns, or leaves it null.
+        if new_enough
+            && unsafe { sys::cuFuncGetName(&mut name, self.func.raw) }
+                == sys::CUresult::CUDA_SUCCESS
+            && !name.is_null()
+        {
+            // SAFETY: not null: a NUL-terminated string of the driver's.
+            return unsafe { std::ffi::CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned();
+        }
+        format!("function@{:p}", self.func.raw)
+    }
+
     /// The SMs of the GPU the kernel runs on.
     pub fn sm_count(&self) -> u32 {
         self.rt.sm_count

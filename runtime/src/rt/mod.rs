@@ -33,6 +33,7 @@ mod kernel;
 mod plan;
 mod pool;
 mod runtime;
+pub mod scheduler;
 mod setup;
 
 pub use command::{Command, Target};

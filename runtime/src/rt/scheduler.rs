@@ -1,0 +1,519 @@
+//! Scheduling by `cupreemptd` (docs/daemon.md): with `CUPREEMPT_SCHEDULER=PATH`, each
+//! preemptible launch whose handle the program lets go of (the launch shim does at once) is
+//! reported to the daemon listening on PATH, and the daemon's `preempt` and `resume` commands
+//! are applied to it. `CUPREEMPT_PRIORITY` (0-255, default 0) and `CUPREEMPT_WEIGHT` (default
+//! 1) go with every launch of the process.
+//!
+//! The program never waits for the daemon: launches start before it hears of them, and when it
+//! cannot be reached, or goes away, kernels run unscheduled (every preempted one is resumed at
+//! once) and the connection is tried again at most once a second, at a later launch. A kernel
+//! is never left preempted.
+
+use super::capi::lock;
+use super::command::Target;
+use super::kernel::Kernel;
+use cupreempt_protocol::{read_frame, write_msg, ClientMsg, ServerMsg};
+use std::collections::HashMap;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How often tracked kernels are looked at (completion, progress) while there are any: the
+/// daemon hears of a kernel's end at most this late.
+const POLL: Duration = Duration::from_micros(200);
+/// Progress goes to the daemon at most this often per kernel.
+const PROGRESS_EVERY: Duration = Duration::from_millis(5);
+/// A daemon that could not be reached is tried again after this long.
+const RETRY: Duration = Duration::from_secs(1);
+
+/// What the scheduler client needs of a launch (a `Kernel`, or a stand-in in tests).
+pub(crate) trait Steer: Send + 'static {
+    /// Preempts on every SM and waits until it has yielded.
+    fn preempt(&mut self) -> Result<(), String>;
+    fn resume(&mut self) -> Result<(), String>;
+    /// (tasks done, tasks in all).
+    fn progress(&self) -> Result<(u64, u64), String>;
+    fn is_complete(&self) -> bool;
+    /// A name for the daemon's duration model (the same for every launch of one kernel).
+    fn name(&self) -> String;
+}
+
+impl Steer for Shared {
+    fn preempt(&mut self) -> Result<(), String> {
+        let mut k = lock(self);
+        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        k.wait_yielded().map_err(|e| e.to_string())
+    }
+    fn resume(&mut self) -> Result<(), String> {
+        lock(self).resume(Target::All).map_err(|e| e.to_string())
+    }
+    fn progress(&self) -> Result<(u64, u64), String> {
+        let p = lock(self).progress().map_err(|e| e.to_string())?;
+        Ok((p.done, p.total))
+    }
+    fn is_complete(&self) -> bool {
+        // An error (a context gone bad) counts as complete: nothing can be steered any more.
+        !matches!(lock(self).is_complete(), Ok(false))
+    }
+    fn name(&self) -> String {
+        lock(self).function_name()
+    }
+}
+
+/// The daemon's socket (`CUPREEMPT_SCHEDULER`), read once.
+pub fn socket() -> Option<&'static Path> {
+    static S: OnceLock<Option<PathBuf>> = OnceLock::new();
+    S.get_or_init(|| std::env::var_os("CUPREEMPT_SCHEDULER").map(PathBuf::from))
+        .as_deref()
+}
+
+/// Priority and weight of this process's launches (`CUPREEMPT_PRIORITY`, `CUPREEMPT_WEIGHT`);
+/// a bad value is said on stderr and the default used.
+fn priority_and_weight() -> (u8, f64) {
+    static P: OnceLock<(u8, f64)> = OnceLock::new();
+    *P.get_or_init(|| {
+        let priority = match std::env::var("CUPREEMPT_PRIORITY") {
+            Err(_) => 0,
+            Ok(v) => v.trim().parse::<u8>().unwrap_or_else(|_| {
+                eprintln!("cupreempt: CUPREEMPT_PRIORITY `{v}` is not 0 to 255; using 0");
+                0
+            }),
+        };
+        let weight = match std::env::var("CUPREEMPT_WEIGHT") {
+            Err(_) => 1.0,
+            Ok(v) => match v.trim().parse::<f64>() {
+                Ok(w) if w.is_finite() && w > 0.0 => w,
+                _ => {
+                    eprintln!(
+                        "cupreempt: CUPREEMPT_WEIGHT `{v}` is not a positive number; using 1"
+                    );
+                    1.0
+                }
+            },
+        };
+        (priority, weight)
+    })
+}
+
+/// A launch the program let go of.
+type Shared = Arc<Mutex<Kernel>>;
+
+/// Hands a launch whose handle the program let go of to the scheduler client; gives it back
+/// when there is no daemon configured or no thread to be had (then it runs to its end).
+pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
+    let Some(path) = socket() else {
+        return Err(kernel);
+    };
+    static WORKER: OnceLock<Option<Mutex<Sender<Shared>>>> = OnceLock::new();
+    let worker = WORKER.get_or_init(|| {
+        let (tx, rx) = channel();
+        let (priority, weight) = priority_and_weight();
+        let client = Client::new(path.to_path_buf(), priority, weight);
+        std::thread::Builder::new()
+            .name("cupreempt-scheduler".into())
+            .spawn(move || client.run(rx))
+            .ok()
+            .map(|_| Mutex::new(tx))
+    });
+    match worker {
+        Some(tx) => lock(tx).send(kernel).map_err(|e| e.0),
+        None => Err(kernel),
+    }
+}
+
+struct Tracked<S> {
+    kernel: S,
+    preempted: bool,
+    reported_done: u64,
+    reported_at: Instant,
+}
+
+enum Input<S> {
+    Launch(S),
+    Server(ServerMsg),
+    /// The daemon closed the connection (or it broke).
+    Lost,
+}
+
+pub(crate) struct Client<S> {
+    path: PathBuf,
+    priority: u8,
+    weight: f64,
+    kernels: HashMap<u64, Tracked<S>>,
+    next_id: u64,
+    /// The connection's writing end; its reader thread feeds `Input::Server`.
+    conn: Option<UnixStream>,
+    next_try: Instant,
+    said_unreachable: bool,
+}
+
+impl<S: Steer> Client<S> {
+    pub(crate) fn new(path: PathBuf, priority: u8, weight: f64) -> Client<S> {
+        Client {
+            path,
+            priority,
+            weight,
+            kernels: HashMap::new(),
+            next_id: 1,
+            conn: None,
+            next_try: Instant::now(),
+            said_unreachable: false,
+        }
+    }
+
+    /// Serves until `launches` is closed and every tracked kernel is done.
+    pub(crate) fn run(mut self, launches: Receiver<S>) {
+        let (tx, rx) = channel::<Input<S>>();
+        {
+            let tx = tx.clone();
+            std::thread::Builder::new()
+                .name("cupreempt-scheduler-in".into())
+                .spawn(move || {
+                    for k in launches {
+                        if tx.send(Input::Launch(k)).is_err() {
+                            return;
+                        }
+                    }
+                })
+                .ok();
+        }
+        loop {
+            let input = if self.kernels.is_empty() {
+                match rx.recv() {
+                    Ok(i) => Some(i),
+                    Err(_) => return,
+                }
+            } else {
+                match rx.recv_timeout(POLL) {
+                    Ok(i) => Some(i),
+                    Err(RecvTimeoutError::Timeout) => None,
+                    Err(RecvTimeoutError::Disconnected) => None,
+                }
+            };
+            match input {
+                Some(Input::Launch(k)) => self.launch(k, &tx),
+                Some(Input::Server(m)) => self.command(m),
+                Some(Input::Lost) => self.lost(),
+                None => {}
+            }
+            self.look_at_kernels();
+        }
+    }
+
+    fn connect(&mut self, tx: &Sender<Input<S>>) {
+        if self.conn.is_some() || Instant::now() < self.next_try {
+            return;
+        }
+        self.next_try = Instant::now() + RETRY;
+        let stream = match UnixStream::connect(&self.path) {
+            Ok(s) => s,
+            Err(e) => {
+                if !self.said_unreachable {
+                    eprintln!(
+                        "cupreempt: scheduler {}: {e}; kernels run unscheduled until it answers",
+                        self.path.display()
+                    );
+                    self.said_unreachable = true;
+                }
+                return;
+            }
+        };
+        let Ok(mut reader) = stream.try_clone() else {
+            return;
+        };
+        let tx = tx.clone();
+        let spawned = std::thread::Builder::new()
+            .name("cupreempt-scheduler-rx".into())
+            .spawn(move || {
+                while let Ok(body) = read_frame(&mut reader) {
+                    match serde_json::from_slice::<ServerMsg>(&body) {
+                        Ok(m) => {
+                            if tx.send(Input::Server(m)).is_err() {
+                                return;
+                            }
+                        }
+                        Err(e) => eprintln!("cupreempt: scheduler sent no message: {e}"),
+                    }
+                }
+                let _ = tx.send(Input::Lost);
+            });
+        if spawned.is_err() {
+            return;
+        }
+        self.conn = Some(stream);
+        self.said_unreachable = false;
+        // The kernels that ran while there was no daemon are its kernels now.
+        let ids: Vec<u64> = self.kernels.keys().copied().collect();
+        for id in ids {
+            self.announce(id);
+        }
+    }
+
+    fn send(&mut self, m: &ClientMsg) {
+        if let Some(c) = self.conn.as_mut() {
+            if write_msg(c, m).is_err() {
+                self.lost();
+            }
+        }
+    }
+
+    fn announce(&mut self, id: u64) {
+        let Some(t) = self.kernels.get(&id) else {
+            return;
+        };
+        let (_, tasks) = t.kernel.progress().unwrap_or((0, 1));
+        let m = ClientMsg::Launch {
+            id,
+            kernel: t.kernel.name(),
+            tasks,
+            priority: self.priority,
+            weight: self.weight,
+            estimate_us: None,
+        };
+        self.send(&m);
+    }
+
+    fn launch(&mut self, kernel: S, tx: &Sender<Input<S>>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.kernels.insert(
+            id,
+            Tracked {
+                kernel,
+                preempted: false,
+                reported_done: 0,
+                reported_at: Instant::now(),
+            },
+        );
+        if self.conn.is_some() {
+            self.announce(id);
+        } else {
+            self.connect(tx); // announces every tracked kernel, this one included
+        }
+    }
+
+    fn command(&mut self, m: ServerMsg) {
+        match m {
+            ServerMsg::Preempt { id } => {
+                let Some(t) = self.kernels.get_mut(&id) else {
+                    return; // ended meanwhile: its `finished` is on its way
+                };
+                if t.preempted || t.kernel.is_complete() {
+                    return;
+                }
+                match t.kernel.preempt() {
+                    Ok(()) => {
+                        t.preempted = true;
+                        self.send(&ClientMsg::Yielded { id });
+                    }
+                    // Completed between the look and the command: `finished` follows.
+                    Err(_) if t.kernel.is_complete() => {}
+                    Err(e) => eprintln!("cupreempt: scheduler's preemption failed: {e}"),
+                }
+            }
+            ServerMsg::Resume { id } => {
+                if let Some(t) = self.kernels.get_mut(&id) {
+                    if t.preempted {
+                        match t.kernel.resume() {
+                            Ok(()) => t.preempted = false,
+                            Err(e) => eprintln!("cupreempt: scheduler's resume failed: {e}"),
+                        }
+                    }
+                }
+            }
+            ServerMsg::Error { message } => eprintln!("cupreempt: scheduler: {message}"),
+        }
+    }
+
+    /// The daemon is gone: nothing stays preempted; kernels run unscheduled.
+    fn lost(&mut self) {
+        if let Some(c) = self.conn.take() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+            eprintln!(
+                "cupreempt: scheduler {} went away; kernels run unscheduled",
+                self.path.display()
+            );
+        }
+        for t in self.kernels.values_mut() {
+            if t.preempted && t.kernel.resume().is_ok() {
+                t.preempted = false;
+            }
+        }
+        self.next_try = Instant::now() + RETRY;
+    }
+
+    fn look_at_kernels(&mut self) {
+        let now = Instant::now();
+        let mut out = Vec::new();
+        self.kernels.retain(|&id, t| {
+            if !t.preempted && t.kernel.is_complete() {
+                out.push(ClientMsg::Finished { id });
+                return false;
+            }
+            if now.duration_since(t.reported_at) >= PROGRESS_EVERY {
+                if let Ok((done, _)) = t.kernel.progress() {
+                    if done != t.reported_done {
+                        t.reported_done = done;
+                        out.push(ClientMsg::Progress { id, done });
+                    }
+                }
+                t.reported_at = now;
+            }
+            true
+        });
+        for m in out {
+            self.send(&m);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    /// A stand-in launch: its state is shared with the test.
+    #[derive(Clone, Default)]
+    struct Fake(Arc<FakeState>);
+    #[derive(Default)]
+    struct FakeState {
+        preempted: AtomicU32,
+        resumed: AtomicU32,
+        complete: AtomicU32,
+        parked: AtomicU32,
+    }
+    impl Steer for Fake {
+        fn preempt(&mut self) -> Result<(), String> {
+            self.0.preempted.fetch_add(1, Ordering::SeqCst);
+            self.0.parked.store(1, Ordering::SeqCst);
+            Ok(())
+        }
+        fn resume(&mut self) -> Result<(), String> {
+            self.0.resumed.fetch_add(1, Ordering::SeqCst);
+            self.0.parked.store(0, Ordering::SeqCst);
+            Ok(())
+        }
+        fn progress(&self) -> Result<(u64, u64), String> {
+            Ok((0, 4096))
+        }
+        fn is_complete(&self) -> bool {
+            self.0.complete.load(Ordering::SeqCst) != 0
+        }
+        fn name(&self) -> String {
+            "fake".into()
+        }
+    }
+
+    fn recv(s: &mut UnixStream) -> ClientMsg {
+        let body = read_frame(s).unwrap_or_else(|e| panic!("nothing from the client: {e:?}"));
+        serde_json::from_slice(&body).unwrap()
+    }
+
+    fn until(what: &str, f: impl Fn() -> bool) {
+        let t = Instant::now();
+        while !f() {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "timed out waiting for {what}"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    fn start(path: &Path) -> Sender<Fake> {
+        let (tx, rx) = channel::<Fake>();
+        let client = Client::<Fake>::new(path.to_path_buf(), 7, 2.0);
+        std::thread::spawn(move || client.run(rx));
+        tx
+    }
+
+    #[test]
+    fn launches_are_reported_and_commands_applied() {
+        let dir =
+            std::env::temp_dir().join(format!("cupreempt-sched-client-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let launches = start(&path);
+        let k = Fake::default();
+        launches.send(k.clone()).unwrap();
+        let (mut daemon, _) = listener.accept().unwrap();
+        daemon
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        match recv(&mut daemon) {
+            ClientMsg::Launch {
+                id,
+                tasks,
+                priority,
+                weight,
+                ..
+            } => assert_eq!((id, tasks, priority, weight), (1, 4096, 7, 2.0)),
+            other => panic!("expected the launch, got {other:?}"),
+        }
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 1 }).unwrap();
+        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 1 });
+        assert_eq!(k.0.preempted.load(Ordering::SeqCst), 1);
+        write_msg(&mut daemon, &ServerMsg::Resume { id: 1 }).unwrap();
+        until("the resume", || k.0.resumed.load(Ordering::SeqCst) == 1);
+        k.0.complete.store(1, Ordering::SeqCst);
+        assert_eq!(recv(&mut daemon), ClientMsg::Finished { id: 1 });
+
+        // The daemon goes away while a kernel is preempted: it is resumed at once.
+        let k2 = Fake::default();
+        launches.send(k2.clone()).unwrap();
+        assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 2, .. }));
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 2 }).unwrap();
+        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 2 });
+        drop(daemon);
+        until("the resume after the daemon left", || {
+            k2.0.parked.load(Ordering::SeqCst) == 0
+        });
+
+        // A later launch finds the daemon back (after the retry delay) and announces both.
+        std::thread::sleep(RETRY);
+        let k3 = Fake::default();
+        launches.send(k3.clone()).unwrap();
+        let (mut daemon, _) = listener.accept().unwrap();
+        daemon
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        let mut ids = vec![];
+        for _ in 0..2 {
+            match recv(&mut daemon) {
+                ClientMsg::Launch { id, .. } => ids.push(id),
+                other => panic!("expected launches, got {other:?}"),
+            }
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, [2, 3]);
+        k2.0.complete.store(1, Ordering::SeqCst);
+        k3.0.complete.store(1, Ordering::SeqCst);
+        let mut done = vec![];
+        while done.len() < 2 {
+            match recv(&mut daemon) {
+                ClientMsg::Finished { id } => done.push(id),
+                ClientMsg::Progress { .. } => {}
+                other => panic!("expected finished, got {other:?}"),
+            }
+        }
+        done.sort_unstable();
+        assert_eq!(done, [2, 3]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn without_a_daemon_kernels_run_unscheduled() {
+        let path = std::env::temp_dir().join(format!("cupreempt-no-daemon-{}", std::process::id()));
+        let launches = start(&path);
+        let k = Fake::default();
+        launches.send(k.clone()).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        assert_eq!(k.0.preempted.load(Ordering::SeqCst), 0);
+        k.0.complete.store(1, Ordering::SeqCst);
+    }
+}
