@@ -286,6 +286,17 @@ impl Kernel {
         format!("function@{:p}", self.func.raw)
     }
 
+    /// How far above the context's lowest stream priority the launch's stream is: 0 for the
+    /// lowest (the default), more for higher ones (CUDA's own numbers fall as priority rises).
+    pub fn stream_priority_rank(&self) -> Result<u32> {
+        self.rt.current()?;
+        let mut p = 0;
+        drv!(cuStreamGetPriority(self.app_stream, &mut p))?;
+        let (mut least, mut greatest) = (0, 0);
+        drv!(cuCtxGetStreamPriorityRange(&mut least, &mut greatest))?;
+        Ok((least - p).max(0) as u32)
+    }
+
     /// The SMs of the GPU the kernel runs on.
     pub fn sm_count(&self) -> u32 {
         self.rt.sm_count

@@ -1,8 +1,9 @@
 //! Scheduling by `cupreemptd` (docs/daemon.md): with `CUPREEMPT_SCHEDULER=PATH`, each
 //! preemptible launch whose handle the program lets go of (the launch shim does at once) is
 //! reported to the daemon listening on PATH, and the daemon's `preempt` and `resume` commands
-//! are applied to it. `CUPREEMPT_PRIORITY` (0-255, default 0) and `CUPREEMPT_WEIGHT` (default
-//! 1) go with every launch of the process.
+//! are applied to it. A launch's priority is `CUPREEMPT_PRIORITY` (0-255) where it is set,
+//! else its stream's rank above the lowest stream priority (0 for default streams); its weight
+//! is `CUPREEMPT_WEIGHT` (default 1).
 //!
 //! The program never waits for the daemon: launches start before it hears of them, and when it
 //! cannot be reached, or goes away, kernels run unscheduled (every preempted one is resumed at
@@ -38,6 +39,8 @@ pub(crate) trait Steer: Send + 'static {
     fn is_complete(&self) -> bool;
     /// A name for the daemon's duration model (the same for every launch of one kernel).
     fn name(&self) -> String;
+    /// The priority of its stream, 0 for the lowest.
+    fn stream_priority(&self) -> u8;
 }
 
 impl Steer for Shared {
@@ -60,6 +63,11 @@ impl Steer for Shared {
     fn name(&self) -> String {
         lock(self).function_name()
     }
+    fn stream_priority(&self) -> u8 {
+        lock(self)
+            .stream_priority_rank()
+            .map_or(0, |r| r.min(255) as u8)
+    }
 }
 
 /// The daemon's socket (`CUPREEMPT_SCHEDULER`), read once.
@@ -69,17 +77,22 @@ pub fn socket() -> Option<&'static Path> {
         .as_deref()
 }
 
-/// Priority and weight of this process's launches (`CUPREEMPT_PRIORITY`, `CUPREEMPT_WEIGHT`);
-/// a bad value is said on stderr and the default used.
-fn priority_and_weight() -> (u8, f64) {
-    static P: OnceLock<(u8, f64)> = OnceLock::new();
+/// Priority (where set) and weight of this process's launches (`CUPREEMPT_PRIORITY`,
+/// `CUPREEMPT_WEIGHT`); a bad value is said on stderr and not used.
+fn priority_and_weight() -> (Option<u8>, f64) {
+    static P: OnceLock<(Option<u8>, f64)> = OnceLock::new();
     *P.get_or_init(|| {
         let priority = match std::env::var("CUPREEMPT_PRIORITY") {
-            Err(_) => 0,
-            Ok(v) => v.trim().parse::<u8>().unwrap_or_else(|_| {
-                eprintln!("cupreempt: CUPREEMPT_PRIORITY `{v}` is not 0 to 255; using 0");
-                0
-            }),
+            Err(_) => None,
+            Ok(v) => match v.trim().parse::<u8>() {
+                Ok(p) => Some(p),
+                Err(_) => {
+                    eprintln!(
+                        "cupreempt: CUPREEMPT_PRIORITY `{v}` is not 0 to 255; using the streams' priorities"
+                    );
+                    None
+                }
+            },
         };
         let weight = match std::env::var("CUPREEMPT_WEIGHT") {
             Err(_) => 1.0,
@@ -139,7 +152,8 @@ enum Input<S> {
 
 pub(crate) struct Client<S> {
     path: PathBuf,
-    priority: u8,
+    /// Every launch's priority; none: its stream's.
+    priority: Option<u8>,
     weight: f64,
     kernels: HashMap<u64, Tracked<S>>,
     next_id: u64,
@@ -150,7 +164,7 @@ pub(crate) struct Client<S> {
 }
 
 impl<S: Steer> Client<S> {
-    pub(crate) fn new(path: PathBuf, priority: u8, weight: f64) -> Client<S> {
+    pub(crate) fn new(path: PathBuf, priority: Option<u8>, weight: f64) -> Client<S> {
         Client {
             path,
             priority,
@@ -268,7 +282,7 @@ impl<S: Steer> Client<S> {
             id,
             kernel: t.kernel.name(),
             tasks,
-            priority: self.priority,
+            priority: self.priority.unwrap_or_else(|| t.kernel.stream_priority()),
             weight: self.weight,
             estimate_us: None,
         };
@@ -405,6 +419,9 @@ mod tests {
         fn name(&self) -> String {
             "fake".into()
         }
+        fn stream_priority(&self) -> u8 {
+            3
+        }
     }
 
     fn recv(s: &mut UnixStream) -> ClientMsg {
@@ -423,9 +440,9 @@ mod tests {
         }
     }
 
-    fn start(path: &Path) -> Sender<Fake> {
+    fn start(path: &Path, priority: Option<u8>) -> Sender<Fake> {
         let (tx, rx) = channel::<Fake>();
-        let client = Client::<Fake>::new(path.to_path_buf(), 7, 2.0);
+        let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0);
         std::thread::spawn(move || client.run(rx));
         tx
     }
@@ -438,7 +455,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("sock");
         let listener = UnixListener::bind(&path).unwrap();
-        let launches = start(&path);
+        let launches = start(&path, Some(7));
         let k = Fake::default();
         launches.send(k.clone()).unwrap();
         let (mut daemon, _) = listener.accept().unwrap();
@@ -507,9 +524,31 @@ mod tests {
     }
 
     #[test]
+    fn without_a_process_priority_the_streams_priority_goes() {
+        let dir = std::env::temp_dir().join(format!("cupreempt-sched-prio-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        let launches = start(&path, None);
+        let k = Fake::default();
+        launches.send(k.clone()).unwrap();
+        let (mut daemon, _) = listener.accept().unwrap();
+        daemon
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        assert!(matches!(
+            recv(&mut daemon),
+            ClientMsg::Launch { priority: 3, .. }
+        ));
+        k.0.complete.store(1, Ordering::SeqCst);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn without_a_daemon_kernels_run_unscheduled() {
         let path = std::env::temp_dir().join(format!("cupreempt-no-daemon-{}", std::process::id()));
-        let launches = start(&path);
+        let launches = start(&path, None);
         let k = Fake::default();
         launches.send(k.clone()).unwrap();
         std::thread::sleep(Duration::from_millis(20));
