@@ -24,6 +24,8 @@ pub const R32_MIN_BLOCKS: &str = "CUPREEMPT_R32_MIN_BLOCKS";
 pub const LAUNCH_TYPE: &str = "cupreempt_launch";
 /// The context that reads the hardware's blockIdx/gridDim (task_loop.cuh).
 pub const NATIVE_CTX: &str = "cupreempt::NativeCtx";
+/// The contexts' method that gives the thread's index (task_loop.cuh).
+pub const THREAD_INDEX: &str = "thread_index";
 /// The context of one task of a persistent block (task_loop.cuh).
 pub const TASK_CTX: &str = "cupreempt::TaskCtx";
 /// The persistent loop over tasks that a wrapper runs (task_loop.cuh).

@@ -59,6 +59,8 @@ impl BarrierSite<'_> {
 pub struct BodyFacts<'t> {
     /// `blockIdx`, `gridDim`: read directly or through a macro of this file.
     pub virtual_reads: BTreeSet<&'static str>,
+    /// Reads `threadIdx`, directly or through a macro of this file.
+    pub reads_thread_idx: bool,
     pub calls: Vec<Call<'t>>,
     pub barriers: Vec<BarrierSite<'t>>,
     pub returns: Vec<ReturnSite<'t>>,
@@ -150,6 +152,7 @@ pub fn facts<'t>(
     let uni = (kernel && has_return).then(|| Uniformity::new(body, &nodes, src, macros));
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
+        reads_thread_idx: false,
         calls: Vec::new(),
         barriers: Vec::new(),
         returns: Vec::new(),
@@ -170,6 +173,7 @@ pub fn facts<'t>(
                     "gridDim"
                 });
             }
+            f.reads_thread_idx |= id == k.identifier && name == "threadIdx";
             identifier_refusals(&mut f, n, name, id == k.field_identifier);
             // The name in a `#define` inside the body is no use of the macro.
             let defined = n.parent().is_some_and(|p| {
@@ -258,6 +262,7 @@ fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
 
 fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &MacroFacts) {
     f.virtual_reads.extend(m.virtual_reads.iter().copied());
+    f.reads_thread_idx |= m.thread_idx;
     if m.barrier {
         f.barriers.push(BarrierSite {
             node: n,

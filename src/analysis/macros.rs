@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 pub struct MacroFacts {
     pub virtual_reads: Vec<&'static str>,
     pub thread_varying: bool,
+    /// Reads `threadIdx`.
+    pub thread_idx: bool,
     pub barrier: bool,
     pub returns: bool,
     pub grid_sync: bool,
@@ -70,6 +72,7 @@ pub fn facts(body: &str) -> MacroFacts {
             }
         }
         f.thread_varying |= lang::THREAD_VARYING.contains(&id);
+        f.thread_idx |= id == "threadIdx";
         f.barrier |=
             lang::BARRIER_FUNCTIONS.iter().any(|(n, _)| *n == id) || id == "this_thread_block";
         f.returns |= id == "return";
@@ -92,6 +95,10 @@ impl MacroFacts {
     /// Takes in what another macro (used by this one) expands to; true if anything changed.
     fn absorb(&mut self, g: &MacroFacts) -> bool {
         let mut changed = false;
+        if g.thread_idx && !self.thread_idx {
+            self.thread_idx = true;
+            changed = true;
+        }
         for v in &g.virtual_reads {
             if !self.virtual_reads.contains(v) {
                 self.virtual_reads.push(v);

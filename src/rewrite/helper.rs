@@ -51,7 +51,7 @@ pub fn rewrite(
         }
     };
     context_param(s, src, edits);
-    if let Some(e) = prologue(&h.facts, s.body, src) {
+    if let Some(e) = prologue(&h.facts, s.body, src, false) {
         edits.push(e);
     }
     context_calls(&h.facts.calls, ctx_helpers, edits);

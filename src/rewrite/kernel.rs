@@ -97,7 +97,7 @@ pub fn rewrite(
     context_param(k, src, edits);
 
     // 2. Inside the body: the task's blockIdx/gridDim, context-taking helpers, barriers.
-    if let Some(e) = prologue(&plan.facts, k.body, src) {
+    if let Some(e) = prologue(&plan.facts, k.body, src, true) {
         edits.push(e);
     }
     context_calls(&plan.facts.calls, ctx_helpers, edits);

@@ -52,9 +52,14 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) ->
 }
 
 /// Shadows of the virtual built-ins at the top of a body, so that every use (macros included)
-/// reads the task's values.
-fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
-    if facts.virtual_reads.is_empty() {
+/// reads the task's values. With `thread_index` (kernel bodies), `threadIdx` too: the task
+/// context reads it afresh for every task, so that the compiler cannot hoist what the body
+/// computes from it out of the task loop and keep it in registers across the whole loop (on
+/// the CUDA samples this raised wrappers from 22 to 50 registers; docs/transformation.md, "Two
+/// wrappers").
+fn prologue(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Option<Edit> {
+    let thread_index = thread_index && facts.reads_thread_idx;
+    if facts.virtual_reads.is_empty() && !thread_index {
         return None;
     }
     let open = body.start_byte() + 1;
@@ -71,6 +76,16 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str) -> Option<Edit> {
             }
             text.push_str(&format!("const {ty} {name} = {CTX}.{name};"));
         }
+    }
+    if thread_index {
+        text.push(if multiline { '\n' } else { ' ' });
+        if multiline {
+            text.push_str(&indent);
+        }
+        text.push_str(&format!(
+            "const uint3 threadIdx = {CTX}.{}();",
+            crate::vocab::THREAD_INDEX
+        ));
     }
     if multiline {
         text.push_str("  // cupreempt: the task's values");
