@@ -23,7 +23,9 @@ pub fn parse(src: &str) -> Parsed {
 }
 
 /// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar
-/// cannot place: `void CUDART_CB done(...)`.
+/// cannot place: `void CUDART_CB done(...)`; and cupreempt's own attribute macro for the weak
+/// wrapper declarations it writes (`CUPREEMPT_WEAK`, src/vocab.rs), so that a transformed file
+/// parses as well as its input (and a re-run reads it).
 const CALLING_CONVENTIONS: &[&str] = &[
     "CUDART_CB",
     "CUDARTAPI",
@@ -31,6 +33,7 @@ const CALLING_CONVENTIONS: &[&str] = &[
     "CUDA_CB",
     "__stdcall",
     "__cdecl",
+    crate::vocab::WEAK,
 ];
 
 /// `src` with the constructs the grammar does not know masked, or None when it has none:

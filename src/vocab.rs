@@ -24,6 +24,8 @@ pub const R32_MIN_BLOCKS: &str = "CUPREEMPT_R32_MIN_BLOCKS";
 pub const LAUNCH_TYPE: &str = "cupreempt_launch";
 /// The context that reads the hardware's blockIdx/gridDim (task_loop.cuh).
 pub const NATIVE_CTX: &str = "cupreempt::NativeCtx";
+/// Makes a declaration weak (launch.cuh): wrappers of kernels defined in other files.
+pub const WEAK: &str = "CUPREEMPT_WEAK";
 /// The contexts' method that gives the thread's index (task_loop.cuh).
 pub const THREAD_INDEX: &str = "thread_index";
 /// The context of one task of a persistent block (task_loop.cuh).

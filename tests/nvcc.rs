@@ -84,3 +84,66 @@ int main() {
     let o = std::process::Command::new(&exe).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+/// A kernel launched in one file and defined in another: the launch goes through the wrapper
+/// of the defining file when that file was transformed, and the program still links when it
+/// was not (the wrappers are declared weak; the launch shim then runs the original).
+#[test]
+fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-declared");
+    let launch = "__global__ void fill(float* p, int n);\n\
+                  void run(float* p, int n) { fill<<<(n + 255) / 256, 256>>>(p, n); }\n\
+                  int main() { run(nullptr, 0); return 0; }\n";
+    let define = "__global__ void fill(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1.0f;\n}\n";
+    let t = |src: &str, name: &str| {
+        cupreempt::transform(src, name, &cupreempt::Options::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .output
+    };
+    let launch_t = t(launch, "launch.cu");
+    assert!(
+        launch_t.contains("cupreempt::launch<fill__cupreempt_kernels>"),
+        "{launch_t}"
+    );
+    std::fs::write(dir.join("launch.cu"), &launch_t).unwrap();
+    std::fs::write(dir.join("define.cu"), define).unwrap();
+    std::fs::write(dir.join("define.t.cu"), t(define, "define.cu")).unwrap();
+    let compile = |src: &str, obj: &str| {
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join(obj))
+                .arg("-DCUPREEMPT_STANDALONE")
+                .arg(dir.join(src)),
+            src,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    };
+    compile("launch.cu", "launch.o");
+    compile("define.cu", "define.o");
+    compile("define.t.cu", "define.t.o");
+    let wrapper_symbol = |exe: &str, def: &str| {
+        support::compiles(
+            support::nvcc_build(&nvcc, &dir.join(exe))
+                .arg(dir.join("launch.o"))
+                .arg(dir.join(def)),
+            exe,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let nm = std::process::Command::new("nm")
+            .arg(dir.join(exe))
+            .output()
+            .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
+        String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .find(|l| l.ends_with("_Z15fill__cupreempt16cupreempt_launchPfi"))
+            .map(|l| l.split_whitespace().rev().nth(1).unwrap_or("").to_string())
+    };
+    // Defining file transformed: the wrapper is there, defined (text).
+    assert_eq!(wrapper_symbol("with", "define.t.o").as_deref(), Some("T"));
+    // Not transformed: the program links all the same; the wrapper is a weak undefined symbol.
+    let without = wrapper_symbol("without", "define.o");
+    assert!(
+        matches!(without.as_deref(), None | Some("w")),
+        "{without:?}"
+    );
+}

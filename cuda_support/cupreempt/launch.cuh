@@ -29,6 +29,14 @@
 #include "runtime.h"
 #endif
 
+// Weak declarations: the wrappers of a kernel defined in another file, which may not have been
+// transformed; then they are null, and launches run the original kernel.
+#if defined(__GNUC__) || defined(__clang__)
+#define CUPREEMPT_WEAK __attribute__((weak))
+#else
+#define CUPREEMPT_WEAK
+#endif
+
 namespace cupreempt {
 
 namespace detail {
@@ -54,7 +62,9 @@ void copy_smem_limit(O original, W wrapper, size_t smem) {
 // CUPREEMPT_NO_R32=1: always `wrapper` (to compare).
 template <class O, class W>
 W pick_wrapper(O original, W wrapper, W wrapper_r32) {
-  if (wrapper_r32 == wrapper || env_u32("CUPREEMPT_NO_R32")) return wrapper;
+  // A null wrapper: declared weak and defined nowhere (see CUPREEMPT_WEAK).
+  if (!wrapper || !wrapper_r32 || wrapper_r32 == wrapper || env_u32("CUPREEMPT_NO_R32"))
+    return wrapper;
   cudaFuncAttributes o, w;
   if (cudaFuncGetAttributes(&o, original) != cudaSuccess ||
       cudaFuncGetAttributes(&w, wrapper) != cudaSuccess) {
@@ -98,8 +108,15 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
       o = nullptr;
     }
   }
+  const auto wrapper = status == CUPREEMPT_OK ? pick() : nullptr;
+  if (status == CUPREEMPT_OK && !wrapper) {
+    status = CUPREEMPT_RUN_ORIGINAL;
+    if (env_u32("CUPREEMPT_VERBOSE"))
+      std::fprintf(stderr,
+                   "cupreempt: launching the original kernel: its wrappers are not linked (the "
+                   "file that defines it was not transformed, or refused it)\n");
+  }
   if (status == CUPREEMPT_OK) {
-    const auto wrapper = pick();
     copy_smem_limit(original, wrapper, smem);
     cudaFunction_t f = nullptr;
     status = CUPREEMPT_ERROR_INVALID_ARGUMENT;
@@ -182,6 +199,10 @@ unsigned persistent_blocks(void (*wrapper)(cupreempt_launch, P...), unsigned blo
 template <class Kernels, class... Args>
 void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   const auto wrapper = detail::chosen_wrapper<Kernels>();
+  if (!wrapper) {  // not linked (CUPREEMPT_WEAK): the original, as written
+    Kernels::original<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+    return;
+  }
   detail::copy_smem_limit(Kernels::original, wrapper, smem);
   const unsigned long long tasks = (unsigned long long)grid.x * grid.y * grid.z;
   const unsigned threads = block.x * block.y * block.z;

@@ -143,6 +143,9 @@ pub struct Analysis<'t> {
     pub kernels: Vec<KernelPlan<'t>>,
     pub helpers: Vec<HelperPlan<'t>>,
     pub launches: Vec<LaunchSite<'t>>,
+    /// Kernels declared here and defined in another translation unit: plain (not templates,
+    /// not `extern "C"`, their header readable), one declaration per name and scope.
+    pub declared_kernels: Vec<FunctionSite<'t>>,
     pub diagnostics: Vec<Diagnostic>,
     /// Where `#include "cupreempt.cuh"` goes: after the leading comments.
     pub include_at: usize,
@@ -151,6 +154,7 @@ pub struct Analysis<'t> {
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
     let found = scan::scan(root, src);
     let mut diagnostics = found.diagnostics;
+    let declared_kernels = declared_only(&found.declarations, &found.kernels);
     let macros = body::with_body_macros(found.macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
     let external_barriers: Vec<&str> = opts
@@ -200,9 +204,39 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         kernels,
         helpers,
         launches: found.launches,
+        declared_kernels,
         diagnostics,
         include_at: found.include_at,
     }
+}
+
+/// `__global__` declarations of kernels that this file does not define.
+fn declared_only<'t>(
+    declarations: &[FunctionSite<'t>],
+    kernels: &[FunctionSite<'t>],
+) -> Vec<FunctionSite<'t>> {
+    let mut out: Vec<FunctionSite<'t>> = Vec::new();
+    for d in declarations {
+        let plain = d.global_kw.is_some()
+            && !d.is_template()
+            && d.linkage.is_none()
+            && d.problems.is_empty();
+        let defined = kernels
+            .iter()
+            .any(|k| k.name == d.name && k.scope == d.scope);
+        let seen = out.iter().any(|o| o.name == d.name && o.scope == d.scope);
+        if plain && !defined && !seen {
+            out.push(d.clone());
+        }
+    }
+    // Overloads (declarations of one name with different parameters) would need one launch
+    // type each: their launches stay as they are.
+    out.retain(|o| {
+        declarations
+            .iter()
+            .all(|d| d.name != o.name || d.scope != o.scope || d.named_params() == o.named_params())
+    });
+    out
 }
 
 /// The byte ranges of every function body (what `__shared__` outside them is outside of).

@@ -40,8 +40,16 @@ pub fn rewrite(
         );
         return;
     }
+    let declared: Vec<KnownKernel> = a
+        .declared_kernels
+        .iter()
+        .filter(|d| d.name == l.name)
+        .map(super::declared::known)
+        .collect();
     let targets: Vec<KnownKernel> = if local {
         plans.iter().map(|k| KnownKernel::of(k)).collect()
+    } else if elsewhere.is_empty() && !declared.is_empty() {
+        declared
     } else {
         elsewhere
             .iter()
@@ -57,7 +65,7 @@ pub fn rewrite(
                 Diagnostic::new(
                     Code::LaunchLeft,
                     format!(
-                        "launch of `{}` left as it is: it names no kernel defined in this file or in a file it includes (a kernel of another translation unit, or a function pointer)",
+                        "launch of `{}` left as it is: it names no kernel defined in this file or in a file it includes, nor one declared here once (overloads declared here, or a function pointer)",
                         l.name
                     ),
                 )

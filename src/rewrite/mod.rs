@@ -1,5 +1,6 @@
 //! Rewriting: turns an analysis into byte-range edits. It never re-parses and never applies.
 
+mod declared;
 mod helper;
 mod kernel;
 mod launch;
@@ -24,9 +25,27 @@ pub struct Rewrite {
 pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) -> Rewrite {
     let mut edits = Vec::new();
     let mut diagnostics = Vec::new();
+    // Kernels declared here, defined in another file, and launched here.
+    let declared: Vec<_> = a
+        .declared_kernels
+        .iter()
+        .filter(|d| !known.iter().any(|k| k.name == d.name))
+        .filter(|d| {
+            a.launches
+                .iter()
+                .any(|l| l.name == d.name && !l.in_device_code)
+        })
+        .collect();
+    for d in &declared {
+        declared::rewrite(d, src, &mut edits);
+    }
     if !a.kernels.iter().any(|k| k.transformed()) {
         // Launches of kernels defined elsewhere are still rewritten or explained; the launch
-        // shim comes with the including of the file that defines them.
+        // shim comes with the including of the file that defines them, or with the include
+        // below for kernels only declared here.
+        if !declared.is_empty() {
+            edits.push(Edit::insert(a.include_at, INCLUDE));
+        }
         for l in &a.launches {
             launch::rewrite(l, a, src, known, &mut edits, &mut diagnostics);
         }
