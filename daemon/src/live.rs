@@ -7,7 +7,9 @@
 //! chosen), and resumed when the policy runs it. Times are µs since the daemon started.
 
 use crate::protocol::ServerMsg;
-use cupreempt_sched::{Action, Event, KernelSpec, KernelView, Policy, Status, SystemView};
+use cupreempt_sched::{
+    Action, Estimator, Event, KernelSpec, KernelView, Policy, Status, SystemView,
+};
 use std::collections::HashMap;
 
 /// One connection (one program's runtime).
@@ -22,6 +24,19 @@ enum Told {
     /// It has yielded.
     Parked,
     Done,
+}
+
+/// What a program says of a launch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LaunchInfo<'a> {
+    pub kernel: &'a str,
+    pub tasks: u64,
+    pub priority: u8,
+    pub weight: f64,
+    /// The program's own estimate (µs); none: the duration model's.
+    pub estimate_us: Option<f64>,
+    /// What the duration model predicts from (`KernelSpec::features`).
+    pub features: Option<[f64; 4]>,
 }
 
 /// A command for the program on connection `conn`.
@@ -54,7 +69,13 @@ pub struct Live {
     ids: HashMap<(ConnId, u64), usize>,
     timers: Vec<Option<f64>>,
     tick: Option<f64>,
-    default_estimate_us: f64,
+    /// Durations learned from finished launches (per kernel name and features, FLEP's model);
+    /// its prior is the daemon's default estimate.
+    estimator: Estimator,
+    /// Since when each kernel has been running on the GPU (told to run), and for how long it
+    /// ran before: its measured duration once it finishes.
+    running_since: Vec<Option<f64>>,
+    ran: Vec<f64>,
 }
 
 impl Live {
@@ -90,7 +111,9 @@ impl Live {
             ids: HashMap::new(),
             timers: vec![None; gpus.max(1)],
             tick: None,
-            default_estimate_us,
+            estimator: Estimator::new(0.1, default_estimate_us),
+            running_since: Vec::new(),
+            ran: Vec::new(),
         })
     }
 
@@ -102,39 +125,40 @@ impl Live {
             .ok_or_else(|| format!("no kernel {id} of this connection is running"))
     }
 
-    #[allow(clippy::too_many_arguments)]
     pub fn launch(
         &mut self,
         now: f64,
         conn: ConnId,
         id: u64,
-        kernel: &str,
-        tasks: u64,
-        priority: u8,
-        weight: f64,
-        estimate_us: Option<f64>,
+        l: &LaunchInfo,
     ) -> Result<Vec<Command>, String> {
         if self.kernel(conn, id).is_ok() {
             return Err(format!("kernel {id} of this connection is already running"));
         }
-        if !(weight.is_finite() && weight > 0.0) {
-            return Err(format!("weight {weight} is not a positive number"));
+        if !(l.weight.is_finite() && l.weight > 0.0) {
+            return Err(format!("weight {} is not a positive number", l.weight));
         }
-        let estimate = estimate_us
-            .filter(|e| e.is_finite() && *e > 0.0)
-            .unwrap_or(self.default_estimate_us);
         let k = self.sys.kernels.len();
-        let mut spec = KernelSpec::new(now, estimate)
-            .priority(priority)
-            .weight(weight);
-        spec.name = kernel.to_string();
+        let mut spec = KernelSpec::new(now, 0.0)
+            .priority(l.priority)
+            .weight(l.weight);
+        spec.name = l.kernel.to_string();
+        spec.features = l
+            .features
+            .filter(|f| f.iter().all(|x| x.is_finite() && *x >= 0.0));
+        spec.work = l
+            .estimate_us
+            .filter(|e| e.is_finite() && *e > 0.0)
+            .unwrap_or_else(|| self.estimator.estimate(&spec));
         let mut view = KernelView::new(k, spec);
         view.status = Status::Ready;
         self.sys.kernels.push(view);
         self.sys.active.push(k);
         self.owner.push((conn, id));
         self.told.push(Told::Run);
-        self.tasks.push(tasks.max(1));
+        self.running_since.push(Some(now));
+        self.ran.push(0.0);
+        self.tasks.push(l.tasks.max(1));
         self.ids.insert((conn, id), k);
         Ok(self.event(now, Event::Arrived(k)))
     }
@@ -153,6 +177,7 @@ impl Live {
             return Ok(Vec::new()); // resumed meanwhile: this report is stale
         }
         self.told[k] = Told::Parked;
+        self.stop_clock(now, k);
         if self.sys.kernels[k].status != Status::Yielding {
             return Ok(Vec::new()); // preempted on arrival: it never held a GPU in the model
         }
@@ -166,7 +191,28 @@ impl Live {
 
     pub fn finished(&mut self, now: f64, conn: ConnId, id: u64) -> Result<Vec<Command>, String> {
         let k = self.kernel(conn, id)?;
+        self.stop_clock(now, k);
+        if self.ran[k] > 0.0 {
+            // The launch's measured duration teaches the model for the next ones.
+            let mut spec = self.sys.kernels[k].spec.clone();
+            spec.work = self.ran[k];
+            self.estimator.completed(&spec);
+        }
         Ok(self.finish(now, k))
+    }
+
+    /// What the daemon now believes a launch of `kernel` with `features` takes (µs).
+    pub fn estimate(&mut self, kernel: &str, features: Option<[f64; 4]>) -> f64 {
+        let mut spec = KernelSpec::new(0.0, 0.0);
+        spec.name = kernel.to_string();
+        spec.features = features;
+        self.estimator.estimate(&spec)
+    }
+
+    fn stop_clock(&mut self, now: f64, k: usize) {
+        if let Some(since) = self.running_since[k].take() {
+            self.ran[k] += (now - since).max(0.0);
+        }
     }
 
     /// The connection is gone (the program ended or died): its kernels are done, and whatever
@@ -288,6 +334,9 @@ impl Live {
                 self.sys.gpus[gpu] = Some(k);
                 self.sys.used_sms[gpu] = sms;
                 if matches!(self.told[k], Told::Yield | Told::Parked) {
+                    if self.told[k] == Told::Parked {
+                        self.running_since[k] = Some(now);
+                    }
                     self.told[k] = Told::Run;
                     out.push(self.command(k, |id| ServerMsg::Resume { id }));
                 }
@@ -323,6 +372,16 @@ mod tests {
             msg: ServerMsg::Preempt { id },
         }
     }
+    fn info(kernel: &str, tasks: u64, priority: u8, weight: f64) -> LaunchInfo<'_> {
+        LaunchInfo {
+            kernel,
+            tasks,
+            priority,
+            weight,
+            estimate_us: None,
+            features: None,
+        }
+    }
     fn resume(conn: ConnId, id: u64) -> Command {
         Command {
             conn,
@@ -334,12 +393,12 @@ mod tests {
     fn a_higher_priority_launch_preempts_and_the_lower_one_resumes_after_it() {
         let mut l = Live::new("hpf", 1, 132, 1000.0, 1000.0).unwrap();
         assert_eq!(
-            l.launch(0.0, 1, 10, "batch", 100, 0, 1.0, None).unwrap(),
+            l.launch(0.0, 1, 10, &info("batch", 100, 0, 1.0)).unwrap(),
             []
         );
         // The urgent one arrives: the batch kernel is told to yield.
         assert_eq!(
-            l.launch(5.0, 2, 20, "urgent", 10, 9, 1.0, None).unwrap(),
+            l.launch(5.0, 2, 20, &info("urgent", 10, 9, 1.0)).unwrap(),
             [preempt(1, 10)]
         );
         // Until it has, the urgent kernel is not yet the policy's; then it runs (it is on the
@@ -353,9 +412,9 @@ mod tests {
     #[test]
     fn a_launch_that_must_wait_is_preempted_at_once_and_a_dead_program_releases_the_gpu() {
         let mut l = Live::new("fifo", 1, 132, 1000.0, 1000.0).unwrap();
-        assert_eq!(l.launch(0.0, 1, 1, "a", 100, 0, 1.0, None).unwrap(), []);
+        assert_eq!(l.launch(0.0, 1, 1, &info("a", 100, 0, 1.0)).unwrap(), []);
         assert_eq!(
-            l.launch(1.0, 2, 1, "b", 100, 0, 1.0, None).unwrap(),
+            l.launch(1.0, 2, 1, &info("b", 100, 0, 1.0)).unwrap(),
             [preempt(2, 1)]
         );
         assert_eq!(l.yielded(2.0, 2, 1).unwrap(), []);
@@ -367,28 +426,56 @@ mod tests {
     #[test]
     fn programs_name_only_their_own_kernels() {
         let mut l = Live::new("hpf", 1, 132, 1000.0, 1000.0).unwrap();
-        l.launch(0.0, 1, 7, "a", 100, 0, 1.0, None).unwrap();
+        l.launch(0.0, 1, 7, &info("a", 100, 0, 1.0)).unwrap();
         let e = l.finished(1.0, 2, 7).unwrap_err();
         assert!(e.contains("no kernel 7"), "{e}");
         assert!(l.yielded(1.0, 2, 7).is_err());
         assert!(l.progress(2, 7, 5).is_err());
         assert_eq!(l.active(), 1);
-        assert!(l.launch(2.0, 1, 7, "again", 1, 0, 1.0, None).is_err());
-        assert!(l.launch(2.0, 1, 8, "w", 1, 0, -1.0, None).is_err());
+        assert!(l.launch(2.0, 1, 7, &info("again", 1, 0, 1.0)).is_err());
+        assert!(l.launch(2.0, 1, 8, &info("w", 1, 0, -1.0)).is_err());
     }
 
     #[test]
     fn round_robin_preempts_when_the_quantum_expires() {
         let mut l = Live::new("rr", 1, 132, 100.0, 10_000.0).unwrap();
-        l.launch(0.0, 1, 1, "a", 100, 0, 1.0, None).unwrap();
+        l.launch(0.0, 1, 1, &info("a", 100, 0, 1.0)).unwrap();
         assert_eq!(
-            l.launch(10.0, 2, 1, "b", 100, 0, 1.0, None).unwrap(),
+            l.launch(10.0, 2, 1, &info("b", 100, 0, 1.0)).unwrap(),
             [preempt(2, 1)]
         );
         l.yielded(12.0, 2, 1).unwrap();
         let at = l.next_deadline().expect("a quantum timer");
         assert_eq!(l.expire(at), [preempt(1, 1)]);
         assert_eq!(l.yielded(at + 5.0, 1, 1).unwrap(), [resume(2, 1)]);
+    }
+
+    #[test]
+    fn finished_launches_teach_the_duration_estimate() {
+        let mut l = Live::new("hpf", 1, 132, 1000.0, 1000.0).unwrap();
+        let f = Some([4096.0, 256.0, 0.0, 0.0]);
+        assert_eq!(
+            l.estimate("k", f),
+            1000.0,
+            "the prior before anything finished"
+        );
+        let with = |kernel| LaunchInfo {
+            features: f,
+            ..info(kernel, 4096, 0, 1.0)
+        };
+        l.launch(0.0, 1, 1, &with("k")).unwrap();
+        // Parked from 110 to 150 µs for an urgent kernel: that time is not the kernel's.
+        assert_eq!(
+            l.launch(100.0, 2, 1, &info("urgent", 1, 9, 1.0)).unwrap(),
+            [preempt(1, 1)]
+        );
+        l.yielded(110.0, 1, 1).unwrap();
+        assert_eq!(l.finished(150.0, 2, 1).unwrap(), [resume(1, 1)]);
+        l.finished(500.0, 1, 1).unwrap();
+        assert_eq!(l.estimate("k", f), 460.0);
+        // A launch that gives no estimate is believed to take what the model says.
+        l.launch(600.0, 1, 2, &with("k")).unwrap();
+        assert_eq!(l.sys.kernels[2].spec.work, 460.0);
     }
 
     #[test]

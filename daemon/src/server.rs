@@ -2,7 +2,7 @@
 //! connection, and one owns the scheduler: a program that sends half a frame and stalls, or
 //! stops reading its commands, holds up only its own threads.
 
-use crate::live::{Command, ConnId, Live};
+use crate::live::{Command, ConnId, LaunchInfo, Live};
 use crate::protocol::{read_frame, write_msg, ClientMsg, FrameError, ServerMsg};
 use std::collections::HashMap;
 use std::io;
@@ -277,7 +277,18 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                         priority,
                         weight,
                         estimate_us,
-                    } => live.launch(t, conn, id, &kernel, tasks, priority, weight, estimate_us),
+                        features,
+                    } => {
+                        let info = LaunchInfo {
+                            kernel: &kernel,
+                            tasks,
+                            priority,
+                            weight,
+                            estimate_us,
+                            features,
+                        };
+                        live.launch(t, conn, id, &info)
+                    }
                     ClientMsg::Progress { id, done } => {
                         live.progress(conn, id, done).map(|()| Vec::new())
                     }

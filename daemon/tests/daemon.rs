@@ -103,6 +103,7 @@ impl Client {
             priority,
             weight: 1.0,
             estimate_us: Some(1e6),
+            features: None,
         });
     }
 }

@@ -24,9 +24,14 @@ pub enum ClientMsg {
         priority: u8,
         #[serde(default = "one")]
         weight: f64,
-        /// What the runtime expects the launch to take (µs); none: the daemon's default.
+        /// What the runtime expects the launch to take (µs); none: the daemon's duration
+        /// model, else its default.
         #[serde(default)]
         estimate_us: Option<f64>,
+        /// What the duration model predicts from: (blocks, threads per block, input bytes,
+        /// dynamic shared memory bytes); unknown ones 0.
+        #[serde(default)]
+        features: Option<[f64; 4]>,
     },
     Progress {
         id: u64,

@@ -297,6 +297,11 @@ impl Kernel {
         Ok((least - p).max(0) as u32)
     }
 
+    /// The launch's configuration, as the program gave it.
+    pub fn launch_config(&self) -> LaunchConfig {
+        self.cfg
+    }
+
     /// The SMs of the GPU the kernel runs on.
     pub fn sm_count(&self) -> u32 {
         self.rt.sm_count

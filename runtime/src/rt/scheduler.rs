@@ -41,6 +41,8 @@ pub(crate) trait Steer: Send + 'static {
     fn name(&self) -> String;
     /// The priority of its stream, 0 for the lowest.
     fn stream_priority(&self) -> u8;
+    /// (blocks, threads per block, input bytes, shared bytes) for the daemon's duration model.
+    fn features(&self) -> [f64; 4];
 }
 
 impl Steer for Shared {
@@ -67,6 +69,16 @@ impl Steer for Shared {
         lock(self)
             .stream_priority_rank()
             .map_or(0, |r| r.min(255) as u8)
+    }
+    fn features(&self) -> [f64; 4] {
+        let k = lock(self);
+        let cfg = k.launch_config();
+        [
+            k.total_tasks() as f64,
+            cfg.threads_per_block() as f64,
+            0.0, // the runtime does not know how much data a kernel reads
+            cfg.shared_mem_bytes as f64,
+        ]
     }
 }
 
@@ -285,6 +297,7 @@ impl<S: Steer> Client<S> {
             priority: self.priority.unwrap_or_else(|| t.kernel.stream_priority()),
             weight: self.weight,
             estimate_us: None,
+            features: Some(t.kernel.features()),
         };
         self.send(&m);
     }
@@ -421,6 +434,9 @@ mod tests {
         }
         fn stream_priority(&self) -> u8 {
             3
+        }
+        fn features(&self) -> [f64; 4] {
+            [4096.0, 256.0, 0.0, 0.0]
         }
     }
 
