@@ -18,9 +18,11 @@
 //! `OUT_DIR/NAME.rs` defines `Kernels`, whose `load(&Runtime)` loads the modules and which has
 //! one method per transformed kernel: the kernel's parameters as Rust values (pointers as
 //! `u64` device addresses, e.g. a cudarc `CUdeviceptr`), returning the runtime's
-//! `Kernel` handle (preempt, resume, progress, wait). Kernels that the transformation refuses,
-//! templates, and kernels with parameters of types other than scalars and pointers get no
-//! method; a `cargo:warning` says why.
+//! `Kernel` handle (preempt, resume, progress, wait). A template kernel gets one method per
+//! instance asked for with `Build::instantiate("scale<float, 3>")`, named after it
+//! (`scale_float_3`). Kernels that the transformation refuses, templates with no instance
+//! asked for, overloads, and kernels with parameters of types other than scalars and pointers
+//! get no method; a `cargo:warning` says why.
 //!
 //! nvcc: `Build::nvcc`, else `CUPREEMPT_NVCC`, else `CUDA_HOME`/`CUDA_PATH` `bin/nvcc`, else
 //! PATH; none: an error that says so. The architectures: `Build::arch`, else `CUDA_ARCH` (one or
@@ -55,6 +57,7 @@ pub struct Build {
     files: Vec<PathBuf>,
     include: Vec<PathBuf>,
     arch: Option<String>,
+    instances: Vec<String>,
     nvcc: Option<PathBuf>,
     flags: Vec<String>,
     out_dir: Option<PathBuf>,
@@ -90,6 +93,12 @@ impl Build {
     /// these separated by commas or spaces.
     pub fn arch(&mut self, a: &str) -> &mut Build {
         self.arch = Some(a.to_string());
+        self
+    }
+    /// An instance of a template kernel to launch: `scale<float, 3>`, `ns::fill<double>`. Its
+    /// method is named after it (`scale_float_3`, `fill_double`).
+    pub fn instantiate(&mut self, instance: &str) -> &mut Build {
+        self.instances.push(instance.to_string());
         self
     }
     pub fn nvcc(&mut self, p: impl AsRef<Path>) -> &mut Build {
@@ -166,7 +175,21 @@ impl Build {
             let cu = work.join(format!("{index}-{stem}.cu"));
             let ptx = work.join(format!("{index}-{stem}.ptx"));
             let fatbin = work.join(format!("{index}-{stem}.fatbin"));
-            std::fs::write(&cu, &t.output).map_err(|e| err(e.to_string()))?;
+            let instances = instances_of(&src, &self.instances);
+            let mut output = t.output.clone();
+            if !instances.is_empty() {
+                // Taking their wrappers' addresses makes nvcc compile these instances.
+                let _ = write!(
+                    output,
+                    "\n// cupreempt-build: the instances asked for (Build::instantiate).\nvoid* __cupreempt_build_instances_{index}[] = {{{}}};\n",
+                    instances
+                        .iter()
+                        .map(|i| format!("(void*)&{}{}__cupreempt<{}>", i.qualifier, i.kernel, i.args))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            std::fs::write(&cu, &output).map_err(|e| err(e.to_string()))?;
             let dir = std::path::absolute(file)
                 .ok()
                 .and_then(|p| p.parent().map(Path::to_path_buf))
@@ -226,7 +249,7 @@ impl Build {
                 )));
             }
             let ptx_text = std::fs::read_to_string(&ptx).map_err(|e| err(e.to_string()))?;
-            for (kernel, why) in kernels_of(&src, &ptx_text, index, &mut launchers) {
+            for (kernel, why) in kernels_of(&src, &ptx_text, index, &instances, &mut launchers) {
                 println!("cargo:warning={shown}: kernel `{kernel}` gets no launcher: {why}");
             }
             modules.push(fatbin);
@@ -305,6 +328,7 @@ fn kernels_of(
     src: &str,
     ptx: &str,
     module: usize,
+    instances: &[Instance],
     out: &mut Vec<Launcher>,
 ) -> Vec<(String, String)> {
     let parsed = cupreempt::parse::parse(src);
@@ -325,11 +349,27 @@ fn kernels_of(
             ));
             continue;
         }
-        if k.site.is_template() || k.overloaded {
+        if k.overloaded {
             skipped.push((
                 name,
-                "templates and overloads need an explicit instantiation (not supported)".into(),
+                "overloads are not supported (one launch type per overload)".into(),
             ));
+            continue;
+        }
+        if k.site.is_template() {
+            let mine: Vec<&Instance> = instances.iter().filter(|i| i.kernel == name).collect();
+            if mine.is_empty() {
+                skipped.push((
+                    name,
+                    "a template: ask for instances with Build::instantiate(\"name<args>\")".into(),
+                ));
+            }
+            for i in mine {
+                match template_launcher(k, i, &entries, module) {
+                    Ok(l) => out.push(l),
+                    Err(why) => skipped.push((i.spec.clone(), why)),
+                }
+            }
             continue;
         }
         let mut params = Vec::new();
@@ -379,6 +419,153 @@ fn kernels_of(
 
 /// The Rust type of a kernel parameter (`text` its declaration, `name` its name): pointers are
 /// device addresses (`u64`).
+/// A template kernel's instance asked for (`Build::instantiate`).
+#[derive(Debug, Clone, PartialEq)]
+struct Instance {
+    /// As written: `ns::scale<float, 3>`.
+    spec: String,
+    /// `ns::` (the wrapper is named from the file's top level), `scale`, `float, 3`.
+    qualifier: String,
+    kernel: String,
+    args: String,
+}
+
+/// The instances asked for whose kernel `src` defines (by name).
+fn instances_of(src: &str, specs: &[String]) -> Vec<Instance> {
+    specs
+        .iter()
+        .filter_map(|spec| {
+            let open = spec.find('<')?;
+            let close = spec.rfind('>').filter(|&c| c > open)?;
+            let path = spec[..open].trim();
+            let (qualifier, kernel) = match path.rfind("::") {
+                Some(i) => (&path[..i + 2], &path[i + 2..]),
+                None => ("", path),
+            };
+            let defines = regex::Regex::new(&format!(r"\b{}\s*\(", regex::escape(kernel)))
+                .is_ok_and(|r| r.is_match(src));
+            defines.then(|| Instance {
+                spec: spec.clone(),
+                qualifier: qualifier.to_string(),
+                kernel: kernel.to_string(),
+                args: spec[open + 1..close].trim().to_string(),
+            })
+        })
+        .collect()
+}
+
+/// `ns::scale<float, 3>` -> `scale_float_3`: a Rust method name.
+fn instance_method(i: &Instance) -> String {
+    let mut m = String::new();
+    for c in format!("{}_{}", i.kernel, i.args).chars() {
+        if c.is_ascii_alphanumeric() {
+            m.push(c);
+        } else if !m.ends_with('_') {
+            m.push('_');
+        }
+    }
+    m.trim_end_matches('_').to_string()
+}
+
+/// Splits template arguments at top-level commas.
+fn split_args(args: &str) -> Vec<String> {
+    let (mut out, mut depth, mut cur) = (Vec::new(), 0i32, String::new());
+    for c in args.chars() {
+        match c {
+            '<' | '(' | '[' => depth += 1,
+            '>' | ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
+/// Spaces, integer suffixes (`3u`) and the demangler's casts of literals (`(unsigned int)3`)
+/// do not make two template argument lists differ.
+fn normalized(s: &str) -> String {
+    let uncast = regex::Regex::new(
+        r"\((?:unsigned |signed )?(?:long long|long|int|short|char)(?: int)?\)(-?\d)",
+    )
+    .expect("valid regex")
+    .replace_all(s, "$1");
+    let no_space: String = uncast.chars().filter(|c| !c.is_whitespace()).collect();
+    regex::Regex::new(r"\b(\d+)(?:ull|ul|ll|u|l)\b")
+        .expect("valid regex")
+        .replace_all(&no_space, "$1")
+        .into_owned()
+}
+
+/// The launcher of one instance: its parameters with the template's parameters replaced by
+/// the instance's arguments, and its entry found by demangling the PTX's entries.
+fn template_launcher(
+    k: &cupreempt::analysis::KernelPlan,
+    i: &Instance,
+    entries: &[&str],
+    module: usize,
+) -> Result<Launcher, String> {
+    let args = split_args(&i.args);
+    let names: Vec<&str> = k
+        .site
+        .template_params
+        .iter()
+        .map(|p| p.arg.trim_end_matches("..."))
+        .collect();
+    if k.site.template_params.iter().any(|p| p.pack) || args.len() != names.len() {
+        return Err(format!(
+            "`{}` gives {} template arguments where `{}` takes {} (packs and defaults are not supported)",
+            i.spec,
+            args.len(),
+            i.kernel,
+            names.len()
+        ));
+    }
+    let mut params = Vec::new();
+    for p in &k.site.param_list {
+        let mut text = p.text.clone();
+        for (n, a) in names.iter().zip(&args) {
+            let word = regex::Regex::new(&format!(r"\b{}\b", regex::escape(n)))
+                .map_err(|e| e.to_string())?;
+            text = word.replace_all(&text, a.as_str()).into_owned();
+        }
+        match rust_type(&text, &p.name) {
+            Some(t) => params.push((p.name.clone(), t.to_string())),
+            None => {
+                return Err(format!(
+                    "parameter `{text}` has no Rust type here (scalars and pointers only)"
+                ))
+            }
+        }
+    }
+    let want = normalized(&format!(
+        "{}{}__cupreempt<{}>(",
+        i.qualifier, i.kernel, i.args
+    ));
+    let entry = entries.iter().find(|e| {
+        cpp_demangle::Symbol::new(e.as_bytes())
+            .ok()
+            .map(|s| s.to_string())
+            .is_some_and(|d| normalized(d.trim_start_matches("void ")).starts_with(&want))
+    });
+    match entry {
+        Some(e) => Ok(Launcher {
+            kernel: instance_method(i),
+            entry: e.to_string(),
+            params,
+            module,
+        }),
+        None => Err(format!("no entry for `{}` in the PTX", i.spec)),
+    }
+}
+
 pub fn rust_type(text: &str, name: &str) -> Option<&'static str> {
     if text.contains('*') {
         return Some("u64");
@@ -550,6 +737,67 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
+    /// With nvcc: instances of template kernels asked for get methods with the template's
+    /// parameters replaced, and their entries are found in the PTX by demangling.
+    #[test]
+    fn template_instances_get_launchers() {
+        let Some(nvcc) = std::env::var_os("CUPREEMPT_NVCC") else {
+            panic!("CUPREEMPT_NVCC is not set: this test needs nvcc (scripts/test.sh provides it)");
+        };
+        let dir = std::env::temp_dir().join(format!("cupreempt-build-tmpl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cu = dir.join("t.cu");
+        std::fs::write(
+            &cu,
+            "template <class T, unsigned N>\n__global__ void scale(const T* x, T* y, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) y[i] = x[i] * T(N);\n}\n\
+             namespace ns {\ntemplate <typename V> __global__ void fill(V* p, V v) { p[blockIdx.x] = v; }\n}\n\
+             template <class T> __global__ void unused(T* p) { p[blockIdx.x] = T(); }\n",
+        )
+        .unwrap();
+        let launchers = Build::new()
+            .file(&cu)
+            .nvcc(nvcc)
+            .arch("sm_90")
+            .instantiate("scale<float, 3>")
+            .instantiate("scale<double,2u>")
+            .instantiate("ns::fill<double>")
+            .out_dir(&dir)
+            .compile("t")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let got: Vec<(&str, Vec<&str>)> = launchers
+            .iter()
+            .map(|l| {
+                (
+                    l.kernel.as_str(),
+                    l.params.iter().map(|(_, t)| t.as_str()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("scale_float_3", vec!["u64", "u64", "i32"]),
+                ("scale_double_2u", vec!["u64", "u64", "i32"]),
+                ("fill_double", vec!["u64", "f64"]),
+            ]
+        );
+        assert!(
+            launchers[0]
+                .entry
+                .starts_with("_Z16scale__cupreemptIfLj3EE"),
+            "{:?}",
+            launchers[0]
+        );
+        assert!(
+            launchers[1]
+                .entry
+                .starts_with("_Z16scale__cupreemptIdLj2EE"),
+            "{:?}",
+            launchers[1]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn parameter_types() {
         assert_eq!(rust_type("const float* __restrict__ x", "x"), Some("u64"));
@@ -568,7 +816,7 @@ mod tests {
                    struct P { int a; };\n__global__ void s(P p, int* o) { o[blockIdx.x] = p.a; }\n";
         let ptx = ".entry _Z16saxpy__cupreempt16cupreempt_launchifPKfPf(\n.entry _ZN2ns15fill__cupreemptE16cupreempt_launchPff(\n";
         let mut out = Vec::new();
-        let skipped = kernels_of(src, ptx, 0, &mut out);
+        let skipped = kernels_of(src, ptx, 0, &[], &mut out);
         let names: Vec<&str> = out.iter().map(|l| l.kernel.as_str()).collect();
         assert_eq!(names, ["saxpy", "fill"]);
         assert_eq!(out[0].params.len(), 4);
