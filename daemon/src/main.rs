@@ -43,7 +43,17 @@ fn config(args: &[String]) -> Result<Config, String> {
             "--socket" => cfg.socket = PathBuf::from(value(a)?),
             "--policy" => cfg.policy = value(a)?,
             "--group" => cfg.group = Some(value(a)?),
-            "--gpus" => cfg.gpus = number(a, value(a)?)? as usize,
+            "--gpus" => {
+                cfg.gpus = number(a, value(a)?)? as usize;
+                if cfg.gpus != 1 {
+                    // A launch runs on the GPU its program chose; the policies would place it.
+                    return Err(
+                        "--gpus: one GPU per daemon for now (a launch cannot move to \
+                                the GPU a policy picks); run one daemon per GPU"
+                            .into(),
+                    );
+                }
+            }
             "--sms" => cfg.sms = number(a, value(a)?)? as u32,
             "--quantum-us" => cfg.quantum_us = number(a, value(a)?)?,
             "--estimate-us" => cfg.default_estimate_us = number(a, value(a)?)?,

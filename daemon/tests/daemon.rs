@@ -155,6 +155,10 @@ fn bad_arguments_are_explained() {
             vec!["--socket", "/tmp/x", "--gpus", "-1"],
             "not a positive number",
         ),
+        (
+            vec!["--socket", "/tmp/x", "--gpus", "2"],
+            "one GPU per daemon",
+        ),
         (vec!["--frobnicate"], "unknown argument"),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
@@ -301,4 +305,53 @@ fn a_stale_socket_from_a_crash_is_replaced() {
     let _ = child.kill();
     let _ = child.wait();
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn many_programs_coming_and_going_leave_nothing_behind() {
+    let d = Daemon::start("churn", &["--policy", "fifo"]);
+    let mut keeper = d.client();
+    keeper.launch(1, 0);
+    keeper.sync();
+    let mut threads = Vec::new();
+    for t in 0..16 {
+        let socket = d.socket.clone();
+        threads.push(std::thread::spawn(move || {
+            for i in 0..20u64 {
+                let s = UnixStream::connect(&socket).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+                let mut c = Client(s);
+                c.launch(i, (t % 3) as u8);
+                // Waits behind the keeper's kernel (FIFO): told to yield; some say so, some die.
+                assert_eq!(c.recv(), ServerMsg::Preempt { id: i });
+                if i % 2 == 0 {
+                    c.send(&ClientMsg::Yielded { id: i });
+                }
+            }
+        }));
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+    // Every one of them is gone (the daemon hears of each a little later): once the keeper's
+    // kernel has finished, a new program's kernel soon runs at once (it is told nothing).
+    keeper.send(&ClientMsg::Finished { id: 1 });
+    keeper.sync();
+    let t = Instant::now();
+    for id in 1.. {
+        let mut late = d.client();
+        late.launch(id, 0);
+        late.send(&ClientMsg::Finished { id: u64::MAX });
+        match late.recv() {
+            ServerMsg::Error { .. } => return, // ran at once: nothing of the dead remained
+            ServerMsg::Preempt { .. } => {
+                assert!(
+                    t.elapsed() < Duration::from_secs(5),
+                    "the dead programs' kernels stayed"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
 }
