@@ -156,8 +156,10 @@ fn plan(
     original: *mut c_void,
 ) -> Result<Option<Original>, Error> {
     let history = &rt.inner.history;
-    if !history.enabled() || super::chaos::enabled() {
-        // Chaos mode: every launch preemptible, so that every kernel meets preemption.
+    if !history.enabled() || super::chaos::enabled() || super::scheduler::socket().is_some() {
+        // Chaos mode: every launch preemptible, so that every kernel meets preemption. A
+        // process scheduled by cupreemptd: the daemon hears only of preemptible launches, and
+        // a short urgent one is exactly what it must hear of to make room.
         rt.request_setup();
         return Ok(None);
     }
