@@ -1,0 +1,94 @@
+// Probe for cupreemptd's priority experiment (docs/daemon.md; scripts/probes/daemon_priority.sh
+// builds it transformed and runs it as two processes):
+//   batch SECONDS   keeps the GPU busy with long kernels (about 20 ms each) for SECONDS
+//   urgent COUNT    COUNT times: waits 2-10 ms (random), launches a short kernel (about 0.1 ms
+//                   alone) and waits for it; prints the turnaround's p50, p99 and mean in µs
+// Both launch `spin`, whose blocks run a chain of dependent multiply-adds.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+#include <cuda_runtime.h>
+
+__global__ void spin(float* p, int iters) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = p[i];
+  for (int k = 0; k < iters; ++k) v = v * 1.0000001f + 1e-7f;
+  p[i] = v;
+}
+
+static double now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+static int check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+  return 0;
+}
+
+// Iterations for a launch of `blocks` x 256 threads to take about `target_us` alone.
+static int calibrate(float* p, int blocks, double target_us) {
+  int iters = 1000;
+  for (int round = 0; round < 6; ++round) {
+    spin<<<blocks, 256>>>(p, iters);
+    check(cudaDeviceSynchronize(), "calibration");
+    const double t0 = now_us();
+    spin<<<blocks, 256>>>(p, iters);
+    check(cudaDeviceSynchronize(), "calibration");
+    const double took = now_us() - t0;
+    iters = std::max(1, (int)(iters * target_us / std::max(took, 1.0)));
+  }
+  return iters;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: %s batch SECONDS | urgent COUNT\n", argv[0]);
+    return 2;
+  }
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
+  const int blocks = std::strcmp(argv[1], "batch") == 0 ? sms * 16 : 64;
+  float* p = nullptr;
+  check(cudaMalloc(&p, (size_t)blocks * 256 * sizeof(float)), "cudaMalloc");
+  check(cudaMemset(p, 0, (size_t)blocks * 256 * sizeof(float)), "cudaMemset");
+  if (std::strcmp(argv[1], "batch") == 0) {
+    const int iters = calibrate(p, blocks, 20000.0);
+    const double end = now_us() + std::atof(argv[2]) * 1e6;
+    int launches = 0;
+    while (now_us() < end) {
+      spin<<<blocks, 256>>>(p, iters);
+      check(cudaDeviceSynchronize(), "batch");
+      ++launches;
+    }
+    std::printf("batch: %d launches\n", launches);
+    return 0;
+  }
+  const int iters = calibrate(p, blocks, 100.0);
+  const int count = std::atoi(argv[2]);
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> wait_us(2000, 10000);
+  std::vector<double> took;
+  for (int i = 0; i < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(wait_us(rng)));
+    const double t0 = now_us();
+    spin<<<blocks, 256>>>(p, iters);
+    check(cudaDeviceSynchronize(), "urgent");
+    took.push_back(now_us() - t0);
+  }
+  std::sort(took.begin(), took.end());
+  double sum = 0;
+  for (double t : took) sum += t;
+  std::printf("urgent: n %d p50_us %.1f p99_us %.1f mean_us %.1f\n", count,
+              took[took.size() / 2], took[std::min(took.size() - 1, took.size() * 99 / 100)],
+              sum / took.size());
+  return 0;
+}
