@@ -155,11 +155,13 @@ struct Tracked<S> {
     reported_at: Instant,
 }
 
+/// What the client thread hears of. Messages of a connection carry its number, so that a
+/// late report of an old connection cannot touch a newer one.
 enum Input<S> {
     Launch(S),
-    Server(ServerMsg),
+    Server(u64, ServerMsg),
     /// The daemon closed the connection (or it broke).
-    Lost,
+    Lost(u64),
 }
 
 pub(crate) struct Client<S> {
@@ -171,6 +173,8 @@ pub(crate) struct Client<S> {
     next_id: u64,
     /// The connection's writing end; its reader thread feeds `Input::Server`.
     conn: Option<UnixStream>,
+    /// The number of the newest connection.
+    generation: u64,
     next_try: Instant,
     said_unreachable: bool,
 }
@@ -184,6 +188,7 @@ impl<S: Steer> Client<S> {
             kernels: HashMap::new(),
             next_id: 1,
             conn: None,
+            generation: 0,
             next_try: Instant::now(),
             said_unreachable: false,
         }
@@ -220,8 +225,9 @@ impl<S: Steer> Client<S> {
             };
             match input {
                 Some(Input::Launch(k)) => self.launch(k, &tx),
-                Some(Input::Server(m)) => self.command(m),
-                Some(Input::Lost) => self.lost(),
+                Some(Input::Server(g, m)) if g == self.generation => self.command(m),
+                Some(Input::Lost(g)) if g == self.generation => self.lost(),
+                Some(Input::Server(..)) | Some(Input::Lost(_)) => {} // an older connection's
                 None => {}
             }
             self.look_at_kernels();
@@ -250,25 +256,27 @@ impl<S: Steer> Client<S> {
             return;
         };
         let tx = tx.clone();
+        let generation = self.generation + 1;
         let spawned = std::thread::Builder::new()
             .name("cupreempt-scheduler-rx".into())
             .spawn(move || {
                 while let Ok(body) = read_frame(&mut reader) {
                     match serde_json::from_slice::<ServerMsg>(&body) {
                         Ok(m) => {
-                            if tx.send(Input::Server(m)).is_err() {
+                            if tx.send(Input::Server(generation, m)).is_err() {
                                 return;
                             }
                         }
                         Err(e) => eprintln!("cupreempt: scheduler sent no message: {e}"),
                     }
                 }
-                let _ = tx.send(Input::Lost);
+                let _ = tx.send(Input::Lost(generation));
             });
         if spawned.is_err() {
             return;
         }
         self.conn = Some(stream);
+        self.generation = generation;
         self.said_unreachable = false;
         // The kernels that ran while there was no daemon are its kernels now.
         let ids: Vec<u64> = self.kernels.keys().copied().collect();
