@@ -7,7 +7,7 @@
 //! refused, and one that synchronizes counts as a barrier (`KnownHelper`,
 //! `Options::known_helpers`).
 
-use crate::analysis::{HelperPlan, KernelPlan};
+use crate::analysis::{FunctionSite, HelperPlan, KernelPlan};
 use crate::vocab::kernels_struct_name;
 use regex::Regex;
 use std::path::{Path, PathBuf};
@@ -27,6 +27,19 @@ pub struct KnownKernel {
     pub template_params: usize,
     /// One of its template parameters is a pack.
     pub pack: bool,
+    /// Declared there, not defined: what a launch needs to declare its wrappers itself.
+    pub declaration: Option<Declaration>,
+}
+
+/// A kernel that a file only declares (defined in another translation unit).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Declaration {
+    /// Enclosing namespaces, outermost first.
+    pub scope: Vec<String>,
+    /// All before the name: `__global__ void `.
+    pub specifiers: String,
+    /// Parameter declarations, named, without default arguments.
+    pub params: Vec<String>,
 }
 
 impl KnownKernel {
@@ -39,6 +52,29 @@ impl KnownKernel {
             params: plan.site.param_list.len(),
             template_params: plan.site.template_params.len(),
             pack: plan.site.template_params.iter().any(|p| p.pack),
+            declaration: None,
+        }
+    }
+
+    /// A kernel that `src` only declares (`Analysis::declared_kernels`).
+    pub fn declared(d: &FunctionSite, src: &str) -> KnownKernel {
+        KnownKernel {
+            name: d.name.clone(),
+            transformed: true,
+            overloaded: false,
+            ordinal: 0,
+            params: d.param_list.len(),
+            template_params: 0,
+            pack: false,
+            declaration: Some(Declaration {
+                scope: d.scope.clone(),
+                specifiers: src[d.func.start_byte()..d.name_node.start_byte()].to_string(),
+                params: d
+                    .param_list
+                    .iter()
+                    .map(|p| crate::rewrite::strip_default(&p.declaration()))
+                    .collect(),
+            }),
         }
     }
 

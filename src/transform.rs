@@ -298,7 +298,19 @@ fn transform_here(
         });
     }
 
-    let defines = analysis.kernels.iter().map(KnownKernel::of).collect();
+    // Kernels it defines, and those it only declares (a file including it can launch them
+    // through their weak wrapper declarations, `rewrite/declared.rs`).
+    let defines = analysis
+        .kernels
+        .iter()
+        .map(KnownKernel::of)
+        .chain(
+            analysis
+                .declared_kernels
+                .iter()
+                .map(|d| KnownKernel::declared(d, src)),
+        )
+        .collect();
     let helpers = KnownHelper::of_all(&analysis.helpers);
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);

@@ -583,3 +583,67 @@ fn kernels_calling_block_id_helpers_of_included_inputs_are_refused() {
     );
     assert!(err.contains("barrier inside helper `sync_all`"), "{err}");
 }
+
+/// The usual separate compilation: a header declares a kernel, one source defines it, another
+/// includes the header and launches it. Transformed together, the launch goes through the
+/// wrappers of the defining source (declared weak next to the launch), and the objects link
+/// with those wrappers defined.
+#[test]
+fn a_kernel_declared_in_a_header_and_defined_elsewhere_is_launched_preemptibly() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-declared-header");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("kernels.cuh"),
+        "#pragma once\nnamespace ops {\n__global__ void fill(float* p, int n);\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("kernels.cu"),
+        "#include \"kernels.cuh\"\nnamespace ops {\n__global__ void fill(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1.0f;\n}\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.cu"),
+        "#include \"kernels.cuh\"\nnamespace app {\nvoid run(float* p, int n) { ops::fill<<<(n + 255) / 256, 256>>>(p, n); }\n}\nint main() { app::run(nullptr, 0); return 0; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP101"), "{}", stderr(&o));
+    let main = std::fs::read_to_string(dir.join("out/main.cu")).unwrap();
+    assert!(
+        main.contains("cupreempt::launch<ops::fill__cupreempt_kernels>")
+            && main
+                .contains("namespace ops {\n// cupreempt: `fill` is declared in an included file"),
+        "{main}"
+    );
+    for f in ["main", "kernels"] {
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join(format!("{f}.o")))
+                .arg("-DCUPREEMPT_STANDALONE")
+                .arg(format!("-I{}", dir.join("out").display()))
+                .arg(dir.join(format!("out/{f}.cu"))),
+            f,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    support::compiles(
+        support::nvcc_build(&nvcc, &dir.join("prog"))
+            .arg(dir.join("main.o"))
+            .arg(dir.join("kernels.o")),
+        "link",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let nm = std::process::Command::new("nm")
+        .arg(dir.join("prog"))
+        .output()
+        .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
+    assert!(
+        String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .any(|l| l.ends_with(" T _ZN3ops15fill__cupreemptE16cupreempt_launchPfi")),
+        "the wrapper is not defined in the program"
+    );
+}

@@ -1,51 +1,97 @@
-//! Launches of kernels that this file only declares: their definition is in another
-//! translation unit, whose transformed form has the wrappers. The wrappers are declared here
-//! weak, so that the program links whether or not that unit was transformed (or its kernel was
-//! refused there); where a wrapper is missing its address is null, and the launch shim runs
-//! the original kernel (`launch.cuh`).
+//! Launches of kernels that are only declared where the launch can see them: in this file or
+//! in a file it includes (the definition is in another translation unit, whose transformed
+//! form has the wrappers). The wrappers are declared here weak, so that the program links
+//! whether or not that unit was transformed (or its kernel was refused there); where a wrapper
+//! is missing its address is null, and the launch shim runs the original kernel
+//! (`launch.cuh`).
 
-use super::kernel::strip_default;
-use crate::analysis::FunctionSite;
+use crate::analysis::{Analysis, FunctionSite};
 use crate::edit::Edit;
-use crate::program::KnownKernel;
+use crate::program::{Declaration, KnownKernel};
 use crate::vocab::{
     capped_wrapper_name, kernels_struct_name, wrapper_name, LAUNCH_PARAM, LAUNCH_TYPE,
     MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, WEAK,
 };
+use tree_sitter::Node;
 
-/// What a launch site needs to know of a declared kernel.
-pub fn known(d: &FunctionSite) -> KnownKernel {
-    KnownKernel {
-        name: d.name.clone(),
-        transformed: true,
-        overloaded: false,
-        ordinal: 0,
-        params: d.param_list.len(),
-        template_params: 0,
-        pack: false,
-    }
-}
-
-/// The weak wrapper declarations and the launch types, right after the declaration.
-pub fn rewrite(d: &FunctionSite, src: &str, edits: &mut Vec<Edit>) {
-    let specifiers = &src[d.func.start_byte()..d.name_node.start_byte()];
-    let params: Vec<String> = d
-        .param_list
-        .iter()
-        .map(|p| strip_default(&p.declaration()))
-        .collect();
-    let params = if params.is_empty() {
+/// The weak wrapper declarations and the launch type of kernel `name`.
+fn weak_block(name: &str, d: &Declaration, whence: &str) -> String {
+    let params = if d.params.is_empty() {
         format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
     } else {
-        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, {}", params.join(", "))
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, {}", d.params.join(", "))
     };
-    let (name, wrapper, capped) = (&d.name, wrapper_name(&d.name), capped_wrapper_name(&d.name));
-    let text = format!(
-        "\n// cupreempt: `{name}` is defined in another file; its wrappers, where that file was transformed (else the launch runs `{name}`).\n\
+    let (wrapper, capped) = (wrapper_name(name), capped_wrapper_name(name));
+    let specifiers = &d.specifiers;
+    format!(
+        "// cupreempt: `{name}` is {whence}; its wrappers, where the file defining it was transformed (else the launch runs `{name}`).\n\
          {specifiers}{WEAK} {wrapper}({params});\n\
          {specifiers}{WEAK} {capped}({params});\n\
          struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name};\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper};\n  static constexpr auto {MEMBER_WRAPPER_R32} = &{capped};\n}};",
         s = kernels_struct_name(name, None),
-    );
-    edits.push(Edit::insert(d.outer.end_byte(), text));
+    )
+}
+
+/// Right after a declaration in this file.
+pub fn rewrite(d: &FunctionSite, src: &str, edits: &mut Vec<Edit>) {
+    let Some(decl) = KnownKernel::declared(d, src).declaration else {
+        return;
+    };
+    let text = weak_block(&d.name, &decl, "defined in another file");
+    edits.push(Edit::insert(d.outer.end_byte(), format!("\n{text}")));
+}
+
+/// The one declaration of `name` that included files give, if they agree.
+pub fn included<'k>(known: &'k [KnownKernel], name: &str) -> Option<&'k Declaration> {
+    let mut decls = known
+        .iter()
+        .filter(|k| k.name == name)
+        .map(|k| k.declaration.as_ref());
+    let first = decls.next()??;
+    decls.all(|d| d == Some(first)).then_some(first)
+}
+
+/// Kernels that included files only declare, launched here and known here by nothing else:
+/// their blocks go before the first top-level construct that launches them, in their
+/// namespaces. Returns whether any was written.
+pub fn rewrite_included(a: &Analysis, known: &[KnownKernel], edits: &mut Vec<Edit>) -> bool {
+    let mut done: Vec<&str> = Vec::new();
+    for l in a.launches.iter().filter(|l| !l.in_device_code) {
+        let name = l.name.as_str();
+        if done.contains(&name)
+            || a.kernels.iter().any(|k| k.site.name == name)
+            || a.declared_kernels.iter().any(|d| d.name == name)
+            || known
+                .iter()
+                .any(|k| k.name == name && k.declaration.is_none())
+        {
+            continue;
+        }
+        let Some(decl) = included(known, name) else {
+            continue;
+        };
+        let mut text = String::new();
+        for s in &decl.scope {
+            text.push_str(&format!("namespace {s} {{\n"));
+        }
+        text.push_str(&weak_block(name, decl, "declared in an included file"));
+        text.push('\n');
+        for _ in &decl.scope {
+            text.push_str("}\n");
+        }
+        edits.push(Edit::insert(top_level(l.call).start_byte(), text));
+        done.push(name);
+    }
+    !done.is_empty()
+}
+
+/// The construct at file level that holds `n`.
+fn top_level(mut n: Node) -> Node {
+    while let Some(p) = n.parent() {
+        if p.parent().is_none() {
+            return n; // `p` is the translation unit
+        }
+        n = p;
+    }
+    n
 }

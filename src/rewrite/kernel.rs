@@ -313,7 +313,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
 }
 
 /// `int n = 4` → `int n` (function types cannot carry default arguments).
-pub(super) fn strip_default(decl: &str) -> String {
+pub(crate) fn strip_default(decl: &str) -> String {
     let mut depth = 0i32;
     for (i, ch) in decl.char_indices() {
         match ch {

@@ -24,7 +24,11 @@ pub fn rewrite(
         .iter()
         .filter(|k| k.transformed() && k.site.name == l.name)
         .collect();
-    let elsewhere: Vec<&KnownKernel> = known.iter().filter(|k| k.name == l.name).collect();
+    // Defined in an included file (declared-only ones come last, below).
+    let elsewhere: Vec<&KnownKernel> = known
+        .iter()
+        .filter(|k| k.name == l.name && k.declaration.is_none())
+        .collect();
     if local && !elsewhere.is_empty() && !plans.is_empty() {
         // The same name defined here and in an included file: two launch types of one name.
         diags.push(
@@ -40,12 +44,16 @@ pub fn rewrite(
         );
         return;
     }
-    let declared: Vec<KnownKernel> = a
+    let mut declared: Vec<KnownKernel> = a
         .declared_kernels
         .iter()
         .filter(|d| d.name == l.name)
-        .map(super::declared::known)
+        .map(|d| KnownKernel::declared(d, src))
         .collect();
+    if declared.is_empty() && super::declared::included(known, &l.name).is_some() {
+        // Declared in an included file: the same block is written here (`declared.rs`).
+        declared.extend(known.iter().filter(|k| k.name == l.name).take(1).cloned());
+    }
     let targets: Vec<KnownKernel> = if local {
         plans.iter().map(|k| KnownKernel::of(k)).collect()
     } else if elsewhere.is_empty() && !declared.is_empty() {

@@ -3,6 +3,7 @@
 mod declared;
 mod helper;
 mod kernel;
+pub(crate) use kernel::strip_default;
 mod launch;
 mod predicate;
 
@@ -39,11 +40,12 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) ->
     for d in &declared {
         declared::rewrite(d, src, &mut edits);
     }
+    let included_declared = declared::rewrite_included(a, known, &mut edits);
     if !a.kernels.iter().any(|k| k.transformed()) {
         // Launches of kernels defined elsewhere are still rewritten or explained; the launch
         // shim comes with the including of the file that defines them, or with the include
-        // below for kernels only declared here.
-        if !declared.is_empty() {
+        // below for kernels only declared (here or in an included file).
+        if !declared.is_empty() || included_declared {
             edits.push(Edit::insert(a.include_at, INCLUDE));
         }
         for l in &a.launches {
