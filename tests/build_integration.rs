@@ -1,7 +1,8 @@
 //! Build integration without a GPU: the CMake package (`cmake/cupreemptConfig.cmake`) and the
-//! compiler launcher build `examples/cmake-project` (three CUDA sources, a template kernel in a
-//! header launched from two of them) with CMake and Ninja; the objects of both launching sources
-//! hold the preemptible wrappers; touching the header rebuilds exactly those two; the Make
+//! compiler launcher build `examples/cmake-project` (four CUDA sources, a template kernel in a
+//! header launched from two of them, a kernel declared in a header and launched from a source
+//! that does not define it) with CMake and Ninja; the objects of the launching sources hold or
+//! name the preemptible wrappers; touching the header rebuilds exactly those two; the Make
 //! example builds the same sources; a refused kernel is compiled as written with a warning,
 //! and stops the build under CUPREEMPT_STRICT=1. CMake and Ninja come from PyPI with nvcc
 //! (scripts/test.sh); without them the test fails, it never passes silently.
@@ -86,6 +87,8 @@ fn cmake_ninja_project_builds_through_the_launcher() {
         "src/main.cu",
         "src/scale_float.cu",
         "src/scale_double.cu",
+        "src/axpy.cuh",
+        "src/axpy.cu",
     ] {
         let to = project.join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
@@ -126,6 +129,16 @@ fn cmake_ninja_project_builds_through_the_launcher() {
             obj.display()
         );
         // The depfile Ninja read named the originals, not the private copies.
+    }
+    // `axpy` is defined in axpy.cu and launched from main.cu, which sees only its declaration:
+    // main.cu's object names the wrapper that axpy.cu's object defines.
+    for src in ["axpy", "main"] {
+        let obj = objects.join(format!("{src}.cu.o"));
+        assert!(
+            contains(&obj, "axpy__cupreempt"),
+            "{} does not name axpy's preemptible wrapper",
+            obj.display()
+        );
     }
     let deps = run(
         Command::new(&ninja).arg("-C").arg(&build).args([
@@ -269,7 +282,7 @@ fn relocatable_device_code_builds_through_the_launcher() {
     let dir = support::tempdir("launcher-rdc");
     let src = support::root().join("examples/cmake-project/src");
     let mut objects = Vec::new();
-    for f in ["main", "scale_float", "scale_double"] {
+    for f in ["main", "scale_float", "scale_double", "axpy"] {
         let obj = dir.join(format!("{f}.o"));
         run(
             Command::new(&bin)

@@ -1,6 +1,8 @@
-// Runs both launches on random inputs and checks every element against the host. Built with
-// cupreempt (the launcher puts its headers on the include path), it also preempts the float
-// launch mid-run, resumes it, and checks that nothing was lost or repeated.
+// Runs the launches on random inputs and checks every element against the host: the template
+// kernel of scale.cuh through scale_float.cu and scale_double.cu, and `axpy`, declared in
+// axpy.cuh, defined in axpy.cu and launched here. Built with cupreempt (the launcher puts its
+// headers on the include path), it also preempts the float and the axpy launches mid-run,
+// resumes them, and checks that nothing was lost or repeated.
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +12,8 @@
 #include <cupreempt/launch.cuh>
 #define WITH_CUPREEMPT 1
 #endif
+
+#include "axpy.cuh"
 
 void scale_add_float(float* y, const float* x, float a, int n, cudaStream_t stream);
 void scale_add_double(double* y, const double* x, double a, int n, cudaStream_t stream);
@@ -83,10 +87,16 @@ static int run(const char* name, int n, T a, unsigned seed, bool preempt,
   return 0;
 }
 
+// A launch of a kernel that this file only declares (through axpy.cuh).
+static void axpy_here(float* y, const float* x, float a, int n, cudaStream_t stream) {
+  axpy<<<(n + 255) / 256, 256, 0, stream>>>(y, x, a, n);
+}
+
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : (1 << 26);
   if (run<float>("scale_add<float>", n, 2.5f, 7, true, scale_add_float)) return 1;
   if (run<double>("scale_add<double>", n, -1.25, 11, false, scale_add_double)) return 1;
+  if (run<float>("axpy (defined in axpy.cu)", n, 0.75f, 13, true, axpy_here)) return 1;
   std::printf("PASS\n");
   return 0;
 }
