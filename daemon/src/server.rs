@@ -154,7 +154,14 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
                 next += 1;
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(10));
+                // Until a program connects (then at once), or 50 ms pass (a look at `stop`).
+                let mut fd = libc::pollfd {
+                    fd: listener.as_raw_fd(),
+                    events: libc::POLLIN,
+                    revents: 0,
+                };
+                // SAFETY: one valid pollfd; the listener outlives the call.
+                unsafe { libc::poll(&mut fd, 1, 50) };
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => break Err(e),
