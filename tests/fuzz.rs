@@ -159,8 +159,16 @@ impl Rng {
     }
 }
 
+/// A number from the environment, decimal or `0x` hexadecimal; a value that is neither stops
+/// the run (a typo must not quietly fall back to the default).
 fn env_num(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+    let v = std::env::var(name).ok()?;
+    let v = v.trim();
+    let parsed = match v.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => v.parse().ok(),
+    };
+    Some(parsed.unwrap_or_else(|| panic!("{name}={v}: not a number (decimal or 0x hexadecimal)")))
 }
 
 fn root() -> PathBuf {
