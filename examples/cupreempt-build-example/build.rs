@@ -3,7 +3,7 @@
 // In this repository, nvcc is the one scripts/test.sh installs when CUPREEMPT_NVCC is not set.
 fn main() {
     let mut b = cupreempt_build::Build::new();
-    b.file("kernels/kernels.cu");
+    b.file("kernels/kernels.cu").instantiate("scale_by<float>");
     if std::env::var_os("CUPREEMPT_NVCC").is_none() {
         let venv =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/nvcc-venv/lib");

@@ -1,4 +1,5 @@
-// Two kernels for the cupreempt-build example: a 1-D SAXPY and a 2-D blend of two images.
+// Kernels for the cupreempt-build example: a 1-D SAXPY, a 2-D blend of two images, and a
+// template (build.rs asks for its `float` instance).
 
 __global__ void saxpy(int n, float a, const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -13,4 +14,10 @@ __global__ void blend2d(const float* a, const float* b, float* out, int width, i
     int i = y * width + x;
     out[i] = __fmaf_rn(t, b[i], (1.0f - t) * a[i]);  // one rounding order, so the host can match it
   }
+}
+
+template <class T>
+__global__ void scale_by(T* v, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) v[i] = v[i] * a;
 }

@@ -1,5 +1,6 @@
-//! cupreempt-build example: runs SAXPY and a 2-D blend through the launchers that build.rs
-//! generated, preempts each mid-run, resumes it, and checks every element against the host.
+//! cupreempt-build example: runs SAXPY, a 2-D blend and an instance of a template kernel through
+//! the launchers that build.rs generated, preempts each mid-run, resumes it, and checks every
+//! element against the host.
 //! Without a CUDA driver it says so and exits 0.
 
 use cudarc::driver::sys;
@@ -126,6 +127,24 @@ fn run() -> Result<(), String> {
         ));
     }
     println!("blend2d: {w}x{h} elements exact");
+
+    // The template's instance that build.rs asked for (Build::instantiate).
+    let v = random(n, 13);
+    let dv = upload(&v)?;
+    let cfg = LaunchConfig::new([(n as u32).div_ceil(256), 1, 1], [256, 1, 1], 0);
+    let mut k = kernels
+        .scale_by_float(&rt, &cfg, StreamRef::legacy_default(), dv, 0.5, n as i32)
+        .map_err(|e| e.to_string())?;
+    preempt_and_resume("scale_by<float>", &mut k)?;
+    let out = download(dv, n)?;
+    if let Some(i) = (0..n).find(|&i| out[i] != v[i] * 0.5) {
+        return Err(format!(
+            "scale_by<float>: v[{i}] = {}, expected {}",
+            out[i],
+            v[i] * 0.5
+        ));
+    }
+    println!("scale_by<float>: {n} elements exact");
     Ok(())
 }
 
