@@ -394,6 +394,29 @@ pub fn declarator_name(node: Node) -> Option<Node> {
     }
 }
 
+/// Splits a list at its top-level commas (not those inside `<>`, `()` or `[]`): template
+/// arguments, a launch configuration. Items are trimmed; an empty tail is dropped.
+pub fn split_top_level(s: &str) -> Vec<String> {
+    let (mut out, mut depth, mut cur) = (Vec::new(), 0i32, String::new());
+    for c in s.chars() {
+        match c {
+            '<' | '(' | '[' => depth += 1,
+            '>' | ')' | ']' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        out.push(cur.trim().to_string());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

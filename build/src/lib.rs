@@ -36,6 +36,7 @@ use cupreempt::program;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 #[derive(Debug)]
 pub struct Error(String);
@@ -467,41 +468,26 @@ fn instance_method(i: &Instance) -> String {
     m.trim_end_matches('_').to_string()
 }
 
-/// Splits template arguments at top-level commas.
-fn split_args(args: &str) -> Vec<String> {
-    let (mut out, mut depth, mut cur) = (Vec::new(), 0i32, String::new());
-    for c in args.chars() {
-        match c {
-            '<' | '(' | '[' => depth += 1,
-            '>' | ')' | ']' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(cur.trim().to_string());
-                cur.clear();
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(c);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_string());
-    }
-    out
-}
-
 /// Spaces, integer suffixes (`3u`) and the demangler's casts of literals (`(unsigned int)3`)
 /// do not make two template argument lists differ.
 fn normalized(s: &str) -> String {
-    let uncast = regex::Regex::new(
-        r"\((?:unsigned |signed )?(?:long long|long|int|short|char)(?: int)?\)(-?\d)",
-    )
-    .expect("valid regex")
-    .replace_all(s, "$1");
-    let no_space: String = uncast.chars().filter(|c| !c.is_whitespace()).collect();
-    regex::Regex::new(r"\b(\d+)(?:ull|ul|ll|u|l)\b")
+    // Made once: this runs for every PTX entry of every instance asked for.
+    static CAST: OnceLock<regex::Regex> = OnceLock::new();
+    static SUFFIX: OnceLock<regex::Regex> = OnceLock::new();
+    let cast = CAST.get_or_init(|| {
+        regex::Regex::new(
+            r"\((?:unsigned |signed )?(?:long long|long|int|short|char)(?: int)?\)(-?\d)",
+        )
         .expect("valid regex")
-        .replace_all(&no_space, "$1")
-        .into_owned()
+    });
+    let suffix = SUFFIX
+        .get_or_init(|| regex::Regex::new(r"\b(\d+)(?:ull|ul|ll|u|l)\b").expect("valid regex"));
+    let no_space: String = cast
+        .replace_all(s, "$1")
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    suffix.replace_all(&no_space, "$1").into_owned()
 }
 
 /// The launcher of one instance: its parameters with the template's parameters replaced by
@@ -512,7 +498,7 @@ fn template_launcher(
     entries: &[&str],
     module: usize,
 ) -> Result<Launcher, String> {
-    let args = split_args(&i.args);
+    let args = cupreempt::lang::split_top_level(&i.args);
     let names: Vec<&str> = k
         .site
         .template_params
@@ -707,15 +693,22 @@ mod tests {
         }
     }
 
-    /// With nvcc (scripts/test.sh sets CUPREEMPT_NVCC; without it, this test says so and
-    /// fails): the module embedded holds machine code for each architecture asked for.
-    #[test]
-    fn the_module_holds_machine_code_for_each_architecture() {
+    /// nvcc (scripts/test.sh sets CUPREEMPT_NVCC; without it, the test says so and fails) and
+    /// a fresh folder for the test named `tag`.
+    fn nvcc_and_dir(tag: &str) -> (std::ffi::OsString, PathBuf) {
         let Some(nvcc) = std::env::var_os("CUPREEMPT_NVCC") else {
             panic!("CUPREEMPT_NVCC is not set: this test needs nvcc (scripts/test.sh provides it)");
         };
-        let dir = std::env::temp_dir().join(format!("cupreempt-build-sass-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("cupreempt-build-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
+        (nvcc, dir)
+    }
+
+    /// With nvcc: the module embedded holds machine code for each architecture asked for.
+    #[test]
+    fn the_module_holds_machine_code_for_each_architecture() {
+        let (nvcc, dir) = nvcc_and_dir("sass");
         let cu = dir.join("k.cu");
         std::fs::write(
             &cu,
@@ -741,11 +734,7 @@ mod tests {
     /// parameters replaced, and their entries are found in the PTX by demangling.
     #[test]
     fn template_instances_get_launchers() {
-        let Some(nvcc) = std::env::var_os("CUPREEMPT_NVCC") else {
-            panic!("CUPREEMPT_NVCC is not set: this test needs nvcc (scripts/test.sh provides it)");
-        };
-        let dir = std::env::temp_dir().join(format!("cupreempt-build-tmpl-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let (nvcc, dir) = nvcc_and_dir("tmpl");
         let cu = dir.join("t.cu");
         std::fs::write(
             &cu,

@@ -46,19 +46,17 @@ pub struct Command {
     pub msg: ServerMsg,
 }
 
-/// The policies that work on live kernels: whole-GPU ones that preempt. Revocation (TReM) and
-/// spatial sharing need commands the runtime does not take from the daemon yet.
-pub const POLICIES: [&str; 9] = [
-    "fifo",
-    "hpf",
-    "sjf",
-    "srt",
-    "rr",
-    "ffs",
-    "cfs",
-    "frs",
-    "sjf-aging",
-];
+/// Policies of `cupreempt_sched::policies::NAMES` that need commands the runtime does not take
+/// from the daemon yet: revocation (TReM) and SM shares (spatial).
+const NEEDS_MORE: [&str; 3] = ["priority", "elastic", "spatial"];
+
+/// The policies that work on live kernels: the whole-GPU ones that preempt.
+pub fn policies() -> impl Iterator<Item = &'static str> {
+    cupreempt_sched::policies::NAMES
+        .iter()
+        .copied()
+        .filter(|n| !NEEDS_MORE.contains(n))
+}
 
 pub struct Live {
     policy: Box<dyn Policy>,
@@ -79,7 +77,7 @@ pub struct Live {
 }
 
 impl Live {
-    /// `policy`: one of `POLICIES`.
+    /// `policy`: one of `policies()`.
     pub fn new(
         policy: &str,
         gpus: usize,
@@ -87,10 +85,10 @@ impl Live {
         quantum_us: f64,
         default_estimate_us: f64,
     ) -> Result<Live, String> {
-        if !POLICIES.contains(&policy) {
+        if !policies().any(|p| p == policy) {
             return Err(format!(
                 "policy `{policy}` is not one the daemon runs; it runs {}",
-                POLICIES.join(", ")
+                policies().collect::<Vec<_>>().join(", ")
             ));
         }
         let policy = cupreempt_sched::policies::by_name(policy, quantum_us)
@@ -356,7 +354,7 @@ impl Live {
                 }
             }
             Action::SetTick { at } => self.tick = Some(at),
-            // Not in `POLICIES`: never asked for.
+            // Only policies outside `policies()` ask for these.
             Action::RunOn { .. } | Action::Resize { .. } | Action::Revoke { .. } => {}
         }
     }
@@ -483,7 +481,7 @@ mod tests {
         for p in ["priority", "elastic", "spatial", "nosuch"] {
             assert!(Live::new(p, 1, 132, 1.0, 1.0).is_err(), "{p}");
         }
-        for p in POLICIES {
+        for p in policies() {
             assert!(Live::new(p, 1, 132, 1.0, 1.0).is_ok(), "{p}");
         }
     }

@@ -1,6 +1,6 @@
 //! cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] [--sms N]
 //!            [--quantum-us US] [--estimate-us US] [--verbose]
-use cupreempt_daemon::live::POLICIES;
+use cupreempt_daemon::live::policies;
 use cupreempt_daemon::server::{check_socket_path, serve, Config};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -58,7 +58,12 @@ fn config(args: &[String]) -> Result<Config, String> {
             "--quantum-us" => cfg.quantum_us = number(a, value(a)?)?,
             "--estimate-us" => cfg.default_estimate_us = number(a, value(a)?)?,
             "--verbose" => cfg.verbose = true,
-            "--help" | "-h" => return Err(format!("{USAGE}\npolicies: {}", POLICIES.join(", "))),
+            "--help" | "-h" => {
+                return Err(format!(
+                    "{USAGE}\npolicies: {}",
+                    policies().collect::<Vec<_>>().join(", ")
+                ))
+            }
             other => return Err(format!("unknown argument `{other}`\n{USAGE}")),
         }
     }

@@ -176,29 +176,6 @@ pub fn gpu_specs(src: &str) -> Vec<GpuSpec> {
         .collect()
 }
 
-fn split_top(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut depth = 0;
-    let mut cur = String::new();
-    for ch in s.chars() {
-        match ch {
-            '(' | '[' | '<' => depth += 1,
-            ')' | ']' | '>' => depth -= 1,
-            ',' if depth == 0 => {
-                out.push(cur.trim().to_string());
-                cur.clear();
-                continue;
-            }
-            _ => {}
-        }
-        cur.push(ch);
-    }
-    if !cur.trim().is_empty() {
-        out.push(cur.trim().to_string());
-    }
-    out
-}
-
 fn parse_spec(d: &str) -> GpuSpec {
     let (callee, rest) = d
         .split_once("<<<")
@@ -206,7 +183,7 @@ fn parse_spec(d: &str) -> GpuSpec {
     let (config, args) = rest
         .split_once(">>>")
         .unwrap_or_else(|| panic!("bad GPU-TEST: {d}"));
-    let cfg = split_top(config);
+    let cfg = cupreempt::lang::split_top_level(config);
     let args = args
         .trim()
         .strip_prefix('(')
@@ -217,7 +194,7 @@ fn parse_spec(d: &str) -> GpuSpec {
         grid: cfg[0].clone(),
         block: cfg[1].clone(),
         smem: cfg.get(2).cloned().unwrap_or_else(|| "0".into()),
-        args: split_top(args),
+        args: cupreempt::lang::split_top_level(args),
     }
 }
 

@@ -464,6 +464,26 @@ mod tests {
         }
     }
 
+    /// A socket that plays the daemon, in a fresh folder for the test named `tag`.
+    fn daemon_socket(tag: &str) -> (PathBuf, PathBuf, UnixListener) {
+        let dir =
+            std::env::temp_dir().join(format!("cupreempt-sched-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("sock");
+        let listener = UnixListener::bind(&path).unwrap();
+        (dir, path, listener)
+    }
+
+    /// The client's next connection, with a read timeout.
+    fn accept(listener: &UnixListener) -> UnixStream {
+        let (daemon, _) = listener.accept().unwrap();
+        daemon
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
+        daemon
+    }
+
     fn start(path: &Path, priority: Option<u8>) -> Sender<Fake> {
         let (tx, rx) = channel::<Fake>();
         let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0);
@@ -473,19 +493,11 @@ mod tests {
 
     #[test]
     fn launches_are_reported_and_commands_applied() {
-        let dir =
-            std::env::temp_dir().join(format!("cupreempt-sched-client-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("sock");
-        let listener = UnixListener::bind(&path).unwrap();
+        let (dir, path, listener) = daemon_socket("client");
         let launches = start(&path, Some(7));
         let k = Fake::default();
         launches.send(k.clone()).unwrap();
-        let (mut daemon, _) = listener.accept().unwrap();
-        daemon
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut daemon = accept(&listener);
         match recv(&mut daemon) {
             ClientMsg::Launch {
                 id,
@@ -519,10 +531,7 @@ mod tests {
         std::thread::sleep(RETRY);
         let k3 = Fake::default();
         launches.send(k3.clone()).unwrap();
-        let (mut daemon, _) = listener.accept().unwrap();
-        daemon
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut daemon = accept(&listener);
         let mut ids = vec![];
         for _ in 0..2 {
             match recv(&mut daemon) {
@@ -549,18 +558,11 @@ mod tests {
 
     #[test]
     fn without_a_process_priority_the_streams_priority_goes() {
-        let dir = std::env::temp_dir().join(format!("cupreempt-sched-prio-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("sock");
-        let listener = UnixListener::bind(&path).unwrap();
+        let (dir, path, listener) = daemon_socket("prio");
         let launches = start(&path, None);
         let k = Fake::default();
         launches.send(k.clone()).unwrap();
-        let (mut daemon, _) = listener.accept().unwrap();
-        daemon
-            .set_read_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        let mut daemon = accept(&listener);
         assert!(matches!(
             recv(&mut daemon),
             ClientMsg::Launch { priority: 3, .. }
