@@ -230,7 +230,11 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 
 // The leader's steps below are calls, not inlined: inlined, they raised some wrappers from 32
 // to 36-40 registers (vector_add, grid3d, nearest_neighbor), which costs occupancy. They run
-// once per chunk or per block, and take scalars so that the call needs no stack frame.
+// once per chunk or per block, and take scalars so that the call needs no stack frame. The
+// launch's values come as arguments: copied into the leader's shared state once per block and
+// read from there by argument-less steps, they made the wrappers of the CUDA samples' kernels
+// larger, not smaller (432 wrappers under ptxas -v for sm_90: 170 of them 1-34 registers more,
+// 112 fewer; 78 above 32 registers instead of 58).
 
 // The leader's first step in a block (or a parked block's return to work): the block counts
 // itself before it looks at the command, so that the runtime, once the command is in the

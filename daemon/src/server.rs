@@ -276,6 +276,9 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                 live.gone(t, conn)
             }
             Some(Input::Msg(conn, msg)) => {
+                if verbose && !matches!(msg, ClientMsg::Progress { .. }) {
+                    eprintln!("cupreemptd: {t:.0} us: connection {conn}: {msg:?}");
+                }
                 let r = match msg {
                     ClientMsg::Launch {
                         id,
@@ -310,6 +313,11 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                 })
             }
         };
+        if verbose {
+            for c in &cmds {
+                eprintln!("cupreemptd: {t:.0} us: to connection {}: {:?}", c.conn, c.msg);
+            }
+        }
         send(&conns, cmds);
     }
 }

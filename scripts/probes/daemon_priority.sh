@@ -2,30 +2,62 @@
 # cupreemptd's priority experiment (docs/daemon.md): turnaround of short urgent kernels of one
 # process while another process keeps the GPU busy with long kernels; alone, side by side with
 # no scheduler, and with cupreemptd --policy hpf (the urgent process at priority 9, the batch
-# one at 0). On a GPU machine with nvcc.
+# one at 0). Each mode of PROBE_MODES: `contexts` (each process its own context: the GPU
+# time-slices between them) and `mps` (an MPS control daemon started here for the run, as root
+# or as the GPU's owner: the processes' kernels share the SMs). On a GPU machine with nvcc.
 # Usage: scripts/probes/daemon_priority.sh [BIN_DIR]   (BIN_DIR holds cupreempt, cupreemptd and
-#   libcupreempt_runtime.so; default target/release)  Env: PROBE_URGENT=200, PROBE_BATCH_S=30.
+#   libcupreempt_runtime.so; default target/release)
+# Env: PROBE_URGENT=200 (urgent launches), PROBE_BATCH_S=30, PROBE_MODES="contexts mps",
+#   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(realpath "${1:-target/release}")
 work=$(mktemp -d)
+logs=${PROBE_LOG:-$work}
 "$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/daemon_priority.cupreempt.cu"
 nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/daemon_priority.cupreempt.cu" \
   -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
 n=${PROBE_URGENT:-200}
 batch_s=${PROBE_BATCH_S:-30}
-echo "urgent alone:"
-"$work/prog" urgent "$n"
-echo "urgent beside batch, no scheduler:"
-"$work/prog" batch "$batch_s" & b=$!
-sleep 1
-"$work/prog" urgent "$n"
-kill $b 2>/dev/null; wait $b 2>/dev/null || true
-echo "urgent beside batch, cupreemptd --policy hpf:"
-"$bin/cupreemptd" --socket "$work/sock" --policy hpf --verbose & d=$!
-sleep 0.5
-CUPREEMPT_SCHEDULER="$work/sock" CUPREEMPT_PRIORITY=0 "$work/prog" batch "$batch_s" & b=$!
-sleep 1
-CUPREEMPT_SCHEDULER="$work/sock" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
-kill $b 2>/dev/null; wait $b 2>/dev/null || true
-kill -TERM $d; wait $d || true
+
+# The three cases; the batch process starts 1 s before the urgent one.
+cases() {
+  local mode=$1
+  echo "[$mode] urgent alone:"
+  "$work/prog" urgent "$n"
+  echo "[$mode] urgent beside batch, no scheduler:"
+  "$work/prog" batch "$batch_s" & local b=$!
+  sleep 1
+  "$work/prog" urgent "$n"
+  kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  echo "[$mode] urgent beside batch, cupreemptd --policy hpf:"
+  "$bin/cupreemptd" --socket "$work/sock-$mode" --policy hpf --verbose 2>"$logs/daemon-$mode.log" & local d=$!
+  sleep 0.5
+  CUPREEMPT_SCHEDULER="$work/sock-$mode" CUPREEMPT_PRIORITY=0 "$work/prog" batch "$batch_s" & b=$!
+  sleep 1
+  CUPREEMPT_SCHEDULER="$work/sock-$mode" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
+  kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  kill -TERM $d; wait $d || true
+  echo "[$mode] daemon: $(grep -c 'Preempt' "$logs/daemon-$mode.log") preempt commands, $(grep -c 'Yielded' "$logs/daemon-$mode.log") yields reported"
+}
+
+for mode in ${PROBE_MODES:-contexts mps}; do
+  case $mode in
+    contexts) cases contexts ;;
+    mps)
+      export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+      if ! command -v nvidia-cuda-mps-control >/dev/null || ! nvidia-cuda-mps-control -d; then
+        echo "[mps] the MPS control daemon cannot be started here"
+        continue
+      fi
+      sleep 1
+      cases mps || echo "[mps] failed"
+      echo quit | nvidia-cuda-mps-control || true
+      sleep 1
+      cat "$CUDA_MPS_LOG_DIRECTORY"/control.log 2>/dev/null | tail -n 5
+      unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+      ;;
+    *) echo "unknown mode $mode" >&2; exit 2 ;;
+  esac
+done
