@@ -1,6 +1,7 @@
 // Probe for cupreemptd's priority experiment (docs/daemon.md; scripts/probes/daemon_priority.sh
 // builds it transformed and runs it as two processes):
-//   batch SECONDS   keeps the GPU busy with long kernels (about 20 ms each) for SECONDS
+//   batch SECONDS   keeps the GPU busy with long kernels (about 20 ms each, blocks of about
+//                   100 us) for SECONDS
 //   urgent COUNT    COUNT times: waits 2-10 ms (random), launches a short kernel (about 0.1 ms
 //                   alone) and waits for it; prints the turnaround's p50, p99 and mean in µs
 // Both launch `spin`, whose blocks run a chain of dependent multiply-adds.
@@ -56,7 +57,10 @@ int main(int argc, char** argv) {
   }
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "attribute");
-  const int blocks = std::strcmp(argv[1], "batch") == 0 ? sms * 16 : 64;
+  // Batch: 1,600 blocks per SM, so that each block (a task of the persistent form, which
+  // yields between tasks) runs about 100 us of the 20 ms kernel, as the blocks of a large
+  // GEMM or stencil do; a few long blocks would make every preemption wait for them.
+  const int blocks = std::strcmp(argv[1], "batch") == 0 ? sms * 1600 : 64;
   float* p = nullptr;
   check(cudaMalloc(&p, (size_t)blocks * 256 * sizeof(float)), "cudaMalloc");
   check(cudaMemset(p, 0, (size_t)blocks * 256 * sizeof(float)), "cudaMemset");

@@ -105,6 +105,35 @@ pub(super) fn current_runtime() -> Result<Runtime, Error> {
     Ok(rt)
 }
 
+/// The runtime of the current context, or none yet: then the setup thread is asked to make it
+/// (`setup::make_later`) and the caller runs the original kernel meanwhile.
+pub(super) fn current_runtime_or_later() -> Result<Option<Runtime>, Error> {
+    super::driver::init()?;
+    let mut ctx = std::ptr::null_mut();
+    super::driver::drv!(cuCtxGetCurrent(&mut ctx))?;
+    if ctx.is_null() {
+        return Err(Error::InvalidArgument("no CUDA context is current"));
+    }
+    let found = lock(registry())
+        .runtimes
+        .iter()
+        .find(|(c, _)| *c == ctx as usize)
+        .map(|(_, rt)| rt.clone());
+    if found.is_none() {
+        super::setup::make_later(ctx as usize);
+    }
+    Ok(found)
+}
+
+/// Registers the runtime that the setup thread made for context `ctx`, unless a launch made
+/// one meanwhile (`current_runtime`).
+pub(super) fn register_runtime(ctx: usize, rt: Runtime) {
+    let mut reg = lock(registry());
+    if !reg.runtimes.iter().any(|(c, _)| *c == ctx) {
+        reg.runtimes.push((ctx, rt));
+    }
+}
+
 /// # Safety
 /// `p`, when not null, must point to `MAX_SMS / 32` readable words.
 unsafe fn target(sm_mask: *const c_uint) -> Target {

@@ -4,13 +4,13 @@
 //! launches are preemptible").
 
 use super::capi::{
-    current_runtime, guard, launch_config, lock, register, Handle, LaunchCall, CUPREEMPT_OK,
+    current_runtime, current_runtime_or_later, guard, launch_config, lock, register, Handle,
+    LaunchCall, CUPREEMPT_OK,
 };
 use super::driver::Event;
 use super::history::{LaunchKey, Stopwatch};
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::Ordering;
 use std::sync::{Mutex, OnceLock};
 
 /// Not an error: the caller launches the original kernel as written (see
@@ -98,7 +98,7 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         // Before anything else: a capture forbids what the runtime's first use does.
         why = if super::driver::is_capturing(stream.cast())? {
             Some(Original::Capture)
-        } else {
+        } else if eager() || setup_waits() {
             let rt = current_runtime()?;
             let why = plan(&rt, &key, &cfg, original)?;
             if matches!(why, Some(Original::Trial(_))) {
@@ -106,6 +106,16 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
                 timed = start_trial(rt, key, stream).is_ok();
             }
             why
+        } else if let Some(rt) = current_runtime_or_later()? {
+            let why = plan(&rt, &key, &cfg, original)?;
+            if matches!(why, Some(Original::Trial(_))) {
+                // A trial that cannot be timed is an untimed original launch.
+                timed = start_trial(rt, key, stream).is_ok();
+            }
+            why
+        } else {
+            super::setup::note_plan();
+            Some(Original::Setup)
         };
         if let Some(why) = why {
             say_once(key, why);
@@ -156,7 +166,7 @@ fn plan(
     original: *mut c_void,
 ) -> Result<Option<Original>, Error> {
     let history = &rt.inner.history;
-    if !history.enabled() || super::chaos::enabled() || super::scheduler::socket().is_some() {
+    if eager() {
         // Chaos mode: every launch preemptible, so that every kernel meets preemption. A
         // process scheduled by cupreemptd: the daemon hears only of preemptible launches, and
         // a short urgent one is exactly what it must hear of to make room.
@@ -166,8 +176,7 @@ fn plan(
     let ready = rt.inner.is_ready();
     if !ready {
         // The setup thread waits for a pause in the application's launches.
-        let now = super::setup::now_ns();
-        rt.inner.last_plan_ns.store(now, Ordering::Relaxed);
+        super::setup::note_plan();
     }
     // SAFETY: as the caller promises.
     let at_once = rt.capacity(unsafe { &Function::from_raw(original.cast()) }, cfg)?;
@@ -225,6 +234,17 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
         rt.inner.history.launched(key, at_once, mirror, number);
         *out = register(k);
         Ok(())
+    })
+}
+
+/// Whether every launch outside a capture is preemptible (`CUPREEMPT_SHORT_US=0`, chaos mode,
+/// a scheduler daemon), so that the runtime is made at the first launch.
+fn eager() -> bool {
+    static EAGER: OnceLock<bool> = OnceLock::new();
+    *EAGER.get_or_init(|| {
+        !super::history::History::from_env().enabled()
+            || super::chaos::enabled()
+            || super::scheduler::socket().is_some()
     })
 }
 

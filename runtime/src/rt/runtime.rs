@@ -36,9 +36,6 @@ pub(crate) struct Inner {
     ready: AtomicBool,
     /// Set once a launch has asked for the setup (`Runtime::request_setup`).
     setup_requested: AtomicBool,
-    /// When the C ABI last planned a launch (ns since the process's first look at the clock,
-    /// `setup::now_ns`): the setup thread waits for a quiet moment of the application.
-    pub last_plan_ns: AtomicU64,
     next_resume: std::sync::atomic::AtomicUsize,
     /// Whether resume launches another instance (see `Runtime::set_resume_launches`).
     pub resume_launches: std::sync::atomic::AtomicBool,
@@ -120,6 +117,16 @@ impl Runtime {
         Runtime::build(ctx, dev, false, true)
     }
 
+    /// The runtime of context `ctx`, made on another thread than the application's (the setup
+    /// thread): `ctx` becomes this thread's current context.
+    pub(crate) fn for_context(ctx: CUcontext) -> Result<Runtime> {
+        driver::init()?;
+        driver::make_current(ctx)?;
+        let mut dev: CUdevice = 0;
+        drv!(cuCtxGetDevice(&mut dev))?;
+        Runtime::build(ctx, dev, false, true)
+    }
+
     fn build(ctx: CUcontext, dev: CUdevice, retained: bool, later: bool) -> Result<Runtime> {
         let sm_count = driver::device_attribute(
             dev,
@@ -136,7 +143,6 @@ impl Runtime {
                 streams: OnceLock::new(),
                 ready: AtomicBool::new(false),
                 setup_requested: AtomicBool::new(false),
-                last_plan_ns: AtomicU64::new(0),
                 history: History::from_env(),
                 launches: AtomicU64::new(0),
                 next_resume: Default::default(),

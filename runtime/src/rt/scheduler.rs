@@ -224,7 +224,14 @@ impl<S: Steer> Client<S> {
                 }
             };
             match input {
-                Some(Input::Launch(k)) => self.launch(k, &tx),
+                Some(Input::Launch(k)) => {
+                    // Kernels that ended before this launch say so first: a program that waits
+                    // for each kernel before the next would otherwise seem to the daemon to
+                    // run two at once (the looks come every POLL), and the policy would
+                    // preempt the newer launch of the same program only to resume it.
+                    self.look_at_kernels();
+                    self.launch(k, &tx)
+                }
                 Some(Input::Server(g, m)) if g == self.generation => self.command(m),
                 Some(Input::Lost(g)) if g == self.generation => self.lost(),
                 Some(Input::Server(..)) | Some(Input::Lost(_)) => {} // an older connection's
@@ -553,6 +560,25 @@ mod tests {
         }
         done.sort_unstable();
         assert_eq!(done, [2, 3]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_kernel_that_ended_is_reported_before_the_next_launch() {
+        let (dir, path, listener) = daemon_socket("order");
+        let launches = start(&path, None);
+        let mut daemon = None;
+        for round in 1..=20u64 {
+            let k = Fake::default();
+            launches.send(k.clone()).unwrap();
+            let d = daemon.get_or_insert_with(|| accept(&listener));
+            if round > 1 {
+                assert_eq!(recv(d), ClientMsg::Finished { id: round - 1 });
+            }
+            assert!(matches!(recv(d), ClientMsg::Launch { id, .. } if id == round));
+            // The program waits for the kernel, then launches the next one at once.
+            k.0.complete.store(1, Ordering::SeqCst);
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

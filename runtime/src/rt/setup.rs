@@ -1,8 +1,11 @@
 //! The runtime's one-time setup, off the first launch's path.
 //!
-//! A runtime is made at the first launch of a context (it needs the context, which exists only
-//! once the program has called CUDA). What a preemptible launch needs beyond that costs far
-//! more than a launch: the runtime's streams (about 300 us of host time on the H100) and the
+//! A runtime is made for a context after its first planned launch, by the setup thread at a
+//! quiet moment (below): that launch, and every one until the runtime exists, runs the original
+//! kernel, so that a program's first launch (which many programs time) costs the driver's
+//! current context and a message, not the runtime's queries (the SM count, the original
+//! kernel's occupancy). What a preemptible launch needs beyond the runtime costs far more than
+//! a launch: the runtime's streams (about 300 us of host time on the H100) and the
 //! first slab of control blocks, whose host mirrors are the process's first pinned, mapped
 //! memory (about 1 ms the first time, measured with scripts/probes/pinned_setup.cu). A setup
 //! thread does both; until it is done, launches planned by `cupreempt_rt_plan` run
@@ -19,9 +22,9 @@
 //! is usually when it waits for its work or does host work between launches (or after
 //! `MAX_WAIT`, should its launches never pause).
 
-use super::runtime::Inner;
+use super::runtime::{Inner, Runtime};
 use cudarc::driver::sys;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -38,11 +41,19 @@ pub(crate) fn now_ns() -> u64 {
     START.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
+/// When the application last planned a launch (`now_ns`), of any context.
+static LAST_PLAN_NS: AtomicU64 = AtomicU64::new(0);
+
+/// A launch is being planned: the setup waits for a pause.
+pub(crate) fn note_plan() {
+    LAST_PLAN_NS.store(now_ns(), Ordering::Relaxed);
+}
+
 /// Waits until the application has planned no launch for `QUIET`, or `MAX_WAIT` has passed.
-fn wait_for_quiet(inner: &Inner) {
+fn wait_for_quiet() {
     let start = Instant::now();
     while start.elapsed() < MAX_WAIT {
-        let since = now_ns().saturating_sub(inner.last_plan_ns.load(Ordering::Relaxed));
+        let since = now_ns().saturating_sub(LAST_PLAN_NS.load(Ordering::Relaxed));
         let quiet_ns = QUIET.as_nanos() as u64;
         if since >= quiet_ns {
             return;
@@ -51,8 +62,15 @@ fn wait_for_quiet(inner: &Inner) {
     }
 }
 
+/// What the setup thread does: make the runtime of a context (a `CUcontext` as an address), or
+/// a runtime's streams and first slab.
+enum Job {
+    Make(usize),
+    SetUp(Arc<Inner>),
+}
+
 /// The setup thread's queue, and the process that started it (a forked child has no thread).
-type Worker = Option<(u32, Sender<Arc<Inner>>)>;
+type Worker = Option<(u32, Sender<Job>)>;
 static WORKER: OnceLock<Mutex<Worker>> = OnceLock::new();
 
 fn worker() -> &'static Mutex<Worker> {
@@ -67,7 +85,7 @@ pub(crate) fn start() {
     {
         return;
     }
-    let (tx, rx) = channel::<Arc<Inner>>();
+    let (tx, rx) = channel::<Job>();
     let spawned = std::thread::Builder::new()
         .name("cupreempt-setup".into())
         .spawn(move || {
@@ -82,32 +100,67 @@ pub(crate) fn start() {
                     let _ = sys::cuDriverGetVersion(&mut version);
                 }
             }
-            for inner in rx {
-                set_up(&inner, true);
+            for job in rx {
+                match job {
+                    Job::Make(ctx) => make(ctx, true),
+                    Job::SetUp(inner) => set_up(&inner, true),
+                }
             }
         });
     *w = spawned.ok().map(|_| (std::process::id(), tx));
 }
 
-/// Has `inner` set up in the background (or here, when no thread can be had).
-pub(crate) fn set_up_later(inner: Arc<Inner>) {
+/// Hands `job` to the setup thread; gives it back when no thread can be had.
+fn send(job: Job) -> Option<Job> {
     start();
     let w = worker().lock().unwrap_or_else(|p| p.into_inner());
-    let inner = match w.as_ref() {
-        Some((_, tx)) => match tx.send(inner) {
-            Ok(()) => return,
-            Err(e) => e.0,
-        },
-        None => inner,
-    };
-    drop(w);
-    set_up(&inner, false);
+    match w.as_ref() {
+        Some((_, tx)) => tx.send(job).err().map(|e| e.0),
+        None => Some(job),
+    }
+}
+
+/// Has `inner` set up in the background (or here, when no thread can be had).
+pub(crate) fn set_up_later(inner: Arc<Inner>) {
+    if let Some(Job::SetUp(inner)) = send(Job::SetUp(inner)) {
+        set_up(&inner, false);
+    }
+}
+
+/// Has the runtime of context `ctx` made in the background (or here, when no thread can be
+/// had), once per context.
+pub(crate) fn make_later(ctx: usize) {
+    static ASKED: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
+    {
+        let mut asked = ASKED.lock().unwrap_or_else(|p| p.into_inner());
+        let me = (std::process::id(), ctx);
+        if asked.contains(&me) {
+            return;
+        }
+        asked.push(me);
+    }
+    if let Some(Job::Make(ctx)) = send(Job::Make(ctx)) {
+        make(ctx, false);
+    }
+}
+
+/// Makes and registers the runtime of context `ctx` (`quiet`: first wait for a quiet moment).
+fn make(ctx: usize, quiet: bool) {
+    if quiet {
+        wait_for_quiet();
+    }
+    // Silently otherwise: the program may have destroyed the context meanwhile (a
+    // cudaDeviceReset before it exits), and its launches then run the original kernel.
+    if let Ok(rt) = Runtime::for_context(ctx as sys::CUcontext) {
+        super::capi::register_runtime(ctx, rt);
+    }
+    super::trace_setup("setup thread: runtime made");
 }
 
 /// `quiet`: first wait for a quiet moment (the setup thread; not the application's own).
 fn set_up(inner: &Inner, quiet: bool) {
     if quiet {
-        wait_for_quiet(inner);
+        wait_for_quiet();
         super::trace_setup("setup thread: the application paused");
     }
     if inner.current().is_ok() {
