@@ -26,9 +26,19 @@ pub fn init() -> Result<()> {
             return Err(Error::NoDriver);
         }
         super::trace_setup("libcuda found");
-        // SAFETY: the library is present; cuInit may be called any number of times.
-        let r = check("cuInit", unsafe { sys::cuInit(0) });
-        super::trace_setup("driver API loaded, cuInit");
+        // A program that launches through the CUDA runtime has initialized the driver already:
+        // asking for the current context tells, and costs less than cuInit (whose symbol the
+        // setup thread cannot look up in advance without calling it, see `preload`).
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        // SAFETY: a query; before cuInit it answers CUDA_ERROR_NOT_INITIALIZED.
+        let r = match unsafe { sys::cuCtxGetCurrent(&mut ctx) } {
+            sys::CUresult::CUDA_ERROR_NOT_INITIALIZED => {
+                // SAFETY: the library is present; cuInit may be called any number of times.
+                check("cuInit", unsafe { sys::cuInit(0) })
+            }
+            _ => Ok(()),
+        };
+        super::trace_setup("driver API initialized");
         r
     })
     .clone()
@@ -66,6 +76,27 @@ pub(crate) use drv;
 
 /// Makes `ctx` current on the calling thread if it is not already.
 /// Whether `stream` is being captured into a graph (an invalidated capture counts).
+/// Opens libcuda and looks up the symbols of a launch's first calls, calling only what needs
+/// no cuInit (the setup thread, at load: a program may fork before it uses CUDA, and a child of
+/// an initialized driver cannot use it). cudarc looks a symbol up at its first call (dlsym),
+/// and finding the library searches the library path for several names; a program's first
+/// launch would pay for both.
+pub fn preload() {
+    if !driver_available() {
+        return;
+    }
+    // SAFETY: the library is present; none of these calls needs cuInit, and before it they
+    // answer CUDA_ERROR_NOT_INITIALIZED and change nothing.
+    unsafe {
+        let mut version = 0;
+        let _ = sys::cuDriverGetVersion(&mut version);
+        let mut ctx: CUcontext = std::ptr::null_mut();
+        let _ = sys::cuCtxGetCurrent(&mut ctx);
+        let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        let _ = sys::cuStreamIsCapturing(std::ptr::null_mut(), &mut status);
+    }
+}
+
 pub fn is_capturing(stream: CUstream) -> Result<bool> {
     let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
     drv!(cuStreamIsCapturing(stream, &mut status))?;

@@ -89,17 +89,7 @@ pub(crate) fn start() {
     let spawned = std::thread::Builder::new()
         .name("cupreempt-setup".into())
         .spawn(move || {
-            if super::driver::driver_available() {
-                // The driver API's library handle and a first symbol, so that the first
-                // launch does not search the library path again (no cuInit here: a program
-                // may fork before it uses CUDA, and a child of an initialized driver cannot).
-                // SAFETY: the library is present; cuDriverGetVersion needs no cuInit.
-                unsafe {
-                    let _ = sys::culib();
-                    let mut version = 0;
-                    let _ = sys::cuDriverGetVersion(&mut version);
-                }
-            }
+            super::driver::preload();
             for job in rx {
                 match job {
                     Job::Make(ctx) => make(ctx, true),
