@@ -315,7 +315,10 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
         };
         if verbose {
             for c in &cmds {
-                eprintln!("cupreemptd: {t:.0} us: to connection {}: {:?}", c.conn, c.msg);
+                eprintln!(
+                    "cupreemptd: {t:.0} us: to connection {}: {:?}",
+                    c.conn, c.msg
+                );
             }
         }
         send(&conns, cmds);
