@@ -350,14 +350,13 @@ def main():
         cached.write_text(json.dumps(row))
         save_results(out, rows, skipped, runs)
         (results / f"{name}.log.json").write_text(json.dumps(logs[name]))
+        save_logs(out, results)  # after every program: a run cut short keeps its outputs
         log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
             f"({len(ratios)} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
 
     save_results(out, rows, skipped, runs)
     report(rows, [(d.name, why) for d, why in skipped], out, runs)
-    with open(out / "external-logs.json", "w") as f:
-        json.dump({p.name[:-9]: json.loads(p.read_text())
-                   for p in sorted(results.glob("*.log.json"))}, f)
+    save_logs(out, results)
     bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
     return 1 if bad else 0
 
@@ -396,6 +395,13 @@ def report(rows, skipped, out: Path, runs):
     text = "\n".join(lines) + "\n"
     (out / "external.md").write_text(text)
     print(text)
+
+
+def save_logs(out: Path, results: Path):
+    """Each program's first output of each build (external-logs.json), for DIFFERENT rows."""
+    with open(out / "external-logs.json", "w") as f:
+        json.dump({p.name[:-9]: json.loads(p.read_text())
+                   for p in sorted(results.glob("*.log.json"))}, f)
 
 
 def save_results(out: Path, rows, skipped, runs):
