@@ -310,3 +310,35 @@ fn relocatable_device_code_builds_through_the_launcher() {
     );
     assert!(app.is_file(), "{out}");
 }
+
+#[test]
+fn a_source_named_only_in_an_options_file_is_transformed() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-optf");
+    let src = support::root().join("examples/cmake-project/src/scale_float.cu");
+    let obj = dir.join("scale_float.o");
+    // As a build system writes one for a long line: the source, its output and flags.
+    let optf = dir.join("compile.rsp");
+    std::fs::write(
+        &optf,
+        format!(
+            "-arch=sm_90 -std=c++17 -c \"{}\" -o \"{}\"\n",
+            src.display(),
+            obj.display()
+        ),
+    )
+    .unwrap();
+    run(
+        Command::new(&bin)
+            .arg(&nvcc)
+            .args(support::toolkit_flags(&nvcc))
+            .arg("--options-file")
+            .arg(&optf),
+        "compile through an options file",
+    );
+    assert!(
+        contains(&obj, "scale_add__cupreemptIfE"),
+        "the object holds no preemptible wrapper: the source was compiled as written"
+    );
+}

@@ -270,15 +270,76 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
 }
 
 /// The include folders of an options file (`--options-file F`, `@F`): its words, split as a
-/// shell would split them, parsed like a command line. Its other arguments stay in the file,
-/// where nvcc reads them: sources named only there are compiled as written.
+/// shell would split them, parsed like a command line. A file that names no CUDA source stays
+/// as it is, and nvcc reads the rest of it; one that does was put in its words' place before
+/// (`expand_source_options_files`).
 fn options_file(path: &Path, c: &mut NvccCommand) {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    thread_local! {
+        // Options files that name each other: nvcc would not finish either; stop reading.
+        static DEPTH: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
+    if DEPTH.get() >= MAX_OPTIONS_DEPTH {
         return;
-    };
-    let inner = parse(split_words(&text).into_iter().map(OsString::from).collect());
+    }
+    DEPTH.set(DEPTH.get() + 1);
+    let inner = parse(options_file_words(path));
+    DEPTH.set(DEPTH.get() - 1);
     c.search.extend(inner.search);
     c.system.extend(inner.system);
+}
+
+/// How deep options files naming options files are followed.
+const MAX_OPTIONS_DEPTH: usize = 8;
+
+fn options_file_words(path: &Path) -> Vec<OsString> {
+    std::fs::read_to_string(path)
+        .map(|text| split_words(&text).into_iter().map(OsString::from).collect())
+        .unwrap_or_default()
+}
+
+/// Puts the words of each options file that names a CUDA source (or another such file) in its
+/// place on the command line, so that those sources are transformed like sources named there;
+/// the meaning is the same, as nvcc reads an options file's words where the file is named.
+/// Files that name none stay (CMake writes include folders to them for long lines).
+fn expand_source_options_files(args: Vec<OsString>, depth: usize) -> Vec<OsString> {
+    let mut out = Vec::with_capacity(args.len());
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        let (files, used): (Vec<PathBuf>, usize) = if a == "-optf" || a == "--options-file" {
+            let v = args.get(i + 1).map(|v| v.to_string_lossy().to_string());
+            (
+                v.iter()
+                    .flat_map(|v| v.split(',').map(PathBuf::from))
+                    .collect(),
+                2,
+            )
+        } else if let Some(v) = a.strip_prefix("--options-file=") {
+            (v.split(',').map(PathBuf::from).collect(), 1)
+        } else if let Some(f) = a.strip_prefix('@') {
+            (vec![PathBuf::from(f)], 1)
+        } else {
+            (Vec::new(), 1)
+        };
+        let words: Vec<Vec<OsString>> = if depth < MAX_OPTIONS_DEPTH {
+            files.iter().map(|f| options_file_words(f)).collect()
+        } else {
+            Vec::new()
+        };
+        let names_source = words.iter().any(|w| {
+            let w = expand_source_options_files(w.clone(), depth + 1);
+            !parse(w).sources.is_empty()
+        });
+        if !names_source {
+            out.extend(args[i..(i + used).min(args.len())].iter().cloned());
+        } else {
+            for w in words {
+                out.extend(expand_source_options_files(w, depth + 1));
+            }
+        }
+        i += used;
+    }
+    out
 }
 
 /// Words of an options file: whitespace separates them, quotes group, a backslash escapes.
@@ -359,7 +420,7 @@ fn strict() -> bool {
 
 pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let nvcc = PathBuf::from(&args[0]);
-    let mut cmd = parse(args[1..].to_vec());
+    let mut cmd = parse(expand_source_options_files(args[1..].to_vec(), 0));
     if !cmd.pass_through && !cmd.sources.is_empty() {
         let system = system_dirs(&nvcc, &cmd);
         let base = private_base(&cmd)?;
@@ -700,6 +761,58 @@ mod tests {
         let c = parse(args(&format!("@{} -MD -c x.cu -o x.o", f.display())));
         assert_eq!(c.search.len(), 2);
         assert!(c.depends && c.depfile.is_none());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn options_files_that_name_sources_are_expanded() {
+        let dir = std::env::temp_dir().join(format!("cupreempt-optf-src-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = dir.join("k.cu");
+        std::fs::write(&src, "").unwrap();
+        let includes = dir.join("includes.rsp");
+        std::fs::write(&includes, "-I/inc\n").unwrap();
+        let sources = dir.join("sources.rsp");
+        std::fs::write(&sources, format!("-c \"{}\" -o k.o\n", src.display())).unwrap();
+        let nested = dir.join("nested.rsp");
+        std::fs::write(&nested, format!("@{}\n", sources.display())).unwrap();
+        for line in [
+            format!(
+                "--options-file {} @{}",
+                includes.display(),
+                sources.display()
+            ),
+            format!(
+                "-optf {} --options-file={}",
+                includes.display(),
+                sources.display()
+            ),
+            format!("@{} @{}", includes.display(), nested.display()),
+        ] {
+            let args = expand_source_options_files(args(&line), 0);
+            // The includes' file stays; the sources' file is replaced by its words.
+            assert!(args
+                .iter()
+                .any(|a| a.to_string_lossy().contains("includes.rsp")));
+            assert!(!args
+                .iter()
+                .any(|a| a.to_string_lossy().contains("sources.rsp")));
+            let c = parse(args);
+            assert_eq!(c.sources.len(), 1, "{line}");
+            assert_eq!(c.args[c.sources[0]], src.as_os_str());
+            assert_eq!(c.output.as_deref(), Some(Path::new("k.o")));
+            assert_eq!(c.search, [PathBuf::from("/inc")]);
+        }
+        // Files that name each other end; nothing is lost.
+        let a = dir.join("a.rsp");
+        let b = dir.join("b.rsp");
+        std::fs::write(&a, format!("@{} -c {}", b.display(), src.display())).unwrap();
+        std::fs::write(&b, format!("@{}", a.display())).unwrap();
+        let c = parse(expand_source_options_files(
+            args(&format!("@{}", a.display())),
+            0,
+        ));
+        assert!(!c.sources.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
