@@ -62,6 +62,8 @@ pub struct Build {
     nvcc: Option<PathBuf>,
     flags: Vec<String>,
     out_dir: Option<PathBuf>,
+    /// (C++ type, Rust type) of struct parameters (`Build::param_type`).
+    param_types: Vec<(String, String)>,
 }
 
 /// A kernel that got a launcher.
@@ -72,6 +74,9 @@ pub struct Launcher {
     pub entry: String,
     /// (name, Rust type) of each parameter.
     pub params: Vec<(String, String)>,
+    /// (Rust type, size, alignment) of each struct parameter, as nvcc laid the C++ type out
+    /// (the PTX's parameter list): the generated code checks the Rust type against them.
+    pub layouts: Vec<(String, u64, u64)>,
     /// Index of the module (file) it is in.
     pub module: usize,
 }
@@ -104,6 +109,16 @@ impl Build {
     }
     pub fn nvcc(&mut self, p: impl AsRef<Path>) -> &mut Build {
         self.nvcc = Some(p.as_ref().to_path_buf());
+        self
+    }
+    /// A struct parameter's type: kernels whose parameters are of the C++ type `cpp` (as
+    /// written there: `Params`, `ns::Params`; `const` and `struct` aside) get methods that take
+    /// the Rust type `rust` (a path, e.g. `crate::Params`), which must have the same layout
+    /// (`#[repr(C)]`, the same fields in the same order). The generated code checks its size and
+    /// alignment against the ones nvcc gave the C++ type, at compile time.
+    pub fn param_type(&mut self, cpp: &str, rust: &str) -> &mut Build {
+        self.param_types
+            .push((cpp.trim().to_string(), rust.trim().to_string()));
         self
     }
     /// Another nvcc flag.
@@ -250,7 +265,14 @@ impl Build {
                 )));
             }
             let ptx_text = std::fs::read_to_string(&ptx).map_err(|e| err(e.to_string()))?;
-            for (kernel, why) in kernels_of(&src, &ptx_text, index, &instances, &mut launchers) {
+            for (kernel, why) in kernels_of(
+                &src,
+                &ptx_text,
+                index,
+                &instances,
+                &self.param_types,
+                &mut launchers,
+            ) {
                 println!("cargo:warning={shown}: kernel `{kernel}` gets no launcher: {why}");
             }
             modules.push(fatbin);
@@ -330,6 +352,7 @@ fn kernels_of(
     ptx: &str,
     module: usize,
     instances: &[Instance],
+    types: &[(String, String)],
     out: &mut Vec<Launcher>,
 ) -> Vec<(String, String)> {
     let parsed = cupreempt::parse::parse(src);
@@ -366,8 +389,14 @@ fn kernels_of(
                 ));
             }
             for i in mine {
-                match template_launcher(k, i, &entries, module) {
-                    Ok(l) => out.push(l),
+                match template_launcher(k, i, &entries, types, module) {
+                    Ok(mut l) => match struct_layouts(&l.params, types, ptx, &l.entry) {
+                        Ok(layouts) => {
+                            l.layouts = layouts;
+                            out.push(l)
+                        }
+                        Err(why) => skipped.push((i.spec.clone(), why)),
+                    },
                     Err(why) => skipped.push((i.spec.clone(), why)),
                 }
             }
@@ -376,16 +405,13 @@ fn kernels_of(
         let mut params = Vec::new();
         let mut bad = None;
         for p in &k.site.param_list {
-            match rust_type(&p.text, &p.name) {
-                Some(t) => params.push((p.name.clone(), t.to_string())),
+            match param_rust_type(&p.text, &p.name, types) {
+                Some(t) => params.push((p.name.clone(), t)),
                 None => bad = Some(p.text.clone()),
             }
         }
         if let Some(t) = bad {
-            skipped.push((
-                name,
-                format!("parameter `{t}` has no Rust type here (scalars and pointers only)"),
-            ));
+            skipped.push((name, no_rust_type(&t)));
             continue;
         }
         let wrapper = format!("{name}__cupreempt");
@@ -406,12 +432,16 @@ fn kernels_of(
             .iter()
             .find(|e| **e == wrapper || e.starts_with(&mangled))
         {
-            Some(e) => out.push(Launcher {
-                kernel: name,
-                entry: e.to_string(),
-                params,
-                module,
-            }),
+            Some(e) => match struct_layouts(&params, types, ptx, e) {
+                Ok(layouts) => out.push(Launcher {
+                    kernel: name,
+                    entry: e.to_string(),
+                    params,
+                    layouts,
+                    module,
+                }),
+                Err(why) => skipped.push((name, why)),
+            },
             None => skipped.push((name, format!("no entry {wrapper} in the PTX"))),
         }
     }
@@ -496,6 +526,7 @@ fn template_launcher(
     k: &cupreempt::analysis::KernelPlan,
     i: &Instance,
     entries: &[&str],
+    types: &[(String, String)],
     module: usize,
 ) -> Result<Launcher, String> {
     let args = cupreempt::lang::split_top_level(&i.args);
@@ -522,13 +553,9 @@ fn template_launcher(
                 .map_err(|e| e.to_string())?;
             text = word.replace_all(&text, a.as_str()).into_owned();
         }
-        match rust_type(&text, &p.name) {
-            Some(t) => params.push((p.name.clone(), t.to_string())),
-            None => {
-                return Err(format!(
-                    "parameter `{text}` has no Rust type here (scalars and pointers only)"
-                ))
-            }
+        match param_rust_type(&text, &p.name, types) {
+            Some(t) => params.push((p.name.clone(), t)),
+            None => return Err(no_rust_type(&text)),
         }
     }
     let want = normalized(&format!(
@@ -546,10 +573,95 @@ fn template_launcher(
             kernel: instance_method(i),
             entry: e.to_string(),
             params,
+            layouts: Vec::new(),
             module,
         }),
         None => Err(format!("no entry for `{}` in the PTX", i.spec)),
     }
+}
+
+fn no_rust_type(param: &str) -> String {
+    format!(
+        "parameter `{param}` has no Rust type here (scalars, pointers, and structs named with \
+         Build::param_type)"
+    )
+}
+
+/// The Rust type of a parameter: a scalar's or pointer's (`rust_type`), else the one given for
+/// its C++ type with `Build::param_type` (passed by value; references are no kernel
+/// parameters a launch can fill).
+fn param_rust_type(text: &str, name: &str, types: &[(String, String)]) -> Option<String> {
+    if let Some(t) = rust_type(text, name) {
+        return Some(t.to_string());
+    }
+    if text.contains(['&', '*', '[']) {
+        return None;
+    }
+    let ty = text.trim().strip_suffix(name).unwrap_or(text);
+    let ty: Vec<&str> = ty
+        .split_whitespace()
+        .filter(|w| {
+            !matches!(
+                *w,
+                "const" | "volatile" | "struct" | "class" | "__restrict__"
+            )
+        })
+        .collect();
+    let ty = ty.join(" ").replace(" ::", "::").replace(":: ", "::");
+    types
+        .iter()
+        .find(|(cpp, _)| *cpp == ty || cpp.strip_prefix("::") == Some(ty.as_str()))
+        .map(|(_, rust)| rust.clone())
+}
+
+/// (Rust type, size, alignment) of each parameter whose type came from `Build::param_type`,
+/// with the size and alignment of the entry's parameter in the PTX (the wrapper's first
+/// parameter is the launch's own, then the kernel's).
+fn struct_layouts(
+    params: &[(String, String)],
+    types: &[(String, String)],
+    ptx: &str,
+    entry: &str,
+) -> Result<Vec<(String, u64, u64)>, String> {
+    let mut out = Vec::new();
+    let mut ptx_params = None;
+    for (i, (name, t)) in params.iter().enumerate() {
+        if !types.iter().any(|(_, rust)| rust == t) {
+            continue;
+        }
+        let list = ptx_params.get_or_insert_with(|| entry_params(ptx, entry));
+        match list.get(i + 1) {
+            Some(&(size, align)) => out.push((t.clone(), size, align)),
+            None => return Err(format!("no layout for parameter `{name}` in the PTX")),
+        }
+    }
+    Ok(out)
+}
+
+/// (size, alignment) of each parameter of the PTX entry `entry`, in order.
+fn entry_params(ptx: &str, entry: &str) -> Vec<(u64, u64)> {
+    let Some(start) = ptx.find(&format!(".entry {entry}(")) else {
+        return Vec::new();
+    };
+    let body = &ptx[start..];
+    let body = &body[..body.find(')').unwrap_or(body.len())];
+    let param = regex::Regex::new(
+        r"\.param\s+(?:\.align\s+(\d+)\s+)?\.([busf])(\d+)(?:\s+\.ptr(?:\s+\.\w+)*(?:\s+\.align\s+\d+)?)?\s+\S+?(?:\[(\d+)\])?\s*[,\n]",
+    )
+    .expect("valid regex");
+    param
+        .captures_iter(&format!("{body}\n"))
+        .map(|c| {
+            let bits: u64 = c[3].parse().unwrap_or(8);
+            let element = (bits / 8).max(1);
+            let count: u64 = c.get(4).and_then(|m| m.as_str().parse().ok()).unwrap_or(1);
+            let align = c
+                .get(1)
+                .and_then(|m| m.as_str().parse().ok())
+                .unwrap_or(element);
+            (element * count, align)
+        })
+        .collect()
 }
 
 pub fn rust_type(text: &str, name: &str) -> Option<&'static str> {
@@ -641,6 +753,13 @@ fn generate(files: &[PathBuf], modules: &[PathBuf], launchers: &[Launcher]) -> S
             l.kernel,
             params.join(", ")
         );
+        for (t, size, align) in &l.layouts {
+            let _ = writeln!(
+                s,
+                "        const _: () = assert!(::core::mem::size_of::<{t}>() == {size} && ::core::mem::align_of::<{t}>() == {align}, \"{t}: its size or alignment differs from the C++ type's in `{}` ({size} bytes, aligned to {align}): Build::param_type needs the same layout (#[repr(C)])\");",
+                l.kernel
+            );
+        }
         let _ = writeln!(s, "        let mut args = {rt}::KernelArgs::new();");
         for (n, _) in &l.params {
             let _ = writeln!(s, "        args.push({n});");
@@ -788,6 +907,55 @@ mod tests {
     }
 
     #[test]
+    fn struct_parameters_take_the_rust_type_given_and_the_ptx_layout() {
+        let types = vec![
+            ("Params".to_string(), "crate::Params".to_string()),
+            ("ns::Box".to_string(), "crate::Bx".to_string()),
+        ];
+        assert_eq!(
+            param_rust_type("const Params p", "p", &types).as_deref(),
+            Some("crate::Params")
+        );
+        assert_eq!(
+            param_rust_type("struct Params p", "p", &types).as_deref(),
+            Some("crate::Params")
+        );
+        assert_eq!(
+            param_rust_type("ns :: Box b", "b", &types).as_deref(),
+            Some("crate::Bx")
+        );
+        assert_eq!(param_rust_type("const Params& p", "p", &types), None);
+        assert_eq!(param_rust_type("Other o", "o", &types), None);
+        let ptx = ".visible .entry _Z12k__cupreempt16cupreempt_launch6ParamsPf(\n\t.param .align 8 .b8 _Z12k__cupreempt16cupreempt_launch6ParamsPf_param_0[96],\n\t.param .align 4 .b8 _Z12k__cupreempt16cupreempt_launch6ParamsPf_param_1[12],\n\t.param .u64 .ptr .global .align 4 _Z12k__cupreempt16cupreempt_launch6ParamsPf_param_2,\n\t.param .f32 _Z12k__cupreempt16cupreempt_launch6ParamsPf_param_3\n)\n{\n}\n";
+        let entry = "_Z12k__cupreempt16cupreempt_launch6ParamsPf";
+        assert_eq!(entry_params(ptx, entry), [(96, 8), (12, 4), (8, 8), (4, 4)]);
+        let params = vec![
+            ("p".to_string(), "crate::Params".to_string()),
+            ("out".to_string(), "u64".to_string()),
+            ("v".to_string(), "f32".to_string()),
+        ];
+        let layouts = struct_layouts(&params, &types, ptx, entry).unwrap();
+        assert_eq!(layouts, [("crate::Params".to_string(), 12, 4)]);
+        let launcher = Launcher {
+            kernel: "k".into(),
+            entry: entry.into(),
+            params,
+            layouts,
+            module: 0,
+        };
+        let rs = generate(
+            &[PathBuf::from("k.cu")],
+            &[PathBuf::from("/o/k.fatbin")],
+            &[launcher],
+        );
+        assert!(rs.contains("p: crate::Params"), "{rs}");
+        assert!(
+            rs.contains("::core::mem::size_of::<crate::Params>() == 12 && ::core::mem::align_of::<crate::Params>() == 4"),
+            "{rs}"
+        );
+    }
+
+    #[test]
     fn parameter_types() {
         assert_eq!(rust_type("const float* __restrict__ x", "x"), Some("u64"));
         assert_eq!(rust_type("int n", "n"), Some("i32"));
@@ -805,7 +973,7 @@ mod tests {
                    struct P { int a; };\n__global__ void s(P p, int* o) { o[blockIdx.x] = p.a; }\n";
         let ptx = ".entry _Z16saxpy__cupreempt16cupreempt_launchifPKfPf(\n.entry _ZN2ns15fill__cupreemptE16cupreempt_launchPff(\n";
         let mut out = Vec::new();
-        let skipped = kernels_of(src, ptx, 0, &[], &mut out);
+        let skipped = kernels_of(src, ptx, 0, &[], &[], &mut out);
         let names: Vec<&str> = out.iter().map(|l| l.kernel.as_str()).collect();
         assert_eq!(names, ["saxpy", "fill"]);
         assert_eq!(out[0].params.len(), 4);

@@ -1,5 +1,6 @@
-// Kernels for the cupreempt-build example: a 1-D SAXPY, a 2-D blend of two images, and a
-// template (build.rs asks for its `float` instance).
+// Kernels for the cupreempt-build example: a 1-D SAXPY, a 2-D blend of two images, a
+// template (build.rs asks for its `float` instance), and a kernel that takes a struct by value
+// (build.rs names its Rust twin with Build::param_type).
 
 __global__ void saxpy(int n, float a, const float* x, float* y) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -20,4 +21,15 @@ template <class T>
 __global__ void scale_by(T* v, T a, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) v[i] = v[i] * a;
+}
+
+struct Affine {
+  float scale;
+  float shift;
+  int n;
+};
+
+__global__ void affine(Affine p, float* v) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < p.n) v[i] = __fmaf_rn(p.scale, v[i], p.shift);
 }

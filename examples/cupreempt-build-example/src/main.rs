@@ -1,5 +1,5 @@
-//! cupreempt-build example: runs SAXPY, a 2-D blend and an instance of a template kernel through
-//! the launchers that build.rs generated, preempts each mid-run, resumes it, and checks every
+//! cupreempt-build example: runs SAXPY, a 2-D blend, an instance of a template kernel and a
+//! kernel that takes a struct through the launchers that build.rs generated, preempts each mid-run, resumes it, and checks every
 //! element against the host.
 //! Without a CUDA driver it says so and exits 0.
 
@@ -7,6 +7,15 @@ use cudarc::driver::sys;
 use cupreempt_runtime::rt::{self, LaunchConfig, Runtime, StreamRef, Target};
 
 include!(concat!(env!("OUT_DIR"), "/kernels.rs"));
+
+/// The kernels' `struct Affine`, field for field (build.rs: `Build::param_type`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct Affine {
+    scale: f32,
+    shift: f32,
+    n: i32,
+}
 
 fn check(call: &str, r: sys::CUresult) -> Result<(), String> {
     if r == sys::CUresult::CUDA_SUCCESS {
@@ -145,6 +154,25 @@ fn run() -> Result<(), String> {
         ));
     }
     println!("scale_by<float>: {n} elements exact");
+
+    // A struct by value (Build::param_type).
+    let v = random(n, 17);
+    let dv = upload(&v)?;
+    let p = Affine {
+        scale: 1.5,
+        shift: -2.0,
+        n: n as i32,
+    };
+    let mut k = kernels
+        .affine(&rt, &cfg, StreamRef::legacy_default(), p, dv)
+        .map_err(|e| e.to_string())?;
+    preempt_and_resume("affine", &mut k)?;
+    let out = download(dv, n)?;
+    let want = |i: usize| p.scale.mul_add(v[i], p.shift);
+    if let Some(i) = (0..n).find(|&i| out[i] != want(i)) {
+        return Err(format!("affine: v[{i}] = {}, expected {}", out[i], want(i)));
+    }
+    println!("affine: {n} elements exact");
     Ok(())
 }
 
