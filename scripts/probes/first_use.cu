@@ -1,0 +1,102 @@
+// Probe: what a transformed translation unit costs a program's first launch, apart from the
+// runtime. The kernel is shaped like the dot products and reductions that many programs time
+// on their first launch (a grid-stride loop, a shared-memory tree reduction with barriers).
+// main() makes its context with a cudaMalloc, then times the first launch and the second with
+// events (as such programs do) and with the host clock, and prints both.
+// Built by scripts/probes/first_use.sh in several forms:
+//   plain            this file as it is
+//   plain+2          with -DCOPIES=2: two more kernels of the same code that are never launched
+//                    (as many kernels as a transformed unit has, none of the wrappers' code)
+//   direct           transformed, with -DDIRECT: the original kernel launched with
+//                    cudaLaunchKernel (not rewritten), so no runtime is involved: only the
+//                    module's contents differ from `plain`
+//   transformed      transformed, launched through the runtime as a transformed program is
+#include <chrono>
+#include <cstdio>
+#include <cuda_runtime.h>
+
+#ifndef COPIES
+#define COPIES 0
+#endif
+
+__global__ void dot(const float* a, const float* b, float* out, int n) {
+  __shared__ float partial[256];
+  float sum = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    sum += a[i] * b[i];
+  partial[threadIdx.x] = sum;
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    __syncthreads();
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+
+// The same code under other names, never launched (plain+2 only).
+#if COPIES >= 1
+#pragma cupreempt skip
+__global__ void dot_copy1(const float* a, const float* b, float* out, int n) {
+  __shared__ float partial[256];
+  float sum = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    sum += a[i] * b[i];
+  partial[threadIdx.x] = sum;
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    __syncthreads();
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+#endif
+#if COPIES >= 2
+#pragma cupreempt skip
+__global__ void dot_copy2(const float* a, const float* b, float* out, int n) {
+  __shared__ float partial[256];
+  float sum = 0.0f;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
+    sum += a[i] * b[i];
+  partial[threadIdx.x] = sum;
+  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+    __syncthreads();
+    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
+}
+#endif
+
+static double now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+int main() {
+  const int n = 1 << 20, blocks = 128, threads = 256;
+  float *a, *b, *out;
+  if (cudaMalloc(&a, n * sizeof(float)) != cudaSuccess) return 1;
+  cudaMalloc(&b, n * sizeof(float));
+  cudaMalloc(&out, blocks * sizeof(float));
+  cudaMemset(a, 0, n * sizeof(float));
+  cudaMemset(b, 0, n * sizeof(float));
+  cudaEvent_t start, end;
+  cudaEventCreate(&start);
+  cudaEventCreate(&end);
+  cudaDeviceSynchronize();
+  for (int launch = 1; launch <= 2; ++launch) {
+    const double t0 = now_us();
+    cudaEventRecord(start);
+#ifdef DIRECT
+    int nn = n;
+    void* args[] = {&a, &b, &out, &nn};
+    cudaLaunchKernel((const void*)dot, dim3(blocks), dim3(threads), args, 0, 0);
+#else
+    dot<<<blocks, threads>>>(a, b, out, n);
+#endif
+    cudaEventRecord(end);
+    cudaEventSynchronize(end);
+    const double host = now_us() - t0;
+    float ms = 0;
+    cudaEventElapsedTime(&ms, start, end);
+    std::printf("launch %d event_us %.1f host_us %.1f\n", launch, ms * 1000.0f, host);
+  }
+  return cudaGetLastError() == cudaSuccess ? 0 : 1;
+}

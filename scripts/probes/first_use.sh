@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# What a transformed translation unit costs a program's first launch, apart from the runtime
+# (scripts/probes/first_use.cu says what each form is). Runs each form in PROBE_RUNS fresh
+# processes (default 9) with lazy (CUDA's default) and eager module loading, and prints the
+# medians of the first and second launch (event-timed and host time) and the fatbin's size.
+# On a GPU machine with nvcc.
+# Usage: scripts/probes/first_use.sh [BIN_DIR]   (cupreempt and libcupreempt_runtime.so;
+#   default target/release)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=$(realpath "${1:-target/release}")
+work=$(mktemp -d)
+runs=${PROBE_RUNS:-9}
+src=scripts/probes/first_use.cu
+flags="-O2 -std=c++17 -gencode arch=compute_90,code=[sm_90,compute_90]"
+"$bin/cupreempt" transform "$src" -o "$work/first_use.cupreempt.cu" 2>/dev/null
+link="-I cuda_support -L $bin -Xlinker -rpath -Xlinker $bin -lcupreempt_runtime"
+nvcc $flags "$src" -o "$work/plain"
+nvcc $flags -DCOPIES=2 "$src" -o "$work/plain+2"
+nvcc $flags -DDIRECT $link "$work/first_use.cupreempt.cu" -o "$work/direct"
+nvcc $flags $link "$work/first_use.cupreempt.cu" -o "$work/transformed"
+for name in plain plain+2 direct transformed; do
+  fatbin=$(readelf -SW "$work/$name" | python3 -c '
+import sys
+for l in sys.stdin:
+    if "nv_fatbin" in l: print(int(l.split("]")[1].split()[4], 16))')
+  for mode in LAZY EAGER; do
+    for _ in $(seq "$runs"); do CUDA_MODULE_LOADING=$mode "$work/$name"; done |
+      python3 -c '
+import statistics, sys
+rows = {}
+for l in sys.stdin:
+    w = l.split()
+    rows.setdefault(w[1], []).append((float(w[3]), float(w[5])))
+first, second = rows["1"], rows["2"]
+def med(rs, i): return statistics.median(r[i] for r in rs)
+print(f"{sys.argv[1]:12s} fatbin {int(sys.argv[2]):7d} B {sys.argv[3]:5s} first: event {med(first, 0):7.1f} us host {med(first, 1):7.1f} us | second: event {med(second, 0):6.1f} host {med(second, 1):6.1f}")' \
+        "$name" "$fatbin" "$mode"
+  done
+done
