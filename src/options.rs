@@ -24,8 +24,13 @@ pub struct Options {
     /// are rewritten too, through the launch types their transformed definitions declare.
     pub known_kernels: Vec<crate::program::KnownKernel>,
     /// Device functions of included files that read blockIdx/gridDim (a kernel here that
-    /// calls one is refused, CP008) or synchronize (a call is a barrier).
+    /// calls one passes the task context where its file gives it the context form, and is
+    /// refused otherwise, CP008) or synchronize (a call is a barrier).
     pub known_helpers: Vec<crate::program::KnownHelper>,
+    /// Every helper here that reads blockIdx/gridDim gets its task-context form, called or not
+    /// by a kernel of this file: the kernels of other files transformed in the same run (a
+    /// folder, the compiler launcher's translation unit) call it (`KnownHelper::with_ctx`).
+    pub helpers_for_other_files: bool,
 }
 
 impl Options {

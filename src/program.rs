@@ -101,6 +101,9 @@ pub struct KnownHelper {
     pub name: String,
     pub reads_block_ids: bool,
     pub synchronizes: bool,
+    /// Its file, transformed in the same run, gives it the task-context form
+    /// (`Options::helpers_for_other_files`): a kernel here passes its context.
+    pub with_ctx: bool,
 }
 
 impl KnownHelper {
@@ -113,6 +116,7 @@ impl KnownHelper {
                 name: h.site.name.clone(),
                 reads_block_ids: h.needs_ctx,
                 synchronizes: h.synchronizes,
+                with_ctx: h.needs_ctx && h.reached,
             })
             .filter(|h| h.reads_block_ids || h.synchronizes)
             .collect()
@@ -166,6 +170,50 @@ pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf>
         .into_iter()
         .chain(search.iter().map(|d| d.join(name)))
         .find(|p| p.is_file())
+}
+
+/// What each file of a program defines for the files that include it: its kernels and its
+/// helpers that read blockIdx/gridDim or synchronize. `files`: the program's files, canonical,
+/// with their texts; `closure`: the files one includes (`include_closure`). A helper that reads
+/// block ids only through a helper of another file it includes is known as such once that
+/// file is: the transforms are repeated with what the included files define until nothing
+/// changes (a chain of headers one deeper each round).
+pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)>;
+
+pub fn defines_of(
+    files: &[(PathBuf, String)],
+    closure: &dyn Fn(&Path, &str) -> Vec<PathBuf>,
+    opts: &crate::Options,
+) -> Defines {
+    // Deeper chains of headers than this are not followed (their helpers stay unknown here,
+    // and a kernel that reaches one through them is not told apart from before).
+    const MAX_ROUNDS: usize = 8;
+    let relevant: Vec<&(PathBuf, String)> = files
+        .iter()
+        .filter(|(_, t)| mentions_kernels(t) || t.contains("__device__"))
+        .collect();
+    let closures: Vec<Vec<PathBuf>> = relevant.iter().map(|(p, t)| closure(p, t)).collect();
+    let mut defines = Defines::new();
+    for _ in 0..MAX_ROUNDS {
+        let mut next = Defines::new();
+        for ((p, t), inc) in relevant.iter().zip(&closures) {
+            let mut o = opts.clone();
+            for f in inc {
+                if let Some((k, h)) = defines.get(f) {
+                    o.known_kernels.extend(k.iter().cloned());
+                    o.known_helpers.extend(h.iter().cloned());
+                }
+            }
+            if let Ok(tr) = crate::transform(t, &p.display().to_string(), &o) {
+                next.insert(p.clone(), (tr.defines, tr.helpers));
+            }
+        }
+        if next == defines {
+            break;
+        }
+        defines = next;
+    }
+    defines
 }
 
 /// The files that `path` (whose text is `src`) includes, directly or through others, each once,

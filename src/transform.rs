@@ -255,8 +255,7 @@ fn transform_here(
         });
     }
     let analysis = analysis::analyze(root, src, opts);
-    let rewrite =
-        crate::rewrite::rewrite(&analysis, src, opts.line_directives, &opts.known_kernels);
+    let rewrite = crate::rewrite::rewrite(&analysis, src, opts);
     let mut edits = rewrite.edits;
     // Generated text takes the file's line ends, so that the output never mixes them.
     let eol = edit::line_end(src);

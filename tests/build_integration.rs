@@ -342,3 +342,40 @@ fn a_source_named_only_in_an_options_file_is_transformed() {
         "the object holds no preemptible wrapper: the source was compiled as written"
     );
 }
+
+/// A kernel that calls a helper of a project header that reads blockIdx: the launcher
+/// transforms the header's copy too (the helper gets its task-context form), so the kernel is
+/// transformed, not refused, and its object holds the wrapper.
+#[test]
+fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-header-helper");
+    std::fs::write(
+        dir.join("ids.cuh"),
+        "#pragma once\n__device__ inline unsigned global_id() { return blockIdx.x * blockDim.x + threadIdx.x; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"ids.cuh\"\n__global__ void fill(unsigned* out) { out[global_id()] = global_id(); }\n\
+         void run(unsigned* out) { fill<<<64, 128>>>(out); }\n",
+    )
+    .unwrap();
+    let obj = dir.join("k.o");
+    let out = run(
+        Command::new(&bin)
+            .arg(&nvcc)
+            .args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(dir.join("k.cu"))
+            .arg("-o")
+            .arg(&obj),
+        "compile through the launcher",
+    );
+    assert!(!out.contains("CP008"), "{out}");
+    assert!(
+        contains(&obj, "fill__cupreempt"),
+        "the object holds no preemptible wrapper:\n{out}"
+    );
+}

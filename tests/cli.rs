@@ -542,8 +542,14 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
 /// there that synchronizes is a barrier, as one of the kernel's own file would be: fine in the
 /// plain form, and CP004 naming it when a thread-dependent return reaches it. A kernel that
 /// calls the same header's harmless helper is transformed.
+/// A kernel that calls a helper of an included header that reads blockIdx/gridDim: transformed
+/// together with the header (a folder), the header's helper gets its task-context form and the
+/// kernel passes its context, also through a helper of a second header that calls the first;
+/// the outputs compile. Alone, without the header, the kernel is refused (CP008). Helpers that
+/// synchronize are barriers.
 #[test]
-fn kernels_calling_block_id_helpers_of_included_inputs_are_refused() {
+fn kernels_calling_block_id_helpers_of_included_inputs() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let dir = support::tempdir("cli-included-helper");
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
@@ -556,9 +562,16 @@ fn kernels_calling_block_id_helpers_of_included_inputs_are_refused() {
     )
     .unwrap();
     std::fs::write(
+        src.join("mix.cuh"),
+        "#pragma once\n#include \"helpers.cuh\"\n\
+         __device__ int shifted_row(int by) { return tile_row() + by; }\n",
+    )
+    .unwrap();
+    std::fs::write(
         src.join("k.cu"),
-        "#include \"helpers.cuh\"\n\
+        "#include \"mix.cuh\"\n\
          __global__ void rows(int* out) { out[tile_row()] = 1; }\n\
+         __global__ void shifted(int* out) { out[shifted_row(3)] = 2; }\n\
          __global__ void synced(float* p) { p[threadIdx.x] = 1.0f; sync_all(); p[blockIdx.x] += 1.0f; }\n\
          __global__ void early(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return; p[i] = 1.0f; sync_all(); p[i] += 1.0f; }\n\
          __global__ void doubled(float* p) { int i = blockIdx.x * blockDim.x + threadIdx.x; p[i] = twice(p[i]); }\n",
@@ -567,21 +580,62 @@ fn kernels_calling_block_id_helpers_of_included_inputs_are_refused() {
     let o = cupreempt(&["check", "src"], &dir);
     let out = stdout(&o);
     let err = stderr(&o);
-    assert!(!o.status.success(), "refusals make check fail:\n{out}{err}");
-    let line = |k: &str| {
+    assert!(
+        !o.status.success(),
+        "the refusal makes check fail:\n{out}{err}"
+    );
+    let line = |out: &str, k: &str| {
         out.lines()
             .find(|l| l.contains(&format!(": {k}:")))
             .unwrap_or_else(|| panic!("no line for {k}:\n{out}"))
+            .to_string()
     };
-    assert!(line("rows").contains("CP008"), "{out}");
-    assert!(line("synced").contains("transformable (plain)"), "{out}");
-    assert!(line("early").contains("CP004"), "{out}");
-    assert!(line("doubled").contains("transformable"), "{out}");
+    assert!(line(&out, "rows").contains("transformable"), "{out}");
+    assert!(line(&out, "shifted").contains("transformable"), "{out}");
+    assert!(
+        line(&out, "synced").contains("transformable (plain)"),
+        "{out}"
+    );
+    assert!(line(&out, "early").contains("CP004"), "{out}");
+    assert!(line(&out, "doubled").contains("transformable"), "{out}");
+    assert!(err.contains("barrier inside helper `sync_all`"), "{err}");
+
+    // Transformed together: the headers' helpers take the context, the kernels pass theirs.
+    let o = cupreempt(
+        &["transform", "--keep-going", "--out-dir", "out", "src"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |f: &str| std::fs::read_to_string(dir.join("out").join(f)).unwrap();
+    let (helpers, mix, k) = (read("helpers.cuh"), read("mix.cuh"), read("k.cu"));
+    assert!(
+        helpers.contains("int tile_row(CupreemptCtx& __cp)"),
+        "{helpers}"
+    );
+    assert!(
+        helpers.contains("__device__ int tile_row() {"),
+        "the native form stays:\n{helpers}"
+    );
+    assert!(mix.contains("return tile_row(__cp) + by;"), "{mix}");
+    assert!(
+        k.contains("out[tile_row(__cp)] = 1;") && k.contains("out[shifted_row(__cp, 3)] = 2;"),
+        "{k}"
+    );
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out/k.cu")),
+        "k.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // The kernel file alone: the header is not transformed, so its helper cannot take the
+    // context.
+    let o = cupreempt(&["check", "src/k.cu"], &dir);
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(line(&out, "rows").contains("CP008"), "{out}");
     assert!(
         err.contains("`tile_row`, a device function of an included file, reads blockIdx/gridDim"),
         "{err}"
     );
-    assert!(err.contains("barrier inside helper `sync_all`"), "{err}");
 }
 
 /// The usual separate compilation: a header declares a kernel, one source defines it, another

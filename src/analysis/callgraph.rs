@@ -21,8 +21,18 @@ impl CallGraph {
     /// Builds the graph and marks the helpers that need the task context. `external_barriers`:
     /// functions of included files that synchronize the block (`Options::known_helpers`); a
     /// call to one is a barrier like a call to a helper of this file that synchronizes.
-    pub fn build(helpers: &mut [HelperPlan], external_barriers: &[&str]) -> CallGraph {
-        let mut ctx_names: BTreeSet<String> = BTreeSet::new();
+    /// `external_ctx`: functions of included files that take the task context
+    /// (`KnownHelper::with_ctx`); a helper here that calls one needs the context too.
+    pub fn build(
+        helpers: &mut [HelperPlan],
+        external_barriers: &[&str],
+        external_ctx: &[&str],
+    ) -> CallGraph {
+        let mut ctx_names: BTreeSet<String> = external_ctx
+            .iter()
+            .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
+            .map(|n| n.to_string())
+            .collect();
         loop {
             let mut changed = false;
             for h in helpers.iter_mut() {

@@ -59,7 +59,7 @@ pub fn decide<'t>(
             if let Some(h) = opts
                 .known_helpers
                 .iter()
-                .find(|h| h.name == name && h.reads_block_ids)
+                .find(|h| h.name == name && h.reads_block_ids && !h.with_ctx)
             {
                 if external.insert(name) {
                     refusals.push(included_helper(h, &call_site));

@@ -163,7 +163,13 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .filter(|h| h.synchronizes)
         .map(|h| h.name.as_str())
         .collect();
-    let graph = CallGraph::build(&mut helpers, &external_barriers);
+    let external_ctx: Vec<&str> = opts
+        .known_helpers
+        .iter()
+        .filter(|h| h.reads_block_ids && h.with_ctx)
+        .map(|h| h.name.as_str())
+        .collect();
+    let graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
@@ -200,6 +206,15 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         kernels.push(plan);
     }
     number_overloads(&mut kernels);
+    if opts.helpers_for_other_files {
+        // Kernels of other files in the run may call them (`KnownHelper::with_ctx`).
+        for h in helpers
+            .iter_mut()
+            .filter(|h| h.needs_ctx && h.site.problems.is_empty() && !h.site.host)
+        {
+            h.reached = true;
+        }
+    }
     Analysis {
         kernels,
         helpers,

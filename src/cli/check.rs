@@ -42,6 +42,10 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut kernels = std::collections::BTreeSet::new();
     let inputs = files::inputs(&a.inputs, None)?;
     // As `transform` sees the inputs: one program.
+    let opts = cupreempt::Options {
+        helpers_for_other_files: inputs.len() > 1,
+        ..opts
+    };
     let known = super::transform::known_kernels(&inputs, &opts);
     for (path, _) in inputs {
         let name = files::display_name(&path);

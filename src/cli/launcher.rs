@@ -14,8 +14,7 @@
 
 use super::render::render;
 use cupreempt::diagnostics::Level;
-use cupreempt::program::{self, KnownHelper, KnownKernel};
-use std::collections::BTreeMap;
+use cupreempt::program;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -582,26 +581,28 @@ fn prepare(
     let stem = source.file_stem().unwrap_or_default().to_string_lossy();
     let root = base.join(format!("{stem}-{key:016x}"));
     let copy_of = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
+    // The translation unit is one program: a header's helper that reads blockIdx/gridDim gets
+    // its task-context form for the kernels of the files that include it.
     let opts = cupreempt::Options {
         line_directives: true,
+        helpers_for_other_files: true,
         ..cupreempt::Options::default()
     };
     // What each file defines, for the launches and kernels of the files that include it.
-    let mut defines: BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> = BTreeMap::new();
-    for (p, t) in files
-        .iter()
-        .filter(|(_, t)| program::mentions_kernels(t) || t.contains("__device__"))
-    {
-        if let Ok(tr) = cupreempt::transform(t, &p.display().to_string(), &opts) {
-            defines.insert(p.clone(), (tr.defines, tr.helpers));
-        }
-    }
+    let defines = program::defines_of(
+        &files,
+        &|p, t| program::include_closure(p, t, search, &project),
+        &opts,
+    );
     let color = super::stderr_color();
     let mut refused = false;
     for (p, text) in &files {
         let name = p.display().to_string();
         let dir = p.parent().unwrap_or(Path::new("/"));
-        let out = if program::mentions_kernels(text) {
+        let gives_ctx = defines
+            .get(p)
+            .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
+        let out = if program::mentions_kernels(text) || gives_ctx {
             let mut o = opts.clone();
             for f in program::include_closure(p, text, search, &project) {
                 if let Some((k, h)) = defines.get(&f) {

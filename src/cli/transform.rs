@@ -6,7 +6,7 @@ use clap::Args;
 use cupreempt::diagnostics::{Code, Level};
 use cupreempt::program::{self, KnownHelper, KnownKernel};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Args, Debug)]
@@ -66,6 +66,12 @@ impl Summary {
 pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let inputs = files::inputs(&a.inputs, a.out_dir.as_deref())?;
+    // Several files are one program: a helper of one that reads blockIdx/gridDim gets its
+    // task-context form, for the kernels of the others (`known_kernels` below).
+    let opts = cupreempt::Options {
+        helpers_for_other_files: inputs.len() > 1,
+        ..opts
+    };
     let to_stdout = a.out_dir.is_none()
         && !a.in_place
         && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
@@ -213,28 +219,54 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
 /// For each input, the kernels and helpers defined in the other inputs that it includes
 /// (directly or through other files): its launches of those kernels are rewritten too, since
 /// the included file is transformed alongside it (`--out-dir` keeps the layout, `--in-place`
-/// the paths), and its kernels that call such helpers are refused (`KnownHelper`).
+/// the paths), and its kernels that call such helpers pass the task context to those that take
+/// it (`KnownHelper`). Included files that are not inputs are read for their helpers only:
+/// they are not transformed, so a kernel that calls one of theirs that reads blockIdx/gridDim is
+/// refused (CP008), and one that synchronizes is a barrier.
 pub(super) fn known_kernels(
     inputs: &[(PathBuf, PathBuf)],
     opts: &cupreempt::Options,
 ) -> BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> {
     let mut out = BTreeMap::new();
-    if inputs.len() < 2 {
-        return out;
-    }
     let texts: Vec<(&PathBuf, String)> = inputs
         .iter()
         .filter(|(p, _)| !files::is_stdin(p))
         .filter_map(|(p, _)| Some((p, String::from_utf8(std::fs::read(p).ok()?).ok()?)))
         .collect();
-    let mut defines: BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> = BTreeMap::new();
-    for (p, src) in texts
+    let canonical: Vec<(PathBuf, String)> = texts
         .iter()
-        .filter(|(_, s)| program::mentions_kernels(s) || s.contains("__device__"))
-    {
-        if let Ok(t) = cupreempt::transform(src, &p.display().to_string(), opts) {
-            let canonical = p.canonicalize().unwrap_or_else(|_| (*p).clone());
-            defines.insert(canonical, (t.defines, t.helpers));
+        .map(|(p, s)| (p.canonicalize().unwrap_or_else(|_| (*p).clone()), s.clone()))
+        .collect();
+    let closure = |p: &Path, s: &str| program::include_closure(p, s, &[], &|_| true);
+    let mut defines = program::defines_of(&canonical, &closure, opts);
+    let mut outside: BTreeMap<PathBuf, String> = BTreeMap::new();
+    for (p, s) in &texts {
+        for f in closure(p, s) {
+            if !canonical.iter().any(|(c, _)| *c == f) && !outside.contains_key(&f) {
+                if let Some(t) = std::fs::read(&f)
+                    .ok()
+                    .and_then(|b| String::from_utf8(b).ok())
+                {
+                    outside.insert(f, t);
+                }
+            }
+        }
+    }
+    if !outside.is_empty() {
+        let outside: Vec<(PathBuf, String)> = outside.into_iter().collect();
+        let o = cupreempt::Options {
+            helpers_for_other_files: false,
+            ..opts.clone()
+        };
+        for (p, (_, helpers)) in program::defines_of(&outside, &closure, &o) {
+            let helpers = helpers
+                .into_iter()
+                .map(|h| KnownHelper {
+                    with_ctx: false,
+                    ..h
+                })
+                .collect();
+            defines.entry(p).or_insert((Vec::new(), helpers));
         }
     }
     for (p, src) in &texts {

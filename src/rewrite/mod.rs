@@ -10,7 +10,6 @@ mod predicate;
 use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
-use crate::program::KnownKernel;
 use crate::vocab::{CTX, CTX_TYPE, INCLUDE};
 use std::collections::BTreeSet;
 use tree_sitter::Node;
@@ -22,8 +21,11 @@ pub struct Rewrite {
 
 /// `compact`: generated headers stay on the line they attach to (for `#line` output, so that
 /// original lines keep their numbers).
-/// `known`: kernels defined in files this one includes (`Options::known_kernels`).
-pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) -> Rewrite {
+/// `opts.known_kernels`: kernels defined in files this one includes; `opts.known_helpers`: their
+/// helpers, those with the task-context form called with the context. With
+/// `opts.line_directives` generated code is compact (one line per original line).
+pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
+    let (compact, known) = (opts.line_directives, opts.known_kernels.as_slice());
     let mut edits = Vec::new();
     let mut diagnostics = Vec::new();
     // Kernels declared here, defined in another file, and launched here.
@@ -41,7 +43,8 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) ->
         declared::rewrite(d, src, &mut edits);
     }
     let included_declared = declared::rewrite_included(a, known, &mut edits);
-    if !a.kernels.iter().any(|k| k.transformed()) {
+    let local_ctx_helpers = a.helpers.iter().any(|h| h.needs_ctx && h.reached);
+    if !a.kernels.iter().any(|k| k.transformed()) && !local_ctx_helpers {
         // Launches of kernels defined elsewhere are still rewritten or explained; the launch
         // shim comes with the including of the file that defines them, or with the include
         // below for kernels only declared (here or in an included file).
@@ -54,11 +57,20 @@ pub fn rewrite(a: &Analysis, src: &str, compact: bool, known: &[KnownKernel]) ->
         return Rewrite { edits, diagnostics };
     }
     edits.push(Edit::insert(a.include_at, INCLUDE));
+    // Helpers of this file that take the context, and those of included files whose files
+    // give them the context form in the same run (`KnownHelper::with_ctx`).
     let ctx_helpers: BTreeSet<&str> = a
         .helpers
         .iter()
         .filter(|h| h.needs_ctx && h.reached)
         .map(|h| h.site.name.as_str())
+        .chain(
+            opts.known_helpers
+                .iter()
+                .filter(|h| h.reads_block_ids && h.with_ctx)
+                .filter(|h| !a.helpers.iter().any(|l| l.site.name == h.name))
+                .map(|h| h.name.as_str()),
+        )
         .collect();
     for k in a.kernels.iter().filter(|k| k.transformed()) {
         kernel::rewrite(k, src, &ctx_helpers, compact, &mut edits);
