@@ -105,6 +105,10 @@ impl<'a, 't> Effects<'a, 't> {
                 | "template_argument_list"
                 | "type_descriptor"
                 | "abstract_pointer_declarator"
+                // `{0.0f}`, `{.x = 1}`: the elements are looked at in turn.
+                | "initializer_list"
+                | "initializer_pair"
+                | "field_designator"
                 | "comment" => true,
                 "sizeof_expression" | "alignof_expression" => false, // unevaluated
                 "cast_expression" => true,
