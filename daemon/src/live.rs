@@ -303,7 +303,7 @@ impl Live {
         for &k in &self.sys.active {
             if self.sys.kernels[k].status == Status::Ready && self.told[k] == Told::Run {
                 self.told[k] = Told::Yield;
-                out.push(self.command(k, |id| ServerMsg::Preempt { id }));
+                out.push(self.command(k, |id| ServerMsg::Preempt { id, sms: None }));
             }
         }
         out
@@ -336,7 +336,7 @@ impl Live {
                         self.running_since[k] = Some(now);
                     }
                     self.told[k] = Told::Run;
-                    out.push(self.command(k, |id| ServerMsg::Resume { id }));
+                    out.push(self.command(k, |id| ServerMsg::Resume { id, sms: None }));
                 }
             }
             Action::Preempt { kernel: k } => {
@@ -344,7 +344,7 @@ impl Live {
                     self.sys.kernels[k].status = Status::Yielding;
                     if self.told[k] == Told::Run {
                         self.told[k] = Told::Yield;
-                        out.push(self.command(k, |id| ServerMsg::Preempt { id }));
+                        out.push(self.command(k, |id| ServerMsg::Preempt { id, sms: None }));
                     }
                 }
             }
@@ -367,7 +367,7 @@ mod tests {
     fn preempt(conn: ConnId, id: u64) -> Command {
         Command {
             conn,
-            msg: ServerMsg::Preempt { id },
+            msg: ServerMsg::Preempt { id, sms: None },
         }
     }
     fn info(kernel: &str, tasks: u64, priority: u8, weight: f64) -> LaunchInfo<'_> {
@@ -383,7 +383,7 @@ mod tests {
     fn resume(conn: ConnId, id: u64) -> Command {
         Command {
             conn,
-            msg: ServerMsg::Resume { id },
+            msg: ServerMsg::Resume { id, sms: None },
         }
     }
 

@@ -227,7 +227,7 @@ fn a_program_can_steer_only_its_own_kernels() {
     }
     // A's kernel still holds the GPU: B's launch must wait (preempted at once).
     b.launch(2, 0);
-    assert_eq!(b.recv(), ServerMsg::Preempt { id: 2 });
+    assert_eq!(b.recv(), ServerMsg::Preempt { id: 2, sms: None });
 }
 
 #[test]
@@ -238,11 +238,11 @@ fn priorities_preempt_and_resume_across_programs() {
     batch.launch(1, 0);
     batch.sync();
     urgent.launch(1, 9);
-    assert_eq!(batch.recv(), ServerMsg::Preempt { id: 1 });
+    assert_eq!(batch.recv(), ServerMsg::Preempt { id: 1, sms: None });
     batch.send(&ClientMsg::Yielded { id: 1 });
     assert!(urgent.quiet(100), "the urgent kernel keeps running");
     urgent.send(&ClientMsg::Finished { id: 1 });
-    assert_eq!(batch.recv(), ServerMsg::Resume { id: 1 });
+    assert_eq!(batch.recv(), ServerMsg::Resume { id: 1, sms: None });
 }
 
 #[test]
@@ -254,12 +254,12 @@ fn a_program_that_dies_mid_kernel_or_mid_frame_releases_the_gpu() {
         dying.launch(1, 0);
         dying.sync();
         waiting.launch(1, 0);
-        assert_eq!(waiting.recv(), ServerMsg::Preempt { id: 1 });
+        assert_eq!(waiting.recv(), ServerMsg::Preempt { id: 1, sms: None });
         waiting.send(&ClientMsg::Yielded { id: 1 });
         // Half a frame, then the program is gone.
         dying.0.write_all(&[40, 0, 0, 0, b'{']).unwrap();
     }
-    assert_eq!(waiting.recv(), ServerMsg::Resume { id: 1 });
+    assert_eq!(waiting.recv(), ServerMsg::Resume { id: 1, sms: None });
 }
 
 #[test]
@@ -323,7 +323,7 @@ fn many_programs_coming_and_going_leave_nothing_behind() {
                 let mut c = Client(s);
                 c.launch(i, (t % 3) as u8);
                 // Waits behind the keeper's kernel (FIFO): told to yield; some say so, some die.
-                assert_eq!(c.recv(), ServerMsg::Preempt { id: i });
+                assert_eq!(c.recv(), ServerMsg::Preempt { id: i, sms: None });
                 if i % 2 == 0 {
                     c.send(&ClientMsg::Yielded { id: i });
                 }

@@ -54,9 +54,22 @@ fn one() -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum ServerMsg {
-    Preempt { id: u64 },
-    Resume { id: u64 },
-    Error { message: String },
+    /// Leave the SMs `sms` (physical SM ids, `%smid`), or every SM when absent; `yielded`
+    /// answers once no block of the launch works there.
+    Preempt {
+        id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sms: Option<Vec<u32>>,
+    },
+    /// Run on the SMs `sms` again, or on every SM when absent.
+    Resume {
+        id: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sms: Option<Vec<u32>>,
+    },
+    Error {
+        message: String,
+    },
 }
 
 #[derive(Debug)]
@@ -135,6 +148,23 @@ mod tests {
             read_frame(&mut [].as_slice()),
             Err(FrameError::Closed { clean: true })
         ));
+    }
+
+    #[test]
+    fn commands_name_sms_or_every_sm() {
+        let all = ServerMsg::Preempt { id: 3, sms: None };
+        assert_eq!(
+            serde_json::to_string(&all).unwrap(),
+            r#"{"preempt":{"id":3}}"#
+        );
+        let some: ServerMsg = serde_json::from_str(r#"{"resume":{"id":3,"sms":[0,2]}}"#).unwrap();
+        assert_eq!(
+            some,
+            ServerMsg::Resume {
+                id: 3,
+                sms: Some(vec![0, 2])
+            }
+        );
     }
 
     #[test]

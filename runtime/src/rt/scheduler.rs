@@ -31,9 +31,10 @@ const RETRY: Duration = Duration::from_secs(1);
 
 /// What the scheduler client needs of a launch (a `Kernel`, or a stand-in in tests).
 pub(crate) trait Steer: Send + 'static {
-    /// Preempts on every SM and waits until it has yielded.
-    fn preempt(&mut self) -> Result<(), String>;
-    fn resume(&mut self) -> Result<(), String>;
+    /// Preempts on the SMs `sms` (every SM: `None`) and waits until it has yielded there.
+    fn preempt(&mut self, sms: Option<&[u32]>) -> Result<(), String>;
+    /// Lets it run on the SMs `sms` again (every SM: `None`).
+    fn resume(&mut self, sms: Option<&[u32]>) -> Result<(), String>;
     /// (tasks done, tasks in all).
     fn progress(&self) -> Result<(u64, u64), String>;
     fn is_complete(&self) -> bool;
@@ -45,14 +46,24 @@ pub(crate) trait Steer: Send + 'static {
     fn features(&self) -> [f64; 4];
 }
 
+/// The runtime's target for a daemon's SM list (`None`: every SM).
+fn target(sms: Option<&[u32]>) -> Result<Target, String> {
+    match sms {
+        None => Ok(Target::All),
+        Some(ids) => crate::smset::SmSet::from_ids(ids.iter().copied())
+            .map(Target::Sms)
+            .map_err(|e| e.to_string()),
+    }
+}
+
 impl Steer for Shared {
-    fn preempt(&mut self) -> Result<(), String> {
+    fn preempt(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
         let mut k = lock(self);
-        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        k.preempt(target(sms)?).map_err(|e| e.to_string())?;
         k.wait_yielded().map_err(|e| e.to_string())
     }
-    fn resume(&mut self) -> Result<(), String> {
-        lock(self).resume(Target::All).map_err(|e| e.to_string())
+    fn resume(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
+        lock(self).resume(target(sms)?).map_err(|e| e.to_string())
     }
     fn progress(&self) -> Result<(u64, u64), String> {
         let p = lock(self).progress().map_err(|e| e.to_string())?;
@@ -338,14 +349,14 @@ impl<S: Steer> Client<S> {
 
     fn command(&mut self, m: ServerMsg) {
         match m {
-            ServerMsg::Preempt { id } => {
+            ServerMsg::Preempt { id, sms } => {
                 let Some(t) = self.kernels.get_mut(&id) else {
                     return; // ended meanwhile: its `finished` is on its way
                 };
-                if t.preempted || t.kernel.is_complete() {
+                if t.kernel.is_complete() {
                     return;
                 }
-                match t.kernel.preempt() {
+                match t.kernel.preempt(sms.as_deref()) {
                     Ok(()) => {
                         t.preempted = true;
                         self.send(&ClientMsg::Yielded { id });
@@ -355,11 +366,12 @@ impl<S: Steer> Client<S> {
                     Err(e) => eprintln!("cupreempt: scheduler's preemption failed: {e}"),
                 }
             }
-            ServerMsg::Resume { id } => {
+            ServerMsg::Resume { id, sms } => {
                 if let Some(t) = self.kernels.get_mut(&id) {
                     if t.preempted {
-                        match t.kernel.resume() {
-                            Ok(()) => t.preempted = false,
+                        match t.kernel.resume(sms.as_deref()) {
+                            // After a resume of some SMs, others may still be preempted.
+                            Ok(()) => t.preempted = sms.is_some(),
                             Err(e) => eprintln!("cupreempt: scheduler's resume failed: {e}"),
                         }
                     }
@@ -379,7 +391,7 @@ impl<S: Steer> Client<S> {
             );
         }
         for t in self.kernels.values_mut() {
-            if t.preempted && t.kernel.resume().is_ok() {
+            if t.preempted && t.kernel.resume(None).is_ok() {
                 t.preempted = false;
             }
         }
@@ -390,7 +402,8 @@ impl<S: Steer> Client<S> {
         let now = Instant::now();
         let mut out = Vec::new();
         self.kernels.retain(|&id, t| {
-            if !t.preempted && t.kernel.is_complete() {
+            // A kernel preempted on every SM cannot complete; one preempted on some can.
+            if t.kernel.is_complete() {
                 out.push(ClientMsg::Finished { id });
                 return false;
             }
@@ -426,16 +439,22 @@ mod tests {
         resumed: AtomicU32,
         complete: AtomicU32,
         parked: AtomicU32,
+        /// The SMs of the last command (`None`: every SM).
+        last_sms: Mutex<Option<Vec<u32>>>,
     }
     impl Steer for Fake {
-        fn preempt(&mut self) -> Result<(), String> {
+        fn preempt(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
             self.0.preempted.fetch_add(1, Ordering::SeqCst);
             self.0.parked.store(1, Ordering::SeqCst);
+            *self.0.last_sms.lock().unwrap() = sms.map(<[u32]>::to_vec);
             Ok(())
         }
-        fn resume(&mut self) -> Result<(), String> {
+        fn resume(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
             self.0.resumed.fetch_add(1, Ordering::SeqCst);
-            self.0.parked.store(0, Ordering::SeqCst);
+            if sms.is_none() {
+                self.0.parked.store(0, Ordering::SeqCst);
+            }
+            *self.0.last_sms.lock().unwrap() = sms.map(<[u32]>::to_vec);
             Ok(())
         }
         fn progress(&self) -> Result<(u64, u64), String> {
@@ -515,10 +534,10 @@ mod tests {
             } => assert_eq!((id, tasks, priority, weight), (1, 4096, 7, 2.0)),
             other => panic!("expected the launch, got {other:?}"),
         }
-        write_msg(&mut daemon, &ServerMsg::Preempt { id: 1 }).unwrap();
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 1, sms: None }).unwrap();
         assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 1 });
         assert_eq!(k.0.preempted.load(Ordering::SeqCst), 1);
-        write_msg(&mut daemon, &ServerMsg::Resume { id: 1 }).unwrap();
+        write_msg(&mut daemon, &ServerMsg::Resume { id: 1, sms: None }).unwrap();
         until("the resume", || k.0.resumed.load(Ordering::SeqCst) == 1);
         k.0.complete.store(1, Ordering::SeqCst);
         assert_eq!(recv(&mut daemon), ClientMsg::Finished { id: 1 });
@@ -527,7 +546,7 @@ mod tests {
         let k2 = Fake::default();
         launches.send(k2.clone()).unwrap();
         assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 2, .. }));
-        write_msg(&mut daemon, &ServerMsg::Preempt { id: 2 }).unwrap();
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 2, sms: None }).unwrap();
         assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 2 });
         drop(daemon);
         until("the resume after the daemon left", || {
@@ -578,6 +597,47 @@ mod tests {
             assert!(matches!(recv(d), ClientMsg::Launch { id, .. } if id == round));
             // The program waits for the kernel, then launches the next one at once.
             k.0.complete.store(1, Ordering::SeqCst);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Spatial commands: the SMs named reach the kernel, `yielded` answers, and a kernel still
+    /// running on other SMs reports its end.
+    #[test]
+    fn commands_for_some_sms_reach_the_kernel() {
+        let (dir, path, listener) = daemon_socket("spatial");
+        let launches = start(&path, None);
+        let k = Fake::default();
+        launches.send(k.clone()).unwrap();
+        let mut daemon = accept(&listener);
+        assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 1, .. }));
+        let preempt = ServerMsg::Preempt {
+            id: 1,
+            sms: Some(vec![0, 2, 131]),
+        };
+        write_msg(&mut daemon, &preempt).unwrap();
+        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 1 });
+        assert_eq!(*k.0.last_sms.lock().unwrap(), Some(vec![0, 2, 131]));
+        let resume = ServerMsg::Resume {
+            id: 1,
+            sms: Some(vec![2]),
+        };
+        write_msg(&mut daemon, &resume).unwrap();
+        until("the resume of SM 2", || {
+            k.0.resumed.load(Ordering::SeqCst) == 1
+        });
+        assert_eq!(*k.0.last_sms.lock().unwrap(), Some(vec![2]));
+        // Still preempted on SMs 0 and 131, it runs on the others and ends.
+        k.0.complete.store(1, Ordering::SeqCst);
+        loop {
+            match recv(&mut daemon) {
+                ClientMsg::Finished { id } => {
+                    assert_eq!(id, 1);
+                    break;
+                }
+                ClientMsg::Progress { .. } => {}
+                other => panic!("expected finished, got {other:?}"),
+            }
         }
         let _ = std::fs::remove_dir_all(&dir);
     }
