@@ -47,10 +47,12 @@ pub struct Command {
 }
 
 /// Policies of `cupreempt_sched::policies::NAMES` that need commands the runtime does not take
-/// from the daemon yet: revocation (TReM) and SM shares (spatial).
-const NEEDS_MORE: [&str; 3] = ["priority", "elastic", "spatial"];
+/// from the daemon yet: revocation (TReM's priority and elastic).
+const NEEDS_MORE: [&str; 2] = ["priority", "elastic"];
 
-/// The policies that work on live kernels: the whole-GPU ones that preempt.
+/// The policies that work on live kernels: the whole-GPU ones that preempt, and `spatial`,
+/// which gives kernels shares of the SMs (physical SM ids: every process's kernels must be on
+/// the GPU at once, under MPS, for shares to mean anything).
 pub fn policies() -> impl Iterator<Item = &'static str> {
     cupreempt_sched::policies::NAMES
         .iter()
@@ -74,6 +76,13 @@ pub struct Live {
     /// ran before: its measured duration once it finishes.
     running_since: Vec<Option<f64>>,
     ran: Vec<f64>,
+    /// The SMs a kernel that shares its GPU (`RunOn`) holds.
+    held: Vec<Vec<u32>>,
+    /// The SMs a kernel is giving up (`Resize` to fewer), until it has yielded them.
+    shrinking: Vec<Option<Vec<u32>>>,
+    /// `preempt` commands sent whose `yielded` has not come yet (one answers each): only the
+    /// answer to the last one tells the kernel's state.
+    unanswered: Vec<u32>,
 }
 
 impl Live {
@@ -112,6 +121,9 @@ impl Live {
             estimator: Estimator::new(0.1, default_estimate_us),
             running_since: Vec::new(),
             ran: Vec::new(),
+            held: Vec::new(),
+            shrinking: Vec::new(),
+            unanswered: Vec::new(),
         })
     }
 
@@ -141,6 +153,11 @@ impl Live {
             .priority(l.priority)
             .weight(l.weight);
         spec.name = l.kernel.to_string();
+        // A launch of fewer tasks than SMs cannot use more SMs than it has tasks (a task is one
+        // of its original blocks): what a share of the SMs is worth to it (`spatial`).
+        if l.tasks < self.sys.sms as u64 {
+            spec.max_sms = l.tasks.max(1) as u32;
+        }
         spec.features = l
             .features
             .filter(|f| f.iter().all(|x| x.is_finite() && *x >= 0.0));
@@ -156,6 +173,9 @@ impl Live {
         self.told.push(Told::Run);
         self.running_since.push(Some(now));
         self.ran.push(0.0);
+        self.held.push(Vec::new());
+        self.shrinking.push(None);
+        self.unanswered.push(0);
         self.tasks.push(l.tasks.max(1));
         self.ids.insert((conn, id), k);
         Ok(self.event(now, Event::Arrived(k)))
@@ -171,6 +191,25 @@ impl Live {
 
     pub fn yielded(&mut self, now: f64, conn: ConnId, id: u64) -> Result<Vec<Command>, String> {
         let k = self.kernel(conn, id)?;
+        self.unanswered[k] = self.unanswered[k].saturating_sub(1);
+        if self.unanswered[k] > 0 {
+            return Ok(Vec::new()); // a later command's answer tells
+        }
+        if self.told[k] == Told::Run {
+            // A spatial preemption: the SMs it gave up are free now.
+            let Some(gone) = self.shrinking[k].take() else {
+                return Ok(Vec::new()); // resumed meanwhile, or the SMs it never held
+            };
+            self.held[k].retain(|s| !gone.contains(s));
+            let kv = &mut self.sys.kernels[k];
+            if let Some(g) = kv.gpu {
+                let n = gone.len() as u32;
+                kv.sms -= n.min(kv.sms);
+                self.sys.used_sms[g] -= n.min(self.sys.used_sms[g]);
+            }
+            self.sys.kernels[k].shrinks += 1;
+            return Ok(self.event(now, Event::Shrunk(k)));
+        }
         if self.told[k] != Told::Yield {
             return Ok(Vec::new()); // resumed meanwhile: this report is stale
         }
@@ -273,12 +312,40 @@ impl Live {
     }
 
     fn leave_gpu(&mut self, k: usize) {
+        self.held[k].clear();
+        self.shrinking[k] = None;
         if let Some(g) = self.sys.kernels[k].gpu.take() {
             if self.sys.gpus[g] == Some(k) {
                 self.sys.gpus[g] = None;
             }
-            self.sys.used_sms[g] = 0;
+            let sms = self.sys.kernels[k].sms;
+            self.sys.used_sms[g] -= sms.min(self.sys.used_sms[g]);
             self.sys.kernels[k].sms = 0;
+        }
+    }
+
+    /// The SMs of `gpu` that no kernel holds (lowest first): none while one holds it whole.
+    fn free_sm_ids(&self, gpu: usize) -> Vec<u32> {
+        if self.sys.gpus[gpu].is_some() {
+            return Vec::new();
+        }
+        let taken: std::collections::BTreeSet<u32> = self
+            .sys
+            .active
+            .iter()
+            .filter(|&&k| self.sys.kernels[k].gpu == Some(gpu))
+            .flat_map(|&k| self.held[k].iter().copied())
+            .collect();
+        (0..self.sys.sms).filter(|s| !taken.contains(s)).collect()
+    }
+
+    /// Sends `preempt` (on `sms`, or every SM) and counts it until its `yielded`.
+    fn preempt_command(&mut self, k: usize, sms: Option<Vec<u32>>) -> Command {
+        self.unanswered[k] += 1;
+        let (conn, id) = self.owner[k];
+        Command {
+            conn,
+            msg: ServerMsg::Preempt { id, sms },
         }
     }
 
@@ -300,11 +367,16 @@ impl Live {
         {
             return out;
         }
-        for &k in &self.sys.active {
-            if self.sys.kernels[k].status == Status::Ready && self.told[k] == Told::Run {
-                self.told[k] = Told::Yield;
-                out.push(self.command(k, |id| ServerMsg::Preempt { id, sms: None }));
-            }
+        let leave: Vec<usize> = self
+            .sys
+            .active
+            .iter()
+            .copied()
+            .filter(|&k| self.sys.kernels[k].status == Status::Ready && self.told[k] == Told::Run)
+            .collect();
+        for k in leave {
+            self.told[k] = Told::Yield;
+            out.push(self.preempt_command(k, None));
         }
         out
     }
@@ -342,10 +414,97 @@ impl Live {
             Action::Preempt { kernel: k } => {
                 if self.sys.kernels[k].status == Status::Running {
                     self.sys.kernels[k].status = Status::Yielding;
+                    // A spatial preemption under way is overtaken: it leaves every SM.
+                    self.shrinking[k] = None;
                     if self.told[k] == Told::Run {
                         self.told[k] = Told::Yield;
-                        out.push(self.command(k, |id| ServerMsg::Preempt { id, sms: None }));
+                        let c = self.preempt_command(k, None);
+                        out.push(c);
                     }
+                }
+            }
+            Action::RunOn {
+                kernel: k,
+                gpu,
+                sms,
+            } => {
+                if gpu >= self.sys.gpus.len()
+                    || self.sys.kernels[k].status != Status::Ready
+                    || sms == 0
+                    || sms > self.sys.free_sms(gpu)
+                {
+                    return; // not what the policy believes: ignore rather than double-book
+                }
+                let free = self.free_sm_ids(gpu);
+                if free.len() < sms as usize {
+                    return;
+                }
+                let mine: Vec<u32> = free[..sms as usize].to_vec();
+                let kv = &mut self.sys.kernels[k];
+                kv.status = Status::Running;
+                kv.gpu = Some(gpu);
+                kv.sms = sms;
+                kv.run_since = now;
+                self.sys.used_sms[gpu] += sms;
+                self.held[k] = mine.clone();
+                match self.told[k] {
+                    // On the GPU everywhere since its launch: it leaves the SMs of the others.
+                    Told::Run => {
+                        let others: Vec<u32> =
+                            (0..self.sys.sms).filter(|s| !mine.contains(s)).collect();
+                        if !others.is_empty() {
+                            let c = self.preempt_command(k, Some(others));
+                            out.push(c);
+                        }
+                    }
+                    Told::Yield | Told::Parked => {
+                        if self.told[k] == Told::Parked {
+                            self.running_since[k] = Some(now);
+                        }
+                        self.told[k] = Told::Run;
+                        out.push(self.command(k, |id| ServerMsg::Resume {
+                            id,
+                            sms: Some(mine.clone()),
+                        }));
+                    }
+                    Told::Done => {}
+                }
+            }
+            Action::Resize { kernel: k, sms } => {
+                let kv = &self.sys.kernels[k];
+                let Some(g) = kv.gpu else { return };
+                if kv.status != Status::Running
+                    || self.sys.gpus[g] == Some(k)
+                    || self.shrinking[k].is_some()
+                    || sms == 0
+                    || self.told[k] != Told::Run
+                {
+                    return; // not a share the daemon can change now
+                }
+                let have = kv.sms;
+                if sms > have {
+                    let add: Vec<u32> = self
+                        .free_sm_ids(g)
+                        .into_iter()
+                        .take((sms - have) as usize)
+                        .collect();
+                    if add.len() < (sms - have) as usize {
+                        return;
+                    }
+                    self.held[k].extend(&add);
+                    self.sys.kernels[k].sms = sms;
+                    self.sys.used_sms[g] += sms - have;
+                    out.push(self.command(k, |id| ServerMsg::Resume {
+                        id,
+                        sms: Some(add.clone()),
+                    }));
+                } else if sms < have {
+                    // Its last SMs go; they are free once it has yielded them (`yielded`).
+                    let keep = sms as usize;
+                    let give: Vec<u32> = self.held[k].iter().skip(keep).copied().collect();
+                    self.shrinking[k] = Some(give.clone());
+                    let c = self.preempt_command(k, Some(give));
+                    out.push(c);
                 }
             }
             Action::SetTimer { gpu, at } => {
@@ -354,8 +513,8 @@ impl Live {
                 }
             }
             Action::SetTick { at } => self.tick = Some(at),
-            // Only policies outside `policies()` ask for these.
-            Action::RunOn { .. } | Action::Resize { .. } | Action::Revoke { .. } => {}
+            // Only policies outside `policies()` ask for this.
+            Action::Revoke { .. } => {}
         }
     }
 }
@@ -385,6 +544,107 @@ mod tests {
             conn,
             msg: ServerMsg::Resume { id, sms: None },
         }
+    }
+
+    type SmSets = HashMap<(ConnId, u64), std::collections::BTreeSet<u32>>;
+
+    /// The SMs `sms` names (`None`: every SM).
+    fn named(sms: &Option<Vec<u32>>, total: u32) -> std::collections::BTreeSet<u32> {
+        match sms {
+            Some(v) => v.iter().copied().collect(),
+            None => (0..total).collect(),
+        }
+    }
+
+    /// No SM runs two kernels.
+    fn assert_disjoint(on: &SmSets) {
+        let sets: Vec<_> = on.iter().collect();
+        for (x, (ka, a)) in sets.iter().enumerate() {
+            for (kb, b) in &sets[x + 1..] {
+                let both: Vec<_> = a.intersection(b).collect();
+                assert!(both.is_empty(), "{ka:?} and {kb:?} both on SMs {both:?}");
+            }
+        }
+    }
+
+    /// `spatial`: kernels of three programs share the SMs. Played as the runtime would: a
+    /// resumption takes effect at once, a preemption only when the kernel has yielded (the
+    /// daemon hears `yielded` then). At every moment no SM runs two kernels: a share is given
+    /// only after the SMs it takes were left. Once two have finished, the third grows.
+    #[test]
+    fn spatial_shares_are_disjoint_sets_of_sms() {
+        let total = 132;
+        let all: std::collections::BTreeSet<u32> = (0..total).collect();
+        let mut l = Live::new("spatial", 1, total, 1000.0, 1000.0).unwrap();
+        let mut on: SmSets = HashMap::new();
+        // Commands not yet in effect, in order: a program applies its commands one after the
+        // other, and a preemption is in effect once the kernel has yielded.
+        let mut pending: Vec<(ConnId, ServerMsg)> = Vec::new();
+        let take = |cmds: Vec<Command>, on: &mut SmSets, pending: &mut Vec<_>| {
+            for c in cmds {
+                let waits = pending.iter().any(|(conn, _)| *conn == c.conn);
+                match c.msg {
+                    ServerMsg::Resume { id, sms } if !waits => on
+                        .entry((c.conn, id))
+                        .or_default()
+                        .extend(named(&sms, total)),
+                    ServerMsg::Error { message } => panic!("error sent: {message}"),
+                    msg => pending.push((c.conn, msg)),
+                }
+            }
+        };
+        let mut t = 0.0;
+        // Tasks: 40 and 40 (each can use only that many SMs, so shares leave SMs free), then
+        // 100, which needs SMs that the others must give up first.
+        for (conn, tasks) in [(1u64, 40u64), (2, 40), (3, 100)] {
+            t += 10.0;
+            // A launch is on every SM before the daemon hears of it; until then the GPU
+            // shares them as it likes, so the check starts once its commands are in.
+            let cmds = l.launch(t, conn, 1, &info("k", tasks, 0, 1.0)).unwrap();
+            on.insert((conn, 1), all.clone());
+            take(cmds, &mut on, &mut pending);
+            // The preemptions land one by one, the oldest first.
+            while !pending.is_empty() {
+                let (c, msg) = pending.remove(0);
+                let (id, sms) = match msg {
+                    ServerMsg::Resume { id, sms } => {
+                        on.entry((c, id)).or_default().extend(named(&sms, total));
+                        continue;
+                    }
+                    ServerMsg::Preempt { id, sms } => (id, sms),
+                    ServerMsg::Error { .. } => unreachable!(),
+                };
+                if let Some(s) = on.get_mut(&(c, id)) {
+                    let gone = named(&sms, total);
+                    s.retain(|x| !gone.contains(x));
+                }
+                t += 1.0;
+                let cmds = l.yielded(t, c, id).unwrap();
+                take(cmds, &mut on, &mut pending);
+                if pending.is_empty() {
+                    assert_disjoint(&on);
+                }
+            }
+            assert_disjoint(&on);
+        }
+        assert!(
+            on.values().all(|s| !s.is_empty()),
+            "every kernel runs: {on:?}"
+        );
+        // Two finish: the third grows onto the SMs they leave.
+        for conn in [1, 2] {
+            t += 100.0;
+            on.remove(&(conn, 1));
+            let cmds = l.finished(t, conn, 1).unwrap();
+            take(cmds, &mut on, &mut pending);
+            assert!(
+                pending.is_empty(),
+                "a finished kernel's SMs need no preemption"
+            );
+            assert_disjoint(&on);
+        }
+        // Its 100 tasks can use 100 SMs; shares come in steps of 8.
+        assert!(on[&(3, 1)].len() >= 96, "{on:?}");
     }
 
     #[test]
@@ -478,7 +738,7 @@ mod tests {
 
     #[test]
     fn policies_the_daemon_cannot_run_are_refused() {
-        for p in ["priority", "elastic", "spatial", "nosuch"] {
+        for p in ["priority", "elastic", "nosuch"] {
             assert!(Live::new(p, 1, 132, 1.0, 1.0).is_err(), "{p}");
         }
         for p in policies() {

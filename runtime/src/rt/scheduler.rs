@@ -363,7 +363,13 @@ impl<S: Steer> Client<S> {
                     }
                     // Completed between the look and the command: `finished` follows.
                     Err(_) if t.kernel.is_complete() => {}
-                    Err(e) => eprintln!("cupreempt: scheduler's preemption failed: {e}"),
+                    // The daemon counts one `yielded` per `preempt` (SMs that had yielded
+                    // already are an error here, and yielded all the same).
+                    Err(e) => {
+                        eprintln!("cupreempt: scheduler's preemption failed: {e}");
+                        t.preempted = true;
+                        self.send(&ClientMsg::Yielded { id });
+                    }
                 }
             }
             ServerMsg::Resume { id, sms } => {
