@@ -1,7 +1,8 @@
 // Probe for cupreemptd's priority experiment (docs/daemon.md; scripts/probes/daemon_priority.sh
 // builds it transformed and runs it as two processes):
 //   batch SECONDS   keeps the GPU busy with long kernels (about 20 ms each, blocks of about
-//                   100 us) for SECONDS
+//                   100 us) for SECONDS; prints the kernels finished (PROBE_ITERS=N: N
+//                   iterations per block instead of calibrating)
 //   urgent COUNT    COUNT times: waits 2-10 ms (random), launches a short kernel (about 0.1 ms
 //                   alone) and waits for it; prints the turnaround's p50, p99 and mean in µs
 // Both launch `spin`, whose blocks run a chain of dependent multiply-adds.
@@ -65,7 +66,10 @@ int main(int argc, char** argv) {
   check(cudaMalloc(&p, (size_t)blocks * 256 * sizeof(float)), "cudaMalloc");
   check(cudaMemset(p, 0, (size_t)blocks * 256 * sizeof(float)), "cudaMemset");
   if (std::strcmp(argv[1], "batch") == 0) {
-    const int iters = calibrate(p, blocks, 20000.0);
+    // PROBE_ITERS: the iterations of an earlier run (processes calibrating side by side
+    // would each find the GPU half as fast).
+    const char* fixed = std::getenv("PROBE_ITERS");
+    const int iters = fixed ? std::atoi(fixed) : calibrate(p, blocks, 20000.0);
     const double end = now_us() + std::atof(argv[2]) * 1e6;
     int launches = 0;
     while (now_us() < end) {
@@ -73,7 +77,7 @@ int main(int argc, char** argv) {
       check(cudaDeviceSynchronize(), "batch");
       ++launches;
     }
-    std::printf("batch: %d launches\n", launches);
+    std::printf("batch: %d launches (iters %d)\n", launches, iters);
     return 0;
   }
   const int iters = calibrate(p, blocks, 100.0);

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# cupreemptd's shares experiment (docs/daemon.md): two processes that keep the GPU busy with
+# long kernels (scripts/probes/daemon_priority.cu's `batch` mode, 20 ms kernels of 100 us
+# blocks), side by side under MPS (started here, as root or the GPU's owner): each alone, both
+# with no scheduler, and both under cupreemptd with each policy of PROBE_POLICIES (weights 2:1
+# for the first and the second). Prints each process's kernels finished in PROBE_SECONDS: its
+# share of the GPU's throughput. On a GPU machine with nvcc.
+# Usage: scripts/probes/daemon_shares.sh [BIN_DIR]   (cupreempt, cupreemptd,
+#   libcupreempt_runtime.so; default target/release)
+# Env: PROBE_SECONDS=8, PROBE_POLICIES="spatial ffs", PROBE_LOG=DIR (daemon logs).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=$(realpath "${1:-target/release}")
+work=$(mktemp -d)
+logs=${PROBE_LOG:-$work}
+secs=${PROBE_SECONDS:-8}
+"$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu" 2>/dev/null
+nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
+  -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
+export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d || { echo "the MPS control daemon cannot be started here"; exit 1; }
+trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
+sleep 1
+alone=$("$work/prog" batch "$secs")
+echo "alone: $alone"
+# Both processes run the alone run's kernels (calibrating side by side would halve them).
+export PROBE_ITERS=$(echo "$alone" | sed -n 's/.*iters \([0-9]*\).*/\1/p')
+pair() {  # LABEL [ENV...]: the two processes at once
+  local label=$1
+  shift
+  env "$@" CUPREEMPT_WEIGHT=2 "$work/prog" batch "$secs" >"$work/a.txt" &
+  local a=$!
+  env "$@" CUPREEMPT_WEIGHT=1 "$work/prog" batch "$secs" >"$work/b.txt" &
+  local b=$!
+  wait $a $b
+  echo "$label: first (weight 2) $(cat "$work/a.txt"); second (weight 1) $(cat "$work/b.txt")"
+}
+pair "no scheduler"
+for policy in ${PROBE_POLICIES:-spatial ffs}; do
+  "$bin/cupreemptd" --socket "$work/sock-$policy" --policy "$policy" --verbose \
+    2>"$logs/daemon-shares-$policy.log" &
+  d=$!
+  sleep 0.5
+  pair "cupreemptd --policy $policy" CUPREEMPT_SCHEDULER="$work/sock-$policy"
+  kill -TERM $d
+  wait $d || true
+  echo "  daemon: $(grep -c 'Preempt' "$logs/daemon-shares-$policy.log") preempt commands"
+done
