@@ -245,6 +245,51 @@ fn priorities_preempt_and_resume_across_programs() {
     assert_eq!(batch.recv(), ServerMsg::Resume { id: 1, sms: None });
 }
 
+/// `--policy spatial` as a process: a launch of 40 tasks may use 40 SMs, so it is told to
+/// leave the others; a second one gets SMs the first does not hold.
+#[test]
+fn spatial_shares_reach_programs_as_sm_sets() {
+    let d = Daemon::start("spatial", &["--policy", "spatial", "--sms", "132"]);
+    let sms_of = |m: ServerMsg| match m {
+        ServerMsg::Preempt {
+            id: 1,
+            sms: Some(s),
+        } => s,
+        other => panic!("expected a preemption of some SMs, got {other:?}"),
+    };
+    let mut a = d.client();
+    let launch = |c: &mut Client, tasks: u64| {
+        c.send(&ClientMsg::Launch {
+            id: 1,
+            kernel: "share".into(),
+            tasks,
+            priority: 0,
+            weight: 1.0,
+            estimate_us: Some(1e6),
+            features: None,
+        })
+    };
+    launch(&mut a, 40);
+    let left_a = sms_of(a.recv());
+    assert_eq!(left_a.len(), 132 - 40, "{left_a:?}");
+    a.send(&ClientMsg::Yielded { id: 1 });
+    let mut b = d.client();
+    launch(&mut b, 40);
+    let left_b = sms_of(b.recv());
+    assert_eq!(left_b.len(), 132 - 40, "{left_b:?}");
+    // Each runs on the SMs it was not told to leave: those of a and b are disjoint.
+    let runs = |left: &[u32]| {
+        (0..132u32)
+            .filter(|s| !left.contains(s))
+            .collect::<Vec<_>>()
+    };
+    let (ra, rb) = (runs(&left_a), runs(&left_b));
+    assert!(
+        ra.iter().all(|s| !rb.contains(s)),
+        "{ra:?} and {rb:?} overlap"
+    );
+}
+
 #[test]
 fn a_program_that_dies_mid_kernel_or_mid_frame_releases_the_gpu() {
     let d = Daemon::start("dies", &["--policy", "fifo"]);
