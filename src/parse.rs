@@ -40,17 +40,28 @@ const CALLING_CONVENTIONS: &[&str] = &[
 /// calling-convention macros and `__align__(N)` blanked (they only change how the compiler lays
 /// out or calls what they qualify, never what a kernel computes), the stars and `const` of an
 /// array `new` of pointers blanked, and a keyword type in `typeid(...)` turned into an
-/// identifier. Same length, newlines kept, so offsets into it are offsets into `src`; only the
-/// grammar reads it.
+/// identifier; and preprocessor conditionals inside parentheses (`conditionals_in_parens`)
+/// blanked, so that a parameter or argument list reads as every conditional part included.
+/// Same length, newlines kept, so offsets into it are offsets into `src`; only the grammar
+/// reads it.
 pub fn masked(src: &str) -> Option<String> {
+    let conditionals = conditionals_in_parens(src);
     if !src.contains("__align__")
         && !src.contains("new ")
         && !src.contains("typeid")
         && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
+        && conditionals.is_empty()
     {
         return None;
     }
     let mut bytes = src.as_bytes().to_vec();
+    for r in conditionals {
+        for b in &mut bytes[r] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    }
     let word_at = |at: usize, w: &str| {
         let before = at.checked_sub(1).map(|i| src.as_bytes()[i]);
         let after = src.as_bytes().get(at + w.len()).copied();
@@ -127,6 +138,98 @@ pub fn masked(src: &str) -> Option<String> {
     }
     // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
     String::from_utf8(bytes).ok()
+}
+
+/// Lines of `#if`, `#ifdef`, `#ifndef` and `#endif` inside parentheses (a parameter or argument
+/// list that the preprocessor chooses from), where each such group inside one pair of
+/// parentheses has no `#else` or `#elif` (then every part included is one valid list; with
+/// them it could name a parameter twice, and the list is left to the grammar). Comments,
+/// string and character literals are skipped; a directive line is not code.
+fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("#if") {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    // Per open parenthesis: its directive lines, and whether one was #else/#elif.
+    let mut open: Vec<(Vec<std::ops::Range<usize>>, bool)> = Vec::new();
+    let mut i = 0;
+    let mut line_start = true;
+    while i < b.len() {
+        let c = b[i];
+        if line_start {
+            let ws = b[i..]
+                .iter()
+                .take_while(|&&x| x == b' ' || x == b'\t')
+                .count();
+            if b.get(i + ws) == Some(&b'#') {
+                let mut end = i;
+                // The directive, with its backslash continuations.
+                while end < b.len() {
+                    if b[end] == b'\n' {
+                        if end > 0 && b[end - 1] == b'\\' {
+                            end += 1;
+                            continue;
+                        }
+                        break;
+                    }
+                    end += 1;
+                }
+                let word: String = src[i + ws + 1..end]
+                    .trim_start()
+                    .chars()
+                    .take_while(|ch| ch.is_ascii_alphabetic())
+                    .collect();
+                if let Some((lines, other)) = open.last_mut() {
+                    match word.as_str() {
+                        "if" | "ifdef" | "ifndef" | "endif" => lines.push(i..end),
+                        "else" | "elif" | "elifdef" | "elifndef" => *other = true,
+                        _ => {}
+                    }
+                }
+                i = end;
+                continue;
+            }
+            line_start = false;
+        }
+        match c {
+            b'\n' => line_start = true,
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 2;
+                continue;
+            }
+            b'"' | b'\'' => {
+                i += 1;
+                while i < b.len() && b[i] != c && b[i] != b'\n' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'(' => open.push((Vec::new(), false)),
+            b')' => {
+                if let Some((lines, other)) = open.pop() {
+                    if !other && !lines.is_empty() && lines.len() % 2 == 0 {
+                        out.extend(lines);
+                    }
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out
 }
 
 /// Byte ranges of ERROR and MISSING nodes, outermost only.

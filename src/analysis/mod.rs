@@ -232,10 +232,13 @@ fn declared_only<'t>(
 ) -> Vec<FunctionSite<'t>> {
     let mut out: Vec<FunctionSite<'t>> = Vec::new();
     for d in declarations {
+        // A parameter list that the preprocessor chooses from stays out: the weak declarations
+        // of the wrappers would need its configurations too.
         let plain = d.global_kw.is_some()
             && !d.is_template()
             && d.linkage.is_none()
-            && d.problems.is_empty();
+            && d.problems.is_empty()
+            && !d.has_conditional_params();
         let defined = kernels
             .iter()
             .any(|k| k.name == d.name && k.scope == d.scope);

@@ -308,7 +308,7 @@ impl<'t> Scanner<'t, '_> {
                 ),
             );
         }
-        let param_list = self.params(params, &mut problems);
+        let (param_list, params_after) = self.params(params, &mut problems);
         let template_params = match template {
             Some(t) => self.template_params(t),
             None => Vec::new(),
@@ -333,19 +333,34 @@ impl<'t> Scanner<'t, '_> {
             name_node,
             params,
             param_list,
+            params_after,
             body,
             pragmas,
             problems,
         })
     }
 
-    fn params(&self, list: Node<'t>, problems: &mut Vec<Diagnostic>) -> Vec<Param> {
+    /// The parameters, and the preprocessor lines after the last one (`FunctionSite`).
+    fn params(&self, list: Node<'t>, problems: &mut Vec<Diagnostic>) -> (Vec<Param>, String) {
         let k = kinds();
         let mut out = Vec::new();
         let mut c = list.walk();
+        let mut prev_end = list.start_byte() + 1;
         for (i, p) in list.named_children(&mut c).enumerate() {
             if p.kind_id() == k.comment {
                 continue;
+            }
+            let before = directive_lines(&self.src[prev_end..p.start_byte()]);
+            prev_end = p.end_byte();
+            if out.is_empty() && !before.is_empty() {
+                problems.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        "the first parameter is chosen by the preprocessor",
+                    )
+                    .label(p.byte_range(), "this parameter")
+                    .help("put a parameter that every configuration has first"),
+                );
             }
             let ptext = text(p, self.src).to_string();
             if ptext.trim() == "void" {
@@ -369,6 +384,7 @@ impl<'t> Scanner<'t, '_> {
                     name,
                     named: true,
                     pack,
+                    before,
                 }),
                 None => {
                     let abstract_shape = decl.is_some_and(|d| {
@@ -390,11 +406,14 @@ impl<'t> Scanner<'t, '_> {
                         name: vocab::unnamed_param(i),
                         named: false,
                         pack,
+                        before,
                     });
                 }
             }
         }
-        out
+        let after =
+            directive_lines(&self.src[prev_end..list.end_byte().saturating_sub(1).max(prev_end)]);
+        (out, after)
     }
 
     fn template_params(&self, template: Node<'t>) -> Vec<TemplateParam> {
@@ -606,4 +625,14 @@ fn find_function_declarator(func: Node) -> Option<Node> {
         }
         d = d.child_by_field_id(crate::lang::fields().declarator)?;
     }
+}
+
+/// The preprocessor lines of `text` (a stretch of a parameter list between two parameters),
+/// one per line, trimmed; empty when there are none.
+fn directive_lines(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

@@ -21,6 +21,11 @@ pub struct Param {
     pub named: bool,
     /// `Ts... args`: forwarded as `args...`.
     pub pack: bool,
+    /// Preprocessor lines between the previous parameter (or the `(`) and this one, such as
+    /// `#ifndef FIXED_WIDTH` (the masked view of the grammar blanks them, `parse::masked`);
+    /// empty when there are none. Generated lists repeat them, so each configuration gets its
+    /// own parameters.
+    pub before: String,
 }
 
 impl Param {
@@ -71,6 +76,8 @@ pub struct FunctionSite<'t> {
     pub name_node: Node<'t>,
     pub params: Node<'t>,
     pub param_list: Vec<Param>,
+    /// Preprocessor lines after the last parameter (`#endif`), like `Param::before`.
+    pub params_after: String,
     pub body: Node<'t>,
     pub pragmas: Pragmas,
     /// Why this function's header cannot be rewritten (empty when it can).
@@ -91,19 +98,39 @@ impl FunctionSite<'_> {
     }
     /// `a, b, args...`
     pub fn forward_args(&self) -> String {
-        self.param_list
-            .iter()
-            .map(Param::forward)
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.join_params(Param::forward)
     }
     /// Parameter declarations, every one named.
     pub fn named_params(&self) -> String {
-        self.param_list
-            .iter()
-            .map(Param::declaration)
-            .collect::<Vec<_>>()
-            .join(", ")
+        self.join_params(Param::declaration)
+    }
+    /// `f` of each parameter, separated by commas, with the preprocessor lines of the list in
+    /// their places (each on a line of its own, the comma after them: a parameter that a
+    /// configuration leaves out takes its comma with it; the first parameter is never
+    /// conditional, `scan`).
+    pub fn join_params(&self, f: impl Fn(&Param) -> String) -> String {
+        let mut out = String::new();
+        for (i, p) in self.param_list.iter().enumerate() {
+            if !p.before.is_empty() {
+                out.push('\n');
+                out.push_str(&p.before);
+                out.push('\n');
+            }
+            if i > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(&f(p));
+        }
+        if !self.params_after.is_empty() {
+            out.push('\n');
+            out.push_str(&self.params_after);
+            out.push('\n');
+        }
+        out
+    }
+    /// Whether preprocessor lines choose some of its parameters.
+    pub fn has_conditional_params(&self) -> bool {
+        !self.params_after.is_empty() || self.param_list.iter().any(|p| !p.before.is_empty())
     }
 }
 

@@ -273,12 +273,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     };
     // The members' declarators: function pointer types for overloads (they pick the overload),
     // `auto` otherwise.
-    let types = k
-        .param_list
-        .iter()
-        .map(|p| strip_default(&p.declaration()))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let types = k.join_params(|p| strip_default(&p.declaration()));
     let member = |name: &str, params: &str| {
         if plan.overloaded {
             format!("void (*{name})({params})")
