@@ -220,7 +220,16 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
             b'(' => open.push((Vec::new(), false)),
             b')' => {
                 if let Some((lines, other)) = open.pop() {
-                    if !other && !lines.is_empty() && lines.len() % 2 == 0 {
+                    // Every group opened in these parentheses closes in them.
+                    let opens = lines
+                        .iter()
+                        .filter(|r| {
+                            !src[(*r).clone()].trim_start()[1..]
+                                .trim_start()
+                                .starts_with("endif")
+                        })
+                        .count();
+                    if !other && !lines.is_empty() && opens * 2 == lines.len() {
                         out.extend(lines);
                     }
                 }
@@ -267,6 +276,28 @@ pub fn error_count(src: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn blanked(src: &str) -> Vec<&str> {
+        conditionals_in_parens(src)
+            .into_iter()
+            .map(|r| src[r].trim())
+            .collect()
+    }
+
+    #[test]
+    fn conditionals_inside_parentheses_are_blanked_only_without_else() {
+        let src = "#if A\nint g;\n#endif\nvoid f(int a,\n#ifndef B\n int b,\n#endif\n int c);\n";
+        assert_eq!(blanked(src), ["#ifndef B", "#endif"]);
+        let with_else = "void f(int a,\n#if B\n int b\n#else\n float b\n#endif\n);\n";
+        assert!(blanked(with_else).is_empty());
+        // Parentheses in comments, strings and directives do not count.
+        let noisy = "void f(int a /* ) */, const char* s = \")\",\n#if defined(X) && (Y)\n int x\n#endif\n);\n";
+        assert_eq!(blanked(noisy), ["#if defined(X) && (Y)", "#endif"]);
+        // A group that does not close inside the parentheses stays.
+        let open = "void f(int a\n#if X\n, int b);\n#endif\n";
+        assert!(blanked(open).is_empty());
+        assert!(!parse(src).tree.root_node().has_error());
+    }
 
     #[test]
     fn the_masked_view_blanks_what_the_grammar_cannot_place() {
