@@ -74,9 +74,14 @@ pub fn decide<'t>(
             for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
                 refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
-            if h.needs_ctx && (!h.site.problems.is_empty() || h.site.host) {
+            if h.needs_ctx
+                && (!h.site.problems.is_empty() || h.site.host || h.site.linkage.is_some())
+            {
                 let why = if h.site.host {
                     "a __host__ __device__ helper cannot take the task context".to_string()
+                } else if h.site.linkage.is_some() {
+                    // The context form is a template, and templates have C++ linkage.
+                    "a helper with `extern \"C\"` linkage cannot take the task context".to_string()
                 } else {
                     h.site
                         .problems
