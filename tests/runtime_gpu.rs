@@ -312,17 +312,38 @@ fn spatial(g: &Setup) -> Result<String, String> {
     let sms = g.rt.limits().expect("device limits").sm_count;
     let job = Job::new([20000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
+    // Tasks per ms over a window of about 1 ms, and the progress at its end.
+    let rate = |k: &Kernel| -> Result<(f64, u64, u64), String> {
+        let (t0, a) = (Instant::now(), k.progress().map_err(|e| e.to_string())?);
+        std::thread::sleep(Duration::from_millis(1));
+        let b = k.progress().map_err(|e| e.to_string())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        Ok(((b.done - a.done) as f64 / ms, b.done, b.total))
+    };
     std::thread::sleep(Duration::from_micros(300));
+    let (full, _, _) = rate(&k)?;
     let even = SmSet::from_ids((0..sms).filter(|s| s % 2 == 0)).map_err(|e| e.to_string())?;
     k.preempt(Target::Sms(even)).map_err(|e| e.to_string())?;
     k.wait_yielded().map_err(|e| e.to_string())?;
     let p1 = k.progress().map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_millis(2));
+    let (half, done, total) = rate(&k)?;
     let p2 = k.progress().map_err(|e| e.to_string())?;
-    if p2.done <= p1.done && p2.done < p2.total {
+    // Both windows while tasks were left, or the rates say nothing.
+    if done >= total {
+        return Err(format!(
+            "the kernel ended during the check ({done} of {total}): it proves nothing"
+        ));
+    }
+    if half <= 0.0 {
         return Err(format!(
             "the odd SMs stopped too: {} then {}",
-            p1.done, p2.done
+            p1.done, done
+        ));
+    }
+    // The blocks on the even SMs left: the kernel works at about half its rate.
+    if half > 0.75 * full {
+        return Err(format!(
+            "the even SMs kept working: {half:.0} tasks/ms while yielded, {full:.0} before"
         ));
     }
     k.resume(Target::Sms(even)).map_err(|e| e.to_string())?;
@@ -332,7 +353,7 @@ fn spatial(g: &Setup) -> Result<String, String> {
     sync_within(job.stream, Duration::from_secs(20))?;
     job.check(g)?;
     Ok(format!(
-        "{} of {} tasks done while the even SMs were yielded",
+        "{} of {} tasks done while the even SMs were yielded ({half:.0} tasks/ms, {full:.0} before)",
         p2.done - p1.done,
         p1.total
     ))
