@@ -314,14 +314,22 @@ impl Live {
     fn leave_gpu(&mut self, k: usize) {
         self.held[k].clear();
         self.shrinking[k] = None;
-        if let Some(g) = self.sys.kernels[k].gpu.take() {
-            if self.sys.gpus[g] == Some(k) {
-                self.sys.gpus[g] = None;
-            }
-            let sms = self.sys.kernels[k].sms;
-            self.sys.used_sms[g] -= sms.min(self.sys.used_sms[g]);
-            self.sys.kernels[k].sms = 0;
+        self.sys.vacate(k);
+    }
+
+    /// `resume` (on `sms`, or every SM) for a kernel told to yield, which runs from now.
+    fn resume_command(&mut self, now: f64, k: usize, sms: Option<Vec<u32>>) -> Option<Command> {
+        if !matches!(self.told[k], Told::Yield | Told::Parked) {
+            return None;
         }
+        if self.told[k] == Told::Parked {
+            self.running_since[k] = Some(now);
+        }
+        self.told[k] = Told::Run;
+        Some(self.command(k, |id| ServerMsg::Resume {
+            id,
+            sms: sms.clone(),
+        }))
     }
 
     /// The SMs of `gpu` that no kernel holds (lowest first): none while one holds it whole.
@@ -389,27 +397,10 @@ impl Live {
     fn apply(&mut self, now: f64, action: Action, out: &mut Vec<Command>) {
         match action {
             Action::Run { kernel: k, gpu } => {
-                if gpu >= self.sys.gpus.len()
-                    || self.sys.used_sms[gpu] != 0
-                    || self.sys.kernels[k].status != Status::Ready
-                {
+                if self.sys.place(k, gpu, self.sys.sms, true).is_err() {
                     return; // not what the policy believes: ignore rather than double-book
                 }
-                let sms = self.sys.sms;
-                let kv = &mut self.sys.kernels[k];
-                kv.status = Status::Running;
-                kv.gpu = Some(gpu);
-                kv.sms = sms;
-                kv.run_since = now;
-                self.sys.gpus[gpu] = Some(k);
-                self.sys.used_sms[gpu] = sms;
-                if matches!(self.told[k], Told::Yield | Told::Parked) {
-                    if self.told[k] == Told::Parked {
-                        self.running_since[k] = Some(now);
-                    }
-                    self.told[k] = Told::Run;
-                    out.push(self.command(k, |id| ServerMsg::Resume { id, sms: None }));
-                }
+                out.extend(self.resume_command(now, k, None));
             }
             Action::Preempt { kernel: k } => {
                 if self.sys.kernels[k].status == Status::Running {
@@ -428,24 +419,15 @@ impl Live {
                 gpu,
                 sms,
             } => {
-                if gpu >= self.sys.gpus.len()
-                    || self.sys.kernels[k].status != Status::Ready
-                    || sms == 0
-                    || sms > self.sys.free_sms(gpu)
-                {
+                let free = if gpu < self.sys.gpus.len() {
+                    self.free_sm_ids(gpu)
+                } else {
+                    Vec::new()
+                };
+                if free.len() < sms as usize || self.sys.place(k, gpu, sms, false).is_err() {
                     return; // not what the policy believes: ignore rather than double-book
                 }
-                let free = self.free_sm_ids(gpu);
-                if free.len() < sms as usize {
-                    return;
-                }
                 let mine: Vec<u32> = free[..sms as usize].to_vec();
-                let kv = &mut self.sys.kernels[k];
-                kv.status = Status::Running;
-                kv.gpu = Some(gpu);
-                kv.sms = sms;
-                kv.run_since = now;
-                self.sys.used_sms[gpu] += sms;
                 self.held[k] = mine.clone();
                 match self.told[k] {
                     // On the GPU everywhere since its launch: it leaves the SMs of the others.
@@ -458,14 +440,7 @@ impl Live {
                         }
                     }
                     Told::Yield | Told::Parked => {
-                        if self.told[k] == Told::Parked {
-                            self.running_since[k] = Some(now);
-                        }
-                        self.told[k] = Told::Run;
-                        out.push(self.command(k, |id| ServerMsg::Resume {
-                            id,
-                            sms: Some(mine.clone()),
-                        }));
+                        out.extend(self.resume_command(now, k, Some(mine)))
                     }
                     Told::Done => {}
                 }

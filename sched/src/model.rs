@@ -272,4 +272,47 @@ impl SystemView {
     pub fn running_on(&self, gpu: GpuId) -> Option<&KernelView> {
         self.gpus[gpu].map(|k| &self.kernels[k])
     }
+    /// Puts a ready kernel on `sms` SMs of `gpu` at `now` (`whole`: it holds the GPU alone),
+    /// or says why it cannot go there. The simulator and the daemon both place kernels so.
+    pub fn place(
+        &mut self,
+        kernel: KernelId,
+        gpu: GpuId,
+        sms: u32,
+        whole: bool,
+    ) -> Result<(), &'static str> {
+        if gpu >= self.gpus.len() {
+            return Err("no such GPU");
+        }
+        if (whole && self.used_sms[gpu] > 0) || self.gpus[gpu].is_some() {
+            return Err("the GPU is busy");
+        }
+        if sms == 0 || sms > self.free_sms(gpu) {
+            return Err("that many SMs are not free");
+        }
+        if kernel >= self.kernels.len() || self.kernels[kernel].status != Status::Ready {
+            return Err("the kernel is not ready");
+        }
+        let kv = &mut self.kernels[kernel];
+        kv.status = Status::Running;
+        kv.gpu = Some(gpu);
+        kv.run_since = self.now;
+        kv.sms = sms;
+        self.used_sms[gpu] += sms;
+        if whole {
+            self.gpus[gpu] = Some(kernel);
+        }
+        Ok(())
+    }
+    /// Takes a kernel off its GPU (the SMs it held are free), if it is on one.
+    pub fn vacate(&mut self, kernel: KernelId) {
+        let kv = &mut self.kernels[kernel];
+        if let Some(g) = kv.gpu.take() {
+            if self.gpus[g] == Some(kernel) {
+                self.gpus[g] = None;
+            }
+            self.used_sms[g] -= kv.sms;
+            kv.sms = 0;
+        }
+    }
 }

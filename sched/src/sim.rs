@@ -427,15 +427,8 @@ impl Sim<'_> {
     fn leave_gpu(&mut self, k: KernelId, at: f64) {
         self.close_interval(k, at);
         self.shrink_version[k] += 1;
-        let kv = &mut self.sys.kernels[k];
-        kv.shrinking_to = None;
-        if let Some(g) = kv.gpu.take() {
-            if self.sys.gpus[g] == Some(k) {
-                self.sys.gpus[g] = None;
-            }
-            self.sys.used_sms[g] -= kv.sms;
-            kv.sms = 0;
-        }
+        self.sys.kernels[k].shrinking_to = None;
+        self.sys.vacate(k);
     }
 
     /// Preempting or revoking needs a running kernel.
@@ -458,36 +451,15 @@ impl Sim<'_> {
         whole: bool,
     ) -> Result<(), SimError> {
         let now = self.sys.now;
-        let why = if gpu >= self.sys.gpus.len() {
-            Some("no such GPU")
-        } else if (whole && self.sys.used_sms[gpu] > 0) || self.sys.gpus[gpu].is_some() {
-            Some("the GPU is busy")
-        } else if sms == 0 || sms > self.sys.free_sms(gpu) {
-            Some("that many SMs are not free")
-        } else if kernel >= self.sys.kernels.len()
-            || self.sys.kernels[kernel].status != Status::Ready
-        {
-            Some("the kernel is not ready")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(SimError::BadRun {
-                policy: self.policy.name(),
+        let policy = self.policy.name();
+        self.sys
+            .place(kernel, gpu, sms, whole)
+            .map_err(|why| SimError::BadRun {
+                policy,
                 kernel,
                 gpu,
                 why,
-            });
-        }
-        let kv = &mut self.sys.kernels[kernel];
-        kv.status = Status::Running;
-        kv.gpu = Some(gpu);
-        kv.run_since = now;
-        kv.sms = sms;
-        self.sys.used_sms[gpu] += sms;
-        if whole {
-            self.sys.gpus[gpu] = Some(kernel);
-        }
+            })?;
         self.synced_at[kernel] = now;
         self.started[kernel] = Some((gpu, now));
         self.schedule_end(kernel);
