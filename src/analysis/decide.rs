@@ -74,9 +74,7 @@ pub fn decide<'t>(
             for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
                 refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
-            if h.needs_ctx
-                && (!h.site.problems.is_empty() || h.site.host || h.site.linkage.is_some())
-            {
+            if h.needs_ctx && !h.site.can_take_ctx() {
                 let why = if h.site.host {
                     "a __host__ __device__ helper cannot take the task context".to_string()
                 } else if h.site.linkage.is_some() {

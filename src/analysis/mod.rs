@@ -208,9 +208,10 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     number_overloads(&mut kernels);
     if opts.helpers_for_other_files {
         // Kernels of other files in the run may call them (`KnownHelper::with_ctx`).
-        for h in helpers.iter_mut().filter(|h| {
-            h.needs_ctx && h.site.problems.is_empty() && !h.site.host && h.site.linkage.is_none()
-        }) {
+        for h in helpers
+            .iter_mut()
+            .filter(|h| h.needs_ctx && h.site.can_take_ctx())
+        {
             h.reached = true;
         }
     }

@@ -128,6 +128,12 @@ impl FunctionSite<'_> {
         }
         out
     }
+    /// Whether, as a helper, it can be given the task context (its context form is a template
+    /// with a context parameter): not `__host__ __device__`, not `extern "C"` (templates have C++
+    /// linkage), and a header the rewrite can read.
+    pub fn can_take_ctx(&self) -> bool {
+        self.problems.is_empty() && !self.host && self.linkage.is_none()
+    }
     /// Whether preprocessor lines choose some of its parameters.
     pub fn has_conditional_params(&self) -> bool {
         !self.params_after.is_empty() || self.param_list.iter().any(|p| !p.before.is_empty())

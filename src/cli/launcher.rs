@@ -237,13 +237,11 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
             c.system.push(PathBuf::from(v));
         } else if let Some(v) = value(&["-x"], &["--x"]) {
             language_cu = v == "cu";
-        } else if let Some(v) = value(&["-optf"], &["--options-file"]) {
+        } else if let Some((files, _)) = options_files_named(&a, next().as_deref()) {
             // Include folders may come in options files (CMake writes them for long lines).
-            for f in v.split(',') {
-                options_file(Path::new(f), &mut c);
+            for f in files {
+                options_file(&f, &mut c);
             }
-        } else if let Some(f) = a.strip_prefix('@') {
-            options_file(Path::new(f), &mut c);
         }
         if matches!(
             flag.as_str(),
@@ -296,6 +294,19 @@ fn options_file_words(path: &Path) -> Vec<OsString> {
         .unwrap_or_default()
 }
 
+/// The options files that argument `a` names (`-optf F` and `--options-file F` with the next
+/// argument `next`, `--options-file=F,G`, `@F`), and how many arguments that takes up.
+fn options_files_named(a: &str, next: Option<&str>) -> Option<(Vec<PathBuf>, usize)> {
+    let list = |v: &str| v.split(',').map(PathBuf::from).collect::<Vec<_>>();
+    if a == "-optf" || a == "--options-file" {
+        return Some((next.map(list).unwrap_or_default(), 2));
+    }
+    if let Some(v) = a.strip_prefix("--options-file=") {
+        return Some((list(v), 1));
+    }
+    a.strip_prefix('@').map(|f| (vec![PathBuf::from(f)], 1))
+}
+
 /// Puts the words of each options file that names a CUDA source (or another such file) in its
 /// place on the command line, so that those sources are transformed like sources named there;
 /// the meaning is the same, as nvcc reads an options file's words where the file is named.
@@ -305,36 +316,25 @@ fn expand_source_options_files(args: Vec<OsString>, depth: usize) -> Vec<OsStrin
     let mut i = 0;
     while i < args.len() {
         let a = args[i].to_string_lossy();
-        let (files, used): (Vec<PathBuf>, usize) = if a == "-optf" || a == "--options-file" {
-            let v = args.get(i + 1).map(|v| v.to_string_lossy().to_string());
-            (
-                v.iter()
-                    .flat_map(|v| v.split(',').map(PathBuf::from))
-                    .collect(),
-                2,
-            )
-        } else if let Some(v) = a.strip_prefix("--options-file=") {
-            (v.split(',').map(PathBuf::from).collect(), 1)
-        } else if let Some(f) = a.strip_prefix('@') {
-            (vec![PathBuf::from(f)], 1)
-        } else {
-            (Vec::new(), 1)
+        let next = args.get(i + 1).map(|v| v.to_string_lossy());
+        let Some((files, used)) = options_files_named(&a, next.as_deref()) else {
+            out.push(args[i].clone());
+            i += 1;
+            continue;
         };
-        let words: Vec<Vec<OsString>> = if depth < MAX_OPTIONS_DEPTH {
-            files.iter().map(|f| options_file_words(f)).collect()
+        let used = used.min(args.len() - i);
+        let expanded: Vec<OsString> = if depth < MAX_OPTIONS_DEPTH {
+            files
+                .iter()
+                .flat_map(|f| expand_source_options_files(options_file_words(f), depth + 1))
+                .collect()
         } else {
             Vec::new()
         };
-        let names_source = words.iter().any(|w| {
-            let w = expand_source_options_files(w.clone(), depth + 1);
-            !parse(w).sources.is_empty()
-        });
-        if !names_source {
-            out.extend(args[i..(i + used).min(args.len())].iter().cloned());
+        if !expanded.is_empty() && !parse(expanded.clone()).sources.is_empty() {
+            out.extend(expanded);
         } else {
-            for w in words {
-                out.extend(expand_source_options_files(w, depth + 1));
-            }
+            out.extend(args[i..i + used].iter().cloned());
         }
         i += used;
     }
