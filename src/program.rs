@@ -174,15 +174,31 @@ pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf>
 
 /// What each file of a program defines for the files that include it: its kernels and its
 /// helpers that read blockIdx/gridDim or synchronize. `files`: the program's files, canonical,
-/// with their texts; `closure`: the files one includes (`include_closure`). A helper that reads
-/// block ids only through a helper of another file it includes is known as such once that
-/// file is: the transforms are repeated with what the included files define until nothing
-/// changes (a chain of headers one deeper each round).
+/// with their texts; `closures`: the files each includes (`include_closure`, computed once by
+/// the caller, which needs them too). A helper that reads block ids only through a helper of
+/// another file it includes is known as such once that file is: the transforms are repeated
+/// with what the included files define until nothing changes (a chain of headers one deeper
+/// each round).
 pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)>;
+
+/// The files each file of a program includes (`include_closure`), by canonical path.
+pub type Closures = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
+
+/// What the files `includes` define, together: what a file that includes them knows.
+pub fn known_from(defines: &Defines, includes: &[PathBuf]) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
+    let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
+    for f in includes {
+        if let Some((k, h)) = defines.get(f) {
+            known.0.extend(k.iter().cloned());
+            known.1.extend(h.iter().cloned());
+        }
+    }
+    known
+}
 
 pub fn defines_of(
     files: &[(PathBuf, String)],
-    closure: &dyn Fn(&Path, &str) -> Vec<PathBuf>,
+    closures: &Closures,
     opts: &crate::Options,
 ) -> Defines {
     // Deeper chains of headers than this are not followed (their helpers stay unknown here,
@@ -192,18 +208,14 @@ pub fn defines_of(
         .iter()
         .filter(|(_, t)| mentions_kernels(t) || t.contains("__device__"))
         .collect();
-    let closures: Vec<Vec<PathBuf>> = relevant.iter().map(|(p, t)| closure(p, t)).collect();
     let mut defines = Defines::new();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
-        for ((p, t), inc) in relevant.iter().zip(&closures) {
+        for (p, t) in &relevant {
+            let (k, h) = known_from(&defines, closures.get(p).map_or(&[][..], Vec::as_slice));
             let mut o = opts.clone();
-            for f in inc {
-                if let Some((k, h)) = defines.get(f) {
-                    o.known_kernels.extend(k.iter().cloned());
-                    o.known_helpers.extend(h.iter().cloned());
-                }
-            }
+            o.known_kernels.extend(k);
+            o.known_helpers.extend(h);
             if let Ok(tr) = crate::transform(t, &p.display().to_string(), &o) {
                 next.insert(p.clone(), (tr.defines, tr.helpers));
             }

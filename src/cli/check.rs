@@ -42,10 +42,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut kernels = std::collections::BTreeSet::new();
     let inputs = files::inputs(&a.inputs, None)?;
     // As `transform` sees the inputs: one program.
-    let opts = cupreempt::Options {
-        helpers_for_other_files: inputs.len() > 1,
-        ..opts
-    };
+    let opts = super::transform::one_program(opts, &inputs);
     let known = super::transform::known_kernels(&inputs, &opts);
     for (path, _) in inputs {
         let name = files::display_name(&path);

@@ -565,9 +565,9 @@ fn prepare(
     let project = |p: &Path| !system.iter().any(|d| p.starts_with(d));
     let headers = program::include_closure(&source, &text, search, &project);
     let mut files = vec![(source.clone(), text)];
-    for h in headers {
-        let t = read_text(&h)?;
-        files.push((h, t));
+    for h in &headers {
+        let t = read_text(h)?;
+        files.push((h.clone(), t));
     }
     if !files.iter().any(|(_, t)| program::mentions_kernels(t)) {
         return Ok(Prepared::AsWritten);
@@ -589,11 +589,20 @@ fn prepare(
         ..cupreempt::Options::default()
     };
     // What each file defines, for the launches and kernels of the files that include it.
-    let defines = program::defines_of(
-        &files,
-        &|p, t| program::include_closure(p, t, search, &project),
-        &opts,
-    );
+    // The source's closure is `headers`; each header's, from it.
+    let closures: program::Closures = files
+        .iter()
+        .enumerate()
+        .map(|(i, (p, t))| {
+            let c = if i == 0 {
+                headers.clone()
+            } else {
+                program::include_closure(p, t, search, &project)
+            };
+            (p.clone(), c)
+        })
+        .collect();
+    let defines = program::defines_of(&files, &closures, &opts);
     let color = super::stderr_color();
     let mut refused = false;
     for (p, text) in &files {
@@ -603,13 +612,10 @@ fn prepare(
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
         let out = if program::mentions_kernels(text) || gives_ctx {
+            let (k, h) = program::known_from(&defines, &closures[p]);
             let mut o = opts.clone();
-            for f in program::include_closure(p, text, search, &project) {
-                if let Some((k, h)) = defines.get(&f) {
-                    o.known_kernels.extend(k.iter().cloned());
-                    o.known_helpers.extend(h.iter().cloned());
-                }
-            }
+            o.known_kernels.extend(k);
+            o.known_helpers.extend(h);
             let t = cupreempt::transform(text, &name, &o)?;
             let shown: Vec<_> = t
                 .diagnostics

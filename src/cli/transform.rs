@@ -66,12 +66,7 @@ impl Summary {
 pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let inputs = files::inputs(&a.inputs, a.out_dir.as_deref())?;
-    // Several files are one program: a helper of one that reads blockIdx/gridDim gets its
-    // task-context form, for the kernels of the others (`known_kernels` below).
-    let opts = cupreempt::Options {
-        helpers_for_other_files: inputs.len() > 1,
-        ..opts
-    };
+    let opts = one_program(opts, &inputs);
     let to_stdout = a.out_dir.is_none()
         && !a.in_place
         && a.output.as_deref().is_none_or(|o| o.as_os_str() == "-");
@@ -216,6 +211,19 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `opts` for `inputs` as one program: with several files, a helper of one that reads
+/// blockIdx/gridDim gets its task-context form, for the kernels of the others
+/// (`known_kernels`).
+pub(super) fn one_program(
+    opts: cupreempt::Options,
+    inputs: &[(PathBuf, PathBuf)],
+) -> cupreempt::Options {
+    cupreempt::Options {
+        helpers_for_other_files: inputs.len() > 1,
+        ..opts
+    }
+}
+
 /// For each input, the kernels and helpers defined in the other inputs that it includes
 /// (directly or through other files): its launches of those kernels are rewritten too, since
 /// the included file is transformed alongside it (`--out-dir` keeps the layout, `--in-place`
@@ -238,27 +246,32 @@ pub(super) fn known_kernels(
         .map(|(p, s)| (p.canonicalize().unwrap_or_else(|_| (*p).clone()), s.clone()))
         .collect();
     let closure = |p: &Path, s: &str| program::include_closure(p, s, &[], &|_| true);
-    let mut defines = program::defines_of(&canonical, &closure, opts);
+    let mut closures: program::Closures = canonical
+        .iter()
+        .map(|(p, s)| (p.clone(), closure(p, s)))
+        .collect();
+    let mut defines = program::defines_of(&canonical, &closures, opts);
     let mut outside: BTreeMap<PathBuf, String> = BTreeMap::new();
-    for (p, s) in &texts {
-        for f in closure(p, s) {
-            if !canonical.iter().any(|(c, _)| *c == f) && !outside.contains_key(&f) {
-                if let Some(t) = std::fs::read(&f)
-                    .ok()
-                    .and_then(|b| String::from_utf8(b).ok())
-                {
-                    outside.insert(f, t);
-                }
+    for f in closures.values().flatten() {
+        if !closures.contains_key(f) && !outside.contains_key(f) {
+            if let Some(t) = std::fs::read(f)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+            {
+                outside.insert(f.clone(), t);
             }
         }
     }
     if !outside.is_empty() {
         let outside: Vec<(PathBuf, String)> = outside.into_iter().collect();
+        for (p, s) in &outside {
+            closures.insert(p.clone(), closure(p, s));
+        }
         let o = cupreempt::Options {
             helpers_for_other_files: false,
             ..opts.clone()
         };
-        for (p, (_, helpers)) in program::defines_of(&outside, &closure, &o) {
+        for (p, (_, helpers)) in program::defines_of(&outside, &closures, &o) {
             let helpers = helpers
                 .into_iter()
                 .map(|h| KnownHelper {
@@ -269,14 +282,8 @@ pub(super) fn known_kernels(
             defines.entry(p).or_insert((Vec::new(), helpers));
         }
     }
-    for (p, src) in &texts {
-        let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
-        for f in program::include_closure(p, src, &[], &|_| true) {
-            if let Some((k, h)) = defines.get(&f) {
-                known.0.extend(k.iter().cloned());
-                known.1.extend(h.iter().cloned());
-            }
-        }
+    for ((p, _), (c, _)) in texts.iter().zip(&canonical) {
+        let known = program::known_from(&defines, &closures[c]);
         if !known.0.is_empty() || !known.1.is_empty() {
             out.insert((*p).clone(), known);
         }
