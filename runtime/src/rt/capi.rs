@@ -91,36 +91,46 @@ fn answer<T>(
     })
 }
 
-/// The runtime of the context current on this thread, made on first use.
-pub(super) fn current_runtime() -> Result<Runtime, Error> {
+/// The context current on this thread, as an address (0: none).
+fn current_context() -> Result<usize, Error> {
     super::driver::init()?;
     let mut ctx = std::ptr::null_mut();
     super::driver::drv!(cuCtxGetCurrent(&mut ctx))?;
+    Ok(ctx as usize)
+}
+
+impl Registry {
+    /// The runtime made for context `ctx`, if any.
+    fn runtime_of(&self, ctx: usize) -> Option<Runtime> {
+        self.runtimes
+            .iter()
+            .find(|(c, _)| *c == ctx)
+            .map(|(_, rt)| rt.clone())
+    }
+}
+
+/// The runtime of the context current on this thread, made on first use.
+pub(super) fn current_runtime() -> Result<Runtime, Error> {
+    let ctx = current_context()?;
     let mut reg = lock(registry());
-    if let Some((_, rt)) = reg.runtimes.iter().find(|(c, _)| *c == ctx as usize) {
-        return Ok(rt.clone());
+    if let Some(rt) = reg.runtime_of(ctx) {
+        return Ok(rt);
     }
     let rt = Runtime::from_current_context()?;
-    reg.runtimes.push((ctx as usize, rt.clone()));
+    reg.runtimes.push((ctx, rt.clone()));
     Ok(rt)
 }
 
 /// The runtime of the current context, or none yet: then the setup thread is asked to make it
 /// (`setup::make_later`) and the caller runs the original kernel meanwhile.
 pub(super) fn current_runtime_or_later() -> Result<Option<Runtime>, Error> {
-    super::driver::init()?;
-    let mut ctx = std::ptr::null_mut();
-    super::driver::drv!(cuCtxGetCurrent(&mut ctx))?;
-    if ctx.is_null() {
+    let ctx = current_context()?;
+    if ctx == 0 {
         return Err(Error::InvalidArgument("no CUDA context is current"));
     }
-    let found = lock(registry())
-        .runtimes
-        .iter()
-        .find(|(c, _)| *c == ctx as usize)
-        .map(|(_, rt)| rt.clone());
+    let found = lock(registry()).runtime_of(ctx);
     if found.is_none() {
-        super::setup::make_later(ctx as usize);
+        super::setup::make_later(ctx);
     }
     Ok(found)
 }
@@ -129,7 +139,7 @@ pub(super) fn current_runtime_or_later() -> Result<Option<Runtime>, Error> {
 /// one meanwhile (`current_runtime`).
 pub(super) fn register_runtime(ctx: usize, rt: Runtime) {
     let mut reg = lock(registry());
-    if !reg.runtimes.iter().any(|(c, _)| *c == ctx) {
+    if reg.runtime_of(ctx).is_none() {
         reg.runtimes.push((ctx, rt));
     }
 }
