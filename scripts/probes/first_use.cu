@@ -32,10 +32,13 @@ __global__ void dot(const float* a, const float* b, float* out, int n) {
   if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
 }
 
-// The same code under other names, never launched (plain+2 only).
-#if COPIES >= 1
+// The same code, never launched (plain+2 only): one template, two instances, so that the
+// module has as many kernels as a transformed unit. Not transformed (`direct` and
+// `transformed` are built without COPIES).
+#if COPIES > 0
 #pragma cupreempt skip
-__global__ void dot_copy1(const float* a, const float* b, float* out, int n) {
+template <int Copy>
+__global__ void dot_copy(const float* a, const float* b, float* out, int n) {
   __shared__ float partial[256];
   float sum = 0.0f;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
@@ -47,21 +50,8 @@ __global__ void dot_copy1(const float* a, const float* b, float* out, int n) {
   }
   if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
 }
-#endif
-#if COPIES >= 2
-#pragma cupreempt skip
-__global__ void dot_copy2(const float* a, const float* b, float* out, int n) {
-  __shared__ float partial[256];
-  float sum = 0.0f;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x)
-    sum += a[i] * b[i];
-  partial[threadIdx.x] = sum;
-  for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
-    __syncthreads();
-    if (threadIdx.x < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-  }
-  if (threadIdx.x == 0) out[blockIdx.x] = partial[0];
-}
+template __global__ void dot_copy<1>(const float*, const float*, float*, int);
+template __global__ void dot_copy<2>(const float*, const float*, float*, int);
 #endif
 
 static double now_us() {

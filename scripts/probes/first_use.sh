@@ -8,6 +8,7 @@
 #   default target/release)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/probes/common.sh
 bin=$(realpath "${1:-target/release}")
 work=$(mktemp -d)
 runs=${PROBE_RUNS:-9}
@@ -20,10 +21,7 @@ nvcc $flags -DCOPIES=2 "$src" -o "$work/plain+2"
 nvcc $flags -DDIRECT $link "$work/first_use.cupreempt.cu" -o "$work/direct"
 nvcc $flags $link "$work/first_use.cupreempt.cu" -o "$work/transformed"
 for name in plain plain+2 direct transformed; do
-  fatbin=$(readelf -SW "$work/$name" | python3 -c '
-import sys
-for l in sys.stdin:
-    if "nv_fatbin" in l: print(int(l.split("]")[1].split()[4], 16))')
+  fatbin=$(fatbin_bytes "$work/$name")
   for mode in LAZY EAGER; do
     for _ in $(seq "$runs"); do CUDA_MODULE_LOADING=$mode "$work/$name"; done |
       python3 -c '

@@ -4,6 +4,7 @@
 # PROBE_RUNS fresh processes (default 9), with lazy (default) and eager module loading.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/probes/common.sh
 work=$(mktemp -d)
 runs=${PROBE_RUNS:-9}
 build() {  # NAME KERNELS FMAS GENCODE...
@@ -21,10 +22,7 @@ build 64x4k 64 250 $sass
 build 16x16k+ptx 16 1000 -gencode "arch=compute_90,code=[sm_90,compute_90]"
 names="none 4x16k 16x16k 64x16k 4x64k 64x4k 16x16k+ptx"
 for name in $names; do
-  fatbin=$(readelf -SW "$work/$name" | python3 -c '
-import sys
-for l in sys.stdin:
-    if "nv_fatbin" in l: print(int(l.split("]")[1].split()[4], 16))')
+  fatbin=$(fatbin_bytes "$work/$name")
   for mode in LAZY EAGER; do
     for _ in $(seq "$runs"); do CUDA_MODULE_LOADING=$mode "$work/$name"; done |
       python3 -c '
