@@ -172,16 +172,20 @@ impl std::fmt::Display for Original {
     }
 }
 
+/// `CUPREEMPT_SHORT_US` in ns (default `DEFAULT_SHORT_NS`; 0: every launch preemptible).
+pub fn short_ns_from_env() -> u64 {
+    std::env::var("CUPREEMPT_SHORT_US")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map_or(DEFAULT_SHORT_NS, |us| us.saturating_mul(1000))
+}
+
 impl History {
     /// The limit from `CUPREEMPT_SHORT_US` (microseconds; 0 turns the original form off).
     pub fn from_env() -> History {
-        let short_ns = std::env::var("CUPREEMPT_SHORT_US")
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .map_or(DEFAULT_SHORT_NS, |us| us.saturating_mul(1000));
         History {
             entries: Mutex::new(Entries::default()),
-            short_ns,
+            short_ns: short_ns_from_env(),
         }
     }
 

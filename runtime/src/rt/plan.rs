@@ -242,7 +242,7 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
 fn eager() -> bool {
     static EAGER: OnceLock<bool> = OnceLock::new();
     *EAGER.get_or_init(|| {
-        !super::history::History::from_env().enabled()
+        super::history::short_ns_from_env() == 0
             || super::chaos::enabled()
             || super::scheduler::socket().is_some()
     })
