@@ -189,11 +189,6 @@ impl History {
         }
     }
 
-    /// Whether launches may run the original kernel at all (`CUPREEMPT_SHORT_US` not 0).
-    pub fn enabled(&self) -> bool {
-        self.short_ns != 0
-    }
-
     /// `Some(why)` when this launch should run the original kernel. `capacity`: resident
     /// blocks of the wrapper for this configuration (per SM times SMs).
     pub fn choose(&self, key: &LaunchKey, capacity: u64) -> Option<Original> {
