@@ -9,7 +9,8 @@
 #   (without a binary, cupreempt and the runtime are built here with cargo)
 # Env: EXT_RUNS=3 (runs of each build), EXT_ONLY=REGEX (sample names), EXT_ARCH=90,
 #      EXT_BUILD (build folder, default target/external), EXT_SKIP_BUILD=1 (rerun only),
-#      EXT_TIMEOUT=120 (seconds per run), EXT_BUDGET_S (start no program later than this many
+#      EXT_TIMEOUT=120 (seconds per run), EXT_DIFF_RERUNS=6 (more runs of the original
+#      where outputs differ, to find lines it varies on its own), EXT_BUDGET_S (start no program later than this many
 #      seconds after the start, the build included), EXT_SHARD=k/n (every n-th program from the k-th), OUT (default $EXT_BUILD/out).
 # Results: $OUT/external-results.json after every program; several runs' results (shards) make
 # one table with: python3 scripts/external_suite.py --report OUT_DIR RESULTS.json...

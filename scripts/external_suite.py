@@ -168,6 +168,28 @@ def run_once(exe: Path, args, timeout, tree: Path):
     return rc, out, time.perf_counter() - t
 
 
+def unstable_lines(o_runs):
+    """Line numbers where the original's runs do not all print the same."""
+    o_lines = [r[1].splitlines() for r in o_runs]
+    return {i for i in range(max(map(len, o_lines)))
+            if len({(ls[i] if i < len(ls) else None) for ls in o_lines}) > 1}
+
+
+def first_differing(ref_run, t_runs, unstable):
+    """The first transformed run whose exit status or masked output differs from ref_run's."""
+    ref = (ref_run[0], mask(ref_run[1], unstable))
+    return next((r for r in t_runs if (r[0], mask(r[1], unstable)) != ref), None)
+
+
+def differing_lines(orig, transformed, unstable, most=5):
+    """(line number, original, transformed) of the first few masked lines that differ."""
+    a, b = mask(orig, unstable), mask(transformed, unstable)
+    rows = [(i + 1, x, y) for i, (x, y) in enumerate(zip(a, b)) if x != y]
+    if len(a) != len(b):
+        rows.append((min(len(a), len(b)) + 1, f"{len(a)} lines", f"{len(b)} lines"))
+    return rows[:most]
+
+
 def mask(text, unstable):
     lines = []
     for i, line in enumerate(text.splitlines()):
@@ -238,6 +260,7 @@ def main():
     out = Path(os.environ.get("OUT", build / "out")).resolve()
     runs = int(os.environ.get("EXT_RUNS", "3"))
     timeout = int(os.environ.get("EXT_TIMEOUT", "120"))
+    diff_reruns = int(os.environ.get("EXT_DIFF_RERUNS", "6"))
     arch = os.environ.get("EXT_ARCH", "90")
     jobs = int(os.environ.get("EXT_JOBS", str(os.cpu_count() or 2)))
     only = os.environ.get("EXT_ONLY")
@@ -306,19 +329,29 @@ def main():
         for _ in range(runs):
             t_runs.append(run_once(exe_t, args, timeout, tr_tree))
             o_runs.append(run_once(exe_o, args, timeout, orig_tree))
-        o_lines = [r[1].splitlines() for r in o_runs]
-        unstable = {i for i in range(max(map(len, o_lines)))
-                    if len({(ls[i] if i < len(ls) else None) for ls in o_lines}) > 1}
-        ref = (o_runs[0][0], mask(o_runs[0][1], unstable))
+        unstable = unstable_lines(o_runs)
+        differing = None  # the first transformed run that differs from the original
         if o_runs[0][0] == 2 and "waiv" in o_runs[0][1].lower():
             row["status"] = "waived by the program"
         elif any(r[0] == "timeout" for r in o_runs):
             row["status"] = "original times out"
         else:
-            same = all((r[0], mask(r[1], unstable)) == ref for r in t_runs)
-            row["status"] = "identical" if same else "DIFFERENT"
-        logs[name] = {"orig": o_runs[0][1], "transformed": t_runs[0][1] if t_runs else "",
-                      "rc": [o_runs[0][0], t_runs[0][0] if t_runs else None]}
+            differing = first_differing(o_runs[0], t_runs, unstable)
+            if differing is not None:
+                # Some programs print what depends on timing (a memory footprint that depends
+                # on when a graph finished): the original may vary there too, only rarely.
+                # More runs of the original, unmeasured, to find such lines; a line that the
+                # original never varies on still makes the outputs DIFFERENT.
+                extra = [run_once(exe_o, args, timeout, orig_tree) for _ in range(diff_reruns)]
+                unstable = unstable_lines(o_runs + extra)
+                differing = first_differing(o_runs[0], t_runs, unstable)
+            row["status"] = "identical" if differing is None else "DIFFERENT"
+            row["unstable_lines"] = len(unstable)
+            if differing is not None:
+                row["differing_lines"] = differing_lines(o_runs[0][1], differing[1], unstable)
+        shown_t = differing if differing is not None else (t_runs[0] if t_runs else None)
+        logs[name] = {"orig": o_runs[0][1], "transformed": shown_t[1] if shown_t else "",
+                      "rc": [o_runs[0][0], shown_t[0] if shown_t else None]}
         # The programs' own timings: median per value over the runs, then one ratio per
         # program (geomean over its values), > 1 meaning the transformed build is slower.
         ot = [timings(r[1]) for r in o_runs[1:]]
@@ -390,7 +423,14 @@ def report(rows, skipped, out: Path, runs):
         lines.append(f"| {r['name']} | {k[0]}/{k[1]} | {r['status']} | " + " | ".join(cells) +
                      f" | {wall} |")
     lines += ["", f"Medians of {runs} runs of each build, run alternately after one unmeasured "
-              "run of the original.", "", "Skipped samples:", ""]
+              "run of the original."]
+    for r in rows:
+        if r.get("differing_lines"):
+            lines += ["", f"{r['name']}: lines that differ (numbers masked where the original "
+                      "varies them on its own):"]
+            lines += [f"- line {n}: `{a.strip()}` vs `{b.strip()}`"
+                      for n, a, b in r["differing_lines"]]
+    lines += ["", "Skipped samples:", ""]
     lines += [f"- {name}: {why}" for name, why in skipped]
     text = "\n".join(lines) + "\n"
     (out / "external.md").write_text(text)
@@ -453,6 +493,16 @@ def self_test():
         assert got == want, (line, got, want)
     assert is_constant([0.33, 0.33, 0.33]) and not is_constant([0.33, 0.34, 0.33])
     assert not is_constant([1.0, 1.0])
+    # Output comparison: a line the original varies (here its third) is masked, others not.
+    o_runs = [(0, "a\nfootprint 64\nfootprint 128\n", 0.1), (0, "a\nfootprint 64\nfootprint 64\n", 0.1)]
+    unstable = unstable_lines(o_runs)
+    assert unstable == {2}, unstable
+    same = (0, "a\nfootprint 64\nfootprint 192\n", 0.1)
+    assert first_differing(o_runs[0], [same], unstable) is None
+    other = (0, "a\nfootprint 32\nfootprint 64\n", 0.1)
+    assert first_differing(o_runs[0], [same, other], unstable) == other
+    assert differing_lines(o_runs[0][1], other[1], unstable) == [(2, "footprint 64", "footprint 32")]
+    assert first_differing(o_runs[0], [(1, same[1], 0.1)], unstable) is not None  # exit status
     print("external_suite self-test: ok")
 
 

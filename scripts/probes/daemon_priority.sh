@@ -14,6 +14,7 @@ cd "$(dirname "$0")/../.."
 bin=$(realpath "${1:-target/release}")
 work=$(mktemp -d)
 logs=${PROBE_LOG:-$work}
+mkdir -p "$logs"
 "$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/daemon_priority.cupreempt.cu"
 nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/daemon_priority.cupreempt.cu" \
   -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"

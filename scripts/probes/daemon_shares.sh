@@ -13,6 +13,7 @@ cd "$(dirname "$0")/../.."
 bin=$(realpath "${1:-target/release}")
 work=$(mktemp -d)
 logs=${PROBE_LOG:-$work}
+mkdir -p "$logs"
 secs=${PROBE_SECONDS:-8}
 "$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu" 2>/dev/null
 nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
