@@ -361,6 +361,50 @@ fn spatial(g: &Setup) -> Result<String, String> {
     ))
 }
 
+/// Preempted on every SM, then resumed on half of them: the instance the resume launches must
+/// fill those SMs, wherever the hardware first places its blocks (blocks that start on the
+/// other SMs leave at once). Rate of tasks with half the SMs: about half the full rate.
+fn resumed_on_half(g: &Setup) -> Result<String, String> {
+    let sms = g.rt.limits().expect("device limits").sm_count;
+    let job = Job::new([200_000, 1, 1], 64);
+    let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
+    let rate = |k: &Kernel| -> Result<(f64, u64, u64), String> {
+        let (t0, a) = (Instant::now(), k.progress().map_err(|e| e.to_string())?);
+        std::thread::sleep(Duration::from_millis(1));
+        let b = k.progress().map_err(|e| e.to_string())?;
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
+        Ok(((b.done - a.done) as f64 / ms, b.done, b.total))
+    };
+    std::thread::sleep(Duration::from_micros(300));
+    let (full, _, _) = rate(&k)?;
+    k.preempt(Target::All).map_err(|e| e.to_string())?;
+    k.wait_yielded().map_err(|e| e.to_string())?;
+    let first_half = SmSet::from_ids(0..sms / 2).map_err(|e| e.to_string())?;
+    k.resume(Target::Sms(first_half)).map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_micros(300));
+    let (half, done, total) = rate(&k)?;
+    if done >= total {
+        return Err(format!(
+            "the kernel ended during the check ({done} of {total}): it proves nothing"
+        ));
+    }
+    k.resume(Target::All).map_err(|e| e.to_string())?;
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    let ratio = half / full;
+    if ratio < 0.4 {
+        return Err(format!(
+            "resumed on {} of {sms} SMs, the kernel ran at {ratio:.2} of its full rate \
+             ({half:.0} vs {full:.0} tasks/ms): the resumed instance does not fill its SMs",
+            sms / 2
+        ));
+    }
+    Ok(format!(
+        "resumed on {} of {sms} SMs: {ratio:.2} of the full rate ({half:.0} vs {full:.0} tasks/ms); exact",
+        sms / 2
+    ))
+}
+
 /// Two launches on one stream, both preempted: the second has not started (it waits behind the
 /// first), and waiting for it to yield must return at once, not when it would have ended.
 fn queued(g: &Setup) -> Result<String, String> {
@@ -756,13 +800,14 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 7] = [
+    let scenarios: [(&str, Scenario); 8] = [
         ("queued", queued),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
         ("plain", plain),
         ("temporal", temporal),
         ("spatial", spatial),
+        ("resumed on half", resumed_on_half),
         ("errors", errors),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").

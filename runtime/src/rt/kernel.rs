@@ -376,7 +376,7 @@ impl Kernel {
     /// work exactly-once.
     pub fn resume(&mut self, target: Target) -> Result<()> {
         let mut next = self.command;
-        let freed = next.resume(&target, self.rt.sm_count)?;
+        next.resume(&target, self.rt.sm_count)?;
         self.rt.current()?;
         self.send(next)?;
         // Not started: its blocks will find the command cleared. Another instance before then
@@ -387,7 +387,12 @@ impl Kernel {
         {
             return Ok(());
         }
-        let blocks = persistent_blocks(self.per_sm, freed.len() as u32, self.params.total_tasks);
+        // As many blocks as the whole GPU holds, not just the freed SMs: the hardware places
+        // a grid's first blocks on every SM with room, and those that start outside the freed
+        // SMs leave at once, so an instance sized for the freed SMs left them part empty
+        // (resumed on 66 of 132 SMs, idle otherwise: the freed SMs half full). Blocks that find
+        // no room wait in the queue until some leave, and then find the work done or leave.
+        let blocks = persistent_blocks(self.per_sm, self.rt.sm_count, self.params.total_tasks);
         // The new instance's blocks must see the cleared command, or they leave at once. If the
         // control stream is held up, so is this instance; the staying block does not need it.
         let stream = match self.resume_stream {
