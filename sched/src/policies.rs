@@ -365,6 +365,7 @@ pub const NAMES: &[&str] = &[
     "elastic",
     "sjf-aging",
     "spatial",
+    "shares",
 ];
 
 /// The policies by name, for the command line (`None` for a name not in `NAMES`). `quantum`:
@@ -387,6 +388,7 @@ pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
         "elastic" => Box::new(TremElastic::new(100_000.0, 5)),
         "sjf-aging" => Box::new(SjfAging::new(1.0)),
         "spatial" => Box::new(super::spatial::SpatialGreedy::new(8, 4)),
+        "shares" => Box::new(super::spatial::SpatialGreedy::shares(8, 4)),
         _ => return None,
     })
 }

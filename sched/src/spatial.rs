@@ -11,11 +11,22 @@ use crate::policy::{Action, Event, Policy};
 use crate::smt::{greedy, Point};
 use std::collections::BTreeMap;
 
+/// How a GPU's SMs are divided among its tenants.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Division {
+    /// The greedy STP allocation (`spatial`): throughput first, weights ignored.
+    Throughput,
+    /// In proportion to the tenants' weights (`shares`), each capped at the SMs it can fill,
+    /// what a capped tenant cannot use going to the others.
+    Weights,
+}
+
 #[derive(Debug, Clone)]
 pub struct SpatialGreedy {
     /// Allocation granularity, SMs (also the least a tenant gets).
     pub step: u32,
     pub max_tenants: usize,
+    pub division: Division,
     /// The last allocation per kernel: applied as SMs become free, recomputed only when a
     /// kernel arrives or finishes (recomputing on every shrink would make allocations chase
     /// each other).
@@ -29,8 +40,17 @@ impl SpatialGreedy {
         SpatialGreedy {
             step: step.max(1),
             max_tenants: max_tenants.max(1),
+            division: Division::Throughput,
             targets: BTreeMap::new(),
             homes: BTreeMap::new(),
+        }
+    }
+
+    /// SMs in proportion to the weights (`Division::Weights`).
+    pub fn shares(step: u32, max_tenants: usize) -> SpatialGreedy {
+        SpatialGreedy {
+            division: Division::Weights,
+            ..SpatialGreedy::new(step, max_tenants)
         }
     }
 
@@ -61,6 +81,15 @@ impl SpatialGreedy {
             .map(|(&k, _)| &sys.kernels[k])
             .filter(|k| matches!(k.status, Status::Running | Status::Ready))
             .collect();
+        if self.division == Division::Weights {
+            let caps: Vec<u32> = who.iter().map(|k| k.spec.useful_sms(sys.sms)).collect();
+            let weights: Vec<f64> = who.iter().map(|k| k.spec.weight).collect();
+            let at = weighted_shares(&weights, &caps, sys.sms, self.step);
+            for (k, sms) in who.iter().zip(at) {
+                self.targets.insert(k.id, sms);
+            }
+            return;
+        }
         let profiles: Vec<Vec<Point>> = who.iter().map(|k| self.profile(k, sys.sms)).collect();
         let refs: Vec<&[Point]> = profiles.iter().map(|p| p.as_slice()).collect();
         let left: Vec<f64> = who
@@ -122,9 +151,67 @@ impl SpatialGreedy {
     }
 }
 
+/// `total` SMs divided in proportion to `weights`, tenant i getting at most `caps[i]` (what it
+/// can fill) and at least `min(step, caps[i])` while SMs last. Water-filling: what a capped
+/// tenant cannot use goes to the others by weight; whole SMs by largest remainder.
+pub fn weighted_shares(weights: &[f64], caps: &[u32], total: u32, step: u32) -> Vec<u32> {
+    let n = weights.len();
+    let w: Vec<f64> = weights
+        .iter()
+        .map(|&w| if w.is_finite() && w > 0.0 { w } else { 1.0 })
+        .collect();
+    let mut share = vec![0.0f64; n];
+    let mut open: Vec<usize> = (0..n).filter(|&i| caps[i] > 0).collect();
+    let mut left = total as f64;
+    while !open.is_empty() && left > 1e-9 {
+        let sum: f64 = open.iter().map(|&i| w[i]).sum();
+        let capped: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|&i| share[i] + left * w[i] / sum >= caps[i] as f64)
+            .collect();
+        if capped.is_empty() {
+            for &i in &open {
+                share[i] += left * w[i] / sum;
+            }
+            break;
+        }
+        for &i in &capped {
+            left -= caps[i] as f64 - share[i];
+            share[i] = caps[i] as f64;
+        }
+        open.retain(|i| !capped.contains(i));
+    }
+    let mut sms: Vec<u32> = share.iter().map(|s| s.floor() as u32).collect();
+    let mut spare = total.saturating_sub(sms.iter().sum());
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&a, &b| (share[b] - share[b].floor()).total_cmp(&(share[a] - share[a].floor())));
+    for &i in &order {
+        if spare > 0 && sms[i] < caps[i] && share[i] > sms[i] as f64 {
+            sms[i] += 1;
+            spare -= 1;
+        }
+    }
+    // The least a tenant runs on, taken from the largest.
+    for i in 0..n {
+        let least = step.min(caps[i]);
+        while sms[i] < least {
+            let Some(j) = (0..n).filter(|&j| j != i && sms[j] > step.min(caps[j])).max_by_key(|&j| sms[j]) else {
+                break;
+            };
+            sms[j] -= 1;
+            sms[i] += 1;
+        }
+    }
+    sms
+}
+
 impl Policy for SpatialGreedy {
     fn name(&self) -> &'static str {
-        "spatial"
+        match self.division {
+            Division::Throughput => "spatial",
+            Division::Weights => "shares",
+        }
     }
 
     fn on_event(&mut self, event: Event, sys: &SystemView) -> Vec<Action> {
@@ -227,6 +314,35 @@ mod tests {
             "{:?}",
             out.finish
         );
+    }
+
+    #[test]
+    fn shares_follow_the_weights() {
+        use super::weighted_shares;
+        assert_eq!(weighted_shares(&[2.0, 1.0], &[132, 132], 132, 8), vec![88, 44]);
+        assert_eq!(weighted_shares(&[1.0, 1.0, 1.0], &[132; 3], 132, 8), vec![44, 44, 44]);
+        // A tenant that can fill only 10 SMs leaves the rest to the other.
+        assert_eq!(weighted_shares(&[2.0, 1.0], &[10, 132], 132, 8), vec![10, 122]);
+        // Largest remainders get the spare SMs; the sum is the GPU.
+        let s = weighted_shares(&[1.0, 1.0, 1.0], &[132; 3], 100, 8);
+        assert_eq!(s.iter().sum::<u32>(), 100);
+        assert!(s.iter().all(|&x| x == 33 || x == 34), "{s:?}");
+        // Every tenant gets at least a step, taken from the largest.
+        assert_eq!(weighted_shares(&[100.0, 1.0], &[132, 132], 132, 8), vec![124, 8]);
+    }
+
+    #[test]
+    fn two_weighted_kernels_progress_in_proportion() {
+        use crate::sim::simulate_sms;
+        // Weights 2:1, both wide and long: the first runs on 2/3 of the SMs, so by the time
+        // the first ends (at 1500), the second has done half its work.
+        let specs = vec![
+            KernelSpec::new(0.0, 1000.0).weight(2.0),
+            KernelSpec::new(0.0, 1000.0).weight(1.0),
+        ];
+        let out = simulate_sms(&specs, 1, 12, &mut SpatialGreedy::shares(1, 4)).unwrap();
+        assert!((out.finish[0] - 1500.0).abs() < 1e-6, "{:?}", out.finish);
+        assert!((out.finish[1] - 2000.0).abs() < 1e-6, "{:?}", out.finish);
     }
 
     fn workload() -> impl Strategy<Value = (Vec<KernelSpec>, usize, u32)> {

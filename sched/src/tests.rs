@@ -424,7 +424,7 @@ fn promises(name: &str) -> Promises {
         // so "one kernel per GPU" and "one interval per run" do not hold; what holds instead
         // is checked below (SMs in use within the GPU, each kernel on one GPU without a gap
         // from start to end, at most 4 tenants).
-        "spatial" => (false, false, None),
+        "spatial" | "shares" => (false, false, None),
         _ => panic!("policy {name}: decide which properties hold for it in `promises`"),
     };
     Promises {

@@ -7,7 +7,7 @@
 # share of the GPU's throughput. On a GPU machine with nvcc.
 # Usage: scripts/probes/daemon_shares.sh [BIN_DIR]   (cupreempt, cupreemptd,
 #   libcupreempt_runtime.so; default target/release)
-# Env: PROBE_SECONDS=8, PROBE_POLICIES="spatial ffs", PROBE_LOG=DIR (daemon logs).
+# Env: PROBE_SECONDS=8, PROBE_POLICIES="shares ffs spatial", PROBE_LOG=DIR (daemon logs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(realpath "${1:-target/release}")
@@ -25,6 +25,7 @@ trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
 sleep 1
 alone=$("$work/prog" batch "$secs")
 echo "alone: $alone"
+nalone=$(echo "$alone" | sed -n 's/.*batch: \([0-9]*\) launches.*/\1/p')
 # Both processes run the alone run's kernels (calibrating side by side would halve them).
 export PROBE_ITERS=$(echo "$alone" | sed -n 's/.*iters \([0-9]*\).*/\1/p')
 pair() {  # LABEL [ENV...]: the two processes at once
@@ -35,10 +36,16 @@ pair() {  # LABEL [ENV...]: the two processes at once
   env "$@" CUPREEMPT_WEIGHT=1 "$work/prog" batch "$secs" >"$work/b.txt" &
   local b=$!
   wait $a $b
+  local na nb
+  na=$(sed -n 's/.*batch: \([0-9]*\) launches.*/\1/p' "$work/a.txt")
+  nb=$(sed -n 's/.*batch: \([0-9]*\) launches.*/\1/p' "$work/b.txt")
   echo "$label: first (weight 2) $(cat "$work/a.txt"); second (weight 1) $(cat "$work/b.txt")"
+  awk -v a="$na" -v b="$nb" -v alone="$nalone" 'BEGIN { if (a + b > 0 && alone > 0)
+    printf "  share of the first: %.3f (weights: 0.667); both together: %.3f of one alone\n",
+      a / (a + b), (a + b) / alone }'
 }
 pair "no scheduler"
-for policy in ${PROBE_POLICIES:-spatial ffs}; do
+for policy in ${PROBE_POLICIES:-shares ffs spatial}; do
   "$bin/cupreemptd" --socket "$work/sock-$policy" --policy "$policy" --verbose \
     2>"$logs/daemon-shares-$policy.log" &
   d=$!
