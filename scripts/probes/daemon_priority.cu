@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 #include <cuda_runtime.h>
@@ -21,6 +22,19 @@ __global__ void spin(float* p, int iters) {
   float v = p[i];
   for (int k = 0; k < iters; ++k) v = v * 1.0000001f + 1e-7f;
   p[i] = v;
+}
+
+// The same, also counting the blocks (tasks) that ran on each SM (PROBE_SM_LOG).
+__global__ void spin_counted(float* p, int iters, unsigned* per_sm) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float v = p[i];
+  for (int k = 0; k < iters; ++k) v = v * 1.0000001f + 1e-7f;
+  p[i] = v;
+  if (threadIdx.x == 0) {
+    unsigned sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    atomicAdd(&per_sm[sm % 1024], 1u);
+  }
 }
 
 static double now_us() {
@@ -72,11 +86,44 @@ int main(int argc, char** argv) {
     const int iters = fixed ? std::atoi(fixed) : calibrate(p, blocks, 20000.0);
     const double end = now_us() + std::atof(argv[2]) * 1e6;
     int launches = 0;
+    // PROBE_SM_LOG=FILE: a line per launch: its time and how its tasks fell on the SMs.
+    const char* sm_log = std::getenv("PROBE_SM_LOG");
+    FILE* log = sm_log ? std::fopen(sm_log, "w") : nullptr;
+    unsigned* per_sm = nullptr;
+    if (log) check(cudaMallocManaged(&per_sm, 1024 * sizeof(unsigned)), "cudaMallocManaged");
     while (now_us() < end) {
-      spin<<<blocks, 256>>>(p, iters);
+      const double t0 = now_us();
+      if (log) {
+        std::memset(per_sm, 0, 1024 * sizeof(unsigned));
+        spin_counted<<<blocks, 256>>>(p, iters, per_sm);
+      } else {
+        spin<<<blocks, 256>>>(p, iters);
+      }
       check(cudaDeviceSynchronize(), "batch");
       ++launches;
+      if (log) {
+        int used = 0;
+        unsigned most = 0, least = ~0u;
+        for (int s = 0; s < 1024; ++s) {
+          if (!per_sm[s]) continue;
+          ++used;
+          most = std::max(most, per_sm[s]);
+          least = std::min(least, per_sm[s]);
+        }
+        // The SMs that ran more than half the busiest SM's tasks, as ranges.
+        std::string busy;
+        for (int s = 0; s < 1024; ++s) {
+          if (per_sm[s] * 2 <= most || (s > 0 && per_sm[s - 1] * 2 > most)) continue;
+          int e = s;
+          while (e + 1 < 1024 && per_sm[e + 1] * 2 > most) ++e;
+          busy += (busy.empty() ? "" : ",") + std::to_string(s) +
+                  (e > s ? "-" + std::to_string(e) : "");
+        }
+        std::fprintf(log, "launch %d at %.0f us: %.2f ms, tasks on %d SMs (%u to %u each), busy %s\n",
+                     launches, t0, (now_us() - t0) / 1e3, used, least, most, busy.c_str());
+      }
     }
+    if (log) std::fclose(log);
     std::printf("batch: %d launches (iters %d)\n", launches, iters);
     return 0;
   }

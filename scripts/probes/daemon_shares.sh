@@ -7,7 +7,8 @@
 # share of the GPU's throughput. On a GPU machine with nvcc.
 # Usage: scripts/probes/daemon_shares.sh [BIN_DIR]   (cupreempt, cupreemptd,
 #   libcupreempt_runtime.so; default target/release)
-# Env: PROBE_SECONDS=8, PROBE_POLICIES="shares ffs spatial", PROBE_LOG=DIR (daemon logs).
+# Env: PROBE_SECONDS=8, PROBE_POLICIES="shares ffs spatial", PROBE_LOG=DIR (daemon logs, and
+#   each process's launches: time, and the SMs its tasks ran on).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bin=$(realpath "${1:-target/release}")
@@ -31,9 +32,10 @@ export PROBE_ITERS=$(echo "$alone" | sed -n 's/.*iters \([0-9]*\).*/\1/p')
 pair() {  # LABEL [ENV...]: the two processes at once
   local label=$1
   shift
-  env "$@" CUPREEMPT_WEIGHT=2 "$work/prog" batch "$secs" >"$work/a.txt" &
+  local tag=${label// /-}
+  env "$@" CUPREEMPT_WEIGHT=2 PROBE_SM_LOG="$logs/sms-$tag-first.log" "$work/prog" batch "$secs" >"$work/a.txt" &
   local a=$!
-  env "$@" CUPREEMPT_WEIGHT=1 "$work/prog" batch "$secs" >"$work/b.txt" &
+  env "$@" CUPREEMPT_WEIGHT=1 PROBE_SM_LOG="$logs/sms-$tag-second.log" "$work/prog" batch "$secs" >"$work/b.txt" &
   local b=$!
   wait $a $b
   local na nb
