@@ -260,7 +260,9 @@ fn plain(g: &Setup) -> Result<String, String> {
 
 fn temporal(g: &Setup) -> Result<String, String> {
     rt::set_event_timing(true); // for the GPU-side latency below
-    let job = Job::new([20000, 1, 1], 64);
+    // About 2.4 ms on the H100 (4,224 resident blocks, 100 us tasks): 20,000 tasks (0.5 ms)
+    // sometimes ended before the preemption 300 us in.
+    let job = Job::new([100_000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
     if k.is_complete().map_err(|e| e.to_string())? {
         return Err("launch blocked the caller until the kernel was done".into());
@@ -402,44 +404,6 @@ fn resumed_on_half(g: &Setup) -> Result<String, String> {
     Ok(format!(
         "resumed on {} of {sms} SMs: {ratio:.2} of the full rate ({half:.0} vs {full:.0} tasks/ms); exact",
         sms / 2
-    ))
-}
-
-/// Preempted as soon as it is launched (as cupreemptd does with a launch its policy does not
-/// run yet), then resumed everywhere: the kernel must run at full width whatever part of its
-/// first instance started and left in between. Each round's time against an unpreempted
-/// launch's.
-fn preempted_at_launch(g: &Setup) -> Result<String, String> {
-    let job = Job::new([100_000, 1, 1], 64);
-    let timed = |preempt: bool| -> Result<f64, String> {
-        let t = Instant::now();
-        let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
-        if preempt {
-            k.preempt(Target::All).map_err(|e| e.to_string())?;
-            k.wait_yielded().map_err(|e| e.to_string())?;
-            k.resume(Target::All).map_err(|e| e.to_string())?;
-        }
-        sync_within(job.stream, Duration::from_secs(20))?;
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        job.check(g)?;
-        Ok(ms)
-    };
-    let mut plain: Vec<f64> = (0..3).map(|_| timed(false)).collect::<Result<_, _>>()?;
-    let alone = percentile(&mut plain, 0.5);
-    let mut rounds = Vec::new();
-    for _ in 0..20 {
-        rounds.push(timed(true)?);
-    }
-    let worst = rounds.iter().copied().fold(0.0, f64::max);
-    if worst > 1.5 * alone {
-        return Err(format!(
-            "a launch preempted at once and resumed took {worst:.2} ms, {alone:.2} ms unpreempted: \
-             it ran on part of the GPU (all rounds: {rounds:.2?})"
-        ));
-    }
-    Ok(format!(
-        "20 launches preempted at once and resumed: median {:.2} ms, worst {worst:.2} ms ({alone:.2} ms unpreempted); exact",
-        percentile(&mut rounds, 0.5)
     ))
 }
 
@@ -838,7 +802,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 9] = [
+    let scenarios: [(&str, Scenario); 8] = [
         ("queued", queued),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
@@ -846,7 +810,6 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("temporal", temporal),
         ("spatial", spatial),
         ("resumed on half", resumed_on_half),
-        ("preempted at launch", preempted_at_launch),
         ("errors", errors),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").

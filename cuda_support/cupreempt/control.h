@@ -33,8 +33,7 @@ typedef struct cupreempt_control {
   unsigned int pad3[29];
   unsigned int main_left;      /* blocks of the first instance that have left the loop */
   unsigned int running_blocks; /* blocks inside the task loop (CUPREEMPT_AUDIT builds only) */
-  unsigned int first_started;  /* 1 once a block of the first instance has started */
-  unsigned int pad4[29];
+  unsigned int pad4[30];
   unsigned long long yield_ns; /* %globaltimer of the latest yield (latency measurements) */
   unsigned long long start_ns; /* %globaltimer when task 0 was taken (run-time measurement) */
   unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */

@@ -177,7 +177,6 @@ struct LeaderState {
   unsigned tail;       // 1: the first instance's last block (see stay())
   unsigned host_seq;   // the newest command seen in host memory, and whether it sends us away
   unsigned host_away;
-  unsigned may_work;   // 0: a resumed instance's block that came before the first instance
   unsigned long long yield_ns_copied;  // control->yield_ns as last copied to host memory
   unsigned long long chunk_begin;      // the first task of the last chunk (tests' audit)
 };
@@ -253,23 +252,7 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
   atomicAdd(&c->running_blocks, 1u);
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
-  if (host && first) host->started = 1;  // wait_yielded looks at it
-  // Stream order: a resumed instance may be launched before the first instance has started
-  // (preempted before it started, the runtime cannot tell whether some of its blocks started
-  // and left, taking their places with them). Its blocks work only once a block of the first
-  // instance has started, that is once the application's earlier work on the stream is done;
-  // before that they leave, and the first instance's blocks, all still to come, see the
-  // cleared command (the resumed instance is launched after it landed).
-  if (host) {
-    if (first) {
-      atomicExch(&c->first_started, 1u);
-      ls.may_work = 1;
-    } else {
-      ls.may_work = *(volatile unsigned*)&c->first_started;
-    }
-  } else {
-    ls.may_work = 1;
-  }
+  if (host && first) host->started = 1;  // the runtime's resume looks at it
   __threadfence();
 }
 
@@ -329,10 +312,8 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
   unsigned long long begin = 0, end = 0;
   // Both loads go out before either answer is needed: one wait instead of two.
   const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;
-  bool stop = !ls.may_work;
+  bool stop = must_yield(c, host, ls);
   if (stop) {
-    // A resumed instance's block before the first instance started: leaves, takes nothing.
-  } else if ((stop = must_yield(c, host, ls))) {
     atomicAdd(&c->yielded_blocks, 1u);
     atomicMax(&c->yield_ns, global_ns());
 #ifdef CUPREEMPT_AUDIT

@@ -31,10 +31,7 @@ pub struct ControlBlock {
     pub main_left: u32,
     /// Blocks inside the task loop (counted in `CUPREEMPT_AUDIT` builds only).
     pub running_blocks: u32,
-    /// 1 once a block of the first instance has started: until then a resumed instance's
-    /// blocks take no task (the application's earlier work may still be running).
-    pub first_started: u32,
-    pub pad4: [u32; 29],
+    pub pad4: [u32; 30],
     /// `%globaltimer` of the latest yield (ns), for latency measurements.
     pub yield_ns: u64,
     /// `%globaltimer` when task 0 was taken (ns): the start of the launch's run time.
@@ -61,8 +58,7 @@ impl ControlBlock {
             pad3: [0; 29],
             main_left: 0,
             running_blocks: 0,
-            first_started: 0,
-            pad4: [0; 29],
+            pad4: [0; 30],
             yield_ns: 0,
             start_ns: 0,
             yielded_blocks: 0,
@@ -175,7 +171,6 @@ int main(void) {
   F(cupreempt_control, command_seq);
   F(cupreempt_control, running_blocks); F(cupreempt_control, yielded_blocks);
   F(cupreempt_control, finished); F(cupreempt_control, main_left);
-  F(cupreempt_control, first_started);
   F(cupreempt_control, yield_ns); F(cupreempt_control, start_ns);
   F(cupreempt_control, sm_mask);
   F(cupreempt_control, sm_lanes);
@@ -221,7 +216,6 @@ int main(void) {
             at!("cupreempt_control", ControlBlock, yielded_blocks),
             at!("cupreempt_control", ControlBlock, finished),
             at!("cupreempt_control", ControlBlock, main_left),
-            at!("cupreempt_control", ControlBlock, first_started),
             at!("cupreempt_control", ControlBlock, yield_ns),
             at!("cupreempt_control", ControlBlock, start_ns),
             at!("cupreempt_control", ControlBlock, sm_mask),

@@ -346,8 +346,7 @@ impl Kernel {
         let sms = self.command.yielded_sms(self.rt.sm_count);
         let idle = || sms.iter().all(|s| self.sm_idle(s as usize));
         let asked = Instant::now();
-        // Resumed instances' blocks leave at once while the first has not started.
-        let not_started = || !self.started();
+        let not_started = || self.instances.len() == 1 && !self.started();
         loop {
             if self.all_instances_ended()? {
                 return Ok(());
@@ -370,8 +369,9 @@ impl Kernel {
         }
     }
 
-    /// Lets blocks run on `target` again: publishes the command, and if the kernel is not
-    /// finished, launches another instance on a runtime stream, as large as the GPU holds. Blocks of earlier instances that have not yet seen the preemption keep going, and
+    /// Lets blocks run on `target` again: publishes the command, and if the kernel has started
+    /// and is not finished, launches another instance on a runtime stream, as large as the GPU
+    /// holds. Blocks of earlier instances that have not yet seen the preemption keep going, and
     /// the first instance's staying block goes back to work too; the task counter keeps the
     /// work exactly-once.
     pub fn resume(&mut self, target: Target) -> Result<()> {
@@ -379,13 +379,12 @@ impl Kernel {
         next.resume(&target, self.rt.sm_count)?;
         self.rt.current()?;
         self.send(next)?;
-        // Launched even when the first instance seems not to have started: some of its blocks
-        // may have started, seen the preemption and left (taking their places on the GPU with
-        // them) before `started` reached host memory; without another instance the kernel then
-        // ran on what was left (H100, cupreemptd's shares: 44 of 88 SMs). The new instance's
-        // blocks take tasks only once the first instance has started on the device (stream
-        // order; task_loop.cuh, enter()), and leave otherwise.
-        if self.first_instance_ended()? || !self.rt.resume_launches.load(Ordering::Relaxed) {
+        // Not started: its blocks will find the command cleared. Another instance before then
+        // would run tasks before the application's earlier work on its stream is done.
+        if !self.started()
+            || self.first_instance_ended()?
+            || !self.rt.resume_launches.load(Ordering::Relaxed)
+        {
             return Ok(());
         }
         // As many blocks as the whole GPU holds, not just the freed SMs: the hardware places
