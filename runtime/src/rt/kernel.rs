@@ -127,8 +127,6 @@ pub struct Kernel {
     instances: Vec<Instance>,
     /// The runtime stream its resumed instances go to (chosen at the first resume).
     resume_stream: Option<CUstream>,
-    /// When the last instance was launched (`refill` gives it time to place its blocks).
-    last_instance_at: Instant,
     last_request: Option<Event>,
     /// The highest progress seen (the mirror's stores may land out of order).
     progress_seen: AtomicU64,
@@ -186,7 +184,6 @@ impl Runtime {
             landed: None,
             instances: Vec::new(),
             resume_stream: None,
-            last_instance_at: Instant::now(),
             last_request: None,
             progress_seen: AtomicU64::new(0),
         };
@@ -236,54 +233,7 @@ impl Kernel {
         ))?;
         let end = self.record(stream, super::timing())?;
         self.instances.push(Instance { blocks, end });
-        self.last_instance_at = Instant::now();
         Ok(())
-    }
-
-    /// Launches another instance if the SMs the kernel may use hold clearly fewer of its blocks
-    /// than they fit while much work is left, and returns whether it did. That happens when a
-    /// launch is preempted before it has started and resumed: blocks of its first instance
-    /// that start in between see the preemption and leave, taking their places in the grid
-    /// with them, and `resume` cannot know (the kernel had not started when it looked), so the
-    /// kernel goes on with what is left (H100, cupreemptd's `shares`: 44 of 88 SMs busy). The
-    /// scheduler client calls it as it looks at its kernels. Only once the first instance has
-    /// started (stream order), and sized for the blocks missing, so that the blocks find room.
-    pub fn refill(&mut self) -> Result<bool> {
-        if !self.started()
-            || self.last_instance_at.elapsed() < REFILL_AFTER
-            || !self.rt.resume_launches.load(Ordering::Relaxed)
-        {
-            return Ok(false);
-        }
-        let yielded = self.command.yielded_sms(self.rt.sm_count);
-        let allowed: Vec<usize> = (0..self.rt.sm_count as usize)
-            .filter(|&s| !yielded.contains(s as u32))
-            .collect();
-        if allowed.is_empty() || self.first_instance_ended()? {
-            return Ok(false);
-        }
-        let resident: u64 = allowed.iter().map(|&s| self.blocks_on(s) as u64).sum();
-        let fit = self.per_sm as u64 * allowed.len() as u64;
-        let left = self.params.total_tasks - self.progress()?.done;
-        // Several rounds of work left, and at least an SM's worth (and an eighth) missing:
-        // near its end a kernel's blocks leave as the tasks run out, which needs no refill.
-        if left < 4 * fit {
-            return Ok(false);
-        }
-        let missing = fit.saturating_sub(resident);
-        if missing < (self.per_sm as u64).max(fit / 8) {
-            return Ok(false);
-        }
-        self.rt.current()?;
-        let stream = match self.resume_stream {
-            Some(s) => s,
-            None => *self.resume_stream.insert(self.rt.resume_stream()?),
-        };
-        if let Some(landed) = &self.landed {
-            drv!(cuStreamWaitEvent(stream, landed.raw, 0))?;
-        }
-        self.launch_instance(stream, missing.min(u32::MAX as u64) as u32)?;
-        Ok(true)
     }
 
     /// The host mirror and the launch's number (for the launch history).
@@ -568,19 +518,6 @@ impl Kernel {
         }
     }
 
-    /// Blocks of the kernel holding a lane on SM `sm` (host mirror).
-    fn blocks_on(&self, sm: usize) -> u32 {
-        // SAFETY: as in sm_idle.
-        let lanes = unsafe { addr_of!((*self.mirror.host).lanes[sm]) };
-        (0..LANES / 8)
-            .map(|w| {
-                let word = unsafe { lanes.cast::<u64>().add(w).read_volatile() };
-                // Each lane is a byte, 0 or 1.
-                (word & 0x0101_0101_0101_0101).count_ones()
-            })
-            .sum()
-    }
-
     /// True when no block of the kernel holds a lane on SM `sm` (host mirror).
     fn sm_idle(&self, sm: usize) -> bool {
         // SAFETY: as in resume; the lanes are whole bytes, each written by one block at a time.
@@ -633,8 +570,6 @@ impl Kernel {
 /// has not started before it counts the kernel as yielded (the control stream's writes take
 /// about 30 us when nothing holds them up).
 const HELD_UP: Duration = Duration::from_millis(1);
-/// `refill` looks at an instance's blocks only this long after its launch.
-const REFILL_AFTER: Duration = Duration::from_millis(1);
 
 /// Spins until `done` says so or `limit` has passed; true if `done` did.
 fn spin_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {

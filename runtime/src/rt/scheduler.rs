@@ -44,8 +44,6 @@ pub(crate) trait Steer: Send + 'static {
     fn stream_priority(&self) -> u8;
     /// (blocks, threads per block, input bytes, shared bytes) for the daemon's duration model.
     fn features(&self) -> [f64; 4];
-    /// Puts blocks back on SMs it may use but has left (`Kernel::refill`).
-    fn refill(&mut self) {}
 }
 
 /// The runtime's target for a daemon's SM list (`None`: every SM).
@@ -82,10 +80,6 @@ impl Steer for Shared {
         lock(self)
             .stream_priority_rank()
             .map_or(0, |r| r.min(255) as u8)
-    }
-    fn refill(&mut self) {
-        // An error here is one the next command or look reports.
-        let _ = lock(self).refill();
     }
     fn features(&self) -> [f64; 4] {
         let k = lock(self);
@@ -419,7 +413,6 @@ impl<S: Steer> Client<S> {
                 out.push(ClientMsg::Finished { id });
                 return false;
             }
-            t.kernel.refill(); // nothing to do where it is preempted on every SM
             if now.duration_since(t.reported_at) >= PROGRESS_EVERY {
                 if let Ok((done, _)) = t.kernel.progress() {
                     if done != t.reported_done {
