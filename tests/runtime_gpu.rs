@@ -260,8 +260,8 @@ fn plain(g: &Setup) -> Result<String, String> {
 
 fn temporal(g: &Setup) -> Result<String, String> {
     rt::set_event_timing(true); // for the GPU-side latency below
-    // About 2.4 ms on the H100 (4,224 resident blocks, 100 us tasks): 20,000 tasks (0.5 ms)
-    // sometimes ended before the preemption 300 us in.
+                                // About 2.4 ms on the H100 (4,224 resident blocks, 100 us tasks): 20,000 tasks (0.5 ms)
+                                // sometimes ended before the preemption 300 us in.
     let job = Job::new([100_000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
     if k.is_complete().map_err(|e| e.to_string())? {
@@ -382,7 +382,8 @@ fn resumed_on_half(g: &Setup) -> Result<String, String> {
     k.preempt(Target::All).map_err(|e| e.to_string())?;
     k.wait_yielded().map_err(|e| e.to_string())?;
     let first_half = SmSet::from_ids(0..sms / 2).map_err(|e| e.to_string())?;
-    k.resume(Target::Sms(first_half)).map_err(|e| e.to_string())?;
+    k.resume(Target::Sms(first_half))
+        .map_err(|e| e.to_string())?;
     std::thread::sleep(Duration::from_micros(300));
     let (half, done, total) = rate(&k)?;
     if done >= total {

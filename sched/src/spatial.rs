@@ -196,7 +196,10 @@ pub fn weighted_shares(weights: &[f64], caps: &[u32], total: u32, step: u32) -> 
     for i in 0..n {
         let least = step.min(caps[i]);
         while sms[i] < least {
-            let Some(j) = (0..n).filter(|&j| j != i && sms[j] > step.min(caps[j])).max_by_key(|&j| sms[j]) else {
+            let Some(j) = (0..n)
+                .filter(|&j| j != i && sms[j] > step.min(caps[j]))
+                .max_by_key(|&j| sms[j])
+            else {
                 break;
             };
             sms[j] -= 1;
@@ -319,16 +322,28 @@ mod tests {
     #[test]
     fn shares_follow_the_weights() {
         use super::weighted_shares;
-        assert_eq!(weighted_shares(&[2.0, 1.0], &[132, 132], 132, 8), vec![88, 44]);
-        assert_eq!(weighted_shares(&[1.0, 1.0, 1.0], &[132; 3], 132, 8), vec![44, 44, 44]);
+        assert_eq!(
+            weighted_shares(&[2.0, 1.0], &[132, 132], 132, 8),
+            vec![88, 44]
+        );
+        assert_eq!(
+            weighted_shares(&[1.0, 1.0, 1.0], &[132; 3], 132, 8),
+            vec![44, 44, 44]
+        );
         // A tenant that can fill only 10 SMs leaves the rest to the other.
-        assert_eq!(weighted_shares(&[2.0, 1.0], &[10, 132], 132, 8), vec![10, 122]);
+        assert_eq!(
+            weighted_shares(&[2.0, 1.0], &[10, 132], 132, 8),
+            vec![10, 122]
+        );
         // Largest remainders get the spare SMs; the sum is the GPU.
         let s = weighted_shares(&[1.0, 1.0, 1.0], &[132; 3], 100, 8);
         assert_eq!(s.iter().sum::<u32>(), 100);
         assert!(s.iter().all(|&x| x == 33 || x == 34), "{s:?}");
         // Every tenant gets at least a step, taken from the largest.
-        assert_eq!(weighted_shares(&[100.0, 1.0], &[132, 132], 132, 8), vec![124, 8]);
+        assert_eq!(
+            weighted_shares(&[100.0, 1.0], &[132, 132], 132, 8),
+            vec![124, 8]
+        );
     }
 
     #[test]
