@@ -110,17 +110,23 @@ int main(int argc, char** argv) {
           most = std::max(most, per_sm[s]);
           least = std::min(least, per_sm[s]);
         }
-        // The SMs that ran more than half the busiest SM's tasks, as ranges.
-        std::string busy;
-        for (int s = 0; s < 1024; ++s) {
-          if (per_sm[s] * 2 <= most || (s > 0 && per_sm[s - 1] * 2 > most)) continue;
-          int e = s;
-          while (e + 1 < 1024 && per_sm[e + 1] * 2 > most) ++e;
-          busy += (busy.empty() ? "" : ",") + std::to_string(s) +
-                  (e > s ? "-" + std::to_string(e) : "");
-        }
-        std::fprintf(log, "launch %d at %.0f us: %.2f ms, tasks on %d SMs (%u to %u each), busy %s\n",
-                     launches, t0, (now_us() - t0) / 1e3, used, least, most, busy.c_str());
+        // SMs as ranges: those that ran any task, and those that ran more than half the
+        // busiest SM's tasks.
+        auto ranges = [&](unsigned above) {
+          std::string r;
+          for (int s = 0; s < 1024; ++s) {
+            if (per_sm[s] <= above || (s > 0 && per_sm[s - 1] > above)) continue;
+            int e = s;
+            while (e + 1 < 1024 && per_sm[e + 1] > above) ++e;
+            r += (r.empty() ? "" : ",") + std::to_string(s) + (e > s ? "-" + std::to_string(e) : "");
+          }
+          return r;
+        };
+        std::fprintf(log,
+                     "launch %d at %.0f us: %.2f ms, tasks on %d SMs (%u to %u each): ran on %s, "
+                     "busy %s\n",
+                     launches, t0, (now_us() - t0) / 1e3, used, least, most, ranges(0).c_str(),
+                     ranges(most / 2).c_str());
       }
     }
     if (log) std::fclose(log);
