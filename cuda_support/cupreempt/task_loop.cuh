@@ -36,9 +36,6 @@ constexpr float kClaimLineNs = 1.0f;
 constexpr float kClaimSlack = 2.0f;
 // How long a parked block sleeps between two looks at its kernel's state.
 constexpr unsigned kParkSleepNs = 2000;
-// How long a block that starts on an SM its kernel must leave keeps its place before it goes
-// (see hold_place()).
-constexpr unsigned long long kHoldPlaceNs = 30000;
 
 __device__ __forceinline__ unsigned sm_id() {
   unsigned id;
@@ -180,7 +177,6 @@ struct LeaderState {
   unsigned tail;       // 1: the first instance's last block (see stay())
   unsigned host_seq;   // the newest command seen in host memory, and whether it sends us away
   unsigned host_away;
-  unsigned sent_away;  // 1: the block left the loop because of a command (hold_place())
   unsigned long long yield_ns_copied;  // control->yield_ns as last copied to host memory
   unsigned long long chunk_begin;      // the first task of the last chunk (tests' audit)
 };
@@ -216,31 +212,6 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cup
   return sends_away(cmd, c->sm_mask, ls.smid);
 }
 
-// A block that starts on an SM its kernel has been told to leave (a spatial preemption), before
-// it has run anything. Leaving at once would free its place, and the hardware would give the
-// place to the next block of the same grid, which would leave too: an SM with room that the
-// kernel may not use swallows the grid's blocks as fast as they are handed out, and the SMs it
-// may use stay part empty (H100, two programs sharing the SMs under cupreemptd: each kernel
-// lost its blocks to the other's free places, and a third of the GPU ran nothing). So it keeps
-// its place for kHoldPlaceNs, long enough for the rest of the grid to be handed out elsewhere,
-// and goes to work if the command changes meanwhile. Returns whether it must still leave.
-// Not for a temporal preemption (every SM yields; there is nowhere better for the blocks).
-// Called from leave(), where little is live: called in next_chunk() it cost the wrappers up
-// to 4 registers.
-static __device__ __noinline__ bool hold_place(const cupreempt_control* c,
-                                               volatile LeaderState& ls) {
-  // The control block only: host memory, which can be ahead of it, costs code at every call
-  // site of this function (one per wrapper), and a hold decides nothing that needs it.
-  const volatile unsigned* cmd = &c->command;
-  if (*cmd & CUPREEMPT_YIELD_ALL) return true;
-  const unsigned long long since = global_ns();
-  while (global_ns() - since < kHoldPlaceNs) {
-    __nanosleep(kParkSleepNs);
-    if (!sends_away(*cmd, c->sm_mask, ls.smid)) return false;
-  }
-  return true;
-}
-
 // A lane: a small number that no other block of the kernel on the same SM holds now, so that the
 // block can report itself in host memory with plain stores (host->lanes). The first try is a
 // guess, so that the usual start costs one atomic and no load: blocks b, b + SMs, ... share an
@@ -273,7 +244,6 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* host, unsigned fixed,
                                    unsigned first, volatile LeaderState& ls) {
   ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
-  ls.sent_away = 0;
   ls.next = fixed ? fixed : 1u;
   ls.min_chunk = 1;
   ls.smid = sm_id();
@@ -344,7 +314,6 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
   const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;
   bool stop = must_yield(c, host, ls);
   if (stop) {
-    ls.sent_away = 1;
     atomicAdd(&c->yielded_blocks, 1u);
     atomicMax(&c->yield_ns, global_ns());
 #ifdef CUPREEMPT_AUDIT
@@ -386,11 +355,8 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
 // have no such block, so the block that retires the last task raises `finished`. Then the
 // block stops counting itself (lane first, in host memory, before another block can take the
 // lane over; the GPU's stores to host memory arrive in the order they were made).
-static __device__ __noinline__ bool leave(cupreempt_control* c, cupreempt_host* host,
+static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* host,
                                    unsigned long long total, volatile LeaderState& ls) {
-  // A block sent away before it ran anything holds its place first (hold_place()); if its SM
-  // is given back meanwhile it goes back to work (true), through enter() as a new block.
-  const bool back = ls.sent_away && !ls.ran && !hold_place(c, ls);
   const unsigned long long ran = ls.ran;
   if (host) {
     if (ran) atomicAdd(&c->retired_tasks, ran);
@@ -405,7 +371,6 @@ static __device__ __noinline__ bool leave(cupreempt_control* c, cupreempt_host* 
 #ifdef CUPREEMPT_AUDIT
   atomicSub(&c->running_blocks, 1u);
 #endif
-  return back;
 }
 
 // Stream order. The application's stream runs its next work when the
@@ -526,8 +491,8 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     __threadfence();
     __syncthreads();
     if (leader) {
-      again = leave(c, l.host, l.total_tasks, ls) ||
-              (l.first && l.host && stay(c, l.host, l.total_tasks, ls));
+      leave(c, l.host, l.total_tasks, ls);
+      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
     }
     __syncthreads();
   } while (again);
