@@ -347,26 +347,83 @@ impl Kernel {
         let idle = || sms.iter().all(|s| self.sm_idle(s as usize));
         let asked = Instant::now();
         let not_started = || self.instances.len() == 1 && !self.started();
+        let mut said = false;
         loop {
             if self.all_instances_ended()? {
                 return Ok(());
             }
+            if !said && asked.elapsed() >= STILL_WAITING {
+                // A hang's first clue, where the program may never print anything again.
+                said = true;
+                eprintln!(
+                    "cupreempt: waited {} s for kernel {} to yield: {}",
+                    STILL_WAITING.as_secs(),
+                    self.number,
+                    self.waiting_state(&sms)
+                );
+            }
             // Once the command is in the control block, a block that starts from now on sees
             // it before taking a task, and one that started earlier has set its lane first.
             let landed = self.landed.as_ref().map_or(Ok(true), |e| e.is_done())?;
-            let held_up = !landed && asked.elapsed() >= HELD_UP && not_started();
+            // Held up too: a started kernel whose first instance's blocks have all left the
+            // loop (its tail is parked: it read the command in host memory, as the tail does
+            // when the control block lags). Its other instances' blocks are out of the loop
+            // too (no lane held); ones still queued may take a chunk of tasks before the
+            // command lands, as above. (runtime_gpu's many-streams scenario hung here: the
+            // command's writes behind a preempted kernel's stream in a shared hardware queue,
+            // the kernel yielded, and the thread that would resume that stream waiting.)
+            let gone = || not_started() || self.is_parked();
+            let held_up = !landed && asked.elapsed() >= HELD_UP && gone();
             if landed || held_up {
                 // Twice, a few microseconds apart: a lane's store may still be on its way.
                 fence(Ordering::SeqCst);
                 if idle() {
                     spin_for(Duration::from_micros(5), || false);
-                    if idle() && (landed || not_started()) {
+                    if idle() && (landed || gone()) {
                         return Ok(());
                     }
                 }
             }
             std::hint::spin_loop();
         }
+    }
+
+    /// What `wait_yielded` waits on, in words: the command's writes, the lanes held on the
+    /// SMs it must leave, and each instance.
+    fn waiting_state(&self, sms: &crate::smset::SmSet) -> String {
+        let landed = self.landed.as_ref().map(|e| e.is_done());
+        let held: Vec<String> = sms
+            .iter()
+            .filter(|&s| !self.sm_idle(s as usize))
+            .map(|s| s.to_string())
+            .collect();
+        let instances: Vec<String> = self
+            .instances
+            .iter()
+            .map(|i| match i.end.is_done() {
+                Ok(true) => format!("{} blocks: ended", i.blocks),
+                Ok(false) => format!("{} blocks: running or queued", i.blocks),
+                Err(e) => format!("{} blocks: {e}", i.blocks),
+            })
+            .collect();
+        let done = self.progress().map_or(0, |p| p.done);
+        format!(
+            "command {:#x} on {} SMs, its writes {}; lanes held on SMs [{}]; started {}, tail \
+             parked {}, {done} of {} tasks done; instances: {}",
+            self.command.word(),
+            sms.len(),
+            match landed {
+                None => "none".to_string(),
+                Some(Ok(true)) => "landed".to_string(),
+                Some(Ok(false)) => "not landed".to_string(),
+                Some(Err(e)) => e.to_string(),
+            },
+            held.join(","),
+            self.started(),
+            self.is_parked(),
+            self.params.total_tasks,
+            instances.join("; ")
+        )
     }
 
     /// Lets blocks run on `target` again: publishes the command, and if the kernel has started
@@ -570,6 +627,8 @@ impl Kernel {
 /// has not started before it counts the kernel as yielded (the control stream's writes take
 /// about 30 us when nothing holds them up).
 const HELD_UP: Duration = Duration::from_millis(1);
+/// After this long `wait_yielded` says on stderr what it is waiting for (once).
+const STILL_WAITING: Duration = Duration::from_secs(10);
 
 /// Spins until `done` says so or `limit` has passed; true if `done` did.
 fn spin_for(limit: Duration, mut done: impl FnMut() -> bool) -> bool {
