@@ -118,6 +118,7 @@ impl Live {
                 used_sms: vec![0; gpus.max(1)],
                 kernels: Vec::new(),
                 active: Vec::new(),
+                placed: Vec::new(),
             },
             owner: Vec::new(),
             told: Vec::new(),

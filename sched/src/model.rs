@@ -157,7 +157,8 @@ pub struct KernelView {
     pub status: Status,
     /// `Tr`: standalone work left (resume overheads included once incurred).
     pub remaining: f64,
-    /// `Tw`: time spent active but not running.
+    /// `Tw`: time spent active but not running (kept by the simulator for policies that read
+    /// it, `Policy::reads_waited`).
     pub waited: f64,
     /// When it last became ready (arrival or preemption), for FCFS and round robin.
     pub ready_since: f64,
@@ -238,6 +239,10 @@ pub struct SystemView {
     pub kernels: Vec<KernelView>,
     /// Kernels that have arrived and not finished, in arrival order.
     pub active: Vec<KernelId>,
+    /// Kernels on a GPU (whole or sharing it), by id: kept by `place` and `vacate`, so that
+    /// `on_gpus` need not walk every active kernel at every event (a backlog of thousands made
+    /// long simulations quadratic).
+    pub placed: Vec<KernelId>,
 }
 
 impl SystemView {
@@ -249,10 +254,7 @@ impl SystemView {
     }
     /// Kernels on a GPU (running, yielding or being revoked), whole or sharing it.
     pub fn on_gpus(&self) -> impl Iterator<Item = &KernelView> {
-        self.active
-            .iter()
-            .map(|&k| &self.kernels[k])
-            .filter(|k| k.gpu.is_some())
+        self.placed.iter().map(|&k| &self.kernels[k])
     }
     /// GPUs with every SM free.
     pub fn idle_gpus(&self) -> impl Iterator<Item = GpuId> + '_ {
@@ -302,6 +304,9 @@ impl SystemView {
         if whole {
             self.gpus[gpu] = Some(kernel);
         }
+        if let Err(at) = self.placed.binary_search(&kernel) {
+            self.placed.insert(at, kernel);
+        }
         Ok(())
     }
     /// Takes a kernel off its GPU (the SMs it held are free), if it is on one.
@@ -313,6 +318,9 @@ impl SystemView {
             }
             self.used_sms[g] -= kv.sms;
             kv.sms = 0;
+            if let Ok(at) = self.placed.binary_search(&kernel) {
+                self.placed.remove(at);
+            }
         }
     }
 }

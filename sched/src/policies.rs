@@ -195,6 +195,15 @@ impl Policy for TremPriority {
     fn on_event(&mut self, _: Event, sys: &SystemView) -> Vec<Action> {
         let mut actions = fill_idle(sys, |k| trem_key(&sys.kernels[k]));
         let placed = actions.len();
+        // Counting the waiting user-facing kernels walks the whole backlog: only when some
+        // batch kernel on a GPU could be revoked for them.
+        let max = self.max_revocations;
+        if !sys
+            .on_gpus()
+            .any(|k| k.status == Status::Running && !k.spec.user_facing && k.revocations < max)
+        {
+            return actions;
+        }
         let waiting = sys
             .ready()
             .filter(|k| k.spec.user_facing)
@@ -347,6 +356,9 @@ impl Policy for SjfAging {
     }
     fn on_event(&mut self, _: Event, sys: &SystemView) -> Vec<Action> {
         fill_idle(sys, |k| self.score(&sys.kernels[k]))
+    }
+    fn reads_waited(&self) -> bool {
+        true
     }
 }
 

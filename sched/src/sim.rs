@@ -178,6 +178,7 @@ fn run(
             used_sms: vec![0; gpus],
             kernels,
             active: Vec::new(),
+            placed: Vec::new(),
         },
         heap: BinaryHeap::with_capacity(2 * n),
         seq: 0,
@@ -267,16 +268,22 @@ impl Sim<'_> {
     fn advance(&mut self, t: f64) {
         let dt = t - self.sys.now;
         if dt > 0.0 {
-            for &k in &self.sys.active {
+            // Only kernels on a GPU progress; walking every active kernel at every event made
+            // long simulations quadratic.
+            for &k in &self.sys.placed {
                 let kv = &mut self.sys.kernels[k];
-                match kv.status {
-                    Status::Running | Status::Yielding => {
-                        let speed = kv.spec.speed(kv.sms, self.sys.sms);
-                        kv.remaining = (kv.remaining - (t - self.synced_at[k]) * speed).max(0.0);
-                        self.synced_at[k] = t;
+                if matches!(kv.status, Status::Running | Status::Yielding) {
+                    let speed = kv.spec.speed(kv.sms, self.sys.sms);
+                    kv.remaining = (kv.remaining - (t - self.synced_at[k]) * speed).max(0.0);
+                    self.synced_at[k] = t;
+                }
+            }
+            if self.policy.reads_waited() {
+                for &k in &self.sys.active {
+                    let kv = &mut self.sys.kernels[k];
+                    if kv.status == Status::Ready {
+                        kv.waited += dt;
                     }
-                    Status::Ready => kv.waited += dt,
-                    _ => {}
                 }
             }
         }

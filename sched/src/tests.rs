@@ -230,6 +230,7 @@ fn trem_elastic_grows_with_outstanding_user_work() {
             })
             .collect(),
         active: (0..5).collect(),
+        placed: Vec::new(),
     };
     assert_eq!(p.user_gpus(&sys), 3);
 }
@@ -649,4 +650,47 @@ fn the_estimator_learns_program_durations_online() {
         })
         .collect();
     assert!(late.iter().all(|e| *e < 1e-3), "{late:?}");
+}
+
+/// `placed` is what `on_gpus` walks: `place` and `vacate` keep it equal to the kernels whose
+/// `gpu` is set, in id order, through any sequence of placements.
+#[test]
+fn placed_follows_place_and_vacate() {
+    let specs: Vec<KernelSpec> = (0..6).map(|_| k(0.0, 100.0)).collect();
+    let mut sys = SystemView {
+        now: 0.0,
+        gpus: vec![None; 3],
+        sms: 132,
+        used_sms: vec![0; 3],
+        kernels: specs
+            .iter()
+            .enumerate()
+            .map(|(id, s)| KernelView {
+                status: Status::Ready,
+                ..KernelView::new(id, s.clone())
+            })
+            .collect(),
+        active: (0..6).collect(),
+        placed: Vec::new(),
+    };
+    let check = |sys: &SystemView| {
+        let want: Vec<usize> = (0..6).filter(|&k| sys.kernels[k].gpu.is_some()).collect();
+        assert_eq!(sys.placed, want);
+        let seen: Vec<usize> = sys.on_gpus().map(|k| k.id).collect();
+        assert_eq!(seen, want);
+    };
+    sys.place(4, 0, 132, true).unwrap();
+    sys.place(1, 1, 60, false).unwrap();
+    sys.place(3, 1, 72, false).unwrap();
+    check(&sys);
+    assert!(sys.place(2, 1, 1, false).is_err(), "GPU 1 is full");
+    check(&sys);
+    sys.vacate(1);
+    sys.vacate(1); // twice: nothing more happens
+    check(&sys);
+    sys.kernels[1].status = Status::Ready;
+    sys.place(1, 2, 10, false).unwrap();
+    sys.vacate(4);
+    check(&sys);
+    assert_eq!(sys.placed, vec![1, 3]);
 }

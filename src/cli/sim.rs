@@ -11,7 +11,8 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct SimArgs {
     /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs, priority and elastic (TReM),
-    /// sjf-aging, spatial (greedy STP allocation of SMs, kernels share GPUs).
+    /// sjf-aging, spatial (greedy STP allocation of SMs, kernels share GPUs), shares (SMs in
+    /// proportion to the kernels' weights).
     #[arg(long, default_value = "fifo", conflicts_with = "compare")]
     policy: String,
     /// Several policies on the same workload, side by side: `fifo,hpf,srt`.
