@@ -444,6 +444,45 @@ fn sim_compares_policies_on_one_workload() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("unknown policy"));
 
+    // Every kernel of a run, on request: its NTTs average to the run's ANTT.
+    let o = cupreempt(
+        &[
+            "sim",
+            "--generate",
+            "40",
+            "--compare",
+            "hpf,rr",
+            "--format",
+            "json",
+            "--per-kernel",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    for run in v.as_array().unwrap() {
+        let kernels = run["kernels"].as_array().unwrap();
+        assert_eq!(kernels.len(), 40);
+        let mean = kernels
+            .iter()
+            .map(|k| k["ntt"].as_f64().unwrap())
+            .sum::<f64>()
+            / 40.0;
+        let antt = run["metrics"]["antt"].as_f64().unwrap();
+        assert!((mean - antt).abs() < 1e-9 * antt, "{mean} vs {antt}");
+        assert!(kernels
+            .iter()
+            .all(|k| k["finish"].as_f64().unwrap() >= k["arrival"].as_f64().unwrap()));
+    }
+    assert!(v[1]["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|k| k["preemptions"].as_u64().unwrap() > 0));
+    let o = cupreempt(&["sim", "--generate", "5", "--per-kernel"], &dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--per-kernel needs --format json"));
+
     // Plots on request: one GPU-share picture per policy and the response-time curves.
     let o = cupreempt(
         &[

@@ -34,6 +34,11 @@ pub struct SimArgs {
     quantum_us: f64,
     #[arg(long, value_enum, default_value_t)]
     format: OutputFormat,
+    /// With `--format json`: also every kernel of each run (arrival, finish, turnaround, NTT,
+    /// preemptions, revocations, shrinks, wasted work, killed, SLA met), to compare with
+    /// measurements kernel by kernel.
+    #[arg(long)]
+    per_kernel: bool,
     /// Write the generated workload here (JSON), to replay it later.
     #[arg(long)]
     save_workload: Option<PathBuf>,
@@ -101,6 +106,9 @@ struct GenArgs {
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
+    if a.per_kernel && !matches!(a.format, OutputFormat::Json) {
+        anyhow::bail!("--per-kernel needs --format json (the table has one row per policy)");
+    }
     let workload = match (&a.workload, a.generate) {
         (Some(path), _) => Workload::from_json(&files::read_text(path)?)
             .map_err(|e| anyhow::anyhow!("{}: not a workload: {e}", path.display()))?,
@@ -181,13 +189,55 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
         OutputFormat::Json => {
             let rows: Vec<_> = outcomes
                 .iter()
-                .map(|o| serde_json::json!({"policy": o.policy, "gpus": gpus, "events": o.events, "metrics": o.metrics}))
+                .map(|o| {
+                    let mut row = serde_json::json!({"policy": o.policy, "gpus": gpus, "events": o.events, "metrics": o.metrics});
+                    if a.per_kernel {
+                        row["kernels"] = serde_json::Value::Array(per_kernel(o));
+                    }
+                    row
+                })
                 .collect();
             println!("{}", serde_json::to_string_pretty(&rows)?);
         }
         OutputFormat::Text => print!("{}", table(&outcomes, gpus)),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One object per kernel of a run, as the metrics count them: turnaround from arrival, NTT =
+/// turnaround / standalone work, the SLA met when the turnaround is within it.
+fn per_kernel(o: &Outcome) -> Vec<serde_json::Value> {
+    o.kernels
+        .iter()
+        .zip(&o.finish)
+        .map(|(k, &finish)| {
+            let s = &k.spec;
+            let turnaround = finish - s.arrival;
+            let mut v = serde_json::json!({
+                "id": k.id,
+                "arrival": s.arrival,
+                "work": s.work,
+                "priority": s.priority,
+                "weight": s.weight,
+                "user_facing": s.user_facing,
+                "finish": finish,
+                "turnaround": turnaround,
+                "ntt": if s.work > 0.0 { turnaround / s.work } else { 0.0 },
+                "preemptions": k.preemptions,
+                "revocations": k.revocations,
+                "shrinks": k.shrinks,
+                "wasted": k.wasted,
+                "killed": k.killed,
+            });
+            if !s.name.is_empty() {
+                v["name"] = s.name.clone().into();
+            }
+            if s.sla > 0.0 {
+                v["sla_met"] = (turnaround <= s.sla).into();
+            }
+            v
+        })
+        .collect()
 }
 
 fn table(outcomes: &[Outcome], gpus: usize) -> String {
