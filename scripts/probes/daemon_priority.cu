@@ -5,6 +5,10 @@
 //                   iterations per block instead of calibrating)
 //   urgent COUNT    COUNT times: waits 2-10 ms (random), launches a short kernel (about 0.1 ms
 //                   alone) and waits for it; prints the turnaround's p50, p99 and mean in µs
+//   calibrate US    prints the iterations for which one launch of the batch grid takes US alone
+//   job ITERS AT    one launch of the batch grid with ITERS iterations, at AT (µs of the
+//                   system's monotonic clock, so that processes started together launch at
+//                   set times); prints its turnaround in µs (launch to end)
 // Both launch `spin`, whose blocks run a chain of dependent multiply-adds.
 #include <algorithm>
 #include <chrono>
@@ -75,7 +79,8 @@ int main(int argc, char** argv) {
   // Batch: 1,600 blocks per SM, so that each block (a task of the persistent form, which
   // yields between tasks) runs about 100 us of the 20 ms kernel, as the blocks of a large
   // GEMM or stencil do; a few long blocks would make every preemption wait for them.
-  const int blocks = std::strcmp(argv[1], "batch") == 0 ? sms * 1600 : 64;
+  const bool urgent = std::strcmp(argv[1], "urgent") == 0;
+  const int blocks = urgent ? 64 : sms * 1600;
   float* p = nullptr;
   check(cudaMalloc(&p, (size_t)blocks * 256 * sizeof(float)), "cudaMalloc");
   check(cudaMemset(p, 0, (size_t)blocks * 256 * sizeof(float)), "cudaMemset");
@@ -132,6 +137,32 @@ int main(int argc, char** argv) {
     if (log) std::fclose(log);
     std::printf("batch: %d launches (iters %d)\n", launches, iters);
     return 0;
+  }
+  if (std::strcmp(argv[1], "calibrate") == 0) {
+    std::printf("iters %d\n", calibrate(p, blocks, std::atof(argv[2])));
+    return 0;
+  }
+  if (std::strcmp(argv[1], "job") == 0) {
+    if (argc < 4) {
+      std::fprintf(stderr, "usage: %s job ITERS AT_US\n", argv[0]);
+      return 2;
+    }
+    const int iters = std::atoi(argv[2]);
+    // Warm: the module and the runtime are loaded before the set time.
+    spin<<<1, 256>>>(p, 1);
+    check(cudaDeviceSynchronize(), "warm-up");
+    const double at = std::atof(argv[3]);
+    while (now_us() < at) {
+    }
+    const double t0 = now_us();
+    spin<<<blocks, 256>>>(p, iters);
+    check(cudaDeviceSynchronize(), "job");
+    std::printf("job: turnaround_us %.1f late_us %.1f\n", now_us() - t0, t0 - at);
+    return 0;
+  }
+  if (!urgent) {
+    std::fprintf(stderr, "unknown mode %s\n", argv[1]);
+    return 2;
   }
   const int iters = calibrate(p, blocks, 100.0);
   const int count = std::atoi(argv[2]);

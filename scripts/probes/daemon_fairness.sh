@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# cupreemptd's fairness experiment (issue 17, experiment 2; docs/daemon.md): nine processes,
+# one kernel each of a different length (PROBE_LENGTHS_MS), launched 1 ms apart under MPS
+# (started here, as root or the GPU's owner). Each length is calibrated and timed alone first;
+# then the nine run together with no scheduler and under cupreemptd with each policy of
+# PROBE_POLICIES. For every run: measured ANTT, STP and DNTT (NTT = turnaround together /
+# turnaround alone), beside what `cupreempt sim` predicts for the same nine kernels with the
+# preemption cost the daemon measured (its log: preempt sent -> yielded heard, median).
+# Usage: scripts/probes/daemon_fairness.sh [BIN_DIR]   (cupreempt, cupreemptd,
+#   libcupreempt_runtime.so; default target/release)
+# Env: PROBE_LENGTHS_MS="2 3 5 8 12 18 27 40 60", PROBE_POLICIES="fifo hpf sjf srt rr ffs cfs frs",
+#      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bin=$(realpath "${1:-target/release}")
+work=$(mktemp -d)
+logs=${PROBE_LOG:-$work}
+mkdir -p "$logs"
+lengths=${PROBE_LENGTHS_MS:-2 3 5 8 12 18 27 40 60}
+policies=${PROBE_POLICIES:-fifo hpf sjf srt rr ffs cfs frs}
+rounds=${PROBE_ROUNDS:-3}
+"$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu" 2>/dev/null
+nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
+  -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
+export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+nvidia-cuda-mps-control -d || { echo "the MPS control daemon cannot be started here"; exit 1; }
+trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
+sleep 1
+now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }
+
+# Alone: iterations for each length, then its turnaround alone (median of the rounds).
+: >"$work/alone.txt"
+for ms in $lengths; do
+  iters=$("$work/prog" calibrate $((ms * 1000)) | sed -n 's/^iters \([0-9]*\)$/\1/p')
+  for r in $(seq "$rounds"); do
+    "$work/prog" job "$iters" "$(($(now_us) + 1500000))" | sed -n "s/^job: turnaround_us \([0-9.]*\).*/$ms $iters \1/p"
+  done >>"$work/alone.txt"
+done
+
+together() {  # LABEL [ENV...]: the nine processes, launching 1 ms apart from 3 s from now
+  local label=$1
+  shift
+  local at i=0 pids=()
+  at=$(($(now_us) + 3000000))
+  for ms in $lengths; do
+    local iters
+    iters=$(awk -v ms="$ms" '$1 == ms { print $2; exit }' "$work/alone.txt")
+    env "$@" "$work/prog" job "$iters" $((at + i * 1000)) >"$work/job-$i.txt" &
+    pids+=($!)
+    i=$((i + 1))
+  done
+  wait "${pids[@]}"
+  i=0
+  for ms in $lengths; do
+    echo "$label $ms $(sed -n 's/^job: turnaround_us \([0-9.]*\).*/\1/p' "$work/job-$i.txt")"
+    i=$((i + 1))
+  done
+}
+
+: >"$work/together.txt"
+for r in $(seq "$rounds"); do
+  together none >>"$work/together.txt"
+  for policy in $policies; do
+    "$bin/cupreemptd" --socket "$work/sock" --policy "$policy" --verbose \
+      2>>"$logs/daemon-fairness-$policy.log" &
+    d=$!
+    sleep 0.5
+    together "$policy" CUPREEMPT_SCHEDULER="$work/sock" >>"$work/together.txt"
+    kill -TERM $d
+    wait $d || true
+  done
+done
+python3 scripts/probes/fairness_report.py "$work/alone.txt" "$work/together.txt" \
+  "$bin/cupreempt" "$logs" $policies

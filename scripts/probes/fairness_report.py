@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""The fairness experiment's table (scripts/probes/daemon_fairness.sh): measured ANTT, STP and
+DNTT per case, beside what `cupreempt sim` predicts for the same kernels.
+
+Usage: fairness_report.py ALONE TOGETHER CUPREEMPT LOG_DIR POLICY...
+  ALONE:    lines "LENGTH_MS ITERS TURNAROUND_US" (several rounds per length)
+  TOGETHER: lines "CASE LENGTH_MS TURNAROUND_US" (CASE: none or a policy; several rounds)
+  LOG_DIR:  daemon-fairness-POLICY.log files (cupreemptd --verbose), for the preemption cost
+  --self-test: the arithmetic on made-up numbers.
+
+Metrics as in cupreempt-sched (metrics.rs): NTT = turnaround together / turnaround alone,
+ANTT = mean NTT, STP = sum of 1/NTT, DNTT = standard deviation of the NTTs. Each round gives
+one value of each metric; the table shows their medians."""
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+
+
+def metrics(ntts):
+    antt = statistics.fmean(ntts)
+    dntt = statistics.fmean([(x - antt) ** 2 for x in ntts]) ** 0.5
+    return {"antt": antt, "stp": sum(1 / x for x in ntts), "dntt": dntt}
+
+
+def alone_times(lines):
+    """Median turnaround alone per length."""
+    by = defaultdict(list)
+    for line in lines:
+        f = line.split()
+        if len(f) == 3:
+            by[f[0]].append(float(f[2]))
+    return {k: statistics.median(v) for k, v in by.items()}
+
+
+def rounds(lines, lengths):
+    """Per case, the rounds: each a list of turnarounds in the order of `lengths`."""
+    by = defaultdict(list)
+    for line in lines:
+        f = line.split()
+        if len(f) == 3:
+            by[f[0]].append((f[1], float(f[2])))
+    out = {}
+    for case, rows in by.items():
+        n = len(lengths)
+        out[case] = [[t for _, t in rows[i:i + n]] for i in range(0, len(rows) - n + 1, n)]
+    return out
+
+
+def preempt_cost_us(log_text):
+    """Median preempt sent -> yielded heard in a cupreemptd --verbose log (per connection and id)."""
+    sent, took = {}, []
+    for line in log_text.splitlines():
+        m = re.match(r"cupreemptd: (\d+) us: to connection (\d+): Preempt \{ id: (\d+)", line)
+        if m:
+            sent.setdefault((m[2], m[3]), int(m[1]))
+            continue
+        m = re.match(r"cupreemptd: (\d+) us: connection (\d+): Yielded \{ id: (\d+)", line)
+        if m and (m[2], m[3]) in sent:
+            took.append(int(m[1]) - sent.pop((m[2], m[3])))
+    return statistics.median(took) if took else None
+
+
+def predicted(cupreempt, alone, lengths, policies, preempt_us):
+    """`cupreempt sim` on the nine kernels: arrivals 1 ms apart, standalone work = alone."""
+    kernels = [{"arrival": 1000.0 * i, "work": alone[ms], "preempt_latency": preempt_us}
+               for i, ms in enumerate(lengths)]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump({"kernels": kernels}, f)
+    out = subprocess.run([cupreempt, "sim", "--workload", f.name, "--compare", ",".join(policies),
+                          "--format", "json"], capture_output=True, text=True, check=True)
+    return {r["policy"]: r["metrics"] for r in json.loads(out.stdout)}
+
+
+def table(alone, together, lengths, predictions, costs):
+    lines = ["| case | measured ANTT | STP | DNTT | predicted ANTT | STP | DNTT | ANTT error | preempt cost µs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for case, runs in together.items():
+        per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
+        m = {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
+        p = predictions.get(case)
+        pred = (f"{p['antt']:.3f} | {p['stp']:.3f} | {p['dntt']:.3f} | "
+                f"{100 * (p['antt'] - m['antt']) / m['antt']:+.1f}%") if p else "— | — | — | —"
+        cost = costs.get(case)
+        lines.append(f"| {case} | {m['antt']:.3f} | {m['stp']:.3f} | {m['dntt']:.3f} | {pred} | "
+                     f"{'—' if cost is None else f'{cost:.0f}'} |")
+    return "\n".join(lines)
+
+
+def self_test():
+    m = metrics([1.0, 2.0, 4.0])
+    assert abs(m["antt"] - 7 / 3) < 1e-12 and abs(m["stp"] - 1.75) < 1e-12, m
+    assert alone_times(["2 10 2000", "2 10 2200", "2 10 2100"]) == {"2": 2100.0}
+    r = rounds(["none 2 3000", "none 3 4000", "none 2 3100", "none 3 4100"], ["2", "3"])
+    assert r == {"none": [[3000.0, 4000.0], [3100.0, 4100.0]]}, r
+    log = ("cupreemptd: 100 us: to connection 1: Preempt { id: 1, sms: None }\n"
+           "cupreemptd: 450 us: connection 1: Yielded { id: 1 }\n"
+           "cupreemptd: 900 us: to connection 2: Preempt { id: 4, sms: None }\n"
+           "cupreemptd: 1150 us: connection 2: Yielded { id: 4 }\n")
+    assert preempt_cost_us(log) == 300, preempt_cost_us(log)
+    t = table({"2": 2000.0, "3": 3000.0}, {"none": [[4000.0, 3000.0]]}, ["2", "3"], {}, {})
+    assert "| none | 1.500 | 1.500 | 0.500 |" in t, t
+    print("fairness_report self-test: ok")
+
+
+def main(argv):
+    if argv[1:] == ["--self-test"]:
+        self_test()
+        return 0
+    alone_file, together_file, cupreempt, log_dir, *policies = argv[1:]
+    alone = alone_times(open(alone_file).read().splitlines())
+    lengths = list(dict.fromkeys(l.split()[0] for l in open(alone_file) if l.strip()))
+    together = rounds(open(together_file).read().splitlines(), lengths)
+    costs = {}
+    for p in policies:
+        try:
+            costs[p] = preempt_cost_us(open(f"{log_dir}/daemon-fairness-{p}.log").read())
+        except OSError:
+            costs[p] = None
+    measured = [c for c in costs.values() if c is not None]
+    cost = statistics.median(measured) if measured else 0.0
+    predictions = predicted(cupreempt, alone, lengths, policies, cost)
+    print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs)\n")
+    print(table(alone, together, lengths, predictions, costs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
