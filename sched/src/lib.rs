@@ -20,7 +20,9 @@ pub use duration::Estimator;
 pub use metrics::{Interval, Metrics};
 pub use model::{GpuId, KernelId, KernelSpec, KernelView, Status, SystemView};
 pub use policy::{Action, Event, Policy};
-pub use sim::{simulate, simulate_predicted, simulate_sms, Outcome, SimError, DEFAULT_SMS};
+pub use sim::{
+    simulate, simulate_predicted, simulate_sms, simulate_switching, Outcome, SimError, DEFAULT_SMS,
+};
 pub use workload::{Generator, Rng, Workload};
 
 #[cfg(test)]

@@ -111,6 +111,11 @@ struct Sim<'p> {
     dependents: Vec<Vec<KernelId>>,
     intervals: Vec<Interval>,
     estimator: Option<&'p mut Estimator>,
+    /// Context switch: a GPU that another kernel held whole last idles this long (µs) before
+    /// the kernel that now starts there whole makes progress. 0: no cost.
+    switch_us: f64,
+    /// The kernel that last started on each GPU whole.
+    last_on: Vec<Option<KernelId>>,
 }
 
 /// SMs per GPU when the caller does not say (an H100 SXM).
@@ -131,7 +136,26 @@ pub fn simulate_sms(
     sms: u32,
     policy: &mut dyn Policy,
 ) -> Result<Outcome, SimError> {
-    run(specs, gpus, sms, policy, None)
+    run(specs, gpus, sms, policy, None, 0.0)
+}
+
+/// `simulate_sms`, or `simulate_predicted` with an estimator, where a kernel that starts whole
+/// on a GPU that another kernel held last waits `switch_us` µs first (a context switch: the GPU
+/// idles, apart from the preemption latency that the kernel leaving has already paid).
+pub fn simulate_switching(
+    specs: &[KernelSpec],
+    gpus: usize,
+    sms: u32,
+    policy: &mut dyn Policy,
+    estimator: Option<&mut Estimator>,
+    switch_us: f64,
+) -> Result<Outcome, SimError> {
+    if !(switch_us.is_finite() && switch_us >= 0.0) {
+        return Err(SimError::Workload(
+            "the context switch cost must be a number of µs ≥ 0".into(),
+        ));
+    }
+    run(specs, gpus, sms, policy, estimator, switch_us)
 }
 
 /// `simulate_sms` where policies see the estimator's durations, not the workload's: each
@@ -143,7 +167,7 @@ pub fn simulate_predicted(
     policy: &mut dyn Policy,
     estimator: &mut Estimator,
 ) -> Result<Outcome, SimError> {
-    run(specs, gpus, sms, policy, Some(estimator))
+    run(specs, gpus, sms, policy, Some(estimator), 0.0)
 }
 
 fn run(
@@ -152,6 +176,7 @@ fn run(
     sms: u32,
     policy: &mut dyn Policy,
     estimator: Option<&mut Estimator>,
+    switch_us: f64,
 ) -> Result<Outcome, SimError> {
     if gpus == 0 || sms == 0 {
         return Err(SimError::Workload(
@@ -191,6 +216,8 @@ fn run(
         started: vec![None; n],
         pending: specs.iter().map(|s| s.after.len()).collect(),
         estimator,
+        switch_us,
+        last_on: vec![None; gpus],
         dependents: {
             let mut d = vec![Vec::new(); n];
             for (k, s) in specs.iter().enumerate() {
@@ -272,7 +299,9 @@ impl Sim<'_> {
             // long simulations quadratic.
             for &k in &self.sys.placed {
                 let kv = &mut self.sys.kernels[k];
-                if matches!(kv.status, Status::Running | Status::Yielding) {
+                // A kernel waiting out a context switch makes progress only from its end.
+                if matches!(kv.status, Status::Running | Status::Yielding) && t > self.synced_at[k]
+                {
                     let speed = kv.spec.speed(kv.sms, self.sys.sms);
                     kv.remaining = (kv.remaining - (t - self.synced_at[k]) * speed).max(0.0);
                     self.synced_at[k] = t;
@@ -405,13 +434,12 @@ impl Sim<'_> {
         let remaining = kv.remaining;
         let limit = kv.spec.time_limit;
         let used = kv.spec.work - remaining;
+        // From the end of a context switch it is still waiting out.
+        let from = self.sys.now.max(self.synced_at[k]);
         if limit > 0.0 && limit - used < remaining {
-            (
-                self.sys.now + (limit - used).max(0.0) / speed,
-                What::Kill(k, v),
-            )
+            (from + (limit - used).max(0.0) / speed, What::Kill(k, v))
         } else {
-            (self.sys.now + remaining / speed, What::Completion(k, v))
+            (from + remaining / speed, What::Completion(k, v))
         }
     }
 
@@ -467,7 +495,11 @@ impl Sim<'_> {
                 gpu,
                 why,
             })?;
-        self.synced_at[kernel] = now;
+        let switch = whole && self.last_on[gpu].is_some_and(|last| last != kernel);
+        self.synced_at[kernel] = if switch { now + self.switch_us } else { now };
+        if whole {
+            self.last_on[gpu] = Some(kernel);
+        }
         self.started[kernel] = Some((gpu, now));
         self.schedule_end(kernel);
         Ok(())

@@ -694,3 +694,33 @@ fn placed_follows_place_and_vacate() {
     check(&sys);
     assert_eq!(sys.placed, vec![1, 3]);
 }
+
+/// A context switch: the GPU idles `switch_us` before a kernel that follows another one makes
+/// progress; the first start on an idle GPU, and a kernel that resumes where nobody ran in
+/// between, pay nothing.
+#[test]
+fn a_context_switch_delays_the_kernel_that_follows_another() {
+    use crate::sim::simulate_switching;
+    let w = vec![k(0.0, 100.0), k(0.0, 100.0)];
+    let out = simulate_switching(&w, 1, 132, &mut Fifo, None, 10.0).unwrap();
+    assert_eq!(out.finish, vec![100.0, 210.0]);
+    // Round robin with a 30 µs quantum: every turn after the first pays the switch, so the
+    // two 100 µs kernels need 200 µs of work plus a switch per turn but the first.
+    let mut rr = RoundRobin::new(30.0);
+    let plain = simulate_switching(&w, 1, 132, &mut rr, None, 0.0).unwrap();
+    let mut rr = RoundRobin::new(30.0);
+    let switching = simulate_switching(&w, 1, 132, &mut rr, None, 5.0).unwrap();
+    let turns = switching.intervals.len();
+    assert!(turns > 2, "{turns} turns");
+    let makespan = |o: &crate::Outcome| o.finish.iter().copied().fold(0.0, f64::max);
+    assert!(
+        (makespan(&switching) - (makespan(&plain) + 5.0 * (turns - 1) as f64)).abs() < 1e-6,
+        "{} vs {} with {turns} turns",
+        makespan(&switching),
+        makespan(&plain)
+    );
+    // A kernel alone on its GPU never switches.
+    let one = simulate_switching(&w[..1], 1, 132, &mut Fifo, None, 10.0).unwrap();
+    assert_eq!(one.finish, vec![100.0]);
+    assert!(simulate_switching(&w, 1, 132, &mut Fifo, None, f64::NAN).is_err());
+}

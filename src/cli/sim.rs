@@ -3,7 +3,7 @@
 use super::{files, OutputFormat};
 use clap::Args;
 use cupreempt_sched::{
-    plot, policies, simulate_predicted, simulate_sms, Estimator, Generator, Outcome, Workload,
+    plot, policies, simulate_switching, Estimator, Generator, Outcome, Workload,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +32,10 @@ pub struct SimArgs {
     /// Quantum, µs: RR's, FRS's minimum, a quarter of CFS's epoch.
     #[arg(long, default_value_t = 1000.0)]
     quantum_us: f64,
+    /// Context switch, µs: a kernel that starts on a GPU another kernel held last waits this
+    /// long first (the GPU idles; apart from the preemption latency the leaving kernel paid).
+    #[arg(long, default_value_t = 0.0)]
+    switch_us: f64,
     #[arg(long, value_enum, default_value_t)]
     format: OutputFormat,
     /// With `--format json`: also every kernel of each run (arrival, finish, turnaround, NTT,
@@ -158,18 +162,15 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 policies::NAMES.join(", ")
             )
         })?;
-        let outcome = if a.predict {
-            let mut estimator = Estimator::new(1e-3, a.prior_us);
-            simulate_predicted(
-                &workload.kernels,
-                gpus,
-                a.sms,
-                policy.as_mut(),
-                &mut estimator,
-            )?
-        } else {
-            simulate_sms(&workload.kernels, gpus, a.sms, policy.as_mut())?
-        };
+        let mut estimator = Estimator::new(1e-3, a.prior_us);
+        let outcome = simulate_switching(
+            &workload.kernels,
+            gpus,
+            a.sms,
+            policy.as_mut(),
+            a.predict.then_some(&mut estimator),
+            a.switch_us,
+        )?;
         outcomes.push(outcome);
     }
     if let Some(dir) = &a.plot {
