@@ -378,6 +378,7 @@ pub const NAMES: &[&str] = &[
     "sjf-aging",
     "spatial",
     "shares",
+    "concurrent",
 ];
 
 /// The policies by name, for the command line (`None` for a name not in `NAMES`). `quantum`:
@@ -401,6 +402,7 @@ pub fn by_name(name: &str, quantum: f64) -> Option<Box<dyn Policy>> {
         "sjf-aging" => Box::new(SjfAging::new(1.0)),
         "spatial" => Box::new(super::spatial::SpatialGreedy::new(8, 4)),
         "shares" => Box::new(super::spatial::SpatialGreedy::shares(8, 4)),
+        "concurrent" => Box::new(super::spatial::SpatialGreedy::concurrent()),
         _ => return None,
     })
 }

@@ -19,6 +19,10 @@ pub enum Division {
     /// In proportion to the tenants' weights (`shares`), each capped at the SMs it can fill,
     /// what a capped tenant cannot use going to the others.
     Weights,
+    /// Equally among every kernel that has arrived, weights ignored, with no scheduler's
+    /// choice (`concurrent`): a baseline for kernels that the hardware runs side by side as
+    /// they come (up to 128 at once, as an H100 runs), each losing SMs to every newcomer.
+    Equal,
 }
 
 #[derive(Debug, Clone)]
@@ -54,6 +58,15 @@ impl SpatialGreedy {
         }
     }
 
+    /// The concurrent-kernel baseline (`Division::Equal`): every kernel placed as it arrives,
+    /// up to 128 per GPU, the SMs split equally in steps of one.
+    pub fn concurrent() -> SpatialGreedy {
+        SpatialGreedy {
+            division: Division::Equal,
+            ..SpatialGreedy::new(1, 128)
+        }
+    }
+
     /// The kernel's profile: standalone time on step, 2·step, ... SMs, up to what it can fill.
     fn profile(&self, k: &KernelView, total: u32) -> Vec<Point> {
         let first = self.step.min(total);
@@ -81,9 +94,15 @@ impl SpatialGreedy {
             .map(|(&k, _)| &sys.kernels[k])
             .filter(|k| matches!(k.status, Status::Running | Status::Ready))
             .collect();
-        if self.division == Division::Weights {
+        if self.division != Division::Throughput {
             let caps: Vec<u32> = who.iter().map(|k| k.spec.useful_sms(sys.sms)).collect();
-            let weights: Vec<f64> = who.iter().map(|k| k.spec.weight).collect();
+            let weights: Vec<f64> = who
+                .iter()
+                .map(|k| match self.division {
+                    Division::Equal => 1.0,
+                    _ => k.spec.weight,
+                })
+                .collect();
             let at = weighted_shares(&weights, &caps, sys.sms, self.step);
             for (k, sms) in who.iter().zip(at) {
                 self.targets.insert(k.id, sms);
@@ -214,6 +233,7 @@ impl Policy for SpatialGreedy {
         match self.division {
             Division::Throughput => "spatial",
             Division::Weights => "shares",
+            Division::Equal => "concurrent",
         }
     }
 
@@ -240,7 +260,8 @@ impl Policy for SpatialGreedy {
                 continue;
             }
             let Some(g) = (0..count.len())
-                .filter(|&g| count[g] < self.max_tenants)
+                // Never more tenants than steps of SMs: each must get at least one step.
+                .filter(|&g| count[g] < self.max_tenants.min((sys.sms / self.step).max(1) as usize))
                 .min_by_key(|&g| (count[g], g))
             else {
                 break;
@@ -358,6 +379,25 @@ mod tests {
         let out = simulate_sms(&specs, 1, 12, &mut SpatialGreedy::shares(1, 4)).unwrap();
         assert!((out.finish[0] - 1500.0).abs() < 1e-6, "{:?}", out.finish);
         assert!((out.finish[1] - 2000.0).abs() < 1e-6, "{:?}", out.finish);
+    }
+
+    #[test]
+    fn concurrent_kernels_split_the_gpu_equally_whatever_their_weights() {
+        use crate::sim::simulate_sms;
+        // Two wide 1000 µs kernels arriving together, weights 2:1: side by side on 6 SMs each
+        // they both end at 2000 (shares would end the heavier one at 1500).
+        let specs = vec![
+            KernelSpec::new(0.0, 1000.0).weight(2.0),
+            KernelSpec::new(0.0, 1000.0).weight(1.0),
+        ];
+        let out = simulate_sms(&specs, 1, 12, &mut SpatialGreedy::concurrent()).unwrap();
+        assert_eq!(out.metrics.preemptions, 0);
+        assert!((out.finish[0] - 2000.0).abs() < 1e-6, "{:?}", out.finish);
+        assert!((out.finish[1] - 2000.0).abs() < 1e-6, "{:?}", out.finish);
+        // More kernels than SMs: the GPU holds one per SM, the rest wait their turn.
+        let many: Vec<KernelSpec> = (0..6).map(|_| KernelSpec::new(0.0, 100.0)).collect();
+        let out = simulate_sms(&many, 1, 4, &mut SpatialGreedy::concurrent()).unwrap();
+        assert!(out.finish.iter().all(|f| f.is_finite()));
     }
 
     fn workload() -> impl Strategy<Value = (Vec<KernelSpec>, usize, u32)> {

@@ -412,6 +412,8 @@ struct Promises {
     /// May revoke batch kernels (at most `max_revocations` times each); user-facing kernels
     /// are never revoked.
     revokes: Option<u32>,
+    /// Kernels on one GPU at once, at most.
+    tenants: usize,
 }
 
 fn promises(name: &str) -> Promises {
@@ -425,13 +427,19 @@ fn promises(name: &str) -> Promises {
         // so "one kernel per GPU" and "one interval per run" do not hold; what holds instead
         // is checked below (SMs in use within the GPU, each kernel on one GPU without a gap
         // from start to end, at most 4 tenants).
-        "spatial" | "shares" => (false, false, None),
+        "spatial" | "shares" | "concurrent" => (false, false, None),
         _ => panic!("policy {name}: decide which properties hold for it in `promises`"),
     };
     Promises {
         whole_gpu,
         preempts,
         revokes,
+        tenants: match name {
+            "spatial" | "shares" => 4,
+            // The hardware's limit (H100): up to 128 kernels side by side.
+            "concurrent" => 128,
+            _ => 1,
+        },
     }
 }
 
@@ -546,14 +554,14 @@ proptest! {
                 }
             }
             // No GPU ever had more SMs in use than it has (for whole-GPU policies: never two
-            // kernels at once); a spatial GPU has at most 4 tenants.
+            // kernels at once); a shared GPU has at most the policy's tenants.
             for g in 0..gpus {
                 let on: Vec<_> = out.intervals.iter().filter(|i| i.gpu == g).collect();
                 for a in &on {
                     let now: Vec<_> = on.iter().filter(|b| b.start <= a.start && a.start < b.end).collect();
                     let used: f64 = now.iter().map(|b| b.share).sum();
                     prop_assert!(used <= 1.0 + 1e-9, "{name}: GPU {g} at {}: {used}", a.start);
-                    prop_assert!(now.len() <= 4, "{name}: GPU {g} at {}: {} tenants", a.start, now.len());
+                    prop_assert!(now.len() <= promised.tenants, "{name}: GPU {g} at {}: {} tenants", a.start, now.len());
                 }
             }
             if promised.whole_gpu {

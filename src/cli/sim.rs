@@ -12,7 +12,8 @@ use std::process::ExitCode;
 pub struct SimArgs {
     /// Policy to run: fifo, hpf, sjf, srt, rr, ffs, cfs, frs, priority and elastic (TReM),
     /// sjf-aging, spatial (greedy STP allocation of SMs, kernels share GPUs), shares (SMs in
-    /// proportion to the kernels' weights).
+    /// proportion to the kernels' weights), concurrent (no scheduler: every kernel runs as it
+    /// comes, the SMs split equally; a baseline).
     #[arg(long, default_value = "fifo", conflicts_with = "compare")]
     policy: String,
     /// Several policies on the same workload, side by side: `fifo,hpf,srt`.
