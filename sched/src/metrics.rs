@@ -34,7 +34,8 @@ pub struct Metrics {
     pub killed: u64,
     /// GPU time thrown away by revocations / total useful GPU time (Σ work).
     pub wasted_work: f64,
-    /// Share of kernels with an SLA that met it (None when no kernel has one).
+    /// Share of kernels with an SLA that met it, counted from each kernel's release (None when
+    /// no kernel has one).
     pub sla_attainment: Option<f64>,
     /// Last finish − first arrival.
     pub makespan: f64,
@@ -52,6 +53,7 @@ impl Metrics {
     pub fn compute(
         specs: &[KernelSpec],
         finish: &[f64],
+        released: &[f64],
         kernels: &[KernelView],
         intervals: &[Interval],
     ) -> Metrics {
@@ -103,12 +105,14 @@ impl Metrics {
                     0.0
                 }
             },
+            // Counted from release (TReM): a task waiting for an earlier one of its job has
+            // no response time yet.
             sla_attainment: {
                 let with: Vec<bool> = specs
                     .iter()
-                    .zip(&turnaround)
+                    .zip(finish.iter().zip(released))
                     .filter(|(s, _)| s.sla > 0.0)
-                    .map(|(s, t)| *t <= s.sla)
+                    .map(|(s, (f, r))| f - r.max(s.arrival) <= s.sla)
                     .collect();
                 (!with.is_empty())
                     .then(|| with.iter().filter(|m| **m).count() as f64 / with.len() as f64)

@@ -55,6 +55,8 @@ pub struct Outcome {
     pub metrics: Metrics,
     /// Every kernel at the end (preemptions, revocations, wasted work).
     pub kernels: Vec<KernelView>,
+    /// When each kernel was released: its arrival, or its last predecessor's finish if later.
+    pub released: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -105,6 +107,7 @@ struct Sim<'p> {
     /// When each running kernel's `remaining` was last brought up to date.
     synced_at: Vec<f64>,
     finish: Vec<f64>,
+    released: Vec<f64>,
     started: Vec<Option<(GpuId, f64)>>,
     /// Unfinished predecessors of each kernel, and who waits for each kernel.
     pending: Vec<usize>,
@@ -213,6 +216,7 @@ fn run(
         tick_version: 0,
         synced_at: vec![0.0; n],
         finish: vec![f64::NAN; n],
+        released: vec![f64::NAN; n],
         started: vec![None; n],
         pending: specs.iter().map(|s| s.after.len()).collect(),
         estimator,
@@ -250,7 +254,13 @@ fn run(
             left,
         });
     }
-    let mut metrics = Metrics::compute(specs, &sim.finish, &sim.sys.kernels, &sim.intervals);
+    let mut metrics = Metrics::compute(
+        specs,
+        &sim.finish,
+        &sim.released,
+        &sim.sys.kernels,
+        &sim.intervals,
+    );
     if sim.estimator.is_some() && n > 0 {
         // How far off what the policies were told was (every kernel got its estimate).
         let off: f64 = sim
@@ -268,6 +278,7 @@ fn run(
         events,
         metrics,
         kernels: sim.sys.kernels,
+        released: sim.released,
     })
 }
 
@@ -352,6 +363,7 @@ impl Sim<'_> {
                 }
                 kv.status = Status::Ready;
                 kv.ready_since = ev.at;
+                self.released[k] = ev.at;
                 Event::Arrived(k)
             }
             What::Completion(k, _) | What::Kill(k, _) => {

@@ -732,3 +732,71 @@ fn a_context_switch_delays_the_kernel_that_follows_another() {
     assert_eq!(one.finish, vec![100.0]);
     assert!(simulate_switching(&w, 1, 132, &mut Fifo, None, f64::NAN).is_err());
 }
+
+/// Closed-loop jobs: with a window of 3, a job's fourth kernel is released when its first
+/// finishes, so no job ever has more than 3 kernels released and unfinished; SLAs count from
+/// release (a kernel that waited for its turn is not late for it).
+#[test]
+fn closed_loop_jobs_keep_at_most_the_window_outstanding() {
+    let g = Generator {
+        kernels: 400,
+        tasks_per_job: 12,
+        job_window: 3,
+        load: 2.0,
+        ..Generator::default()
+    };
+    let w = g.generate();
+    assert!(w.kernels.iter().any(|k| !k.after.is_empty()));
+    for (i, k) in w.kernels.iter().enumerate() {
+        for &p in &k.after {
+            assert_eq!(i - p, 3, "kernel {i} waits for {p}");
+            assert_eq!(w.kernels[p].arrival, k.arrival, "within one job");
+        }
+    }
+    let out = simulate(&w.kernels, 2, &mut Hpf).unwrap();
+    // Per job (kernels with one arrival), at every release: released and unfinished ≤ 3.
+    let mut jobs: std::collections::BTreeMap<u64, Vec<usize>> = Default::default();
+    for (i, k) in w.kernels.iter().enumerate() {
+        jobs.entry(k.arrival.to_bits()).or_default().push(i);
+    }
+    for ks in jobs.values() {
+        for &a in ks {
+            let t = out.released[a];
+            let open = ks
+                .iter()
+                .filter(|&&b| out.released[b] <= t && out.finish[b] > t)
+                .count();
+            assert!(open <= 3, "{open} kernels of one job outstanding at {t}");
+        }
+    }
+    for (i, k) in w.kernels.iter().enumerate() {
+        let release = out.released[i];
+        assert!(release >= k.arrival);
+        for &p in &k.after {
+            assert!(
+                release >= out.finish[p],
+                "kernel {i} released before {p} finished"
+            );
+        }
+    }
+    // Without a window every kernel of a job is released at its arrival.
+    let open = Generator {
+        job_window: 0,
+        tasks_per_job: 8,
+        ..g
+    }
+    .generate();
+    assert!(open.kernels.iter().all(|k| k.after.is_empty()));
+}
+
+#[test]
+fn an_sla_counts_from_release() {
+    // The second kernel waits for the first (100 µs), then takes 10 µs: 110 µs after its
+    // arrival but 10 after its release, within its 50 µs SLA.
+    let mut second = k(0.0, 10.0).user_facing(50.0);
+    second.after = vec![0];
+    let out = simulate(&[k(0.0, 100.0), second], 1, &mut Fifo).unwrap();
+    assert_eq!(out.released, vec![0.0, 100.0]);
+    assert_eq!(out.finish, vec![100.0, 110.0]);
+    assert_eq!(out.metrics.sla_attainment, Some(1.0));
+}

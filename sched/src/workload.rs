@@ -74,6 +74,11 @@ pub struct Generator {
     /// together and outstanding at once, sharing the job's drawn duration equally. `kernels`
     /// still counts kernels. 1: every job is one kernel.
     pub tasks_per_job: usize,
+    /// Closed loop: at most this many of a job's kernels outstanding at once, each further one
+    /// released when the one this many places before it finishes (`after`); its SLA counts
+    /// from that release. 0: every kernel of a job arrives at once.
+    #[serde(default)]
+    pub job_window: usize,
     /// SMs each kernel can fill (`KernelSpec::max_sms`), drawn uniformly from this list; empty:
     /// every kernel fills the whole GPU.
     #[serde(default)]
@@ -105,6 +110,7 @@ impl Default for Generator {
             revoke_latency: 10_000.0,
             sla: 200_000.0,
             tasks_per_job: 1,
+            job_window: 0,
             sm_widths: Vec::new(),
             programs: 0,
             feature_noise: 0.05,
@@ -141,7 +147,8 @@ impl Generator {
             } else {
                 1
             };
-            for _ in 0..tasks.min(self.kernels - kernels.len()) {
+            let first = kernels.len();
+            for task in 0..tasks.min(self.kernels - kernels.len()) {
                 let max_sms = if self.sm_widths.is_empty() {
                     0
                 } else {
@@ -173,7 +180,11 @@ impl Generator {
                     revoke_latency: self.revoke_latency,
                     sla: if user { self.sla } else { 0.0 },
                     time_limit: 0.0,
-                    after: Vec::new(),
+                    after: if self.job_window > 0 && task >= self.job_window {
+                        vec![first + task - self.job_window]
+                    } else {
+                        Vec::new()
+                    },
                     name,
                     features,
                     max_sms,
