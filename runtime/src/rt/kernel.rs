@@ -365,21 +365,19 @@ impl Kernel {
             // Once the command is in the control block, a block that starts from now on sees
             // it before taking a task, and one that started earlier has set its lane first.
             let landed = self.landed.as_ref().map_or(Ok(true), |e| e.is_done())?;
-            // Held up too: a started kernel whose first instance's blocks have all left the
-            // loop (its tail is parked: it read the command in host memory, as the tail does
-            // when the control block lags). Its other instances' blocks are out of the loop
-            // too (no lane held); ones still queued may take a chunk of tasks before the
-            // command lands, as above. (runtime_gpu's many-streams scenario hung here: the
-            // command's writes behind a preempted kernel's stream in a shared hardware queue,
-            // the kernel yielded, and the thread that would resume that stream waiting.)
             let gone = || not_started() || self.is_parked();
-            let held_up = !landed && asked.elapsed() >= HELD_UP && gone();
-            if landed || held_up {
+            let look = |idle: bool| YieldLook {
+                landed,
+                held_up: asked.elapsed() >= HELD_UP,
+                gone: gone(),
+                idle,
+            };
+            if look(true).may_have_yielded() {
                 // Twice, a few microseconds apart: a lane's store may still be on its way.
                 fence(Ordering::SeqCst);
                 if idle() {
                     spin_for(Duration::from_micros(5), || false);
-                    if idle() && (landed || gone()) {
+                    if look(idle()).may_have_yielded() {
                         return Ok(());
                     }
                 }
@@ -623,9 +621,37 @@ impl Kernel {
     }
 }
 
-/// How long `wait_yielded` waits for a command to reach the control block of a kernel that
-/// has not started before it counts the kernel as yielded (the control stream's writes take
-/// about 30 us when nothing holds them up).
+/// What `wait_yielded` sees of a kernel at one look.
+#[derive(Debug, Clone, Copy)]
+struct YieldLook {
+    /// The command's writes are in the control block.
+    landed: bool,
+    /// `HELD_UP` has passed since the command was given.
+    held_up: bool,
+    /// No block of the first instance is in the loop: it has not started, or its tail is
+    /// parked (it read the command in host memory, as the tail does when the control block
+    /// lags).
+    gone: bool,
+    /// No block of the kernel holds a lane on the SMs it must leave.
+    idle: bool,
+}
+
+impl YieldLook {
+    /// Whether the kernel counts as yielded: no block on those SMs, and either the command is
+    /// in the control block (a block that starts from now on sees it before taking a task; one
+    /// that started earlier set its lane first) or its writes are held up and the first
+    /// instance is gone. The writes can wait behind another preempted kernel's stream in a
+    /// shared hardware queue, and waiting for them would then wait for a resume that the
+    /// waiting thread itself would send (runtime_gpu's many-streams scenario hung so). Blocks
+    /// of queued instances that start before the command lands may take a chunk of tasks.
+    fn may_have_yielded(&self) -> bool {
+        self.idle && (self.landed || (self.held_up && self.gone))
+    }
+}
+
+/// How long `wait_yielded` waits for a command to reach the control block before a kernel
+/// whose first instance is gone may count as yielded without it (the control stream's writes
+/// take about 30 us when nothing holds them up).
 const HELD_UP: Duration = Duration::from_millis(1);
 /// After this long `wait_yielded` says on stderr what it is waiting for (once).
 const STILL_WAITING: Duration = Duration::from_secs(10);
@@ -659,5 +685,37 @@ impl Drop for Kernel {
             slot: self.params.control,
             events,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::YieldLook;
+
+    fn look(landed: bool, held_up: bool, gone: bool, idle: bool) -> bool {
+        YieldLook {
+            landed,
+            held_up,
+            gone,
+            idle,
+        }
+        .may_have_yielded()
+    }
+
+    #[test]
+    fn a_kernel_counts_as_yielded_only_with_no_block_on_its_sms() {
+        // The command landed and no lane is held: yielded.
+        assert!(look(true, false, false, true));
+        // A block still holds a lane on an SM it must leave: never, whatever else.
+        assert!(!look(true, true, true, false));
+        // The command is not in the control block yet: a started kernel whose blocks may
+        // still be in the loop has not yielded...
+        assert!(!look(false, false, false, true));
+        assert!(!look(false, true, false, true));
+        // ...nor one whose first instance is gone, before the writes count as held up...
+        assert!(!look(false, false, true, true));
+        // ...after which it has (not started, or its tail parked on the command it read in
+        // host memory: the many-streams hang).
+        assert!(look(false, true, true, true));
     }
 }
