@@ -152,6 +152,7 @@ impl Live {
         id: u64,
         l: &LaunchInfo,
     ) -> Result<Vec<Command>, String> {
+        self.age(now);
         if self.kernel(conn, id).is_ok() {
             return Err(format!("kernel {id} of this connection is already running"));
         }
@@ -203,6 +204,7 @@ impl Live {
 
     pub fn yielded(&mut self, now: f64, conn: ConnId, id: u64) -> Result<Vec<Command>, String> {
         let k = self.kernel(conn, id)?;
+        self.age(now);
         self.unanswered[k] = self.unanswered[k].saturating_sub(1);
         if self.unanswered[k] > 0 {
             return Ok(Vec::new()); // a later command's answer tells
@@ -248,6 +250,7 @@ impl Live {
 
     pub fn finished(&mut self, now: f64, conn: ConnId, id: u64) -> Result<Vec<Command>, String> {
         let k = self.kernel(conn, id)?;
+        self.age(now);
         self.stop_clock(now, k);
         if self.ran[k] > 0.0 {
             // The launch's measured duration teaches the model for the next ones.
@@ -275,6 +278,7 @@ impl Live {
     /// The connection is gone (the program ended or died): its kernels are done, and whatever
     /// they held goes to others.
     pub fn gone(&mut self, now: f64, conn: ConnId) -> Vec<Command> {
+        self.age(now);
         let mine: Vec<usize> = self
             .ids
             .iter()
@@ -302,6 +306,7 @@ impl Live {
 
     /// Fires the timers due at `now`.
     pub fn expire(&mut self, now: f64) -> Vec<Command> {
+        self.age(now);
         let mut out = Vec::new();
         for g in 0..self.timers.len() {
             if self.timers[g].is_some_and(|t| t <= now) {
@@ -413,7 +418,23 @@ impl Live {
         }
     }
 
+    /// Brings the clock to `now` before anything changes: the time ready kernels have waited
+    /// since the last change, for a policy that reads it (SJF with aging), as the simulator
+    /// keeps it.
+    fn age(&mut self, now: f64) {
+        if self.policy.reads_waited() && now > self.sys.now {
+            let dt = now - self.sys.now;
+            for &k in &self.sys.active {
+                if self.sys.kernels[k].status == Status::Ready {
+                    self.sys.kernels[k].waited += dt;
+                }
+            }
+        }
+        self.sys.now = self.sys.now.max(now);
+    }
+
     fn event(&mut self, now: f64, event: Event) -> Vec<Command> {
+        self.age(now);
         self.sys.now = now;
         let actions = self.policy.on_event(event, &self.sys);
         let mut out = Vec::new();
@@ -737,6 +758,31 @@ mod tests {
         let at = l.next_deadline().expect("a quantum timer");
         assert_eq!(l.expire(at), [preempt(1, 1)]);
         assert_eq!(l.yielded(at + 5.0, 1, 1).unwrap(), [resume(2, 1)]);
+    }
+
+    /// SJF with aging reads how long each kernel has waited: the daemon keeps it as the
+    /// simulator does, so that a long kernel that has waited long enough goes before a short
+    /// newcomer.
+    #[test]
+    fn sjf_aging_sees_how_long_kernels_waited() {
+        let mut l = Live::new("sjf-aging", 1, 132, 1000.0, 1000.0).unwrap();
+        let with = |kernel, us| LaunchInfo {
+            estimate_us: Some(us),
+            ..info(kernel, 100, 0, 1.0)
+        };
+        l.launch(0.0, 1, 1, &with("running", 1_000.0)).unwrap();
+        assert_eq!(
+            l.launch(10.0, 2, 1, &with("long", 5_000.0)).unwrap(),
+            [preempt(2, 1)]
+        );
+        l.yielded(20.0, 2, 1).unwrap(); // preempted on arrival: waits, ready
+        l.launch(4_000.0, 3, 1, &with("short", 100.0)).unwrap();
+        let long = l.ids[&(2, 1)];
+        assert!(
+            (l.sys.kernels[long].waited - 3_990.0).abs() < 1e-6,
+            "waited {}",
+            l.sys.kernels[long].waited
+        );
     }
 
     /// FFS slices in proportion to what a preemption costs: with nothing measured, its least
