@@ -152,24 +152,29 @@ impl TremPriority {
     }
 }
 
-/// Batch kernels to revoke so that `waiting` user-facing kernels get a GPU: the most recently
+/// Batch kernels to revoke so that `waiting()` user-facing kernels get a GPU: the most recently
 /// started revocable ones, counting revocations already under way. `worth` filters victims.
+/// `waiting` is asked only when there is a victim: counting walks the whole backlog, and a long
+/// simulation asks at every event.
 fn revoke_for(
     sys: &SystemView,
-    waiting: usize,
+    waiting: impl FnOnce() -> usize,
     max: u32,
     worth: impl Fn(&KernelView) -> bool,
 ) -> Vec<Action> {
-    let under_way = sys
-        .on_gpus()
-        .filter(|k| k.status == Status::Revoking)
-        .count();
     let mut victims: Vec<&KernelView> = sys
         .on_gpus()
         .filter(|k| {
             k.status == Status::Running && !k.spec.user_facing && k.revocations < max && worth(k)
         })
         .collect();
+    if victims.is_empty() {
+        return Vec::new();
+    }
+    let under_way = sys
+        .on_gpus()
+        .filter(|k| k.status == Status::Revoking)
+        .count();
     victims.sort_by(|a, b| {
         b.run_since
             .partial_cmp(&a.run_since)
@@ -178,7 +183,7 @@ fn revoke_for(
     });
     victims
         .into_iter()
-        .take(waiting.saturating_sub(under_way))
+        .take(waiting().saturating_sub(under_way))
         .map(|k| Action::Revoke { kernel: k.id })
         .collect()
 }
@@ -195,20 +200,12 @@ impl Policy for TremPriority {
     fn on_event(&mut self, _: Event, sys: &SystemView) -> Vec<Action> {
         let mut actions = fill_idle(sys, |k| trem_key(&sys.kernels[k]));
         let placed = actions.len();
-        // Counting the waiting user-facing kernels walks the whole backlog: only when some
-        // batch kernel on a GPU could be revoked for them.
-        let max = self.max_revocations;
-        if !sys
-            .on_gpus()
-            .any(|k| k.status == Status::Running && !k.spec.user_facing && k.revocations < max)
-        {
-            return actions;
-        }
-        let waiting = sys
-            .ready()
-            .filter(|k| k.spec.user_facing)
-            .count()
-            .saturating_sub(placed);
+        let waiting = || {
+            sys.ready()
+                .filter(|k| k.spec.user_facing)
+                .count()
+                .saturating_sub(placed)
+        };
         actions.extend(revoke_for(sys, waiting, self.max_revocations, |_| true));
         actions
     }
@@ -319,10 +316,12 @@ impl Policy for TremElastic {
             }
         }
         // User-facing kernels still waiting: revoke batch work on user GPUs worth revoking.
-        let waiting = user.count();
-        actions.extend(revoke_for(sys, waiting, self.max_revocations, |k| {
-            k.gpu.is_some_and(|g| g < u) && k.expected_remaining() > k.spec.revoke_latency
-        }));
+        actions.extend(revoke_for(
+            sys,
+            || user.count(),
+            self.max_revocations,
+            |k| k.gpu.is_some_and(|g| g < u) && k.expected_remaining() > k.spec.revoke_latency,
+        ));
         actions
     }
 }

@@ -139,7 +139,19 @@ pub fn simulate_sms(
     sms: u32,
     policy: &mut dyn Policy,
 ) -> Result<Outcome, SimError> {
-    run(specs, gpus, sms, policy, None, 0.0)
+    simulate_switching(specs, gpus, sms, policy, None, 0.0)
+}
+
+/// `simulate_sms` where policies see the estimator's durations, not the workload's: each
+/// kernel's `estimate` is set at its arrival, and the estimator learns from every completion.
+pub fn simulate_predicted(
+    specs: &[KernelSpec],
+    gpus: usize,
+    sms: u32,
+    policy: &mut dyn Policy,
+    estimator: &mut Estimator,
+) -> Result<Outcome, SimError> {
+    simulate_switching(specs, gpus, sms, policy, Some(estimator), 0.0)
 }
 
 /// `simulate_sms`, or `simulate_predicted` with an estimator, where a kernel that starts whole
@@ -153,37 +165,14 @@ pub fn simulate_switching(
     estimator: Option<&mut Estimator>,
     switch_us: f64,
 ) -> Result<Outcome, SimError> {
-    if !(switch_us.is_finite() && switch_us >= 0.0) {
-        return Err(SimError::Workload(
-            "the context switch cost must be a number of µs ≥ 0".into(),
-        ));
-    }
-    run(specs, gpus, sms, policy, estimator, switch_us)
-}
-
-/// `simulate_sms` where policies see the estimator's durations, not the workload's: each
-/// kernel's `estimate` is set at its arrival, and the estimator learns from every completion.
-pub fn simulate_predicted(
-    specs: &[KernelSpec],
-    gpus: usize,
-    sms: u32,
-    policy: &mut dyn Policy,
-    estimator: &mut Estimator,
-) -> Result<Outcome, SimError> {
-    run(specs, gpus, sms, policy, Some(estimator), 0.0)
-}
-
-fn run(
-    specs: &[KernelSpec],
-    gpus: usize,
-    sms: u32,
-    policy: &mut dyn Policy,
-    estimator: Option<&mut Estimator>,
-    switch_us: f64,
-) -> Result<Outcome, SimError> {
     if gpus == 0 || sms == 0 {
         return Err(SimError::Workload(
             "at least one GPU with one SM is needed".into(),
+        ));
+    }
+    if !(switch_us.is_finite() && switch_us >= 0.0) {
+        return Err(SimError::Workload(
+            "the context switch cost must be a number of µs ≥ 0".into(),
         ));
     }
     if let Some((i, _)) = specs.iter().enumerate().find(|(i, s)| !valid(*i, s)) {

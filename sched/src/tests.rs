@@ -11,6 +11,27 @@ fn k(arrival: f64, work: f64) -> KernelSpec {
     KernelSpec::new(arrival, work)
 }
 
+/// A system at time 0 in which every kernel of `specs` has arrived and waits for one of `gpus`
+/// GPUs of 132 SMs.
+fn all_ready(specs: &[KernelSpec], gpus: usize) -> SystemView {
+    SystemView {
+        now: 0.0,
+        gpus: vec![None; gpus],
+        sms: 132,
+        used_sms: vec![0; gpus],
+        kernels: specs
+            .iter()
+            .enumerate()
+            .map(|(id, s)| KernelView {
+                status: Status::Ready,
+                ..KernelView::new(id, s.clone())
+            })
+            .collect(),
+        active: (0..specs.len()).collect(),
+        placed: Vec::new(),
+    }
+}
+
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() <= 1e-9 * (1.0 + a.abs().max(b.abs()))
 }
@@ -216,22 +237,7 @@ fn trem_elastic_grows_with_outstanding_user_work() {
     let mut w: Vec<KernelSpec> = (0..4).map(|_| k(0.0, 600.0).user_facing(1000.0)).collect();
     w.push(k(0.0, 5000.0));
     let p = TremElastic::new(100_000.0, 5);
-    let sys = SystemView {
-        now: 0.0,
-        gpus: vec![None; 4],
-        sms: 132,
-        used_sms: vec![0; 4],
-        kernels: w
-            .iter()
-            .enumerate()
-            .map(|(id, s)| KernelView {
-                status: Status::Ready,
-                ..KernelView::new(id, s.clone())
-            })
-            .collect(),
-        active: (0..5).collect(),
-        placed: Vec::new(),
-    };
+    let sys = all_ready(&w, 4);
     assert_eq!(p.user_gpus(&sys), 3);
 }
 
@@ -665,22 +671,7 @@ fn the_estimator_learns_program_durations_online() {
 #[test]
 fn placed_follows_place_and_vacate() {
     let specs: Vec<KernelSpec> = (0..6).map(|_| k(0.0, 100.0)).collect();
-    let mut sys = SystemView {
-        now: 0.0,
-        gpus: vec![None; 3],
-        sms: 132,
-        used_sms: vec![0; 3],
-        kernels: specs
-            .iter()
-            .enumerate()
-            .map(|(id, s)| KernelView {
-                status: Status::Ready,
-                ..KernelView::new(id, s.clone())
-            })
-            .collect(),
-        active: (0..6).collect(),
-        placed: Vec::new(),
-    };
+    let mut sys = all_ready(&specs, 3);
     let check = |sys: &SystemView| {
         let want: Vec<usize> = (0..6).filter(|&k| sys.kernels[k].gpu.is_some()).collect();
         assert_eq!(sys.placed, want);
