@@ -433,8 +433,8 @@ impl Live {
         self.sys.now = self.sys.now.max(now);
     }
 
+    /// After the public entry that called it has aged the kernels to `now` (`age`).
     fn event(&mut self, now: f64, event: Event) -> Vec<Command> {
-        self.age(now);
         self.sys.now = now;
         let actions = self.policy.on_event(event, &self.sys);
         let mut out = Vec::new();
