@@ -172,13 +172,8 @@ pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf>
         .find(|p| p.is_file())
 }
 
-/// What each file of a program defines for the files that include it: its kernels and its
-/// helpers that read blockIdx/gridDim or synchronize. `files`: the program's files, canonical,
-/// with their texts; `closures`: the files each includes (`include_closure`, computed once by
-/// the caller, which needs them too). A helper that reads block ids only through a helper of
-/// another file it includes is known as such once that file is: the transforms are repeated
-/// with what the included files define until nothing changes (a chain of headers one deeper
-/// each round).
+/// What each file of a program defines for the files that include it: its kernels, and its
+/// helpers that read blockIdx/gridDim or synchronize.
 pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)>;
 
 /// The files each file of a program includes (`include_closure`), by canonical path.
@@ -196,6 +191,12 @@ pub fn known_from(defines: &Defines, includes: &[PathBuf]) -> (Vec<KnownKernel>,
     known
 }
 
+/// `Defines` of a program. `files`: its files, canonical, with their texts; `closures`: the
+/// files each includes (`include_closure`, computed once by the caller, which needs them too).
+/// A helper that reads block ids only through a helper of another file it includes is known as
+/// such once that file is: the transforms are repeated with what the included files define
+/// until nothing changes (a chain of headers one deeper each round). A file is transformed
+/// again only when what its includes define has changed since its last transform.
 pub fn defines_of(
     files: &[(PathBuf, String)],
     closures: &Closures,
@@ -209,15 +210,28 @@ pub fn defines_of(
         .filter(|(_, t)| mentions_kernels(t) || t.contains("__device__"))
         .collect();
     let mut defines = Defines::new();
+    // What each file was last transformed with, and what that gave (None: it did not parse).
+    type Known = (Vec<KnownKernel>, Vec<KnownHelper>);
+    let mut last: std::collections::BTreeMap<&PathBuf, (Known, Option<Known>)> = Default::default();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
         for (p, t) in &relevant {
-            let (k, h) = known_from(&defines, closures.get(p).map_or(&[][..], Vec::as_slice));
-            let mut o = opts.clone();
-            o.known_kernels.extend(k);
-            o.known_helpers.extend(h);
-            if let Ok(tr) = crate::transform(t, &p.display().to_string(), &o) {
-                next.insert(p.clone(), (tr.defines, tr.helpers));
+            let known = known_from(&defines, closures.get(p).map_or(&[][..], Vec::as_slice));
+            let result = match last.get(p) {
+                Some((with, result)) if *with == known => result.clone(),
+                _ => {
+                    let mut o = opts.clone();
+                    o.known_kernels.extend(known.0.iter().cloned());
+                    o.known_helpers.extend(known.1.iter().cloned());
+                    let result = crate::transform(t, &p.display().to_string(), &o)
+                        .ok()
+                        .map(|tr| (tr.defines, tr.helpers));
+                    last.insert(p, (known, result.clone()));
+                    result
+                }
+            };
+            if let Some(r) = result {
+                next.insert(p.clone(), r);
             }
         }
         if next == defines {
