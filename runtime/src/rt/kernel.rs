@@ -365,14 +365,13 @@ impl Kernel {
             // Once the command is in the control block, a block that starts from now on sees
             // it before taking a task, and one that started earlier has set its lane first.
             let landed = self.landed.as_ref().map_or(Ok(true), |e| e.is_done())?;
-            let gone = || not_started() || self.is_parked();
             let look = |idle: bool| YieldLook {
                 landed,
                 held_up: asked.elapsed() >= HELD_UP,
-                gone: gone(),
+                gone: not_started() || self.is_parked(),
                 idle,
             };
-            if look(true).may_have_yielded() {
+            if look(false).command_settled() {
                 // Twice, a few microseconds apart: a lane's store may still be on its way.
                 fence(Ordering::SeqCst);
                 if idle() {
@@ -645,7 +644,13 @@ impl YieldLook {
     /// waiting thread itself would send (runtime_gpu's many-streams scenario hung so). Blocks
     /// of queued instances that start before the command lands may take a chunk of tasks.
     fn may_have_yielded(&self) -> bool {
-        self.idle && (self.landed || (self.held_up && self.gone))
+        self.idle && self.command_settled()
+    }
+
+    /// The command is in the control block, or held up while no block of the first
+    /// instance can still be working: what the lanes then decide.
+    fn command_settled(&self) -> bool {
+        self.landed || (self.held_up && self.gone)
     }
 }
 
