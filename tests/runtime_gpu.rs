@@ -310,20 +310,21 @@ fn temporal(g: &Setup) -> Result<String, String> {
     ))
 }
 
+/// Tasks per ms over a window of about 1 ms, and the progress at its end (done, total).
+fn rate(k: &Kernel) -> Result<(f64, u64, u64), String> {
+    let (t0, a) = (Instant::now(), k.progress().map_err(|e| e.to_string())?);
+    std::thread::sleep(Duration::from_millis(1));
+    let b = k.progress().map_err(|e| e.to_string())?;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    Ok(((b.done - a.done) as f64 / ms, b.done, b.total))
+}
+
 fn spatial(g: &Setup) -> Result<String, String> {
     let sms = g.rt.limits().expect("device limits").sm_count;
     // About 5 ms at full speed on the H100 (32 blocks of 64 threads per SM, 100 us tasks): both
     // 1 ms windows below fall while tasks are left.
     let job = Job::new([200_000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
-    // Tasks per ms over a window of about 1 ms, and the progress at its end.
-    let rate = |k: &Kernel| -> Result<(f64, u64, u64), String> {
-        let (t0, a) = (Instant::now(), k.progress().map_err(|e| e.to_string())?);
-        std::thread::sleep(Duration::from_millis(1));
-        let b = k.progress().map_err(|e| e.to_string())?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        Ok(((b.done - a.done) as f64 / ms, b.done, b.total))
-    };
     std::thread::sleep(Duration::from_micros(300));
     let (full, _, _) = rate(&k)?;
     let even = SmSet::from_ids((0..sms).filter(|s| s % 2 == 0)).map_err(|e| e.to_string())?;
@@ -370,13 +371,6 @@ fn resumed_on_half(g: &Setup) -> Result<String, String> {
     let sms = g.rt.limits().expect("device limits").sm_count;
     let job = Job::new([200_000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
-    let rate = |k: &Kernel| -> Result<(f64, u64, u64), String> {
-        let (t0, a) = (Instant::now(), k.progress().map_err(|e| e.to_string())?);
-        std::thread::sleep(Duration::from_millis(1));
-        let b = k.progress().map_err(|e| e.to_string())?;
-        let ms = t0.elapsed().as_secs_f64() * 1e3;
-        Ok(((b.done - a.done) as f64 / ms, b.done, b.total))
-    };
     std::thread::sleep(Duration::from_micros(300));
     let (full, _, _) = rate(&k)?;
     k.preempt(Target::All).map_err(|e| e.to_string())?;

@@ -10,3 +10,23 @@ import sys
 for l in sys.stdin:
     if "nv_fatbin" in l: print(int(l.split("]")[1].split()[4], 16))'
 }
+# The daemon probes' start: bin (BIN_DIR, default target/release), work (a fresh folder), logs
+# (PROBE_LOG, else work), and scripts/probes/daemon_priority.cu transformed and linked with
+# that runtime as $work/prog.
+daemon_probe_setup() {
+  bin=$(realpath "${1:-target/release}")
+  work=$(mktemp -d)
+  logs=${PROBE_LOG:-$work}
+  mkdir -p "$logs"
+  "$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu"
+  nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
+    -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
+}
+# An MPS control daemon for this run, its pipe and log under $work (as root or the GPU's
+# owner); fails where it cannot be started. stop_mps ends it.
+start_mps() {
+  export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d && sleep 1
+}
+stop_mps() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }

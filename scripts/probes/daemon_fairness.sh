@@ -12,21 +12,13 @@
 #      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=$(realpath "${1:-target/release}")
-work=$(mktemp -d)
-logs=${PROBE_LOG:-$work}
-mkdir -p "$logs"
+source scripts/probes/common.sh
+daemon_probe_setup "${1:-}"
 lengths=${PROBE_LENGTHS_MS:-2 3 5 8 12 18 27 40 60}
 policies=${PROBE_POLICIES:-fifo hpf sjf srt rr ffs cfs frs}
 rounds=${PROBE_ROUNDS:-3}
-"$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu" 2>/dev/null
-nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
-  -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
-export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-nvidia-cuda-mps-control -d || { echo "the MPS control daemon cannot be started here"; exit 1; }
-trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
-sleep 1
+start_mps || { echo "the MPS control daemon cannot be started here"; exit 1; }
+trap stop_mps EXIT
 now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }
 
 # Alone: iterations for each length, then its turnaround alone (median of the rounds).

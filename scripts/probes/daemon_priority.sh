@@ -11,13 +11,8 @@
 #   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=$(realpath "${1:-target/release}")
-work=$(mktemp -d)
-logs=${PROBE_LOG:-$work}
-mkdir -p "$logs"
-"$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/daemon_priority.cupreempt.cu"
-nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/daemon_priority.cupreempt.cu" \
-  -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
+source scripts/probes/common.sh
+daemon_probe_setup "${1:-}"
 n=${PROBE_URGENT:-200}
 batch_s=${PROBE_BATCH_S:-30}
 
@@ -46,15 +41,12 @@ for mode in ${PROBE_MODES:-contexts mps}; do
   case $mode in
     contexts) cases contexts ;;
     mps)
-      export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
-      mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-      if ! command -v nvidia-cuda-mps-control >/dev/null || ! nvidia-cuda-mps-control -d; then
+      if ! start_mps; then
         echo "[mps] the MPS control daemon cannot be started here"
         continue
       fi
-      sleep 1
       cases mps || echo "[mps] failed"
-      echo quit | nvidia-cuda-mps-control || true
+      stop_mps
       sleep 1
       cat "$CUDA_MPS_LOG_DIRECTORY"/control.log 2>/dev/null | tail -n 5
       unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY

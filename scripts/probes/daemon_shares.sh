@@ -11,19 +11,11 @@
 #   each process's launches: time, and the SMs its tasks ran on).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-bin=$(realpath "${1:-target/release}")
-work=$(mktemp -d)
-logs=${PROBE_LOG:-$work}
-mkdir -p "$logs"
+source scripts/probes/common.sh
+daemon_probe_setup "${1:-}"
 secs=${PROBE_SECONDS:-8}
-"$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu" 2>/dev/null
-nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
-  -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"
-export CUDA_MPS_PIPE_DIRECTORY=$work/mps-pipe CUDA_MPS_LOG_DIRECTORY=$work/mps-log
-mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-nvidia-cuda-mps-control -d || { echo "the MPS control daemon cannot be started here"; exit 1; }
-trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true' EXIT
-sleep 1
+start_mps || { echo "the MPS control daemon cannot be started here"; exit 1; }
+trap stop_mps EXIT
 alone=$("$work/prog" batch "$secs")
 echo "alone: $alone"
 nalone=$(echo "$alone" | sed -n 's/.*batch: \([0-9]*\) launches.*/\1/p')

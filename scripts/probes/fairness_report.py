@@ -68,10 +68,13 @@ def predicted(cupreempt, alone, lengths, policies, preempt_us):
     """`cupreempt sim` on the nine kernels: arrivals 1 ms apart, standalone work = alone."""
     kernels = [{"arrival": 1000.0 * i, "work": alone[ms], "preempt_latency": preempt_us}
                for i, ms in enumerate(lengths)]
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump({"kernels": kernels}, f)
-    out = subprocess.run([cupreempt, "sim", "--workload", f.name, "--compare", ",".join(policies),
-                          "--format", "json"], capture_output=True, text=True, check=True)
+    with tempfile.TemporaryDirectory() as d:
+        workload = f"{d}/workload.json"
+        with open(workload, "w") as f:
+            json.dump({"kernels": kernels}, f)
+        out = subprocess.run([cupreempt, "sim", "--workload", workload, "--compare",
+                              ",".join(policies), "--format", "json"],
+                             capture_output=True, text=True, check=True)
     return {r["policy"]: r["metrics"] for r in json.loads(out.stdout)}
 
 
