@@ -21,19 +21,21 @@
 #include <vector>
 #include <cuda_runtime.h>
 
+// A chain of `iters` dependent multiply-adds on v.
+__device__ __forceinline__ float chain(float v, int iters) {
+  for (int k = 0; k < iters; ++k) v = v * 1.0000001f + 1e-7f;
+  return v;
+}
+
 __global__ void spin(float* p, int iters) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  float v = p[i];
-  for (int k = 0; k < iters; ++k) v = v * 1.0000001f + 1e-7f;
-  p[i] = v;
+  p[i] = chain(p[i], iters);
 }
 
 // The same, also counting the blocks (tasks) that ran on each SM (PROBE_SM_LOG).
 __global__ void spin_counted(float* p, int iters, unsigned* per_sm) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  float v = p[i];
-  for (int k = 0; k < iters; ++k) v = v * 1.0000001f + 1e-7f;
-  p[i] = v;
+  p[i] = chain(p[i], iters);
   if (threadIdx.x == 0) {
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
