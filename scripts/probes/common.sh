@@ -29,4 +29,7 @@ start_mps() {
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   command -v nvidia-cuda-mps-control >/dev/null && nvidia-cuda-mps-control -d && sleep 1
 }
-stop_mps() { echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true; }
+stop_mps() {
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true
+  [ "$logs" = "$work" ] || cp -r "$CUDA_MPS_LOG_DIRECTORY" "$logs/mps-log" 2>/dev/null || true
+}

@@ -17,6 +17,9 @@ daemon_probe_setup "${1:-}"
 lengths=${PROBE_LENGTHS_MS:-2 3 5 8 12 18 27 40 60}
 policies=${PROBE_POLICIES:-fifo hpf sjf srt rr ffs cfs frs}
 rounds=${PROBE_ROUNDS:-3}
+# Every job launch preemptible: the setup done at the warm-up launch, no launch run as the
+# original for being short (the warm-up is).
+export CUPREEMPT_SETUP=wait CUPREEMPT_SHORT_US=0
 start_mps || { echo "the MPS control daemon cannot be started here"; exit 1; }
 trap stop_mps EXIT
 now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }

@@ -9,6 +9,8 @@
 //   job ITERS AT    one launch of the batch grid with ITERS iterations, at AT (µs of the
 //                   system's monotonic clock, so that processes started together launch at
 //                   set times); prints its turnaround in µs (launch to end)
+//   job-cold ITERS AT  the same, warmed with a one-block launch only: the timed launch is the
+//                   first of its grid, and the runtime sets up while it runs (mps_exit.sh)
 // Both launch `spin`, whose blocks run a chain of dependent multiply-adds.
 #include <algorithm>
 #include <chrono>
@@ -144,14 +146,17 @@ int main(int argc, char** argv) {
     std::printf("iters %d\n", calibrate(p, blocks, std::atof(argv[2])));
     return 0;
   }
-  if (std::strcmp(argv[1], "job") == 0) {
+  const bool cold = std::strcmp(argv[1], "job-cold") == 0;
+  if (cold || std::strcmp(argv[1], "job") == 0) {
     if (argc < 4) {
       std::fprintf(stderr, "usage: %s job ITERS AT_US\n", argv[0]);
       return 2;
     }
     const int iters = std::atoi(argv[2]);
-    // Warm: the module and the runtime are loaded before the set time.
-    spin<<<1, 256>>>(p, 1);
+    // Warm: the module, the wrappers and the runtime's setup are done before the set time
+    // (the same grid, so that the timed launch is preemptible; the probe sets
+    // CUPREEMPT_SHORT_US=0, or the warm-up's short run would make it run the original).
+    spin<<<cold ? 1 : blocks, 256>>>(p, 1);
     check(cudaDeviceSynchronize(), "warm-up");
     const double at = std::atof(argv[3]);
     while (now_us() < at) {
