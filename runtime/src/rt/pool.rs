@@ -1,6 +1,12 @@
 //! The pool of control blocks: device memory for each launch's [`ControlBlock`] and pinned,
 //! device-mapped memory for its [`HostMirror`], handed out in slabs and zeroed off every
 //! application stream's path.
+//!
+//! A slab's control blocks are zeroed by a copy from pinned zeros (the copy engine), never by
+//! a memset: a memset is a kernel, and under MPS a memset of ours queued behind an
+//! application's kernel made that process's kernels fail ("illegal memory access", an MMU
+//! fault in the constant cache) when another client exited meanwhile
+//! (scripts/probes/mps_exit.sh; docs/daemon.md, "MPS and exiting clients").
 
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
@@ -45,7 +51,9 @@ struct Slab {
     base: CUdeviceptr,
     /// Slots in the slab.
     slots: usize,
-    /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated.
+    /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated. Behind
+    /// them, `SLOT_BYTES * slots` bytes of zeros that nothing writes: the source of the copy
+    /// that zeroes the control blocks.
     mirrors: *mut u8,
     mirrors_device: u64,
     /// Slots handed out since the slab was last zeroed.
@@ -63,9 +71,10 @@ pub(super) struct Pool {
     current: Option<usize>,
 }
 
-/// Pinned, device-mapped, zeroed memory for a slab's host mirrors: (host, device) addresses.
+/// Pinned, device-mapped, zeroed memory for a slab's host mirrors and, behind them, the zeros
+/// its control blocks are copied from: (host, device) addresses.
 fn alloc_mirrors(slots: usize) -> Result<(*mut u8, u64)> {
-    let bytes = MIRROR_BYTES * slots;
+    let bytes = MIRROR_BYTES * slots + SLOT_BYTES * slots;
     let mut host: *mut std::ffi::c_void = std::ptr::null_mut();
     drv!(cuMemHostAlloc(
         &mut host,
@@ -102,12 +111,7 @@ impl Pool {
                     rt.recycle(events);
                     slab.done = 0;
                     slab.next = 0;
-                    drv!(cuMemsetD8Async(
-                        slab.base,
-                        0,
-                        SLOT_BYTES * slab.slots,
-                        housekeeping
-                    ))?;
+                    zero_control_blocks(slab, housekeeping)?;
                     let zeroed = rt.event(false)?;
                     zeroed.record_on(housekeeping)?;
                     slab.zeroed = Some(zeroed);
@@ -162,22 +166,17 @@ impl Pool {
         let _relaxed = RelaxedCapture::new();
         let mut base: CUdeviceptr = 0;
         drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
-        // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
-        drv!(cuMemsetD8Async(base, 0, SLOT_BYTES * slots, zero_on))?;
         super::trace_setup("slab of control blocks (device memory)");
         let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
             Ok(m) => m,
             Err(e) => {
-                // SAFETY: just allocated, nothing uses it yet but the memset, which is
-                // stream-ordered before the free.
-                unsafe { sys::cuMemFreeAsync(base, zero_on) };
+                // SAFETY: just allocated, nothing uses it yet.
+                unsafe { sys::cuMemFree_v2(base) };
                 return Err(e);
             }
         };
         super::trace_setup("slab's host mirrors (pinned memory)");
-        let zeroed = rt.event(false)?;
-        zeroed.record_on(zero_on)?;
-        self.slabs.push(Slab {
+        let mut slab = Slab {
             base,
             slots,
             mirrors,
@@ -185,8 +184,27 @@ impl Pool {
             next: 0,
             retired: Vec::new(),
             done: 0,
-            zeroed: Some(zeroed),
-        });
+            zeroed: None,
+        };
+        // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
+        let zeroed = zero_control_blocks(&slab, zero_on)
+            .and_then(|()| rt.event(false))
+            .and_then(|e| e.record_on(zero_on).map(|()| e));
+        let zeroed = match zeroed {
+            Ok(e) => e,
+            Err(e) => {
+                // SAFETY: nothing but the copy, if queued, uses the slab; waiting for the
+                // stream orders the frees after it.
+                unsafe {
+                    sys::cuStreamSynchronize(zero_on);
+                    sys::cuMemFree_v2(slab.base);
+                    sys::cuMemFreeHost(slab.mirrors.cast());
+                }
+                return Err(e);
+            }
+        };
+        slab.zeroed = Some(zeroed);
+        self.slabs.push(slab);
         self.current = Some(self.slabs.len() - 1);
         Ok(())
     }
@@ -234,6 +252,15 @@ impl Pool {
     }
 }
 
+/// Queues on `stream` the copy that zeroes `slab`'s control blocks (from the zeros behind its
+/// mirrors; the copy engine, no kernel).
+fn zero_control_blocks(slab: &Slab, stream: CUstream) -> Result<()> {
+    let bytes = SLOT_BYTES * slab.slots;
+    // SAFETY: the zeros lie behind the mirrors, inside the slab's pinned allocation.
+    let zeros = unsafe { slab.mirrors.add(MIRROR_BYTES * slab.slots) };
+    drv!(cuMemcpyHtoDAsync_v2(slab.base, zeros.cast(), bytes, stream))
+}
+
 /// True when every slot of `slab` is retired and all their work is done.
 fn drained(slab: &mut Slab) -> Result<bool> {
     if slab.retired.len() < slab.slots {
@@ -267,5 +294,31 @@ impl Drop for RelaxedCapture {
         let mut mode = self.0;
         // SAFETY: as in new.
         unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The runtime queues no memset anywhere (see the module's comment): under MPS a memset
+    /// of ours behind an application's kernel made that process fail when another client
+    /// exited. The GPU check is scripts/probes/mps_exit.sh; this keeps a memset from coming
+    /// back unnoticed.
+    #[test]
+    fn the_runtime_queues_no_memset() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/rt");
+        let mut offenders = Vec::new();
+        for entry in std::fs::read_dir(&dir).expect("runtime/src/rt") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("source");
+            let calls = text
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .filter(|l| l.contains(&["cuMem", "set"].concat()))
+                .count();
+            if calls > 0 {
+                offenders.push(path.display().to_string());
+            }
+        }
+        assert!(offenders.is_empty(), "memset in {offenders:?}");
     }
 }
