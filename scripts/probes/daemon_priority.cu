@@ -5,6 +5,7 @@
 //                   iterations per block instead of calibrating)
 //   urgent COUNT    COUNT times: waits 2-10 ms (random), launches a short kernel (about 0.1 ms
 //                   alone) and waits for it; prints the turnaround's p50, p99 and mean in µs
+//                   (PROBE_HIGH_PRIORITY=1: on a stream of the greatest priority)
 //   calibrate US    prints the iterations for which one launch of the batch grid takes US alone
 //   job ITERS AT    one launch of the batch grid with ITERS iterations, at AT (µs of the
 //                   system's monotonic clock, so that processes started together launch at
@@ -173,14 +174,22 @@ int main(int argc, char** argv) {
   }
   const int iters = calibrate(p, blocks, 100.0);
   const int count = std::atoi(argv[2]);
+  // PROBE_HIGH_PRIORITY=1: the urgent kernels go on a stream of the greatest priority (the
+  // baseline a CUDA user has without a scheduler).
+  cudaStream_t stream = nullptr;
+  if (std::getenv("PROBE_HIGH_PRIORITY")) {
+    int least = 0, greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priority range");
+    check(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest), "stream");
+  }
   std::mt19937 rng(7);
   std::uniform_int_distribution<int> wait_us(2000, 10000);
   std::vector<double> took;
   for (int i = 0; i < count; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(wait_us(rng)));
     const double t0 = now_us();
-    spin<<<blocks, 256>>>(p, iters);
-    check(cudaDeviceSynchronize(), "urgent");
+    spin<<<blocks, 256, 0, stream>>>(p, iters);
+    check(cudaStreamSynchronize(stream), "urgent");
     took.push_back(now_us() - t0);
   }
   std::sort(took.begin(), took.end());

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # cupreemptd's priority experiment (docs/daemon.md): turnaround of short urgent kernels of one
 # process while another process keeps the GPU busy with long kernels; alone, side by side with
-# no scheduler, and with cupreemptd --policy hpf (the urgent process at priority 9, the batch
-# one at 0). Each mode of PROBE_MODES: `contexts` (each process its own context: the GPU
+# no scheduler (also with the urgent kernels on a stream of the greatest priority, and under MPS
+# with the batch process limited to 90% of the SMs: the baselines a user has), and with
+# cupreemptd --policy hpf (the urgent process at priority 9, the batch one at 0). Each mode of PROBE_MODES: `contexts` (each process its own context: the GPU
 # time-slices between them) and `mps` (an MPS control daemon started here for the run, as root
 # or as the GPU's owner: the processes' kernels share the SMs). On a GPU machine with nvcc.
 # Usage: scripts/probes/daemon_priority.sh [BIN_DIR]   (BIN_DIR holds cupreempt, cupreemptd and
@@ -26,6 +27,18 @@ cases() {
   sleep 1
   "$work/prog" urgent "$n"
   kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  echo "[$mode] urgent beside batch, no scheduler, urgent kernels on a stream of the greatest priority:"
+  "$work/prog" batch "$batch_s" & b=$!
+  sleep 1
+  PROBE_HIGH_PRIORITY=1 "$work/prog" urgent "$n"
+  kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  if [ "$mode" = mps ]; then
+    echo "[$mode] urgent beside batch, no scheduler, batch limited to 90% of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE):"
+    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=90 "$work/prog" batch "$batch_s" & b=$!
+    sleep 1
+    "$work/prog" urgent "$n"
+    kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  fi
   echo "[$mode] urgent beside batch, cupreemptd --policy hpf:"
   "$bin/cupreemptd" --socket "$work/sock-$mode" --policy hpf --verbose 2>"$logs/daemon-$mode.log" & local d=$!
   sleep 0.5

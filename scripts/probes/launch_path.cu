@@ -1,6 +1,10 @@
 // Probe: what a launch costs through cupreempt against a plain launch of the same kernel.
 //   first   one process per form: context made (cudaFree(0)), then the first launch of the
 //           kernel and a synchronize, host clock; the first launch pays every one-time setup.
+//   steps   one process per form: the first launch taken apart, host clock for each step and
+//           the event-timed window a program would see: the lookup of the kernel's function
+//           (cudaGetFuncBySymbol), the runtime's plan (cupreempt_rt_plan; the `plain` form
+//           skips it), the launch of the original kernel (cudaLaunchKernel), the synchronize.
 //   steady  N back-to-back launches of a short kernel, host time per launch (enqueue only)
 //           and per launch with the GPU (N launches, then a synchronize), for a grid of one
 //           wave and one of many waves.
@@ -72,6 +76,37 @@ int main(int argc, char** argv) {
     double d = now_us();
     std::printf("%s context_us %.1f first_launch_us %.1f first_enqueue_us %.1f second_launch_us %.1f\n",
                 plain ? "plain" : "cupreempt", t1 - t0, c - a, b - a, d - c);
+    return 0;
+  }
+  if (std::strcmp(mode, "steps") == 0) {
+    // What the launch shim does for a launch that runs the original kernel, step by step.
+    cudaEvent_t start, end;
+    check(cudaEventCreate(&start), "event");
+    check(cudaEventCreate(&end), "event");
+    const int blocks = 16384;
+    const unsigned g[3] = {(unsigned)blocks, 1, 1}, bl[3] = {256, 1, 1};
+    float a_ = 1.0001f;
+    int n_ = n;
+    void* args[] = {&y, &x, &a_, &n_};
+    check(cudaEventRecord(start), "record");
+    const double s0 = now_us();
+    cudaFunction_t f = nullptr;
+    check(cudaGetFuncBySymbol(&f, (const void*)scale), "cudaGetFuncBySymbol");
+    const double s1 = now_us();
+    const int status = plain ? CUPREEMPT_RUN_ORIGINAL : cupreempt_rt_plan((void*)f, g, bl, 0, nullptr);
+    const double s2 = now_us();
+    check(cudaLaunchKernel((const void*)scale, dim3(blocks), dim3(256), args, 0, nullptr), "launch");
+    if (status == CUPREEMPT_RUN_ORIGINAL_TIMED) (void)cupreempt_rt_original_launched(nullptr);
+    const double s3 = now_us();
+    check(cudaEventRecord(end), "record");
+    check(cudaEventSynchronize(end), "sync");
+    const double s4 = now_us();
+    float ms = 0;
+    check(cudaEventElapsedTime(&ms, start, end), "elapsed");
+    std::printf("%s lookup_us %.1f plan_us %.1f launch_us %.1f sync_us %.1f window_us %.1f "
+                "plan_status %d\n",
+                plain ? "plain" : "cupreempt", s1 - s0, s2 - s1, s3 - s2, s4 - s3, ms * 1000.0,
+                status);
     return 0;
   }
   const int reps = argc > 3 ? std::atoi(argv[3]) : 2000;

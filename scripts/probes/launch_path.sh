@@ -11,12 +11,8 @@ work=$(mktemp -d)
 "$cli" transform scripts/probes/launch_path.cu -o "$work/launch_path.cupreempt.cu"
 nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/launch_path.cupreempt.cu" \
   -L "$lib" -Xlinker -rpath -Xlinker "$lib" -lcupreempt_runtime -o "$work/launch_path"
-echo "first launch (each line one process; host clock):"
-for i in $(seq "${PROBE_FIRST:-7}"); do
-  "$work/launch_path" first plain
-  "$work/launch_path" first cupreempt
-done | sort | tee "$work/first.txt"
-python3 - "$work/first.txt" <<'PY'
+medians() {  # FILE: per form and key, the median of the "key value" pairs of its lines
+  python3 - "$1" <<'PY'
 import re, statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -27,6 +23,21 @@ for line in open(sys.argv[1]):
 for (form, k), v in sorted(rows.items()):
     print(f"median {form:9s} {k:18s} {statistics.median(v):9.1f}")
 PY
+}
+echo "first launch (each line one process; host clock):"
+for i in $(seq "${PROBE_FIRST:-7}"); do
+  "$work/launch_path" first plain
+  "$work/launch_path" first cupreempt
+done | sort | tee "$work/first.txt"
+medians "$work/first.txt"
+for loading in LAZY EAGER; do
+  echo "first launch step by step, $loading module loading (each line one process):"
+  for i in $(seq "${PROBE_FIRST:-7}"); do
+    CUDA_MODULE_LOADING=$loading "$work/launch_path" steps plain
+    CUDA_MODULE_LOADING=$loading "$work/launch_path" steps cupreempt
+  done | sort | tee "$work/steps-$loading.txt"
+  medians "$work/steps-$loading.txt"
+done
 echo "first launch waiting for the runtime's setup (CUPREEMPT_SETUP=wait):"
 for i in $(seq "${PROBE_FIRST:-7}"); do
   CUPREEMPT_SETUP=wait "$work/launch_path" first cupreempt
