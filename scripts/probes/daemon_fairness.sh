@@ -9,7 +9,8 @@
 # Usage: scripts/probes/daemon_fairness.sh [BIN_DIR]   (cupreempt, cupreemptd,
 #   libcupreempt_runtime.so; default target/release)
 # Env: PROBE_LENGTHS_MS="2 3 5 8 12 18 27 40 60", PROBE_POLICIES="fifo hpf sjf srt rr ffs cfs frs",
-#      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs).
+#      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs),
+#      PROBE_QUANTUM_US=2000 (cupreemptd's --quantum-us, and the simulator's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
@@ -17,6 +18,7 @@ daemon_probe_setup "${1:-}"
 lengths=${PROBE_LENGTHS_MS:-2 3 5 8 12 18 27 40 60}
 policies=${PROBE_POLICIES:-fifo hpf sjf srt rr ffs cfs frs}
 rounds=${PROBE_ROUNDS:-3}
+quantum=${PROBE_QUANTUM_US:-2000}
 # Every job launch preemptible: the setup done at the warm-up launch, no launch run as the
 # original for being short (the warm-up is).
 export CUPREEMPT_SETUP=wait CUPREEMPT_SHORT_US=0
@@ -57,7 +59,7 @@ together() {  # LABEL [ENV...]: the nine processes, launching 1 ms apart from 3 
 for r in $(seq "$rounds"); do
   together none >>"$work/together.txt"
   for policy in $policies; do
-    "$bin/cupreemptd" --socket "$work/sock" --policy "$policy" --verbose \
+    "$bin/cupreemptd" --socket "$work/sock" --policy "$policy" --quantum-us "$quantum" --verbose \
       2>>"$logs/daemon-fairness-$policy.log" &
     d=$!
     sleep 0.5
@@ -66,5 +68,5 @@ for r in $(seq "$rounds"); do
     wait $d || true
   done
 done
-python3 scripts/probes/fairness_report.py "$work/alone.txt" "$work/together.txt" \
+python3 scripts/probes/fairness_report.py --quantum-us "$quantum" "$work/alone.txt" "$work/together.txt" \
   "$bin/cupreempt" "$logs" $policies

@@ -2,7 +2,8 @@
 """The fairness experiment's table (scripts/probes/daemon_fairness.sh): measured ANTT, STP and
 DNTT per case, beside what `cupreempt sim` predicts for the same kernels.
 
-Usage: fairness_report.py ALONE TOGETHER CUPREEMPT LOG_DIR POLICY...
+Usage: fairness_report.py [--quantum-us US] ALONE TOGETHER CUPREEMPT LOG_DIR POLICY...
+  --quantum-us: the quantum cupreemptd ran with (its default, 2000), given to the simulator
   ALONE:    lines "LENGTH_MS ITERS TURNAROUND_US" (several rounds per length)
   TOGETHER: lines "CASE LENGTH_MS TURNAROUND_US" (CASE: none or a policy; several rounds)
   LOG_DIR:  daemon-fairness-POLICY.log files (cupreemptd --verbose), for the preemption cost
@@ -64,7 +65,17 @@ def preempt_cost_us(log_text):
     return statistics.median(took) if took else None
 
 
-def predicted(cupreempt, alone, lengths, policies, preempt_us):
+DAEMON_QUANTUM_US = 2000.0  # cupreemptd's default --quantum-us (daemon/src/main.rs)
+
+
+def sim_command(cupreempt, workload, policies, quantum_us):
+    """The simulator's command line: the daemon's quantum, not the simulator's default (1000 µs),
+    or RR, CFS and FRS are predicted for slices half as long as they ran."""
+    return [cupreempt, "sim", "--workload", workload, "--compare", ",".join(policies),
+            "--quantum-us", f"{quantum_us:g}", "--format", "json"]
+
+
+def predicted(cupreempt, alone, lengths, policies, preempt_us, quantum_us):
     """`cupreempt sim` on the nine kernels: arrivals 1 ms apart, standalone work = alone."""
     kernels = [{"arrival": 1000.0 * i, "work": alone[ms], "preempt_latency": preempt_us}
                for i, ms in enumerate(lengths)]
@@ -72,8 +83,7 @@ def predicted(cupreempt, alone, lengths, policies, preempt_us):
         workload = f"{d}/workload.json"
         with open(workload, "w") as f:
             json.dump({"kernels": kernels}, f)
-        out = subprocess.run([cupreempt, "sim", "--workload", workload, "--compare",
-                              ",".join(policies), "--format", "json"],
+        out = subprocess.run(sim_command(cupreempt, workload, policies, quantum_us),
                              capture_output=True, text=True, check=True)
     return {r["policy"]: r["metrics"] for r in json.loads(out.stdout)}
 
@@ -106,6 +116,8 @@ def self_test():
            "cupreemptd: 900 us: to connection 2: Preempt { id: 4, sms: None }\n"
            "cupreemptd: 1150 us: connection 2: Yielded { id: 4 }\n")
     assert preempt_cost_us(log) == 300, preempt_cost_us(log)
+    cmd = sim_command("cupreempt", "w.json", ["rr", "fifo"], 2000.0)
+    assert cmd[cmd.index("--quantum-us") + 1] == "2000", cmd
     t = table({"2": 2000.0, "3": 3000.0}, {"none": [[4000.0, 3000.0]]}, ["2", "3"], {}, {})
     assert "| none | 1.500 | 1.500 | 0.500 |" in t, t
     print("fairness_report self-test: ok")
@@ -115,7 +127,11 @@ def main(argv):
     if argv[1:] == ["--self-test"]:
         self_test()
         return 0
-    alone_file, together_file, cupreempt, log_dir, *policies = argv[1:]
+    args = argv[1:]
+    quantum_us = DAEMON_QUANTUM_US
+    if args[:1] == ["--quantum-us"]:
+        quantum_us, args = float(args[1]), args[2:]
+    alone_file, together_file, cupreempt, log_dir, *policies = args
     alone = alone_times(open(alone_file).read().splitlines())
     lengths = list(dict.fromkeys(l.split()[0] for l in open(alone_file) if l.strip()))
     together = rounds(open(together_file).read().splitlines(), lengths)
@@ -127,8 +143,10 @@ def main(argv):
             costs[p] = None
     measured = [c for c in costs.values() if c is not None]
     cost = statistics.median(measured) if measured else 0.0
-    predictions = predicted(cupreempt, alone, lengths, list(dict.fromkeys(policies + ["fifo"])), cost)
-    print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs)\n")
+    predictions = predicted(cupreempt, alone, lengths, list(dict.fromkeys(policies + ["fifo"])),
+                            cost, quantum_us)
+    print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs); "
+          f"quantum {quantum_us:g} µs\n")
     print(table(alone, together, lengths, predictions, costs))
     print("\nThe `none` row is predicted by `fifo` (no scheduler: grids are handed out in launch order\n"
           "and a persistent kernel keeps every SM it reaches until it ends).")
