@@ -483,6 +483,63 @@ fn sim_compares_policies_on_one_workload() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--per-kernel needs --format json"));
 
+    // Jobs of tasks from a table: every generated kernel is one of its rows.
+    std::fs::write(
+        dir.join("tasks.csv"),
+        "name,work_us,max_sms\n# kinds of task\nsmall,100\nwide,5000,33\n",
+    )
+    .unwrap();
+    let o = cupreempt(
+        &[
+            "sim",
+            "--generate",
+            "60",
+            "--tasks-per-job",
+            "4",
+            "--job-window",
+            "2",
+            "--task-table",
+            "tasks.csv",
+            "--save-workload",
+            "tasks.json",
+        ],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let w: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("tasks.json")).unwrap()).unwrap();
+    let kernels = w["kernels"].as_array().unwrap();
+    assert_eq!(kernels.len(), 60);
+    for k in kernels {
+        match (k["name"].as_str().unwrap(), k["work"].as_f64().unwrap()) {
+            ("small", work) => assert_eq!(work, 100.0),
+            ("wide", work) => assert_eq!((work, k["max_sms"].as_u64()), (5000.0, Some(33))),
+            other => panic!("not a row of the table: {other:?}"),
+        }
+    }
+    std::fs::write(dir.join("bad.csv"), "small,100\nbad,-5\n").unwrap();
+    let o = cupreempt(&["sim", "--generate", "5", "--task-table", "bad.csv"], &dir);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("bad.csv: line 2"), "{}", stderr(&o));
+    let o = cupreempt(
+        &[
+            "sim",
+            "--generate",
+            "5",
+            "--task-table",
+            "tasks.csv",
+            "--programs",
+            "3",
+        ],
+        &dir,
+    );
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("leave out --programs"),
+        "{}",
+        stderr(&o)
+    );
+
     // Plots on request: one GPU-share picture per policy and the response-time curves.
     let o = cupreempt(
         &[

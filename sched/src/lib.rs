@@ -23,7 +23,7 @@ pub use policy::{Action, Event, Policy};
 pub use sim::{
     simulate, simulate_predicted, simulate_sms, simulate_switching, Outcome, SimError, DEFAULT_SMS,
 };
-pub use workload::{Generator, Rng, Workload};
+pub use workload::{parse_task_table, Generator, Rng, TableTask, Workload};
 
 #[cfg(test)]
 mod tests;

@@ -791,3 +791,89 @@ fn an_sla_counts_from_release() {
     assert_eq!(out.finish, vec![100.0, 110.0]);
     assert_eq!(out.metrics.sla_attainment, Some(1.0));
 }
+
+#[test]
+fn jobs_of_a_task_table_run_its_rows() {
+    let table = vec![
+        TableTask {
+            name: "small".into(),
+            work: 100.0,
+            max_sms: 0,
+        },
+        TableTask {
+            name: "wide".into(),
+            work: 2_000.0,
+            max_sms: 33,
+        },
+        TableTask {
+            name: "long".into(),
+            work: 50_000.0,
+            max_sms: 0,
+        },
+    ];
+    let g = Generator {
+        kernels: 400,
+        tasks_per_job: 8,
+        job_window: 2,
+        task_table: table.clone(),
+        ..Generator::default()
+    };
+    let w = g.generate();
+    assert_eq!(w.kernels.len(), 400);
+    for k in &w.kernels {
+        let row = table
+            .iter()
+            .find(|r| r.name == k.name)
+            .unwrap_or_else(|| panic!("kernel `{}` is no row of the table", k.name));
+        assert_eq!(k.work, row.work, "{}", k.name);
+        assert_eq!(k.max_sms, row.max_sms, "{}", k.name);
+        assert!(k.features.is_none());
+    }
+    for row in &table {
+        assert!(
+            w.kernels.iter().any(|k| k.name == row.name),
+            "{} drawn",
+            row.name
+        );
+    }
+    // Jobs (runs of one arrival) keep their closed loop: task t waits for task t - 2.
+    let mut start = 0;
+    while start < w.kernels.len() {
+        let end = (start..w.kernels.len())
+            .find(|&i| w.kernels[i].arrival != w.kernels[start].arrival)
+            .unwrap_or(w.kernels.len());
+        for (t, k) in w.kernels[start..end].iter().enumerate() {
+            let want: Vec<usize> = if t >= 2 { vec![start + t - 2] } else { vec![] };
+            assert_eq!(k.after, want, "task {t} of the job at {start}");
+        }
+        start = end;
+    }
+}
+
+#[test]
+fn task_tables_are_read_with_their_mistakes_named() {
+    let t = parse_task_table("name,work_us,max_sms\n# a comment\n\nsmall, 100\nwide,2000,33\n")
+        .unwrap();
+    assert_eq!(
+        t,
+        vec![
+            TableTask {
+                name: "small".into(),
+                work: 100.0,
+                max_sms: 0
+            },
+            TableTask {
+                name: "wide".into(),
+                work: 2000.0,
+                max_sms: 33
+            },
+        ]
+    );
+    let e = parse_task_table("small,100\nbad,-5\n").unwrap_err();
+    assert!(e.contains("line 2") && e.contains("positive"), "{e}");
+    let e = parse_task_table("small,100\nwide,2000,many\n").unwrap_err();
+    assert!(e.contains("line 2") && e.contains("max_sms"), "{e}");
+    let e = parse_task_table("small,100,1,2\n").unwrap_err();
+    assert!(e.contains("line 1") && e.contains("name,work_us"), "{e}");
+    assert!(parse_task_table("# nothing\nname,work\n").is_err());
+}

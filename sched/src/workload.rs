@@ -18,6 +18,59 @@ impl Workload {
     }
 }
 
+/// A kind of task a job may be made of (`Generator::task_table`): its name (the duration
+/// model's key), its standalone time, and the SMs it can fill (0: the whole GPU).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableTask {
+    pub name: String,
+    pub work: f64,
+    #[serde(default)]
+    pub max_sms: u32,
+}
+
+/// Reads a task table: one task kind per line, `name,work_us[,max_sms]`; blank lines and lines
+/// starting with `#` are skipped, and so is a first line whose work is not a number (a header).
+pub fn parse_task_table(text: &str) -> Result<Vec<TableTask>, String> {
+    let mut rows = Vec::new();
+    let mut first = true;
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+        let header = first && fields.get(1).is_some_and(|w| w.parse::<f64>().is_err());
+        first = false;
+        if header {
+            continue;
+        }
+        let at = |what: &str| format!("line {}: {what}: `{line}`", i + 1);
+        if !(2..=3).contains(&fields.len()) || fields[0].is_empty() {
+            return Err(at("expected `name,work_us[,max_sms]`"));
+        }
+        let work = fields[1]
+            .parse::<f64>()
+            .ok()
+            .filter(|w| w.is_finite() && *w > 0.0)
+            .ok_or_else(|| at("the work must be a positive number of µs"))?;
+        let max_sms = match fields.get(2) {
+            Some(f) => f
+                .parse::<u32>()
+                .map_err(|_| at("max_sms must be a whole number of SMs"))?,
+            None => 0,
+        };
+        rows.push(TableTask {
+            name: fields[0].to_string(),
+            work,
+            max_sms,
+        });
+    }
+    if rows.is_empty() {
+        return Err("the task table has no task".into());
+    }
+    Ok(rows)
+}
+
 /// SplitMix64: small, fast, and the same sequence on every platform and crate version.
 #[derive(Debug, Clone)]
 pub struct Rng(u64);
@@ -91,6 +144,12 @@ pub struct Generator {
     pub programs: usize,
     #[serde(default)]
     pub feature_noise: f64,
+    /// Jobs made of tasks of these kinds: each kernel of a job is a row drawn uniformly (its
+    /// name and its own work; the job's drawn duration is not used), as a job of FLEP's and
+    /// TReM's experiments runs kernels of measured programs. Empty: a job's kernels share its
+    /// drawn duration equally. Replaces `programs`.
+    #[serde(default)]
+    pub task_table: Vec<TableTask>,
 }
 
 impl Default for Generator {
@@ -114,6 +173,7 @@ impl Default for Generator {
             sm_widths: Vec::new(),
             programs: 0,
             feature_noise: 0.05,
+            task_table: Vec::new(),
         }
     }
 }
@@ -149,13 +209,23 @@ impl Generator {
             };
             let first = kernels.len();
             for task in 0..tasks.min(self.kernels - kernels.len()) {
-                let max_sms = if self.sm_widths.is_empty() {
+                let row = if self.task_table.is_empty() {
+                    None
+                } else {
+                    let r = (rng.next_u64() % self.task_table.len() as u64) as usize;
+                    Some(&self.task_table[r])
+                };
+                let max_sms = if let Some(r) = row.filter(|r| r.max_sms > 0) {
+                    r.max_sms
+                } else if self.sm_widths.is_empty() {
                     0
                 } else {
                     self.sm_widths[(rng.next_u64() % self.sm_widths.len() as u64) as usize]
                 };
-                let work = work / tasks as f64;
-                let (name, features) = if self.programs == 0 {
+                let work = row.map_or(work / tasks as f64, |r| r.work);
+                let (name, features) = if let Some(r) = row {
+                    (r.name.clone(), None)
+                } else if self.programs == 0 {
                     (String::new(), None)
                 } else {
                     let p = (rng.next_u64() % self.programs as u64) as usize;

@@ -3,7 +3,7 @@
 use super::{files, OutputFormat};
 use clap::Args;
 use cupreempt_sched::{
-    plot, policies, simulate_switching, Estimator, Generator, Outcome, Workload,
+    parse_task_table, plot, policies, simulate_switching, Estimator, Generator, Outcome, Workload,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -114,6 +114,11 @@ struct GenArgs {
     /// How loosely a kernel's grid size follows its duration (relative, with --programs).
     #[arg(long, default_value_t = 0.05)]
     feature_noise: f64,
+    /// Jobs made of tasks drawn from this table (CSV, one task kind per line:
+    /// `name,work_us[,max_sms]`, `#` comments, an optional header): each kernel of a job is a
+    /// row drawn at random, with that row's name and work. Instead of --programs.
+    #[arg(long)]
+    task_table: Option<PathBuf>,
 }
 
 pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
@@ -130,6 +135,14 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                      outstanding at once)"
                 );
             }
+            let task_table = match &a.gen.task_table {
+                Some(_) if a.gen.programs > 0 => {
+                    anyhow::bail!("--task-table names the kernels itself: leave out --programs")
+                }
+                Some(path) => parse_task_table(&files::read_text(path)?)
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?,
+                None => Vec::new(),
+            };
             let ok =
                 a.gen.alpha > 1.0 && a.gen.load > 0.0 && (0.0..=1.0).contains(&a.gen.user_share);
             if !ok {
@@ -154,6 +167,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<ExitCode> {
                 sm_widths: a.gen.sm_widths.clone(),
                 programs: a.gen.programs,
                 feature_noise: a.gen.feature_noise,
+                task_table,
             }
             .generate()
         }
