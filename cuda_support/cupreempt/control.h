@@ -55,6 +55,8 @@ typedef struct cupreempt_host {
   unsigned long long yield_ns;   /* kernel: control->yield_ns, copied by the sleeping block */
   unsigned long long run_ns; /* kernel: task 0 taken -> every task retired, written at the end */
   unsigned long long launch; /* host: the launch's number, so that a reused mirror is told apart */
+  unsigned long long entered_ns; /* kernel: %globaltimer when a block last entered the task
+                                  * loop (any instance): a start or a resume, on the GPU's clock */
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
 } cupreempt_host;
 

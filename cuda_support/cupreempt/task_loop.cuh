@@ -253,6 +253,7 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
   if (host && first) host->started = 1;  // the runtime's resume looks at it
+  if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
   __threadfence();
 }
 

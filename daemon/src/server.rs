@@ -303,6 +303,8 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                         live.progress(conn, id, done).map(|()| Vec::new())
                     }
                     ClientMsg::Yielded { id } => live.yielded(t, conn, id),
+                    // Measurements for the log (switch gaps), nothing to decide.
+                    ClientMsg::GpuTimes { .. } => Ok(Vec::new()),
                     ClientMsg::Finished { id } => live.finished(t, conn, id),
                 };
                 r.unwrap_or_else(|message| {

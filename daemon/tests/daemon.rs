@@ -240,6 +240,13 @@ fn priorities_preempt_and_resume_across_programs() {
     urgent.launch(1, 9);
     assert_eq!(batch.recv(), ServerMsg::Preempt { id: 1, sms: None });
     batch.send(&ClientMsg::Yielded { id: 1 });
+    // GPU stamps are logged, never answered, and change nothing.
+    batch.send(&ClientMsg::GpuTimes {
+        id: 1,
+        yielded_ns: Some(5_000),
+        entered_ns: None,
+    });
+    batch.sync();
     assert!(urgent.quiet(100), "the urgent kernel keeps running");
     urgent.send(&ClientMsg::Finished { id: 1 });
     assert_eq!(batch.recv(), ServerMsg::Resume { id: 1, sms: None });

@@ -41,6 +41,17 @@ pub enum ClientMsg {
     Yielded {
         id: u64,
     },
+    /// GPU clock stamps (`%globaltimer`, ns; one clock for every process on the GPU) that
+    /// changed since the last report: its latest yield's last block leaving, and a block's
+    /// latest entry into the task loop (the launch starting, or a resume). The daemon logs
+    /// them: the gap from one kernel's yield to the next one's entry is the switch.
+    GpuTimes {
+        id: u64,
+        #[serde(default)]
+        yielded_ns: Option<u64>,
+        #[serde(default)]
+        entered_ns: Option<u64>,
+    },
     Finished {
         id: u64,
     },
@@ -130,6 +141,22 @@ mod tests {
         write_msg(&mut buf, &m).unwrap();
         let body = read_frame(&mut buf.as_slice()).unwrap();
         assert_eq!(serde_json::from_slice::<ClientMsg>(&body).unwrap(), m);
+        let stamps = ClientMsg::GpuTimes {
+            id: 7,
+            yielded_ns: None,
+            entered_ns: Some(123),
+        };
+        let text = serde_json::to_string(&stamps).unwrap();
+        assert_eq!(serde_json::from_str::<ClientMsg>(&text).unwrap(), stamps);
+        let short: ClientMsg = serde_json::from_str(r#"{"gpu_times":{"id":7}}"#).unwrap();
+        assert_eq!(
+            short,
+            ClientMsg::GpuTimes {
+                id: 7,
+                yielded_ns: None,
+                entered_ns: None
+            }
+        );
         let huge = ((MAX_FRAME + 1) as u32).to_le_bytes();
         assert!(matches!(
             read_frame(&mut huge.as_slice()),

@@ -97,6 +97,11 @@ pub struct HostMirror {
     /// Written by the host: the launch's number, so that a reader holding an old number can
     /// tell that the mirror now belongs to another launch.
     pub launch: u64,
+    /// Written by the kernel: `%globaltimer` when a block last entered the task loop (of any
+    /// instance): when the launch started or was last resumed, on the GPU's clock, which every
+    /// process on the GPU shares (the scheduler daemon measures switches between kernels
+    /// with it).
+    pub entered_ns: u64,
     /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
     /// inside the task loop.
     pub lanes: [[u8; LANES]; MAX_SMS],
@@ -182,7 +187,7 @@ int main(void) {
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
   F(cupreempt_host, yield_ns); F(cupreempt_host, run_ns); F(cupreempt_host, launch);
-  F(cupreempt_host, lanes);
+  F(cupreempt_host, entered_ns); F(cupreempt_host, lanes);
   printf("sizeof.host %zu\n", sizeof(cupreempt_host));
   return 0;
 }
@@ -240,6 +245,7 @@ int main(void) {
             at!("cupreempt_host", HostMirror, yield_ns),
             at!("cupreempt_host", HostMirror, run_ns),
             at!("cupreempt_host", HostMirror, launch),
+            at!("cupreempt_host", HostMirror, entered_ns),
             at!("cupreempt_host", HostMirror, lanes),
             ("sizeof.host", size_of::<HostMirror>()),
         ];

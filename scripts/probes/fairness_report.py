@@ -7,6 +7,8 @@ Usage: fairness_report.py [--quantum-us US] ALONE TOGETHER CUPREEMPT LOG_DIR POL
   ALONE:    lines "LENGTH_MS ITERS TURNAROUND_US" (several rounds per length)
   TOGETHER: lines "CASE LENGTH_MS TURNAROUND_US" (CASE: none or a policy; several rounds)
   LOG_DIR:  daemon-fairness-POLICY.log files (cupreemptd --verbose), for the preemption cost
+            and the switch (GPU stamps the programs report: a yield's last block leaving, then
+            the next block entering any kernel; the GPU idles between them)
   --self-test: the arithmetic on made-up numbers.
 
 Metrics as in cupreempt-sched (metrics.rs): NTT = turnaround together / turnaround alone,
@@ -68,14 +70,33 @@ def preempt_cost_us(log_text):
 DAEMON_QUANTUM_US = 2000.0  # cupreemptd's default --quantum-us (daemon/src/main.rs)
 
 
-def sim_command(cupreempt, workload, policies, quantum_us):
+def sim_command(cupreempt, workload, policies, quantum_us, switch_us=0.0):
     """The simulator's command line: the daemon's quantum, not the simulator's default (1000 µs),
-    or RR, CFS and FRS are predicted for slices half as long as they ran."""
+    or RR, CFS and FRS are predicted for slices half as long as they ran; the measured switch."""
     return [cupreempt, "sim", "--workload", workload, "--compare", ",".join(policies),
-            "--quantum-us", f"{quantum_us:g}", "--format", "json"]
+            "--quantum-us", f"{quantum_us:g}", "--switch-us", f"{switch_us:g}",
+            "--format", "json"]
 
 
-def predicted(cupreempt, alone, lengths, policies, preempt_us, quantum_us):
+def switch_gaps_us(log_text):
+    """The GPU's idle gaps at switches, µs: in GPU-clock order of every reported stamp, each
+    block entry (a start or a resume) that directly follows a yield, minus that yield."""
+    stamps = []
+    for line in log_text.splitlines():
+        m = re.search(r"GpuTimes \{ id: \d+, yielded_ns: (None|Some\((\d+)\)), "
+                      r"entered_ns: (None|Some\((\d+)\)) \}", line)
+        if not m:
+            continue
+        if m[2]:
+            stamps.append((int(m[2]), "yield"))
+        if m[4]:
+            stamps.append((int(m[4]), "enter"))
+    stamps.sort()
+    return [(b - a) / 1000 for (a, ka), (b, kb) in zip(stamps, stamps[1:])
+            if ka == "yield" and kb == "enter"]
+
+
+def predicted(cupreempt, alone, lengths, policies, preempt_us, quantum_us, switch_us=0.0):
     """`cupreempt sim` on the nine kernels: arrivals 1 ms apart, standalone work = alone."""
     kernels = [{"arrival": 1000.0 * i, "work": alone[ms], "preempt_latency": preempt_us}
                for i, ms in enumerate(lengths)]
@@ -83,7 +104,7 @@ def predicted(cupreempt, alone, lengths, policies, preempt_us, quantum_us):
         workload = f"{d}/workload.json"
         with open(workload, "w") as f:
             json.dump({"kernels": kernels}, f)
-        out = subprocess.run(sim_command(cupreempt, workload, policies, quantum_us),
+        out = subprocess.run(sim_command(cupreempt, workload, policies, quantum_us, switch_us),
                              capture_output=True, text=True, check=True)
     return {r["policy"]: r["metrics"] for r in json.loads(out.stdout)}
 
@@ -116,8 +137,16 @@ def self_test():
            "cupreemptd: 900 us: to connection 2: Preempt { id: 4, sms: None }\n"
            "cupreemptd: 1150 us: connection 2: Yielded { id: 4 }\n")
     assert preempt_cost_us(log) == 300, preempt_cost_us(log)
-    cmd = sim_command("cupreempt", "w.json", ["rr", "fifo"], 2000.0)
+    cmd = sim_command("cupreempt", "w.json", ["rr", "fifo"], 2000.0, 150.0)
     assert cmd[cmd.index("--quantum-us") + 1] == "2000", cmd
+    assert cmd[cmd.index("--switch-us") + 1] == "150", cmd
+    log = ("cupreemptd: 10 us: connection 1: GpuTimes { id: 1, yielded_ns: None, entered_ns: Some(1000000) }\n"
+           "cupreemptd: 20 us: connection 2: GpuTimes { id: 1, yielded_ns: None, entered_ns: Some(1100000) }\n"
+           "cupreemptd: 30 us: connection 1: GpuTimes { id: 1, yielded_ns: Some(2000000), entered_ns: None }\n"
+           "cupreemptd: 40 us: connection 2: GpuTimes { id: 1, yielded_ns: None, entered_ns: Some(2150000) }\n"
+           "cupreemptd: 50 us: connection 2: GpuTimes { id: 1, yielded_ns: Some(3000000), entered_ns: Some(2900000) }\n"
+           "cupreemptd: 60 us: connection 1: GpuTimes { id: 1, yielded_ns: None, entered_ns: Some(3040000) }\n")
+    assert switch_gaps_us(log) == [150.0, 40.0], switch_gaps_us(log)
     t = table({"2": 2000.0, "3": 3000.0}, {"none": [[4000.0, 3000.0]]}, ["2", "3"], {}, {})
     assert "| none | 1.500 | 1.500 | 0.500 |" in t, t
     print("fairness_report self-test: ok")
@@ -135,18 +164,23 @@ def main(argv):
     alone = alone_times(open(alone_file).read().splitlines())
     lengths = list(dict.fromkeys(l.split()[0] for l in open(alone_file) if l.strip()))
     together = rounds(open(together_file).read().splitlines(), lengths)
-    costs = {}
+    costs, gaps = {}, []
     for p in policies:
         try:
-            costs[p] = preempt_cost_us(open(f"{log_dir}/daemon-fairness-{p}.log").read())
+            text = open(f"{log_dir}/daemon-fairness-{p}.log").read()
         except OSError:
             costs[p] = None
+            continue
+        costs[p] = preempt_cost_us(text)
+        gaps += switch_gaps_us(text)
     measured = [c for c in costs.values() if c is not None]
     cost = statistics.median(measured) if measured else 0.0
+    switch = statistics.median(gaps) if gaps else 0.0
     predictions = predicted(cupreempt, alone, lengths, list(dict.fromkeys(policies + ["fifo"])),
-                            cost, quantum_us)
+                            cost, quantum_us, switch)
     print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs); "
-          f"quantum {quantum_us:g} µs\n")
+          f"switch {switch:.0f} µs (median of {len(gaps)} GPU idle gaps the programs' stamps "
+          f"show); quantum {quantum_us:g} µs\n")
     print(table(alone, together, lengths, predictions, costs))
     print("\nThe `none` row is predicted by `fifo` (no scheduler: grids are handed out in launch order\n"
           "and a persistent kernel keeps every SM it reaches until it ends).")

@@ -497,6 +497,19 @@ impl Kernel {
         }
     }
 
+    /// (latest yield, latest entry of a block into the task loop), `%globaltimer` ns from the
+    /// host mirror; 0 where none has happened. The yield stamp is copied there by the
+    /// sleeping block, so it appears once the kernel has parked.
+    pub fn gpu_stamps(&self) -> (u64, u64) {
+        // SAFETY: as in resume.
+        unsafe {
+            (
+                addr_of!((*self.mirror.host).yield_ns).read_volatile(),
+                addr_of!((*self.mirror.host).entered_ns).read_volatile(),
+            )
+        }
+    }
+
     /// True while the first instance's last block sleeps (preempted, or waiting for other
     /// instances' last tasks).
     pub fn is_parked(&self) -> bool {

@@ -44,6 +44,8 @@ pub(crate) trait Steer: Send + 'static {
     fn stream_priority(&self) -> u8;
     /// (blocks, threads per block, input bytes, shared bytes) for the daemon's duration model.
     fn features(&self) -> [f64; 4];
+    /// (latest yield, latest block entry), GPU clock ns; 0 where none yet.
+    fn gpu_stamps(&self) -> (u64, u64);
 }
 
 /// The runtime's target for a daemon's SM list (`None`: every SM).
@@ -90,6 +92,9 @@ impl Steer for Shared {
             0.0, // the runtime does not know how much data a kernel reads
             cfg.shared_mem_bytes as f64,
         ]
+    }
+    fn gpu_stamps(&self) -> (u64, u64) {
+        lock(self).gpu_stamps()
     }
 }
 
@@ -164,6 +169,8 @@ struct Tracked<S> {
     preempted: bool,
     reported_done: u64,
     reported_at: Instant,
+    /// The GPU stamps last sent (`Steer::gpu_stamps`).
+    reported_stamps: (u64, u64),
 }
 
 /// What the client thread hears of. Messages of a connection carry its number, so that a
@@ -338,6 +345,7 @@ impl<S: Steer> Client<S> {
                 preempted: false,
                 reported_done: 0,
                 reported_at: Instant::now(),
+                reported_stamps: (0, 0),
             },
         );
         if self.conn.is_some() {
@@ -413,6 +421,16 @@ impl<S: Steer> Client<S> {
                 out.push(ClientMsg::Finished { id });
                 return false;
             }
+            let stamps = t.kernel.gpu_stamps();
+            if stamps != t.reported_stamps {
+                let changed = |new: u64, old: u64| (new != old && new != 0).then_some(new);
+                out.push(ClientMsg::GpuTimes {
+                    id,
+                    yielded_ns: changed(stamps.0, t.reported_stamps.0),
+                    entered_ns: changed(stamps.1, t.reported_stamps.1),
+                });
+                t.reported_stamps = stamps;
+            }
             if now.duration_since(t.reported_at) >= PROGRESS_EVERY {
                 if let Ok((done, _)) = t.kernel.progress() {
                     if done != t.reported_done {
@@ -447,6 +465,8 @@ mod tests {
         parked: AtomicU32,
         /// The SMs of the last command (`None`: every SM).
         last_sms: Mutex<Option<Vec<u32>>>,
+        /// What `gpu_stamps` answers.
+        stamps: Mutex<(u64, u64)>,
     }
     impl Steer for Fake {
         fn preempt(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
@@ -477,6 +497,9 @@ mod tests {
         }
         fn features(&self) -> [f64; 4] {
             [4096.0, 256.0, 0.0, 0.0]
+        }
+        fn gpu_stamps(&self) -> (u64, u64) {
+            *self.0.stamps.lock().unwrap()
         }
     }
 
@@ -521,6 +544,47 @@ mod tests {
         let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0);
         std::thread::spawn(move || client.run(rx));
         tx
+    }
+
+    /// The GPU's stamps go to the daemon as they change, each only when it changed.
+    #[test]
+    fn gpu_stamps_are_reported_when_they_change() {
+        let (dir, path, listener) = daemon_socket("stamps");
+        let launches = start(&path, None);
+        let k = Fake::default();
+        *k.0.stamps.lock().unwrap() = (0, 1_000);
+        launches.send(k.clone()).unwrap();
+        let mut daemon = accept(&listener);
+        assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 1, .. }));
+        let next_stamps = |daemon: &mut UnixStream| loop {
+            match recv(daemon) {
+                ClientMsg::Progress { .. } => {}
+                other => return other,
+            }
+        };
+        let started = ClientMsg::GpuTimes {
+            id: 1,
+            yielded_ns: None,
+            entered_ns: Some(1_000),
+        };
+        assert_eq!(next_stamps(&mut daemon), started);
+        *k.0.stamps.lock().unwrap() = (5_000, 1_000);
+        let yielded = ClientMsg::GpuTimes {
+            id: 1,
+            yielded_ns: Some(5_000),
+            entered_ns: None,
+        };
+        assert_eq!(next_stamps(&mut daemon), yielded);
+        *k.0.stamps.lock().unwrap() = (5_000, 9_000);
+        let resumed = ClientMsg::GpuTimes {
+            id: 1,
+            yielded_ns: None,
+            entered_ns: Some(9_000),
+        };
+        assert_eq!(next_stamps(&mut daemon), resumed);
+        k.0.complete.store(1, Ordering::SeqCst);
+        assert_eq!(next_stamps(&mut daemon), ClientMsg::Finished { id: 1 });
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]
