@@ -29,6 +29,9 @@ pub struct KnownKernel {
     pub pack: bool,
     /// Declared there, not defined: what a launch needs to declare its wrappers itself.
     pub declaration: Option<Declaration>,
+    /// Defined in an included file that is not transformed with this one (its path): it gets
+    /// no wrappers, so launches of it stay plain, and say which file to transform too.
+    pub untransformed_file: Option<String>,
 }
 
 /// A kernel that a file only declares (defined in another translation unit).
@@ -53,6 +56,7 @@ impl KnownKernel {
             template_params: plan.site.template_params.len(),
             pack: plan.site.template_params.iter().any(|p| p.pack),
             declaration: None,
+            untransformed_file: None,
         }
     }
 
@@ -75,6 +79,7 @@ impl KnownKernel {
                     .map(|p| crate::rewrite::strip_default(&p.declaration()))
                     .collect(),
             }),
+            untransformed_file: None,
         }
     }
 

@@ -633,6 +633,44 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
     }
 }
 
+/// A source transformed without the header that defines its kernels: the launches stay as
+/// written, and the warning names the header to transform with it (no wrappers exist for them).
+#[test]
+fn launches_of_kernels_in_an_untransformed_header_name_it() {
+    let dir = support::tempdir("cli-untransformed-header");
+    std::fs::write(
+        dir.join("k.cuh"),
+        "__global__ void fill(float* p, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("m.cu"),
+        "#include \"k.cuh\"\nvoid go(float* p, int n) { fill<<<n / 256, 256>>>(p, n); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "m.cu", "-o", "alone.cu"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The report wraps its lines: compare words.
+    let err = stderr(&o).replace('│', " ");
+    let words = err.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(words.contains("CP101"), "{err}");
+    assert!(
+        words.contains("k.cuh, which is not transformed with this file"),
+        "{err}"
+    );
+    let alone = std::fs::read_to_string(dir.join("alone.cu")).unwrap();
+    assert!(alone.contains("fill<<<n / 256, 256>>>(p, n)"), "{alone}");
+    // Given together, the launch is rewritten and nothing is said.
+    let o = cupreempt(&["transform", "k.cuh", "m.cu", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP101"), "{}", stderr(&o));
+    let together = std::fs::read_to_string(dir.join("out/m.cu")).unwrap();
+    assert!(
+        together.contains("cupreempt::launch<fill__cupreempt_kernels>"),
+        "{together}"
+    );
+}
+
 /// A kernel that calls a device function of an included input which reads blockIdx is refused
 /// with CP008 naming it: transformed, it would read the persistent block's values. A function
 /// there that synchronizes is a barrier, as one of the kernel's own file would be: fine in the

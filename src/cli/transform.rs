@@ -230,7 +230,8 @@ pub(super) fn one_program(
 /// the paths), and its kernels that call such helpers pass the task context to those that take
 /// it (`KnownHelper`). Included files that are not inputs are read for their helpers only:
 /// they are not transformed, so a kernel that calls one of theirs that reads blockIdx/gridDim is
-/// refused (CP008), and one that synchronizes is a barrier.
+/// refused (CP008), and one that synchronizes is a barrier; their kernels are known by name
+/// only, so that a launch of one says which file to transform too.
 pub(super) fn known_kernels(
     inputs: &[(PathBuf, PathBuf)],
     opts: &cupreempt::Options,
@@ -271,7 +272,7 @@ pub(super) fn known_kernels(
             helpers_for_other_files: false,
             ..opts.clone()
         };
-        for (p, (_, helpers)) in program::defines_of(&outside, &closures, &o) {
+        for (p, (kernels, helpers)) in program::defines_of(&outside, &closures, &o) {
             let helpers = helpers
                 .into_iter()
                 .map(|h| KnownHelper {
@@ -279,7 +280,16 @@ pub(super) fn known_kernels(
                     ..h
                 })
                 .collect();
-            defines.entry(p).or_insert((Vec::new(), helpers));
+            let kernels = kernels
+                .into_iter()
+                .filter(|k| k.declaration.is_none())
+                .map(|k| KnownKernel {
+                    transformed: false,
+                    untransformed_file: Some(p.display().to_string()),
+                    ..k
+                })
+                .collect();
+            defines.entry(p).or_insert((kernels, helpers));
         }
     }
     for ((p, _), (c, _)) in texts.iter().zip(&canonical) {

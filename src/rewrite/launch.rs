@@ -24,10 +24,11 @@ pub fn rewrite(
         .iter()
         .filter(|k| k.transformed() && k.site.name == l.name)
         .collect();
-    // Defined in an included file (declared-only ones come last, below).
+    // Defined in an included file (declared-only ones come last, below); one that is not
+    // transformed with this file only names itself in the diagnostic below.
     let elsewhere: Vec<&KnownKernel> = known
         .iter()
-        .filter(|k| k.name == l.name && k.declaration.is_none())
+        .filter(|k| k.name == l.name && k.declaration.is_none() && k.untransformed_file.is_none())
         .collect();
     if local && !elsewhere.is_empty() && !plans.is_empty() {
         // The same name defined here and in an included file: two launch types of one name.
@@ -65,6 +66,31 @@ pub fn rewrite(
             .map(|k| (*k).clone())
             .collect()
     };
+    let untransformed = known
+        .iter()
+        .find(|k| k.name == l.name && k.untransformed_file.is_some());
+    if let (true, false, true, Some(k)) = (
+        targets.is_empty(),
+        local,
+        elsewhere.is_empty(),
+        untransformed,
+    ) {
+        let file = k.untransformed_file.as_deref().unwrap_or_default();
+        diags.push(
+            Diagnostic::new(
+                Code::LaunchLeft,
+                format!(
+                    "launch of `{}` left as it is: the kernel is defined in {file}, which is not transformed with this file",
+                    l.name
+                ),
+            )
+            .label(l.call.byte_range(), "this launch is not preemptible")
+            .help(format!(
+                "give {file} to the same `cupreempt transform` (its kernels then get the wrappers this launch would use)"
+            )),
+        );
+        return;
+    }
     if targets.is_empty() {
         if !local && elsewhere.is_empty() {
             // Defined elsewhere: its wrappers are not known here, so the launch stays plain.
