@@ -86,6 +86,34 @@ auto chosen_wrapper() {
 namespace detail {
 inline thread_local std::vector<cupreempt_handle>* captured = nullptr;
 
+// The handles of a kernel's original and wrappers in the current context, for the runtime's
+// early loading (cupreempt_rt_register_preload; CUPREEMPT_PRELOAD=1).
+template <class Kernels>
+int preload_lookup(void** funcs, int max) {
+  int n = 0;
+  const void* symbols[] = {(const void*)Kernels::original, (const void*)Kernels::wrapper,
+                           (const void*)Kernels::wrapper_r32};
+  for (int i = 0; i < 3; ++i) {
+    const void* s = symbols[i];
+    cudaFunction_t f = nullptr;
+    // A null wrapper: weak, defined nowhere; the third is the second where no kernel is held
+    // to 32 registers.
+    if (n >= max || !s || (i == 2 && s == symbols[1])) continue;
+    if (cudaGetFuncBySymbol(&f, s) == cudaSuccess)
+      funcs[n++] = (void*)f;
+    else
+      (void)cudaGetLastError();  // our lookup's error is not the program's
+  }
+  return n;
+}
+
+// Registered once per kernel launched in this program, before main (a static initializer).
+template <class Kernels>
+struct Preload {
+  static inline const bool registered =
+      (cupreempt_rt_register_preload(&preload_lookup<Kernels>), true);
+};
+
 // Launches the original kernel where the runtime's plan says so (cupreempt_rt_plan), else the
 // wrapper that `pick` returns, preemptible; `pick` runs only then, so that a program whose
 // launches all run the original never loads the wrappers (lazy module loading).
@@ -166,6 +194,7 @@ class CaptureLaunches {
 template <class Kernels, class... P, class... A>
 void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, A&&... args) {
+  (void)detail::Preload<Kernels>::registered;
   // The arguments converted to the parameter types, as the original launch converts them.
   auto values = std::tuple<std::decay_t<P>...>(std::forward<A>(args)...);
   detail::launch_values(original, [] { return detail::chosen_wrapper<Kernels>(); }, grid, block,

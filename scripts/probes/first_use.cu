@@ -13,6 +13,8 @@
 //   transformed      transformed, launched through the runtime as a transformed program is
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <thread>
 #include <cuda_runtime.h>
 
 #ifndef COPIES
@@ -71,6 +73,9 @@ int main() {
   cudaEventCreate(&start);
   cudaEventCreate(&end);
   cudaDeviceSynchronize();
+  // PROBE_PREPARE_MS: host work before the first launch (a program preparing its inputs).
+  if (const char* ms = std::getenv("PROBE_PREPARE_MS"))
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms)));
   for (int launch = 1; launch <= 2; ++launch) {
     const double t0 = now_us();
     cudaEventRecord(start);

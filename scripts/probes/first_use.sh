@@ -22,8 +22,15 @@ nvcc $flags -DDIRECT $link "$work/first_use.cupreempt.cu" -o "$work/direct"
 nvcc $flags $link "$work/first_use.cupreempt.cu" -o "$work/transformed"
 for name in plain plain+2 direct transformed; do
   fatbin=$(fatbin_bytes "$work/$name")
-  for mode in LAZY EAGER; do
-    for _ in $(seq "$runs"); do CUDA_MODULE_LOADING=$mode "$work/$name"; done |
+  # PREPARED: lazy loading, 20 ms of host work before the first launch; PRELOAD: the same with
+  # the runtime loading the kernels as soon as the context exists (CUPREEMPT_PRELOAD=1).
+  for mode in LAZY EAGER PREPARED PRELOAD; do
+    case $mode in
+      LAZY | EAGER) env=(CUDA_MODULE_LOADING=$mode) ;;
+      PREPARED) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20) ;;
+      PRELOAD) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20 CUPREEMPT_PRELOAD=1) ;;
+    esac
+    for _ in $(seq "$runs"); do env "${env[@]}" "$work/$name"; done |
       python3 -c '
 import statistics, sys
 rows = {}

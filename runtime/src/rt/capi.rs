@@ -301,6 +301,14 @@ pub unsafe extern "C" fn cupreempt_rt_preempt(h: Handle, sm_mask: *const c_uint)
     guard(|| with_kernel(h, |k| k.preempt(target(sm_mask))))
 }
 
+/// Registers a transformed unit's kernel lookup for early loading (`preload.rs`).
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_register_preload(lookup: Option<super::preload::Lookup>) {
+    if let Some(l) = lookup {
+        super::preload::register(l);
+    }
+}
+
 /// Returns once no block of the kernel runs on the preempted SMs.
 #[no_mangle]
 pub extern "C" fn cupreempt_rt_wait_yielded(h: Handle) -> c_int {

@@ -32,6 +32,7 @@ mod history;
 mod kernel;
 mod plan;
 mod pool;
+mod preload;
 mod runtime;
 pub mod scheduler;
 mod setup;

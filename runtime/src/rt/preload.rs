@@ -1,0 +1,243 @@
+//! Loading the transformed kernels' code before the program's first launch
+//! (`CUPREEMPT_PRELOAD=1`; off by default until measured on more programs).
+//!
+//! With CUDA's lazy module loading, a program's first launch of any kernel of a translation
+//! unit loads that unit's module inside the launch, and a transformed unit's module carries the
+//! wrappers too: on the H100 a WMMA GEMM's first launch took 165 µs longer transformed, though
+//! the kernel ran the original's code (docs/runtime.md, "Module loading"). Each transformed
+//! unit registers, from a static initializer, a function that looks up its kernels' handles
+//! (`cupreempt_rt_register_preload`, in `launch.cuh`). A thread then waits for the program to
+//! make a device's primary context (it polls the driver, which it never initializes itself: a
+//! program may fork before it uses CUDA) and has the driver load every registered kernel
+//! (`cuFuncLoad`), so that the program's own first launches find the code loaded. The load
+//! holds driver locks, so a program call made meanwhile waits for it; it comes right after the
+//! context appears, usually while a program allocates and copies its inputs, not while it times
+//! its kernels.
+//!
+//! At exit the program's CUDA runtime tears the context down; a handler registered after the
+//! CUDA runtime's own (so that it runs before it) waits for a load under way and stops the
+//! rest.
+
+use super::driver::{self, CUcontext, CUdevice};
+use cudarc::driver::sys;
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// What a transformed unit registers: writes up to `max` CUfunction handles of the current
+/// context into `funcs` and returns how many.
+pub type Lookup = unsafe extern "C" fn(funcs: *mut *mut c_void, max: c_int) -> c_int;
+
+/// The most handles one lookup gives (the original kernel and its two wrappers).
+const PER_LOOKUP: usize = 3;
+
+struct Registry {
+    lookups: Vec<Lookup>,
+    /// Lookups already run (a prefix of `lookups`).
+    done: usize,
+    /// The polling thread has been started.
+    started: bool,
+}
+
+fn registry() -> &'static Mutex<Registry> {
+    static R: OnceLock<Mutex<Registry>> = OnceLock::new();
+    R.get_or_init(|| {
+        Mutex::new(Registry {
+            lookups: Vec::new(),
+            done: 0,
+            started: false,
+        })
+    })
+}
+
+/// Held while kernels are being loaded; the exit handler takes it to wait for a load.
+static LOADING: Mutex<()> = Mutex::new(());
+static EXITING: AtomicBool = AtomicBool::new(false);
+
+fn enabled() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("CUPREEMPT_PRELOAD").is_ok_and(|v| v.trim() == "1"))
+}
+
+/// Registers a unit's lookup; with `CUPREEMPT_PRELOAD=1`, starts the thread that runs them
+/// once a device's primary context exists.
+pub(crate) fn register(lookup: Lookup) {
+    let mut r = super::capi::lock(registry());
+    r.lookups.push(lookup);
+    if !enabled() || r.started {
+        return;
+    }
+    r.started = std::thread::Builder::new()
+        .name("cupreempt-preload".into())
+        .spawn(watch)
+        .is_ok();
+}
+
+/// How long to wait before looking again, `since` the thread started: often at first (programs
+/// make their context early), then rarely (a program that uses CUDA late, or never).
+fn pause(since: Duration) -> Duration {
+    if since < Duration::from_secs(5) {
+        Duration::from_millis(1)
+    } else {
+        Duration::from_millis(50)
+    }
+}
+
+/// Waits for a device's primary context, then loads every registered kernel there.
+fn watch() {
+    if !driver::driver_available() {
+        return;
+    }
+    let start = Instant::now();
+    loop {
+        if EXITING.load(Ordering::Acquire) {
+            return;
+        }
+        if let Some(dev) = active_device() {
+            // After the program's CUDA runtime registered its exit handler (it has made a
+            // context), so that ours runs first.
+            register_exit_handler();
+            load_on(dev);
+            super::trace_setup("preload: kernels loaded");
+            return;
+        }
+        std::thread::sleep(pause(start.elapsed()));
+    }
+}
+
+/// The first device whose primary context is active; none while the driver is not initialized
+/// (asking does not initialize it).
+fn active_device() -> Option<CUdevice> {
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    // SAFETY: a query; before cuInit it answers CUDA_ERROR_NOT_INITIALIZED and changes nothing.
+    if unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_ERROR_NOT_INITIALIZED {
+        return None;
+    }
+    let mut count = 0;
+    // SAFETY: queries of an initialized driver.
+    unsafe {
+        if sys::cuDeviceGetCount(&mut count) != sys::CUresult::CUDA_SUCCESS {
+            return None;
+        }
+        for ordinal in 0..count {
+            let mut dev: CUdevice = 0;
+            let (mut flags, mut active) = (0u32, 0i32);
+            if sys::cuDeviceGet(&mut dev, ordinal) == sys::CUresult::CUDA_SUCCESS
+                && sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active)
+                    == sys::CUresult::CUDA_SUCCESS
+                && active != 0
+            {
+                return Some(dev);
+            }
+        }
+    }
+    None
+}
+
+/// Runs the lookups not yet run with `dev`'s primary context current here, and loads what
+/// they name.
+fn load_on(dev: CUdevice) {
+    let _loading = super::capi::lock(&LOADING);
+    if EXITING.load(Ordering::Acquire) {
+        return;
+    }
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    // SAFETY: retains the context the program made (it stays alive while we use it).
+    if unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) } != sys::CUresult::CUDA_SUCCESS {
+        return;
+    }
+    if driver::make_current(ctx).is_ok() {
+        let lookups: Vec<Lookup> = {
+            let mut r = super::capi::lock(registry());
+            let new = r.lookups[r.done..].to_vec();
+            r.done = r.lookups.len();
+            new
+        };
+        for lookup in lookups {
+            if EXITING.load(Ordering::Acquire) {
+                break;
+            }
+            let mut funcs = [std::ptr::null_mut::<c_void>(); PER_LOOKUP];
+            // SAFETY: the unit's lookup writes at most PER_LOOKUP handles.
+            let n = unsafe { lookup(funcs.as_mut_ptr(), PER_LOOKUP as c_int) };
+            for f in funcs.iter().take(n.clamp(0, PER_LOOKUP as c_int) as usize) {
+                load(*f);
+            }
+        }
+        // SAFETY: unbinds this thread from the context; the program's threads are untouched.
+        unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
+    }
+    // SAFETY: the retain above.
+    unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+}
+
+/// Has the driver load one function's code (`cuFuncLoad`, CUDA 12.4 and later; with an older
+/// driver, asking for an attribute, which also loads it).
+fn load(f: *mut c_void) {
+    if f.is_null() {
+        return;
+    }
+    let f = f as sys::CUfunction;
+    // A missing symbol panics inside cudarc: then fall back to the attribute.
+    let loaded = std::panic::catch_unwind(|| {
+        // SAFETY: a function handle of the current context, from the program's own lookup.
+        unsafe { sys::cuFuncLoad(f) }
+    });
+    if !matches!(loaded, Ok(sys::CUresult::CUDA_SUCCESS)) {
+        let mut regs = 0;
+        // SAFETY: as above.
+        unsafe {
+            sys::cuFuncGetAttribute(
+                &mut regs,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+                f,
+            )
+        };
+    }
+}
+
+/// Once: at exit, wait for a load under way and start no other.
+fn register_exit_handler() {
+    static DONE: OnceLock<()> = OnceLock::new();
+    DONE.get_or_init(|| {
+        extern "C" fn at_exit() {
+            EXITING.store(true, Ordering::Release);
+            drop(super::capi::lock(&LOADING));
+        }
+        extern "C" {
+            fn atexit(f: extern "C" fn()) -> c_int;
+        }
+        // SAFETY: registers a handler that only touches this module's statics.
+        unsafe { atexit(at_exit) };
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polling_slows_down_after_the_first_seconds() {
+        assert_eq!(pause(Duration::from_millis(10)), Duration::from_millis(1));
+        assert_eq!(pause(Duration::from_secs(6)), Duration::from_millis(50));
+    }
+
+    unsafe extern "C" fn two(funcs: *mut *mut c_void, max: c_int) -> c_int {
+        assert!(max >= 2);
+        *funcs = std::ptr::null_mut();
+        *funcs.add(1) = std::ptr::null_mut();
+        2
+    }
+
+    /// Registration keeps every lookup in order and runs nothing without CUPREEMPT_PRELOAD=1.
+    #[test]
+    fn registered_lookups_wait_for_a_context() {
+        let before = super::super::capi::lock(registry()).lookups.len();
+        register(two);
+        register(two);
+        let r = super::super::capi::lock(registry());
+        assert_eq!(r.lookups.len(), before + 2);
+        assert_eq!(r.done, 0, "nothing runs before a context exists");
+    }
+}
