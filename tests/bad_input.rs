@@ -83,8 +83,11 @@ fn deep_nesting_is_handled_or_refused_never_a_crash() {
     assert!(stderr(&o).contains("CP011"), "{}", stderr(&o));
 }
 
+/// A file that is not UTF-8 (a Latin-1 character in a comment, as in real programs) is
+/// transformed with its own bytes kept; one that cannot be read so (it holds the stand-in byte
+/// 0x1A itself) is skipped with CP012 at the first odd byte, and the others go on.
 #[test]
-fn a_file_that_is_not_utf8_is_skipped_with_its_position_and_the_others_go_on() {
+fn a_file_that_is_not_utf8_keeps_its_bytes_or_is_skipped_with_its_position() {
     let dir = support::tempdir("bad-utf8");
     std::fs::create_dir_all(dir.join("in")).unwrap();
     let mut latin1 = b"// ok\n// caf".to_vec();
@@ -94,6 +97,31 @@ fn a_file_that_is_not_utf8_is_skipped_with_its_position_and_the_others_go_on() {
     std::fs::write(dir.join("in/a_latin1.cu"), &latin1).unwrap();
     std::fs::write(dir.join("in/b_good.cu"), KERNEL).unwrap();
 
+    let o = cupreempt(&["transform", "in", "--out-dir", "out"], &dir);
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    let out = std::fs::read(dir.join("out/a_latin1.cu")).unwrap();
+    assert!(
+        out.starts_with(b"// ok\n// caf\xE9\n"),
+        "the byte is kept where it was"
+    );
+    assert_eq!(out.iter().filter(|&&b| b == 0xE9).count(), 1);
+    assert!(!out.contains(&0x1A), "no stand-in is left");
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.contains("__cupreempt"),
+        "the kernel is transformed: {text}"
+    );
+    assert!(dir.join("out/b_good.cu").exists());
+    assert_eq!(
+        std::fs::read(dir.join("in/a_latin1.cu")).unwrap(),
+        latin1,
+        "the input is untouched"
+    );
+
+    // The stand-in byte in the file itself: skipped, with the odd byte's position.
+    let mut odd = latin1.clone();
+    odd.extend_from_slice(b"// \x1A\n");
+    std::fs::write(dir.join("in/a_latin1.cu"), &odd).unwrap();
     for extra in [&[][..], &["--keep-going"][..]] {
         let _ = std::fs::remove_dir_all(dir.join("out"));
         let mut args = vec!["transform", "in", "--out-dir", "out"];
@@ -109,11 +137,6 @@ fn a_file_that_is_not_utf8_is_skipped_with_its_position_and_the_others_go_on() {
         assert!(dir.join("out/b_good.cu").exists(), "{}", stderr(&o));
         assert!(!dir.join("out/a_latin1.cu").exists());
     }
-    assert_eq!(
-        std::fs::read(dir.join("in/a_latin1.cu")).unwrap(),
-        latin1,
-        "the input is untouched"
-    );
 
     let o = cupreempt(&["check", "--format", "json", "in"], &dir);
     assert_eq!(exit_code(&o), 1, "{}", stderr(&o));

@@ -246,6 +246,44 @@ fn refused_kernels_compile_as_written_unless_strict() {
     );
 }
 
+/// A source that is not UTF-8 (a Latin-1 character in a comment) is transformed like any
+/// other: its kernel gets its wrappers, and the copy nvcc compiles keeps the byte.
+#[test]
+fn a_latin1_source_is_transformed_through_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-latin1");
+    let src = dir.join("latin1.cu");
+    let mut text = b"// caf".to_vec();
+    text.push(0xE9);
+    text.extend_from_slice(
+        b"\n__global__ void scale_l1(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] *= 2.0f;\n}\nvoid go(float* p, int n) { scale_l1<<<(n + 255) / 256, 256>>>(p, n); }\n",
+    );
+    std::fs::write(&src, &text).unwrap();
+    let o = Command::new(&bin)
+        .arg(&nvcc)
+        .args(["-arch=sm_90", "-std=c++17", "-c"])
+        .args(support::toolkit_flags(&nvcc))
+        .arg(&src)
+        .arg("-o")
+        .arg(dir.join("latin1.o"))
+        .current_dir(&dir)
+        .output()
+        .expect("cupreempt nvcc");
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "{err}");
+    assert!(!err.contains("not UTF-8"), "{err}");
+    assert!(
+        contains(&dir.join("latin1.o"), "scale_l1__cupreempt"),
+        "the kernel is transformed:\n{err}"
+    );
+    assert_eq!(
+        std::fs::read(&src).unwrap(),
+        text,
+        "the source is untouched"
+    );
+}
+
 /// `-MD` without `-MF`: nvcc names the depfile after the output, and the launcher rewrites that
 /// one to name the originals.
 #[test]

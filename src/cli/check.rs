@@ -57,6 +57,15 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 let t = cupreempt::transform(&src, &name, &opts)?;
                 (src, t)
             }
+            // Checked as `transform` would write it: its own bytes back in place, or CP012.
+            files::Source::Foreign(f) => {
+                let mut t = cupreempt::transform(&f.text, &name, &opts)?;
+                if f.restore(&t.output).is_none() {
+                    let (byte, at) = f.first();
+                    t.diagnostics.push(files::not_utf8(byte, at));
+                }
+                (f.text, t)
+            }
             // Reported like any other file: no kernels, one diagnostic.
             files::Source::Skipped(d, shown) => (
                 shown,

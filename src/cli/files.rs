@@ -49,9 +49,89 @@ pub fn inputs(paths: &[PathBuf], skip: Option<&Path>) -> anyhow::Result<Vec<(Pat
 /// An input file's text, or why it is skipped.
 pub enum Source {
     Text(String),
+    /// Not UTF-8 (often a Latin-1 character in a comment), transformed all the same: see
+    /// `Foreign`.
+    Foreign(Foreign),
     /// Not UTF-8: the diagnostic (CP012) and the text to show it against (invalid bytes shown
     /// as U+FFFD; everything before the first one is byte for byte the file's).
     Skipped(Diagnostic, String),
+}
+
+/// Stands in for each byte that is not part of UTF-8 text, one byte for one, so that offsets
+/// into the text are offsets into the file. A file that holds it already cannot be read so.
+const STAND_IN: u8 = 0x1A;
+
+/// A file that is not UTF-8, read as text with `STAND_IN` for each byte that is not UTF-8;
+/// `restore` puts those bytes back into the transformed text.
+pub struct Foreign {
+    pub text: String,
+    /// The bytes stood in for, in order.
+    bytes: Vec<u8>,
+}
+
+impl Foreign {
+    /// `bytes` as text with stand-ins; none when the file holds the stand-in byte itself.
+    pub fn read(bytes: &[u8]) -> Option<Foreign> {
+        if bytes.contains(&STAND_IN) {
+            return None;
+        }
+        let mut text = Vec::with_capacity(bytes.len());
+        let mut replaced = Vec::new();
+        let mut rest = bytes;
+        while !rest.is_empty() {
+            match std::str::from_utf8(rest) {
+                Ok(_) => {
+                    text.extend_from_slice(rest);
+                    break;
+                }
+                Err(e) => {
+                    let good = e.valid_up_to();
+                    let bad = e.error_len().unwrap_or(rest.len() - good);
+                    text.extend_from_slice(&rest[..good]);
+                    replaced.extend_from_slice(&rest[good..good + bad]);
+                    text.extend(std::iter::repeat_n(STAND_IN, bad));
+                    rest = &rest[good + bad..];
+                }
+            }
+        }
+        Some(Foreign {
+            text: String::from_utf8(text).ok()?,
+            bytes: replaced,
+        })
+    }
+
+    /// Where the first stand-in is (for CP012 when the bytes cannot be put back).
+    pub fn first(&self) -> (u8, usize) {
+        let at = self.text.bytes().position(|b| b == STAND_IN).unwrap_or(0);
+        (self.bytes.first().copied().unwrap_or(STAND_IN), at)
+    }
+
+    /// The transformed text with the file's own bytes back in place of the stand-ins; none
+    /// when the transformation changed how many there are (it copied or dropped text that
+    /// holds one), so that no byte could land in the wrong place.
+    pub fn restore(&self, output: &str) -> Option<Vec<u8>> {
+        if output.bytes().filter(|&b| b == STAND_IN).count() != self.bytes.len() {
+            return None;
+        }
+        let mut own = self.bytes.iter();
+        Some(
+            output
+                .bytes()
+                .map(|b| match b {
+                    STAND_IN => own.next().copied().unwrap_or(b),
+                    _ => b,
+                })
+                .collect(),
+        )
+    }
+}
+
+/// A file's text for reading only (what other files define): UTF-8, or with stand-ins.
+pub fn text_of(bytes: Vec<u8>) -> Option<String> {
+    match String::from_utf8(bytes) {
+        Ok(s) => Some(s),
+        Err(e) => Foreign::read(e.as_bytes()).map(|f| f.text),
+    }
 }
 
 /// `-`: the input is standard input.
@@ -82,31 +162,44 @@ pub fn read(path: &Path) -> anyhow::Result<Source> {
     };
     match String::from_utf8(bytes) {
         Ok(s) => Ok(Source::Text(s)),
+        Err(e) if Foreign::read(e.as_bytes()).is_some() => Ok(Source::Foreign(
+            Foreign::read(e.as_bytes()).expect("checked"),
+        )),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             let byte = e.as_bytes()[at];
             let shown = String::from_utf8_lossy(e.as_bytes()).into_owned();
-            let d = Diagnostic::new(
-                Code::NotUtf8,
-                format!("the file is not UTF-8 text (byte 0x{byte:02x}); it is skipped"),
-            )
-            .label(at..at + '\u{FFFD}'.len_utf8(), "not UTF-8")
-            .help("convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`");
-            Ok(Source::Skipped(d, shown))
+            Ok(Source::Skipped(not_utf8(byte, at), shown))
         }
     }
+}
+
+/// CP012 for a file whose first byte that is not UTF-8 is `byte`, at offset `at`.
+pub fn not_utf8(byte: u8, at: usize) -> Diagnostic {
+    Diagnostic::new(
+        Code::NotUtf8,
+        format!("the file is not UTF-8 text (byte 0x{byte:02x}); it is skipped"),
+    )
+    .label(at..at + '\u{FFFD}'.len_utf8(), "not UTF-8")
+    .help("convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8`")
 }
 
 /// Reads a file that must be text (one input commands).
 pub fn read_text(path: &Path) -> anyhow::Result<String> {
     match read(path)? {
         Source::Text(s) => Ok(s),
+        Source::Foreign(_) => anyhow::bail!("{}: the file is not UTF-8 text", path.display()),
         Source::Skipped(d, _) => anyhow::bail!("{}: {}", path.display(), d.message),
     }
 }
 
 /// Writes through a temporary file in the same folder, so that a reader never sees half a file.
 pub fn write_atomically(path: &Path, content: &str) -> anyhow::Result<()> {
+    write_bytes_atomically(path, content.as_bytes())
+}
+
+/// `write_atomically` for bytes that need not be UTF-8.
+pub fn write_bytes_atomically(path: &Path, content: &[u8]) -> anyhow::Result<()> {
     let dir = path
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
@@ -137,4 +230,28 @@ pub fn backup_path(path: &Path) -> PathBuf {
         n += 1;
     }
     candidate
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn odd_bytes_stand_in_one_for_one_and_come_back() {
+        let bytes = b"// caf\xE9 \xFF\xFE\n__global__ void k() {}\n".to_vec();
+        let f = Foreign::read(&bytes).expect("no stand-in byte in the file");
+        assert_eq!(f.text.len(), bytes.len(), "offsets unchanged");
+        assert_eq!(f.first(), (0xE9, 6));
+        assert_eq!(f.restore(&f.text).as_deref(), Some(&bytes[..]));
+        // Edits elsewhere keep the bytes in place.
+        let edited = f.text.replace("void k()", "void renamed()");
+        let back = f.restore(&edited).expect("same stand-ins");
+        assert!(back.starts_with(b"// caf\xE9 \xFF\xFE\n"));
+        // A copied comment would put a byte in two places: refused.
+        let copied = format!("{}{}", f.text, &f.text[..10]);
+        assert_eq!(f.restore(&copied), None);
+        // A file that holds the stand-in itself cannot be read so.
+        assert!(Foreign::read(b"\x1A caf\xE9").is_none());
+        assert_eq!(text_of(b"plain".to_vec()).as_deref(), Some("plain"));
+    }
 }

@@ -528,14 +528,14 @@ fn private_base(cmd: &NvccCommand) -> anyhow::Result<PathBuf> {
 
 fn write_support(dir: &Path) -> anyhow::Result<()> {
     for (rel, content) in cupreempt::SUPPORT_FILES {
-        write_if_changed(&dir.join(rel), content)?;
+        write_if_changed(&dir.join(rel), content.as_bytes())?;
     }
     Ok(())
 }
 
 /// Writes only when the content differs, so that an unchanged copy keeps its time stamp.
-fn write_if_changed(path: &Path, content: &str) -> anyhow::Result<()> {
-    if std::fs::read(path).is_ok_and(|old| old == content.as_bytes()) {
+fn write_if_changed(path: &Path, content: &[u8]) -> anyhow::Result<()> {
+    if std::fs::read(path).is_ok_and(|old| old == content) {
         return Ok(());
     }
     if let Some(d) = path.parent() {
@@ -561,12 +561,15 @@ fn prepare(
     system: &[PathBuf],
 ) -> anyhow::Result<Prepared> {
     let source = source.canonicalize()?;
-    let text = read_text(&source)?;
+    // Files that are not UTF-8: their odd bytes, put back into their copies.
+    let mut foreign: std::collections::HashMap<PathBuf, super::files::Foreign> =
+        std::collections::HashMap::new();
+    let text = read_text(&source, &mut foreign)?;
     let project = |p: &Path| !system.iter().any(|d| p.starts_with(d));
     let headers = program::include_closure(&source, &text, search, &project);
     let mut files = vec![(source.clone(), text)];
     for h in &headers {
-        let t = read_text(h)?;
+        let t = read_text(h, &mut foreign)?;
         files.push((h.clone(), t));
     }
     if !files.iter().any(|(_, t)| program::mentions_kernels(t)) {
@@ -631,7 +634,13 @@ fn prepare(
             format!("#line 1 \"{}\"\n{text}", escape(&name))
         };
         let out = redirect_includes(&out, dir, search, &project, &copy_of);
-        write_if_changed(&copy_of(p), &out)?;
+        let bytes = match foreign.get(p) {
+            None => out.into_bytes(),
+            Some(f) => f.restore(&out).ok_or_else(|| {
+                anyhow::anyhow!("{name} is not UTF-8 text, and its bytes could not be kept")
+            })?,
+        };
+        write_if_changed(&copy_of(p), &bytes)?;
     }
     if refused && strict() {
         anyhow::bail!("kernels refused (CUPREEMPT_STRICT=1)");
@@ -640,9 +649,21 @@ fn prepare(
     Ok(Prepared::Copy(root, copy))
 }
 
-fn read_text(p: &Path) -> anyhow::Result<String> {
-    String::from_utf8(std::fs::read(p)?)
-        .map_err(|_| anyhow::anyhow!("{} is not UTF-8 text", p.display()))
+/// A file's text; one that is not UTF-8 is read with stand-ins, kept in `foreign`.
+fn read_text(
+    p: &Path,
+    foreign: &mut std::collections::HashMap<PathBuf, super::files::Foreign>,
+) -> anyhow::Result<String> {
+    match String::from_utf8(std::fs::read(p)?) {
+        Ok(s) => Ok(s),
+        Err(e) => {
+            let f = super::files::Foreign::read(e.as_bytes())
+                .ok_or_else(|| anyhow::anyhow!("{} is not UTF-8 text", p.display()))?;
+            let text = f.text.clone();
+            foreign.insert(p.to_path_buf(), f);
+            Ok(text)
+        }
+    }
 }
 
 fn escape(path: &str) -> String {

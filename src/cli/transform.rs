@@ -114,8 +114,11 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             ..opts.clone()
         };
         let name = files::display_name(path);
-        let src = match files::read(path)? {
-            files::Source::Text(src) => src,
+        // A file that is not UTF-8 is transformed with stand-ins for its odd bytes, which go
+        // back into the output (`files::Foreign`).
+        let (src, foreign) = match files::read(path)? {
+            files::Source::Text(src) => (src, None),
+            files::Source::Foreign(f) => (f.text.clone(), Some(f)),
             files::Source::Skipped(d, shown) => {
                 eprint!("{}", render(std::slice::from_ref(&d), &name, &shown, color));
                 sum.skipped += 1;
@@ -167,8 +170,26 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             sum.skipped += 1;
             continue;
         }
+        let bytes = match &foreign {
+            None => t.output.clone().into_bytes(),
+            Some(f) => match f.restore(&t.output) {
+                Some(b) => b,
+                None => {
+                    let (byte, at) = f.first();
+                    let d = files::not_utf8(byte, at);
+                    eprint!("{}", render(std::slice::from_ref(&d), &name, &src, color));
+                    sum.skipped += 1;
+                    *sum.codes.entry(d.code.id()).or_default() += 1;
+                    continue;
+                }
+            },
+        };
         let target = if to_stdout {
-            print!("{}", t.output);
+            use anyhow::Context;
+            use std::io::Write;
+            std::io::stdout()
+                .write_all(&bytes)
+                .context("cannot write standard output")?;
             sum.written += 1;
             continue;
         } else if a.in_place {
@@ -190,7 +211,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
         } else {
             a.output.clone().unwrap_or_default()
         };
-        files::write_atomically(&target, &t.output)?;
+        files::write_bytes_atomically(&target, &bytes)?;
         sum.written += 1;
         eprintln!(
             "cupreempt: wrote {} ({} of {} kernels transformed)",
@@ -240,7 +261,7 @@ pub(super) fn known_kernels(
     let texts: Vec<(&PathBuf, String)> = inputs
         .iter()
         .filter(|(p, _)| !files::is_stdin(p))
-        .filter_map(|(p, _)| Some((p, String::from_utf8(std::fs::read(p).ok()?).ok()?)))
+        .filter_map(|(p, _)| Some((p, files::text_of(std::fs::read(p).ok()?)?)))
         .collect();
     let canonical: Vec<(PathBuf, String)> = texts
         .iter()
@@ -255,10 +276,7 @@ pub(super) fn known_kernels(
     let mut outside: BTreeMap<PathBuf, String> = BTreeMap::new();
     for f in closures.values().flatten() {
         if !closures.contains_key(f) && !outside.contains_key(f) {
-            if let Some(t) = std::fs::read(f)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-            {
+            if let Some(t) = std::fs::read(f).ok().and_then(files::text_of) {
                 outside.insert(f.clone(), t);
             }
         }
