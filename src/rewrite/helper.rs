@@ -41,11 +41,14 @@ pub fn rewrite(
             )
         }
         None => {
+            // A template needs C++ linkage, also where this file lies inside another file's
+            // `extern "C" {` block (closed after the body, below).
             let t = format!("template <class {CTX_TYPE}>\n");
-            let inline = format!("template <class {CTX_TYPE}> ");
+            let inline = format!("extern \"C++\" {{ template <class {CTX_TYPE}> ");
+            let head = format!("extern \"C++\" {{  // cupreempt: templates need C++ linkage\n{t}");
             edits.push(Edit::insert(
                 s.func.start_byte(),
-                if compact { inline } else { t.clone() },
+                if compact { inline } else { head },
             ));
             t
         }
@@ -76,7 +79,19 @@ pub fn rewrite(
          {template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
-    edits.push(Edit::insert(s.outer.end_byte(), forwarder));
+    let close = if s.template.is_none() {
+        if compact {
+            " }"
+        } else {
+            "\n}  // extern \"C++\""
+        }
+    } else {
+        ""
+    };
+    edits.push(Edit::insert(
+        s.outer.end_byte(),
+        format!("{close}{forwarder}"),
+    ));
 
     if let Some(first) = h.prior_declarations.first() {
         let psep = if params.is_empty() { "" } else { ", " };

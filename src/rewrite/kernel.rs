@@ -55,7 +55,11 @@ pub fn rewrite(
     let nl = if compact { " " } else { "\n" };
     let k = &plan.site;
     let func = k.func;
-    let braced_linkage = k.linkage.is_some_and(|l| l.braced);
+    // The body becomes a template, which needs C++ linkage: inside an `extern "C" {` block of
+    // this file, or of a file that includes this one (which the analysis cannot see), so
+    // always for a kernel that is not a template already (a template kernel is C++ wherever
+    // it compiles).
+    let wrap_cpp = k.template.is_none();
 
     // 1. The header becomes the shared body's.
     match k.template {
@@ -70,7 +74,7 @@ pub fn rewrite(
         }
         None => {
             let mut head = String::new();
-            if braced_linkage {
+            if wrap_cpp {
                 head.push_str(if compact {
                     "extern \"C++\" { "
                 } else {
@@ -107,7 +111,7 @@ pub fn rewrite(
 
     // 3. After the body: the original symbol, the wrapper, what launch sites name.
     let mut out = String::from("\n");
-    if braced_linkage {
+    if wrap_cpp {
         out.push_str("}  // extern \"C++\"\n");
     }
     let h = Header::of(k, src);
