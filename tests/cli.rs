@@ -633,6 +633,48 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
     }
 }
 
+/// A kernel file included inside another file's `extern "C" {` block (a public benchmark suite
+/// does so): transformed together, the includer compiles, its launch is rewritten, and the
+/// kernel and the helper keep C linkage.
+#[test]
+fn a_kernel_file_included_in_an_extern_c_block_compiles_transformed() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-extern-c-include");
+    std::fs::write(
+        dir.join("kernel.cu"),
+        "__device__ int gid() { return blockIdx.x * blockDim.x + threadIdx.x; }\n\
+         __global__ void findK(float* p, int n) { int i = gid(); if (i < n) p[i] += 1.0f; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("wrapper.cu"),
+        "extern \"C\" {\n#include \"kernel.cu\"\n\
+         void go(float* p, int n) { findK<<<(n + 255) / 256, 256>>>(p, n); }\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(
+        &["transform", "kernel.cu", "wrapper.cu", "--out-dir", "out"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let wrapper = std::fs::read_to_string(dir.join("out/wrapper.cu")).unwrap();
+    assert!(
+        wrapper.contains("cupreempt::launch<findK__cupreempt_kernels>"),
+        "{wrapper}"
+    );
+    let obj = dir.join("wrapper.o");
+    support::compiles(
+        support::nvcc_compile(&nvcc, &obj).arg(dir.join("out/wrapper.cu")),
+        "wrapper.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let bytes = std::fs::read(&obj).unwrap();
+    let has = |name: &str| bytes.windows(name.len()).any(|w| w == name.as_bytes());
+    assert!(has("findK__cupreempt"), "the wrapper is in the object");
+    // C linkage: the kernel's name as written, not mangled.
+    assert!(has("\0findK\0"), "findK keeps C linkage");
+}
+
 /// A source transformed without the header that defines its kernels: the launches stay as
 /// written, and the warning names the header to transform with it (no wrappers exist for them).
 #[test]
