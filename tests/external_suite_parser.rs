@@ -1,6 +1,6 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
-//! parser (which printed lines count as measurements decides the published geomean) and the
-//! fairness experiment's arithmetic.
+//! parser (which printed lines count as measurements decides the published geomean), the
+//! fairness experiment's arithmetic and the compile check's unit finder.
 use std::process::Command;
 
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
@@ -28,4 +28,10 @@ fn the_external_suite_counts_measurements_and_nothing_else() {
 #[test]
 fn the_fairness_report_computes_the_metrics_as_the_simulator_does() {
     self_test("scripts/probes/fairness_report.py");
+}
+
+/// The compile check's translation units: .cu files no other .cu file of their folder includes.
+#[test]
+fn the_compile_check_finds_translation_units() {
+    self_test("scripts/compile_check.py");
 }
