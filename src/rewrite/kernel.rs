@@ -276,18 +276,19 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         String::new()
     };
     // The members' declarators: function pointer types for overloads (they pick the overload),
-    // `auto` otherwise.
+    // `auto` otherwise; the original's always where it is no template, since a header may
+    // declare other kernels of its name that this file does not show.
     let types = k.join_params(|p| strip_default(&p.declaration()));
-    let member = |name: &str, params: &str| {
-        if plan.overloaded {
+    let member = |name: &str, params: &str, typed: bool| {
+        if typed {
             format!("void (*{name})({params})")
         } else {
             format!("auto {name}")
         }
     };
-    let orig_ty = member(MEMBER_ORIGINAL, &types);
-    let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types));
-    let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types));
+    let orig_ty = member(MEMBER_ORIGINAL, &types, plan.overloaded || !k.is_template());
+    let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), plan.overloaded);
+    let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), plan.overloaded);
     let amp = if plan.overloaded { "" } else { "&" };
     let capped_wrapper = if plan.capped_wrapper {
         capped_wrapper_name(&k.name)
