@@ -675,6 +675,50 @@ fn a_kernel_file_included_in_an_extern_c_block_compiles_transformed() {
     assert!(has("\0findK\0"), "findK keeps C linkage");
 }
 
+/// With relocatable device code (`-rdc`), functions a kernel calls through the ABI keep their
+/// own register counts, and ptxas refuses a wrapper capped at 32 registers that calls one
+/// needing more (the CUDA samples' newdelete): the capped wrapper exists only without `-rdc`,
+/// and the file compiles both ways.
+#[test]
+fn the_32_register_wrapper_is_left_out_of_relocatable_device_code() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-rdc-capped");
+    std::fs::write(
+        dir.join("virt.cu"),
+        "struct Shape { __device__ virtual ~Shape() {} __device__ virtual float area() const { return 0.0f; } };\n\
+         struct Square : Shape { float s; __device__ Square(float v) : s(v) {}\n\
+           __device__ float area() const override { return s * s; } };\n\
+         __global__ void areas(float* out, int n) {\n\
+           int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           if (i < n) { Shape* p = new Square(i); out[i] = p->area(); delete p; }\n}\n\
+         void go(float* out, int n) { areas<<<(n + 127) / 128, 128>>>(out, n); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "virt.cu", "-o", "out.cu"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
+    assert!(
+        out.contains("#ifndef __CUDACC_RDC__\n// cupreempt: the same, held to 32 registers"),
+        "{out}"
+    );
+    for rdc in [false, true] {
+        let obj = dir.join(format!("virt-{rdc}.o"));
+        let mut c = support::nvcc_compile(&nvcc, &obj);
+        if rdc {
+            c.arg("-rdc=true");
+        }
+        support::compiles(c.arg(dir.join("out.cu")), "out.cu").unwrap_or_else(|e| panic!("{e}"));
+        let bytes = std::fs::read(&obj).unwrap();
+        let capped = bytes
+            .windows(16)
+            .any(|w| w == b"areas__cupreempt".as_slice())
+            && bytes
+                .windows(b"areas__cupreempt_r32".len())
+                .any(|w| w == b"areas__cupreempt_r32".as_slice());
+        assert_eq!(capped, !rdc, "the capped wrapper only without -rdc");
+    }
+}
+
 /// A source transformed without the header that defines its kernels: the launches stay as
 /// written, and the warning names the header to transform with it (no wrappers exist for them).
 #[test]

@@ -26,8 +26,11 @@ fn weak_block(name: &str, d: &Declaration, whence: &str) -> String {
     format!(
         "// cupreempt: `{name}` is {whence}; its wrappers, where the file defining it was transformed (else the launch runs `{name}`).\n\
          {specifiers}{WEAK} {wrapper}({params});\n\
+         #ifndef __CUDACC_RDC__\n\
          {specifiers}{WEAK} {capped}({params});\n\
-         struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name};\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper};\n  static constexpr auto {MEMBER_WRAPPER_R32} = &{capped};\n}};",
+         #endif\n\
+         struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name};\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper};\n\
+         #ifdef __CUDACC_RDC__\n  static constexpr auto {MEMBER_WRAPPER_R32} = &{wrapper};\n#else\n  static constexpr auto {MEMBER_WRAPPER_R32} = &{capped};\n#endif\n}};",
         s = kernels_struct_name(name, None),
     )
 }

@@ -122,7 +122,8 @@ pub fn rewrite(
         if i > 0 {
             out.push('\n');
         }
-        out.push_str(&wrapper(plan, &h, cap));
+        let w = wrapper(plan, &h, cap);
+        out.push_str(&if cap { without_rdc(&w) } else { w });
     }
     if let Some(first) = plan.prior_declarations.first() {
         // Launch sites between the declaration and here need the wrappers and the struct early.
@@ -130,11 +131,12 @@ pub fn rewrite(
         let mut early = String::from("\n");
         for cap in wrapper_kinds(plan) {
             let (attr, name) = wrapper_head(&k.name, cap);
-            early.push_str(&format!(
+            let line = format!(
                 "{}{attr}{name}({});\n",
                 decl.prefix(),
                 wrapper_params(&decl.params)
-            ));
+            );
+            early.push_str(&if cap { without_rdc(&line) } else { line });
         }
         early.push_str(&launch_types(plan, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
@@ -220,6 +222,14 @@ fn forwarder(plan: &KernelPlan, h: &Header) -> String {
     )
 }
 
+/// `text` (the wrapper held to 32 registers, or its declaration) only where device code is not
+/// relocatable: with `-rdc`, functions the body calls through the ABI (virtual destructors,
+/// functions of other files) keep their own register counts, and ptxas refuses a kernel capped
+/// at 32 that calls one needing more (the CUDA samples' newdelete did not build).
+pub(crate) fn without_rdc(text: &str) -> String {
+    format!("#ifndef __CUDACC_RDC__\n{text}#endif\n")
+}
+
 /// The wrappers a kernel gets: the plain one (false), then the one held to 32 registers
 /// (true) where the analysis says so (`KernelPlan::capped_wrapper`).
 fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
@@ -295,11 +305,23 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     } else {
         wrapper_name(&k.name)
     };
+    let wrapper = wrapper_name(&k.name);
+    let capped_line =
+        |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
+    let capped_member = if plan.capped_wrapper {
+        // No capped wrapper in relocatable-device-code builds (`without_rdc`).
+        format!(
+            "#ifdef __CUDACC_RDC__\n{}#else\n{}#endif\n",
+            capped_line(&wrapper),
+            capped_line(&capped_wrapper)
+        )
+    } else {
+        capped_line(&capped_wrapper)
+    };
     let mut out = format!(
-        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n  static constexpr {capped_ty} = {amp}{capped_wrapper}{targs};\n}};\n",
+        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}}};\n",
         template = h.template,
         name = k.name,
-        wrapper = wrapper_name(&k.name),
     );
     if needs_selector(plan) {
         out.push_str(&format!(
