@@ -46,15 +46,20 @@ const CALLING_CONVENTIONS: &[&str] = &[
 /// reads it.
 pub fn masked(src: &str) -> Option<String> {
     let conditionals = conditionals_in_parens(src);
+    let separators = statement_macro_separators(src);
     if !src.contains("__align__")
         && !src.contains("new ")
         && !src.contains("typeid")
         && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
         && conditionals.is_empty()
+        && separators.is_empty()
     {
         return None;
     }
     let mut bytes = src.as_bytes().to_vec();
+    for at in separators {
+        bytes[at] = b';';
+    }
     for r in conditionals {
         for b in &mut bytes[r] {
             if *b != b'\n' {
@@ -138,6 +143,95 @@ pub fn masked(src: &str) -> Option<String> {
     }
     // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
     String::from_utf8(bytes).ok()
+}
+
+/// Statement macros written one after another with no `;` between them (`OP OP`, as unrolled
+/// loops of benchmarks do), which the grammar reads as a declaration missing its `;`: for each
+/// use of an object-like macro of this file whose body ends a statement (`;` or `}`), followed
+/// by something that is no `;`, the first blank after it (on its line, or the indentation of
+/// the next) becomes a `;` in the masked view. Uses inside directive lines are left alone.
+fn statement_macro_separators(src: &str) -> Vec<usize> {
+    if !src.contains("#define") {
+        return Vec::new();
+    }
+    static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let define = DEFINE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]((?:[^\n]*\\\n)*[^\n]*)",
+        )
+        .expect("valid regex")
+    });
+    // Object-like macros and their bodies; a statement macro's body ends with `;`, `}` or
+    // another statement macro (worked out to a fixpoint).
+    let defs: Vec<(&str, &str)> = define
+        .captures_iter(src)
+        .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str().trim_end())))
+        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    loop {
+        let before = names.len();
+        for (name, body) in &defs {
+            if names.contains(name) {
+                continue;
+            }
+            let last = body
+                .rsplit(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                .next()
+                .unwrap_or("");
+            if body.ends_with(';') || body.ends_with('}') || names.contains(&last) {
+                names.push(name);
+            }
+        }
+        if names.len() == before {
+            break;
+        }
+    }
+    if names.is_empty() {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
+    let on_directive_line = |at: usize| {
+        let start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        src[start..at].trim_start().starts_with('#')
+    };
+    let mut out = Vec::new();
+    for name in names {
+        for (at, _) in src.match_indices(name) {
+            let end = at + name.len();
+            if (at > 0 && ident(b[at - 1])) || b.get(end).is_some_and(|&x| ident(x)) {
+                continue;
+            }
+            if on_directive_line(at) {
+                continue;
+            }
+            // The gap up to the next token, and that token.
+            let gap = b[end..]
+                .iter()
+                .take_while(|x| x.is_ascii_whitespace())
+                .count();
+            let next = b.get(end + gap).copied();
+            let follows = next.is_some_and(|x| ident(x) || x == b'}');
+            // `... } else`, `} while (...)` of a macro that closes a block: no `;` between.
+            let word: String = b[end + gap..]
+                .iter()
+                .take_while(|&&x| ident(x))
+                .map(|&x| x as char)
+                .collect();
+            if !follows || matches!(word.as_str(), "else" | "while" | "catch") {
+                continue;
+            }
+            if let Some(blank) = b[end..end + gap]
+                .iter()
+                .position(|&x| x == b' ' || x == b'\t')
+            {
+                out.push(end + blank);
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    out
 }
 
 /// Lines of `#if`, `#ifdef`, `#ifndef` and `#endif` inside parentheses (a parameter or argument
@@ -297,6 +391,27 @@ mod tests {
         let open = "void f(int a\n#if X\n, int b);\n#endif\n";
         assert!(blanked(open).is_empty());
         assert!(!parse(src).tree.root_node().has_error());
+    }
+
+    /// Statement macros one after another (`OP OP`, also through a macro of macros, and before
+    /// the closing brace) get a `;` between them in the masked view, and the body parses.
+    #[test]
+    fn juxtaposed_statement_macros_are_separated() {
+        let src = "#define OP s = s * 2.0f;\n#define OP4 OP OP OP OP\n\
+                   __global__ void k(float* d) {\n  float s = d[0];\n  OP4 OP4\n  OP4\n  d[0] = s;\n}\n";
+        let view = masked(src).expect("something to mask");
+        assert_eq!(view.len(), src.len());
+        assert!(view.contains("  OP4;OP4\n; OP4\n"), "{view}");
+        assert!(
+            view.contains("#define OP4 OP OP OP OP"),
+            "directive lines untouched: {view}"
+        );
+        assert!(!parse(src).tree.root_node().has_error());
+        // A macro that closes a block keeps its `else`.
+        let closes = "#define END }\nvoid f(int a) { if (a) { a = 1; END else { a = 2; } }\n";
+        assert!(masked(closes).is_none_or(|v| !v.contains("END;else")));
+        // No statement macro: nothing to mask.
+        assert!(masked("#define N 4\nint a = N;\n").is_none());
     }
 
     #[test]
