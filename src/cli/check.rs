@@ -60,9 +60,8 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
             // Checked as `transform` would write it: its own bytes back in place, or CP012.
             files::Source::Foreign(f) => {
                 let mut t = cupreempt::transform(&f.text, &name, &opts)?;
-                if f.restore(&t.output).is_none() {
-                    let (byte, at) = f.first();
-                    t.diagnostics.push(files::not_utf8(byte, at));
+                if let Err(d) = f.restore_or_report(&t.output) {
+                    t.diagnostics.push(d);
                 }
                 (f.text, t)
             }

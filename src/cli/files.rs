@@ -101,9 +101,17 @@ impl Foreign {
     }
 
     /// Where the first stand-in is (for CP012 when the bytes cannot be put back).
-    pub fn first(&self) -> (u8, usize) {
+    fn first(&self) -> (u8, usize) {
         let at = self.text.bytes().position(|b| b == STAND_IN).unwrap_or(0);
         (self.bytes.first().copied().unwrap_or(STAND_IN), at)
+    }
+
+    /// `restore`, or CP012 at the first odd byte where the bytes cannot be put back.
+    pub fn restore_or_report(&self, output: &str) -> Result<Vec<u8>, Diagnostic> {
+        self.restore(output).ok_or_else(|| {
+            let (byte, at) = self.first();
+            not_utf8(byte, at)
+        })
     }
 
     /// The transformed text with the file's own bytes back in place of the stand-ins; none
@@ -128,9 +136,10 @@ impl Foreign {
 
 /// A file's text for reading only (what other files define): UTF-8, or with stand-ins.
 pub fn text_of(bytes: Vec<u8>) -> Option<String> {
-    match String::from_utf8(bytes) {
-        Ok(s) => Some(s),
-        Err(e) => Foreign::read(e.as_bytes()).map(|f| f.text),
+    match decode(bytes) {
+        Source::Text(s) => Some(s),
+        Source::Foreign(f) => Some(f.text),
+        Source::Skipped(..) => None,
     }
 }
 
@@ -160,17 +169,22 @@ pub fn read(path: &Path) -> anyhow::Result<Source> {
     } else {
         std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?
     };
+    Ok(decode(bytes))
+}
+
+/// A file's bytes as text: UTF-8, with stand-ins (`Foreign`), or skipped with CP012.
+pub fn decode(bytes: Vec<u8>) -> Source {
     match String::from_utf8(bytes) {
-        Ok(s) => Ok(Source::Text(s)),
-        Err(e) if Foreign::read(e.as_bytes()).is_some() => Ok(Source::Foreign(
-            Foreign::read(e.as_bytes()).expect("checked"),
-        )),
-        Err(e) => {
-            let at = e.utf8_error().valid_up_to();
-            let byte = e.as_bytes()[at];
-            let shown = String::from_utf8_lossy(e.as_bytes()).into_owned();
-            Ok(Source::Skipped(not_utf8(byte, at), shown))
-        }
+        Ok(s) => Source::Text(s),
+        Err(e) => match Foreign::read(e.as_bytes()) {
+            Some(f) => Source::Foreign(f),
+            None => {
+                let at = e.utf8_error().valid_up_to();
+                let byte = e.as_bytes()[at];
+                let shown = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                Source::Skipped(not_utf8(byte, at), shown)
+            }
+        },
     }
 }
 

@@ -654,15 +654,14 @@ fn read_text(
     p: &Path,
     foreign: &mut std::collections::HashMap<PathBuf, super::files::Foreign>,
 ) -> anyhow::Result<String> {
-    match String::from_utf8(std::fs::read(p)?) {
-        Ok(s) => Ok(s),
-        Err(e) => {
-            let f = super::files::Foreign::read(e.as_bytes())
-                .ok_or_else(|| anyhow::anyhow!("{} is not UTF-8 text", p.display()))?;
+    match super::files::decode(std::fs::read(p)?) {
+        super::files::Source::Text(s) => Ok(s),
+        super::files::Source::Foreign(f) => {
             let text = f.text.clone();
             foreign.insert(p.to_path_buf(), f);
             Ok(text)
         }
+        super::files::Source::Skipped(d, _) => anyhow::bail!("{}: {}", p.display(), d.message),
     }
 }
 

@@ -170,13 +170,11 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             sum.skipped += 1;
             continue;
         }
-        let bytes = match &foreign {
-            None => t.output.clone().into_bytes(),
-            Some(f) => match f.restore(&t.output) {
-                Some(b) => b,
-                None => {
-                    let (byte, at) = f.first();
-                    let d = files::not_utf8(byte, at);
+        let bytes: std::borrow::Cow<[u8]> = match &foreign {
+            None => t.output.as_bytes().into(),
+            Some(f) => match f.restore_or_report(&t.output) {
+                Ok(b) => b.into(),
+                Err(d) => {
                     eprint!("{}", render(std::slice::from_ref(&d), &name, &src, color));
                     sum.skipped += 1;
                     *sum.codes.entry(d.code.id()).or_default() += 1;
