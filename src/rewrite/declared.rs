@@ -23,15 +23,16 @@ fn weak_block(name: &str, d: &Declaration, whence: &str) -> String {
     };
     let (wrapper, capped) = (wrapper_name(name), capped_wrapper_name(name));
     let specifiers = &d.specifiers;
+    let member =
+        |target: &str| format!("  static constexpr auto {MEMBER_WRAPPER_R32} = &{target};\n");
     format!(
         "// cupreempt: `{name}` is {whence}; its wrappers, where the file defining it was transformed (else the launch runs `{name}`).\n\
          {specifiers}{WEAK} {wrapper}({params});\n\
-         #ifndef __CUDACC_RDC__\n\
-         {specifiers}{WEAK} {capped}({params});\n\
-         #endif\n\
-         struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name};\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper};\n\
-         #ifdef __CUDACC_RDC__\n  static constexpr auto {MEMBER_WRAPPER_R32} = &{wrapper};\n#else\n  static constexpr auto {MEMBER_WRAPPER_R32} = &{capped};\n#endif\n}};",
+         {capped_decl}\
+         struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name};\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper};\n{capped_member}}};",
         s = kernels_struct_name(name, None),
+        capped_decl = super::kernel::without_rdc(&format!("{specifiers}{WEAK} {capped}({params});\n")),
+        capped_member = super::kernel::by_rdc(&member(&wrapper), &member(&capped)),
     )
 }
 

@@ -230,6 +230,12 @@ pub(crate) fn without_rdc(text: &str) -> String {
     format!("#ifndef __CUDACC_RDC__\n{text}#endif\n")
 }
 
+/// `in_rdc` in relocatable-device-code builds, `otherwise` elsewhere (whole lines each): the
+/// launch type names the plain wrapper where `without_rdc` left the capped one out.
+pub(crate) fn by_rdc(in_rdc: &str, otherwise: &str) -> String {
+    format!("#ifdef __CUDACC_RDC__\n{in_rdc}#else\n{otherwise}#endif\n")
+}
+
 /// The wrappers a kernel gets: the plain one (false), then the one held to 32 registers
 /// (true) where the analysis says so (`KernelPlan::capped_wrapper`).
 fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
@@ -310,11 +316,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
     let capped_member = if plan.capped_wrapper {
         // No capped wrapper in relocatable-device-code builds (`without_rdc`).
-        format!(
-            "#ifdef __CUDACC_RDC__\n{}#else\n{}#endif\n",
-            capped_line(&wrapper),
-            capped_line(&capped_wrapper)
-        )
+        by_rdc(&capped_line(&wrapper), &capped_line(&capped_wrapper))
     } else {
         capped_line(&capped_wrapper)
     };

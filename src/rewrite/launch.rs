@@ -66,46 +66,34 @@ pub fn rewrite(
             .map(|k| (*k).clone())
             .collect()
     };
-    let untransformed = known
-        .iter()
-        .find(|k| k.name == l.name && k.untransformed_file.is_some());
-    if let (true, false, true, Some(k)) = (
-        targets.is_empty(),
-        local,
-        elsewhere.is_empty(),
-        untransformed,
-    ) {
-        let file = k.untransformed_file.as_deref().unwrap_or_default();
-        diags.push(
-            Diagnostic::new(
-                Code::LaunchLeft,
-                format!(
-                    "launch of `{}` left as it is: the kernel is defined in {file}, which is not transformed with this file",
-                    l.name
-                ),
-            )
-            .label(l.call.byte_range(), "this launch is not preemptible")
-            .help(format!(
-                "give {file} to the same `cupreempt transform` (its kernels then get the wrappers this launch would use)"
-            )),
-        );
-        return;
-    }
     if targets.is_empty() {
         if !local && elsewhere.is_empty() {
             // Defined elsewhere: its wrappers are not known here, so the launch stays plain.
             // (A kernel of this file or of an included one that is refused says so itself.)
-            diags.push(
-                Diagnostic::new(
+            let untransformed = known
+                .iter()
+                .find_map(|k| k.untransformed_file.as_deref().filter(|_| k.name == l.name));
+            let d = match untransformed {
+                Some(file) => Diagnostic::new(
+                    Code::LaunchLeft,
+                    format!(
+                        "launch of `{}` left as it is: the kernel is defined in {file}, which is not transformed with this file",
+                        l.name
+                    ),
+                )
+                .help(format!(
+                    "give {file} to the same `cupreempt transform` (its kernels then get the wrappers this launch would use)"
+                )),
+                None => Diagnostic::new(
                     Code::LaunchLeft,
                     format!(
                         "launch of `{}` left as it is: it names no kernel defined in this file or in a file it includes, nor one declared here once (overloads declared here, or a function pointer)",
                         l.name
                     ),
                 )
-                .label(l.call.byte_range(), "this launch is not preemptible")
                 .help("launches are rewritten where the kernel's definition is visible: define the kernel in a header that this file includes, or launch it from a host function of its own file and call that from here"),
-            );
+            };
+            diags.push(d.label(l.call.byte_range(), "this launch is not preemptible"));
         }
         return;
     }
