@@ -60,11 +60,6 @@ fn run(c: &mut Command, what: &str) -> String {
     text
 }
 
-fn contains(file: &Path, needle: &str) -> bool {
-    let bytes = std::fs::read(file).unwrap_or_default();
-    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
 /// Sets a file's modification time to now, as an edit would: after the outputs built from it,
 /// and not in the future (a time ahead of the rebuilt objects would make them stale again).
 fn touch(file: &Path) {
@@ -124,7 +119,7 @@ fn cmake_ninja_project_builds_through_the_launcher() {
     for (src, instance) in [("scale_float", "IfE"), ("scale_double", "IdE")] {
         let obj = objects.join(format!("{src}.cu.o"));
         assert!(
-            contains(&obj, &format!("scale_add__cupreempt{instance}")),
+            support::file_contains(&obj, &format!("scale_add__cupreempt{instance}")),
             "{} holds no preemptible wrapper of its scale_add instance",
             obj.display()
         );
@@ -135,7 +130,7 @@ fn cmake_ninja_project_builds_through_the_launcher() {
     for src in ["axpy", "main"] {
         let obj = objects.join(format!("{src}.cu.o"));
         assert!(
-            contains(&obj, "axpy__cupreempt"),
+            support::file_contains(&obj, "axpy__cupreempt"),
             "{} does not name axpy's preemptible wrapper",
             obj.display()
         );
@@ -195,7 +190,7 @@ fn make_example_builds_through_the_launcher() {
         "make",
     );
     assert!(build.join("scale_add").is_file(), "{out}");
-    assert!(contains(
+    assert!(support::file_contains(
         &build.join("scale_float.o"),
         "scale_add__cupreemptIfE"
     ));
@@ -230,8 +225,11 @@ fn refused_kernels_compile_as_written_unless_strict() {
     assert!(o.status.success(), "{err}");
     assert!(err.contains("CP002"), "the refusal is reported:\n{err}");
     // The refused kernel is compiled as written; the other one is transformed.
-    assert!(contains(&dir.join("refused.o"), "two_phase"));
-    assert!(contains(&dir.join("refused.o"), "simple_copy__cupreempt"));
+    assert!(support::file_contains(&dir.join("refused.o"), "two_phase"));
+    assert!(support::file_contains(
+        &dir.join("refused.o"),
+        "simple_copy__cupreempt"
+    ));
     std::fs::remove_file(dir.join("refused.o")).unwrap();
     let o = compile(true);
     assert_eq!(
@@ -274,7 +272,7 @@ fn a_latin1_source_is_transformed_through_the_launcher() {
     assert!(o.status.success(), "{err}");
     assert!(!err.contains("not UTF-8"), "{err}");
     assert!(
-        contains(&dir.join("latin1.o"), "scale_l1__cupreempt"),
+        support::file_contains(&dir.join("latin1.o"), "scale_l1__cupreempt"),
         "the kernel is transformed:\n{err}"
     );
     assert_eq!(
@@ -334,7 +332,10 @@ fn relocatable_device_code_builds_through_the_launcher() {
         );
         objects.push(obj);
     }
-    assert!(contains(&objects[1], "scale_add__cupreemptIfE"));
+    assert!(support::file_contains(
+        &objects[1],
+        "scale_add__cupreemptIfE"
+    ));
     let app = dir.join("scale_add");
     let out = run(
         Command::new(&bin)
@@ -376,7 +377,7 @@ fn a_source_named_only_in_an_options_file_is_transformed() {
         "compile through an options file",
     );
     assert!(
-        contains(&obj, "scale_add__cupreemptIfE"),
+        support::file_contains(&obj, "scale_add__cupreemptIfE"),
         "the object holds no preemptible wrapper: the source was compiled as written"
     );
 }
@@ -413,7 +414,7 @@ fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() 
     );
     assert!(!out.contains("CP008"), "{out}");
     assert!(
-        contains(&obj, "fill__cupreempt"),
+        support::file_contains(&obj, "fill__cupreempt"),
         "the object holds no preemptible wrapper:\n{out}"
     );
 }

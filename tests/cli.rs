@@ -668,8 +668,7 @@ fn a_kernel_file_included_in_an_extern_c_block_compiles_transformed() {
         "wrapper.cu",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let bytes = std::fs::read(&obj).unwrap();
-    let has = |name: &str| bytes.windows(name.len()).any(|w| w == name.as_bytes());
+    let has = |name: &str| support::file_contains(&obj, name);
     assert!(has("findK__cupreempt"), "the wrapper is in the object");
     // C linkage: the kernel's name as written, not mangled.
     assert!(has("\0findK\0"), "findK keeps C linkage");
@@ -708,13 +707,7 @@ fn the_32_register_wrapper_is_left_out_of_relocatable_device_code() {
             c.arg("-rdc=true");
         }
         support::compiles(c.arg(dir.join("out.cu")), "out.cu").unwrap_or_else(|e| panic!("{e}"));
-        let bytes = std::fs::read(&obj).unwrap();
-        let capped = bytes
-            .windows(16)
-            .any(|w| w == b"areas__cupreempt".as_slice())
-            && bytes
-                .windows(b"areas__cupreempt_r32".len())
-                .any(|w| w == b"areas__cupreempt_r32".as_slice());
+        let capped = support::file_contains(&obj, "areas__cupreempt_r32");
         assert_eq!(capped, !rdc, "the capped wrapper only without -rdc");
     }
 }

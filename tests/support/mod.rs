@@ -314,6 +314,12 @@ pub fn cupreempt_with_stdin(args: &[&str], cwd: &Path, input: &[u8]) -> std::pro
     child.wait_with_output().expect("wait for cupreempt")
 }
 
+/// Whether `file` (an object, an executable) holds `needle` anywhere (a symbol's name).
+pub fn file_contains(file: &Path, needle: &str) -> bool {
+    let bytes = std::fs::read(file).unwrap_or_default();
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}
+
 pub fn stdout(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
