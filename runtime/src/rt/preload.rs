@@ -179,12 +179,15 @@ fn load(f: *mut c_void) {
         return;
     }
     let f = f as sys::CUfunction;
-    // A missing symbol panics inside cudarc: then fall back to the attribute.
-    let loaded = std::panic::catch_unwind(|| {
-        // SAFETY: a function handle of the current context, from the program's own lookup.
-        unsafe { sys::cuFuncLoad(f) }
+    // cudarc panics at a call of a symbol the driver lacks: ask the library once instead.
+    static HAS_FUNC_LOAD: OnceLock<bool> = OnceLock::new();
+    // SAFETY: looks the symbol up without calling it; the library is present (`watch`).
+    let has = *HAS_FUNC_LOAD.get_or_init(|| {
+        unsafe { sys::culib().get::<unsafe extern "C" fn()>(b"cuFuncLoad\0") }.is_ok()
     });
-    if !matches!(loaded, Ok(sys::CUresult::CUDA_SUCCESS)) {
+    // SAFETY: a function handle of the current context, from the program's own lookup.
+    let loaded = has && unsafe { sys::cuFuncLoad(f) } == sys::CUresult::CUDA_SUCCESS;
+    if !loaded {
         let mut regs = 0;
         // SAFETY: as above.
         unsafe {
