@@ -33,3 +33,5 @@ stop_mps() {
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1 || true
   [ "$logs" = "$work" ] || cp -r "$CUDA_MPS_LOG_DIRECTORY" "$logs/mps-log" 2>/dev/null || true
 }
+# The system's monotonic clock in µs (what daemon_priority.cu's job mode waits for).
+now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }

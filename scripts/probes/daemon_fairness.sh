@@ -24,7 +24,6 @@ quantum=${PROBE_QUANTUM_US:-2000}
 export CUPREEMPT_SETUP=wait CUPREEMPT_SHORT_US=0
 start_mps || { echo "the MPS control daemon cannot be started here"; exit 1; }
 trap stop_mps EXIT
-now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }
 
 # Alone: iterations for each length, then its turnaround alone (median of the rounds).
 : >"$work/alone.txt"

@@ -13,7 +13,6 @@ cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
 daemon_probe_setup "${1:-}"
 nvcc -arch=sm_90 -O2 -std=c++17 scripts/probes/daemon_priority.cu -o "$work/plain"
-now_us() { python3 -c 'import time; print(int(time.monotonic() * 1e6))'; }
 trial() { # LABEL PROGRAMS(9 letters, T or P) [ENV...]
   local label=$1 kinds=$2 at i k pids=() line=""
   shift 2
