@@ -22,13 +22,16 @@ nvcc $flags -DDIRECT $link "$work/first_use.cupreempt.cu" -o "$work/direct"
 nvcc $flags $link "$work/first_use.cupreempt.cu" -o "$work/transformed"
 for name in plain plain+2 direct transformed; do
   fatbin=$(fatbin_bytes "$work/$name")
-  # PREPARED: lazy loading, 20 ms of host work before the first launch; PRELOAD: the same with
-  # the runtime loading the kernels as soon as the context exists (CUPREEMPT_PRELOAD=1).
-  for mode in LAZY EAGER PREPARED PRELOAD; do
+  # LAZY, EAGER: CUDA's module loading alone (the runtime's early loading off). PREPARED: lazy
+  # loading, 20 ms of host work before the first launch; PRELOAD: the same with the runtime's
+  # early loading (its default); PRELOAD_NOW: early loading, the first launch right after the
+  # context (the load cannot hide behind the program's own work).
+  for mode in LAZY EAGER PREPARED PRELOAD PRELOAD_NOW; do
     case $mode in
-      LAZY | EAGER) env=(CUDA_MODULE_LOADING=$mode) ;;
-      PREPARED) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20) ;;
-      PRELOAD) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20 CUPREEMPT_PRELOAD=1) ;;
+      LAZY | EAGER) env=(CUDA_MODULE_LOADING=$mode CUPREEMPT_PRELOAD=0) ;;
+      PREPARED) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20 CUPREEMPT_PRELOAD=0) ;;
+      PRELOAD) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20) ;;
+      PRELOAD_NOW) env=(CUDA_MODULE_LOADING=LAZY) ;;
     esac
     for _ in $(seq "$runs"); do env "${env[@]}" "$work/$name"; done |
       python3 -c '

@@ -1,5 +1,5 @@
-//! Loading the transformed kernels' code before the program's first launch
-//! (`CUPREEMPT_PRELOAD=1`; off by default until measured on more programs).
+//! Loading the transformed kernels' code before the program's first launch (on by default;
+//! `CUPREEMPT_PRELOAD=0` leaves it to CUDA's lazy loading).
 //!
 //! With CUDA's lazy module loading, a program's first launch of any kernel of a translation
 //! unit loads that unit's module inside the launch, and a transformed unit's module carries the
@@ -9,10 +9,11 @@
 //! (`cupreempt_rt_register_preload`, in `launch.cuh`). A thread then waits for the program to
 //! make a device's primary context (it polls the driver, which it never initializes itself: a
 //! program may fork before it uses CUDA) and has the driver load every registered kernel
-//! (`cuFuncLoad`), so that the program's own first launches find the code loaded. The load
-//! holds driver locks, so a program call made meanwhile waits for it; it comes right after the
-//! context appears, usually while a program allocates and copies its inputs, not while it times
-//! its kernels.
+//! (`cuFuncLoad`), originals first, so that the program's own first launches find the code
+//! loaded. A load holds driver locks, so a program call made meanwhile waits for it; it comes
+//! right after the context appears, usually while a program allocates and copies its inputs,
+//! not while it times its kernels. A program that times everything from its context's creation
+//! on pays for the wrappers' loads there (docs/runtime.md, "Module loading").
 //!
 //! At exit the program's CUDA runtime tears the context down; a handler registered after the
 //! CUDA runtime's own (so that it runs before it) waits for a load under way and stops the
@@ -57,10 +58,10 @@ static EXITING: AtomicBool = AtomicBool::new(false);
 
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("CUPREEMPT_PRELOAD").is_ok_and(|v| v.trim() == "1"))
+    *ON.get_or_init(|| !std::env::var("CUPREEMPT_PRELOAD").is_ok_and(|v| v.trim() == "0"))
 }
 
-/// Registers a unit's lookup; with `CUPREEMPT_PRELOAD=1`, starts the thread that runs them
+/// Registers a unit's lookup; unless `CUPREEMPT_PRELOAD=0`, starts the thread that runs them
 /// once a device's primary context exists.
 pub(crate) fn register(lookup: Lookup) {
     let mut r = super::capi::lock(registry());
@@ -154,22 +155,32 @@ fn load_on(dev: CUdevice) {
             r.done = r.lookups.len();
             new
         };
+        let mut handles = Vec::with_capacity(lookups.len());
         for lookup in lookups {
-            if EXITING.load(Ordering::Acquire) {
-                break;
-            }
             let mut funcs = [std::ptr::null_mut::<c_void>(); PER_LOOKUP];
             // SAFETY: the unit's lookup writes at most PER_LOOKUP handles.
             let n = unsafe { lookup(funcs.as_mut_ptr(), PER_LOOKUP as c_int) };
-            for f in funcs.iter().take(n.clamp(0, PER_LOOKUP as c_int) as usize) {
-                load(*f);
+            funcs[n.clamp(0, PER_LOOKUP as c_int) as usize..].fill(std::ptr::null_mut());
+            handles.push(funcs);
+        }
+        for f in load_order(&handles) {
+            if EXITING.load(Ordering::Acquire) {
+                break;
             }
+            load(f);
         }
         // SAFETY: unbinds this thread from the context; the program's threads are untouched.
         unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
     }
     // SAFETY: the retain above.
     unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
+}
+
+/// Every unit's original kernel first, then the wrappers: a program that launches while the
+/// load is under way most likely launches an original (its first launches run the original
+/// while the runtime sets up), and each load holds the driver's locks only for one function.
+fn load_order(handles: &[[*mut c_void; PER_LOOKUP]]) -> impl Iterator<Item = *mut c_void> + '_ {
+    (0..PER_LOOKUP).flat_map(move |i| handles.iter().map(move |h| h[i]).filter(|f| !f.is_null()))
 }
 
 /// Has the driver load one function's code (`cuFuncLoad`, CUDA 12.4 and later; with an older
@@ -220,6 +231,16 @@ fn register_exit_handler() {
 mod tests {
     use super::*;
 
+    /// Originals of every unit before any wrapper; empty slots skipped.
+    #[test]
+    fn originals_load_before_wrappers() {
+        let h = |n: usize| n as *mut c_void;
+        let null = std::ptr::null_mut();
+        let handles = [[h(1), h(2), h(3)], [h(4), h(5), null], [h(6), null, null]];
+        let order: Vec<usize> = load_order(&handles).map(|f| f as usize).collect();
+        assert_eq!(order, [1, 4, 6, 2, 5, 3]);
+    }
+
     #[test]
     fn polling_slows_down_after_the_first_seconds() {
         assert_eq!(pause(Duration::from_millis(10)), Duration::from_millis(1));
@@ -233,7 +254,7 @@ mod tests {
         2
     }
 
-    /// Registration keeps every lookup in order and runs nothing without CUPREEMPT_PRELOAD=1.
+    /// Registration keeps every lookup in order and runs nothing before a context exists.
     #[test]
     fn registered_lookups_wait_for_a_context() {
         let before = super::super::capi::lock(registry()).lookups.len();
