@@ -184,6 +184,9 @@ fn plan(
     if tasks <= at_once {
         return Ok(Some(Original::OneWave(tasks)));
     }
+    // Launches of this kernel may run its wrappers from now on: have them loaded off this
+    // thread (a kernel whose launches are all one wave never loads them).
+    super::preload::want_wrappers(original);
     if !ready && !setup_waits() {
         rt.request_setup();
         return Ok(Some(Original::Setup));
