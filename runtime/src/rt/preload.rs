@@ -128,11 +128,16 @@ pub(crate) fn register(lookup: Lookup) {
         .is_ok();
 }
 
+/// Whether some registered kernel's wrappers have not been asked for yet (early loading on).
+pub(crate) fn asking() -> bool {
+    OPEN.load(Ordering::Acquire) && enabled()
+}
+
 /// A launch of `original` (a CUfunction) was planned that is not one wave: its wrappers will
 /// be wanted (now, or once the runtime's setup is done), so the loading thread loads them.
 /// Cheap once every registered kernel's wrappers were asked for.
 pub(crate) fn want_wrappers(original: *mut c_void) {
-    if !OPEN.load(Ordering::Acquire) {
+    if !asking() {
         return;
     }
     let mut r = super::capi::lock(registry());
