@@ -7,7 +7,7 @@ use super::capi::{
     current_runtime, current_runtime_or_later, guard, launch_config, lock, register, Handle,
     LaunchCall, CUPREEMPT_OK,
 };
-use super::driver::{drv, Event};
+use super::driver::Event;
 use super::history::{LaunchKey, Stopwatch};
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
@@ -115,12 +115,6 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
             why
         } else {
             super::setup::note_plan();
-            // No runtime yet to say whether the launch is one wave: the driver says it, for
-            // early loading (the runtime's own answer is cached; this one is not, and is
-            // asked only while some kernel's wrappers are still to be asked for).
-            if super::preload::asking() && more_than_one_wave(original, &cfg).unwrap_or(false) {
-                super::preload::want_wrappers(original);
-            }
             Some(Original::Setup)
         };
         if let Some(why) = why {
@@ -133,25 +127,6 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
         _ => status,
     }
-}
-
-/// Whether a launch has more blocks than fit on the GPU at once as `original`.
-fn more_than_one_wave(original: *mut c_void, cfg: &LaunchConfig) -> Result<bool, Error> {
-    let mut dev = 0;
-    drv!(cuCtxGetDevice(&mut dev))?;
-    let sms = super::driver::device_attribute(
-        dev,
-        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
-    )?;
-    let mut per_sm = 0i32;
-    drv!(cuOccupancyMaxActiveBlocksPerMultiprocessor(
-        &mut per_sm,
-        original.cast(),
-        cfg.threads_per_block() as i32,
-        cfg.shared_mem_bytes as usize
-    ))?;
-    let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
-    Ok(tasks > per_sm.max(0) as u64 * sms.max(0) as u64)
 }
 
 /// Records the start of a timed trial on `stream`, kept for `cupreempt_rt_original_launched`.
@@ -209,9 +184,6 @@ fn plan(
     if tasks <= at_once {
         return Ok(Some(Original::OneWave(tasks)));
     }
-    // Launches of this kernel may run its wrappers from now on: have them loaded off this
-    // thread (a kernel whose launches are all one wave never loads them).
-    super::preload::want_wrappers(original);
     if !ready && !setup_waits() {
         rt.request_setup();
         return Ok(Some(Original::Setup));

@@ -8,14 +8,18 @@
 //! unit registers, from a static initializer, a function that looks up its kernels' handles
 //! (`cupreempt_rt_register_preload`, in `launch.cuh`). A thread then waits for the program to
 //! make a device's primary context (it polls the driver, which it never initializes itself: a
-//! program may fork before it uses CUDA) and has the driver load every registered original
-//! kernel (`cuFuncLoad`), so that the program's own first launches find the code loaded.
+//! program may fork before it uses CUDA) and has the driver load every registered kernel
+//! (`cuFuncLoad`), originals first, so that the program's own first launches find the code
+//! loaded. A load holds driver locks, so a program call made meanwhile waits for it; it comes
+//! right after the context appears, usually while a program allocates and copies its inputs,
+//! not while it times its kernels.
 //!
-//! A kernel's wrappers are loaded once the runtime plans a launch of it that is more than one
-//! wave (`want_wrappers`, from the plan), on this thread while that launch runs as the original
-//! or starts the runtime's setup: a kernel whose launches all fit on the GPU at once never runs
-//! a wrapper, and loading them would only hold the driver while the program works. A load
-//! holds driver locks, so a program call made meanwhile waits for it.
+//! The wrappers are loaded too, though a kernel whose launches all fit on the GPU at once never
+//! runs them: measured on the H100, loading a kernel's wrappers only once a launch of it was
+//! more than one wave cost programs whose timed launches are their first preemptible ones
+//! (SobolQRNG 1.48x against 0.81x), and did not spare the program that times from its context's
+//! creation on (template 1.90x against 2.14x; loading its original there costs as much).
+//! docs/runtime.md, "Module loading".
 //!
 //! At exit the program's CUDA runtime tears the context down; a handler registered after the
 //! CUDA runtime's own (so that it runs before it) waits for a load under way and stops the
@@ -23,10 +27,9 @@
 
 use super::driver::{self, CUcontext, CUdevice};
 use cudarc::driver::sys;
-use std::collections::{HashMap, HashSet};
 use std::ffi::{c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, OnceLock};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// What a transformed unit registers: writes up to `max` CUfunction handles of the current
@@ -36,74 +39,25 @@ pub type Lookup = unsafe extern "C" fn(funcs: *mut *mut c_void, max: c_int) -> c
 /// The most handles one lookup gives (the original kernel and its two wrappers).
 const PER_LOOKUP: usize = 3;
 
-/// CUfunction handles kept as integers (they cross threads; only the driver dereferences them).
-type Handle = usize;
-
-#[derive(Default)]
 struct Registry {
     lookups: Vec<Lookup>,
     /// Lookups already run (a prefix of `lookups`).
     done: usize,
     /// The polling thread has been started.
     started: bool,
-    /// The context the handles below belong to (0 before the first lookups ran).
-    ctx: Handle,
-    /// The wrappers not yet asked for, by their original kernel.
-    wrappers: HashMap<Handle, Vec<Handle>>,
-    /// Originals whose wrappers a launch asked for before the lookups ran.
-    asked_early: HashSet<Handle>,
-    /// Wrappers to load next.
-    queue: Vec<Handle>,
-}
-
-impl Registry {
-    /// Whether a launch's ask could still change anything (`want_wrappers`'s fast path).
-    fn open(&self) -> bool {
-        self.done < self.lookups.len() || !self.wrappers.is_empty()
-    }
-
-    /// Files the handles of lookups just run: the originals come back to be loaded now, the
-    /// wrappers wait for a launch that needs them (or were asked for already).
-    fn file(&mut self, handles: &[[Handle; PER_LOOKUP]]) -> Vec<Handle> {
-        let mut originals = Vec::new();
-        for h in handles {
-            let wrappers: Vec<Handle> = h[1..].iter().copied().filter(|&w| w != 0).collect();
-            if h[0] == 0 {
-                continue;
-            }
-            originals.push(h[0]);
-            if self.asked_early.remove(&h[0]) {
-                self.queue.extend(wrappers);
-            } else if !wrappers.is_empty() {
-                self.wrappers.insert(h[0], wrappers);
-            }
-        }
-        originals
-    }
-
-    /// A launch of `original` needs its wrappers (or soon will).
-    fn ask(&mut self, original: Handle) -> bool {
-        if let Some(w) = self.wrappers.remove(&original) {
-            self.queue.extend(w);
-            true
-        } else {
-            if self.done < self.lookups.len() {
-                self.asked_early.insert(original);
-            }
-            false
-        }
-    }
 }
 
 fn registry() -> &'static Mutex<Registry> {
     static R: OnceLock<Mutex<Registry>> = OnceLock::new();
-    R.get_or_init(|| Mutex::new(Registry::default()))
+    R.get_or_init(|| {
+        Mutex::new(Registry {
+            lookups: Vec::new(),
+            done: 0,
+            started: false,
+        })
+    })
 }
 
-/// Wakes the loading thread: wrappers queued, or the program exiting.
-static WAKE: Condvar = Condvar::new();
-/// Whether `want_wrappers` must look at the registry (`Registry::open`).
-static OPEN: AtomicBool = AtomicBool::new(false);
 /// Held while kernels are being loaded; the exit handler takes it to wait for a load.
 static LOADING: Mutex<()> = Mutex::new(());
 static EXITING: AtomicBool = AtomicBool::new(false);
@@ -118,7 +72,6 @@ fn enabled() -> bool {
 pub(crate) fn register(lookup: Lookup) {
     let mut r = super::capi::lock(registry());
     r.lookups.push(lookup);
-    OPEN.store(true, Ordering::Release);
     if !enabled() || r.started {
         return;
     }
@@ -126,25 +79,6 @@ pub(crate) fn register(lookup: Lookup) {
         .name("cupreempt-preload".into())
         .spawn(watch)
         .is_ok();
-}
-
-/// Whether some registered kernel's wrappers have not been asked for yet (early loading on).
-pub(crate) fn asking() -> bool {
-    OPEN.load(Ordering::Acquire) && enabled()
-}
-
-/// A launch of `original` (a CUfunction) was planned that is not one wave: its wrappers will
-/// be wanted (now, or once the runtime's setup is done), so the loading thread loads them.
-/// Cheap once every registered kernel's wrappers were asked for.
-pub(crate) fn want_wrappers(original: *mut c_void) {
-    if !asking() {
-        return;
-    }
-    let mut r = super::capi::lock(registry());
-    if r.ask(original as Handle) {
-        WAKE.notify_all();
-    }
-    OPEN.store(r.open(), Ordering::Release);
 }
 
 /// How long to wait before looking again, `since` the thread started: often at first (programs
@@ -157,49 +91,24 @@ fn pause(since: Duration) -> Duration {
     }
 }
 
-/// Waits for a device's primary context, loads every registered original kernel there, then
-/// the wrappers that launches ask for, until the program exits.
+/// Waits for a device's primary context, then loads every registered kernel there.
 fn watch() {
     if !driver::driver_available() {
         return;
     }
     let start = Instant::now();
-    let dev = loop {
+    loop {
         if EXITING.load(Ordering::Acquire) {
             return;
         }
         if let Some(dev) = active_device() {
-            break dev;
-        }
-        std::thread::sleep(pause(start.elapsed()));
-    };
-    // After the program's CUDA runtime registered its exit handler (it has made a context),
-    // so that ours runs first.
-    register_exit_handler();
-    loop {
-        let (lookups, queue) = {
-            let mut r = super::capi::lock(registry());
-            loop {
-                if EXITING.load(Ordering::Acquire) {
-                    return;
-                }
-                if r.done < r.lookups.len() || !r.queue.is_empty() {
-                    break;
-                }
-                r = WAKE.wait(r).unwrap_or_else(|e| e.into_inner());
-            }
-            let lookups = r.lookups[r.done..].to_vec();
-            r.done = r.lookups.len();
-            (lookups, std::mem::take(&mut r.queue))
-        };
-        if !load_on(dev, &lookups, &queue) {
-            // The context is gone or was made again: the handles mean nothing now.
-            let mut r = super::capi::lock(registry());
-            r.wrappers.clear();
-            r.asked_early.clear();
-            OPEN.store(false, Ordering::Release);
+            // After the program's CUDA runtime registered its exit handler (it has made a
+            // context), so that ours runs first.
+            register_exit_handler();
+            load_on(dev);
             return;
         }
+        std::thread::sleep(pause(start.elapsed()));
     }
 }
 
@@ -217,95 +126,75 @@ fn active_device() -> Option<CUdevice> {
         if sys::cuDeviceGetCount(&mut count) != sys::CUresult::CUDA_SUCCESS {
             return None;
         }
-        (0..count).find_map(|ordinal| {
+        for ordinal in 0..count {
             let mut dev: CUdevice = 0;
-            is_active(&mut dev, ordinal).then_some(dev)
-        })
+            let (mut flags, mut active) = (0u32, 0i32);
+            if sys::cuDeviceGet(&mut dev, ordinal) == sys::CUresult::CUDA_SUCCESS
+                && sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active)
+                    == sys::CUresult::CUDA_SUCCESS
+                && active != 0
+            {
+                return Some(dev);
+            }
+        }
     }
+    None
 }
 
-/// Whether device `ordinal` (written to `dev`) has an active primary context.
-///
-/// # Safety
-/// The driver is initialized.
-unsafe fn is_active(dev: &mut CUdevice, ordinal: c_int) -> bool {
-    let (mut flags, mut active) = (0u32, 0i32);
-    sys::cuDeviceGet(dev, ordinal) == sys::CUresult::CUDA_SUCCESS
-        && sys::cuDevicePrimaryCtxGetState(*dev, &mut flags, &mut active)
-            == sys::CUresult::CUDA_SUCCESS
-        && active != 0
-}
-
-/// With `dev`'s primary context current here: runs `lookups` and loads the originals they
-/// name, then loads `queue`. False where the context is no longer the one the handles belong
-/// to (the program reset the device); nothing is loaded then.
-fn load_on(dev: CUdevice, lookups: &[Lookup], queue: &[Handle]) -> bool {
+/// Runs the lookups not yet run with `dev`'s primary context current here, and loads what
+/// they name.
+fn load_on(dev: CUdevice) {
     let _loading = super::capi::lock(&LOADING);
     if EXITING.load(Ordering::Acquire) {
-        return true;
-    }
-    let (mut flags, mut active) = (0u32, 0i32);
-    // SAFETY: a query. Retaining an inactive primary context would make one the program did
-    // not ask for.
-    if unsafe { sys::cuDevicePrimaryCtxGetState(dev, &mut flags, &mut active) }
-        != sys::CUresult::CUDA_SUCCESS
-        || active == 0
-    {
-        return false;
+        return;
     }
     let mut ctx: CUcontext = std::ptr::null_mut();
     // SAFETY: retains the context the program made (it stays alive while we use it).
     if unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) } != sys::CUresult::CUDA_SUCCESS {
-        return false;
+        return;
     }
-    let same = {
-        let mut r = super::capi::lock(registry());
-        if r.ctx == 0 {
-            r.ctx = ctx as Handle;
-        }
-        r.ctx == ctx as Handle
-    };
-    if same && driver::make_current(ctx).is_ok() {
+    if driver::make_current(ctx).is_ok() {
+        let lookups: Vec<Lookup> = {
+            let mut r = super::capi::lock(registry());
+            let new = r.lookups[r.done..].to_vec();
+            r.done = r.lookups.len();
+            new
+        };
         let mut handles = Vec::with_capacity(lookups.len());
         for lookup in lookups {
             let mut funcs = [std::ptr::null_mut::<c_void>(); PER_LOOKUP];
             // SAFETY: the unit's lookup writes at most PER_LOOKUP handles.
             let n = unsafe { lookup(funcs.as_mut_ptr(), PER_LOOKUP as c_int) };
-            let mut h = [0; PER_LOOKUP];
-            for (slot, f) in h
-                .iter_mut()
-                .zip(funcs)
-                .take(n.clamp(0, PER_LOOKUP as c_int) as usize)
-            {
-                *slot = f as Handle;
-            }
-            handles.push(h);
+            funcs[n.clamp(0, PER_LOOKUP as c_int) as usize..].fill(std::ptr::null_mut());
+            handles.push(funcs);
         }
-        let (originals, mut wrappers) = {
-            let mut r = super::capi::lock(registry());
-            let originals = r.file(&handles);
-            let early = std::mem::take(&mut r.queue);
-            OPEN.store(r.open(), Ordering::Release);
-            (originals, early)
-        };
-        wrappers.extend_from_slice(queue);
-        for &f in originals.iter().chain(&wrappers) {
+        let (mut originals, mut wrappers) = (0, 0);
+        for f in load_order(&handles) {
             if EXITING.load(Ordering::Acquire) {
                 break;
             }
-            load(f as *mut c_void);
+            load(f);
+            if handles.iter().any(|h| h[0] == f) {
+                originals += 1;
+            } else {
+                wrappers += 1;
+            }
         }
         super::trace_setup(&format!(
-            "preload: {} original kernels, {} wrappers loaded",
-            originals.len(),
-            wrappers.len()
+            "preload: {originals} original kernels, {wrappers} wrappers loaded"
         ));
         // SAFETY: unbinds this thread from the context; the program's threads are untouched.
         unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
     }
     // SAFETY: the retain above.
     unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
-    same
+}
+
+/// Every unit's original kernel first, then the wrappers: a program that launches while the
+/// load is under way most likely launches an original (its first launches run the original
+/// while the runtime sets up), and each load holds the driver's locks only for one function.
+fn load_order(handles: &[[*mut c_void; PER_LOOKUP]]) -> impl Iterator<Item = *mut c_void> + '_ {
+    (0..PER_LOOKUP).flat_map(move |i| handles.iter().map(move |h| h[i]).filter(|f| !f.is_null()))
 }
 
 /// Has the driver load one function's code (`cuFuncLoad`, CUDA 12.4 and later; with an older
@@ -342,7 +231,6 @@ fn register_exit_handler() {
     DONE.get_or_init(|| {
         extern "C" fn at_exit() {
             EXITING.store(true, Ordering::Release);
-            WAKE.notify_all();
             drop(super::capi::lock(&LOADING));
         }
         extern "C" {
@@ -357,31 +245,14 @@ fn register_exit_handler() {
 mod tests {
     use super::*;
 
-    /// Originals load at once; a kernel's wrappers only once a launch asks for them, also
-    /// where it asked before the lookups ran; a kernel never asked for keeps its wrappers
-    /// unloaded (a program of one-wave launches never runs them).
+    /// Originals of every unit before any wrapper; empty slots skipped.
     #[test]
-    fn wrappers_wait_for_a_launch_that_needs_them() {
-        let mut r = Registry {
-            lookups: vec![two, two, two],
-            ..Registry::default()
-        };
-        assert!(!r.ask(4), "nothing filed yet");
-        assert!(r.asked_early.contains(&4));
-        r.done = 3;
-        let originals = r.file(&[[1, 2, 3], [4, 5, 0], [6, 0, 0]]);
-        assert_eq!(originals, [1, 4, 6]);
-        assert_eq!(r.queue, [5], "asked for before the lookups ran");
-        assert!(r.open(), "1's wrappers still wait");
-        assert!(!r.ask(6), "no wrappers");
-        assert!(r.ask(1));
-        assert_eq!(r.queue, [5, 2, 3]);
-        assert!(!r.ask(1), "asked once");
-        assert!(!r.open());
-        assert!(
-            r.asked_early.is_empty(),
-            "an ask after the lookups ran is not kept"
-        );
+    fn originals_load_before_wrappers() {
+        let h = |n: usize| n as *mut c_void;
+        let null = std::ptr::null_mut();
+        let handles = [[h(1), h(2), h(3)], [h(4), h(5), null], [h(6), null, null]];
+        let order: Vec<usize> = load_order(&handles).map(|f| f as usize).collect();
+        assert_eq!(order, [1, 4, 6, 2, 5, 3]);
     }
 
     #[test]
