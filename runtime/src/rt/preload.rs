@@ -15,11 +15,11 @@
 //! not while it times its kernels.
 //!
 //! The wrappers are loaded too, though a kernel whose launches all fit on the GPU at once never
-//! runs them: measured on the H100, loading a kernel's wrappers only once a launch of it was
-//! more than one wave cost programs whose timed launches are their first preemptible ones
-//! (SobolQRNG 1.48x against 0.81x), and did not spare the program that times from its context's
-//! creation on (template 1.90x against 2.14x; loading its original there costs as much).
-//! docs/runtime.md, "Module loading".
+//! runs them. Loading a kernel's wrappers only once a launch of it was more than one wave was
+//! measured on the H100 and did not pay: the program that times from its context's creation on
+//! paid about as much (template 1.90x against 2.14-2.28x; loading its original there costs most
+//! of it), and a program whose first timed launch races the load varied as much either way
+//! (SobolQRNG 0.70-1.48x). docs/runtime.md, "Module loading".
 //!
 //! At exit the program's CUDA runtime tears the context down; a handler registered after the
 //! CUDA runtime's own (so that it runs before it) waits for a load under way and stops the
