@@ -44,6 +44,8 @@ for i in $(seq "${PROBE_FIRST:-7}"); do
 done | awk '{print $5}' | sort -n | awk '{a[NR]=$1} END {print "median first_launch_us", a[int((NR+1)/2)]}'
 echo "one first launch, the runtime's setup step by step (with CUPREEMPT_SETUP=wait):"
 CUPREEMPT_TRACE_SETUP=1 CUPREEMPT_SETUP=wait "$work/launch_path" first cupreempt
+echo "one first launch as a program makes it, the plan's first call step by step:"
+CUPREEMPT_TRACE_SETUP=1 "$work/launch_path" first cupreempt
 echo "steady state (short launches run the original kernel):"
 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
 echo "steady state, every launch preemptible (CUPREEMPT_SHORT_US=0):"

@@ -96,7 +96,9 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         let (key, cfg) = planned_key(original, grid, block, smem)?;
         super::driver::init()?;
         // Before anything else: a capture forbids what the runtime's first use does.
-        why = if super::driver::is_capturing(stream.cast())? {
+        let capturing = super::driver::is_capturing(stream.cast())?;
+        trace_first_plan("plan: capture query");
+        why = if capturing {
             Some(Original::Capture)
         } else if eager() || setup_waits() {
             let rt = current_runtime()?;
@@ -114,7 +116,9 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
             }
             why
         } else {
+            trace_first_plan("plan: runtime asked for");
             super::setup::note_plan();
+            trace_first_plan("plan: launch noted");
             Some(Original::Setup)
         };
         if let Some(why) = why {
@@ -126,6 +130,15 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         (CUPREEMPT_OK, Some(_)) if timed => CUPREEMPT_RUN_ORIGINAL_TIMED,
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
         _ => status,
+    }
+}
+
+/// `CUPREEMPT_TRACE_SETUP`'s steps of the first plans (where a first launch's time goes).
+fn trace_first_plan(step: &str) {
+    static CALLS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    if CALLS.load(std::sync::atomic::Ordering::Relaxed) < 8 {
+        CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        super::trace_setup(step);
     }
 }
 
