@@ -12,6 +12,9 @@ pub const CTX: &str = "__cp";
 pub const CTX_TYPE: &str = "CupreemptCtx";
 /// The predicated form's flag: the thread has not returned from the task.
 pub const CTX_LIVE: &str = "__cp_live";
+/// The shared body's parameter that carries the running kernel's `__PRETTY_FUNCTION__` (where
+/// the body names its function; rewrite/function_name.rs).
+pub const FUNCTION_PARAM: &str = "__cp_function";
 /// The wrapper's first parameter: the launch's description (`cupreempt_launch`, control.h).
 pub const LAUNCH_PARAM: &str = "__cp_launch";
 

@@ -147,3 +147,107 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
         "{without:?}"
     );
 }
+
+/// A device assertion in a transformed kernel that runs as the original prints what the
+/// original prints: the file, line and function its `__assertfail` call passes, read from the
+/// PTX of both builds (line directives on, as the nvcc launcher writes them). Without the
+/// body's function-name parameter the function would be `K__cupreempt_body(...)`.
+#[test]
+fn assertions_name_the_original_kernel_file_and_line() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-assert");
+    let src = "#include <cassert>\n\
+               \n\
+               __global__ void checked(int* out, int n) {\n\
+               \x20 int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+               \x20 assert(i < n);\n\
+               \x20 out[i] = i;\n\
+               }\n\
+               \n\
+               template <typename T>\n\
+               __global__ void checked_t(T* out, int n) {\n\
+               \x20 assert(n > 0 && \"n is positive\");\n\
+               \x20 out[blockIdx.x] = T(n);\n\
+               }\n\
+               \n\
+               void run(int* a, float* b, int n) {\n\
+               \x20 checked<<<n / 128, 128>>>(a, n);\n\
+               \x20 checked_t<<<n, 1>>>(b, n);\n\
+               }\n";
+    let original = dir.join("assert.cu");
+    std::fs::write(&original, src).unwrap();
+    let name = original.to_string_lossy().to_string();
+    let t = cupreempt::transform(
+        src,
+        &name,
+        &cupreempt::Options {
+            verify: true,
+            line_directives: true,
+            ..cupreempt::Options::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let transformed = dir.join("assert.transformed.cu");
+    std::fs::write(&transformed, &t.output).unwrap();
+    let ptx = |file: &std::path::Path, out: &str| {
+        let out = dir.join(out);
+        support::compiles(
+            support::nvcc_build(&nvcc, &out).arg("-ptx").arg(file),
+            &file.to_string_lossy(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::read_to_string(out).unwrap()
+    };
+    let (o, tr) = (ptx(&original, "o.ptx"), ptx(&transformed, "t.ptx"));
+    let (o_strings, t_strings) = (ptx_strings(&o), ptx_strings(&tr));
+    for want in [
+        "void checked(int *, int)",
+        "void checked_t(T *, int) [with T = float]",
+    ] {
+        assert!(
+            o_strings.iter().any(|s| s == want),
+            "the original's PTX lacks {want:?}: {o_strings:?}"
+        );
+    }
+    for s in &o_strings {
+        assert!(
+            t_strings.contains(s),
+            "transformed PTX lacks {s:?}: {t_strings:?}"
+        );
+    }
+    let (o_lines, t_lines) = (assert_lines(&o), assert_lines(&tr));
+    assert_eq!(o_lines.len(), 2, "{o_lines:?}");
+    for l in &o_lines {
+        assert!(
+            t_lines.contains(l),
+            "no assertion at line {l} in {t_lines:?}"
+        );
+    }
+}
+
+/// The byte strings a PTX file defines (`.global .align 1 .b8 NAME[N] = {...};`).
+fn ptx_strings(ptx: &str) -> Vec<String> {
+    ptx.lines()
+        .filter_map(|l| l.trim().strip_prefix(".global .align 1 .b8 "))
+        .filter_map(|l| l.split_once("= {"))
+        .map(|(_, bytes)| {
+            let bytes: Vec<u8> = bytes
+                .trim_end_matches("};")
+                .split(',')
+                .filter_map(|b| b.trim().parse().ok())
+                .take_while(|&b| b != 0)
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        })
+        .collect()
+}
+
+/// The line numbers passed to `__assertfail` (its third parameter), as PTX spells constants.
+fn assert_lines(ptx: &str) -> std::collections::BTreeSet<u32> {
+    ptx.lines()
+        .filter_map(|l| match l.split_whitespace().collect::<Vec<_>>()[..] {
+            ["st.param.b32", "[param2+0],", v] => v.trim_end_matches(';').parse().ok(),
+            _ => None,
+        })
+        .collect()
+}

@@ -21,13 +21,14 @@
 //! The body stays where it was, so the user's formatting and line numbers inside it survive;
 //! only its header changes and generated code follows it.
 
-use super::{context_calls, context_param, prologue};
+use super::function_name::FunctionNames;
+use super::{context_calls, context_params, prologue};
 use crate::analysis::{FunctionSite, KernelPlan, SyncMode};
 use crate::edit::Edit;
 use crate::vocab::{
     body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, CTX,
-    CTX_TYPE, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32,
-    NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS, TASK_CTX,
+    CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER,
+    MEMBER_WRAPPER_R32, NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS, TASK_CTX,
 };
 use std::collections::BTreeSet;
 
@@ -98,7 +99,14 @@ pub fn rewrite(
         edits.push(Edit::delete(lb.start_byte()..end));
     }
     edits.push(Edit::replace(k.name_node.byte_range(), body_name(&k.name)));
-    context_param(k, src, edits);
+    // `__func__`, `__PRETTY_FUNCTION__` and `assert` name the original kernel, not the body.
+    let names = FunctionNames::of(k.body, src);
+    let named = names.as_ref().is_some_and(FunctionNames::takes_parameter);
+    let function_decl = format!("const char* {FUNCTION_PARAM}");
+    context_params(k, src, named.then_some(function_decl.as_str()), edits);
+    if let Some(n) = &names {
+        n.rewrite(&k.name, k.body.start_byte() + 1, edits);
+    }
 
     // 2. Inside the body: the task's blockIdx/gridDim, context-taking helpers, barriers.
     if let Some(e) = prologue(&plan.facts, k.body, src, true) {
@@ -111,18 +119,21 @@ pub fn rewrite(
 
     // 3. After the body: the original symbol, the wrapper, what launch sites name.
     let mut out = String::from("\n");
+    if let Some(n) = &names {
+        out.push_str(&n.after_body());
+    }
     if wrap_cpp {
         out.push_str("}  // extern \"C++\"\n");
     }
     let h = Header::of(k, src);
     out.push('\n');
-    out.push_str(&forwarder(plan, &h));
+    out.push_str(&forwarder(plan, &h, named));
     out.push('\n');
     for (i, cap) in wrapper_kinds(plan).enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let w = wrapper(plan, &h, cap);
+        let w = wrapper(plan, &h, cap, named);
         out.push_str(&if cap { without_rdc(&w) } else { w });
     }
     if let Some(first) = plan.prior_declarations.first() {
@@ -198,7 +209,9 @@ fn wrapper_params(params: &str) -> String {
     }
 }
 
-fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
+/// The call of the shared body; `function`: the argument for its function-name parameter
+/// (`FunctionNames`), where it has one.
+fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>) -> String {
     let k = &plan.site;
     let targs = if k.is_template() {
         format!("{ctx_type}, {}", k.template_args())
@@ -207,10 +220,15 @@ fn body_call(plan: &KernelPlan, ctx_type: &str) -> String {
     };
     let args = k.forward_args();
     let sep = if args.is_empty() { "" } else { ", " };
-    format!("{}<{targs}>({CTX}{sep}{args});", body_name(&k.name))
+    let function = function.map(|f| format!(", {f}")).unwrap_or_default();
+    format!(
+        "{}<{targs}>({CTX}{function}{sep}{args});",
+        body_name(&k.name)
+    )
 }
 
-fn forwarder(plan: &KernelPlan, h: &Header) -> String {
+/// `named`: the body takes the running kernel's pretty name, which here is the original's own.
+fn forwarder(plan: &KernelPlan, h: &Header, named: bool) -> String {
     format!(
         "// cupreempt: `{name}` keeps its symbol and runs the shared body on the hardware's blockIdx/gridDim.\n\
          {prefix}{name}({params}) {{\n  {native} {CTX};\n  {call}\n}}\n",
@@ -218,7 +236,7 @@ fn forwarder(plan: &KernelPlan, h: &Header) -> String {
         name = h.name,
         prefix = h.prefix(),
         params = h.params,
-        call = body_call(plan, NATIVE_CTX),
+        call = body_call(plan, NATIVE_CTX, named.then_some("__PRETTY_FUNCTION__")),
     )
 }
 
@@ -252,7 +270,9 @@ fn wrapper_head(kernel: &str, cap: bool) -> (String, String) {
     }
 }
 
-fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
+/// `named`: the body takes the running kernel's pretty name (the wrapper's own; a lambda's
+/// would name the lambda).
+fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     let predicated = plan.mode == Some(SyncMode::Predicated);
     let (cap_attr, wrapper) = wrapper_head(&h.name, cap);
     let comment = if cap {
@@ -270,7 +290,7 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
     };
     format!(
         "{comment}\
-         {prefix}{cap_attr}{wrapper}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  \
+         {prefix}{cap_attr}{wrapper}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  {function}\
          {RUN_TASKS}<{CTX_TYPE}, /*task_barrier=*/{barrier}>({LAUNCH_PARAM}, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
         prefix = h.prefix(),
@@ -278,7 +298,12 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool) -> String {
         chunk = plan.chunk,
         budget = plan.budget_ns,
         barrier = plan.may_use_shared,
-        call = body_call(plan, CTX_TYPE),
+        call = body_call(plan, CTX_TYPE, named.then_some(FUNCTION_PARAM)),
+        function = if named {
+            format!("const char* const {FUNCTION_PARAM} = __PRETTY_FUNCTION__;\n  ")
+        } else {
+            String::new()
+        },
     )
 }
 

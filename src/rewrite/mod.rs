@@ -1,6 +1,7 @@
 //! Rewriting: turns an analysis into byte-range edits. It never re-parses and never applies.
 
 mod declared;
+mod function_name;
 mod helper;
 mod kernel;
 pub(crate) use kernel::strip_default;
@@ -165,9 +166,24 @@ fn context_calls(calls: &[Call], ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<E
 
 /// Inserts the context parameter first in a parameter list.
 fn context_param(site: &crate::analysis::FunctionSite, src: &str, edits: &mut Vec<Edit>) {
+    context_params(site, src, None, edits)
+}
+
+/// Inserts the context parameter first in a parameter list, and `extra` (a declaration) after
+/// it.
+fn context_params(
+    site: &crate::analysis::FunctionSite,
+    src: &str,
+    extra: Option<&str>,
+    edits: &mut Vec<Edit>,
+) {
     let params = site.params;
     let inner = params.start_byte() + 1..params.end_byte() - 1;
-    let decl = format!("{CTX_TYPE}& {CTX}");
+    let mut decl = format!("{CTX_TYPE}& {CTX}");
+    if let Some(extra) = extra {
+        decl.push_str(", ");
+        decl.push_str(extra);
+    }
     if src[inner.clone()].trim() == "void" {
         edits.push(Edit::replace(inner, decl));
     } else if site.param_list.is_empty() {
