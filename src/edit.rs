@@ -49,9 +49,10 @@ impl fmt::Display for OverlapError {
 
 impl std::error::Error for OverlapError {}
 
-/// Where `#line` directives should point, when asked for.
+/// Where `#line` directives should point, when asked for: the file named, or (None) the name
+/// the compiler already has for it.
 pub struct LineMap<'a> {
-    pub file_name: &'a str,
+    pub file_name: Option<&'a str>,
 }
 
 /// The file's line end: `"\r\n"` when its first line ends so, else `"\n"`.
@@ -114,10 +115,13 @@ pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<Strin
                     out.push_str(eol);
                     pos += eol.len();
                 }
-                out.push_str(&format!(
-                    "#line {line} \"{}\"{eol}",
-                    map.file_name.replace('\\', "/")
-                ));
+                match map.file_name {
+                    Some(name) => out.push_str(&format!(
+                        "#line {line} \"{}\"{eol}",
+                        name.replace('\\', "/")
+                    )),
+                    None => out.push_str(&format!("#line {line}{eol}")),
+                }
             }
         }
     }
@@ -186,10 +190,20 @@ mod tests {
         let out = apply(
             src,
             &[Edit::insert(2, "gen1\ngen2\n")],
-            Some(&LineMap { file_name: "f.cu" }),
+            Some(&LineMap {
+                file_name: Some("f.cu"),
+            }),
         )
         .unwrap();
         assert_eq!(out, "a\ngen1\ngen2\n#line 2 \"f.cu\"\nb\nc\n");
+        // Without a name: the compiler keeps the one it has (a file written in place).
+        let out = apply(
+            src,
+            &[Edit::insert(2, "gen1\ngen2\n")],
+            Some(&LineMap { file_name: None }),
+        )
+        .unwrap();
+        assert_eq!(out, "a\ngen1\ngen2\n#line 2\nb\nc\n");
     }
 
     #[test]
@@ -197,7 +211,9 @@ mod tests {
         // Multi-line text replacing "b", then an insertion at the line end after it (the
         // shape of a predicated kernel's rewrite): the directive must not take that line end.
         let src = "a\nb\nc\n";
-        let map = LineMap { file_name: "f.cu" };
+        let map = LineMap {
+            file_name: Some("f.cu"),
+        };
         let edits = [Edit::replace(2..3, "x\ny"), Edit::insert(3, ";")];
         let out = apply(src, &edits, Some(&map)).unwrap();
         assert_eq!(out, "a\nx\ny;\nc\n");

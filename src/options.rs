@@ -17,6 +17,10 @@ pub struct Options {
     pub budget_us: Option<u32>,
     /// Emit `#line` directives that point back into the original file.
     pub line_directives: bool,
+    /// With `line_directives`: `#line N` alone, which keeps the name the build compiles the
+    /// file under (a file written in place is compiled as the original was, and `__FILE__`
+    /// stays what it was), instead of `#line N "FILE"`.
+    pub line_directives_keep_name: bool,
     /// `--verify`: adds nothing; every transform parses its output from scratch and compares
     /// its syntax errors with the input's (CP013).
     pub verify: bool,

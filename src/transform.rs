@@ -266,7 +266,9 @@ fn transform_here(
     }
     // Stable: same-offset insertions keep their order.
     edits.sort_by_key(|e| (e.start, e.end));
-    let lines = opts.line_directives.then_some(LineMap { file_name });
+    let lines = opts.line_directives.then_some(LineMap {
+        file_name: (!opts.line_directives_keep_name).then_some(file_name),
+    });
     let output = edit::apply(src, &edits, lines.as_ref())?;
     // Where an input offset lands in the output: the edits are sorted and do not overlap, so
     // a prefix sum of their length changes answers it with a binary search.

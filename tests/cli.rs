@@ -167,6 +167,66 @@ fn in_place_keeps_a_backup_and_a_second_run_changes_nothing() {
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
+/// A file written in place is compiled as the original was: `#line N` directives without a
+/// file name give its lines the original's numbers and leave `__FILE__` to the build;
+/// `--no-line-directives` leaves them out.
+#[test]
+fn in_place_keeps_the_original_line_numbers() {
+    let dir = support::tempdir("cli-inplace-lines");
+    let original = std::fs::read_to_string(fixture("kernel_names_itself.cu")).unwrap();
+    std::fs::write(dir.join("k.cu"), &original).unwrap();
+    let o = cupreempt(&["transform", "--in-place", "k.cu"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("k.cu")).unwrap();
+    let directives: Vec<&str> = out.lines().filter(|l| l.starts_with("#line ")).collect();
+    assert!(!directives.is_empty(), "{out}");
+    assert!(
+        directives.iter().all(|d| !d.contains('"')),
+        "{directives:?}"
+    );
+    // The body's statements keep their original numbers (counting from each directive).
+    let number = |text: &str, lines: &mut dyn Iterator<Item = &str>| {
+        let mut n = 0;
+        for l in lines {
+            n = match l.strip_prefix("#line ") {
+                Some(d) => d.parse::<usize>().unwrap() - 1,
+                None => n + 1,
+            };
+            if l.contains(text) {
+                return n;
+            }
+        }
+        panic!("no line holds {text}");
+    };
+    for text in ["assert(n > 0);", "out[i] = name[i % len]"] {
+        assert_eq!(
+            number(text, &mut out.lines()),
+            number(text, &mut original.lines()),
+            "{text}: {out}"
+        );
+    }
+
+    std::fs::write(dir.join("k.cu"), &original).unwrap();
+    std::fs::remove_file(dir.join("k.cu.orig")).unwrap();
+    let o = cupreempt(
+        &["transform", "--in-place", "--no-line-directives", "k.cu"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("k.cu")).unwrap();
+    assert!(!out.contains("#line"), "{out}");
+    let o = cupreempt(
+        &[
+            "transform",
+            "--line-directives",
+            "--no-line-directives",
+            "k.cu",
+        ],
+        &dir,
+    );
+    assert!(!o.status.success());
+}
+
 #[test]
 fn check_reports_per_kernel_with_exit_code_and_json() {
     let dir = support::tempdir("cli-check");

@@ -150,8 +150,9 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
 
 /// A device assertion in a transformed kernel that runs as the original prints what the
 /// original prints: the file, line and function its `__assertfail` call passes, read from the
-/// PTX of both builds (line directives on, as the nvcc launcher writes them). Without the
-/// body's function-name parameter the function would be `K__cupreempt_body(...)`.
+/// PTX of both builds, with the nvcc launcher's line directives (`#line N "FILE"`) and with
+/// those of a file written in place (`#line N`). Without the body's function-name parameter
+/// the function would be `K__cupreempt_body(...)`; without line directives the lines differ.
 #[test]
 fn assertions_name_the_original_kernel_file_and_line() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
@@ -174,32 +175,22 @@ fn assertions_name_the_original_kernel_file_and_line() {
                \x20 checked<<<n / 128, 128>>>(a, n);\n\
                \x20 checked_t<<<n, 1>>>(b, n);\n\
                }\n";
-    let original = dir.join("assert.cu");
-    std::fs::write(&original, src).unwrap();
-    let name = original.to_string_lossy().to_string();
-    let t = cupreempt::transform(
-        src,
-        &name,
-        &cupreempt::Options {
-            verify: true,
-            line_directives: true,
-            ..cupreempt::Options::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let transformed = dir.join("assert.transformed.cu");
-    std::fs::write(&transformed, &t.output).unwrap();
-    let ptx = |file: &std::path::Path, out: &str| {
-        let out = dir.join(out);
+    // Each build compiles `assert.cu` from its own folder, as a build names its sources.
+    let ptx = |folder: &std::path::Path| {
+        let out = folder.join("assert.ptx");
         support::compiles(
-            support::nvcc_build(&nvcc, &out).arg("-ptx").arg(file),
-            &file.to_string_lossy(),
+            support::nvcc_build(&nvcc, &out)
+                .current_dir(folder)
+                .arg("-ptx")
+                .arg("assert.cu"),
+            &folder.to_string_lossy(),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         std::fs::read_to_string(out).unwrap()
     };
-    let (o, tr) = (ptx(&original, "o.ptx"), ptx(&transformed, "t.ptx"));
-    let (o_strings, t_strings) = (ptx_strings(&o), ptx_strings(&tr));
+    std::fs::write(dir.join("assert.cu"), src).unwrap();
+    let o = ptx(&dir);
+    let o_strings = ptx_strings(&o);
     for want in [
         "void checked(int *, int)",
         "void checked_t(T *, int) [with T = float]",
@@ -209,19 +200,39 @@ fn assertions_name_the_original_kernel_file_and_line() {
             "the original's PTX lacks {want:?}: {o_strings:?}"
         );
     }
-    for s in &o_strings {
-        assert!(
-            t_strings.contains(s),
-            "transformed PTX lacks {s:?}: {t_strings:?}"
-        );
-    }
-    let (o_lines, t_lines) = (assert_lines(&o), assert_lines(&tr));
+    let o_lines = assert_lines(&o);
     assert_eq!(o_lines.len(), 2, "{o_lines:?}");
-    for l in &o_lines {
-        assert!(
-            t_lines.contains(l),
-            "no assertion at line {l} in {t_lines:?}"
-        );
+    // `#line N "assert.cu"` (the nvcc launcher's), and `#line N` (a file written in place).
+    for keep_name in [false, true] {
+        let t = cupreempt::transform(
+            src,
+            "assert.cu",
+            &cupreempt::Options {
+                verify: true,
+                line_directives: true,
+                line_directives_keep_name: keep_name,
+                ..cupreempt::Options::default()
+            },
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let folder = dir.join(format!("transformed-{keep_name}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("assert.cu"), &t.output).unwrap();
+        let tr = ptx(&folder);
+        let t_strings = ptx_strings(&tr);
+        for s in &o_strings {
+            assert!(
+                t_strings.contains(s),
+                "transformed PTX lacks {s:?}: {t_strings:?}"
+            );
+        }
+        let t_lines = assert_lines(&tr);
+        for l in &o_lines {
+            assert!(
+                t_lines.contains(l),
+                "no assertion at line {l} in {t_lines:?}"
+            );
+        }
     }
 }
 

@@ -21,9 +21,14 @@ pub struct TransformArgs {
     /// Write each output under this folder, mirroring the inputs' layout.
     #[arg(long, conflicts_with = "in_place")]
     out_dir: Option<PathBuf>,
-    /// Replace each input, keeping the original as FILE.orig.
+    /// Replace each input, keeping the original as FILE.orig. Writes `#line N` directives (no
+    /// file name), so that the file, compiled as the original was, keeps its line numbers and
+    /// `__FILE__` in `assert`, `__LINE__` and compiler messages.
     #[arg(long)]
     in_place: bool,
+    /// With --in-place: no `#line` directives.
+    #[arg(long, conflicts_with = "line_directives")]
+    no_line_directives: bool,
     /// Write outputs even when some kernels were refused or a file has syntax errors.
     #[arg(long)]
     keep_going: bool,
@@ -64,7 +69,11 @@ impl Summary {
 }
 
 pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
-    let opts = a.select.options()?;
+    let mut opts = a.select.options()?;
+    if a.in_place && !a.no_line_directives {
+        opts.line_directives = true;
+        opts.line_directives_keep_name = true;
+    }
     let inputs = files::inputs(&a.inputs, a.out_dir.as_deref())?;
     let opts = one_program(opts, &inputs);
     let to_stdout = a.out_dir.is_none()
