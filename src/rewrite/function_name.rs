@@ -13,8 +13,8 @@
 //! * around the body, `__ASSERT_FUNCTION` is redefined to that parameter (`push_macro`, restored
 //!   after the body), where the C library defines it; elsewhere nothing changes.
 //!
-//! A body that has none of these is left as it was. One that uses them inside a lambda (where
-//! they name the lambda) is left as it was too. Helpers keep their own names (not rewritten).
+//! A body that has none of these is left as it was. One that uses them inside a lambda or a
+//! local class's member function (where they name that function) is left as it was too. Helpers keep their own names (not rewritten).
 
 use crate::edit::Edit;
 use crate::lang;
@@ -25,6 +25,23 @@ use tree_sitter::Node;
 const NAMES: [&str; 4] = ["__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "assert"];
 /// The C library's macro that `assert` passes as the function's name.
 const ASSERT_MACRO: &str = "__ASSERT_FUNCTION";
+
+/// Whether `n` lies in a function inside `body`: a lambda, or a member function of a local
+/// class (its names are its own, and it cannot see the body's parameters).
+fn in_nested_function(n: Node, body: Node) -> bool {
+    let k = lang::kinds();
+    let mut a = n.parent();
+    while let Some(p) = a {
+        if p.id() == body.id() {
+            return false;
+        }
+        if p.kind_id() == k.lambda_expression || p.kind_id() == k.function_definition {
+            return true;
+        }
+        a = p.parent();
+    }
+    false
+}
 
 /// A kernel body's uses of the names above.
 pub struct FunctionNames<'t> {
@@ -44,7 +61,7 @@ impl<'t> FunctionNames<'t> {
             }
             true
         });
-        if uses.is_empty() || uses.iter().any(|(n, _)| lang::inside_lambda(*n, body)) {
+        if uses.is_empty() || uses.iter().any(|(n, _)| in_nested_function(*n, body)) {
             return None;
         }
         Some(FunctionNames { uses })
