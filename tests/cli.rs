@@ -665,7 +665,7 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
     );
     let declared = std::fs::read_to_string(dir.join("out/declared.cu")).unwrap();
     assert!(
-        declared.contains("cupreempt::launch<elsewhere__cupreempt_kernels>(1, 32, 0, 0, p)")
+        declared.contains("cupreempt::launch<elsewhere__cupreempt_kernels>(1, 32, 0, 0)(p)")
             && declared.contains("CUPREEMPT_WEAK elsewhere__cupreempt("),
         "{declared}"
     );

@@ -2,7 +2,12 @@
 //
 //   k<<<grid, block, smem, stream>>>(args...)
 // becomes
-//   cupreempt::launch<k__cupreempt_kernels>(grid, block, smem, stream, args...)
+//   cupreempt::launch<k__cupreempt_kernels>(grid, block, smem, stream)(args...)
+//
+// `launch` returns a launcher whose call operator takes the kernel's own parameter types (not
+// deduced ones), so the arguments convert exactly as in the original launch: a null pointer
+// constant (`NULL`, `0`) forwarded through a template would be a plain integer, which does not
+// convert to a pointer (and draws -Wconversion-null).
 //
 // `Kernels` names the original kernel (Kernels::original) and its persistent wrapper
 // (Kernels::wrapper, and Kernels::wrapper_r32, the same held to 32 registers). The launch stays
@@ -201,11 +206,12 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
                         smem, stream, values, std::index_sequence_for<P...>{});
 }
 
-template <class Kernels, class... Args>
-void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-  launch_kernel<Kernels>(Kernels::original, grid, block, smem, stream,
-                         std::forward<Args>(args)...);
+namespace detail {
+template <class Kernels, class... P>
+void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... args) {
+  launch_kernel<Kernels>(Kernels::original, grid, block, smem, stream, args...);
 }
+}  // namespace detail
 
 #else  // CUPREEMPT_STANDALONE
 
@@ -225,11 +231,12 @@ unsigned persistent_blocks(void (*wrapper)(cupreempt_launch, P...), unsigned blo
   return (unsigned)(per_sm * sms);
 }
 
-template <class Kernels, class... Args>
-void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+namespace detail {
+template <class Kernels, class... P>
+void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... args) {
   const auto wrapper = detail::chosen_wrapper<Kernels>();
   if (!wrapper) {  // not linked (CUPREEMPT_WEAK): the original, as written
-    Kernels::original<<<grid, block, smem, stream>>>(std::forward<Args>(args)...);
+    Kernels::original<<<grid, block, smem, stream>>>(args...);
     return;
   }
   detail::copy_smem_limit(Kernels::original, wrapper, smem);
@@ -248,10 +255,31 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... a
   const cupreempt_launch l = {control, tasks, grid.x, grid.y, grid.z, chunk, budget_ns, nullptr};
   // An empty or invalid original grid is launched as is, so the error is the original's.
   const dim3 persistent = tasks && blocks ? dim3(blocks) : grid;
-  wrapper<<<persistent, block, smem, stream>>>(l, std::forward<Args>(args)...);
+  wrapper<<<persistent, block, smem, stream>>>(l, args...);
   (void)cudaFreeAsync(control, stream);
 }
+}  // namespace detail
 
 #endif  // CUPREEMPT_STANDALONE
+
+namespace detail {
+template <class Kernels, class Original>
+struct Launcher;
+
+// The call operator's parameters are the kernel's (class template arguments, not deduced).
+template <class Kernels, class... P>
+struct [[nodiscard]] Launcher<Kernels, void (*)(P...)> {
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  void operator()(P... args) const { launch_with<Kernels, P...>(grid, block, smem, stream, args...); }
+};
+}  // namespace detail
+
+template <class Kernels>
+detail::Launcher<Kernels, std::remove_cv_t<decltype(Kernels::original)>> launch(
+    dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
+  return {grid, block, smem, stream};
+}
 
 }  // namespace cupreempt

@@ -143,9 +143,10 @@ pub fn rewrite(
     let cfg: Vec<&str> = l.config.iter().map(|n| text(*n, src)).collect();
     let smem = cfg.get(2).copied().unwrap_or("0");
     let stream = cfg.get(3).copied().unwrap_or("0");
-    let sep = if l.arg_count > 0 { ", " } else { "" };
+    // The arguments go to a call whose parameters are the kernel's own (launch.cuh), so
+    // they convert as in the original launch.
     let head = format!(
-        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream}{sep}",
+        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})(",
         cfg[0], cfg[1]
     );
     edits.push(Edit::replace(
