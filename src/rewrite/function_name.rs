@@ -14,7 +14,9 @@
 //!   after the body), where the C library defines it; elsewhere nothing changes.
 //!
 //! A body that has none of these is left as it was. One that uses them inside a lambda or a
-//! local class's member function (where they name that function) is left as it was too. Helpers keep their own names (not rewritten).
+//! local class's member function (where they name that function) is left as it was too.
+//! Helpers keep their own names (their task-context versions name themselves), as do macros of
+//! other files that expand to `assert` (the analysis does not see into them).
 
 use crate::edit::Edit;
 use crate::lang;
@@ -49,7 +51,7 @@ pub struct FunctionNames<'t> {
 }
 
 impl<'t> FunctionNames<'t> {
-    /// The uses in `body`; none where there are none, or where one lies in a lambda.
+    /// The uses in `body`; none where there are none, or where one lies in a nested function.
     pub fn of(body: Node<'t>, src: &str) -> Option<FunctionNames<'t>> {
         let id = lang::kinds().identifier;
         let mut uses = Vec::new();
