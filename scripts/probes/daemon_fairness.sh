@@ -42,7 +42,10 @@ together() {  # LABEL [ENV...]: the nine processes, launching 1 ms apart from 3 
   for ms in $lengths; do
     local iters
     iters=$(awk -v ms="$ms" '$1 == ms { print $2; exit }' "$work/alone.txt")
-    env "$@" "$work/prog" job "$iters" $((at + i * 1000)) >"$work/job-$i.txt" &
+    # Each job says its length (CUPREEMPT_ESTIMATE_US, as a batch system's job length would):
+    # the shortest-first policies order by it, as the simulator's prediction does.
+    env "$@" CUPREEMPT_ESTIMATE_US=$((ms * 1000)) "$work/prog" job "$iters" $((at + i * 1000)) \
+      >"$work/job-$i.txt" &
     pids+=($!)
     i=$((i + 1))
   done

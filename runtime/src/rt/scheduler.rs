@@ -138,6 +138,26 @@ fn priority_and_weight() -> (Option<u8>, f64) {
     })
 }
 
+/// How long this process's launches run alone, in microseconds (`CUPREEMPT_ESTIMATE_US`): a
+/// batch job's length, which the daemon's shortest-first policies order by (without it, the
+/// daemon estimates from kernels it has seen, and one kernel that runs longer with other
+/// arguments looks the same to it). A bad value is said on stderr and not used.
+fn estimate_us() -> Option<f64> {
+    static E: OnceLock<Option<f64>> = OnceLock::new();
+    *E.get_or_init(|| {
+        let v = std::env::var("CUPREEMPT_ESTIMATE_US").ok()?;
+        match v.trim().parse::<f64>() {
+            Ok(e) if e.is_finite() && e > 0.0 => Some(e),
+            _ => {
+                eprintln!(
+                    "cupreempt: CUPREEMPT_ESTIMATE_US `{v}` is not a positive number; not sent"
+                );
+                None
+            }
+        }
+    })
+}
+
 /// A launch the program let go of.
 type Shared = Arc<Mutex<Kernel>>;
 
@@ -151,7 +171,7 @@ pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
     let worker = WORKER.get_or_init(|| {
         let (tx, rx) = channel();
         let (priority, weight) = priority_and_weight();
-        let client = Client::new(path.to_path_buf(), priority, weight);
+        let client = Client::new(path.to_path_buf(), priority, weight).estimate(estimate_us());
         std::thread::Builder::new()
             .name("cupreempt-scheduler".into())
             .spawn(move || client.run(rx))
@@ -187,6 +207,8 @@ pub(crate) struct Client<S> {
     /// Every launch's priority; none: its stream's.
     priority: Option<u8>,
     weight: f64,
+    /// Every launch's run time alone, where the program says it (`CUPREEMPT_ESTIMATE_US`).
+    estimate_us: Option<f64>,
     kernels: HashMap<u64, Tracked<S>>,
     next_id: u64,
     /// The connection's writing end; its reader thread feeds `Input::Server`.
@@ -203,6 +225,7 @@ impl<S: Steer> Client<S> {
             path,
             priority,
             weight,
+            estimate_us: None,
             kernels: HashMap::new(),
             next_id: 1,
             conn: None,
@@ -210,6 +233,12 @@ impl<S: Steer> Client<S> {
             next_try: Instant::now(),
             said_unreachable: false,
         }
+    }
+
+    /// Sends `estimate_us` with every launch.
+    pub(crate) fn estimate(mut self, estimate_us: Option<f64>) -> Client<S> {
+        self.estimate_us = estimate_us;
+        self
     }
 
     /// Serves until `launches` is closed and every tracked kernel is done.
@@ -329,7 +358,7 @@ impl<S: Steer> Client<S> {
             tasks,
             priority: self.priority.unwrap_or_else(|| t.kernel.stream_priority()),
             weight: self.weight,
-            estimate_us: None,
+            estimate_us: self.estimate_us,
             features: Some(t.kernel.features()),
         };
         self.send(&m);
@@ -540,8 +569,12 @@ mod tests {
     }
 
     fn start(path: &Path, priority: Option<u8>) -> Sender<Fake> {
+        start_with(path, priority, None)
+    }
+
+    fn start_with(path: &Path, priority: Option<u8>, estimate_us: Option<f64>) -> Sender<Fake> {
         let (tx, rx) = channel::<Fake>();
-        let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0);
+        let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0).estimate(estimate_us);
         std::thread::spawn(move || client.run(rx));
         tx
     }
@@ -585,6 +618,22 @@ mod tests {
         k.0.complete.store(1, Ordering::SeqCst);
         assert_eq!(next_stamps(&mut daemon), ClientMsg::Finished { id: 1 });
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A process's estimate goes with each of its launches; none is sent without one.
+    #[test]
+    fn launches_carry_the_process_estimate() {
+        for (tag, estimate) in [("estimate", Some(2500.0)), ("no-estimate", None)] {
+            let (dir, path, listener) = daemon_socket(tag);
+            let launches = start_with(&path, None, estimate);
+            launches.send(Fake::default()).unwrap();
+            let mut daemon = accept(&listener);
+            match recv(&mut daemon) {
+                ClientMsg::Launch { estimate_us, .. } => assert_eq!(estimate_us, estimate),
+                other => panic!("expected the launch, got {other:?}"),
+            }
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 
     #[test]
