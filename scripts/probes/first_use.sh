@@ -26,12 +26,15 @@ for name in plain plain+2 direct transformed; do
   # loading, 20 ms of host work before the first launch; PRELOAD: the same with the runtime's
   # early loading (its default); PRELOAD_NOW: early loading, the first launch right after the
   # context (the load cannot hide behind the program's own work).
-  for mode in LAZY EAGER PREPARED PRELOAD PRELOAD_NOW; do
+  # PRELOAD_LATE: as PRELOAD_NOW, the load held back 2 ms after the context appears
+  # (CUPREEMPT_PRELOAD_DELAY_US=2000): the first launch then pays CUDA's lazy load instead.
+  for mode in LAZY EAGER PREPARED PRELOAD PRELOAD_NOW PRELOAD_LATE; do
     case $mode in
       LAZY | EAGER) env=(CUDA_MODULE_LOADING=$mode CUPREEMPT_PRELOAD=0) ;;
       PREPARED) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20 CUPREEMPT_PRELOAD=0) ;;
       PRELOAD) env=(CUDA_MODULE_LOADING=LAZY PROBE_PREPARE_MS=20) ;;
       PRELOAD_NOW) env=(CUDA_MODULE_LOADING=LAZY) ;;
+      PRELOAD_LATE) env=(CUDA_MODULE_LOADING=LAZY CUPREEMPT_PRELOAD_DELAY_US=2000) ;;
     esac
     for _ in $(seq "$runs"); do env "${env[@]}" "$work/$name"; done |
       python3 -c '
