@@ -36,5 +36,8 @@ lib=${lib:-$(dirname "$cli")}
     echo "samples: $samples (not a git checkout)"
   fi
   echo "command: EXT_RUNS=${EXT_RUNS:-3} scripts/external-suite.sh SAMPLES_DIR"
+  # What else the programs run under (the runtime's and CUDA's settings), so a table says it.
+  env | grep -E '^(CUPREEMPT_|CUDA_MODULE_LOADING=|CUDA_DEVICE_MAX_CONNECTIONS=|EXT_)' | sort |
+    sed 's/^/environment: /' || true
 }
 exec python3 scripts/external_suite.py "$samples" "$cli" "$lib"
