@@ -1,8 +1,10 @@
 // Probe: what a transformed translation unit costs a program's first launch, apart from the
 // runtime. The kernel is shaped like the dot products and reductions that many programs time
 // on their first launch (a grid-stride loop, a shared-memory tree reduction with barriers).
-// main() makes its context with a cudaMalloc, then times the first launch and the second with
-// events (as such programs do) and with the host clock, and prints both.
+// main() makes its context (cudaFree(0)), allocates and clears its inputs, then times the first
+// launch and the second with events (as such programs do) and with the host clock, and prints
+// both; for the first launch also the host time from the context's creation to its end (what
+// a program that starts its clock at cudaSetDevice reports, as the CUDA samples' template does).
 // Built by scripts/probes/first_use.sh in several forms:
 //   plain            this file as it is
 //   plain+2          with -DCOPIES=2: two more kernels of the same code that are never launched
@@ -64,6 +66,8 @@ static double now_us() {
 int main() {
   const int n = 1 << 20, blocks = 128, threads = 256;
   float *a, *b, *out;
+  if (cudaFree(0) != cudaSuccess) return 1;
+  const double made = now_us();
   if (cudaMalloc(&a, n * sizeof(float)) != cudaSuccess) return 1;
   cudaMalloc(&b, n * sizeof(float));
   cudaMalloc(&out, blocks * sizeof(float));
@@ -91,7 +95,8 @@ int main() {
     const double host = now_us() - t0;
     float ms = 0;
     cudaEventElapsedTime(&ms, start, end);
-    std::printf("launch %d event_us %.1f host_us %.1f\n", launch, ms * 1000.0f, host);
+    std::printf("launch %d event_us %.1f host_us %.1f from_context_us %.1f\n", launch,
+                ms * 1000.0f, host, now_us() - made);
   }
   return cudaGetLastError() == cudaSuccess ? 0 : 1;
 }

@@ -42,10 +42,10 @@ import statistics, sys
 rows = {}
 for l in sys.stdin:
     w = l.split()
-    rows.setdefault(w[1], []).append((float(w[3]), float(w[5])))
+    rows.setdefault(w[1], []).append((float(w[3]), float(w[5]), float(w[7])))
 first, second = rows["1"], rows["2"]
 def med(rs, i): return statistics.median(r[i] for r in rs)
-print(f"{sys.argv[1]:12s} fatbin {int(sys.argv[2]):7d} B {sys.argv[3]:5s} first: event {med(first, 0):7.1f} us host {med(first, 1):7.1f} us | second: event {med(second, 0):6.1f} host {med(second, 1):6.1f}")' \
+print(f"{sys.argv[1]:12s} fatbin {int(sys.argv[2]):7d} B {sys.argv[3]:5s} first: event {med(first, 0):7.1f} us host {med(first, 1):7.1f} us from context {med(first, 2):8.1f} us | second: event {med(second, 0):6.1f} host {med(second, 1):6.1f}")' \
         "$name" "$fatbin" "$mode"
   done
 done
