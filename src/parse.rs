@@ -41,18 +41,21 @@ const CALLING_CONVENTIONS: &[&str] = &[
 /// out or calls what they qualify, never what a kernel computes), the stars and `const` of an
 /// array `new` of pointers blanked, and a keyword type in `typeid(...)` turned into an
 /// identifier; and preprocessor conditionals inside parentheses (`conditionals_in_parens`)
-/// blanked, so that a parameter or argument list reads as every conditional part included.
+/// blanked, so that a parameter or argument list reads as every conditional part included; and
+/// a qualifier macro between a pointer's `*` and the declared name (`restrict_macros`) blanked.
 /// Same length, newlines kept, so offsets into it are offsets into `src`; only the grammar
 /// reads it.
 pub fn masked(src: &str) -> Option<String> {
     let conditionals = conditionals_in_parens(src);
     let separators = statement_macro_separators(src);
+    let qualifiers = restrict_macros(src);
     if !src.contains("__align__")
         && !src.contains("new ")
         && !src.contains("typeid")
         && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
         && conditionals.is_empty()
         && separators.is_empty()
+        && qualifiers.is_empty()
     {
         return None;
     }
@@ -60,7 +63,7 @@ pub fn masked(src: &str) -> Option<String> {
     for at in separators {
         bytes[at] = b';';
     }
-    for r in conditionals {
+    for r in qualifiers.into_iter().chain(conditionals) {
         for b in &mut bytes[r] {
             if *b != b'\n' {
                 *b = b' ';
@@ -143,6 +146,31 @@ pub fn masked(src: &str) -> Option<String> {
     }
     // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
     String::from_utf8(bytes).ok()
+}
+
+/// Macros that a header defines as a pointer qualifier (`__restrict__`), written between a
+/// pointer's `*` and the declared name: `const float * GGML_CUDA_RESTRICT x = p;`, in
+/// parameter lists too. The grammar reads no macro there (it is not expanded), and the kernel
+/// was a syntax error (CP001: 28 kernels of a public inference library). `* WORD name` followed
+/// by `=`, `,`, `;`, `)` or `[` is no expression, so an upper-case WORD there can only be such
+/// a macro; a qualifier changes what the compiler may assume, never what the analysis reads.
+fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains('*') {
+        return Vec::new();
+    }
+    static QUALIFIER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = QUALIFIER.get_or_init(|| {
+        regex::Regex::new(r"\*\s*(_*[A-Z][A-Z0-9_]*)\s+[A-Za-z_][A-Za-z0-9_]*\s*[=,;)\[]")
+            .expect("valid regex")
+    });
+    re.captures_iter(src)
+        .filter_map(|c| c.get(1))
+        .filter(|m| {
+            // A word of its own (not the end of `x*ABC` glued to something before the star).
+            !src[m.end()..].starts_with(|ch: char| ch == '_' || ch.is_ascii_alphanumeric())
+        })
+        .map(|m| m.range())
+        .collect()
 }
 
 /// Statement macros written one after another with no `;` between them (`OP OP`, as unrolled

@@ -42,7 +42,22 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                 if *braced {
                     tail.push_str(" }");
                 }
-                edits.push(Edit::insert(range.start, head));
+                // A `#pragma` right above the range (`#pragma unroll` before a loop) applies to
+                // its first statement, so the guard opens above it; a directive must start its
+                // line, and one that ends the range must end its line before what follows.
+                let start = if head.is_empty() {
+                    range.start
+                } else {
+                    above_pragmas(src, range.start)
+                };
+                if !head.is_empty() && src[start..].trim_start().starts_with('#') {
+                    head.truncate(head.trim_end().len());
+                    head.push('\n');
+                }
+                if !tail.is_empty() && ends_in_directive(src, range.end) {
+                    tail.insert(0, '\n');
+                }
+                edits.push(Edit::insert(start, head));
                 edits.push(Edit::insert(range.end, tail));
             }
             Step::Return { node, label } => {
@@ -78,6 +93,34 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
             }
         }
     }
+}
+
+/// Where a statement at `at` begins once the `#pragma` lines right above it are counted in: the
+/// start of the first of them (`at` itself where there are none, or where text precedes `at`
+/// on its line).
+fn above_pragmas(src: &str, at: usize) -> usize {
+    let mut start = at;
+    loop {
+        let line_start = src[..start].rfind('\n').map_or(0, |i| i + 1);
+        if line_start == 0 || !src[line_start..start].trim().is_empty() {
+            return start;
+        }
+        let prev_start = src[..line_start - 1].rfind('\n').map_or(0, |i| i + 1);
+        if !src[prev_start..line_start - 1]
+            .trim_start()
+            .starts_with("#pragma")
+        {
+            return start;
+        }
+        start = prev_start;
+    }
+}
+
+/// Whether the line that `at` ends (or lies in) is a preprocessor directive: text inserted at
+/// `at` would become part of it.
+fn ends_in_directive(src: &str, at: usize) -> bool {
+    let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+    src[line_start..at].trim_start().starts_with('#')
 }
 
 #[cfg(test)]
