@@ -151,7 +151,7 @@ pub fn masked(src: &str) -> Option<String> {
 /// Macros that a header defines as a pointer qualifier (`__restrict__`), written between a
 /// pointer's `*` and the declared name: `const float * GGML_CUDA_RESTRICT x = p;`, in
 /// parameter lists too. The grammar reads no macro there (it is not expanded), and the kernel
-/// was a syntax error (CP001: 28 kernels of a public inference library). `* WORD name` followed
+/// was a syntax error (CP001: 16 kernels of a public inference library). `* WORD name` followed
 /// by `=`, `,`, `;`, `)` or `[` is no expression, so an upper-case WORD there can only be such
 /// a macro; a qualifier changes what the compiler may assume, never what the analysis reads.
 fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
