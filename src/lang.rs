@@ -336,12 +336,24 @@ pub fn count_named(list: Node) -> usize {
 
 /// Whether `n` lies inside a lambda, looking up to (not including) `stop`.
 pub fn inside_lambda(n: Node, stop: Node) -> bool {
+    inside_kind(n, stop, &[kinds().lambda_expression])
+}
+
+/// Whether `n` lies inside a function nested in `stop`: a lambda, or a function defined there
+/// (a local class's member function).
+pub fn inside_nested_function(n: Node, stop: Node) -> bool {
+    let k = kinds();
+    inside_kind(n, stop, &[k.lambda_expression, k.function_definition])
+}
+
+/// Whether an ancestor of `n` below `stop` has one of the node kinds `of`.
+fn inside_kind(n: Node, stop: Node, of: &[u16]) -> bool {
     let mut a = n.parent();
     while let Some(p) = a {
         if p.id() == stop.id() {
             return false;
         }
-        if p.kind_id() == kinds().lambda_expression {
+        if of.contains(&p.kind_id()) {
             return true;
         }
         a = p.parent();

@@ -28,23 +28,6 @@ const NAMES: [&str; 4] = ["__func__", "__FUNCTION__", "__PRETTY_FUNCTION__", "as
 /// The C library's macro that `assert` passes as the function's name.
 const ASSERT_MACRO: &str = "__ASSERT_FUNCTION";
 
-/// Whether `n` lies in a function inside `body`: a lambda, or a member function of a local
-/// class (its names are its own, and it cannot see the body's parameters).
-fn in_nested_function(n: Node, body: Node) -> bool {
-    let k = lang::kinds();
-    let mut a = n.parent();
-    while let Some(p) = a {
-        if p.id() == body.id() {
-            return false;
-        }
-        if p.kind_id() == k.lambda_expression || p.kind_id() == k.function_definition {
-            return true;
-        }
-        a = p.parent();
-    }
-    false
-}
-
 /// A kernel body's uses of the names above.
 pub struct FunctionNames<'t> {
     uses: Vec<(Node<'t>, &'static str)>,
@@ -63,7 +46,11 @@ impl<'t> FunctionNames<'t> {
             }
             true
         });
-        if uses.is_empty() || uses.iter().any(|(n, _)| in_nested_function(*n, body)) {
+        if uses.is_empty()
+            || uses
+                .iter()
+                .any(|(n, _)| lang::inside_nested_function(*n, body))
+        {
             return None;
         }
         Some(FunctionNames { uses })

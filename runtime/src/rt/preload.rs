@@ -185,20 +185,19 @@ fn load_on(dev: CUdevice) {
             funcs[n.clamp(0, PER_LOOKUP as c_int) as usize..].fill(std::ptr::null_mut());
             handles.push(funcs);
         }
-        let (mut originals, mut wrappers) = (0, 0);
+        let mut loaded = 0;
         for f in load_order(&handles) {
             if EXITING.load(Ordering::Acquire) {
                 break;
             }
             load(f);
-            if handles.iter().any(|h| h[0] == f) {
-                originals += 1;
-            } else {
-                wrappers += 1;
-            }
+            loaded += 1;
         }
+        // The originals come first in the load order.
+        let originals = loaded.min(handles.iter().filter(|h| !h[0].is_null()).count());
         super::trace_setup(&format!(
-            "preload: {originals} original kernels, {wrappers} wrappers loaded"
+            "preload: {originals} original kernels, {} wrappers loaded",
+            loaded - originals
         ));
         // SAFETY: unbinds this thread from the context; the program's threads are untouched.
         unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
