@@ -122,18 +122,7 @@ fn priority_and_weight() -> (Option<u8>, f64) {
                 }
             },
         };
-        let weight = match std::env::var("CUPREEMPT_WEIGHT") {
-            Err(_) => 1.0,
-            Ok(v) => match v.trim().parse::<f64>() {
-                Ok(w) if w.is_finite() && w > 0.0 => w,
-                _ => {
-                    eprintln!(
-                        "cupreempt: CUPREEMPT_WEIGHT `{v}` is not a positive number; using 1"
-                    );
-                    1.0
-                }
-            },
-        };
+        let weight = positive_env("CUPREEMPT_WEIGHT", "using 1").unwrap_or(1.0);
         (priority, weight)
     })
 }
@@ -144,18 +133,20 @@ fn priority_and_weight() -> (Option<u8>, f64) {
 /// arguments looks the same to it). A bad value is said on stderr and not used.
 fn estimate_us() -> Option<f64> {
     static E: OnceLock<Option<f64>> = OnceLock::new();
-    *E.get_or_init(|| {
-        let v = std::env::var("CUPREEMPT_ESTIMATE_US").ok()?;
-        match v.trim().parse::<f64>() {
-            Ok(e) if e.is_finite() && e > 0.0 => Some(e),
-            _ => {
-                eprintln!(
-                    "cupreempt: CUPREEMPT_ESTIMATE_US `{v}` is not a positive number; not sent"
-                );
-                None
-            }
+    *E.get_or_init(|| positive_env("CUPREEMPT_ESTIMATE_US", "not sent"))
+}
+
+/// The positive number in environment variable `name`; none where it is unset, or not such a
+/// number (then said on stderr, with what happens `instead`).
+fn positive_env(name: &str, instead: &str) -> Option<f64> {
+    let v = std::env::var(name).ok()?;
+    match v.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Some(x),
+        _ => {
+            eprintln!("cupreempt: {name} `{v}` is not a positive number; {instead}");
+            None
         }
-    })
+    }
 }
 
 /// A launch the program let go of.
