@@ -36,6 +36,7 @@ mod preload;
 mod runtime;
 pub mod scheduler;
 mod setup;
+mod warm;
 
 pub use command::{Command, Target};
 
@@ -56,31 +57,35 @@ pub(crate) fn timing() -> bool {
 }
 
 /// `CUPREEMPT_TRACE_SETUP=1`: the runtime's one-time setup, step by step, on stderr: each
-/// step with the host time since the previous one (the first call only starts the clock).
-/// The first 40 lines only: the per-launch steps would repeat for ever.
+/// step with the host time since the previous one and since the first (the first call only
+/// starts the clock), and the thread that took it. The first 40 lines only: the per-launch
+/// steps would repeat for ever.
 pub(crate) fn trace_setup(step: &str) {
     use std::sync::{Mutex, OnceLock};
     use std::time::Instant;
     static ON: OnceLock<bool> = OnceLock::new();
-    static LAST: Mutex<(Option<Instant>, u32)> = Mutex::new((None, 0));
+    static LAST: Mutex<(Option<(Instant, Instant)>, u32)> = Mutex::new((None, 0));
     if !*ON.get_or_init(|| std::env::var_os("CUPREEMPT_TRACE_SETUP").is_some()) {
         return;
     }
     let now = Instant::now();
     let mut guard = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    let (last, lines) = &mut *guard;
+    let (clock, lines) = &mut *guard;
     if *lines >= 40 {
         return;
     }
     *lines += 1;
-    match *last {
-        Some(prev) => eprintln!(
-            "cupreempt setup: {step}: {:.1} us",
-            (now - prev).as_secs_f64() * 1e6
+    let thread = std::thread::current();
+    let thread = thread.name().unwrap_or("application");
+    match *clock {
+        Some((first, prev)) => eprintln!(
+            "cupreempt setup: {step}: {:.1} us (at {:.1} us, {thread})",
+            (now - prev).as_secs_f64() * 1e6,
+            (now - first).as_secs_f64() * 1e6
         ),
-        None => eprintln!("cupreempt setup: {step}"),
+        None => eprintln!("cupreempt setup: {step} ({thread})"),
     }
-    *last = Some(now);
+    *clock = Some((clock.map_or(now, |c| c.0), now));
 }
 pub use config::{persistent_blocks, LaunchConfig, Limits};
 pub use driver::{driver_available, CUstream};

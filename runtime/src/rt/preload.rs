@@ -1,25 +1,22 @@
 //! Loading the transformed kernels' code before the program's first launch (on by default;
 //! `CUPREEMPT_PRELOAD=0` leaves it to CUDA's lazy loading).
 //!
-//! With CUDA's lazy module loading, a program's first launch of any kernel of a translation
-//! unit loads that unit's module inside the launch, and a transformed unit's module carries the
-//! wrappers too: on the H100 a WMMA GEMM's first launch took 165 µs longer transformed, though
-//! the kernel ran the original's code (docs/runtime.md, "Module loading"). Each transformed
-//! unit registers, from a static initializer, a function that looks up its kernels' handles
-//! (`cupreempt_rt_register_preload`, in `launch.cuh`). A thread then waits for the program to
-//! make a device's primary context (it polls the driver, which it never initializes itself: a
-//! program may fork before it uses CUDA) and has the driver load every registered kernel
-//! (`cuFuncLoad`), originals first, so that the program's own first launches find the code
-//! loaded. A load holds driver locks, so a program call made meanwhile waits for it; it comes
-//! right after the context appears, usually while a program allocates and copies its inputs,
-//! not while it times its kernels.
+//! With CUDA's lazy module loading, a program's first launch of a kernel loads that kernel's
+//! code inside the launch. Each transformed unit registers, from a static initializer, a
+//! function that looks up its kernels' handles (`cupreempt_rt_register_preload`, in
+//! `launch.cuh`). A thread then waits for the program to make a device's primary context (it
+//! polls the driver, which it never initializes itself: a program may fork before it uses CUDA)
+//! and has the driver load every registered **original** kernel (`cuFuncLoad`), so that the
+//! program's own first launches, which run the original, find the code loaded. A load holds
+//! driver locks, so a program call made meanwhile waits for it; it comes right after the
+//! context appears, usually while a program allocates and copies its inputs.
 //!
-//! The wrappers are loaded too, though a kernel whose launches all fit on the GPU at once never
-//! runs them. Loading a kernel's wrappers only once a launch of it was more than one wave was
-//! measured on the H100 and did not pay: the program that times from its context's creation on
-//! paid about as much (template 1.90x against 2.14-2.28x; loading its original there costs most
-//! of it), and a program whose first timed launch races the load varied as much either way
-//! (SobolQRNG 0.70-1.48x). docs/runtime.md, "Module loading".
+//! The **wrappers** are loaded by the runtime's setup (`setup.rs`, `load_wrappers`), which
+//! runs on the setup thread at a quiet moment once a launch was planned preemptible: before
+//! that every launch runs the original, and a program whose launches all fit on the GPU at
+//! once never loads them. Loading them with the originals put twice as many loads in the
+//! window right after the context appears, where programs that time from `cudaSetDevice` on
+//! (the samples' template) paid for them (docs/runtime.md, "Module loading").
 //!
 //! At exit the program's CUDA runtime tears the context down; a handler registered after the
 //! CUDA runtime's own (so that it runs before it) waits for a load under way and stops the
@@ -158,8 +155,8 @@ fn active_device() -> Option<CUdevice> {
     None
 }
 
-/// Runs the lookups not yet run with `dev`'s primary context current here, and loads what
-/// they name.
+/// Runs the lookups not yet run with `dev`'s primary context current here, and loads the
+/// original kernels they name.
 fn load_on(dev: CUdevice) {
     let _loading = super::capi::lock(&LOADING);
     if EXITING.load(Ordering::Acquire) {
@@ -177,28 +174,8 @@ fn load_on(dev: CUdevice) {
             r.done = r.lookups.len();
             new
         };
-        let mut handles = Vec::with_capacity(lookups.len());
-        for lookup in lookups {
-            let mut funcs = [std::ptr::null_mut::<c_void>(); PER_LOOKUP];
-            // SAFETY: the unit's lookup writes at most PER_LOOKUP handles.
-            let n = unsafe { lookup(funcs.as_mut_ptr(), PER_LOOKUP as c_int) };
-            funcs[n.clamp(0, PER_LOOKUP as c_int) as usize..].fill(std::ptr::null_mut());
-            handles.push(funcs);
-        }
-        let mut loaded = 0;
-        for f in load_order(&handles) {
-            if EXITING.load(Ordering::Acquire) {
-                break;
-            }
-            load(f);
-            loaded += 1;
-        }
-        // The originals come first in the load order.
-        let originals = loaded.min(handles.iter().filter(|h| !h[0].is_null()).count());
-        super::trace_setup(&format!(
-            "preload: {originals} original kernels, {} wrappers loaded",
-            loaded - originals
-        ));
+        let loaded = load_all(&lookups, 0..1);
+        super::trace_setup(&format!("preload: {loaded} original kernels loaded"));
         // SAFETY: unbinds this thread from the context; the program's threads are untouched.
         unsafe { sys::cuCtxSetCurrent(std::ptr::null_mut()) };
     }
@@ -206,11 +183,55 @@ fn load_on(dev: CUdevice) {
     unsafe { sys::cuDevicePrimaryCtxRelease_v2(dev) };
 }
 
-/// Every unit's original kernel first, then the wrappers: a program that launches while the
-/// load is under way most likely launches an original (its first launches run the original
-/// while the runtime sets up), and each load holds the driver's locks only for one function.
-fn load_order(handles: &[[*mut c_void; PER_LOOKUP]]) -> impl Iterator<Item = *mut c_void> + '_ {
-    (0..PER_LOOKUP).flat_map(move |i| handles.iter().map(move |h| h[i]).filter(|f| !f.is_null()))
+/// Loads every registered unit's persistent wrappers into the current context: the runtime's
+/// setup calls it (on the setup thread, at a quiet moment), once a launch was planned
+/// preemptible, so that the first preemptible launch finds them loaded and a program whose
+/// launches all run the original kernel never loads them.
+pub(crate) fn load_wrappers() {
+    if !enabled() || !driver::driver_available() {
+        return;
+    }
+    let _loading = super::capi::lock(&LOADING);
+    if EXITING.load(Ordering::Acquire) {
+        return;
+    }
+    let lookups = super::capi::lock(registry()).lookups.clone();
+    let loaded = load_all(&lookups, 1..PER_LOOKUP);
+    super::trace_setup(&format!("setup thread: {loaded} wrappers loaded"));
+}
+
+/// Runs `lookups` in the current context and loads the handles at positions `slots` of each
+/// (0: the original kernel; 1 and 2: its wrappers), slot by slot across the units. Returns how
+/// many it loaded; stops when the program exits.
+fn load_all(lookups: &[Lookup], slots: std::ops::Range<usize>) -> usize {
+    let handles: Vec<[*mut c_void; PER_LOOKUP]> = lookups
+        .iter()
+        .map(|lookup| {
+            let mut funcs = [std::ptr::null_mut::<c_void>(); PER_LOOKUP];
+            // SAFETY: the unit's lookup writes at most PER_LOOKUP handles.
+            let n = unsafe { lookup(funcs.as_mut_ptr(), PER_LOOKUP as c_int) };
+            funcs[n.clamp(0, PER_LOOKUP as c_int) as usize..].fill(std::ptr::null_mut());
+            funcs
+        })
+        .collect();
+    let mut loaded = 0;
+    for f in load_order(&handles, slots) {
+        if EXITING.load(Ordering::Acquire) {
+            break;
+        }
+        load(f);
+        loaded += 1;
+    }
+    loaded
+}
+
+/// The handles at `slots`, slot by slot across the units (every unit's first wrapper before
+/// any second one), empty slots skipped; each load holds the driver's locks for one function.
+fn load_order(
+    handles: &[[*mut c_void; PER_LOOKUP]],
+    slots: std::ops::Range<usize>,
+) -> impl Iterator<Item = *mut c_void> + '_ {
+    slots.flat_map(move |i| handles.iter().map(move |h| h[i]).filter(|f| !f.is_null()))
 }
 
 /// Has the driver load one function's code (`cuFuncLoad`, CUDA 12.4 and later; with an older
@@ -261,14 +282,17 @@ fn register_exit_handler() {
 mod tests {
     use super::*;
 
-    /// Originals of every unit before any wrapper; empty slots skipped.
+    /// Slot by slot across units, only the slots asked for; empty slots skipped.
     #[test]
-    fn originals_load_before_wrappers() {
+    fn load_order_goes_slot_by_slot() {
         let h = |n: usize| n as *mut c_void;
         let null = std::ptr::null_mut();
         let handles = [[h(1), h(2), h(3)], [h(4), h(5), null], [h(6), null, null]];
-        let order: Vec<usize> = load_order(&handles).map(|f| f as usize).collect();
-        assert_eq!(order, [1, 4, 6, 2, 5, 3]);
+        let order =
+            |slots| -> Vec<usize> { load_order(&handles, slots).map(|f| f as usize).collect() };
+        assert_eq!(order(0..1), [1, 4, 6], "originals only");
+        assert_eq!(order(1..PER_LOOKUP), [2, 5, 3], "wrappers only");
+        assert_eq!(order(0..PER_LOOKUP), [1, 4, 6, 2, 5, 3]);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //! thread does both; until it is done, launches planned by `cupreempt_rt_plan` run
 //! the original kernel (a launch that asks for a preemptible kernel outright waits for the
 //! slab instead). The thread is started when the library is loaded, where it also finds and
-//! opens libcuda, so that the first launch pays for neither.
+//! opens libcuda and faults in the library's own pages (`warm.rs`), so that the first launch
+//! pays for none of these.
 //!
 //! The setup's driver calls hold locks that the application's own calls wait for: a launch
 //! made meanwhile returns only when the pinned allocation or a stream is made, and a program
@@ -90,6 +91,7 @@ pub(crate) fn start() {
         .name("cupreempt-setup".into())
         .spawn(move || {
             super::driver::preload();
+            super::warm::fault_in_own_pages();
             for job in rx {
                 match job {
                     Job::Make(ctx) => make(ctx, true),
@@ -161,6 +163,7 @@ fn set_up(inner: &Inner, quiet: bool) {
         unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
         let _ = inner.streams();
         let _ = inner.first_slab();
+        super::preload::load_wrappers();
     }
     inner.mark_ready();
     super::trace_setup("setup thread: streams and first slab");
