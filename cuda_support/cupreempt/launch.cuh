@@ -91,25 +91,24 @@ auto chosen_wrapper() {
 namespace detail {
 inline thread_local std::vector<cupreempt_handle>* captured = nullptr;
 
-// The handles of a kernel's original and wrappers in the current context, for the runtime's
-// early loading (cupreempt_rt_register_preload; CUPREEMPT_PRELOAD=1).
+// The handle of a kernel's original (slot 0) or wrapper (1, 2) in the current context, for the
+// runtime's early loading (cupreempt_rt_register_preload): 1 when there is one. Looking a
+// function up loads its code, so the runtime asks slot by slot.
 template <class Kernels>
-int preload_lookup(void** funcs, int max) {
-  int n = 0;
+int preload_lookup(int slot, void** func) {
   const void* symbols[] = {(const void*)Kernels::original, (const void*)Kernels::wrapper,
                            (const void*)Kernels::wrapper_r32};
-  for (int i = 0; i < 3; ++i) {
-    const void* s = symbols[i];
-    cudaFunction_t f = nullptr;
-    // A null wrapper: weak, defined nowhere; the third is the second where no kernel is held
-    // to 32 registers.
-    if (n >= max || !s || (i == 2 && s == symbols[1])) continue;
-    if (cudaGetFuncBySymbol(&f, s) == cudaSuccess)
-      funcs[n++] = (void*)f;
-    else
-      (void)cudaGetLastError();  // our lookup's error is not the program's
+  // A null wrapper: weak, defined nowhere; the third is the second where no kernel is held to
+  // 32 registers.
+  if (slot < 0 || slot > 2 || !symbols[slot] || (slot == 2 && symbols[2] == symbols[1]))
+    return 0;
+  cudaFunction_t f = nullptr;
+  if (cudaGetFuncBySymbol(&f, symbols[slot]) != cudaSuccess) {
+    (void)cudaGetLastError();  // our lookup's error is not the program's
+    return 0;
   }
-  return n;
+  *func = (void*)f;
+  return 1;
 }
 
 // Registered once per kernel launched in this program, before main (a static initializer).

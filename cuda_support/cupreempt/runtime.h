@@ -48,8 +48,8 @@ int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block
  * preemption takes (CUPREEMPT_SHORT_US, default 30); a stream being captured into a graph. Or
  * CUPREEMPT_RUN_ORIGINAL_TIMED: the same, timed (cupreempt_rt_original_launched below).
  * CUPREEMPT_SHORT_US=0 leaves only the last rule. CUPREEMPT_VERBOSE=1 says why, once per kernel
- * and configuration. It asks nothing of the wrappers, which are then never loaded (unless
- * CUPREEMPT_PRELOAD=1, see cupreempt_rt_register_preload). */
+ * and configuration. It asks nothing of the wrappers, which are then never loaded (the
+ * runtime's setup loads them once a launch is planned preemptible). */
 int cupreempt_rt_plan(void* original, const unsigned grid[3], const unsigned block[3],
                       size_t smem, void* stream);
 /* CUPREEMPT_RUN_ORIGINAL_TIMED from cupreempt_rt_plan: launch the original kernel as written,
@@ -79,11 +79,13 @@ int cupreempt_rt_yield_latency_us(cupreempt_handle h, double* us);
 int cupreempt_rt_set_timing(int on);
 /* Forget the handle; the kernel runs to completion (resumed if preempted). */
 int cupreempt_rt_release(cupreempt_handle h);
-/* A transformed unit's kernels, registered from a static initializer (launch.cuh): `lookup`
- * writes up to `max` CUfunction handles of the current context (its original kernel and
- * wrappers) and returns how many. With CUPREEMPT_PRELOAD=1 the runtime has them loaded once the
- * program has made a device's primary context, before its first launch needs them. */
-void cupreempt_rt_register_preload(int (*lookup)(void** funcs, int max));
+/* A transformed unit's kernels, registered from a static initializer (launch.cuh):
+ * `lookup(slot, &func)` writes the CUfunction of the current context in `slot` (0: the original
+ * kernel, 1: its wrapper, 2: its 32-register wrapper where that is another kernel) and returns
+ * 1, or returns 0 for an empty slot. Looking a function up loads its code (lazy module loading),
+ * so the runtime asks only for what it loads: the originals once the program has made a
+ * device's primary context, the wrappers with its setup (unless CUPREEMPT_PRELOAD=0). */
+void cupreempt_rt_register_preload(int (*lookup)(int slot, void** func));
 
 const char* cupreempt_rt_status_string(int status);
 const char* cupreempt_rt_last_error(void);

@@ -29,11 +29,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// What a transformed unit registers: writes up to `max` CUfunction handles of the current
-/// context into `funcs` and returns how many.
-pub type Lookup = unsafe extern "C" fn(funcs: *mut *mut c_void, max: c_int) -> c_int;
+/// What a transformed unit registers: writes the CUfunction of the current context in `slot`
+/// (0: the original kernel, 1 and 2: its wrappers) into `func` and returns 1, or returns 0 for
+/// an empty slot. A lookup loads the function's code (lazy module loading), so each slot is
+/// asked for only when it is to be loaded.
+pub type Lookup = unsafe extern "C" fn(slot: c_int, func: *mut *mut c_void) -> c_int;
 
-/// The most handles one lookup gives (the original kernel and its two wrappers).
+/// Slots of one lookup (the original kernel and its two wrappers).
 const PER_LOOKUP: usize = 3;
 
 struct Registry {
@@ -200,38 +202,31 @@ pub(crate) fn load_wrappers() {
     super::trace_setup(&format!("setup thread: {loaded} wrappers loaded"));
 }
 
-/// Runs `lookups` in the current context and loads the handles at positions `slots` of each
-/// (0: the original kernel; 1 and 2: its wrappers), slot by slot across the units. Returns how
-/// many it loaded; stops when the program exits.
+/// Looks up and loads slots `slots` of each of `lookups` in the current context, slot by slot
+/// across the units (every unit's first wrapper before any second one). Returns how many it
+/// loaded; stops when the program exits.
 fn load_all(lookups: &[Lookup], slots: std::ops::Range<usize>) -> usize {
-    let handles: Vec<[*mut c_void; PER_LOOKUP]> = lookups
-        .iter()
-        .map(|lookup| {
-            let mut funcs = [std::ptr::null_mut::<c_void>(); PER_LOOKUP];
-            // SAFETY: the unit's lookup writes at most PER_LOOKUP handles.
-            let n = unsafe { lookup(funcs.as_mut_ptr(), PER_LOOKUP as c_int) };
-            funcs[n.clamp(0, PER_LOOKUP as c_int) as usize..].fill(std::ptr::null_mut());
-            funcs
-        })
-        .collect();
     let mut loaded = 0;
-    for f in load_order(&handles, slots) {
+    for (slot, lookup) in load_order(lookups, slots) {
         if EXITING.load(Ordering::Acquire) {
             break;
         }
-        load(f);
-        loaded += 1;
+        let mut f = std::ptr::null_mut::<c_void>();
+        // SAFETY: the unit's lookup writes one handle of the current context, or nothing.
+        if unsafe { lookup(slot as c_int, &mut f) } == 1 && !f.is_null() {
+            load(f);
+            loaded += 1;
+        }
     }
     loaded
 }
 
-/// The handles at `slots`, slot by slot across the units (every unit's first wrapper before
-/// any second one), empty slots skipped; each load holds the driver's locks for one function.
-fn load_order(
-    handles: &[[*mut c_void; PER_LOOKUP]],
+/// The (slot, lookup) pairs to ask, slot by slot across the units.
+fn load_order<T: Copy>(
+    lookups: &[T],
     slots: std::ops::Range<usize>,
-) -> impl Iterator<Item = *mut c_void> + '_ {
-    slots.flat_map(move |i| handles.iter().map(move |h| h[i]).filter(|f| !f.is_null()))
+) -> impl Iterator<Item = (usize, T)> + '_ {
+    slots.flat_map(move |slot| lookups.iter().map(move |&l| (slot, l)))
 }
 
 /// Has the driver load one function's code (`cuFuncLoad`, CUDA 12.4 and later; with an older
@@ -282,17 +277,16 @@ fn register_exit_handler() {
 mod tests {
     use super::*;
 
-    /// Slot by slot across units, only the slots asked for; empty slots skipped.
+    /// Slot by slot across units, only the slots asked for.
     #[test]
     fn load_order_goes_slot_by_slot() {
-        let h = |n: usize| n as *mut c_void;
-        let null = std::ptr::null_mut();
-        let handles = [[h(1), h(2), h(3)], [h(4), h(5), null], [h(6), null, null]];
-        let order =
-            |slots| -> Vec<usize> { load_order(&handles, slots).map(|f| f as usize).collect() };
-        assert_eq!(order(0..1), [1, 4, 6], "originals only");
-        assert_eq!(order(1..PER_LOOKUP), [2, 5, 3], "wrappers only");
-        assert_eq!(order(0..PER_LOOKUP), [1, 4, 6, 2, 5, 3]);
+        let units = ['a', 'b'];
+        let order = |slots| -> Vec<(usize, char)> { load_order(&units, slots).collect() };
+        assert_eq!(order(0..1), [(0, 'a'), (0, 'b')], "originals only");
+        assert_eq!(
+            order(1..PER_LOOKUP),
+            [(1, 'a'), (1, 'b'), (2, 'a'), (2, 'b')]
+        );
     }
 
     #[test]
@@ -301,11 +295,9 @@ mod tests {
         assert_eq!(pause(Duration::from_secs(6)), Duration::from_millis(50));
     }
 
-    unsafe extern "C" fn two(funcs: *mut *mut c_void, max: c_int) -> c_int {
-        assert!(max >= 2);
-        *funcs = std::ptr::null_mut();
-        *funcs.add(1) = std::ptr::null_mut();
-        2
+    unsafe extern "C" fn two(slot: c_int, func: *mut *mut c_void) -> c_int {
+        *func = std::ptr::null_mut();
+        (slot < 2) as c_int
     }
 
     /// Registration keeps every lookup in order and runs nothing before a context exists.
