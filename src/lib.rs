@@ -42,4 +42,12 @@ pub const SUPPORT_FILES: &[(&str, &str)] = &[
         "cupreempt/runtime.h",
         include_str!("../cuda_support/cupreempt/runtime.h"),
     ),
+    (
+        "cupreempt/shield_begin.h",
+        include_str!("../cuda_support/cupreempt/shield_begin.h"),
+    ),
+    (
+        "cupreempt/shield_end.h",
+        include_str!("../cuda_support/cupreempt/shield_end.h"),
+    ),
 ];

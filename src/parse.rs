@@ -49,13 +49,16 @@ pub fn masked(src: &str) -> Option<String> {
     let conditionals = conditionals_in_parens(src);
     let separators = statement_macro_separators(src);
     let qualifiers = restrict_macros(src);
+    let type_arguments = keyword_type_arguments(src);
     if !src.contains("__align__")
+        && !src.contains("__restrict")
         && !src.contains("new ")
         && !src.contains("typeid")
         && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
         && conditionals.is_empty()
         && separators.is_empty()
         && qualifiers.is_empty()
+        && type_arguments.is_empty()
     {
         return None;
     }
@@ -83,9 +86,16 @@ pub fn masked(src: &str) -> Option<String> {
             }
         }
     };
-    for w in CALLING_CONVENTIONS {
+    // GCC's spelling of `__restrict__` (`float* const __restrict p`), which the grammar does
+    // not know: a qualifier, like the calling conventions only the compiler reads it.
+    for w in CALLING_CONVENTIONS.iter().chain(&["__restrict"]) {
         for (at, _) in src.match_indices(w).filter(|(at, _)| word_at(*at, w)) {
             blank(at..at + w.len(), &mut bytes);
+        }
+    }
+    for r in type_arguments {
+        for b in &mut bytes[r] {
+            *b = b'x';
         }
     }
     for (at, _) in src
@@ -171,6 +181,85 @@ fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
         })
         .map(|m| m.range())
         .collect()
+}
+
+/// A keyword type passed as a macro's argument (`CMP_SWP(K, a, b, int, c, d);`, where the
+/// macro declares a variable of that type): the grammar reads a call's arguments as
+/// expressions, and a keyword type is none (CP001: 12 kernels of a segmented sort). In the
+/// masked view such a word becomes an identifier of the same length (`xxx`). Only a word that
+/// stands alone between `(` or `,` and `,` or `)`, after a call's `(` (an identifier before it
+/// that is no keyword: `sizeof(int)`, `return (int)x` and casts are left alone).
+fn keyword_type_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
+    static ARG: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = ARG.get_or_init(|| {
+        regex::Regex::new(
+            r"([(,])[ \t]*(int|float|double|char|bool|short|long|unsigned|signed|void)[ \t]*[,)]",
+        )
+        .expect("valid regex")
+    });
+    const NOT_CALLS: &[&str] = &[
+        "sizeof",
+        "alignof",
+        "__alignof__",
+        "_Alignof",
+        "decltype",
+        "typeid",
+        "noexcept",
+        "return",
+        "case",
+        "throw",
+        "new",
+        "delete",
+        "else",
+        "do",
+    ];
+    let b = src.as_bytes();
+    let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
+    let mut out = Vec::new();
+    let mut from = 0;
+    // Overlapping matches (`f(int,int)`): search again from each match's word end.
+    while let Some(c) = re.captures_at(src, from) {
+        let (Some(sep), Some(word)) = (c.get(1), c.get(2)) else {
+            break;
+        };
+        from = word.end();
+        if sep.as_str() == "(" {
+            // The identifier before `(`: a call's name, not a keyword.
+            let before = src[..sep.start()].trim_end();
+            let name_start = before.bytes().rposition(|x| !ident(x)).map_or(0, |i| i + 1);
+            let name = &before[name_start..];
+            if name.is_empty() || name.as_bytes()[0].is_ascii_digit() || NOT_CALLS.contains(&name) {
+                continue;
+            }
+        } else if !inside_call(b, sep.start()) {
+            continue;
+        }
+        out.push(word.range());
+    }
+    out
+}
+
+/// Whether the `,` at `at` separates a call's arguments: the innermost open `(` before it
+/// follows an identifier (not a keyword such as `sizeof`, not a declaration's type list).
+fn inside_call(b: &[u8], at: usize) -> bool {
+    let mut depth = 0usize;
+    for i in (0..at).rev() {
+        match b[i] {
+            b')' | b']' | b'}' => depth += 1,
+            b'(' | b'[' | b'{' if depth > 0 => depth -= 1,
+            b'(' => {
+                let before = String::from_utf8_lossy(&b[..i]);
+                let before = before.trim_end();
+                return before
+                    .bytes()
+                    .last()
+                    .is_some_and(|x| x == b'_' || x.is_ascii_alphanumeric());
+            }
+            b'[' | b'{' | b';' => return false,
+            _ => {}
+        }
+    }
+    false
 }
 
 /// Statement macros written one after another with no `;` between them (`OP OP`, as unrolled
@@ -440,6 +529,33 @@ mod tests {
         assert!(masked(closes).is_none_or(|v| !v.contains("END;else")));
         // No statement macro: nothing to mask.
         assert!(masked("#define N 4\nint a = N;\n").is_none());
+    }
+
+    /// A keyword type as a call's argument becomes an identifier; casts, `sizeof` and function
+    /// types keep parsing; GCC's `__restrict` is blanked.
+    #[test]
+    fn keyword_types_as_arguments_and_gcc_restrict() {
+        let src = "#define SWP(t1,a,b,t2,c,d) if(a>b){t1 x=a;a=b;b=x;t2 y=c;c=d;d=y;}\n\
+                   __global__ void k(int* v, const float* const __restrict p) {\n\
+                   int a = v[0], b = v[1];\n  SWP(int, a, b,unsigned,a,b);\n\
+                   v[0] = f(a, (int)b) + sizeof(int) + g(float);\n  return (int) a;\n}\n\
+                   std::function<void(int, float)> h;\n";
+        let view = masked(src).expect("something to mask");
+        assert_eq!(view.len(), src.len());
+        assert!(view.contains("SWP(xxx, a, b,xxxxxxxx,a,b);"), "{view}");
+        assert!(
+            view.contains("f(a, (int)b) + sizeof(int) + g(xxxxx)"),
+            "{view}"
+        );
+        assert!(view.contains("return (int) a;"), "{view}");
+        assert!(view.contains("const float* const            p"), "{view}");
+        assert!(view.contains("#define SWP(t1,a,b,t2,c,d)"), "{view}");
+        let tree = parse(src).tree;
+        assert!(
+            !tree.root_node().has_error(),
+            "{}",
+            tree.root_node().to_sexp()
+        );
     }
 
     #[test]

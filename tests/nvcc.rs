@@ -148,6 +148,43 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
     );
 }
 
+/// A transformed file included after the program's own macros (a `main.cu` that defines
+/// `#define grid_x Variables[7]` and then includes its kernels' `.cu` file, as a public
+/// benchmark does) compiles, in both modes, and the program's macros are back after it: the
+/// headers that `cupreempt.cuh` reads would otherwise expand them (a field `grid_x` became
+/// `Variables[7]`). Without the shield (cuda_support/cupreempt/shield_begin.h) it fails.
+#[test]
+fn macros_defined_before_a_transformed_file_do_not_reach_the_headers() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-macros");
+    let kernels = "__global__ void scale(float* y, const float* x, int count) {\n\
+                   int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+                   if (i < count) y[i] = 2.0f * x[i];\n}\n\
+                   void run(float* y, const float* x, int count) { scale<<<(count + 127) / 128, 128>>>(y, x, count); }\n";
+    let t = cupreempt::transform(kernels, "kernels.cu", &cupreempt::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .output;
+    std::fs::write(dir.join("kernels.cu"), &t).unwrap();
+    // Names that the headers use for fields, parameters, locals and template parameters.
+    let main = "static float Variables[16];\n\
+                #define grid_x Variables[7]\n#define grid_y Variables[8]\n\
+                #define first Variables[9]\n#define chunk Variables[10]\n#define L Variables[5]\n\
+                #define P 3\n#define tail 4\n#define stop() 5\n#define host \"host\"\n\
+                #include \"kernels.cu\"\n\
+                static_assert(P == 3, \"the program's macros are back after the include\");\n\
+                float use() { return grid_x + L + first + chunk; }\n";
+    std::fs::write(dir.join("main.cu"), main).unwrap();
+    for mode in [None, Some("-DCUPREEMPT_STANDALONE")] {
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join("main.o"))
+                .args(mode)
+                .arg(dir.join("main.cu")),
+            &format!("main.cu including a transformed file ({mode:?})"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 /// A device assertion in a transformed kernel that runs as the original prints what the
 /// original prints: the file, line and function its `__assertfail` call passes, read from the
 /// PTX of both builds, with the nvcc launcher's line directives (`#line N "FILE"`) and with
