@@ -53,6 +53,7 @@ kinds! {
     while_statement = "while_statement",
     do_statement = "do_statement",
     goto_statement = "goto_statement",
+    expression_statement = "expression_statement",
     labeled_statement = "labeled_statement",
     switch_statement = "switch_statement",
     conditional_expression = "conditional_expression",
@@ -140,6 +141,20 @@ pub fn fields() -> &'static Fields {
 pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDim", "dim3")];
 
 /// Built-ins whose value differs between threads of one block.
+/// Whether a function-like macro's replacement text is the head of a loop that waits for its
+/// statement (`#define KERNEL_LOOP(i, n) for (int i = ...; i < (n); i += ...)`, used as
+/// `KERNEL_LOOP(i, n) { ... }`, as grid-stride loops are often spelled). Line continuations
+/// count as blanks.
+pub fn is_loop_head(replacement: &str) -> bool {
+    let t = replacement.replace("\\\n", " ");
+    let t = t.trim();
+    let head = ["for", "while"].iter().any(|kw| {
+        t.strip_prefix(kw)
+            .is_some_and(|rest| rest.trim_start().starts_with('('))
+    });
+    head && t.ends_with(')')
+}
+
 pub const THREAD_VARYING: &[&str] = &["threadIdx", "__lane_id", "laneId"];
 
 /// Built-ins with one value in every thread of a block.

@@ -182,6 +182,9 @@ pub fn facts<'t>(
             if id == k.identifier && !defined {
                 if let Some(m) = macros.get(name) {
                     record_macro_use(&mut f, n, name, m);
+                    if m.loop_head {
+                        loop_macro_use(&mut f, n);
+                    }
                 }
             }
         } else if id == k.kernel_call_syntax {
@@ -216,10 +219,43 @@ pub fn facts<'t>(
     }
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
+    if let Some(m) = f.macro_uses.iter().find(|m| m.facts.loop_head) {
+        if kernel && !f.returns.is_empty() && !f.barriers.is_empty() {
+            // The predicated form guards statements after a return; the grammar sees the loop's
+            // call and block as two statements, so a guard could open between them.
+            f.refusals.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    format!("the loop macro `{}` in a kernel with a return and a barrier", m.name),
+                )
+                .label(m.node.byte_range(), "loop macro")
+                .help("a kernel whose returns can reach a barrier is rewritten in the predicated form, which needs the loop written out"),
+            );
+        }
+    }
     if kernel {
         f.nodes = nodes;
     }
     f
+}
+
+/// A use of a loop-head macro (`KERNEL_LOOP(i, n) { ... }`), which the grammar reads as a call
+/// statement followed by a block (parse.rs, `loop_macro_separators`): the pair counts as a
+/// loop (`reaches`). The plain form keeps both as written, so what the block does (returns,
+/// barriers, `break`) means what it meant; a kernel that would need the predicated form is
+/// refused (`facts`), since the grammar shows no loop there.
+fn loop_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>) {
+    let k = kinds();
+    let pair = n
+        .parent()
+        .filter(|c| c.kind_id() == k.call_expression)
+        .and_then(|c| c.parent())
+        .filter(|s| s.kind_id() == k.expression_statement)
+        .and_then(|s| s.next_named_sibling().map(|b| (s, b)))
+        .filter(|(_, b)| b.kind_id() == k.compound_statement);
+    if let Some((statement, block)) = pair {
+        f.loops.push(statement.start_byte()..block.end_byte());
+    }
 }
 
 fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {

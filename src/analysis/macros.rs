@@ -15,12 +15,17 @@ pub struct MacroFacts {
     pub returns: bool,
     pub grid_sync: bool,
     pub launches: bool,
+    /// Names `__shared__`.
+    pub shared: bool,
     /// Identifiers followed by `(`.
     pub calls: Vec<String>,
     /// Every identifier (to follow macros that use other macros).
     pub idents: Vec<String>,
     /// The replacement text.
     pub text: String,
+    /// A loop head waiting for its statement (`lang::is_loop_head`): its uses are a call and
+    /// a block to the grammar (the masked view), a loop to the analysis (`body.rs`).
+    pub loop_head: bool,
     /// Defined more than once with different replacement texts (under `#if` branches, say):
     /// the other fields describe the last definition only.
     pub redefined: bool,
@@ -86,8 +91,10 @@ pub fn facts(body: &str) -> MacroFacts {
         }
     }
     f.text = body.trim().to_string();
+    f.loop_head = lang::is_loop_head(body);
     f.barrier |= body.contains(".sync()") && body.contains("thread_block");
     f.launches = body.contains("<<<");
+    f.shared = body.contains("__shared__");
     f
 }
 
@@ -117,6 +124,7 @@ impl MacroFacts {
             (&mut self.returns, g.returns),
             (&mut self.grid_sync, g.grid_sync),
             (&mut self.launches, g.launches),
+            (&mut self.shared, g.shared),
             (&mut self.redefined, g.redefined),
         ] {
             changed |= theirs && !*mine;

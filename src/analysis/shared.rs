@@ -123,6 +123,11 @@ fn builtin(name: &str) -> bool {
         || BUILTINS.binary_search(&name).is_ok()
 }
 
+/// Keywords that a macro's text follows with `(`, which its facts list as calls.
+const NOT_CALLS: &[&str] = &[
+    "for", "while", "if", "switch", "sizeof", "return", "alignof",
+];
+
 /// True when `__shared__` appears in `src` outside every function body in `bodies` (file-scope
 /// `extern __shared__` arrays, macros): then any kernel may use it.
 pub fn file_scope_shared(src: &str, bodies: &[Range<usize>]) -> bool {
@@ -139,11 +144,25 @@ pub fn may_use_shared(
     graph: &CallGraph,
     src: &str,
 ) -> bool {
-    // A call to a function this file does not define may touch anything.
-    let unknown_call = |f: &BodyFacts| {
-        f.calls
+    // A call to a function this file does not define may touch anything. A call to a macro of
+    // this file is what its text says (closed over the macros it uses): harmless when it names
+    // no `__shared__` and calls nothing but built-ins (a grid-stride loop head, `MAX(a, b)`).
+    let harmless_macro = |f: &BodyFacts, name: &str| {
+        f.macro_uses
             .iter()
-            .any(|c| !graph.by_name.contains_key(&c.name) && !builtin(&c.name))
+            .find(|m| m.name == name)
+            .is_some_and(|m| {
+                !m.facts.shared
+                    && m.facts
+                        .calls
+                        .iter()
+                        .all(|c| builtin(c) || NOT_CALLS.contains(&c.as_str()))
+            })
+    };
+    let unknown_call = |f: &BodyFacts| {
+        f.calls.iter().any(|c| {
+            !graph.by_name.contains_key(&c.name) && !builtin(&c.name) && !harmless_macro(f, &c.name)
+        })
     };
     body.contains(SHARED)
         || unknown_call(facts)
@@ -167,6 +186,30 @@ mod tests {
             builtin("sqrtf") && builtin("__ldg") && builtin("atomicAdd") && builtin("make_float4")
         );
         assert!(!builtin("load_tile"));
+    }
+
+    /// A macro call counts by the macro's text: a loop head or an expression of built-ins needs
+    /// no barrier between tasks; a macro naming `__shared__`, directly or through another
+    /// macro, or calling a function of the file, does.
+    #[test]
+    fn macro_calls_count_by_their_text() {
+        let barrier = |src: &str| -> bool {
+            let t = crate::transform(src, "m.cu", &crate::Options::default()).unwrap();
+            assert!(t.output.contains("run_tasks"), "{}", t.output);
+            t.output.contains("task_barrier=*/true")
+        };
+        let k =
+            "__global__ void k(float* y, int n) {\n  LOOP(i, n) { y[i] = MAX(y[i], 0.0f); }\n}\n";
+        let plain = "#define LOOP(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)\n#define MAX(a, b) fmaxf(a, b)\n";
+        assert!(!barrier(&format!("{plain}{k}")));
+        let staged = "#define TILE __shared__ float t[32]; t[threadIdx.x % 32] = a; b\n\
+                      #define LOOP(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)\n\
+                      #define MAX(a, b) [&] { TILE; return a; }()\n";
+        assert!(barrier(&format!("{staged}{k}")));
+        let helper = "__device__ float keep(float a) { __shared__ float s[1]; s[0] = a; return s[0]; }\n\
+                      #define LOOP(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)\n\
+                      #define MAX(a, b) keep(a)\n";
+        assert!(barrier(&format!("{helper}{k}")));
     }
 
     #[test]
