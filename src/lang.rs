@@ -140,7 +140,6 @@ pub fn fields() -> &'static Fields {
 /// Built-in variables whose value differs between an original block and a persistent block.
 pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDim", "dim3")];
 
-/// Built-ins whose value differs between threads of one block.
 /// Whether a function-like macro's replacement text is the head of a loop that waits for its
 /// statement (`#define KERNEL_LOOP(i, n) for (int i = ...; i < (n); i += ...)`, used as
 /// `KERNEL_LOOP(i, n) { ... }`, as grid-stride loops are often spelled). Line continuations
@@ -155,6 +154,7 @@ pub fn is_loop_head(replacement: &str) -> bool {
     head && t.ends_with(')')
 }
 
+/// Built-ins whose value differs between threads of one block.
 pub const THREAD_VARYING: &[&str] = &["threadIdx", "__lane_id", "laneId"];
 
 /// Built-ins with one value in every thread of a block.

@@ -68,7 +68,21 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
             let has_main = src.contains("int main(");
             // Included by its name: the folder can move to a GPU machine without Rust.
             let included = format!("{stem}.transformed.cu");
-            let harness = spec.harness(&stem, &included, has_main, 1234 + i as u32);
+            // The fixture's `-D` flags as `#define`s: the harness builds on the GPU machine
+            // with the same flags for every fixture.
+            let defines: String = support::directives(&src, "NVCC-FLAGS")
+                .iter()
+                .flat_map(|f| f.split_whitespace())
+                .filter_map(|w| w.strip_prefix("-D"))
+                .map(|d| match d.split_once('=') {
+                    Some((name, value)) => format!("#define {name} {value}\n"),
+                    None => format!("#define {d}\n"),
+                })
+                .collect();
+            let harness = format!(
+                "{defines}{}",
+                spec.harness(&stem, &included, has_main, 1234 + i as u32)
+            );
             let file = dir.join(format!("{stem}.harness{i}.cu"));
             std::fs::write(&file, harness).unwrap();
             jobs.push((stem.clone(), file, dir.join(format!("{stem}.harness{i}"))));

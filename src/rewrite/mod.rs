@@ -90,10 +90,15 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
 /// context reads it afresh for every task, so that the compiler cannot hoist what the body
 /// computes from it out of the task loop and keep it in registers across the whole loop (on
 /// the CUDA samples this raised wrappers from 22 to 50 registers; docs/transformation.md, "Two
-/// wrappers").
+/// wrappers"). A kernel body (`thread_index`) gets both `blockIdx` and `gridDim` even where the
+/// analysis sees no read: a macro of a header it does not read (`#define GLOBAL_IDX
+/// (blockIdx.x * blockDim.x + threadIdx.x)`) or of the command line expands to a read that
+/// only the compiler sees, and without the shadow it would read the persistent block's index.
+/// Those are `[[maybe_unused]]` (no warning where nothing reads them).
 fn prologue(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Option<Edit> {
+    let kernel = thread_index;
     let thread_index = thread_index && facts.reads_thread_idx;
-    if facts.virtual_reads.is_empty() && !thread_index {
+    if facts.virtual_reads.is_empty() && !thread_index && !kernel {
         return None;
     }
     let open = body.start_byte() + 1;
@@ -101,14 +106,16 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Opt
     let indent = body_indent(body, src);
     let mut text = String::new();
     for (name, ty) in crate::lang::VIRTUAL_BUILTINS {
-        if facts.virtual_reads.contains(name) {
+        let read = facts.virtual_reads.contains(name);
+        if read || kernel {
             if multiline {
                 text.push('\n');
                 text.push_str(&indent);
             } else {
                 text.push(' ');
             }
-            text.push_str(&format!("const {ty} {name} = {CTX}.{name};"));
+            let unused = if read { "" } else { "[[maybe_unused]] " };
+            text.push_str(&format!("{unused}const {ty} {name} = {CTX}.{name};"));
         }
     }
     if thread_index {
