@@ -31,6 +31,10 @@ pub struct Options {
     /// calls one passes the task context where its file gives it the context form, and is
     /// refused otherwise, CP008) or synchronize (a call is a barrier).
     pub known_helpers: Vec<crate::program::KnownHelper>,
+    /// Macros of the files that this one includes (`program::macro_definitions`: name and
+    /// replacement text), so that what they expand to counts: a `blockIdx` read, a barrier, a
+    /// return. The file's own definitions win.
+    pub known_macros: Vec<(String, String)>,
     /// Every helper here that reads blockIdx/gridDim gets its task-context form, called or not
     /// by a kernel of this file: the kernels of other files transformed in the same run (a
     /// folder, the compiler launcher's translation unit) call it (`KnownHelper::with_ctx`).

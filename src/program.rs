@@ -280,6 +280,42 @@ pub fn include_closure(
     out
 }
 
+/// The `#define`s of a file's text, as (name, replacement text), in order: what the macros of
+/// an included file expand to (`Options::known_macros`). A function-like macro's parameter
+/// list is left out; line continuations stay in the text.
+pub fn macro_definitions(text: &str) -> Vec<(String, String)> {
+    if !text.contains("define") {
+        return Vec::new();
+    }
+    static DEFINE: OnceLock<Regex> = OnceLock::new();
+    let re = DEFINE.get_or_init(|| {
+        Regex::new(
+            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\([^)\n]*\))?((?:[^\n]*\\\n)*[^\n]*)",
+        )
+        .expect("valid regex")
+    });
+    re.captures_iter(text)
+        .filter_map(|c| {
+            Some((
+                c.get(1)?.as_str().to_string(),
+                c.get(3)?.as_str().to_string(),
+            ))
+        })
+        .collect()
+}
+
+/// The macros of the files in `closure` (the files one file includes), each file's in order.
+pub fn macros_of(
+    closure: &[PathBuf],
+    text_of: &dyn Fn(&Path) -> Option<String>,
+) -> Vec<(String, String)> {
+    closure
+        .iter()
+        .filter_map(|p| text_of(p))
+        .flat_map(|t| macro_definitions(&t))
+        .collect()
+}
+
 /// Whether a file may define or launch kernels, by its text (cheap, before any parse).
 pub fn mentions_kernels(src: &str) -> bool {
     src.contains("__global__") || src.contains("<<<")

@@ -974,3 +974,47 @@ fn a_kernel_declared_in_a_header_and_defined_elsewhere_is_launched_preemptibly()
         "the wrapper is not defined in the program"
     );
 }
+
+/// Macros of an included header count as the file's own: a `__device__` helper that reads the
+/// block index only through a header's macro gets its task-context form (without the header's
+/// macros it read the hardware's index in the persistent form: silently wrong), and a barrier
+/// inside a header's macro makes a kernel whose thread-dependent return reaches it refused
+/// (CP004), as the same macro in the file would. The transformed file compiles.
+#[test]
+fn macros_of_included_headers_count() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-header-macros");
+    std::fs::write(
+        dir.join("idx.h"),
+        "#pragma once\n#define GIDX (blockIdx.x * blockDim.x + threadIdx.x)\n#define SYNC() __syncthreads()\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"idx.h\"\n\
+         __device__ int my_index() { return GIDX; }\n\
+         __global__ void fill(float* y, int n) {\n  int i = my_index();\n  if (i < n) y[i] = 1.0f;\n}\n\
+         __global__ void early(float* p, int n) {\n  __shared__ float s[128];\n  if (threadIdx.x >= n) return;\n  s[threadIdx.x] = p[threadIdx.x];\n  SYNC();\n  p[threadIdx.x] = s[127 - threadIdx.x % 128];\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "--keep-going", "k.cu", "-o", "k.t.cu"], &dir);
+    assert!(dir.join("k.t.cu").exists(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("k.t.cu")).unwrap();
+    assert!(
+        out.contains("__device__ int my_index(CupreemptCtx& __cp)")
+            && out.contains("my_index(__cp)"),
+        "the helper takes the task context:\n{out}"
+    );
+    let err = stderr(&o);
+    assert!(
+        err.contains("CP004") && err.contains("early"),
+        "the header's barrier counts:\n{err}"
+    );
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.t.o"))
+            .arg("-DCUPREEMPT_STANDALONE")
+            .arg(dir.join("k.t.cu")),
+        "k.t.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -155,7 +155,18 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     let found = scan::scan(root, src);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);
-    let macros = body::with_body_macros(found.macros, &found.kernels, &found.helpers, src);
+    // The included files' macros first, the file's own over them.
+    let file_macros = if opts.known_macros.is_empty() {
+        found.macros
+    } else {
+        let mut all = std::collections::BTreeMap::new();
+        for (name, text) in &opts.known_macros {
+            macros::define(&mut all, name, text);
+        }
+        all.extend(found.macros);
+        macros::close(all)
+    };
+    let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
     let external_barriers: Vec<&str> = opts
         .known_helpers

@@ -46,12 +46,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let known = super::transform::known_kernels(&inputs, &opts);
     for (path, _) in inputs {
         let name = files::display_name(&path);
-        let (known_kernels, known_helpers) = known.get(&path).cloned().unwrap_or_default();
-        let opts = cupreempt::Options {
-            known_kernels,
-            known_helpers,
-            ..opts.clone()
-        };
+        let opts = known.get(&path).cloned().unwrap_or_default().options(&opts);
         let (src, t) = match files::read(&path)? {
             files::Source::Text(src) => {
                 let t = cupreempt::transform(&src, &name, &opts)?;

@@ -619,6 +619,9 @@ fn prepare(
             let mut o = opts.clone();
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);
+            o.known_macros = program::macros_of(&closures[p], &|q| {
+                files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
+            });
             let t = cupreempt::transform(text, &name, &o)?;
             let shown: Vec<_> = t
                 .diagnostics

@@ -116,12 +116,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let color = stderr_color();
     let known = known_kernels(&inputs, &opts);
     for (path, root) in &inputs {
-        let (known_kernels, known_helpers) = known.get(path).cloned().unwrap_or_default();
-        let opts = &cupreempt::Options {
-            known_kernels,
-            known_helpers,
-            ..opts.clone()
-        };
+        let opts = &known.get(path).cloned().unwrap_or_default().options(&opts);
         let name = files::display_name(path);
         // A file that is not UTF-8 is transformed with stand-ins for its odd bytes, which go
         // back into the output (`files::Foreign`).
@@ -263,7 +258,7 @@ pub(super) fn one_program(
 pub(super) fn known_kernels(
     inputs: &[(PathBuf, PathBuf)],
     opts: &cupreempt::Options,
-) -> BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)> {
+) -> BTreeMap<PathBuf, Known> {
     let mut out = BTreeMap::new();
     let texts: Vec<(&PathBuf, String)> = inputs
         .iter()
@@ -288,6 +283,18 @@ pub(super) fn known_kernels(
             }
         }
     }
+    // What each input's included files define as macros.
+    let text_of = |p: &Path| {
+        canonical
+            .iter()
+            .find(|(c, _)| c == p)
+            .map(|(_, t)| t.clone())
+            .or_else(|| outside.get(p).cloned())
+    };
+    let macros: Vec<Vec<(String, String)>> = canonical
+        .iter()
+        .map(|(c, _)| program::macros_of(&closures[c], &text_of))
+        .collect();
     if !outside.is_empty() {
         let outside: Vec<(PathBuf, String)> = outside.into_iter().collect();
         for (p, s) in &outside {
@@ -317,11 +324,38 @@ pub(super) fn known_kernels(
             defines.entry(p).or_insert((kernels, helpers));
         }
     }
-    for ((p, _), (c, _)) in texts.iter().zip(&canonical) {
-        let known = program::known_from(&defines, &closures[c]);
-        if !known.0.is_empty() || !known.1.is_empty() {
-            out.insert((*p).clone(), known);
+    for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
+        let (kernels, helpers) = program::known_from(&defines, &closures[c]);
+        if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() {
+            out.insert(
+                (*p).clone(),
+                Known {
+                    kernels,
+                    helpers,
+                    macros,
+                },
+            );
         }
     }
     out
+}
+
+/// What one input knows of the files it includes (`known_kernels`).
+#[derive(Default, Clone)]
+pub(super) struct Known {
+    pub kernels: Vec<KnownKernel>,
+    pub helpers: Vec<KnownHelper>,
+    pub macros: Vec<(String, String)>,
+}
+
+impl Known {
+    /// `opts` with what the input knows.
+    pub fn options(self, opts: &cupreempt::Options) -> cupreempt::Options {
+        cupreempt::Options {
+            known_kernels: self.kernels,
+            known_helpers: self.helpers,
+            known_macros: self.macros,
+            ..opts.clone()
+        }
+    }
 }
