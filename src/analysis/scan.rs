@@ -267,12 +267,15 @@ impl<'t> Scanner<'t, '_> {
         let mut problems = Vec::new();
         let name = text(name_node, self.src).to_string();
         if func.has_error() {
+            // The part inside the kernel: an error region that begins in an earlier function
+            // (an `#ifdef` that splits a block there) would label another definition, and the
+            // kernel's report would not carry the code.
+            let def = func.byte_range();
             let range = self
                 .errors
                 .iter()
-                .find(|r| overlaps(&func.byte_range(), r))
-                .cloned()
-                .unwrap_or(func.byte_range());
+                .find(|r| overlaps(&def, r))
+                .map_or(def.clone(), |r| r.start.max(def.start)..r.end.min(def.end));
             problems.push(
                 Diagnostic::new(
                     Code::ParseErrorInKernel,
