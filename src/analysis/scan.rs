@@ -97,6 +97,22 @@ fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
     a.start < b.end && b.start < a.end
 }
 
+/// Where a kernel's CP001 points: the first error that starts inside its definition `def`,
+/// else the part inside it of one that starts earlier, else the whole definition.
+fn error_label(def: &Range<usize>, errors: &[Range<usize>]) -> Range<usize> {
+    errors
+        .iter()
+        .find(|r| def.contains(&r.start))
+        .cloned()
+        .or_else(|| {
+            errors
+                .iter()
+                .find(|r| overlaps(def, r))
+                .map(|r| r.start.max(def.start)..r.end.min(def.end))
+        })
+        .unwrap_or(def.clone())
+}
+
 /// After the comments that open the file (licence headers stay first).
 fn include_position(root: Node, src: &str) -> usize {
     let mut at = 0;
@@ -267,15 +283,10 @@ impl<'t> Scanner<'t, '_> {
         let mut problems = Vec::new();
         let name = text(name_node, self.src).to_string();
         if func.has_error() {
-            // The part inside the kernel: an error region that begins in an earlier function
-            // (an `#ifdef` that splits a block there) would label another definition, and the
-            // kernel's report would not carry the code.
-            let def = func.byte_range();
-            let range = self
-                .errors
-                .iter()
-                .find(|r| overlaps(&def, r))
-                .map_or(def.clone(), |r| r.start.max(def.start)..r.end.min(def.end));
+            // Inside the kernel: an `#ifdef` that splits a block in an earlier function can
+            // make one error region span several definitions, and labelled where it starts,
+            // the kernel's report would not carry the code.
+            let range = error_label(&func.byte_range(), self.errors);
             problems.push(
                 Diagnostic::new(
                     Code::ParseErrorInKernel,
@@ -638,4 +649,30 @@ fn directive_lines(text: &str) -> String {
         .filter(|l| l.starts_with('#'))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kernels_syntax_error_is_labelled_inside_it() {
+        let def = 100..200;
+        assert_eq!(
+            error_label(&def, &[10..20, 150..160]),
+            150..160,
+            "its own error"
+        );
+        assert_eq!(
+            error_label(&def, &[10..180]),
+            100..180,
+            "the part inside it"
+        );
+        assert_eq!(error_label(&def, &[10..300]), 100..200);
+        assert_eq!(
+            error_label(&def, &[10..20]),
+            100..200,
+            "none overlaps: the definition"
+        );
+    }
 }
