@@ -658,19 +658,20 @@ mod tests {
     #[test]
     fn a_kernels_syntax_error_is_labelled_inside_it() {
         let def = 100..200;
+        let one = |r: Range<usize>| vec![r];
         assert_eq!(
             error_label(&def, &[10..20, 150..160]),
             150..160,
             "its own error"
         );
         assert_eq!(
-            error_label(&def, &[10..180]),
+            error_label(&def, &one(10..180)),
             100..180,
             "the part inside it"
         );
-        assert_eq!(error_label(&def, &[10..300]), 100..200);
+        assert_eq!(error_label(&def, &one(10..300)), 100..200);
         assert_eq!(
-            error_label(&def, &[10..20]),
+            error_label(&def, &one(10..20)),
             100..200,
             "none overlaps: the definition"
         );
