@@ -10,11 +10,18 @@ pub struct Parsed {
 /// Parses `src` as the grammar sees its masked view (`masked`): same length, so every byte
 /// range of the tree is a range of `src`, and the tree is used with `src`'s text.
 pub fn parse(src: &str) -> Parsed {
+    parse_with(src, &[])
+}
+
+/// `parse`, with the macros of the files `src` includes (`Options::known_macros`: name and
+/// replacement text) known to the masked view too: a loop-head macro of a header
+/// (`CUDA_1D_KERNEL_LOOP(i, n) { ... }`) reads as its own would.
+pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     let mut parser = Parser::new();
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    let view = masked(src);
+    let view = masked_with(src, included_macros);
     // Without a timeout or cancellation flag set, parse only returns None on those conditions.
     let tree = parser
         .parse(view.as_deref().unwrap_or(src), None)
@@ -46,9 +53,14 @@ const CALLING_CONVENTIONS: &[&str] = &[
 /// Same length, newlines kept, so offsets into it are offsets into `src`; only the grammar
 /// reads it.
 pub fn masked(src: &str) -> Option<String> {
+    masked_with(src, &[])
+}
+
+/// `masked`, with the loop-head macros of `included_macros` (see `parse_with`) too.
+pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<String> {
     let conditionals = conditionals_in_parens(src);
     let mut separators = statement_macro_separators(src);
-    separators.extend(loop_macro_separators(src));
+    separators.extend(loop_macro_separators(src, included_macros));
     let qualifiers = restrict_macros(src);
     let type_arguments = keyword_type_arguments(src);
     if !src.contains("__align__")
@@ -360,8 +372,12 @@ fn statement_macro_separators(src: &str) -> Vec<usize> {
 /// `blockIdx`/`gridDim`) followed by a block; the analysis treats that pair as a loop
 /// (`analysis/body.rs`). Uses inside directive lines and uses with no blank before the `{`
 /// are left alone.
-fn loop_macro_separators(src: &str) -> Vec<usize> {
-    if !src.contains("#define") {
+fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec<usize> {
+    let included = included_macros
+        .iter()
+        .filter(|(_, body)| crate::lang::is_loop_head(body))
+        .map(|(name, _)| name.as_str());
+    if !src.contains("#define") && included.clone().next().is_none() {
         return Vec::new();
     }
     static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
@@ -376,6 +392,7 @@ fn loop_macro_separators(src: &str) -> Vec<usize> {
         .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str())))
         .filter(|(_, body)| crate::lang::is_loop_head(body))
         .map(|(name, _)| name)
+        .chain(included)
         .collect();
     let b = src.as_bytes();
     let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();

@@ -149,6 +149,7 @@ fn parses_worse_than_input(
     output: &str,
     edits: &[Edit],
     growth: &[isize],
+    included_macros: &[(String, String)],
 ) -> Option<Diagnostic> {
     if edits.is_empty() {
         return None;
@@ -156,7 +157,7 @@ fn parses_worse_than_input(
     let before = parse::error_ranges(tree.root_node()).len();
     // A parse from scratch: an incremental one must be told every edit, and each such
     // notice walks the tree, which made it cost three parses on a file of 5,000 lines.
-    let after = parse::error_ranges(parse::parse(output).tree.root_node());
+    let after = parse::error_ranges(parse::parse_with(output, included_macros).tree.root_node());
     parses_worse(before, &after, edits, growth)
 }
 
@@ -234,7 +235,7 @@ fn transform_here(
             helpers: Vec::new(),
         });
     }
-    let parsed = parse::parse(src);
+    let parsed = parse::parse_with(src, &opts.known_macros);
     let root = parsed.tree.root_node();
     let (deepest, at) = depth(root);
     if deepest > MAX_DEPTH {
@@ -289,7 +290,9 @@ fn transform_here(
     };
 
     // An output that parses worse than its input is never handed out, whatever the options.
-    if let Some(d) = parses_worse_than_input(&parsed.tree, &output, &edits, &growth) {
+    if let Some(d) =
+        parses_worse_than_input(&parsed.tree, &output, &edits, &growth, &opts.known_macros)
+    {
         return Ok(Transformed {
             output: src.to_string(),
             diagnostics: vec![d],
@@ -369,13 +372,13 @@ mod tests {
             text: "] ".into(),
         }];
         let out = edit::apply(src, &bad, None).unwrap();
-        let d =
-            parses_worse_than_input(&tree, &out, &bad, &[0, 0]).expect("a worse output is refused");
+        let d = parses_worse_than_input(&tree, &out, &bad, &[0, 0], &[])
+            .expect("a worse output is refused");
         assert_eq!(d.code, Code::WorseOutput);
         assert_eq!((d.labels[0].start, d.labels[0].end), (at, at + 1));
         let out = edit::apply(src, &good, None).unwrap();
         assert!(
-            parses_worse_than_input(&tree, &out, &good, &[0, 1]).is_none(),
+            parses_worse_than_input(&tree, &out, &good, &[0, 1], &[]).is_none(),
             "{out}"
         );
     }

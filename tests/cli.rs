@@ -977,16 +977,18 @@ fn a_kernel_declared_in_a_header_and_defined_elsewhere_is_launched_preemptibly()
 
 /// Macros of an included header count as the file's own: a `__device__` helper that reads the
 /// block index only through a header's macro gets its task-context form (without the header's
-/// macros it read the hardware's index in the persistent form: silently wrong), and a barrier
+/// macros it read the hardware's index in the persistent form: silently wrong), a barrier
 /// inside a header's macro makes a kernel whose thread-dependent return reaches it refused
-/// (CP004), as the same macro in the file would. The transformed file compiles.
+/// (CP004), and a header's loop-head macro (`KERNEL_LOOP(i, n) { ... }`) is no syntax error,
+/// as the same macros in the file would. The transformed file compiles.
 #[test]
 fn macros_of_included_headers_count() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let dir = support::tempdir("cli-header-macros");
     std::fs::write(
         dir.join("idx.h"),
-        "#pragma once\n#define GIDX (blockIdx.x * blockDim.x + threadIdx.x)\n#define SYNC() __syncthreads()\n",
+        "#pragma once\n#define GIDX (blockIdx.x * blockDim.x + threadIdx.x)\n#define SYNC() __syncthreads()\n\
+         #define KERNEL_LOOP(i, n) \\\n  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += blockDim.x * gridDim.x)\n",
     )
     .unwrap();
     std::fs::write(
@@ -994,7 +996,8 @@ fn macros_of_included_headers_count() {
         "#include \"idx.h\"\n\
          __device__ int my_index() { return GIDX; }\n\
          __global__ void fill(float* y, int n) {\n  int i = my_index();\n  if (i < n) y[i] = 1.0f;\n}\n\
-         __global__ void early(float* p, int n) {\n  __shared__ float s[128];\n  if (threadIdx.x >= n) return;\n  s[threadIdx.x] = p[threadIdx.x];\n  SYNC();\n  p[threadIdx.x] = s[127 - threadIdx.x % 128];\n}\n",
+         __global__ void early(float* p, int n) {\n  __shared__ float s[128];\n  if (threadIdx.x >= n) return;\n  s[threadIdx.x] = p[threadIdx.x];\n  SYNC();\n  p[threadIdx.x] = s[127 - threadIdx.x % 128];\n}\n\
+         __global__ void relu(float* y, int n) {\n  KERNEL_LOOP(index, n / 2) {\n    y[index] = y[index] > 0.0f ? y[index] : 0.0f;\n  }\n}\n",
     )
     .unwrap();
     let o = cupreempt(&["transform", "--keep-going", "k.cu", "-o", "k.t.cu"], &dir);
@@ -1009,6 +1012,14 @@ fn macros_of_included_headers_count() {
     assert!(
         err.contains("CP004") && err.contains("early"),
         "the header's barrier counts:\n{err}"
+    );
+    // The header's loop-head macro reads as the file's own would: no syntax error, and the
+    // body shadows what the macro reads.
+    assert!(!err.contains("CP001"), "{err}");
+    assert!(
+        out.contains("void relu__cupreempt_body")
+            && out.contains("const dim3 gridDim = __cp.gridDim;"),
+        "{out}"
     );
     support::compiles(
         support::nvcc_compile(&nvcc, &dir.join("k.t.o"))
