@@ -377,9 +377,6 @@ fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec
         .iter()
         .filter(|(_, body)| crate::lang::is_loop_head(body))
         .map(|(name, _)| name.as_str());
-    if !src.contains("#define") && included.clone().next().is_none() {
-        return Vec::new();
-    }
     static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let define = DEFINE.get_or_init(|| {
         regex::Regex::new(
@@ -387,17 +384,39 @@ fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec
         )
         .expect("valid regex")
     });
-    let names: Vec<&str> = define
+    let defined: Vec<(&str, &str)> = define
         .captures_iter(src)
         .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str())))
-        .filter(|(_, body)| crate::lang::is_loop_head(body))
-        .map(|(name, _)| name)
-        .chain(included)
         .collect();
+    let mut names: Vec<(&str, bool)> = defined
+        .iter()
+        .filter(|(_, body)| crate::lang::is_loop_head(body))
+        .map(|(name, _)| (*name, false))
+        .chain(included.map(|n| (n, false)))
+        .collect();
+    // Upper-case names no `#define` here or in an included file explains (a header the
+    // analysis cannot read), used at the start of a line as `NAME(args) {`: in a body, a call
+    // followed by a block is no C++, so such a use is a statement-head macro. Taken only where
+    // an argument is an expression (`B * N`): with plain names the grammar reads the use as an
+    // old-style function definition and has no error to mend.
+    static HEAD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let head = HEAD.get_or_init(|| {
+        regex::Regex::new(r"(?m)^[ \t]*([A-Z][A-Z0-9_]*[A-Z0-9])[ \t]*\(").expect("valid regex")
+    });
+    let known = |n: &str| {
+        defined.iter().any(|(d, _)| *d == n) || included_macros.iter().any(|(d, _)| d == n)
+    };
+    for c in head.captures_iter(src) {
+        if let Some(m) = c.get(1) {
+            if !known(m.as_str()) && !names.iter().any(|(n, _)| *n == m.as_str()) {
+                names.push((m.as_str(), true));
+            }
+        }
+    }
     let b = src.as_bytes();
     let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
     let mut out = Vec::new();
-    for name in names {
+    for (name, unknown) in names {
         for (at, _) in src.match_indices(name) {
             let end = at + name.len();
             if (at > 0 && ident(b[at - 1])) || b.get(end).is_some_and(|&x| ident(x)) {
@@ -427,6 +446,12 @@ fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec
                 continue;
             };
             let after = open + close + 1;
+            if unknown
+                && (!src[line_start..at].trim().is_empty()
+                    || !src[open..after].contains(['*', '+', '-', '/', '%', '<', '>', '[', '.']))
+            {
+                continue;
+            }
             let gap = b[after..]
                 .iter()
                 .take_while(|x| x.is_ascii_whitespace())

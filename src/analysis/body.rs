@@ -67,6 +67,10 @@ pub struct BodyFacts<'t> {
     /// Loops, to tell whether a barrier can run after a return.
     pub loops: Vec<Range<usize>>,
     pub macro_uses: Vec<MacroUse<'t>>,
+    /// Uses of a statement-head macro followed by its block (`KERNEL_LOOP(i, n) { ... }`),
+    /// which the grammar reads as a call statement and a block (the masked view's `;`): the
+    /// macro's name and its identifier.
+    pub head_macros: Vec<(String, Node<'t>)>,
     pub refusals: Vec<Diagnostic>,
     /// The body and its descendants in pre-order (kernels only: later analyses walk them again
     /// and a tree walk costs more than keeping the list).
@@ -158,6 +162,7 @@ pub fn facts<'t>(
         returns: Vec::new(),
         loops: Vec::new(),
         macro_uses: Vec::new(),
+        head_macros: Vec::new(),
         refusals: Vec::new(),
         nodes: Vec::new(),
     };
@@ -182,9 +187,6 @@ pub fn facts<'t>(
             if id == k.identifier && !defined {
                 if let Some(m) = macros.get(name) {
                     record_macro_use(&mut f, n, name, m);
-                    if m.loop_head {
-                        loop_macro_use(&mut f, n);
-                    }
                 }
             }
         } else if id == k.kernel_call_syntax {
@@ -215,20 +217,21 @@ pub fn facts<'t>(
             f.loops.push(n.byte_range());
         } else if id == k.call_expression {
             record_call(&mut f, n, src, &block_vars);
+            head_macro_use(&mut f, n, src);
         }
     }
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
-    if let Some(m) = f.macro_uses.iter().find(|m| m.facts.loop_head) {
+    if let Some((name, node)) = f.head_macros.first() {
         if kernel && !f.returns.is_empty() && !f.barriers.is_empty() {
             // The predicated form guards statements after a return; the grammar sees the loop's
             // call and block as two statements, so a guard could open between them.
             f.refusals.push(
                 Diagnostic::new(
                     Code::Unsupported,
-                    format!("the loop macro `{}` in a kernel with a return and a barrier", m.name),
+                    format!("the loop macro `{name}` in a kernel with a return and a barrier"),
                 )
-                .label(m.node.byte_range(), "loop macro")
+                .label(node.byte_range(), "loop macro")
                 .help("a kernel whose returns can reach a barrier is rewritten in the predicated form, which needs the loop written out"),
             );
         }
@@ -239,22 +242,29 @@ pub fn facts<'t>(
     f
 }
 
-/// A use of a loop-head macro (`KERNEL_LOOP(i, n) { ... }`), which the grammar reads as a call
-/// statement followed by a block (parse.rs, `loop_macro_separators`): the pair counts as a
-/// loop (`reaches`). The plain form keeps both as written, so what the block does (returns,
-/// barriers, `break`) means what it meant; a kernel that would need the predicated form is
-/// refused (`facts`), since the grammar shows no loop there.
-fn loop_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>) {
+/// A call statement whose `;` is not in the text, followed by a block: a statement-head macro
+/// and its block (`KERNEL_LOOP(i, n) { ... }`), separated by the masked view
+/// (parse.rs, `loop_macro_separators`), of this file, an included header or unknown. The pair
+/// counts as a loop (`reaches`). The plain form keeps both as written, so what the block does
+/// means what it meant; a kernel that would need the predicated form is refused (`facts`),
+/// since the grammar shows no loop there.
+fn head_macro_use<'t>(f: &mut BodyFacts<'t>, call: Node<'t>, src: &str) {
     let k = kinds();
-    let pair = n
+    let Some(name) = call
+        .child_by_field_id(crate::lang::fields().function)
+        .filter(|n| n.kind_id() == k.identifier)
+    else {
+        return;
+    };
+    let pair = call
         .parent()
-        .filter(|c| c.kind_id() == k.call_expression)
-        .and_then(|c| c.parent())
         .filter(|s| s.kind_id() == k.expression_statement)
+        .filter(|s| src.as_bytes().get(s.end_byte().wrapping_sub(1)) != Some(&b';'))
         .and_then(|s| s.next_named_sibling().map(|b| (s, b)))
         .filter(|(_, b)| b.kind_id() == k.compound_statement);
     if let Some((statement, block)) = pair {
         f.loops.push(statement.start_byte()..block.end_byte());
+        f.head_macros.push((text(name, src).to_string(), name));
     }
 }
 
