@@ -59,7 +59,7 @@ pub fn masked(src: &str) -> Option<String> {
 /// `masked`, with the loop-head macros of `included_macros` (see `parse_with`) too.
 pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<String> {
     let conditionals = conditionals_in_parens(src);
-    let mut separators = statement_macro_separators(src);
+    let mut separators = statement_macro_separators(src, included_macros);
     separators.extend(loop_macro_separators(src, included_macros));
     let qualifiers = restrict_macros(src);
     let type_arguments = keyword_type_arguments(src);
@@ -280,22 +280,28 @@ fn inside_call(b: &[u8], at: usize) -> bool {
 /// use of an object-like macro of this file whose body ends a statement (`;` or `}`), followed
 /// by something that is no `;`, the first blank after it (on its line, or the indentation of
 /// the next) becomes a `;` in the masked view. Uses inside directive lines are left alone.
-fn statement_macro_separators(src: &str) -> Vec<usize> {
-    if !src.contains("#define") {
+fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec<usize> {
+    if !src.contains("#define") && included_macros.is_empty() {
         return Vec::new();
     }
     static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let define = DEFINE.get_or_init(|| {
         regex::Regex::new(
-            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]((?:[^\n]*\\\n)*[^\n]*)",
+            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(?:\([^)\n]*\))?[ \t]((?:[^\n]*\\\n)*[^\n]*)",
         )
         .expect("valid regex")
     });
-    // Object-like macros and their bodies; a statement macro's body ends with `;`, `}` or
-    // another statement macro (worked out to a fixpoint).
+    // Macros (the file's, then those of the files it includes) and their bodies; a statement
+    // macro's body ends with `;`, `}` or another statement macro, called or not (worked out to
+    // a fixpoint).
     let defs: Vec<(&str, &str)> = define
         .captures_iter(src)
         .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str().trim_end())))
+        .chain(
+            included_macros
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.trim_end())),
+        )
         .collect();
     let mut names: Vec<&str> = Vec::new();
     loop {
@@ -304,7 +310,12 @@ fn statement_macro_separators(src: &str) -> Vec<usize> {
             if names.contains(name) {
                 continue;
             }
-            let last = body
+            // A trailing `(...)`: the macro it calls.
+            let callee = body
+                .strip_suffix(')')
+                .and_then(|b| b.rfind('(').map(|i| b[..i].trim_end()))
+                .unwrap_or(body);
+            let last = callee
                 .rsplit(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
                 .next()
                 .unwrap_or("");
@@ -335,6 +346,27 @@ fn statement_macro_separators(src: &str) -> Vec<usize> {
             if on_directive_line(at) {
                 continue;
             }
+            // A function-like use: past its arguments.
+            let spaces = b[end..]
+                .iter()
+                .take_while(|x| *x == &b' ' || *x == &b'\t')
+                .count();
+            let end = if b.get(end + spaces) == Some(&b'(') {
+                let mut depth = 0usize;
+                match b[end + spaces..].iter().position(|&x| {
+                    match x {
+                        b'(' => depth += 1,
+                        b')' => depth -= 1,
+                        _ => {}
+                    }
+                    depth == 0
+                }) {
+                    Some(close) => end + spaces + close + 1,
+                    None => continue,
+                }
+            } else {
+                end
+            };
             // The gap up to the next token, and that token.
             let gap = b[end..]
                 .iter()
@@ -648,6 +680,17 @@ mod tests {
         assert!(masked(closes).is_none_or(|v| !v.contains("END;else")));
         // No statement macro: nothing to mask.
         assert!(masked("#define N 4\nint a = N;\n").is_none());
+        // Function-like statement macros, also one that ends by calling another, and one an
+        // included header defines.
+        let calls = "#define STEP(i) s += d[i];\n#define TWO(i) STEP(i) STEP(i + 1)\n\
+                     __global__ void k(float* d) {\n  float s = 0;\n  TWO(0)\n  STEP(2)\n  HDR(3)\n  d[0] = s;\n}\n";
+        let header = [("HDR".to_string(), "s -= d[i];".to_string())];
+        let view = masked_with(calls, &header).expect("something to mask");
+        assert!(
+            view.contains("  TWO(0)\n; STEP(2)\n; HDR(3)\n; d[0]"),
+            "{view}"
+        );
+        assert!(!parse_with(calls, &header).tree.root_node().has_error());
     }
 
     /// A keyword type as a call's argument becomes an identifier; casts, `sizeof` and function
