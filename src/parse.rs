@@ -123,17 +123,8 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         if rest[open] != b'(' {
             continue;
         }
-        let mut depth = 0usize;
-        let close = rest[open..].iter().position(|&b| {
-            match b {
-                b'(' => depth += 1,
-                b')' => depth -= 1,
-                _ => {}
-            }
-            depth == 0
-        });
-        if let Some(close) = close {
-            let end = at + "__align__".len() + open + close + 1;
+        if let Some(close) = closing_paren(rest, open) {
+            let end = at + "__align__".len() + close + 1;
             blank(at..end, &mut bytes);
         }
     }
@@ -275,6 +266,69 @@ fn inside_call(b: &[u8], at: usize) -> bool {
     false
 }
 
+/// One `#define` of a text: its name, whether it takes parameters, and its replacement text
+/// (from right after the name or the parameter list, line continuations kept).
+pub(crate) struct Define<'a> {
+    pub name: &'a str,
+    pub function_like: bool,
+    pub body: &'a str,
+}
+
+/// The `#define`s of `text`, in order (the masked view's macro rules; the macros of included
+/// files, `program::macro_definitions`).
+pub(crate) fn defines(text: &str) -> Vec<Define<'_>> {
+    if !text.contains("define") {
+        return Vec::new();
+    }
+    static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = DEFINE.get_or_init(|| {
+        regex::Regex::new(
+            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\([^)\n]*\))?((?:[^\n]*\\\n)*[^\n]*)",
+        )
+        .expect("valid regex")
+    });
+    re.captures_iter(text)
+        .filter_map(|c| {
+            Some(Define {
+                name: c.get(1)?.as_str(),
+                function_like: c.get(2).is_some(),
+                body: c.get(3)?.as_str(),
+            })
+        })
+        .collect()
+}
+
+/// The index of the `)` that closes the `(` at `open`.
+fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    b[open..]
+        .iter()
+        .position(|&x| {
+            match x {
+                b'(' => depth += 1,
+                b')' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            depth == 0
+        })
+        .map(|i| open + i)
+}
+
+/// Where `name` is used as a word of its own, outside directive lines.
+fn uses<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let b = src.as_bytes();
+    let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
+    src.match_indices(name)
+        .map(|(at, _)| at)
+        .filter(move |&at| {
+            let end = at + name.len();
+            let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+            !(at > 0 && ident(b[at - 1]))
+                && !b.get(end).is_some_and(|&x| ident(x))
+                && !src[line_start..at].trim_start().starts_with('#')
+        })
+}
+
 /// Statement macros written one after another with no `;` between them (`OP OP`, as unrolled
 /// loops of benchmarks do), which the grammar reads as a declaration missing its `;`: for each
 /// use of an object-like macro of this file whose body ends a statement (`;` or `}`), followed
@@ -284,19 +338,12 @@ fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -
     if !src.contains("#define") && included_macros.is_empty() {
         return Vec::new();
     }
-    static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let define = DEFINE.get_or_init(|| {
-        regex::Regex::new(
-            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(?:\([^)\n]*\))?[ \t]((?:[^\n]*\\\n)*[^\n]*)",
-        )
-        .expect("valid regex")
-    });
     // Macros (the file's, then those of the files it includes) and their bodies; a statement
     // macro's body ends with `;`, `}` or another statement macro, called or not (worked out to
-    // a fixpoint).
-    let defs: Vec<(&str, &str)> = define
-        .captures_iter(src)
-        .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str().trim_end())))
+    // a fixpoint). A file's definition counts with a blank after its name or parameters.
+    let defs: Vec<(&str, &str)> = defines(src)
+        .into_iter()
+        .filter_map(|d| Some((d.name, d.body.strip_prefix([' ', '\t'])?.trim_end())))
         .chain(
             included_macros
                 .iter()
@@ -332,36 +379,18 @@ fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -
     }
     let b = src.as_bytes();
     let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
-    let on_directive_line = |at: usize| {
-        let start = src[..at].rfind('\n').map_or(0, |i| i + 1);
-        src[start..at].trim_start().starts_with('#')
-    };
     let mut out = Vec::new();
     for name in names {
-        for (at, _) in src.match_indices(name) {
+        for at in uses(src, name) {
             let end = at + name.len();
-            if (at > 0 && ident(b[at - 1])) || b.get(end).is_some_and(|&x| ident(x)) {
-                continue;
-            }
-            if on_directive_line(at) {
-                continue;
-            }
             // A function-like use: past its arguments.
             let spaces = b[end..]
                 .iter()
                 .take_while(|x| *x == &b' ' || *x == &b'\t')
                 .count();
             let end = if b.get(end + spaces) == Some(&b'(') {
-                let mut depth = 0usize;
-                match b[end + spaces..].iter().position(|&x| {
-                    match x {
-                        b'(' => depth += 1,
-                        b')' => depth -= 1,
-                        _ => {}
-                    }
-                    depth == 0
-                }) {
-                    Some(close) => end + spaces + close + 1,
+                match closing_paren(b, end + spaces) {
+                    Some(close) => close + 1,
                     None => continue,
                 }
             } else {
@@ -409,16 +438,10 @@ fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec
         .iter()
         .filter(|(_, body)| crate::lang::is_loop_head(body))
         .map(|(name, _)| name.as_str());
-    static DEFINE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let define = DEFINE.get_or_init(|| {
-        regex::Regex::new(
-            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)\([^)\n]*\)((?:[^\n]*\\\n)*[^\n]*)",
-        )
-        .expect("valid regex")
-    });
-    let defined: Vec<(&str, &str)> = define
-        .captures_iter(src)
-        .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str())))
+    let defined: Vec<(&str, &str)> = defines(src)
+        .into_iter()
+        .filter(|d| d.function_like)
+        .map(|d| (d.name, d.body))
         .collect();
     let mut names: Vec<(&str, bool)> = defined
         .iter()
@@ -446,18 +469,11 @@ fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec
         }
     }
     let b = src.as_bytes();
-    let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
     let mut out = Vec::new();
     for (name, unknown) in names {
-        for (at, _) in src.match_indices(name) {
+        for at in uses(src, name) {
             let end = at + name.len();
-            if (at > 0 && ident(b[at - 1])) || b.get(end).is_some_and(|&x| ident(x)) {
-                continue;
-            }
             let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
-            if src[line_start..at].trim_start().starts_with('#') {
-                continue;
-            }
             let open = end
                 + b[end..]
                     .iter()
@@ -466,18 +482,10 @@ fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec
             if b.get(open) != Some(&b'(') {
                 continue;
             }
-            let mut depth = 0usize;
-            let Some(close) = b[open..].iter().position(|&x| {
-                match x {
-                    b'(' => depth += 1,
-                    b')' => depth -= 1,
-                    _ => {}
-                }
-                depth == 0
-            }) else {
+            let Some(close) = closing_paren(b, open) else {
                 continue;
             };
-            let after = open + close + 1;
+            let after = close + 1;
             if unknown
                 && (!src[line_start..at].trim().is_empty()
                     || !src[open..after].contains(['*', '+', '-', '/', '%', '<', '>', '[', '.']))

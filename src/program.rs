@@ -284,23 +284,9 @@ pub fn include_closure(
 /// an included file expand to (`Options::known_macros`). A function-like macro's parameter
 /// list is left out; line continuations stay in the text.
 pub fn macro_definitions(text: &str) -> Vec<(String, String)> {
-    if !text.contains("define") {
-        return Vec::new();
-    }
-    static DEFINE: OnceLock<Regex> = OnceLock::new();
-    let re = DEFINE.get_or_init(|| {
-        Regex::new(
-            r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_][A-Za-z0-9_]*)(\([^)\n]*\))?((?:[^\n]*\\\n)*[^\n]*)",
-        )
-        .expect("valid regex")
-    });
-    re.captures_iter(text)
-        .filter_map(|c| {
-            Some((
-                c.get(1)?.as_str().to_string(),
-                c.get(3)?.as_str().to_string(),
-            ))
-        })
+    crate::parse::defines(text)
+        .into_iter()
+        .map(|d| (d.name.to_string(), d.body.to_string()))
         .collect()
 }
 

@@ -69,8 +69,8 @@ pub struct BodyFacts<'t> {
     pub macro_uses: Vec<MacroUse<'t>>,
     /// Uses of a statement-head macro followed by its block (`KERNEL_LOOP(i, n) { ... }`),
     /// which the grammar reads as a call statement and a block (the masked view's `;`): the
-    /// macro's name and its identifier.
-    pub head_macros: Vec<(String, Node<'t>)>,
+    /// macro's name.
+    pub head_macros: Vec<Node<'t>>,
     pub refusals: Vec<Diagnostic>,
     /// The body and its descendants in pre-order (kernels only: later analyses walk them again
     /// and a tree walk costs more than keeping the list).
@@ -222,7 +222,8 @@ pub fn facts<'t>(
     }
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
-    if let Some((name, node)) = f.head_macros.first() {
+    if let Some(&node) = f.head_macros.first() {
+        let name = text(node, src);
         if kernel && !f.returns.is_empty() && !f.barriers.is_empty() {
             // The predicated form guards statements after a return; the grammar sees the loop's
             // call and block as two statements, so a guard could open between them.
@@ -264,7 +265,7 @@ fn head_macro_use<'t>(f: &mut BodyFacts<'t>, call: Node<'t>, src: &str) {
         .filter(|(_, b)| b.kind_id() == k.compound_statement);
     if let Some((statement, block)) = pair {
         f.loops.push(statement.start_byte()..block.end_byte());
-        f.head_macros.push((text(name, src).to_string(), name));
+        f.head_macros.push(name);
     }
 }
 

@@ -23,9 +23,6 @@ pub struct MacroFacts {
     pub idents: Vec<String>,
     /// The replacement text.
     pub text: String,
-    /// A loop head waiting for its statement (`lang::is_loop_head`): its uses are a call and
-    /// a block to the grammar (the masked view), a loop to the analysis (`body.rs`).
-    pub loop_head: bool,
     /// Defined more than once with different replacement texts (under `#if` branches, say):
     /// the other fields describe the last definition only.
     pub redefined: bool,
@@ -91,7 +88,6 @@ pub fn facts(body: &str) -> MacroFacts {
         }
     }
     f.text = body.trim().to_string();
-    f.loop_head = lang::is_loop_head(body);
     f.barrier |= body.contains(".sync()") && body.contains("thread_block");
     f.launches = body.contains("<<<");
     f.shared = body.contains("__shared__");
