@@ -323,9 +323,8 @@ fn uses<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = usize> + 'a {
         .filter(move |&at| {
             let end = at + name.len();
             let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
-            !(at > 0 && ident(b[at - 1]))
-                && !b.get(end).is_some_and(|&x| ident(x))
-                && !src[line_start..at].trim_start().starts_with('#')
+            let glued = (at > 0 && ident(b[at - 1])) || b.get(end).is_some_and(|&x| ident(x));
+            !glued && !src[line_start..at].trim_start().starts_with('#')
         })
 }
 
