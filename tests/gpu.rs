@@ -33,6 +33,35 @@ const SANITIZED: &[&str] = &[
     "shared_static",
 ];
 
+/// The harness's spatial scenario yields the even SMs of a grid of one block per SM (132 on an
+/// H100) and its mid-run scenarios preempt at a fraction of the tasks: a fixture with fewer
+/// tasks than two rounds of SMs finishes before a yield lands and fails on the GPU with correct
+/// output. Checked here, without a GPU, so such a fixture never reaches the GPU machine.
+#[test]
+fn gpu_test_grids_have_tasks_for_every_scenario() {
+    const MIN_TASKS: u64 = 2 * 132;
+    let mut small = Vec::new();
+    for path in support::fixtures() {
+        let src = std::fs::read_to_string(&path).unwrap();
+        for spec in support::gpu_specs(&src) {
+            let tasks = spec.grid_tasks().unwrap_or_else(|| {
+                panic!(
+                    "{}: GPU-TEST grid `{}` is not dim3(numbers)",
+                    path.display(),
+                    spec.grid
+                )
+            });
+            if tasks < MIN_TASKS {
+                small.push(format!("{} ({} tasks)", path.display(), tasks));
+            }
+        }
+    }
+    assert!(
+        small.is_empty(),
+        "GPU-TEST grids under {MIN_TASKS} blocks: {small:?}"
+    );
+}
+
 #[test]
 fn transformed_fixtures_match_the_original_on_the_gpu() {
     let generate_only = std::env::var_os("CUPREEMPT_GPU_GENERATE").is_some();

@@ -209,6 +209,15 @@ fn c_type(t: &str) -> &'static str {
 }
 
 impl GpuSpec {
+    /// Blocks in the grid (`dim3(a, b, c)` of numbers), the harness's task count.
+    pub fn grid_tasks(&self) -> Option<u64> {
+        let inner = self.grid.trim().strip_prefix("dim3(")?.strip_suffix(')')?;
+        inner
+            .split(',')
+            .map(|d| d.trim().parse::<u64>().ok())
+            .product()
+    }
+
     /// `ns::k<float, 3>` → `ns::k__cupreempt<float, 3>`.
     pub fn wrapper(&self) -> String {
         match self.callee.find('<') {
