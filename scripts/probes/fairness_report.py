@@ -54,16 +54,32 @@ def rounds(lines, lengths):
 
 
 def preempt_cost_us(log_text):
-    """Median preempt sent -> yielded heard in a cupreemptd --verbose log (per connection and id)."""
-    sent, took = {}, []
+    """Median preempt sent -> yielded heard in a cupreemptd --verbose log (per connection and
+    id), over the preemptions of kernels that held SMs: the client had reported a block entry
+    (`GpuTimes` entered_ns) since the kernel's last yield. That is the simulator's preemption
+    latency; a kernel preempted as it arrives, before any block of it entered, yields at once
+    (there is nothing to wait for) and would make the cost look smaller than a switch costs."""
+    sent, took, running = {}, [], set()
     for line in log_text.splitlines():
+        m = re.match(r"cupreemptd: \d+ us: connection (\d+): GpuTimes \{ id: (\d+), "
+                     r"yielded_ns: (None|Some\((\d+)\)), entered_ns: (None|Some\((\d+)\)) \}", line)
+        if m:
+            yielded, entered = int(m[4] or 0), int(m[6] or 0)
+            if entered > yielded:
+                running.add((m[1], m[2]))
+            elif yielded:
+                running.discard((m[1], m[2]))
+            continue
         m = re.match(r"cupreemptd: (\d+) us: to connection (\d+): Preempt \{ id: (\d+)", line)
         if m:
-            sent.setdefault((m[2], m[3]), int(m[1]))
+            if (m[2], m[3]) in running:
+                sent.setdefault((m[2], m[3]), int(m[1]))
             continue
         m = re.match(r"cupreemptd: (\d+) us: connection (\d+): Yielded \{ id: (\d+)", line)
-        if m and (m[2], m[3]) in sent:
-            took.append(int(m[1]) - sent.pop((m[2], m[3])))
+        if m:
+            running.discard((m[2], m[3]))
+            if (m[2], m[3]) in sent:
+                took.append(int(m[1]) - sent.pop((m[2], m[3])))
     return statistics.median(took) if took else None
 
 
@@ -132,10 +148,19 @@ def self_test():
     assert alone_times(["2 10 2000", "2 10 2200", "2 10 2100"]) == {"2": 2100.0}
     r = rounds(["none 2 3000", "none 3 4000", "none 2 3100", "none 3 4100"], ["2", "3"])
     assert r == {"none": [[3000.0, 4000.0], [3100.0, 4100.0]]}, r
-    log = ("cupreemptd: 100 us: to connection 1: Preempt { id: 1, sms: None }\n"
+    entered = "cupreemptd: {} us: connection {}: GpuTimes {{ id: {}, yielded_ns: None, entered_ns: Some({}) }}\n"
+    log = (entered.format(50, 1, 1, 1000)
+           + "cupreemptd: 100 us: to connection 1: Preempt { id: 1, sms: None }\n"
            "cupreemptd: 450 us: connection 1: Yielded { id: 1 }\n"
-           "cupreemptd: 900 us: to connection 2: Preempt { id: 4, sms: None }\n"
-           "cupreemptd: 1150 us: connection 2: Yielded { id: 4 }\n")
+           # preempted as it arrives, no block entered yet: not a switch's cost
+           "cupreemptd: 460 us: to connection 3: Preempt { id: 1, sms: None }\n"
+           "cupreemptd: 470 us: connection 3: Yielded { id: 1 }\n"
+           + entered.format(800, 2, 4, 5000)
+           + "cupreemptd: 900 us: to connection 2: Preempt { id: 4, sms: None }\n"
+           "cupreemptd: 1150 us: connection 2: Yielded { id: 4 }\n"
+           # connection 1's kernel preempted again before it re-entered: not counted either
+           "cupreemptd: 1200 us: to connection 1: Preempt { id: 1, sms: None }\n"
+           "cupreemptd: 1210 us: connection 1: Yielded { id: 1 }\n")
     assert preempt_cost_us(log) == 300, preempt_cost_us(log)
     cmd = sim_command("cupreempt", "w.json", ["rr", "fifo"], 2000.0, 150.0)
     assert cmd[cmd.index("--quantum-us") + 1] == "2000", cmd
@@ -178,7 +203,8 @@ def main(argv):
     switch = statistics.median(gaps) if gaps else 0.0
     predictions = predicted(cupreempt, alone, lengths, list(dict.fromkeys(policies + ["fifo"])),
                             cost, quantum_us, switch)
-    print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs); "
+    print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs, "
+          f"kernels that held SMs); "
           f"switch {switch:.0f} µs (median of {len(gaps)} GPU idle gaps the programs' stamps "
           f"show); quantum {quantum_us:g} µs\n")
     print(table(alone, together, lengths, predictions, costs))

@@ -28,6 +28,8 @@ const POLL: Duration = Duration::from_micros(200);
 const PROGRESS_EVERY: Duration = Duration::from_millis(5);
 /// A daemon that could not be reached is tried again after this long.
 const RETRY: Duration = Duration::from_secs(1);
+/// At exit, how long the program waits for the client thread's last reports.
+const EXIT_WAIT: Duration = Duration::from_millis(50);
 
 /// What the scheduler client needs of a launch (a `Kernel`, or a stand-in in tests).
 pub(crate) trait Steer: Send + 'static {
@@ -152,27 +154,72 @@ fn positive_env(name: &str, instead: &str) -> Option<f64> {
 /// A launch the program let go of.
 type Shared = Arc<Mutex<Kernel>>;
 
+/// What the program asks of the scheduler client.
+pub(crate) enum Request<S> {
+    /// A launch whose handle the program let go of.
+    Launch(S),
+    /// The process is exiting: report the kernels that ended, let go of every other one and
+    /// close the connection, then answer.
+    Exit(Sender<()>),
+}
+
+/// The scheduler client's thread, once the first launch made it (none: no thread to be had).
+static WORKER: OnceLock<Option<Mutex<Sender<Request<Shared>>>>> = OnceLock::new();
+
 /// Hands a launch whose handle the program let go of to the scheduler client; gives it back
 /// when there is no daemon configured or no thread to be had (then it runs to its end).
 pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
     let Some(path) = socket() else {
         return Err(kernel);
     };
-    static WORKER: OnceLock<Option<Mutex<Sender<Shared>>>> = OnceLock::new();
     let worker = WORKER.get_or_init(|| {
         let (tx, rx) = channel();
         let (priority, weight) = priority_and_weight();
         let client = Client::new(path.to_path_buf(), priority, weight).estimate(estimate_us());
-        std::thread::Builder::new()
+        let worker = std::thread::Builder::new()
             .name("cupreempt-scheduler".into())
             .spawn(move || client.run(rx))
             .ok()
-            .map(|_| Mutex::new(tx))
+            .map(|_| Mutex::new(tx));
+        if worker.is_some() {
+            register_exit_reports();
+        }
+        worker
     });
-    match worker {
-        Some(tx) => lock(tx).send(kernel).map_err(|e| e.0),
-        None => Err(kernel),
+    let Some(tx) = worker else {
+        return Err(kernel);
+    };
+    lock(tx)
+        .send(Request::Launch(kernel))
+        .map_err(|e| match e.0 {
+            Request::Launch(k) => k,
+            Request::Exit(_) => unreachable!("only a launch was sent"),
+        })
+}
+
+/// At exit, the client's last reports before the process goes. A program that waits for its
+/// kernel and exits at once would otherwise end before the client's next look (every `POLL`),
+/// and the daemon would hear of the kernel's end only when the connection closes, after the
+/// CUDA runtime's teardown: milliseconds later under MPS (17 ms seen, docs/daemon.md), while
+/// the policy keeps other processes' kernels waiting for this one. Registered at the first
+/// launch, after the CUDA runtime's own exit handler, so that this one runs first and the
+/// driver still answers the client's looks.
+fn register_exit_reports() {
+    extern "C" fn at_exit() {
+        let Some(Some(tx)) = WORKER.get() else {
+            return;
+        };
+        let (ack, answered) = channel();
+        if lock(tx).send(Request::Exit(ack)).is_ok() {
+            // Bounded: the client may be waiting for a kernel to yield.
+            let _ = answered.recv_timeout(EXIT_WAIT);
+        }
     }
+    extern "C" {
+        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+    }
+    // SAFETY: registers a handler that only touches this module's statics.
+    unsafe { atexit(at_exit) };
 }
 
 struct Tracked<S> {
@@ -188,6 +235,8 @@ struct Tracked<S> {
 /// late report of an old connection cannot touch a newer one.
 enum Input<S> {
     Launch(S),
+    /// The process is exiting (`Request::Exit`).
+    Exit(Sender<()>),
     Server(u64, ServerMsg),
     /// The daemon closed the connection (or it broke).
     Lost(u64),
@@ -232,16 +281,21 @@ impl<S: Steer> Client<S> {
         self
     }
 
-    /// Serves until `launches` is closed and every tracked kernel is done.
-    pub(crate) fn run(mut self, launches: Receiver<S>) {
+    /// Serves until `requests` is closed and every tracked kernel is done, or until the
+    /// process exits.
+    pub(crate) fn run(mut self, requests: Receiver<Request<S>>) {
         let (tx, rx) = channel::<Input<S>>();
         {
             let tx = tx.clone();
             std::thread::Builder::new()
                 .name("cupreempt-scheduler-in".into())
                 .spawn(move || {
-                    for k in launches {
-                        if tx.send(Input::Launch(k)).is_err() {
+                    for r in requests {
+                        let input = match r {
+                            Request::Launch(k) => Input::Launch(k),
+                            Request::Exit(ack) => Input::Exit(ack),
+                        };
+                        if tx.send(input).is_err() {
                             return;
                         }
                     }
@@ -269,6 +323,12 @@ impl<S: Steer> Client<S> {
                     // preempt the newer launch of the same program only to resume it.
                     self.look_at_kernels();
                     self.launch(k, &tx)
+                }
+                Some(Input::Exit(ack)) => {
+                    self.look_at_kernels();
+                    self.leave();
+                    let _ = ack.send(());
+                    return;
                 }
                 Some(Input::Server(g, m)) if g == self.generation => self.command(m),
                 Some(Input::Lost(g)) if g == self.generation => self.lost(),
@@ -424,12 +484,25 @@ impl<S: Steer> Client<S> {
                 self.path.display()
             );
         }
+        self.resume_all();
+        self.next_try = Instant::now() + RETRY;
+    }
+
+    /// The process is exiting: nothing stays preempted, and the daemon hears the connection
+    /// close now rather than when the process is gone.
+    fn leave(&mut self) {
+        self.resume_all();
+        if let Some(c) = self.conn.take() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    fn resume_all(&mut self) {
         for t in self.kernels.values_mut() {
             if t.preempted && t.kernel.resume(None).is_ok() {
                 t.preempted = false;
             }
         }
-        self.next_try = Instant::now() + RETRY;
     }
 
     fn look_at_kernels(&mut self) {
@@ -559,15 +632,71 @@ mod tests {
         daemon
     }
 
-    fn start(path: &Path, priority: Option<u8>) -> Sender<Fake> {
+    fn start(path: &Path, priority: Option<u8>) -> Launches {
         start_with(path, priority, None)
     }
 
-    fn start_with(path: &Path, priority: Option<u8>, estimate_us: Option<f64>) -> Sender<Fake> {
-        let (tx, rx) = channel::<Fake>();
+    fn start_with(path: &Path, priority: Option<u8>, estimate_us: Option<f64>) -> Launches {
+        let (tx, rx) = channel::<Request<Fake>>();
         let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0).estimate(estimate_us);
         std::thread::spawn(move || client.run(rx));
-        tx
+        Launches(tx)
+    }
+
+    /// The program's side of a client under test.
+    struct Launches(Sender<Request<Fake>>);
+    impl Launches {
+        fn send(&self, k: Fake) -> Result<(), ()> {
+            self.0.send(Request::Launch(k)).map_err(|_| ())
+        }
+        /// What the exit handler does: asks for the last reports and waits for them.
+        fn exit(&self) -> bool {
+            let (ack, answered) = channel();
+            self.0.send(Request::Exit(ack)).is_ok()
+                && answered.recv_timeout(Duration::from_secs(5)).is_ok()
+        }
+    }
+
+    /// At exit, a kernel that ended since the client's last look is reported before the
+    /// connection closes, a preempted one is resumed, and the daemon sees the connection
+    /// close at once (not when the process is gone).
+    #[test]
+    fn at_exit_ended_kernels_are_reported_and_the_connection_closes() {
+        let (dir, path, listener) = daemon_socket("exit");
+        let launches = start(&path, None);
+        let (ended, parked) = (Fake::default(), Fake::default());
+        launches.send(ended.clone()).unwrap();
+        let mut daemon = accept(&listener);
+        launches.send(parked.clone()).unwrap();
+        for id in 1..=2 {
+            assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: i, .. } if i == id));
+        }
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 2, sms: None }).unwrap();
+        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 2 });
+        // The program's kernel ends and the program exits straight away.
+        ended.0.complete.store(1, Ordering::SeqCst);
+        assert!(launches.exit(), "the client did not answer the exit");
+        assert_eq!(parked.0.parked.load(Ordering::SeqCst), 0, "left preempted");
+        let mut finished = false;
+        loop {
+            match read_frame(&mut daemon) {
+                Ok(body) => match serde_json::from_slice::<ClientMsg>(&body).unwrap() {
+                    ClientMsg::Finished { id: 1 } => finished = true,
+                    ClientMsg::Progress { .. } | ClientMsg::GpuTimes { .. } => {}
+                    other => panic!("unexpected at exit: {other:?}"),
+                },
+                // A read timeout (an I/O error) is a connection left open.
+                Err(e) => {
+                    assert!(
+                        matches!(e, cupreempt_protocol::FrameError::Closed { clean: true }),
+                        "the connection did not close after the exit: {e:?}"
+                    );
+                    break;
+                }
+            }
+        }
+        assert!(finished, "the ended kernel was not reported before the close");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     /// The GPU's stamps go to the daemon as they change, each only when it changed.
