@@ -444,6 +444,30 @@ pub fn split_top_level(s: &str) -> Vec<String> {
     out
 }
 
+/// The CUDA qualifier of kernel parameters kept in parameter space (`__grid_constant__`).
+pub const GRID_CONSTANT: &str = "__grid_constant__";
+
+/// Where `__grid_constant__` stands as a word in `text` (byte offset).
+pub fn grid_constant_at(text: &str) -> Option<usize> {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(GRID_CONSTANT)
+        .map(|(i, _)| i)
+        .find(|&i| {
+            !text[..i].ends_with(is_word) && !text[i + GRID_CONSTANT.len()..].starts_with(is_word)
+        })
+}
+
+/// `text` with `__grid_constant__` (and the blanks after it) taken out.
+pub fn without_grid_constant(text: &str) -> String {
+    match grid_constant_at(text) {
+        Some(i) => {
+            let rest = &text[i + GRID_CONSTANT.len()..];
+            format!("{}{}", &text[..i], rest.trim_start())
+        }
+        None => text.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -509,5 +533,21 @@ mod tests {
         ] {
             assert_ne!(lang.id_for_node_kind(kw, false), 0, "{kw}");
         }
+    }
+
+    #[test]
+    fn grid_constant_is_found_as_a_word_and_taken_out() {
+        assert_eq!(grid_constant_at("const __grid_constant__ T p"), Some(6));
+        assert_eq!(grid_constant_at("my__grid_constant__ p"), None);
+        assert_eq!(grid_constant_at("__grid_constant__x p"), None);
+        assert_eq!(
+            without_grid_constant("__grid_constant__ const CUtensorMap map"),
+            "const CUtensorMap map"
+        );
+        assert_eq!(
+            without_grid_constant("const __grid_constant__  int n"),
+            "const int n"
+        );
+        assert_eq!(without_grid_constant("const int n"), "const int n");
     }
 }

@@ -3,7 +3,7 @@
 
 use super::macros::{self, MacroFacts};
 use super::pragmas;
-use super::sites::{FunctionSite, LaunchSite, Linkage, Param, TemplateParam};
+use super::sites::{FunctionSite, GridConstant, LaunchSite, Linkage, Param, TemplateParam};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use crate::parse;
@@ -381,14 +381,41 @@ impl<'t> Scanner<'t, '_> {
                 continue;
             }
             let pack = p.kind_id() == k.variadic_parameter_declaration;
-            if ptext.contains("__grid_constant__") {
-                problems.push(
-                    Diagnostic::new(Code::Unsupported, "`__grid_constant__` parameters are not supported yet")
-                        .label(p.byte_range(), "this parameter")
-                        .help("the shared body is a __device__ function, which cannot take __grid_constant__ parameters"),
-                );
-            }
             let decl = p.child_by_field_id(crate::lang::fields().declarator);
+            let grid_constant = lang::grid_constant_at(&ptext).and_then(|at| {
+                let start = p.start_byte() + at;
+                let after = &self.src[start + lang::GRID_CONSTANT.len()..];
+                let blanks = after.len() - after.trim_start().len();
+                let qualifier = start..start + lang::GRID_CONSTANT.len() + blanks;
+                // `&` goes right before the name: `const T &p`, `const T* const &p`. An array
+                // declarator would become an array of references.
+                let array = decl.is_some_and(|d| {
+                    let mut found = false;
+                    lang::visit(d, |n| {
+                        found |= n.kind() == "array_declarator";
+                        !found
+                    });
+                    found
+                });
+                match decl.map(|d| (d, lang::declarator_name(d))) {
+                    None => Some(GridConstant { qualifier, name_start: None }),
+                    Some((_, Some(name))) if !array => Some(GridConstant {
+                        qualifier,
+                        name_start: Some(name.start_byte()),
+                    }),
+                    Some((d, _)) => {
+                        problems.push(
+                            Diagnostic::new(
+                                Code::Unsupported,
+                                "a `__grid_constant__` parameter with an array declarator",
+                            )
+                            .label(d.byte_range(), "this declarator")
+                            .help("the shared body takes a `__grid_constant__` parameter by reference; declare it as `const T name` or `const T* const name`"),
+                        );
+                        None
+                    }
+                }
+            });
             let name = decl
                 .and_then(lang::declarator_name)
                 .map(|n| text(n, self.src).to_string());
@@ -399,6 +426,7 @@ impl<'t> Scanner<'t, '_> {
                     named: true,
                     pack,
                     before,
+                    grid_constant,
                 }),
                 None => {
                     let abstract_shape = decl.is_some_and(|d| {
@@ -421,6 +449,7 @@ impl<'t> Scanner<'t, '_> {
                         named: false,
                         pack,
                         before,
+                        grid_constant,
                     });
                 }
             }

@@ -26,6 +26,23 @@ pub struct Param {
     /// empty when there are none. Generated lists repeat them, so each configuration gets its
     /// own parameters.
     pub before: String,
+    /// A `__grid_constant__` parameter: where the shared body's header drops the qualifier
+    /// and takes the parameter by reference instead (`GridConstant`).
+    pub grid_constant: Option<GridConstant>,
+}
+
+/// A kernel parameter marked `__grid_constant__` (read-only, kept in the kernel's parameter
+/// space, its address may be taken: a TMA descriptor is passed so). The qualifier is only
+/// allowed on `__global__` parameters, so the shared body (a `__device__` function) drops it
+/// and takes the parameter as a `const` reference: the body then reads, and takes the address
+/// of, the kernel's own parameter, as the original did, rather than a copy.
+#[derive(Debug, Clone)]
+pub struct GridConstant {
+    /// The qualifier and the blanks after it.
+    pub qualifier: std::ops::Range<usize>,
+    /// Where `&` goes: the start of the parameter's name (none for an unnamed parameter,
+    /// which the body never reads).
+    pub name_start: Option<usize>,
 }
 
 impl Param {
@@ -35,6 +52,16 @@ impl Param {
             self.text.clone()
         } else {
             format!("{} {}", self.text, self.name)
+        }
+    }
+    /// `declaration()` without `__grid_constant__`, for parameter lists of things that are not
+    /// kernels (function pointer types, host declarations), where the qualifier is not allowed.
+    pub fn plain_declaration(&self) -> String {
+        let d = self.declaration();
+        if self.grid_constant.is_some() {
+            crate::lang::without_grid_constant(&d)
+        } else {
+            d
         }
     }
     pub fn forward(&self) -> String {

@@ -99,6 +99,12 @@ pub fn rewrite(
         edits.push(Edit::delete(lb.start_byte()..end));
     }
     edits.push(Edit::replace(k.name_node.byte_range(), body_name(&k.name)));
+    for g in k.param_list.iter().filter_map(|p| p.grid_constant.as_ref()) {
+        edits.push(Edit::delete(g.qualifier.clone()));
+        if let Some(at) = g.name_start {
+            edits.push(Edit::insert(at, "&".to_string()));
+        }
+    }
     // `__func__`, `__PRETTY_FUNCTION__` and `assert` name the original kernel, not the body.
     let names = FunctionNames::of(k.body, src);
     let named = names.as_ref().is_some_and(FunctionNames::takes_parameter);
@@ -319,7 +325,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     // The members' declarators: function pointer types for overloads (they pick the overload),
     // `auto` otherwise; the original's always where it is no template, since a header may
     // declare other kernels of its name that this file does not show.
-    let types = k.join_params(|p| strip_default(&p.declaration()));
+    let types = k.join_params(|p| strip_default(&p.plain_declaration()));
     let member = |name: &str, params: &str, typed: bool| {
         if typed {
             format!("void (*{name})({params})")

@@ -695,7 +695,10 @@ mod tests {
                 }
             }
         }
-        assert!(finished, "the ended kernel was not reported before the close");
+        assert!(
+            finished,
+            "the ended kernel was not reported before the close"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 
