@@ -23,7 +23,7 @@
 
 use super::function_name::FunctionNames;
 use super::{context_calls, context_params, prologue};
-use crate::analysis::{FunctionSite, KernelPlan, SyncMode};
+use crate::analysis::{FunctionSite, KernelPlan, Param, SyncMode};
 use crate::edit::Edit;
 use crate::vocab::{
     body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, CTX,
@@ -361,7 +361,8 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
             "{template}{s}{targs} {sel}({params});  // cupreempt: picks the kernels for a launch's arguments\n",
             template = h.template,
             sel = selector_name(&k.name),
-            params = h.params,
+            // A host declaration: no `__grid_constant__`.
+            params = k.join_params(Param::plain_declaration),
         ));
     }
     out
