@@ -124,6 +124,7 @@ fields! {
     operator = "operator",
     parameters = "parameters",
     right = "right",
+    scope = "scope",
     r#type = "type",
     update = "update",
     value = "value",

@@ -3,7 +3,9 @@
 
 use super::macros::{self, MacroFacts};
 use super::pragmas;
-use super::sites::{FunctionSite, GridConstant, LaunchSite, Linkage, Param, TemplateParam};
+use super::sites::{
+    FunctionSite, GridConstant, LaunchSite, Linkage, Param, Qualified, TemplateParam,
+};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use crate::parse;
@@ -295,17 +297,33 @@ impl<'t> Scanner<'t, '_> {
                 .label(range, "not understood here"),
             );
         }
-        if declarator
+        let mut full_scope = scope.to_vec();
+        let mut qualified = None;
+        if let Some(q) = declarator
             .child_by_field_id(crate::lang::fields().declarator)
-            .is_some_and(|d| d.kind_id() == k.qualified_identifier)
+            .filter(|d| d.kind_id() == k.qualified_identifier)
         {
-            problems.push(
-                Diagnostic::new(
-                    Code::Unsupported,
-                    format!("`{name}` is defined with a qualified name (out of its namespace)"),
-                )
-                .label(name_node.byte_range(), "qualified definition"),
-            );
+            // A kernel defined out of its namespace (`__global__ void ns::k(...)`, declared in
+            // `namespace ns` of a header): its generated kernels go in the namespace, reopened
+            // around the definition. Helpers are edited in place, where a qualified name would
+            // no longer match their declaration.
+            match self.qualifier_namespaces(q, scope) {
+                Some(namespaces) if space.global => {
+                    full_scope.extend(namespaces.iter().cloned());
+                    qualified = Some(Qualified {
+                        range: q.byte_range(),
+                        namespaces,
+                    });
+                }
+                _ => problems.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        format!("`{name}` is defined with a qualified name (out of its namespace)"),
+                    )
+                    .label(name_node.byte_range(), "qualified definition")
+                    .help("only kernels qualified by namespaces (no aliases, no leading `::` inside a namespace) are transformed so"),
+                ),
+            }
         }
         let head = outer.start_byte()..declarator.end_byte();
         let head = cluster_split_start(func).map_or(head.clone(), |s| s..head.end);
@@ -333,7 +351,8 @@ impl<'t> Scanner<'t, '_> {
         let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
         Some(FunctionSite {
             name,
-            scope: scope.to_vec(),
+            scope: full_scope,
+            qualified,
             outer,
             func,
             template,
@@ -352,6 +371,31 @@ impl<'t> Scanner<'t, '_> {
             pragmas,
             problems,
         })
+    }
+
+    /// The namespaces that qualify a definition's name (`a::b::k` -> `a`, `b`), where each is a
+    /// plain namespace name that this file does not define as an alias (an alias cannot be
+    /// reopened). A leading `::` is the global namespace: only at file scope.
+    fn qualifier_namespaces(&self, q: Node<'t>, scope: &[String]) -> Option<Vec<String>> {
+        let k = kinds();
+        let mut out = Vec::new();
+        let mut n = q;
+        while n.kind_id() == k.qualified_identifier {
+            match n.child_by_field_id(crate::lang::fields().scope) {
+                Some(s) if s.kind() == "namespace_identifier" => {
+                    let ns = text(s, self.src).to_string();
+                    let alias = regex_lite_alias(self.src, &ns);
+                    if alias {
+                        return None;
+                    }
+                    out.push(ns);
+                }
+                None if n == q && scope.is_empty() => {}
+                _ => return None,
+            }
+            n = n.child_by_field_id(crate::lang::fields().name)?;
+        }
+        Some(out)
     }
 
     /// The parameters, and the preprocessor lines after the last one (`FunctionSite`).
@@ -668,6 +712,18 @@ fn find_function_declarator(func: Node) -> Option<Node> {
         }
         d = d.child_by_field_id(crate::lang::fields().declarator)?;
     }
+}
+
+/// Whether `src` defines `name` as a namespace alias (`namespace name = ...;`).
+fn regex_lite_alias(src: &str, name: &str) -> bool {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    src.match_indices("namespace").any(|(i, _)| {
+        let rest = src[i + "namespace".len()..].trim_start();
+        !src[..i].ends_with(is_word)
+            && rest.starts_with(name)
+            && rest[name.len()..].trim_start().starts_with('=')
+            && !rest[name.len()..].starts_with(is_word)
+    })
 }
 
 /// The preprocessor lines of `text` (a stretch of a parameter list between two parameters),

@@ -31,6 +31,15 @@ pub struct Param {
     pub grid_constant: Option<GridConstant>,
 }
 
+/// A kernel defined out of its namespace: `__global__ void a::b::k(...) { ... }`.
+#[derive(Debug, Clone)]
+pub struct Qualified {
+    /// The qualified name, `a::b::k`.
+    pub range: std::ops::Range<usize>,
+    /// The namespaces that qualify it, outermost first (none for `::k`).
+    pub namespaces: Vec<String>,
+}
+
 /// A kernel parameter marked `__grid_constant__` (read-only, kept in the kernel's parameter
 /// space, its address may be taken: a TMA descriptor is passed so). The qualifier is only
 /// allowed on `__global__` parameters, so the shared body (a `__device__` function) drops it
@@ -84,8 +93,10 @@ pub struct TemplateParam {
 #[derive(Debug, Clone)]
 pub struct FunctionSite<'t> {
     pub name: String,
-    /// Enclosing namespaces, outermost first.
+    /// Enclosing namespaces, outermost first (with those of a qualified name).
     pub scope: Vec<String>,
+    /// A kernel defined with a qualified name, out of its namespace.
+    pub qualified: Option<Qualified>,
     /// The outermost node that belongs to this function: template or unbraced linkage included.
     pub outer: Node<'t>,
     /// The `function_definition` (or `declaration`) itself.

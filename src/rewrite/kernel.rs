@@ -56,6 +56,21 @@ pub fn rewrite(
     let nl = if compact { " " } else { "\n" };
     let k = &plan.site;
     let func = k.func;
+    // 0. A kernel defined out of its namespace: the namespace reopened around the body and
+    // everything generated after it (first and last of the edits at those offsets).
+    if let Some(q) = &k.qualified {
+        let open: String = q
+            .namespaces
+            .iter()
+            .map(|n| format!("namespace {n} {{ "))
+            .collect();
+        if !open.is_empty() {
+            edits.push(Edit::insert(
+                k.outer.start_byte(),
+                format!("{open} // cupreempt: `{}` out of its namespace{nl}", k.name),
+            ));
+        }
+    }
     // The body becomes a template, which needs C++ linkage: inside an `extern "C" {` block of
     // this file, or of a file that includes this one (which the analysis cannot see), so
     // always for a kernel that is not a template already (a template kernel is C++ wherever
@@ -98,7 +113,11 @@ pub fn rewrite(
             lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
         edits.push(Edit::delete(lb.start_byte()..end));
     }
-    edits.push(Edit::replace(k.name_node.byte_range(), body_name(&k.name)));
+    let name_range = k
+        .qualified
+        .as_ref()
+        .map_or(k.name_node.byte_range(), |q| q.range.clone());
+    edits.push(Edit::replace(name_range, body_name(&k.name)));
     for g in k.param_list.iter().filter_map(|p| p.grid_constant.as_ref()) {
         edits.push(Edit::delete(g.qualifier.clone()));
         if let Some(at) = g.name_start {
@@ -161,6 +180,16 @@ pub fn rewrite(
         out.push_str(&launch_types(plan, &h));
     }
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
+    if let Some(q) = k.qualified.as_ref().filter(|q| !q.namespaces.is_empty()) {
+        let close = "}".repeat(q.namespaces.len());
+        edits.push(Edit::insert(
+            k.outer.end_byte(),
+            format!(
+                "\n{close}  // cupreempt: namespace {}",
+                q.namespaces.join("::")
+            ),
+        ));
+    }
 }
 
 fn trim_last_newline(mut s: String) -> String {
@@ -195,7 +224,12 @@ impl Header {
                 .filter(|l| !l.braced)
                 .map(|l| src[l.node.start_byte()..k.func.start_byte()].to_string())
                 .unwrap_or_default(),
-            specifiers: src[k.func.start_byte()..k.name_node.start_byte()].to_string(),
+            // Up to the name's qualifier: the generated kernels are in its namespace.
+            specifiers: src[k.func.start_byte()
+                ..k.qualified
+                    .as_ref()
+                    .map_or(k.name_node.start_byte(), |q| q.range.start)]
+                .to_string(),
             name: k.name.clone(),
             params: k.named_params(),
         }
