@@ -62,6 +62,11 @@ pub struct BodyFacts<'t> {
     /// Reads `threadIdx`, directly or through a macro of this file.
     pub reads_thread_idx: bool,
     pub calls: Vec<Call<'t>>,
+    /// Calls of members (`x.f()`, `p->f()`): the member's name and the call.
+    pub member_calls: Vec<(String, Node<'t>)>,
+    /// Names of the variables the body declares (a call of one is a call of an object's
+    /// `operator()`, or of a function pointer).
+    pub declared: BTreeSet<String>,
     pub barriers: Vec<BarrierSite<'t>>,
     pub returns: Vec<ReturnSite<'t>>,
     /// Loops, to tell whether a barrier can run after a return.
@@ -158,6 +163,8 @@ pub fn facts<'t>(
         virtual_reads: BTreeSet::new(),
         reads_thread_idx: false,
         calls: Vec::new(),
+        member_calls: Vec::new(),
+        declared: BTreeSet::new(),
         barriers: Vec::new(),
         returns: Vec::new(),
         loops: Vec::new(),
@@ -169,6 +176,14 @@ pub fn facts<'t>(
     let block_vars = thread_block_variables(&nodes, src);
     for &n in &nodes {
         let id = n.kind_id();
+        if id == k.declaration {
+            let mut c = n.walk();
+            for d in n.children_by_field_name("declarator", &mut c) {
+                if let Some(name) = lang::declarator_name(d) {
+                    f.declared.insert(text(name, src).to_string());
+                }
+            }
+        }
         if id == k.identifier || id == k.field_identifier || id == k.type_identifier {
             let name = text(n, src);
             if id == k.identifier && lang::VIRTUAL_BUILTINS.iter().any(|(v, _)| *v == name) {
@@ -394,6 +409,8 @@ fn record_call<'t>(
                 method: "sync",
                 visible: true,
             });
+        } else if let Some(field) = field {
+            f.member_calls.push((field.to_string(), call));
         }
         return;
     }

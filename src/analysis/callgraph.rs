@@ -15,6 +15,9 @@ pub struct CallGraph {
     pub ctx_names: BTreeSet<String>,
     /// Names of helpers that synchronize the block, directly or through other helpers.
     pub barrier_names: BTreeSet<String>,
+    /// Names of member functions that read blockIdx/gridDim, maybe through others (`operator()`
+    /// for a functor's): called through an object, they cannot be given the task context.
+    pub member_ctx: BTreeSet<String>,
 }
 
 impl CallGraph {
@@ -40,7 +43,11 @@ impl CallGraph {
                     continue;
                 }
                 let needs = !h.facts.virtual_reads.is_empty()
-                    || h.facts.calls.iter().any(|c| ctx_names.contains(&c.name));
+                    || h.facts.calls.iter().any(|c| ctx_names.contains(&c.name))
+                    || h.facts
+                        .member_calls
+                        .iter()
+                        .any(|(m, _)| ctx_names.contains(m));
                 if needs {
                     h.needs_ctx = true;
                     ctx_names.insert(h.site.name.clone());
@@ -84,10 +91,16 @@ impl CallGraph {
         for (i, h) in helpers.iter().enumerate() {
             by_name.entry(h.site.name.clone()).or_default().push(i);
         }
+        let member_ctx = helpers
+            .iter()
+            .filter(|h| h.site.member && h.needs_ctx)
+            .map(|h| h.site.name.clone())
+            .collect();
         CallGraph {
             by_name,
             ctx_names,
             barrier_names,
+            member_ctx,
         }
     }
 

@@ -104,6 +104,29 @@ pub fn decide<'t>(
             }
         }
     }
+    // Members that read blockIdx/gridDim, called through an object by the kernel or a helper
+    // it reaches: they would read the hardware's values (the persistent block's, not the
+    // task's) and calls through objects cannot be rewritten: refuse rather than miscompile.
+    if !graph.member_ctx.is_empty() {
+        let bodies = std::iter::once((&plan.facts, k))
+            .chain(reach.iter().map(|&i| (&helpers[i].facts, &helpers[i].site)));
+        for (facts, site) in bodies {
+            for (member, call) in &facts.member_calls {
+                if graph.member_ctx.contains(member) {
+                    refusals.push(member_reads_block_ids(member, call.byte_range()));
+                }
+            }
+            if graph.member_ctx.contains("operator()") {
+                let objects = facts.calls.iter().filter(|c| {
+                    facts.declared.contains(&c.name)
+                        || site.param_list.iter().any(|p| p.name == c.name)
+                });
+                for c in objects {
+                    refusals.push(member_reads_block_ids("operator()", c.node.byte_range()));
+                }
+            }
+        }
+    }
     // A macro of this file that calls a helper needing the context would still call the
     // original, which reads the hardware's blockIdx: refuse rather than miscompile.
     for m in &plan.facts.macro_uses {
@@ -381,4 +404,14 @@ fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize
     )
     .label(call.clone(), "called here")
     .help("define the function in this file, or pass blockIdx/gridDim (or the values computed from them) as arguments")
+}
+
+/// CP008 for a call through an object of a member function that reads blockIdx/gridDim.
+fn member_reads_block_ids(member: &str, call: std::ops::Range<usize>) -> Diagnostic {
+    Diagnostic::new(
+        Code::Helper,
+        format!("member function `{member}` reads blockIdx/gridDim, and a call through an object cannot be given the task's values"),
+    )
+    .label(call, "called here")
+    .help("pass the block index to the member as an argument, or make it a free `__device__` function")
 }

@@ -283,7 +283,11 @@ impl<'t> Scanner<'t, '_> {
             }
         }
         let mut problems = Vec::new();
-        let name = text(name_node, self.src).to_string();
+        // `operator ()` and `operator()` alike.
+        let name: String = text(name_node, self.src)
+            .chars()
+            .filter(|c| !c.is_whitespace())
+            .collect();
         if func.has_error() {
             // Inside the kernel: an `#ifdef` that splits a block in an earlier function can
             // make one error region span several definitions, and labelled where it starts,
@@ -349,10 +353,19 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
         let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
+        let member = self
+            .ancestors
+            .iter()
+            .any(|a| a.kind() == "field_declaration_list")
+            || (!space.global
+                && declarator
+                    .child_by_field_id(crate::lang::fields().declarator)
+                    .is_some_and(|d| d.kind_id() == k.qualified_identifier));
         Some(FunctionSite {
             name,
             scope: full_scope,
             qualified,
+            member,
             outer,
             func,
             template,

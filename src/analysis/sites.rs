@@ -97,6 +97,10 @@ pub struct FunctionSite<'t> {
     pub scope: Vec<String>,
     /// A kernel defined with a qualified name, out of its namespace.
     pub qualified: Option<Qualified>,
+    /// A member function (defined in a class, or out of it with a qualified name): called as
+    /// `x.f()`, `p->f()` or, for `operator()`, `x(...)`, which calls by name do not see, so it
+    /// can never be given the task context.
+    pub member: bool,
     /// The outermost node that belongs to this function: template or unbraced linkage included.
     pub outer: Node<'t>,
     /// The `function_definition` (or `declaration`) itself.
