@@ -64,6 +64,9 @@ pub struct BodyFacts<'t> {
     pub calls: Vec<Call<'t>>,
     /// Calls of members (`x.f()`, `p->f()`): the member's name and the call.
     pub member_calls: Vec<(String, Node<'t>)>,
+    /// `block.group_index()`, `block.block_index()` of this thread block: the block's index,
+    /// which the rewrite replaces with the task's (`dim3(blockIdx)`).
+    pub block_index_calls: Vec<Node<'t>>,
     /// Names of the variables the body declares (a call of one is a call of an object's
     /// `operator()`, or of a function pointer).
     pub declared: BTreeSet<String>,
@@ -164,6 +167,7 @@ pub fn facts<'t>(
         reads_thread_idx: false,
         calls: Vec::new(),
         member_calls: Vec::new(),
+        block_index_calls: Vec::new(),
         declared: BTreeSet::new(),
         barriers: Vec::new(),
         returns: Vec::new(),
@@ -310,7 +314,14 @@ fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
             .label(n.byte_range(), "device-side launch API"),
         );
     }
-    if field && BLOCK_GROUP_QUERIES.contains(&name) {
+    // The thread block's own index is rewritten (`block_index_calls`, found at the call,
+    // which comes first in the walk); other groups' block queries are not.
+    let rewritten = || {
+        f.block_index_calls
+            .iter()
+            .any(|c| c.byte_range().contains(&n.start_byte()))
+    };
+    if field && BLOCK_GROUP_QUERIES.contains(&name) && !rewritten() {
         f.refusals.push(
             Diagnostic::new(
                 Code::Unsupported,
@@ -409,6 +420,12 @@ fn record_call<'t>(
                 method: "sync",
                 visible: true,
             });
+        } else if matches!(field, Some("group_index" | "block_index"))
+            && arg_count == 0
+            && object.is_some_and(|o| is_thread_block(o, src, block_vars))
+        {
+            f.block_index_calls.push(call);
+            f.virtual_reads.insert("blockIdx");
         } else if let Some(field) = field {
             f.member_calls.push((field.to_string(), call));
         }

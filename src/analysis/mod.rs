@@ -45,7 +45,7 @@ use crate::lang::text;
 use crate::options::Options;
 use crate::vocab::CTX_LIVE;
 use callgraph::CallGraph;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -182,8 +182,36 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .collect();
     let graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
+    // A kernel template with explicit specializations: a launch of a specialized instance must
+    // run the specialization's body, while the generated wrapper template would run the
+    // primary's. Neither is transformed (their launches stay as written).
+    let specialized: BTreeSet<(Vec<String>, String)> = found
+        .kernels
+        .iter()
+        .chain(found.declarations.iter())
+        .filter(|s| s.specialization)
+        .map(|s| (s.scope.clone(), s.name.clone()))
+        .collect();
     let mut kernels = Vec::new();
-    for (i, site) in found.kernels.into_iter().enumerate() {
+    for (i, mut site) in found.kernels.into_iter().enumerate() {
+        if specialized.contains(&(site.scope.clone(), site.name.clone())) {
+            let what = if site.specialization {
+                format!(
+                    "`{}` is an explicit specialization of a kernel template",
+                    site.name
+                )
+            } else {
+                format!(
+                    "kernel template `{}` has explicit specializations",
+                    site.name
+                )
+            };
+            site.problems.push(
+                Diagnostic::new(Code::Unsupported, what)
+                    .label(site.name_node.byte_range(), "left as it is")
+                    .help("a launch of a specialized instance must run the specialization's body: the template and its specializations are left as written"),
+            );
+        }
         let facts = body::facts(site.body, src, &macros, true);
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);

@@ -361,11 +361,19 @@ impl<'t> Scanner<'t, '_> {
                 && declarator
                     .child_by_field_id(crate::lang::fields().declarator)
                     .is_some_and(|d| d.kind_id() == k.qualified_identifier));
+        let specialization = declarator
+            .child_by_field_id(crate::lang::fields().declarator)
+            .is_some_and(|d| d.kind() == "template_function")
+            || template.is_some_and(|t| {
+                t.child_by_field_id(crate::lang::fields().parameters)
+                    .is_some_and(|p| p.named_child_count() == 0)
+            });
         Some(FunctionSite {
             name,
             scope: full_scope,
             qualified,
             member,
+            specialization,
             outer,
             func,
             template,

@@ -101,6 +101,8 @@ pub struct FunctionSite<'t> {
     /// `x.f()`, `p->f()` or, for `operator()`, `x(...)`, which calls by name do not see, so it
     /// can never be given the task context.
     pub member: bool,
+    /// An explicit specialization (`template <> __global__ void k<float>(...)`).
+    pub specialization: bool,
     /// The outermost node that belongs to this function: template or unbraced linkage included.
     pub outer: Node<'t>,
     /// The `function_definition` (or `declaration`) itself.

@@ -58,6 +58,7 @@ pub fn rewrite(
         edits.push(e);
     }
     context_calls(&h.facts.calls, ctx_helpers, edits);
+    super::block_index_calls(&h.facts, edits);
 
     let specifiers = &src[s.func.start_byte()..s.name_node.start_byte()];
     let params = s.named_params();

@@ -138,6 +138,7 @@ pub fn rewrite(
         edits.push(e);
     }
     context_calls(&plan.facts.calls, ctx_helpers, edits);
+    super::block_index_calls(&plan.facts, edits);
     if let Some(p) = &plan.predication {
         super::predicate::rewrite(p, k.body, src, edits);
     }

@@ -95,6 +95,14 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
 /// (blockIdx.x * blockDim.x + threadIdx.x)`) or of the command line expands to a read that
 /// only the compiler sees, and without the shadow it would read the persistent block's index.
 /// Those are `[[maybe_unused]]` (no warning where nothing reads them).
+/// `block.group_index()` of this thread block becomes the task's index, `dim3(blockIdx)`
+/// (the body's `blockIdx` is the task's; the query's type, `dim3`, is kept).
+fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
+    for c in &facts.block_index_calls {
+        edits.push(Edit::replace(c.byte_range(), "dim3(blockIdx)"));
+    }
+}
+
 fn prologue(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Option<Edit> {
     let kernel = thread_index;
     let thread_index = thread_index && facts.reads_thread_idx;
