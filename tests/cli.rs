@@ -1029,3 +1029,33 @@ fn macros_of_included_headers_count() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Transformed together with a header that holds a kernel, a file's functor that reads
+/// `blockIdx` is not given the task context as the file's helpers are for the other files: a
+/// member is called through objects, which are not rewritten, and its edited header broke the
+/// output (CP013, the file left whole; DeepSpeed's fused optimizers).
+#[test]
+fn members_are_not_given_the_context_for_other_files() {
+    let dir = support::tempdir("cli-member-other-files");
+    std::fs::write(
+        dir.join("h.cuh"),
+        "#pragma once\n__global__ void zero(float* p) { p[threadIdx.x] = 0.0f; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("u.cu"),
+        "#include \"h.cuh\"\n\
+         struct AddBlock {\n  __device__ void operator()(float* p) const { p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }\n};\n\
+         __device__ int block_base() { return blockIdx.x * blockDim.x; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "h.cuh", "u.cu", "--out-dir", "out"], &dir);
+    let err = stderr(&o);
+    assert!(!err.contains("CP013"), "{err}");
+    let u = std::fs::read_to_string(dir.join("out/u.cu")).unwrap_or_default();
+    assert!(
+        u.contains("__device__ void operator()(float* p) const {")
+            && u.contains("block_base(CupreemptCtx& __cp)"),
+        "the member as written, the free helper with the context:\n{u}\n{err}"
+    );
+}

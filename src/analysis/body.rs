@@ -64,8 +64,8 @@ pub struct BodyFacts<'t> {
     pub calls: Vec<Call<'t>>,
     /// Calls of members (`x.f()`, `p->f()`): the member's name and the call.
     pub member_calls: Vec<(String, Node<'t>)>,
-    /// `block.group_index()`, `block.block_index()` of this thread block: the block's index,
-    /// which the rewrite replaces with the task's (`dim3(blockIdx)`).
+    /// `block.group_index()` of this thread block: the block's index, which the rewrite
+    /// replaces with the task's (`dim3(blockIdx)`).
     pub block_index_calls: Vec<Node<'t>>,
     /// Names of the variables the body declares (a call of one is a call of an object's
     /// `operator()`, or of a function pointer).
@@ -420,7 +420,7 @@ fn record_call<'t>(
                 method: "sync",
                 visible: true,
             });
-        } else if matches!(field, Some("group_index" | "block_index"))
+        } else if field == Some("group_index")
             && arg_count == 0
             && object.is_some_and(|o| is_thread_block(o, src, block_vars))
         {

@@ -249,7 +249,8 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         // Kernels of other files in the run may call them (`KnownHelper::with_ctx`).
         for h in helpers
             .iter_mut()
-            .filter(|h| h.needs_ctx && h.site.can_take_ctx())
+            // A member is called through objects, which calls by name do not rewrite.
+            .filter(|h| h.needs_ctx && h.site.can_take_ctx() && !h.site.member)
         {
             h.reached = true;
         }
