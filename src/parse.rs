@@ -63,6 +63,7 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     separators.extend(loop_macro_separators(src, included_macros));
     let qualifiers = restrict_macros(src);
     let type_arguments = keyword_type_arguments(src);
+    let instantiations = instantiation_macro_uses(src, included_macros);
     if !src.contains("__align__")
         && !src.contains("__restrict")
         && !src.contains("new ")
@@ -72,6 +73,7 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         && separators.is_empty()
         && qualifiers.is_empty()
         && type_arguments.is_empty()
+        && instantiations.is_empty()
     {
         return None;
     }
@@ -159,6 +161,16 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         }
     }
     // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
+    // Last: over whatever the other rules made of the use's arguments.
+    for r in instantiations {
+        let at = r.start;
+        for b in &mut bytes[r] {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+        bytes[at] = b';';
+    }
     String::from_utf8(bytes).ok()
 }
 
@@ -421,6 +433,64 @@ fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -
     }
     out.sort_unstable();
     out.dedup();
+    out
+}
+
+/// Uses of a macro whose replacement begins with `template` (`#define INSTANTIATE(T) template
+/// void launch<T>(T*, int);`), written at file scope without a `;` after them, as libraries
+/// instantiate their launchers per type: the grammar reads the uses and the definition after
+/// them as one declaration, and a kernel defined there was missing from the report (a public
+/// training library). Such a replacement can only stand where declarations do, never among a
+/// body's statements, so in the masked view each such use becomes an empty declaration (`;`
+/// and blanks, newlines kept); the analysis has nothing to read in it.
+fn instantiation_macro_uses(
+    src: &str,
+    included_macros: &[(String, String)],
+) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("template") && included_macros.is_empty() {
+        return Vec::new();
+    }
+    let starts_template = |body: &str| {
+        let body = body.replace("\\\n", " ");
+        let body = body.trim_start();
+        body.starts_with("template")
+            && !body["template".len()..]
+                .starts_with(|c: char| c == '_' || c.is_ascii_alphanumeric())
+    };
+    let names: Vec<&str> = defines(src)
+        .into_iter()
+        .filter(|d| starts_template(d.body))
+        .map(|d| d.name)
+        .chain(
+            included_macros
+                .iter()
+                .filter(|(_, b)| starts_template(b))
+                .map(|(n, _)| n.as_str()),
+        )
+        .collect();
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    for name in names {
+        for at in uses(src, name) {
+            let end = at + name.len();
+            let spaces = b[end..]
+                .iter()
+                .take_while(|x| x.is_ascii_whitespace())
+                .count();
+            let end = if b.get(end + spaces) == Some(&b'(') {
+                match closing_paren(b, end + spaces) {
+                    Some(close) => close + 1,
+                    None => continue,
+                }
+            } else {
+                end
+            };
+            let next = b[end..].iter().find(|x| !x.is_ascii_whitespace());
+            if next != Some(&b';') {
+                out.push(at..end);
+            }
+        }
+    }
     out
 }
 
@@ -755,5 +825,30 @@ mod tests {
             "{}",
             tree.root_node().to_sexp()
         );
+    }
+
+    #[test]
+    fn instantiation_macros_at_file_scope_become_empty_declarations() {
+        let src = "#define INST(T) \\\n  template void launch<T>(T*, int);\n\
+                   template <class T> void launch(T* p, int n) {}\n\
+                   INST(float)\nINST(double)\n\
+                   __global__ void add_one(float* p, int n) { p[n] += 1.0f; }\n\
+                   INST(int);\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(m.contains(";          \n;           \n"), "{m}");
+        assert!(
+            m.contains("\nINST("),
+            "followed by its `;`: left alone\n{m}"
+        );
+        assert_eq!(error_count_of(&m), 0, "{m}");
+        assert!(error_count(src) == 0, "the grammar reads the masked view");
+    }
+
+    fn error_count_of(text: &str) -> usize {
+        let mut p = tree_sitter::Parser::new();
+        p.set_language(&crate::lang::language()).expect("grammar");
+        let t = p.parse(text, None).expect("tree");
+        error_ranges(t.root_node()).len()
     }
 }
