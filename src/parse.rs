@@ -64,6 +64,7 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     let qualifiers = restrict_macros(src);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, included_macros);
+    let head_pragmas = pragmas_after_heads(src);
     if !src.contains("__align__")
         && !src.contains("__restrict")
         && !src.contains("new ")
@@ -74,6 +75,7 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         && qualifiers.is_empty()
         && type_arguments.is_empty()
         && instantiations.is_empty()
+        && head_pragmas.is_empty()
     {
         return None;
     }
@@ -81,7 +83,11 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     for at in separators {
         bytes[at] = b';';
     }
-    for r in qualifiers.into_iter().chain(conditionals) {
+    for r in qualifiers
+        .into_iter()
+        .chain(conditionals)
+        .chain(head_pragmas)
+    {
         for b in &mut bytes[r] {
             if *b != b'\n' {
                 *b = b' ';
@@ -494,6 +500,35 @@ fn instantiation_macro_uses(
     out
 }
 
+/// `#pragma` lines between a statement's head and its unbraced body (`for (...)` then
+/// `#pragma unroll` then the inner loop, as matrix kernels write it): the grammar takes a
+/// directive only where a statement may stand in a block, and the kernel was a syntax error
+/// (CP001). A pragma only tells the compiler how to build what follows, so the masked view
+/// blanks such a line: one whose previous line of code ends with `)` (a `for`, `while` or `if`
+/// head, which the pragma follows) and does not continue a directive.
+fn pragmas_after_heads(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("#pragma") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut previous: Option<&str> = None;
+    let mut at = 0;
+    for line in src.split_inclusive('\n') {
+        let code = line.split("//").next().unwrap_or("").trim();
+        if code.starts_with("#pragma") {
+            let after_head = previous
+                .is_some_and(|p| p.ends_with(')') && !p.starts_with('#') && !p.ends_with('\\'));
+            if after_head {
+                out.push(at..at + line.trim_end_matches(['\n', '\r']).len());
+            }
+        } else if !code.is_empty() {
+            previous = Some(code);
+        }
+        at += line.len();
+    }
+    out
+}
+
 /// Uses of a loop-head macro of this file (`lang::is_loop_head`: `KERNEL_LOOP(i, n) { ... }`):
 /// the grammar reads the use as a call and then meets a block, a syntax error (CP001: 6
 /// kernels of one benchmark; the spelling of grid-stride loops in many libraries). The first
@@ -850,5 +885,20 @@ mod tests {
         p.set_language(&crate::lang::language()).expect("grammar");
         let t = p.parse(text, None).expect("tree");
         error_ranges(t.root_node()).len()
+    }
+
+    #[test]
+    fn pragmas_between_a_head_and_its_body_are_blanked() {
+        let src = "__global__ void k(float* o, int n) {\n  for (int i = 0; i < n; i++)\n#pragma unroll\n    for (int j = 0; j < 4; j++)\n      o[i * 4 + j] = 0;\n#pragma unroll\n  for (int j = 0; j < 4; j++) o[j] += 1;\n}\n";
+        let blanked: Vec<&str> = pragmas_after_heads(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(blanked, ["#pragma unroll"], "only the one after a head");
+        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
+        assert!(
+            error_count_of(src) > 0,
+            "and the text as written is an error to it"
+        );
     }
 }
