@@ -9,7 +9,8 @@
 # Usage: scripts/probes/daemon_fairness.sh [BIN_DIR]   (cupreempt, cupreemptd,
 #   libcupreempt_runtime.so; default target/release)
 # Env: PROBE_LENGTHS_MS="2 3 5 8 12 18 27 40 60", PROBE_POLICIES="fifo hpf sjf srt rr ffs cfs frs",
-#      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs),
+#      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs,
+#      and alone.txt and together.txt for `fairness_report.py` again),
 #      PROBE_QUANTUM_US=2000 (cupreemptd's --quantum-us, and the simulator's).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -70,5 +71,8 @@ for r in $(seq "$rounds"); do
     wait $d || true
   done
 done
+# The measured turnarounds beside the daemon logs, so that the report can be made again
+# (another model of the costs) without the GPU.
+cp "$work/alone.txt" "$work/together.txt" "$logs/" 2>/dev/null || true
 python3 scripts/probes/fairness_report.py --quantum-us "$quantum" "$work/alone.txt" "$work/together.txt" \
   "$bin/cupreempt" "$logs" $policies
