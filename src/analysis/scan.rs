@@ -405,8 +405,7 @@ impl<'t> Scanner<'t, '_> {
             match n.child_by_field_id(crate::lang::fields().scope) {
                 Some(s) if s.kind() == "namespace_identifier" => {
                     let ns = text(s, self.src).to_string();
-                    let alias = regex_lite_alias(self.src, &ns);
-                    if alias {
+                    if defines_namespace_alias(self.src, &ns) {
                         return None;
                     }
                     out.push(ns);
@@ -736,7 +735,7 @@ fn find_function_declarator(func: Node) -> Option<Node> {
 }
 
 /// Whether `src` defines `name` as a namespace alias (`namespace name = ...;`).
-fn regex_lite_alias(src: &str, name: &str) -> bool {
+fn defines_namespace_alias(src: &str, name: &str) -> bool {
     let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     src.match_indices("namespace").any(|(i, _)| {
         let rest = src[i + "namespace".len()..].trim_start();
