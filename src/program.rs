@@ -109,6 +109,9 @@ pub struct KnownHelper {
     /// Its file, transformed in the same run, gives it the task-context form
     /// (`Options::helpers_for_other_files`): a kernel here passes its context.
     pub with_ctx: bool,
+    /// A member function (`operator()` for a functor's): called through objects, never given
+    /// the context (`CallGraph::member_ctx`).
+    pub member: bool,
 }
 
 impl KnownHelper {
@@ -121,7 +124,8 @@ impl KnownHelper {
                 name: h.site.name.clone(),
                 reads_block_ids: h.needs_ctx,
                 synchronizes: h.synchronizes,
-                with_ctx: h.needs_ctx && h.reached,
+                with_ctx: h.needs_ctx && h.reached && !h.site.member,
+                member: h.site.member,
             })
             .filter(|h| h.reads_block_ids || h.synchronizes)
             .collect()
@@ -184,13 +188,33 @@ pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<Kn
 /// The files each file of a program includes (`include_closure`), by canonical path.
 pub type Closures = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
 
-/// What the files `includes` define, together: what a file that includes them knows.
-pub fn known_from(defines: &Defines, includes: &[PathBuf]) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
+/// What `file` knows of the program: what the files it includes define, together; and the
+/// members that read blockIdx/gridDim of the files that include it, since a kernel template
+/// here may call one through a functor of its template type, instantiated there (a fused
+/// optimizer's header and the functors of its `.cu` files).
+pub fn known_from(
+    defines: &Defines,
+    closures: &Closures,
+    file: &Path,
+) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
     let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
-    for f in includes {
+    for f in closures.get(file).map_or(&[][..], Vec::as_slice) {
         if let Some((k, h)) = defines.get(f) {
             known.0.extend(k.iter().cloned());
             known.1.extend(h.iter().cloned());
+        }
+    }
+    for (includer, includes) in closures {
+        if includer.as_path() == file || !includes.iter().any(|i| i == file) {
+            continue;
+        }
+        if let Some((_, h)) = defines.get(includer) {
+            let members = h.iter().filter(|h| h.member && h.reads_block_ids);
+            for m in members {
+                if !known.1.contains(m) {
+                    known.1.push(m.clone());
+                }
+            }
         }
     }
     known
@@ -221,7 +245,7 @@ pub fn defines_of(
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
         for (p, t) in &relevant {
-            let known = known_from(&defines, closures.get(p).map_or(&[][..], Vec::as_slice));
+            let known = known_from(&defines, closures, p);
             let result = match last.get(p) {
                 Some((with, result)) if *with == known => result.clone(),
                 _ => {

@@ -1059,3 +1059,43 @@ fn members_are_not_given_the_context_for_other_files() {
         "the member as written, the free helper with the context:\n{u}\n{err}"
     );
 }
+
+/// A kernel template in a header that calls a functor of its template type, and a file that
+/// includes the header and passes it a functor whose `operator()` reads `blockIdx` (a fused
+/// optimizer's shape): transformed together, the header's kernel is refused (CP008) instead of
+/// giving the functor the persistent block's index; with a functor that reads no block index,
+/// it is transformed.
+#[test]
+fn functors_of_the_files_that_include_a_header_count_for_its_kernels() {
+    for (tag, body, refused) in [
+        (
+            "reads",
+            "p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f;",
+            true,
+        ),
+        ("plain", "p[threadIdx.x] += 1.0f;", false),
+    ] {
+        let dir = support::tempdir(&format!("cli-functor-includer-{tag}"));
+        std::fs::write(
+            dir.join("apply.cuh"),
+            "#pragma once\ntemplate <typename F>\n__global__ void apply_kernel(float* p, F f) { f(p); }\n\
+             template <typename F>\nvoid apply(float* p, int blocks, F f) { apply_kernel<<<blocks, 256>>>(p, f); }\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("user.cu"),
+            format!(
+                "#include \"apply.cuh\"\nstruct Op {{\n  __device__ void operator()(float* p) const {{ {body} }}\n}};\n\
+                 void run(float* p, int blocks) {{ apply(p, blocks, Op()); }}\n"
+            ),
+        )
+        .unwrap();
+        let o = cupreempt(&["check", "apply.cuh", "user.cu"], &dir);
+        let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+        assert_eq!(
+            out.contains("apply_kernel: left as it is: CP008"),
+            refused,
+            "{tag}:\n{out}"
+        );
+    }
+}

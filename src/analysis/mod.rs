@@ -180,7 +180,15 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .filter(|h| h.reads_block_ids && h.with_ctx)
         .map(|h| h.name.as_str())
         .collect();
-    let graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
+    let mut graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
+    // Members of the files that include this one (`program::known_from`), which a kernel
+    // template here may call through a functor of its template type.
+    graph.member_ctx.extend(
+        opts.known_helpers
+            .iter()
+            .filter(|h| h.member && h.reads_block_ids)
+            .map(|h| h.name.clone()),
+    );
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     // A kernel template with explicit specializations: a launch of a specialized instance must
     // run the specialization's body, while the generated wrapper template would run the

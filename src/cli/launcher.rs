@@ -615,7 +615,7 @@ fn prepare(
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
         let out = if program::mentions_kernels(text) || gives_ctx {
-            let (k, h) = program::known_from(&defines, &closures[p]);
+            let (k, h) = program::known_from(&defines, &closures, p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);

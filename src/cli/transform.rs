@@ -325,7 +325,7 @@ pub(super) fn known_kernels(
         }
     }
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
-        let (kernels, helpers) = program::known_from(&defines, &closures[c]);
+        let (kernels, helpers) = program::known_from(&defines, &closures, c);
         if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() {
             out.insert(
                 (*p).clone(),
