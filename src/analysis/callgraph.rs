@@ -18,6 +18,9 @@ pub struct CallGraph {
     /// Names of member functions that read blockIdx/gridDim, maybe through others (`operator()`
     /// for a functor's): called through an object, they cannot be given the task context.
     pub member_ctx: BTreeSet<String>,
+    /// Names of the file's member functions (a call `x.f()` of another name may be a call of a
+    /// functor held in a field `f`).
+    pub member_names: BTreeSet<String>,
 }
 
 impl CallGraph {
@@ -96,11 +99,17 @@ impl CallGraph {
             .filter(|h| h.site.member && h.needs_ctx)
             .map(|h| h.site.name.clone())
             .collect();
+        let member_names = helpers
+            .iter()
+            .filter(|h| h.site.member)
+            .map(|h| h.site.name.clone())
+            .collect();
         CallGraph {
             by_name,
             ctx_names,
             barrier_names,
             member_ctx,
+            member_names,
         }
     }
 

@@ -111,12 +111,16 @@ pub fn decide<'t>(
         let bodies = std::iter::once((&plan.facts, k))
             .chain(reach.iter().map(|&i| (&helpers[i].facts, &helpers[i].site)));
         for (facts, site) in bodies {
+            let functors = graph.member_ctx.contains("operator()");
             for (member, call) in &facts.member_calls {
                 if graph.member_ctx.contains(member) {
                     refusals.push(member_reads_block_ids(member, call.byte_range()));
+                } else if functors && !graph.member_names.contains(member) {
+                    // `p.op(x)`: no member function of that name, so a functor held in a field.
+                    refusals.push(member_reads_block_ids("operator()", call.byte_range()));
                 }
             }
-            if graph.member_ctx.contains("operator()") {
+            if functors {
                 let objects = facts.calls.iter().filter(|c| {
                     facts.declared.contains(&c.name)
                         || site.param_list.iter().any(|p| p.name == c.name)

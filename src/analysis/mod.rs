@@ -152,7 +152,7 @@ pub struct Analysis<'t> {
 }
 
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
-    let found = scan::scan(root, src);
+    let mut found = scan::scan(root, src);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);
     // The included files' macros first, the file's own over them.
@@ -166,6 +166,30 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         all.extend(found.macros);
         macros::close(all)
     };
+    // A device function template with explicit specializations: its task-context form would
+    // be a different template, which the specializations no longer specialize; none of them
+    // takes the context (a kernel that needs it through them is refused, CP008).
+    let specialized_helpers: BTreeSet<(Vec<String>, String)> = found
+        .helpers
+        .iter()
+        .chain(found.declarations.iter())
+        .filter(|s| s.specialization && s.global_kw.is_none())
+        .map(|s| (s.scope.clone(), s.name.clone()))
+        .collect();
+    for h in &mut found.helpers {
+        if specialized_helpers.contains(&(h.scope.clone(), h.name.clone())) {
+            h.problems.push(
+                Diagnostic::new(
+                    Code::Unsupported,
+                    format!(
+                        "device function template `{}` has explicit specializations",
+                        h.name
+                    ),
+                )
+                .label(h.name_node.byte_range(), "not given the task context"),
+            );
+        }
+    }
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
     let external_barriers: Vec<&str> = opts
