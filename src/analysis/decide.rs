@@ -44,6 +44,10 @@ pub fn decide<'t>(
 
     // Everything the kernel reaches through calls to helpers of this file.
     let mut reach: BTreeSet<usize> = BTreeSet::new();
+    // For each helper reached: the kernel's call that leads there (refusals found in a helper
+    // are labelled there first, so that they count for the kernel).
+    let mut reached_at: std::collections::BTreeMap<usize, std::ops::Range<usize>> =
+        Default::default();
     // Each call to follow: the callee's name, the kernel's call that leads there, and the
     // helpers called on the way (to name them in messages).
     let mut stack: Vec<(&str, std::ops::Range<usize>, Vec<&str>)> = plan
@@ -71,6 +75,7 @@ pub fn decide<'t>(
             if !reach.insert(i) {
                 continue;
             }
+            reached_at.insert(i, call_site.clone());
             for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
                 refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
@@ -108,16 +113,20 @@ pub fn decide<'t>(
     // it reaches: they would read the hardware's values (the persistent block's, not the
     // task's) and calls through objects cannot be rewritten: refuse rather than miscompile.
     if !graph.member_ctx.is_empty() {
-        let bodies = std::iter::once((&plan.facts, k))
-            .chain(reach.iter().map(|&i| (&helpers[i].facts, &helpers[i].site)));
-        for (facts, site) in bodies {
+        let bodies = std::iter::once((&plan.facts, k, None)).chain(
+            reach
+                .iter()
+                .map(|&i| (&helpers[i].facts, &helpers[i].site, reached_at.get(&i))),
+        );
+        for (facts, site, via) in bodies {
             let functors = graph.member_ctx.contains("operator()");
+            let mut found = Vec::new();
             for (member, call) in &facts.member_calls {
                 if graph.member_ctx.contains(member) {
-                    refusals.push(member_reads_block_ids(member, call.byte_range()));
+                    found.push(member_reads_block_ids(member, call.byte_range()));
                 } else if functors && !graph.member_names.contains(member) {
                     // `p.op(x)`: no member function of that name, so a functor held in a field.
-                    refusals.push(member_reads_block_ids("operator()", call.byte_range()));
+                    found.push(member_reads_block_ids("operator()", call.byte_range()));
                 }
             }
             if functors {
@@ -126,8 +135,14 @@ pub fn decide<'t>(
                         || site.param_list.iter().any(|p| p.name == c.name)
                 });
                 for c in objects {
-                    refusals.push(member_reads_block_ids("operator()", c.node.byte_range()));
+                    found.push(member_reads_block_ids("operator()", c.node.byte_range()));
                 }
+            }
+            for d in found {
+                refusals.push(match via {
+                    Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
+                    None => d,
+                });
             }
         }
     }
