@@ -42,12 +42,10 @@ pub fn decide<'t>(
     let mut refusals: Vec<Diagnostic> = k.problems.clone();
     refusals.extend(at_grid_barriers(&plan.facts.refusals, k.body, src));
 
-    // Everything the kernel reaches through calls to helpers of this file.
-    let mut reach: BTreeSet<usize> = BTreeSet::new();
-    // For each helper reached: the kernel's call that leads there (refusals found in a helper
-    // are labelled there first, so that they count for the kernel).
-    let mut reached_at: std::collections::BTreeMap<usize, std::ops::Range<usize>> =
-        Default::default();
+    // Everything the kernel reaches through calls to helpers of this file, each with the
+    // kernel's call that leads there (refusals found in a helper are labelled there first, so
+    // that they count for the kernel).
+    let mut reach: std::collections::BTreeMap<usize, std::ops::Range<usize>> = Default::default();
     // Each call to follow: the callee's name, the kernel's call that leads there, and the
     // helpers called on the way (to name them in messages).
     let mut stack: Vec<(&str, std::ops::Range<usize>, Vec<&str>)> = plan
@@ -72,10 +70,10 @@ pub fn decide<'t>(
         }
         for i in graph.callees(name) {
             let h = &helpers[i];
-            if !reach.insert(i) {
+            if reach.contains_key(&i) {
                 continue;
             }
-            reached_at.insert(i, call_site.clone());
+            reach.insert(i, call_site.clone());
             for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
                 refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
@@ -116,7 +114,7 @@ pub fn decide<'t>(
         let bodies = std::iter::once((&plan.facts, k, None)).chain(
             reach
                 .iter()
-                .map(|&i| (&helpers[i].facts, &helpers[i].site, reached_at.get(&i))),
+                .map(|(&i, call)| (&helpers[i].facts, &helpers[i].site, Some(call))),
         );
         for (facts, site, via) in bodies {
             let functors = graph.member_ctx.contains("operator()");
@@ -239,7 +237,7 @@ pub fn decide<'t>(
     if refusals.iter().any(|d| d.is_refusal()) {
         return Err(refusals);
     }
-    Ok((mode, reach, hazard))
+    Ok((mode, reach.into_keys().collect(), hazard))
 }
 
 /// A refusal found in a helper, as a refusal of the kernel that reaches it: the message names

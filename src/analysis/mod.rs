@@ -153,6 +153,7 @@ pub struct Analysis<'t> {
 
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
     let mut found = scan::scan(root, src);
+    mark_specialized_templates(&mut found);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);
     // The included files' macros first, the file's own over them.
@@ -166,30 +167,6 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         all.extend(found.macros);
         macros::close(all)
     };
-    // A device function template with explicit specializations: its task-context form would
-    // be a different template, which the specializations no longer specialize; none of them
-    // takes the context (a kernel that needs it through them is refused, CP008).
-    let specialized_helpers: BTreeSet<(Vec<String>, String)> = found
-        .helpers
-        .iter()
-        .chain(found.declarations.iter())
-        .filter(|s| s.specialization && s.global_kw.is_none())
-        .map(|s| (s.scope.clone(), s.name.clone()))
-        .collect();
-    for h in &mut found.helpers {
-        if specialized_helpers.contains(&(h.scope.clone(), h.name.clone())) {
-            h.problems.push(
-                Diagnostic::new(
-                    Code::Unsupported,
-                    format!(
-                        "device function template `{}` has explicit specializations",
-                        h.name
-                    ),
-                )
-                .label(h.name_node.byte_range(), "not given the task context"),
-            );
-        }
-    }
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
     let external_barriers: Vec<&str> = opts
@@ -214,36 +191,8 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
             .map(|h| h.name.clone()),
     );
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
-    // A kernel template with explicit specializations: a launch of a specialized instance must
-    // run the specialization's body, while the generated wrapper template would run the
-    // primary's. Neither is transformed (their launches stay as written).
-    let specialized: BTreeSet<(Vec<String>, String)> = found
-        .kernels
-        .iter()
-        .chain(found.declarations.iter())
-        .filter(|s| s.specialization)
-        .map(|s| (s.scope.clone(), s.name.clone()))
-        .collect();
     let mut kernels = Vec::new();
-    for (i, mut site) in found.kernels.into_iter().enumerate() {
-        if specialized.contains(&(site.scope.clone(), site.name.clone())) {
-            let what = if site.specialization {
-                format!(
-                    "`{}` is an explicit specialization of a kernel template",
-                    site.name
-                )
-            } else {
-                format!(
-                    "kernel template `{}` has explicit specializations",
-                    site.name
-                )
-            };
-            site.problems.push(
-                Diagnostic::new(Code::Unsupported, what)
-                    .label(site.name_node.byte_range(), "left as it is")
-                    .help("a launch of a specialized instance must run the specialization's body: the template and its specializations are left as written"),
-            );
-        }
+    for (i, site) in found.kernels.into_iter().enumerate() {
         let facts = body::facts(site.body, src, &macros, true);
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
@@ -336,6 +285,54 @@ fn bodies(kernels: &[FunctionSite], helpers: &[HelperPlan]) -> Vec<Range<usize>>
         .map(|k| k.body.byte_range())
         .chain(helpers.iter().map(|h| h.site.body.byte_range()))
         .collect()
+}
+
+/// Templates with explicit specializations, each refused with its specializations.
+/// A kernel: a launch of a specialized instance must run the specialization's body, while the
+/// generated wrapper template would run the primary's (their launches stay as written). A
+/// device function: its task-context form would be a different template, which the
+/// specializations no longer specialize, so none of them takes the context (a kernel that
+/// needs it through them is refused, CP008).
+fn mark_specialized_templates(found: &mut scan::Found) {
+    let specialized: BTreeSet<(bool, Vec<String>, String)> = found
+        .kernels
+        .iter()
+        .chain(&found.helpers)
+        .chain(&found.declarations)
+        .filter(|s| s.specialization)
+        .map(|s| (s.global_kw.is_some(), s.scope.clone(), s.name.clone()))
+        .collect();
+    if specialized.is_empty() {
+        return;
+    }
+    let kernels = found.kernels.iter_mut().map(|s| (true, s));
+    for (kernel, site) in kernels.chain(found.helpers.iter_mut().map(|s| (false, s))) {
+        if !specialized.contains(&(kernel, site.scope.clone(), site.name.clone())) {
+            continue;
+        }
+        let name = &site.name;
+        let d = match (kernel, site.specialization) {
+            (true, true) => Diagnostic::new(
+                Code::Unsupported,
+                format!("`{name}` is an explicit specialization of a kernel template"),
+            ),
+            (true, false) => Diagnostic::new(
+                Code::Unsupported,
+                format!("kernel template `{name}` has explicit specializations"),
+            ),
+            (false, _) => Diagnostic::new(
+                Code::Unsupported,
+                format!("device function template `{name}` has explicit specializations"),
+            ),
+        };
+        let d = if kernel {
+            d.label(site.name_node.byte_range(), "left as it is")
+                .help("a launch of a specialized instance must run the specialization's body: the template and its specializations are left as written")
+        } else {
+            d.label(site.name_node.byte_range(), "not given the task context")
+        };
+        site.problems.push(d);
+    }
 }
 
 /// The file's device helpers with their body facts.
