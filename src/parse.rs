@@ -316,6 +316,21 @@ pub(crate) fn defines(text: &str) -> Vec<Define<'_>> {
         .collect()
 }
 
+/// Where the use of macro `name` at `at` ends: past its arguments where `(` follows the name
+/// on its line, else right after the name; none where the `(` is never closed.
+fn use_end(b: &[u8], at: usize, name: &str) -> Option<usize> {
+    let end = at + name.len();
+    let spaces = b[end..]
+        .iter()
+        .take_while(|x| *x == &b' ' || *x == &b'\t')
+        .count();
+    if b.get(end + spaces) == Some(&b'(') {
+        closing_paren(b, end + spaces).map(|close| close + 1)
+    } else {
+        Some(end)
+    }
+}
+
 /// The index of the `)` that closes the `(` at `open`.
 fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
     let mut depth = 0usize;
@@ -399,19 +414,8 @@ fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -
     let mut out = Vec::new();
     for name in names {
         for at in uses(src, name) {
-            let end = at + name.len();
-            // A function-like use: past its arguments.
-            let spaces = b[end..]
-                .iter()
-                .take_while(|x| *x == &b' ' || *x == &b'\t')
-                .count();
-            let end = if b.get(end + spaces) == Some(&b'(') {
-                match closing_paren(b, end + spaces) {
-                    Some(close) => close + 1,
-                    None => continue,
-                }
-            } else {
-                end
+            let Some(end) = use_end(b, at, name) else {
+                continue;
             };
             // The gap up to the next token, and that token.
             let gap = b[end..]
@@ -478,18 +482,8 @@ fn instantiation_macro_uses(
     let mut out = Vec::new();
     for name in names {
         for at in uses(src, name) {
-            let end = at + name.len();
-            let spaces = b[end..]
-                .iter()
-                .take_while(|x| x.is_ascii_whitespace())
-                .count();
-            let end = if b.get(end + spaces) == Some(&b'(') {
-                match closing_paren(b, end + spaces) {
-                    Some(close) => close + 1,
-                    None => continue,
-                }
-            } else {
-                end
+            let Some(end) = use_end(b, at, name) else {
+                continue;
             };
             let next = b[end..].iter().find(|x| !x.is_ascii_whitespace());
             if next != Some(&b';') {
