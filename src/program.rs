@@ -188,6 +188,20 @@ pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<Kn
 /// The files each file of a program includes (`include_closure`), by canonical path.
 pub type Closures = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
 
+/// The files that include each file of a program (`Closures` turned around).
+pub type Includers = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
+
+/// `closures` turned around: for each file, the files that include it.
+pub fn includers(closures: &Closures) -> Includers {
+    let mut out = Includers::new();
+    for (file, includes) in closures {
+        for i in includes.iter().filter(|i| *i != file) {
+            out.entry(i.clone()).or_default().push(file.clone());
+        }
+    }
+    out
+}
+
 /// What `file` knows of the program: what the files it includes define, together; and the
 /// members that read blockIdx/gridDim of the files that include it, since a kernel template
 /// here may call one through a functor of its template type, instantiated there (a fused
@@ -195,6 +209,7 @@ pub type Closures = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
 pub fn known_from(
     defines: &Defines,
     closures: &Closures,
+    includers: &Includers,
     file: &Path,
 ) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
     let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
@@ -204,10 +219,7 @@ pub fn known_from(
             known.1.extend(h.iter().cloned());
         }
     }
-    for (includer, includes) in closures {
-        if includer.as_path() == file || !includes.iter().any(|i| i == file) {
-            continue;
-        }
+    for includer in includers.get(file).map_or(&[][..], Vec::as_slice) {
         if let Some((_, h)) = defines.get(includer) {
             let members = h.iter().filter(|h| h.member && h.reads_block_ids);
             for m in members {
@@ -239,13 +251,14 @@ pub fn defines_of(
         .filter(|(_, t)| mentions_kernels(t) || t.contains("__device__"))
         .collect();
     let mut defines = Defines::new();
+    let includers = includers(closures);
     // What each file was last transformed with, and what that gave (None: it did not parse).
     type Known = (Vec<KnownKernel>, Vec<KnownHelper>);
     let mut last: std::collections::BTreeMap<&PathBuf, (Known, Option<Known>)> = Default::default();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
         for (p, t) in &relevant {
-            let known = known_from(&defines, closures, p);
+            let known = known_from(&defines, closures, &includers, p);
             let result = match last.get(p) {
                 Some((with, result)) if *with == known => result.clone(),
                 _ => {

@@ -606,6 +606,7 @@ fn prepare(
         })
         .collect();
     let defines = program::defines_of(&files, &closures, &opts);
+    let includers = program::includers(&closures);
     let color = super::stderr_color();
     let mut refused = false;
     for (p, text) in &files {
@@ -615,7 +616,7 @@ fn prepare(
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
         let out = if program::mentions_kernels(text) || gives_ctx {
-            let (k, h) = program::known_from(&defines, &closures, p);
+            let (k, h) = program::known_from(&defines, &closures, &includers, p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);

@@ -324,8 +324,9 @@ pub(super) fn known_kernels(
             defines.entry(p).or_insert((kernels, helpers));
         }
     }
+    let includers = program::includers(&closures);
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
-        let (kernels, helpers) = program::known_from(&defines, &closures, c);
+        let (kernels, helpers) = program::known_from(&defines, &closures, &includers, c);
         if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() {
             out.insert(
                 (*p).clone(),
