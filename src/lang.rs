@@ -448,14 +448,18 @@ pub fn split_top_level(s: &str) -> Vec<String> {
 /// The CUDA qualifier of kernel parameters kept in parameter space (`__grid_constant__`).
 pub const GRID_CONSTANT: &str = "__grid_constant__";
 
+/// Where `word` stands as a word of its own in `text` (byte offsets): not inside a longer
+/// identifier.
+pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
+    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    text.match_indices(word).map(|(i, _)| i).filter(move |&i| {
+        !text[..i].ends_with(is_word) && !text[i + word.len()..].starts_with(is_word)
+    })
+}
+
 /// Where `__grid_constant__` stands as a word in `text` (byte offset).
 pub fn grid_constant_at(text: &str) -> Option<usize> {
-    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    text.match_indices(GRID_CONSTANT)
-        .map(|(i, _)| i)
-        .find(|&i| {
-            !text[..i].ends_with(is_word) && !text[i + GRID_CONSTANT.len()..].starts_with(is_word)
-        })
+    word_indices(text, GRID_CONSTANT).next()
 }
 
 /// `text` with `__grid_constant__` (and the blanks after it) taken out.

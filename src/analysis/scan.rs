@@ -363,7 +363,7 @@ impl<'t> Scanner<'t, '_> {
                     .is_some_and(|d| d.kind_id() == k.qualified_identifier));
         let specialization = declarator
             .child_by_field_id(crate::lang::fields().declarator)
-            .is_some_and(|d| d.kind() == "template_function")
+            .is_some_and(|d| d.kind_id() == k.template_function)
             || template.is_some_and(|t| {
                 t.child_by_field_id(crate::lang::fields().parameters)
                     .is_some_and(|p| p.named_child_count() == 0)
@@ -736,13 +736,10 @@ fn find_function_declarator(func: Node) -> Option<Node> {
 
 /// Whether `src` defines `name` as a namespace alias (`namespace name = ...;`).
 fn defines_namespace_alias(src: &str, name: &str) -> bool {
-    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
-    src.match_indices("namespace").any(|(i, _)| {
+    lang::word_indices(src, "namespace").any(|i| {
         let rest = src[i + "namespace".len()..].trim_start();
-        !src[..i].ends_with(is_word)
-            && rest.starts_with(name)
+        lang::word_indices(rest, name).next() == Some(0)
             && rest[name.len()..].trim_start().starts_with('=')
-            && !rest[name.len()..].starts_with(is_word)
     })
 }
 
