@@ -181,12 +181,11 @@ pub fn facts<'t>(
     for &n in &nodes {
         let id = n.kind_id();
         if id == k.declaration {
-            let mut c = n.walk();
-            for d in n.children_by_field_name("declarator", &mut c) {
-                if let Some(name) = lang::declarator_name(d) {
-                    f.declared.insert(text(name, src).to_string());
-                }
-            }
+            let names = lang::declarators(n)
+                .into_iter()
+                .filter_map(lang::declarator_name);
+            f.declared
+                .extend(names.map(|name| text(name, src).to_string()));
         }
         if id == k.identifier || id == k.field_identifier || id == k.type_identifier {
             let name = text(n, src);

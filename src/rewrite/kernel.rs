@@ -113,11 +113,7 @@ pub fn rewrite(
             lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
         edits.push(Edit::delete(lb.start_byte()..end));
     }
-    let name_range = k
-        .qualified
-        .as_ref()
-        .map_or(k.name_node.byte_range(), |q| q.range.clone());
-    edits.push(Edit::replace(name_range, body_name(&k.name)));
+    edits.push(Edit::replace(k.written_name(), body_name(&k.name)));
     for g in k.param_list.iter().filter_map(|p| p.grid_constant.as_ref()) {
         edits.push(Edit::delete(g.qualifier.clone()));
         if let Some(at) = g.name_start {
@@ -226,11 +222,7 @@ impl Header {
                 .map(|l| src[l.node.start_byte()..k.func.start_byte()].to_string())
                 .unwrap_or_default(),
             // Up to the name's qualifier: the generated kernels are in its namespace.
-            specifiers: src[k.func.start_byte()
-                ..k.qualified
-                    .as_ref()
-                    .map_or(k.name_node.start_byte(), |q| q.range.start)]
-                .to_string(),
+            specifiers: src[k.func.start_byte()..k.written_name().start].to_string(),
             name: k.name.clone(),
             params: k.named_params(),
         }
