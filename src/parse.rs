@@ -59,11 +59,13 @@ pub fn masked(src: &str) -> Option<String> {
 /// `masked`, with the loop-head macros of `included_macros` (see `parse_with`) too.
 pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<String> {
     let conditionals = conditionals_in_parens(src);
-    let mut separators = statement_macro_separators(src, included_macros);
-    separators.extend(loop_macro_separators(src, included_macros));
+    // The file's `#define`s, read once for the rules that need them.
+    let defs = defines(src);
+    let mut separators = statement_macro_separators(src, &defs, included_macros);
+    separators.extend(loop_macro_separators(src, &defs, included_macros));
     let qualifiers = restrict_macros(src);
     let type_arguments = keyword_type_arguments(src);
-    let instantiations = instantiation_macro_uses(src, included_macros);
+    let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     let head_pragmas = pragmas_after_heads(src);
     if !src.contains("__align__")
         && !src.contains("__restrict")
@@ -366,15 +368,19 @@ fn uses<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = usize> + 'a {
 /// use of an object-like macro of this file whose body ends a statement (`;` or `}`), followed
 /// by something that is no `;`, the first blank after it (on its line, or the indentation of
 /// the next) becomes a `;` in the masked view. Uses inside directive lines are left alone.
-fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec<usize> {
+fn statement_macro_separators(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<usize> {
     if !src.contains("#define") && included_macros.is_empty() {
         return Vec::new();
     }
     // Macros (the file's, then those of the files it includes) and their bodies; a statement
     // macro's body ends with `;`, `}` or another statement macro, called or not (worked out to
     // a fixpoint). A file's definition counts with a blank after its name or parameters.
-    let defs: Vec<(&str, &str)> = defines(src)
-        .into_iter()
+    let defs: Vec<(&str, &str)> = defs
+        .iter()
         .filter_map(|d| Some((d.name, d.body.strip_prefix([' ', '\t'])?.trim_end())))
         .chain(
             included_macros
@@ -455,6 +461,7 @@ fn statement_macro_separators(src: &str, included_macros: &[(String, String)]) -
 /// and blanks, newlines kept); the analysis has nothing to read in it.
 fn instantiation_macro_uses(
     src: &str,
+    defs: &[Define],
     included_macros: &[(String, String)],
 ) -> Vec<std::ops::Range<usize>> {
     if !src.contains("template") && included_macros.is_empty() {
@@ -467,8 +474,8 @@ fn instantiation_macro_uses(
             && !body["template".len()..]
                 .starts_with(|c: char| c == '_' || c.is_ascii_alphanumeric())
     };
-    let names: Vec<&str> = defines(src)
-        .into_iter()
+    let names: Vec<&str> = defs
+        .iter()
         .filter(|d| starts_template(d.body))
         .map(|d| d.name)
         .chain(
@@ -531,13 +538,17 @@ fn pragmas_after_heads(src: &str) -> Vec<std::ops::Range<usize>> {
 /// `blockIdx`/`gridDim`) followed by a block; the analysis treats that pair as a loop
 /// (`analysis/body.rs`). Uses inside directive lines and uses with no blank before the `{`
 /// are left alone.
-fn loop_macro_separators(src: &str, included_macros: &[(String, String)]) -> Vec<usize> {
+fn loop_macro_separators(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<usize> {
     let included = included_macros
         .iter()
         .filter(|(_, body)| crate::lang::is_loop_head(body))
         .map(|(name, _)| name.as_str());
-    let defined: Vec<(&str, &str)> = defines(src)
-        .into_iter()
+    let defined: Vec<(&str, &str)> = defs
+        .iter()
         .filter(|d| d.function_like)
         .map(|d| (d.name, d.body))
         .collect();
