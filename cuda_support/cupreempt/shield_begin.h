@@ -187,6 +187,8 @@
 #undef kParkSleepNs
 #pragma push_macro("kSpinNs")
 #undef kSpinNs
+#pragma push_macro("kTailShare")
+#undef kTailShare
 #pragma push_macro("l")
 #undef l
 #pragma push_macro("lane")

@@ -124,6 +124,7 @@
 #pragma pop_macro("lanes")
 #pragma pop_macro("lane")
 #pragma pop_macro("l")
+#pragma pop_macro("kTailShare")
 #pragma pop_macro("kSpinNs")
 #pragma pop_macro("kParkSleepNs")
 #pragma pop_macro("kMaxChunk")
