@@ -15,6 +15,7 @@
 // Both launch `spin`, whose blocks run a chain of dependent multiply-adds.
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -74,6 +75,11 @@ static int calibrate(float* p, int blocks, double target_us) {
   return iters;
 }
 
+// SIGTERM ends a batch run after its current kernel: under MPS, a client killed while its
+// kernel runs leaves the MPS server refusing the next clients for a while ("CUDA-capable
+// device(s) is/are busy or unavailable"), which would spoil the next case of the experiment.
+static volatile std::sig_atomic_t stop_batch = 0;
+
 int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr, "usage: %s batch SECONDS | urgent COUNT\n", argv[0]);
@@ -101,7 +107,8 @@ int main(int argc, char** argv) {
     FILE* log = sm_log ? std::fopen(sm_log, "w") : nullptr;
     unsigned* per_sm = nullptr;
     if (log) check(cudaMallocManaged(&per_sm, 1024 * sizeof(unsigned)), "cudaMallocManaged");
-    while (now_us() < end) {
+    std::signal(SIGTERM, [](int) { stop_batch = 1; });
+    while (now_us() < end && !stop_batch) {
       const double t0 = now_us();
       if (log) {
         std::memset(per_sm, 0, 1024 * sizeof(unsigned));
