@@ -283,12 +283,14 @@ pub(super) fn known_kernels(
             }
         }
     }
-    // What each input's included files define as macros.
+    // What each input's included files define as macros (texts by path: a folder of a
+    // thousand inputs asks for each of their closures' files).
+    let input_texts: BTreeMap<&Path, &String> =
+        canonical.iter().map(|(c, t)| (c.as_path(), t)).collect();
     let text_of = |p: &Path| {
-        canonical
-            .iter()
-            .find(|(c, _)| c == p)
-            .map(|(_, t)| t.clone())
+        input_texts
+            .get(p)
+            .map(|t| (*t).clone())
             .or_else(|| outside.get(p).cloned())
     };
     let macros: Vec<Vec<(String, String)>> = canonical
