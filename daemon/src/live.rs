@@ -50,14 +50,34 @@ pub struct Command {
 /// from the daemon yet: revocation (TReM's priority and elastic).
 const NEEDS_MORE: [&str; 2] = ["priority", "elastic"];
 
-/// The policies that work on live kernels: the whole-GPU ones that preempt, and `spatial`,
+/// The daemon's own policy (not the simulator's): every kernel runs where the GPU puts it,
+/// except that while a program of higher priority is connected, the kernels of lower
+/// priority keep off the last `--reserve-sms` SMs, so that the higher one's launches find them
+/// free (under MPS). The MPS baseline of a batch process held to 90% of the SMs does this for
+/// the whole life of the process; this holds them back only while it matters.
+pub const RESERVE: &str = "reserve";
+
+/// The policies that work on live kernels: the whole-GPU ones that preempt, `spatial`,
 /// which gives kernels shares of the SMs (physical SM ids: every process's kernels must be on
-/// the GPU at once, under MPS, for shares to mean anything).
+/// the GPU at once, under MPS, for shares to mean anything), and `reserve`.
 pub fn policies() -> impl Iterator<Item = &'static str> {
     cupreempt_sched::policies::NAMES
         .iter()
         .copied()
         .filter(|n| !NEEDS_MORE.contains(n))
+        .chain([RESERVE])
+}
+
+/// `reserve`'s stand-in for a simulator policy: it never acts (`Live` applies the reserve).
+struct Hands;
+
+impl Policy for Hands {
+    fn name(&self) -> &'static str {
+        RESERVE
+    }
+    fn on_event(&mut self, _: Event, _: &SystemView) -> Vec<Action> {
+        Vec::new()
+    }
 }
 
 pub struct Live {
@@ -90,6 +110,11 @@ pub struct Live {
     /// slices of kernels that take 350 µs to yield halved two programs' throughput on the
     /// H100).
     switch_us: HashMap<String, f64>,
+    /// `reserve`: the SMs held back for the programs of the highest priority connected, the
+    /// highest priority each connection has launched with, and which kernels keep off them.
+    reserved: Option<Vec<u32>>,
+    conn_priority: HashMap<ConnId, u8>,
+    confined: Vec<bool>,
 }
 
 impl Live {
@@ -107,8 +132,13 @@ impl Live {
                 policies().collect::<Vec<_>>().join(", ")
             ));
         }
-        let policy = cupreempt_sched::policies::by_name(policy, quantum_us)
-            .ok_or_else(|| format!("policy `{policy}` is unknown"))?;
+        let reserved = (policy == RESERVE).then(|| (sms.saturating_sub(8)..sms).collect());
+        let policy: Box<dyn Policy> = if policy == RESERVE {
+            Box::new(Hands)
+        } else {
+            cupreempt_sched::policies::by_name(policy, quantum_us)
+                .ok_or_else(|| format!("policy `{policy}` is unknown"))?
+        };
         Ok(Live {
             policy,
             sys: SystemView {
@@ -134,7 +164,53 @@ impl Live {
             unanswered: Vec::new(),
             asked: Vec::new(),
             switch_us: HashMap::new(),
+            reserved,
+            conn_priority: HashMap::new(),
+            confined: Vec::new(),
         })
+    }
+
+    /// `reserve`: how many SMs (the last ones) are held back (default 8; at least 1, fewer
+    /// than the GPU has). Other policies ignore it.
+    pub fn with_reserve(mut self, sms: u32) -> Result<Live, String> {
+        if sms == 0 || sms >= self.sys.sms {
+            return Err(format!(
+                "--reserve-sms {sms}: must be between 1 and {}",
+                self.sys.sms - 1
+            ));
+        }
+        if self.reserved.is_some() {
+            self.reserved = Some((self.sys.sms - sms..self.sys.sms).collect());
+        }
+        Ok(self)
+    }
+
+    /// `reserve`: keeps the kernels of each program off the reserved SMs while a program of
+    /// higher priority is connected, and gives the SMs back once none is. A kernel is on every
+    /// SM when the daemon hears of it, so a new one of lower priority is sent off at once.
+    fn apply_reserve(&mut self, out: &mut Vec<Command>) {
+        let Some(reserved) = self.reserved.clone() else {
+            return;
+        };
+        for k in self.sys.active.clone() {
+            let (conn, _) = self.owner[k];
+            let mine = self.sys.kernels[k].spec.priority;
+            let below = self
+                .conn_priority
+                .iter()
+                .any(|(&c, &p)| c != conn && p > mine);
+            if below && !self.confined[k] && self.told[k] == Told::Run {
+                self.confined[k] = true;
+                out.push(self.preempt_command(k, Some(reserved.clone())));
+            } else if !below && self.confined[k] {
+                self.confined[k] = false;
+                let sms = Some(reserved.clone());
+                out.push(self.command(k, |id| ServerMsg::Resume {
+                    id,
+                    sms: sms.clone(),
+                }));
+            }
+        }
     }
 
     fn kernel(&self, conn: ConnId, id: u64) -> Result<usize, String> {
@@ -190,7 +266,10 @@ impl Live {
         self.unanswered.push(0);
         self.asked.push(None);
         self.tasks.push(l.tasks.max(1));
+        self.confined.push(false);
         self.ids.insert((conn, id), k);
+        let top = self.conn_priority.entry(conn).or_insert(l.priority);
+        *top = (*top).max(l.priority);
         Ok(self.event(now, Event::Arrived(k)))
     }
 
@@ -286,10 +365,12 @@ impl Live {
             .map(|(_, &k)| k)
             .collect();
         self.ids.retain(|(c, _), _| *c != conn);
+        self.conn_priority.remove(&conn);
         let mut out = Vec::new();
         for k in mine {
             out.extend(self.finish(now, k));
         }
+        self.apply_reserve(&mut out);
         out.retain(|c| c.conn != conn);
         out
     }
@@ -440,6 +521,11 @@ impl Live {
         let mut out = Vec::new();
         for a in actions {
             self.apply(now, a, &mut out);
+        }
+        if self.reserved.is_some() {
+            // Kernels run where the GPU puts them; only the reserve is the daemon's.
+            self.apply_reserve(&mut out);
+            return out;
         }
         // A kernel on the GPU that the policy does not run must leave it; but while a
         // preemption is on its way, the kernels on the GPU may be the ones it makes room for
@@ -697,6 +783,64 @@ mod tests {
         }
         // Its 100 tasks can use 100 SMs; shares come in steps of 8.
         assert!(on[&(3, 1)].len() >= 96, "{on:?}");
+    }
+
+    /// `reserve`: the batch program's kernels keep off the last SMs while a program of higher
+    /// priority is connected, each new one sent off as the daemon hears of it; the urgent
+    /// program's kernels are never touched; when it leaves, the SMs are given back.
+    #[test]
+    fn reserve_holds_the_last_sms_back_while_a_higher_priority_program_is_connected() {
+        let mut l = Live::new(RESERVE, 1, 132, 1000.0, 1000.0)
+            .unwrap()
+            .with_reserve(4)
+            .unwrap();
+        let last4 = Some(vec![128, 129, 130, 131]);
+        let off = |conn, id| Command {
+            conn,
+            msg: ServerMsg::Preempt {
+                id,
+                sms: last4.clone(),
+            },
+        };
+        let back = |conn, id| Command {
+            conn,
+            msg: ServerMsg::Resume {
+                id,
+                sms: last4.clone(),
+            },
+        };
+        // Alone, the batch kernel runs everywhere.
+        assert_eq!(
+            l.launch(0.0, 1, 10, &info("batch", 100, 0, 1.0)).unwrap(),
+            []
+        );
+        // The urgent program's launch sends the batch kernel off the reserve, not itself.
+        assert_eq!(
+            l.launch(5.0, 2, 20, &info("urgent", 10, 9, 1.0)).unwrap(),
+            [off(1, 10)]
+        );
+        assert_eq!(l.yielded(9.0, 1, 10).unwrap(), []);
+        assert_eq!(l.finished(50.0, 2, 20).unwrap(), []);
+        // The urgent program is still connected: the next batch kernel is sent off at once.
+        assert_eq!(l.finished(60.0, 1, 10).unwrap(), []);
+        assert_eq!(
+            l.launch(70.0, 1, 11, &info("batch", 100, 0, 1.0)).unwrap(),
+            [off(1, 11)]
+        );
+        // Kernels of the same priority share the SMs as the GPU likes.
+        assert_eq!(
+            l.launch(75.0, 3, 30, &info("urgent", 10, 9, 1.0)).unwrap(),
+            []
+        );
+        assert_eq!(l.gone(76.0, 3), []);
+        // The urgent program leaves: the SMs go back to the batch kernel.
+        assert_eq!(l.gone(80.0, 2), [back(1, 11)]);
+        assert_eq!(l.finished(900.0, 1, 11).unwrap(), []);
+        assert_eq!(l.active(), 0);
+        // The reserve is at least one SM and leaves the rest.
+        let l = || Live::new(RESERVE, 1, 132, 1000.0, 1000.0).unwrap();
+        assert!(l().with_reserve(0).is_err());
+        assert!(l().with_reserve(132).is_err());
     }
 
     #[test]

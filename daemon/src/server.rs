@@ -24,6 +24,8 @@ pub struct Config {
     pub sms: u32,
     pub quantum_us: f64,
     pub default_estimate_us: f64,
+    /// `--policy reserve`: how many SMs it holds back (default 8).
+    pub reserve_sms: Option<u32>,
     /// Says on stderr who connects and leaves.
     pub verbose: bool,
 }
@@ -117,13 +119,17 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
     let make = {
         let cfg = cfg.clone();
         move || {
-            Live::new(
+            let live = Live::new(
                 &cfg.policy,
                 cfg.gpus,
                 cfg.sms,
                 cfg.quantum_us,
                 cfg.default_estimate_us,
-            )
+            )?;
+            match cfg.reserve_sms {
+                Some(n) => live.with_reserve(n),
+                None => Ok(live),
+            }
         }
     };
     // Policies are not `Send`: checked here, made again on the scheduler's thread.
