@@ -3,7 +3,8 @@
 # process while another process keeps the GPU busy with long kernels; alone, side by side with
 # no scheduler (also with the urgent kernels on a stream of the greatest priority, and under MPS
 # with the batch process limited to 90% of the SMs: the baselines a user has), and with
-# cupreemptd --policy hpf (the urgent process at priority 9, the batch one at 0). Each mode of PROBE_MODES: `contexts` (each process its own context: the GPU
+# cupreemptd --policy hpf (the urgent process at priority 9, the batch one at 0), and under MPS
+# cupreemptd --policy reserve --reserve-sms PROBE_RESERVE_SMS (13, what 90% leaves). Each mode of PROBE_MODES: `contexts` (each process its own context: the GPU
 # time-slices between them) and `mps` (an MPS control daemon started here for the run, as root
 # or as the GPU's owner: the processes' kernels share the SMs). On a GPU machine with nvcc.
 # Usage: scripts/probes/daemon_priority.sh [BIN_DIR]   (BIN_DIR holds cupreempt, cupreemptd and
@@ -48,6 +49,20 @@ cases() {
   kill $b 2>/dev/null; wait $b 2>/dev/null || true
   kill -TERM $d; wait $d || true
   echo "[$mode] daemon: $(grep -c 'Preempt' "$logs/daemon-$mode.log") preempt commands, $(grep -c 'Yielded' "$logs/daemon-$mode.log") yields reported"
+  if [ "$mode" = mps ]; then
+    local r=${PROBE_RESERVE_SMS:-13}
+    echo "[$mode] urgent beside batch, cupreemptd --policy reserve --reserve-sms $r:"
+    "$bin/cupreemptd" --socket "$work/sock-r-$mode" --policy reserve --reserve-sms "$r" --verbose \
+      2>"$logs/daemon-reserve-$mode.log" & d=$!
+    sleep 0.5
+    # The reserve holds from the urgent program's first launch on (it connects then).
+    CUPREEMPT_SCHEDULER="$work/sock-r-$mode" CUPREEMPT_PRIORITY=0 "$work/prog" batch "$batch_s" & b=$!
+    sleep 1
+    CUPREEMPT_SCHEDULER="$work/sock-r-$mode" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
+    kill $b 2>/dev/null; wait $b 2>/dev/null || true
+    kill -TERM $d; wait $d || true
+    echo "[$mode] daemon: $(grep -c 'Preempt' "$logs/daemon-reserve-$mode.log") preempt commands, $(grep -c 'Resume' "$logs/daemon-reserve-$mode.log") resumes"
+  fi
 }
 
 for mode in ${PROBE_MODES:-contexts mps}; do
