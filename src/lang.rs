@@ -80,6 +80,9 @@ kinds! {
     type_qualifier = "type_qualifier",
     attribute_specifier = "attribute_specifier",
     reference_declarator = "reference_declarator",
+    field_declaration_list = "field_declaration_list",
+    namespace_identifier = "namespace_identifier",
+    array_declarator = "array_declarator",
 }
 
 /// The resolved kinds. Panics only if the compiled-in grammar lacks a kind, which the unit test

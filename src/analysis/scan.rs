@@ -356,7 +356,7 @@ impl<'t> Scanner<'t, '_> {
         let member = self
             .ancestors
             .iter()
-            .any(|a| a.kind() == "field_declaration_list")
+            .any(|a| a.kind_id() == kinds().field_declaration_list)
             || (!space.global
                 && declarator
                     .child_by_field_id(crate::lang::fields().declarator)
@@ -403,7 +403,7 @@ impl<'t> Scanner<'t, '_> {
         let mut n = q;
         while n.kind_id() == k.qualified_identifier {
             match n.child_by_field_id(crate::lang::fields().scope) {
-                Some(s) if s.kind() == "namespace_identifier" => {
+                Some(s) if s.kind_id() == k.namespace_identifier => {
                     let ns = text(s, self.src).to_string();
                     if defines_namespace_alias(self.src, &ns) {
                         return None;
@@ -456,7 +456,7 @@ impl<'t> Scanner<'t, '_> {
                 let array = decl.is_some_and(|d| {
                     let mut found = false;
                     lang::visit(d, |n| {
-                        found |= n.kind() == "array_declarator";
+                        found |= n.kind_id() == kinds().array_declarator;
                         !found
                     });
                     found
