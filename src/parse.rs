@@ -351,16 +351,10 @@ fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
 
 /// Where `name` is used as a word of its own, outside directive lines.
 fn uses<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let b = src.as_bytes();
-    let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
-    src.match_indices(name)
-        .map(|(at, _)| at)
-        .filter(move |&at| {
-            let end = at + name.len();
-            let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
-            let glued = (at > 0 && ident(b[at - 1])) || b.get(end).is_some_and(|&x| ident(x));
-            !glued && !src[line_start..at].trim_start().starts_with('#')
-        })
+    crate::lang::word_indices(src, name).filter(move |&at| {
+        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        !src[line_start..at].trim_start().starts_with('#')
+    })
 }
 
 /// Statement macros written one after another with no `;` between them (`OP OP`, as unrolled

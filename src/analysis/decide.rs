@@ -70,10 +70,10 @@ pub fn decide<'t>(
         }
         for i in graph.callees(name) {
             let h = &helpers[i];
-            if reach.contains_key(&i) {
+            let std::collections::btree_map::Entry::Vacant(first) = reach.entry(i) else {
                 continue;
-            }
-            reach.insert(i, call_site.clone());
+            };
+            first.insert(call_site.clone());
             for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
                 refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }

@@ -311,20 +311,12 @@ fn mark_specialized_templates(found: &mut scan::Found) {
             continue;
         }
         let name = &site.name;
-        let d = match (kernel, site.specialization) {
-            (true, true) => Diagnostic::new(
-                Code::Unsupported,
-                format!("`{name}` is an explicit specialization of a kernel template"),
-            ),
-            (true, false) => Diagnostic::new(
-                Code::Unsupported,
-                format!("kernel template `{name}` has explicit specializations"),
-            ),
-            (false, _) => Diagnostic::new(
-                Code::Unsupported,
-                format!("device function template `{name}` has explicit specializations"),
-            ),
+        let what = match (kernel, site.specialization) {
+            (true, true) => format!("`{name}` is an explicit specialization of a kernel template"),
+            (true, false) => format!("kernel template `{name}` has explicit specializations"),
+            (false, _) => format!("device function template `{name}` has explicit specializations"),
         };
+        let d = Diagnostic::new(Code::Unsupported, what);
         let d = if kernel {
             d.label(site.name_node.byte_range(), "left as it is")
                 .help("a launch of a specialized instance must run the specialization's body: the template and its specializations are left as written")

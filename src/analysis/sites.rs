@@ -172,15 +172,16 @@ impl FunctionSite<'_> {
         }
         out
     }
-    /// Whether, as a helper, it can be given the task context (its context form is a template
-    /// with a context parameter): not `__host__ __device__`, not `extern "C"` (templates have C++
-    /// linkage), and a header the rewrite can read.
     /// The name as written in the definition, with its qualifier (`ns::k`) where it has one.
     pub fn written_name(&self) -> std::ops::Range<usize> {
         self.qualified
             .as_ref()
             .map_or(self.name_node.byte_range(), |q| q.range.clone())
     }
+
+    /// Whether, as a helper, it can be given the task context (its context form is a template
+    /// with a context parameter): not `__host__ __device__`, not `extern "C"` (templates have C++
+    /// linkage), and a header the rewrite can read.
     pub fn can_take_ctx(&self) -> bool {
         self.problems.is_empty() && !self.host && self.linkage.is_none()
     }
