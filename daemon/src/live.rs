@@ -57,6 +57,9 @@ const NEEDS_MORE: [&str; 2] = ["priority", "elastic"];
 /// the whole life of the process; this holds them back only while it matters.
 pub const RESERVE: &str = "reserve";
 
+/// SMs `reserve` holds back unless `--reserve-sms` says otherwise (`Live::with_reserve`).
+pub const DEFAULT_RESERVE_SMS: u32 = 8;
+
 /// The policies that work on live kernels: the whole-GPU ones that preempt, `spatial`,
 /// which gives kernels shares of the SMs (physical SM ids: every process's kernels must be on
 /// the GPU at once, under MPS, for shares to mean anything), and `reserve`.
@@ -132,7 +135,8 @@ impl Live {
                 policies().collect::<Vec<_>>().join(", ")
             ));
         }
-        let reserved = (policy == RESERVE).then(|| (sms.saturating_sub(8)..sms).collect());
+        let reserved =
+            (policy == RESERVE).then(|| (sms.saturating_sub(DEFAULT_RESERVE_SMS)..sms).collect());
         let policy: Box<dyn Policy> = if policy == RESERVE {
             Box::new(Hands)
         } else {
@@ -170,8 +174,8 @@ impl Live {
         })
     }
 
-    /// `reserve`: how many SMs (the last ones) are held back (default 8; at least 1, fewer
-    /// than the GPU has). Other policies ignore it.
+    /// `reserve`: how many SMs (the last ones) are held back (`DEFAULT_RESERVE_SMS` unless
+    /// set; at least 1, fewer than the GPU has). Other policies ignore it.
     pub fn with_reserve(mut self, sms: u32) -> Result<Live, String> {
         if sms == 0 || sms >= self.sys.sms {
             return Err(format!(
@@ -662,9 +666,12 @@ mod tests {
     use super::*;
 
     fn preempt(conn: ConnId, id: u64) -> Command {
+        preempt_on(conn, id, None)
+    }
+    fn preempt_on(conn: ConnId, id: u64, sms: Option<Vec<u32>>) -> Command {
         Command {
             conn,
-            msg: ServerMsg::Preempt { id, sms: None },
+            msg: ServerMsg::Preempt { id, sms },
         }
     }
     fn info(kernel: &str, tasks: u64, priority: u8, weight: f64) -> LaunchInfo<'_> {
@@ -678,9 +685,12 @@ mod tests {
         }
     }
     fn resume(conn: ConnId, id: u64) -> Command {
+        resume_on(conn, id, None)
+    }
+    fn resume_on(conn: ConnId, id: u64, sms: Option<Vec<u32>>) -> Command {
         Command {
             conn,
-            msg: ServerMsg::Resume { id, sms: None },
+            msg: ServerMsg::Resume { id, sms },
         }
     }
 
@@ -795,20 +805,8 @@ mod tests {
             .with_reserve(4)
             .unwrap();
         let last4 = Some(vec![128, 129, 130, 131]);
-        let off = |conn, id| Command {
-            conn,
-            msg: ServerMsg::Preempt {
-                id,
-                sms: last4.clone(),
-            },
-        };
-        let back = |conn, id| Command {
-            conn,
-            msg: ServerMsg::Resume {
-                id,
-                sms: last4.clone(),
-            },
-        };
+        let off = |conn, id| preempt_on(conn, id, last4.clone());
+        let back = |conn, id| resume_on(conn, id, last4.clone());
         // Alone, the batch kernel runs everywhere.
         assert_eq!(
             l.launch(0.0, 1, 10, &info("batch", 100, 0, 1.0)).unwrap(),
