@@ -1,6 +1,16 @@
 # Shared by the probes (sourced). The benchmarked kernel of fixtures/bench/PROGRAM.cu: its
 # first __global__ function.
 first_kernel() { grep -m1 -oP '__global__\s+void\s+\K\w+' "fixtures/bench/$1.cu"; }
+# The benchmark programs of PROGRAM[:SIZE...] specs built into BUILD (scripts/bench-build.sh)
+# where BUILD/PROGRAM.tr is not there yet. Usage: build_missing CLI LIB BUILD SPEC...
+build_missing() {
+  local cli=$1 lib=$2 build=$3 missing
+  shift 3
+  missing=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u | while read -r p; do
+    [ -x "$build/$p.tr" ] || echo "$p"
+  done)
+  [ -z "$missing" ] || bash scripts/bench-build.sh "$cli" "$lib" "$build" $missing
+}
 # ncu on one benchmark executable, clocks left alone, CSV in base units; extra ncu flags first.
 ncu_csv() { ncu --clock-control none --csv --print-units base "$@" 2>/dev/null; }
 # Bytes of device code (the .nv_fatbin section) in an executable.

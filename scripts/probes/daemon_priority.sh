@@ -18,51 +18,49 @@ daemon_probe_setup "${1:-}"
 n=${PROBE_URGENT:-200}
 batch_s=${PROBE_BATCH_S:-30}
 
-# The three cases; the batch process starts 1 s before the urgent one.
+# One case: the batch process with the environment BATCH_ENV, the urgent one with URGENT_ENV
+# 1 s later; the batch process is stopped (SIGTERM, after its kernel) once the urgent one ends.
+# Usage: pair "VAR=VALUE ..." "VAR=VALUE ..."   (either may be empty)
+pair() {
+  env $1 "$work/prog" batch "$batch_s" &
+  local b=$!
+  sleep 1
+  env $2 "$work/prog" urgent "$n"
+  kill $b 2>/dev/null
+  wait $b 2>/dev/null || true
+}
+
+# A case under cupreemptd with ARGS (the urgent process at priority 9, the batch one at 0); its
+# --verbose log goes to $logs/daemon-NAME.log. Usage: beside_daemon NAME ARGS...
+beside_daemon() {
+  local name=$1
+  shift
+  local sock=$work/sock-$name log=$logs/daemon-$name.log
+  echo "[$mode] urgent beside batch, cupreemptd $*:"
+  "$bin/cupreemptd" --socket "$sock" "$@" --verbose 2>"$log" &
+  local d=$!
+  sleep 0.5
+  pair "CUPREEMPT_SCHEDULER=$sock CUPREEMPT_PRIORITY=0" "CUPREEMPT_SCHEDULER=$sock CUPREEMPT_PRIORITY=9"
+  kill -TERM $d
+  wait $d || true
+  echo "[$mode] daemon: $(grep -c 'Preempt' "$log") preempt commands, $(grep -c 'Yielded' "$log") yields reported, $(grep -c 'Resume' "$log") resumes"
+}
+
 cases() {
   local mode=$1
   echo "[$mode] urgent alone:"
   "$work/prog" urgent "$n"
   echo "[$mode] urgent beside batch, no scheduler:"
-  "$work/prog" batch "$batch_s" & local b=$!
-  sleep 1
-  "$work/prog" urgent "$n"
-  kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  pair "" ""
   echo "[$mode] urgent beside batch, no scheduler, urgent kernels on a stream of the greatest priority:"
-  "$work/prog" batch "$batch_s" & b=$!
-  sleep 1
-  PROBE_HIGH_PRIORITY=1 "$work/prog" urgent "$n"
-  kill $b 2>/dev/null; wait $b 2>/dev/null || true
+  pair "" "PROBE_HIGH_PRIORITY=1"
   if [ "$mode" = mps ]; then
     echo "[$mode] urgent beside batch, no scheduler, batch limited to 90% of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE):"
-    CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=90 "$work/prog" batch "$batch_s" & b=$!
-    sleep 1
-    "$work/prog" urgent "$n"
-    kill $b 2>/dev/null; wait $b 2>/dev/null || true
+    pair "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=90" ""
   fi
-  echo "[$mode] urgent beside batch, cupreemptd --policy hpf:"
-  "$bin/cupreemptd" --socket "$work/sock-$mode" --policy hpf --verbose 2>"$logs/daemon-$mode.log" & local d=$!
-  sleep 0.5
-  CUPREEMPT_SCHEDULER="$work/sock-$mode" CUPREEMPT_PRIORITY=0 "$work/prog" batch "$batch_s" & b=$!
-  sleep 1
-  CUPREEMPT_SCHEDULER="$work/sock-$mode" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
-  kill $b 2>/dev/null; wait $b 2>/dev/null || true
-  kill -TERM $d; wait $d || true
-  echo "[$mode] daemon: $(grep -c 'Preempt' "$logs/daemon-$mode.log") preempt commands, $(grep -c 'Yielded' "$logs/daemon-$mode.log") yields reported"
-  if [ "$mode" = mps ]; then
-    local r=${PROBE_RESERVE_SMS:-13}
-    echo "[$mode] urgent beside batch, cupreemptd --policy reserve --reserve-sms $r:"
-    "$bin/cupreemptd" --socket "$work/sock-r-$mode" --policy reserve --reserve-sms "$r" --verbose \
-      2>"$logs/daemon-reserve-$mode.log" & d=$!
-    sleep 0.5
-    # The reserve holds from the urgent program's first launch on (it connects then).
-    CUPREEMPT_SCHEDULER="$work/sock-r-$mode" CUPREEMPT_PRIORITY=0 "$work/prog" batch "$batch_s" & b=$!
-    sleep 1
-    CUPREEMPT_SCHEDULER="$work/sock-r-$mode" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
-    kill $b 2>/dev/null; wait $b 2>/dev/null || true
-    kill -TERM $d; wait $d || true
-    echo "[$mode] daemon: $(grep -c 'Preempt' "$logs/daemon-reserve-$mode.log") preempt commands, $(grep -c 'Resume' "$logs/daemon-reserve-$mode.log") resumes"
-  fi
+  beside_daemon "$mode" --policy hpf
+  # The reserve holds from the urgent program's first launch on (it connects then).
+  [ "$mode" != mps ] || beside_daemon "reserve-$mode" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}"
 }
 
 for mode in ${PROBE_MODES:-contexts mps}; do

@@ -13,9 +13,7 @@ cli=$1
 lib=$2
 shift 2
 build=${PROBE_BUILD:-/tmp/cupreempt-metrics}
-programs=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u)
-missing=$(for p in $programs; do [ -x "$build/$p.tr" ] || echo "$p"; done)
-[ -z "$missing" ] || bash scripts/bench-build.sh "$cli" "$lib" "$build" $missing
+build_missing "$cli" "$lib" "$build" "$@"
 stalls="barrier long_scoreboard short_scoreboard membar wait not_selected math_pipe_throttle mio_throttle lg_throttle no_instruction branch_resolving dispatch_stall sleeping selected"
 metrics="gpu__time_duration.sum,smsp__inst_executed.sum,sm__warps_active.avg.pct_of_peak_sustained_active,sm__ctas_launched.sum,dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct,l1tex__t_sector_hit_rate.pct,launch__registers_per_thread,launch__grid_size"
 for s in $stalls; do metrics="$metrics,smsp__average_warp_latency_issue_stalled_$s.ratio"; done

@@ -10,6 +10,7 @@
 # cuda_support/ folder, e.g. an older version's, built and timed as the variant "base").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/probes/common.sh
 cli=$1
 lib=$(realpath "$2")
 shift 2
@@ -42,8 +43,7 @@ for cut in "${cuts[@]}"; do
       exit 1
     fi
   fi
-  missing=$(for p in $programs; do [ -x "$build/$name/$p.tr" ] || echo "$p"; done)
-  [ -z "$missing" ] || BENCH_INCLUDE="$inc" bash scripts/bench-build.sh "$cli" "$lib" "$build/$name" $missing
+  BENCH_INCLUDE="$inc" build_missing "$cli" "$lib" "$build/$name" $programs
 done
 time_of() { env "$@" "time:$runs" 2>&1 | awk '/^median_ms/ {m=$2} /^checksum/ {c=$2} END {print m, c}'; }
 for spec in "$@"; do

@@ -9,14 +9,13 @@
 # PROBE_CHUNKS ("1 8 64").
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+source scripts/probes/common.sh
 cli=$1
 lib=$(realpath "$2")
 shift 2
 build=${PROBE_BUILD:-/tmp/cupreempt-shapes}
 runs=${PROBE_RUNS:-10}
-programs=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u)
-missing=$(for p in $programs; do [ -x "$build/$p.tr" ] || echo "$p"; done)
-[ -z "$missing" ] || bash scripts/bench-build.sh "$cli" "$lib" "$build" $missing
+build_missing "$cli" "$lib" "$build" "$@"
 # One run: "MEDIAN_MS CHECKSUM".
 one() {
   local out

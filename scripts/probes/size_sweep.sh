@@ -11,19 +11,12 @@ cd "$(dirname "$0")/../.."
 cli=$1 lib=$(realpath "$2") p=$3 size=$4 launches=$5
 shift 5
 build=${PROBE_BUILD:-/tmp/cupreempt-sweep}
-root=$PWD
-flags="-arch=sm_90 -std=c++17 -O3 -I$root/fixtures/bench"
 i=0
 for expr in "$@"; do
   d=$build/v$i
   mkdir -p "$d"
   if [ "$expr" = - ]; then cp "fixtures/bench/$p.cu" "$d/$p.cu"; else sed "$expr" "fixtures/bench/$p.cu" >"$d/$p.cu"; fi
-  (
-    "$cli" transform "$d/$p.cu" -o "$d/$p.t.cu" 2>/dev/null &&
-      nvcc $flags "$d/$p.cu" -o "$d/orig" &&
-      nvcc $flags -DCUPREEMPT_TRANSFORMED -I"$root/cuda_support" "$d/$p.t.cu" -o "$d/tr" \
-        -L"$lib" -lcupreempt_runtime -Xlinker -rpath="$lib"
-  ) >"$d/build.log" 2>&1 &
+  BENCH_SRC=$d bash scripts/bench-build.sh "$cli" "$lib" "$d" "$p" &
   i=$((i + 1))
 done
 wait
@@ -31,7 +24,7 @@ median() { "$@" time:"${PROBE_RUNS:-15}" 2>&1 | awk '/^median_ms/ {print $2}'; }
 i=0
 for expr in "$@"; do
   d=$build/v$i
-  o=$(median "$d/orig" "$size") t=$(median "$d/tr" "$size")
+  o=$(median "$d/$p.orig" "$size") t=$(median "$d/$p.tr" "$size")
   python3 -c "
 o, t = float('${o:-nan}'), float('${t:-nan}')
 print(f'{\"$expr\":40s} original {o:.4f} ms  transformed {t:.4f} ms  {100 * (t / o - 1):+.1f}%  {(t - o) * 1000 / $launches:+.1f} us per launch')"

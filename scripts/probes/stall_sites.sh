@@ -15,9 +15,7 @@ cli=$1
 lib=$2
 shift 2
 build=${PROBE_BUILD:-/tmp/cupreempt-metrics}
-programs=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u)
-missing=$(for p in $programs; do [ -x "$build/$p.tr" ] || echo "$p"; done)
-[ -z "$missing" ] || bash scripts/bench-build.sh "$cli" "$lib" "$build" $missing
+build_missing "$cli" "$lib" "$build" "$@"
 limits="gpu__time_duration.sum,launch__grid_size,launch__registers_per_thread,launch__shared_mem_per_block_static,launch__shared_mem_config_size,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_warps,launch__occupancy_limit_blocks,sm__warps_active.avg.pct_of_peak_sustained_active,sm__ctas_launched.sum,sm__ctas_launched.min,sm__ctas_launched.max,smsp__pcsamp_sample_count"
 for spec in "$@"; do
   IFS=: read -r p size kernel <<<"$spec"
