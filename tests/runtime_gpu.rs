@@ -226,8 +226,8 @@ impl Job {
             ));
         }
         let runs = self.runs.read(g.side);
-        if let Some(t) = runs.iter().position(|&r| r != 1) {
-            return Err(format!("task {t} ran {} times", runs[t]));
+        if let Some(t) = runs.iter().position(|&r| r & 0xffff != 1) {
+            return Err(format!("task {t} ran {} times", runs[t] & 0xffff));
         }
         Ok(())
     }
@@ -361,6 +361,70 @@ fn spatial(g: &Setup) -> Result<String, String> {
         "{} of {} tasks done while the even SMs were yielded ({half:.0} tasks/ms, {full:.0} before)",
         p2.done - p1.done,
         p1.total
+    ))
+}
+
+/// Launched kept off the even SMs from its start (a scheduler's standing order,
+/// `Runtime::launch_kept_off`): no task may run there until they are resumed, not even in the
+/// first microseconds, before the control stream has written the command (blocks read it from
+/// host memory at entry). Every task claimed before the resume was claimed by a block on an
+/// odd SM; tasks are claimed in order, so those are all tasks below the progress read before
+/// the resume.
+fn kept_off(g: &Setup) -> Result<String, String> {
+    let sms = g.rt.limits().expect("device limits").sm_count;
+    let job = Job::new([200_000, 1, 1], 64);
+    let even = SmSet::from_ids((0..sms).filter(|s| s % 2 == 0)).map_err(|e| e.to_string())?;
+    job.out.fill(POISON, job.stream);
+    job.snap.fill(POISON, job.stream);
+    job.runs.fill(0, job.stream);
+    let mut args = KernelArgs::new();
+    args.push(job.out.ptr).push(job.runs.ptr).push(100_000u64);
+    let mut k =
+        g.rt.launch_kept_off(
+            &g.spin,
+            &LaunchConfig::new(job.grid, [job.block, 1, 1], 0),
+            unsafe { StreamRef::from_raw(job.stream) },
+            &args,
+            Some(&even),
+        )
+        .map_err(|e| e.to_string())?;
+    if k.command().yielded_sms(sms) != even {
+        return Err("the launch does not count as preempted on the even SMs".into());
+    }
+    std::thread::sleep(Duration::from_millis(2));
+    let before = k.progress().map_err(|e| e.to_string())?;
+    k.resume(Target::Sms(even)).map_err(|e| e.to_string())?;
+    drop(k);
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    if before.done < 1000 || before.done >= before.total {
+        return Err(format!(
+            "{} of {} tasks done before the resume: the check proves nothing",
+            before.done, before.total
+        ));
+    }
+    let runs = job.runs.read(g.side);
+    let on_even: Vec<usize> = (0..before.done as usize)
+        .filter(|&t| (runs[t] >> 16) % 2 == 0)
+        .collect();
+    if let Some(&t) = on_even.first() {
+        return Err(format!(
+            "{} of the {} tasks done before the resume ran on even SMs (task {t} on SM {})",
+            on_even.len(),
+            before.done,
+            runs[t] >> 16
+        ));
+    }
+    let later_even = runs[before.done as usize..]
+        .iter()
+        .filter(|&&r| (r >> 16) % 2 == 0)
+        .count();
+    if later_even == 0 {
+        return Err("no task ran on the even SMs after their resume".into());
+    }
+    Ok(format!(
+        "{} tasks before the resume, all on odd SMs; {later_even} later on even SMs; exact",
+        before.done
     ))
 }
 
@@ -797,7 +861,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 8] = [
+    let scenarios: [(&str, Scenario); 9] = [
         ("queued", queued),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
@@ -805,6 +869,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("temporal", temporal),
         ("spatial", spatial),
         ("resumed on half", resumed_on_half),
+        ("kept off", kept_off),
         ("errors", errors),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").

@@ -266,7 +266,13 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
   atomicAdd(&c->running_blocks, 1u);
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
-  if (host && first) host->started = 1;  // the runtime's resume looks at it
+  if (host && (first & CUPREEMPT_FIRST)) host->started = 1;  // the runtime's resume looks at it
+  // A command given before the launch (CUPREEMPT_HOST_COMMAND) is in force before the first
+  // task even where the control stream has not written it yet: must_yield then asks host memory.
+  // Read until the host is not writing a later command (a few stores).
+  if (host && (first & CUPREEMPT_HOST_COMMAND))
+    while (!read_host_command(host, ls)) {
+    }
   if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
   __threadfence();
 }
@@ -507,7 +513,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     __syncthreads();
     if (leader) {
       leave(c, l.host, l.total_tasks, ls);
-      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
+      again = (l.first & CUPREEMPT_FIRST) && l.host && stay(c, l.host, l.total_tasks, ls);
     }
     __syncthreads();
   } while (again);

@@ -10,7 +10,7 @@ use crate::protocol::ServerMsg;
 use cupreempt_sched::{
     Action, Estimator, Event, KernelSpec, KernelView, Policy, Status, SystemView,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// One connection (one program's runtime).
 pub type ConnId = u64;
@@ -37,6 +37,8 @@ pub struct LaunchInfo<'a> {
     pub estimate_us: Option<f64>,
     /// What the duration model predicts from (`KernelSpec::features`).
     pub features: Option<[f64; 4]>,
+    /// The SMs it started preempted on (a `keep_off` order in force at the launch).
+    pub kept_off: &'a [u32],
 }
 
 /// A command for the program on connection `conn`.
@@ -114,10 +116,12 @@ pub struct Live {
     /// H100).
     switch_us: HashMap<String, f64>,
     /// `reserve`: the SMs held back for the programs of the highest priority connected, the
-    /// highest priority each connection has launched with, and which kernels keep off them.
+    /// highest priority each connection has launched with, the connections told to start
+    /// their launches off them (`keep_off`), and the SMs each kernel keeps off.
     reserved: Option<Vec<u32>>,
     conn_priority: HashMap<ConnId, u8>,
-    confined: Vec<bool>,
+    ordered: HashSet<ConnId>,
+    confined: Vec<Option<Vec<u32>>>,
 }
 
 impl Live {
@@ -170,6 +174,7 @@ impl Live {
             switch_us: HashMap::new(),
             reserved,
             conn_priority: HashMap::new(),
+            ordered: HashSet::new(),
             confined: Vec::new(),
         })
     }
@@ -190,31 +195,56 @@ impl Live {
     }
 
     /// `reserve`: keeps the kernels of each program off the reserved SMs while a program of
-    /// higher priority is connected, and gives the SMs back once none is. A kernel is on every
-    /// SM when the daemon hears of it, so a new one of lower priority is sent off at once.
+    /// higher priority is connected, and gives the SMs back once none is. A launch is on the
+    /// GPU before the daemon hears of it, so such a program gets a standing order
+    /// (`keep_off`): its launches start off the reserve. One it made before the order reached
+    /// it started on every SM and is sent off as the daemon hears of it.
     fn apply_reserve(&mut self, out: &mut Vec<Command>) {
         let Some(reserved) = self.reserved.clone() else {
             return;
         };
+        let mut orders: Vec<(ConnId, bool)> = self
+            .conn_priority
+            .iter()
+            .map(|(&conn, &top)| (conn, self.outranked(conn, top)))
+            .filter(|&(conn, keep_off)| keep_off != self.ordered.contains(&conn))
+            .collect();
+        orders.sort_unstable(); // commands in a stable order
+        for (conn, keep_off) in orders {
+            let sms = if keep_off {
+                self.ordered.insert(conn);
+                reserved.clone()
+            } else {
+                self.ordered.remove(&conn);
+                Vec::new()
+            };
+            out.push(Command {
+                conn,
+                msg: ServerMsg::KeepOff { sms },
+            });
+        }
         for k in self.sys.active.clone() {
             let (conn, _) = self.owner[k];
-            let mine = self.sys.kernels[k].spec.priority;
-            let below = self
-                .conn_priority
-                .iter()
-                .any(|(&c, &p)| c != conn && p > mine);
-            if below && !self.confined[k] && self.told[k] == Told::Run {
-                self.confined[k] = true;
+            let keep_off = self.outranked(conn, self.sys.kernels[k].spec.priority);
+            if keep_off && self.confined[k].is_none() && self.told[k] == Told::Run {
+                self.confined[k] = Some(reserved.clone());
                 out.push(self.preempt_command(k, Some(reserved.clone())));
-            } else if !below && self.confined[k] {
-                self.confined[k] = false;
-                let sms = Some(reserved.clone());
-                out.push(self.command(k, |id| ServerMsg::Resume {
-                    id,
-                    sms: sms.clone(),
-                }));
+            } else if !keep_off {
+                if let Some(sms) = self.confined[k].take() {
+                    out.push(self.command(k, |id| ServerMsg::Resume {
+                        id,
+                        sms: Some(sms.clone()),
+                    }));
+                }
             }
         }
+    }
+
+    /// Whether a program other than `conn` has launched with a priority above `mine`.
+    fn outranked(&self, conn: ConnId, mine: u8) -> bool {
+        self.conn_priority
+            .iter()
+            .any(|(&c, &p)| c != conn && p > mine)
     }
 
     fn kernel(&self, conn: ConnId, id: u64) -> Result<usize, String> {
@@ -270,7 +300,9 @@ impl Live {
         self.unanswered.push(0);
         self.asked.push(None);
         self.tasks.push(l.tasks.max(1));
-        self.confined.push(false);
+        // Started under a standing order: off those SMs already, with no `yielded` to come.
+        self.confined
+            .push((!l.kept_off.is_empty()).then(|| l.kept_off.to_vec()));
         self.ids.insert((conn, id), k);
         let top = self.conn_priority.entry(conn).or_insert(l.priority);
         *top = (*top).max(l.priority);
@@ -370,6 +402,7 @@ impl Live {
             .collect();
         self.ids.retain(|(c, _), _| *c != conn);
         self.conn_priority.remove(&conn);
+        self.ordered.remove(&conn);
         let mut out = Vec::new();
         for k in mine {
             out.extend(self.finish(now, k));
@@ -682,6 +715,7 @@ mod tests {
             weight,
             estimate_us: None,
             features: None,
+            kept_off: &[],
         }
     }
     fn resume(conn: ConnId, id: u64) -> Command {
@@ -760,7 +794,7 @@ mod tests {
                         continue;
                     }
                     ServerMsg::Preempt { id, sms } => (id, sms),
-                    ServerMsg::Error { .. } => unreachable!(),
+                    ServerMsg::Error { .. } | ServerMsg::KeepOff { .. } => unreachable!(),
                 };
                 if let Some(s) = on.get_mut(&(c, id)) {
                     let gone = named(&sms, total);
@@ -796,34 +830,48 @@ mod tests {
     }
 
     /// `reserve`: the batch program's kernels keep off the last SMs while a program of higher
-    /// priority is connected, each new one sent off as the daemon hears of it; the urgent
-    /// program's kernels are never touched; when it leaves, the SMs are given back.
+    /// priority is connected: the program gets a standing order for its launches, and a
+    /// kernel that started on every SM is sent off as the daemon hears of it; the urgent
+    /// program's kernels are never touched; when it leaves, the order ends and the SMs are
+    /// given back.
     #[test]
     fn reserve_holds_the_last_sms_back_while_a_higher_priority_program_is_connected() {
         let mut l = Live::new(RESERVE, 1, 132, 1000.0, 1000.0)
             .unwrap()
             .with_reserve(4)
             .unwrap();
-        let last4 = Some(vec![128, 129, 130, 131]);
-        let off = |conn, id| preempt_on(conn, id, last4.clone());
-        let back = |conn, id| resume_on(conn, id, last4.clone());
+        let last4 = vec![128, 129, 130, 131];
+        let off = |conn, id| preempt_on(conn, id, Some(last4.clone()));
+        let back = |conn, id| resume_on(conn, id, Some(last4.clone()));
+        let order = |conn, sms: &[u32]| Command {
+            conn,
+            msg: ServerMsg::KeepOff { sms: sms.to_vec() },
+        };
         // Alone, the batch kernel runs everywhere.
         assert_eq!(
             l.launch(0.0, 1, 10, &info("batch", 100, 0, 1.0)).unwrap(),
             []
         );
-        // The urgent program's launch sends the batch kernel off the reserve, not itself.
+        // The urgent program's launch sends the batch kernel off the reserve, not itself, and
+        // orders the batch program's next launches to start off it.
         assert_eq!(
             l.launch(5.0, 2, 20, &info("urgent", 10, 9, 1.0)).unwrap(),
-            [off(1, 10)]
+            [order(1, &last4), off(1, 10)]
         );
         assert_eq!(l.yielded(9.0, 1, 10).unwrap(), []);
         assert_eq!(l.finished(50.0, 2, 20).unwrap(), []);
-        // The urgent program is still connected: the next batch kernel is sent off at once.
+        // The urgent program is still connected: the next batch kernel started off the reserve
+        // (the order), so nothing is sent; one made before the order reached the program is
+        // sent off as the daemon hears of it.
         assert_eq!(l.finished(60.0, 1, 10).unwrap(), []);
+        let kept = LaunchInfo {
+            kept_off: &last4,
+            ..info("batch", 100, 0, 1.0)
+        };
+        assert_eq!(l.launch(70.0, 1, 11, &kept).unwrap(), []);
         assert_eq!(
-            l.launch(70.0, 1, 11, &info("batch", 100, 0, 1.0)).unwrap(),
-            [off(1, 11)]
+            l.launch(71.0, 1, 12, &info("batch", 100, 0, 1.0)).unwrap(),
+            [off(1, 12)]
         );
         // Kernels of the same priority share the SMs as the GPU likes.
         assert_eq!(
@@ -831,9 +879,10 @@ mod tests {
             []
         );
         assert_eq!(l.gone(76.0, 3), []);
-        // The urgent program leaves: the SMs go back to the batch kernel.
-        assert_eq!(l.gone(80.0, 2), [back(1, 11)]);
+        // The urgent program leaves: the order ends and the SMs go back to the batch kernels.
+        assert_eq!(l.gone(80.0, 2), [order(1, &[]), back(1, 11), back(1, 12)]);
         assert_eq!(l.finished(900.0, 1, 11).unwrap(), []);
+        assert_eq!(l.finished(901.0, 1, 12).unwrap(), []);
         assert_eq!(l.active(), 0);
         // The reserve is at least one SM and leaves the rest.
         let l = || Live::new(RESERVE, 1, 132, 1000.0, 1000.0).unwrap();

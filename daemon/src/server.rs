@@ -294,6 +294,7 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                         weight,
                         estimate_us,
                         features,
+                        kept_off,
                     } => {
                         let info = LaunchInfo {
                             kernel: &kernel,
@@ -302,6 +303,7 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                             weight,
                             estimate_us,
                             features,
+                            kept_off: &kept_off,
                         };
                         live.launch(t, conn, id, &info)
                     }

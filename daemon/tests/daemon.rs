@@ -104,6 +104,7 @@ impl Client {
             weight: 1.0,
             estimate_us: Some(1e6),
             features: None,
+            kept_off: Vec::new(),
         });
     }
 }
@@ -274,6 +275,7 @@ fn spatial_shares_reach_programs_as_sm_sets() {
             weight: 1.0,
             estimate_us: Some(1e6),
             features: None,
+            kept_off: Vec::new(),
         })
     };
     launch(&mut a, 40);

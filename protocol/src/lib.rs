@@ -32,6 +32,10 @@ pub enum ClientMsg {
         /// dynamic shared memory bytes); unknown ones 0.
         #[serde(default)]
         features: Option<[f64; 4]>,
+        /// The SMs it started preempted on: the `keep_off` order in force when it was made
+        /// (none: it started on every SM).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        kept_off: Vec<u32>,
     },
     Progress {
         id: u64,
@@ -77,6 +81,15 @@ pub enum ServerMsg {
         id: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         sms: Option<Vec<u32>>,
+    },
+    /// A standing order for the program's launches from now on: each starts preempted on the
+    /// SMs `sms` (none when empty), as if a `preempt` on them had been answered, until a later
+    /// `keep_off` changes it; the launch says so (`kept_off`), and a `resume` lets it there.
+    /// Kernels already running are not touched. A new launch reaches the GPU before the daemon
+    /// hears of it, so an order given per launch (`preempt`) comes only after it has started
+    /// on those SMs.
+    KeepOff {
+        sms: Vec<u32>,
     },
     Error {
         message: String,

@@ -68,6 +68,12 @@ impl ControlBlock {
     }
 }
 
+/// `cupreempt_launch.first`: the launch's first instance.
+pub const FIRST: u32 = 1;
+/// `cupreempt_launch.first`: the launch starts under a command written to the host mirror
+/// before it (`Runtime::launch_kept_off`), which each block reads at entry.
+pub const HOST_COMMAND: u32 = 2;
+
 /// Resident blocks per SM, at most: the lanes of [`HostMirror::lanes`].
 pub const LANES: usize = 32;
 
@@ -122,8 +128,9 @@ pub struct LaunchParams {
     /// Device-visible pointer to the [`HostMirror`], or 0 (then no block stays for stream
     /// order: launches that do not go through the runtime).
     pub host: u64,
-    /// 1 for a launch's first instance, whose last block keeps the stream until every task is
-    /// retired; 0 for resumed instances.
+    /// [`FIRST`] for a launch's first instance, whose last block keeps the stream until every
+    /// task is retired (0 for resumed instances), with [`HOST_COMMAND`] where it starts under a
+    /// command that so far only the host mirror holds.
     pub first: u32,
     /// The mirror's `done_tasks` is refreshed when `done_tasks >> progress_shift` changes.
     pub progress_shift: u32,

@@ -10,6 +10,7 @@
 # Usage: scripts/probes/daemon_priority.sh [BIN_DIR]   (BIN_DIR holds cupreempt, cupreemptd and
 #   libcupreempt_runtime.so; default target/release)
 # Env: PROBE_URGENT=200 (urgent launches), PROBE_BATCH_S=30, PROBE_MODES="contexts mps",
+#   PROBE_CASES="alone none stream partition hpf reserve" (those cases only),
 #   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -43,24 +44,35 @@ beside_daemon() {
   pair "CUPREEMPT_SCHEDULER=$sock CUPREEMPT_PRIORITY=0" "CUPREEMPT_SCHEDULER=$sock CUPREEMPT_PRIORITY=9"
   kill -TERM $d
   wait $d || true
-  echo "[$mode] daemon: $(grep -c 'Preempt' "$log") preempt commands, $(grep -c 'Yielded' "$log") yields reported, $(grep -c 'Resume' "$log") resumes"
+  echo "[$mode] daemon: $(grep -c 'Preempt' "$log") preempt commands, $(grep -c 'Yielded' "$log") yields reported, $(grep -c 'Resume' "$log") resumes, $(grep -c 'KeepOff { sms: \[[0-9]' "$log") standing orders, $(grep -c 'kept_off: \[[0-9]' "$log") launches started kept off"
 }
+
+# Whether case NAME is among PROBE_CASES (all when unset).
+wanted() { [[ " ${PROBE_CASES:-alone none stream partition hpf reserve} " == *" $1 "* ]]; }
 
 cases() {
   local mode=$1
-  echo "[$mode] urgent alone:"
-  "$work/prog" urgent "$n"
-  echo "[$mode] urgent beside batch, no scheduler:"
-  pair "" ""
-  echo "[$mode] urgent beside batch, no scheduler, urgent kernels on a stream of the greatest priority:"
-  pair "" "PROBE_HIGH_PRIORITY=1"
-  if [ "$mode" = mps ]; then
+  if wanted alone; then
+    echo "[$mode] urgent alone:"
+    "$work/prog" urgent "$n"
+  fi
+  if wanted none; then
+    echo "[$mode] urgent beside batch, no scheduler:"
+    pair "" ""
+  fi
+  if wanted stream; then
+    echo "[$mode] urgent beside batch, no scheduler, urgent kernels on a stream of the greatest priority:"
+    pair "" "PROBE_HIGH_PRIORITY=1"
+  fi
+  if [ "$mode" = mps ] && wanted partition; then
     echo "[$mode] urgent beside batch, no scheduler, batch limited to 90% of the SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE):"
     pair "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=90" ""
   fi
-  beside_daemon "$mode" --policy hpf
+  if wanted hpf; then beside_daemon "$mode" --policy hpf; fi
   # The reserve holds from the urgent program's first launch on (it connects then).
-  [ "$mode" != mps ] || beside_daemon "reserve-$mode" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}"
+  if [ "$mode" = mps ] && wanted reserve; then
+    beside_daemon "reserve-$mode" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}"
+  fi
 }
 
 for mode in ${PROBE_MODES:-contexts mps}; do

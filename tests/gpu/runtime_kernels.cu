@@ -2,7 +2,9 @@
 // Transformed by the test itself, compiled to PTX and loaded through cupreempt_runtime::rt.
 
 // Each task spins for `spin_ns` (so a preemption lands in the middle of the kernel), counts its
-// runs, and writes a value that depends only on its block and thread indices.
+// runs in the low 16 bits of runs[task] and adds the SM it ran on above them (the test of a
+// launch kept off some SMs reads it), and writes a value that depends only on its block and
+// thread indices.
 extern "C" __global__ void spin_fill(unsigned* out, unsigned* runs, unsigned long long spin_ns) {
   unsigned long long start, now;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
@@ -10,7 +12,9 @@ extern "C" __global__ void spin_fill(unsigned* out, unsigned* runs, unsigned lon
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < spin_ns);
   const unsigned task = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
-  if (threadIdx.x == 0) atomicAdd(&runs[task], 1u);
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  if (threadIdx.x == 0) atomicAdd(&runs[task], 1u + (smid << 16));
   out[task * blockDim.x + threadIdx.x] = (task * 2654435761u) ^ (threadIdx.x * 40503u) ^ gridDim.y;
 }
 

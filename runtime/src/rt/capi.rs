@@ -241,11 +241,14 @@ impl LaunchCall {
         // A preemptible launch: the runtime's streams (commands, resumes) should be ready
         // before a preemption needs them.
         rt.request_setup();
-        let k = rt.launch(
+        // A scheduler daemon's standing order: the launch starts off these SMs.
+        let off = super::scheduler::kept_off();
+        let k = rt.launch_kept_off(
             &Function::from_raw(self.func.cast()),
             &cfg,
             StreamRef::from_raw(self.stream.cast()),
             &kargs,
+            off.as_ref(),
         )?;
         Ok((rt, k, cfg))
     }

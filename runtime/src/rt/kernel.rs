@@ -26,7 +26,10 @@ use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
 use super::pool::{Mirror, Retired};
 use super::runtime::{Function, Inner, Runtime};
-use crate::control::{progress_shift, ControlBlock, HostMirror, LaunchParams, LANES};
+use crate::control::{
+    progress_shift, ControlBlock, HostMirror, LaunchParams, FIRST, HOST_COMMAND, LANES,
+};
+use crate::smset::SmSet;
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of, MaybeUninit};
 use std::ptr::{addr_of, addr_of_mut};
@@ -145,6 +148,22 @@ impl Runtime {
         stream: StreamRef,
         args: &KernelArgs,
     ) -> Result<Kernel> {
+        self.launch_kept_off(func, cfg, stream, args, None)
+    }
+
+    /// As [`Runtime::launch`], with the kernel preempted on the SMs `off` from its start (a
+    /// scheduler's standing order): no block takes a task there until they are resumed. The
+    /// command goes to the host mirror before the launch, which each block reads at entry
+    /// (`HOST_COMMAND`), and to the control block through the control stream as any command;
+    /// the launch does not wait for that write.
+    pub fn launch_kept_off(
+        &self,
+        func: &Function,
+        cfg: &LaunchConfig,
+        stream: StreamRef,
+        args: &KernelArgs,
+        off: Option<&SmSet>,
+    ) -> Result<Kernel> {
         let stream = stream.0;
         let rt = &self.inner;
         let tasks = cfg.tasks(&rt.limits()?)?;
@@ -172,7 +191,7 @@ impl Runtime {
                 budget_ns: cfg.budget_ns,
                 audit: 0,
                 host: slot.mirror.device,
-                first: 1,
+                first: FIRST,
                 progress_shift: progress_shift(tasks),
             },
             mirror: slot.mirror,
@@ -187,6 +206,12 @@ impl Runtime {
             last_request: None,
             progress_seen: AtomicU64::new(0),
         };
+        if let Some(sms) = off.filter(|s| !s.is_empty()) {
+            let mut next = k.command;
+            next.preempt(&Target::Sms(*sms))?;
+            k.send(next)?;
+            k.params.first |= HOST_COMMAND;
+        }
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         k.launch_instance(stream, blocks)?;
@@ -387,7 +412,7 @@ impl Kernel {
 
     /// What `wait_yielded` waits on, in words: the command's writes, the lanes held on the
     /// SMs it must leave, and each instance.
-    fn waiting_state(&self, sms: &crate::smset::SmSet) -> String {
+    fn waiting_state(&self, sms: &SmSet) -> String {
         let landed = self.landed.as_ref().map(|e| e.is_done());
         let held: Vec<String> = sms
             .iter()

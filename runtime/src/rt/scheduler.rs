@@ -13,6 +13,7 @@
 use super::capi::lock;
 use super::command::Target;
 use super::kernel::Kernel;
+use crate::smset::SmSet;
 use cupreempt_protocol::{read_frame, write_msg, ClientMsg, ServerMsg};
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
@@ -48,6 +49,8 @@ pub(crate) trait Steer: Send + 'static {
     fn features(&self) -> [f64; 4];
     /// (latest yield, latest block entry), GPU clock ns; 0 where none yet.
     fn gpu_stamps(&self) -> (u64, u64);
+    /// The SMs it is preempted on now (a launch made under a `keep_off` order starts so).
+    fn off_sms(&self) -> Vec<u32>;
 }
 
 /// The runtime's target for a daemon's SM list (`None`: every SM).
@@ -98,6 +101,19 @@ impl Steer for Shared {
     fn gpu_stamps(&self) -> (u64, u64) {
         lock(self).gpu_stamps()
     }
+    fn off_sms(&self) -> Vec<u32> {
+        let k = lock(self);
+        k.command().yielded_sms(k.sm_count()).iter().collect()
+    }
+}
+
+/// The daemon's standing order (`keep_off`): the SMs that this process's launches start off.
+static KEEP_OFF: Mutex<Option<SmSet>> = Mutex::new(None);
+
+/// The SMs a launch made now starts preempted on (the daemon's `keep_off`), if any.
+pub(crate) fn kept_off() -> Option<SmSet> {
+    socket()?;
+    *lock(&KEEP_OFF)
 }
 
 /// The daemon's socket (`CUPREEMPT_SCHEDULER`), read once.
@@ -257,6 +273,8 @@ pub(crate) struct Client<S> {
     generation: u64,
     next_try: Instant,
     said_unreachable: bool,
+    /// Where the daemon's standing order goes for the launch path to read (`KEEP_OFF`).
+    keep_off: &'static Mutex<Option<SmSet>>,
 }
 
 impl<S: Steer> Client<S> {
@@ -272,12 +290,20 @@ impl<S: Steer> Client<S> {
             generation: 0,
             next_try: Instant::now(),
             said_unreachable: false,
+            keep_off: &KEEP_OFF,
         }
     }
 
     /// Sends `estimate_us` with every launch.
     pub(crate) fn estimate(mut self, estimate_us: Option<f64>) -> Client<S> {
         self.estimate_us = estimate_us;
+        self
+    }
+
+    /// Keeps the daemon's standing order in `orders` instead of the process's `KEEP_OFF`.
+    #[cfg(test)]
+    fn orders(mut self, orders: &'static Mutex<Option<SmSet>>) -> Client<S> {
+        self.keep_off = orders;
         self
     }
 
@@ -411,6 +437,7 @@ impl<S: Steer> Client<S> {
             weight: self.weight,
             estimate_us: self.estimate_us,
             features: Some(t.kernel.features()),
+            kept_off: t.kernel.off_sms(),
         };
         self.send(&m);
     }
@@ -418,11 +445,12 @@ impl<S: Steer> Client<S> {
     fn launch(&mut self, kernel: S, tx: &Sender<Input<S>>) {
         let id = self.next_id;
         self.next_id += 1;
+        let preempted = !kernel.off_sms().is_empty(); // made under a `keep_off` order
         self.kernels.insert(
             id,
             Tracked {
                 kernel,
-                preempted: false,
+                preempted,
                 reported_done: 0,
                 reported_at: Instant::now(),
                 reported_stamps: (0, 0),
@@ -471,6 +499,10 @@ impl<S: Steer> Client<S> {
                     }
                 }
             }
+            ServerMsg::KeepOff { sms } => match SmSet::from_ids(sms.iter().copied()) {
+                Ok(set) => self.set_keep_off(set),
+                Err(e) => eprintln!("cupreempt: scheduler's keep_off: {e}"),
+            },
             ServerMsg::Error { message } => eprintln!("cupreempt: scheduler: {message}"),
         }
     }
@@ -497,12 +529,18 @@ impl<S: Steer> Client<S> {
         }
     }
 
+    /// Also ends the standing order: launches start on every SM again.
     fn resume_all(&mut self) {
+        self.set_keep_off(SmSet::empty());
         for t in self.kernels.values_mut() {
             if t.preempted && t.kernel.resume(None).is_ok() {
                 t.preempted = false;
             }
         }
+    }
+
+    fn set_keep_off(&self, sms: SmSet) {
+        *lock(self.keep_off) = (!sms.is_empty()).then_some(sms);
     }
 
     fn look_at_kernels(&mut self) {
@@ -560,6 +598,8 @@ mod tests {
         last_sms: Mutex<Option<Vec<u32>>>,
         /// What `gpu_stamps` answers.
         stamps: Mutex<(u64, u64)>,
+        /// What `off_sms` answers (the SMs it was launched off).
+        off: Mutex<Vec<u32>>,
     }
     impl Steer for Fake {
         fn preempt(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
@@ -593,6 +633,9 @@ mod tests {
         }
         fn gpu_stamps(&self) -> (u64, u64) {
             *self.0.stamps.lock().unwrap()
+        }
+        fn off_sms(&self) -> Vec<u32> {
+            self.0.off.lock().unwrap().clone()
         }
     }
 
@@ -637,8 +680,20 @@ mod tests {
     }
 
     fn start_with(path: &Path, priority: Option<u8>, estimate_us: Option<f64>) -> Launches {
+        start_ordered(path, priority, estimate_us, Box::leak(Box::default()))
+    }
+
+    /// A client that keeps the daemon's standing order in `orders`.
+    fn start_ordered(
+        path: &Path,
+        priority: Option<u8>,
+        estimate_us: Option<f64>,
+        orders: &'static Mutex<Option<SmSet>>,
+    ) -> Launches {
         let (tx, rx) = channel::<Request<Fake>>();
-        let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0).estimate(estimate_us);
+        let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0)
+            .estimate(estimate_us)
+            .orders(orders);
         std::thread::spawn(move || client.run(rx));
         Launches(tx)
     }
@@ -699,6 +754,70 @@ mod tests {
             finished,
             "the ended kernel was not reported before the close"
         );
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The daemon's standing order (`keep_off`) reaches the launch path; a launch made under
+    /// it is announced with the SMs it started off and counts as preempted there, so that the
+    /// daemon's `resume` reaches it; an empty order, or the daemon going away, ends it.
+    #[test]
+    fn a_standing_order_reaches_launches_and_ends_with_the_daemon() {
+        let (dir, path, listener) = daemon_socket("keep-off");
+        let orders: &'static Mutex<Option<SmSet>> = Box::leak(Box::default());
+        let launches = start_ordered(&path, None, None, orders);
+        let order = || *orders.lock().unwrap();
+        let first = Fake::default();
+        launches.send(first.clone()).unwrap();
+        let mut daemon = accept(&listener);
+        assert!(
+            matches!(recv(&mut daemon), ClientMsg::Launch { id: 1, kept_off, .. } if kept_off.is_empty())
+        );
+        let reserve = vec![128, 129, 130];
+        write_msg(
+            &mut daemon,
+            &ServerMsg::KeepOff {
+                sms: reserve.clone(),
+            },
+        )
+        .unwrap();
+        let wanted = SmSet::from_ids(reserve.iter().copied()).unwrap();
+        until("the standing order", || order() == Some(wanted));
+        // The launch path starts the next launch off those SMs (Runtime::launch_kept_off).
+        let kept = Fake::default();
+        *kept.0.off.lock().unwrap() = reserve.clone();
+        launches.send(kept.clone()).unwrap();
+        let next = |daemon: &mut UnixStream| loop {
+            match recv(daemon) {
+                ClientMsg::Progress { .. } | ClientMsg::GpuTimes { .. } => {}
+                other => return other,
+            }
+        };
+        match next(&mut daemon) {
+            ClientMsg::Launch {
+                id: 2, kept_off, ..
+            } => assert_eq!(kept_off, reserve),
+            other => panic!("expected launch 2, got {other:?}"),
+        }
+        // Preempted there from its start: the daemon's resume of those SMs reaches it.
+        let sms = Some(reserve.clone());
+        write_msg(
+            &mut daemon,
+            &ServerMsg::Resume {
+                id: 2,
+                sms: sms.clone(),
+            },
+        )
+        .unwrap();
+        until("the resume", || kept.0.resumed.load(Ordering::SeqCst) == 1);
+        assert_eq!(*kept.0.last_sms.lock().unwrap(), sms);
+        // An empty order ends it.
+        write_msg(&mut daemon, &ServerMsg::KeepOff { sms: vec![] }).unwrap();
+        until("the order's end", || order().is_none());
+        // Given again, it ends when the daemon goes away.
+        write_msg(&mut daemon, &ServerMsg::KeepOff { sms: reserve }).unwrap();
+        until("the second order", || order().is_some());
+        drop(daemon);
+        until("the order's end with the daemon", || order().is_none());
         let _ = std::fs::remove_dir_all(dir);
     }
 
