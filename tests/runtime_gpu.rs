@@ -179,16 +179,27 @@ impl Job {
     /// Poisons the outputs, launches spin_fill, then (as the application's next work on the
     /// same stream) copy_words into `snap`.
     fn launch(&self, g: &Setup, spin_ns: u64) -> Result<Kernel, Error> {
+        self.launch_kept_off(g, spin_ns, None)
+    }
+
+    /// As `launch`, the kernel kept off the SMs `off` from its start.
+    fn launch_kept_off(
+        &self,
+        g: &Setup,
+        spin_ns: u64,
+        off: Option<&SmSet>,
+    ) -> Result<Kernel, Error> {
         self.out.fill(POISON, self.stream);
         self.snap.fill(POISON, self.stream);
         self.runs.fill(0, self.stream);
         let mut args = KernelArgs::new();
         args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
-        let k = g.rt.launch(
+        let k = g.rt.launch_kept_off(
             &g.spin,
             &LaunchConfig::new(self.grid, [self.block, 1, 1], 0),
             unsafe { StreamRef::from_raw(self.stream) },
             &args,
+            off,
         )?;
         let n = self.out.words as u32;
         let (mut src, mut dst, mut n) = (self.out.ptr, self.snap.ptr, n);
@@ -365,42 +376,48 @@ fn spatial(g: &Setup) -> Result<String, String> {
 }
 
 /// Launched kept off the even SMs from its start (a scheduler's standing order,
-/// `Runtime::launch_kept_off`): no task may run there until they are resumed, not even in the
-/// first microseconds, before the control stream has written the command (blocks read it from
-/// host memory at entry). Every task claimed before the resume was claimed by a block on an
-/// odd SM; tasks are claimed in order, so those are all tasks below the progress read before
-/// the resume.
+/// `Runtime::launch_kept_off`): no task may run there until they are resumed, also while the
+/// command has not reached the control block: the runtime's command stream is held up by a
+/// one-block kernel of 3 ms enqueued on it first, so for those 3 ms only what the launch
+/// itself carries keeps its blocks off. Every task claimed before the resume was claimed by
+/// a block on an odd SM; tasks are claimed in order, so those are all tasks below the
+/// progress read before the resume.
 fn kept_off(g: &Setup) -> Result<String, String> {
     let sms = g.rt.limits().expect("device limits").sm_count;
     let job = Job::new([200_000, 1, 1], 64);
     let even = SmSet::from_ids((0..sms).filter(|s| s % 2 == 0)).map_err(|e| e.to_string())?;
-    job.out.fill(POISON, job.stream);
-    job.snap.fill(POISON, job.stream);
-    job.runs.fill(0, job.stream);
-    let mut args = KernelArgs::new();
-    args.push(job.out.ptr).push(job.runs.ptr).push(100_000u64);
-    let mut k =
-        g.rt.launch_kept_off(
-            &g.spin,
-            &LaunchConfig::new(job.grid, [job.block, 1, 1], 0),
-            unsafe { StreamRef::from_raw(job.stream) },
-            &args,
-            Some(&even),
-        )
+    let hold = Job::new([1, 1, 1], 64);
+    let commands = g.rt.command_stream().map_err(|e| e.to_string())?;
+    let (mut o, mut r, mut spin) = (hold.out.ptr, hold.runs.ptr, 3_000_000u64);
+    let mut params = [
+        (&mut o as *mut u64).cast(),
+        (&mut r as *mut u64).cast(),
+        (&mut spin as *mut u64).cast(),
+    ];
+    launch_plain(&g.spin_original, 1, 64, commands, &mut params);
+    let launched = Instant::now();
+    let mut k = job
+        .launch_kept_off(g, 100_000, Some(&even))
         .map_err(|e| e.to_string())?;
     if k.command().yielded_sms(sms) != even {
         return Err("the launch does not count as preempted on the even SMs".into());
     }
     std::thread::sleep(Duration::from_millis(2));
+    let held = k.progress().map_err(|e| e.to_string())?;
+    // The blocks that the hardware placed on the even SMs left before taking a task.
+    k.wait_yielded().map_err(|e| e.to_string())?;
+    let left_ms = launched.elapsed().as_secs_f64() * 1e3;
+    std::thread::sleep(Duration::from_millis(1));
     let before = k.progress().map_err(|e| e.to_string())?;
     k.resume(Target::Sms(even)).map_err(|e| e.to_string())?;
     drop(k);
     sync_within(job.stream, Duration::from_secs(20))?;
     job.check(g)?;
-    if before.done < 1000 || before.done >= before.total {
+    if held.done < 1000 || before.done >= before.total {
         return Err(format!(
-            "{} of {} tasks done before the resume: the check proves nothing",
-            before.done, before.total
+            "{} tasks done while the commands were held up, {} of {} before the resume: the \
+             check proves nothing",
+            held.done, before.done, before.total
         ));
     }
     let runs = job.runs.read(g.side);
@@ -423,8 +440,10 @@ fn kept_off(g: &Setup) -> Result<String, String> {
         return Err("no task ran on the even SMs after their resume".into());
     }
     Ok(format!(
-        "{} tasks before the resume, all on odd SMs; {later_even} later on even SMs; exact",
-        before.done
+        "{} tasks done while the commands were held up, {} before the resume, all on odd SMs \
+         (wait_yielded returned {left_ms:.1} ms after the launch); {later_even} later on even \
+         SMs; exact",
+        held.done, before.done
     ))
 }
 

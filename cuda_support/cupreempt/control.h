@@ -15,12 +15,6 @@
 /* Bits of the command word. 0 means "keep running". */
 #define CUPREEMPT_YIELD_ALL 1u /* every block stops taking tasks (temporal preemption) */
 #define CUPREEMPT_YIELD_SMS 2u /* blocks on the SMs set in sm_mask stop (spatial preemption) */
-/* cupreempt_launch.first: bits */
-#define CUPREEMPT_FIRST 1u
-/* The launch started under a command written only to the host mirror so far (a scheduler's
- * standing order to keep off some SMs): each block reads it at entry, since the control block
- * may still say nothing when the block takes its first task. */
-#define CUPREEMPT_HOST_COMMAND 2u
 
 typedef struct cupreempt_control {
   /* Each group below has its own 128-byte line: thousands of blocks hit the counters with
@@ -76,10 +70,12 @@ typedef struct cupreempt_launch {
   unsigned int budget_ns; /* adaptive chunks: work between two checks; 0 = kernel default */
   unsigned int* audit;    /* tests: one execution counter per task; NULL (the runtime's) = none */
   cupreempt_host* host;   /* runtime launches: the host mirror; NULL elsewhere */
-  unsigned int first;     /* CUPREEMPT_FIRST: the launch's first instance, whose last block holds
-                             the stream; | CUPREEMPT_HOST_COMMAND: a command was in the host
-                             mirror before the launch (read at entry) */
+  unsigned int first;     /* 1: the launch's first instance, whose last block holds the stream */
   unsigned int progress_shift; /* host->done_tasks is refreshed when done_tasks >> this changes */
+  /* Bit s set: blocks on SM s take no task until a command reaches the control block (a
+   * scheduler's standing order: the launch starts preempted there; the runtime sends the same
+   * command through the control stream, which may land after the first blocks start). */
+  unsigned int start_off[CUPREEMPT_MAX_SMS / 32];
 } cupreempt_launch;
 
 #endif

@@ -191,6 +191,7 @@ struct LeaderState {
   unsigned tail;       // 1: the first instance's last block (see stay())
   unsigned host_seq;   // the newest command seen in host memory, and whether it sends us away
   unsigned host_away;
+  unsigned start_away; // the launch's start_off sends us away (until a command lands)
   unsigned long long yield_ns_copied;  // control->yield_ns as last copied to host memory
   unsigned long long chunk_begin;      // the first task of the last chunk (tests' audit)
 };
@@ -223,7 +224,19 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cup
     read_host_command(h, ls);
     return ls.host_away;
   }
+  // No command has landed: the launch's own start_off is in force.
+  if (seq == 0) return ls.start_away;
   return sends_away(cmd, c->sm_mask, ls.smid);
+}
+
+// Whether the launch starts off SM `smid` (l.start_off). Constant indices: a kernel parameter
+// indexed by a register would first be copied to local memory.
+__device__ __forceinline__ unsigned starts_off(const cupreempt_launch& l, unsigned smid) {
+  unsigned word = 0;
+#pragma unroll
+  for (unsigned i = 0; i < CUPREEMPT_MAX_SMS / 32; ++i)
+    if (smid / 32 == i) word = l.start_off[i];
+  return (word >> (smid % 32)) & 1u;
 }
 
 // A lane: a small number that no other block of the kernel on the same SM holds now, so that the
@@ -266,13 +279,7 @@ static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* 
   atomicAdd(&c->running_blocks, 1u);
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
-  if (host && (first & CUPREEMPT_FIRST)) host->started = 1;  // the runtime's resume looks at it
-  // A command given before the launch (CUPREEMPT_HOST_COMMAND) is in force before the first
-  // task even where the control stream has not written it yet: must_yield then asks host memory.
-  // Read until the host is not writing a later command (a few stores).
-  if (host && (first & CUPREEMPT_HOST_COMMAND))
-    while (!read_host_command(host, ls)) {
-    }
+  if (host && first) host->started = 1;  // the runtime's resume looks at it
   if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
   __threadfence();
 }
@@ -479,7 +486,10 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   if (leader) ls.tail = ls.host_seq = ls.host_away = 0, ls.yield_ns_copied = 0;
 
   do {
-    if (leader) enter(c, l.host, fixed, l.first, ls);
+    if (leader) {
+      enter(c, l.host, fixed, l.first, ls);
+      ls.start_away = starts_off(l, ls.smid);
+    }
     for (unsigned parity = 0;; parity ^= 1u) {
       BlockState& st = states[parity];
       if (leader)
@@ -513,7 +523,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     __syncthreads();
     if (leader) {
       leave(c, l.host, l.total_tasks, ls);
-      again = (l.first & CUPREEMPT_FIRST) && l.host && stay(c, l.host, l.total_tasks, ls);
+      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
     }
     __syncthreads();
   } while (again);

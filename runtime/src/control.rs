@@ -68,12 +68,6 @@ impl ControlBlock {
     }
 }
 
-/// `cupreempt_launch.first`: the launch's first instance.
-pub const FIRST: u32 = 1;
-/// `cupreempt_launch.first`: the launch starts under a command written to the host mirror
-/// before it (`Runtime::launch_kept_off`), which each block reads at entry.
-pub const HOST_COMMAND: u32 = 2;
-
 /// Resident blocks per SM, at most: the lanes of [`HostMirror::lanes`].
 pub const LANES: usize = 32;
 
@@ -128,12 +122,14 @@ pub struct LaunchParams {
     /// Device-visible pointer to the [`HostMirror`], or 0 (then no block stays for stream
     /// order: launches that do not go through the runtime).
     pub host: u64,
-    /// [`FIRST`] for a launch's first instance, whose last block keeps the stream until every
-    /// task is retired (0 for resumed instances), with [`HOST_COMMAND`] where it starts under a
-    /// command that so far only the host mirror holds.
+    /// 1 for a launch's first instance, whose last block keeps the stream until every task is
+    /// retired; 0 for resumed instances.
     pub first: u32,
     /// The mirror's `done_tasks` is refreshed when `done_tasks >> progress_shift` changes.
     pub progress_shift: u32,
+    /// Bit s set: blocks on SM s take no task until a command reaches the control block (the
+    /// launch starts preempted there: `Runtime::launch_kept_off`).
+    pub start_off: [u32; MAX_SMS / 32],
 }
 
 impl LaunchParams {
@@ -149,6 +145,7 @@ impl LaunchParams {
             host: 0,
             first: 0,
             progress_shift: progress_shift(total_tasks),
+            start_off: [0; MAX_SMS / 32],
         }
     }
 }
@@ -190,6 +187,7 @@ int main(void) {
   F(cupreempt_launch, control); F(cupreempt_launch, total_tasks); F(cupreempt_launch, grid_x);
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
   F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
+  F(cupreempt_launch, start_off);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
@@ -242,6 +240,7 @@ int main(void) {
             at!("cupreempt_launch", LaunchParams, host),
             at!("cupreempt_launch", LaunchParams, first),
             at!("cupreempt_launch", LaunchParams, progress_shift),
+            at!("cupreempt_launch", LaunchParams, start_off),
             ("sizeof.launch", size_of::<LaunchParams>()),
             at!("cupreempt_host", HostMirror, seq),
             at!("cupreempt_host", HostMirror, command),

@@ -26,10 +26,8 @@ use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
 use super::pool::{Mirror, Retired};
 use super::runtime::{Function, Inner, Runtime};
-use crate::control::{
-    progress_shift, ControlBlock, HostMirror, LaunchParams, FIRST, HOST_COMMAND, LANES,
-};
-use crate::smset::SmSet;
+use crate::control::{progress_shift, ControlBlock, HostMirror, LaunchParams, LANES};
+use crate::smset::{SmSet, MAX_SMS};
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of, MaybeUninit};
 use std::ptr::{addr_of, addr_of_mut};
@@ -153,9 +151,11 @@ impl Runtime {
 
     /// As [`Runtime::launch`], with the kernel preempted on the SMs `off` from its start (a
     /// scheduler's standing order): no block takes a task there until they are resumed. The
-    /// command goes to the host mirror before the launch, which each block reads at entry
-    /// (`HOST_COMMAND`), and to the control block through the control stream as any command;
-    /// the launch does not wait for that write.
+    /// command is sent as any command (host mirror, then the control block through the control
+    /// stream), and the launch does not wait for it to land: its parameters carry the SMs
+    /// (`start_off`), which blocks obey until a command has reached the control block. Reading
+    /// the host mirror at entry instead (a system-scope fence in every block) kept the blocks
+    /// of a 4,224-block launch on those SMs for 17 ms on the H100, against 0.15 ms.
     pub fn launch_kept_off(
         &self,
         func: &Function,
@@ -191,8 +191,9 @@ impl Runtime {
                 budget_ns: cfg.budget_ns,
                 audit: 0,
                 host: slot.mirror.device,
-                first: FIRST,
+                first: 1,
                 progress_shift: progress_shift(tasks),
+                start_off: [0; MAX_SMS / 32],
             },
             mirror: slot.mirror,
             number,
@@ -210,13 +211,15 @@ impl Runtime {
             let mut next = k.command;
             next.preempt(&Target::Sms(*sms))?;
             k.send(next)?;
-            k.params.first |= HOST_COMMAND;
+            k.params.start_off = *sms.words();
         }
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         k.launch_instance(stream, blocks)?;
         super::trace_setup("launch and end event");
-        k.params.first = 0; // every later instance is a resumed one
+        // Every later instance is a resumed one, launched after the newest command has landed.
+        k.params.first = 0;
+        k.params.start_off = [0; MAX_SMS / 32];
         Ok(k)
     }
 }

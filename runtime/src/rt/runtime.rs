@@ -186,6 +186,13 @@ impl Runtime {
         self.inner.limits()
     }
 
+    /// The stream that carries commands into control blocks. Tests hold it up (work enqueued
+    /// on it delays every later command) to check what kernels do before a command lands.
+    #[doc(hidden)]
+    pub fn command_stream(&self) -> Result<CUstream> {
+        self.inner.control_stream()
+    }
+
     /// The raw context, for code that mixes this runtime with other driver calls.
     pub fn context(&self) -> CUcontext {
         self.inner.ctx
