@@ -224,8 +224,9 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cup
     read_host_command(h, ls);
     return ls.host_away;
   }
-  // No command has landed: the launch's own start_off is in force.
-  if (seq == 0) return ls.start_away;
+  // The control block has never held a command (launches outside the runtime write commands
+  // without a number): the launch's own start_off is in force.
+  if (word == 0) return ls.start_away;
   return sends_away(cmd, c->sm_mask, ls.smid);
 }
 
