@@ -10,7 +10,8 @@
 # Usage: scripts/probes/daemon_priority.sh [BIN_DIR]   (BIN_DIR holds cupreempt, cupreemptd and
 #   libcupreempt_runtime.so; default target/release)
 # Env: PROBE_URGENT=200 (urgent launches), PROBE_BATCH_S=30, PROBE_MODES="contexts mps",
-#   PROBE_CASES="alone none stream partition hpf reserve" (those cases only),
+#   PROBE_CASES="alone none stream partition hpf reserve" (those cases only; also
+#   alone-reserve: the urgent process alone under the reserve daemon),
 #   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -69,6 +70,18 @@ cases() {
     pair "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=90" ""
   fi
   if wanted hpf; then beside_daemon "$mode" --policy hpf; fi
+  # The urgent process alone under the reserve daemon: what being scheduled costs it (every
+  # launch of a scheduled process is preemptible and reported).
+  if [ "$mode" = mps ] && wanted alone-reserve; then
+    local sock=$work/sock-alone log=$logs/daemon-alone-reserve-$mode.log
+    echo "[$mode] urgent alone, cupreemptd --policy reserve:"
+    "$bin/cupreemptd" --socket "$sock" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}" --verbose 2>"$log" &
+    local d=$!
+    sleep 0.5
+    env CUPREEMPT_SCHEDULER="$sock" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
+    kill -TERM $d
+    wait $d || true
+  fi
   # The reserve holds from the urgent program's first launch on (it connects then).
   if [ "$mode" = mps ] && wanted reserve; then
     beside_daemon "reserve-$mode" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}"
