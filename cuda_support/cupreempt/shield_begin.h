@@ -359,10 +359,16 @@
 #undef split
 #pragma push_macro("st")
 #undef st
+#pragma push_macro("start_away")
+#undef start_away
 #pragma push_macro("start_ns")
 #undef start_ns
+#pragma push_macro("start_off")
+#undef start_off
 #pragma push_macro("started")
 #undef started
+#pragma push_macro("starts_off")
+#undef starts_off
 #pragma push_macro("states")
 #undef states
 #pragma push_macro("status")
