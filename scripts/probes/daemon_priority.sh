@@ -11,7 +11,8 @@
 #   libcupreempt_runtime.so; default target/release)
 # Env: PROBE_URGENT=200 (urgent launches), PROBE_BATCH_S=30, PROBE_MODES="contexts mps",
 #   PROBE_CASES="alone none stream partition hpf reserve" (those cases only; also
-#   alone-reserve: the urgent process alone under the reserve daemon),
+#   alone-reserve: the urgent process alone under the reserve daemon; alone-preemptible: alone
+#   with every launch preemptible, no daemon),
 #   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -56,6 +57,12 @@ cases() {
   if wanted alone; then
     echo "[$mode] urgent alone:"
     "$work/prog" urgent "$n"
+  fi
+  # Every launch in the persistent form, no scheduler (what a scheduled process's launches
+  # cost without its client thread).
+  if wanted alone-preemptible; then
+    echo "[$mode] urgent alone, every launch preemptible (CUPREEMPT_SHORT_US=0):"
+    CUPREEMPT_SHORT_US=0 "$work/prog" urgent "$n"
   fi
   if wanted none; then
     echo "[$mode] urgent beside batch, no scheduler:"

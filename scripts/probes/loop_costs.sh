@@ -20,7 +20,7 @@ programs=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u)
 # name|sed expression applied to task_loop.cuh (each must change the file)
 cuts=(
   "full|"
-  "no-enter-fence|/host->started = 1;  \/\/ the runtime/{n;s/__threadfence();/\/\/ cut/}"
+  "no-enter-fence|/host->started = 1;  \/\/ the runtime/{n;n;s/__threadfence();/\/\/ cut/}"
   "no-host-lanes|s/host->lanes\[ls.smid\]\[ls.lane\] = [01];/(void)0;/"
   "no-lanes|s/ls.lane = claim_lane(c, ls.smid);/ls.lane = CUPREEMPT_LANES;/"
   "no-progress|s/else if (done)$/else if (false)/"

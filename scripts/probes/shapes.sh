@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Probe: benchmark programs side by side in every launch form (GPU machine, nvcc on PATH).
 # For each PROGRAM:SIZE: the original's median, the transformed build with launch plans (the
-# default), with every launch preemptible (CUPREEMPT_SHORT_US=0), and every launch preemptible
+# default), with nearly every launch the original kernel (CUPREEMPT_SHORT_US=10^9), with every
+# launch preemptible (CUPREEMPT_SHORT_US=0), and every launch preemptible
 # with fixed chunks (CUPREEMPT_CHUNK). Each line also says whether all checksums agree with the
 # original's: a form that computes something else is a bug, whatever its time.
 # Usage: scripts/probes/shapes.sh CUPREEMPT_BINARY RUNTIME_LIB_DIR PROGRAM:SIZE...
@@ -37,6 +38,10 @@ for spec in "$@"; do
     line="$line | $label ${t}ms $(ratio "$t" "$o")"
   }
   form plans CUPREEMPT_NONE=1
+  # Nearly every launch the original kernel (each configuration's first launch, and every
+  # 128th, run preemptible to time it): what the runtime's launch path costs apart from the
+  # persistent form.
+  form lean CUPREEMPT_SHORT_US=1000000000
   form preemptible CUPREEMPT_SHORT_US=0
   for c in ${PROBE_CHUNKS:-1 8 64}; do
     form "chunk$c" CUPREEMPT_SHORT_US=0 CUPREEMPT_CHUNK="$c"
