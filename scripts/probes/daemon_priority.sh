@@ -13,7 +13,8 @@
 #   PROBE_CASES="alone none stream partition hpf reserve" (those cases only; also
 #   alone-reserve: the urgent process alone under the reserve daemon; alone-preemptible: alone
 #   with every launch preemptible, no daemon),
-#   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log).
+#   PROBE_LOG=DIR (the daemon's --verbose log of each mode goes to DIR/daemon-MODE.log),
+#   PROBE_ROUNDS=1 (rounds of all cases, interleaved; with more than one, each case's medians).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
@@ -95,15 +96,26 @@ cases() {
   fi
 }
 
+# PROBE_ROUNDS rounds of the cases, one after the other (the machine's own p99 moves between
+# minutes; interleaved rounds compare the cases under the same conditions), then each case's
+# median p50 and p99 over the rounds.
+rounds() {
+  local mode=$1 r
+  for r in $(seq "${PROBE_ROUNDS:-1}"); do
+    [ "${PROBE_ROUNDS:-1}" = 1 ] || echo "[$mode] round $r"
+    cases "$mode"
+  done
+}
+{
 for mode in ${PROBE_MODES:-contexts mps}; do
   case $mode in
-    contexts) cases contexts ;;
+    contexts) rounds contexts ;;
     mps)
       if ! start_mps; then
         echo "[mps] the MPS control daemon cannot be started here"
         continue
       fi
-      cases mps || echo "[mps] failed"
+      rounds mps || echo "[mps] failed"
       stop_mps
       sleep 1
       cat "$CUDA_MPS_LOG_DIRECTORY"/control.log 2>/dev/null | tail -n 5
@@ -112,3 +124,21 @@ for mode in ${PROBE_MODES:-contexts mps}; do
     *) echo "unknown mode $mode" >&2; exit 2 ;;
   esac
 done
+} | tee "$work/console.txt"
+if [ "${PROBE_ROUNDS:-1}" != 1 ]; then
+  echo "medians over ${PROBE_ROUNDS} rounds (p50 / p99 us):"
+  python3 - "$work/console.txt" <<'PY'
+import collections, re, statistics, sys
+case, got = None, collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    if line.startswith("[") and line.rstrip().endswith(":"):
+        case = line.strip()
+    m = re.match(r"urgent: n \d+ p50_us ([\d.]+) p99_us ([\d.]+)", line)
+    if m and case:
+        got[case].append((float(m[1]), float(m[2])))
+for case, v in got.items():
+    p50 = statistics.median(x for x, _ in v)
+    p99 = statistics.median(y for _, y in v)
+    print(f"  {case} {p50:.0f} / {p99:.0f} (p99s: {', '.join(f'{y:.0f}' for _, y in v)})")
+PY
+fi
