@@ -21,7 +21,7 @@ for spec in "$@"; do
   IFS=: read -r p size kernel <<<"$spec"
   [ -n "$kernel" ] || kernel=$(first_kernel "$p")
   for b in orig tr; do
-    ncu_csv --metrics "$metrics" --kernel-name "regex:^${kernel}(__cupreempt)?" \
+    ncu_csv --metrics "$metrics" --kernel-name "regex:^${kernel}(__cupreempt(_r32)?)?$" \
       --launch-skip "${PROBE_SKIP:-3}" --launch-count 1 "$build/$p.$b" "$size" time:3 \
       >"$build/$p.$size.$kernel.$b.csv"
   done
