@@ -24,7 +24,7 @@ for spec in "$@"; do
     rep="$build/$p.$size.$kernel.$b"
     rm -f "$rep.ncu-rep"
     ncu --clock-control none --section SourceCounters --section WarpStateStats \
-      --metrics "$limits" --kernel-name "regex:^${kernel}(__cupreempt)?" \
+      --metrics "$limits" --kernel-name "regex:^${kernel}(__cupreempt(_r32)?)?$" \
       --launch-skip "${PROBE_SKIP:-20}" --launch-count 1 -o "$rep" \
       "$build/$p.$b" "$size" time:3 >/dev/null 2>&1
     ncu -i "$rep.ncu-rep" --csv --print-units base --page raw \
