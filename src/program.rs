@@ -185,21 +185,64 @@ pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf>
 /// helpers that read blockIdx/gridDim or synchronize.
 pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)>;
 
-/// The files each file of a program includes (`include_closure`), by canonical path.
-pub type Closures = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
+/// Files by canonical path, each with a list of files.
+type Closures = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
 
-/// The files that include each file of a program (`Closures` turned around).
-pub type Includers = std::collections::BTreeMap<PathBuf, Vec<PathBuf>>;
+/// A program's include graph: the files each file includes (`include_closure`) and, turned
+/// around, the files that include each, kept together as files are added.
+#[derive(Debug, Default, Clone)]
+pub struct IncludeGraph {
+    closures: Closures,
+    includers: Closures,
+}
 
-/// `closures` turned around: for each file, the files that include it.
-pub fn includers(closures: &Closures) -> Includers {
-    let mut out = Includers::new();
-    for (file, includes) in closures {
-        for i in includes.iter().filter(|i| *i != file) {
-            out.entry(i.clone()).or_default().push(file.clone());
+impl IncludeGraph {
+    /// Adds `file` with the files it includes (replacing what it had).
+    pub fn insert(&mut self, file: PathBuf, closure: Vec<PathBuf>) {
+        if let Some(old) = self.closures.remove(&file) {
+            for i in old {
+                if let Some(by) = self.includers.get_mut(&i) {
+                    by.retain(|f| *f != file);
+                }
+            }
         }
+        for i in closure.iter().filter(|i| **i != file) {
+            self.includers
+                .entry(i.clone())
+                .or_default()
+                .push(file.clone());
+        }
+        self.closures.insert(file, closure);
     }
-    out
+
+    /// The files `file` includes, itself among them (none where it is not in the graph).
+    pub fn closure(&self, file: &Path) -> &[PathBuf] {
+        self.closures.get(file).map_or(&[], Vec::as_slice)
+    }
+
+    /// The files of the graph that include `file`.
+    pub fn includers(&self, file: &Path) -> &[PathBuf] {
+        self.includers.get(file).map_or(&[], Vec::as_slice)
+    }
+
+    pub fn contains(&self, file: &Path) -> bool {
+        self.closures.contains_key(file)
+    }
+
+    /// Every file some file of the graph includes.
+    pub fn included(&self) -> impl Iterator<Item = &PathBuf> {
+        self.closures.values().flatten()
+    }
+}
+
+impl FromIterator<(PathBuf, Vec<PathBuf>)> for IncludeGraph {
+    fn from_iter<I: IntoIterator<Item = (PathBuf, Vec<PathBuf>)>>(iter: I) -> IncludeGraph {
+        let mut g = IncludeGraph::default();
+        for (file, closure) in iter {
+            g.insert(file, closure);
+        }
+        g
+    }
 }
 
 /// What `file` knows of the program: what the files it includes define, together; and the
@@ -208,18 +251,17 @@ pub fn includers(closures: &Closures) -> Includers {
 /// optimizer's header and the functors of its `.cu` files).
 pub fn known_from(
     defines: &Defines,
-    closures: &Closures,
-    includers: &Includers,
+    graph: &IncludeGraph,
     file: &Path,
 ) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
     let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
-    for f in closures.get(file).map_or(&[][..], Vec::as_slice) {
+    for f in graph.closure(file) {
         if let Some((k, h)) = defines.get(f) {
             known.0.extend(k.iter().cloned());
             known.1.extend(h.iter().cloned());
         }
     }
-    for includer in includers.get(file).map_or(&[][..], Vec::as_slice) {
+    for includer in graph.includers(file) {
         if let Some((_, h)) = defines.get(includer) {
             let members = h.iter().filter(|h| h.member && h.reads_block_ids);
             for m in members {
@@ -232,15 +274,15 @@ pub fn known_from(
     known
 }
 
-/// `Defines` of a program. `files`: its files, canonical, with their texts; `closures`: the
-/// files each includes (`include_closure`, computed once by the caller, which needs them too).
+/// `Defines` of a program. `files`: its files, canonical, with their texts; `graph`: what each
+/// includes (made once by the caller, which needs it too).
 /// A helper that reads block ids only through a helper of another file it includes is known as
 /// such once that file is: the transforms are repeated with what the included files define
 /// until nothing changes (a chain of headers one deeper each round). A file is transformed
 /// again only when what its includes define has changed since its last transform.
 pub fn defines_of(
     files: &[(PathBuf, String)],
-    closures: &Closures,
+    graph: &IncludeGraph,
     opts: &crate::Options,
 ) -> Defines {
     // Deeper chains of headers than this are not followed (their helpers stay unknown here,
@@ -251,14 +293,13 @@ pub fn defines_of(
         .filter(|(_, t)| mentions_kernels(t) || t.contains("__device__"))
         .collect();
     let mut defines = Defines::new();
-    let includers = includers(closures);
     // What each file was last transformed with, and what that gave (None: it did not parse).
     type Known = (Vec<KnownKernel>, Vec<KnownHelper>);
     let mut last: std::collections::BTreeMap<&PathBuf, (Known, Option<Known>)> = Default::default();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
         for (p, t) in &relevant {
-            let known = known_from(&defines, closures, &includers, p);
+            let known = known_from(&defines, graph, p);
             let result = match last.get(p) {
                 Some((with, result)) if *with == known => result.clone(),
                 _ => {
@@ -374,5 +415,25 @@ mod tests {
         assert_eq!(resolve(angled, &here, &search), Some(other.join("k.cuh")));
         assert_eq!(resolve(angled, &here, &[]), None);
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The graph answers both ways, and a file added again replaces what it included.
+    #[test]
+    fn the_include_graph_keeps_includers_with_closures() {
+        let p = |s: &str| PathBuf::from(s);
+        let mut g: IncludeGraph = [
+            (p("/a.cu"), vec![p("/a.cu"), p("/h.cuh"), p("/i.cuh")]),
+            (p("/b.cu"), vec![p("/b.cu"), p("/h.cuh")]),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(g.includers(Path::new("/h.cuh")), [p("/a.cu"), p("/b.cu")]);
+        assert_eq!(g.includers(Path::new("/a.cu")), [] as [PathBuf; 0]);
+        assert!(g.contains(Path::new("/b.cu")) && !g.contains(Path::new("/h.cuh")));
+        g.insert(p("/a.cu"), vec![p("/a.cu"), p("/i.cuh")]);
+        assert_eq!(g.includers(Path::new("/h.cuh")), [p("/b.cu")]);
+        assert_eq!(g.includers(Path::new("/i.cuh")), [p("/a.cu")]);
+        assert_eq!(g.closure(Path::new("/a.cu")), [p("/a.cu"), p("/i.cuh")]);
+        assert_eq!(g.closure(Path::new("/x.cu")), [] as [PathBuf; 0]);
     }
 }

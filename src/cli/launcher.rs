@@ -593,7 +593,7 @@ fn prepare(
     };
     // What each file defines, for the launches and kernels of the files that include it.
     // The source's closure is `headers`; each header's, from it.
-    let closures: program::Closures = files
+    let graph: program::IncludeGraph = files
         .iter()
         .enumerate()
         .map(|(i, (p, t))| {
@@ -605,8 +605,7 @@ fn prepare(
             (p.clone(), c)
         })
         .collect();
-    let defines = program::defines_of(&files, &closures, &opts);
-    let includers = program::includers(&closures);
+    let defines = program::defines_of(&files, &graph, &opts);
     let color = super::stderr_color();
     let mut refused = false;
     for (p, text) in &files {
@@ -616,11 +615,11 @@ fn prepare(
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
         let out = if program::mentions_kernels(text) || gives_ctx {
-            let (k, h) = program::known_from(&defines, &closures, &includers, p);
+            let (k, h) = program::known_from(&defines, &graph, p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);
-            o.known_macros = program::macros_of(&closures[p], &|q| {
+            o.known_macros = program::macros_of(graph.closure(p), &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });
             let t = cupreempt::transform(text, &name, &o)?;

@@ -270,14 +270,14 @@ pub(super) fn known_kernels(
         .map(|(p, s)| (p.canonicalize().unwrap_or_else(|_| (*p).clone()), s.clone()))
         .collect();
     let closure = |p: &Path, s: &str| program::include_closure(p, s, &[], &|_| true);
-    let mut closures: program::Closures = canonical
+    let mut graph: program::IncludeGraph = canonical
         .iter()
         .map(|(p, s)| (p.clone(), closure(p, s)))
         .collect();
-    let mut defines = program::defines_of(&canonical, &closures, opts);
+    let mut defines = program::defines_of(&canonical, &graph, opts);
     let mut outside: BTreeMap<PathBuf, String> = BTreeMap::new();
-    for f in closures.values().flatten() {
-        if !closures.contains_key(f) && !outside.contains_key(f) {
+    for f in graph.included() {
+        if !graph.contains(f) && !outside.contains_key(f) {
             if let Some(t) = std::fs::read(f).ok().and_then(files::text_of) {
                 outside.insert(f.clone(), t);
             }
@@ -295,18 +295,18 @@ pub(super) fn known_kernels(
     };
     let macros: Vec<Vec<(String, String)>> = canonical
         .iter()
-        .map(|(c, _)| program::macros_of(&closures[c], &text_of))
+        .map(|(c, _)| program::macros_of(graph.closure(c), &text_of))
         .collect();
     if !outside.is_empty() {
         let outside: Vec<(PathBuf, String)> = outside.into_iter().collect();
         for (p, s) in &outside {
-            closures.insert(p.clone(), closure(p, s));
+            graph.insert(p.clone(), closure(p, s));
         }
         let o = cupreempt::Options {
             helpers_for_other_files: false,
             ..opts.clone()
         };
-        for (p, (kernels, helpers)) in program::defines_of(&outside, &closures, &o) {
+        for (p, (kernels, helpers)) in program::defines_of(&outside, &graph, &o) {
             let helpers = helpers
                 .into_iter()
                 .map(|h| KnownHelper {
@@ -326,9 +326,8 @@ pub(super) fn known_kernels(
             defines.entry(p).or_insert((kernels, helpers));
         }
     }
-    let includers = program::includers(&closures);
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
-        let (kernels, helpers) = program::known_from(&defines, &closures, &includers, c);
+        let (kernels, helpers) = program::known_from(&defines, &graph, c);
         if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() {
             out.insert(
                 (*p).clone(),
