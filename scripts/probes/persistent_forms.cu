@@ -1,0 +1,153 @@
+// Probe: what running a kernel in persistent form costs by itself, apart from cupreempt's task
+// loop. One kernel shaped like fixtures/bench/priority_streams' low-priority kernel (each thread
+// rotates one float2 INNER times: a chain of dependent multiply-adds, no shared memory, no
+// barrier) in hand-written forms:
+//   original     one block per task (TASKS blocks)
+//   stride       as many blocks as fit on the GPU at once; block b runs tasks b, b + G, ...
+//   stride_sync  the same with __syncthreads() after every task
+//   claim        as many blocks as fit; one thread per block takes the next task from a global
+//                counter (atomicAdd), hands it to the block through shared memory, and the block
+//                meets at a barrier before and after (the shape of cupreempt's task loop, without
+//                its bookkeeping)
+//   claim4       the same, four tasks per claim
+// Each form: LAUNCHES launches back to back timed with events (after two unmeasured ones), the
+// median over ROUNDS rounds of the mean per launch, and a checksum of the output (every form
+// must equal the original's).
+// Usage: persistent_forms [TASKS [INNER [ROUNDS]]]   (defaults 16384 256 7)
+#include <algorithm>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cuda_runtime.h>
+
+constexpr int BS = 256;
+constexpr int LAUNCHES = 50;
+
+#define CHECK(x)                                                                  \
+  do {                                                                            \
+    cudaError_t e = (x);                                                          \
+    if (e != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); \
+      std::exit(1);                                                               \
+    }                                                                             \
+  } while (0)
+
+__device__ __forceinline__ void task(const float2* in, float2* out, float c, float s, int inner,
+                                     unsigned t) {
+  const unsigned i = t * BS + threadIdx.x;
+  float2 v = in[i];
+  for (int k = 0; k < inner; ++k) {
+    const float x = fmaf(c, v.x, -s * v.y), y = fmaf(s, v.x, c * v.y);
+    v.x = x, v.y = y;
+  }
+  out[i] = v;
+}
+
+__global__ void original(const float2* in, float2* out, float c, float s, int inner, unsigned) {
+  task(in, out, c, s, inner, blockIdx.x);
+}
+
+__global__ void stride(const float2* in, float2* out, float c, float s, int inner, unsigned tasks) {
+  for (unsigned t = blockIdx.x; t < tasks; t += gridDim.x) task(in, out, c, s, inner, t);
+}
+
+__global__ void stride_sync(const float2* in, float2* out, float c, float s, int inner,
+                            unsigned tasks) {
+  for (unsigned t = blockIdx.x; t < tasks; t += gridDim.x) {
+    task(in, out, c, s, inner, t);
+    __syncthreads();
+  }
+}
+
+template <unsigned Chunk>
+__global__ void claim(const float2* in, float2* out, float c, float s, int inner, unsigned tasks,
+                      unsigned* counter) {
+  __shared__ unsigned first;
+  for (;;) {
+    if (threadIdx.x == 0) first = atomicAdd(counter, Chunk);
+    __syncthreads();
+    const unsigned begin = first;
+    __syncthreads();  // `first` is read by all before the next claim overwrites it
+    if (begin >= tasks) break;
+    const unsigned end = min(begin + Chunk, tasks);
+    for (unsigned t = begin; t < end; ++t) task(in, out, c, s, inner, t);
+  }
+}
+
+int main(int argc, char** argv) {
+  const unsigned tasks = argc > 1 ? std::atoi(argv[1]) : 16384;
+  const int inner = argc > 2 ? std::atoi(argv[2]) : 256;
+  const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
+  const size_t n = (size_t)tasks * BS;
+  std::vector<float2> h(n);
+  unsigned r = 12345;
+  for (auto& v : h) {
+    r = r * 1664525u + 1013904223u;
+    v.x = (r >> 8) / 16777216.0f - 0.5f;
+    r = r * 1664525u + 1013904223u;
+    v.y = (r >> 8) / 16777216.0f - 0.5f;
+  }
+  float2 *in, *out;
+  unsigned* counters;
+  CHECK(cudaMalloc(&in, n * sizeof(float2)));
+  CHECK(cudaMalloc(&out, n * sizeof(float2)));
+  CHECK(cudaMalloc(&counters, (LAUNCHES + 2) * sizeof(unsigned)));
+  CHECK(cudaMemcpy(in, h.data(), n * sizeof(float2), cudaMemcpyHostToDevice));
+  int sms = 0;
+  CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const float c = 0.99980003f, s = 0.019998667f;
+  cudaEvent_t a, b;
+  CHECK(cudaEventCreate(&a));
+  CHECK(cudaEventCreate(&b));
+  std::vector<float2> got(n);
+  double base = 0;
+  unsigned long long want = 0;
+  const char* names[] = {"original", "stride", "stride_sync", "claim", "claim4"};
+  for (int form = 0; form < 5; ++form) {
+    const void* f = form == 0   ? (const void*)original
+                    : form == 1 ? (const void*)stride
+                    : form == 2 ? (const void*)stride_sync
+                    : form == 3 ? (const void*)claim<1>
+                                : (const void*)claim<4>;
+    int per_sm = 0;
+    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
+    const unsigned grid = form == 0 ? tasks : std::min<unsigned>(tasks, per_sm * sms);
+    auto launch = [&](int i) {
+      if (form == 0) original<<<grid, BS>>>(in, out, c, s, inner, tasks);
+      if (form == 1) stride<<<grid, BS>>>(in, out, c, s, inner, tasks);
+      if (form == 2) stride_sync<<<grid, BS>>>(in, out, c, s, inner, tasks);
+      if (form == 3) claim<1><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 4) claim<4><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+    };
+    std::vector<double> means;
+    for (int round = 0; round < rounds; ++round) {
+      CHECK(cudaMemset(counters, 0, (LAUNCHES + 2) * sizeof(unsigned)));
+      CHECK(cudaMemset(out, 0xff, n * sizeof(float2)));
+      launch(LAUNCHES);
+      launch(LAUNCHES + 1);
+      CHECK(cudaEventRecord(a));
+      for (int i = 0; i < LAUNCHES; ++i) launch(i);
+      CHECK(cudaEventRecord(b));
+      CHECK(cudaEventSynchronize(b));
+      CHECK(cudaGetLastError());
+      float ms = 0;
+      CHECK(cudaEventElapsedTime(&ms, a, b));
+      means.push_back(ms * 1000.0 / LAUNCHES);
+    }
+    std::sort(means.begin(), means.end());
+    const double us = means[means.size() / 2];
+    CHECK(cudaMemcpy(got.data(), out, n * sizeof(float2), cudaMemcpyDeviceToHost));
+    unsigned long long sum = 1469598103934665603ull;
+    for (const auto& v : got) {
+      unsigned w[2];
+      std::memcpy(w, &v, sizeof w);
+      sum = (sum ^ w[0]) * 1099511628211ull;
+      sum = (sum ^ w[1]) * 1099511628211ull;
+    }
+    if (form == 0) base = us, want = sum;
+    std::printf("%-12s grid %6u (%d per SM)  %9.2f us per launch  %.3fx  checksum %s\n",
+                names[form], grid, per_sm, us, us / base, sum == want ? "equal" : "DIFFERS");
+  }
+  return 0;
+}
