@@ -10,16 +10,25 @@
 //                meets at a barrier before and after (the shape of cupreempt's task loop, without
 //                its bookkeeping)
 //   claim4       the same, four tasks per claim
+//   run_tasks    cupreempt's task loop itself (cuda_support/cupreempt/task_loop.cuh, built with
+//                -I cuda_support) around the same task, as a launch outside the runtime makes
+//                it: a zeroed control block per launch, no host mirror
+//   run_tasks_host  the same with a host mirror (mapped pinned memory) and as a first instance,
+//                as the runtime launches it: progress, lanes and the staying block's end
 // Each form: LAUNCHES launches back to back timed with events (after two unmeasured ones), the
 // median over ROUNDS rounds of the mean per launch, and a checksum of the output (every form
 // must equal the original's).
-// Usage: persistent_forms [TASKS [INNER [ROUNDS]]]   (defaults 16384 256 7)
+// Build: nvcc -O3 -arch=sm_90 -std=c++17 -I cuda_support scripts/probes/persistent_forms.cu
+// Usage: persistent_forms [TASKS [INNER [ROUNDS [CHUNK [BUDGET_NS]]]]]   (defaults 16384 256 7 0
+//   0: the run_tasks forms' fixed chunk (0: adaptive) and chunk time budget (0: the default);
+//   the task loop's own macros, e.g. -DCUPREEMPT_CLAIM_SLACK=..., at the build)
 #include <algorithm>
 #include <cstring>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 #include <cuda_runtime.h>
+#include "cupreempt/task_loop.cuh"
 
 constexpr int BS = 256;
 constexpr int LAUNCHES = 50;
@@ -75,10 +84,19 @@ __global__ void claim(const float2* in, float2* out, float c, float s, int inner
   }
 }
 
+__global__ void wrapped(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+                        int inner, unsigned) {
+  cupreempt::run_tasks<cupreempt::TaskCtx, false>(l, 0, 0, [&](cupreempt::TaskCtx& cp) {
+    task(in, out, c, s, inner, cp.blockIdx.x);
+  });
+}
+
 int main(int argc, char** argv) {
   const unsigned tasks = argc > 1 ? std::atoi(argv[1]) : 16384;
   const int inner = argc > 2 ? std::atoi(argv[2]) : 256;
   const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
+  const unsigned chunk = argc > 4 ? std::atoi(argv[4]) : 0;
+  const unsigned budget_ns = argc > 5 ? std::atoi(argv[5]) : 0;
   const size_t n = (size_t)tasks * BS;
   std::vector<float2> h(n);
   unsigned r = 12345;
@@ -103,13 +121,21 @@ int main(int argc, char** argv) {
   std::vector<float2> got(n);
   double base = 0;
   unsigned long long want = 0;
-  const char* names[] = {"original", "stride", "stride_sync", "claim", "claim4"};
-  for (int form = 0; form < 5; ++form) {
+  cupreempt_control* controls;
+  CHECK(cudaMalloc(&controls, (LAUNCHES + 2) * sizeof(cupreempt_control)));
+  cupreempt_host* mirrors;
+  CHECK(cudaHostAlloc(&mirrors, (LAUNCHES + 2) * sizeof(cupreempt_host), cudaHostAllocMapped));
+  cupreempt_host* mirrors_device;
+  CHECK(cudaHostGetDevicePointer(&mirrors_device, mirrors, 0));
+  const char* names[] = {"original", "stride", "stride_sync", "claim", "claim4", "run_tasks",
+                         "run_tasks_host"};
+  for (int form = 0; form < 7; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
                     : form == 3 ? (const void*)claim<1>
-                                : (const void*)claim<4>;
+                    : form == 4 ? (const void*)claim<4>
+                                : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
     const unsigned grid = form == 0 ? tasks : std::min<unsigned>(tasks, per_sm * sms);
@@ -119,10 +145,17 @@ int main(int argc, char** argv) {
       if (form == 2) stride_sync<<<grid, BS>>>(in, out, c, s, inner, tasks);
       if (form == 3) claim<1><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 4) claim<4><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form >= 5) {
+        cupreempt_launch l = {controls + i, tasks, tasks, 1, 1, chunk, budget_ns, nullptr};
+        if (form == 6) l.host = mirrors_device + i, l.first = 1, l.progress_shift = 4;
+        wrapped<<<grid, BS>>>(l, in, out, c, s, inner, tasks);
+      }
     };
     std::vector<double> means;
     for (int round = 0; round < rounds; ++round) {
       CHECK(cudaMemset(counters, 0, (LAUNCHES + 2) * sizeof(unsigned)));
+      CHECK(cudaMemset(controls, 0, (LAUNCHES + 2) * sizeof(cupreempt_control)));
+      std::memset(mirrors, 0, (LAUNCHES + 2) * sizeof(cupreempt_host));
       CHECK(cudaMemset(out, 0xff, n * sizeof(float2)));
       launch(LAUNCHES);
       launch(LAUNCHES + 1);
