@@ -10,6 +10,11 @@
 //                meets at a barrier before and after (the shape of cupreempt's task loop, without
 //                its bookkeeping)
 //   claim4       the same, four tasks per claim
+//   claim_1bar   claim with the task loop's hand-over: the claimed chunk in one of two shared
+//                slots (alternating), one barrier per chunk, every thread reading the chunk
+//                from shared memory through a shuffle of lane 0's copy
+//   claim_ctx    claim_1bar with each task run through a lambda that takes a context holding
+//                references to the shared slot and the launch (cupreempt's task context)
 //   run_tasks    cupreempt's task loop itself (cuda_support/cupreempt/task_loop.cuh, built with
 //                -I cuda_support) around the same task, as a launch outside the runtime makes
 //                it: a zeroed control block per launch, no host mirror
@@ -84,6 +89,61 @@ __global__ void claim(const float2* in, float2* out, float c, float s, int inner
   }
 }
 
+struct Slot {
+  unsigned long long begin, end;
+  unsigned first, stop;
+};
+
+__global__ void claim_1bar(const float2* in, float2* out, float c, float s, int inner,
+                           unsigned tasks, unsigned* counter) {
+  __shared__ Slot slots[2];
+  for (unsigned parity = 0;; parity ^= 1u) {
+    Slot& st = slots[parity];
+    if (threadIdx.x == 0) {
+      const unsigned long long begin = atomicAdd(counter, 1u);
+      st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
+      st.first = (unsigned)begin, st.stop = begin >= tasks;
+    }
+    __syncthreads();
+    if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
+    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
+#pragma unroll 1
+    for (unsigned i = 0; i < n; ++i) task(in, out, c, s, inner, st.first + i);
+  }
+}
+
+struct Ctx {
+  const Slot& st;
+  unsigned i;
+  __device__ unsigned block() const { return st.first + i; }
+};
+
+template <class Body>
+__device__ __forceinline__ void loop_ctx(unsigned tasks, unsigned* counter, Body&& body) {
+  __shared__ Slot slots[2];
+  for (unsigned parity = 0;; parity ^= 1u) {
+    Slot& st = slots[parity];
+    if (threadIdx.x == 0) {
+      const unsigned long long begin = atomicAdd(counter, 1u);
+      st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
+      st.first = (unsigned)begin, st.stop = begin >= tasks;
+    }
+    __syncthreads();
+    if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
+    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
+#pragma unroll 1
+    for (unsigned i = 0; i < n; ++i) {
+      Ctx ctx{st, i};
+      body(ctx);
+    }
+  }
+}
+
+__global__ void claim_ctx(const float2* in, float2* out, float c, float s, int inner,
+                          unsigned tasks, unsigned* counter) {
+  loop_ctx(tasks, counter, [&](Ctx& ctx) { task(in, out, c, s, inner, ctx.block()); });
+}
+
 __global__ void wrapped(cupreempt_launch l, const float2* in, float2* out, float c, float s,
                         int inner, unsigned) {
   cupreempt::run_tasks<cupreempt::TaskCtx, false>(l, 0, 0, [&](cupreempt::TaskCtx& cp) {
@@ -127,14 +187,17 @@ int main(int argc, char** argv) {
   CHECK(cudaHostAlloc(&mirrors, (LAUNCHES + 2) * sizeof(cupreempt_host), cudaHostAllocMapped));
   cupreempt_host* mirrors_device;
   CHECK(cudaHostGetDevicePointer(&mirrors_device, mirrors, 0));
-  const char* names[] = {"original", "stride", "stride_sync", "claim", "claim4", "run_tasks",
-                         "run_tasks_host"};
-  for (int form = 0; form < 7; ++form) {
+  const char* names[] = {"original",  "stride",    "stride_sync", "claim",
+                         "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
+                         "claim_ctx"};
+  for (int form = 0; form < 9; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
                     : form == 3 ? (const void*)claim<1>
                     : form == 4 ? (const void*)claim<4>
+                    : form == 7 ? (const void*)claim_1bar
+                    : form == 8 ? (const void*)claim_ctx
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
@@ -145,7 +208,9 @@ int main(int argc, char** argv) {
       if (form == 2) stride_sync<<<grid, BS>>>(in, out, c, s, inner, tasks);
       if (form == 3) claim<1><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 4) claim<4><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
-      if (form >= 5) {
+      if (form == 7) claim_1bar<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 8) claim_ctx<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 5 || form == 6) {
         cupreempt_launch l = {controls + i, tasks, tasks, 1, 1, chunk, budget_ns, nullptr};
         if (form == 6) l.host = mirrors_device + i, l.first = 1, l.progress_shift = 4;
         wrapped<<<grid, BS>>>(l, in, out, c, s, inner, tasks);
