@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Probe helper: copies of cuda_support/ with parts of the task loop cut out, for timing the
+task loop piece by piece with scripts/probes/persistent_forms.cu (built with -I OUT/NAME). The
+cut copies are wrong on purpose (they break preemption, progress or the end of a launch kept by
+the runtime), so they are for timing only; each cut must change the file, or the task loop has
+moved on and the cut must follow it.
+
+Usage: scripts/probes/task_loop_cuts.py OUT [NAME...]   (default: every cut; `list` lists them)
+Then, on a GPU machine:
+  for v in OUT/*; do nvcc -O3 -arch=sm_90 -std=c++17 -I $v scripts/probes/persistent_forms.cu \
+    -o /tmp/pf-$(basename $v); done
+  /tmp/pf-NAME 16384 256 5      # run_tasks (no host mirror) is the form the cuts change
+"""
+import shutil
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+LOOP = ROOT / "cuda_support/cupreempt/task_loop.cuh"
+
+
+def replace(old, new):
+    def cut(src):
+        if old not in src:
+            raise SystemExit(f"cut text not found (task_loop.cuh moved on): {old[:60]!r}")
+        return src.replace(old, new)
+    return cut
+
+
+def minimal_next_chunk(src):
+    """next_chunk reduced to one claim of `fixed` (else 1) tasks, keeping the retire count."""
+    a = src.index("static __device__ __noinline__ void next_chunk(")
+    b = src.index("{", src.index("BlockState& st)", a)) + 1
+    e = src.index("\n}\n", b)
+    body = """
+  const unsigned long long n = fixed ? fixed : 1;
+  const unsigned long long begin = atomicAdd(&c->next_task, n);
+  st.begin = begin;
+  st.end = begin + n < total ? begin + n : total;
+  st.stop = begin >= total;
+  if (!st.stop) st.first = make_uint3((unsigned)begin, 0, 0);
+  ls.ran += ls.unreported;
+  ls.unreported = 0;"""
+    return src[:b] + body + src[e:]
+
+
+CUTS = {
+    "no-end-fence": replace(
+        "    __threadfence();\n    __syncthreads();\n    if (leader) {\n      leave(",
+        "    __syncthreads();\n    if (leader) {\n      leave("),
+    "no-enter-fence": replace(
+        "global_ns();  // switches between kernels, on the GPU's clock\n  __threadfence();",
+        "global_ns();  // switches between kernels, on the GPU's clock"),
+    "no-lane": replace("  ls.lane = claim_lane(c, ls.smid);", "  ls.lane = CUPREEMPT_LANES;"),
+    "no-leave-stay": replace(
+        "      leave(c, l.host, l.total_tasks, ls);\n"
+        "      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);",
+        "      again = 0;"),
+    "inline-next-chunk": replace(
+        "static __device__ __noinline__ void next_chunk(",
+        "static __device__ __forceinline__ void next_chunk("),
+    "minimal-next-chunk": minimal_next_chunk,
+    "no-shfl": lambda s: replace(
+        "if (__shfl_sync(0xffffffffu, st.stop, 0)) break;", "if (st.stop) break;")(
+        replace("const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);",
+                "const unsigned n = (unsigned)(st.end - st.begin);")(s)),
+}
+# Everything above that keeps a launch outside the runtime correct, together.
+CUTS["all"] = lambda s: CUTS["minimal-next-chunk"](CUTS["no-lane"](
+    CUTS["no-enter-fence"](CUTS["no-end-fence"](s))))
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        raise SystemExit(__doc__)
+    if args[0] == "list":
+        print("\n".join(CUTS))
+        return
+    out, names = Path(args[0]), args[1:] or list(CUTS)
+    src = LOOP.read_text()
+    for name in names:
+        if name not in CUTS:
+            raise SystemExit(f"no cut {name!r}; cuts: {', '.join(CUTS)}")
+        cut = CUTS[name](src)
+        if cut == src:
+            raise SystemExit(f"cut {name} changed nothing")
+        dest = out / name
+        if dest.exists():
+            shutil.rmtree(dest)
+        shutil.copytree(ROOT / "cuda_support", dest)
+        (dest / "cupreempt/task_loop.cuh").write_text(cut)
+        print(dest)
+
+
+if __name__ == "__main__":
+    main()
