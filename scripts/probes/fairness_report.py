@@ -125,9 +125,9 @@ def predicted(cupreempt, alone, lengths, policies, preempt_us, quantum_us, switc
     return {r["policy"]: r["metrics"] for r in json.loads(out.stdout)}
 
 
-def table(alone, together, lengths, predictions, costs):
-    lines = ["| case | measured ANTT | STP | DNTT | predicted ANTT | STP | DNTT | ANTT error | preempt cost µs |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+def table(alone, together, lengths, predictions, costs, switches):
+    lines = ["| case | measured ANTT | STP | DNTT | predicted ANTT | STP | DNTT | ANTT error | preempt cost µs | switch µs |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for case, runs in together.items():
         per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
         m = {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
@@ -136,10 +136,22 @@ def table(alone, together, lengths, predictions, costs):
         p = predictions.get("fifo" if case == "none" else case)
         pred = (f"{p['antt']:.3f} | {p['stp']:.3f} | {p['dntt']:.3f} | "
                 f"{100 * (p['antt'] - m['antt']) / m['antt']:+.1f}%") if p else "— | — | — | —"
-        cost = costs.get(case)
+        cost, switch = costs.get(case), switches.get(case)
         lines.append(f"| {case} | {m['antt']:.3f} | {m['stp']:.3f} | {m['dntt']:.3f} | {pred} | "
-                     f"{'—' if cost is None else f'{cost:.0f}'} |")
+                     f"{'—' if cost is None else f'{cost:.0f}'} | "
+                     f"{'—' if switch is None else f'{switch:.0f}'} |")
     return "\n".join(lines)
+
+
+def own_costs(costs, switches, pooled_cost, pooled_switch):
+    """Each policy's preemption cost and switch for its prediction: what its own run measured,
+    else (a policy that preempted nothing that held SMs, or switched nothing) the pooled
+    medians. A time slice's switch (a yield, then another kernel's resumed instance starting)
+    is not a run-to-completion policy's (an end, then the next launch), so one median for all
+    would misstate both."""
+    return {p: (pooled_cost if costs.get(p) is None else costs[p],
+                pooled_switch if switches.get(p) is None else switches[p])
+            for p in costs}
 
 
 def self_test():
@@ -172,8 +184,13 @@ def self_test():
            "cupreemptd: 50 us: connection 2: GpuTimes { id: 1, yielded_ns: Some(3000000), entered_ns: Some(2900000) }\n"
            "cupreemptd: 60 us: connection 1: GpuTimes { id: 1, yielded_ns: None, entered_ns: Some(3040000) }\n")
     assert switch_gaps_us(log) == [150.0, 40.0], switch_gaps_us(log)
-    t = table({"2": 2000.0, "3": 3000.0}, {"none": [[4000.0, 3000.0]]}, ["2", "3"], {}, {})
+    t = table({"2": 2000.0, "3": 3000.0}, {"none": [[4000.0, 3000.0]]}, ["2", "3"], {}, {}, {})
     assert "| none | 1.500 | 1.500 | 0.500 |" in t, t
+    t = table({"2": 2000.0}, {"rr": [[4000.0]]}, ["2"], {"rr": metrics([2.2])}, {"rr": 300.0},
+              {"rr": 420.0})
+    assert t.endswith("| rr | 2.000 | 0.500 | 0.000 | 2.200 | 0.455 | 0.000 | +10.0% | 300 | 420 |"), t
+    own = own_costs({"rr": 300.0, "fifo": None}, {"rr": None, "fifo": 90.0}, 250.0, 200.0)
+    assert own == {"rr": (300.0, 200.0), "fifo": (250.0, 90.0)}, own
     print("fairness_report self-test: ok")
 
 
@@ -189,25 +206,30 @@ def main(argv):
     alone = alone_times(open(alone_file).read().splitlines())
     lengths = list(dict.fromkeys(l.split()[0] for l in open(alone_file) if l.strip()))
     together = rounds(open(together_file).read().splitlines(), lengths)
-    costs, gaps = {}, []
+    costs, switches, gaps = {}, {}, []
     for p in policies:
         try:
             text = open(f"{log_dir}/daemon-fairness-{p}.log").read()
         except OSError:
-            costs[p] = None
+            costs[p] = switches[p] = None
             continue
         costs[p] = preempt_cost_us(text)
-        gaps += switch_gaps_us(text)
+        own = switch_gaps_us(text)
+        switches[p] = statistics.median(own) if own else None
+        gaps += own
     measured = [c for c in costs.values() if c is not None]
     cost = statistics.median(measured) if measured else 0.0
     switch = statistics.median(gaps) if gaps else 0.0
-    predictions = predicted(cupreempt, alone, lengths, list(dict.fromkeys(policies + ["fifo"])),
-                            cost, quantum_us, switch)
-    print(f"Preemption cost given to the simulator: {cost:.0f} µs (median of the daemon logs, "
-          f"kernels that held SMs); "
-          f"switch {switch:.0f} µs (median of {len(gaps)} GPU idle gaps the programs' stamps "
-          f"show); quantum {quantum_us:g} µs\n")
-    print(table(alone, together, lengths, predictions, costs))
+    costs.setdefault("fifo", None)
+    switches.setdefault("fifo", None)
+    predictions = {}
+    for p, (c, sw) in own_costs(costs, switches, cost, switch).items():
+        predictions[p] = predicted(cupreempt, alone, lengths, [p], c, quantum_us, sw)[p]
+    print(f"Each policy's prediction takes the preemption cost and switch its own run measured "
+          f"(columns); where a run measured none, the medians over all runs: preemption "
+          f"{cost:.0f} µs (kernels that held SMs), switch {switch:.0f} µs ({len(gaps)} GPU idle "
+          f"gaps the programs' stamps show); quantum {quantum_us:g} µs\n")
+    print(table(alone, together, lengths, predictions, costs, switches))
     print("\nThe `none` row is predicted by `fifo` (no scheduler: grids are handed out in launch order\n"
           "and a persistent kernel keeps every SM it reaches until it ends).")
     return 0
