@@ -269,6 +269,13 @@ impl Live {
         if !(l.weight.is_finite() && l.weight > 0.0) {
             return Err(format!("weight {} is not a positive number", l.weight));
         }
+        if let Some(sm) = l.kept_off.iter().find(|&&sm| sm >= self.sys.sms) {
+            return Err(format!(
+                "kept_off names SM {sm}; the GPU has {} (0-{})",
+                self.sys.sms,
+                self.sys.sms - 1
+            ));
+        }
         let k = self.sys.kernels.len();
         let mut spec = KernelSpec::new(now, 0.0)
             .priority(l.priority)
@@ -883,6 +890,14 @@ mod tests {
         assert_eq!(l.gone(80.0, 2), [order(1, &[]), back(1, 11), back(1, 12)]);
         assert_eq!(l.finished(900.0, 1, 11).unwrap(), []);
         assert_eq!(l.finished(901.0, 1, 12).unwrap(), []);
+        assert_eq!(l.active(), 0);
+        // A launch kept off SMs the GPU does not have is an error, and nothing is recorded.
+        let bad = LaunchInfo {
+            kept_off: &[131, 132],
+            ..info("batch", 100, 0, 1.0)
+        };
+        let e = l.launch(950.0, 1, 12, &bad).unwrap_err();
+        assert!(e.contains("SM 132") && e.contains("0-131"), "{e}");
         assert_eq!(l.active(), 0);
         // The reserve is at least one SM and leaves the rest.
         let l = || Live::new(RESERVE, 1, 132, 1000.0, 1000.0).unwrap();

@@ -810,6 +810,12 @@ mod tests {
         .unwrap();
         until("the resume", || kept.0.resumed.load(Ordering::SeqCst) == 1);
         assert_eq!(*kept.0.last_sms.lock().unwrap(), sms);
+        // An order naming an SM no GPU has is refused (said on stderr); the one in force stays.
+        // (The preempt after it is answered only once the client has read both.)
+        write_msg(&mut daemon, &ServerMsg::KeepOff { sms: vec![4096] }).unwrap();
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 2, sms: None }).unwrap();
+        assert_eq!(next(&mut daemon), ClientMsg::Yielded { id: 2 });
+        assert_eq!(order(), Some(wanted));
         // An empty order ends it.
         write_msg(&mut daemon, &ServerMsg::KeepOff { sms: vec![] }).unwrap();
         until("the order's end", || order().is_none());
