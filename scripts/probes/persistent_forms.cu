@@ -94,32 +94,18 @@ struct Slot {
   unsigned first, stop;
 };
 
-__global__ void claim_1bar(const float2* in, float2* out, float c, float s, int inner,
-                           unsigned tasks, unsigned* counter) {
-  __shared__ Slot slots[2];
-  for (unsigned parity = 0;; parity ^= 1u) {
-    Slot& st = slots[parity];
-    if (threadIdx.x == 0) {
-      const unsigned long long begin = atomicAdd(counter, 1u);
-      st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
-      st.first = (unsigned)begin, st.stop = begin >= tasks;
-    }
-    __syncthreads();
-    if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
-    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
-#pragma unroll 1
-    for (unsigned i = 0; i < n; ++i) task(in, out, c, s, inner, st.first + i);
-  }
-}
-
 struct Ctx {
   const Slot& st;
   unsigned i;
   __device__ unsigned block() const { return st.first + i; }
 };
 
-template <class Body>
-__device__ __forceinline__ void loop_ctx(unsigned tasks, unsigned* counter, Body&& body) {
+// The task loop's hand-over: the leader claims one task into one of two shared slots
+// (alternating), one barrier per chunk, every thread reads the chunk through a shuffle of lane
+// 0's copy. Each task goes to `body` as its number, or (WithCtx) as a context that refers to
+// the slot, as cupreempt's task context does.
+template <bool WithCtx, class Body>
+__device__ __forceinline__ void hand_over(unsigned tasks, unsigned* counter, Body&& body) {
   __shared__ Slot slots[2];
   for (unsigned parity = 0;; parity ^= 1u) {
     Slot& st = slots[parity];
@@ -133,15 +119,24 @@ __device__ __forceinline__ void loop_ctx(unsigned tasks, unsigned* counter, Body
     const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
 #pragma unroll 1
     for (unsigned i = 0; i < n; ++i) {
-      Ctx ctx{st, i};
-      body(ctx);
+      if constexpr (WithCtx) {
+        Ctx ctx{st, i};
+        body(ctx);
+      } else {
+        body(st.first + i);
+      }
     }
   }
 }
 
+__global__ void claim_1bar(const float2* in, float2* out, float c, float s, int inner,
+                           unsigned tasks, unsigned* counter) {
+  hand_over<false>(tasks, counter, [&](unsigned t) { task(in, out, c, s, inner, t); });
+}
+
 __global__ void claim_ctx(const float2* in, float2* out, float c, float s, int inner,
                           unsigned tasks, unsigned* counter) {
-  loop_ctx(tasks, counter, [&](Ctx& ctx) { task(in, out, c, s, inner, ctx.block()); });
+  hand_over<true>(tasks, counter, [&](Ctx& ctx) { task(in, out, c, s, inner, ctx.block()); });
 }
 
 __global__ void wrapped(cupreempt_launch l, const float2* in, float2* out, float c, float s,
