@@ -34,19 +34,30 @@ pair() {
   wait $b 2>/dev/null || true
 }
 
-# A case under cupreemptd with ARGS (the urgent process at priority 9, the batch one at 0); its
-# --verbose log goes to $logs/daemon-NAME.log. Usage: beside_daemon NAME ARGS...
+# cupreemptd with ARGS on $work/sock-NAME, its --verbose log in $logs/daemon-NAME.log; sets sock,
+# log and daemon. Usage: start_daemon NAME ARGS...; stop it with stop_daemon.
+start_daemon() {
+  local name=$1
+  shift
+  sock=$work/sock-$name log=$logs/daemon-$name.log
+  "$bin/cupreemptd" --socket "$sock" "$@" --verbose 2>"$log" &
+  daemon=$!
+  sleep 0.5
+}
+stop_daemon() {
+  kill -TERM "$daemon"
+  wait "$daemon" || true
+}
+
+# A case under cupreemptd with ARGS (the urgent process at priority 9, the batch one at 0).
+# Usage: beside_daemon NAME ARGS...
 beside_daemon() {
   local name=$1
   shift
-  local sock=$work/sock-$name log=$logs/daemon-$name.log
   echo "[$mode] urgent beside batch, cupreemptd $*:"
-  "$bin/cupreemptd" --socket "$sock" "$@" --verbose 2>"$log" &
-  local d=$!
-  sleep 0.5
+  start_daemon "$name" "$@"
   pair "CUPREEMPT_SCHEDULER=$sock CUPREEMPT_PRIORITY=0" "CUPREEMPT_SCHEDULER=$sock CUPREEMPT_PRIORITY=9"
-  kill -TERM $d
-  wait $d || true
+  stop_daemon
   echo "[$mode] daemon: $(grep -c 'Preempt' "$log") preempt commands, $(grep -c 'Yielded' "$log") yields reported, $(grep -c 'Resume' "$log") resumes, $(grep -c 'KeepOff { sms: \[[0-9]' "$log") standing orders, $(grep -c 'kept_off: \[[0-9]' "$log") launches started kept off"
 }
 
@@ -81,14 +92,10 @@ cases() {
   # The urgent process alone under the reserve daemon: what being scheduled costs it (every
   # launch of a scheduled process is preemptible and reported).
   if [ "$mode" = mps ] && wanted alone-reserve; then
-    local sock=$work/sock-alone log=$logs/daemon-alone-reserve-$mode.log
     echo "[$mode] urgent alone, cupreemptd --policy reserve:"
-    "$bin/cupreemptd" --socket "$sock" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}" --verbose 2>"$log" &
-    local d=$!
-    sleep 0.5
+    start_daemon "alone-reserve-$mode" --policy reserve --reserve-sms "${PROBE_RESERVE_SMS:-13}"
     env CUPREEMPT_SCHEDULER="$sock" CUPREEMPT_PRIORITY=9 "$work/prog" urgent "$n"
-    kill -TERM $d
-    wait $d || true
+    stop_daemon
   fi
   # The reserve holds from the urgent program's first launch on (it connects then).
   if [ "$mode" = mps ] && wanted reserve; then
