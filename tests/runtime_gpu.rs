@@ -163,6 +163,15 @@ struct Job {
 
 const POISON: u32 = 0xdeadbeef;
 
+/// spin_fill's `runs[task]`: the times the task ran (low 16 bits), plus the SMs it ran on
+/// (above them; one run: its SM).
+fn times_run(r: u32) -> u32 {
+    r & 0xffff
+}
+fn sm_of(r: u32) -> u32 {
+    r >> 16
+}
+
 impl Job {
     fn new(grid: [u32; 3], block: u32) -> Job {
         let tasks = grid.iter().product::<u32>() as usize;
@@ -237,8 +246,8 @@ impl Job {
             ));
         }
         let runs = self.runs.read(g.side);
-        if let Some(t) = runs.iter().position(|&r| r & 0xffff != 1) {
-            return Err(format!("task {t} ran {} times", runs[t] & 0xffff));
+        if let Some(t) = runs.iter().position(|&r| times_run(r) != 1) {
+            return Err(format!("task {t} ran {} times", times_run(runs[t])));
         }
         Ok(())
     }
@@ -422,19 +431,19 @@ fn kept_off(g: &Setup) -> Result<String, String> {
     }
     let runs = job.runs.read(g.side);
     let on_even: Vec<usize> = (0..before.done as usize)
-        .filter(|&t| (runs[t] >> 16) % 2 == 0)
+        .filter(|&t| sm_of(runs[t]) % 2 == 0)
         .collect();
     if let Some(&t) = on_even.first() {
         return Err(format!(
             "{} of the {} tasks done before the resume ran on even SMs (task {t} on SM {})",
             on_even.len(),
             before.done,
-            runs[t] >> 16
+            sm_of(runs[t])
         ));
     }
     let later_even = runs[before.done as usize..]
         .iter()
-        .filter(|&&r| (r >> 16) % 2 == 0)
+        .filter(|&&r| sm_of(r) % 2 == 0)
         .count();
     if later_even == 0 {
         return Err("no task ran on the even SMs after their resume".into());

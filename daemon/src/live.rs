@@ -85,6 +85,11 @@ impl Policy for Hands {
     }
 }
 
+/// The last `n` SMs of a GPU of `sms` (the ones `reserve` holds back).
+fn last_sms(sms: u32, n: u32) -> Vec<u32> {
+    (sms.saturating_sub(n)..sms).collect()
+}
+
 pub struct Live {
     policy: Box<dyn Policy>,
     sys: SystemView,
@@ -139,8 +144,7 @@ impl Live {
                 policies().collect::<Vec<_>>().join(", ")
             ));
         }
-        let reserved =
-            (policy == RESERVE).then(|| (sms.saturating_sub(DEFAULT_RESERVE_SMS)..sms).collect());
+        let reserved = (policy == RESERVE).then(|| last_sms(sms, DEFAULT_RESERVE_SMS));
         let policy: Box<dyn Policy> = if policy == RESERVE {
             Box::new(Hands)
         } else {
@@ -189,7 +193,7 @@ impl Live {
             ));
         }
         if self.reserved.is_some() {
-            self.reserved = Some((self.sys.sms - sms..self.sys.sms).collect());
+            self.reserved = Some(last_sms(self.sys.sms, sms));
         }
         Ok(self)
     }
