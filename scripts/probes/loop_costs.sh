@@ -17,32 +17,18 @@ shift 2
 build=${PROBE_BUILD:-/tmp/cupreempt-loop-costs}
 runs=${PROBE_RUNS:-10}
 programs=$(printf '%s\n' "$@" | cut -d: -f1 | sort -u)
-# name|sed expression applied to task_loop.cuh (each must change the file)
-cuts=(
-  "full|"
-  "no-enter-fence|/host->started = 1;  \/\/ the runtime/{n;n;s/__threadfence();/\/\/ cut/}"
-  "no-host-lanes|s/host->lanes\[ls.smid\]\[ls.lane\] = [01];/(void)0;/"
-  "no-lanes|s/ls.lane = claim_lane(c, ls.smid);/ls.lane = CUPREEMPT_LANES;/"
-  "no-progress|s/else if (done)$/else if (false)/"
-  "no-host-progress|s/if (host \&\& done \&\& !stop/if (false \&\& done \&\& !stop/"
-  "no-started|s/if (host \&\& first) host->started = 1;/(void)first;/"
-  "no-spin|s/constexpr unsigned long long kSpinNs = 10000;/constexpr unsigned long long kSpinNs = 0;/"
-)
-[ -z "${PROBE_BASE:-}" ] || cuts=("base|" "${cuts[@]}")
-for cut in "${cuts[@]}"; do
-  name=${cut%%|*}
-  expr=${cut#*|}
-  inc="$build/$name/include"
-  mkdir -p "$inc"
-  if [ "$name" = base ]; then src=$PROBE_BASE; else src=cuda_support; fi
-  cp -r "$src"/. "$inc/"
-  if [ -n "$expr" ]; then
-    sed -i "$expr" "$inc/cupreempt/task_loop.cuh"
-    if cmp -s "$inc/cupreempt/task_loop.cuh" cuda_support/cupreempt/task_loop.cuh; then
-      echo "cut $name changed nothing: task_loop.cuh moved on, fix the probe" >&2
-      exit 1
-    fi
-  fi
+# The cuts of task_loop.cuh (scripts/probes/task_loop_cuts.py, which refuses a cut that no longer
+# changes the file), beside the whole loop ("full") and PROBE_BASE ("base").
+cuts=(no-enter-fence no-host-lanes no-lanes no-progress no-host-progress no-started no-spin)
+python3 scripts/probes/task_loop_cuts.py "$build/cuts" "${cuts[@]}" >/dev/null || exit 1
+cuts=(full "${cuts[@]}")
+[ -z "${PROBE_BASE:-}" ] || cuts=(base "${cuts[@]}")
+for name in "${cuts[@]}"; do
+  case $name in
+    full) inc=$PWD/cuda_support ;;
+    base) inc=$(realpath "$PROBE_BASE") ;;
+    *) inc=$build/cuts/$name ;;
+  esac
   BENCH_INCLUDE="$inc" build_missing "$cli" "$lib" "$build/$name" $programs
 done
 time_of() { env "$@" "time:$runs" 2>&1 | awk '/^median_ms/ {m=$2} /^checksum/ {c=$2} END {print m, c}'; }
@@ -50,8 +36,7 @@ for spec in "$@"; do
   IFS=: read -r p size <<<"$spec"
   read -r o sum <<<"$(time_of "$build/full/$p.orig" "$size")"
   echo "$p $size: original ${o}ms"
-  for cut in "${cuts[@]}"; do
-    name=${cut%%|*}
+  for name in "${cuts[@]}"; do
     read -r a sa <<<"$(time_of CUPREEMPT_SHORT_US=0 "$build/$name/$p.tr" "$size")"
     read -r c sc <<<"$(time_of CUPREEMPT_SHORT_US=0 CUPREEMPT_CHUNK=8 "$build/$name/$p.tr" "$size")"
     ok=yes

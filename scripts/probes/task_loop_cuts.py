@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Probe helper: copies of cuda_support/ with parts of the task loop cut out, for timing the
-task loop piece by piece with scripts/probes/persistent_forms.cu (built with -I OUT/NAME). The
+task loop piece by piece with scripts/probes/persistent_forms.cu (built with -I OUT/NAME) and
+the benchmark programs (scripts/probes/loop_costs.sh). The
 cut copies are wrong on purpose (they break preemption, progress or the end of a launch kept by
 the runtime), so they are for timing only; each cut must change the file, or the task loop has
 moved on and the cut must follow it.
@@ -51,7 +52,15 @@ CUTS = {
     "no-enter-fence": replace(
         "global_ns();  // switches between kernels, on the GPU's clock\n  __threadfence();",
         "global_ns();  // switches between kernels, on the GPU's clock"),
-    "no-lane": replace("  ls.lane = claim_lane(c, ls.smid);", "  ls.lane = CUPREEMPT_LANES;"),
+    "no-lanes": replace("  ls.lane = claim_lane(c, ls.smid);", "  ls.lane = CUPREEMPT_LANES;"),
+    "no-host-lanes": lambda s: replace(
+        "host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")(
+        replace("host->lanes[ls.smid][ls.lane] = 1;", "(void)0;")(s)),
+    "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
+    "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
+    "no-started": replace("if (host && first) host->started = 1;", "(void)first;"),
+    "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
+                       "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
         "      leave(c, l.host, l.total_tasks, ls);\n"
         "      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);",
@@ -66,7 +75,7 @@ CUTS = {
                 "const unsigned n = (unsigned)(st.end - st.begin);")(s)),
 }
 # Everything above that keeps a launch outside the runtime correct, together.
-CUTS["all"] = lambda s: CUTS["minimal-next-chunk"](CUTS["no-lane"](
+CUTS["all"] = lambda s: CUTS["minimal-next-chunk"](CUTS["no-lanes"](
     CUTS["no-enter-fence"](CUTS["no-end-fence"](s))))
 
 
