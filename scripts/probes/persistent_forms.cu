@@ -10,11 +10,20 @@
 //                meets at a barrier before and after (the shape of cupreempt's task loop, without
 //                its bookkeeping)
 //   claim4       the same, four tasks per claim
+//   claim_slow   claim with a load's round trip before each claim (the task loop reads the
+//                control word before it claims)
 //   claim_1bar   claim with the task loop's hand-over: the claimed chunk in one of two shared
 //                slots (alternating), one barrier per chunk, every thread reading the chunk
 //                from shared memory through a shuffle of lane 0's copy
 //   claim_ctx    claim_1bar with each task run through a lambda that takes a context holding
-//                references to the shared slot and the launch (cupreempt's task context)
+//                a reference to the shared slot
+//   claim_tctx   claim_1bar with cupreempt's own task context (cupreempt::TaskCtx built from the
+//                launch's parameters, cupreempt_launch, and cupreempt::BlockState)
+//   claim_end    claim_tctx with the task loop's end of a block: every thread fences, the
+//                block meets, the leader retires its tasks with an atomic
+//   claim_ahead  claim, but the leader takes the next task from the counter as the block starts
+//                the current one (its answer arrives while the task runs): no claim latency
+//                between two tasks, and each block holds one task more than it runs
 //   run_tasks    cupreempt's task loop itself (cuda_support/cupreempt/task_loop.cuh, built with
 //                -I cuda_support) around the same task, as a launch outside the runtime makes
 //                it: a zeroed control block per launch, no host mirror
@@ -24,6 +33,12 @@
 // median over ROUNDS rounds of the mean per launch, and a checksum of the output (every form
 // must equal the original's).
 // Build: nvcc -O3 -arch=sm_90 -std=c++17 -I cuda_support scripts/probes/persistent_forms.cu
+// With -DPROBE_STAMPS each block's thread 0 stamps %globaltimer at the block's entry, the start
+// of its first task, the end of each task and its exit, and each form prints, for its last
+// launch: the kernel's span (first entry to last exit), the ramp (entry to the first task's
+// start, mean and max over blocks), the idle tail (how long blocks wait after their last task
+// for the kernel's last task to end, mean) and the drain (last task's end to last exit). The
+// stamps cost every form the same few instructions per task.
 // Usage: persistent_forms [TASKS [INNER [ROUNDS [CHUNK [BUDGET_NS]]]]]   (defaults 16384 256 7 0
 //   0: the run_tasks forms' fixed chunk (0: adaptive) and chunk time budget (0: the default);
 //   the task loop's own macros, e.g. -DCUPREEMPT_CLAIM_SLACK=..., at the build)
@@ -47,8 +62,45 @@ constexpr int LAUNCHES = 50;
     }                                                                             \
   } while (0)
 
+struct Stamps {
+  unsigned long long enter, first, last_begin, last, exit;
+  unsigned long long tasks;
+  unsigned smid;
+};
+#ifdef PROBE_STAMPS
+__device__ Stamps* g_stamps;
+__device__ __forceinline__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)::"memory");  // in order with memory
+  return t;
+}
+// Declared first in every kernel: stamps the block's entry and (destructor) its exit.
+struct BlockStamp {
+  __device__ BlockStamp() {
+    if (threadIdx.x == 0) {
+      Stamps& r = g_stamps[blockIdx.x];
+      r.enter = now_ns(), r.first = 0, r.tasks = 0;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(r.smid));
+    }
+  }
+  __device__ ~BlockStamp() {
+    if (threadIdx.x == 0) g_stamps[blockIdx.x].exit = now_ns();
+  }
+};
+#define BLOCK_STAMP BlockStamp block_stamp_
+#else
+#define BLOCK_STAMP (void)0
+#endif
+
 __device__ __forceinline__ void task(const float2* in, float2* out, float c, float s, int inner,
                                      unsigned t) {
+#ifdef PROBE_STAMPS
+  if (threadIdx.x == 0) {
+    const unsigned long long t = now_ns();
+    if (!g_stamps[blockIdx.x].first) g_stamps[blockIdx.x].first = t;
+    g_stamps[blockIdx.x].last_begin = t;
+  }
+#endif
   const unsigned i = t * BS + threadIdx.x;
   float2 v = in[i];
   for (int k = 0; k < inner; ++k) {
@@ -56,30 +108,42 @@ __device__ __forceinline__ void task(const float2* in, float2* out, float c, flo
     v.x = x, v.y = y;
   }
   out[i] = v;
+#ifdef PROBE_STAMPS
+  if (threadIdx.x == 0) g_stamps[blockIdx.x].last = now_ns(), ++g_stamps[blockIdx.x].tasks;
+#endif
 }
 
 __global__ void original(const float2* in, float2* out, float c, float s, int inner, unsigned) {
+  BLOCK_STAMP;
   task(in, out, c, s, inner, blockIdx.x);
 }
 
 __global__ void stride(const float2* in, float2* out, float c, float s, int inner, unsigned tasks) {
+  BLOCK_STAMP;
   for (unsigned t = blockIdx.x; t < tasks; t += gridDim.x) task(in, out, c, s, inner, t);
 }
 
 __global__ void stride_sync(const float2* in, float2* out, float c, float s, int inner,
                             unsigned tasks) {
+  BLOCK_STAMP;
   for (unsigned t = blockIdx.x; t < tasks; t += gridDim.x) {
     task(in, out, c, s, inner, t);
     __syncthreads();
   }
 }
 
-template <unsigned Chunk>
+template <unsigned Chunk, bool Slow = false>
 __global__ void claim(const float2* in, float2* out, float c, float s, int inner, unsigned tasks,
                       unsigned* counter) {
+  BLOCK_STAMP;
   __shared__ unsigned first;
   for (;;) {
-    if (threadIdx.x == 0) first = atomicAdd(counter, Chunk);
+    if (threadIdx.x == 0) {
+      unsigned* at = counter;
+      if (Slow)  // one load's round trip before the claim, as the task loop's command check
+        at += *(volatile unsigned*)(counter + 1024) & 0u;
+      first = atomicAdd(at, Chunk);
+    }
     __syncthreads();
     const unsigned begin = first;
     __syncthreads();  // `first` is read by all before the next claim overwrites it
@@ -100,27 +164,38 @@ struct Ctx {
   __device__ unsigned block() const { return st.first + i; }
 };
 
+// How hand_over gives each task to its body.
+enum class Give { Number, Ctx, TaskCtx };
+
 // The task loop's hand-over: the leader claims one task into one of two shared slots
 // (alternating), one barrier per chunk, every thread reads the chunk through a shuffle of lane
-// 0's copy. Each task goes to `body` as its number, or (WithCtx) as a context that refers to
-// the slot, as cupreempt's task context does.
-template <bool WithCtx, class Body>
-__device__ __forceinline__ void hand_over(unsigned tasks, unsigned* counter, Body&& body) {
+// 0's copy. Each task goes to `body` as its number (Give::Number), as a context that refers to
+// the slot (Give::Ctx), or as cupreempt's task context (Give::TaskCtx, from the launch `l`).
+template <Give G, class Body>
+__device__ __forceinline__ void hand_over(const cupreempt_launch& l, unsigned tasks,
+                                          unsigned* counter, Body&& body) {
   __shared__ Slot slots[2];
+  __shared__ cupreempt::BlockState states[2];
   for (unsigned parity = 0;; parity ^= 1u) {
     Slot& st = slots[parity];
+    cupreempt::BlockState& bs = states[parity];
     if (threadIdx.x == 0) {
       const unsigned long long begin = atomicAdd(counter, 1u);
       st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
       st.first = (unsigned)begin, st.stop = begin >= tasks;
+      bs.begin = st.begin, bs.end = st.end, bs.stop = st.stop;
+      bs.first = make_uint3(st.first, 0, 0);
     }
     __syncthreads();
     if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
     const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
 #pragma unroll 1
     for (unsigned i = 0; i < n; ++i) {
-      if constexpr (WithCtx) {
+      if constexpr (G == Give::Ctx) {
         Ctx ctx{st, i};
+        body(ctx);
+      } else if constexpr (G == Give::TaskCtx) {
+        cupreempt::TaskCtx ctx(l, bs, i);
         body(ctx);
       } else {
         body(st.first + i);
@@ -129,18 +204,61 @@ __device__ __forceinline__ void hand_over(unsigned tasks, unsigned* counter, Bod
   }
 }
 
-__global__ void claim_1bar(const float2* in, float2* out, float c, float s, int inner,
-                           unsigned tasks, unsigned* counter) {
-  hand_over<false>(tasks, counter, [&](unsigned t) { task(in, out, c, s, inner, t); });
+__global__ void claim_1bar(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+                           int inner, unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  hand_over<Give::Number>(l, tasks, counter, [&](unsigned t) { task(in, out, c, s, inner, t); });
 }
 
-__global__ void claim_ctx(const float2* in, float2* out, float c, float s, int inner,
-                          unsigned tasks, unsigned* counter) {
-  hand_over<true>(tasks, counter, [&](Ctx& ctx) { task(in, out, c, s, inner, ctx.block()); });
+__global__ void claim_ctx(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+                          int inner, unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  hand_over<Give::Ctx>(l, tasks, counter,
+                       [&](Ctx& ctx) { task(in, out, c, s, inner, ctx.block()); });
+}
+
+__global__ void claim_tctx(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+                           int inner, unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  hand_over<Give::TaskCtx>(l, tasks, counter, [&](cupreempt::TaskCtx& ctx) {
+    task(in, out, c, s, inner, ctx.blockIdx.x);
+  });
+}
+
+__global__ void claim_end(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+                          int inner, unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  __shared__ unsigned ran;
+  if (threadIdx.x == 0) ran = 0;
+  hand_over<Give::TaskCtx>(l, tasks, counter, [&](cupreempt::TaskCtx& ctx) {
+    task(in, out, c, s, inner, ctx.blockIdx.x);
+    if (threadIdx.x == 0) ++ran;
+  });
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && ran) atomicAdd(&l.control->retired_tasks, (unsigned long long)ran);
+}
+
+__global__ void claim_ahead(const float2* in, float2* out, float c, float s, int inner,
+                            unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  __shared__ unsigned slot[2];
+  if (threadIdx.x == 0) slot[0] = atomicAdd(counter, 1u);
+  __syncthreads();
+  for (unsigned parity = 0;; parity ^= 1u) {
+    const unsigned t = slot[parity];
+    if (t >= tasks) break;
+    unsigned next = 0;
+    if (threadIdx.x == 0) next = atomicAdd(counter, 1u);  // answered while the task runs
+    task(in, out, c, s, inner, t);
+    if (threadIdx.x == 0) slot[parity ^ 1u] = next;
+    __syncthreads();
+  }
 }
 
 __global__ void wrapped(cupreempt_launch l, const float2* in, float2* out, float c, float s,
                         int inner, unsigned) {
+  BLOCK_STAMP;
   cupreempt::run_tasks<cupreempt::TaskCtx, false>(l, 0, 0, [&](cupreempt::TaskCtx& cp) {
     task(in, out, c, s, inner, cp.blockIdx.x);
   });
@@ -165,7 +283,7 @@ int main(int argc, char** argv) {
   unsigned* counters;
   CHECK(cudaMalloc(&in, n * sizeof(float2)));
   CHECK(cudaMalloc(&out, n * sizeof(float2)));
-  CHECK(cudaMalloc(&counters, (LAUNCHES + 2) * sizeof(unsigned)));
+  CHECK(cudaMalloc(&counters, (LAUNCHES + 2 + 1024) * sizeof(unsigned)));
   CHECK(cudaMemcpy(in, h.data(), n * sizeof(float2), cudaMemcpyHostToDevice));
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -174,6 +292,12 @@ int main(int argc, char** argv) {
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   std::vector<float2> got(n);
+#ifdef PROBE_STAMPS
+  Stamps* stamps;
+  CHECK(cudaMalloc(&stamps, (size_t)tasks * sizeof(Stamps)));
+  CHECK(cudaMemcpyToSymbol(g_stamps, &stamps, sizeof stamps));
+  std::vector<Stamps> hs(tasks);
+#endif
   double base = 0;
   unsigned long long want = 0;
   cupreempt_control* controls;
@@ -184,8 +308,8 @@ int main(int argc, char** argv) {
   CHECK(cudaHostGetDevicePointer(&mirrors_device, mirrors, 0));
   const char* names[] = {"original",  "stride",    "stride_sync", "claim",
                          "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
-                         "claim_ctx"};
-  for (int form = 0; form < 9; ++form) {
+                         "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow"};
+  for (int form = 0; form < 13; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
@@ -193,6 +317,10 @@ int main(int argc, char** argv) {
                     : form == 4 ? (const void*)claim<4>
                     : form == 7 ? (const void*)claim_1bar
                     : form == 8 ? (const void*)claim_ctx
+                    : form == 9 ? (const void*)claim_tctx
+                    : form == 10 ? (const void*)claim_end
+                    : form == 11 ? (const void*)claim_ahead
+                    : form == 12 ? (const void*)claim<1, true>
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
@@ -203,17 +331,21 @@ int main(int argc, char** argv) {
       if (form == 2) stride_sync<<<grid, BS>>>(in, out, c, s, inner, tasks);
       if (form == 3) claim<1><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 4) claim<4><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
-      if (form == 7) claim_1bar<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
-      if (form == 8) claim_ctx<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      cupreempt_launch l = {controls + i, tasks, tasks, 1, 1, chunk, budget_ns, nullptr};
+      if (form == 7) claim_1bar<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
+      if (form == 8) claim_ctx<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
+      if (form == 9) claim_tctx<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
+      if (form == 10) claim_end<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
+      if (form == 11) claim_ahead<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 12) claim<1, true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 5 || form == 6) {
-        cupreempt_launch l = {controls + i, tasks, tasks, 1, 1, chunk, budget_ns, nullptr};
         if (form == 6) l.host = mirrors_device + i, l.first = 1, l.progress_shift = 4;
         wrapped<<<grid, BS>>>(l, in, out, c, s, inner, tasks);
       }
     };
     std::vector<double> means;
     for (int round = 0; round < rounds; ++round) {
-      CHECK(cudaMemset(counters, 0, (LAUNCHES + 2) * sizeof(unsigned)));
+      CHECK(cudaMemset(counters, 0, (LAUNCHES + 2 + 1024) * sizeof(unsigned)));
       CHECK(cudaMemset(controls, 0, (LAUNCHES + 2) * sizeof(cupreempt_control)));
       std::memset(mirrors, 0, (LAUNCHES + 2) * sizeof(cupreempt_host));
       CHECK(cudaMemset(out, 0xff, n * sizeof(float2)));
@@ -239,6 +371,40 @@ int main(int argc, char** argv) {
       sum = (sum ^ w[1]) * 1099511628211ull;
     }
     if (form == 0) base = us, want = sum;
+#ifdef PROBE_STAMPS
+    CHECK(cudaMemcpy(hs.data(), stamps, grid * sizeof(Stamps), cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull, last = 0, exit = 0;
+    for (unsigned b = 0; b < grid; ++b)
+      t0 = std::min(t0, hs[b].enter), last = std::max(last, hs[b].last),
+      exit = std::max(exit, hs[b].exit);
+    double ramp = 0, ramp_max = 0, idle = 0;
+    unsigned long long last_begin = 0, min_tasks = ~0ull, max_tasks = 0, first_max = 0;
+    for (unsigned b = 0; b < grid; ++b) {
+      const double r = hs[b].tasks ? (double)(hs[b].first - hs[b].enter) : 0;
+      ramp += r, ramp_max = std::max(ramp_max, r);
+      if (hs[b].tasks) idle += (double)(last - hs[b].last);
+      if (hs[b].last == last) last_begin = hs[b].last_begin;
+      min_tasks = std::min(min_tasks, hs[b].tasks), max_tasks = std::max(max_tasks, hs[b].tasks);
+      first_max = std::max(first_max, hs[b].first);
+    }
+    std::vector<unsigned long long> sm_end(256, 0), sm_tasks(256, 0);
+    for (unsigned b = 0; b < grid; ++b)
+      if (hs[b].tasks && hs[b].smid < 256)
+        sm_end[hs[b].smid] = std::max(sm_end[hs[b].smid], hs[b].last),
+        sm_tasks[hs[b].smid] += hs[b].tasks;
+    unsigned long long end_lo = ~0ull, tasks_lo = ~0ull, tasks_hi = 0;
+    for (int m = 0; m < sms; ++m)
+      end_lo = std::min(end_lo, sm_end[m]), tasks_lo = std::min(tasks_lo, sm_tasks[m]),
+      tasks_hi = std::max(tasks_hi, sm_tasks[m]);
+    std::printf("  per SM: last task ends %.2f us apart (first to last SM), tasks %llu-%llu\n",
+                (last - end_lo) / 1e3, tasks_lo, tasks_hi);
+    std::printf("  stamps: span %.2f us, ramp mean %.2f max %.2f us, every block busy after "
+                "%.2f us, idle tail mean %.2f us, last task %.2f us, drain %.2f us, tasks per "
+                "block %llu-%llu\n",
+                (exit - t0) / 1e3, ramp / grid / 1e3, ramp_max / 1e3, (first_max - t0) / 1e3,
+                idle / grid / 1e3, (last - last_begin) / 1e3, (exit - last) / 1e3, min_tasks,
+                max_tasks);
+#endif
     std::printf("%-12s grid %6u (%d per SM)  %9.2f us per launch  %.3fx  checksum %s\n",
                 names[form], grid, per_sm, us, us / base, sum == want ? "equal" : "DIFFERS");
   }

@@ -73,10 +73,19 @@ CUTS = {
         "if (__shfl_sync(0xffffffffu, st.stop, 0)) break;", "if (st.stop) break;")(
         replace("const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);",
                 "const unsigned n = (unsigned)(st.end - st.begin);")(s)),
+    "no-start-off": replace("      ls.start_away = starts_off(l, ls.smid);",
+                            "      ls.start_away = 0;"),
+    "inline-steps": lambda s: replace(
+        "static __device__ __noinline__ void enter(", "static __device__ __forceinline__ void enter(")(
+        replace("static __device__ __noinline__ void leave(",
+                "static __device__ __forceinline__ void leave(")(
+            replace("static __device__ __noinline__ void next_chunk(",
+                    "static __device__ __forceinline__ void next_chunk(")(s))),
 }
 # Everything above that keeps a launch outside the runtime correct, together.
 CUTS["all"] = lambda s: CUTS["minimal-next-chunk"](CUTS["no-lanes"](
     CUTS["no-enter-fence"](CUTS["no-end-fence"](s))))
+CUTS["all-inline"] = lambda s: CUTS["inline-steps"](CUTS["no-start-off"](CUTS["all"](s)))
 
 
 def main():
