@@ -83,6 +83,8 @@
 #undef chunk_begin
 #pragma push_macro("claim_lane")
 #undef claim_lane
+#pragma push_macro("claimed")
+#undef claimed
 #pragma push_macro("cmd")
 #undef cmd
 #pragma push_macro("command")

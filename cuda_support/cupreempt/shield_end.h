@@ -180,6 +180,7 @@
 #pragma pop_macro("command_seq")
 #pragma pop_macro("command")
 #pragma pop_macro("cmd")
+#pragma pop_macro("claimed")
 #pragma pop_macro("claim_lane")
 #pragma pop_macro("chunk_begin")
 #pragma pop_macro("chunk")

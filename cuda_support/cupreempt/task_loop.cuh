@@ -266,25 +266,54 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // larger, not smaller (432 wrappers under ptxas -v for sm_90: 170 of them 1-34 registers more,
 // 112 fewer; 78 above 32 registers instead of 58).
 
-// The leader's first step in a block (or a parked block's return to work): the block counts
-// itself before it looks at the command, so that the runtime, once the command is in the
-// control block, either sees the block or knows that it will see the command. In host memory
-// a plain store (lanes), no system-wide fence: thousands of blocks starting at once with one
-// fence each made the starts, and with them the yields, take milliseconds (H100).
-static __device__ __noinline__ void enter(cupreempt_control* c, cupreempt_host* host, unsigned fixed,
-                                   unsigned first, volatile LeaderState& ls) {
-  ls.last_ns = ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
-  ls.next = fixed ? fixed : 1u;
+// The leader's first step in a block (or a parked block's return to work). It takes the
+// block's first chunk before anything else, without looking at the command: a block that
+// starts while a command is in force runs that one chunk (one task when the size is
+// adaptive) before it yields, as does any block that claimed just before the command landed.
+// The claim cannot wait behind the rest of the step: the SM's warp scheduler favours some
+// blocks, and once their warps compute, a leader still in its first step gets few issue slots
+// and claims late. On the H100 a launch of exactly one task per block (1,024 tasks of about
+// 140 us, scripts/probes/persistent_forms.cu) then had blocks with two tasks beside blocks with
+// none, 4-10 tasks per SM, and ran 1.19x the original (1.35x with a host mirror); a claim as
+// the first instruction, as a plain persistent loop makes it, keeps one task per block.
+//
+// Then the block counts itself before it looks at the command (in next_chunk, after its first
+// chunk), so that the runtime, once the command is in the control block, either sees the block
+// or knows that it will see the command. In host memory a plain store (lanes), no system-wide
+// fence: thousands of blocks starting at once with one fence each made the starts, and with
+// them the yields, take milliseconds (H100). A block that a standing order keeps off its SM
+// (start_away) claims nothing: its first next_chunk sends it away. Returns whether the first
+// chunk is in `st`.
+static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* host,
+                                          unsigned long long total, unsigned fixed,
+                                          unsigned first, unsigned smid, unsigned start_away,
+                                          unsigned gx, unsigned gy, unsigned gz,
+                                          volatile LeaderState& ls, BlockState& st) {
+  const unsigned n = fixed ? fixed : 1u;
+  unsigned long long begin = 0;
+  if (!start_away) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
+  ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
+  ls.next = n;
   ls.min_chunk = 1;
-  ls.smid = sm_id();
-  ls.lane = claim_lane(c, ls.smid);
+  ls.smid = smid;
+  ls.start_away = start_away;
+  ls.lane = claim_lane(c, smid);
 #ifdef CUPREEMPT_AUDIT
   atomicAdd(&c->running_blocks, 1u);
 #endif
-  if (host && ls.lane < CUPREEMPT_LANES) host->lanes[ls.smid][ls.lane] = 1;
+  if (host && ls.lane < CUPREEMPT_LANES) host->lanes[smid][ls.lane] = 1;
   if (host && first) host->started = 1;  // the runtime's resume looks at it
   if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
   __threadfence();
+  if (start_away) return false;
+  if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
+  st.begin = begin;
+  st.end = begin + n < total ? begin + n : total;
+  st.stop = begin >= total;
+  ls.chunk_begin = begin;
+  if (begin < total) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
+  ls.last_ns = global_ns();
+  return true;
 }
 
 #ifdef CUPREEMPT_AUDIT
@@ -489,16 +518,19 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   if (leader) ls.tail = ls.host_seq = ls.host_away = 0, ls.yield_ns_copied = 0;
 
   do {
+    bool claimed = false;  // the leader's first chunk is in states[0] (enter())
     if (leader) {
-      enter(c, l.host, fixed, l.first, ls);
-      ls.start_away = starts_off(l, ls.smid);
+      const unsigned smid = sm_id();
+      claimed = enter(c, l.host, l.total_tasks, fixed, l.first, smid, starts_off(l, smid),
+                      l.grid_x, l.grid_y, l.grid_z, ls, states[0]);
     }
     for (unsigned parity = 0;; parity ^= 1u) {
       BlockState& st = states[parity];
-      if (leader)
+      if (leader && !claimed)
         next_chunk(c, l.host, l.total_tasks, fixed,
                    l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs),
                    l.progress_shift, l.audit, l.grid_x, l.grid_y, l.grid_z, ls, st);
+      claimed = false;
       __syncthreads();
       // Every thread reads the same values, but ptxas cannot tell that from a shared-memory
       // load: it then assumes that warps may diverge in the task loop and gives each barrier

@@ -52,10 +52,10 @@ CUTS = {
     "no-enter-fence": replace(
         "global_ns();  // switches between kernels, on the GPU's clock\n  __threadfence();",
         "global_ns();  // switches between kernels, on the GPU's clock"),
-    "no-lanes": replace("  ls.lane = claim_lane(c, ls.smid);", "  ls.lane = CUPREEMPT_LANES;"),
+    "no-lanes": replace("  ls.lane = claim_lane(c, smid);", "  ls.lane = CUPREEMPT_LANES;"),
     "no-host-lanes": lambda s: replace(
         "host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")(
-        replace("host->lanes[ls.smid][ls.lane] = 1;", "(void)0;")(s)),
+        replace("host->lanes[smid][ls.lane] = 1;", "(void)0;")(s)),
     "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
     "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
     "no-started": replace("if (host && first) host->started = 1;", "(void)first;"),
@@ -73,10 +73,20 @@ CUTS = {
         "if (__shfl_sync(0xffffffffu, st.stop, 0)) break;", "if (st.stop) break;")(
         replace("const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);",
                 "const unsigned n = (unsigned)(st.end - st.begin);")(s)),
-    "no-start-off": replace("      ls.start_away = starts_off(l, ls.smid);",
-                            "      ls.start_away = 0;"),
+    # Timing only: the lane words of SMs s, s + 8, ... share a line (16-17 SMs per line on the
+    # H100 instead of 32).
+    "lanes-spread": lambda s: replace(
+        "unsigned* lanes = &c->sm_lanes[smid];",
+        "unsigned* lanes = &c->sm_lanes[(smid % 8) * 32 + smid / 8];")(
+        replace("atomicAnd(&c->sm_lanes[ls.smid], ~(1u << ls.lane));",
+                "atomicAnd(&c->sm_lanes[(ls.smid % 8) * 32 + ls.smid / 8], ~(1u << ls.lane));")(s)),
+    # Timing only (lanes may collide): the lane's atomic without waiting for its answer.
+    "lanes-no-wait": replace(
+        "    const unsigned held = atomicOr(lanes, 1u << bit);\n    if (!(held & (1u << bit))) return bit;",
+        "    atomicOr(lanes, 1u << bit);\n    return bit;\n    const unsigned held = 0;"),
+    "no-start-off": replace("starts_off(l, smid),", "0u,"),
     "inline-steps": lambda s: replace(
-        "static __device__ __noinline__ void enter(", "static __device__ __forceinline__ void enter(")(
+        "static __device__ __noinline__ bool enter(", "static __device__ __forceinline__ bool enter(")(
         replace("static __device__ __noinline__ void leave(",
                 "static __device__ __forceinline__ void leave(")(
             replace("static __device__ __noinline__ void next_chunk(",
