@@ -122,10 +122,12 @@ pub struct Live {
     switch_us: HashMap<String, f64>,
     /// `reserve`: the SMs held back for the programs of the highest priority connected, the
     /// highest priority each connection has launched with, the connections told to start
-    /// their launches off them (`keep_off`), and the SMs each kernel keeps off.
+    /// their launches off them (`keep_off`), those told that their launches are left alone
+    /// (`lean`), and the SMs each kernel keeps off.
     reserved: Option<Vec<u32>>,
     conn_priority: HashMap<ConnId, u8>,
     ordered: HashSet<ConnId>,
+    lean: HashSet<ConnId>,
     confined: Vec<Option<Vec<u32>>>,
 }
 
@@ -179,6 +181,7 @@ impl Live {
             reserved,
             conn_priority: HashMap::new(),
             ordered: HashSet::new(),
+            lean: HashSet::new(),
             confined: Vec::new(),
         })
     }
@@ -202,11 +205,33 @@ impl Live {
     /// higher priority is connected, and gives the SMs back once none is. A launch is on the
     /// GPU before the daemon hears of it, so such a program gets a standing order
     /// (`keep_off`): its launches start off the reserve. One it made before the order reached
-    /// it started on every SM and is sent off as the daemon hears of it.
+    /// it started on every SM and is sent off as the daemon hears of it. A program that no
+    /// other outranks is never steered: it is told so (`lean`), and its short launches run as
+    /// their original kernels, which a preemptible form only slows down (on the H100 the
+    /// urgent kernel of scripts/probes/daemon_priority.sh: p99 205-214 µs preemptible, 161-181
+    /// µs as the original, docs/daemon.md).
     fn apply_reserve(&mut self, out: &mut Vec<Command>) {
         let Some(reserved) = self.reserved.clone() else {
             return;
         };
+        let mut leans: Vec<(ConnId, bool)> = self
+            .conn_priority
+            .iter()
+            .map(|(&conn, &top)| (conn, !self.outranked(conn, top)))
+            .filter(|&(conn, lean)| lean != self.lean.contains(&conn))
+            .collect();
+        leans.sort_unstable();
+        for (conn, on) in leans {
+            if on {
+                self.lean.insert(conn);
+            } else {
+                self.lean.remove(&conn);
+            }
+            out.push(Command {
+                conn,
+                msg: ServerMsg::Lean { on },
+            });
+        }
         let mut orders: Vec<(ConnId, bool)> = self
             .conn_priority
             .iter()
@@ -414,6 +439,7 @@ impl Live {
         self.ids.retain(|(c, _), _| *c != conn);
         self.conn_priority.remove(&conn);
         self.ordered.remove(&conn);
+        self.lean.remove(&conn);
         let mut out = Vec::new();
         for k in mine {
             out.extend(self.finish(now, k));
@@ -805,7 +831,11 @@ mod tests {
                         continue;
                     }
                     ServerMsg::Preempt { id, sms } => (id, sms),
-                    ServerMsg::Error { .. } | ServerMsg::KeepOff { .. } => unreachable!(),
+                    ServerMsg::Error { .. }
+                    | ServerMsg::KeepOff { .. }
+                    | ServerMsg::Lean { .. } => {
+                        unreachable!()
+                    }
                 };
                 if let Some(s) = on.get_mut(&(c, id)) {
                     let gone = named(&sms, total);
@@ -843,8 +873,9 @@ mod tests {
     /// `reserve`: the batch program's kernels keep off the last SMs while a program of higher
     /// priority is connected: the program gets a standing order for its launches, and a
     /// kernel that started on every SM is sent off as the daemon hears of it; the urgent
-    /// program's kernels are never touched; when it leaves, the order ends and the SMs are
-    /// given back.
+    /// program's kernels are never touched, and the program that no other outranks is told
+    /// so (`lean`); when the urgent program leaves, the order ends, the SMs are given back and
+    /// the batch program is lean again.
     #[test]
     fn reserve_holds_the_last_sms_back_while_a_higher_priority_program_is_connected() {
         let mut l = Live::new(RESERVE, 1, 132, 1000.0, 1000.0)
@@ -858,16 +889,21 @@ mod tests {
             conn,
             msg: ServerMsg::KeepOff { sms: sms.to_vec() },
         };
-        // Alone, the batch kernel runs everywhere.
+        let lean = |conn, on| Command {
+            conn,
+            msg: ServerMsg::Lean { on },
+        };
+        // Alone, the batch kernel runs everywhere, and nothing will steer the batch program.
         assert_eq!(
             l.launch(0.0, 1, 10, &info("batch", 100, 0, 1.0)).unwrap(),
-            []
+            [lean(1, true)]
         );
         // The urgent program's launch sends the batch kernel off the reserve, not itself, and
-        // orders the batch program's next launches to start off it.
+        // orders the batch program's next launches to start off it (and announced); the urgent
+        // program is left alone.
         assert_eq!(
             l.launch(5.0, 2, 20, &info("urgent", 10, 9, 1.0)).unwrap(),
-            [order(1, &last4), off(1, 10)]
+            [lean(1, false), lean(2, true), order(1, &last4), off(1, 10)]
         );
         assert_eq!(l.yielded(9.0, 1, 10).unwrap(), []);
         assert_eq!(l.finished(50.0, 2, 20).unwrap(), []);
@@ -887,11 +923,14 @@ mod tests {
         // Kernels of the same priority share the SMs as the GPU likes.
         assert_eq!(
             l.launch(75.0, 3, 30, &info("urgent", 10, 9, 1.0)).unwrap(),
-            []
+            [lean(3, true)]
         );
         assert_eq!(l.gone(76.0, 3), []);
         // The urgent program leaves: the order ends and the SMs go back to the batch kernels.
-        assert_eq!(l.gone(80.0, 2), [order(1, &[]), back(1, 11), back(1, 12)]);
+        assert_eq!(
+            l.gone(80.0, 2),
+            [lean(1, true), order(1, &[]), back(1, 11), back(1, 12)]
+        );
         assert_eq!(l.finished(900.0, 1, 11).unwrap(), []);
         assert_eq!(l.finished(901.0, 1, 12).unwrap(), []);
         assert_eq!(l.active(), 0);

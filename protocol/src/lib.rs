@@ -91,6 +91,14 @@ pub enum ServerMsg {
     KeepOff {
         sms: Vec<u32>,
     },
+    /// Whether the daemon leaves this program's launches alone from now on (`on`) or may
+    /// steer them (off, as at the start). While on, a launch that the runtime would run as its
+    /// original kernel unscheduled (short, or one wave) runs so and is not announced: making
+    /// it preemptible would only slow it down. `reserve` says so to every program that no other
+    /// outranks.
+    Lean {
+        on: bool,
+    },
     Error {
         message: String,
     },
@@ -205,6 +213,16 @@ mod tests {
                 sms: Some(vec![0, 2])
             }
         );
+    }
+
+    #[test]
+    fn lean_is_an_object_with_its_switch() {
+        let on = ServerMsg::Lean { on: true };
+        assert_eq!(
+            serde_json::to_string(&on).unwrap(),
+            r#"{"lean":{"on":true}}"#
+        );
+        assert!(serde_json::from_str::<ServerMsg>(r#"{"lean":{}}"#).is_err());
     }
 
     #[test]

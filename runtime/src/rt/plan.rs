@@ -182,7 +182,8 @@ fn plan(
     if eager() {
         // Chaos mode: every launch preemptible, so that every kernel meets preemption. A
         // process scheduled by cupreemptd: the daemon hears only of preemptible launches, and
-        // a short urgent one is exactly what it must hear of to make room.
+        // a short urgent one is exactly what it must hear of to make room; unless the daemon
+        // has said that it leaves this process's launches alone (`lean`, `super::scheduler`).
         rt.request_setup();
         return Ok(None);
     }
@@ -251,14 +252,13 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
 }
 
 /// Whether every launch outside a capture is preemptible (`CUPREEMPT_SHORT_US=0`, chaos mode,
-/// a scheduler daemon), so that the runtime is made at the first launch.
+/// a scheduler daemon that has not said `lean`), so that the runtime is made at the first
+/// launch.
 fn eager() -> bool {
     static EAGER: OnceLock<bool> = OnceLock::new();
-    *EAGER.get_or_init(|| {
-        super::history::short_ns_from_env() == 0
-            || super::chaos::enabled()
-            || super::scheduler::socket().is_some()
-    })
+    let always =
+        *EAGER.get_or_init(|| super::history::short_ns_from_env() == 0 || super::chaos::enabled());
+    always || (super::scheduler::socket().is_some() && !super::scheduler::lean())
 }
 
 /// `CUPREEMPT_SETUP=wait`: launches wait for the runtime's setup instead of running the

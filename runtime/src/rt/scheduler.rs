@@ -18,6 +18,7 @@ use cupreempt_protocol::{read_frame, write_msg, ClientMsg, ServerMsg};
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as MemOrder};
 use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -107,13 +108,30 @@ impl Steer for Shared {
     }
 }
 
-/// The daemon's standing order (`keep_off`): the SMs that this process's launches start off.
-static KEEP_OFF: Mutex<Option<SmSet>> = Mutex::new(None);
+/// The daemon's standing orders, for the launch path.
+#[derive(Default)]
+pub(crate) struct Orders {
+    /// `keep_off`: the SMs that this process's launches start off.
+    keep_off: Mutex<Option<SmSet>>,
+    /// `lean`: launches the plan would run as the original kernel run so, unannounced.
+    lean: AtomicBool,
+}
+
+static ORDERS: Orders = Orders {
+    keep_off: Mutex::new(None),
+    lean: AtomicBool::new(false),
+};
 
 /// The SMs a launch made now starts preempted on (the daemon's `keep_off`), if any.
 pub(crate) fn kept_off() -> Option<SmSet> {
     socket()?;
-    *lock(&KEEP_OFF)
+    *lock(&ORDERS.keep_off)
+}
+
+/// Whether the daemon leaves this process's launches alone (its `lean`): then a launch that
+/// would run as its original kernel unscheduled runs so.
+pub(crate) fn lean() -> bool {
+    socket().is_some() && ORDERS.lean.load(MemOrder::Relaxed)
 }
 
 /// The daemon's socket (`CUPREEMPT_SCHEDULER`), read once.
@@ -273,8 +291,8 @@ pub(crate) struct Client<S> {
     generation: u64,
     next_try: Instant,
     said_unreachable: bool,
-    /// Where the daemon's standing order goes for the launch path to read (`KEEP_OFF`).
-    keep_off: &'static Mutex<Option<SmSet>>,
+    /// Where the daemon's standing orders go for the launch path to read (`ORDERS`).
+    orders: &'static Orders,
 }
 
 impl<S: Steer> Client<S> {
@@ -290,7 +308,7 @@ impl<S: Steer> Client<S> {
             generation: 0,
             next_try: Instant::now(),
             said_unreachable: false,
-            keep_off: &KEEP_OFF,
+            orders: &ORDERS,
         }
     }
 
@@ -300,10 +318,10 @@ impl<S: Steer> Client<S> {
         self
     }
 
-    /// Keeps the daemon's standing order in `orders` instead of the process's `KEEP_OFF`.
+    /// Keeps the daemon's standing orders in `orders` instead of the process's `ORDERS`.
     #[cfg(test)]
-    fn orders(mut self, orders: &'static Mutex<Option<SmSet>>) -> Client<S> {
-        self.keep_off = orders;
+    fn orders(mut self, orders: &'static Orders) -> Client<S> {
+        self.orders = orders;
         self
     }
 
@@ -503,6 +521,7 @@ impl<S: Steer> Client<S> {
                 Ok(set) => self.set_keep_off(set),
                 Err(e) => eprintln!("cupreempt: scheduler's keep_off: {e}"),
             },
+            ServerMsg::Lean { on } => self.orders.lean.store(on, MemOrder::Relaxed),
             ServerMsg::Error { message } => eprintln!("cupreempt: scheduler: {message}"),
         }
     }
@@ -529,9 +548,10 @@ impl<S: Steer> Client<S> {
         }
     }
 
-    /// Also ends the standing order: launches start on every SM again.
+    /// Also ends the standing orders: launches start on every SM again, and each is announced.
     fn resume_all(&mut self) {
         self.set_keep_off(SmSet::empty());
+        self.orders.lean.store(false, MemOrder::Relaxed);
         for t in self.kernels.values_mut() {
             if t.preempted && t.kernel.resume(None).is_ok() {
                 t.preempted = false;
@@ -540,7 +560,7 @@ impl<S: Steer> Client<S> {
     }
 
     fn set_keep_off(&self, sms: SmSet) {
-        *lock(self.keep_off) = (!sms.is_empty()).then_some(sms);
+        *lock(&self.orders.keep_off) = (!sms.is_empty()).then_some(sms);
     }
 
     fn look_at_kernels(&mut self) {
@@ -688,7 +708,7 @@ mod tests {
         path: &Path,
         priority: Option<u8>,
         estimate_us: Option<f64>,
-        orders: &'static Mutex<Option<SmSet>>,
+        orders: &'static Orders,
     ) -> Launches {
         let (tx, rx) = channel::<Request<Fake>>();
         let client = Client::<Fake>::new(path.to_path_buf(), priority, 2.0)
@@ -757,15 +777,38 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// The daemon's `lean` reaches the launch path (`lean()`: launches the plan would run as
+    /// their original kernels run so), is withdrawn by `lean` off, and ends with the daemon.
+    #[test]
+    fn lean_reaches_the_launch_path_and_ends_with_the_daemon() {
+        let (dir, path, listener) = daemon_socket("lean");
+        let orders: &'static Orders = Box::leak(Box::default());
+        let launches = start_ordered(&path, None, None, orders);
+        let lean = || orders.lean.load(MemOrder::Relaxed);
+        launches.send(Fake::default()).unwrap();
+        let mut daemon = accept(&listener);
+        assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 1, .. }));
+        assert!(!lean(), "lean before the daemon said so");
+        write_msg(&mut daemon, &ServerMsg::Lean { on: true }).unwrap();
+        until("lean", lean);
+        write_msg(&mut daemon, &ServerMsg::Lean { on: false }).unwrap();
+        until("lean withdrawn", || !lean());
+        write_msg(&mut daemon, &ServerMsg::Lean { on: true }).unwrap();
+        until("lean again", lean);
+        drop(daemon);
+        until("lean's end with the daemon", || !lean());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
     /// The daemon's standing order (`keep_off`) reaches the launch path; a launch made under
     /// it is announced with the SMs it started off and counts as preempted there, so that the
     /// daemon's `resume` reaches it; an empty order, or the daemon going away, ends it.
     #[test]
     fn a_standing_order_reaches_launches_and_ends_with_the_daemon() {
         let (dir, path, listener) = daemon_socket("keep-off");
-        let orders: &'static Mutex<Option<SmSet>> = Box::leak(Box::default());
+        let orders: &'static Orders = Box::leak(Box::default());
         let launches = start_ordered(&path, None, None, orders);
-        let order = || *orders.lock().unwrap();
+        let order = || *orders.keep_off.lock().unwrap();
         let first = Fake::default();
         launches.send(first.clone()).unwrap();
         let mut daemon = accept(&listener);
