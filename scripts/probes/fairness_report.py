@@ -83,6 +83,33 @@ def preempt_cost_us(log_text):
     return statistics.median(took) if took else None
 
 
+def preempt_counts(log_text):
+    """Preempt commands in a cupreemptd --verbose log: all of them, and those sent to kernels
+    that held SMs (a block entry reported since the kernel's last yield, as in
+    preempt_cost_us). The rest went to kernels preempted as they arrived, which the simulator
+    queues instead."""
+    running, total, held = set(), 0, 0
+    for line in log_text.splitlines():
+        m = re.match(r"cupreemptd: \d+ us: connection (\d+): GpuTimes \{ id: (\d+), "
+                     r"yielded_ns: (None|Some\((\d+)\)), entered_ns: (None|Some\((\d+)\)) \}", line)
+        if m:
+            yielded, entered = int(m[4] or 0), int(m[6] or 0)
+            if entered > yielded:
+                running.add((m[1], m[2]))
+            elif yielded:
+                running.discard((m[1], m[2]))
+            continue
+        m = re.match(r"cupreemptd: \d+ us: to connection (\d+): Preempt \{ id: (\d+)", line)
+        if m:
+            total += 1
+            held += (m[1], m[2]) in running
+            continue
+        m = re.match(r"cupreemptd: \d+ us: connection (\d+): Yielded \{ id: (\d+)", line)
+        if m:
+            running.discard((m[1], m[2]))
+    return total, held
+
+
 DAEMON_QUANTUM_US = 2000.0  # cupreemptd's default --quantum-us (daemon/src/main.rs)
 
 
@@ -125,9 +152,12 @@ def predicted(cupreempt, alone, lengths, policies, preempt_us, quantum_us, switc
     return {r["policy"]: r["metrics"] for r in json.loads(out.stdout)}
 
 
-def table(alone, together, lengths, predictions, costs, switches):
-    lines = ["| case | measured ANTT | STP | DNTT | predicted ANTT | STP | DNTT | ANTT error | preempt cost µs | switch µs |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+def table(alone, together, lengths, predictions, costs, switches, counts=None):
+    """`counts`: per case, the preempt commands of its logs (preempt_counts), for the
+    preemptions per round beside the simulator's."""
+    counts = counts or {}
+    lines = ["| case | measured ANTT | STP | DNTT | predicted ANTT | STP | DNTT | ANTT error | preempt cost µs | switch µs | preemptions per round (of kernels on the GPU) / predicted |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for case, runs in together.items():
         per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
         m = {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
@@ -137,9 +167,15 @@ def table(alone, together, lengths, predictions, costs, switches):
         pred = (f"{p['antt']:.3f} | {p['stp']:.3f} | {p['dntt']:.3f} | "
                 f"{100 * (p['antt'] - m['antt']) / m['antt']:+.1f}%") if p else "— | — | — | —"
         cost, switch = costs.get(case), switches.get(case)
+        count = "—"
+        if case in counts and runs:
+            total, held = counts[case]
+            predicted_n = p.get("preemptions") if p else None
+            count = (f"{total / len(runs):.0f} ({held / len(runs):.0f}) / "
+                     f"{'—' if predicted_n is None else predicted_n}")
         lines.append(f"| {case} | {m['antt']:.3f} | {m['stp']:.3f} | {m['dntt']:.3f} | {pred} | "
                      f"{'—' if cost is None else f'{cost:.0f}'} | "
-                     f"{'—' if switch is None else f'{switch:.0f}'} |")
+                     f"{'—' if switch is None else f'{switch:.0f}'} | {count} |")
     return "\n".join(lines)
 
 
@@ -174,6 +210,7 @@ def self_test():
            "cupreemptd: 1200 us: to connection 1: Preempt { id: 1, sms: None }\n"
            "cupreemptd: 1210 us: connection 1: Yielded { id: 1 }\n")
     assert preempt_cost_us(log) == 300, preempt_cost_us(log)
+    assert preempt_counts(log) == (4, 2), preempt_counts(log)
     cmd = sim_command("cupreempt", "w.json", ["rr", "fifo"], 2000.0, 150.0)
     assert cmd[cmd.index("--quantum-us") + 1] == "2000", cmd
     assert cmd[cmd.index("--switch-us") + 1] == "150", cmd
@@ -188,7 +225,11 @@ def self_test():
     assert "| none | 1.500 | 1.500 | 0.500 |" in t, t
     t = table({"2": 2000.0}, {"rr": [[4000.0]]}, ["2"], {"rr": metrics([2.2])}, {"rr": 300.0},
               {"rr": 420.0})
-    assert t.endswith("| rr | 2.000 | 0.500 | 0.000 | 2.200 | 0.455 | 0.000 | +10.0% | 300 | 420 |"), t
+    assert t.endswith("| rr | 2.000 | 0.500 | 0.000 | 2.200 | 0.455 | 0.000 | +10.0% | 300 | 420 | — |"), t
+    predicted_rr = dict(metrics([2.2]), preemptions=5)
+    t = table({"2": 2000.0}, {"rr": [[4000.0], [4000.0]]}, ["2"], {"rr": predicted_rr},
+              {"rr": 300.0}, {"rr": 420.0}, {"rr": (14, 10)})
+    assert t.endswith("| 300 | 420 | 7 (5) / 5 |"), t
     own = own_costs({"rr": 300.0, "fifo": None}, {"rr": None, "fifo": 90.0}, 250.0, 200.0)
     assert own == {"rr": (300.0, 200.0), "fifo": (250.0, 90.0)}, own
     print("fairness_report self-test: ok")
@@ -206,13 +247,14 @@ def main(argv):
     alone = alone_times(open(alone_file).read().splitlines())
     lengths = list(dict.fromkeys(l.split()[0] for l in open(alone_file) if l.strip()))
     together = rounds(open(together_file).read().splitlines(), lengths)
-    costs, switches, gaps = {}, {}, []
+    costs, switches, gaps, counts = {}, {}, [], {}
     for p in policies:
         try:
             text = open(f"{log_dir}/daemon-fairness-{p}.log").read()
         except OSError:
             costs[p] = switches[p] = None
             continue
+        counts[p] = preempt_counts(text)
         costs[p] = preempt_cost_us(text)
         own = switch_gaps_us(text)
         switches[p] = statistics.median(own) if own else None
@@ -229,7 +271,7 @@ def main(argv):
           f"(columns); where a run measured none, the medians over all runs: preemption "
           f"{cost:.0f} µs (kernels that held SMs), switch {switch:.0f} µs ({len(gaps)} GPU idle "
           f"gaps the programs' stamps show); quantum {quantum_us:g} µs\n")
-    print(table(alone, together, lengths, predictions, costs, switches))
+    print(table(alone, together, lengths, predictions, costs, switches, counts))
     print("\nThe `none` row is predicted by `fifo` (no scheduler: grids are handed out in launch order\n"
           "and a persistent kernel keeps every SM it reaches until it ends).")
     return 0
