@@ -7,10 +7,11 @@
 //! chosen), and resumed when the policy runs it. Times are µs since the daemon started.
 
 use crate::protocol::ServerMsg;
+use crate::reserve::{last_sms, Reserve, DEFAULT_RESERVE_SMS};
 use cupreempt_sched::{
     Action, Estimator, Event, KernelSpec, KernelView, Policy, Status, SystemView,
 };
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// One connection (one program's runtime).
 pub type ConnId = u64;
@@ -52,15 +53,8 @@ pub struct Command {
 /// from the daemon yet: revocation (TReM's priority and elastic).
 const NEEDS_MORE: [&str; 2] = ["priority", "elastic"];
 
-/// The daemon's own policy (not the simulator's): every kernel runs where the GPU puts it,
-/// except that while a program of higher priority is connected, the kernels of lower
-/// priority keep off the last `--reserve-sms` SMs, so that the higher one's launches find them
-/// free (under MPS). The MPS baseline of a batch process held to 90% of the SMs does this for
-/// the whole life of the process; this holds them back only while it matters.
+/// The daemon's own policy (not the simulator's; `crate::reserve`).
 pub const RESERVE: &str = "reserve";
-
-/// SMs `reserve` holds back unless `--reserve-sms` says otherwise (`Live::with_reserve`).
-pub const DEFAULT_RESERVE_SMS: u32 = 8;
 
 /// The policies that work on live kernels: the whole-GPU ones that preempt, `spatial`,
 /// which gives kernels shares of the SMs (physical SM ids: every process's kernels must be on
@@ -83,11 +77,6 @@ impl Policy for Hands {
     fn on_event(&mut self, _: Event, _: &SystemView) -> Vec<Action> {
         Vec::new()
     }
-}
-
-/// The last `n` SMs of a GPU of `sms` (the ones `reserve` holds back).
-fn last_sms(sms: u32, n: u32) -> Vec<u32> {
-    (sms.saturating_sub(n)..sms).collect()
 }
 
 pub struct Live {
@@ -120,14 +109,8 @@ pub struct Live {
     /// slices of kernels that take 350 µs to yield halved two programs' throughput on the
     /// H100).
     switch_us: HashMap<String, f64>,
-    /// `reserve`: the SMs held back for the programs of the highest priority connected, the
-    /// highest priority each connection has launched with, the connections told to start
-    /// their launches off them (`keep_off`), those told that their launches are left alone
-    /// (`lean`), and the SMs each kernel keeps off.
-    reserved: Option<Vec<u32>>,
-    conn_priority: HashMap<ConnId, u8>,
-    ordered: HashSet<ConnId>,
-    lean: HashSet<ConnId>,
+    /// `reserve`: its connections and orders, and the SMs each kernel keeps off.
+    reserve: Option<Reserve>,
     confined: Vec<Option<Vec<u32>>>,
 }
 
@@ -146,7 +129,7 @@ impl Live {
                 policies().collect::<Vec<_>>().join(", ")
             ));
         }
-        let reserved = (policy == RESERVE).then(|| last_sms(sms, DEFAULT_RESERVE_SMS));
+        let reserve = (policy == RESERVE).then(|| Reserve::new(last_sms(sms, DEFAULT_RESERVE_SMS)));
         let policy: Box<dyn Policy> = if policy == RESERVE {
             Box::new(Hands)
         } else {
@@ -178,10 +161,7 @@ impl Live {
             unanswered: Vec::new(),
             asked: Vec::new(),
             switch_us: HashMap::new(),
-            reserved,
-            conn_priority: HashMap::new(),
-            ordered: HashSet::new(),
-            lean: HashSet::new(),
+            reserve,
             confined: Vec::new(),
         })
     }
@@ -195,66 +175,28 @@ impl Live {
                 self.sys.sms - 1
             ));
         }
-        if self.reserved.is_some() {
-            self.reserved = Some(last_sms(self.sys.sms, sms));
+        if let Some(r) = &mut self.reserve {
+            r.set_sms(last_sms(self.sys.sms, sms));
         }
         Ok(self)
     }
 
-    /// `reserve`: keeps the kernels of each program off the reserved SMs while a program of
-    /// higher priority is connected, and gives the SMs back once none is. A launch is on the
-    /// GPU before the daemon hears of it, so such a program gets a standing order
-    /// (`keep_off`): its launches start off the reserve. One it made before the order reached
-    /// it started on every SM and is sent off as the daemon hears of it. A program that no
-    /// other outranks is never steered: it is told so (`lean`), and its short launches run as
-    /// their original kernels, which a preemptible form only slows down (on the H100 the
-    /// urgent kernel of scripts/probes/daemon_priority.sh: p99 205-214 µs preemptible, 161-181
-    /// µs as the original, docs/daemon.md).
+    /// `reserve`: the standing orders that changed (`Reserve::orders`), then each kernel
+    /// running that a program of higher priority outranks is sent off the reserve, and each
+    /// kept off that no longer is gets it back. A kernel launched before its program's order
+    /// reached it started on every SM and is sent off as the daemon hears of it.
     fn apply_reserve(&mut self, out: &mut Vec<Command>) {
-        let Some(reserved) = self.reserved.clone() else {
+        let Some(r) = &mut self.reserve else {
             return;
         };
-        let mut leans: Vec<(ConnId, bool)> = self
-            .conn_priority
-            .iter()
-            .map(|(&conn, &top)| (conn, !self.outranked(conn, top)))
-            .filter(|&(conn, lean)| lean != self.lean.contains(&conn))
-            .collect();
-        leans.sort_unstable();
-        for (conn, on) in leans {
-            if on {
-                self.lean.insert(conn);
-            } else {
-                self.lean.remove(&conn);
-            }
-            out.push(Command {
-                conn,
-                msg: ServerMsg::Lean { on },
-            });
-        }
-        let mut orders: Vec<(ConnId, bool)> = self
-            .conn_priority
-            .iter()
-            .map(|(&conn, &top)| (conn, self.outranked(conn, top)))
-            .filter(|&(conn, keep_off)| keep_off != self.ordered.contains(&conn))
-            .collect();
-        orders.sort_unstable(); // commands in a stable order
-        for (conn, keep_off) in orders {
-            let sms = if keep_off {
-                self.ordered.insert(conn);
-                reserved.clone()
-            } else {
-                self.ordered.remove(&conn);
-                Vec::new()
-            };
-            out.push(Command {
-                conn,
-                msg: ServerMsg::KeepOff { sms },
-            });
-        }
+        out.extend(r.orders());
+        let reserved = r.sms().to_vec();
         for k in self.sys.active.clone() {
             let (conn, _) = self.owner[k];
-            let keep_off = self.outranked(conn, self.sys.kernels[k].spec.priority);
+            let keep_off = self
+                .reserve
+                .as_ref()
+                .is_some_and(|r| r.outranked(conn, self.sys.kernels[k].spec.priority));
             if keep_off && self.confined[k].is_none() && self.told[k] == Told::Run {
                 self.confined[k] = Some(reserved.clone());
                 out.push(self.preempt_command(k, Some(reserved.clone())));
@@ -267,13 +209,6 @@ impl Live {
                 }
             }
         }
-    }
-
-    /// Whether a program other than `conn` has launched with a priority above `mine`.
-    fn outranked(&self, conn: ConnId, mine: u8) -> bool {
-        self.conn_priority
-            .iter()
-            .any(|(&c, &p)| c != conn && p > mine)
     }
 
     fn kernel(&self, conn: ConnId, id: u64) -> Result<usize, String> {
@@ -340,8 +275,9 @@ impl Live {
         self.confined
             .push((!l.kept_off.is_empty()).then(|| l.kept_off.to_vec()));
         self.ids.insert((conn, id), k);
-        let top = self.conn_priority.entry(conn).or_insert(l.priority);
-        *top = (*top).max(l.priority);
+        if let Some(r) = &mut self.reserve {
+            r.launched(conn, l.priority);
+        }
         Ok(self.event(now, Event::Arrived(k)))
     }
 
@@ -437,9 +373,9 @@ impl Live {
             .map(|(_, &k)| k)
             .collect();
         self.ids.retain(|(c, _), _| *c != conn);
-        self.conn_priority.remove(&conn);
-        self.ordered.remove(&conn);
-        self.lean.remove(&conn);
+        if let Some(r) = &mut self.reserve {
+            r.gone(conn);
+        }
         let mut out = Vec::new();
         for k in mine {
             out.extend(self.finish(now, k));
@@ -596,7 +532,7 @@ impl Live {
         for a in actions {
             self.apply(now, a, &mut out);
         }
-        if self.reserved.is_some() {
+        if self.reserve.is_some() {
             // Kernels run where the GPU puts them; only the reserve is the daemon's.
             self.apply_reserve(&mut out);
             return out;

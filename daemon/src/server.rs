@@ -24,7 +24,7 @@ pub struct Config {
     pub sms: u32,
     pub quantum_us: f64,
     pub default_estimate_us: f64,
-    /// `--policy reserve`: how many SMs it holds back (none: `live::DEFAULT_RESERVE_SMS`).
+    /// `--policy reserve`: how many SMs it holds back (none: `reserve::DEFAULT_RESERVE_SMS`).
     pub reserve_sms: Option<u32>,
     /// Says on stderr who connects and leaves.
     pub verbose: bool,
