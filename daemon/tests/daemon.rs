@@ -299,6 +299,51 @@ fn spatial_shares_reach_programs_as_sm_sets() {
     );
 }
 
+/// `reserve` over the socket: the program no other outranks is told it is left alone (`lean`);
+/// when one of higher priority comes, the first is told otherwise, ordered off the reserve
+/// (`keep_off`) and its running kernel sent off it; when that one leaves, all of it is undone.
+#[test]
+fn reserve_orders_reach_programs_over_the_socket() {
+    let d = Daemon::start(
+        "reserve",
+        &["--policy", "reserve", "--reserve-sms", "4", "--sms", "132"],
+    );
+    let reserve = vec![128, 129, 130, 131];
+    let mut batch = d.client();
+    batch.launch(1, 0);
+    assert_eq!(batch.recv(), ServerMsg::Lean { on: true });
+    {
+        let mut urgent = d.client();
+        urgent.launch(1, 9);
+        assert_eq!(urgent.recv(), ServerMsg::Lean { on: true });
+        assert_eq!(batch.recv(), ServerMsg::Lean { on: false });
+        assert_eq!(
+            batch.recv(),
+            ServerMsg::KeepOff {
+                sms: reserve.clone()
+            }
+        );
+        assert_eq!(
+            batch.recv(),
+            ServerMsg::Preempt {
+                id: 1,
+                sms: Some(reserve.clone())
+            }
+        );
+        batch.send(&ClientMsg::Yielded { id: 1 });
+        batch.sync();
+    }
+    assert_eq!(batch.recv(), ServerMsg::Lean { on: true });
+    assert_eq!(batch.recv(), ServerMsg::KeepOff { sms: vec![] });
+    assert_eq!(
+        batch.recv(),
+        ServerMsg::Resume {
+            id: 1,
+            sms: Some(reserve)
+        }
+    );
+}
+
 #[test]
 fn a_program_that_dies_mid_kernel_or_mid_frame_releases_the_gpu() {
     let d = Daemon::start("dies", &["--policy", "fifo"]);
