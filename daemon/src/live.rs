@@ -59,7 +59,9 @@ const NEEDS_MORE: [&str; 2] = ["priority", "elastic"];
 /// that finely until the first yield is heard (on the H100, in the fairness experiment, each
 /// round with a fresh daemon, the first job, 2 ms alone, took 2.4-2.7x that under `ffs`, where
 /// the simulator, given the cost, runs it through once). Through the daemon a preemption cost
-/// 246-445 µs there (docs/daemon.md), so the prior is the low end of that.
+/// 246-445 µs there (docs/daemon.md), so the prior is the low end of that. FFS's first
+/// decisions still depend on it (`daemon/examples/live_vs_sim.rs`: the same jobs on a model
+/// GPU match the simulator when the prior is the true cost); `--preempt-us` sets it.
 pub const PREEMPT_PRIOR_US: f64 = 250.0;
 
 /// The daemon's own policy (not the simulator's; `crate::reserve`).
@@ -118,6 +120,8 @@ pub struct Live {
     /// slices of kernels that take 350 µs to yield halved two programs' throughput on the
     /// H100).
     switch_us: HashMap<String, f64>,
+    /// The cost assumed before any is measured (`PREEMPT_PRIOR_US` unless set).
+    preempt_prior_us: f64,
     /// `reserve`: its connections and orders, and the SMs each kernel keeps off.
     reserve: Option<Reserve>,
     confined: Vec<Option<Vec<u32>>>,
@@ -170,9 +174,22 @@ impl Live {
             unanswered: Vec::new(),
             asked: Vec::new(),
             switch_us: HashMap::new(),
+            preempt_prior_us: PREEMPT_PRIOR_US,
             reserve,
             confined: Vec::new(),
         })
+    }
+
+    /// The preemption cost the policies assume until the daemon has measured one (µs, at
+    /// least 0; `PREEMPT_PRIOR_US` unless set).
+    pub fn with_preempt_prior(mut self, us: f64) -> Result<Live, String> {
+        if !(us.is_finite() && us >= 0.0) {
+            return Err(format!(
+                "--preempt-us {us}: must be a number of µs, at least 0"
+            ));
+        }
+        self.preempt_prior_us = us;
+        Ok(self)
     }
 
     /// `reserve`: how many SMs (the last ones) are held back (`DEFAULT_RESERVE_SMS` unless
@@ -475,14 +492,14 @@ impl Live {
     /// What a preemption of `kernel` costs (µs): measured for that kernel, else the mean of
     /// the others measured, else nothing known (0).
     /// A kernel's preemption cost as the policies see it: what its name has measured, else the
-    /// mean of the names measured, else `PREEMPT_PRIOR_US`.
+    /// mean of the names measured, else the prior (`with_preempt_prior`).
     fn switch_estimate(&self, kernel: &str) -> f64 {
         if let Some(&us) = self.switch_us.get(kernel) {
             return us;
         }
         let n = self.switch_us.len();
         if n == 0 {
-            PREEMPT_PRIOR_US
+            self.preempt_prior_us
         } else {
             self.switch_us.values().sum::<f64>() / n as f64
         }
@@ -984,6 +1001,22 @@ mod tests {
     /// FFS slices in proportion to what a preemption costs: with nothing measured, its least
     /// epoch (100 µs); once a kernel has taken 400 µs to yield, slices long enough that
     /// preemptions cost about 10% (epoch = 2 x 400 / (0.1 x 2) = 4,000 µs, 1 each).
+    /// The cost assumed before any is measured is the daemon's to set (`--preempt-us`): with
+    /// 0, FFS slices at its floor; a negative or infinite one is refused.
+    #[test]
+    fn the_assumed_preemption_cost_can_be_set() {
+        let ffs = |prior| {
+            Live::new("ffs", 1, 132, 1000.0, 100_000.0)
+                .unwrap()
+                .with_preempt_prior(prior)
+        };
+        let mut l = ffs(0.0).unwrap();
+        l.launch(0.0, 1, 1, &info("a", 1000, 0, 1.0)).unwrap();
+        l.launch(10.0, 2, 1, &info("a", 1000, 0, 1.0)).unwrap();
+        assert!(l.next_deadline().expect("a slice") <= 200.0);
+        assert!(ffs(-1.0).is_err() && ffs(f64::INFINITY).is_err());
+    }
+
     #[test]
     fn ffs_slices_grow_with_the_measured_preemption_cost() {
         let mut l = Live::new("ffs", 1, 132, 1000.0, 100_000.0).unwrap();

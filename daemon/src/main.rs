@@ -1,5 +1,5 @@
 //! cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] [--sms N]
-//!            [--quantum-us US] [--estimate-us US] [--reserve-sms N] [--verbose]
+//!            [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]
 use cupreempt_daemon::live::policies;
 use cupreempt_daemon::server::{check_socket_path, serve, Config};
 use std::path::PathBuf;
@@ -13,7 +13,7 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 const USAGE: &str = "usage: cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] \
-[--sms N] [--quantum-us US] [--estimate-us US] [--reserve-sms N] [--verbose]";
+[--sms N] [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]";
 
 fn config(args: &[String]) -> Result<Config, String> {
     let mut cfg = Config {
@@ -24,6 +24,7 @@ fn config(args: &[String]) -> Result<Config, String> {
         sms: 132,
         quantum_us: 2000.0,
         default_estimate_us: 1000.0,
+        preempt_prior_us: cupreempt_daemon::live::PREEMPT_PRIOR_US,
         reserve_sms: None,
         verbose: false,
     };
@@ -58,6 +59,7 @@ fn config(args: &[String]) -> Result<Config, String> {
             "--sms" => cfg.sms = number(a, value(a)?)? as u32,
             "--quantum-us" => cfg.quantum_us = number(a, value(a)?)?,
             "--estimate-us" => cfg.default_estimate_us = number(a, value(a)?)?,
+            "--preempt-us" => cfg.preempt_prior_us = number(a, value(a)?)?,
             "--reserve-sms" => cfg.reserve_sms = Some(number(a, value(a)?)? as u32),
             "--verbose" => cfg.verbose = true,
             "--help" | "-h" => {

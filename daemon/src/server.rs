@@ -24,6 +24,8 @@ pub struct Config {
     pub sms: u32,
     pub quantum_us: f64,
     pub default_estimate_us: f64,
+    /// The preemption cost the policies assume until the daemon has measured one (µs).
+    pub preempt_prior_us: f64,
     /// `--policy reserve`: how many SMs it holds back (none: `reserve::DEFAULT_RESERVE_SMS`).
     pub reserve_sms: Option<u32>,
     /// Says on stderr who connects and leaves.
@@ -125,7 +127,8 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
                 cfg.sms,
                 cfg.quantum_us,
                 cfg.default_estimate_us,
-            )?;
+            )?
+            .with_preempt_prior(cfg.preempt_prior_us)?;
             match cfg.reserve_sms {
                 Some(n) => live.with_reserve(n),
                 None => Ok(live),
