@@ -11,7 +11,9 @@
 # Env: PROBE_LENGTHS_MS="2 3 5 8 12 18 27 40 60", PROBE_POLICIES="fifo hpf sjf srt rr ffs cfs frs",
 #      PROBE_ROUNDS=3 (runs of each case; medians of the metrics), PROBE_LOG=DIR (daemon logs,
 #      and alone.txt and together.txt for `fairness_report.py` again),
-#      PROBE_QUANTUM_US=2000 (cupreemptd's --quantum-us, and the simulator's).
+#      PROBE_QUANTUM_US=2000 (cupreemptd's --quantum-us, and the simulator's),
+#      PROBE_PREEMPT_US (cupreemptd's --preempt-us, the preemption cost assumed before one is
+#      measured; each round starts a fresh daemon; default: the daemon's own).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
@@ -62,7 +64,8 @@ together() {  # LABEL [ENV...]: the nine processes, launching 1 ms apart from 3 
 for r in $(seq "$rounds"); do
   together none >>"$work/together.txt"
   for policy in $policies; do
-    "$bin/cupreemptd" --socket "$work/sock" --policy "$policy" --quantum-us "$quantum" --verbose \
+    "$bin/cupreemptd" --socket "$work/sock" --policy "$policy" --quantum-us "$quantum" \
+      ${PROBE_PREEMPT_US:+--preempt-us "$PROBE_PREEMPT_US"} --verbose \
       2>>"$logs/daemon-fairness-$policy.log" &
     d=$!
     sleep 0.5
