@@ -391,6 +391,8 @@
 #undef tail
 #pragma push_macro("tail_parked")
 #undef tail_parked
+#pragma push_macro("take")
+#undef take
 #pragma push_macro("task")
 #undef task
 #pragma push_macro("tasks")

@@ -27,6 +27,7 @@
 #pragma pop_macro("thread_index")
 #pragma pop_macro("tasks")
 #pragma pop_macro("task")
+#pragma pop_macro("take")
 #pragma pop_macro("tail_parked")
 #pragma pop_macro("tail")
 #pragma pop_macro("t")

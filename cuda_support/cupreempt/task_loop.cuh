@@ -266,16 +266,19 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // larger, not smaller (432 wrappers under ptxas -v for sm_90: 170 of them 1-34 registers more,
 // 112 fewer; 78 above 32 registers instead of 58).
 
-// The leader's first step in a block (or a parked block's return to work). It takes the
-// block's first chunk before anything else, without looking at the command: a block that
-// starts while a command is in force runs that one chunk (one task when the size is
-// adaptive) before it yields, as does any block that claimed just before the command landed.
-// The claim cannot wait behind the rest of the step: the SM's warp scheduler favours some
-// blocks, and once their warps compute, a leader still in its first step gets few issue slots
-// and claims late. On the H100 a launch of exactly one task per block (1,024 tasks of about
-// 140 us, scripts/probes/persistent_forms.cu) then had blocks with two tasks beside blocks with
-// none, 4-10 tasks per SM, and ran 1.19x the original (1.35x with a host mirror); a claim as
-// the first instruction, as a plain persistent loop makes it, keeps one task per block.
+// The leader's first step in a block (or a parked block's return to work). In a runtime
+// launch's first instance it takes the block's first chunk before anything else, without
+// looking at the command: a block that starts while a command is in force runs that one chunk
+// (one task when the size is adaptive) before it yields, as does any block that claimed just
+// before the command landed. The claim cannot wait behind the rest of the step: the SM's warp
+// scheduler favours some blocks, and once their warps compute, a leader still in its first
+// step gets few issue slots and claims late. On the H100 a launch of exactly one task per
+// block (1,024 tasks of about 140 us, scripts/probes/persistent_forms.cu) then had blocks with
+// two tasks beside blocks with none, 4-10 tasks per SM, and ran 1.19x the original (1.35x
+// with a host mirror); a claim as the first instruction, as a plain persistent loop makes it,
+// keeps one task per block. Blocks of later instances (resumed after a preemption) and of
+// launches outside the runtime look at the command first: a resumed instance starts while
+// some SMs may still be preempted, and its blocks that land there must take nothing.
 //
 // Then the block counts itself before it looks at the command (in next_chunk, after its first
 // chunk), so that the runtime, once the command is in the control block, either sees the block
@@ -283,15 +286,16 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // fence: thousands of blocks starting at once with one fence each made the starts, and with
 // them the yields, take milliseconds (H100). A block that a standing order keeps off its SM
 // (start_away) claims nothing: its first next_chunk sends it away. Returns whether the first
-// chunk is in `st`.
+// chunk is in `st` (else the first next_chunk looks at the command and claims).
 static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* host,
                                           unsigned long long total, unsigned fixed,
                                           unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
                                           volatile LeaderState& ls, BlockState& st) {
   const unsigned n = fixed ? fixed : 1u;
+  const bool take = first && host && !start_away;  // a runtime launch's first instance
   unsigned long long begin = 0;
-  if (!start_away) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
+  if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
   ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
   ls.next = n;
   ls.min_chunk = 1;
@@ -305,8 +309,8 @@ static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* 
   if (host && first) host->started = 1;  // the runtime's resume looks at it
   if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
   __threadfence();
-  if (start_away) return false;
-  if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
+  if (!take) return false;
+  if (begin == 0) c->start_ns = global_ns();  // the launch's run time starts
   st.begin = begin;
   st.end = begin + n < total ? begin + n : total;
   st.stop = begin >= total;
