@@ -53,13 +53,13 @@ def rounds(lines, lengths):
     return out
 
 
-def preempt_cost_us(log_text):
-    """Median preempt sent -> yielded heard in a cupreemptd --verbose log (per connection and
-    id), over the preemptions of kernels that held SMs: the client had reported a block entry
-    (`GpuTimes` entered_ns) since the kernel's last yield. That is the simulator's preemption
-    latency; a kernel preempted as it arrives, before any block of it entered, yields at once
-    (there is nothing to wait for) and would make the cost look smaller than a switch costs."""
-    sent, took, running = {}, [], set()
+def preemptions(log_text):
+    """The preempt commands and yields of a cupreemptd --verbose log, in order: tuples
+    ("preempt", µs, key, held) and ("yielded", µs, key), key = (connection, id). `held`: the
+    kernel held SMs when the command went out (the client had reported a block entry,
+    `GpuTimes` entered_ns, since the kernel's last yield); a kernel preempted as it arrives,
+    before any block of it entered, did not."""
+    running = set()
     for line in log_text.splitlines():
         m = re.match(r"cupreemptd: \d+ us: connection (\d+): GpuTimes \{ id: (\d+), "
                      r"yielded_ns: (None|Some\((\d+)\)), entered_ns: (None|Some\((\d+)\)) \}", line)
@@ -72,42 +72,34 @@ def preempt_cost_us(log_text):
             continue
         m = re.match(r"cupreemptd: (\d+) us: to connection (\d+): Preempt \{ id: (\d+)", line)
         if m:
-            if (m[2], m[3]) in running:
-                sent.setdefault((m[2], m[3]), int(m[1]))
+            yield "preempt", int(m[1]), (m[2], m[3]), (m[2], m[3]) in running
             continue
         m = re.match(r"cupreemptd: (\d+) us: connection (\d+): Yielded \{ id: (\d+)", line)
         if m:
             running.discard((m[2], m[3]))
-            if (m[2], m[3]) in sent:
-                took.append(int(m[1]) - sent.pop((m[2], m[3])))
+            yield "yielded", int(m[1]), (m[2], m[3])
+
+
+def preempt_cost_us(log_text):
+    """Median preempt sent -> yielded heard (per connection and id), over the preemptions of
+    kernels that held SMs (`preemptions`). That is the simulator's preemption latency; a kernel
+    preempted as it arrives yields at once (there is nothing to wait for) and would make the
+    cost look smaller than a switch costs."""
+    sent, took = {}, []
+    for kind, us, key, *held in preemptions(log_text):
+        if kind == "preempt":
+            if held[0]:
+                sent.setdefault(key, us)
+        elif key in sent:
+            took.append(us - sent.pop(key))
     return statistics.median(took) if took else None
 
 
 def preempt_counts(log_text):
-    """Preempt commands in a cupreemptd --verbose log: all of them, and those sent to kernels
-    that held SMs (a block entry reported since the kernel's last yield, as in
-    preempt_cost_us). The rest went to kernels preempted as they arrived, which the simulator
-    queues instead."""
-    running, total, held = set(), 0, 0
-    for line in log_text.splitlines():
-        m = re.match(r"cupreemptd: \d+ us: connection (\d+): GpuTimes \{ id: (\d+), "
-                     r"yielded_ns: (None|Some\((\d+)\)), entered_ns: (None|Some\((\d+)\)) \}", line)
-        if m:
-            yielded, entered = int(m[4] or 0), int(m[6] or 0)
-            if entered > yielded:
-                running.add((m[1], m[2]))
-            elif yielded:
-                running.discard((m[1], m[2]))
-            continue
-        m = re.match(r"cupreemptd: \d+ us: to connection (\d+): Preempt \{ id: (\d+)", line)
-        if m:
-            total += 1
-            held += (m[1], m[2]) in running
-            continue
-        m = re.match(r"cupreemptd: \d+ us: connection (\d+): Yielded \{ id: (\d+)", line)
-        if m:
-            running.discard((m[1], m[2]))
-    return total, held
+    """Preempt commands: all of them, and those sent to kernels that held SMs (`preemptions`).
+    The rest went to kernels preempted as they arrived, which the simulator queues instead."""
+    held = [h for kind, _, _, *h in preemptions(log_text) if kind == "preempt"]
+    return len(held), sum(h[0] for h in held)
 
 
 DAEMON_QUANTUM_US = 2000.0  # cupreemptd's default --quantum-us (daemon/src/main.rs)
