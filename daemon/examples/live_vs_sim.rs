@@ -10,11 +10,7 @@
 //!   often a program reports its progress; PRIOR_US: the preemption cost the daemon assumes
 //!   until it has measured one)
 use cupreempt_daemon::live::PREEMPT_PRIOR_US;
-use cupreempt_daemon::replay::{ntts, replayed, simulated, Costs, Job};
-
-const ALONE_US: [f64; 9] = [
-    2077.0, 3089.0, 5080.0, 8050.0, 12025.0, 18001.0, 27028.0, 40002.0, 60013.0,
-];
+use cupreempt_daemon::replay::{fairness_jobs, ntts, replayed, simulated, Costs};
 
 fn arg(args: &[String], i: usize, default: f64) -> f64 {
     args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
@@ -30,14 +26,7 @@ fn main() -> Result<(), String> {
         progress_us: arg(&args, 4, 5000.0),
         prior_us: arg(&args, 5, PREEMPT_PRIOR_US),
     };
-    let jobs: Vec<Job> = ALONE_US
-        .iter()
-        .enumerate()
-        .map(|(i, &work)| Job {
-            arrival: 1000.0 * i as f64,
-            work,
-        })
-        .collect();
+    let jobs = fairness_jobs();
     let live = ntts(&jobs, &replayed(&policy, &jobs, costs)?);
     let sim = ntts(&jobs, &simulated(&policy, &jobs, costs)?);
     println!("{policy}: {costs:?}");

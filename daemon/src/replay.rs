@@ -23,6 +23,20 @@ pub struct Job {
     pub work: f64,
 }
 
+/// The fairness experiment's nine jobs (docs/daemon.md): 2-60 ms alone on the H100, 1 ms apart.
+pub fn fairness_jobs() -> Vec<Job> {
+    [
+        2077.0, 3089.0, 5080.0, 8050.0, 12025.0, 18001.0, 27028.0, 40002.0, 60013.0,
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, &work)| Job {
+        arrival: 1000.0 * i as f64,
+        work,
+    })
+    .collect()
+}
+
 /// The model GPU's costs and the daemon's settings.
 #[derive(Debug, Clone, Copy)]
 pub struct Costs {
@@ -161,20 +175,6 @@ pub fn ntts(jobs: &[Job], finish: &[f64]) -> Vec<f64> {
 mod tests {
     use super::*;
 
-    /// The fairness experiment's nine jobs (docs/daemon.md): 2-60 ms alone, 1 ms apart.
-    fn nine() -> Vec<Job> {
-        [
-            2077.0, 3089.0, 5080.0, 8050.0, 12025.0, 18001.0, 27028.0, 40002.0, 60013.0,
-        ]
-        .iter()
-        .enumerate()
-        .map(|(i, &work)| Job {
-            arrival: 1000.0 * i as f64,
-            work,
-        })
-        .collect()
-    }
-
     fn antt(v: &[f64]) -> f64 {
         v.iter().sum::<f64>() / v.len() as f64
     }
@@ -185,7 +185,7 @@ mod tests {
     /// it hears of them) would part from the simulator here, with no GPU involved.
     #[test]
     fn live_applies_policies_as_the_simulator_does() {
-        let jobs = nine();
+        let jobs = fairness_jobs();
         let costs = Costs {
             preempt_us: 330.0,
             switch_us: 170.0,

@@ -75,46 +75,45 @@ impl Reserve {
     /// (on the H100 the urgent kernel of scripts/probes/daemon_priority.sh: p99 205-214 µs
     /// preemptible, 161-181 µs as the original, docs/daemon.md).
     pub(crate) fn orders(&mut self) -> Vec<Command> {
-        let mut out = Vec::new();
-        let mut leans: Vec<(ConnId, bool)> = self
-            .priority
-            .iter()
-            .map(|(&conn, &top)| (conn, !self.outranked(conn, top)))
-            .filter(|&(conn, lean)| lean != self.lean.contains(&conn))
-            .collect();
-        leans.sort_unstable(); // commands in a stable order
-        for (conn, on) in leans {
-            if on {
-                self.lean.insert(conn);
-            } else {
-                self.lean.remove(&conn);
-            }
-            out.push(Command {
+        let lean = self.changed(|r, conn, top| !r.outranked(conn, top), |r| &mut r.lean);
+        let keep_off = self.changed(|r, conn, top| r.outranked(conn, top), |r| &mut r.kept_off);
+        let sms = &self.sms;
+        lean.into_iter()
+            .map(|(conn, on)| Command {
                 conn,
                 msg: ServerMsg::Lean { on },
-            });
-        }
-        let mut keep: Vec<(ConnId, bool)> = self
+            })
+            .chain(keep_off.into_iter().map(|(conn, off)| Command {
+                conn,
+                msg: ServerMsg::KeepOff {
+                    sms: if off { sms.clone() } else { Vec::new() },
+                },
+            }))
+            .collect()
+    }
+
+    /// The connections whose order (`want`, from each connection's highest priority) differs
+    /// from the set of those that have it, in connection order; the set is brought up to date.
+    fn changed(
+        &mut self,
+        want: impl Fn(&Reserve, ConnId, u8) -> bool,
+        set: impl Fn(&mut Reserve) -> &mut HashSet<ConnId>,
+    ) -> Vec<(ConnId, bool)> {
+        let mut changes: Vec<(ConnId, bool)> = self
             .priority
             .iter()
-            .map(|(&conn, &top)| (conn, self.outranked(conn, top)))
-            .filter(|&(conn, off)| off != self.kept_off.contains(&conn))
+            .map(|(&conn, &top)| (conn, want(self, conn, top)))
             .collect();
-        keep.sort_unstable();
-        for (conn, off) in keep {
-            let sms = if off {
-                self.kept_off.insert(conn);
-                self.sms.clone()
+        changes.retain(|&(conn, on)| on != set(self).contains(&conn));
+        changes.sort_unstable(); // commands in a stable order
+        for &(conn, on) in &changes {
+            if on {
+                set(self).insert(conn);
             } else {
-                self.kept_off.remove(&conn);
-                Vec::new()
-            };
-            out.push(Command {
-                conn,
-                msg: ServerMsg::KeepOff { sms },
-            });
+                set(self).remove(&conn);
+            }
         }
-        out
+        changes
     }
 }
 
