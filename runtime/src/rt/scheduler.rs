@@ -777,16 +777,23 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
+    /// A client keeping the daemon's standing orders in its own `Orders`, which has made one
+    /// launch and is connected: its folder, orders, launches and the daemon's end.
+    fn ordered_client_with_a_launch(tag: &str) -> (PathBuf, &'static Orders, Launches, UnixStream) {
+        let (dir, path, listener) = daemon_socket(tag);
+        let orders: &'static Orders = Box::leak(Box::default());
+        let launches = start_ordered(&path, None, None, orders);
+        launches.send(Fake::default()).unwrap();
+        let daemon = accept(&listener);
+        (dir, orders, launches, daemon)
+    }
+
     /// The daemon's `lean` reaches the launch path (`lean()`: launches the plan would run as
     /// their original kernels run so), is withdrawn by `lean` off, and ends with the daemon.
     #[test]
     fn lean_reaches_the_launch_path_and_ends_with_the_daemon() {
-        let (dir, path, listener) = daemon_socket("lean");
-        let orders: &'static Orders = Box::leak(Box::default());
-        let launches = start_ordered(&path, None, None, orders);
+        let (dir, orders, _launches, mut daemon) = ordered_client_with_a_launch("lean");
         let lean = || orders.lean.load(MemOrder::Relaxed);
-        launches.send(Fake::default()).unwrap();
-        let mut daemon = accept(&listener);
         assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 1, .. }));
         assert!(!lean(), "lean before the daemon said so");
         write_msg(&mut daemon, &ServerMsg::Lean { on: true }).unwrap();
@@ -805,13 +812,8 @@ mod tests {
     /// daemon's `resume` reaches it; an empty order, or the daemon going away, ends it.
     #[test]
     fn a_standing_order_reaches_launches_and_ends_with_the_daemon() {
-        let (dir, path, listener) = daemon_socket("keep-off");
-        let orders: &'static Orders = Box::leak(Box::default());
-        let launches = start_ordered(&path, None, None, orders);
+        let (dir, orders, launches, mut daemon) = ordered_client_with_a_launch("keep-off");
         let order = || *orders.keep_off.lock().unwrap();
-        let first = Fake::default();
-        launches.send(first.clone()).unwrap();
-        let mut daemon = accept(&listener);
         assert!(
             matches!(recv(&mut daemon), ClientMsg::Launch { id: 1, kept_off, .. } if kept_off.is_empty())
         );
