@@ -5,13 +5,17 @@
 # each build (TASKS INNER ROUNDS CHUNK), and prints every form's ratio to the original: the
 # hand-made forms once, the run_tasks forms per cut.
 # Usage: scripts/probes/persistent_bisect.sh [TASKS [INNER [ROUNDS [CHUNK]]]]
-#   (defaults 16384 256 5 0; PROBE_CUTS="name ..." for some cuts only, default all of them)
+#   (defaults 16384 256 5 0; PROBE_CUTS="name ..." for some cuts only, default all of them;
+#   PROBE_NVCC_FLAGS, more nvcc flags for every build, e.g. -DPROBE_BARRIER_TASK)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 work=$(mktemp -d)
 args=("${1:-16384}" "${2:-256}" "${3:-5}" "${4:-0}")
 python3 scripts/probes/task_loop_cuts.py "$work/cuts" ${PROBE_CUTS:-} >/dev/null
-build() { nvcc -O3 -arch=sm_90 -std=c++17 -I "$2" scripts/probes/persistent_forms.cu -o "$work/pf-$1"; }
+build() {
+  nvcc -O3 -arch=sm_90 -std=c++17 ${PROBE_NVCC_FLAGS:-} -I "$2" scripts/probes/persistent_forms.cu \
+    -o "$work/pf-$1"
+}
 build tree cuda_support &
 for c in "$work"/cuts/*; do build "$(basename "$c")" "$c" & done
 wait
@@ -20,5 +24,8 @@ echo "== tree (hand-made forms and run_tasks as it is)"
 for c in "$work"/cuts/*; do
   name=$(basename "$c")
   echo "== cut $name"
-  timeout 60 "$work/pf-$name" "${args[@]}" | grep -E '^run_tasks' || echo "  (failed or timed out)"
+  # The run_tasks forms' lines, with the stamps' lines before them in a -DPROBE_STAMPS build.
+  timeout 60 "$work/pf-$name" "${args[@]}" |
+    awk '/^  / {buf = buf $0 "\n"; next} /^run_tasks/ {printf "%s%s\n", buf, $0; found = 1}
+         {buf = ""} END {if (!found) print "  (failed or timed out)"}'
 done

@@ -32,6 +32,10 @@
 // Each form: LAUNCHES launches back to back timed with events (after two unmeasured ones), the
 // median over ROUNDS rounds of the mean per launch, and a checksum of the output (every form
 // must equal the original's).
+// With -DPROBE_BARRIER_TASK the task is shaped like fixtures/bench/pathfinder instead: INNER
+// rows of a three-point minimum over shared memory, two barriers per row (the forms without
+// a barrier between tasks still need none: every task's last barrier comes after its last
+// read of shared memory, and its first store follows the previous task's last barrier).
 // Build: nvcc -O3 -arch=sm_90 -std=c++17 -I cuda_support scripts/probes/persistent_forms.cu
 // With -DPROBE_STAMPS each block's thread 0 stamps %globaltimer at the block's entry, the start
 // of its first task, the end of each task and its exit, and each form prints, for its last
@@ -102,12 +106,29 @@ __device__ __forceinline__ void task(const float2* in, float2* out, float c, flo
   }
 #endif
   const unsigned i = t * BS + threadIdx.x;
+#ifdef PROBE_BARRIER_TASK
+  // Shaped like fixtures/bench/pathfinder: INNER rows of a stencil over shared memory, two
+  // barriers per row, little arithmetic between them.
+  __shared__ float prev[BS], next[BS];
+  const unsigned tx = threadIdx.x;
+  const bool inside = tx > 0 && tx + 1 < BS;
+  prev[tx] = in[i].x;
+  __syncthreads();
+  for (int k = 0; k < inner; ++k) {
+    if (inside) next[tx] = fminf(prev[tx - 1], fminf(prev[tx], prev[tx + 1])) + c * (float)k;
+    __syncthreads();
+    if (inside) prev[tx] = next[tx];
+    __syncthreads();
+  }
+  out[i] = make_float2(prev[tx], s);
+#else
   float2 v = in[i];
   for (int k = 0; k < inner; ++k) {
     const float x = fmaf(c, v.x, -s * v.y), y = fmaf(s, v.x, c * v.y);
     v.x = x, v.y = y;
   }
   out[i] = v;
+#endif
 #ifdef PROBE_STAMPS
   if (threadIdx.x == 0) g_stamps[blockIdx.x].last = now_ns(), ++g_stamps[blockIdx.x].tasks;
 #endif
@@ -256,10 +277,17 @@ __global__ void claim_ahead(const float2* in, float2* out, float c, float s, int
   }
 }
 
-__global__ void wrapped(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+#ifdef PROBE_BARRIER_TASK
+constexpr bool kTaskBarrier = true;  // the next task reuses this one's shared memory
+#else
+constexpr bool kTaskBarrier = false;
+#endif
+// Held to 32 registers as the runtime's r32 wrapper is (launch.cuh picks it where that keeps
+// the original's occupancy, as it does for every task of this probe).
+__global__ void __launch_bounds__(1024, CUPREEMPT_R32_MIN_BLOCKS) wrapped(cupreempt_launch l, const float2* in, float2* out, float c, float s,
                         int inner, unsigned) {
   BLOCK_STAMP;
-  cupreempt::run_tasks<cupreempt::TaskCtx, false>(l, 0, 0, [&](cupreempt::TaskCtx& cp) {
+  cupreempt::run_tasks<cupreempt::TaskCtx, kTaskBarrier>(l, 0, 0, [&](cupreempt::TaskCtx& cp) {
     task(in, out, c, s, inner, cp.blockIdx.x);
   });
 }

@@ -50,8 +50,8 @@ CUTS = {
         "    __threadfence();\n    __syncthreads();\n    if (leader) {\n      leave(",
         "    __syncthreads();\n    if (leader) {\n      leave("),
     "no-enter-fence": replace(
-        "global_ns();  // switches between kernels, on the GPU's clock\n  __threadfence();",
-        "global_ns();  // switches between kernels, on the GPU's clock"),
+        "  ls.fence_due = take;\n  if (!take) {\n    __threadfence();\n    return false;\n  }",
+        "  ls.fence_due = 0;\n  if (!take) return false;"),
     "no-lanes": replace("  ls.lane = claim_lane(c, smid);", "  ls.lane = CUPREEMPT_LANES;"),
     "no-host-lanes": lambda s: replace(
         "host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")(
@@ -85,6 +85,10 @@ CUTS = {
         "    const unsigned held = atomicOr(lanes, 1u << bit);\n    if (!(held & (1u << bit))) return bit;",
         "    atomicOr(lanes, 1u << bit);\n    return bit;\n    const unsigned held = 0;"),
     "no-start-off": replace("starts_off(l, smid),", "0u,"),
+    # Timing only: every adaptive chunk is 3 tasks, sized as before (the same instructions).
+    "adaptive-3": replace(
+        "    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
+        "    ls.next = want >= 1.0f ? 3u : 3u;"),
     "inline-steps": lambda s: replace(
         "static __device__ __noinline__ bool enter(", "static __device__ __forceinline__ bool enter(")(
         replace("static __device__ __noinline__ void leave(",
