@@ -85,6 +85,24 @@ CUTS = {
         "    const unsigned held = atomicOr(lanes, 1u << bit);\n    if (!(held & (1u << bit))) return bit;",
         "    atomicOr(lanes, 1u << bit);\n    return bit;\n    const unsigned held = 0;"),
     "no-start-off": replace("starts_off(l, smid),", "0u,"),
+    # The last chunks may fall to one task, below the contention floor.
+    "tail-below-floor": replace(
+        "if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;",
+        "if ((float)n > fair) n = fair >= 1.0f ? (unsigned long long)fair : 1ull;"),
+    # enter()'s fence moved to the block's first next_chunk where enter() claimed a chunk
+    # (docs/bench/README.md: pathfinder gains, stencil small loses). The mark rides in
+    # chunk_begin, so not for CUPREEMPT_AUDIT builds.
+    "fence-in-first-step": lambda s: replace(
+        "  unsigned long long begin = 0, end = 0;\n",
+        "  unsigned long long begin = 0, end = 0;\n"
+        "  if (ls.chunk_begin == ~0ull) __threadfence();\n")(
+        replace("global_ns();  // switches between kernels, on the GPU's clock\n"
+                "  __threadfence();\n  if (!take) return false;\n",
+                "global_ns();  // switches between kernels, on the GPU's clock\n"
+                "  if (!take) {\n    __threadfence();\n    return false;\n  }\n")(
+            replace("  ls.chunk_begin = begin;\n  if (begin < total) st.first",
+                    "  ls.chunk_begin = ~0ull;  // the first next_chunk fences\n"
+                    "  if (begin < total) st.first")(s))),
     # Timing only: every adaptive chunk is 3 tasks, sized as before (the same instructions).
     "adaptive-3": replace(
         "    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
