@@ -113,7 +113,14 @@ CUTS = {
                 "static __device__ __forceinline__ void leave(")(
             replace("static __device__ __noinline__ void next_chunk(",
                     "static __device__ __forceinline__ void next_chunk(")(s))),
+    # Timing only: no smaller chunks near the end.
+    "no-tail-shrink": replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
+    # A block's first chunk is 3 tasks instead of 1 (too long for tasks of over 7 us).
+    "first-chunk-3": replace("  const unsigned n = fixed ? fixed : 1u;", "  const unsigned n = fixed ? fixed : 3u;"),
 }
+CUTS["adaptive-3-no-tail-shrink"] = lambda s: CUTS["no-tail-shrink"](CUTS["adaptive-3"](s))
+CUTS["adaptive-3-first-chunk-3"] = lambda s: CUTS["first-chunk-3"](CUTS["adaptive-3"](s))
+CUTS["adaptive-3-both"] = lambda s: CUTS["first-chunk-3"](CUTS["adaptive-3-no-tail-shrink"](s))
 # Everything above that keeps a launch outside the runtime correct, together.
 CUTS["all"] = lambda s: CUTS["minimal-next-chunk"](CUTS["no-lanes"](
     CUTS["no-enter-fence"](CUTS["no-end-fence"](s))))
