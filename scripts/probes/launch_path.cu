@@ -5,9 +5,13 @@
 //           the event-timed window a program would see: the lookup of the kernel's function
 //           (cudaGetFuncBySymbol), the runtime's plan (cupreempt_rt_plan; the `plain` form
 //           skips it), the launch of the original kernel (cudaLaunchKernel), the synchronize.
+//   pieces  the launch shim's steps for a one-wave launch, each repeated alone: host time
+//           per call of cudaGetFuncBySymbol, cudaStreamIsCapturing, cupreempt_rt_plan,
+//           cudaLaunchKernel and <<<>>> of the plain kernel, and a whole launch through the shim.
 //   steady  N back-to-back launches of a short kernel, host time per launch (enqueue only)
 //           and per launch with the GPU (N launches, then a synchronize), for a grid of one
-//           wave and one of many waves.
+//           wave and one of many waves; `steady x N stream` on a created stream of the
+//           highest priority instead of the legacy default stream.
 // Build (scripts/probes/launch_path.sh does all of this):
 //   cupreempt transform scripts/probes/launch_path.cu -o launch_path.cupreempt.cu
 //   nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support launch_path.cupreempt.cu \
@@ -36,11 +40,12 @@ static double now_us() {
   return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
 }
 
-static void launch(bool plain, int blocks, float* y, const float* x, int n) {
+static void launch(bool plain, int blocks, float* y, const float* x, int n,
+                   cudaStream_t s = 0) {
   if (plain)
-    scale_plain<<<blocks, 256>>>(y, x, 1.0001f, n);
+    scale_plain<<<blocks, 256, 0, s>>>(y, x, 1.0001f, n);
   else
-    scale<<<blocks, 256>>>(y, x, 1.0001f, n);
+    scale<<<blocks, 256, 0, s>>>(y, x, 1.0001f, n);
 }
 
 static int check(cudaError_t e, const char* what) {
@@ -109,14 +114,57 @@ int main(int argc, char** argv) {
                 status);
     return 0;
   }
+  if (std::strcmp(mode, "pieces") == 0) {
+    // The launch shim's steps for a one-wave launch that runs the original kernel, each
+    // repeated on its own: host time per call.
+    const int reps = argc > 3 ? std::atoi(argv[3]) : 20000;
+    const unsigned g[3] = {64, 1, 1}, bl[3] = {256, 1, 1};
+    float a_ = 1.0001f;
+    int n_ = n;
+    void* args[] = {&y, &x, &a_, &n_};
+    cudaFunction_t f = nullptr;
+    check(cudaGetFuncBySymbol(&f, (const void*)scale), "cudaGetFuncBySymbol");
+    auto per_call = [&](const char* what, auto&& call) {
+      for (int i = 0; i < 100; ++i) call();
+      check(cudaDeviceSynchronize(), "warm");
+      const double a = now_us();
+      for (int i = 0; i < reps; ++i) call();
+      const double b = now_us();
+      check(cudaDeviceSynchronize(), what);
+      std::printf("%-28s %8.3f us per call\n", what, (b - a) / reps);
+    };
+    per_call("cudaGetFuncBySymbol", [&] {
+      cudaFunction_t o;
+      (void)cudaGetFuncBySymbol(&o, (const void*)scale);
+    });
+    per_call("cudaStreamIsCapturing", [&] {
+      cudaStreamCaptureStatus st;
+      (void)cudaStreamIsCapturing(0, &st);
+    });
+    per_call("cupreempt_rt_plan", [&] { (void)cupreempt_rt_plan((void*)f, g, bl, 0, nullptr); });
+    per_call("cudaLaunchKernel", [&] {
+      (void)cudaLaunchKernel((const void*)scale_plain, dim3(64), dim3(256), args, 0, nullptr);
+    });
+    per_call("<<<>>>", [&] { scale_plain<<<64, 256>>>(y, x, 1.0001f, n); });
+    per_call("through the shim", [&] { launch(false, 64, y, x, n); });
+    return 0;
+  }
   const int reps = argc > 3 ? std::atoi(argv[3]) : 2000;
+  // "stream": launches on a created non-blocking stream of the highest priority, as programs
+  // with their own streams make them, instead of the legacy default stream.
+  cudaStream_t s = 0;
+  if (argc > 4 && std::strcmp(argv[4], "stream") == 0) {
+    int least = 0, greatest = 0;
+    check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priorities");
+    check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest), "stream");
+  }
   for (int blocks : {64, 4096, 16384}) {
     for (int form = 0; form < 2; ++form) {
       const bool p = form == 0;
-      for (int i = 0; i < 50; ++i) launch(p, blocks, y, x, n);  // warm
+      for (int i = 0; i < 50; ++i) launch(p, blocks, y, x, n, s);  // warm
       check(cudaDeviceSynchronize(), "warm");
       double a = now_us();
-      for (int i = 0; i < reps; ++i) launch(p, blocks, y, x, n);
+      for (int i = 0; i < reps; ++i) launch(p, blocks, y, x, n, s);
       double b = now_us();
       check(cudaDeviceSynchronize(), "steady");
       double c = now_us();

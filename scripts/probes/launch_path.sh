@@ -50,4 +50,8 @@ echo "steady state (short launches run the original kernel):"
 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
 echo "steady state, every launch preemptible (CUPREEMPT_SHORT_US=0):"
 CUPREEMPT_SHORT_US=0 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
+echo "the shim's steps, each alone (host time per call):"
+"$work/launch_path" pieces
+echo "steady state on a created stream of the highest priority:"
+"$work/launch_path" steady x "${PROBE_REPS:-2000}" stream
 rm -rf "$work"
