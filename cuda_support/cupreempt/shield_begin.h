@@ -81,6 +81,8 @@
 #undef chunk
 #pragma push_macro("chunk_begin")
 #undef chunk_begin
+#pragma push_macro("chunk_log")
+#undef chunk_log
 #pragma push_macro("claim_lane")
 #undef claim_lane
 #pragma push_macro("claimed")

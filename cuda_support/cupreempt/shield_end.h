@@ -183,6 +183,7 @@
 #pragma pop_macro("cmd")
 #pragma pop_macro("claimed")
 #pragma pop_macro("claim_lane")
+#pragma pop_macro("chunk_log")
 #pragma pop_macro("chunk_begin")
 #pragma pop_macro("chunk")
 #pragma pop_macro("chosen_wrapper")

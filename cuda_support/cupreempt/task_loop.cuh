@@ -51,6 +51,14 @@ constexpr float kTailShare = CUPREEMPT_TAIL_SHARE;
 // How long a parked block sleeps between two looks at its kernel's state.
 constexpr unsigned kParkSleepNs = 2000;
 
+#ifdef CUPREEMPT_CHUNK_LOG
+// Probes only (docs/bench/README.md): every claim counted by its chunk's size, in bins of
+// powers of two (bin k: 2^k to 2^(k+1) - 1 tasks), bin 31 counting the claims that the tail's
+// fair share cut short. Summed over every launch of every kernel of the program's one
+// translation unit; fixtures/bench/bench.cuh prints it at exit.
+__device__ unsigned long long chunk_log[32];
+#endif
+
 __device__ __forceinline__ unsigned sm_id() {
   unsigned id;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
@@ -390,8 +398,14 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
     } else {
       if (!fixed) {  // near the end, smaller chunks so that blocks finish together
         const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
+#ifdef CUPREEMPT_CHUNK_LOG
+        if ((float)n > fair) atomicAdd(&chunk_log[31], 1ull);
+#endif
         if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
       }
+#ifdef CUPREEMPT_CHUNK_LOG
+      atomicAdd(&chunk_log[31 - __clz((unsigned)n) < 30 ? 31 - __clz((unsigned)n) : 30], 1ull);
+#endif
       begin = atomicAdd(&c->next_task, n);
       if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
       stop = begin >= total;
