@@ -56,6 +56,13 @@ int cupreempt_rt_plan(void* original, const unsigned grid[3], const unsigned blo
  * then call cupreempt_rt_original_launched on the same stream and thread. The two bracket the
  * launch with timed events: a trial that tells whether the original form is short. */
 int cupreempt_rt_original_launched(void* stream);
+/* How many plans this process's cupreempt_rt_plan has made, by outcome, since it started:
+ * counts[0] preemptible, then the original kernel for [1] a graph capture, [2] the runtime's
+ * setup, [3] one wave, [4] a short launch, [5] a prediction from other grids, [6] a timed
+ * trial, [7] a trial still running, [8] an error of the plan. So that a benchmark can say
+ * which form its timed launches took. */
+#define CUPREEMPT_PLAN_OUTCOMES 9
+int cupreempt_rt_plan_counts(unsigned long long counts[CUPREEMPT_PLAN_OUTCOMES]);
 /* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made
  * preemptible; the runtime learns how long it runs, for the plans of later launches. */
 int cupreempt_rt_launch_planned(void* func, void* original, const unsigned grid[3],

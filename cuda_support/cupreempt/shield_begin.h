@@ -101,6 +101,8 @@
 #undef control
 #pragma push_macro("copy_smem_limit")
 #undef copy_smem_limit
+#pragma push_macro("counts")
+#undef counts
 #pragma push_macro("ctx")
 #undef ctx
 #pragma push_macro("d")

@@ -174,6 +174,7 @@
 #pragma pop_macro("decay_t")
 #pragma pop_macro("d")
 #pragma pop_macro("ctx")
+#pragma pop_macro("counts")
 #pragma pop_macro("copy_smem_limit")
 #pragma pop_macro("control")
 #pragma pop_macro("contention_floor")

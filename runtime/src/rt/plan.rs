@@ -11,6 +11,7 @@ use super::driver::Event;
 use super::history::{LaunchKey, Stopwatch};
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Not an error: the caller launches the original kernel as written (see
@@ -126,11 +127,51 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         }
         Ok(())
     });
+    PLAN_COUNTS[outcome(status, why)].fetch_add(1, Ordering::Relaxed);
     match (status, why) {
         (CUPREEMPT_OK, Some(_)) if timed => CUPREEMPT_RUN_ORIGINAL_TIMED,
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
         _ => status,
     }
+}
+
+/// Outcomes of `cupreempt_rt_plan` (`cupreempt_rt_plan_counts`, in runtime.h's order).
+pub const PLAN_OUTCOMES: usize = 9;
+static PLAN_COUNTS: [AtomicU64; PLAN_OUTCOMES] = [const { AtomicU64::new(0) }; PLAN_OUTCOMES];
+
+/// The index of a plan's outcome in `PLAN_COUNTS`: 0 preemptible, 1-7 the original kernel by
+/// reason, 8 an error of the plan (the shim then launches the original kernel).
+fn outcome(status: c_int, why: Option<Original>) -> usize {
+    match (status, why) {
+        (CUPREEMPT_OK, None) => 0,
+        (CUPREEMPT_OK, Some(Original::Capture)) => 1,
+        (CUPREEMPT_OK, Some(Original::Setup)) => 2,
+        (CUPREEMPT_OK, Some(Original::OneWave(_))) => 3,
+        (CUPREEMPT_OK, Some(Original::Short(_))) => 4,
+        (CUPREEMPT_OK, Some(Original::Predicted(_))) => 5,
+        (CUPREEMPT_OK, Some(Original::Trial(_))) => 6,
+        (CUPREEMPT_OK, Some(Original::TrialRunning)) => 7,
+        _ => 8,
+    }
+}
+
+/// Copies the counts of `cupreempt_rt_plan`'s outcomes since the process started into
+/// `counts` (`PLAN_OUTCOMES` words; order in runtime.h).
+///
+/// # Safety
+/// `counts`, when not null, must point to `PLAN_OUTCOMES` writable words.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_plan_counts(counts: *mut u64) -> c_int {
+    guard(|| {
+        if counts.is_null() {
+            return Err(Error::InvalidArgument("null counts"));
+        }
+        for (i, c) in PLAN_COUNTS.iter().enumerate() {
+            // SAFETY: as the caller promises.
+            unsafe { counts.add(i).write(c.load(Ordering::Relaxed)) };
+        }
+        Ok(())
+    })
 }
 
 /// `CUPREEMPT_TRACE_SETUP`'s steps of the first plans (where a first launch's time goes).
@@ -286,6 +327,55 @@ fn say_once(key: LaunchKey, why: Original) {
         eprintln!(
             "cupreempt: grid {:?} block {:?}: launching the original kernel: {why}",
             key.grid, key.block
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// runtime.h's CUPREEMPT_ERROR_INVALID_ARGUMENT.
+    const INVALID_ARGUMENT: c_int = 4;
+
+    #[test]
+    fn every_outcome_has_its_own_count() {
+        let whys = [
+            None,
+            Some(Original::Capture),
+            Some(Original::Setup),
+            Some(Original::OneWave(4)),
+            Some(Original::Short(1_000)),
+            Some(Original::Predicted(1_000)),
+            Some(Original::Trial(1_000)),
+            Some(Original::TrialRunning),
+        ];
+        let indices: Vec<usize> = whys.iter().map(|&w| outcome(CUPREEMPT_OK, w)).collect();
+        assert_eq!(indices, (0..PLAN_OUTCOMES - 1).collect::<Vec<_>>());
+        assert_eq!(outcome(INVALID_ARGUMENT, None), PLAN_OUTCOMES - 1);
+    }
+
+    #[test]
+    fn the_counts_reach_the_caller_in_order() {
+        let mut before = [0u64; PLAN_OUTCOMES];
+        // SAFETY: PLAN_OUTCOMES words.
+        assert_eq!(
+            unsafe { cupreempt_rt_plan_counts(before.as_mut_ptr()) },
+            CUPREEMPT_OK
+        );
+        PLAN_COUNTS[3].fetch_add(2, Ordering::Relaxed);
+        PLAN_COUNTS[7].fetch_add(1, Ordering::Relaxed);
+        let mut after = [0u64; PLAN_OUTCOMES];
+        // SAFETY: as above.
+        assert_eq!(
+            unsafe { cupreempt_rt_plan_counts(after.as_mut_ptr()) },
+            CUPREEMPT_OK
+        );
+        assert!(after[3] >= before[3] + 2 && after[7] > before[7]);
+        // SAFETY: null is refused, not written.
+        assert_eq!(
+            unsafe { cupreempt_rt_plan_counts(std::ptr::null_mut()) },
+            INVALID_ARGUMENT
         );
     }
 }
