@@ -17,7 +17,18 @@ def parse(path):
             parts = line.split()
             if len(parts) == 2:
                 kv.setdefault(parts[0], parts[1])
+            elif parts[:1] == ["plans"] and len(parts) % 2 == 1:
+                # The runtime's plans of the timed runs' launches: "plans OUTCOME N ...".
+                kv.setdefault("plans", dict(zip(parts[1::2], map(int, parts[2::2]))))
     return kv
+
+
+def preemptible(kv):
+    """Timed launches planned preemptible, of all: "P/N", or "—" without plan counts."""
+    plans = kv.get("plans")
+    if not plans:
+        return "—"
+    return f"{plans.get('preemptible', 0)}/{sum(plans.values())}"
 
 
 def num(kv, key):
@@ -52,7 +63,8 @@ for prog in programs:
             f"| {prog} | {size} | {'yes' if same else '**NO**'} | {fmt(om)} | {fmt(tm)} | {fmt(ov, '+.1f')} "
             f"| {fmt(num(t, 'latency_task_us'), '.1f')} | {fmt(num(t, 'latency_gpu_p50_us'), '.0f')} / {fmt(num(t, 'latency_gpu_p99_us'), '.0f')} "
             f"| {fmt(num(t, 'latency_host_p50_us'), '.0f')} / {fmt(num(t, 'latency_host_p99_us'), '.0f')} "
-            f"| {t.get('latency_preempted_midway', '—')}/{t.get('latency_runs', '—')} |"
+            f"| {t.get('latency_preempted_midway', '—')}/{t.get('latency_runs', '—')} "
+            f"| {preemptible(t)} |"
         )
         if "urgent_temporal_ms" in t:
             corun.append((prog, t))
@@ -69,10 +81,12 @@ lines += [
     "control stream before the command, %globaltimer stamp of the last block's yield) and request -> `wait_yielded` "
     "returned (host clock), p50 / p99 over runs preempted at random moments; `task` is the mean "
     "task time. Identical: the checksum of all outputs of the transformed build equals the "
-    "original's, and every later run (timed, preempted, stormed) reproduced it.",
+    "original's, and every later run (timed, preempted, stormed) reproduced it. Preemptible: "
+    "the timed runs' launches that the runtime planned preemptible, of all (the others ran the "
+    "original kernel: one wave, short, a timed trial, ...; docs/runtime.md).",
     "",
-    "| program | size | identical | original ms | transformed ms | overhead % | task µs | GPU latency p50/p99 µs | host latency p50/p99 µs | preempted midway |",
-    "|---|---|---|---|---|---|---|---|---|---|",
+    "| program | size | identical | original ms | transformed ms | overhead % | task µs | GPU latency p50/p99 µs | host latency p50/p99 µs | preempted midway | preemptible launches |",
+    "|---|---|---|---|---|---|---|---|---|---|---|",
     *rows,
     "",
 ]
