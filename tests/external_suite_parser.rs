@@ -1,6 +1,7 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
-//! fairness experiment's arithmetic and the compile check's unit finder.
+//! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
+//! table of two external passes.
 use std::process::Command;
 
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
@@ -34,4 +35,10 @@ fn the_fairness_report_computes_the_metrics_as_the_simulator_does() {
 #[test]
 fn the_compile_check_finds_translation_units() {
     self_test("scripts/compile_check.py");
+}
+
+/// Two external passes side by side: ratios per program, geomeans over the programs in both.
+#[test]
+fn two_external_passes_compare_program_by_program() {
+    self_test("scripts/probes/external_libs_report.py");
 }
