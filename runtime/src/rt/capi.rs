@@ -92,7 +92,7 @@ fn answer<T>(
 }
 
 /// The context current on this thread, as an address (0: none).
-fn current_context() -> Result<usize, Error> {
+pub(super) fn current_context() -> Result<usize, Error> {
     super::driver::init()?;
     let mut ctx = std::ptr::null_mut();
     super::driver::drv!(cuCtxGetCurrent(&mut ctx))?;
