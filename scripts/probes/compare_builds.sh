@@ -3,7 +3,8 @@
 # on PATH), to tell whether a change to the task loop or the runtime pays. Each VARIANT is
 # NAME=CUPREEMPT_BINARY,RUNTIME_LIB_DIR[,NVCC_FLAGS]: the binary transforms and writes the
 # device headers it ships (`cupreempt headers`), the library is linked. Prints, per program and
-# size, the original's median and each variant's, with the overhead.
+# size, the original's median and each variant's, with the overhead and, for builds that print
+# their plan counts, how many timed launches ran preemptible.
 # Usage: scripts/probes/compare_builds.sh VARIANT...
 # Env: PROBE_PROGRAMS, PROBE_SIZES (large small trivial), PROBE_RUNS (10), PROBE_BUILD.
 set -uo pipefail
@@ -25,13 +26,21 @@ for v in "$@"; do
     bash scripts/bench-build.sh "$cli" "$lib" "$build/$name" $programs
 done
 median() { "$@" time:"$runs" 2>&1 | awk '/^median_ms/ {print $2}'; }
+# The median, and where the build prints its plan counts, the timed launches planned
+# preemptible of all ("P/N preemptible"): an overhead measured on original launches is none.
+median_plans() {
+  "$@" time:"$runs" 2>&1 | awk '/^median_ms/ {m = $2}
+    /^plans / {for (i = 2; i < NF; i += 2) {n += $(i + 1); if ($i == "preemptible") p = $(i + 1)}
+               plans = 1}
+    END {printf "%s", m; if (plans) printf " %d/%d", p, n}'
+}
 for p in $programs; do
   for size in ${PROBE_SIZES:-large small trivial}; do
     o=$(median "$build/${names[0]}/$p.orig" "$size")
     line="$p $size orig $o"
     for name in "${names[@]}"; do
-      t=$(median "$build/$name/$p.tr" "$size")
-      line="$line | $name $t ($(awk -v t="$t" -v o="$o" 'BEGIN{printf "%+.1f%%", (t/o-1)*100}'))"
+      read -r t pre <<<"$(median_plans "$build/$name/$p.tr" "$size")"
+      line="$line | $name $t ($(awk -v t="$t" -v o="$o" 'BEGIN{printf "%+.1f%%", (t/o-1)*100}')${pre:+, $pre preemptible})"
     done
     echo "$line"
   done
