@@ -62,6 +62,10 @@ int cupreempt_rt_original_launched(void* stream);
  * trial, [7] a trial still running, [8] an error of the plan. So that a benchmark can say
  * which form its timed launches took. */
 #define CUPREEMPT_PLAN_OUTCOMES 9
+/* The outcomes' names, in that order (an initializer of CUPREEMPT_PLAN_OUTCOMES strings). */
+#define CUPREEMPT_PLAN_OUTCOME_NAMES                                                    \
+  {"preemptible", "capture", "setup", "one_wave", "short", "predicted", "trial", \
+   "trial_running", "error"}
 int cupreempt_rt_plan_counts(unsigned long long counts[CUPREEMPT_PLAN_OUTCOMES]);
 /* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made
  * preemptible; the runtime learns how long it runs, for the plans of later launches. */

@@ -57,6 +57,8 @@
 #undef b
 #pragma push_macro("begin")
 #undef begin
+#pragma push_macro("bin")
+#undef bin
 #pragma push_macro("bit")
 #undef bit
 #pragma push_macro("block")

@@ -197,6 +197,7 @@
 #pragma pop_macro("block_threads")
 #pragma pop_macro("block")
 #pragma pop_macro("bit")
+#pragma pop_macro("bin")
 #pragma pop_macro("begin")
 #pragma pop_macro("b")
 #pragma pop_macro("away")

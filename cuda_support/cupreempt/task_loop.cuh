@@ -398,13 +398,18 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
     } else {
       if (!fixed) {  // near the end, smaller chunks so that blocks finish together
         const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
+        if ((float)n > fair) {
 #ifdef CUPREEMPT_CHUNK_LOG
-        if ((float)n > fair) atomicAdd(&chunk_log[31], 1ull);
+          atomicAdd(&chunk_log[31], 1ull);
 #endif
-        if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+          n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+        }
       }
 #ifdef CUPREEMPT_CHUNK_LOG
-      atomicAdd(&chunk_log[31 - __clz((unsigned)n) < 30 ? 31 - __clz((unsigned)n) : 30], 1ull);
+      {
+        const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
+        atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
+      }
 #endif
       begin = atomicAdd(&c->next_task, n);
       if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts

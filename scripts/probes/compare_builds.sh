@@ -25,10 +25,9 @@ for v in "$@"; do
   BENCH_INCLUDE="$build/$name/include" BENCH_TR_FLAGS="${flags:-}" \
     bash scripts/bench-build.sh "$cli" "$lib" "$build/$name" $programs
 done
-median() { "$@" time:"$runs" 2>&1 | awk '/^median_ms/ {print $2}'; }
 # The median, and where the build prints its plan counts, the timed launches planned
-# preemptible of all ("P/N preemptible"): an overhead measured on original launches is none.
-median_plans() {
+# preemptible of all ("P/N"): an overhead measured on original launches is none.
+median() {
   "$@" time:"$runs" 2>&1 | awk '/^median_ms/ {m = $2}
     /^plans / {for (i = 2; i < NF; i += 2) {n += $(i + 1); if ($i == "preemptible") p = $(i + 1)}
                plans = 1}
@@ -39,7 +38,7 @@ for p in $programs; do
     o=$(median "$build/${names[0]}/$p.orig" "$size")
     line="$p $size orig $o"
     for name in "${names[@]}"; do
-      read -r t pre <<<"$(median_plans "$build/$name/$p.tr" "$size")"
+      read -r t pre <<<"$(median "$build/$name/$p.tr" "$size")"
       line="$line | $name $t ($(awk -v t="$t" -v o="$o" 'BEGIN{printf "%+.1f%%", (t/o-1)*100}')${pre:+, $pre preemptible})"
     done
     echo "$line"

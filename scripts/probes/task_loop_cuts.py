@@ -28,6 +28,15 @@ def replace(old, new):
     return cut
 
 
+def chain(*cuts):
+    """The cuts applied one after another (each must still find its text)."""
+    def cut(src):
+        for c in cuts:
+            src = c(src)
+        return src
+    return cut
+
+
 def minimal_next_chunk(src):
     """next_chunk reduced to one claim of `fixed` (else 1) tasks, keeping the retire count."""
     a = src.index("static __device__ __noinline__ void next_chunk(")
@@ -53,9 +62,8 @@ CUTS = {
         "global_ns();  // switches between kernels, on the GPU's clock\n  __threadfence();",
         "global_ns();  // switches between kernels, on the GPU's clock"),
     "no-lanes": replace("  ls.lane = claim_lane(c, smid);", "  ls.lane = CUPREEMPT_LANES;"),
-    "no-host-lanes": lambda s: replace(
-        "host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")(
-        replace("host->lanes[smid][ls.lane] = 1;", "(void)0;")(s)),
+    "no-host-lanes": chain(replace("host->lanes[smid][ls.lane] = 1;", "(void)0;"),
+                           replace("host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")),
     "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
     "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
     "no-started": replace("if (host && first) host->started = 1;", "(void)first;"),
@@ -69,17 +77,17 @@ CUTS = {
         "static __device__ __noinline__ void next_chunk(",
         "static __device__ __forceinline__ void next_chunk("),
     "minimal-next-chunk": minimal_next_chunk,
-    "no-shfl": lambda s: replace(
-        "if (__shfl_sync(0xffffffffu, st.stop, 0)) break;", "if (st.stop) break;")(
+    "no-shfl": chain(
         replace("const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);",
-                "const unsigned n = (unsigned)(st.end - st.begin);")(s)),
+                "const unsigned n = (unsigned)(st.end - st.begin);"),
+        replace("if (__shfl_sync(0xffffffffu, st.stop, 0)) break;", "if (st.stop) break;")),
     # Timing only: the lane words of SMs s, s + 8, ... share a line (16-17 SMs per line on the
     # H100 instead of 32).
-    "lanes-spread": lambda s: replace(
-        "unsigned* lanes = &c->sm_lanes[smid];",
-        "unsigned* lanes = &c->sm_lanes[(smid % 8) * 32 + smid / 8];")(
+    "lanes-spread": chain(
         replace("atomicAnd(&c->sm_lanes[ls.smid], ~(1u << ls.lane));",
-                "atomicAnd(&c->sm_lanes[(ls.smid % 8) * 32 + ls.smid / 8], ~(1u << ls.lane));")(s)),
+                "atomicAnd(&c->sm_lanes[(ls.smid % 8) * 32 + ls.smid / 8], ~(1u << ls.lane));"),
+        replace("unsigned* lanes = &c->sm_lanes[smid];",
+                "unsigned* lanes = &c->sm_lanes[(smid % 8) * 32 + smid / 8];")),
     # Timing only (lanes may collide): the lane's atomic without waiting for its answer.
     "lanes-no-wait": replace(
         "    const unsigned held = atomicOr(lanes, 1u << bit);\n    if (!(held & (1u << bit))) return bit;",
@@ -87,44 +95,45 @@ CUTS = {
     "no-start-off": replace("starts_off(l, smid),", "0u,"),
     # The last chunks may fall to one task, below the contention floor.
     "tail-below-floor": replace(
-        "if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;",
-        "if ((float)n > fair) n = fair >= 1.0f ? (unsigned long long)fair : 1ull;"),
+        "n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;",
+        "n = fair >= 1.0f ? (unsigned long long)fair : 1ull;"),
     # enter()'s fence moved to the block's first next_chunk where enter() claimed a chunk
     # (docs/bench/README.md: pathfinder gains, stencil small loses). The mark rides in
     # chunk_begin, so not for CUPREEMPT_AUDIT builds.
-    "fence-in-first-step": lambda s: replace(
-        "  unsigned long long begin = 0, end = 0;\n",
-        "  unsigned long long begin = 0, end = 0;\n"
-        "  if (ls.chunk_begin == ~0ull) __threadfence();\n")(
+    "fence-in-first-step": chain(
+        replace("  ls.chunk_begin = begin;\n  if (begin < total) st.first",
+                "  ls.chunk_begin = ~0ull;  // the first next_chunk fences\n"
+                "  if (begin < total) st.first"),
         replace("global_ns();  // switches between kernels, on the GPU's clock\n"
                 "  __threadfence();\n  if (!take) return false;\n",
                 "global_ns();  // switches between kernels, on the GPU's clock\n"
-                "  if (!take) {\n    __threadfence();\n    return false;\n  }\n")(
-            replace("  ls.chunk_begin = begin;\n  if (begin < total) st.first",
-                    "  ls.chunk_begin = ~0ull;  // the first next_chunk fences\n"
-                    "  if (begin < total) st.first")(s))),
+                "  if (!take) {\n    __threadfence();\n    return false;\n  }\n"),
+        replace("  unsigned long long begin = 0, end = 0;\n",
+                "  unsigned long long begin = 0, end = 0;\n"
+                "  if (ls.chunk_begin == ~0ull) __threadfence();\n")),
     # Timing only: every adaptive chunk is 3 tasks, sized as before (the same instructions).
     "adaptive-3": replace(
         "    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
         "    ls.next = want >= 1.0f ? 3u : 3u;"),
-    "inline-steps": lambda s: replace(
-        "static __device__ __noinline__ bool enter(", "static __device__ __forceinline__ bool enter(")(
+    "inline-steps": chain(
+        replace("static __device__ __noinline__ void next_chunk(",
+                "static __device__ __forceinline__ void next_chunk("),
         replace("static __device__ __noinline__ void leave(",
-                "static __device__ __forceinline__ void leave(")(
-            replace("static __device__ __noinline__ void next_chunk(",
-                    "static __device__ __forceinline__ void next_chunk(")(s))),
+                "static __device__ __forceinline__ void leave("),
+        replace("static __device__ __noinline__ bool enter(",
+                "static __device__ __forceinline__ bool enter(")),
     # Timing only: no smaller chunks near the end.
     "no-tail-shrink": replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
     # A block's first chunk is 3 tasks instead of 1 (too long for tasks of over 7 us).
     "first-chunk-3": replace("  const unsigned n = fixed ? fixed : 1u;", "  const unsigned n = fixed ? fixed : 3u;"),
 }
-CUTS["adaptive-3-no-tail-shrink"] = lambda s: CUTS["no-tail-shrink"](CUTS["adaptive-3"](s))
-CUTS["adaptive-3-first-chunk-3"] = lambda s: CUTS["first-chunk-3"](CUTS["adaptive-3"](s))
-CUTS["adaptive-3-both"] = lambda s: CUTS["first-chunk-3"](CUTS["adaptive-3-no-tail-shrink"](s))
+CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
+CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
+CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
 # Everything above that keeps a launch outside the runtime correct, together.
-CUTS["all"] = lambda s: CUTS["minimal-next-chunk"](CUTS["no-lanes"](
-    CUTS["no-enter-fence"](CUTS["no-end-fence"](s))))
-CUTS["all-inline"] = lambda s: CUTS["inline-steps"](CUTS["no-start-off"](CUTS["all"](s)))
+CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes"],
+                    CUTS["minimal-next-chunk"])
+CUTS["all-inline"] = chain(CUTS["all"], CUTS["no-start-off"], CUTS["inline-steps"])
 
 
 def main():

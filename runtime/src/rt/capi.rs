@@ -121,10 +121,10 @@ pub(super) fn current_runtime() -> Result<Runtime, Error> {
     Ok(rt)
 }
 
-/// The runtime of the current context, or none yet: then the setup thread is asked to make it
-/// (`setup::make_later`) and the caller runs the original kernel meanwhile.
-pub(super) fn current_runtime_or_later() -> Result<Option<Runtime>, Error> {
-    let ctx = current_context()?;
+/// The runtime of context `ctx` (the current one, `current_context`), or none yet: then the
+/// setup thread is asked to make it (`setup::make_later`) and the caller runs the original
+/// kernel meanwhile.
+pub(super) fn current_runtime_or_later(ctx: usize) -> Result<Option<Runtime>, Error> {
     if ctx == 0 {
         return Err(Error::InvalidArgument("no CUDA context is current"));
     }

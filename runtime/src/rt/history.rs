@@ -56,7 +56,7 @@ impl LaunchKey {
     fn shape(&self) -> (usize, [u32; 3], u32) {
         (self.func, self.block, self.smem)
     }
-    fn tasks(&self) -> u64 {
+    pub(crate) fn tasks(&self) -> u64 {
         self.grid.iter().map(|&g| g as u64).product()
     }
 }

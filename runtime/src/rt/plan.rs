@@ -108,22 +108,18 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         } else {
             super::capi::current_context()?
         };
+        let runtime = || {
+            if eager || setup_waits() {
+                current_runtime().map(Some)
+            } else {
+                current_runtime_or_later(ctx)
+            }
+        };
         why = if capturing {
             Some(Original::Capture)
-        } else if !eager && ONE_WAVE.with(|c| c.borrow().contains(ctx, &key)) {
-            Some(Original::OneWave(
-                cfg.grid.iter().map(|&g| g as u64).product(),
-            ))
-        } else if eager || setup_waits() {
-            let rt = current_runtime()?;
-            let why = plan(&rt, &key, &cfg, original)?;
-            remember_one_wave(&rt, ctx, key, why);
-            if matches!(why, Some(Original::Trial(_))) {
-                // A trial that cannot be timed is an untimed original launch.
-                timed = start_trial(rt, key, stream).is_ok();
-            }
-            why
-        } else if let Some(rt) = current_runtime_or_later()? {
+        } else if ONE_WAVE.with(|c| c.borrow().contains(ctx, &key)) {
+            Some(Original::OneWave(key.tasks()))
+        } else if let Some(rt) = runtime()? {
             let why = plan(&rt, &key, &cfg, original)?;
             remember_one_wave(&rt, ctx, key, why);
             if matches!(why, Some(Original::Trial(_))) {
@@ -305,7 +301,7 @@ fn plan(
     }
     // SAFETY: as the caller promises.
     let at_once = rt.capacity(unsafe { &Function::from_raw(original.cast()) }, cfg)?;
-    let tasks = cfg.grid.iter().map(|&g| g as u64).product::<u64>();
+    let tasks = key.tasks();
     if tasks <= at_once {
         return Ok(Some(Original::OneWave(tasks)));
     }
