@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Probe: the external suite under two runtime libraries, with one build of the programs. The
 # transformed programs find the library through their rpath, so the second pass swaps in the
-# other library and reruns the same binaries (EXT_SKIP_BUILD): for a change to the runtime
+# other library and reruns the same binaries (EXT_SKIP_BUILD; EXT_RERUN, or the suite would
+# hand back the first pass's results kept per program): for a change to the runtime
 # alone (its launch plans, say), both columns come from one machine and one build.
 # Usage: scripts/probes/external_libs.sh SAMPLES_DIR BIN_DIR_A LIB_DIR_B
 #   BIN_DIR_A: cupreempt and libcupreempt_runtime.so (the build and pass A); LIB_DIR_B: the
@@ -19,9 +20,9 @@ out=${OUT:-target/external-libs}
 mkdir -p "$out"
 work=$(mktemp -d)
 cp "$a/cupreempt" "$a/libcupreempt_runtime.so" "$work/"
-OUT="$out/a" scripts/external-suite.sh "$samples" "$work/cupreempt" "$work" >"$out/a.console" 2>&1
+EXT_RERUN=1 OUT="$out/a" scripts/external-suite.sh "$samples" "$work/cupreempt" "$work" >"$out/a.console" 2>&1
 cp "$b/libcupreempt_runtime.so" "$work/"
-EXT_SKIP_BUILD=1 OUT="$out/b" scripts/external-suite.sh "$samples" "$work/cupreempt" "$work" \
+EXT_SKIP_BUILD=1 EXT_RERUN=1 OUT="$out/b" scripts/external-suite.sh "$samples" "$work/cupreempt" "$work" \
   >"$out/b.console" 2>&1
 python3 scripts/probes/external_libs_report.py "$out/a/external-results.json" \
   "$out/b/external-results.json"
