@@ -20,9 +20,11 @@
 //! original (its claims and bookkeeping), so a launch whose original form is short may measure
 //! long preemptible. A configuration whose preemptible launch ran at most `TRIAL_FACTOR` times
 //! the limit therefore gets one *timed trial*: its next launch runs the original kernel between
-//! two timed events. If that took at most the limit, the configuration is short on the trial's
-//! time; every `REMEASURE`-th launch is then another timed trial (cheaper than a preemptible
-//! run), and a trial over the limit makes the configuration preemptible again.
+//! two timed events (and launches made before the trial's end is known run the original too).
+//! If that took at most the limit, the configuration is short on the trial's time; every
+//! `REMEASURE`-th launch is then another timed trial (cheaper than a preemptible run), and a
+//! trial over the limit makes the configuration preemptible again, with no other trial until
+//! `REMEASURE` preemptible launches have been made.
 
 use super::pool::Mirror;
 use crate::control::HostMirror;
@@ -81,8 +83,11 @@ struct Entry {
     trial_ns: Option<u64>,
     /// A timed trial still running.
     trial: Option<Box<dyn Stopwatch>>,
-    /// `run_ns` has had its trial (one per preemptible measurement).
+    /// A trial found the original form long; no other until `REMEASURE` preemptible launches
+    /// have been made since (counted in `preemptible_since_trial`).
     tried: bool,
+    /// Preemptible launches since the last timed trial.
+    preemptible_since_trial: u32,
 }
 
 // SAFETY: the mirror pointers point to pinned memory that lives as long as the runtime, and
@@ -263,6 +268,7 @@ impl History {
         let e = entries.by_config.entry(key).or_default();
         e.trial = Some(stopwatch);
         e.tried = true;
+        e.preemptible_since_trial = 0;
         e.original_since = 0;
     }
 
@@ -274,7 +280,15 @@ impl History {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
         let e = entries.by_config.entry(key).or_default();
         e.original_since = 0;
-        e.tried = false;
+        // One trial per REMEASURE preemptible launches, not one per launch: a configuration
+        // whose preemptible form runs a few times the limit and whose original is long too
+        // would otherwise alternate a preemptible launch, a trial and the launches made while
+        // the trial runs (all in the original form, none preemptible; on the H100 three in
+        // four of stencil small's launches).
+        e.preemptible_since_trial = e.preemptible_since_trial.saturating_add(1);
+        if e.preemptible_since_trial >= REMEASURE {
+            e.tried = false;
+        }
         e.trial_ns = None;
         if e.pending.is_none() {
             e.pending = Some((mirror, launch));
@@ -486,6 +500,39 @@ mod tests {
             h.choose(&key(4000), CAPACITY),
             None,
             "one trial per measurement"
+        );
+    }
+
+    #[test]
+    fn a_long_trial_holds_for_remeasure_preemptible_launches() {
+        let h = history(30);
+        let mut m = FakeMirror::new(1);
+        measured_preemptible(&h, key(4000), &mut m, 70_000);
+        assert!(matches!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Trial(_))
+        ));
+        let time = std::sync::Arc::new(Mutex::new(Some(45_000)));
+        h.trial_started(key(4000), Box::new(FakeStopwatch(time)));
+        assert_eq!(h.choose(&key(4000), CAPACITY), None);
+        // Each later preemptible launch measures a few times the limit again: no trial (and
+        // none of the launches made while one would run in the original form) until
+        // REMEASURE of them have been made.
+        for launch in 2..REMEASURE as u64 + 1 {
+            let mut m = FakeMirror::new(launch);
+            measured_preemptible(&h, key(4000), &mut m, 70_000);
+            assert_eq!(
+                h.choose(&key(4000), CAPACITY),
+                None,
+                "preemptible launch {launch} after a long trial"
+            );
+        }
+        let mut m = FakeMirror::new(REMEASURE as u64 + 1);
+        measured_preemptible(&h, key(4000), &mut m, 70_000);
+        assert_eq!(
+            h.choose(&key(4000), CAPACITY),
+            Some(Original::Trial(70_000)),
+            "time for another trial"
         );
     }
 
