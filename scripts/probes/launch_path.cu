@@ -141,7 +141,17 @@ int main(int argc, char** argv) {
       cudaStreamCaptureStatus st;
       (void)cudaStreamIsCapturing(0, &st);
     });
+    // Which outcome the timed plans had (a runtime still setting up answers "setup" on a
+    // shorter path than a ready one's "one_wave").
+    unsigned long long before[CUPREEMPT_PLAN_OUTCOMES], after[CUPREEMPT_PLAN_OUTCOMES];
+    (void)cupreempt_rt_plan_counts(before);
     per_call("cupreempt_rt_plan", [&] { (void)cupreempt_rt_plan((void*)f, g, bl, 0, nullptr); });
+    (void)cupreempt_rt_plan_counts(after);
+    const char* names[] = CUPREEMPT_PLAN_OUTCOME_NAMES;
+    std::printf("  plans by outcome:");
+    for (int i = 0; i < CUPREEMPT_PLAN_OUTCOMES; ++i)
+      if (after[i] != before[i]) std::printf(" %s %llu", names[i], after[i] - before[i]);
+    std::printf("\n");
     per_call("cudaLaunchKernel", [&] {
       (void)cudaLaunchKernel((const void*)scale_plain, dim3(64), dim3(256), args, 0, nullptr);
     });

@@ -52,6 +52,8 @@ echo "steady state, every launch preemptible (CUPREEMPT_SHORT_US=0):"
 CUPREEMPT_SHORT_US=0 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
 echo "the shim's steps, each alone (host time per call):"
 "$work/launch_path" pieces
+echo "the shim's steps, the runtime ready before the first plan (CUPREEMPT_SETUP=wait):"
+CUPREEMPT_SETUP=wait "$work/launch_path" pieces
 echo "steady state on a created stream of the highest priority:"
 "$work/launch_path" steady x "${PROBE_REPS:-2000}" stream
 rm -rf "$work"
