@@ -202,6 +202,7 @@ struct LeaderState {
   unsigned start_away; // the launch's start_off sends us away (until a command lands)
   unsigned long long yield_ns_copied;  // control->yield_ns as last copied to host memory
   unsigned long long chunk_begin;      // the first task of the last chunk (tests' audit)
+  unsigned fence_due;  // enter() left its fence to the first next_chunk (see there)
 };
 
 // Reads the newest command from host memory into ls (a seqlock: the host makes seq odd while
@@ -316,8 +317,16 @@ static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* 
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[smid][ls.lane] = 1;
   if (host && first) host->started = 1;  // the runtime's resume looks at it
   if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
-  __threadfence();
-  if (!take) return false;
+  // The fence orders the stores above before the block's first look at the command. A block
+  // that took its first chunk looks only in its first next_chunk, so the fence waits there,
+  // by when the stores to host memory have long landed: here it held every block's first
+  // task for the round trip to host memory (on the H100 2.7 us of a launch's ramp; pathfinder
+  // and priority_streams large 2 points faster without it, scripts/probes/compare_builds.sh).
+  ls.fence_due = take;
+  if (!take) {
+    __threadfence();
+    return false;
+  }
   if (begin == 0) c->start_ns = global_ns();  // the launch's run time starts
   st.begin = begin;
   st.end = begin + n < total ? begin + n : total;
@@ -382,6 +391,10 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
     ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;
   }
   unsigned long long begin = 0, end = 0;
+  if (ls.fence_due) {  // enter()'s fence: the block's lane before its first look at the command
+    __threadfence();
+    ls.fence_due = 0;
+  }
   // Both loads go out before either answer is needed: one wait instead of two.
   const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;
   bool stop = must_yield(c, host, ls);

@@ -58,9 +58,14 @@ CUTS = {
     "no-end-fence": replace(
         "    __threadfence();\n    __syncthreads();\n    if (leader) {\n      leave(",
         "    __syncthreads();\n    if (leader) {\n      leave("),
-    "no-enter-fence": replace(
-        "global_ns();  // switches between kernels, on the GPU's clock\n  __threadfence();",
-        "global_ns();  // switches between kernels, on the GPU's clock"),
+    # Timing only: no fence between the block's lane and its first look at the command
+    # (neither enter()'s nor the one it leaves to the first next_chunk).
+    "no-enter-fence": chain(
+        replace("  if (!take) {\n    __threadfence();\n    return false;\n  }\n",
+                "  if (!take) return false;\n"),
+        replace("  if (ls.fence_due) {  // enter()'s fence: the block's lane before its first look at "
+                "the command\n    __threadfence();\n",
+                "  if (ls.fence_due) {\n")),
     "no-lanes": replace("  ls.lane = claim_lane(c, smid);", "  ls.lane = CUPREEMPT_LANES;"),
     "no-host-lanes": chain(replace("host->lanes[smid][ls.lane] = 1;", "(void)0;"),
                            replace("host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")),
@@ -100,17 +105,6 @@ CUTS = {
     # enter()'s fence moved to the block's first next_chunk where enter() claimed a chunk
     # (docs/bench/README.md: pathfinder gains, stencil small loses). The mark rides in
     # chunk_begin, so not for CUPREEMPT_AUDIT builds.
-    "fence-in-first-step": chain(
-        replace("  ls.chunk_begin = begin;\n  if (begin < total) st.first",
-                "  ls.chunk_begin = ~0ull;  // the first next_chunk fences\n"
-                "  if (begin < total) st.first"),
-        replace("global_ns();  // switches between kernels, on the GPU's clock\n"
-                "  __threadfence();\n  if (!take) return false;\n",
-                "global_ns();  // switches between kernels, on the GPU's clock\n"
-                "  if (!take) {\n    __threadfence();\n    return false;\n  }\n"),
-        replace("  unsigned long long begin = 0, end = 0;\n",
-                "  unsigned long long begin = 0, end = 0;\n"
-                "  if (ls.chunk_begin == ~0ull) __threadfence();\n")),
     # Timing only: every adaptive chunk is 3 tasks, sized as before (the same instructions).
     "adaptive-3": replace(
         "    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
