@@ -99,29 +99,17 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         // Before anything else: a capture forbids what the runtime's first use does.
         let capturing = super::driver::is_capturing(stream.cast())?;
         trace_first_plan("plan: capture query");
-        let eager = eager();
-        // A one-wave plan depends on nothing that changes while the runtime is ready (the
-        // kernel's occupancy in its context): this thread's last ones skip the runtime's
-        // lookup and its occupancy table.
-        let ctx = if capturing || eager {
-            0
-        } else {
-            super::capi::current_context()?
-        };
         let runtime = || {
-            if eager || setup_waits() {
+            if eager() || setup_waits() {
                 current_runtime().map(Some)
             } else {
-                current_runtime_or_later(ctx)
+                current_runtime_or_later(super::capi::current_context()?)
             }
         };
         why = if capturing {
             Some(Original::Capture)
-        } else if ONE_WAVE.with(|c| c.borrow().contains(ctx, &key)) {
-            Some(Original::OneWave(key.tasks()))
         } else if let Some(rt) = runtime()? {
             let why = plan(&rt, &key, &cfg, original)?;
-            remember_one_wave(&rt, ctx, key, why);
             if matches!(why, Some(Original::Trial(_))) {
                 // A trial that cannot be timed is an untimed original launch.
                 timed = start_trial(rt, key, stream).is_ok();
@@ -143,61 +131,6 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         (CUPREEMPT_OK, Some(_)) if timed => CUPREEMPT_RUN_ORIGINAL_TIMED,
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
         _ => status,
-    }
-}
-
-/// A thread's last one-wave plans: context and launch key, oldest replaced first.
-struct OneWaveCache {
-    slots: [(usize, LaunchKey); ONE_WAVE_SLOTS],
-    len: usize,
-    next: usize,
-}
-
-/// Kernels and configurations a thread alternates between (a program's pipeline of kernels).
-const ONE_WAVE_SLOTS: usize = 8;
-
-impl OneWaveCache {
-    const fn new() -> OneWaveCache {
-        const EMPTY: LaunchKey = LaunchKey {
-            func: 0,
-            grid: [0; 3],
-            block: [0; 3],
-            smem: 0,
-        };
-        OneWaveCache {
-            slots: [(0, EMPTY); ONE_WAVE_SLOTS],
-            len: 0,
-            next: 0,
-        }
-    }
-
-    fn contains(&self, ctx: usize, key: &LaunchKey) -> bool {
-        ctx != 0
-            && self.slots[..self.len]
-                .iter()
-                .any(|(c, k)| *c == ctx && k == key)
-    }
-
-    fn insert(&mut self, ctx: usize, key: LaunchKey) {
-        if ctx == 0 || self.contains(ctx, &key) {
-            return;
-        }
-        self.slots[self.next] = (ctx, key);
-        self.next = (self.next + 1) % ONE_WAVE_SLOTS;
-        self.len = (self.len + 1).min(ONE_WAVE_SLOTS);
-    }
-}
-
-thread_local! {
-    static ONE_WAVE: std::cell::RefCell<OneWaveCache> =
-        const { std::cell::RefCell::new(OneWaveCache::new()) };
-}
-
-/// Keeps a one-wave plan made while the runtime was ready: before, plans also tell the setup
-/// thread that the application is busy (`setup::note_plan`), which the cached path skips.
-fn remember_one_wave(rt: &Runtime, ctx: usize, key: LaunchKey, why: Option<Original>) {
-    if matches!(why, Some(Original::OneWave(_))) && rt.inner.is_ready() {
-        ONE_WAVE.with(|c| c.borrow_mut().insert(ctx, key));
     }
 }
 
@@ -403,42 +336,6 @@ mod tests {
 
     /// runtime.h's CUPREEMPT_ERROR_INVALID_ARGUMENT.
     const INVALID_ARGUMENT: c_int = 4;
-
-    fn key(func: usize, grid: u32) -> LaunchKey {
-        LaunchKey {
-            func,
-            grid: [grid, 1, 1],
-            block: [256, 1, 1],
-            smem: 0,
-        }
-    }
-
-    #[test]
-    fn one_wave_plans_are_kept_per_context_and_key() {
-        let mut c = OneWaveCache::new();
-        assert!(!c.contains(1, &key(7, 64)), "empty");
-        c.insert(1, key(7, 64));
-        assert!(c.contains(1, &key(7, 64)));
-        assert!(!c.contains(2, &key(7, 64)), "another context");
-        assert!(!c.contains(1, &key(7, 65)), "another grid");
-        assert!(!c.contains(1, &key(8, 64)), "another kernel");
-        c.insert(0, key(9, 64));
-        assert!(!c.contains(0, &key(9, 64)), "no context, nothing kept");
-    }
-
-    #[test]
-    fn the_oldest_one_wave_plan_makes_room() {
-        let mut c = OneWaveCache::new();
-        for f in 0..ONE_WAVE_SLOTS {
-            c.insert(1, key(f + 1, 64));
-        }
-        c.insert(1, key(1, 64)); // already kept: takes no slot
-        assert!((0..ONE_WAVE_SLOTS).all(|f| c.contains(1, &key(f + 1, 64))));
-        c.insert(1, key(100, 64));
-        assert!(c.contains(1, &key(100, 64)));
-        assert!(!c.contains(1, &key(1, 64)), "the oldest went");
-        assert!(c.contains(1, &key(2, 64)));
-    }
 
     #[test]
     fn every_outcome_has_its_own_count() {
