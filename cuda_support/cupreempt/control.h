@@ -72,6 +72,9 @@ typedef struct cupreempt_launch {
   cupreempt_host* host;   /* runtime launches: the host mirror; NULL elsewhere */
   unsigned int first;     /* 1: the launch's first instance, whose last block holds the stream */
   unsigned int progress_shift; /* host->done_tasks is refreshed when done_tasks >> this changes */
+  /* An earlier launch's time per task in ns (0: none known): adaptive chunks then start with as
+   * many tasks as fit the budget, up to kMaxFirstChunk, instead of one. */
+  unsigned int task_ns;
   /* Bit s set: blocks on SM s take no task until a command reaches the control block (a
    * scheduler's standing order: the launch starts preempted there; the runtime sends the same
    * command through the control stream, which may land after the first blocks start). */

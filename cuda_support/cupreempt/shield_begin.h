@@ -133,10 +133,16 @@
 #undef f
 #pragma push_macro("fair")
 #undef fair
+#pragma push_macro("fence_due")
+#undef fence_due
 #pragma push_macro("finished")
 #undef finished
 #pragma push_macro("first")
 #undef first
+#pragma push_macro("first_chunk")
+#undef first_chunk
+#pragma push_macro("fit")
+#undef fit
 #pragma push_macro("fixed")
 #undef fixed
 #pragma push_macro("forward")
@@ -191,6 +197,8 @@
 #undef kDefaultBudgetNs
 #pragma push_macro("kMaxChunk")
 #undef kMaxChunk
+#pragma push_macro("kMaxFirstChunk")
+#undef kMaxFirstChunk
 #pragma push_macro("kParkSleepNs")
 #undef kParkSleepNs
 #pragma push_macro("kSpinNs")
@@ -401,6 +409,8 @@
 #undef take
 #pragma push_macro("task")
 #undef task
+#pragma push_macro("task_ns")
+#undef task_ns
 #pragma push_macro("tasks")
 #undef tasks
 #pragma push_macro("thread_index")

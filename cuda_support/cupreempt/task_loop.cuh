@@ -50,6 +50,15 @@ constexpr float kClaimSlack = CUPREEMPT_CLAIM_SLACK;
 constexpr float kTailShare = CUPREEMPT_TAIL_SHARE;
 // How long a parked block sleeps between two looks at its kernel's state.
 constexpr unsigned kParkSleepNs = 2000;
+// A block's first adaptive chunk, when an earlier launch's time per task is known (l.task_ns):
+// as many tasks as fit the budget and the launch's fair share, at most this many. Blocks then
+// claim less often while they all start at once on the counter; 3 tasks instead of 1 made
+// pathfinder (barrier-bound tasks of a few us) 2-3 points faster and moved no benchmark
+// program the other way beyond its noise (H100, scripts/probes/compare_builds.sh).
+#ifndef CUPREEMPT_MAX_FIRST_CHUNK
+#define CUPREEMPT_MAX_FIRST_CHUNK 3.0f
+#endif
+constexpr float kMaxFirstChunk = CUPREEMPT_MAX_FIRST_CHUNK;
 
 #ifdef CUPREEMPT_CHUNK_LOG
 // Probes only (docs/bench/README.md): every claim counted by its chunk's size, in bins of
@@ -275,6 +284,16 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // larger, not smaller (432 wrappers under ptxas -v for sm_90: 170 of them 1-34 registers more,
 // 112 fewer; 78 above 32 registers instead of 58).
 
+// The size of a block's first chunk when it is adaptive: one task, unless an earlier launch
+// of the same kernel and configuration measured its tasks (l.task_ns; kMaxFirstChunk).
+__device__ __forceinline__ unsigned first_chunk(const cupreempt_launch& l, unsigned budget) {
+  if (!l.task_ns) return 1u;
+  const float fit = __fdividef((float)budget, (float)l.task_ns);
+  const float fair = __fdividef((float)l.total_tasks, kTailShare * gridDim.x * gridDim.y * gridDim.z);
+  const float n = fminf(fminf(fit, fair), kMaxFirstChunk);
+  return n >= 1.0f ? (unsigned)n : 1u;
+}
+
 // The leader's first step in a block (or a parked block's return to work). In a runtime
 // launch's first instance it takes the block's first chunk before anything else, without
 // looking at the command: a block that starts while a command is in force runs that one chunk
@@ -294,14 +313,14 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // or knows that it will see the command. In host memory a plain store (lanes), no system-wide
 // fence: thousands of blocks starting at once with one fence each made the starts, and with
 // them the yields, take milliseconds (H100). A block that a standing order keeps off its SM
-// (start_away) claims nothing: its first next_chunk sends it away. Returns whether the first
-// chunk is in `st` (else the first next_chunk looks at the command and claims).
+// (start_away) claims nothing: its first next_chunk sends it away. `n`: the first chunk's
+// size (fixed, or first_chunk()). Returns whether the first chunk is in `st` (else the first
+// next_chunk looks at the command and claims).
 static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* host,
-                                          unsigned long long total, unsigned fixed,
+                                          unsigned long long total, unsigned n,
                                           unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
                                           volatile LeaderState& ls, BlockState& st) {
-  const unsigned n = fixed ? fixed : 1u;
   const bool take = first && host && !start_away;  // a runtime launch's first instance
   unsigned long long begin = 0;
   if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
@@ -551,21 +570,21 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   cupreempt_control* const c = l.control;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   const unsigned fixed = l.chunk ? l.chunk : chunk;
+  const unsigned budget = l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs);
   if (leader) ls.tail = ls.host_seq = ls.host_away = 0, ls.yield_ns_copied = 0;
 
   do {
     bool claimed = false;  // the leader's first chunk is in states[0] (enter())
     if (leader) {
       const unsigned smid = sm_id();
-      claimed = enter(c, l.host, l.total_tasks, fixed, l.first, smid, starts_off(l, smid),
-                      l.grid_x, l.grid_y, l.grid_z, ls, states[0]);
+      claimed = enter(c, l.host, l.total_tasks, fixed ? fixed : first_chunk(l, budget), l.first,
+                      smid, starts_off(l, smid), l.grid_x, l.grid_y, l.grid_z, ls, states[0]);
     }
     for (unsigned parity = 0;; parity ^= 1u) {
       BlockState& st = states[parity];
       if (leader && !claimed)
-        next_chunk(c, l.host, l.total_tasks, fixed,
-                   l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs),
-                   l.progress_shift, l.audit, l.grid_x, l.grid_y, l.grid_z, ls, st);
+        next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
+                   l.grid_y, l.grid_z, ls, st);
       claimed = false;
       __syncthreads();
       // Every thread reads the same values, but ptxas cannot tell that from a shared-memory

@@ -127,6 +127,9 @@ pub struct LaunchParams {
     pub first: u32,
     /// The mirror's `done_tasks` is refreshed when `done_tasks >> progress_shift` changes.
     pub progress_shift: u32,
+    /// An earlier launch's time per task in ns (0: none known): adaptive chunks then start
+    /// with as many tasks as fit the budget (at most `kMaxFirstChunk` in task_loop.cuh).
+    pub task_ns: u32,
     /// Bit s set: blocks on SM s take no task until a command reaches the control block (the
     /// launch starts preempted there: `Runtime::launch_kept_off`).
     pub start_off: [u32; MAX_SMS / 32],
@@ -145,6 +148,7 @@ impl LaunchParams {
             host: 0,
             first: 0,
             progress_shift: progress_shift(total_tasks),
+            task_ns: 0,
             start_off: [0; MAX_SMS / 32],
         }
     }
@@ -187,7 +191,7 @@ int main(void) {
   F(cupreempt_launch, control); F(cupreempt_launch, total_tasks); F(cupreempt_launch, grid_x);
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
   F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
-  F(cupreempt_launch, start_off);
+  F(cupreempt_launch, task_ns); F(cupreempt_launch, start_off);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
@@ -240,6 +244,7 @@ int main(void) {
             at!("cupreempt_launch", LaunchParams, host),
             at!("cupreempt_launch", LaunchParams, first),
             at!("cupreempt_launch", LaunchParams, progress_shift),
+            at!("cupreempt_launch", LaunchParams, task_ns),
             at!("cupreempt_launch", LaunchParams, start_off),
             ("sizeof.launch", size_of::<LaunchParams>()),
             at!("cupreempt_host", HostMirror, seq),

@@ -3,6 +3,7 @@
 //! (`CUPREEMPT_ERROR_UNKNOWN_HANDLE`), not a crash. Every function checks its pointers before it
 //! touches anything, returns a status code, and never unwinds into C.
 
+use super::history::LaunchKey;
 use super::{Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
 use crate::smset::{SmSet, MAX_SMS};
 use std::cell::RefCell;
@@ -224,6 +225,9 @@ pub(super) struct LaunchCall {
     pub nargs: usize,
     pub chunk: c_uint,
     pub budget_ns: c_uint,
+    /// A planned launch's history key: its earlier launches' time per task sizes the first
+    /// chunks (`LaunchConfig::task_ns`).
+    pub history: Option<LaunchKey>,
 }
 
 impl LaunchCall {
@@ -238,6 +242,9 @@ impl LaunchCall {
         cfg.chunk = self.chunk;
         cfg.budget_ns = self.budget_ns;
         let rt = current_runtime()?;
+        if let Some(key) = &self.history {
+            cfg.task_ns = rt.inner.history.task_ns(key);
+        }
         // A preemptible launch: the runtime's streams (commands, resumes) should be ready
         // before a preemption needs them.
         rt.request_setup();
@@ -288,6 +295,7 @@ pub unsafe extern "C" fn cupreempt_rt_launch(
             nargs,
             chunk,
             budget_ns,
+            history: None,
         };
         let (_, k, _) = call.launch()?;
         *out = register(k);

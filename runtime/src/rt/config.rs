@@ -30,6 +30,9 @@ pub struct LaunchConfig {
     pub shared_mem_bytes: u32,
     pub chunk: u32,
     pub budget_ns: u32,
+    /// An earlier launch's time per task in ns, or 0: adaptive chunks then start with as many
+    /// tasks as fit their budget (at most 3) instead of one.
+    pub task_ns: u32,
 }
 
 impl LaunchConfig {
@@ -40,6 +43,7 @@ impl LaunchConfig {
             shared_mem_bytes,
             chunk: 0,
             budget_ns: 0,
+            task_ns: 0,
         }
     }
 

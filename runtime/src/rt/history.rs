@@ -262,6 +262,22 @@ impl History {
         None
     }
 
+    /// The time per task (ns) of the last measured preemptible launch of `key`, or 0 when none
+    /// was measured: its run time over the tasks that each of its blocks ran one after
+    /// another (`tasks / min(tasks, capacity)`). The ramp and the drain count as task time,
+    /// so the figure errs long, which keeps the first chunks that it sizes short.
+    pub fn task_ns(&self, key: &LaunchKey) -> u32 {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(e) = entries.by_config.get(key) else {
+            return 0;
+        };
+        let (Some(run_ns), tasks) = (e.run_ns, key.tasks()) else {
+            return 0;
+        };
+        let in_turn = tasks.div_ceil(tasks.min(e.capacity).max(1)).max(1);
+        u32::try_from(run_ns / in_turn).unwrap_or(u32::MAX).max(1)
+    }
+
     /// Records a timed trial of the original form of `key` (after `choose` said `Trial`).
     pub fn trial_started(&self, key: LaunchKey, stopwatch: Box<dyn Stopwatch>) {
         let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
@@ -448,6 +464,24 @@ mod tests {
     fn measured_preemptible(h: &History, k: LaunchKey, m: &mut FakeMirror, ns: u64) {
         h.launched(k, CAPACITY, m.mirror(), m.0.launch);
         m.0.run_ns = ns;
+    }
+
+    #[test]
+    fn time_per_task_comes_from_the_last_measured_preemptible_launch() {
+        let h = history(30);
+        assert_eq!(h.task_ns(&key(4000)), 0, "nothing launched");
+        let mut m = FakeMirror::new(1);
+        h.launched(key(4000), CAPACITY, m.mirror(), 1);
+        assert_eq!(h.task_ns(&key(4000)), 0, "still running");
+        m.0.run_ns = 80_000;
+        h.choose(&key(4000), CAPACITY);
+        // 4,000 tasks on 1,000 resident blocks: 4 in turn per block.
+        assert_eq!(h.task_ns(&key(4000)), 20_000);
+        assert_eq!(h.task_ns(&key(4001)), 0, "another configuration");
+        let mut m = FakeMirror::new(2);
+        measured_preemptible(&h, key(500), &mut m, 9_000);
+        h.choose(&key(500), CAPACITY);
+        assert_eq!(h.task_ns(&key(500)), 9_000, "fewer tasks than blocks: one each");
     }
 
     #[test]

@@ -193,6 +193,7 @@ impl Runtime {
                 host: slot.mirror.device,
                 first: 1,
                 progress_shift: progress_shift(tasks),
+                task_ns: cfg.task_ns,
                 start_off: [0; MAX_SMS / 32],
             },
             mirror: slot.mirror,

@@ -281,6 +281,7 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
             nargs,
             chunk,
             budget_ns,
+            history: Some(key),
         };
         let (rt, k, cfg) = call.launch()?;
         let at_once = rt.capacity(&Function::from_raw(original.cast()), &cfg)?;
