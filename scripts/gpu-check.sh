@@ -62,7 +62,8 @@ if "$cli" transform fixtures/multiple_kernels.cu -o $e2e/mk.cu 2>/dev/null &&
   nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/mk.cu -o $e2e/mk -L"$lib" -lcupreempt_runtime \
     -Xlinker -rpath="$lib" && timeout 30 $e2e/mk >>"$log" 2>&1 &&
   CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 30 $e2e/mk >$e2e/mk-all.txt 2>&1 &&
-  cat $e2e/mk-all.txt >>"$log" && ! grep -q "launching the original" $e2e/mk-all.txt; then
+  cat $e2e/mk-all.txt >>"$log" && ! grep -q "launching the original" $e2e/mk-all.txt &&
+  grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $e2e/mk-all.txt; then
   echo "PASS end-to-end multiple_kernels (transformed program through the runtime's C ABI)" >>"$log"
 else
   echo "FAIL end-to-end multiple_kernels (runtime)" >>"$log"
@@ -106,7 +107,7 @@ if nvcc -arch=sm_90 -std=c++17 tests/gpu/graph_capture.cu -o $e2e/gc-orig &&
   grep -q "launching the original kernel: the stream is being captured into a CUDA graph" $e2e/gc.txt &&
   ! grep "launching the original" $e2e/gc.txt | grep -qv "captured into a CUDA graph"; then
   grep "^cupreempt:" $e2e/gc.txt >>"$log"
-  echo "PASS graph capture: $(tail -n 1 $e2e/gc.txt) (untransformed: $(tail -n 1 $e2e/gc-orig.txt))" >>"$log"
+  echo "PASS graph capture: $(grep -v '^cupreempt:' $e2e/gc.txt | tail -n 1) (untransformed: $(tail -n 1 $e2e/gc-orig.txt))" >>"$log"
 else
   grep -h "FAIL\|^cupreempt:" $e2e/gc-orig.txt $e2e/gc.txt 2>/dev/null | sed 's/^/  graph capture: /' >>"$log"
   echo "FAIL graph capture (untransformed: $(tail -n 1 $e2e/gc-orig.txt 2>&1); transformed: $(tail -n 1 $e2e/gc.txt 2>&1); $e2e/gc.txt)" >>"$log"

@@ -481,7 +481,11 @@ mod tests {
         let mut m = FakeMirror::new(2);
         measured_preemptible(&h, key(500), &mut m, 9_000);
         h.choose(&key(500), CAPACITY);
-        assert_eq!(h.task_ns(&key(500)), 9_000, "fewer tasks than blocks: one each");
+        assert_eq!(
+            h.task_ns(&key(500)),
+            9_000,
+            "fewer tasks than blocks: one each"
+        );
     }
 
     #[test]

@@ -127,6 +127,7 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         Ok(())
     });
     PLAN_COUNTS[outcome(status, why)].fetch_add(1, Ordering::Relaxed);
+    verbose(); // registers the counts' line at exit, for launches that were all preemptible too
     match (status, why) {
         (CUPREEMPT_OK, Some(_)) if timed => CUPREEMPT_RUN_ORIGINAL_TIMED,
         (CUPREEMPT_OK, Some(_)) => CUPREEMPT_RUN_ORIGINAL,
@@ -309,12 +310,67 @@ fn setup_waits() -> bool {
     *WAIT.get_or_init(|| std::env::var("CUPREEMPT_SETUP").is_ok_and(|v| v == "wait"))
 }
 
+/// `CUPREEMPT_VERBOSE`, read once; when set, the process also says at its exit how many
+/// launches it planned, by outcome (`counts_at_exit`).
+fn verbose() -> bool {
+    static VERBOSE: OnceLock<bool> = OnceLock::new();
+    *VERBOSE.get_or_init(|| {
+        let on = std::env::var_os("CUPREEMPT_VERBOSE").is_some();
+        if on {
+            extern "C" {
+                fn atexit(f: extern "C" fn()) -> c_int;
+            }
+            // SAFETY: registers a handler that only reads this module's counters.
+            unsafe { atexit(counts_at_exit) };
+        }
+        on
+    })
+}
+
+/// The names of `PLAN_COUNTS`' outcomes, as runtime.h's `CUPREEMPT_PLAN_OUTCOME_NAMES`.
+const OUTCOME_NAMES: [&str; PLAN_OUTCOMES] = [
+    "preemptible",
+    "capture",
+    "setup",
+    "one_wave",
+    "short",
+    "predicted",
+    "trial",
+    "trial_running",
+    "error",
+];
+
+/// The plans' counts as one line: `cupreempt: N launches planned: preemptible P, ...` (the
+/// outcomes that happened).
+fn counts_line(counts: &[u64; PLAN_OUTCOMES]) -> String {
+    let total: u64 = counts.iter().sum();
+    let parts: Vec<String> = OUTCOME_NAMES
+        .iter()
+        .zip(counts)
+        .filter(|(_, &n)| n > 0)
+        .map(|(name, n)| format!("{name} {n}"))
+        .collect();
+    format!(
+        "cupreempt: {total} launches planned: {}",
+        if parts.is_empty() {
+            "none".to_string()
+        } else {
+            parts.join(", ")
+        }
+    )
+}
+
+extern "C" fn counts_at_exit() {
+    let counts: [u64; PLAN_OUTCOMES] =
+        std::array::from_fn(|i| PLAN_COUNTS[i].load(Ordering::Relaxed));
+    eprintln!("{}", counts_line(&counts));
+}
+
 /// `CUPREEMPT_VERBOSE`: why launches run the original kernel, once per kernel, configuration
 /// and kind of reason.
 fn say_once(key: LaunchKey, why: Original) {
-    static VERBOSE: OnceLock<bool> = OnceLock::new();
     static SAID: Mutex<Vec<(LaunchKey, bool)>> = Mutex::new(Vec::new());
-    if !*VERBOSE.get_or_init(|| std::env::var_os("CUPREEMPT_VERBOSE").is_some()) {
+    if !verbose() {
         return;
     }
     let kind = matches!(
@@ -337,6 +393,32 @@ mod tests {
 
     /// runtime.h's CUPREEMPT_ERROR_INVALID_ARGUMENT.
     const INVALID_ARGUMENT: c_int = 4;
+
+    #[test]
+    fn the_exit_line_names_the_outcomes_that_happened() {
+        let mut counts = [0u64; PLAN_OUTCOMES];
+        assert_eq!(counts_line(&counts), "cupreempt: 0 launches planned: none");
+        counts[0] = 5;
+        counts[3] = 2;
+        counts[6] = 1;
+        assert_eq!(
+            counts_line(&counts),
+            "cupreempt: 8 launches planned: preemptible 5, one_wave 2, trial 1"
+        );
+    }
+
+    #[test]
+    fn the_outcome_names_are_runtime_h_s() {
+        let header = include_str!("../../../cuda_support/cupreempt/runtime.h");
+        let start = header
+            .find("#define CUPREEMPT_PLAN_OUTCOME_NAMES")
+            .expect("runtime.h defines the names");
+        let list = &header[start..];
+        let list = &list[list.find('{').expect("{")..=list.find('}').expect("}")];
+        let names: Vec<&str> = list.split('"').skip(1).step_by(2).collect();
+        assert_eq!(names, OUTCOME_NAMES);
+        assert!(header.contains(&format!("#define CUPREEMPT_PLAN_OUTCOMES {PLAN_OUTCOMES}")));
+    }
 
     #[test]
     fn every_outcome_has_its_own_count() {
