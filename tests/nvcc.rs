@@ -369,3 +369,49 @@ fn wrappers_use_no_local_memory_where_their_kernels_use_none() {
     });
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// With relocatable device code (`-rdc=true`, CMake's CUDA_SEPARABLE_COMPILATION) the task
+/// loop's steps are inlined into the wrappers: compiled as separate functions they go through
+/// the call ABI there, and the device link gives every wrapper the callees' registers and a
+/// stack frame (52 registers and 88 bytes of stack for each wrapper of the CUDA samples'
+/// sortingNetworks, against 24-40 and none inlined). The benchmark's bitonic sort (1-D grid)
+/// and grid3d (3-D grid, whose task numbers are split) compiled to PTX under -rdc define no
+/// function for any step, while the same files without -rdc still call them.
+#[test]
+fn with_relocatable_device_code_the_task_loop_steps_are_inlined() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-rdc");
+    let bench = support::root().join("fixtures/bench");
+    let steps = ["5enter", "10next_chunk", "5leave", "4stay", "5split"];
+    for name in ["bitonic_sort", "grid3d"] {
+        let src = std::fs::read_to_string(bench.join(format!("{name}.cu"))).unwrap();
+        let t = cupreempt::transform(&src, name, &cupreempt::Options::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let cu = dir.join(format!("{name}.cu"));
+        std::fs::write(&cu, &t.output).unwrap();
+        let step_functions = |rdc: bool| {
+            let ptx = dir.join(format!("{name}-{rdc}.ptx"));
+            let mut cmd = support::nvcc_build(&nvcc, &ptx);
+            cmd.arg(format!("-I{}", bench.display())).arg("-ptx");
+            if rdc {
+                cmd.arg("-rdc=true");
+            }
+            support::compiles(cmd.arg(&cu), name).unwrap_or_else(|e| panic!("{e}"));
+            let text = std::fs::read_to_string(&ptx).unwrap();
+            text.lines()
+                .filter(|l| l.contains(".func") && l.contains("9cupreempt"))
+                .filter(|l| steps.iter().any(|s| l.contains(s)))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        };
+        let with_rdc = step_functions(true);
+        assert!(
+            with_rdc.is_empty(),
+            "{name}: steps compiled as functions under -rdc: {with_rdc:?}"
+        );
+        assert!(
+            !step_functions(false).is_empty(),
+            "{name}: without -rdc the steps should stay out of line (the check would test nothing)"
+        );
+    }
+}

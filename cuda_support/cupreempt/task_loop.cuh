@@ -22,6 +22,13 @@
 #define CUPREEMPT_R32_MIN_BLOCKS 2
 #endif
 
+// The task loop's out-of-line steps (see "The leader's steps below are calls" further down).
+#ifdef __CUDACC_RDC__
+#define CUPREEMPT_STEP __forceinline__
+#else
+#define CUPREEMPT_STEP __noinline__
+#endif
+
 namespace cupreempt {
 
 // Default amount of work between two looks at the control word: it bounds how long a block
@@ -152,7 +159,7 @@ struct TaskCtx {
 
   // Out of line: it runs once per chunk (the leader) or, with more than 2^32 tasks, at a
   // row's end.
-  static __device__ __noinline__ uint3 split(unsigned long long task, unsigned gx,
+  static __device__ CUPREEMPT_STEP uint3 split(unsigned long long task, unsigned gx,
                                              unsigned gy) {
     if (!(task >> 32)) {
       const unsigned t = (unsigned)task, row = t / gx;
@@ -277,7 +284,11 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 }
 
 // The leader's steps below are calls, not inlined: inlined, they raised some wrappers from 32
-// to 36-40 registers (vector_add, grid3d, nearest_neighbor), which costs occupancy. They run
+// to 36-40 registers (vector_add, grid3d, nearest_neighbor), which costs occupancy. Except
+// with relocatable device code (-rdc, CMake's CUDA_SEPARABLE_COMPILATION): ptxas then compiles
+// each call to the ABI, and the device link gives every wrapper the callees' registers and a
+// stack frame (the CUDA samples' sortingNetworks: every wrapper 52 registers and 88 bytes of
+// stack, against 24-40 registers and none with the steps inlined), so there they are inlined. They run
 // once per chunk or per block, and take scalars so that the call needs no stack frame. The
 // launch's values come as arguments: copied into the leader's shared state once per block and
 // read from there by argument-less steps, they made the wrappers of the CUDA samples' kernels
@@ -316,7 +327,7 @@ __device__ __forceinline__ unsigned first_chunk(const cupreempt_launch& l, unsig
 // (start_away) claims nothing: its first next_chunk sends it away. `n`: the first chunk's
 // size (fixed, or first_chunk()). Returns whether the first chunk is in `st` (else the first
 // next_chunk looks at the command and claims).
-static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* host,
+static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host* host,
                                           unsigned long long total, unsigned n,
                                           unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
@@ -361,7 +372,7 @@ static __device__ __noinline__ bool enter(cupreempt_control* c, cupreempt_host* 
 // but every first launch loads): counts one run of each task of the chunk the block has just
 // finished. Here in the leader's step, not in the task loop: a branch per task there cost up to
 // 2% (H100: black_scholes, convolution).
-static __device__ __noinline__ void audit_chunk(unsigned* audit, unsigned long long begin,
+static __device__ CUPREEMPT_STEP void audit_chunk(unsigned* audit, unsigned long long begin,
                                                 unsigned long long n) {
   for (unsigned long long t = begin; t < begin + n; ++t) atomicAdd(&audit[t], 1u);
 }
@@ -377,7 +388,7 @@ static __device__ __noinline__ void audit_chunk(unsigned* audit, unsigned long l
 // control block, with an atomic whose answer nobody waits for; the block whose new chunk holds
 // a multiple of 2^progress_shift waits for it and refreshes host memory (about 1024 times
 // per launch; not at a block's first chunk, which has nothing new to report).
-static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_host* host,
+static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
                                      unsigned gy, unsigned gz, volatile LeaderState& ls,
@@ -470,7 +481,7 @@ static __device__ __noinline__ void next_chunk(cupreempt_control* c, cupreempt_h
 // have no such block, so the block that retires the last task raises `finished`. Then the
 // block stops counting itself (lane first, in host memory, before another block can take the
 // lane over; the GPU's stores to host memory arrive in the order they were made).
-static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* host,
+static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host* host,
                                    unsigned long long total, volatile LeaderState& ls) {
   const unsigned long long ran = ls.ran;
   if (host) {
@@ -502,7 +513,7 @@ static __device__ __noinline__ void leave(cupreempt_control* c, cupreempt_host* 
 // At a launch's normal end the last retirements are still landing (microseconds): the tail
 // polls without sleeping for kSpinNs before it parks, so that the stream goes on at once.
 constexpr unsigned long long kSpinNs = 10000;
-static __device__ __noinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
+static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host* host,
                                   unsigned long long total, volatile LeaderState& ls) {
   if (!ls.tail) ls.tail = atomicAdd(&c->main_left, 1u) + 1 == gridDim.x * gridDim.y * gridDim.z;
   if (!ls.tail) return false;

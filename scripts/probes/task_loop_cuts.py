@@ -39,7 +39,7 @@ def chain(*cuts):
 
 def minimal_next_chunk(src):
     """next_chunk reduced to one claim of `fixed` (else 1) tasks, keeping the retire count."""
-    a = src.index("static __device__ __noinline__ void next_chunk(")
+    a = src.index("static __device__ CUPREEMPT_STEP void next_chunk(")
     b = src.index("{", src.index("BlockState& st)", a)) + 1
     e = src.index("\n}\n", b)
     body = """
@@ -79,7 +79,7 @@ CUTS = {
         "      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);",
         "      again = 0;"),
     "inline-next-chunk": replace(
-        "static __device__ __noinline__ void next_chunk(",
+        "static __device__ CUPREEMPT_STEP void next_chunk(",
         "static __device__ __forceinline__ void next_chunk("),
     "minimal-next-chunk": minimal_next_chunk,
     "no-shfl": chain(
@@ -110,16 +110,17 @@ CUTS = {
         "    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
         "    ls.next = want >= 1.0f ? 3u : 3u;"),
     "inline-steps": chain(
-        replace("static __device__ __noinline__ void next_chunk(",
+        replace("static __device__ CUPREEMPT_STEP void next_chunk(",
                 "static __device__ __forceinline__ void next_chunk("),
-        replace("static __device__ __noinline__ void leave(",
+        replace("static __device__ CUPREEMPT_STEP void leave(",
                 "static __device__ __forceinline__ void leave("),
-        replace("static __device__ __noinline__ bool enter(",
+        replace("static __device__ CUPREEMPT_STEP bool enter(",
                 "static __device__ __forceinline__ bool enter(")),
     # Timing only: no smaller chunks near the end.
     "no-tail-shrink": replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
-    # A block's first chunk is 3 tasks instead of 1 (too long for tasks of over 7 us).
-    "first-chunk-3": replace("  const unsigned n = fixed ? fixed : 1u;", "  const unsigned n = fixed ? fixed : 3u;"),
+    # Timing only: a block's first adaptive chunk is 3 tasks whatever an earlier launch measured
+    # (too long for tasks of over 7 us).
+    "first-chunk-3": replace("  if (!l.task_ns) return 1u;", "  if (true) return 3u;  // cut first-chunk-3"),
 }
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
