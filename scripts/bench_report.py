@@ -4,31 +4,12 @@ import math
 import pathlib
 import sys
 
+from bench_log import parse, preemptible
+
 out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "target/bench-out")
 logs = out / "logs"
 dest = out / "bench"
 dest.mkdir(parents=True, exist_ok=True)
-
-
-def parse(path):
-    kv = {}
-    if path.exists():
-        for line in path.read_text(errors="replace").splitlines():
-            parts = line.split()
-            if len(parts) == 2:
-                kv.setdefault(parts[0], parts[1])
-            elif parts[:1] == ["plans"] and len(parts) % 2 == 1:
-                # The runtime's plans of the timed runs' launches: "plans OUTCOME N ...".
-                kv.setdefault("plans", dict(zip(parts[1::2], map(int, parts[2::2]))))
-    return kv
-
-
-def preemptible(kv):
-    """Timed launches planned preemptible, of all: "P/N", or "—" without plan counts."""
-    plans = kv.get("plans")
-    if not plans:
-        return "—"
-    return f"{plans.get('preemptible', 0)}/{sum(plans.values())}"
 
 
 def num(kv, key):

@@ -1,7 +1,7 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
 //! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
-//! table of two external passes.
+//! table of two external passes, and the benchmark logs' parser.
 use std::process::Command;
 
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
@@ -41,4 +41,11 @@ fn the_compile_check_finds_translation_units() {
 #[test]
 fn two_external_passes_compare_program_by_program() {
     self_test("scripts/probes/external_libs_report.py");
+}
+
+/// The benchmark logs' parser shared by bench_report.py and compare_builds.sh: the median and
+/// the launches planned preemptible of all.
+#[test]
+fn the_benchmark_logs_give_their_median_and_plans() {
+    self_test("scripts/bench_log.py");
 }

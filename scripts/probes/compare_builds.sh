@@ -28,10 +28,11 @@ done
 # The median, and where the build prints its plan counts, the timed launches planned
 # preemptible of all ("P/N"): an overhead measured on original launches is none.
 median() {
-  "$@" time:"$runs" 2>&1 | awk '/^median_ms/ {m = $2}
-    /^plans / {for (i = 2; i < NF; i += 2) {n += $(i + 1); if ($i == "preemptible") p = $(i + 1)}
-               plans = 1}
-    END {printf "%s", m; if (plans) printf " %d/%d", p, n}'
+  local log
+  log=$(mktemp)
+  "$@" time:"$runs" >"$log" 2>&1
+  python3 scripts/bench_log.py "$log"
+  rm -f "$log"
 }
 for p in $programs; do
   for size in ${PROBE_SIZES:-large small trivial}; do
