@@ -157,8 +157,8 @@ struct TaskCtx {
     return t;
   }
 
-  // Out of line: it runs once per chunk (the leader) or, with more than 2^32 tasks, at a
-  // row's end.
+  // Out of line (but inlined under -rdc, CUPREEMPT_STEP): it runs once per chunk (the
+  // leader) or, with more than 2^32 tasks, at a row's end.
   static __device__ CUPREEMPT_STEP uint3 split(unsigned long long task, unsigned gx,
                                              unsigned gy) {
     if (!(task >> 32)) {
@@ -288,12 +288,12 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // with relocatable device code (-rdc, CMake's CUDA_SEPARABLE_COMPILATION): ptxas then compiles
 // each call to the ABI, and the device link gives every wrapper the callees' registers and a
 // stack frame (the CUDA samples' sortingNetworks: every wrapper 52 registers and 88 bytes of
-// stack, against 24-40 registers and none with the steps inlined), so there they are inlined. They run
-// once per chunk or per block, and take scalars so that the call needs no stack frame. The
-// launch's values come as arguments: copied into the leader's shared state once per block and
-// read from there by argument-less steps, they made the wrappers of the CUDA samples' kernels
-// larger, not smaller (432 wrappers under ptxas -v for sm_90: 170 of them 1-34 registers more,
-// 112 fewer; 78 above 32 registers instead of 58).
+// stack, against 24-40 registers and none with the steps inlined), so there they are inlined
+// (CUPREEMPT_STEP). They run once per chunk or per block, and take scalars so that the call
+// needs no stack frame. The launch's values come as arguments: copied into the leader's shared
+// state once per block and read from there by argument-less steps, they made the wrappers of
+// the CUDA samples' kernels larger, not smaller (432 wrappers under ptxas -v for sm_90: 170
+// of them 1-34 registers more, 112 fewer; 78 above 32 registers instead of 58).
 
 // The size of a block's first chunk when it is adaptive: one task, unless an earlier launch
 // of the same kernel and configuration measured its tasks (l.task_ns; kMaxFirstChunk).
