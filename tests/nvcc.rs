@@ -85,6 +85,49 @@ int main() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
+/// A block's first adaptive chunk (task_loop.cuh, `first_chunk_size`, run on the host): one
+/// task when no time per task is known, else as many as fit the budget and half the fair share,
+/// at most 3, never fewer than 1.
+#[test]
+fn the_first_chunk_fits_the_budget_and_the_fair_share() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-first-chunk");
+    let src = dir.join("first_chunk.cu");
+    std::fs::write(
+        &src,
+        r#"#include <cstdio>
+#include "cupreempt.cuh"
+int main() {
+  struct Case { unsigned budget, task_ns; unsigned long long total; unsigned blocks, want; };
+  const Case cases[] = {
+      {20000, 0, 65536, 1056, 1},      // nothing measured
+      {20000, 6400, 65536, 1056, 3},   // 3.1 fit
+      {20000, 9000, 65536, 1056, 2},   // 2.2 fit
+      {20000, 25000, 65536, 1056, 1},  // a task longer than the budget
+      {20000, 100, 65536, 1056, 3},    // the cap
+      {20000, 100, 4000, 1000, 2},     // half the fair share: 2
+      {20000, 100, 1000, 1000, 1},     // fewer tasks than two per block
+      {20000, 100, 65536, 0, 1},       // no grid
+  };
+  int bad = 0;
+  for (const Case& c : cases) {
+    const unsigned got = cupreempt::first_chunk_size(c.budget, c.task_ns, c.total, c.blocks);
+    if (got != c.want)
+      std::printf("budget %u task %u total %llu blocks %u: %u, want %u\n", c.budget, c.task_ns,
+                  c.total, c.blocks, got, c.want), ++bad;
+  }
+  return bad;
+}
+"#,
+    )
+    .unwrap();
+    let exe = dir.join("first_chunk");
+    support::compiles(support::nvcc_build(&nvcc, &exe).arg(&src), "first_chunk.cu")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let o = std::process::Command::new(&exe).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
 /// A kernel launched in one file and defined in another: the launch goes through the wrapper
 /// of the defining file when that file was transformed, and the program still links when it
 /// was not (the wrappers are declared weak; the launch shim then runs the original).

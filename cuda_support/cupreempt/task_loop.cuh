@@ -296,11 +296,20 @@ __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned sm
 // of them 1-34 registers more, 112 fewer; 78 above 32 registers instead of 58).
 
 // The size of a block's first chunk when it is adaptive: one task, unless an earlier launch
-// of the same kernel and configuration measured its tasks (l.task_ns; kMaxFirstChunk).
-__device__ __forceinline__ unsigned first_chunk(const cupreempt_launch& l, unsigned budget) {
-  if (!l.task_ns) return 1u;
-  const float fit = __fdividef((float)budget, (float)l.task_ns);
-  const float fair = __fdividef((float)l.total_tasks, kTailShare * gridDim.x * gridDim.y * gridDim.z);
+// of the same kernel and configuration measured its tasks (`task_ns`): then as many as fit
+// the budget and the launch's fair share (`total` tasks over `blocks`), at most
+// kMaxFirstChunk. Host and device (tests/nvcc.rs runs it on the host).
+__host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, unsigned task_ns,
+                                                              unsigned long long total,
+                                                              unsigned blocks) {
+  if (!task_ns || !blocks) return 1u;
+#ifdef __CUDA_ARCH__
+  const float fit = __fdividef((float)budget, (float)task_ns);
+  const float fair = __fdividef((float)total, kTailShare * blocks);
+#else
+  const float fit = (float)budget / (float)task_ns;
+  const float fair = (float)total / (kTailShare * blocks);
+#endif
   const float n = fminf(fminf(fit, fair), kMaxFirstChunk);
   return n >= 1.0f ? (unsigned)n : 1u;
 }
@@ -325,7 +334,7 @@ __device__ __forceinline__ unsigned first_chunk(const cupreempt_launch& l, unsig
 // fence: thousands of blocks starting at once with one fence each made the starts, and with
 // them the yields, take milliseconds (H100). A block that a standing order keeps off its SM
 // (start_away) claims nothing: its first next_chunk sends it away. `n`: the first chunk's
-// size (fixed, or first_chunk()). Returns whether the first chunk is in `st` (else the first
+// size (fixed, or first_chunk_size()). Returns whether the first chunk is in `st` (else the first
 // next_chunk looks at the command and claims).
 static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host* host,
                                           unsigned long long total, unsigned n,
@@ -584,8 +593,11 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     bool claimed = false;  // the leader's first chunk is in states[0] (enter())
     if (leader) {
       const unsigned smid = sm_id();
-      claimed = enter(c, l.host, l.total_tasks, fixed ? fixed : first_chunk(l, budget), l.first,
-                      smid, starts_off(l, smid), ls, states[0]);
+      const unsigned n = fixed ? fixed
+                               : first_chunk_size(budget, l.task_ns, l.total_tasks,
+                                                  gridDim.x * gridDim.y * gridDim.z);
+      claimed = enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), ls,
+                      states[0]);
     }
     for (unsigned parity = 0;; parity ^= 1u) {
       BlockState& st = states[parity];
