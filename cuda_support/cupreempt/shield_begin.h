@@ -139,8 +139,8 @@
 #undef finished
 #pragma push_macro("first")
 #undef first
-#pragma push_macro("first_chunk")
-#undef first_chunk
+#pragma push_macro("first_chunk_size")
+#undef first_chunk_size
 #pragma push_macro("fit")
 #undef fit
 #pragma push_macro("fixed")

@@ -160,7 +160,7 @@
 #pragma pop_macro("forward")
 #pragma pop_macro("fixed")
 #pragma pop_macro("fit")
-#pragma pop_macro("first_chunk")
+#pragma pop_macro("first_chunk_size")
 #pragma pop_macro("first")
 #pragma pop_macro("finished")
 #pragma pop_macro("fence_due")
