@@ -361,9 +361,11 @@ fn counts_line(counts: &[u64; PLAN_OUTCOMES]) -> String {
 }
 
 extern "C" fn counts_at_exit() {
+    use std::io::Write;
     let counts: [u64; PLAN_OUTCOMES] =
         std::array::from_fn(|i| PLAN_COUNTS[i].load(Ordering::Relaxed));
-    eprintln!("{}", counts_line(&counts));
+    // Not eprintln!: it panics when stderr is gone, and a panic here would abort the exit.
+    let _ = writeln!(std::io::stderr(), "{}", counts_line(&counts));
 }
 
 /// `CUPREEMPT_VERBOSE`: why launches run the original kernel, once per kernel, configuration
