@@ -1,7 +1,7 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
 //! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
-//! table of two external passes, and the benchmark logs' parser.
+//! table of two external passes, the benchmark logs' parser and the task loop's timing cuts.
 use std::process::Command;
 
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
@@ -48,4 +48,11 @@ fn two_external_passes_compare_program_by_program() {
 #[test]
 fn the_benchmark_logs_give_their_median_and_plans() {
     self_test("scripts/bench_log.py");
+}
+
+/// The task loop's timing cuts (scripts/probes/task_loop_cuts.py) still apply to the tree's
+/// task_loop.cuh: each finds its text and changes it.
+#[test]
+fn every_task_loop_cut_still_applies() {
+    self_test("scripts/probes/task_loop_cuts.py");
 }

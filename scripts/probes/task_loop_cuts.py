@@ -6,7 +6,8 @@ cut copies are wrong on purpose (they break preemption, progress or the end of a
 the runtime), so they are for timing only; each cut must change the file, or the task loop has
 moved on and the cut must follow it.
 
-Usage: scripts/probes/task_loop_cuts.py OUT [NAME...]   (default: every cut; `list` lists them)
+Usage: scripts/probes/task_loop_cuts.py OUT [NAME...]   (default: every cut; `list` lists them;
+  `--self-test` checks that every cut still applies to the tree's task loop)
 Then, on a GPU machine:
   for v in OUT/*; do nvcc -O3 -arch=sm_90 -std=c++17 -I $v scripts/probes/persistent_forms.cu \
     -o /tmp/pf-$(basename $v); done
@@ -72,6 +73,11 @@ CUTS = {
     "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
     "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
     "no-started": replace("if (host && first) host->started = 1;", "(void)first;"),
+    # Timing only: the tail's last stores to host memory (progress and run time) left out, to
+    # tell what they add to a launch's drain (the runtime's history then measures nothing).
+    "no-tail-host-stores": chain(
+        replace("    host->done_tasks = total;\n", ""),
+        replace("    host->run_ns = run ? run : 1;\n", "    (void)run;\n")),
     "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
@@ -120,7 +126,8 @@ CUTS = {
     "no-tail-shrink": replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
     # Timing only: a block's first adaptive chunk is 3 tasks whatever an earlier launch measured
     # (too long for tasks of over 7 us).
-    "first-chunk-3": replace("  if (!l.task_ns) return 1u;", "  if (true) return 3u;  // cut first-chunk-3"),
+    "first-chunk-3": replace("  if (!task_ns || !blocks) return 1u;",
+                             "  if (true) return 3u;  // cut first-chunk-3"),
 }
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
@@ -137,6 +144,18 @@ def main():
         raise SystemExit(__doc__)
     if args[0] == "list":
         print("\n".join(CUTS))
+        return
+    if args[0] == "--self-test":
+        # Every cut still finds its text in the tree's task loop and changes it (run in CI, so
+        # that a change to task_loop.cuh brings the cuts along).
+        src = LOOP.read_text()
+        for name, cut in CUTS.items():
+            try:
+                if cut(src) == src:
+                    raise SystemExit(f"cut {name} changed nothing")
+            except SystemExit as e:
+                raise SystemExit(f"cut {name}: {e}") from None
+        print(f"task_loop_cuts self-test: {len(CUTS)} cuts apply")
         return
     out, names = Path(args[0]), args[1:] or list(CUTS)
     src = LOOP.read_text()
