@@ -55,11 +55,8 @@ fn every_transformed_fixture_compiles_with_nvcc() {
 /// host (it is `__host__ __device__`; no GPU needed).
 #[test]
 fn wide_task_numbers_split_like_division() {
-    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let dir = support::tempdir("nvcc-divide");
-    let src = dir.join("divide.cu");
-    std::fs::write(
-        &src,
+    runs_on_host(
+        "divide",
         r#"#include <cstdio>
 #include "cupreempt.cuh"
 int main() {
@@ -76,13 +73,7 @@ int main() {
   return bad;
 }
 "#,
-    )
-    .unwrap();
-    let exe = dir.join("divide");
-    support::compiles(support::nvcc_build(&nvcc, &exe).arg(&src), "divide.cu")
-        .unwrap_or_else(|e| panic!("{e}"));
-    let o = std::process::Command::new(&exe).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    );
 }
 
 /// A block's first adaptive chunk (task_loop.cuh, `first_chunk_size`, run on the host): one
@@ -90,11 +81,8 @@ int main() {
 /// at most 3, never fewer than 1.
 #[test]
 fn the_first_chunk_fits_the_budget_and_the_fair_share() {
-    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let dir = support::tempdir("nvcc-first-chunk");
-    let src = dir.join("first_chunk.cu");
-    std::fs::write(
-        &src,
+    runs_on_host(
+        "first_chunk",
         r#"#include <cstdio>
 #include "cupreempt.cuh"
 int main() {
@@ -119,10 +107,18 @@ int main() {
   return bad;
 }
 "#,
-    )
-    .unwrap();
-    let exe = dir.join("first_chunk");
-    support::compiles(support::nvcc_build(&nvcc, &exe).arg(&src), "first_chunk.cu")
+    );
+}
+
+/// Builds `src` (a program with its own `main` that includes cupreempt.cuh) with nvcc and runs
+/// it on the host: its exit status must be 0, its output says what went wrong.
+fn runs_on_host(name: &str, src: &str) {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir(&format!("nvcc-{name}"));
+    let cu = dir.join(format!("{name}.cu"));
+    std::fs::write(&cu, src).unwrap();
+    let exe = dir.join(name);
+    support::compiles(support::nvcc_build(&nvcc, &exe).arg(&cu), name)
         .unwrap_or_else(|e| panic!("{e}"));
     let o = std::process::Command::new(&exe).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));

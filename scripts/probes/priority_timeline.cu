@@ -34,10 +34,18 @@ __device__ __forceinline__ unsigned long long stamp_now() {
   return t;
 }
 
-// slot[0]: the launch's first task start (atomicMin), slot[1]: its last task end (atomicMax).
+// A task's start and end in its launch's slot: slot[0] the first start, slot[1] the last end.
+__device__ __forceinline__ void stamp_start(unsigned long long* slot) {
+  if (threadIdx.x == 0) atomicMin(&slot[0], stamp_now());
+}
+__device__ __forceinline__ void stamp_end(unsigned long long* slot) {
+  __syncthreads();
+  if (threadIdx.x == 0) atomicMax(&slot[1], stamp_now());
+}
+
 __global__ void low_rotate(const float2* in, float2* out, float c, float s, int inner,
                            unsigned long long* slot) {
-  if (threadIdx.x == 0) atomicMin(&slot[0], stamp_now());
+  stamp_start(slot);
   const int i = blockIdx.x * kThreads + threadIdx.x;
   float2 v = in[i];
   for (int k = 0; k < inner; ++k) {
@@ -45,13 +53,12 @@ __global__ void low_rotate(const float2* in, float2* out, float c, float s, int 
     v.x = x, v.y = y;
   }
   out[i] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) atomicMax(&slot[1], stamp_now());
+  stamp_end(slot);
 }
 
 __global__ void high_orbit(const float2* in, float2* out, float2 w, float2 d, int inner,
                            unsigned long long* slot) {
-  if (threadIdx.x == 0) atomicMin(&slot[0], stamp_now());
+  stamp_start(slot);
   const int i = blockIdx.x * kThreads + threadIdx.x;
   float2 z = in[i];
   for (int k = 0; k < inner; ++k) {
@@ -59,8 +66,7 @@ __global__ void high_orbit(const float2* in, float2* out, float2 w, float2 d, in
     z.x = x, z.y = y;
   }
   out[i] = z;
-  __syncthreads();
-  if (threadIdx.x == 0) atomicMax(&slot[1], stamp_now());
+  stamp_end(slot);
 }
 
 int main(int argc, char** argv) {

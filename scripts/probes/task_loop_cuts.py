@@ -138,6 +138,17 @@ CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes
 CUTS["all-inline"] = chain(CUTS["all"], CUTS["no-start-off"], CUTS["inline-steps"])
 
 
+def apply(name, src):
+    """Cut `name` applied to `src`; exits when its text is gone or it changes nothing."""
+    try:
+        cut = CUTS[name](src)
+    except SystemExit as e:
+        raise SystemExit(f"cut {name}: {e}") from None
+    if cut == src:
+        raise SystemExit(f"cut {name} changed nothing")
+    return cut
+
+
 def main():
     args = sys.argv[1:]
     if not args:
@@ -145,26 +156,19 @@ def main():
     if args[0] == "list":
         print("\n".join(CUTS))
         return
+    src = LOOP.read_text()
     if args[0] == "--self-test":
         # Every cut still finds its text in the tree's task loop and changes it (run in CI, so
         # that a change to task_loop.cuh brings the cuts along).
-        src = LOOP.read_text()
-        for name, cut in CUTS.items():
-            try:
-                if cut(src) == src:
-                    raise SystemExit(f"cut {name} changed nothing")
-            except SystemExit as e:
-                raise SystemExit(f"cut {name}: {e}") from None
+        for name in CUTS:
+            apply(name, src)
         print(f"task_loop_cuts self-test: {len(CUTS)} cuts apply")
         return
     out, names = Path(args[0]), args[1:] or list(CUTS)
-    src = LOOP.read_text()
     for name in names:
         if name not in CUTS:
             raise SystemExit(f"no cut {name!r}; cuts: {', '.join(CUTS)}")
-        cut = CUTS[name](src)
-        if cut == src:
-            raise SystemExit(f"cut {name} changed nothing")
+        cut = apply(name, src)
         dest = out / name
         if dest.exists():
             shutil.rmtree(dest)

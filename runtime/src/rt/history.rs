@@ -522,8 +522,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_long_trial_makes_the_configuration_preemptible() {
+    /// A configuration measured at 70 us preemptible, whose timed trial of the original then
+    /// took 45 us (over the 30 us limit): the launch after the trial is preemptible.
+    fn after_a_long_trial() -> History {
         let h = history(30);
         let mut m = FakeMirror::new(1);
         measured_preemptible(&h, key(4000), &mut m, 70_000);
@@ -534,6 +535,12 @@ mod tests {
         let time = std::sync::Arc::new(Mutex::new(Some(45_000)));
         h.trial_started(key(4000), Box::new(FakeStopwatch(time)));
         assert_eq!(h.choose(&key(4000), CAPACITY), None);
+        h
+    }
+
+    #[test]
+    fn a_long_trial_makes_the_configuration_preemptible() {
+        let h = after_a_long_trial();
         assert_eq!(
             h.choose(&key(4000), CAPACITY),
             None,
@@ -543,16 +550,7 @@ mod tests {
 
     #[test]
     fn a_long_trial_holds_for_remeasure_preemptible_launches() {
-        let h = history(30);
-        let mut m = FakeMirror::new(1);
-        measured_preemptible(&h, key(4000), &mut m, 70_000);
-        assert!(matches!(
-            h.choose(&key(4000), CAPACITY),
-            Some(Original::Trial(_))
-        ));
-        let time = std::sync::Arc::new(Mutex::new(Some(45_000)));
-        h.trial_started(key(4000), Box::new(FakeStopwatch(time)));
-        assert_eq!(h.choose(&key(4000), CAPACITY), None);
+        let h = after_a_long_trial();
         // Each later preemptible launch measures a few times the limit again: no trial (and
         // none of the launches made while one would run in the original form) until
         // REMEASURE of them have been made.
