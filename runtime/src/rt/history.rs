@@ -271,9 +271,10 @@ impl History {
         let Some(e) = entries.by_config.get(key) else {
             return 0;
         };
-        let (Some(run_ns), tasks) = (e.run_ns, key.tasks()) else {
+        let Some(run_ns) = e.run_ns else {
             return 0;
         };
+        let tasks = key.tasks();
         let in_turn = tasks.div_ceil(tasks.min(e.capacity).max(1)).max(1);
         u32::try_from(run_ns / in_turn).unwrap_or(u32::MAX).max(1)
     }
