@@ -167,6 +167,8 @@
 #undef gx
 #pragma push_macro("gy")
 #undef gy
+#pragma push_macro("gz")
+#undef gz
 #pragma push_macro("h")
 #undef h
 #pragma push_macro("handles")

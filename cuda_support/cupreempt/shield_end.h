@@ -147,6 +147,7 @@
 #pragma pop_macro("held")
 #pragma pop_macro("handles")
 #pragma pop_macro("h")
+#pragma pop_macro("gz")
 #pragma pop_macro("gy")
 #pragma pop_macro("gx")
 #pragma pop_macro("grid_z")

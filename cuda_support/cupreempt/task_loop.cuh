@@ -339,6 +339,7 @@ __host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, u
 static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host* host,
                                           unsigned long long total, unsigned n,
                                           unsigned first, unsigned smid, unsigned start_away,
+                                          unsigned gx, unsigned gy, unsigned gz,
                                           volatile LeaderState& ls, BlockState& st) {
   const bool take = first && host && !start_away;  // a runtime launch's first instance
   unsigned long long begin = 0;
@@ -370,6 +371,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   st.end = begin + n < total ? begin + n : total;
   st.stop = begin >= total;
   ls.chunk_begin = begin;
+  if (begin < total) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
   ls.last_ns = global_ns();
   return true;
 }
@@ -397,8 +399,9 @@ static __device__ CUPREEMPT_STEP void audit_chunk(unsigned* audit, unsigned long
 // per launch; not at a block's first chunk, which has nothing new to report).
 static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned fixed, unsigned budget,
-                                     unsigned progress_shift, unsigned* audit,
-                                     volatile LeaderState& ls, BlockState& st) {
+                                     unsigned progress_shift, unsigned* audit, unsigned gx,
+                                     unsigned gy, unsigned gz, volatile LeaderState& ls,
+                                     BlockState& st) {
 #ifdef CUPREEMPT_AUDIT
   if (audit && ls.unreported) audit_chunk(audit, ls.chunk_begin, ls.unreported);
 #endif
@@ -470,6 +473,10 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   st.end = end;
   st.stop = stop;
   ls.chunk_begin = begin;
+  // The chunk's first blockIdx here, in the step: computed once after either step in
+  // run_tasks, it cost pathfinder 2.5 points and convolution_separable 1.3-2.4 (H100,
+  // scripts/probes/compare_builds.sh), though under -rdc it saved a 1.6 KB copy of split().
+  if (!stop) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
   const unsigned long long done = ls.unreported, step = 1ull << progress_shift;
   if (host && done && !stop && ((begin + step - 1) & ~(step - 1)) < end)
     host->done_tasks = atomicAdd(&c->done_tasks, done) + done;
@@ -596,20 +603,15 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       const unsigned n = fixed ? fixed
                                : first_chunk_size(budget, l.task_ns, l.total_tasks,
                                                   gridDim.x * gridDim.y * gridDim.z);
-      claimed = enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), ls,
-                      states[0]);
+      claimed = enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid),
+                      l.grid_x, l.grid_y, l.grid_z, ls, states[0]);
     }
     for (unsigned parity = 0;; parity ^= 1u) {
       BlockState& st = states[parity];
       if (leader && !claimed)
-        next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, ls, st);
+        next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
+                   l.grid_y, l.grid_z, ls, st);
       claimed = false;
-      // The chunk's first blockIdx, in one place for both steps' chunks: under -rdc the steps
-      // are inlined, and each inlined copy of split() (with its 64-bit division) was 1.7 KB of
-      // the wrapper's code, which a first launch loads.
-      if (leader && !st.stop)
-        st.first = l.grid_y == 1 && l.grid_z == 1 ? make_uint3((unsigned)st.begin, 0, 0)
-                                                  : TaskCtx::split(st.begin, l.grid_x, l.grid_y);
       __syncthreads();
       // Every thread reads the same values, but ptxas cannot tell that from a shared-memory
       // load: it then assumes that warps may diverge in the task loop and gives each barrier

@@ -21,6 +21,10 @@
 //                launch's parameters, cupreempt_launch, and cupreempt::BlockState)
 //   claim_end    claim_tctx with the task loop's end of a block: every thread fences, the
 //                block meets, the leader retires its tasks with an atomic
+//   claim_pad    claim with PAD dependent integer instructions by the leader before each claim
+//                (the task loop's step between two chunks is about 150 instructions): whether
+//                a leader's instructions cost in proportion to their number while other
+//                blocks' warps compute on the SM
 //   claim_ahead  claim, but the leader takes the next task from the counter as the block starts
 //                the current one (its answer arrives while the task runs): no claim latency
 //                between two tasks, and each block holds one task more than it runs
@@ -153,17 +157,24 @@ __global__ void stride_sync(const float2* in, float2* out, float c, float s, int
   }
 }
 
-template <unsigned Chunk, bool Slow = false>
+template <unsigned Chunk, bool Slow = false, int Pad = 0>
 __global__ void claim(const float2* in, float2* out, float c, float s, int inner, unsigned tasks,
                       unsigned* counter) {
   BLOCK_STAMP;
   __shared__ unsigned first;
   for (;;) {
     if (threadIdx.x == 0) {
-      unsigned* at = counter;
-      if (Slow)  // one load's round trip before the claim, as the task loop's command check
-        at += *(volatile unsigned*)(counter + 1024) & 0u;
-      first = atomicAdd(at, Chunk);
+      unsigned pad = 0;
+      if (Pad) asm volatile("mov.u32 %0, %%clock;" : "=r"(pad));  // unknown to ptxas
+#pragma unroll
+      for (int k = 0; k < Pad; ++k) asm volatile("mad.lo.u32 %0, %0, %0, 1;" : "+r"(pad));
+      if (Pad && pad == 0x9e3779b9u) counter += 1;  // never, but the compiler cannot know
+      // Slow: the claim waits for a load's answer, as the task loop's claim waits for the
+      // command (the word is never all ones, but the compiler cannot know).
+      if (Slow && *(volatile unsigned*)(counter + 1024) == ~0u)
+        first = tasks;
+      else
+        first = atomicAdd(counter, Chunk);
     }
     __syncthreads();
     const unsigned begin = first;
@@ -336,8 +347,9 @@ int main(int argc, char** argv) {
   CHECK(cudaHostGetDevicePointer(&mirrors_device, mirrors, 0));
   const char* names[] = {"original",  "stride",    "stride_sync", "claim",
                          "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
-                         "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow"};
-  for (int form = 0; form < 13; ++form) {
+                         "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow",
+                         "claim_pad50", "claim_pad150"};
+  for (int form = 0; form < 15; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
@@ -349,6 +361,8 @@ int main(int argc, char** argv) {
                     : form == 10 ? (const void*)claim_end
                     : form == 11 ? (const void*)claim_ahead
                     : form == 12 ? (const void*)claim<1, true>
+                    : form == 13 ? (const void*)claim<1, false, 50>
+                    : form == 14 ? (const void*)claim<1, false, 150>
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
@@ -366,6 +380,8 @@ int main(int argc, char** argv) {
       if (form == 10) claim_end<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 11) claim_ahead<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 12) claim<1, true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 13) claim<1, false, 50><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 14) claim<1, false, 150><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 5 || form == 6) {
         if (form == 6) l.host = mirrors_device + i, l.first = 1, l.progress_shift = 4;
         wrapped<<<grid, BS>>>(l, in, out, c, s, inner, tasks);

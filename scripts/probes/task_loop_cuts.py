@@ -129,10 +129,66 @@ CUTS = {
     "first-chunk-3": replace("  if (!task_ns || !blocks) return 1u;",
                              "  if (true) return 3u;  // cut first-chunk-3"),
 }
+# The block's results made visible by the leader's fence after the barrier instead of every
+# thread's fence before it: the barrier orders the threads' stores before the leader's fence,
+# and a fence is cumulative (the pattern of a cooperative grid's sync). Correct.
+CUTS["leader-end-fence"] = replace(
+    "    __threadfence();\n    __syncthreads();\n    if (leader) {\n      leave(",
+    "    __syncthreads();\n    if (leader) {\n      __threadfence();\n      leave(")
+# Timing only, each one load or store of the leader's step between two chunks left out.
+CUTS["no-seen-load"] = replace(
+    "  const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;\n",
+    "  const unsigned long long seen = 0;\n")
+CUTS["no-command-load"] = replace(
+    "  bool stop = must_yield(c, host, ls);\n  if (stop) {\n    atomicAdd(&c->yielded_blocks",
+    "  bool stop = false;\n  if (stop) {\n    atomicAdd(&c->yielded_blocks")
+CUTS["no-step-timer"] = replace(
+    "  ls.unreported = 0;\n  ls.last_ns = global_ns();\n}",
+    "  ls.unreported = 0;\n  ls.last_ns = 0;\n}")
+# Timing only: the leader's state read as plain (not volatile) shared memory inside
+# next_chunk, so that the compiler may keep fields in registers and batch the loads.
+CUTS["ls-plain"] = replace(
+    "unsigned gy, unsigned gz, volatile LeaderState& ls,\n"
+    "                                     BlockState& st) {\n",
+    "unsigned gy, unsigned gz, volatile LeaderState& ls_v,\n"
+    "                                     BlockState& st) {\n"
+    "  LeaderState& ls = const_cast<LeaderState&>(ls_v);\n")
+
+
+def claim_beside_command(src):
+    """Timing only (a yield loses the chunk claimed beside it): the claim goes out with the
+    command's load instead of after its answer, and the tail's share is counted from the
+    block's last claim instead of a fresh load of the counter."""
+    a = src.index("  // Both loads go out before either answer is needed: one wait instead of two.\n")
+    b = src.index("  st.begin = begin;\n  st.end = end;\n", a)
+    body = """  const unsigned long long seen = ls.chunk_begin;  // the last claim: a stale lower bound
+  unsigned long long n = ls.next;
+  if (!fixed && seen < total) {
+    const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
+    if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+  }
+  begin = atomicAdd(&c->next_task, n);
+  bool stop = must_yield(c, host, ls);
+  if (stop) {
+    atomicAdd(&c->yielded_blocks, 1u);
+  } else {
+    if (begin == 0 && host) c->start_ns = global_ns();
+    stop = begin >= total;
+    end = begin + n < total ? begin + n : total;
+  }
+"""
+    src = src[:a] + body + src[b:]
+    return replace("  ls.min_chunk = 1;\n", "  ls.min_chunk = 1;\n  ls.chunk_begin = 0;\n")(src)
+
+
+CUTS["claim-beside-command"] = claim_beside_command
+CUTS["lean-step"] = chain(CUTS["ls-plain"], CUTS["claim-beside-command"])
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
 # Everything above that keeps a launch outside the runtime correct, together.
+CUTS["lean-claims"] = chain(CUTS["tail-below-floor"], CUTS["no-seen-load"], CUTS["no-progress"],
+                            CUTS["no-host-progress"])
 CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes"],
                     CUTS["minimal-next-chunk"])
 CUTS["all-inline"] = chain(CUTS["all"], CUTS["no-start-off"], CUTS["inline-steps"])

@@ -103,6 +103,14 @@ pub fn is_capturing(stream: CUstream) -> Result<bool> {
     Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
 }
 
+/// The stream's priority, in CUDA's numbers (lower is more urgent; default streams have the
+/// context's least priority).
+pub fn stream_priority(stream: CUstream) -> Result<i32> {
+    let mut p = 0;
+    drv!(cuStreamGetPriority(stream, &mut p))?;
+    Ok(p)
+}
+
 pub fn make_current(ctx: CUcontext) -> Result<()> {
     let mut cur: CUcontext = std::ptr::null_mut();
     drv!(cuCtxGetCurrent(&mut cur))?;

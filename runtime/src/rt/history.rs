@@ -131,6 +131,11 @@ pub enum Original {
     Trial(u64),
     /// A timed trial of this kernel and configuration has not ended yet.
     TrialRunning,
+    /// The stream's priority (CUDA's number) is below the most urgent one the process has
+    /// launched on (the second number): unscheduled, nothing preempts this launch, and as the
+    /// original its blocks give the SMs to the urgent stream's blocks as they end, as the
+    /// program asked; a persistent kernel's blocks hold them to its end.
+    LowerPriority(i32, i32),
 }
 
 impl std::fmt::Display for Original {
@@ -166,6 +171,12 @@ impl std::fmt::Display for Original {
             Original::TrialRunning => write!(
                 f,
                 "a timed trial of the original kernel in this configuration is still running"
+            ),
+            Original::LowerPriority(own, urgent) => write!(
+                f,
+                "the stream's priority ({own}) is below that of another stream the program \
+                 launches on ({urgent}); unscheduled, nothing preempts this launch, and as \
+                 written its blocks leave the SMs to the urgent stream's kernels as they end"
             ),
             Original::Trial(ns) => write!(
                 f,

@@ -11,7 +11,7 @@ use super::driver::Event;
 use super::history::{LaunchKey, Stopwatch};
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 
 /// Not an error: the caller launches the original kernel as written (see
@@ -76,7 +76,8 @@ unsafe fn planned_key(
 /// or `CUPREEMPT_RUN_ORIGINAL`, launch the original kernel as written, where a preemptible
 /// launch would not pay or cannot work: a launch while the runtime's setup thread is still at
 /// work; a grid that fits on the GPU at once as the original kernel; a short launch (see
-/// `history.rs`); a stream being captured into a graph. Asks nothing of the persistent
+/// `history.rs`); a stream being captured into a graph; a stream less urgent than another
+/// that the program launches on. Asks nothing of the persistent
 /// wrappers, so that a program whose launches run the original never loads them. With
 /// `CUPREEMPT_VERBOSE` set, each reason is said once per kernel and configuration.
 ///
@@ -99,6 +100,11 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         // Before anything else: a capture forbids what the runtime's first use does.
         let capturing = super::driver::is_capturing(stream.cast())?;
         trace_first_plan("plan: capture query");
+        let lower = if capturing || eager() {
+            None
+        } else {
+            lower_priority(stream)?
+        };
         let runtime = || {
             if eager() || setup_waits() {
                 current_runtime().map(Some)
@@ -108,6 +114,8 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
         };
         why = if capturing {
             Some(Original::Capture)
+        } else if lower.is_some() {
+            lower
         } else if let Some(rt) = runtime()? {
             let why = plan(&rt, &key, &cfg, original)?;
             if matches!(why, Some(Original::Trial(_))) {
@@ -135,12 +143,34 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
     }
 }
 
+/// The most urgent stream priority (CUDA's number: lower is more urgent) of any stream that
+/// `cupreempt_rt_plan` has seen a launch on in this process; `i32::MAX` before the first.
+static MOST_URGENT: AtomicI32 = AtomicI32::new(i32::MAX);
+
+/// `Some(Original::LowerPriority)` where `stream` is less urgent than another stream the
+/// program has launched on. CUDA hands a freed SM to the most urgent stream's waiting blocks,
+/// so as written a low-priority kernel's blocks make way for an urgent kernel as they end; a
+/// persistent kernel's blocks end only with the kernel, and unscheduled nothing preempts it.
+/// On the H100 (scripts/probes/priority_timeline.sh, the shape of fixtures/bench's
+/// priority_streams) each urgent launch then waited 34 us after the low launch it depends on
+/// instead of 6 us. Every plan records its stream's priority, whatever its outcome.
+fn lower_priority(stream: *mut c_void) -> Result<Option<Original>, Error> {
+    let own = super::driver::stream_priority(stream.cast())?;
+    Ok(less_urgent(&MOST_URGENT, own))
+}
+
+/// Records priority `own` in `most_urgent`; `Some` where an earlier one was more urgent.
+fn less_urgent(most_urgent: &AtomicI32, own: i32) -> Option<Original> {
+    let urgent = most_urgent.fetch_min(own, Ordering::Relaxed).min(own);
+    (own > urgent).then_some(Original::LowerPriority(own, urgent))
+}
+
 /// Outcomes of `cupreempt_rt_plan` (`cupreempt_rt_plan_counts`, in runtime.h's order).
-pub const PLAN_OUTCOMES: usize = 9;
+pub const PLAN_OUTCOMES: usize = 10;
 static PLAN_COUNTS: [AtomicU64; PLAN_OUTCOMES] = [const { AtomicU64::new(0) }; PLAN_OUTCOMES];
 
-/// The index of a plan's outcome in `PLAN_COUNTS`: 0 preemptible, 1-7 the original kernel by
-/// reason, 8 an error of the plan (the shim then launches the original kernel).
+/// The index of a plan's outcome in `PLAN_COUNTS`: 0 preemptible, 1-8 the original kernel by
+/// reason, 9 an error of the plan (the shim then launches the original kernel).
 fn outcome(status: c_int, why: Option<Original>) -> usize {
     match (status, why) {
         (CUPREEMPT_OK, None) => 0,
@@ -151,7 +181,8 @@ fn outcome(status: c_int, why: Option<Original>) -> usize {
         (CUPREEMPT_OK, Some(Original::Predicted(_))) => 5,
         (CUPREEMPT_OK, Some(Original::Trial(_))) => 6,
         (CUPREEMPT_OK, Some(Original::TrialRunning)) => 7,
-        _ => 8,
+        (CUPREEMPT_OK, Some(Original::LowerPriority(..))) => 8,
+        _ => 9,
     }
 }
 
@@ -337,6 +368,7 @@ const OUTCOME_NAMES: [&str; PLAN_OUTCOMES] = [
     "predicted",
     "trial",
     "trial_running",
+    "lower_priority",
     "error",
 ];
 
@@ -433,10 +465,42 @@ mod tests {
             Some(Original::Predicted(1_000)),
             Some(Original::Trial(1_000)),
             Some(Original::TrialRunning),
+            Some(Original::LowerPriority(0, -1)),
         ];
         let indices: Vec<usize> = whys.iter().map(|&w| outcome(CUPREEMPT_OK, w)).collect();
         assert_eq!(indices, (0..PLAN_OUTCOMES - 1).collect::<Vec<_>>());
         assert_eq!(outcome(INVALID_ARGUMENT, None), PLAN_OUTCOMES - 1);
+    }
+
+    #[test]
+    fn a_stream_less_urgent_than_one_launched_on_before_runs_the_original() {
+        let most_urgent = AtomicI32::new(i32::MAX);
+        // CUDA's numbers: 0 is the least urgent (default streams), -5 the most on an H100.
+        assert_eq!(less_urgent(&most_urgent, 0), None);
+        assert_eq!(less_urgent(&most_urgent, 0), None, "one priority only");
+        assert_eq!(
+            less_urgent(&most_urgent, -2),
+            None,
+            "the most urgent so far"
+        );
+        assert_eq!(
+            less_urgent(&most_urgent, 0),
+            Some(Original::LowerPriority(0, -2))
+        );
+        assert_eq!(
+            less_urgent(&most_urgent, -1),
+            Some(Original::LowerPriority(-1, -2))
+        );
+        assert_eq!(
+            less_urgent(&most_urgent, -2),
+            None,
+            "as urgent as the most urgent"
+        );
+        assert_eq!(less_urgent(&most_urgent, -5), None);
+        assert_eq!(
+            less_urgent(&most_urgent, -2),
+            Some(Original::LowerPriority(-2, -5))
+        );
     }
 
     #[test]
