@@ -44,7 +44,7 @@ def self_test():
         "median_ms 0.8755",
         "median_ms 9.9",  # a later value of the same key: the first counts
         "plans preemptible 6 capture 0 setup 2 one_wave 0 short 32 predicted 0 trial 0 "
-        "trial_running 0 lower_priority 0 error 0",
+        "trial_running 0 error 0 lower_priority 0",
         "chunks 1 2 3",  # three words: neither a pair nor a plans line
     ])
     kv = parse_text(log)

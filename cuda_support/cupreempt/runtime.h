@@ -59,15 +59,18 @@ int cupreempt_rt_original_launched(void* stream);
 /* How many plans this process's cupreempt_rt_plan has made, by outcome, since it started:
  * counts[0] preemptible, then the original kernel for [1] a graph capture, [2] the runtime's
  * setup, [3] one wave, [4] a short launch, [5] a prediction from other grids, [6] a timed
- * trial, [7] a trial still running, [8] a stream less urgent than another the program launches
- * on, [9] an error of the plan. So that a benchmark can say which form its timed launches
- * took. */
+ * trial, [7] a trial still running; [8] an error of the plan; the original kernel for [9] a
+ * stream less urgent than another the program launches on. So that a benchmark can say which
+ * form its timed launches took. New outcomes are appended. cupreempt_rt_plan_counts_n writes
+ * the first n (at most CUPREEMPT_PLAN_OUTCOMES); cupreempt_rt_plan_counts, for programs built
+ * when there were nine, writes nine. */
 #define CUPREEMPT_PLAN_OUTCOMES 10
 /* The outcomes' names, in that order (an initializer of CUPREEMPT_PLAN_OUTCOMES strings). */
 #define CUPREEMPT_PLAN_OUTCOME_NAMES                                                    \
   {"preemptible", "capture", "setup", "one_wave", "short", "predicted", "trial", \
-   "trial_running", "lower_priority", "error"}
-int cupreempt_rt_plan_counts(unsigned long long counts[CUPREEMPT_PLAN_OUTCOMES]);
+   "trial_running", "error", "lower_priority"}
+int cupreempt_rt_plan_counts_n(unsigned long long* counts, unsigned n);
+int cupreempt_rt_plan_counts(unsigned long long counts[9]);
 /* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made
  * preemptible; the runtime learns how long it runs, for the plans of later launches. */
 int cupreempt_rt_launch_planned(void* func, void* original, const unsigned grid[3],

@@ -144,9 +144,9 @@ int main(int argc, char** argv) {
     // Which outcome the timed plans had (a runtime still setting up answers "setup" on a
     // shorter path than a ready one's "one_wave").
     unsigned long long before[CUPREEMPT_PLAN_OUTCOMES], after[CUPREEMPT_PLAN_OUTCOMES];
-    (void)cupreempt_rt_plan_counts(before);
+    (void)cupreempt_rt_plan_counts_n(before, CUPREEMPT_PLAN_OUTCOMES);
     per_call("cupreempt_rt_plan", [&] { (void)cupreempt_rt_plan((void*)f, g, bl, 0, nullptr); });
-    (void)cupreempt_rt_plan_counts(after);
+    (void)cupreempt_rt_plan_counts_n(after, CUPREEMPT_PLAN_OUTCOMES);
     const char* names[] = CUPREEMPT_PLAN_OUTCOME_NAMES;
     std::printf("  plans by outcome:");
     for (int i = 0; i < CUPREEMPT_PLAN_OUTCOMES; ++i)

@@ -165,12 +165,17 @@ fn less_urgent(most_urgent: &AtomicI32, own: i32) -> Option<Original> {
     (own > urgent).then_some(Original::LowerPriority(own, urgent))
 }
 
-/// Outcomes of `cupreempt_rt_plan` (`cupreempt_rt_plan_counts`, in runtime.h's order).
+/// Outcomes of `cupreempt_rt_plan` (`cupreempt_rt_plan_counts_n`, in runtime.h's order). New
+/// outcomes are appended, so that a caller's array of an older header's size gets the same
+/// outcomes in the same places.
 pub const PLAN_OUTCOMES: usize = 10;
+/// The outcomes that `cupreempt_rt_plan_counts` writes: as many as runtime.h had when that was
+/// the only call, so that a program built then never gets more words than its array holds.
+const FIRST_PLAN_OUTCOMES: usize = 9;
 static PLAN_COUNTS: [AtomicU64; PLAN_OUTCOMES] = [const { AtomicU64::new(0) }; PLAN_OUTCOMES];
 
-/// The index of a plan's outcome in `PLAN_COUNTS`: 0 preemptible, 1-8 the original kernel by
-/// reason, 9 an error of the plan (the shim then launches the original kernel).
+/// The index of a plan's outcome in `PLAN_COUNTS`: 0 preemptible, 1-7 and 9 the original kernel
+/// by reason, 8 an error of the plan (the shim then launches the original kernel).
 fn outcome(status: c_int, why: Option<Original>) -> usize {
     match (status, why) {
         (CUPREEMPT_OK, None) => 0,
@@ -181,28 +186,40 @@ fn outcome(status: c_int, why: Option<Original>) -> usize {
         (CUPREEMPT_OK, Some(Original::Predicted(_))) => 5,
         (CUPREEMPT_OK, Some(Original::Trial(_))) => 6,
         (CUPREEMPT_OK, Some(Original::TrialRunning)) => 7,
-        (CUPREEMPT_OK, Some(Original::LowerPriority(..))) => 8,
-        _ => 9,
+        (CUPREEMPT_OK, Some(Original::LowerPriority(..))) => 9,
+        _ => 8,
     }
 }
 
 /// Copies the counts of `cupreempt_rt_plan`'s outcomes since the process started into
-/// `counts` (`PLAN_OUTCOMES` words; order in runtime.h).
+/// `counts`: the first `n` outcomes (order in runtime.h), at most `PLAN_OUTCOMES`; words past
+/// those are left as they are.
 ///
 /// # Safety
-/// `counts`, when not null, must point to `PLAN_OUTCOMES` writable words.
+/// `counts`, when not null, must point to `n` writable words.
 #[no_mangle]
-pub unsafe extern "C" fn cupreempt_rt_plan_counts(counts: *mut u64) -> c_int {
+pub unsafe extern "C" fn cupreempt_rt_plan_counts_n(counts: *mut u64, n: c_uint) -> c_int {
     guard(|| {
         if counts.is_null() {
             return Err(Error::InvalidArgument("null counts"));
         }
-        for (i, c) in PLAN_COUNTS.iter().enumerate() {
-            // SAFETY: as the caller promises.
+        for (i, c) in PLAN_COUNTS.iter().enumerate().take(n as usize) {
+            // SAFETY: as the caller promises (i < n).
             unsafe { counts.add(i).write(c.load(Ordering::Relaxed)) };
         }
         Ok(())
     })
+}
+
+/// The first nine outcomes' counts (`FIRST_PLAN_OUTCOMES`), for programs built against a
+/// runtime.h that had nine.
+///
+/// # Safety
+/// `counts`, when not null, must point to 9 writable words.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_plan_counts(counts: *mut u64) -> c_int {
+    // SAFETY: as the caller promises.
+    unsafe { cupreempt_rt_plan_counts_n(counts, FIRST_PLAN_OUTCOMES as c_uint) }
 }
 
 /// `CUPREEMPT_TRACE_SETUP`'s steps of the first plans (where a first launch's time goes).
@@ -368,8 +385,8 @@ const OUTCOME_NAMES: [&str; PLAN_OUTCOMES] = [
     "predicted",
     "trial",
     "trial_running",
-    "lower_priority",
     "error",
+    "lower_priority",
 ];
 
 /// The plans' counts as one line: `cupreempt: N launches planned: preemptible P, ...` (the
@@ -465,11 +482,16 @@ mod tests {
             Some(Original::Predicted(1_000)),
             Some(Original::Trial(1_000)),
             Some(Original::TrialRunning),
-            Some(Original::LowerPriority(0, -1)),
         ];
         let indices: Vec<usize> = whys.iter().map(|&w| outcome(CUPREEMPT_OK, w)).collect();
-        assert_eq!(indices, (0..PLAN_OUTCOMES - 1).collect::<Vec<_>>());
-        assert_eq!(outcome(INVALID_ARGUMENT, None), PLAN_OUTCOMES - 1);
+        assert_eq!(indices, (0..8).collect::<Vec<_>>());
+        // Appended after the first nine (the error is the ninth), so that older callers'
+        // arrays keep their places.
+        assert_eq!(outcome(INVALID_ARGUMENT, None), 8);
+        assert_eq!(
+            outcome(CUPREEMPT_OK, Some(Original::LowerPriority(0, -1))),
+            9
+        );
     }
 
     #[test]
@@ -508,22 +530,52 @@ mod tests {
         let mut before = [0u64; PLAN_OUTCOMES];
         // SAFETY: PLAN_OUTCOMES words.
         assert_eq!(
-            unsafe { cupreempt_rt_plan_counts(before.as_mut_ptr()) },
+            unsafe { cupreempt_rt_plan_counts_n(before.as_mut_ptr(), PLAN_OUTCOMES as c_uint) },
             CUPREEMPT_OK
         );
         PLAN_COUNTS[3].fetch_add(2, Ordering::Relaxed);
         PLAN_COUNTS[7].fetch_add(1, Ordering::Relaxed);
+        PLAN_COUNTS[9].fetch_add(1, Ordering::Relaxed);
         let mut after = [0u64; PLAN_OUTCOMES];
         // SAFETY: as above.
         assert_eq!(
-            unsafe { cupreempt_rt_plan_counts(after.as_mut_ptr()) },
+            unsafe { cupreempt_rt_plan_counts_n(after.as_mut_ptr(), PLAN_OUTCOMES as c_uint) },
             CUPREEMPT_OK
         );
-        assert!(after[3] >= before[3] + 2 && after[7] > before[7]);
+        assert!(after[3] >= before[3] + 2 && after[7] > before[7] && after[9] > before[9]);
         // SAFETY: null is refused, not written.
         assert_eq!(
-            unsafe { cupreempt_rt_plan_counts(std::ptr::null_mut()) },
+            unsafe { cupreempt_rt_plan_counts_n(std::ptr::null_mut(), 4) },
             INVALID_ARGUMENT
         );
+    }
+
+    #[test]
+    fn a_caller_s_array_gets_no_more_words_than_it_asked_for() {
+        const UNTOUCHED: u64 = 0xC0FF_EE00_C0FF_EE00;
+        PLAN_COUNTS[9].fetch_add(1, Ordering::Relaxed);
+        let mut words = [UNTOUCHED; PLAN_OUTCOMES + 2];
+        // SAFETY: 3 words asked for, PLAN_OUTCOMES + 2 there.
+        assert_eq!(
+            unsafe { cupreempt_rt_plan_counts_n(words.as_mut_ptr(), 3) },
+            CUPREEMPT_OK
+        );
+        assert!(words[3..].iter().all(|&w| w == UNTOUCHED));
+        // More asked for than there are outcomes: the outcomes, and not a word more.
+        // SAFETY: PLAN_OUTCOMES + 2 words.
+        assert_eq!(
+            unsafe { cupreempt_rt_plan_counts_n(words.as_mut_ptr(), PLAN_OUTCOMES as c_uint + 2) },
+            CUPREEMPT_OK
+        );
+        assert!(words[PLAN_OUTCOMES..].iter().all(|&w| w == UNTOUCHED));
+        // The call that programs built against a header of nine outcomes make: nine words.
+        let mut old = [UNTOUCHED; PLAN_OUTCOMES];
+        // SAFETY: PLAN_OUTCOMES words, 9 written.
+        assert_eq!(
+            unsafe { cupreempt_rt_plan_counts(old.as_mut_ptr()) },
+            CUPREEMPT_OK
+        );
+        assert!(old[..9].iter().all(|&w| w != UNTOUCHED));
+        assert_eq!(old[9], UNTOUCHED, "the tenth word belongs to the caller");
     }
 }
