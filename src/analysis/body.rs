@@ -406,9 +406,15 @@ fn record_call<'t>(
     let arg_count = lang::count_named(args);
     // `x.sync()` where x is this thread block; `this_thread_block().sync()`.
     if callee.kind_id() == k.field_expression {
+        // `x.f<1>()` and `x.template f<1>()`: the field is a template method; its name is `f`.
         let field = callee
             .child_by_field_id(crate::lang::fields().field)
-            .map(|x| text(x, src));
+            .map(|x| {
+                let name = (x.kind_id() == k.template_method)
+                    .then(|| x.child_by_field_id(crate::lang::fields().name))
+                    .flatten();
+                text(name.unwrap_or(x), src)
+            });
         let object = callee.child_by_field_id(crate::lang::fields().argument);
         if field == Some("sync")
             && arg_count == 0

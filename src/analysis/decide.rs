@@ -83,6 +83,10 @@ pub fn decide<'t>(
                 } else if h.site.linkage.is_some() {
                     // The context form is a template, and templates have C++ linkage.
                     "a helper with `extern \"C\"` linkage cannot take the task context".to_string()
+                } else if h.site.member && !h.site.in_class {
+                    "a member function defined outside its class cannot take the task context \
+                     (its class declares no such form); define it in the class body"
+                        .to_string()
                 } else {
                     h.site
                         .problems

@@ -353,10 +353,11 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
         let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
-        let member = self
+        let in_class = self
             .ancestors
             .iter()
-            .any(|a| a.kind_id() == kinds().field_declaration_list)
+            .any(|a| a.kind_id() == kinds().field_declaration_list);
+        let member = in_class
             || (!space.global
                 && declarator
                     .child_by_field_id(crate::lang::fields().declarator)
@@ -373,6 +374,7 @@ impl<'t> Scanner<'t, '_> {
             scope: full_scope,
             qualified,
             member,
+            in_class,
             specialization,
             outer,
             func,
