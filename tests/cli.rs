@@ -942,10 +942,88 @@ fn a_kernel_declared_in_a_header_and_defined_elsewhere_is_launched_preemptibly()
     let main = std::fs::read_to_string(dir.join("out/main.cu")).unwrap();
     assert!(
         main.contains("cupreempt::launch<ops::fill__cupreempt_kernels>")
-            && main
-                .contains("namespace ops {\n// cupreempt: `fill` is declared in an included file"),
+            && main.contains(
+                "namespace ops {\n#ifndef CUPREEMPT_WRAPPERS_ops_fill__cupreempt_kernels\n"
+            )
+            && main.contains("// cupreempt: `fill` is declared in an included file"),
         "{main}"
     );
+    for f in ["main", "kernels"] {
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join(format!("{f}.o")))
+                .arg("-DCUPREEMPT_STANDALONE")
+                .arg(format!("-I{}", dir.join("out").display()))
+                .arg(dir.join(format!("out/{f}.cu"))),
+            f,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    support::compiles(
+        support::nvcc_build(&nvcc, &dir.join("prog"))
+            .arg(dir.join("main.o"))
+            .arg(dir.join("kernels.o")),
+        "link",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let nm = std::process::Command::new("nm")
+        .arg(dir.join("prog"))
+        .output()
+        .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
+    assert!(
+        String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .any(|l| l.ends_with(" T _ZN3ops15fill__cupreemptE16cupreempt_launchPfi")),
+        "the wrapper is not defined in the program"
+    );
+}
+
+/// The same with the declaration in a `.h` header, which a folder's transform reads but does
+/// not take as an input (a header of prototypes may be included by host-only sources too): the
+/// launches still go through the wrappers, declared weak in the launching files, and the
+/// header is not written. A `.cuh` that launches the kernel and the `.cu` that includes it and
+/// launches it too hold those declarations twice in one translation unit, which compiles (they
+/// are guarded).
+#[test]
+fn a_kernel_declared_in_a_plain_header_is_launched_preemptibly_and_the_header_left_alone() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-declared-plain-header");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("kernels.h"),
+        "#pragma once\nnamespace ops {\n__global__ void fill(float* p, int n);\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("kernels.cu"),
+        "#include \"kernels.h\"\nnamespace ops {\n__global__ void fill(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1.0f;\n}\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("steps.cuh"),
+        "#pragma once\n#include \"kernels.h\"\ninline void first(float* p, int n) { ops::fill<<<(n + 255) / 256, 256>>>(p, n); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.cu"),
+        "#include \"steps.cuh\"\n#include \"kernels.h\"\nvoid run(float* p, int n) { first(p, n); ops::fill<<<(n + 255) / 256, 256>>>(p, n); }\nint main() { run(nullptr, 0); return 0; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP101"), "{}", stderr(&o));
+    assert!(
+        !dir.join("out/kernels.h").exists(),
+        "the header was written"
+    );
+    for f in ["main.cu", "steps.cuh"] {
+        let text = std::fs::read_to_string(dir.join("out").join(f)).unwrap();
+        assert!(
+            text.contains("cupreempt::launch<ops::fill__cupreempt_kernels>"),
+            "{f}: {text}"
+        );
+    }
+    std::fs::copy(src.join("kernels.h"), dir.join("out/kernels.h")).unwrap();
     for f in ["main", "kernels"] {
         support::compiles(
             support::nvcc_compile(&nvcc, &dir.join(format!("{f}.o")))

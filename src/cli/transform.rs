@@ -251,10 +251,11 @@ pub(super) fn one_program(
 /// (directly or through other files): its launches of those kernels are rewritten too, since
 /// the included file is transformed alongside it (`--out-dir` keeps the layout, `--in-place`
 /// the paths), and its kernels that call such helpers pass the task context to those that take
-/// it (`KnownHelper`). Included files that are not inputs are read for their helpers only:
-/// they are not transformed, so a kernel that calls one of theirs that reads blockIdx/gridDim is
-/// refused (CP008), and one that synchronizes is a barrier; their kernels are known by name
-/// only, so that a launch of one says which file to transform too.
+/// it (`KnownHelper`). Included files that are not inputs are read, never written: a kernel
+/// that calls one of their helpers that reads blockIdx/gridDim is refused (CP008), and one
+/// that synchronizes is a barrier; a kernel they define is known by name only, so that a launch
+/// of one says which file to transform too; a kernel they only declare is launched through
+/// weak wrappers declared in the launching file (`rewrite::declared`).
 pub(super) fn known_kernels(
     inputs: &[(PathBuf, PathBuf)],
     opts: &cupreempt::Options,
@@ -314,13 +315,18 @@ pub(super) fn known_kernels(
                     ..h
                 })
                 .collect();
+            // A kernel such a file only declares (a header of prototypes, its definition in
+            // another translation unit) is launched through weak wrappers, as one declared in
+            // the launching file is: they link where the defining file was transformed.
             let kernels = kernels
                 .into_iter()
-                .filter(|k| k.declaration.is_none())
-                .map(|k| KnownKernel {
-                    transformed: false,
-                    untransformed_file: Some(p.display().to_string()),
-                    ..k
+                .map(|k| match k.declaration {
+                    Some(_) => k,
+                    None => KnownKernel {
+                        transformed: false,
+                        untransformed_file: Some(p.display().to_string()),
+                        ..k
+                    },
                 })
                 .collect();
             defines.entry(p).or_insert((kernels, helpers));

@@ -14,8 +14,22 @@ use crate::vocab::{
 };
 use tree_sitter::Node;
 
-/// The weak wrapper declarations and the launch type of kernel `name`.
+/// The weak wrapper declarations and the launch type of kernel `name`, inside a guard: one
+/// translation unit may hold them twice (a header that launches the kernel and the file that
+/// includes it and launches it too), and the launch type may be defined only once.
 fn weak_block(name: &str, d: &Declaration, whence: &str) -> String {
+    let guard = format!(
+        "CUPREEMPT_WRAPPERS_{}{}",
+        d.scope.iter().map(|s| format!("{s}_")).collect::<String>(),
+        kernels_struct_name(name, None)
+    );
+    format!(
+        "#ifndef {guard}\n#define {guard}\n{}\n#endif",
+        weak_declarations(name, d, whence)
+    )
+}
+
+fn weak_declarations(name: &str, d: &Declaration, whence: &str) -> String {
     let params = if d.params.is_empty() {
         format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
     } else {
