@@ -67,6 +67,9 @@ pub struct BodyFacts<'t> {
     /// `block.group_index()` of this thread block: the block's index, which the rewrite
     /// replaces with the task's (`dim3(blockIdx)`).
     pub block_index_calls: Vec<Node<'t>>,
+    /// Calls through an expression that names no function (`table[i](x)`, `(*fp)(x)`): they may
+    /// reach a helper whose address the file takes (`CallGraph::address_taken`).
+    pub indirect_calls: Vec<Node<'t>>,
     /// Names of the variables the body declares (a call of one is a call of an object's
     /// `operator()`, or of a function pointer).
     pub declared: BTreeSet<String>,
@@ -168,6 +171,7 @@ pub fn facts<'t>(
         calls: Vec::new(),
         member_calls: Vec::new(),
         block_index_calls: Vec::new(),
+        indirect_calls: Vec::new(),
         declared: BTreeSet::new(),
         barriers: Vec::new(),
         returns: Vec::new(),
@@ -437,6 +441,7 @@ fn record_call<'t>(
         return;
     }
     let Some(name_node) = callee_name(callee) else {
+        f.indirect_calls.push(call);
         return;
     };
     let name = text(name_node, src);

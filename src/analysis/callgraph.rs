@@ -7,6 +7,7 @@ use super::body::{BodyFacts, Call};
 use super::sites::FunctionSite;
 use super::HelperPlan;
 use std::collections::{BTreeMap, BTreeSet};
+use tree_sitter::Node;
 
 pub struct CallGraph {
     /// Helpers by name: indices into the analysis' helper list.
@@ -21,6 +22,10 @@ pub struct CallGraph {
     /// Names of the file's member functions (a call `x.f()` of another name may be a call of a
     /// functor held in a field `f`).
     pub member_names: BTreeSet<String>,
+    /// Names of helpers that take the task context and whose address the file takes (the name
+    /// stands other than as a callee: `Index f = gid;`, `{gid}`, `&gid`): a call through a
+    /// function pointer may reach them and cannot pass the context (`address_taken`).
+    pub address_taken: BTreeSet<String>,
 }
 
 impl CallGraph {
@@ -110,6 +115,7 @@ impl CallGraph {
             barrier_names,
             member_ctx,
             member_names,
+            address_taken: BTreeSet::new(),
         }
     }
 
@@ -152,4 +158,46 @@ pub fn prior_declarations<'t>(
         })
         .cloned()
         .collect()
+}
+
+/// The names among `names` that stand in the tree under `root` other than as the function of a
+/// call or the name in a function's declarator: their address is taken (a function pointer, a
+/// table of them, an argument).
+pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSet<String> {
+    let k = crate::lang::kinds();
+    let f = crate::lang::fields();
+    let mut out = BTreeSet::new();
+    if names.is_empty() {
+        return out;
+    }
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if n.kind_id() == k.identifier {
+            let name = &src[n.byte_range()];
+            if names.contains(name) && !out.contains(name) {
+                // Up through `ns::name` and `name<T>` to the expression that names it.
+                let mut e = n;
+                while let Some(p) = e.parent() {
+                    let named = (p.kind_id() == k.qualified_identifier
+                        || p.kind_id() == k.template_function)
+                        && p.child_by_field_id(f.name) == Some(e);
+                    if !named {
+                        break;
+                    }
+                    e = p;
+                }
+                let callee_or_declarator = e.parent().is_some_and(|p| {
+                    let at = |id| p.child_by_field_id(id) == Some(e);
+                    (p.kind_id() == k.call_expression && at(f.function))
+                        || (p.kind_id() == k.function_declarator && at(f.declarator))
+                });
+                if !callee_or_declarator {
+                    out.insert(name.to_string());
+                }
+            }
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    out
 }

@@ -148,6 +148,39 @@ pub fn decide<'t>(
             }
         }
     }
+    // A helper that reads blockIdx/gridDim and whose address the file takes may be reached
+    // through a function pointer, whose call cannot pass the context: it would read the
+    // hardware's index. Refuse every call that may go through one (a call of an expression, or
+    // of a variable or parameter of the body) rather than miscompile.
+    if let Some(taken) = graph.address_taken.iter().next() {
+        let bodies = std::iter::once((&plan.facts, k, None)).chain(
+            reach
+                .iter()
+                .map(|(&i, call)| (&helpers[i].facts, &helpers[i].site, Some(call))),
+        );
+        for (facts, site, via) in bodies {
+            let by_name = facts.calls.iter().filter(|c| {
+                facts.declared.contains(&c.name) || site.param_list.iter().any(|p| p.name == c.name)
+            });
+            let calls = facts
+                .indirect_calls
+                .iter()
+                .map(|n| n.byte_range())
+                .chain(by_name.map(|c| c.node.byte_range()));
+            for call in calls {
+                let d = Diagnostic::new(
+                    Code::Helper,
+                    format!("a call through a function pointer may reach `{taken}`, which reads blockIdx/gridDim and whose address this file takes; such a call cannot be given the task's values"),
+                )
+                .label(call, "called here")
+                .help("call the function by its name, or pass it the block index as an argument");
+                refusals.push(match via {
+                    Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
+                    None => d,
+                });
+            }
+        }
+    }
     // A macro of this file that calls a helper needing the context would still call the
     // original, which reads the hardware's blockIdx: refuse rather than miscompile.
     for m in &plan.facts.macro_uses {
