@@ -83,9 +83,11 @@ pub fn decide<'t>(
                 } else if h.site.linkage.is_some() {
                     // The context form is a template, and templates have C++ linkage.
                     "a helper with `extern \"C\"` linkage cannot take the task context".to_string()
-                } else if h.site.member && !h.site.in_class {
-                    "a member function defined outside its class cannot take the task context \
-                     (its class declares no such form); define it in the class body"
+                } else if h.site.member {
+                    // Calls are rewritten by name, and a member's name may also stand for a
+                    // free function or another class's member at other call sites.
+                    "a member function cannot take the task context; make it a free \
+                     `__device__` function, or pass it the block index as an argument"
                         .to_string()
                 } else {
                     h.site

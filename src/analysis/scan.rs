@@ -353,11 +353,10 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
         let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
-        let in_class = self
+        let member = self
             .ancestors
             .iter()
-            .any(|a| a.kind_id() == kinds().field_declaration_list);
-        let member = in_class
+            .any(|a| a.kind_id() == kinds().field_declaration_list)
             || (!space.global
                 && declarator
                     .child_by_field_id(crate::lang::fields().declarator)
@@ -374,7 +373,6 @@ impl<'t> Scanner<'t, '_> {
             scope: full_scope,
             qualified,
             member,
-            in_class,
             specialization,
             outer,
             func,

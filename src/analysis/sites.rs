@@ -101,11 +101,6 @@ pub struct FunctionSite<'t> {
     /// `x.f()`, `p->f()` or, for `operator()`, `x(...)`, which calls by name do not see, so it
     /// can never be given the task context.
     pub member: bool,
-    /// Defined inside its class's body (a member, or a friend defined there). Such a helper,
-    /// static or called from another member without an object, can take the context: its
-    /// context form and forwarder go into the class beside it. A member defined out of its
-    /// class (a qualified name) cannot: the class declares no context form.
-    pub in_class: bool,
     /// An explicit specialization (`template <> __global__ void k<float>(...)`).
     pub specialization: bool,
     /// The outermost node that belongs to this function: template or unbraced linkage included.
@@ -188,10 +183,7 @@ impl FunctionSite<'_> {
     /// with a context parameter): not `__host__ __device__`, not `extern "C"` (templates have C++
     /// linkage), and a header the rewrite can read.
     pub fn can_take_ctx(&self) -> bool {
-        self.problems.is_empty()
-            && !self.host
-            && self.linkage.is_none()
-            && (!self.member || self.in_class)
+        self.problems.is_empty() && !self.host && self.linkage.is_none() && !self.member
     }
     /// Whether preprocessor lines choose some of its parameters.
     pub fn has_conditional_params(&self) -> bool {

@@ -40,15 +40,6 @@ pub fn rewrite(
                 &template_text[cut..]
             )
         }
-        None if s.in_class => {
-            // In a class body: members have C++ linkage, and a linkage block may not stand there.
-            let t = format!("template <class {CTX_TYPE}>\n");
-            let line = src[..s.func.start_byte()].rfind('\n').map_or(0, |i| i + 1);
-            let indent = &src[line..s.func.start_byte()];
-            let indent = if indent.trim().is_empty() { indent } else { "" };
-            edits.push(Edit::insert(s.func.start_byte(), format!("{t}{indent}")));
-            t
-        }
         None => {
             // A template needs C++ linkage, also where this file lies inside another file's
             // `extern "C" {` block (closed after the body, below).
@@ -89,7 +80,7 @@ pub fn rewrite(
          {template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
-    let close = if s.template.is_none() && !s.in_class {
+    let close = if s.template.is_none() {
         if compact {
             " }"
         } else {
