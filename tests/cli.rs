@@ -1053,6 +1053,39 @@ fn a_kernel_declared_in_a_plain_header_is_launched_preemptibly_and_the_header_le
     );
 }
 
+/// A helper of a header that reads the block index only through a member function
+/// (`Tile::origin()`, which is never given the task context) cannot be handed the context for
+/// a kernel of another file: its context form would call the member, which reads the
+/// hardware's index. The kernel is refused (CP008) rather than transformed into one that
+/// computes other elements.
+#[test]
+fn a_header_helper_that_reads_the_block_index_through_a_member_is_not_given_the_context() {
+    let dir = support::tempdir("cli-helper-through-member");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("tile.cuh"),
+        "#pragma once\nstruct Tile {\n  __device__ static unsigned origin() { return blockIdx.x * 64u; }\n};\n__device__ unsigned gidx() { return Tile::origin() + threadIdx.x; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("k.cu"),
+        "#include \"tile.cuh\"\n__global__ void kern(unsigned* out) { out[gidx()] = 1; }\nvoid host(unsigned* o) { kern<<<8, 64>>>(o); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let (out, err) = (stdout(&o), stderr(&o));
+    let kern = out
+        .lines()
+        .find(|l| l.contains(": kern:"))
+        .unwrap_or_else(|| panic!("no line for kern:\n{out}"));
+    assert!(kern.contains("CP008"), "{out}");
+    assert!(
+        err.contains("`gidx`, a device function of an included file, reads blockIdx/gridDim"),
+        "{err}"
+    );
+}
+
 /// Macros of an included header count as the file's own: a `__device__` helper that reads the
 /// block index only through a header's macro gets its task-context form (without the header's
 /// macros it read the hardware's index in the persistent form: silently wrong), a barrier

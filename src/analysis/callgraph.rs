@@ -124,6 +124,44 @@ impl CallGraph {
         self.by_name.get(name).into_iter().flatten().copied()
     }
 
+    /// Whether the task context, passed to helper `start`, reaches every read of the block index
+    /// on its paths: every helper it calls by name that needs the context can take it, and no
+    /// body on the way calls a member that needs it through an object, or calls through a
+    /// function pointer where the file takes such a helper's address.
+    pub fn context_reaches_every_read(&self, start: usize, helpers: &[HelperPlan]) -> bool {
+        let mut seen = BTreeSet::from([start]);
+        let mut todo = vec![start];
+        while let Some(i) = todo.pop() {
+            let h = &helpers[i];
+            if h.needs_ctx && !h.site.can_take_ctx() {
+                return false;
+            }
+            let f = &h.facts;
+            if f.member_calls
+                .iter()
+                .any(|(m, _)| self.member_ctx.contains(m))
+            {
+                return false;
+            }
+            let pointer_calls = !f.indirect_calls.is_empty()
+                || f.calls.iter().any(|c| {
+                    f.declared.contains(&c.name)
+                        || h.site.param_list.iter().any(|p| p.name == c.name)
+                });
+            if pointer_calls && !self.address_taken.is_empty() {
+                return false;
+            }
+            for c in &f.calls {
+                for j in self.callees(&c.name) {
+                    if seen.insert(j) {
+                        todo.push(j);
+                    }
+                }
+            }
+        }
+        true
+    }
+
     /// The file's helpers that a body with these facts calls, directly or through others.
     pub fn reachable(&self, facts: &BodyFacts, helpers: &[HelperPlan]) -> BTreeSet<usize> {
         let mut seen = BTreeSet::new();

@@ -228,13 +228,22 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     }
     number_overloads(&mut kernels);
     if opts.helpers_for_other_files {
-        // Kernels of other files in the run may call them (`KnownHelper::with_ctx`).
-        for h in helpers
-            .iter_mut()
-            // A member is called through objects, which calls by name do not rewrite.
-            .filter(|h| h.needs_ctx && h.site.can_take_ctx() && !h.site.member)
-        {
-            h.reached = true;
+        // Kernels of other files in the run may call them (`KnownHelper::with_ctx`): those whose
+        // every path to a block index the context can follow. One that reaches a member, or a
+        // helper that cannot take the context, would pass the context on to a call that drops
+        // it; the other file's kernel is then refused, as for any helper that reads the index
+        // without taking the context.
+        let exported: Vec<usize> = (0..helpers.len())
+            .filter(|&i| {
+                let h = &helpers[i];
+                h.needs_ctx
+                    && h.site.can_take_ctx()
+                    && !h.site.member
+                    && graph.context_reaches_every_read(i, &helpers)
+            })
+            .collect();
+        for i in exported {
+            helpers[i].reached = true;
         }
     }
     Analysis {
