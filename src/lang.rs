@@ -116,6 +116,7 @@ fields! {
     argument = "argument",
     arguments = "arguments",
     body = "body",
+    captures = "captures",
     condition = "condition",
     consequence = "consequence",
     declarator = "declarator",

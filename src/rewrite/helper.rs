@@ -54,9 +54,7 @@ pub fn rewrite(
         }
     };
     context_param(s, src, edits);
-    if let Some(e) = prologue(&h.facts, s.body, src, false) {
-        edits.push(e);
-    }
+    prologue(&h.facts, s.body, src, false, ctx_helpers, edits);
     context_calls(&h.facts.calls, ctx_helpers, edits);
     super::block_index_calls(&h.facts, edits);
 

@@ -130,9 +130,7 @@ pub fn rewrite(
     }
 
     // 2. Inside the body: the task's blockIdx/gridDim, context-taking helpers, barriers.
-    if let Some(e) = prologue(&plan.facts, k.body, src, true) {
-        edits.push(e);
-    }
+    prologue(&plan.facts, k.body, src, true, ctx_helpers, edits);
     context_calls(&plan.facts.calls, ctx_helpers, edits);
     super::block_index_calls(&plan.facts, edits);
     if let Some(p) = &plan.predication {

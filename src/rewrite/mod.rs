@@ -103,7 +103,21 @@ fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
     }
 }
 
-fn prologue(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Option<Edit> {
+fn prologue(
+    facts: &BodyFacts,
+    body: Node,
+    src: &str,
+    thread_index: bool,
+    ctx_helpers: &BTreeSet<&str>,
+    edits: &mut Vec<Edit>,
+) {
+    lambda_captures(facts, body, src, thread_index, ctx_helpers, edits);
+    if let Some(e) = prologue_locals(facts, body, src, thread_index) {
+        edits.push(e);
+    }
+}
+
+fn prologue_locals(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Option<Edit> {
     let kernel = thread_index;
     let thread_index = thread_index && facts.reads_thread_idx;
     if facts.virtual_reads.is_empty() && !thread_index && !kernel {
@@ -140,6 +154,90 @@ fn prologue(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Opt
         text.push_str("  // cupreempt: the task's values");
     }
     Some(Edit::insert(open, text))
+}
+
+/// The names that `prologue` declares as locals of a body (the task's values).
+fn shadowed(facts: &BodyFacts, thread_index: bool) -> Vec<&'static str> {
+    let kernel = thread_index;
+    let mut names: Vec<&'static str> = crate::lang::VIRTUAL_BUILTINS
+        .iter()
+        .filter(|(name, _)| kernel || facts.virtual_reads.contains(name))
+        .map(|(name, _)| *name)
+        .collect();
+    if thread_index && facts.reads_thread_idx {
+        names.push("threadIdx");
+    }
+    names
+}
+
+/// A lambda of the body without a capture default (`[]`, `[x]`) that reads a name the
+/// prologue turned into a local (`blockIdx`, `gridDim`, `threadIdx`), or that calls a helper
+/// now given the context (`__cp`), would reference an enclosing function's local it does not
+/// capture: it gets those names captured (by copy; the context by reference). Before, such a
+/// lambda read the built-in and compiled; unchanged, the transformed body did not compile.
+fn lambda_captures(
+    facts: &BodyFacts,
+    body: Node,
+    src: &str,
+    thread_index: bool,
+    ctx_helpers: &BTreeSet<&str>,
+    edits: &mut Vec<Edit>,
+) {
+    let k = crate::lang::kinds();
+    let shadowed = shadowed(facts, thread_index);
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+        if n.kind_id() != k.lambda_expression {
+            continue;
+        }
+        let Some(captures) = n.child_by_field_id(crate::lang::fields().captures) else {
+            continue;
+        };
+        let mut cursor = captures.walk();
+        let listed: Vec<Node> = captures.named_children(&mut cursor).collect();
+        if listed.iter().any(|c| c.kind() == "lambda_default_capture") {
+            continue;
+        }
+        let captured: BTreeSet<&str> = listed
+            .iter()
+            .filter(|c| c.kind_id() == k.identifier)
+            .map(|c| &src[c.byte_range()])
+            .collect();
+        // What the lambda's text reads, nested lambdas included (they capture from it).
+        let mut reads: Vec<String> = Vec::new();
+        let mut inner = vec![n];
+        while let Some(m) = inner.pop() {
+            let mut cursor = m.walk();
+            inner.extend(m.named_children(&mut cursor));
+            if m.kind_id() == k.identifier {
+                let name = &src[m.byte_range()];
+                let wanted = shadowed.contains(&name)
+                    || (ctx_helpers.contains(name)
+                        && m.parent().is_some_and(|p| p.kind_id() == k.call_expression));
+                let capture = if shadowed.contains(&name) {
+                    name.to_string()
+                } else {
+                    format!("&{CTX}")
+                };
+                if wanted && !captured.contains(name) && !reads.contains(&capture) {
+                    reads.push(capture);
+                }
+            }
+        }
+        if reads.is_empty() {
+            continue;
+        }
+        reads.sort();
+        let list = reads.join(", ");
+        let close = captures.end_byte() - 1;
+        if listed.is_empty() {
+            edits.push(Edit::insert(close, list));
+        } else {
+            edits.push(Edit::insert(close, format!(", {list}")));
+        }
+    }
 }
 
 /// Whether nothing but whitespace follows the body's `{` on its line (then generated lines at
