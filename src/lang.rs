@@ -120,6 +120,7 @@ fields! {
     condition = "condition",
     consequence = "consequence",
     declarator = "declarator",
+    default_value = "default_value",
     directive = "directive",
     field = "field",
     function = "function",

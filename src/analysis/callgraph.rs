@@ -26,6 +26,9 @@ pub struct CallGraph {
     /// stands other than as a callee: `Index f = gid;`, `{gid}`, `&gid`): a call through a
     /// function pointer may reach them and cannot pass the context (`address_taken`).
     pub address_taken: BTreeSet<String>,
+    /// Classes whose objects read blockIdx/gridDim in code that runs without a call by name
+    /// (`implicit_block_readers`).
+    pub implicit_readers: BTreeSet<String>,
 }
 
 impl CallGraph {
@@ -116,6 +119,7 @@ impl CallGraph {
             member_ctx,
             member_names,
             address_taken: BTreeSet::new(),
+            implicit_readers: BTreeSet::new(),
         }
     }
 
@@ -238,4 +242,103 @@ pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSe
         stack.extend(n.named_children(&mut cursor));
     }
     out
+}
+
+/// Names of the file's classes whose objects read blockIdx/gridDim without a call by name:
+/// a default member initializer, a constructor (with its initializer list), a destructor or an
+/// operator of the class reads one, or a base class is such a class. A kernel that uses such a
+/// type runs that code where no task context can reach it (`decide`).
+pub fn implicit_block_readers(root: Node, src: &str) -> BTreeSet<String> {
+    let k = crate::lang::kinds();
+    let f = crate::lang::fields();
+    let reads = |n: Node| {
+        let mut stack = vec![n];
+        while let Some(m) = stack.pop() {
+            if m.kind_id() == k.identifier
+                && crate::lang::VIRTUAL_BUILTINS
+                    .iter()
+                    .any(|(name, _)| *name == &src[m.byte_range()])
+            {
+                return true;
+            }
+            let mut cursor = m.walk();
+            stack.extend(m.named_children(&mut cursor));
+        }
+        false
+    };
+    // (class, its bases, whether its own implicit code reads the block index)
+    let mut classes: Vec<(String, Vec<String>, bool)> = Vec::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+        if n.kind() != "class_specifier" && n.kind() != "struct_specifier" {
+            continue;
+        }
+        let (Some(name), Some(body)) = (n.child_by_field_id(f.name), n.child_by_field_id(f.body))
+        else {
+            continue;
+        };
+        let name = src[name.byte_range()].to_string();
+        let last = name.rsplit("::").next().unwrap_or(&name).to_string();
+        let mut bases = Vec::new();
+        let mut cursor = n.walk();
+        for c in n.named_children(&mut cursor) {
+            if c.kind() == "base_class_clause" {
+                let mut inner = vec![c];
+                while let Some(m) = inner.pop() {
+                    if m.kind_id() == k.type_identifier {
+                        bases.push(src[m.byte_range()].to_string());
+                    }
+                    let mut cursor = m.walk();
+                    inner.extend(m.named_children(&mut cursor));
+                }
+            }
+        }
+        let mut implicit = false;
+        let mut cursor = body.walk();
+        for member in body.named_children(&mut cursor) {
+            let def = if member.kind_id() == k.template_declaration {
+                let mut c = member.walk();
+                let found = member
+                    .named_children(&mut c)
+                    .find(|x| x.kind_id() == k.function_definition);
+                found.unwrap_or(member)
+            } else {
+                member
+            };
+            let runs_implicitly = if def.kind() == "field_declaration" {
+                def.child_by_field_id(f.default_value).is_some()
+            } else if def.kind_id() == k.function_definition {
+                let declarator = def
+                    .child_by_field_id(f.declarator)
+                    .map(|d| &src[d.byte_range()])
+                    .unwrap_or("");
+                let head = declarator.split('(').next().unwrap_or("").trim();
+                head == last || head.starts_with('~') || head.contains("operator")
+            } else {
+                false
+            };
+            if runs_implicitly && reads(def) {
+                implicit = true;
+            }
+        }
+        classes.push((last, bases, implicit));
+    }
+    let mut out: BTreeSet<String> = classes
+        .iter()
+        .filter(|c| c.2)
+        .map(|c| c.0.clone())
+        .collect();
+    loop {
+        let before = out.len();
+        for (name, bases, _) in &classes {
+            if bases.iter().any(|b| out.contains(b)) {
+                out.insert(name.clone());
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
 }

@@ -77,6 +77,20 @@ pub fn decide<'t>(
             for r in &at_grid_barriers(&h.facts.refusals, h.site.body, src) {
                 refusals.push(from_helper(r, &k.name, &h.site.name, &via, &call_site));
             }
+            // A default argument is read where the function is declared, not where it is
+            // called: `blockIdx` there is the hardware's, whatever the caller's task.
+            let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
+            if let Some(site) = declared.into_iter().find(|d| default_reads_block_ids(d)) {
+                refusals.push(
+                    Diagnostic::new(
+                        Code::Helper,
+                        format!("helper `{}` has a default argument that reads blockIdx/gridDim, which a call without that argument would take from the hardware, not from the task", h.site.name),
+                    )
+                    .label(call_site.clone(), "called here")
+                    .label(site.params.byte_range(), "the default argument is in here")
+                    .help("pass the value at the call (`f(blockIdx.x)`) instead of as a default argument"),
+                );
+            }
             if h.needs_ctx && !h.site.can_take_ctx() {
                 let why = if h.site.host {
                     "a __host__ __device__ helper cannot take the task context".to_string()
@@ -178,6 +192,30 @@ pub fn decide<'t>(
                 .help("call the function by its name, or pass it the block index as an argument");
                 refusals.push(match via {
                     Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
+                    None => d,
+                });
+            }
+        }
+    }
+    // An object of a class whose constructor, destructor, operators or default member
+    // initializers read blockIdx/gridDim runs that code without a call by name, where no task
+    // context reaches: it would read the hardware's index. Refuse a body that uses the type.
+    if !graph.implicit_readers.is_empty() {
+        let bodies = std::iter::once((k.body, None)).chain(
+            reach
+                .iter()
+                .map(|(&i, call)| (helpers[i].site.body, Some((&helpers[i].site, call)))),
+        );
+        for (body, via) in bodies {
+            if let Some((name, at)) = uses_type(body, src, &graph.implicit_readers) {
+                let d = Diagnostic::new(
+                    Code::Helper,
+                    format!("type `{name}` reads blockIdx/gridDim in code its objects run without a call by name (a constructor, destructor, operator or default member initializer), which cannot be given the task's values"),
+                )
+                .label(at, "used here")
+                .help("pass the block index to the type as a constructor or member argument");
+                refusals.push(match via {
+                    Some((site, call_site)) => from_helper(&d, &k.name, &site.name, &[], call_site),
                     None => d,
                 });
             }
@@ -470,4 +508,33 @@ fn member_reads_block_ids(member: &str, call: std::ops::Range<usize>) -> Diagnos
     )
     .label(call, "called here")
     .help("pass the block index to the member as an argument, or make it a free `__device__` function")
+}
+
+/// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`.
+fn default_reads_block_ids(site: &super::FunctionSite) -> bool {
+    site.param_list.iter().any(|p| {
+        let default = &p.text[crate::rewrite::strip_default(&p.text).len()..];
+        crate::lang::VIRTUAL_BUILTINS.iter().any(|(name, _)| {
+            default.match_indices(name).any(|(at, _)| {
+                let word = |c: char| c.is_alphanumeric() || c == '_';
+                !default[..at].ends_with(word) && !default[at + name.len()..].starts_with(word)
+            })
+        })
+    })
+}
+
+/// The first name among `types` that `body` uses as a type or names, with where.
+fn uses_type(body: Node, src: &str, types: &BTreeSet<String>) -> Option<(String, Range<usize>)> {
+    let k = crate::lang::kinds();
+    let mut stack = vec![body];
+    while let Some(n) = stack.pop() {
+        if (n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
+            && types.contains(&src[n.byte_range()])
+        {
+            return Some((src[n.byte_range()].to_string(), n.byte_range()));
+        }
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor));
+    }
+    None
 }
