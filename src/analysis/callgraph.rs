@@ -246,7 +246,7 @@ pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSe
 
 /// Names of the file's classes whose objects read blockIdx/gridDim without a call by name:
 /// a default member initializer, a constructor (with its initializer list), a destructor or an
-/// operator of the class reads one, or a base class is such a class. A kernel that uses such a
+/// operator of the class reads one, or a base class is such a class; and aliases of them. A kernel that uses such a
 /// type runs that code where no task context can reach it (`decide`).
 pub fn implicit_block_readers(root: Node, src: &str) -> BTreeSet<String> {
     let k = crate::lang::kinds();
@@ -272,6 +272,28 @@ pub fn implicit_block_readers(root: Node, src: &str) -> BTreeSet<String> {
     while let Some(n) = stack.pop() {
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
+        // `using C = Cursor;`, `typedef Cursor C;`: the alias stands for the class (its
+        // "bases" are the types its definition names).
+        if n.kind() == "alias_declaration" || n.kind() == "type_definition" {
+            let alias = if n.kind() == "alias_declaration" {
+                n.child_by_field_id(f.name)
+            } else {
+                n.child_by_field_id(f.declarator)
+            };
+            if let (Some(alias), Some(ty)) = (alias, n.child_by_field_id(f.r#type)) {
+                let mut named = Vec::new();
+                let mut inner = vec![ty];
+                while let Some(m) = inner.pop() {
+                    if m.kind_id() == k.type_identifier {
+                        named.push(src[m.byte_range()].to_string());
+                    }
+                    let mut cursor = m.walk();
+                    inner.extend(m.named_children(&mut cursor));
+                }
+                classes.push((src[alias.byte_range()].to_string(), named, false));
+            }
+            continue;
+        }
         if n.kind() != "class_specifier" && n.kind() != "struct_specifier" {
             continue;
         }
