@@ -246,7 +246,8 @@ pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSe
 
 /// Names of the file's classes whose objects read blockIdx/gridDim without a call by name:
 /// a default member initializer, a constructor (with its initializer list), a destructor or an
-/// operator of the class reads one, or a base class is such a class; and aliases of them. A kernel that uses such a
+/// operator of the class reads one, or a base class is such a class; the types a free operator
+/// that reads one takes; and aliases of them. A kernel that uses such a
 /// type runs that code where no task context can reach it (`decide`).
 pub fn implicit_block_readers(root: Node, src: &str) -> BTreeSet<String> {
     let k = crate::lang::kinds();
@@ -291,6 +292,29 @@ pub fn implicit_block_readers(root: Node, src: &str) -> BTreeSet<String> {
                     inner.extend(m.named_children(&mut cursor));
                 }
                 classes.push((src[alias.byte_range()].to_string(), named, false));
+            }
+            continue;
+        }
+        // A free operator that reads the block index (`a + b` calls it by no name): the types
+        // it takes count as such classes.
+        if n.kind_id() == k.function_definition {
+            let declarator = n.child_by_field_id(f.declarator);
+            let head = declarator.map_or("", |d| &src[d.byte_range()]);
+            let in_class = n
+                .parent()
+                .is_some_and(|p| p.kind_id() == k.field_declaration_list);
+            if !in_class && head.trim_start().starts_with("operator") && reads(n) {
+                if let Some(params) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) {
+                    let mut inner = vec![params];
+                    while let Some(m) = inner.pop() {
+                        if m.kind_id() == k.type_identifier {
+                            let name = src[m.byte_range()].to_string();
+                            classes.push((name, Vec::new(), true));
+                        }
+                        let mut cursor = m.walk();
+                        inner.extend(m.named_children(&mut cursor));
+                    }
+                }
             }
             continue;
         }
