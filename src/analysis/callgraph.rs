@@ -29,6 +29,8 @@ pub struct CallGraph {
     /// Classes whose objects read blockIdx/gridDim in code that runs without a call by name
     /// (`implicit_block_readers`).
     pub implicit_readers: BTreeSet<String>,
+    /// The file's macros (and its includes') that read blockIdx/gridDim, maybe through others.
+    pub block_macros: BTreeSet<String>,
 }
 
 impl CallGraph {
@@ -120,6 +122,7 @@ impl CallGraph {
             member_names,
             address_taken: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
+            block_macros: BTreeSet::new(),
         }
     }
 
@@ -249,16 +252,22 @@ pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSe
 /// operator of the class reads one, or a base class is such a class; the types a free operator
 /// that reads one takes; and aliases of them. A kernel that uses such a
 /// type runs that code where no task context can reach it (`decide`).
-pub fn implicit_block_readers(root: Node, src: &str) -> BTreeSet<String> {
+pub fn implicit_block_readers(
+    root: Node,
+    src: &str,
+    block_macros: &BTreeSet<String>,
+) -> BTreeSet<String> {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
     let reads = |n: Node| {
         let mut stack = vec![n];
         while let Some(m) = stack.pop() {
+            let text = &src[m.byte_range()];
             if m.kind_id() == k.identifier
-                && crate::lang::VIRTUAL_BUILTINS
+                && (crate::lang::VIRTUAL_BUILTINS
                     .iter()
-                    .any(|(name, _)| *name == &src[m.byte_range()])
+                    .any(|(name, _)| *name == text)
+                    || block_macros.contains(text))
             {
                 return true;
             }

@@ -80,7 +80,10 @@ pub fn decide<'t>(
             // A default argument is read where the function is declared, not where it is
             // called: `blockIdx` there is the hardware's, whatever the caller's task.
             let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
-            if let Some(site) = declared.into_iter().find(|d| default_reads_block_ids(d)) {
+            if let Some(site) = declared
+                .into_iter()
+                .find(|d| default_reads_block_ids(d, &graph.block_macros))
+            {
                 refusals.push(
                     Diagnostic::new(
                         Code::Helper,
@@ -510,11 +513,16 @@ fn member_reads_block_ids(member: &str, call: std::ops::Range<usize>) -> Diagnos
     .help("pass the block index to the member as an argument, or make it a free `__device__` function")
 }
 
-/// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`.
-fn default_reads_block_ids(site: &super::FunctionSite) -> bool {
+/// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`, or a macro
+/// of `block_macros` (which reads one).
+fn default_reads_block_ids(site: &super::FunctionSite, block_macros: &BTreeSet<String>) -> bool {
     site.param_list.iter().any(|p| {
         let default = &p.text[crate::rewrite::strip_default(&p.text).len()..];
-        crate::lang::VIRTUAL_BUILTINS.iter().any(|(name, _)| {
+        let names = crate::lang::VIRTUAL_BUILTINS
+            .iter()
+            .map(|(name, _)| *name)
+            .chain(block_macros.iter().map(String::as_str));
+        names.into_iter().any(|name| {
             default.match_indices(name).any(|(at, _)| {
                 let word = |c: char| c.is_alphanumeric() || c == '_';
                 !default[..at].ends_with(word) && !default[at + name.len()..].starts_with(word)

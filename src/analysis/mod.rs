@@ -183,7 +183,12 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .collect();
     let mut graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
     graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
-    graph.implicit_readers = callgraph::implicit_block_readers(root, src);
+    graph.block_macros = macros
+        .iter()
+        .filter(|(_, m)| !m.virtual_reads.is_empty())
+        .map(|(name, _)| name.clone())
+        .collect();
+    graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_macros);
     // Members of the files that include this one (`program::known_from`), which a kernel
     // template here may call through a functor of its template type.
     graph.member_ctx.extend(
