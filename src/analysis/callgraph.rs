@@ -29,7 +29,8 @@ pub struct CallGraph {
     /// Classes whose objects read blockIdx/gridDim in code that runs without a call by name
     /// (`implicit_block_readers`).
     pub implicit_readers: BTreeSet<String>,
-    /// The file's macros (and its includes') that read blockIdx/gridDim, maybe through others.
+    /// Names whose use reads blockIdx/gridDim: the file's macros (and its includes') that read
+    /// them, maybe through others, and the helpers that do (`ctx_names`).
     pub block_macros: BTreeSet<String>,
 }
 
