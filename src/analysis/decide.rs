@@ -224,6 +224,29 @@ pub fn decide<'t>(
             }
         }
     }
+    // A class defined in the body whose code names blockIdx/gridDim/threadIdx (or calls a
+    // helper given the context): in the transformed body those are locals of the enclosing
+    // function (and `__cp` a parameter), which a local class may not use; the output would
+    // not compile. Refuse instead.
+    let bodies = std::iter::once((k.body, None)).chain(
+        reach
+            .iter()
+            .map(|(&i, call)| (helpers[i].site.body, Some((&helpers[i].site, call)))),
+    );
+    for (body, via) in bodies {
+        if let Some(at) = local_class_naming_shadows(body, src, &graph.block_macros) {
+            let d = Diagnostic::new(
+                Code::Helper,
+                "a class defined in the body names blockIdx/gridDim/threadIdx (or calls a helper that reads them), which in the transformed body are the enclosing function's locals, out of a local class's reach",
+            )
+            .label(at, "named here")
+            .help("define the class outside the function, or pass the values to it");
+            refusals.push(match via {
+                Some((site, call_site)) => from_helper(&d, &k.name, &site.name, &[], call_site),
+                None => d,
+            });
+        }
+    }
     // A macro of this file that calls a helper needing the context would still call the
     // original, which reads the hardware's blockIdx: refuse rather than miscompile.
     for m in &plan.facts.macro_uses {
@@ -543,6 +566,30 @@ fn uses_type(body: Node, src: &str, types: &BTreeSet<String>) -> Option<(String,
         }
         let mut cursor = n.walk();
         stack.extend(n.named_children(&mut cursor));
+    }
+    None
+}
+
+/// Where a class defined inside `body` names a built-in index (`blockIdx`, `gridDim`,
+/// `threadIdx`) or a name of `block_names` (macros and helpers that read them).
+fn local_class_naming_shadows(
+    body: Node,
+    src: &str,
+    block_names: &BTreeSet<String>,
+) -> Option<Range<usize>> {
+    let k = crate::lang::kinds();
+    let mut stack = vec![(body, false)];
+    while let Some((n, in_class)) = stack.pop() {
+        let text = &src[n.byte_range()];
+        if in_class
+            && n.kind_id() == k.identifier
+            && (matches!(text, "blockIdx" | "gridDim" | "threadIdx") || block_names.contains(text))
+        {
+            return Some(n.byte_range());
+        }
+        let in_class = in_class || n.kind() == "class_specifier" || n.kind() == "struct_specifier";
+        let mut cursor = n.walk();
+        stack.extend(n.named_children(&mut cursor).map(|c| (c, in_class)));
     }
     None
 }
