@@ -911,6 +911,38 @@ fn kernels_calling_block_id_helpers_of_included_inputs() {
     );
 }
 
+/// Compiles `out/main.cu` and `out/kernels.cu` under `dir`, links them, and checks that the
+/// program defines `ops::fill`'s wrapper (the launch in main went through it).
+fn links_with_the_fill_wrapper_defined(nvcc: &std::path::Path, dir: &std::path::Path) {
+    for f in ["main", "kernels"] {
+        support::compiles(
+            support::nvcc_compile(nvcc, &dir.join(format!("{f}.o")))
+                .arg("-DCUPREEMPT_STANDALONE")
+                .arg(format!("-I{}", dir.join("out").display()))
+                .arg(dir.join(format!("out/{f}.cu"))),
+            f,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+    support::compiles(
+        support::nvcc_build(nvcc, &dir.join("prog"))
+            .arg(dir.join("main.o"))
+            .arg(dir.join("kernels.o")),
+        "link",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let nm = std::process::Command::new("nm")
+        .arg(dir.join("prog"))
+        .output()
+        .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
+    assert!(
+        String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .any(|l| l.ends_with(" T _ZN3ops15fill__cupreemptE16cupreempt_launchPfi")),
+        "the wrapper is not defined in the program"
+    );
+}
+
 /// The usual separate compilation: a header declares a kernel, one source defines it, another
 /// includes the header and launches it. Transformed together, the launch goes through the
 /// wrappers of the defining source (declared weak next to the launch), and the objects link
@@ -948,33 +980,7 @@ fn a_kernel_declared_in_a_header_and_defined_elsewhere_is_launched_preemptibly()
             && main.contains("// cupreempt: `fill` is declared in an included file"),
         "{main}"
     );
-    for f in ["main", "kernels"] {
-        support::compiles(
-            support::nvcc_compile(&nvcc, &dir.join(format!("{f}.o")))
-                .arg("-DCUPREEMPT_STANDALONE")
-                .arg(format!("-I{}", dir.join("out").display()))
-                .arg(dir.join(format!("out/{f}.cu"))),
-            f,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
-    support::compiles(
-        support::nvcc_build(&nvcc, &dir.join("prog"))
-            .arg(dir.join("main.o"))
-            .arg(dir.join("kernels.o")),
-        "link",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let nm = std::process::Command::new("nm")
-        .arg(dir.join("prog"))
-        .output()
-        .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
-    assert!(
-        String::from_utf8_lossy(&nm.stdout)
-            .lines()
-            .any(|l| l.ends_with(" T _ZN3ops15fill__cupreemptE16cupreempt_launchPfi")),
-        "the wrapper is not defined in the program"
-    );
+    links_with_the_fill_wrapper_defined(&nvcc, &dir);
 }
 
 /// The same with the declaration in a `.h` header, which a folder's transform reads but does
@@ -1024,33 +1030,7 @@ fn a_kernel_declared_in_a_plain_header_is_launched_preemptibly_and_the_header_le
         );
     }
     std::fs::copy(src.join("kernels.h"), dir.join("out/kernels.h")).unwrap();
-    for f in ["main", "kernels"] {
-        support::compiles(
-            support::nvcc_compile(&nvcc, &dir.join(format!("{f}.o")))
-                .arg("-DCUPREEMPT_STANDALONE")
-                .arg(format!("-I{}", dir.join("out").display()))
-                .arg(dir.join(format!("out/{f}.cu"))),
-            f,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
-    support::compiles(
-        support::nvcc_build(&nvcc, &dir.join("prog"))
-            .arg(dir.join("main.o"))
-            .arg(dir.join("kernels.o")),
-        "link",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    let nm = std::process::Command::new("nm")
-        .arg(dir.join("prog"))
-        .output()
-        .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
-    assert!(
-        String::from_utf8_lossy(&nm.stdout)
-            .lines()
-            .any(|l| l.ends_with(" T _ZN3ops15fill__cupreemptE16cupreempt_launchPfi")),
-        "the wrapper is not defined in the program"
-    );
+    links_with_the_fill_wrapper_defined(&nvcc, &dir);
 }
 
 /// A helper of a header that reads the block index only through a member function

@@ -31,7 +31,7 @@ pub struct CallGraph {
     pub implicit_readers: BTreeSet<String>,
     /// Names whose use reads blockIdx/gridDim: the file's macros (and its includes') that read
     /// them, maybe through others, and the helpers that do (`ctx_names`).
-    pub block_macros: BTreeSet<String>,
+    pub block_names: BTreeSet<String>,
 }
 
 impl CallGraph {
@@ -123,7 +123,7 @@ impl CallGraph {
             member_names,
             address_taken: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
-            block_macros: BTreeSet::new(),
+            block_names: BTreeSet::new(),
         }
     }
 
@@ -216,180 +216,134 @@ pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSe
     if names.is_empty() {
         return out;
     }
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        if n.kind_id() == k.identifier {
-            let name = &src[n.byte_range()];
-            if names.contains(name) && !out.contains(name) {
-                // Up through `ns::name` and `name<T>` to the expression that names it.
-                let mut e = n;
-                while let Some(p) = e.parent() {
-                    let named = (p.kind_id() == k.qualified_identifier
-                        || p.kind_id() == k.template_function)
-                        && p.child_by_field_id(f.name) == Some(e);
-                    if !named {
-                        break;
-                    }
-                    e = p;
-                }
-                let callee_or_declarator = e.parent().is_some_and(|p| {
-                    let at = |id| p.child_by_field_id(id) == Some(e);
-                    (p.kind_id() == k.call_expression && at(f.function))
-                        || (p.kind_id() == k.function_declarator && at(f.declarator))
-                });
-                if !callee_or_declarator {
-                    out.insert(name.to_string());
-                }
-            }
+    crate::lang::visit(root, |n| {
+        let name = crate::lang::text(n, src);
+        if n.kind_id() != k.identifier || !names.contains(name) || out.contains(name) {
+            return true;
         }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-    }
+        // Up through `ns::name` and `name<T>` to the expression that names it.
+        let mut e = n;
+        while let Some(p) = e.parent() {
+            let named = (p.kind_id() == k.qualified_identifier
+                || p.kind_id() == k.template_function)
+                && p.child_by_field_id(f.name) == Some(e);
+            if !named {
+                break;
+            }
+            e = p;
+        }
+        let callee_or_declarator = e.parent().is_some_and(|p| {
+            let at = |id| p.child_by_field_id(id) == Some(e);
+            (p.kind_id() == k.call_expression && at(f.function))
+                || (p.kind_id() == k.function_declarator && at(f.declarator))
+        });
+        if !callee_or_declarator {
+            out.insert(name.to_string());
+        }
+        true
+    });
+    out
+}
+
+/// The first identifier under `n` that names `blockIdx`/`gridDim` (and `threadIdx`, with
+/// `thread_idx`) or a name of `block_names`.
+pub fn first_block_name<'t>(
+    n: Node<'t>,
+    src: &str,
+    block_names: &BTreeSet<String>,
+    thread_idx: bool,
+) -> Option<Node<'t>> {
+    let k = crate::lang::kinds();
+    let mut found = None;
+    crate::lang::visit(n, |m| {
+        let text = crate::lang::text(m, src);
+        if found.is_none()
+            && m.kind_id() == k.identifier
+            && (crate::lang::VIRTUAL_BUILTINS
+                .iter()
+                .any(|(name, _)| *name == text)
+                || (thread_idx && text == "threadIdx")
+                || block_names.contains(text))
+        {
+            found = Some(m);
+        }
+        found.is_none()
+    });
+    found
+}
+
+/// The type names (`type_identifier`) that the tree under `n` spells.
+fn type_names(n: Node, src: &str) -> Vec<String> {
+    let k = crate::lang::kinds();
+    let mut out = Vec::new();
+    crate::lang::visit(n, |m| {
+        if m.kind_id() == k.type_identifier {
+            out.push(crate::lang::text(m, src).to_string());
+        }
+        true
+    });
     out
 }
 
 /// Names of the file's classes whose objects read blockIdx/gridDim without a call by name:
 /// a default member initializer, a constructor (with its initializer list), a destructor or an
 /// operator of the class reads one, or a base class is such a class; the types a free operator
-/// that reads one takes; and aliases of them. A kernel that uses such a
-/// type runs that code where no task context can reach it (`decide`).
+/// that reads one takes; and aliases of them. A kernel that uses such a type runs that code
+/// where no task context can reach it (`decide`). `block_names`: macros and helpers that read
+/// the block index.
 pub fn implicit_block_readers(
     root: Node,
     src: &str,
-    block_macros: &BTreeSet<String>,
+    block_names: &BTreeSet<String>,
 ) -> BTreeSet<String> {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
-    let reads = |n: Node| {
-        let mut stack = vec![n];
-        while let Some(m) = stack.pop() {
-            let text = &src[m.byte_range()];
-            if m.kind_id() == k.identifier
-                && (crate::lang::VIRTUAL_BUILTINS
-                    .iter()
-                    .any(|(name, _)| *name == text)
-                    || block_macros.contains(text))
-            {
-                return true;
-            }
-            let mut cursor = m.walk();
-            stack.extend(m.named_children(&mut cursor));
-        }
-        false
-    };
-    // (class, its bases, whether its own implicit code reads the block index)
-    let mut classes: Vec<(String, Vec<String>, bool)> = Vec::new();
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
-        // `using C = Cursor;`, `typedef Cursor C;`: the alias stands for the class (its
-        // "bases" are the types its definition names).
+    let reads = |n: Node| first_block_name(n, src, block_names, false).is_some();
+    // (type, the types it stands on: bases or an alias's definition, whether its own implicit
+    // code reads the block index)
+    let mut types: Vec<(String, Vec<String>, bool)> = Vec::new();
+    crate::lang::visit(root, |n| {
         if n.kind() == "alias_declaration" || n.kind() == "type_definition" {
+            // `using C = Cursor;`, `typedef Cursor C;`: the alias stands for the class.
             let alias = if n.kind() == "alias_declaration" {
                 n.child_by_field_id(f.name)
             } else {
                 n.child_by_field_id(f.declarator)
             };
             if let (Some(alias), Some(ty)) = (alias, n.child_by_field_id(f.r#type)) {
-                let mut named = Vec::new();
-                let mut inner = vec![ty];
-                while let Some(m) = inner.pop() {
-                    if m.kind_id() == k.type_identifier {
-                        named.push(src[m.byte_range()].to_string());
-                    }
-                    let mut cursor = m.walk();
-                    inner.extend(m.named_children(&mut cursor));
-                }
-                classes.push((src[alias.byte_range()].to_string(), named, false));
+                let alias = crate::lang::text(alias, src).to_string();
+                types.push((alias, type_names(ty, src), false));
             }
-            continue;
-        }
-        // A free operator that reads the block index (`a + b` calls it by no name): the types
-        // it takes count as such classes.
-        if n.kind_id() == k.function_definition {
+        } else if n.kind_id() == k.function_definition {
+            // A free operator that reads the block index (`a + b` calls it by no name): the
+            // types it takes count as such classes.
             let declarator = n.child_by_field_id(f.declarator);
-            let head = declarator.map_or("", |d| &src[d.byte_range()]);
+            let head = declarator.map_or("", |d| crate::lang::text(d, src));
             let in_class = n
                 .parent()
                 .is_some_and(|p| p.kind_id() == k.field_declaration_list);
-            if !in_class && head.trim_start().starts_with("operator") && reads(n) {
-                if let Some(params) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) {
-                    let mut inner = vec![params];
-                    while let Some(m) = inner.pop() {
-                        if m.kind_id() == k.type_identifier {
-                            let name = src[m.byte_range()].to_string();
-                            classes.push((name, Vec::new(), true));
-                        }
-                        let mut cursor = m.walk();
-                        inner.extend(m.named_children(&mut cursor));
-                    }
-                }
+            let params = declarator.and_then(|d| d.child_by_field_id(f.parameters));
+            if let Some(params) = params
+                .filter(|_| !in_class && head.trim_start().starts_with("operator") && reads(n))
+            {
+                types.extend(
+                    type_names(params, src)
+                        .into_iter()
+                        .map(|t| (t, Vec::new(), true)),
+                );
             }
-            continue;
-        }
-        if n.kind() != "class_specifier" && n.kind() != "struct_specifier" {
-            continue;
-        }
-        let (Some(name), Some(body)) = (n.child_by_field_id(f.name), n.child_by_field_id(f.body))
-        else {
-            continue;
-        };
-        let name = src[name.byte_range()].to_string();
-        let last = name.rsplit("::").next().unwrap_or(&name).to_string();
-        let mut bases = Vec::new();
-        let mut cursor = n.walk();
-        for c in n.named_children(&mut cursor) {
-            if c.kind() == "base_class_clause" {
-                let mut inner = vec![c];
-                while let Some(m) = inner.pop() {
-                    if m.kind_id() == k.type_identifier {
-                        bases.push(src[m.byte_range()].to_string());
-                    }
-                    let mut cursor = m.walk();
-                    inner.extend(m.named_children(&mut cursor));
-                }
+        } else if n.kind() == "class_specifier" || n.kind() == "struct_specifier" {
+            if let Some(class) = class_reads_implicitly(n, src, &reads) {
+                types.push(class);
             }
         }
-        let mut implicit = false;
-        let mut cursor = body.walk();
-        for member in body.named_children(&mut cursor) {
-            let def = if member.kind_id() == k.template_declaration {
-                let mut c = member.walk();
-                let found = member
-                    .named_children(&mut c)
-                    .find(|x| x.kind_id() == k.function_definition);
-                found.unwrap_or(member)
-            } else {
-                member
-            };
-            let runs_implicitly = if def.kind() == "field_declaration" {
-                def.child_by_field_id(f.default_value).is_some()
-            } else if def.kind_id() == k.function_definition {
-                let declarator = def
-                    .child_by_field_id(f.declarator)
-                    .map(|d| &src[d.byte_range()])
-                    .unwrap_or("");
-                let head = declarator.split('(').next().unwrap_or("").trim();
-                head == last || head.starts_with('~') || head.contains("operator")
-            } else {
-                false
-            };
-            if runs_implicitly && reads(def) {
-                implicit = true;
-            }
-        }
-        classes.push((last, bases, implicit));
-    }
-    let mut out: BTreeSet<String> = classes
-        .iter()
-        .filter(|c| c.2)
-        .map(|c| c.0.clone())
-        .collect();
+        true
+    });
+    let mut out: BTreeSet<String> = types.iter().filter(|t| t.2).map(|t| t.0.clone()).collect();
     loop {
         let before = out.len();
-        for (name, bases, _) in &classes {
-            if bases.iter().any(|b| out.contains(b)) {
+        for (name, under, _) in &types {
+            if under.iter().any(|b| out.contains(b)) {
                 out.insert(name.clone());
             }
         }
@@ -397,4 +351,49 @@ pub fn implicit_block_readers(
             return out;
         }
     }
+}
+
+/// A class with a body: its name, its bases, and whether code its objects run without a call
+/// by name (default member initializers, constructors, destructor, operators) `reads`.
+fn class_reads_implicitly(
+    n: Node,
+    src: &str,
+    reads: &dyn Fn(Node) -> bool,
+) -> Option<(String, Vec<String>, bool)> {
+    let k = crate::lang::kinds();
+    let f = crate::lang::fields();
+    let (name, body) = (n.child_by_field_id(f.name)?, n.child_by_field_id(f.body)?);
+    let name = crate::lang::text(name, src);
+    let last = name.rsplit("::").next().unwrap_or(name).to_string();
+    let mut cursor = n.walk();
+    let bases = n
+        .named_children(&mut cursor)
+        .filter(|c| c.kind() == "base_class_clause")
+        .flat_map(|c| type_names(c, src))
+        .collect();
+    let mut cursor = body.walk();
+    let implicit = body.named_children(&mut cursor).any(|member| {
+        let def = if member.kind_id() == k.template_declaration {
+            let mut c = member.walk();
+            let found = member
+                .named_children(&mut c)
+                .find(|x| x.kind_id() == k.function_definition);
+            found.unwrap_or(member)
+        } else {
+            member
+        };
+        let runs_implicitly = if def.kind() == "field_declaration" {
+            def.child_by_field_id(f.default_value).is_some()
+        } else if def.kind_id() == k.function_definition {
+            let declarator = def
+                .child_by_field_id(f.declarator)
+                .map_or("", |d| crate::lang::text(d, src));
+            let head = declarator.split('(').next().unwrap_or("").trim();
+            head == last || head.starts_with('~') || head.contains("operator")
+        } else {
+            false
+        };
+        runs_implicitly && reads(def)
+    });
+    Some((last, bases, implicit))
 }

@@ -82,7 +82,7 @@ pub fn decide<'t>(
             let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
             if let Some(site) = declared
                 .into_iter()
-                .find(|d| default_reads_block_ids(d, &graph.block_macros))
+                .find(|d| default_reads_block_ids(d, &graph.block_names))
             {
                 refusals.push(
                     Diagnostic::new(
@@ -167,17 +167,25 @@ pub fn decide<'t>(
             }
         }
     }
-    // A helper that reads blockIdx/gridDim and whose address the file takes may be reached
-    // through a function pointer, whose call cannot pass the context: it would read the
-    // hardware's index. Refuse every call that may go through one (a call of an expression, or
-    // of a variable or parameter of the body) rather than miscompile.
-    if let Some(taken) = graph.address_taken.iter().next() {
-        let bodies = std::iter::once((&plan.facts, k, None)).chain(
+    // The kernel's body and every helper body it reaches: where a path to the hardware's block
+    // index can hide (each one refused here, in the body where it is, and named from the kernel).
+    let bodies: Vec<(
+        &super::BodyFacts,
+        &super::FunctionSite,
+        Option<&Range<usize>>,
+    )> = std::iter::once((&plan.facts, k, None))
+        .chain(
             reach
                 .iter()
                 .map(|(&i, call)| (&helpers[i].facts, &helpers[i].site, Some(call))),
-        );
-        for (facts, site, via) in bodies {
+        )
+        .collect();
+    for &(facts, site, via) in &bodies {
+        let mut found = Vec::new();
+        // A helper that reads blockIdx/gridDim and whose address the file takes may be reached
+        // through a function pointer, whose call cannot pass the context: every call that may
+        // go through one (a call of an expression, or of a variable or parameter of the body).
+        if let Some(taken) = graph.address_taken.iter().next() {
             let by_name = facts.calls.iter().filter(|c| {
                 facts.declared.contains(&c.name) || site.param_list.iter().any(|p| p.name == c.name)
             });
@@ -187,65 +195,46 @@ pub fn decide<'t>(
                 .map(|n| n.byte_range())
                 .chain(by_name.map(|c| c.node.byte_range()));
             for call in calls {
-                let d = Diagnostic::new(
-                    Code::Helper,
-                    format!("a call through a function pointer may reach `{taken}`, which reads blockIdx/gridDim and whose address this file takes; such a call cannot be given the task's values"),
-                )
-                .label(call, "called here")
-                .help("call the function by its name, or pass it the block index as an argument");
-                refusals.push(match via {
-                    Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
-                    None => d,
-                });
+                found.push(
+                    Diagnostic::new(
+                        Code::Helper,
+                        format!("a call through a function pointer may reach `{taken}`, which reads blockIdx/gridDim and whose address this file takes; such a call cannot be given the task's values"),
+                    )
+                    .label(call, "called here")
+                    .help("call the function by its name, or pass it the block index as an argument"),
+                );
             }
         }
-    }
-    // An object of a class whose constructor, destructor, operators or default member
-    // initializers read blockIdx/gridDim runs that code without a call by name, where no task
-    // context reaches: it would read the hardware's index. Refuse a body that uses the type.
-    if !graph.implicit_readers.is_empty() {
-        let bodies = std::iter::once((k.body, None)).chain(
-            reach
-                .iter()
-                .map(|(&i, call)| (helpers[i].site.body, Some((&helpers[i].site, call)))),
-        );
-        for (body, via) in bodies {
-            if let Some((name, at)) = uses_type(body, src, &graph.implicit_readers) {
-                let d = Diagnostic::new(
+        // An object of a class whose constructor, destructor, operators or default member
+        // initializers read blockIdx/gridDim runs that code without a call by name.
+        if let Some((name, at)) = uses_type(site.body, src, &graph.implicit_readers) {
+            found.push(
+                Diagnostic::new(
                     Code::Helper,
                     format!("type `{name}` reads blockIdx/gridDim in code its objects run without a call by name (a constructor, destructor, operator or default member initializer), which cannot be given the task's values"),
                 )
                 .label(at, "used here")
-                .help("pass the block index to the type as a constructor or member argument");
-                refusals.push(match via {
-                    Some((site, call_site)) => from_helper(&d, &k.name, &site.name, &[], call_site),
-                    None => d,
-                });
-            }
+                .help("pass the block index to the type as a constructor or member argument"),
+            );
         }
-    }
-    // A class defined in the body whose code names blockIdx/gridDim/threadIdx (or calls a
-    // helper given the context): in the transformed body those are locals of the enclosing
-    // function (and `__cp` a parameter), which a local class may not use; the output would
-    // not compile. Refuse instead.
-    let bodies = std::iter::once((k.body, None)).chain(
-        reach
-            .iter()
-            .map(|(&i, call)| (helpers[i].site.body, Some((&helpers[i].site, call)))),
-    );
-    for (body, via) in bodies {
-        if let Some(at) = local_class_naming_shadows(body, src, &graph.block_macros) {
-            let d = Diagnostic::new(
-                Code::Helper,
-                "a class defined in the body names blockIdx/gridDim/threadIdx (or calls a helper that reads them), which in the transformed body are the enclosing function's locals, out of a local class's reach",
-            )
-            .label(at, "named here")
-            .help("define the class outside the function, or pass the values to it");
-            refusals.push(match via {
-                Some((site, call_site)) => from_helper(&d, &k.name, &site.name, &[], call_site),
-                None => d,
-            });
+        // A class defined in the body whose code names blockIdx/gridDim/threadIdx (or calls a
+        // helper given the context): in the transformed body those are locals of the enclosing
+        // function (and `__cp` a parameter), which a local class may not use; the output would
+        // not compile.
+        if let Some(at) = local_class_naming_shadows(site.body, src, &graph.block_names) {
+            found.push(
+                Diagnostic::new(
+                    Code::Helper,
+                    "a class defined in the body names blockIdx/gridDim/threadIdx (or calls a helper that reads them), which in the transformed body are the enclosing function's locals, out of a local class's reach",
+                )
+                .label(at, "named here")
+                .help("define the class outside the function, or pass the values to it"),
+            );
         }
+        refusals.extend(found.into_iter().map(|d| match via {
+            Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
+            None => d,
+        }));
     }
     // A macro of this file that calls a helper needing the context would still call the
     // original, which reads the hardware's blockIdx: refuse rather than miscompile.
@@ -536,38 +525,37 @@ fn member_reads_block_ids(member: &str, call: std::ops::Range<usize>) -> Diagnos
     .help("pass the block index to the member as an argument, or make it a free `__device__` function")
 }
 
-/// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`, or a macro
-/// of `block_macros` (which reads one).
-fn default_reads_block_ids(site: &super::FunctionSite, block_macros: &BTreeSet<String>) -> bool {
+/// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`, or a name
+/// of `block_names` (macros and helpers that read one).
+fn default_reads_block_ids(site: &super::FunctionSite, block_names: &BTreeSet<String>) -> bool {
     site.param_list.iter().any(|p| {
         let default = &p.text[crate::rewrite::strip_default(&p.text).len()..];
-        let names = crate::lang::VIRTUAL_BUILTINS
+        let mut names = crate::lang::VIRTUAL_BUILTINS
             .iter()
             .map(|(name, _)| *name)
-            .chain(block_macros.iter().map(String::as_str));
-        names.into_iter().any(|name| {
-            default.match_indices(name).any(|(at, _)| {
-                let word = |c: char| c.is_alphanumeric() || c == '_';
-                !default[..at].ends_with(word) && !default[at + name.len()..].starts_with(word)
-            })
-        })
+            .chain(block_names.iter().map(String::as_str));
+        names.any(|name| crate::lang::word_indices(default, name).next().is_some())
     })
 }
 
 /// The first name among `types` that `body` uses as a type or names, with where.
 fn uses_type(body: Node, src: &str, types: &BTreeSet<String>) -> Option<(String, Range<usize>)> {
     let k = crate::lang::kinds();
-    let mut stack = vec![body];
-    while let Some(n) = stack.pop() {
-        if (n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
-            && types.contains(&src[n.byte_range()])
-        {
-            return Some((src[n.byte_range()].to_string(), n.byte_range()));
-        }
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
+    let mut found = None;
+    if types.is_empty() {
+        return found;
     }
-    None
+    crate::lang::visit(body, |n| {
+        let text = crate::lang::text(n, src);
+        if found.is_none()
+            && (n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
+            && types.contains(text)
+        {
+            found = Some((text.to_string(), n.byte_range()));
+        }
+        found.is_none()
+    });
+    found
 }
 
 /// Where a class defined inside `body` names a built-in index (`blockIdx`, `gridDim`,
@@ -577,19 +565,14 @@ fn local_class_naming_shadows(
     src: &str,
     block_names: &BTreeSet<String>,
 ) -> Option<Range<usize>> {
-    let k = crate::lang::kinds();
-    let mut stack = vec![(body, false)];
-    while let Some((n, in_class)) = stack.pop() {
-        let text = &src[n.byte_range()];
-        if in_class
-            && n.kind_id() == k.identifier
-            && (matches!(text, "blockIdx" | "gridDim" | "threadIdx") || block_names.contains(text))
-        {
-            return Some(n.byte_range());
+    let mut found = None;
+    crate::lang::visit(body, |n| {
+        let class = n.kind() == "class_specifier" || n.kind() == "struct_specifier";
+        if found.is_none() && class {
+            found = super::callgraph::first_block_name(n, src, block_names, true)
+                .map(|m| m.byte_range());
         }
-        let in_class = in_class || n.kind() == "class_specifier" || n.kind() == "struct_specifier";
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor).map(|c| (c, in_class)));
-    }
-    None
+        found.is_none() && !class
+    });
+    found
 }

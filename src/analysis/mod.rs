@@ -185,13 +185,13 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
     graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
     // Names whose use reads the block index: macros that read it, and helpers that do (a call
     // from implicit code or a default argument passes no context).
-    graph.block_macros = macros
+    graph.block_names = macros
         .iter()
         .filter(|(_, m)| !m.virtual_reads.is_empty())
         .map(|(name, _)| name.clone())
         .chain(graph.ctx_names.iter().cloned())
         .collect();
-    graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_macros);
+    graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_names);
     // Members of the files that include this one (`program::known_from`), which a kernel
     // template here may call through a functor of its template type.
     graph.member_ctx.extend(

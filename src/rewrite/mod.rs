@@ -103,6 +103,10 @@ fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
     }
 }
 
+/// The start of a transformed body: the task's values as locals shadowing the built-ins, and
+/// the body's lambdas given what they need of them (`lambda_captures`). `thread_index`: a
+/// kernel's body (blockIdx and gridDim always, threadIdx where read), else a helper's (what it
+/// reads).
 fn prologue(
     facts: &BodyFacts,
     body: Node,
@@ -111,133 +115,116 @@ fn prologue(
     ctx_helpers: &BTreeSet<&str>,
     edits: &mut Vec<Edit>,
 ) {
-    lambda_captures(facts, body, src, thread_index, ctx_helpers, edits);
-    if let Some(e) = prologue_locals(facts, body, src, thread_index) {
-        edits.push(e);
+    let shadowed = shadowed(facts, thread_index);
+    lambda_captures(body, src, &shadowed, ctx_helpers, edits);
+    if shadowed.is_empty() {
+        return;
     }
-}
-
-fn prologue_locals(facts: &BodyFacts, body: Node, src: &str, thread_index: bool) -> Option<Edit> {
-    let kernel = thread_index;
-    let thread_index = thread_index && facts.reads_thread_idx;
-    if facts.virtual_reads.is_empty() && !thread_index && !kernel {
-        return None;
-    }
-    let open = body.start_byte() + 1;
     let multiline = opens_own_line(body, src);
     let indent = body_indent(body, src);
     let mut text = String::new();
-    for (name, ty) in crate::lang::VIRTUAL_BUILTINS {
-        let read = facts.virtual_reads.contains(name);
-        if read || kernel {
-            if multiline {
-                text.push('\n');
-                text.push_str(&indent);
-            } else {
-                text.push(' ');
+    for name in &shadowed {
+        text.push_str(&if multiline {
+            format!("\n{indent}")
+        } else {
+            " ".to_string()
+        });
+        let local = match crate::lang::VIRTUAL_BUILTINS
+            .iter()
+            .find(|(n, _)| n == name)
+        {
+            Some((_, ty)) => {
+                let read = facts.virtual_reads.contains(name);
+                let unused = if read { "" } else { "[[maybe_unused]] " };
+                format!("{unused}const {ty} {name} = {CTX}.{name};")
             }
-            let unused = if read { "" } else { "[[maybe_unused]] " };
-            text.push_str(&format!("{unused}const {ty} {name} = {CTX}.{name};"));
-        }
-    }
-    if thread_index {
-        text.push(if multiline { '\n' } else { ' ' });
-        if multiline {
-            text.push_str(&indent);
-        }
-        text.push_str(&format!(
-            "const uint3 threadIdx = {CTX}.{}();",
-            crate::vocab::THREAD_INDEX
-        ));
+            None => format!(
+                "const uint3 {name} = {CTX}.{}();",
+                crate::vocab::THREAD_INDEX
+            ),
+        };
+        text.push_str(&local);
     }
     if multiline {
         text.push_str("  // cupreempt: the task's values");
     }
-    Some(Edit::insert(open, text))
+    edits.push(Edit::insert(body.start_byte() + 1, text));
 }
 
-/// The names that `prologue` declares as locals of a body (the task's values).
-fn shadowed(facts: &BodyFacts, thread_index: bool) -> Vec<&'static str> {
-    let kernel = thread_index;
+/// The names that `prologue` declares as locals of a body (the task's values): in a kernel's
+/// body (`kernel`) blockIdx and gridDim always and threadIdx where read, in a helper's what it
+/// reads of blockIdx and gridDim.
+fn shadowed(facts: &BodyFacts, kernel: bool) -> Vec<&'static str> {
     let mut names: Vec<&'static str> = crate::lang::VIRTUAL_BUILTINS
         .iter()
         .filter(|(name, _)| kernel || facts.virtual_reads.contains(name))
         .map(|(name, _)| *name)
         .collect();
-    if thread_index && facts.reads_thread_idx {
+    if kernel && facts.reads_thread_idx {
         names.push("threadIdx");
     }
     names
 }
 
 /// A lambda of the body without a capture default (`[]`, `[x]`) that reads a name the
-/// prologue turned into a local (`blockIdx`, `gridDim`, `threadIdx`), or that calls a helper
-/// now given the context (`__cp`), would reference an enclosing function's local it does not
-/// capture: it gets those names captured (by copy; the context by reference). Before, such a
-/// lambda read the built-in and compiled; unchanged, the transformed body did not compile.
+/// prologue turned into a local (`shadowed`), or that calls a helper now given the context
+/// (`__cp`), would reference an enclosing function's local it does not capture: it gets those
+/// names captured (by copy; the context by reference). Before, such a lambda read the built-in
+/// and compiled; unchanged, the transformed body did not compile.
 fn lambda_captures(
-    facts: &BodyFacts,
     body: Node,
     src: &str,
-    thread_index: bool,
+    shadowed: &[&str],
     ctx_helpers: &BTreeSet<&str>,
     edits: &mut Vec<Edit>,
 ) {
     let k = crate::lang::kinds();
-    let shadowed = shadowed(facts, thread_index);
-    let mut stack = vec![body];
-    while let Some(n) = stack.pop() {
-        let mut cursor = n.walk();
-        stack.extend(n.named_children(&mut cursor));
+    crate::lang::visit(body, |n| {
         if n.kind_id() != k.lambda_expression {
-            continue;
+            return true;
         }
         let Some(captures) = n.child_by_field_id(crate::lang::fields().captures) else {
-            continue;
+            return true;
         };
         let mut cursor = captures.walk();
         let listed: Vec<Node> = captures.named_children(&mut cursor).collect();
         if listed.iter().any(|c| c.kind() == "lambda_default_capture") {
-            continue;
+            return true;
         }
         let captured: BTreeSet<&str> = listed
             .iter()
             .filter(|c| c.kind_id() == k.identifier)
-            .map(|c| &src[c.byte_range()])
+            .map(|c| crate::lang::text(*c, src))
             .collect();
         // What the lambda's text reads, nested lambdas included (they capture from it).
         let mut reads: Vec<String> = Vec::new();
-        let mut inner = vec![n];
-        while let Some(m) = inner.pop() {
-            let mut cursor = m.walk();
-            inner.extend(m.named_children(&mut cursor));
-            if m.kind_id() == k.identifier {
-                let name = &src[m.byte_range()];
-                let wanted = shadowed.contains(&name)
-                    || (ctx_helpers.contains(name)
-                        && m.parent().is_some_and(|p| p.kind_id() == k.call_expression));
-                let capture = if shadowed.contains(&name) {
-                    name.to_string()
-                } else {
-                    format!("&{CTX}")
-                };
-                if wanted && !captured.contains(name) && !reads.contains(&capture) {
-                    reads.push(capture);
-                }
+        crate::lang::visit(n, |m| {
+            let name = crate::lang::text(m, src);
+            let capture = if m.kind_id() != k.identifier || captured.contains(name) {
+                None
+            } else if shadowed.contains(&name) {
+                Some(name.to_string())
+            } else if ctx_helpers.contains(name)
+                && m.parent().is_some_and(|p| p.kind_id() == k.call_expression)
+            {
+                Some(format!("&{CTX}"))
+            } else {
+                None
+            };
+            if let Some(c) = capture.filter(|c| !reads.contains(c)) {
+                reads.push(c);
             }
+            true
+        });
+        if !reads.is_empty() {
+            reads.sort();
+            let list = reads.join(", ");
+            let close = captures.end_byte() - 1;
+            let sep = if listed.is_empty() { "" } else { ", " };
+            edits.push(Edit::insert(close, format!("{sep}{list}")));
         }
-        if reads.is_empty() {
-            continue;
-        }
-        reads.sort();
-        let list = reads.join(", ");
-        let close = captures.end_byte() - 1;
-        if listed.is_empty() {
-            edits.push(Edit::insert(close, list));
-        } else {
-            edits.push(Edit::insert(close, format!(", {list}")));
-        }
-    }
+        true
+    });
 }
 
 /// Whether nothing but whitespace follows the body's `{` on its line (then generated lines at
