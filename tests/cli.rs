@@ -1064,6 +1064,26 @@ fn a_header_helper_that_reads_the_block_index_through_a_member_is_not_given_the_
         err.contains("`gidx`, a device function of an included file, reads blockIdx/gridDim"),
         "{err}"
     );
+
+    // The same through a default argument on the helper's path: `through` takes the context,
+    // but its call `at()` takes the default, read where `at` is declared.
+    std::fs::write(
+        src.join("tile.cuh"),
+        "#pragma once\n__device__ unsigned at(unsigned b = blockIdx.x) { return b * 64u; }\n__device__ unsigned through() { return at() + blockIdx.y + threadIdx.x; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("k.cu"),
+        "#include \"tile.cuh\"\n__global__ void kern(unsigned* out) { out[through()] = 1; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    let kern = out
+        .lines()
+        .find(|l| l.contains(": kern:"))
+        .unwrap_or_else(|| panic!("no line for kern:\n{out}"));
+    assert!(kern.contains("CP008"), "{out}");
 }
 
 /// Macros of an included header count as the file's own: a `__device__` helper that reads the

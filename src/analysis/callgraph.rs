@@ -134,9 +134,14 @@ impl CallGraph {
 
     /// Whether the task context, passed to helper `start`, reaches every read of the block index
     /// on its paths: every helper it calls by name that needs the context can take it, and no
-    /// body on the way calls a member that needs it through an object, or calls through a
-    /// function pointer where the file takes such a helper's address.
-    pub fn context_reaches_every_read(&self, start: usize, helpers: &[HelperPlan]) -> bool {
+    /// body on the way calls a member that needs it through an object or holds another path
+    /// that refuses a kernel (`decide::body_blockers`, default arguments).
+    pub fn context_reaches_every_read(
+        &self,
+        start: usize,
+        helpers: &[HelperPlan],
+        src: &str,
+    ) -> bool {
         let mut seen = BTreeSet::from([start]);
         let mut todo = vec![start];
         while let Some(i) = todo.pop() {
@@ -151,12 +156,13 @@ impl CallGraph {
             {
                 return false;
             }
-            let pointer_calls = !f.indirect_calls.is_empty()
-                || f.calls.iter().any(|c| {
-                    f.declared.contains(&c.name)
-                        || h.site.param_list.iter().any(|p| p.name == c.name)
-                });
-            if pointer_calls && !self.address_taken.is_empty() {
+            // The same paths that refuse a kernel of this file (`decide`).
+            let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
+            if declared
+                .into_iter()
+                .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
+                || !super::decide::body_blockers(f, &h.site, self, src).is_empty()
+            {
                 return false;
             }
             for c in &f.calls {

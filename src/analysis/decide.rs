@@ -181,56 +181,7 @@ pub fn decide<'t>(
         )
         .collect();
     for &(facts, site, via) in &bodies {
-        let mut found = Vec::new();
-        // A helper that reads blockIdx/gridDim and whose address the file takes may be reached
-        // through a function pointer, whose call cannot pass the context: every call that may
-        // go through one (a call of an expression, or of a variable or parameter of the body).
-        if let Some(taken) = graph.address_taken.iter().next() {
-            let by_name = facts.calls.iter().filter(|c| {
-                facts.declared.contains(&c.name) || site.param_list.iter().any(|p| p.name == c.name)
-            });
-            let calls = facts
-                .indirect_calls
-                .iter()
-                .map(|n| n.byte_range())
-                .chain(by_name.map(|c| c.node.byte_range()));
-            for call in calls {
-                found.push(
-                    Diagnostic::new(
-                        Code::Helper,
-                        format!("a call through a function pointer may reach `{taken}`, which reads blockIdx/gridDim and whose address this file takes; such a call cannot be given the task's values"),
-                    )
-                    .label(call, "called here")
-                    .help("call the function by its name, or pass it the block index as an argument"),
-                );
-            }
-        }
-        // An object of a class whose constructor, destructor, operators or default member
-        // initializers read blockIdx/gridDim runs that code without a call by name.
-        if let Some((name, at)) = uses_type(site.body, src, &graph.implicit_readers) {
-            found.push(
-                Diagnostic::new(
-                    Code::Helper,
-                    format!("type `{name}` reads blockIdx/gridDim in code its objects run without a call by name (a constructor, destructor, operator or default member initializer), which cannot be given the task's values"),
-                )
-                .label(at, "used here")
-                .help("pass the block index to the type as a constructor or member argument"),
-            );
-        }
-        // A class defined in the body whose code names blockIdx/gridDim/threadIdx (or calls a
-        // helper given the context): in the transformed body those are locals of the enclosing
-        // function (and `__cp` a parameter), which a local class may not use; the output would
-        // not compile.
-        if let Some(at) = local_class_naming_shadows(site.body, src, &graph.block_names) {
-            found.push(
-                Diagnostic::new(
-                    Code::Helper,
-                    "a class defined in the body names blockIdx/gridDim/threadIdx (or calls a helper that reads them), which in the transformed body are the enclosing function's locals, out of a local class's reach",
-                )
-                .label(at, "named here")
-                .help("define the class outside the function, or pass the values to it"),
-            );
-        }
+        let found = body_blockers(facts, site, graph, src);
         refusals.extend(found.into_iter().map(|d| match via {
             Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
             None => d,
@@ -527,7 +478,10 @@ fn member_reads_block_ids(member: &str, call: std::ops::Range<usize>) -> Diagnos
 
 /// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`, or a name
 /// of `block_names` (macros and helpers that read one).
-fn default_reads_block_ids(site: &super::FunctionSite, block_names: &BTreeSet<String>) -> bool {
+pub(super) fn default_reads_block_ids(
+    site: &super::FunctionSite,
+    block_names: &BTreeSet<String>,
+) -> bool {
     site.param_list.iter().any(|p| {
         let default = &p.text[crate::rewrite::strip_default(&p.text).len()..];
         let mut names = crate::lang::VIRTUAL_BUILTINS
@@ -574,5 +528,68 @@ fn local_class_naming_shadows(
         }
         found.is_none() && !class
     });
+    found
+}
+
+/// The refusals that one body (a kernel's, or a helper's it reaches) holds for paths to the
+/// hardware's block index that no task context follows: calls through function pointers where
+/// the file takes a block-reading helper's address, types whose implicit code reads it, and
+/// classes defined in the body that name it. Labelled in the body; the caller names the kernel.
+pub(super) fn body_blockers(
+    facts: &super::BodyFacts,
+    site: &super::FunctionSite,
+    graph: &CallGraph,
+    src: &str,
+) -> Vec<Diagnostic> {
+    let mut found = Vec::new();
+    // A helper that reads blockIdx/gridDim and whose address the file takes may be reached
+    // through a function pointer, whose call cannot pass the context: every call that may
+    // go through one (a call of an expression, or of a variable or parameter of the body).
+    if let Some(taken) = graph.address_taken.iter().next() {
+        let by_name = facts.calls.iter().filter(|c| {
+            facts.declared.contains(&c.name) || site.param_list.iter().any(|p| p.name == c.name)
+        });
+        let calls = facts
+            .indirect_calls
+            .iter()
+            .map(|n| n.byte_range())
+            .chain(by_name.map(|c| c.node.byte_range()));
+        for call in calls {
+            found.push(
+                Diagnostic::new(
+                    Code::Helper,
+                    format!("a call through a function pointer may reach `{taken}`, which reads blockIdx/gridDim and whose address this file takes; such a call cannot be given the task's values"),
+                )
+                .label(call, "called here")
+                .help("call the function by its name, or pass it the block index as an argument"),
+            );
+        }
+    }
+    // An object of a class whose constructor, destructor, operators or default member
+    // initializers read blockIdx/gridDim runs that code without a call by name.
+    if let Some((name, at)) = uses_type(site.body, src, &graph.implicit_readers) {
+        found.push(
+            Diagnostic::new(
+                Code::Helper,
+                format!("type `{name}` reads blockIdx/gridDim in code its objects run without a call by name (a constructor, destructor, operator or default member initializer), which cannot be given the task's values"),
+            )
+            .label(at, "used here")
+            .help("pass the block index to the type as a constructor or member argument"),
+        );
+    }
+    // A class defined in the body whose code names blockIdx/gridDim/threadIdx (or calls a
+    // helper given the context): in the transformed body those are locals of the enclosing
+    // function (and `__cp` a parameter), which a local class may not use; the output would
+    // not compile.
+    if let Some(at) = local_class_naming_shadows(site.body, src, &graph.block_names) {
+        found.push(
+            Diagnostic::new(
+                Code::Helper,
+                "a class defined in the body names blockIdx/gridDim/threadIdx (or calls a helper that reads them), which in the transformed body are the enclosing function's locals, out of a local class's reach",
+            )
+            .label(at, "named here")
+            .help("define the class outside the function, or pass the values to it"),
+        );
+    }
     found
 }

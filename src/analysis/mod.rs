@@ -248,7 +248,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
                 h.needs_ctx
                     && h.site.can_take_ctx()
                     && !h.site.member
-                    && graph.context_reaches_every_read(i, &helpers)
+                    && graph.context_reaches_every_read(i, &helpers, src)
             })
             .collect();
         for i in exported {
