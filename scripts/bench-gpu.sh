@@ -15,6 +15,9 @@
 #      BENCH_LATENCY=30, BENCH_STORM=1000, OUT (default target/bench-out), BENCH_BUILD (build dir).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# The persistent form's cost as a scheduled process pays it: without a scheduler daemon every
+# launch the shim plans would run the original kernel (docs/runtime.md, rule 7).
+export CUPREEMPT_PREEMPTIBLE=${CUPREEMPT_PREEMPTIBLE:-1}
 out=${OUT:-target/bench-out}
 cli=${1:-}
 lib=${2:-}

@@ -40,7 +40,10 @@ int cupreempt_rt_launch(void* func, const unsigned grid[3], const unsigned block
 /* Decides the form of a launch of the original kernel `original` (its CUfunction):
  * CUPREEMPT_OK, launch it preemptible with cupreempt_rt_launch_planned; or
  * CUPREEMPT_RUN_ORIGINAL, launch the original kernel as written, where a preemptible launch
- * would not pay or cannot work: while the runtime's setup thread is still at work (it starts
+ * would not pay or cannot work: in a process that nothing can preempt a launch of (no
+ * scheduler daemon, CUPREEMPT_SCHEDULER, and no chaos mode, CUPREEMPT_CHAOS; the caller lets
+ * go of the handle at once), unless CUPREEMPT_PREEMPTIBLE=1; while the runtime's setup thread
+ * is still at work (it starts
  * at the first launch that would be preemptible; CUPREEMPT_SETUP=wait: wait instead); a grid
  * that fits on the GPU at once as the original kernel, whose blocks all start together so
  * that none could be held back;
@@ -60,15 +63,16 @@ int cupreempt_rt_original_launched(void* stream);
  * counts[0] preemptible, then the original kernel for [1] a graph capture, [2] the runtime's
  * setup, [3] one wave, [4] a short launch, [5] a prediction from other grids, [6] a timed
  * trial, [7] a trial still running; [8] an error of the plan; the original kernel for [9] a
- * stream less urgent than another the program launches on. So that a benchmark can say which
+ * stream less urgent than another the program launches on, [10] a launch nothing can preempt
+ * (no scheduler daemon, no chaos mode). So that a benchmark can say which
  * form its timed launches took. New outcomes are appended. cupreempt_rt_plan_counts_n writes
  * the first n (at most CUPREEMPT_PLAN_OUTCOMES); cupreempt_rt_plan_counts, for programs built
  * when there were nine, writes nine. */
-#define CUPREEMPT_PLAN_OUTCOMES 10
+#define CUPREEMPT_PLAN_OUTCOMES 11
 /* The outcomes' names, in that order (an initializer of CUPREEMPT_PLAN_OUTCOMES strings). */
 #define CUPREEMPT_PLAN_OUTCOME_NAMES                                                    \
   {"preemptible", "capture", "setup", "one_wave", "short", "predicted", "trial", \
-   "trial_running", "error", "lower_priority"}
+   "trial_running", "error", "lower_priority", "unscheduled"}
 int cupreempt_rt_plan_counts_n(unsigned long long* counts, unsigned n);
 int cupreempt_rt_plan_counts(unsigned long long counts[9]);
 /* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made

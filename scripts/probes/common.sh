@@ -1,3 +1,7 @@
+# Probes measure the persistent form's cost as a scheduled process pays it: without a
+# scheduler daemon every launch the shim plans would run the original kernel (docs/runtime.md,
+# rule 7).
+export CUPREEMPT_PREEMPTIBLE=${CUPREEMPT_PREEMPTIBLE:-1}
 # Shared by the probes (sourced). The benchmarked kernel of fixtures/bench/PROGRAM.cu: its
 # first __global__ function.
 first_kernel() { grep -m1 -oP '__global__\s+void\s+\K\w+' "fixtures/bench/$1.cu"; }

@@ -9,6 +9,9 @@
 # Env: PROBE_PROGRAMS, PROBE_SIZES (large small trivial), PROBE_RUNS (10), PROBE_BUILD.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# The persistent form's cost as a scheduled process pays it: without a scheduler daemon every
+# launch the shim plans would run the original kernel (docs/runtime.md, rule 7).
+export CUPREEMPT_PREEMPTIBLE=${CUPREEMPT_PREEMPTIBLE:-1}
 build=${PROBE_BUILD:-/tmp/cupreempt-compare}
 programs=${PROBE_PROGRAMS:-black_scholes convolution_separable pathfinder reduction vector_add}
 runs=${PROBE_RUNS:-10}

@@ -168,7 +168,10 @@ int main(int argc, char** argv) {
     check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "priorities");
     check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest), "stream");
   }
+  // PROBE_BLOCKS=N: that grid only (CUPREEMPT_TRACE_LAUNCH's table then describes it alone).
+  const char* only = std::getenv("PROBE_BLOCKS");
   for (int blocks : {64, 4096, 16384}) {
+    if (only && std::atoi(only) != blocks) continue;
     for (int form = 0; form < 2; ++form) {
       const bool p = form == 0;
       for (int i = 0; i < 50; ++i) launch(p, blocks, y, x, n, s);  // warm

@@ -40,20 +40,26 @@ for loading in LAZY EAGER; do
 done
 echo "first launch waiting for the runtime's setup (CUPREEMPT_SETUP=wait):"
 for i in $(seq "${PROBE_FIRST:-7}"); do
-  CUPREEMPT_SETUP=wait "$work/launch_path" first cupreempt
+  CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_SETUP=wait "$work/launch_path" first cupreempt
 done | awk '{print $5}' | sort -n | awk '{a[NR]=$1} END {print "median first_launch_us", a[int((NR+1)/2)]}'
 echo "one first launch, the runtime's setup step by step (with CUPREEMPT_SETUP=wait):"
-CUPREEMPT_TRACE_SETUP=1 CUPREEMPT_SETUP=wait "$work/launch_path" first cupreempt
-echo "one first launch as a program makes it, the plan's first call step by step:"
-CUPREEMPT_TRACE_SETUP=1 "$work/launch_path" first cupreempt
-echo "steady state (short launches run the original kernel):"
+CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_TRACE_SETUP=1 CUPREEMPT_SETUP=wait "$work/launch_path" first cupreempt
+echo "one first launch as a scheduled program makes it, the plan's first call step by step:"
+CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_TRACE_SETUP=1 "$work/launch_path" first cupreempt
+echo "steady state, unscheduled (rule 7: every launch runs the original kernel):"
 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
+echo "steady state planned as a scheduled process (CUPREEMPT_PREEMPTIBLE=1; one wave runs the original):"
+CUPREEMPT_PREEMPTIBLE=1 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
 echo "steady state, every launch preemptible (CUPREEMPT_SHORT_US=0):"
 CUPREEMPT_SHORT_US=0 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
-echo "the shim's steps, each alone (host time per call):"
+echo "every launch preemptible, one wave, the runtime's steps (CUPREEMPT_TRACE_LAUNCH=1):"
+CUPREEMPT_SHORT_US=0 CUPREEMPT_TRACE_LAUNCH=1 PROBE_BLOCKS=64 "$work/launch_path" steady x "${PROBE_REPS:-2000}"
+echo "the shim's steps, each alone (host time per call), unscheduled:"
 "$work/launch_path" pieces
-echo "the shim's steps, the runtime ready before the first plan (CUPREEMPT_SETUP=wait):"
-CUPREEMPT_SETUP=wait "$work/launch_path" pieces
-echo "steady state on a created stream of the highest priority:"
-"$work/launch_path" steady x "${PROBE_REPS:-2000}" stream
+echo "the shim's steps, planned as a scheduled process (CUPREEMPT_PREEMPTIBLE=1):"
+CUPREEMPT_PREEMPTIBLE=1 "$work/launch_path" pieces
+echo "the same, the runtime ready before the first plan (CUPREEMPT_SETUP=wait):"
+CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_SETUP=wait "$work/launch_path" pieces
+echo "steady state on a created stream of the highest priority (CUPREEMPT_PREEMPTIBLE=1):"
+CUPREEMPT_PREEMPTIBLE=1 "$work/launch_path" steady x "${PROBE_REPS:-2000}" stream
 rm -rf "$work"

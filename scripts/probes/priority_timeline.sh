@@ -9,6 +9,9 @@
 #   Env: PROBE_ENV (assignments for the transformed run, e.g. CUPREEMPT_SHORT_US=0).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The persistent form's cost as a scheduled process pays it: without a scheduler daemon every
+# launch the shim plans would run the original kernel (docs/runtime.md, rule 7).
+export CUPREEMPT_PREEMPTIBLE=${CUPREEMPT_PREEMPTIBLE:-1}
 cli=${1:?usage: scripts/probes/priority_timeline.sh CUPREEMPT_BINARY RUNTIME_LIB_DIR [ROUNDS]}
 lib=$(realpath "${2:?RUNTIME_LIB_DIR}")
 rounds=${3:-5}

@@ -8,6 +8,9 @@
 # Env: PROBE_RUNS (15), PROBE_BUILD (/tmp/cupreempt-sweep). Needs nvcc on PATH.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+# The persistent form's cost as a scheduled process pays it: without a scheduler daemon every
+# launch the shim plans would run the original kernel (docs/runtime.md, rule 7).
+export CUPREEMPT_PREEMPTIBLE=${CUPREEMPT_PREEMPTIBLE:-1}
 cli=$1 lib=$(realpath "$2") p=$3 size=$4 launches=$5
 shift 5
 build=${PROBE_BUILD:-/tmp/cupreempt-sweep}

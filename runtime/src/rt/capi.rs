@@ -4,6 +4,7 @@
 //! touches anything, returns a status code, and never unwinds into C.
 
 use super::history::LaunchKey;
+use super::steps::{self, Step};
 use super::{Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
 use crate::smset::{SmSet, MAX_SMS};
 use std::cell::RefCell;
@@ -241,15 +242,20 @@ impl LaunchCall {
         )?;
         cfg.chunk = self.chunk;
         cfg.budget_ns = self.budget_ns;
+        steps::lap(Step::Arguments);
         let rt = current_runtime()?;
+        steps::lap(Step::Runtime);
         if let Some(key) = &self.history {
             cfg.task_ns = rt.inner.history.task_ns(key);
         }
+        steps::lap(Step::History);
         // A preemptible launch: the runtime's streams (commands, resumes) should be ready
         // before a preemption needs them.
         rt.request_setup();
+        steps::lap(Step::Setup);
         // A scheduler daemon's standing order: the launch starts off these SMs.
         let off = super::scheduler::kept_off();
+        steps::lap(Step::KeptOff);
         let k = rt.launch_kept_off(
             &Function::from_raw(self.func.cast()),
             &cfg,
@@ -421,15 +427,18 @@ pub unsafe extern "C" fn cupreempt_rt_yield_latency_us(h: Handle, us: *mut f64) 
 #[no_mangle]
 pub extern "C" fn cupreempt_rt_release(h: Handle) -> c_int {
     guard(|| {
+        steps::begin();
         let k = lock(registry())
             .kernels
             .remove(&h)
             .ok_or(Error::UnknownHandle(h))?;
+        steps::lap(Step::ReleaseLookup);
         // Chaos mode (CUPREEMPT_CHAOS) preempts and resumes it at random until it ends; else a
         // scheduler daemon (CUPREEMPT_SCHEDULER) steers it; else it runs to its end.
         if let Err(k) = super::chaos::adopt(k) {
             drop(super::scheduler::adopt(k));
         }
+        steps::lap(Step::ReleaseAdopt);
         Ok(())
     })
 }

@@ -136,6 +136,10 @@ pub enum Original {
     /// original its blocks give the SMs to the urgent stream's blocks as they end, as the
     /// program asked; a persistent kernel's blocks hold them to its end.
     LowerPriority(i32, i32),
+    /// Nothing can preempt the launch: no scheduler daemon, no chaos mode, and the launch
+    /// shim lets go of the handle at once. The persistent form would cost its time and buy
+    /// nothing (`CUPREEMPT_PREEMPTIBLE=1` plans such launches as a scheduled process's).
+    Unscheduled,
 }
 
 impl std::fmt::Display for Original {
@@ -171,6 +175,11 @@ impl std::fmt::Display for Original {
             Original::TrialRunning => write!(
                 f,
                 "a timed trial of the original kernel in this configuration is still running"
+            ),
+            Original::Unscheduled => write!(
+                f,
+                "no scheduler daemon (CUPREEMPT_SCHEDULER) or chaos mode (CUPREEMPT_CHAOS) \
+                 can preempt it; CUPREEMPT_PREEMPTIBLE=1 makes long launches preemptible anyway"
             ),
             Original::LowerPriority(own, urgent) => write!(
                 f,

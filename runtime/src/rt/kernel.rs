@@ -26,6 +26,7 @@ use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
 use super::pool::{Mirror, Retired};
 use super::runtime::{Function, Inner, Runtime};
+use super::steps::{self, Step};
 use crate::control::{progress_shift, ControlBlock, HostMirror, LaunchParams, LANES};
 use crate::smset::{SmSet, MAX_SMS};
 use std::ffi::c_void;
@@ -168,10 +169,13 @@ impl Runtime {
         let rt = &self.inner;
         let tasks = cfg.tasks(&rt.limits()?)?;
         rt.current()?;
+        steps::lap(Step::Limits);
         let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
         super::trace_setup("occupancy");
+        steps::lap(Step::Occupancy);
         let slot = rt.acquire_slot(stream)?;
         super::trace_setup("control block");
+        steps::lap(Step::ControlBlock);
         let number = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
         // SAFETY: the slot is ours; kernels never write `launch`.
         unsafe { addr_of_mut!((*slot.mirror.host).launch).write_volatile(number) };
@@ -216,6 +220,7 @@ impl Runtime {
         }
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
+        steps::lap(Step::Handle);
         k.launch_instance(stream, blocks)?;
         super::trace_setup("launch and end event");
         // Every later instance is a resumed one, launched after the newest command has landed.
@@ -260,8 +265,10 @@ impl Kernel {
             ptrs.as_mut_ptr(),
             std::ptr::null_mut()
         ))?;
+        steps::lap(Step::LaunchCall);
         let end = self.record(stream, super::timing())?;
         self.instances.push(Instance { blocks, end });
+        steps::lap(Step::EndEvent);
         Ok(())
     }
 

@@ -36,6 +36,7 @@ mod preload;
 mod runtime;
 pub mod scheduler;
 mod setup;
+mod steps;
 mod warm;
 
 pub use command::{Command, Target};

@@ -9,6 +9,7 @@ use super::capi::{
 };
 use super::driver::Event;
 use super::history::{LaunchKey, Stopwatch};
+use super::steps::Step;
 use super::{Error, Function, LaunchConfig, Original, Runtime};
 use std::ffi::{c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
@@ -96,6 +97,12 @@ pub unsafe extern "C" fn cupreempt_rt_plan(
     let mut timed = false;
     let status = guard(|| {
         let (key, cfg) = planned_key(original, grid, block, smem)?;
+        if unscheduled() {
+            // Before any driver call: this launch needs nothing of the runtime.
+            why = Some(Original::Unscheduled);
+            say_once(key, Original::Unscheduled);
+            return Ok(());
+        }
         super::driver::init()?;
         // Before anything else: a capture forbids what the runtime's first use does.
         let capturing = super::driver::is_capturing(stream.cast())?;
@@ -168,7 +175,7 @@ fn less_urgent(most_urgent: &AtomicI32, own: i32) -> Option<Original> {
 /// Outcomes of `cupreempt_rt_plan` (`cupreempt_rt_plan_counts_n`, in runtime.h's order). New
 /// outcomes are appended, so that a caller's array of an older header's size gets the same
 /// outcomes in the same places.
-pub const PLAN_OUTCOMES: usize = 10;
+pub const PLAN_OUTCOMES: usize = 11;
 /// The outcomes that `cupreempt_rt_plan_counts` writes: as many as runtime.h had when that was
 /// the only call, so that a program built then never gets more words than its array holds.
 const FIRST_PLAN_OUTCOMES: usize = 9;
@@ -187,6 +194,7 @@ fn outcome(status: c_int, why: Option<Original>) -> usize {
         (CUPREEMPT_OK, Some(Original::Trial(_))) => 6,
         (CUPREEMPT_OK, Some(Original::TrialRunning)) => 7,
         (CUPREEMPT_OK, Some(Original::LowerPriority(..))) => 9,
+        (CUPREEMPT_OK, Some(Original::Unscheduled)) => 10,
         _ => 8,
     }
 }
@@ -318,7 +326,9 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
         if out.is_null() {
             return Err(Error::InvalidArgument("null func, grid, block or out"));
         }
+        super::steps::begin();
         let (key, _) = planned_key(original, grid, block, smem)?;
+        super::steps::lap(Step::Key);
         let call = LaunchCall {
             func,
             grid,
@@ -334,9 +344,12 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
         };
         let (rt, k, cfg) = call.launch()?;
         let at_once = rt.capacity(&Function::from_raw(original.cast()), &cfg)?;
+        super::steps::lap(Step::Capacity);
         let (mirror, number) = k.mirror();
         rt.inner.history.launched(key, at_once, mirror, number);
+        super::steps::lap(Step::Launched);
         *out = register(k);
+        super::steps::lap(Step::Register);
         Ok(())
     })
 }
@@ -349,6 +362,31 @@ fn eager() -> bool {
     let always =
         *EAGER.get_or_init(|| super::history::short_ns_from_env() == 0 || super::chaos::enabled());
     always || (super::scheduler::socket().is_some() && !super::scheduler::lean())
+}
+
+/// Rule 7: nothing can preempt a launch that the shim plans (it lets go of the handle at
+/// once) in a process with no scheduler daemon (`CUPREEMPT_SCHEDULER`) and no chaos mode, so
+/// it runs the original kernel, as written: the persistent form would cost its time and buy
+/// nothing. `CUPREEMPT_PREEMPTIBLE=1` plans as a scheduled process that its daemon leaves
+/// alone (`lean`) does, rules 2-6 (to measure what such a process pays, without a daemon);
+/// `CUPREEMPT_SHORT_US=0` makes every launch preemptible. Read once.
+fn unscheduled() -> bool {
+    static UNSCHEDULED: OnceLock<bool> = OnceLock::new();
+    *UNSCHEDULED.get_or_init(|| {
+        let asked = std::env::var("CUPREEMPT_PREEMPTIBLE").is_ok_and(|v| v.trim() == "1");
+        unscheduled_by(
+            asked,
+            super::scheduler::socket().is_some(),
+            super::history::short_ns_from_env() == 0 || super::chaos::enabled(),
+        )
+    })
+}
+
+/// Rule 7's decision from what the process was given: `preemptible_asked`
+/// (`CUPREEMPT_PREEMPTIBLE=1`), a scheduler daemon's socket, every launch preemptible
+/// (`CUPREEMPT_SHORT_US=0`, chaos mode).
+fn unscheduled_by(preemptible_asked: bool, scheduler: bool, every_launch: bool) -> bool {
+    !(preemptible_asked || scheduler || every_launch)
 }
 
 /// `CUPREEMPT_SETUP=wait`: launches wait for the runtime's setup instead of running the
@@ -387,6 +425,7 @@ const OUTCOME_NAMES: [&str; PLAN_OUTCOMES] = [
     "trial_running",
     "error",
     "lower_priority",
+    "unscheduled",
 ];
 
 /// The plans' counts as one line: `cupreempt: N launches planned: preemptible P, ...` (the
@@ -492,6 +531,17 @@ mod tests {
             outcome(CUPREEMPT_OK, Some(Original::LowerPriority(0, -1))),
             9
         );
+        assert_eq!(outcome(CUPREEMPT_OK, Some(Original::Unscheduled)), 10);
+    }
+
+    #[test]
+    fn launches_nothing_can_preempt_run_the_original() {
+        // Nothing given: no daemon, no chaos, no request.
+        assert!(unscheduled_by(false, false, false));
+        // CUPREEMPT_PREEMPTIBLE=1, a daemon's socket (lean or not), every launch preemptible.
+        assert!(!unscheduled_by(true, false, false));
+        assert!(!unscheduled_by(false, true, false));
+        assert!(!unscheduled_by(false, false, true));
     }
 
     #[test]
