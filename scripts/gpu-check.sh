@@ -69,6 +69,16 @@ else
   echo "FAIL end-to-end multiple_kernels (runtime)" >>"$log"
   status=1
 fi
+# Rule 7 (docs/runtime.md): with no scheduler and no chaos mode, nothing can preempt a planned
+# launch, and every one runs the original kernel; the program's own checks still pass.
+if CUPREEMPT_VERBOSE=1 timeout 30 $e2e/mk >$e2e/mk-unscheduled.txt 2>&1 &&
+  grep -qE "^cupreempt: [0-9]+ launches planned: unscheduled [0-9]+$" $e2e/mk-unscheduled.txt; then
+  echo "PASS end-to-end multiple_kernels unscheduled: $(grep '^cupreempt: [0-9]' $e2e/mk-unscheduled.txt)" >>"$log"
+else
+  cat $e2e/mk-unscheduled.txt >>"$log"
+  echo "FAIL end-to-end multiple_kernels unscheduled (every launch should run the original kernel)" >>"$log"
+  status=1
+fi
 # Chaos mode (CUPREEMPT_CHAOS): the runtime preempts and resumes every launch at random; the
 # program's own checks must still pass, and the runtime must say that chaos was on.
 if CUPREEMPT_CHAOS=7,20 timeout 60 $e2e/mk >$e2e/mk-chaos.txt 2>&1 &&

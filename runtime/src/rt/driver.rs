@@ -6,7 +6,7 @@
 use super::error::{Error, Result};
 use cudarc::driver::sys;
 use std::ffi::CStr;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 pub use sys::{CUcontext, CUdevice, CUdeviceptr, CUevent, CUfunction, CUstream};
 
@@ -155,7 +155,23 @@ impl Drop for Stream {
 pub struct Event {
     pub raw: CUevent,
     pub timed: bool,
+    /// Where and when it was last recorded: see [`Event::recorded`].
+    recorded: Mutex<Option<Recorded>>,
 }
+
+/// An event's last record: the stream's id (`cuStreamGetId`, unique in the context and never
+/// reused, unlike a stream's handle, which a new stream may take after the old one is
+/// destroyed; the per-thread default stream has one per thread) and the record's number in
+/// the process's order of records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    pub stream: u64,
+    pub number: u64,
+}
+
+/// Records are numbered under this lock, so that two records on one stream are numbered in
+/// the order the driver put them into the stream, whatever threads made them.
+static RECORDS: Mutex<u64> = Mutex::new(0);
 
 impl Event {
     pub fn new(timed: bool) -> Result<Event> {
@@ -166,10 +182,32 @@ impl Event {
             sys::CUevent_flags::CU_EVENT_DISABLE_TIMING
         };
         drv!(cuEventCreate(&mut e, flags as u32))?;
-        Ok(Event { raw: e, timed })
+        Ok(Event {
+            raw: e,
+            timed,
+            recorded: Mutex::new(None),
+        })
     }
     pub fn record_on(&self, stream: CUstream) -> Result<()> {
-        drv!(cuEventRecord(self.raw, stream))
+        let mut id = 0;
+        // An id the driver cannot give leaves the record unnumbered: it is then asked alone.
+        let known = drv!(cuStreamGetId(stream, &mut id)).is_ok();
+        let mut records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
+        drv!(cuEventRecord(self.raw, stream))?;
+        *records += 1;
+        let recorded = known.then_some(Recorded {
+            stream: id,
+            number: *records,
+        });
+        drop(records);
+        *self.recorded.lock().unwrap_or_else(|p| p.into_inner()) = recorded;
+        Ok(())
+    }
+    /// The stream and number of the event's last record, where known. Of two records on one
+    /// stream, the later-numbered one completes after the earlier (stream order), so a done
+    /// record tells that every earlier record on its stream is done too.
+    pub fn recorded(&self) -> Option<Recorded> {
+        *self.recorded.lock().unwrap_or_else(|p| p.into_inner())
     }
     /// True once everything before the record has run.
     pub fn is_done(&self) -> Result<bool> {
