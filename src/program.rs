@@ -122,9 +122,9 @@ impl KnownHelper {
             .iter()
             .map(|h| KnownHelper {
                 name: h.site.name.clone(),
-                reads_block_ids: h.needs_ctx,
+                reads_block_ids: h.needs_ctx || h.unfollowed_read,
                 synchronizes: h.synchronizes,
-                with_ctx: h.needs_ctx && h.reached && !h.site.member,
+                with_ctx: h.needs_ctx && h.reached && !h.site.member && !h.unfollowed_read,
                 member: h.site.member,
             })
             .filter(|h| h.reads_block_ids || h.synchronizes)

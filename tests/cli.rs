@@ -1084,6 +1084,35 @@ fn a_header_helper_that_reads_the_block_index_through_a_member_is_not_given_the_
         .find(|l| l.contains(": kern:"))
         .unwrap_or_else(|| panic!("no line for kern:\n{out}"));
     assert!(kern.contains("CP008"), "{out}");
+
+    // Helpers whose bodies name no block index at all, and still read it: through a type's
+    // default member initializer (`Origin o;`), and through their own default argument,
+    // which the call in the other file takes. No context can reach either read.
+    std::fs::write(
+        src.join("tile.cuh"),
+        "#pragma once\nstruct Origin { unsigned b = blockIdx.x; };\n__device__ unsigned by_type() { Origin o; return o.b * 64u + threadIdx.x; }\n__device__ unsigned by_default(unsigned b = blockIdx.x) { return b * 64u + threadIdx.x; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("k.cu"),
+        "#include \"tile.cuh\"\n__global__ void kern(unsigned* out) { out[by_type()] = 1; }\n__global__ void kern2(unsigned* out) { out[by_default()] = 2; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let (out, err) = (stdout(&o), stderr(&o));
+    for (kernel, helper) in [("kern", "by_type"), ("kern2", "by_default")] {
+        let line = out
+            .lines()
+            .find(|l| l.contains(&format!(": {kernel}:")))
+            .unwrap_or_else(|| panic!("no line for {kernel}:\n{out}"));
+        assert!(line.contains("CP008"), "{kernel}: {out}");
+        assert!(
+            err.contains(&format!(
+                "`{helper}`, a device function of an included file"
+            )),
+            "{err}"
+        );
+    }
 }
 
 /// Macros of an included header count as the file's own: a `__device__` helper that reads the

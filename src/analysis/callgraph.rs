@@ -135,37 +135,56 @@ impl CallGraph {
     /// Whether the task context, passed to helper `start`, reaches every read of the block index
     /// on its paths: every helper it calls by name that needs the context can take it, and no
     /// body on the way calls a member that needs it through an object or holds another path
-    /// that refuses a kernel (`decide::body_blockers`, default arguments).
+    /// that refuses a kernel (`blocks_context`).
     pub fn context_reaches_every_read(
         &self,
         start: usize,
         helpers: &[HelperPlan],
         src: &str,
     ) -> bool {
+        !self.reach_any(start, helpers, |h| {
+            (h.needs_ctx && !h.site.can_take_ctx()) || self.blocks_context(h, src)
+        })
+    }
+
+    /// Whether a helper that `start` reaches (itself included) reads the block index on a path
+    /// that no task context can follow (`blocks_context`): a kernel of another file that calls
+    /// `start` would read the persistent block's values there (`KnownHelper::reads_block_ids`).
+    pub fn reaches_unfollowed_read(&self, start: usize, helpers: &[HelperPlan], src: &str) -> bool {
+        self.reach_any(start, helpers, |h| self.blocks_context(h, src))
+    }
+
+    /// The paths of one helper's body that refuse a kernel of this file reaching it (`decide`):
+    /// a member call needing the context through an object, a default argument that reads the
+    /// block index, and `decide::body_blockers` (function pointers, implicit type code, local
+    /// classes).
+    fn blocks_context(&self, h: &HelperPlan, src: &str) -> bool {
+        let f = &h.facts;
+        let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
+        f.member_calls
+            .iter()
+            .any(|(m, _)| self.member_ctx.contains(m))
+            || declared
+                .into_iter()
+                .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
+            || !super::decide::body_blockers(f, &h.site, self, src).is_empty()
+    }
+
+    /// Whether `found` holds for a helper that `start` reaches by calls by name (itself
+    /// included).
+    fn reach_any(
+        &self,
+        start: usize,
+        helpers: &[HelperPlan],
+        found: impl Fn(&HelperPlan) -> bool,
+    ) -> bool {
         let mut seen = BTreeSet::from([start]);
         let mut todo = vec![start];
         while let Some(i) = todo.pop() {
-            let h = &helpers[i];
-            if h.needs_ctx && !h.site.can_take_ctx() {
-                return false;
+            if found(&helpers[i]) {
+                return true;
             }
-            let f = &h.facts;
-            if f.member_calls
-                .iter()
-                .any(|(m, _)| self.member_ctx.contains(m))
-            {
-                return false;
-            }
-            // The same paths that refuse a kernel of this file (`decide`).
-            let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
-            if declared
-                .into_iter()
-                .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
-                || !super::decide::body_blockers(f, &h.site, self, src).is_empty()
-            {
-                return false;
-            }
-            for c in &f.calls {
+            for c in &helpers[i].facts.calls {
                 for j in self.callees(&c.name) {
                     if seen.insert(j) {
                         todo.push(j);
@@ -173,7 +192,7 @@ impl CallGraph {
                 }
             }
         }
-        true
+        false
     }
 
     /// The file's helpers that a body with these facts calls, directly or through others.

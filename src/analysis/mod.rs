@@ -136,6 +136,11 @@ pub struct HelperPlan<'t> {
     pub synchronizes: bool,
     /// Is called, directly or not, by a transformed kernel.
     pub reached: bool,
+    /// Reaches a read of the block index that no task context can follow (a type's implicit
+    /// code, a default argument, a function pointer: `CallGraph::reaches_unfollowed_read`), so
+    /// a kernel of another file that calls it is refused like one calling a helper that reads
+    /// blockIdx (`KnownHelper::reads_block_ids`).
+    pub unfollowed_read: bool,
     pub prior_declarations: Vec<FunctionSite<'t>>,
 }
 
@@ -236,6 +241,9 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         kernels.push(plan);
     }
     number_overloads(&mut kernels);
+    for i in 0..helpers.len() {
+        helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
+    }
     if opts.helpers_for_other_files {
         // Kernels of other files in the run may call them (`KnownHelper::with_ctx`): those whose
         // every path to a block index the context can follow. One that reaches a member, or a
@@ -362,6 +370,7 @@ fn helper_plans<'t>(
             needs_ctx: false,
             synchronizes: false,
             reached: false,
+            unfollowed_read: false,
         })
         .collect()
 }
