@@ -81,17 +81,20 @@ pub(crate) fn register(lookup: Lookup) {
 }
 
 /// How long to wait after the context appears before loading (`CUPREEMPT_PRELOAD_DELAY_US`,
-/// default 0): a program that times its work from its context's creation on, and launches
-/// within a millisecond, pays for a load made meanwhile inside its clock (the samples'
-/// template, 1.9-2.3x), while it would pay less for CUDA's lazy load in its launch. Not yet
-/// measured on the external suite, hence 0.
+/// default 1,000): a program's own setup calls (allocations, copies) follow its context at
+/// once, and a load made meanwhile holds the driver's locks they wait for, inside the clock of
+/// a program that times its work from its context on. A millisecond later most programs have
+/// either set up (the load then precedes their first launch) or launched (and loaded lazily, as
+/// the original does). Measured on the H100 (docs/runtime.md, "Module loading").
+const DEFAULT_DELAY_US: u64 = 1_000;
+
 fn delay() -> Duration {
     static D: OnceLock<Duration> = OnceLock::new();
     *D.get_or_init(|| {
         let us = std::env::var("CUPREEMPT_PRELOAD_DELAY_US")
             .ok()
             .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0);
+            .unwrap_or(DEFAULT_DELAY_US);
         Duration::from_micros(us)
     })
 }
