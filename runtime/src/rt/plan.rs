@@ -364,6 +364,14 @@ fn eager() -> bool {
     always || (super::scheduler::socket().is_some() && !super::scheduler::lean())
 }
 
+/// Reads the settings every plan asks for (rule 7's, `CUPREEMPT_VERBOSE`), so that a
+/// program's first launch finds them read: on the setup thread, at load.
+pub(crate) fn read_settings() {
+    unscheduled();
+    eager();
+    verbose();
+}
+
 /// Rule 7: nothing can preempt a launch that the shim plans (it lets go of the handle at
 /// once) in a process with no scheduler daemon (`CUPREEMPT_SCHEDULER`) and no chaos mode, so
 /// it runs the original kernel, as written: the persistent form would cost its time and buy

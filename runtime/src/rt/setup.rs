@@ -92,6 +92,8 @@ pub(crate) fn start() {
         .spawn(move || {
             super::driver::preload();
             super::warm::fault_in_own_pages();
+            // The plan's settings (the environment), read here rather than in a first launch.
+            super::plan::read_settings();
             for job in rx {
                 match job {
                     Job::Make(ctx) => make(ctx, true),
