@@ -337,6 +337,19 @@ fn transform_here(
             }),
         })
         .collect::<Vec<_>>();
+    // Kernels a syntax error hides: left as they are, refused (CP001).
+    kernels.extend(analysis.lost_kernels.iter().map(|(id, k)| KernelReport {
+        id: *id,
+        name: k.name.clone(),
+        line: src[..k.at.start].matches('\n').count() + 1,
+        transformed: false,
+        mode: None,
+        chunk: 0,
+        budget_ns: 0,
+        codes: Vec::new(),
+        source_range: Some(k.at.clone()),
+        output_range: None,
+    }));
     for k in &mut kernels {
         k.codes = codes(k, &diagnostics);
     }

@@ -27,7 +27,7 @@ mod macros;
 mod pragmas;
 mod predicate;
 mod registers;
-mod scan;
+pub(crate) mod scan;
 mod shared;
 mod sites;
 mod uniformity;
@@ -152,6 +152,9 @@ pub struct Analysis<'t> {
     /// not `extern "C"`, their header readable), one declaration per name and scope.
     pub declared_kernels: Vec<FunctionSite<'t>>,
     pub diagnostics: Vec<Diagnostic>,
+    /// Kernel definitions a syntax error hides from the parse, each refused (CP001) with the
+    /// id that its diagnostic carries (after the parsed kernels' ids).
+    pub lost_kernels: Vec<(KernelId, scan::LostKernel)>,
     /// Where `#include "cupreempt.cuh"` goes: after the leading comments.
     pub include_at: usize,
 }
@@ -263,12 +266,32 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
             helpers[i].reached = true;
         }
     }
+    let lost_kernels: Vec<(KernelId, scan::LostKernel)> = found
+        .lost_kernels
+        .into_iter()
+        .filter(|k| opts.selects(&k.name))
+        .enumerate()
+        .map(|(i, k)| (KernelId(kernels.len() + i), k))
+        .collect();
+    diagnostics.extend(lost_kernels.iter().map(|(id, k)| {
+        Diagnostic::new(
+            Code::ParseErrorInKernel,
+            format!(
+                "`{}` lies in a region the parser cannot read (a syntax error around it); it is left as it is",
+                k.name
+            ),
+        )
+        .label(k.at.clone(), "not read as a kernel")
+        .help("preprocessor branches that each open or close a brace are the usual cause: keep both braces of a block in the same branch")
+        .kernel(*id, &k.name)
+    }));
     Analysis {
         kernels,
         helpers,
         launches: found.launches,
         declared_kernels,
         diagnostics,
+        lost_kernels,
         include_at: found.include_at,
     }
 }

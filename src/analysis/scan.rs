@@ -16,6 +16,8 @@ use tree_sitter::Node;
 
 pub struct Found<'t> {
     pub kernels: Vec<FunctionSite<'t>>,
+    /// Kernel definitions that a syntax error hides from the parse (`lost_kernels`).
+    pub lost_kernels: Vec<LostKernel>,
     pub helpers: Vec<FunctionSite<'t>>,
     pub declarations: Vec<FunctionSite<'t>>,
     pub launches: Vec<LaunchSite<'t>>,
@@ -65,6 +67,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
         ancestors: Vec::new(),
         found: Found {
             kernels: Vec::new(),
+            lost_kernels: Vec::new(),
             helpers: Vec::new(),
             declarations: Vec::new(),
             launches: Vec::new(),
@@ -76,6 +79,9 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
     s.found.include_at = include_position(root, src);
     s.walk(&mut root.walk(), &mut Vec::new());
     s.found.macros = macros::close(s.found.macros);
+    if root.has_error() {
+        s.found.lost_kernels = lost_kernels(root, src, &s.found);
+    }
     for r in &errors {
         let inside_kernel = s
             .found
@@ -93,6 +99,137 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
         }
     }
     s.found
+}
+
+/// A kernel definition that the parse does not hold as one: its `__global__` lies in a region
+/// a syntax error took (preprocessor branches that each open a brace, for one), so no
+/// function node covers it. It is left as it is, and reported as refused (CP001) so that it
+/// is not silently missing from the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LostKernel {
+    pub name: String,
+    /// The name's bytes.
+    pub at: Range<usize>,
+}
+
+/// Every `__global__` of the text that no kernel, helper or declaration of `found` covers,
+/// outside comments, literals and macro definitions, and that begins a definition as text
+/// reads it (`lost_definition`).
+fn lost_kernels(root: Node, src: &str, found: &Found) -> Vec<LostKernel> {
+    const KEYWORD: &str = "__global__";
+    let covered: Vec<Range<usize>> = found
+        .kernels
+        .iter()
+        .chain(&found.helpers)
+        .chain(&found.declarations)
+        .map(|f| f.outer.byte_range())
+        .collect();
+    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    let bytes = src.as_bytes();
+    let mut lost = Vec::new();
+    for (i, _) in src.match_indices(KEYWORD) {
+        let end = i + KEYWORD.len();
+        if (i > 0 && word(bytes[i - 1]))
+            || bytes.get(end).is_some_and(|&b| word(b))
+            || covered.iter().any(|r| r.contains(&i))
+        {
+            continue;
+        }
+        let Some(token) = root.descendant_for_byte_range(i, end) else {
+            continue;
+        };
+        let hidden = std::iter::successors(Some(token), |n| n.parent()).any(|n| {
+            matches!(
+                n.kind(),
+                "comment" | "string_literal" | "raw_string_literal" | "char_literal"
+            ) || n.kind_id() == kinds().preproc_def
+                || n.kind_id() == kinds().preproc_function_def
+        });
+        if hidden {
+            continue;
+        }
+        if let Some(k) = lost_definition(src, end) {
+            lost.push(k);
+        }
+    }
+    lost
+}
+
+/// Reads `src` after a `__global__` ending at `from` as a definition's head: words (the return
+/// type, qualifiers, `__launch_bounds__(...)`, the name), a parameter list, then `{`. The
+/// kernel's name is the last word before the parameter list.
+fn lost_definition(src: &str, from: usize) -> Option<LostKernel> {
+    let bytes = src.as_bytes();
+    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    // After an opening parenthesis at `i`: the index past its closing one.
+    let past_parens = |mut i: usize| {
+        let mut depth = 0usize;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'(' => depth += 1,
+                b')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return Some(i + 1);
+                    }
+                }
+                b'{' | b'}' | b';' => return None,
+                _ => {}
+            }
+            i += 1;
+        }
+        None
+    };
+    let mut i = from;
+    let mut name: Option<Range<usize>> = None;
+    loop {
+        let &b = bytes.get(i)?;
+        if word(b) {
+            let start = i;
+            while bytes.get(i).is_some_and(|&b| word(b)) {
+                i += 1;
+            }
+            if &src[start..i] == "__launch_bounds__" {
+                while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
+                    i += 1;
+                }
+                if bytes.get(i) == Some(&b'(') {
+                    i = past_parens(i)?;
+                }
+            } else {
+                name = Some(start..i);
+            }
+            continue;
+        }
+        match b {
+            b'(' => break,
+            b'{' | b'}' | b';' | b'=' | b'#' => return None,
+            _ => i += 1,
+        }
+    }
+    let at = name?;
+    let mut i = past_parens(i)?;
+    // Blanks and whole preprocessor lines (`#endif` after a head chosen by `#ifdef`).
+    loop {
+        while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if bytes.get(i) != Some(&b'#') {
+            break;
+        }
+        while let Some(&b) = bytes.get(i) {
+            i += 1;
+            if b == b'\\' && bytes.get(i) == Some(&b'\n') {
+                i += 1;
+            } else if b == b'\n' {
+                break;
+            }
+        }
+    }
+    (bytes.get(i) == Some(&b'{')).then(|| LostKernel {
+        name: src[at.clone()].to_string(),
+        at,
+    })
 }
 
 fn overlaps(a: &Range<usize>, b: &Range<usize>) -> bool {
