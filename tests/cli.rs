@@ -983,6 +983,43 @@ fn a_kernel_declared_in_a_header_and_defined_elsewhere_is_launched_preemptibly()
     links_with_the_fill_wrapper_defined(&nvcc, &dir);
 }
 
+/// `-I DIR` as nvcc takes it: a kernel file included with angle brackets (`#include <k.cu>`,
+/// as programs built with `-I.` write it) is found there, so its launch is rewritten when the
+/// two are transformed together; without the folder the launch is left as written (CP101).
+#[test]
+fn an_include_folder_finds_a_kernel_file_included_with_angle_brackets() {
+    let dir = support::tempdir("cli-include-dir");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("kk.cu"),
+        "__global__ void kk(int* o) { o[blockIdx.x] = 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.cu"),
+        "#include <kk.cu>\nvoid host(int* o) { kk<<<4, 32>>>(o); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    assert!(stderr(&o).contains("CP101"), "{}", stderr(&o));
+    for args in [
+        &["-I", "src"][..],
+        &["-Isrc"][..],
+        &["--include-dir", "src"][..],
+    ] {
+        let o = cupreempt(&[&["check"][..], args, &["src"][..]].concat(), &dir);
+        assert!(!stderr(&o).contains("CP101"), "{args:?}: {}", stderr(&o));
+    }
+    let o = cupreempt(&["transform", "-I", "src", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let main = std::fs::read_to_string(dir.join("out/main.cu")).unwrap();
+    assert!(
+        main.contains("cupreempt::launch<kk__cupreempt_kernels>"),
+        "{main}"
+    );
+}
+
 /// The same with the declaration in a `.h` header, which a folder's transform reads but does
 /// not take as an input (a header of prototypes may be included by host-only sources too): the
 /// launches still go through the wrappers, declared weak in the launching files, and the

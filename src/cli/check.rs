@@ -43,7 +43,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let inputs = files::inputs(&a.inputs, None)?;
     // As `transform` sees the inputs: one program.
     let opts = super::transform::one_program(opts, &inputs);
-    let known = super::transform::known_kernels(&inputs, &opts);
+    let known = super::transform::known_kernels(&inputs, &opts, a.select.include_dirs());
     for (path, _) in inputs {
         let name = files::display_name(&path);
         let opts = known.get(&path).cloned().unwrap_or_default().options(&opts);

@@ -69,9 +69,18 @@ pub struct SelectArgs {
     /// scratch, and an output that parses worse than the input is never written (CP013).
     #[arg(long)]
     verify: bool,
+    /// A folder to search for included files, as nvcc's -I (repeatable): after the including
+    /// file's own folder for `#include "..."`, the only places searched for `#include <...>`.
+    #[arg(short = 'I', long = "include-dir", value_name = "DIR")]
+    include_dirs: Vec<std::path::PathBuf>,
 }
 
 impl SelectArgs {
+    /// The -I folders, in order.
+    pub(crate) fn include_dirs(&self) -> &[std::path::PathBuf] {
+        &self.include_dirs
+    }
+
     fn options(&self) -> anyhow::Result<Options> {
         let mut o = Options {
             select: self.select.clone(),

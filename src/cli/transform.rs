@@ -114,7 +114,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let mut sum = Summary::default();
     let mut kernels = BTreeSet::new();
     let color = stderr_color();
-    let known = known_kernels(&inputs, &opts);
+    let known = known_kernels(&inputs, &opts, a.select.include_dirs());
     for (path, root) in &inputs {
         let opts = &known.get(path).cloned().unwrap_or_default().options(&opts);
         let name = files::display_name(path);
@@ -259,6 +259,7 @@ pub(super) fn one_program(
 pub(super) fn known_kernels(
     inputs: &[(PathBuf, PathBuf)],
     opts: &cupreempt::Options,
+    search: &[PathBuf],
 ) -> BTreeMap<PathBuf, Known> {
     let mut out = BTreeMap::new();
     let texts: Vec<(&PathBuf, String)> = inputs
@@ -270,7 +271,7 @@ pub(super) fn known_kernels(
         .iter()
         .map(|(p, s)| (p.canonicalize().unwrap_or_else(|_| (*p).clone()), s.clone()))
         .collect();
-    let closure = |p: &Path, s: &str| program::include_closure(p, s, &[], &|_| true);
+    let closure = |p: &Path, s: &str| program::include_closure(p, s, search, &|_| true);
     let mut graph: program::IncludeGraph = canonical
         .iter()
         .map(|(p, s)| (p.clone(), closure(p, s)))
