@@ -417,15 +417,13 @@ fn statement_macro_separators(
             let Some(end) = use_end(b, at, name) else {
                 continue;
             };
-            // The gap up to the next token, and that token.
-            let gap = b[end..]
-                .iter()
-                .take_while(|x| x.is_ascii_whitespace())
-                .count();
-            let next = b.get(end + gap).copied();
+            // The gap up to the next token (blanks and comments: `CHECK // why` on its line, or
+            // a comment line after it), that token, and the gap's first blank outside comments.
+            let (next_at, blank) = past_blanks_and_comments(b, end);
+            let next = b.get(next_at).copied();
             let follows = next.is_some_and(|x| ident(x) || x == b'}');
             // `... } else`, `} while (...)` of a macro that closes a block: no `;` between.
-            let word: String = b[end + gap..]
+            let word: String = b[next_at..]
                 .iter()
                 .take_while(|&&x| ident(x))
                 .map(|&x| x as char)
@@ -433,17 +431,39 @@ fn statement_macro_separators(
             if !follows || matches!(word.as_str(), "else" | "while" | "catch") {
                 continue;
             }
-            if let Some(blank) = b[end..end + gap]
-                .iter()
-                .position(|&x| x == b' ' || x == b'\t')
-            {
-                out.push(end + blank);
+            if let Some(blank) = blank {
+                out.push(blank);
             }
         }
     }
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// From `at`: the index of the next byte that is neither blank nor in a comment, and the first
+/// space or tab on the way that is not in a comment.
+fn past_blanks_and_comments(b: &[u8], mut at: usize) -> (usize, Option<usize>) {
+    let mut blank = None;
+    loop {
+        match (b.get(at), b.get(at + 1)) {
+            (Some(b' ' | b'\t'), _) => {
+                blank.get_or_insert(at);
+                at += 1;
+            }
+            (Some(x), _) if x.is_ascii_whitespace() => at += 1,
+            (Some(b'/'), Some(b'/')) => {
+                while b.get(at).is_some_and(|&x| x != b'\n') {
+                    at += 1;
+                }
+            }
+            (Some(b'/'), Some(b'*')) => match b[at + 2..].windows(2).position(|w| w == b"*/") {
+                Some(i) => at += 2 + i + 2,
+                None => return (b.len(), blank),
+            },
+            _ => return (at, blank),
+        }
+    }
 }
 
 /// Uses of a macro whose replacement begins with `template` (`#define INSTANTIATE(T) template
@@ -802,6 +822,25 @@ mod tests {
             "{view}"
         );
         assert!(!parse_with(calls, &header).tree.root_node().has_error());
+        // A comment after the macro, on its line or the next (`CHECK // why`): the `;` goes in
+        // the first blank outside it, and the launch after it parses.
+        let commented = "#define CHECK { sync(); }
+void h(int* d) {
+  a<<<4, 32>>>(d);
+  CHECK // why
+  b<<<4, 32>>>(d);
+  CHECK
+  /* note */
+  b<<<4, 32>>>(d);
+  CHECK/* x */ b<<<4, 32>>>(d);
+}
+";
+        let view = masked(commented).expect("something to mask");
+        assert_eq!(view.len(), commented.len());
+        assert!(view.contains("  CHECK;// why\n"), "{view}");
+        assert!(view.contains("  CHECK\n; /* note */"), "{view}");
+        assert!(view.contains("  CHECK/* x */;b<<<"), "{view}");
+        assert!(!parse(commented).tree.root_node().has_error());
     }
 
     /// A keyword type as a call's argument becomes an identifier; casts, `sizeof` and function
