@@ -67,7 +67,9 @@ pub fn rewrite(
             .collect()
     };
     if targets.is_empty() {
-        if !local && elsewhere.is_empty() {
+        // A kernel a syntax error hides here is refused (CP001) and says so itself.
+        let lost = a.lost_kernels.iter().any(|(_, k)| k.name == l.name);
+        if !local && elsewhere.is_empty() && !lost {
             // Defined elsewhere: its wrappers are not known here, so the launch stays plain.
             // (A kernel of this file or of an included one that is refused says so itself.)
             let untransformed = known
