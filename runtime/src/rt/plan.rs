@@ -542,6 +542,40 @@ mod tests {
         assert_eq!(outcome(CUPREEMPT_OK, Some(Original::Unscheduled)), 10);
     }
 
+    /// Rule 7 answers before any driver call: here, with no driver (CI) as with one.
+    #[test]
+    fn an_unscheduled_plan_runs_the_original_without_asking_the_driver() {
+        let set: Vec<String> = [
+            "CUPREEMPT_SCHEDULER",
+            "CUPREEMPT_CHAOS",
+            "CUPREEMPT_PREEMPTIBLE",
+            "CUPREEMPT_SHORT_US",
+        ]
+        .into_iter()
+        .filter(|v| std::env::var_os(v).is_some())
+        .map(String::from)
+        .collect();
+        if !set.is_empty() {
+            eprintln!("skipped: the test's environment sets {set:?}");
+            return;
+        }
+        let (grid, block) = ([4096u32, 1, 1], [256u32, 1, 1]);
+        let mut kernel = 0u8;
+        let before = PLAN_COUNTS[10].load(Ordering::Relaxed);
+        // SAFETY: grid and block are 3 words each; the plan does not dereference `original`.
+        let status = unsafe {
+            cupreempt_rt_plan(
+                (&mut kernel as *mut u8).cast(),
+                grid.as_ptr(),
+                block.as_ptr(),
+                0,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(status, CUPREEMPT_RUN_ORIGINAL);
+        assert!(PLAN_COUNTS[10].load(Ordering::Relaxed) > before);
+    }
+
     #[test]
     fn launches_nothing_can_preempt_run_the_original() {
         // Nothing given: no daemon, no chaos, no request.
