@@ -44,6 +44,11 @@ impl Stopwatch for EventPair {
 }
 
 thread_local! {
+    /// The original's capacity (blocks at once) that this thread's last plan looked up, for
+    /// the launch that follows it (`cupreempt_rt_launch_planned`): the same key has the same
+    /// capacity (a CUfunction belongs to one context), so it is not looked up twice.
+    static LAST_CAPACITY: std::cell::Cell<Option<(LaunchKey, u64)>> =
+        const { std::cell::Cell::new(None) };
     /// The trial that `cupreempt_rt_plan` started on this thread, until the launch is made.
     static TRIAL: std::cell::RefCell<Option<(Runtime, LaunchKey, Event)>> =
         const { std::cell::RefCell::new(None) };
@@ -291,6 +296,7 @@ fn plan(
     }
     // SAFETY: as the caller promises.
     let at_once = rt.capacity(unsafe { &Function::from_raw(original.cast()) }, cfg)?;
+    LAST_CAPACITY.with(|c| c.set(Some((*key, at_once))));
     let tasks = key.tasks();
     if tasks <= at_once {
         return Ok(Some(Original::OneWave(tasks)));
@@ -343,7 +349,10 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
             history: Some(key),
         };
         let (rt, k, cfg) = call.launch()?;
-        let at_once = rt.capacity(&Function::from_raw(original.cast()), &cfg)?;
+        let at_once = match LAST_CAPACITY.with(|c| c.get()) {
+            Some((k, n)) if k == key => n,
+            _ => rt.capacity(&Function::from_raw(original.cast()), &cfg)?,
+        };
         super::steps::lap(Step::Capacity);
         let (mirror, number) = k.mirror();
         rt.inner.history.launched(key, at_once, mirror, number);
