@@ -61,6 +61,10 @@ pub struct BodyFacts<'t> {
     pub virtual_reads: BTreeSet<&'static str>,
     /// Reads `threadIdx`, directly or through a macro of this file.
     pub reads_thread_idx: bool,
+    /// `::blockIdx`, `::gridDim`, `::threadIdx`: names of the global scope, which the body's
+    /// locals of the task's values (the rewrite's prologue) do not shadow. The rewrite drops
+    /// the `::` where it declares that local.
+    pub global_builtins: Vec<Node<'t>>,
     pub calls: Vec<Call<'t>>,
     /// Calls of members (`x.f()`, `p->f()`): the member's name and the call.
     pub member_calls: Vec<(String, Node<'t>)>,
@@ -168,6 +172,7 @@ pub fn facts<'t>(
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
         reads_thread_idx: false,
+        global_builtins: Vec::new(),
         calls: Vec::new(),
         member_calls: Vec::new(),
         block_index_calls: Vec::new(),
@@ -201,6 +206,9 @@ pub fn facts<'t>(
                 });
             }
             f.reads_thread_idx |= id == k.identifier && name == "threadIdx";
+            if let Some(q) = global_builtin(n, name) {
+                f.global_builtins.push(q);
+            }
             identifier_refusals(&mut f, n, name, id == k.field_identifier);
             // The name in a `#define` inside the body is no use of the macro.
             let defined = n.parent().is_some_and(|p| {
@@ -336,6 +344,18 @@ fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
     }
 }
 
+/// The `::name` around `n` where `n` names blockIdx, gridDim or threadIdx with the global
+/// scope's `::` and nothing before it.
+fn global_builtin<'t>(n: Node<'t>, name: &str) -> Option<Node<'t>> {
+    let k = kinds();
+    let builtin = name == "threadIdx" || lang::VIRTUAL_BUILTINS.iter().any(|(v, _)| *v == name);
+    let q = n.parent()?;
+    let global = q.kind_id() == k.qualified_identifier
+        && q.child_by_field_id(crate::lang::fields().scope).is_none()
+        && q.child_by_field_id(crate::lang::fields().name) == Some(n);
+    (builtin && n.kind_id() == k.identifier && global).then_some(q)
+}
+
 fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &MacroFacts) {
     f.virtual_reads.extend(m.virtual_reads.iter().copied());
     f.reads_thread_idx |= m.thread_idx;
@@ -352,6 +372,16 @@ fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &Macr
             node: n,
             thread_dependent: true,
         });
+    }
+    if let Some(builtin) = m.global_builtin {
+        f.refusals.push(
+            Diagnostic::new(
+                Code::Helper,
+                format!("macro `{name}` reads `::{builtin}`, the hardware's, which the task's values in the transformed body cannot replace"),
+            )
+            .label(n.byte_range(), "macro used here")
+            .help(format!("write `{builtin}` without the `::`")),
+        );
     }
     if m.grid_sync {
         f.refusals.push(

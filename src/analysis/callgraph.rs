@@ -26,6 +26,9 @@ pub struct CallGraph {
     /// stands other than as a callee: `Index f = gid;`, `{gid}`, `&gid`): a call through a
     /// function pointer may reach them and cannot pass the context (`address_taken`).
     pub address_taken: BTreeSet<String>,
+    /// Names of the variables declared at namespace scope (`__device__ int (*pick)() = f;`):
+    /// a call of one by name is a call through a function pointer (`file_variables`).
+    pub file_variables: BTreeSet<String>,
     /// Classes whose objects read blockIdx/gridDim in code that runs without a call by name
     /// (`implicit_block_readers`).
     pub implicit_readers: BTreeSet<String>,
@@ -122,6 +125,7 @@ impl CallGraph {
             member_ctx,
             member_names,
             address_taken: BTreeSet::new(),
+            file_variables: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
             block_names: BTreeSet::new(),
         }
@@ -229,6 +233,64 @@ pub fn prior_declarations<'t>(
         })
         .cloned()
         .collect()
+}
+
+/// The names of the variables that declarations at namespace scope (out of every function)
+/// declare: everything a declaration names but functions (`int f();`, `int* f();`). A pointer
+/// to a function (`int (*pick)() = which;`), a table of them, or an object of a type named by
+/// a typedef is a variable.
+pub fn file_variables(root: Node, src: &str) -> BTreeSet<String> {
+    let k = crate::lang::kinds();
+    let mut out = BTreeSet::new();
+    crate::lang::visit(root, |n| {
+        if n.kind_id() == k.function_definition || n.kind_id() == k.compound_statement {
+            return false;
+        }
+        if n.kind_id() == k.declaration {
+            for d in crate::lang::declarators(n) {
+                if !declares_function(d) {
+                    if let Some(name) = crate::lang::declarator_name(d) {
+                        out.insert(crate::lang::text(name, src).to_string());
+                    }
+                }
+            }
+            return false;
+        }
+        true
+    });
+    out
+}
+
+/// Whether a declarator declares a function: a function declarator of a name, maybe under
+/// pointers or references to its return type (`int* f()`); a parenthesized one (`(*f)()`)
+/// declares a pointer, and one with an initializer a variable.
+fn declares_function(declarator: Node) -> bool {
+    let f = crate::lang::fields();
+    let mut d = declarator;
+    loop {
+        match d.kind() {
+            "function_declarator" => {
+                return d.child_by_field_id(f.declarator).is_some_and(|inner| {
+                    matches!(
+                        inner.kind(),
+                        "identifier"
+                            | "qualified_identifier"
+                            | "field_identifier"
+                            | "operator_name"
+                            | "destructor_name"
+                            | "template_function"
+                    )
+                })
+            }
+            "pointer_declarator" | "reference_declarator" => {
+                match d.child_by_field_id(f.declarator) {
+                    Some(inner) => d = inner,
+                    None => return false,
+                }
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// The names among `names` that stand in the tree under `root` other than as the function of a

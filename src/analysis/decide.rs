@@ -547,7 +547,9 @@ pub(super) fn body_blockers(
     // go through one (a call of an expression, or of a variable or parameter of the body).
     if let Some(taken) = graph.address_taken.iter().next() {
         let by_name = facts.calls.iter().filter(|c| {
-            facts.declared.contains(&c.name) || site.param_list.iter().any(|p| p.name == c.name)
+            facts.declared.contains(&c.name)
+                || site.param_list.iter().any(|p| p.name == c.name)
+                || graph.file_variables.contains(&c.name)
         });
         let calls = facts
             .indirect_calls

@@ -17,6 +17,9 @@ pub struct MacroFacts {
     pub launches: bool,
     /// Names `__shared__`.
     pub shared: bool,
+    /// Names blockIdx, gridDim or threadIdx with the global scope's `::`, which passes over
+    /// the locals that the rewrite declares for the task's values.
+    pub global_builtin: Option<&'static str>,
     /// Identifiers followed by `(`.
     pub calls: Vec<String>,
     /// Every identifier (to follow macros that use other macros).
@@ -72,6 +75,12 @@ pub fn facts(body: &str) -> MacroFacts {
             if !f.virtual_reads.contains(name) {
                 f.virtual_reads.push(name);
             }
+            if body[..at].trim_end().ends_with("::") {
+                f.global_builtin = f.global_builtin.or(Some(name));
+            }
+        }
+        if id == "threadIdx" && body[..at].trim_end().ends_with("::") {
+            f.global_builtin = f.global_builtin.or(Some("threadIdx"));
         }
         f.thread_varying |= lang::THREAD_VARYING.contains(&id);
         f.thread_idx |= id == "threadIdx";
@@ -107,6 +116,10 @@ impl MacroFacts {
                 self.virtual_reads.push(v);
                 changed = true;
             }
+        }
+        if self.global_builtin.is_none() && g.global_builtin.is_some() {
+            self.global_builtin = g.global_builtin;
+            changed = true;
         }
         for c in &g.calls {
             if !self.calls.contains(c) {

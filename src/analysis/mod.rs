@@ -191,6 +191,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         .collect();
     let mut graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
     graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
+    graph.file_variables = callgraph::file_variables(root, src);
     // Names whose use reads the block index: macros that read it, and helpers that do (a call
     // from implicit code or a default argument passes no context).
     graph.block_names = macros

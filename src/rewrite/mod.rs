@@ -120,6 +120,14 @@ fn prologue(
     if shadowed.is_empty() {
         return;
     }
+    // `::blockIdx` names the hardware's built-in, past the local declared below: it becomes
+    // the local's name.
+    for q in &facts.global_builtins {
+        let name = q.child_by_field_id(crate::lang::fields().name);
+        if let Some(name) = name.filter(|n| shadowed.contains(&crate::lang::text(*n, src))) {
+            edits.push(Edit::delete(q.start_byte()..name.start_byte()));
+        }
+    }
     let multiline = opens_own_line(body, src);
     let indent = body_indent(body, src);
     let mut text = String::new();
