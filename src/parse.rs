@@ -66,11 +66,21 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     let qualifiers = restrict_macros(src);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
-    let head_pragmas = pragmas_after_heads(src);
+    let mut head_pragmas = pragmas_after_heads(src);
+    head_pragmas.extend(pragma_operators(src, &defs, included_macros));
+    // Extended lambdas, `[=] __device__ (int i) { ... }` (nvcc's `--extended-lambda`): the
+    // grammar reads no execution space between the captures and the parameters. Which space a
+    // lambda runs in does not change what it reads or calls.
+    static EXTENDED_LAMBDA: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let extended_lambda = EXTENDED_LAMBDA.get_or_init(|| {
+        regex::Regex::new(r"\]((?:\s*\b(?:__host__|__device__)\b)+)\s*\(").expect("valid regex")
+    });
+    let extended_lambdas = src.contains("__device__") && extended_lambda.is_match(src);
     if !src.contains("__align__")
         && !src.contains("__restrict")
         && !src.contains("new ")
         && !src.contains("typeid")
+        && !extended_lambdas
         && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
         && conditionals.is_empty()
         && separators.is_empty()
@@ -165,6 +175,13 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         if let Some(t) = c.get(1) {
             for b in &mut bytes[t.range()] {
                 *b = b'x';
+            }
+        }
+    }
+    if extended_lambdas {
+        for c in extended_lambda.captures_iter(src) {
+            if let Some(spaces) = c.get(1) {
+                blank(spaces.range(), &mut bytes);
             }
         }
     }
@@ -544,6 +561,85 @@ fn pragmas_after_heads(src: &str) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// The pragma operator (`_Pragma("unroll")`, MSVC's `__pragma(...)`) and uses of macros whose
+/// replacement is nothing else (`#define LIB_UNROLL _Pragma("unroll")`, written alone on the
+/// line before a loop, as libraries spell portable pragmas): the grammar reads a call, or a
+/// name, juxtaposed with the statement after it, a syntax error (CP001: ten kernels of one
+/// public neural-network library). Like `#pragma` lines (`pragmas_after_heads`) they only tell
+/// the compiler how to build what follows; the masked view blanks them. Uses inside directive
+/// lines are left alone.
+fn pragma_operators(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<std::ops::Range<usize>> {
+    const OPERATORS: [&str; 2] = ["_Pragma", "__pragma"];
+    let mentions = |t: &str| OPERATORS.iter().any(|w| t.contains(w));
+    if !mentions(src) && !included_macros.iter().any(|(_, body)| mentions(body)) {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    // Where the operator's use at `at` ends, past its parentheses.
+    let operator_end = |b: &[u8], at: usize, w: &str| -> Option<usize> {
+        let open = at
+            + w.len()
+            + b[at + w.len()..]
+                .iter()
+                .take_while(|x| x.is_ascii_whitespace())
+                .count();
+        (b.get(open) == Some(&b'('))
+            .then(|| closing_paren(b, open))
+            .flatten()
+    };
+    // A replacement that is one or more operator uses and blanks, nothing else.
+    let only_pragmas = |body: &str| {
+        let t = body.replace("\\\n", " ");
+        let tb = t.as_bytes();
+        let mut at = 0;
+        let mut seen = false;
+        loop {
+            at += tb[at..]
+                .iter()
+                .take_while(|x| x.is_ascii_whitespace())
+                .count();
+            if at == tb.len() {
+                return seen;
+            }
+            let Some(w) = OPERATORS.iter().find(|w| t[at..].starts_with(**w)) else {
+                return false;
+            };
+            match operator_end(tb, at, w) {
+                Some(close) => at = close + 1,
+                None => return false,
+            }
+            seen = true;
+        }
+    };
+    let names: Vec<&str> = defs
+        .iter()
+        .map(|d| (d.name, d.body))
+        .chain(
+            included_macros
+                .iter()
+                .map(|(n, b)| (n.as_str(), b.as_str())),
+        )
+        .filter(|(_, body)| only_pragmas(body))
+        .map(|(name, _)| name)
+        .collect();
+    let mut out = Vec::new();
+    for w in OPERATORS {
+        for at in uses(src, w) {
+            if let Some(close) = operator_end(b, at, w) {
+                out.push(at..close + 1);
+            }
+        }
+    }
+    for name in names {
+        out.extend(uses(src, name).filter_map(|at| Some(at..use_end(b, at, name)?)));
+    }
+    out
+}
+
 /// Uses of a loop-head macro of this file (`lang::is_loop_head`: `KERNEL_LOOP(i, n) { ... }`):
 /// the grammar reads the use as a call and then meets a block, a syntax error (CP001: 6
 /// kernels of one benchmark; the spelling of grid-stride loops in many libraries). The first
@@ -794,6 +890,71 @@ mod tests {
 
     /// Statement macros one after another (`OP OP`, also through a macro of macros, and before
     /// the closing brace) get a `;` between them in the masked view, and the body parses.
+    #[test]
+    fn pragma_operators_and_their_macros_are_blanked() {
+        let src = "#define UNROLL _Pragma(\"unroll\")\n#define BOTH UNROLL_X _Pragma(\"x\")\n\
+                   __global__ void k(float* d) {\n  float s = 0;\n  UNROLL\n  for (int i = 0; i < 4; ++i) s += d[i];\n\
+                   _Pragma(\"unroll 2\")\n  for (int i = 0; i < 4; ++i) s += d[i];\n  HDR_UNROLL\n  while (s > 1) s /= 2;\n  d[0] = s;\n}\n";
+        assert!(
+            parse(src).tree.root_node().has_error(),
+            "the grammar alone fails"
+        );
+        let header = [(
+            "HDR_UNROLL".to_string(),
+            " _Pragma(\"unroll\") ".to_string(),
+        )];
+        let view = masked_with(src, &header).expect("something to mask");
+        assert_eq!(view.len(), src.len());
+        assert!(
+            !view.contains("  UNROLL\n") && !view.contains("_Pragma(\"unroll 2\")"),
+            "{view}"
+        );
+        assert!(!view.contains("HDR_UNROLL"), "{view}");
+        assert!(
+            view.contains("#define UNROLL _Pragma(\"unroll\")"),
+            "directives untouched: {view}"
+        );
+        assert!(!parse_with(src, &header).tree.root_node().has_error());
+        // Only a header's macro, function-like too (its use's arguments go with it).
+        let only_header = "__global__ void k(float* d) {\n  float s = 0;\n  HDR_UNROLL\n  for (int i = 0; i < 4; ++i) s += d[i];\n  PRAGMA(unroll)\n  for (int i = 0; i < 4; ++i) s += d[i];\n  d[0] = s;\n}\n";
+        let header = [
+            (
+                "HDR_UNROLL".to_string(),
+                " _Pragma(\"unroll\") ".to_string(),
+            ),
+            ("PRAGMA".to_string(), " _Pragma(#x)".to_string()),
+        ];
+        let view = masked_with(only_header, &header).expect("something to mask");
+        assert!(
+            !view.contains("HDR_UNROLL") && !view.contains("(unroll)"),
+            "{view}"
+        );
+        assert!(!parse_with(only_header, &header)
+            .tree
+            .root_node()
+            .has_error());
+        // A macro with more than pragmas in it is not blanked.
+        let both = "#define BOTH f(); _Pragma(\"x\")\nvoid g() { BOTH }\n";
+        assert!(masked(both).is_none_or(|v| v.contains("{ BOTH }")));
+        let other = "#define STEP s += 1\nvoid f() { int s = 0; STEP; }\n";
+        assert!(masked(other).is_none());
+    }
+
+    #[test]
+    fn extended_lambdas_lose_their_execution_space_in_the_masked_view() {
+        let src = "__global__ void k(float* d) {\n  auto f = [=] __host__ __device__ (int i) { return d[i]; };\n  auto g = [] __device__(int i) -> int { return i; };\n  d[0] = f(g(0));\n}\n";
+        assert!(parse_with(src, &[]).tree.root_node().has_error() || masked(src).is_some());
+        let view = masked(src).expect("something to mask");
+        assert!(view.contains("[=]                     (int i)"), "{view}");
+        assert!(view.contains("[]           (int i)"), "{view}");
+        assert!(!parse(src).tree.root_node().has_error());
+        // A subscript followed by a declaration is not a lambda.
+        assert!(
+            masked("__device__ int a[2];\n__device__ float g(float x) { return a[0] * x; }\n")
+                .is_none()
+        );
+    }
+
     #[test]
     fn juxtaposed_statement_macros_are_separated() {
         let src = "#define OP s = s * 2.0f;\n#define OP4 OP OP OP OP\n\
