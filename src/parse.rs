@@ -226,7 +226,9 @@ fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
 
 /// A keyword type passed as a macro's argument (`CMP_SWP(K, a, b, int, c, d);`, where the
 /// macro declares a variable of that type): the grammar reads a call's arguments as
-/// expressions, and a keyword type is none (CP001: 12 kernels of a segmented sort). In the
+/// expressions, and a keyword type is none (CP001: 12 kernels of a segmented sort). The
+/// grammar counts the fixed-width and size types of the C headers (`uint8_t`, `size_t`) as
+/// keyword types too (`RUN_APPEND(uint8_t, 4);`, a similarity-search library's launches). In the
 /// masked view such a word becomes an identifier of the same length (`xxx`). Only a word that
 /// stands alone between `(` or `,` and `,` or `)`, after a call's `(` (an identifier before it
 /// that is no keyword: `sizeof(int)`, `return (int)x` and casts are left alone).
@@ -234,7 +236,7 @@ fn keyword_type_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
     static ARG: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = ARG.get_or_init(|| {
         regex::Regex::new(
-            r"([(,])[ \t]*(int|float|double|char|bool|short|long|unsigned|signed|void)[ \t]*[,)]",
+            r"([(,])[ \t]*(int|float|double|char|bool|short|long|unsigned|signed|void|size_t|ssize_t|ptrdiff_t|u?intptr_t|u?int(?:8|16|32|64)_t|char(?:8|16|32|64)_t|nullptr_t|max_align_t)[ \t]*[,)]",
         )
         .expect("valid regex")
     });
@@ -729,11 +731,17 @@ fn loop_macro_separators(
     out
 }
 
-/// Lines of `#if`, `#ifdef`, `#ifndef` and `#endif` inside parentheses (a parameter or argument
-/// list that the preprocessor chooses from), where each such group inside one pair of
-/// parentheses has no `#else` or `#elif` (then every part included is one valid list; with
-/// them it could name a parameter twice, and the list is left to the grammar). Comments,
-/// string and character literals are skipped; a directive line is not code.
+/// Lines of `#if`, `#ifdef`, `#ifndef` and `#endif` that the grammar cannot place, where the
+/// group has no `#else` or `#elif` (then the text with the group included is one of the
+/// program's own configurations; with them both branches would be read at once):
+/// * inside parentheses (a parameter or argument list that the preprocessor chooses from),
+///   where every such group inside one pair of parentheses has none (with them a list could
+///   name a parameter twice, and it is left to the grammar);
+/// * around text whose braces do not balance, which closes a block it did not open
+///   (`#if K >= 2048` `} else if (k <= 2048) {` `#endif` inside an `if` chain, as selection
+///   kernels' dispatchers are written; `extern "C" {` under `#ifdef __cplusplus`).
+///
+/// Comments, string and character literals are skipped; a directive line is not code.
 fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
     if !src.contains("#if") {
         return Vec::new();
@@ -742,6 +750,10 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     // Per open parenthesis: its directive lines, and whether one was #else/#elif.
     let mut open: Vec<(Vec<std::ops::Range<usize>>, bool)> = Vec::new();
+    // Per open `#if` group: its line, the brace depth where it opened, the lowest depth inside
+    // it, and whether it has an #else/#elif.
+    let mut groups: Vec<(std::ops::Range<usize>, i64, i64, bool)> = Vec::new();
+    let mut depth = 0i64;
     let mut i = 0;
     let mut line_start = true;
     while i < b.len() {
@@ -776,6 +788,28 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                         _ => {}
                     }
                 }
+                match word.as_str() {
+                    "if" | "ifdef" | "ifndef" => groups.push((i..end, depth, depth, false)),
+                    "else" | "elif" | "elifdef" | "elifndef" => {
+                        if let Some(g) = groups.last_mut() {
+                            g.3 = true;
+                        }
+                    }
+                    "endif" => {
+                        if let Some((line, start, lowest, other)) = groups.pop() {
+                            let splits = lowest < start || depth != start;
+                            // `#if 0` holds text that is never compiled, maybe no code at all.
+                            let never = src[line.clone()].trim_start()[1..].trim_start()[2..]
+                                .trim()
+                                .starts_with('0');
+                            if splits && !other && !never && open.is_empty() {
+                                out.push(line);
+                                out.push(i..end);
+                            }
+                        }
+                    }
+                    _ => {}
+                }
                 i = end;
                 continue;
             }
@@ -804,6 +838,13 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                         i += 1;
                     }
                     i += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                for g in &mut groups {
+                    g.2 = g.2.min(depth);
                 }
             }
             b'(' => open.push((Vec::new(), false)),
@@ -956,6 +997,24 @@ mod tests {
     }
 
     #[test]
+    fn conditional_groups_that_split_a_block_are_read_as_included() {
+        let src = "__global__ void k(float* o, int i) {\n#ifdef FAST\n  if (i) {\n    o[i] = 1;\n  } else {\n#endif\n    o[i] = 2;\n#ifdef FAST\n  }\n#endif\n}\n\
+                   void d(int k) {\n  if (k < 1) {\n    k = 1;\n#if MAX_K >= 2048\n  } else if (k < 2048) {\n    k = 2;\n#endif\n  }\n}\n";
+        assert!(parse_with(src, &[]).tree.root_node().has_error() || masked(src).is_some());
+        let view = masked(src).expect("something to mask");
+        assert_eq!(view.len(), src.len());
+        assert!(
+            !view.contains("#ifdef FAST") && !view.contains("#if MAX_K"),
+            "{view}"
+        );
+        assert!(!view.contains("#endif"), "{view}");
+        assert!(!parse(src).tree.root_node().has_error());
+        // Balanced groups, groups with `#else`, and `#if 0` stay for the grammar.
+        let kept = "void f(int a) {\n#ifdef A\n  a = 1;\n#endif\n#ifdef B\n  if (a) {\n#else\n  if (!a) {\n#endif\n    a = 2;\n  }\n#if 0\n  }\n#endif\n}\n";
+        assert!(masked(kept).is_none_or(|v| v.matches('#').count() == kept.matches('#').count()));
+    }
+
+    #[test]
     fn juxtaposed_statement_macros_are_separated() {
         let src = "#define OP s = s * 2.0f;\n#define OP4 OP OP OP OP\n\
                    __global__ void k(float* d) {\n  float s = d[0];\n  OP4 OP4\n  OP4\n  d[0] = s;\n}\n";
@@ -1010,12 +1069,13 @@ void h(int* d) {
     fn keyword_types_as_arguments_and_gcc_restrict() {
         let src = "#define SWP(t1,a,b,t2,c,d) if(a>b){t1 x=a;a=b;b=x;t2 y=c;c=d;d=y;}\n\
                    __global__ void k(int* v, const float* const __restrict p) {\n\
-                   int a = v[0], b = v[1];\n  SWP(int, a, b,unsigned,a,b);\n\
+                   int a = v[0], b = v[1];\n  SWP(int, a, b,unsigned,a,b);\n  SWP(uint8_t, a, b, size_t, a, b);\n\
                    v[0] = f(a, (int)b) + sizeof(int) + g(float);\n  return (int) a;\n}\n\
                    std::function<void(int, float)> h;\n";
         let view = masked(src).expect("something to mask");
         assert_eq!(view.len(), src.len());
         assert!(view.contains("SWP(xxx, a, b,xxxxxxxx,a,b);"), "{view}");
+        assert!(view.contains("SWP(xxxxxxx, a, b, xxxxxx, a, b);"), "{view}");
         assert!(
             view.contains("f(a, (int)b) + sizeof(int) + g(xxxxx)"),
             "{view}"
