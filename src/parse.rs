@@ -739,7 +739,9 @@ fn loop_macro_separators(
 ///   name a parameter twice, and it is left to the grammar);
 /// * around text whose braces do not balance, which closes a block it did not open
 ///   (`#if K >= 2048` `} else if (k <= 2048) {` `#endif` inside an `if` chain, as selection
-///   kernels' dispatchers are written; `extern "C" {` under `#ifdef __cplusplus`).
+///   kernels' dispatchers are written; `extern "C" {` under `#ifdef __cplusplus`);
+/// * inside an expression: the code before the `#if` ends with an operator (`s = "GPU " +`
+///   `#ifdef WITH_X` `"X " +` `#endif` `"";`).
 ///
 /// Comments, string and character literals are skipped; a directive line is not code.
 fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
@@ -751,9 +753,11 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
     // Per open parenthesis: its directive lines, and whether one was #else/#elif.
     let mut open: Vec<(Vec<std::ops::Range<usize>>, bool)> = Vec::new();
     // Per open `#if` group: its line, the brace depth where it opened, the lowest depth inside
-    // it, and whether it has an #else/#elif.
-    let mut groups: Vec<(std::ops::Range<usize>, i64, i64, bool)> = Vec::new();
+    // it, whether it has an #else/#elif, and whether it opened inside an expression.
+    let mut groups: Vec<(std::ops::Range<usize>, i64, i64, bool, bool)> = Vec::new();
     let mut depth = 0i64;
+    // The last byte of code (not blank, not in a comment or directive) before `i`.
+    let mut last_code = b';';
     let mut i = 0;
     let mut line_start = true;
     while i < b.len() {
@@ -789,20 +793,23 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                     }
                 }
                 match word.as_str() {
-                    "if" | "ifdef" | "ifndef" => groups.push((i..end, depth, depth, false)),
+                    "if" | "ifdef" | "ifndef" => {
+                        let mid_expression = b"+-*/%&|^=<>?,!~".contains(&last_code);
+                        groups.push((i..end, depth, depth, false, mid_expression));
+                    }
                     "else" | "elif" | "elifdef" | "elifndef" => {
                         if let Some(g) = groups.last_mut() {
                             g.3 = true;
                         }
                     }
                     "endif" => {
-                        if let Some((line, start, lowest, other)) = groups.pop() {
-                            let splits = lowest < start || depth != start;
+                        if let Some((line, start, lowest, other, mid_expression)) = groups.pop() {
+                            let splits = lowest < start || depth != start || mid_expression;
                             // `#if 0` holds text that is never compiled, maybe no code at all.
                             let never = src[line.clone()].trim_start()[1..].trim_start()[2..]
                                 .trim()
                                 .starts_with('0');
-                            if splits && !other && !never && open.is_empty() {
+                            if splits && !other && !never && (open.is_empty() || mid_expression) {
                                 out.push(line);
                                 out.push(i..end);
                             }
@@ -866,8 +873,14 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
             }
             _ => {}
         }
+        if !c.is_ascii_whitespace() {
+            last_code = c;
+        }
         i += 1;
     }
+    // A group inside both parentheses and an expression is found by both rules.
+    out.sort_by_key(|r| (r.start, r.end));
+    out.dedup();
     out
 }
 
@@ -1012,6 +1025,22 @@ mod tests {
         // Balanced groups, groups with `#else`, and `#if 0` stay for the grammar.
         let kept = "void f(int a) {\n#ifdef A\n  a = 1;\n#endif\n#ifdef B\n  if (a) {\n#else\n  if (!a) {\n#endif\n    a = 2;\n  }\n#if 0\n  }\n#endif\n}\n";
         assert!(masked(kept).is_none_or(|v| v.matches('#').count() == kept.matches('#').count()));
+        // A group inside an expression (the code before it ends with an operator) is read as
+        // included too: the grammar cannot read a directive between two operands.
+        let mid = "#include <string>\nstd::string name() {\n  std::string s = \"GPU \" +\n#ifdef WITH_X\n    std::string(\"X \") +\n#endif\n    \"\";\n  return s;\n}\n__global__ void k(int* o) { o[threadIdx.x] = 1; }\n";
+        let mut raw = Parser::new();
+        raw.set_language(&lang::language()).expect("grammar");
+        let unmasked = raw.parse(mid, None).expect("parse");
+        assert!(unmasked.root_node().has_error(), "the grammar alone fails");
+        let view = masked(mid).expect("something to mask");
+        assert!(
+            !view.contains("#ifdef WITH_X") && !view.contains("#endif"),
+            "{view}"
+        );
+        assert!(!parse(mid).tree.root_node().has_error());
+        // After a statement the group is the grammar's, as before.
+        let statement = "void f(int a) {\n  a = 1;\n#ifdef A\n  a = 2;\n#endif\n}\n";
+        assert!(masked(statement).is_none());
     }
 
     #[test]
