@@ -418,3 +418,75 @@ fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() 
         "the object holds no preemptible wrapper:\n{out}"
     );
 }
+
+/// `__FILE__` in a source and in its headers reads as it does in the original's build (the
+/// source as the command names it, a header as the preprocessor finds it), not the copy's
+/// path: programs print it in their error messages, and a transformed build must print the
+/// same.
+#[test]
+fn file_names_read_as_in_the_original_build() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-file-names");
+    std::fs::create_dir_all(dir.join("sub")).unwrap();
+    std::fs::create_dir_all(dir.join("inc")).unwrap();
+    std::fs::write(
+        dir.join("sub/near.cuh"),
+        "inline const char* near_name() { return \"at:\" __FILE__; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("inc/far.h"),
+        "inline const char* far_name() { return \"at:\" __FILE__; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("sub/names.cu"),
+        "#include \"near.cuh\"\n#include <far.h>\n__global__ void bump(int* p) { p[blockIdx.x] += 1; }\n\
+         const char* main_name() { return \"at:\" __FILE__; }\n\
+         void go(int* p) { bump<<<4, 1>>>(p); }\n\
+         const char* all_names() { return near_name() ? far_name() : main_name(); }\n",
+    )
+    .unwrap();
+    let compile = |launcher: bool, out: &str| {
+        let mut c = if launcher {
+            let mut c = Command::new(&bin);
+            c.arg(&nvcc);
+            c
+        } else {
+            Command::new(&nvcc)
+        };
+        c.args([
+            "-arch=sm_90",
+            "-std=c++17",
+            "-c",
+            "-Iinc",
+            "sub/names.cu",
+            "-o",
+            out,
+        ])
+        .args(support::toolkit_flags(&nvcc))
+        .current_dir(&dir);
+        run(&mut c, "compile");
+    };
+    compile(false, "orig.o");
+    compile(true, "launcher.o");
+    assert!(
+        support::file_contains(&dir.join("launcher.o"), "bump__cupreempt"),
+        "the kernel is transformed"
+    );
+    for name in ["at:sub/names.cu", "at:sub/near.cuh", "at:inc/far.h"] {
+        assert!(
+            support::file_contains(&dir.join("orig.o"), name),
+            "the original's build names {name}"
+        );
+        assert!(
+            support::file_contains(&dir.join("launcher.o"), name),
+            "the launcher's build names {name} as the original's does"
+        );
+    }
+    assert!(!support::file_contains(
+        &dir.join("launcher.o"),
+        ".cupreempt/"
+    ));
+}

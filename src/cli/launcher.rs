@@ -560,6 +560,7 @@ fn prepare(
     search: &[PathBuf],
     system: &[PathBuf],
 ) -> anyhow::Result<Prepared> {
+    let spelled_source = source;
     let source = source.canonicalize()?;
     // Files that are not UTF-8: their odd bytes, put back into their copies.
     let mut foreign: std::collections::HashMap<PathBuf, super::files::Foreign> =
@@ -606,10 +607,17 @@ fn prepare(
         })
         .collect();
     let defines = program::defines_of(&files, &graph, &opts);
+    let spelled = spelled_names(spelled_source, &files, search);
     let color = super::stderr_color();
     let mut refused = false;
     for (p, text) in &files {
-        let name = p.display().to_string();
+        // The name the preprocessor gives the original (its `__FILE__`, its messages), not
+        // the copy's path nor the canonical one: a program that prints `__FILE__` prints the
+        // same either way.
+        let name = spelled
+            .get(p)
+            .cloned()
+            .unwrap_or_else(|| p.display().to_string());
         let dir = p.parent().unwrap_or(Path::new("/"));
         let gives_ctx = defines
             .get(p)
@@ -650,6 +658,50 @@ fn prepare(
     }
     let copy = copy_of(&source);
     Ok(Prepared::Copy(root, copy))
+}
+
+/// Each file's name as the preprocessor spells it when it compiles the original (`__FILE__`):
+/// the source as the command line names it, and a header as the folder it was found in is
+/// spelled (the including file's own folder, as that file is named, for a quoted include found
+/// there; an `-I` folder as given) joined with the name its include line gives. `files` are
+/// canonical paths with their texts, the source first; a header reached twice keeps the name of
+/// its first include in the preprocessor's order.
+fn spelled_names(
+    source: &Path,
+    files: &[(PathBuf, String)],
+    search: &[PathBuf],
+) -> std::collections::HashMap<PathBuf, String> {
+    let mut names = std::collections::HashMap::new();
+    let Some((canonical, _)) = files.first() else {
+        return names;
+    };
+    names.insert(canonical.clone(), source.display().to_string());
+    // Depth first, in include order, as the preprocessor reads them.
+    let mut stack = vec![(0usize, source.to_path_buf(), 0usize)];
+    while let Some((file, spelled, next)) = stack.pop() {
+        let text = &files[file].1;
+        let incs = program::includes(text);
+        let Some(inc) = incs.get(next) else {
+            continue;
+        };
+        stack.push((file, spelled.clone(), next + 1));
+        let dir = spelled.parent().unwrap_or(Path::new(""));
+        let Some(found) = program::resolve(inc, dir, search) else {
+            continue;
+        };
+        let Ok(canon) = found.canonicalize() else {
+            continue;
+        };
+        let Some(i) = files.iter().position(|(p, _)| *p == canon) else {
+            continue;
+        };
+        if names.contains_key(&canon) {
+            continue;
+        }
+        names.insert(canon, found.display().to_string());
+        stack.push((i, found, 0));
+    }
+    names
 }
 
 /// A file's text; one that is not UTF-8 is read with stand-ins, kept in `foreign`.
