@@ -94,6 +94,23 @@ def prepare_tree(src: Path, dst: Path, samples, arch):
     (dst / "CMakeLists.txt").write_text("\n".join(top) + "\n")
 
 
+def count_kernels(cli, files, include_dirs=()):
+    """(transformed, refused) kernels of `files`, as `cupreempt check` reports them."""
+    extra = [a for d in include_dirs for a in ("-I", str(d))]
+    check = sh([cli, "check", "--format", "json", *extra, *files])
+    transformed = refused = 0
+    try:
+        for f in json.loads(check.stdout or "[]"):
+            for k in f.get("kernels", []):
+                if k.get("transformed"):
+                    transformed += 1
+                else:
+                    refused += 1
+    except (json.JSONDecodeError, AttributeError, TypeError):
+        pass
+    return transformed, refused
+
+
 def transform_tree(cli, tree: Path, samples):
     """Transforms every CUDA file of the chosen samples in place; returns per-sample counts."""
     counts = {}
@@ -103,17 +120,7 @@ def transform_tree(cli, tree: Path, samples):
         if not files:
             counts[d.name] = (0, 0)
             continue
-        check = sh([cli, "check", "--format", "json", *files])
-        transformed = refused = 0
-        try:
-            for f in json.loads(check.stdout or "[]"):
-                for k in f.get("kernels", []):
-                    if k.get("transformed"):
-                        transformed += 1
-                    else:
-                        refused += 1
-        except (json.JSONDecodeError, AttributeError, TypeError):
-            pass
+        transformed, refused = count_kernels(cli, files)
         r = sh([cli, "transform", "--keep-going", "--in-place", *files])
         if r.returncode != 0:
             log(f"transform {d.name}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
@@ -322,63 +329,8 @@ def main():
             row["status"] = "TRANSFORMED DOES NOT BUILD"
             rows.append(row)
             continue
-        # One unmeasured original run first (caches, files). Lines that differ between the
-        # original's runs are the program's own randomness (or timings): masked below.
-        o_runs = [run_once(exe_o, args, timeout, orig_tree)]
-        t_runs = []
-        for _ in range(runs):
-            t_runs.append(run_once(exe_t, args, timeout, tr_tree))
-            o_runs.append(run_once(exe_o, args, timeout, orig_tree))
-        unstable = unstable_lines(o_runs)
-        differing = None  # the first transformed run that differs from the original
-        if o_runs[0][0] == 2 and "waiv" in o_runs[0][1].lower():
-            row["status"] = "waived by the program"
-        elif any(r[0] == "timeout" for r in o_runs):
-            row["status"] = "original times out"
-        else:
-            differing = first_differing(o_runs[0], t_runs, unstable)
-            if differing is not None:
-                # Some programs print what depends on timing (a memory footprint that depends
-                # on when a graph finished): the original may vary there too, only rarely.
-                # More runs of the original, unmeasured, to find such lines; a line that the
-                # original never varies on still makes the outputs DIFFERENT.
-                extra = [run_once(exe_o, args, timeout, orig_tree) for _ in range(diff_reruns)]
-                unstable = unstable_lines(o_runs + extra)
-                differing = first_differing(o_runs[0], t_runs, unstable)
-            row["status"] = "identical" if differing is None else "DIFFERENT"
-            row["unstable_lines"] = len(unstable)
-            if differing is not None:
-                row["differing_lines"] = differing_lines(o_runs[0][1], differing[1], unstable)
-        shown_t = differing if differing is not None else (t_runs[0] if t_runs else None)
-        logs[name] = {"orig": o_runs[0][1], "transformed": shown_t[1] if shown_t else "",
-                      "rc": [o_runs[0][0], shown_t[0] if shown_t else None]}
-        # The programs' own timings: median per value over the runs, then one ratio per
-        # program (geomean over its values), > 1 meaning the transformed build is slower.
-        ot = [timings(r[1]) for r in o_runs[1:]]
-        tt = [timings(r[1]) for r in t_runs]
-        first = timings(o_runs[0][1])
-        ratios, shown, detail = [], None, []
-        for key in ot[0] if ot else {}:
-            ov = [t[key][0] for t in ot if key in t]
-            tv = [t[key][0] for t in tt if key in t]
-            if len(ov) != len(ot) or len(tv) != len(tt):
-                continue
-            if is_constant(ov + tv + ([first[key][0]] if key in first else [])):
-                continue
-            mo, mt = statistics.median(ov), statistics.median(tv)
-            rate = ot[0][key][1]
-            if mo <= 0 or mt <= 0:
-                continue
-            ratios.append(mo / mt if rate else mt / mo)
-            detail.append((key, mo, mt, rate))
-            if shown is None:
-                shown = (key.split("#")[0][:48], mo, mt, rate)
-        row["ratio"] = geomean(ratios) if ratios else None
-        row["values"] = len(ratios)
-        row["shown"] = shown
-        row["detail"] = detail  # every value: (line, original median, transformed median, rate)
-        row["wall"] = (statistics.median(r[2] for r in o_runs[1:]),
-                       statistics.median(r[2] for r in t_runs))
+        logs[name] = compare_builds(row, exe_o, exe_t, args, runs, timeout, diff_reruns,
+                                    orig_tree, tr_tree)
         rows.append(row)
         cached.write_text(json.dumps(row))
         save_results(out, rows, skipped, runs)
@@ -392,6 +344,71 @@ def main():
     save_logs(out, results)
     bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
     return 1 if bad else 0
+
+
+def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reruns,
+                   orig_tree: Path, tr_tree: Path):
+    """Runs both builds of one program (one unmeasured original run, then the transformed and
+    the original alternately, `runs` each), compares their masked outputs and sets the row's
+    status, ratio and timings. Returns the first outputs of each build, for the logs."""
+    # One unmeasured original run first (caches, files). Lines that differ between the
+    # original's runs are the program's own randomness (or timings): masked below.
+    o_runs = [run_once(exe_o, args, timeout, orig_tree)]
+    t_runs = []
+    for _ in range(runs):
+        t_runs.append(run_once(exe_t, args, timeout, tr_tree))
+        o_runs.append(run_once(exe_o, args, timeout, orig_tree))
+    unstable = unstable_lines(o_runs)
+    differing = None  # the first transformed run that differs from the original
+    if o_runs[0][0] == 2 and "waiv" in o_runs[0][1].lower():
+        row["status"] = "waived by the program"
+    elif any(r[0] == "timeout" for r in o_runs):
+        row["status"] = "original times out"
+    else:
+        differing = first_differing(o_runs[0], t_runs, unstable)
+        if differing is not None:
+            # Some programs print what depends on timing (a memory footprint that depends
+            # on when a graph finished): the original may vary there too, only rarely.
+            # More runs of the original, unmeasured, to find such lines; a line that the
+            # original never varies on still makes the outputs DIFFERENT.
+            extra = [run_once(exe_o, args, timeout, orig_tree) for _ in range(diff_reruns)]
+            unstable = unstable_lines(o_runs + extra)
+            differing = first_differing(o_runs[0], t_runs, unstable)
+        row["status"] = "identical" if differing is None else "DIFFERENT"
+        row["unstable_lines"] = len(unstable)
+        if differing is not None:
+            row["differing_lines"] = differing_lines(o_runs[0][1], differing[1], unstable)
+    shown_t = differing if differing is not None else (t_runs[0] if t_runs else None)
+    log_entry = {"orig": o_runs[0][1], "transformed": shown_t[1] if shown_t else "",
+                 "rc": [o_runs[0][0], shown_t[0] if shown_t else None]}
+    # The programs' own timings: median per value over the runs, then one ratio per
+    # program (geomean over its values), > 1 meaning the transformed build is slower.
+    ot = [timings(r[1]) for r in o_runs[1:]]
+    tt = [timings(r[1]) for r in t_runs]
+    first = timings(o_runs[0][1])
+    ratios, shown, detail = [], None, []
+    for key in ot[0] if ot else {}:
+        ov = [t[key][0] for t in ot if key in t]
+        tv = [t[key][0] for t in tt if key in t]
+        if len(ov) != len(ot) or len(tv) != len(tt):
+            continue
+        if is_constant(ov + tv + ([first[key][0]] if key in first else [])):
+            continue
+        mo, mt = statistics.median(ov), statistics.median(tv)
+        rate = ot[0][key][1]
+        if mo <= 0 or mt <= 0:
+            continue
+        ratios.append(mo / mt if rate else mt / mo)
+        detail.append((key, mo, mt, rate))
+        if shown is None:
+            shown = (key.split("#")[0][:48], mo, mt, rate)
+    row["ratio"] = geomean(ratios) if ratios else None
+    row["values"] = len(ratios)
+    row["shown"] = shown
+    row["detail"] = detail  # every value: (line, original median, transformed median, rate)
+    row["wall"] = (statistics.median(r[2] for r in o_runs[1:]),
+                   statistics.median(r[2] for r in t_runs))
+    return log_entry
 
 
 def report(rows, skipped, out: Path, runs):

@@ -1,7 +1,7 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
 //! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
-//! table of two external passes, the benchmark logs' parser and the task loop's timing cuts.
+//! table of two external passes, the Makefile suite's selection, the benchmark logs' parser and the task loop's timing cuts.
 use std::process::Command;
 
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
@@ -55,4 +55,11 @@ fn the_benchmark_logs_give_their_median_and_plans() {
 #[test]
 fn every_task_loop_cut_still_applies() {
     self_test("scripts/probes/task_loop_cuts.py");
+}
+
+/// The Makefile suite's choice of programs, the sibling folders it copies and the run-line
+/// words it takes for input files.
+#[test]
+fn the_makefile_suite_selects_programs_and_their_inputs() {
+    self_test("scripts/makefile_suite.py");
 }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Makefile suite: public CUDA programs in HeCBench's shape (a checkout of zjin-lcf/HeCBench, or
+# any folder of programs with a Makefile using $(CC) and $(ARCH) and a `run` target; never
+# copied into this repository), each built as it is and through the compiler launcher
+# (`make CC="cupreempt nvcc"`), run one at a time on the GPU with its `run` target's arguments,
+# outputs compared and the programs' own printed timings set side by side with the ratio and
+# the geomean (scripts/external_suite.py's rules). Writes $OUT/external.md.
+# Needs a GPU, nvcc, make and python3.
+# Usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]
+#   (without a binary, cupreempt and the runtime are built here with cargo)
+# Env: EXT_PROGRAMS=src/*-cuda (the program folders, a glob under CHECKOUT), EXT_ONLY=REGEX,
+#      EXT_SHARD=k/n, EXT_RUNS=3, EXT_ARCH=90, EXT_TIMEOUT=120 (seconds per run),
+#      EXT_BUDGET_S (start no program later), EXT_BUILD (default target/makefile-suite),
+#      EXT_SKIP_BUILD=1, EXT_RERUN=1, EXT_JOBS (parallel builds), OUT (default $EXT_BUILD/out).
+set -euo pipefail
+checkout=$(realpath "${1:?usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}")
+cd "$(dirname "$0")/.."
+cli=${2:-}
+lib=${3:-}
+if [ -z "$cli" ]; then
+  cargo build --release --workspace -q
+  cli=target/release/cupreempt
+  lib=target/release
+fi
+lib=${lib:-$(dirname "$cli")}
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
+echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo none)"
+echo "nvcc: $(nvcc --version | tail -n 1)"
+git -C "$checkout" rev-parse --short HEAD 2>/dev/null | sed 's/^/checkout: /' || echo "checkout: $checkout"
+env | grep -E '^(CUPREEMPT_|CUDA_MODULE_LOADING=|EXT_)' | sort | sed 's/^/environment: /' || true
+exec python3 scripts/makefile_suite.py "$checkout" "$cli" "$lib"

@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""Makefile suite: public CUDA programs that nobody here wrote, one folder each with a Makefile
+that compiles with `$(CC)` for `-arch=$(ARCH)` and a `run` target (the shape of HeCBench's
+`src/NAME-cuda` folders). Each program is built twice on copies, as it is (`make CC=nvcc`) and
+through the compiler launcher (`make CC="cupreempt nvcc"`, which transforms every CUDA source
+and links the runtime), run one at a time with the arguments of its `run` target, outputs
+compared and the programs' own printed timings set side by side (the rules of
+external_suite.py). See scripts/makefile-suite.sh for usage.
+
+The checkout is never modified: both builds work on copies under the build folder, with the
+sibling folders that a program names (`../other/file`) copied beside it.
+"""
+import concurrent.futures
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import external_suite as ext  # noqa: E402
+
+# A program whose Makefile or sources need more than the CUDA toolkit: MPI, or a compiler other
+# than nvcc for its CUDA code.
+EXCLUDED_MAKEFILE = re.compile(r"\bmpi(?:cc|cxx|c\+\+|run)\b|-lmpi\b|^CC\s*=\s*(?!nvcc\b)\S+",
+                               re.M)
+# `../NAME/` in a Makefile or a source: a sibling folder the program reads (data, shared code).
+SIBLING = re.compile(r"\.\./([A-Za-z0-9_.+-]+)/")
+# A word of a run line that names a file (a path or a name with an extension), not a number.
+FILE_ARG = re.compile(r"(?:/|\.[A-Za-z][A-Za-z0-9]*$)")
+SOURCES = ("*.cu", "*.cuh", "*.h", "*.hpp", "*.cpp", "*.c", "*.cc", "Makefile*")
+
+
+def select_programs(root: Path, pattern, only):
+    chosen, skipped = [], []
+    for mk in sorted(root.glob(f"{pattern}/Makefile")):
+        d, name = mk.parent, mk.parent.name
+        if only and not re.search(only, name):
+            continue
+        text = mk.read_text(errors="replace")
+        why = None
+        if not re.search(r"^run\s*:", text, re.M):
+            why = "no run target"
+        elif not re.search(r"^CC\s*[:?]?=", text, re.M):
+            why = "no CC in its Makefile"
+        elif m := EXCLUDED_MAKEFILE.search(text):
+            why = f"needs {m.group(0).strip()}"
+        (skipped if why else chosen).append((d.relative_to(root), why))
+    return chosen, skipped
+
+
+def siblings(root: Path, d: Path):
+    """The sibling folders a program's Makefile and sources name (`../NAME/...`)."""
+    names = set()
+    for pat in SOURCES:
+        for f in d.glob(pat):
+            names.update(SIBLING.findall(f.read_text(errors="replace")))
+    return sorted(n for n in names if (d.parent / n).is_dir() and n not in (".", ".."))
+
+
+def copy_program(root: Path, rel: Path, tree: Path):
+    src, dst = root / rel, tree / rel
+    for d in [rel, *[rel.parent / n for n in siblings(root, src)]]:
+        if not (tree / d).exists():
+            shutil.copytree(root / d, tree / d, ignore=shutil.ignore_patterns(".git"))
+    return dst
+
+
+def make(d: Path, cc, arch, env, target=None, dry=False, timeout=600):
+    cmd = ["make", "-C", str(d), f"CC={cc}", f"ARCH=sm_{arch}"]
+    if dry:
+        cmd.append("-n")
+    if target:
+        cmd.append(target)
+    return ext.sh(cmd, env=env, timeout=timeout)
+
+
+def run_script(d: Path, cc, arch, env):
+    """The commands of the program's `run` target, as a script in its folder (what `make run`
+    would run, without make's own output)."""
+    r = make(d, cc, arch, env, target="run", dry=True)
+    lines = [ln.strip() for ln in r.stdout.splitlines()
+             if ln.strip() and not ln.startswith(("make", "make:")) and "nvcc" not in ln]
+    if r.returncode != 0 or not lines:
+        return None, []
+    words = [w for ln in lines for w in shlex.split(ln, comments=True)]
+    missing = [w for w in words[1:] if FILE_ARG.search(w) and not w.startswith("-")
+               and not (d / w).exists()]
+    script = d / "cupreempt-run.sh"
+    script.write_text("#!/bin/sh\nset -e\n" + "\n".join(lines) + "\n")
+    script.chmod(0o755)
+    return script, missing
+
+
+def build_both(root, rel, trees, cli, lib, arch):
+    """Builds one program as written and through the launcher; returns (row fields, scripts)."""
+    orig_tree, tr_tree = trees
+    env = {**os.environ, "CUPREEMPT_RUNTIME_DIR": str(lib)}
+    out = {}
+    for label, tree, cc in (("orig", orig_tree, "nvcc"), ("transformed", tr_tree, f"{cli} nvcc")):
+        d = copy_program(root, rel, tree)
+        t = time.time()
+        try:
+            r = make(d, cc, arch, env)
+            ok, text = r.returncode == 0, r.stdout + r.stderr
+        except subprocess.TimeoutExpired:
+            ok, text = False, "build timed out"
+        (d / "cupreempt-build.log").write_text(text)
+        script, missing = run_script(d, cc, arch, env) if ok else (None, [])
+        out[label] = {"ok": ok, "script": str(script) if script else None, "missing": missing,
+                      "seconds": round(time.time() - t, 1)}
+    files = [str(p) for pat in ("*.cu", "*.cuh") for p in sorted((tr_tree / rel).glob(pat))]
+    out["kernels"] = ext.count_kernels(cli, files, [root / rel]) if files else (0, 0)
+    return out
+
+
+def main():
+    started = time.time()
+    if len(sys.argv) < 4:
+        raise SystemExit("usage: makefile_suite.py CHECKOUT CUPREEMPT_BINARY RUNTIME_LIB_DIR")
+    root = Path(sys.argv[1]).resolve()
+    cli = str(Path(sys.argv[2]).resolve())
+    lib = Path(sys.argv[3]).resolve()
+    repo = Path(__file__).resolve().parent.parent
+    build = Path(os.environ.get("EXT_BUILD", repo / "target/makefile-suite")).resolve()
+    out = Path(os.environ.get("OUT", build / "out")).resolve()
+    runs = int(os.environ.get("EXT_RUNS", "3"))
+    timeout = int(os.environ.get("EXT_TIMEOUT", "120"))
+    diff_reruns = int(os.environ.get("EXT_DIFF_RERUNS", "6"))
+    arch = os.environ.get("EXT_ARCH", "90")
+    jobs = int(os.environ.get("EXT_JOBS", str(os.cpu_count() or 2)))
+    pattern = os.environ.get("EXT_PROGRAMS", "src/*-cuda")
+    out.mkdir(parents=True, exist_ok=True)
+    build.mkdir(parents=True, exist_ok=True)
+
+    programs, skipped = select_programs(root, pattern, os.environ.get("EXT_ONLY"))
+    if shard := os.environ.get("EXT_SHARD"):
+        k, n = (int(x) for x in shard.split("/"))
+        programs = [p for i, p in enumerate(programs) if i % n == k - 1]
+    ext.log(f"{len(programs)} programs, {len(skipped)} skipped")
+    trees = (build / "orig", build / "transformed")
+    builds_file = build / "builds.json"
+    builds = json.loads(builds_file.read_text()) if builds_file.exists() else {}
+    todo = [rel for rel, _ in programs if str(rel) not in builds]
+    if todo and not os.environ.get("EXT_SKIP_BUILD"):
+        t = time.time()
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            futures = {pool.submit(build_both, root, rel, trees, cli, lib, arch): rel
+                       for rel in todo}
+            for f in concurrent.futures.as_completed(futures):
+                builds[str(futures[f])] = f.result()
+        builds_file.write_text(json.dumps(builds))
+        ext.log(f"built {len(todo)} programs twice in {time.time() - t:.0f} s")
+
+    results = build / "results"
+    results.mkdir(exist_ok=True)
+    budget = float(os.environ.get("EXT_BUDGET_S", "inf"))
+    rows = []
+    for rel, _ in programs:
+        name = rel.name
+        cached = results / f"{name}.json"
+        if cached.exists() and not os.environ.get("EXT_RERUN"):
+            rows.append(json.loads(cached.read_text()))
+            continue
+        b = builds.get(str(rel))
+        if b is None:
+            continue
+        row = {"name": name, "kernels": b["kernels"]}
+        if not b["orig"]["ok"]:
+            row["status"] = "original does not build"
+        elif not b["transformed"]["ok"]:
+            row["status"] = "TRANSFORMED DOES NOT BUILD"
+        elif not b["orig"]["script"]:
+            row["status"] = "no run command"
+        elif b["orig"]["missing"]:
+            row["status"] = f"needs {b['orig']['missing'][0]}"
+        elif time.time() - started > budget:
+            ext.log(f"{name}: not run (time budget)")
+            continue
+        else:
+            log_entry = ext.compare_builds(row, Path(b["orig"]["script"]),
+                                           Path(b["transformed"]["script"]), [], runs, timeout,
+                                           diff_reruns, trees[0], trees[1])
+            (results / f"{name}.log.json").write_text(json.dumps(log_entry))
+            ext.log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
+                    f"({row['values']} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+        rows.append(row)
+        if "wall" in row or row["status"].isupper():
+            cached.write_text(json.dumps(row))
+        ext.save_results(out, rows, skipped, runs)
+    ext.save_results(out, rows, skipped, runs)
+    ext.report(rows, [(d.name, why) for d, why in skipped], out, runs)
+    ext.save_logs(out, results)
+    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
+    return 1 if bad else 0
+
+
+def self_test():
+    """--self-test: selection and run-line rules on a made-up checkout (no GPU, no nvcc)."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as t:
+        root = Path(t)
+        mk = "CC        = nvcc\nARCH      = sm_60\nprogram = main\n"
+        progs = {
+            "a-cuda": mk + "run: $(program)\n\t./$(program) 100 ../b-cuda/in.bin\n",
+            "b-cuda": mk + "run: $(program)\n\t./$(program)\n",
+            "c-cuda": "CC = mpicxx\nrun: main\n\t./main\n",
+            "d-cuda": mk + "all: main\n",
+        }
+        for name, text in progs.items():
+            (root / "src" / name).mkdir(parents=True)
+            (root / "src" / name / "Makefile").write_text(text)
+        chosen, skipped = select_programs(root, "src/*-cuda", None)
+        assert [str(p) for p, _ in chosen] == ["src/a-cuda", "src/b-cuda"], chosen
+        assert dict((str(p), w) for p, w in skipped) == {
+            "src/c-cuda": "needs CC = mpicxx", "src/d-cuda": "no run target"}, skipped
+        assert siblings(root, root / "src/a-cuda") == ["b-cuda"]
+        tree = root / "copy"
+        copy_program(root, Path("src/a-cuda"), tree)
+        assert (tree / "src/b-cuda/Makefile").exists(), "the sibling is copied"
+        assert FILE_ARG.search("../b-cuda/in.bin") and FILE_ARG.search("graph.txt")
+        assert not any(FILE_ARG.search(w) for w in ("100", "1e-3", "0.5", "-n"))
+    print("makefile_suite self-test: ok")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        sys.exit(0)
+    sys.exit(main())
