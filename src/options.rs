@@ -39,6 +39,11 @@ pub struct Options {
     /// by a kernel of this file: the kernels of other files transformed in the same run (a
     /// folder, the compiler launcher's translation unit) call it (`KnownHelper::with_ctx`).
     pub helpers_for_other_files: bool,
+    /// Kernel names that other files of the same program transform too (overloads spread over
+    /// headers that one translation unit includes together, `program::namesake_ordinals`),
+    /// with how many of them come before this file's: its launch types of that name are
+    /// numbered after those, so that no two files define the same one.
+    pub namesakes: std::collections::BTreeMap<String, usize>,
 }
 
 impl Options {

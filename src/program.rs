@@ -10,6 +10,7 @@
 use crate::analysis::{FunctionSite, HelperPlan, KernelPlan};
 use crate::vocab::kernels_struct_name;
 use regex::Regex;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -322,7 +323,71 @@ pub fn defines_of(
         }
         defines = next;
     }
+    number_namesakes(&mut defines);
     defines
+}
+
+/// Whether `k`, as its file reports it, is a kernel that file defines and gives launch types.
+fn gives_launch_types(k: &KnownKernel) -> bool {
+    k.transformed && k.declaration.is_none() && k.untransformed_file.is_none()
+}
+
+/// The kernel names that `file` and at least one other file of `defines` transform, each with
+/// how many kernels of that name the files before `file` (by path) transform: `file`'s launch
+/// types of that name are numbered after theirs (`Options::namesakes`). Overloads of one
+/// kernel name spread over two headers would otherwise both declare `K__cupreempt_kernels`,
+/// and a translation unit that includes both would not compile.
+pub fn namesake_ordinals(defines: &Defines, file: &Path) -> BTreeMap<String, usize> {
+    let Some((own, _)) = defines.get(file) else {
+        return BTreeMap::new();
+    };
+    let own: std::collections::BTreeSet<&String> = own
+        .iter()
+        .filter(|k| gives_launch_types(k))
+        .map(|k| &k.name)
+        .collect();
+    let mut out = BTreeMap::new();
+    for name in own {
+        let mut before = 0;
+        let mut others = false;
+        for (p, (ks, _)) in defines {
+            if p == file {
+                continue;
+            }
+            let n = ks
+                .iter()
+                .filter(|k| gives_launch_types(k) && k.name == **name)
+                .count();
+            others |= n > 0;
+            if p.as_path() < file {
+                before += n;
+            }
+        }
+        if others {
+            out.insert(name.clone(), before);
+        }
+    }
+    out
+}
+
+/// The launch types that the files of `defines` declare, numbered across files where a name
+/// is transformed in several (`namesake_ordinals`), as each file's own transform numbers them.
+fn number_namesakes(defines: &mut Defines) {
+    let ordinals: Vec<(PathBuf, BTreeMap<String, usize>)> = defines
+        .keys()
+        .map(|p| (p.clone(), namesake_ordinals(defines, p)))
+        .filter(|(_, o)| !o.is_empty())
+        .collect();
+    for (p, o) in ordinals {
+        if let Some((ks, _)) = defines.get_mut(&p) {
+            for k in ks.iter_mut().filter(|k| gives_launch_types(k)) {
+                if let Some(before) = o.get(&k.name) {
+                    k.overloaded = true;
+                    k.ordinal += before;
+                }
+            }
+        }
+    }
 }
 
 /// The files that `path` (whose text is `src`) includes, directly or through others, each once,

@@ -1276,3 +1276,93 @@ fn functors_of_the_files_that_include_a_header_count_for_its_kernels() {
         );
     }
 }
+
+/// Overloads of one kernel name spread over two headers (a template with two parameters in
+/// one, with one in the other; two plain kernels of different parameter types) that one file
+/// includes together: each header's launch types are numbered after the other's, so the
+/// translation unit compiles with every launch preemptible. Found in a public sorting library
+/// (HeCBench's segsort), whose transformed build did not compile (`gen_copy__cupreempt_kernels`
+/// defined twice).
+#[test]
+fn overloads_spread_over_headers_get_launch_types_of_their_own() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-namesakes");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("a.cuh"),
+        "#pragma once\ntemplate <class K, class T>\n__global__ void cp(K* k, const T* t, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) k[i] = (K)t[i]; }\n\
+         __global__ void fill(int* k, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) k[i] = 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("b.cuh"),
+        "#pragma once\ntemplate <class K>\n__global__ void cp(K* k, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) k[i] = 0; }\n\
+         __global__ void fill(float* k, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) k[i] = 2.0f; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.cu"),
+        "#include \"a.cuh\"\n#include \"b.cuh\"\n\
+         void go(int* a, float* b, int n) {\n  cp<<<n / 64, 64>>>(a, b, n);\n  cp<<<n / 64, 64>>>(a, n);\n  fill<<<n / 64, 64>>>(a, n);\n  fill<<<n / 64, 64>>>(b, n);\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let read = |f: &str| std::fs::read_to_string(dir.join("out").join(f)).unwrap();
+    let (a, b, main) = (read("a.cuh"), read("b.cuh"), read("main.cu"));
+    for (text, n) in [(&a, 0), (&b, 1)] {
+        for k in ["cp", "fill"] {
+            assert!(
+                text.contains(&format!("struct {k}__cupreempt_kernels_{n} ")),
+                "{text}"
+            );
+        }
+    }
+    assert_eq!(
+        main.matches("cupreempt::launch<decltype(").count(),
+        4,
+        "every launch picks its overload: {main}"
+    );
+    let obj = dir.join("main.o");
+    support::compiles(
+        support::nvcc_compile(&nvcc, &obj).arg(dir.join("out/main.cu")),
+        "main.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(support::file_contains(&obj, "fill__cupreempt"));
+}
+
+/// A launch of a template kernel whose arguments span lines (comments among them), written
+/// with `#line` directives as the compiler launcher writes every file: the selector's copy of
+/// the arguments stays on the launch's line, so no directive lands inside the argument list
+/// (the grammar cannot read one there, and the whole file was left as written, CP013), and the
+/// lines after it keep their numbers.
+#[test]
+fn a_deduced_launch_over_several_lines_keeps_its_lines_under_line_directives() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-deduced-launch-lines");
+    std::fs::write(
+        dir.join("k.cu"),
+        "template <class T>\n__global__ void gen(T* a, const T* b, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) a[i] = b[i];\n}\n\
+         void go(int* a, int* b, int n, cudaStream_t s) {\n  if (n > 0)\n  gen<<<n / 64, 64, 0, s>>>(\n      a, b, // the inputs\n      n /* count */);\n  static_assert(__LINE__ == 11, \"lines kept\");\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(
+        &["transform", "k.cu", "--line-directives", "-o", "out.cu"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
+    assert!(
+        out.contains(
+            "cupreempt::launch<decltype(gen__cupreempt_select(a, b, n))>(n / 64, 64, 0, s)(\n"
+        ),
+        "{out}"
+    );
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out.cu")),
+        "out.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

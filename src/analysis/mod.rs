@@ -244,7 +244,7 @@ pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t>
         }
         kernels.push(plan);
     }
-    number_overloads(&mut kernels);
+    number_overloads(&mut kernels, &opts.namesakes);
     for i in 0..helpers.len() {
         helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
     }
@@ -453,16 +453,23 @@ fn transformed<'t>(
 }
 
 /// Transformed kernels sharing a name in one scope need the deducing launch form; each
-/// transformed kernel gets its ordinal among the transformed kernels of its name.
-fn number_overloads(kernels: &mut [KernelPlan]) {
+/// transformed kernel gets its ordinal among the transformed kernels of its name. A name that
+/// other files of the program transform too (`namesakes`: how many of theirs come first)
+/// counts as overloaded, and its ordinals follow theirs.
+fn number_overloads(
+    kernels: &mut [KernelPlan],
+    namesakes: &std::collections::BTreeMap<String, usize>,
+) {
     for i in 0..kernels.len() {
         let k = &kernels[i];
         let namesake = |o: &&KernelPlan| o.transformed() && o.site.name == k.site.name;
-        let overloaded = kernels
-            .iter()
-            .enumerate()
-            .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
-        let ordinal = kernels[..i].iter().filter(namesake).count();
+        let elsewhere = namesakes.get(&k.site.name);
+        let overloaded = elsewhere.is_some()
+            || kernels
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
+        let ordinal = elsewhere.unwrap_or(&0) + kernels[..i].iter().filter(namesake).count();
         kernels[i].overloaded = overloaded;
         kernels[i].ordinal = ordinal;
     }

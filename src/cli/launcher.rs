@@ -627,6 +627,7 @@ fn prepare(
             let mut o = opts.clone();
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);
+            o.namesakes = program::namesake_ordinals(&defines, p);
             o.known_macros = program::macros_of(graph.closure(p), &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });

@@ -335,13 +335,16 @@ pub(super) fn known_kernels(
     }
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
         let (kernels, helpers) = program::known_from(&defines, &graph, c);
-        if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() {
+        let namesakes = program::namesake_ordinals(&defines, c);
+        if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() || !namesakes.is_empty()
+        {
             out.insert(
                 (*p).clone(),
                 Known {
                     kernels,
                     helpers,
                     macros,
+                    namesakes,
                 },
             );
         }
@@ -355,6 +358,7 @@ pub(super) struct Known {
     pub kernels: Vec<KnownKernel>,
     pub helpers: Vec<KnownHelper>,
     pub macros: Vec<(String, String)>,
+    pub namesakes: BTreeMap<String, usize>,
 }
 
 impl Known {
@@ -364,6 +368,7 @@ impl Known {
             known_kernels: self.kernels,
             known_helpers: self.helpers,
             known_macros: self.macros,
+            namesakes: self.namesakes,
             ..opts.clone()
         }
     }

@@ -132,14 +132,14 @@ pub fn rewrite(
     let complete = targets.len() == 1
         && !plan.overloaded
         && (!plan.is_template() || (explicit_count == plan.template_params && !plan.pack));
-    let args_text = &src[l.args.start_byte() + 1..l.args.end_byte() - 1];
     let kernels = if complete || !targets.iter().any(KnownKernel::needs_selector) {
         format!("{}{}{explicit}", l.qualifier, plan.struct_name())
     } else {
         format!(
-            "decltype({}{}{explicit}({args_text}))",
+            "decltype({}{}{explicit}({}))",
             l.qualifier,
-            selector_name(&l.name)
+            selector_name(&l.name),
+            one_line(l.args, src)
         )
     };
     let cfg: Vec<&str> = l.config.iter().map(|n| text(*n, src)).collect();
@@ -155,4 +155,40 @@ pub fn rewrite(
         l.call.start_byte()..l.args.start_byte() + 1,
         head,
     ));
+}
+
+/// The text inside an argument list on one line, without its comments: the selector's copy of
+/// a launch's arguments adds no line to the file (a `#line` directive would otherwise follow
+/// it, inside the launch's argument list, where the grammar cannot read one, CP013; and the
+/// lines after it would need renumbering for nothing).
+fn one_line(args: tree_sitter::Node, src: &str) -> String {
+    let (start, end) = (args.start_byte() + 1, args.end_byte() - 1);
+    let mut comments = Vec::new();
+    crate::lang::visit(args, |n| {
+        if n.kind_id() == crate::lang::kinds().comment {
+            comments.push(n.byte_range());
+            return false;
+        }
+        true
+    });
+    let mut out = String::with_capacity(end - start);
+    let mut at = start;
+    for c in comments.iter().filter(|c| c.start >= start && c.end <= end) {
+        out.push_str(&src[at..c.start]);
+        out.push(' ');
+        at = c.end;
+    }
+    out.push_str(&src[at..end]);
+    // Each line break with the indentation after it becomes one space (whitespace elsewhere,
+    // inside a string literal say, is kept).
+    let mut flat = String::with_capacity(out.len());
+    let mut lines = out.lines();
+    if let Some(first) = lines.next() {
+        flat.push_str(first.trim_end());
+    }
+    for line in lines {
+        flat.push(' ');
+        flat.push_str(line.trim());
+    }
+    flat.trim().to_string()
 }
