@@ -355,6 +355,10 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
     # original's runs are the program's own randomness (or timings): masked below.
     o_runs = [run_once(exe_o, args, timeout, orig_tree)]
     t_runs = []
+    if o_runs[0][0] == "timeout":  # no time spent on runs that cannot be compared
+        row["status"] = "original times out"
+        row.update(ratio=None, values=0, shown=None, detail=[], wall=(timeout, 0.0))
+        return {"orig": "", "transformed": "", "rc": ["timeout", None]}
     for _ in range(runs):
         t_runs.append(run_once(exe_t, args, timeout, tr_tree))
         o_runs.append(run_once(exe_o, args, timeout, orig_tree))

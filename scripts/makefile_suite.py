@@ -49,6 +49,8 @@ def select_programs(root: Path, pattern, only):
             why = "no CC in its Makefile"
         elif m := EXCLUDED_MAKEFILE.search(text):
             why = f"needs {m.group(0).strip()}"
+        elif dvc := sorted(d.glob("*.dvc")):
+            why = f"needs data not in the checkout ({dvc[0].name})"
         (skipped if why else chosen).append((d.relative_to(root), why))
     return chosen, skipped
 
@@ -156,6 +158,8 @@ def main():
         builds_file.write_text(json.dumps(builds))
         ext.log(f"built {len(todo)} programs twice in {time.time() - t:.0f} s")
 
+    if os.environ.get("EXT_BUILD_ONLY"):
+        return build_report(builds, programs, skipped, out, trees[1])
     results = build / "results"
     results.mkdir(exist_ok=True)
     budget = float(os.environ.get("EXT_BUDGET_S", "inf"))
@@ -186,6 +190,10 @@ def main():
                                            Path(b["transformed"]["script"]), [], runs, timeout,
                                            diff_reruns, trees[0], trees[1])
             (results / f"{name}.log.json").write_text(json.dumps(log_entry))
+            # A program that fails as written (input files it could not find, say) says
+            # nothing about the transformed build, whatever the outputs.
+            if log_entry["rc"][0] not in (0, "timeout") and row["status"] == "identical":
+                row["status"] = f"original fails (exit {log_entry['rc'][0]})"
             ext.log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
                     f"({row['values']} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
         rows.append(row)
@@ -196,6 +204,36 @@ def main():
     ext.report(rows, [(d.name, why) for d, why in skipped], out, runs)
     ext.save_logs(out, results)
     bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
+    return 1 if bad else 0
+
+
+def build_report(builds, programs, skipped, out: Path, tr_tree: Path):
+    """EXT_BUILD_ONLY=1 (no GPU needed): per program, whether each build compiles, and what the
+    launcher said in the transformed build (refusals by code, files left whole: CP013)."""
+    lines = ["| program | kernels transformed/refused | original | transformed | launcher codes |",
+             "| --- | --- | --- | --- | --- |"]
+    bad = 0
+    for rel, _ in programs:
+        b = builds.get(str(rel))
+        if b is None:
+            continue
+        log_file = tr_tree / rel / "cupreempt-build.log"
+        text = log_file.read_text(errors="replace") if log_file.exists() else ""
+        codes = {}
+        for code in re.findall(r"\bCP(\d{3})\b", text):
+            codes[code] = codes.get(code, 0) + 1
+        o, t = b["orig"]["ok"], b["transformed"]["ok"]
+        bad += o and not t
+        cells = ["builds" if o else "fails", "builds" if t else ("FAILS" if o else "fails"),
+                 ", ".join(f"CP{c} ×{n}" for c, n in sorted(codes.items())) or "—"]
+        lines.append(f"| {rel.name} | {b['kernels'][0]}/{b['kernels'][1]} | " + " | ".join(cells)
+                     + " |")
+    both = sum(1 for rel, _ in programs if builds.get(str(rel), {}).get("transformed", {}).get("ok")
+               and builds[str(rel)]["orig"]["ok"])
+    text = "\n".join([f"Builds: {both} both ways, {bad} only as written.", ""] + lines +
+                      ["", "Skipped:", ""] + [f"- {d.name}: {why}" for d, why in skipped]) + "\n"
+    (out / "builds.md").write_text(text)
+    print(text)
     return 1 if bad else 0
 
 
@@ -210,14 +248,17 @@ def self_test():
             "b-cuda": mk + "run: $(program)\n\t./$(program)\n",
             "c-cuda": "CC = mpicxx\nrun: main\n\t./main\n",
             "d-cuda": mk + "all: main\n",
+            "e-cuda": mk + "run: $(program)\n\t./$(program) data\n",
         }
         for name, text in progs.items():
             (root / "src" / name).mkdir(parents=True)
             (root / "src" / name / "Makefile").write_text(text)
+        (root / "src" / "e-cuda" / "data.tar.gz.dvc").write_text("outs:\n")
         chosen, skipped = select_programs(root, "src/*-cuda", None)
         assert [str(p) for p, _ in chosen] == ["src/a-cuda", "src/b-cuda"], chosen
         assert dict((str(p), w) for p, w in skipped) == {
-            "src/c-cuda": "needs CC = mpicxx", "src/d-cuda": "no run target"}, skipped
+            "src/c-cuda": "needs CC = mpicxx", "src/d-cuda": "no run target",
+            "src/e-cuda": "needs data not in the checkout (data.tar.gz.dvc)"}, skipped
         assert siblings(root, root / "src/a-cuda") == ["b-cuda"]
         tree = root / "copy"
         copy_program(root, Path("src/a-cuda"), tree)
