@@ -81,6 +81,15 @@ def make(d: Path, cc, arch, env, target=None, dry=False, timeout=600):
     return ext.sh(cmd, env=env, timeout=timeout)
 
 
+def split_words(line):
+    """A shell line's words; a line shlex cannot read (a continuation's backslash at its end,
+    an open quote) by blanks."""
+    try:
+        return shlex.split(line, comments=True)
+    except ValueError:
+        return line.split()
+
+
 def run_script(d: Path, cc, arch, env):
     """The commands of the program's `run` target, as a script in its folder (what `make run`
     would run, without make's own output)."""
@@ -89,7 +98,7 @@ def run_script(d: Path, cc, arch, env):
              if ln.strip() and not ln.startswith(("make", "make:")) and "nvcc" not in ln]
     if r.returncode != 0 or not lines:
         return None, []
-    words = [w for ln in lines for w in shlex.split(ln, comments=True)]
+    words = [w for ln in lines for w in split_words(ln)]
     missing = [w for w in words[1:] if FILE_ARG.search(w) and not w.startswith("-")
                and not (d / w).exists()]
     script = d / "cupreempt-run.sh"
@@ -155,7 +164,7 @@ def main():
                        for rel in todo}
             for f in concurrent.futures.as_completed(futures):
                 builds[str(futures[f])] = f.result()
-        builds_file.write_text(json.dumps(builds))
+                builds_file.write_text(json.dumps(builds))  # a run cut short keeps its builds
         ext.log(f"built {len(todo)} programs twice in {time.time() - t:.0f} s")
 
     if os.environ.get("EXT_BUILD_ONLY"):
@@ -265,6 +274,7 @@ def self_test():
         assert (tree / "src/b-cuda/Makefile").exists(), "the sibling is copied"
         assert FILE_ARG.search("../b-cuda/in.bin") and FILE_ARG.search("graph.txt")
         assert not any(FILE_ARG.search(w) for w in ("100", "1e-3", "0.5", "-n"))
+        assert split_words("./main 10 \\") == ["./main", "10", "\\"]
     print("makefile_suite self-test: ok")
 
 

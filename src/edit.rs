@@ -103,8 +103,10 @@ pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<Strin
             // the directive, if any.
             let next_start = edits.get(i + 1).map_or(usize::MAX, |n| n.start);
             let takes_eol = src[pos..].starts_with(eol) && next_start >= pos + eol.len();
-            // Only after multi-line generated text that leaves us at the start of a line.
-            if e.text.contains('\n') && (out.ends_with('\n') || takes_eol) {
+            // Only after generated text that changes the number of lines (the lines after an
+            // edit that keeps it keep their numbers) and leaves us at the start of a line.
+            let shifts = e.text.matches('\n').count() != src[e.start..e.end].matches('\n').count();
+            if shifts && (out.ends_with('\n') || takes_eol) {
                 let resume = if out.ends_with('\n') {
                     pos
                 } else {
@@ -204,6 +206,27 @@ mod tests {
         )
         .unwrap();
         assert_eq!(out, "a\ngen1\ngen2\n#line 2\nb\nc\n");
+    }
+
+    #[test]
+    fn an_edit_that_keeps_the_line_count_needs_no_line_directive() {
+        let src = "a\nb(x,\n  y)\nc\n";
+        let at = src.find("b(").unwrap();
+        let edits = [Edit::replace(at..at + 2, "f(\n".to_string())];
+        let map = LineMap { file_name: None };
+        let out = apply(
+            src,
+            &[Edit::replace(
+                at..src.find("  y").unwrap(),
+                "f(x,\n".to_string(),
+            )],
+            Some(&map),
+        )
+        .unwrap();
+        assert_eq!(out, "a\nf(x,\n  y)\nc\n");
+        // One more line than it replaced: the directive follows.
+        let out = apply(src, &edits, Some(&map)).unwrap();
+        assert_eq!(out, "a\nf(\n#line 2\nx,\n  y)\nc\n");
     }
 
     #[test]

@@ -1366,3 +1366,43 @@ fn a_deduced_launch_over_several_lines_keeps_its_lines_under_line_directives() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Two more shapes under `#line` directives (as the launcher writes every file), each of which
+/// left its whole file as written (CP013): a launch whose explicit template arguments span
+/// lines (HeCBench's pool), whose head is now written on one line followed by as many line
+/// breaks as it had, so no directive is needed inside the argument list; and a kernel defined
+/// out of its namespace (`__global__ void ns::k(...)`, HeCBench's logic-rewrite), whose
+/// reopened namespace's note was a line comment that swallowed the generated body's head on
+/// the same line.
+#[test]
+fn explicit_template_launches_and_qualified_kernels_keep_their_lines_under_line_directives() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-line-directive-shapes");
+    std::fs::write(
+        dir.join("k.cu"),
+        "namespace ns {\n__global__ void fill(int* p, int n);\n}\n\
+         __global__ void ns::fill(int* p,\n    int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1;\n}\n\
+         template <class T, int A, int B>\n__global__ void add(T* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] += A * B;\n}\n\
+         void go(int* p, int n) {\n  ns::fill<<<n / 64, 64>>>(p, n);\n  add<int, 2,\n      3><<<n / 64,\n      64>>>(\n      p, n);\n  static_assert(__LINE__ == 20, \"lines kept\");\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(
+        &["transform", "k.cu", "--line-directives", "-o", "out.cu"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
+    assert!(
+        out.contains("cupreempt::launch<add__cupreempt_kernels<int, 2, 3>>(n / 64, 64, 0, 0)(\n\n\n      p, n);"),
+        "{out}"
+    );
+    assert!(
+        out.contains("/* cupreempt: `fill` out of its namespace */"),
+        "{out}"
+    );
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out.cu")),
+        "out.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -67,7 +67,12 @@ pub fn rewrite(
         if !open.is_empty() {
             edits.push(Edit::insert(
                 k.outer.start_byte(),
-                format!("{open} // cupreempt: `{}` out of its namespace{nl}", k.name),
+                // On one line (compact) a line comment would swallow what follows it.
+                if compact {
+                    format!("{open} /* cupreempt: `{}` out of its namespace */ ", k.name)
+                } else {
+                    format!("{open} // cupreempt: `{}` out of its namespace\n", k.name)
+                },
             ));
         }
     }
@@ -180,7 +185,8 @@ pub fn rewrite(
         edits.push(Edit::insert(
             k.outer.end_byte(),
             format!(
-                "\n{close}  // cupreempt: namespace {}",
+                // A block comment: code may follow the kernel on its last line.
+                "\n{close}  /* cupreempt: namespace {} */",
                 q.namespaces.join("::")
             ),
         ));

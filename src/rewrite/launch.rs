@@ -3,7 +3,6 @@
 use crate::analysis::{Analysis, LaunchSite};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
-use crate::lang::text;
 use crate::program::KnownKernel;
 use crate::vocab::{selector_name, LAUNCH};
 
@@ -127,7 +126,10 @@ pub fn rewrite(
         return;
     }
     let plan = &targets[0];
-    let explicit = l.template_args.map(|t| text(t, src)).unwrap_or("");
+    let explicit = l
+        .template_args
+        .map(|t| one_line_range(t, t.byte_range(), src))
+        .unwrap_or_default();
     let explicit_count = l.template_args.map(|t| t.named_child_count()).unwrap_or(0);
     let complete = targets.len() == 1
         && !plan.overloaded
@@ -142,14 +144,26 @@ pub fn rewrite(
             one_line(l.args, src)
         )
     };
-    let cfg: Vec<&str> = l.config.iter().map(|n| text(*n, src)).collect();
-    let smem = cfg.get(2).copied().unwrap_or("0");
-    let stream = cfg.get(3).copied().unwrap_or("0");
+    let cfg: Vec<String> = l
+        .config
+        .iter()
+        .map(|n| one_line_range(*n, n.byte_range(), src))
+        .collect();
+    let smem = cfg.get(2).map_or("0", String::as_str);
+    let stream = cfg.get(3).map_or("0", String::as_str);
     // The arguments go to a call whose parameters are the kernel's own (launch.cuh), so
-    // they convert as in the original launch.
+    // they convert as in the original launch. The head is written on one line, followed by as
+    // many line breaks as the launch's head had: every line after it keeps its number, and no
+    // `#line` directive is needed (one would land inside the argument list, where the grammar
+    // cannot read it).
+    let breaks = src[l.call.start_byte()..l.args.start_byte() + 1]
+        .matches('\n')
+        .count();
     let head = format!(
-        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})(",
-        cfg[0], cfg[1]
+        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})({}",
+        cfg[0],
+        cfg[1],
+        "\n".repeat(breaks)
     );
     edits.push(Edit::replace(
         l.call.start_byte()..l.args.start_byte() + 1,
@@ -162,9 +176,14 @@ pub fn rewrite(
 /// it, inside the launch's argument list, where the grammar cannot read one, CP013; and the
 /// lines after it would need renumbering for nothing).
 fn one_line(args: tree_sitter::Node, src: &str) -> String {
-    let (start, end) = (args.start_byte() + 1, args.end_byte() - 1);
+    one_line_range(args, args.start_byte() + 1..args.end_byte() - 1, src)
+}
+
+/// The text of `range` (within `node`) on one line, without the comments of `node` in it.
+fn one_line_range(node: tree_sitter::Node, range: std::ops::Range<usize>, src: &str) -> String {
+    let (start, end) = (range.start, range.end);
     let mut comments = Vec::new();
-    crate::lang::visit(args, |n| {
+    crate::lang::visit(node, |n| {
         if n.kind_id() == crate::lang::kinds().comment {
             comments.push(n.byte_range());
             return false;
