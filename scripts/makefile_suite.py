@@ -68,7 +68,8 @@ def copy_program(root: Path, rel: Path, tree: Path):
     src, dst = root / rel, tree / rel
     for d in [rel, *[rel.parent / n for n in siblings(root, src)]]:
         if not (tree / d).exists():
-            shutil.copytree(root / d, tree / d, ignore=shutil.ignore_patterns(".git"))
+            shutil.copytree(root / d, tree / d, symlinks=True,
+                            ignore=shutil.ignore_patterns(".git"))
     return dst
 
 
@@ -163,7 +164,14 @@ def main():
             futures = {pool.submit(build_both, root, rel, trees, cli, lib, arch): rel
                        for rel in todo}
             for f in concurrent.futures.as_completed(futures):
-                builds[str(futures[f])] = f.result()
+                try:
+                    builds[str(futures[f])] = f.result()
+                except (OSError, shutil.Error, subprocess.SubprocessError) as e:
+                    # One program's folder that cannot be copied or built stops no other.
+                    ext.log(f"{futures[f]}: not built: {e}")
+                    failed = {"ok": False, "script": None, "missing": [], "seconds": 0}
+                    builds[str(futures[f])] = {"orig": failed, "transformed": failed,
+                                               "kernels": (0, 0)}
                 builds_file.write_text(json.dumps(builds))  # a run cut short keeps its builds
         ext.log(f"built {len(todo)} programs twice in {time.time() - t:.0f} s")
 

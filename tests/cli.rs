@@ -1373,7 +1373,9 @@ fn a_deduced_launch_over_several_lines_keeps_its_lines_under_line_directives() {
 /// breaks as it had, so no directive is needed inside the argument list; and a kernel defined
 /// out of its namespace (`__global__ void ns::k(...)`, HeCBench's logic-rewrite), whose
 /// reopened namespace's note was a line comment that swallowed the generated body's head on
-/// the same line.
+/// the same line. Launch bounds on a line of their own between a template's head and
+/// `__global__` (ggml's kernels) move to the wrappers, and their line's deletion gets no
+/// `#line` directive (it would land between the head and the declaration).
 #[test]
 fn explicit_template_launches_and_qualified_kernels_keep_their_lines_under_line_directives() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
@@ -1382,8 +1384,8 @@ fn explicit_template_launches_and_qualified_kernels_keep_their_lines_under_line_
         dir.join("k.cu"),
         "namespace ns {\n__global__ void fill(int* p, int n);\n}\n\
          __global__ void ns::fill(int* p,\n    int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1;\n}\n\
-         template <class T, int A, int B>\n__global__ void add(T* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] += A * B;\n}\n\
-         void go(int* p, int n) {\n  ns::fill<<<n / 64, 64>>>(p, n);\n  add<int, 2,\n      3><<<n / 64,\n      64>>>(\n      p, n);\n  static_assert(__LINE__ == 20, \"lines kept\");\n}\n",
+         template <class T, int A, int B>\n__launch_bounds__(256, 1)\n__global__ void add(T* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] += A * B;\n}\n\
+         void go(int* p, int n) {\n  ns::fill<<<n / 64, 64>>>(p, n);\n  add<int, 2,\n      3><<<n / 64,\n      64>>>(\n      p, n);\n  static_assert(__LINE__ == 21, \"lines kept\");\n}\n",
     )
     .unwrap();
     let o = cupreempt(
