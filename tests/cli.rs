@@ -1408,3 +1408,34 @@ fn explicit_template_launches_and_qualified_kernels_keep_their_lines_under_line_
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A file that begins with a byte order mark keeps it first: the include line goes after it
+/// (the compiler skips a mark only at the very start of a file, and so does the grammar; the
+/// include before it left the whole file as written, CP013: HeCBench's stsg).
+#[test]
+fn a_byte_order_mark_stays_first() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-bom");
+    std::fs::write(
+        dir.join("k.cu"),
+        "\u{feff}#ifdef __CUDACC__\n#include <cuda.h>\n#endif\n__global__ void k(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1;\n}\nvoid go(int* p, int n) { k<<<n / 64, 64>>>(p, n); }\n",
+    )
+    .unwrap();
+    for extra in [&[][..], &["--line-directives"][..]] {
+        let o = cupreempt(
+            &[&["transform", "k.cu", "-o", "out.cu"][..], extra].concat(),
+            &dir,
+        );
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
+        assert!(
+            out.starts_with("\u{feff}#include \"cupreempt.cuh\"\n"),
+            "{out}"
+        );
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out.cu")),
+            "out.cu",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
+}

@@ -641,9 +641,9 @@ fn prepare(
             eprint!("{}", render(&shown, &name, text, color));
             refused |= t.diagnostics.iter().any(|d| d.is_refusal());
             // Messages about lines before the first edit name the original too.
-            format!("#line 1 \"{}\"\n{}", escape(&name), t.output)
+            line_one(&name, &t.output)
         } else {
-            format!("#line 1 \"{}\"\n{text}", escape(&name))
+            line_one(&name, text)
         };
         let out = redirect_includes(&out, dir, search, &project, &copy_of);
         let bytes = match foreign.get(p) {
@@ -719,6 +719,17 @@ fn read_text(
         }
         super::files::Source::Skipped(d, _) => anyhow::bail!("{}: {}", p.display(), d.message),
     }
+}
+
+/// `text` with a `#line 1 "name"` directive first, after its byte order mark if it has one
+/// (the compiler skips a mark only at the very start of a file; anywhere else it is a stray
+/// character, and a header that begins with one did not compile through the launcher).
+fn line_one(name: &str, text: &str) -> String {
+    let (bom, rest) = match text.strip_prefix('\u{feff}') {
+        Some(rest) => ("\u{feff}", rest),
+        None => ("", text),
+    };
+    format!("{bom}#line 1 \"{}\"\n{rest}", escape(name))
 }
 
 fn escape(path: &str) -> String {
