@@ -347,10 +347,12 @@ def main():
 
 
 def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reruns,
-                   orig_tree: Path, tr_tree: Path):
+                   orig_tree: Path, tr_tree: Path, long_s=math.inf):
     """Runs both builds of one program (one unmeasured original run, then the transformed and
     the original alternately, `runs` each), compares their masked outputs and sets the row's
-    status, ratio and timings. Returns the first outputs of each build, for the logs."""
+    status, ratio and timings. An original whose first run takes longer than `long_s` seconds
+    is not run again (a time-limited machine measures more programs). Returns the first outputs
+    of each build, for the logs."""
     # One unmeasured original run first (caches, files). Lines that differ between the
     # original's runs are the program's own randomness (or timings): masked below.
     o_runs = [run_once(exe_o, args, timeout, orig_tree)]
@@ -359,6 +361,10 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
         row["status"] = "original times out"
         row.update(ratio=None, values=0, shown=None, detail=[], wall=(timeout, 0.0))
         return {"orig": "", "transformed": "", "rc": ["timeout", None]}
+    if o_runs[0][2] > long_s:
+        row["status"] = f"runs longer than {long_s:g} s"
+        row.update(ratio=None, values=0, shown=None, detail=[], wall=(o_runs[0][2], 0.0))
+        return {"orig": o_runs[0][1], "transformed": "", "rc": [o_runs[0][0], None]}
     for _ in range(runs):
         t_runs.append(run_once(exe_t, args, timeout, tr_tree))
         o_runs.append(run_once(exe_o, args, timeout, orig_tree))

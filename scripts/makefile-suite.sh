@@ -11,7 +11,9 @@
 # Env: EXT_PROGRAMS=src/*-cuda (the program folders, a glob under CHECKOUT), EXT_ONLY=REGEX,
 #      EXT_SHARD=k/n, EXT_RUNS=3, EXT_ARCH=90, EXT_TIMEOUT=120 (seconds per run),
 #      EXT_BUDGET_S (start no program later), EXT_BUILD (default target/makefile-suite),
-#      EXT_SKIP_BUILD=1, EXT_RERUN=1, EXT_JOBS (parallel builds), OUT (default $EXT_BUILD/out).
+#      EXT_SKIP_BUILD=1, EXT_RERUN=1, EXT_JOBS (parallel builds), OUT (default $EXT_BUILD/out),
+#      EXT_LONG_S=20 (a program whose first run takes longer is listed, not measured),
+#      EXT_BUILD_ONLY=1 (build both ways and report, no GPU needed).
 set -euo pipefail
 checkout=$(realpath "${1:?usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}")
 cd "$(dirname "$0")/.."
