@@ -37,6 +37,11 @@ pub const TASK_CTX: &str = "cupreempt::TaskCtx";
 pub const RUN_TASKS: &str = "cupreempt::run_tasks";
 /// Evaluates an initializer only in threads that have not returned (task_loop.cuh).
 pub const LIVE_VALUE: &str = "cupreempt::live_value";
+/// The shared body's type for a kernel parameter of class type passed by value, and what the
+/// wrapper passes for it per task (task_loop.cuh).
+pub const BODY_PARAM: &str = "cupreempt::body_param_t";
+pub const TASK_PARAM: &str = "cupreempt::task_param";
+pub const TRIVIAL_PARAMS: &str = "cupreempt::trivially_destructible";
 /// What a rewritten launch site calls (launch.cuh).
 pub const LAUNCH: &str = "cupreempt::launch";
 /// The members of a kernel's launch-types struct that launch.cuh reads: the original kernel,

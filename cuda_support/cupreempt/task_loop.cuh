@@ -9,6 +9,7 @@
 // live_value and __cp_live below, from one place: src/vocab.rs. A change to one must change
 // the other.
 #pragma once
+#include <type_traits>
 #include "control.h"
 
 // The 32-register wrapper's __launch_bounds__(1024, CUPREEMPT_R32_MIN_BLOCKS): two blocks of
@@ -189,6 +190,44 @@ struct TaskCtx {
     return q;
   }
 };
+
+// A kernel parameter of class type passed by value reaches the shared body as the kernel's own
+// object where its type is not trivially destructible: copied into a by-value parameter, it
+// would be destroyed in device code, which the original never does (its parameters are bitwise
+// copies of the launch's arguments, never destroyed on the device), and a destructor that is
+// host-only does not compile there. Other types are taken by value, as written.
+template <class T>
+using body_param_t = std::conditional_t<std::is_trivially_destructible<T>::value, T, T&>;
+
+// What the persistent wrapper passes for such a parameter where one of them is not trivially
+// destructible (`trivially_destructible` chooses the call): for each task a fresh bitwise copy
+// of the wrapper's own (as the launch gave every original block its copy), never destroyed,
+// alive until the end of the body's call; for the others the parameter itself.
+// (No fold expression: a program compiled as C++14 would get a warning for every file.)
+template <class... T>
+struct all_trivially_destructible : std::true_type {};
+template <class T, class... R>
+struct all_trivially_destructible<T, R...>
+    : std::integral_constant<bool, std::is_trivially_destructible<T>::value &&
+                                       all_trivially_destructible<R...>::value> {};
+template <class... T>
+constexpr bool trivially_destructible = all_trivially_destructible<T...>::value;
+template <class T>
+struct TaskParam {
+  alignas(T) unsigned char bytes[sizeof(T)];
+  __device__ __forceinline__ explicit TaskParam(const T& v) { memcpy(bytes, &v, sizeof(T)); }
+  __device__ __forceinline__ operator T&() { return *reinterpret_cast<T*>(bytes); }
+};
+template <class T>
+__device__ __forceinline__ std::enable_if_t<std::is_trivially_destructible<T>::value, T&>
+task_param(T& v) {
+  return v;
+}
+template <class T>
+__device__ __forceinline__ std::enable_if_t<!std::is_trivially_destructible<T>::value, TaskParam<T>>
+task_param(T& v) {
+  return TaskParam<T>(v);
+}
 
 // The predicated form (a thread-dependent return reaches a barrier). A persistent block cannot
 // let a returned thread exit, so the transformer turns `return` into `__cp_live = false`: the

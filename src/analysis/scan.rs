@@ -101,6 +101,29 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
     s.found
 }
 
+/// The byte range of a parameter's type where the parameter is passed by value under a named
+/// type (`AllocatorT a`, `Params p`, `ns::Pool<T> pool`): the declarator is the name alone and
+/// no qualifier (`const`, `volatile`) or attribute stands beside the type. Such a type may
+/// have a destructor, which the shared body must not run (`Param::value_type`).
+fn by_value_named_type(
+    p: Node,
+    decl: Option<Node>,
+    src: &str,
+) -> Option<(std::ops::Range<usize>, String)> {
+    let k = kinds();
+    let ty = p.child_by_field_id(crate::lang::fields().r#type)?;
+    let named_type = ty.kind_id() == k.type_identifier
+        || ty.kind() == "template_type"
+        || ty.kind() == "qualified_identifier"
+        || ty.kind() == "qualified_type";
+    let plain = decl.is_some_and(|d| d.kind_id() == k.identifier);
+    let mut c = p.walk();
+    let qualified = p
+        .children(&mut c)
+        .any(|ch| ch.kind_id() == k.type_qualifier || ch.kind_id() == k.attribute_specifier);
+    (named_type && plain && !qualified).then(|| (ty.byte_range(), text(ty, src).to_string()))
+}
+
 /// A kernel definition that the parse does not hold as one: its `__global__` lies in a region
 /// a syntax error took (preprocessor branches that each open a brace, for one), so no
 /// function node covers it. It is left as it is, and reported as refused (CP001) so that it
@@ -621,6 +644,9 @@ impl<'t> Scanner<'t, '_> {
             let name = decl
                 .and_then(lang::declarator_name)
                 .map(|n| text(n, self.src).to_string());
+            let value_type = (!pack && grid_constant.is_none())
+                .then(|| by_value_named_type(p, decl, self.src))
+                .flatten();
             match name {
                 Some(name) => out.push(Param {
                     text: ptext,
@@ -629,6 +655,7 @@ impl<'t> Scanner<'t, '_> {
                     pack,
                     before,
                     grid_constant,
+                    value_type,
                 }),
                 None => {
                     let abstract_shape = decl.is_some_and(|d| {
@@ -652,6 +679,7 @@ impl<'t> Scanner<'t, '_> {
                         pack,
                         before,
                         grid_constant,
+                        value_type: None,
                     });
                 }
             }

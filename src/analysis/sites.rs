@@ -29,6 +29,12 @@ pub struct Param {
     /// A `__grid_constant__` parameter: where the shared body's header drops the qualifier
     /// and takes the parameter by reference instead (`GridConstant`).
     pub grid_constant: Option<GridConstant>,
+    /// A parameter passed by value whose type is named (a class, a template parameter, an
+    /// alias), with no qualifier and a plain name as declarator: the byte range of that type's
+    /// name. The shared body takes it as `body_param_t<T>` (task_loop.cuh: by reference where
+    /// `T` is not trivially destructible), and the wrapper passes a fresh copy per task. The
+    /// range and the type's text.
+    pub value_type: Option<(std::ops::Range<usize>, String)>,
 }
 
 /// A kernel defined out of its namespace: `__global__ void a::b::k(...) { ... }`.

@@ -26,9 +26,10 @@ use super::{context_calls, context_params, prologue};
 use crate::analysis::{FunctionSite, KernelPlan, Param, SyncMode};
 use crate::edit::Edit;
 use crate::vocab::{
-    body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, CTX,
-    CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER,
-    MEMBER_WRAPPER_R32, NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS, TASK_CTX,
+    body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, BODY_PARAM,
+    CTX, CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER,
+    MEMBER_WRAPPER_R32, NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS, TASK_CTX, TASK_PARAM,
+    TRIVIAL_PARAMS,
 };
 use std::collections::BTreeSet;
 
@@ -119,6 +120,11 @@ pub fn rewrite(
         edits.push(Edit::delete(lb.start_byte()..end));
     }
     edits.push(Edit::replace(k.written_name(), body_name(&k.name)));
+    // A parameter of a named type passed by value: the body takes it as `body_param_t<T>`, by
+    // reference where `T` has a destructor to run (task_loop.cuh).
+    for (r, ty) in k.param_list.iter().filter_map(|p| p.value_type.clone()) {
+        edits.push(Edit::replace(r, format!("{BODY_PARAM}<{ty}>")));
+    }
     for g in k.param_list.iter().filter_map(|p| p.grid_constant.as_ref()) {
         edits.push(Edit::delete(g.qualifier.clone()));
         if let Some(at) = g.name_start {
@@ -247,20 +253,44 @@ fn wrapper_params(params: &str) -> String {
 }
 
 /// The call of the shared body; `function`: the argument for its function-name parameter
-/// (`FunctionNames`), where it has one.
-fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>) -> String {
+/// (`FunctionNames`), where it has one. `per_task`: in the persistent wrapper, where each task
+/// gets its own bitwise copy of a by-value parameter of a named type that has a destructor to
+/// run (`TASK_PARAM`), as each original block got the launch's. Where every such type is
+/// trivially destructible (known only once the templates are instantiated) the call is the
+/// plain one, written as before: passing a kernel parameter through a function, even an
+/// inlined one that returns it, changed the wrappers' machine code.
+fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task: bool) -> String {
     let k = &plan.site;
     let targs = if k.is_template() {
         format!("{ctx_type}, {}", k.template_args())
     } else {
         ctx_type.to_string()
     };
-    let args = k.forward_args();
-    let sep = if args.is_empty() { "" } else { ", " };
-    let function = function.map(|f| format!(", {f}")).unwrap_or_default();
+    let call = |wrap: bool| {
+        let args = k.join_params(|p| match &p.value_type {
+            Some(_) if wrap => format!("{TASK_PARAM}({})", p.name),
+            _ => p.forward(),
+        });
+        let sep = if args.is_empty() { "" } else { ", " };
+        let function = function.map(|f| format!(", {f}")).unwrap_or_default();
+        format!(
+            "{}<{targs}>({CTX}{function}{sep}{args});",
+            body_name(&k.name)
+        )
+    };
+    let types: Vec<&str> = k
+        .param_list
+        .iter()
+        .filter_map(|p| p.value_type.as_ref().map(|(_, t)| t.as_str()))
+        .collect();
+    if !per_task || types.is_empty() {
+        return call(false);
+    }
     format!(
-        "{}<{targs}>({CTX}{function}{sep}{args});",
-        body_name(&k.name)
+        "if constexpr ({TRIVIAL_PARAMS}<{}>) {{\n      {}\n    }} else {{\n      {}\n    }}",
+        types.join(", "),
+        call(false),
+        call(true)
     )
 }
 
@@ -273,7 +303,7 @@ fn forwarder(plan: &KernelPlan, h: &Header, named: bool) -> String {
         name = h.name,
         prefix = h.prefix(),
         params = h.params,
-        call = body_call(plan, NATIVE_CTX, named.then_some("__PRETTY_FUNCTION__")),
+        call = body_call(plan, NATIVE_CTX, named.then_some("__PRETTY_FUNCTION__"), false),
     )
 }
 
@@ -335,7 +365,7 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
         chunk = plan.chunk,
         budget = plan.budget_ns,
         barrier = plan.may_use_shared,
-        call = body_call(plan, CTX_TYPE, named.then_some(FUNCTION_PARAM)),
+        call = body_call(plan, CTX_TYPE, named.then_some(FUNCTION_PARAM), true),
         function = if named {
             format!("const char* const {FUNCTION_PARAM} = __PRETTY_FUNCTION__;\n  ")
         } else {
