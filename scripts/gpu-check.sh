@@ -89,6 +89,27 @@ else
   echo "FAIL end-to-end multiple_kernels under CUPREEMPT_CHAOS=7,20" >>"$log"
   status=1
 fi
+# Objects passed by value with a host-only destructor (fixtures/by_value_param_with_host_destructor.cu):
+# the program checks every slot itself; in the persistent form (every launch preemptible, each
+# persistent block running many tasks, each with its own copy) and under chaos mode.
+bv=$e2e/by_value
+if "$cli" transform fixtures/by_value_param_with_host_destructor.cu -o $bv.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $bv.cu -o $bv -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib"; then
+  for mode in "CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_SETUP=wait CUPREEMPT_SHORT_US=0 CUPREEMPT_VERBOSE=1" \
+    "CUPREEMPT_CHAOS=7,20"; do
+    if env $mode timeout 60 $bv >$bv.txt 2>&1 && ! grep -q "launching the original" $bv.txt; then
+      echo "PASS end-to-end by_value_param_with_host_destructor ($mode): $(grep 'slots wrong' $bv.txt)" >>"$log"
+    else
+      cat $bv.txt >>"$log"
+      echo "FAIL end-to-end by_value_param_with_host_destructor ($mode)" >>"$log"
+      status=1
+    fi
+  done
+else
+  echo "FAIL end-to-end by_value_param_with_host_destructor (build)" >>"$log"
+  status=1
+fi
 if nvcc -arch=sm_90 -std=c++17 -DCUPREEMPT_STANDALONE -Icuda_support $e2e/mk.cu -o $e2e/mk-standalone &&
   timeout 30 $e2e/mk-standalone >>"$log" 2>&1; then
   echo "PASS end-to-end multiple_kernels (CUPREEMPT_STANDALONE, no runtime)" >>"$log"
