@@ -18,26 +18,8 @@ set -euo pipefail
 samples=${1:?usage: scripts/external-suite.sh SAMPLES_DIR [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}
 samples=$(realpath "$samples")
 cd "$(dirname "$0")/.."
-cli=${2:-}
-lib=${3:-}
-if [ -z "$cli" ]; then
-  cargo build --release --workspace -q
-  cli=target/release/cupreempt
-  lib=target/release
-fi
-lib=${lib:-$(dirname "$cli")}
-{
-  echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-  echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo none)"
-  echo "nvcc: $(nvcc --version | tail -n 1)"
-  if [ -d "$samples/.git" ]; then
-    echo "samples: $(git -C "$samples" rev-parse --short HEAD)"
-  else
-    echo "samples: $samples (not a git checkout)"
-  fi
-  echo "command: EXT_RUNS=${EXT_RUNS:-3} scripts/external-suite.sh SAMPLES_DIR"
-  # What else the programs run under (the runtime's and CUDA's settings), so a table says it.
-  env | grep -E '^(CUPREEMPT_|CUDA_MODULE_LOADING=|CUDA_DEVICE_MAX_CONNECTIONS=|EXT_)' | sort |
-    sed 's/^/environment: /' || true
-}
+source scripts/suite_common.sh
+suite_binaries "${2:-}" "${3:-}"
+suite_header samples "$samples"
+echo "command: EXT_RUNS=${EXT_RUNS:-3} scripts/external-suite.sh SAMPLES_DIR"
 exec python3 scripts/external_suite.py "$samples" "$cli" "$lib"

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 # A sample is self-contained when its build needs nothing beyond the CUDA toolkit's own
 # libraries: no graphics, MPI, OpenMP, run-time compilation, driver API or extra packages.
@@ -255,33 +256,48 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
 
 
+def settings(script, checkout, default_build):
+    """The arguments (CHECKOUT CUPREEMPT_BINARY RUNTIME_LIB_DIR) and the EXT_ settings that the
+    suites share, with the build and output folders made."""
+    if len(sys.argv) < 4:
+        raise SystemExit(f"usage: {script} {checkout} CUPREEMPT_BINARY RUNTIME_LIB_DIR")
+    repo = Path(__file__).resolve().parent.parent
+    build = Path(os.environ.get("EXT_BUILD", repo / default_build)).resolve()
+    s = SimpleNamespace(
+        root=Path(sys.argv[1]).resolve(), cli=str(Path(sys.argv[2]).resolve()),
+        lib=Path(sys.argv[3]).resolve(), repo=repo, build=build,
+        out=Path(os.environ.get("OUT", build / "out")).resolve(),
+        runs=int(os.environ.get("EXT_RUNS", "3")),
+        timeout=int(os.environ.get("EXT_TIMEOUT", "120")),
+        diff_reruns=int(os.environ.get("EXT_DIFF_RERUNS", "6")),
+        arch=os.environ.get("EXT_ARCH", "90"),
+        jobs=int(os.environ.get("EXT_JOBS", str(os.cpu_count() or 2))),
+        only=os.environ.get("EXT_ONLY"))
+    s.out.mkdir(parents=True, exist_ok=True)
+    build.mkdir(parents=True, exist_ok=True)
+    return s
+
+
+def shard(items):
+    """EXT_SHARD=k/n: every n-th item from the k-th, so that n runs (on n machines or in n calls
+    of a time-limited one) cover the suite; --report merges their results."""
+    if spec := os.environ.get("EXT_SHARD"):
+        k, n = (int(x) for x in spec.split("/"))
+        items = [x for i, x in enumerate(items) if i % n == k - 1]
+        log(f"shard {k}/{n}: {len(items)}")
+    return items
+
+
 def main():
     started = time.time()  # EXT_BUDGET_S counts the build too: a time-limited machine's clock
-    if len(sys.argv) < 4:
-        raise SystemExit("usage: external_suite.py SAMPLES_DIR CUPREEMPT_BINARY RUNTIME_LIB_DIR")
-    samples_dir = Path(sys.argv[1]).resolve()
-    cli = str(Path(sys.argv[2]).resolve())
-    lib = Path(sys.argv[3]).resolve()
-    repo = Path(__file__).resolve().parent.parent
-    build = Path(os.environ.get("EXT_BUILD", repo / "target/external")).resolve()
-    out = Path(os.environ.get("OUT", build / "out")).resolve()
-    runs = int(os.environ.get("EXT_RUNS", "3"))
-    timeout = int(os.environ.get("EXT_TIMEOUT", "120"))
-    diff_reruns = int(os.environ.get("EXT_DIFF_RERUNS", "6"))
-    arch = os.environ.get("EXT_ARCH", "90")
-    jobs = int(os.environ.get("EXT_JOBS", str(os.cpu_count() or 2)))
-    only = os.environ.get("EXT_ONLY")
-    out.mkdir(parents=True, exist_ok=True)
-    build.mkdir(parents=True, exist_ok=True)
+    s = settings("external_suite.py", "SAMPLES_DIR", "target/external")
+    samples_dir, cli, lib, repo, build, out = s.root, s.cli, s.lib, s.repo, s.build, s.out
+    runs, timeout, diff_reruns, arch, jobs, only = (s.runs, s.timeout, s.diff_reruns, s.arch,
+                                                    s.jobs, s.only)
 
     samples, skipped = select_samples(samples_dir, only)
     log(f"{len(samples)} self-contained samples, {len(skipped)} skipped")
-    # EXT_SHARD=k/n: every n-th sample from the k-th, so that n runs (on n machines or in n
-    # calls of a time-limited one) cover the suite; --report merges their results.
-    if shard := os.environ.get("EXT_SHARD"):
-        k, n = (int(x) for x in shard.split("/"))
-        samples = [s for i, s in enumerate(samples) if i % n == k - 1]
-        log(f"shard {k}/{n}: {len(samples)} samples")
+    samples = shard(samples)
     orig_tree, tr_tree = build / "orig", build / "transformed"
     if not os.environ.get("EXT_SKIP_BUILD"):
         prepare_tree(samples_dir, orig_tree, samples, arch)

@@ -17,17 +17,7 @@
 set -euo pipefail
 checkout=$(realpath "${1:?usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}")
 cd "$(dirname "$0")/.."
-cli=${2:-}
-lib=${3:-}
-if [ -z "$cli" ]; then
-  cargo build --release --workspace -q
-  cli=target/release/cupreempt
-  lib=target/release
-fi
-lib=${lib:-$(dirname "$cli")}
-echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
-echo "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || echo none)"
-echo "nvcc: $(nvcc --version | tail -n 1)"
-git -C "$checkout" rev-parse --short HEAD 2>/dev/null | sed 's/^/checkout: /' || echo "checkout: $checkout"
-env | grep -E '^(CUPREEMPT_|CUDA_MODULE_LOADING=|EXT_)' | sort | sed 's/^/environment: /' || true
+source scripts/suite_common.sh
+suite_binaries "${2:-}" "${3:-}"
+suite_header checkout "$checkout"
 exec python3 scripts/makefile_suite.py "$checkout" "$cli" "$lib"

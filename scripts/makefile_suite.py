@@ -10,6 +10,7 @@ external_suite.py). See scripts/makefile-suite.sh for usage.
 The checkout is never modified: both builds work on copies under the build folder, with the
 sibling folders that a program names (`../other/file`) copied beside it.
 """
+import collections
 import concurrent.futures
 import json
 import os
@@ -132,30 +133,16 @@ def build_both(root, rel, trees, cli, lib, arch):
 
 def main():
     started = time.time()
-    if len(sys.argv) < 4:
-        raise SystemExit("usage: makefile_suite.py CHECKOUT CUPREEMPT_BINARY RUNTIME_LIB_DIR")
-    root = Path(sys.argv[1]).resolve()
-    cli = str(Path(sys.argv[2]).resolve())
-    lib = Path(sys.argv[3]).resolve()
-    repo = Path(__file__).resolve().parent.parent
-    build = Path(os.environ.get("EXT_BUILD", repo / "target/makefile-suite")).resolve()
-    out = Path(os.environ.get("OUT", build / "out")).resolve()
-    runs = int(os.environ.get("EXT_RUNS", "3"))
-    timeout = int(os.environ.get("EXT_TIMEOUT", "120"))
-    diff_reruns = int(os.environ.get("EXT_DIFF_RERUNS", "6"))
-    arch = os.environ.get("EXT_ARCH", "90")
-    jobs = int(os.environ.get("EXT_JOBS", str(os.cpu_count() or 2)))
+    s = ext.settings("makefile_suite.py", "CHECKOUT", "target/makefile-suite")
+    root, cli, lib, build, out = s.root, s.cli, s.lib, s.build, s.out
+    runs, timeout, diff_reruns, arch, jobs = s.runs, s.timeout, s.diff_reruns, s.arch, s.jobs
     pattern = os.environ.get("EXT_PROGRAMS", "src/*-cuda")
     # Programs whose first run takes longer are listed, not measured: with five runs each, a
     # few such programs would use a time-limited machine's whole call.
     long_s = float(os.environ.get("EXT_LONG_S", "20"))
-    out.mkdir(parents=True, exist_ok=True)
-    build.mkdir(parents=True, exist_ok=True)
 
-    programs, skipped = select_programs(root, pattern, os.environ.get("EXT_ONLY"))
-    if shard := os.environ.get("EXT_SHARD"):
-        k, n = (int(x) for x in shard.split("/"))
-        programs = [p for i, p in enumerate(programs) if i % n == k - 1]
+    programs, skipped = select_programs(root, pattern, s.only)
+    programs = ext.shard(programs)
     ext.log(f"{len(programs)} programs, {len(skipped)} skipped")
     trees = (build / "orig", build / "transformed")
     builds_file = build / "builds.json"
@@ -232,24 +219,21 @@ def build_report(builds, programs, skipped, out: Path, tr_tree: Path):
     launcher said in the transformed build (refusals by code, files left whole: CP013)."""
     lines = ["| program | kernels transformed/refused | original | transformed | launcher codes |",
              "| --- | --- | --- | --- | --- |"]
-    bad = 0
+    bad = both = 0
     for rel, _ in programs:
         b = builds.get(str(rel))
         if b is None:
             continue
         log_file = tr_tree / rel / "cupreempt-build.log"
         text = log_file.read_text(errors="replace") if log_file.exists() else ""
-        codes = {}
-        for code in re.findall(r"\bCP(\d{3})\b", text):
-            codes[code] = codes.get(code, 0) + 1
+        codes = collections.Counter(re.findall(r"\bCP(\d{3})\b", text))
         o, t = b["orig"]["ok"], b["transformed"]["ok"]
         bad += o and not t
+        both += o and t
         cells = ["builds" if o else "fails", "builds" if t else ("FAILS" if o else "fails"),
                  ", ".join(f"CP{c} ×{n}" for c, n in sorted(codes.items())) or "—"]
         lines.append(f"| {rel.name} | {b['kernels'][0]}/{b['kernels'][1]} | " + " | ".join(cells)
                      + " |")
-    both = sum(1 for rel, _ in programs if builds.get(str(rel), {}).get("transformed", {}).get("ok")
-               and builds[str(rel)]["orig"]["ok"])
     text = "\n".join([f"Builds: {both} both ways, {bad} only as written.", ""] + lines +
                       ["", "Skipped:", ""] + [f"- {d.name}: {why}" for d, why in skipped]) + "\n"
     (out / "builds.md").write_text(text)

@@ -105,9 +105,8 @@ pub fn apply(src: &str, edits: &[Edit], lines: Option<&LineMap>) -> Result<Strin
             let takes_eol = src[pos..].starts_with(eol) && next_start >= pos + eol.len();
             // Only after multi-line generated text that changes the number of lines (the lines
             // after an edit that keeps it keep their numbers) and leaves us at the start of a
-            // line. A deletion gets none: the directive would land wherever the deleted lines
-            // were, between a template's head and its declaration say, where the grammar cannot
-            // read one.
+            // line. A deletion gets none: the place of deleted lines can lie between a template's
+            // head and its declaration, where the grammar cannot read a directive.
             let shifts = e.text.contains('\n')
                 && e.text.matches('\n').count() != src[e.start..e.end].matches('\n').count();
             if shifts && (out.ends_with('\n') || takes_eol) {
@@ -231,8 +230,8 @@ mod tests {
         // One more line than it replaced: the directive follows.
         let out = apply(src, &edits, Some(&map)).unwrap();
         assert_eq!(out, "a\nf(\n#line 2\nx,\n  y)\nc\n");
-        // A deleted line gets none (it would land where the line was: between a template's
-        // head and its declaration, where the grammar cannot read one).
+        // A deleted line gets none: its place here is between a template's head and its
+        // declaration, where the grammar cannot read a directive.
         let src = "template <int N>\n__launch_bounds__(128)\nvoid f();\n";
         let at = src.find("__launch").unwrap();
         let gone = [Edit::delete(at..src.find("void").unwrap())];

@@ -41,6 +41,7 @@ kinds! {
     variadic_type_parameter_declaration = "variadic_type_parameter_declaration",
     template_template_parameter_declaration = "template_template_parameter_declaration",
     template_function = "template_function",
+    template_type = "template_type",
     template_method = "template_method",
     qualified_identifier = "qualified_identifier",
     identifier = "identifier",

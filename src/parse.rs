@@ -1038,7 +1038,7 @@ mod tests {
             "{view}"
         );
         assert!(!parse(mid).tree.root_node().has_error());
-        // After a statement the group is the grammar's, as before.
+        // After a statement the group is left to the grammar.
         let statement = "void f(int a) {\n  a = 1;\n#ifdef A\n  a = 2;\n#endif\n}\n";
         assert!(masked(statement).is_none());
     }

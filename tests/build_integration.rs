@@ -476,7 +476,7 @@ fn file_names_read_as_in_the_original_build() {
         "the kernel is transformed"
     );
     // A header that begins with a byte order mark: the copy's `#line 1` goes after it (the
-    // compiler skips a mark only at a file's very start; HeCBench's btree did not compile).
+    // compiler skips a mark only at a file's very start, as in HeCBench's btree).
     let far = std::fs::read_to_string(dir.join("inc/far.h")).unwrap();
     std::fs::write(dir.join("inc/far.h"), format!("\u{feff}{far}")).unwrap();
     compile(true, "launcher.o");

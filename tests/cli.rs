@@ -1280,9 +1280,8 @@ fn functors_of_the_files_that_include_a_header_count_for_its_kernels() {
 /// Overloads of one kernel name spread over two headers (a template with two parameters in
 /// one, with one in the other; two plain kernels of different parameter types) that one file
 /// includes together: each header's launch types are numbered after the other's, so the
-/// translation unit compiles with every launch preemptible. Found in a public sorting library
-/// (HeCBench's segsort), whose transformed build did not compile (`gen_copy__cupreempt_kernels`
-/// defined twice).
+/// translation unit compiles with every launch preemptible (the shape of HeCBench's segsort; one
+/// `gen_copy__cupreempt_kernels` per header would be defined twice).
 #[test]
 fn overloads_spread_over_headers_get_launch_types_of_their_own() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
@@ -1336,64 +1335,44 @@ fn overloads_spread_over_headers_get_launch_types_of_their_own() {
 /// A launch of a template kernel whose arguments span lines (comments among them), written
 /// with `#line` directives as the compiler launcher writes every file: the selector's copy of
 /// the arguments stays on the launch's line, so no directive lands inside the argument list
-/// (the grammar cannot read one there, and the whole file was left as written, CP013), and the
-/// lines after it keep their numbers.
+/// (the grammar cannot read one there, and the whole file would be left as written, CP013), and
+/// the lines after it keep their numbers.
 #[test]
 fn a_deduced_launch_over_several_lines_keeps_its_lines_under_line_directives() {
-    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let dir = support::tempdir("cli-deduced-launch-lines");
-    std::fs::write(
-        dir.join("k.cu"),
+    let out = transformed_and_compiled(
+        "cli-deduced-launch-lines",
+        &["--line-directives"],
         "template <class T>\n__global__ void gen(T* a, const T* b, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) a[i] = b[i];\n}\n\
          void go(int* a, int* b, int n, cudaStream_t s) {\n  if (n > 0)\n  gen<<<n / 64, 64, 0, s>>>(\n      a, b, // the inputs\n      n /* count */);\n  static_assert(__LINE__ == 11, \"lines kept\");\n}\n",
-    )
-    .unwrap();
-    let o = cupreempt(
-        &["transform", "k.cu", "--line-directives", "-o", "out.cu"],
-        &dir,
     );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
     assert!(
         out.contains(
             "cupreempt::launch<decltype(gen__cupreempt_select(a, b, n))>(n / 64, 64, 0, s)(\n"
         ),
         "{out}"
     );
-    support::compiles(
-        support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out.cu")),
-        "out.cu",
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Two more shapes under `#line` directives (as the launcher writes every file), each of which
-/// left its whole file as written (CP013): a launch whose explicit template arguments span
-/// lines (HeCBench's pool), whose head is now written on one line followed by as many line
-/// breaks as it had, so no directive is needed inside the argument list; and a kernel defined
-/// out of its namespace (`__global__ void ns::k(...)`, HeCBench's logic-rewrite), whose
-/// reopened namespace's note was a line comment that swallowed the generated body's head on
-/// the same line. Launch bounds on a line of their own between a template's head and
-/// `__global__` (ggml's kernels) move to the wrappers, and their line's deletion gets no
-/// `#line` directive (it would land between the head and the declaration).
+/// must not leave its whole file as written (CP013): a launch whose explicit template
+/// arguments span lines (HeCBench's pool), whose head is written on one line followed by as
+/// many line breaks as it had, so no directive is needed inside the argument list; and a
+/// kernel defined out of its namespace (`__global__ void ns::k(...)`, HeCBench's
+/// logic-rewrite), whose reopened namespace's note is a block comment (a line comment would
+/// swallow the generated body's head on the same line). Launch bounds on a line of their own
+/// between a template's head and `__global__` (ggml's kernels) move to the wrappers, and their
+/// line's deletion gets no `#line` directive (its place is between the head and the
+/// declaration).
 #[test]
 fn explicit_template_launches_and_qualified_kernels_keep_their_lines_under_line_directives() {
-    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let dir = support::tempdir("cli-line-directive-shapes");
-    std::fs::write(
-        dir.join("k.cu"),
+    let out = transformed_and_compiled(
+        "cli-line-directive-shapes",
+        &["--line-directives"],
         "namespace ns {\n__global__ void fill(int* p, int n);\n}\n\
          __global__ void ns::fill(int* p,\n    int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1;\n}\n\
          template <class T, int A, int B>\n__launch_bounds__(256, 1)\n__global__ void add(T* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] += A * B;\n}\n\
          void go(int* p, int n) {\n  ns::fill<<<n / 64, 64>>>(p, n);\n  add<int, 2,\n      3><<<n / 64,\n      64>>>(\n      p, n);\n  static_assert(__LINE__ == 21, \"lines kept\");\n}\n",
-    )
-    .unwrap();
-    let o = cupreempt(
-        &["transform", "k.cu", "--line-directives", "-o", "out.cu"],
-        &dir,
     );
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
     assert!(
         out.contains("cupreempt::launch<add__cupreempt_kernels<int, 2, 3>>(n / 64, 64, 0, 0)(\n\n\n      p, n);"),
         "{out}"
@@ -1402,40 +1381,38 @@ fn explicit_template_launches_and_qualified_kernels_keep_their_lines_under_line_
         out.contains("/* cupreempt: `fill` out of its namespace */"),
         "{out}"
     );
+}
+
+/// A file that begins with a byte order mark keeps it first: the include line goes after it
+/// (the compiler skips a mark only at the very start of a file, and so does the grammar; an
+/// include before it would leave the whole file as written, CP013: HeCBench's stsg).
+#[test]
+fn a_byte_order_mark_stays_first() {
+    let src = "\u{feff}#ifdef __CUDACC__\n#include <cuda.h>\n#endif\n__global__ void k(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1;\n}\nvoid go(int* p, int n) { k<<<n / 64, 64>>>(p, n); }\n";
+    for extra in [&[][..], &["--line-directives"][..]] {
+        let out = transformed_and_compiled("cli-bom", extra, src);
+        assert!(
+            out.starts_with("\u{feff}#include \"cupreempt.cuh\"\n"),
+            "{extra:?}: {out}"
+        );
+    }
+}
+
+/// `src` written as `k.cu` in a fresh folder named after `name`, transformed with `extra`
+/// arguments into `out.cu` (which must succeed) and compiled with nvcc; the output's text.
+fn transformed_and_compiled(name: &str, extra: &[&str], src: &str) -> String {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir(name);
+    std::fs::write(dir.join("k.cu"), src).unwrap();
+    let o = cupreempt(
+        &[&["transform", "k.cu", "-o", "out.cu"][..], extra].concat(),
+        &dir,
+    );
+    assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
     support::compiles(
         support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out.cu")),
         "out.cu",
     )
     .unwrap_or_else(|e| panic!("{e}"));
-}
-
-/// A file that begins with a byte order mark keeps it first: the include line goes after it
-/// (the compiler skips a mark only at the very start of a file, and so does the grammar; the
-/// include before it left the whole file as written, CP013: HeCBench's stsg).
-#[test]
-fn a_byte_order_mark_stays_first() {
-    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let dir = support::tempdir("cli-bom");
-    std::fs::write(
-        dir.join("k.cu"),
-        "\u{feff}#ifdef __CUDACC__\n#include <cuda.h>\n#endif\n__global__ void k(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1;\n}\nvoid go(int* p, int n) { k<<<n / 64, 64>>>(p, n); }\n",
-    )
-    .unwrap();
-    for extra in [&[][..], &["--line-directives"][..]] {
-        let o = cupreempt(
-            &[&["transform", "k.cu", "-o", "out.cu"][..], extra].concat(),
-            &dir,
-        );
-        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
-        let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
-        assert!(
-            out.starts_with("\u{feff}#include \"cupreempt.cuh\"\n"),
-            "{out}"
-        );
-        support::compiles(
-            support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("out.cu")),
-            "out.cu",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    std::fs::read_to_string(dir.join("out.cu")).unwrap()
 }

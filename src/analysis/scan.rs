@@ -113,9 +113,8 @@ fn by_value_named_type(
     let k = kinds();
     let ty = p.child_by_field_id(crate::lang::fields().r#type)?;
     let named_type = ty.kind_id() == k.type_identifier
-        || ty.kind() == "template_type"
-        || ty.kind() == "qualified_identifier"
-        || ty.kind() == "qualified_type";
+        || ty.kind_id() == k.template_type
+        || ty.kind_id() == k.qualified_identifier;
     let plain = decl.is_some_and(|d| d.kind_id() == k.identifier);
     let mut c = p.walk();
     let qualified = p

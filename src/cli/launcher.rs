@@ -723,7 +723,7 @@ fn read_text(
 
 /// `text` with a `#line 1 "name"` directive first, after its byte order mark if it has one
 /// (the compiler skips a mark only at the very start of a file; anywhere else it is a stray
-/// character, and a header that begins with one did not compile through the launcher).
+/// character, and a header that begins with one would not compile).
 fn line_one(name: &str, text: &str) -> String {
     let (bom, rest) = match text.strip_prefix('\u{feff}') {
         Some(rest) => ("\u{feff}", rest),

@@ -63,8 +63,7 @@ pub fn rewrite(
     // What stands between the parameters and the body (`noexcept`, a trailing return type),
     // without comments: the forwarder is written on one line, where a line comment would
     // swallow its body's brace (bm3d of HeCBench: `uint & start_idx) //OUT: ...`).
-    let tail = without_comments(&src[s.params.end_byte()..s.body.start_byte()]);
-    let tail = tail.trim();
+    let tail = super::one_line(s.func, s.params.end_byte()..s.body.start_byte(), src);
     let tail = if tail.is_empty() {
         String::new()
     } else {
@@ -103,39 +102,5 @@ pub fn rewrite(
             name = s.name,
         );
         edits.push(Edit::insert(first.outer.end_byte(), decl));
-    }
-}
-
-/// `code` (a declaration's fragment: no string or character literals) without its comments.
-fn without_comments(code: &str) -> String {
-    let mut out = String::with_capacity(code.len());
-    let mut rest = code;
-    while let Some(at) = rest.find('/') {
-        let (before, from) = rest.split_at(at);
-        out.push_str(before);
-        if let Some(line) = from.strip_prefix("//") {
-            rest = line.find('\n').map_or("", |i| &line[i..]);
-            out.push(' ');
-        } else if let Some(block) = from.strip_prefix("/*") {
-            rest = block.find("*/").map_or("", |i| &block[i + 2..]);
-            out.push(' ');
-        } else {
-            out.push('/');
-            rest = &from[1..];
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn comments_leave_a_declaration_tail() {
-        assert_eq!(
-            super::without_comments(" //OUT: address\n  noexcept /* why */ -> int "),
-            "  \n  noexcept   -> int "
-        );
-        assert_eq!(super::without_comments(" const"), " const");
     }
 }

@@ -256,9 +256,9 @@ fn wrapper_params(params: &str) -> String {
 /// (`FunctionNames`), where it has one. `per_task`: in the persistent wrapper, where each task
 /// gets its own bitwise copy of a by-value parameter of a named type that has a destructor to
 /// run (`TASK_PARAM`), as each original block got the launch's. Where every such type is
-/// trivially destructible (known only once the templates are instantiated) the call is the
-/// plain one, written as before: passing a kernel parameter through a function, even an
-/// inlined one that returns it, changed the wrappers' machine code.
+/// trivially destructible (known only once the templates are instantiated) the call passes the
+/// parameters themselves: a kernel parameter passed through a function, even an inlined one
+/// that returns it, gives the wrappers other machine code.
 fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task: bool) -> String {
     let k = &plan.site;
     let targs = if k.is_template() {

@@ -128,7 +128,7 @@ pub fn rewrite(
     let plan = &targets[0];
     let explicit = l
         .template_args
-        .map(|t| one_line_range(t, t.byte_range(), src))
+        .map(|t| super::one_line(t, t.byte_range(), src))
         .unwrap_or_default();
     let explicit_count = l.template_args.map(|t| t.named_child_count()).unwrap_or(0);
     let complete = targets.len() == 1
@@ -147,7 +147,7 @@ pub fn rewrite(
     let cfg: Vec<String> = l
         .config
         .iter()
-        .map(|n| one_line_range(*n, n.byte_range(), src))
+        .map(|n| super::one_line(*n, n.byte_range(), src))
         .collect();
     let smem = cfg.get(2).map_or("0", String::as_str);
     let stream = cfg.get(3).map_or("0", String::as_str);
@@ -176,38 +176,5 @@ pub fn rewrite(
 /// it, inside the launch's argument list, where the grammar cannot read one, CP013; and the
 /// lines after it would need renumbering for nothing).
 fn one_line(args: tree_sitter::Node, src: &str) -> String {
-    one_line_range(args, args.start_byte() + 1..args.end_byte() - 1, src)
-}
-
-/// The text of `range` (within `node`) on one line, without the comments of `node` in it.
-fn one_line_range(node: tree_sitter::Node, range: std::ops::Range<usize>, src: &str) -> String {
-    let (start, end) = (range.start, range.end);
-    let mut comments = Vec::new();
-    crate::lang::visit(node, |n| {
-        if n.kind_id() == crate::lang::kinds().comment {
-            comments.push(n.byte_range());
-            return false;
-        }
-        true
-    });
-    let mut out = String::with_capacity(end - start);
-    let mut at = start;
-    for c in comments.iter().filter(|c| c.start >= start && c.end <= end) {
-        out.push_str(&src[at..c.start]);
-        out.push(' ');
-        at = c.end;
-    }
-    out.push_str(&src[at..end]);
-    // Each line break with the indentation after it becomes one space (whitespace elsewhere,
-    // inside a string literal say, is kept).
-    let mut flat = String::with_capacity(out.len());
-    let mut lines = out.lines();
-    if let Some(first) = lines.next() {
-        flat.push_str(first.trim_end());
-    }
-    for line in lines {
-        flat.push(' ');
-        flat.push_str(line.trim());
-    }
-    flat.trim().to_string()
+    super::one_line(args, args.start_byte() + 1..args.end_byte() - 1, src)
 }

@@ -237,6 +237,40 @@ fn lambda_captures(
 
 /// Whether nothing but whitespace follows the body's `{` on its line (then generated lines at
 /// its top get lines of their own).
+/// The text of `range` (within `node`) on one line, without the comments of `node` in it: for
+/// generated text written on one line, where a line comment would swallow what follows.
+pub(crate) fn one_line(node: Node, range: std::ops::Range<usize>, src: &str) -> String {
+    let (start, end) = (range.start, range.end);
+    let mut comments = Vec::new();
+    crate::lang::visit(node, |n| {
+        if n.kind_id() == crate::lang::kinds().comment {
+            comments.push(n.byte_range());
+            return false;
+        }
+        true
+    });
+    let mut out = String::with_capacity(end - start);
+    let mut at = start;
+    for c in comments.iter().filter(|c| c.start >= start && c.end <= end) {
+        out.push_str(&src[at..c.start]);
+        out.push(' ');
+        at = c.end;
+    }
+    out.push_str(&src[at..end]);
+    // Each line break with the indentation after it becomes one space (whitespace elsewhere,
+    // inside a string literal say, is kept).
+    let mut flat = String::with_capacity(out.len());
+    let mut lines = out.lines();
+    if let Some(first) = lines.next() {
+        flat.push_str(first.trim_end());
+    }
+    for line in lines {
+        flat.push(' ');
+        flat.push_str(line.trim());
+    }
+    flat.trim().to_string()
+}
+
 pub(crate) fn opens_own_line(body: Node, src: &str) -> bool {
     src[body.start_byte() + 1..body.end_byte()]
         .trim_start_matches([' ', '\t', '\r'])
@@ -298,5 +332,27 @@ fn context_params(
         edits.push(Edit::insert(inner.start, decl));
     } else {
         edits.push(Edit::insert(inner.start, format!("{decl}, ")));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A declaration's tail and a launch's arguments come out on one line without their
+    /// comments; what a comment stood between stays apart.
+    #[test]
+    fn one_line_leaves_out_comments_and_line_breaks() {
+        let src =
+            "void f(int a, // first\n       int b) //OUT: address\n  noexcept /* why */ {\n}\n";
+        let tree = crate::parse::parse(src).tree;
+        let func = tree.root_node().child(0).expect("a function");
+        let params_end = src.find(") //OUT").unwrap() + 1;
+        let body = src.find('{').unwrap();
+        assert_eq!(super::one_line(func, params_end..body, src), "noexcept");
+        let open = src.find('(').unwrap();
+        assert_eq!(
+            super::one_line(func, open + 1..params_end - 1, src),
+            "int a, int b"
+        );
+        assert_eq!(super::one_line(func, 0..4, src), "void");
     }
 }
