@@ -797,7 +797,8 @@ mod tests {
                     ServerMsg::Preempt { id, sms } => (id, sms),
                     ServerMsg::Error { .. }
                     | ServerMsg::KeepOff { .. }
-                    | ServerMsg::Lean { .. } => {
+                    | ServerMsg::Lean { .. }
+                    | ServerMsg::Placed { .. } => {
                         unreachable!()
                     }
                 };

@@ -1,8 +1,11 @@
 //! cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] [--sms N]
 //!            [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]
+//! cupreemptd run --socket PATH [--priority P] [--] COMMAND [ARGS...]
 use cupreempt_daemon::live::policies;
 use cupreempt_daemon::server::{check_socket_path, serve, Config};
 use std::path::PathBuf;
+
+mod run;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -13,7 +16,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 const USAGE: &str = "usage: cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] \
-[--sms N] [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]";
+[--sms N] [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]
+       cupreemptd run --socket PATH [--priority P] [--] COMMAND [ARGS...]";
 
 fn config(args: &[String]) -> Result<Config, String> {
     let mut cfg = Config {
@@ -46,15 +50,12 @@ fn config(args: &[String]) -> Result<Config, String> {
             "--policy" => cfg.policy = value(a)?,
             "--group" => cfg.group = Some(value(a)?),
             "--gpus" => {
-                cfg.gpus = number(a, value(a)?)? as usize;
-                if cfg.gpus != 1 {
-                    // A launch runs on the GPU its program chose; the policies would place it.
-                    return Err(
-                        "--gpus: one GPU per daemon for now (a launch cannot move to \
-                                the GPU a policy picks); run one daemon per GPU"
-                            .into(),
-                    );
-                }
+                let v = value(a)?;
+                cfg.gpus = v
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| (1..=64).contains(&n))
+                    .ok_or_else(|| format!("--gpus {v}: a number of GPUs, 1 to 64"))?;
             }
             "--sms" => cfg.sms = number(a, value(a)?)? as u32,
             "--quantum-us" => cfg.quantum_us = number(a, value(a)?)?,
@@ -86,6 +87,9 @@ fn config(args: &[String]) -> Result<Config, String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "run") {
+        return run::main(&args[1..]);
+    }
     let cfg = match config(&args) {
         Ok(c) => c,
         Err(e) => {

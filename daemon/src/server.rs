@@ -3,6 +3,7 @@
 //! stops reading its commands, holds up only its own threads.
 
 use crate::live::{Command, ConnId, LaunchInfo, Live};
+use crate::place::Placement;
 use crate::protocol::{read_frame, write_msg, ClientMsg, FrameError, ServerMsg};
 use std::collections::HashMap;
 use std::io;
@@ -121,18 +122,23 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
     let make = {
         let cfg = cfg.clone();
         move || {
-            let live = Live::new(
-                &cfg.policy,
-                cfg.gpus,
-                cfg.sms,
-                cfg.quantum_us,
-                cfg.default_estimate_us,
-            )?
-            .with_preempt_prior(cfg.preempt_prior_us)?;
-            match cfg.reserve_sms {
-                Some(n) => live.with_reserve(n),
-                None => Ok(live),
-            }
+            // One engine per GPU: each GPU's policy sees the kernels of the programs on it.
+            (0..cfg.gpus.max(1))
+                .map(|_| {
+                    let live = Live::new(
+                        &cfg.policy,
+                        1,
+                        cfg.sms,
+                        cfg.quantum_us,
+                        cfg.default_estimate_us,
+                    )?
+                    .with_preempt_prior(cfg.preempt_prior_us)?;
+                    match cfg.reserve_sms {
+                        Some(n) => live.with_reserve(n),
+                        None => Ok(live),
+                    }
+                })
+                .collect::<Result<Vec<Live>, String>>()
         }
     };
     // Policies are not `Send`: checked here, made again on the scheduler's thread.
@@ -145,8 +151,8 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
         .spawn({
             let verbose = cfg.verbose;
             move || {
-                if let Ok(live) = make() {
-                    schedule(live, rx, verbose)
+                if let Ok(gpus) = make() {
+                    schedule(gpus, rx, verbose)
                 }
             }
         })?;
@@ -237,10 +243,15 @@ fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>) -> io::Result<(
     Ok(())
 }
 
-fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
+/// The scheduler's thread: every program's messages in the order they came, each GPU's policy
+/// (`gpus`, one `Live` each) on the kernels of the programs on that GPU, and the placements.
+fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool) {
     let start = Instant::now();
     let now = || start.elapsed().as_secs_f64() * 1e6;
     let mut conns: HashMap<ConnId, (Peer, Sender<ServerMsg>)> = HashMap::new();
+    // The GPU each connection's launches are on (from its first launch).
+    let mut on_gpu: HashMap<ConnId, usize> = HashMap::new();
+    let mut placement = Placement::new(gpus.len());
     let send = |conns: &HashMap<ConnId, (Peer, Sender<ServerMsg>)>, cmds: Vec<Command>| {
         for c in cmds {
             if let Some((_, out)) = conns.get(&c.conn) {
@@ -249,7 +260,8 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
         }
     };
     loop {
-        let input = match live.next_deadline() {
+        let deadline = gpus.iter().filter_map(Live::next_deadline).reduce(f64::min);
+        let input = match deadline {
             Some(at) => {
                 let wait = Duration::from_secs_f64(((at - now()) / 1e6).max(0.0));
                 match rx.recv_timeout(wait) {
@@ -265,7 +277,7 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
         };
         let t = now();
         let cmds = match input {
-            None => live.expire(t),
+            None => gpus.iter_mut().flat_map(|g| g.expire(t)).collect(),
             Some(Input::Connected(conn, who, out)) => {
                 if verbose {
                     eprintln!(
@@ -282,12 +294,34 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                         eprintln!("cupreemptd: connection {conn} (pid {}) closed", who.pid);
                     }
                 }
-                live.gone(t, conn)
+                if let Some(p) = placement.gone(conn) {
+                    if verbose {
+                        eprintln!(
+                            "cupreemptd: {t:.0} us: the program placed by connection {conn} \
+                             has ended; GPU {} (programs per GPU now {:?})",
+                            p.gpu,
+                            placement.counts()
+                        );
+                    }
+                }
+                match on_gpu.remove(&conn) {
+                    Some(g) => gpus[g].gone(t, conn),
+                    None => Vec::new(),
+                }
             }
             Some(Input::Msg(conn, msg)) => {
                 if verbose && !matches!(msg, ClientMsg::Progress { .. }) {
                     eprintln!("cupreemptd: {t:.0} us: connection {conn}: {msg:?}");
                 }
+                let n = gpus.len();
+                // The GPU of a connection's kernels: a message about a kernel of a connection
+                // that has launched none is answered as the policy answers an unknown id.
+                let of = |on_gpu: &HashMap<ConnId, usize>, id: u64| {
+                    on_gpu
+                        .get(&conn)
+                        .copied()
+                        .ok_or_else(|| format!("no kernel {id} of this connection is running"))
+                };
                 let r = match msg {
                     ClientMsg::Launch {
                         id,
@@ -298,25 +332,59 @@ fn schedule(mut live: Live, rx: Receiver<Input>, verbose: bool) {
                         estimate_us,
                         features,
                         kept_off,
+                        gpu,
                     } => {
-                        let info = LaunchInfo {
-                            kernel: &kernel,
-                            tasks,
-                            priority,
-                            weight,
-                            estimate_us,
-                            features,
-                            kept_off: &kept_off,
-                        };
-                        live.launch(t, conn, id, &info)
+                        let g = gpu.unwrap_or(0) as usize;
+                        match on_gpu.get(&conn) {
+                            _ if g >= n => Err(format!(
+                                "GPU {g}: the daemon schedules {n} GPU(s), 0 to {}",
+                                n - 1
+                            )),
+                            Some(&other) if other != g => Err(format!(
+                                "GPU {g}: this connection's launches are on GPU {other}"
+                            )),
+                            _ => {
+                                on_gpu.insert(conn, g);
+                                let info = LaunchInfo {
+                                    kernel: &kernel,
+                                    tasks,
+                                    priority,
+                                    weight,
+                                    estimate_us,
+                                    features,
+                                    kept_off: &kept_off,
+                                };
+                                gpus[g].launch(t, conn, id, &info)
+                            }
+                        }
                     }
-                    ClientMsg::Progress { id, done } => {
-                        live.progress(conn, id, done).map(|()| Vec::new())
+                    ClientMsg::Place { priority } => placement.place(conn, priority).map(|g| {
+                        if verbose {
+                            eprintln!(
+                                "cupreemptd: {t:.0} us: connection {conn} placed on GPU \
+                                     {g} (priority {priority}; programs per GPU now {:?})",
+                                placement.counts()
+                            );
+                        }
+                        vec![Command {
+                            conn,
+                            msg: ServerMsg::Placed {
+                                gpu: g as u32,
+                                gpus: n as u32,
+                            },
+                        }]
+                    }),
+                    ClientMsg::Progress { id, done } => of(&on_gpu, id)
+                        .and_then(|g| gpus[g].progress(conn, id, done))
+                        .map(|()| Vec::new()),
+                    ClientMsg::Yielded { id } => {
+                        of(&on_gpu, id).and_then(|g| gpus[g].yielded(t, conn, id))
                     }
-                    ClientMsg::Yielded { id } => live.yielded(t, conn, id),
                     // Measurements for the log (switch gaps), nothing to decide.
                     ClientMsg::GpuTimes { .. } => Ok(Vec::new()),
-                    ClientMsg::Finished { id } => live.finished(t, conn, id),
+                    ClientMsg::Finished { id } => {
+                        of(&on_gpu, id).and_then(|g| gpus[g].finished(t, conn, id))
+                    }
                 };
                 r.unwrap_or_else(|message| {
                     vec![Command {

@@ -96,6 +96,9 @@ impl Client {
         assert!(error(self.recv()).contains("no kernel"));
     }
     fn launch(&mut self, id: u64, priority: u8) {
+        self.launch_on(id, priority, None)
+    }
+    fn launch_on(&mut self, id: u64, priority: u8, gpu: Option<u32>) {
         self.send(&ClientMsg::Launch {
             id,
             kernel: format!("k{id}"),
@@ -105,7 +108,19 @@ impl Client {
             estimate_us: Some(1e6),
             features: None,
             kept_off: Vec::new(),
+            gpu,
         });
+    }
+    /// Asks for a GPU as `cupreemptd run` does; the GPU placed on.
+    fn place(&mut self, priority: u8) -> u32 {
+        self.send(&ClientMsg::Place { priority });
+        match self.recv() {
+            ServerMsg::Placed { gpu, gpus } => {
+                assert!(gpu < gpus);
+                gpu
+            }
+            other => panic!("expected a placement, got {other:?}"),
+        }
     }
 }
 
@@ -152,15 +167,15 @@ fn bad_arguments_are_explained() {
             "not one the daemon runs",
         ),
         (vec!["--socket", "/no/such/dir/s"], "no such folder"),
-        (
-            vec!["--socket", "/tmp/x", "--gpus", "-1"],
-            "not a positive number",
-        ),
-        (
-            vec!["--socket", "/tmp/x", "--gpus", "2"],
-            "one GPU per daemon",
-        ),
+        (vec!["--socket", "/tmp/x", "--gpus", "-1"], "1 to 64"),
+        (vec!["--socket", "/tmp/x", "--gpus", "0"], "1 to 64"),
         (vec!["--frobnicate"], "unknown argument"),
+        (vec!["run", "--socket", "/tmp/x"], "no command to run"),
+        (vec!["run", "true"], "--socket is required"),
+        (
+            vec!["run", "--socket", "/tmp/x", "--priority", "256", "true"],
+            "0 to 255",
+        ),
     ] {
         let out = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
             .args(&args)
@@ -253,6 +268,163 @@ fn priorities_preempt_and_resume_across_programs() {
     assert_eq!(batch.recv(), ServerMsg::Resume { id: 1, sms: None });
 }
 
+/// `--gpus 2`: programs are placed (urgent ones where no other urgent one is, batch ones
+/// spread), each GPU's policy schedules the kernels on that GPU only, and a placement ends with
+/// its connection.
+#[test]
+fn each_gpu_schedules_its_own_programs_and_placements_end_with_their_programs() {
+    let d = Daemon::start("gpus", &["--policy", "hpf", "--gpus", "2"]);
+    let (mut p1, mut p2, mut p3) = (d.client(), d.client(), d.client());
+    assert_eq!(p1.place(0), 0);
+    assert_eq!(p2.place(0), 1);
+    assert_eq!(
+        p3.place(9),
+        0,
+        "an urgent program goes to a GPU without urgent work"
+    );
+    assert!(error({
+        p3.send(&ClientMsg::Place { priority: 9 });
+        p3.recv()
+    })
+    .contains("placed its program already"));
+    // GPU 0 holds two programs, GPU 1 one: a batch program goes to GPU 1.
+    let mut p4 = d.client();
+    assert_eq!(p4.place(0), 1);
+    drop(p4);
+    // Its program has ended: the GPUs hold two and one again.
+    let mut p5 = d.client();
+    p5.sync();
+    assert_eq!(p5.place(0), 1);
+    drop(p1);
+    // GPU 0 now holds the urgent program only: the next batch program ties and takes GPU 0.
+    let mut p6 = d.client();
+    p6.sync();
+    assert_eq!(p6.place(0), 0);
+
+    // The runtimes of programs on the two GPUs.
+    let (mut batch0, mut batch1, mut urgent0) = (d.client(), d.client(), d.client());
+    batch0.launch_on(1, 0, Some(0));
+    batch1.launch_on(1, 0, Some(1));
+    batch0.sync();
+    batch1.sync();
+    urgent0.launch_on(1, 9, Some(0));
+    assert_eq!(batch0.recv(), ServerMsg::Preempt { id: 1, sms: None });
+    assert!(batch1.quiet(150), "GPU 1's kernel is not GPU 0's business");
+    batch0.send(&ClientMsg::Yielded { id: 1 });
+    urgent0.send(&ClientMsg::Finished { id: 1 });
+    assert_eq!(batch0.recv(), ServerMsg::Resume { id: 1, sms: None });
+    // A connection's launches stay on one GPU, and the GPU must be one the daemon has.
+    batch1.launch_on(2, 0, Some(0));
+    assert!(error(batch1.recv()).contains("are on GPU 1"));
+    let mut other = d.client();
+    other.launch_on(1, 0, Some(2));
+    assert!(error(other.recv()).contains("schedules 2 GPU(s)"));
+    // Without a GPU named, a launch is on GPU 0: it waits behind the resumed batch kernel of
+    // the same priority there, which runs on.
+    other.launch_on(2, 0, None);
+    assert_eq!(other.recv(), ServerMsg::Preempt { id: 2, sms: None });
+    assert!(batch0.quiet(100));
+}
+
+/// `cupreemptd run` as a process: the program runs on the GPU placed (CUDA_VISIBLE_DEVICES,
+/// CUPREEMPT_GPU, CUPREEMPT_SCHEDULER, CUPREEMPT_PRIORITY), holds the placement while it runs,
+/// and runs unplaced where no daemon answers.
+#[test]
+fn run_places_the_program_and_holds_the_gpu_while_it_runs() {
+    let d = Daemon::start("run", &["--policy", "hpf", "--gpus", "2"]);
+    let run = |visible: Option<&str>, script: &str| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_cupreemptd"));
+        c.args(["run", "--socket"]).arg(&d.socket).args([
+            "--priority",
+            "9",
+            "--",
+            "sh",
+            "-c",
+            script,
+        ]);
+        match visible {
+            Some(v) => c.env("CUDA_VISIBLE_DEVICES", v),
+            None => c.env_remove("CUDA_VISIBLE_DEVICES"),
+        };
+        c.env_remove("CUPREEMPT_GPU").output().unwrap()
+    };
+    let env_line =
+        "echo \"$CUDA_VISIBLE_DEVICES $CUPREEMPT_GPU $CUPREEMPT_PRIORITY $CUPREEMPT_SCHEDULER\"";
+    let out = run(None, env_line);
+    assert!(out.status.success(), "{out:?}");
+    let sock = d.socket.display().to_string();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("0 0 9 {sock}")
+    );
+    // A program that runs holds its GPU: the next urgent one goes to the other GPU, whose
+    // entry of CUDA_VISIBLE_DEVICES it is given.
+    let mut holder = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+        .args(["run", "--socket"])
+        .arg(&d.socket)
+        .args(["--priority", "9", "--", "sleep", "3"])
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        let out = run(Some("4,6"), env_line);
+        let line = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if line == format!("6 1 9 {sock}") {
+            break;
+        }
+        assert_eq!(line, format!("4 0 9 {sock}"), "{out:?}");
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "the sleeping program was not placed"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Still held well after the exec (the connection lives on in the program).
+    std::thread::sleep(Duration::from_millis(500));
+    let out = run(Some("4,6"), env_line);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("6 1 9 {sock}"),
+        "the running program's placement ended early"
+    );
+    let _ = holder.kill();
+    let _ = holder.wait();
+    // Its end frees GPU 0 again.
+    let t = Instant::now();
+    while String::from_utf8_lossy(&run(None, env_line).stdout)
+        .split(' ')
+        .next()
+        != Some("0")
+    {
+        assert!(t.elapsed() < Duration::from_secs(5), "GPU 0 was not freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // No daemon: unplaced, said once, and the program's own exit status comes back.
+    let out = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+        .args([
+            "run",
+            "--socket",
+            "/tmp/no-such-cupreemptd-socket",
+            "sh",
+            "-c",
+        ])
+        .arg("echo \"[$CUPREEMPT_GPU]\"; exit 3")
+        .env_remove("CUPREEMPT_GPU")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "[]");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("running the program unplaced"));
+    // A command that does not exist: 127, as a shell says.
+    let out = Command::new(env!("CARGO_BIN_EXE_cupreemptd"))
+        .args(["run", "--socket"])
+        .arg(&d.socket)
+        .arg("/no/such/program")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(127));
+}
+
 /// `--policy spatial` as a process: a launch of 40 tasks may use 40 SMs, so it is told to
 /// leave the others; a second one gets SMs the first does not hold.
 #[test]
@@ -276,6 +448,7 @@ fn spatial_shares_reach_programs_as_sm_sets() {
             estimate_us: Some(1e6),
             features: None,
             kept_off: Vec::new(),
+            gpu: None,
         })
     };
     launch(&mut a, 40);

@@ -36,6 +36,17 @@ pub enum ClientMsg {
         /// (none: it started on every SM).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         kept_off: Vec<u32>,
+        /// The daemon's GPU the launch runs on (`CUPREEMPT_GPU`, set by `cupreemptd run`);
+        /// none: GPU 0. Every launch of a connection is on one GPU.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        gpu: Option<u32>,
+    },
+    /// Before a program starts (`cupreemptd run`): which of the daemon's GPUs it should use.
+    /// The connection stands for the program from then on: the placement holds until it
+    /// closes (the program, which inherits it, has ended).
+    Place {
+        #[serde(default)]
+        priority: u8,
     },
     Progress {
         id: u64,
@@ -98,6 +109,12 @@ pub enum ServerMsg {
     /// outranks.
     Lean {
         on: bool,
+    },
+    /// The answer to `place`: the program runs on GPU `gpu` of the daemon's `gpus` (the
+    /// `gpu`-th device the program may see).
+    Placed {
+        gpu: u32,
+        gpus: u32,
     },
     Error {
         message: String,
@@ -231,6 +248,22 @@ mod tests {
         assert!(serde_json::from_str::<ClientMsg>(r#"{"kill":{"id":1}}"#).is_err());
         let l: ClientMsg =
             serde_json::from_str(r#"{"launch":{"id":1,"kernel":"k","tasks":10}}"#).unwrap();
-        assert!(matches!(l, ClientMsg::Launch { priority: 0, weight, .. } if weight == 1.0));
+        assert!(
+            matches!(l, ClientMsg::Launch { priority: 0, weight, gpu: None, .. } if weight == 1.0)
+        );
+    }
+
+    #[test]
+    fn placement_messages_and_a_launch_on_a_gpu() {
+        let place: ClientMsg = serde_json::from_str(r#"{"place":{"priority":9}}"#).unwrap();
+        assert_eq!(place, ClientMsg::Place { priority: 9 });
+        let placed = ServerMsg::Placed { gpu: 1, gpus: 2 };
+        assert_eq!(
+            serde_json::to_string(&placed).unwrap(),
+            r#"{"placed":{"gpu":1,"gpus":2}}"#
+        );
+        let l: ClientMsg =
+            serde_json::from_str(r#"{"launch":{"id":1,"kernel":"k","tasks":10,"gpu":1}}"#).unwrap();
+        assert!(matches!(l, ClientMsg::Launch { gpu: Some(1), .. }));
     }
 }

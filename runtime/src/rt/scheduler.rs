@@ -172,6 +172,20 @@ fn estimate_us() -> Option<f64> {
     *E.get_or_init(|| positive_env("CUPREEMPT_ESTIMATE_US", "not sent"))
 }
 
+/// The daemon's GPU this process was placed on (`CUPREEMPT_GPU`, set by `cupreemptd run`
+/// together with `CUDA_VISIBLE_DEVICES`): its launches are scheduled with that GPU's. A bad
+/// value is said on stderr and not sent (the daemon then takes GPU 0).
+fn placed_gpu() -> Option<u32> {
+    static G: OnceLock<Option<u32>> = OnceLock::new();
+    *G.get_or_init(|| {
+        let v = std::env::var("CUPREEMPT_GPU").ok()?;
+        v.trim()
+            .parse::<u32>()
+            .map_err(|_| eprintln!("cupreempt: CUPREEMPT_GPU `{v}` is not a GPU number; not sent"))
+            .ok()
+    })
+}
+
 /// The positive number in environment variable `name`; none where it is unset, or not such a
 /// number (then said on stderr, with what happens `instead`).
 fn positive_env(name: &str, instead: &str) -> Option<f64> {
@@ -456,6 +470,7 @@ impl<S: Steer> Client<S> {
             estimate_us: self.estimate_us,
             features: Some(t.kernel.features()),
             kept_off: t.kernel.off_sms(),
+            gpu: placed_gpu(),
         };
         self.send(&m);
     }
@@ -523,6 +538,10 @@ impl<S: Steer> Client<S> {
             },
             ServerMsg::Lean { on } => self.orders.lean.store(on, MemOrder::Relaxed),
             ServerMsg::Error { message } => eprintln!("cupreempt: scheduler: {message}"),
+            // The answer to a placement, which a program's runtime never asks for.
+            ServerMsg::Placed { .. } => {
+                eprintln!("cupreempt: scheduler: a placement nobody asked for; ignored")
+            }
         }
     }
 
