@@ -57,6 +57,13 @@ fn every_task_loop_cut_still_applies() {
     self_test("scripts/probes/task_loop_cuts.py");
 }
 
+/// The several-GPU experiment's report (scripts/probes/gpus_report.py): its rounds, SLA count
+/// and the GPU time a kill-and-restart revocation would discard.
+#[test]
+fn gpus_report_parses_its_console_and_the_daemons_log() {
+    self_test("scripts/probes/gpus_report.py");
+}
+
 /// The Makefile suite's choice of programs, the sibling folders it copies and the run-line
 /// words it takes for input files.
 #[test]
