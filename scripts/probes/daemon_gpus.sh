@@ -12,7 +12,9 @@
 # Usage: scripts/probes/daemon_gpus.sh [BIN_DIR]   (cupreempt, cupreemptd, libcupreempt_runtime.so)
 # Env: PROBE_BATCH_JOBS=4, PROBE_URGENT_JOBS=4, PROBE_URGENT=300 (launches per job),
 #   PROBE_BATCH_S=8, PROBE_GAP_S=0.5 (between the jobs' arrivals, the first 1 s after the
-#   batch), PROBE_ROUNDS=1, PROBE_LOG=DIR (console and daemon logs), PROBE_RESERVE_SMS=13.
+#   batch), PROBE_ROUNDS=1, PROBE_LOG=DIR (console and daemon logs), PROBE_RESERVE_SMS=13,
+#   PROBE_SM_LOG_DIR=DIR (each batch process's per-launch SM log, daemon_priority.cu's
+#   PROBE_SM_LOG, in DIR/MODE-CASE-ROUND-batchJ.txt).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
@@ -37,7 +39,9 @@ run_case() {
   if [ "$with_batch" = 1 ]; then
     for j in $(seq 0 $((nb - 1))); do
       # shellcheck disable=SC2046
-      (env $batch_env $(launcher "$j" batch) "$work/prog" batch "$batch_s" |
+      local sm_log=
+      [ -z "${PROBE_SM_LOG_DIR:-}" ] || sm_log=PROBE_SM_LOG=$PROBE_SM_LOG_DIR/$mode-$name-$round-batch$j.txt
+      (env $batch_env $sm_log $(launcher "$j" batch) "$work/prog" batch "$batch_s" |
         sed "s/^/$mode $name batch $j: /") &
       pids+=($!)
     done
