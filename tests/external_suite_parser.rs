@@ -64,6 +64,13 @@ fn gpus_report_parses_its_console_and_the_daemons_log() {
     self_test("scripts/probes/gpus_report.py");
 }
 
+/// The several-GPU experiment's workload for the simulator (scripts/probes/gpus_sim.py): its
+/// chains and arrivals, and the summary per policy.
+#[test]
+fn gpus_sim_builds_the_experiments_workload() {
+    self_test("scripts/probes/gpus_sim.py");
+}
+
 /// The Makefile suite's choice of programs, the sibling folders it copies and the run-line
 /// words it takes for input files.
 #[test]
