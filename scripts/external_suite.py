@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -164,16 +165,24 @@ def sample_args(args_cfg, name):
 
 
 def run_once(exe: Path, args, timeout, tree: Path):
+    """One run: (exit status or "timeout", output, seconds). The program runs in a session of
+    its own, and at the timeout the whole session is killed: a run line is often a shell whose
+    child is the program, and a child left running would share the GPU with the next ones."""
     t = time.perf_counter()
+    p = subprocess.Popen([str(exe), *args], cwd=exe.parent, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
     try:
-        r = subprocess.run([str(exe), *args], cwd=exe.parent, capture_output=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL)
-        # The two builds live in two trees: paths the program prints name its own.
-        out = (r.stdout + r.stderr).decode(errors="replace").replace(str(tree), "<tree>")
-        rc = r.returncode
+        stdout, stderr = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
-        out, rc = "", "timeout"
-    return rc, out, time.perf_counter() - t
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.communicate()
+        return "timeout", "", time.perf_counter() - t
+    # The two builds live in two trees: paths the program prints name its own.
+    out = (stdout + stderr).decode(errors="replace").replace(str(tree), "<tree>")
+    return p.returncode, out, time.perf_counter() - t
 
 
 def unstable_lines(o_runs):
@@ -371,15 +380,20 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
     of each build, for the logs."""
     # One unmeasured original run first (caches, files). Lines that differ between the
     # original's runs are the program's own randomness (or timings): masked below.
-    o_runs = [run_once(exe_o, args, timeout, orig_tree)]
+    # A program that would be left out as long is stopped when it gets there.
+    first_limit = min(timeout, long_s)
+    o_runs = [run_once(exe_o, args, first_limit, orig_tree)]
     t_runs = []
-    if o_runs[0][0] == "timeout":  # no time spent on runs that cannot be compared
+    if o_runs[0][0] == "timeout" and first_limit < timeout:
+        o_runs[0] = (o_runs[0][0], o_runs[0][1], math.inf)
+    elif o_runs[0][0] == "timeout":  # no time spent on runs that cannot be compared
         row["status"] = "original times out"
         row.update(ratio=None, values=0, shown=None, detail=[], wall=(timeout, 0.0))
         return {"orig": "", "transformed": "", "rc": ["timeout", None]}
     if o_runs[0][2] > long_s:
         row["status"] = f"runs longer than {long_s:g} s"
-        row.update(ratio=None, values=0, shown=None, detail=[], wall=(o_runs[0][2], 0.0))
+        row.update(ratio=None, values=0, shown=None, detail=[],
+                   wall=(min(o_runs[0][2], first_limit), 0.0))
         return {"orig": o_runs[0][1], "transformed": "", "rc": [o_runs[0][0], None]}
     for _ in range(runs):
         t_runs.append(run_once(exe_t, args, timeout, tr_tree))

@@ -274,8 +274,12 @@ def self_test():
         slow.write_text("#!/bin/sh\nsleep 0.3\necho done\n")
         slow.chmod(0o755)
         row = {}
+        t = time.perf_counter()
         ext.compare_builds(row, slow, slow, [], 3, 10, 0, root, root, long_s=0.1)
         assert row["status"] == "runs longer than 0.1 s", row
+        # Stopped at long_s, the shell's child too (whose open output would hold the run).
+        assert time.perf_counter() - t < 0.25, time.perf_counter() - t
+        assert row["wall"][0] <= 0.1, row
         row = {}
         ext.compare_builds(row, slow, slow, [], 3, 0.1, 0, root, root)
         assert row["status"] == "original times out", row
