@@ -1,8 +1,9 @@
 //! cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] [--sms N]
-//!            [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]
+//!            [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N]
+//!            [--contexts steer|leave] [--verbose]
 //! cupreemptd run --socket PATH [--priority P] [--] COMMAND [ARGS...]
 use cupreempt_daemon::live::policies;
-use cupreempt_daemon::server::{check_socket_path, serve, Config};
+use cupreempt_daemon::server::{check_socket_path, serve, Config, Contexts};
 use std::path::PathBuf;
 
 mod run;
@@ -16,7 +17,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 const USAGE: &str = "usage: cupreemptd --socket PATH [--policy NAME] [--group NAME] [--gpus N] \
-[--sms N] [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N] [--verbose]
+[--sms N] [--quantum-us US] [--estimate-us US] [--preempt-us US] [--reserve-sms N]
+       [--contexts steer|leave] [--verbose]
        cupreemptd run --socket PATH [--priority P] [--] COMMAND [ARGS...]";
 
 fn config(args: &[String]) -> Result<Config, String> {
@@ -31,6 +33,7 @@ fn config(args: &[String]) -> Result<Config, String> {
         preempt_prior_us: cupreempt_daemon::live::PREEMPT_PRIOR_US,
         reserve_sms: None,
         verbose: false,
+        contexts: Contexts::Steer,
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -63,6 +66,13 @@ fn config(args: &[String]) -> Result<Config, String> {
             "--preempt-us" => cfg.preempt_prior_us = number(a, value(a)?)?,
             "--reserve-sms" => cfg.reserve_sms = Some(number(a, value(a)?)? as u32),
             "--verbose" => cfg.verbose = true,
+            "--contexts" => {
+                cfg.contexts = match value(a)?.as_str() {
+                    "steer" => Contexts::Steer,
+                    "leave" => Contexts::Leave,
+                    v => return Err(format!("--contexts {v}: `steer` or `leave`")),
+                }
+            }
             "--help" | "-h" => {
                 return Err(format!(
                     "{USAGE}\npolicies: {}",

@@ -31,6 +31,22 @@ pub struct Config {
     pub reserve_sms: Option<u32>,
     /// Says on stderr who connects and leaves.
     pub verbose: bool,
+    /// What to do with programs whose GPU time-slices between processes' contexts (no MPS).
+    pub contexts: Contexts,
+}
+
+/// Programs that run in CUDA contexts of their own (no MPS; their launches say `mps: false`).
+/// The GPU time-slices between the contexts, so a kernel's latency is its context's turn
+/// whatever the daemon does, and a kernel the daemon preempts keeps a parked block that still
+/// takes its context's slices: on two H200s, `hpf` over two batch processes per GPU left the
+/// urgent kernels as slow as no scheduler and cost the batch two thirds of its throughput
+/// (docs/daemon.md, "Measured: several GPUs").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contexts {
+    /// Schedule them like any other (said once per GPU on stderr).
+    Steer,
+    /// Leave them alone: their launches are not scheduled, and they are told `lean`.
+    Leave,
 }
 
 /// Who is at the other end of a connection (`SO_PEERCRED`).
@@ -150,9 +166,10 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
         .name("cupreemptd-scheduler".into())
         .spawn({
             let verbose = cfg.verbose;
+            let contexts = cfg.contexts;
             move || {
                 if let Ok(gpus) = make() {
-                    schedule(gpus, rx, verbose)
+                    schedule(gpus, rx, verbose, contexts)
                 }
             }
         })?;
@@ -245,13 +262,17 @@ fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>) -> io::Result<(
 
 /// The scheduler's thread: every program's messages in the order they came, each GPU's policy
 /// (`gpus`, one `Live` each) on the kernels of the programs on that GPU, and the placements.
-fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool) {
+fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: Contexts) {
     let start = Instant::now();
     let now = || start.elapsed().as_secs_f64() * 1e6;
     let mut conns: HashMap<ConnId, (Peer, Sender<ServerMsg>)> = HashMap::new();
     // The GPU each connection's launches are on (from its first launch).
     let mut on_gpu: HashMap<ConnId, usize> = HashMap::new();
     let mut placement = Placement::new(gpus.len());
+    // `Contexts::Leave`: connections left alone (their kernels are nobody's business here).
+    let mut unsteered: std::collections::HashSet<ConnId> = Default::default();
+    // GPUs on which a program without MPS has been said.
+    let mut told_contexts: std::collections::HashSet<usize> = Default::default();
     let send = |conns: &HashMap<ConnId, (Peer, Sender<ServerMsg>)>, cmds: Vec<Command>| {
         for c in cmds {
             if let Some((_, out)) = conns.get(&c.conn) {
@@ -289,6 +310,7 @@ fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool) {
                 Vec::new()
             }
             Some(Input::Gone(conn)) => {
+                unsteered.remove(&conn);
                 if let Some((who, _)) = conns.remove(&conn) {
                     if verbose {
                         eprintln!("cupreemptd: connection {conn} (pid {}) closed", who.pid);
@@ -322,7 +344,49 @@ fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool) {
                         .copied()
                         .ok_or_else(|| format!("no kernel {id} of this connection is running"))
                 };
+                // A program without MPS: said once per GPU; under `Contexts::Leave` its
+                // connection is left alone from its first such launch on (told `lean`).
+                let mut lean_now = Vec::new();
+                if let ClientMsg::Launch {
+                    mps: Some(false),
+                    gpu,
+                    ..
+                } = &msg
+                {
+                    let g = gpu.unwrap_or(0) as usize;
+                    if told_contexts.insert(g) {
+                        let pid = conns.get(&conn).map_or(0, |(who, _)| who.pid);
+                        eprintln!(
+                            "cupreemptd: GPU {g}: a program (pid {pid}) runs in a CUDA context of \
+                             its own (no MPS): the GPU time-slices between contexts, and a kernel \
+                             preempted here keeps a parked block that still takes its context's \
+                             slices (docs/daemon.md, \"Measured: several GPUs\"); {}",
+                            match contexts {
+                                Contexts::Steer =>
+                                    "scheduling such programs all the same \
+                                                    (--contexts leave leaves them alone)",
+                                Contexts::Leave => "leaving such programs alone",
+                            }
+                        );
+                    }
+                    if contexts == Contexts::Leave && unsteered.insert(conn) {
+                        lean_now.push(Command {
+                            conn,
+                            msg: ServerMsg::Lean { on: true },
+                        });
+                    }
+                }
+                let left_alone = unsteered.contains(&conn);
                 let r = match msg {
+                    // Messages about kernels of a program left alone change nothing.
+                    ClientMsg::Launch { .. }
+                    | ClientMsg::Progress { .. }
+                    | ClientMsg::Yielded { .. }
+                    | ClientMsg::Finished { .. }
+                        if left_alone =>
+                    {
+                        Ok(lean_now)
+                    }
                     ClientMsg::Launch {
                         id,
                         kernel,
@@ -333,6 +397,7 @@ fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool) {
                         features,
                         kept_off,
                         gpu,
+                        mps: _,
                     } => {
                         let g = gpu.unwrap_or(0) as usize;
                         match on_gpu.get(&conn) {

@@ -109,6 +109,7 @@ impl Client {
             features: None,
             kept_off: Vec::new(),
             gpu,
+            mps: None,
         });
     }
     /// Asks for a GPU as `cupreemptd run` does; the GPU placed on.
@@ -170,6 +171,10 @@ fn bad_arguments_are_explained() {
         (vec!["--socket", "/tmp/x", "--gpus", "-1"], "1 to 64"),
         (vec!["--socket", "/tmp/x", "--gpus", "0"], "1 to 64"),
         (vec!["--frobnicate"], "unknown argument"),
+        (
+            vec!["--socket", "/tmp/x", "--contexts", "maybe"],
+            "`steer` or `leave`",
+        ),
         (vec!["run", "--socket", "/tmp/x"], "no command to run"),
         (vec!["run", "true"], "--socket is required"),
         (
@@ -326,6 +331,58 @@ fn each_gpu_schedules_its_own_programs_and_placements_end_with_their_programs() 
     assert!(batch0.quiet(100));
 }
 
+/// Programs without MPS (their launches say `mps: false`): said once per GPU; with
+/// `--contexts leave` left alone (told `lean`, never preempted, their reports answered by
+/// nothing), with the default steered like any other.
+#[test]
+fn programs_in_contexts_of_their_own_are_left_alone_when_asked() {
+    let launch = |c: &mut Client, id: u64, priority: u8, mps: Option<bool>| {
+        c.send(&ClientMsg::Launch {
+            id,
+            kernel: format!("k{id}"),
+            tasks: 1000,
+            priority,
+            weight: 1.0,
+            estimate_us: Some(1e6),
+            features: None,
+            kept_off: Vec::new(),
+            gpu: None,
+            mps,
+        })
+    };
+    for (mode, steered) in [("leave", false), ("steer", true)] {
+        let d = Daemon::start(
+            &format!("contexts-{mode}"),
+            &["--policy", "hpf", "--contexts", mode],
+        );
+        let (mut batch, mut urgent) = (d.client(), d.client());
+        launch(&mut batch, 1, 0, Some(false));
+        if steered {
+            batch.sync();
+        } else {
+            assert_eq!(batch.recv(), ServerMsg::Lean { on: true });
+        }
+        launch(&mut urgent, 1, 9, Some(false));
+        if steered {
+            assert_eq!(batch.recv(), ServerMsg::Preempt { id: 1, sms: None });
+        } else {
+            assert_eq!(urgent.recv(), ServerMsg::Lean { on: true });
+            assert!(batch.quiet(150), "a program left alone was steered");
+            // Its reports are taken without an answer, a second launch too.
+            batch.send(&ClientMsg::Progress { id: 1, done: 10 });
+            batch.send(&ClientMsg::Finished { id: 1 });
+            launch(&mut batch, 2, 0, Some(false));
+            assert!(batch.quiet(150));
+            // A program with MPS beside them is scheduled as before.
+            let (mut a, mut b) = (d.client(), d.client());
+            launch(&mut a, 1, 0, Some(true));
+            a.sync();
+            launch(&mut b, 1, 9, None);
+            assert_eq!(a.recv(), ServerMsg::Preempt { id: 1, sms: None });
+        }
+    }
+}
+
 /// `cupreemptd run` as a process: the program runs on the GPU placed (CUDA_VISIBLE_DEVICES,
 /// CUPREEMPT_GPU, CUPREEMPT_SCHEDULER, CUPREEMPT_PRIORITY), holds the placement while it runs,
 /// and runs unplaced where no daemon answers.
@@ -449,6 +506,7 @@ fn spatial_shares_reach_programs_as_sm_sets() {
             features: None,
             kept_off: Vec::new(),
             gpu: None,
+            mps: None,
         })
     };
     launch(&mut a, 40);

@@ -40,6 +40,11 @@ pub enum ClientMsg {
         /// none: GPU 0. Every launch of a connection is on one GPU.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         gpu: Option<u32>,
+        /// Whether the GPU's contexts are shared through MPS (the processes' kernels run side
+        /// by side) or not (the GPU time-slices between the processes' contexts); none:
+        /// unknown.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mps: Option<bool>,
     },
     /// Before a program starts (`cupreemptd run`): which of the daemon's GPUs it should use.
     /// The connection stands for the program from then on: the placement holds until it
@@ -264,6 +269,23 @@ mod tests {
         );
         let l: ClientMsg =
             serde_json::from_str(r#"{"launch":{"id":1,"kernel":"k","tasks":10,"gpu":1}}"#).unwrap();
-        assert!(matches!(l, ClientMsg::Launch { gpu: Some(1), .. }));
+        assert!(matches!(
+            l,
+            ClientMsg::Launch {
+                gpu: Some(1),
+                mps: None,
+                ..
+            }
+        ));
+        let l: ClientMsg =
+            serde_json::from_str(r#"{"launch":{"id":1,"kernel":"k","tasks":10,"mps":false}}"#)
+                .unwrap();
+        assert!(matches!(
+            l,
+            ClientMsg::Launch {
+                mps: Some(false),
+                ..
+            }
+        ));
     }
 }

@@ -343,6 +343,11 @@ impl Kernel {
         self.rt.sm_count
     }
 
+    /// Whether the GPU's contexts are shared through MPS (none: unknown); see `Inner::mps`.
+    pub fn gpu_shared_through_mps(&self) -> Option<bool> {
+        self.rt.mps()
+    }
+
     /// The command in force now.
     pub fn command(&self) -> Command {
         self.command

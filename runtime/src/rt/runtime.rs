@@ -29,6 +29,9 @@ pub(crate) struct Inner {
     /// The device's other limits, asked for when a preemptible launch first needs them: each
     /// attribute is a driver call, and the first launch of a program is often timed.
     limits: OnceLock<Limits>,
+    /// Whether the device's contexts are shared through MPS (none: the driver cannot say),
+    /// asked for by the scheduler client, off the launch path.
+    mps: OnceLock<Option<bool>>,
     /// The runtime's own streams, made by the setup thread as soon as the runtime exists (see
     /// `setup.rs`); whoever needs them first waits for them.
     streams: OnceLock<Result<Streams>>,
@@ -140,6 +143,7 @@ impl Runtime {
                 dev,
                 sm_count,
                 limits: OnceLock::new(),
+                mps: OnceLock::new(),
                 streams: OnceLock::new(),
                 ready: AtomicBool::new(false),
                 setup_requested: AtomicBool::new(false),
@@ -219,6 +223,20 @@ impl Inner {
     }
 
     /// The device's limits (asked for once).
+    /// Whether this device's contexts are shared through MPS: the processes' kernels then run
+    /// side by side; without it the GPU time-slices between the processes' contexts. None
+    /// where the driver does not know the attribute.
+    pub fn mps(&self) -> Option<bool> {
+        *self.mps.get_or_init(|| {
+            driver::device_attribute(
+                self.dev,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MPS_ENABLED,
+            )
+            .ok()
+            .map(|v| v != 0)
+        })
+    }
+
     pub fn limits(&self) -> Result<Limits> {
         if let Some(l) = self.limits.get() {
             return Ok(*l);

@@ -52,6 +52,8 @@ pub(crate) trait Steer: Send + 'static {
     fn gpu_stamps(&self) -> (u64, u64);
     /// The SMs it is preempted on now (a launch made under a `keep_off` order starts so).
     fn off_sms(&self) -> Vec<u32>;
+    /// Whether its GPU's contexts are shared through MPS (none: unknown).
+    fn mps(&self) -> Option<bool>;
 }
 
 /// The runtime's target for a daemon's SM list (`None`: every SM).
@@ -105,6 +107,9 @@ impl Steer for Shared {
     fn off_sms(&self) -> Vec<u32> {
         let k = lock(self);
         k.command().yielded_sms(k.sm_count()).iter().collect()
+    }
+    fn mps(&self) -> Option<bool> {
+        lock(self).gpu_shared_through_mps()
     }
 }
 
@@ -471,6 +476,7 @@ impl<S: Steer> Client<S> {
             features: Some(t.kernel.features()),
             kept_off: t.kernel.off_sms(),
             gpu: placed_gpu(),
+            mps: t.kernel.mps(),
         };
         self.send(&m);
     }
@@ -675,6 +681,9 @@ mod tests {
         }
         fn off_sms(&self) -> Vec<u32> {
             self.0.off.lock().unwrap().clone()
+        }
+        fn mps(&self) -> Option<bool> {
+            Some(false)
         }
     }
 
@@ -1082,7 +1091,11 @@ mod tests {
         let mut daemon = accept(&listener);
         assert!(matches!(
             recv(&mut daemon),
-            ClientMsg::Launch { priority: 3, .. }
+            ClientMsg::Launch {
+                priority: 3,
+                mps: Some(false),
+                ..
+            }
         ));
         k.0.complete.store(1, Ordering::SeqCst);
         let _ = std::fs::remove_dir_all(&dir);
