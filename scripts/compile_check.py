@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Compile check on code nobody here wrote (no GPU needed): for every folder of a checkout that
-holds .cu files, transform its .cu/.cuh files together (`cupreempt transform --keep-going`,
+holds .cu files, transform its .cu files and headers (.cuh, .h, .hpp: kernels are often
+defined in headers) together (`cupreempt transform --keep-going`,
 on a copy), then compile each translation unit (a .cu file no other .cu file of the folder
 includes) with `nvcc -c`, as written and transformed. A unit that compiles as written and not
 transformed is a fault of cupreempt; one that fails both ways is the checkout's (old CUDA APIs,
@@ -19,6 +20,9 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from external_suite import cuda_sources  # noqa: E402
 
 INCLUDE_CU = re.compile(r'^\s*#\s*include\s*"([^"]+\.cu)"', re.M)
 
@@ -78,7 +82,7 @@ def main(argv):
     for folder, files in folders(checkout).items():
         rel = folder.relative_to(checkout)
         inputs = [str(copy / rel / p.name) for p, _ in files]
-        inputs += [str(p) for p in sorted((copy / rel).glob("*.cuh"))]
+        inputs += [str(p) for p in cuda_sources(copy / rel) if p.suffix != ".cu"]
         subprocess.run([cli, "transform", "--keep-going", "--in-place", *inputs],
                        capture_output=True, text=True)
         for u in units(files):

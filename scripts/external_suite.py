@@ -113,12 +113,22 @@ def count_kernels(cli, files, include_dirs=()):
     return transformed, refused
 
 
+# Where a program's kernels may be: the .cu and .cuh files, and headers (the CUDA samples'
+# interval defines its kernel in cuda_interval.h; HeCBench's adv in adv.h, maxFlops in kernels.h).
+# Files without kernels are left as they are by `transform`.
+SOURCE_PATTERNS = ("*.cu", "*.cuh", "*.h", "*.hpp", "*.hh", "*.inl")
+
+
+def cuda_sources(d: Path):
+    """The folder's files that may hold kernels, sorted."""
+    return sorted({p for pat in SOURCE_PATTERNS for p in d.glob(pat) if p.is_file()})
+
+
 def transform_tree(cli, tree: Path, samples):
     """Transforms every CUDA file of the chosen samples in place; returns per-sample counts."""
     counts = {}
     for d, _ in samples:
-        files = sorted(str(p) for p in (tree / d).glob("*.cu")) + \
-            sorted(str(p) for p in (tree / d).glob("*.cuh"))
+        files = [str(p) for p in cuda_sources(tree / d)]
         if not files:
             counts[d.name] = (0, 0)
             continue

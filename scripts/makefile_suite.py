@@ -126,7 +126,7 @@ def build_both(root, rel, trees, cli, lib, arch):
         script, missing = run_script(d, cc, arch, env) if ok else (None, [])
         out[label] = {"ok": ok, "script": str(script) if script else None, "missing": missing,
                       "seconds": round(time.time() - t, 1)}
-    files = [str(p) for pat in ("*.cu", "*.cuh") for p in sorted((tr_tree / rel).glob(pat))]
+    files = [str(p) for p in ext.cuda_sources(tr_tree / rel)]
     out["kernels"] = ext.count_kernels(cli, files, [root / rel]) if files else (0, 0)
     return out
 
@@ -287,6 +287,12 @@ def self_test():
         ext.compare_builds(row, slow, slow, [], 1, 10, 0, root, root, long_s=5)
         assert row["status"] == "identical", row
         assert split_words("./main 10 \\") == ["./main", "10", "\\"]
+        # Kernels in a header are counted with the .cu files.
+        prog = root / "src/h-cuda"
+        prog.mkdir(parents=True)
+        for name in ("main.cu", "kernels.h", "util.hpp", "notes.txt", "Makefile"):
+            (prog / name).write_text("")
+        assert [p.name for p in ext.cuda_sources(prog)] == ["kernels.h", "main.cu", "util.hpp"]
     print("makefile_suite self-test: ok")
 
 
