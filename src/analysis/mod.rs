@@ -160,7 +160,7 @@ pub struct Analysis<'t> {
 }
 
 pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
-    let mut found = scan::scan(root, src);
+    let mut found = scan::scan(root, src, &opts.known_macros);
     mark_specialized_templates(&mut found);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);

@@ -59,11 +59,13 @@ fn labelable(ranges: Vec<std::ops::Range<usize>>, src: &str) -> Vec<std::ops::Ra
         .collect()
 }
 
-pub fn scan<'t>(root: Node<'t>, src: &'t str) -> Found<'t> {
+pub fn scan<'t>(root: Node<'t>, src: &'t str, included_macros: &[(String, String)]) -> Found<'t> {
     let errors = labelable(parse::error_ranges(root), src);
+    let space_macros = parse::execution_space_macros(&parse::defines(src), included_macros);
     let mut s = Scanner {
         src,
         errors: &errors,
+        space_macros: &space_macros,
         ancestors: Vec::new(),
         found: Found {
             kernels: Vec::new(),
@@ -293,6 +295,8 @@ fn include_position(root: Node, src: &str) -> usize {
 struct Scanner<'t, 'e> {
     src: &'t str,
     errors: &'e [Range<usize>],
+    /// Execution-space macros (`parse::execution_space_macros`) and the words they stand for.
+    space_macros: &'e BTreeMap<String, Vec<String>>,
     found: Found<'t>,
     /// The nodes above the walk's current one, innermost last (`Node::parent` searches from
     /// the root every time; the walk knows them for free).
@@ -369,7 +373,7 @@ impl<'t> Scanner<'t, '_> {
             }
             device = true;
         } else if id == k.function_definition || id == k.declaration {
-            let space = execution_space(node, self.src, &self.found.macros);
+            let space = execution_space(node, self.src, &self.found.macros, self.space_macros);
             let is_device = space.global || space.device;
             device |= is_device;
             let global = space.global;
@@ -539,6 +543,7 @@ impl<'t> Scanner<'t, '_> {
             template,
             template_params,
             linkage,
+            head: space.head.unwrap_or_else(|| func.start_byte()),
             global_kw: space.global_kw,
             global_replacement: space.global_replacement,
             host: space.host,
@@ -806,25 +811,61 @@ struct Space<'t> {
     global: bool,
     device: bool,
     host: bool,
-    global_kw: Option<Node<'t>>,
+    global_kw: Option<Range<usize>>,
     global_replacement: String,
     launch_bounds: Vec<Node<'t>>,
+    /// The first execution-space macro in front of the definition, if any.
+    head: Option<usize>,
 }
 
 fn execution_space<'t>(
     func: Node<'t>,
     src: &str,
     macros: &BTreeMap<String, MacroFacts>,
+    space_macros: &BTreeMap<String, Vec<String>>,
 ) -> Space<'t> {
     let k = kinds();
     let mut s = Space::default();
+    // `GLOBAL static void k(...)`, `DEV inline int f(...)`: execution-space macros right in
+    // front of the definition, which the masked view blanked (`parse::masked`).
+    let mut at = func.start_byte();
+    loop {
+        let before = src[..at].trim_end();
+        let start = before
+            .rfind(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+            .map_or(0, |i| i + 1);
+        let Some(words) = space_macros.get(&before[start..]) else {
+            break;
+        };
+        for w in words {
+            match w.as_str() {
+                "__global__" => {
+                    s.global = true;
+                    s.global_kw = Some(start..before.len());
+                    s.global_replacement = words
+                        .iter()
+                        .map(|w| match w.as_str() {
+                            "__global__" => "__device__ __forceinline__",
+                            other => other,
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" ");
+                }
+                "__device__" => s.device = true,
+                "__host__" => s.host = true,
+                _ => {}
+            }
+        }
+        s.head = Some(start);
+        at = start;
+    }
     // `#define KERNEL __global__ void` ... `KERNEL k(...)`: the type is the macro.
     if let Some(ty) = func.child_by_field_id(crate::lang::fields().r#type) {
         if let Some(m) = macros.get(text(ty, src)) {
             let words: Vec<&str> = m.text.split_whitespace().collect();
             if words.contains(&"__global__") {
                 s.global = true;
-                s.global_kw = Some(ty);
+                s.global_kw = Some(ty.byte_range());
                 s.global_replacement = m.text.replace("__global__", "__device__ __forceinline__");
             }
             s.device |= words.contains(&"__device__");
@@ -836,7 +877,7 @@ fn execution_space<'t>(
         match ch.kind() {
             "__global__" => {
                 s.global = true;
-                s.global_kw = Some(ch);
+                s.global_kw = Some(ch.byte_range());
                 s.global_replacement = "__device__ __forceinline__".to_string();
             }
             "__device__" => s.device = true,
@@ -879,7 +920,7 @@ fn cluster_split<'t>(func: Node<'t>, src: &str) -> Option<Space<'t>> {
     let global_kw = decl.children(&mut c).find(|ch| ch.kind() == "__global__")?;
     Some(Space {
         global: true,
-        global_kw: Some(global_kw),
+        global_kw: Some(global_kw.byte_range()),
         global_replacement: "__device__ __forceinline__".to_string(),
         ..Space::default()
     })

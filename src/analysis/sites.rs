@@ -113,11 +113,17 @@ pub struct FunctionSite<'t> {
     pub outer: Node<'t>,
     /// The `function_definition` (or `declaration`) itself.
     pub func: Node<'t>,
+    /// Where its specifiers start: `func`'s start, or the first of the execution-space macros
+    /// in front of it (`GLOBAL static void k(...)`, which the grammar does not read as part of
+    /// the definition; `parse::masked`). What is written before a definition goes here.
+    pub head: usize,
     pub template: Option<Node<'t>>,
     pub template_params: Vec<TemplateParam>,
     pub linkage: Option<Linkage<'t>>,
-    /// `__global__`, or the macro whose expansion holds it.
-    pub global_kw: Option<Node<'t>>,
+    /// `__global__`, or the macro whose expansion holds it (a type macro, `KERNEL k(...)`, or
+    /// an execution-space macro in front of the definition, `GLOBAL static void k(...)`): its
+    /// bytes.
+    pub global_kw: Option<std::ops::Range<usize>>,
     /// What `global_kw` becomes in the shared body.
     pub global_replacement: String,
     pub host: bool,

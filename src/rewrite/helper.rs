@@ -23,7 +23,7 @@ pub fn rewrite(
     let s = &h.site;
     let template_text = s
         .template
-        .map(|t| &src[t.start_byte()..s.func.start_byte()])
+        .map(|t| &src[t.start_byte()..s.head])
         .unwrap_or("");
     // The context's type parameter goes last, so explicit template arguments keep their meaning.
     let ctx_template = match s
@@ -46,10 +46,7 @@ pub fn rewrite(
             let t = format!("template <class {CTX_TYPE}>\n");
             let inline = format!("extern \"C++\" {{ template <class {CTX_TYPE}> ");
             let head = format!("extern \"C++\" {{  // cupreempt: templates need C++ linkage\n{t}");
-            edits.push(Edit::insert(
-                s.func.start_byte(),
-                if compact { inline } else { head },
-            ));
+            edits.push(Edit::insert(s.head, if compact { inline } else { head }));
             t
         }
     };
@@ -58,7 +55,7 @@ pub fn rewrite(
     context_calls(&h.facts.calls, ctx_helpers, edits);
     super::block_index_calls(&h.facts, edits);
 
-    let specifiers = &src[s.func.start_byte()..s.name_node.start_byte()];
+    let specifiers = &src[s.head..s.name_node.start_byte()];
     let params = s.named_params();
     // What stands between the parameters and the body (`noexcept`, a trailing return type),
     // without comments: the forwarder is written on one line, where a line comment would
@@ -76,9 +73,19 @@ pub fn rewrite(
     };
     let args = s.forward_args();
     let sep = if args.is_empty() { "" } else { ", " };
+    // A `static` function that no other caller needs is one nvcc warns about (#177).
+    let unused_ok = if !s.is_template()
+        && crate::lang::word_indices(specifiers, "static")
+            .next()
+            .is_some()
+    {
+        "[[maybe_unused]] "
+    } else {
+        ""
+    };
     let forwarder = format!(
         "\n// cupreempt: `{name}` with the hardware's blockIdx/gridDim, for other callers.\n\
-         {template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
+         {unused_ok}{template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
     let close = if s.template.is_none() {

@@ -56,7 +56,6 @@ pub fn rewrite(
 ) {
     let nl = if compact { " " } else { "\n" };
     let k = &plan.site;
-    let func = k.func;
     // 0. A kernel defined out of its namespace: the namespace reopened around the body and
     // everything generated after it (first and last of the edits at those offsets).
     if let Some(q) = &k.qualified {
@@ -67,7 +66,7 @@ pub fn rewrite(
             .collect();
         if !open.is_empty() {
             edits.push(Edit::insert(
-                k.outer.start_byte(),
+                k.outer.start_byte().min(k.head),
                 // On one line (compact) a line comment would swallow what follows it.
                 if compact {
                     format!("{open} /* cupreempt: `{}` out of its namespace */ ", k.name)
@@ -106,13 +105,13 @@ pub fn rewrite(
             head.push_str(&format!("template <class {CTX_TYPE}>{nl}"));
             if let Some(l) = k.linkage.filter(|l| !l.braced) {
                 // `extern "C"` moves to the generated kernels; the body is a C++ template.
-                edits.push(Edit::delete(l.node.start_byte()..func.start_byte()));
+                edits.push(Edit::delete(l.node.start_byte()..k.head));
             }
-            edits.push(Edit::insert(func.start_byte(), head));
+            edits.push(Edit::insert(k.head, head));
         }
     }
-    if let Some(g) = k.global_kw {
-        edits.push(Edit::replace(g.byte_range(), k.global_replacement.clone()));
+    if let Some(g) = &k.global_kw {
+        edits.push(Edit::replace(g.clone(), k.global_replacement.clone()));
     }
     for lb in &k.launch_bounds {
         let end =
@@ -224,15 +223,15 @@ impl Header {
         Header {
             template: k
                 .template
-                .map(|t| src[t.start_byte()..k.func.start_byte()].to_string())
+                .map(|t| src[t.start_byte()..k.head].to_string())
                 .unwrap_or_default(),
             linkage: k
                 .linkage
                 .filter(|l| !l.braced)
-                .map(|l| src[l.node.start_byte()..k.func.start_byte()].to_string())
+                .map(|l| src[l.node.start_byte()..k.head].to_string())
                 .unwrap_or_default(),
             // Up to the name's qualifier: the generated kernels are in its namespace.
-            specifiers: src[k.func.start_byte()..k.written_name().start].to_string(),
+            specifiers: src[k.head..k.written_name().start].to_string(),
             name: k.name.clone(),
             params: k.named_params(),
         }
