@@ -1035,7 +1035,10 @@ mod tests {
         assert!(masked.contains("       static void k(int"), "{masked}");
         // Definitions, other words and a use not followed by a word stay.
         assert!(masked.contains("#define GLOBAL __global__"));
-        assert!(masked.contains("int DEV_count") && masked.contains("(DEV)"), "{masked}");
+        assert!(
+            masked.contains("int DEV_count") && masked.contains("(DEV)"),
+            "{masked}"
+        );
         assert_eq!(error_count(src), 0);
     }
 

@@ -831,9 +831,12 @@ fn execution_space<'t>(
     let mut at = func.start_byte();
     loop {
         let before = src[..at].trim_end();
-        let start = before
-            .rfind(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-            .map_or(0, |i| i + 1);
+        // Back over ASCII word bytes only: `start` then always begins a character.
+        let b = before.as_bytes();
+        let mut start = b.len();
+        while start > 0 && (b[start - 1] == b'_' || b[start - 1].is_ascii_alphanumeric()) {
+            start -= 1;
+        }
         let Some(words) = space_macros.get(&before[start..]) else {
             break;
         };
@@ -983,5 +986,22 @@ mod tests {
             100..200,
             "none overlaps: the definition"
         );
+    }
+
+    #[test]
+    fn execution_space_macros_are_read_in_front_of_definitions_after_any_text() {
+        // A definition right after a non-ASCII character (found by the fuzzer: the look back
+        // for a macro word must stop on a character boundary).
+        let src =
+            "#define GLOBAL __global__\n// café\nGLOBAL static void k(int *p) { p[0] = 1; }\n\
+                   // é\n__global__ void k2(int *p) { p[0] = 2; }\n";
+        let parsed = parse::parse(src);
+        let found = scan(parsed.tree.root_node(), src, &[]);
+        let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["k", "k2"]);
+        let k = &found.kernels[0];
+        assert_eq!(&src[k.head..k.head + 6], "GLOBAL");
+        assert_eq!(k.global_kw.clone().map(|r| &src[r]), Some("GLOBAL"));
+        assert_eq!(found.kernels[1].head, found.kernels[1].func.start_byte());
     }
 }
