@@ -289,9 +289,16 @@ pub fn defines_of(
     // Deeper chains of headers than this are not followed (their helpers stay unknown here,
     // and a kernel that reaches one through them is not told apart from before).
     const MAX_ROUNDS: usize = 8;
+    let (global_macros, space_macros) = space_macro_names(files.iter().map(|(_, t)| t.as_str()));
     let relevant: Vec<&(PathBuf, String)> = files
         .iter()
-        .filter(|(_, t)| mentions_kernels(t) || t.contains("__device__"))
+        .filter(|(_, t)| {
+            mentions_kernels_with(t, &global_macros)
+                || t.contains("__device__")
+                || space_macros
+                    .iter()
+                    .any(|m| crate::lang::word_indices(t, m).next().is_some())
+        })
         .collect();
     let mut defines = Defines::new();
     // What each file was last transformed with, and what that gave (None: it did not parse).
@@ -307,6 +314,13 @@ pub fn defines_of(
                     let mut o = opts.clone();
                     o.known_kernels.extend(known.0.iter().cloned());
                     o.known_helpers.extend(known.1.iter().cloned());
+                    // The macros of the files it includes, as its own transform takes them
+                    // (a kernel spelled `GLOBAL void k(...)`, GLOBAL defined in a header).
+                    if o.known_macros.is_empty() {
+                        o.known_macros = macros_of(graph.closure(p), &|q| {
+                            files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
+                        });
+                    }
                     let result = crate::transform(t, &p.display().to_string(), &o)
                         .ok()
                         .map(|tr| (tr.defines, tr.helpers));
@@ -448,6 +462,28 @@ pub fn macros_of(
 /// Whether a file may define or launch kernels, by its text (cheap, before any parse).
 pub fn mentions_kernels(src: &str) -> bool {
     src.contains("__global__") || src.contains("<<<")
+}
+
+/// Execution-space macros of `texts` (their `#define`s, `parse::execution_space_macros`): the
+/// names that stand for `__global__`, and all of them (the device ones too).
+pub fn space_macro_names<'a>(texts: impl Iterator<Item = &'a str>) -> (Vec<String>, Vec<String>) {
+    let defs: Vec<(String, String)> = texts.flat_map(macro_definitions).collect();
+    let m = crate::parse::execution_space_macros(&[], &defs);
+    let global = m
+        .iter()
+        .filter(|(_, w)| w.iter().any(|w| w == "__global__"))
+        .map(|(n, _)| n.clone())
+        .collect();
+    (global, m.into_keys().collect())
+}
+
+/// `mentions_kernels`, or a use of one of `global_macros` (a kernel spelled
+/// `GLOBAL static void k(...)`, its launches elsewhere).
+pub fn mentions_kernels_with(src: &str, global_macros: &[String]) -> bool {
+    mentions_kernels(src)
+        || global_macros
+            .iter()
+            .any(|m| crate::lang::word_indices(src, m).next().is_some())
 }
 
 #[cfg(test)]

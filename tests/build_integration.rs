@@ -419,6 +419,47 @@ fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() 
     );
 }
 
+/// A kernel spelled with an execution-space macro (`GLOBAL void fill(...)`, the macro defined in
+/// another header) in a header that names no `__global__` itself: the launcher still takes the
+/// header, and the kernel launched from the source is transformed.
+#[test]
+fn a_kernel_spelled_with_a_macro_in_a_header_builds_through_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-space-macro");
+    std::fs::write(
+        dir.join("cu.h"),
+        "#pragma once\n#ifdef __CUDACC__\n#define GLOBAL __global__\n#else\n#define GLOBAL\n#endif\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("kernels.h"),
+        "#pragma once\n#include \"cu.h\"\nGLOBAL void fill(unsigned* out) { out[blockIdx.x] = blockIdx.x; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"kernels.h\"\nvoid run(unsigned* out) { fill<<<64, 1>>>(out); }\n",
+    )
+    .unwrap();
+    let obj = dir.join("k.o");
+    let out = run(
+        Command::new(&bin)
+            .arg(&nvcc)
+            .args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(dir.join("k.cu"))
+            .arg("-o")
+            .arg(&obj),
+        "compile through the launcher",
+    );
+    assert!(!out.contains("CP101"), "{out}");
+    assert!(
+        support::file_contains(&obj, "fill__cupreempt"),
+        "the object holds no preemptible wrapper:\n{out}"
+    );
+}
+
 /// `__FILE__` in a source and in its headers reads as it does in the original's build (the
 /// source as the command names it, a header as the preprocessor finds it), not the copy's
 /// path: programs print it in their error messages, and a transformed build must print the

@@ -573,7 +573,12 @@ fn prepare(
         let t = read_text(h, &mut foreign)?;
         files.push((h.clone(), t));
     }
-    if !files.iter().any(|(_, t)| program::mentions_kernels(t)) {
+    // Kernels spelled with a macro (`GLOBAL static void k(...)`) count too.
+    let (global_macros, _) = program::space_macro_names(files.iter().map(|(_, t)| t.as_str()));
+    if !files
+        .iter()
+        .any(|(_, t)| program::mentions_kernels_with(t, &global_macros))
+    {
         return Ok(Prepared::AsWritten);
     }
     let key = {
@@ -622,7 +627,7 @@ fn prepare(
         let gives_ctx = defines
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
-        let out = if program::mentions_kernels(text) || gives_ctx {
+        let out = if program::mentions_kernels_with(text, &global_macros) || gives_ctx {
             let (k, h) = program::known_from(&defines, &graph, p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
