@@ -202,11 +202,14 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     String::from_utf8(bytes).ok()
 }
 
-/// The words an execution-space macro may stand for.
+/// The words an execution-space macro may stand for (memory spaces of file-scope variables,
+/// `__managed__` and `__constant__`, too; never `__shared__`, which the analysis must see).
 const SPACE_WORDS: &[&str] = &[
     "__global__",
     "__device__",
     "__host__",
+    "__managed__",
+    "__constant__",
     "__forceinline__",
     "__noinline__",
     "inline",
@@ -218,7 +221,8 @@ const SPACE_WORDS: &[&str] = &[
 /// `#define HOST_DEVICE __host__ __device__`, `#define DEV static __device__ inline`): every
 /// definition with a body is made of `SPACE_WORDS` only, with `__global__`, `__device__` or
 /// `__host__` among them; a definition without a body is the one for compilers without CUDA
-/// (`#ifdef __CUDACC__ ... #else #define GLOBAL #endif`) and does not count. Name and the words
+/// (`#ifdef __CUDACC__ ... #else #define GLOBAL #endif`) and does not count; `#define MANAGED
+/// __managed__` (`MANAGED __device__ int n;`) is one too. Name and the words
 /// of its definitions, from `included` (the macros of the files a file includes) and `defs`.
 pub(crate) fn execution_space_macros(
     defs: &[Define],
@@ -245,9 +249,12 @@ pub(crate) fn execution_space_macros(
             continue;
         }
         let all_space = words.iter().all(|w| SPACE_WORDS.contains(w));
-        let a_space = words
-            .iter()
-            .any(|w| matches!(*w, "__global__" | "__device__" | "__host__"));
+        let a_space = words.iter().any(|w| {
+            matches!(
+                *w,
+                "__global__" | "__device__" | "__host__" | "__managed__" | "__constant__"
+            )
+        });
         if all_space && a_space {
             let e = out.entry(name.to_string()).or_default();
             for w in words {
@@ -1015,12 +1022,14 @@ mod tests {
         let src = "#ifdef __CUDACC__\n#define GLOBAL __global__\n#define HD __host__ __device__\n\
                    #define DI static __device__ inline\n#define ALIGN __align__(8)\n#define BOTH __device__\n\
                    #else\n#define GLOBAL\n#define HD\n#define DI\n#define BOTH int\n#endif\n\
-                   #define F(x) __device__\n#define INL inline\n";
+                   #define F(x) __device__\n#define INL inline\n#define MANAGED __managed__\n\
+                   #define SHARED __shared__\n";
         let included = vec![("KERNEL_SPACE".to_string(), " __global__".to_string())];
         let m = execution_space_macros(&defines(src), &included);
         let names: Vec<&str> = m.keys().map(String::as_str).collect();
         // BOTH is also defined as a type; ALIGN and INL name no space; F takes arguments.
-        assert_eq!(names, ["DI", "GLOBAL", "HD", "KERNEL_SPACE"]);
+        // SHARED stays: the analysis must see `__shared__`.
+        assert_eq!(names, ["DI", "GLOBAL", "HD", "KERNEL_SPACE", "MANAGED"]);
         assert_eq!(m["HD"], ["__host__", "__device__"]);
         assert_eq!(m["DI"], ["static", "__device__", "inline"]);
     }
