@@ -682,17 +682,18 @@ fn spelled_names(
         return names;
     };
     names.insert(canonical.clone(), source.display().to_string());
-    // Depth first, in include order, as the preprocessor reads them.
+    // Depth first, in include order, as the preprocessor reads them. Each file's include
+    // lines are read once (a file is popped once per include line).
+    let mut includes: Vec<Option<Vec<_>>> = vec![None; files.len()];
     let mut stack = vec![(0usize, source.to_path_buf(), 0usize)];
     while let Some((file, spelled, next)) = stack.pop() {
-        let text = &files[file].1;
-        let incs = program::includes(text);
-        let Some(inc) = incs.get(next) else {
+        let incs = includes[file].get_or_insert_with(|| program::includes(&files[file].1));
+        let Some(inc) = incs.get(next).cloned() else {
             continue;
         };
         stack.push((file, spelled.clone(), next + 1));
         let dir = spelled.parent().unwrap_or(Path::new(""));
-        let Some(found) = program::resolve(inc, dir, search) else {
+        let Some(found) = program::resolve(&inc, dir, search) else {
             continue;
         };
         let Ok(canon) = found.canonicalize() else {
