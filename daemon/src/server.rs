@@ -262,26 +262,16 @@ fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>) -> io::Result<(
 
 /// The scheduler's thread: every program's messages in the order they came, each GPU's policy
 /// (`gpus`, one `Live` each) on the kernels of the programs on that GPU, and the placements.
-fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: Contexts) {
+fn schedule(gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: Contexts) {
     let start = Instant::now();
     let now = || start.elapsed().as_secs_f64() * 1e6;
-    let mut conns: HashMap<ConnId, (Peer, Sender<ServerMsg>)> = HashMap::new();
-    // The GPU each connection's launches are on (from its first launch).
-    let mut on_gpu: HashMap<ConnId, usize> = HashMap::new();
-    let mut placement = Placement::new(gpus.len());
-    // `Contexts::Leave`: connections left alone (their kernels are nobody's business here).
-    let mut unsteered: std::collections::HashSet<ConnId> = Default::default();
-    // GPUs on which a program without MPS has been said.
-    let mut told_contexts: std::collections::HashSet<usize> = Default::default();
-    let send = |conns: &HashMap<ConnId, (Peer, Sender<ServerMsg>)>, cmds: Vec<Command>| {
-        for c in cmds {
-            if let Some((_, out)) = conns.get(&c.conn) {
-                let _ = out.send(c.msg);
-            }
-        }
-    };
+    let mut s = Scheduler::new(gpus, verbose, contexts);
     loop {
-        let deadline = gpus.iter().filter_map(Live::next_deadline).reduce(f64::min);
+        let deadline = s
+            .gpus
+            .iter()
+            .filter_map(Live::next_deadline)
+            .reduce(f64::min);
         let input = match deadline {
             Some(at) => {
                 let wait = Duration::from_secs_f64(((at - now()) / 1e6).max(0.0));
@@ -298,7 +288,7 @@ fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: C
         };
         let t = now();
         let cmds = match input {
-            None => gpus.iter_mut().flat_map(|g| g.expire(t)).collect(),
+            None => s.gpus.iter_mut().flat_map(|g| g.expire(t)).collect(),
             Some(Input::Connected(conn, who, out)) => {
                 if verbose {
                     eprintln!(
@@ -306,152 +296,16 @@ fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: C
                         who.pid, who.uid
                     );
                 }
-                conns.insert(conn, (who, out));
+                s.conns.insert(conn, (who, out));
                 Vec::new()
             }
-            Some(Input::Gone(conn)) => {
-                unsteered.remove(&conn);
-                if let Some((who, _)) = conns.remove(&conn) {
-                    if verbose {
-                        eprintln!("cupreemptd: connection {conn} (pid {}) closed", who.pid);
-                    }
-                }
-                if let Some(p) = placement.gone(conn) {
-                    if verbose {
-                        eprintln!(
-                            "cupreemptd: {t:.0} us: the program placed by connection {conn} \
-                             has ended; GPU {} (programs per GPU now {:?})",
-                            p.gpu,
-                            placement.counts()
-                        );
-                    }
-                }
-                match on_gpu.remove(&conn) {
-                    Some(g) => gpus[g].gone(t, conn),
-                    None => Vec::new(),
-                }
-            }
+            Some(Input::Gone(conn)) => s.gone(t, conn),
             Some(Input::Msg(conn, msg)) => {
                 if verbose && !matches!(msg, ClientMsg::Progress { .. }) {
                     eprintln!("cupreemptd: {t:.0} us: connection {conn}: {msg:?}");
                 }
-                let n = gpus.len();
-                // The GPU of a connection's kernels: a message about a kernel of a connection
-                // that has launched none is answered as the policy answers an unknown id.
-                let of = |on_gpu: &HashMap<ConnId, usize>, id: u64| {
-                    on_gpu
-                        .get(&conn)
-                        .copied()
-                        .ok_or_else(|| format!("no kernel {id} of this connection is running"))
-                };
-                // A program without MPS: said once per GPU; under `Contexts::Leave` its
-                // connection is left alone from its first such launch on (told `lean`).
-                let mut lean_now = Vec::new();
-                if let ClientMsg::Launch {
-                    mps: Some(false),
-                    gpu,
-                    ..
-                } = &msg
-                {
-                    let g = gpu.unwrap_or(0) as usize;
-                    if told_contexts.insert(g) {
-                        let pid = conns.get(&conn).map_or(0, |(who, _)| who.pid);
-                        eprintln!(
-                            "cupreemptd: GPU {g}: a program (pid {pid}) runs in a CUDA context of \
-                             its own (no MPS): the GPU time-slices between contexts, and a kernel \
-                             preempted here keeps a parked block that still takes its context's \
-                             slices (docs/daemon.md, \"Measured: several GPUs\"); {}",
-                            match contexts {
-                                Contexts::Steer =>
-                                    "scheduling such programs all the same \
-                                                    (--contexts leave leaves them alone)",
-                                Contexts::Leave => "leaving such programs alone",
-                            }
-                        );
-                    }
-                    if contexts == Contexts::Leave && unsteered.insert(conn) {
-                        lean_now.push(Command {
-                            conn,
-                            msg: ServerMsg::Lean { on: true },
-                        });
-                    }
-                }
-                let left_alone = unsteered.contains(&conn);
-                let r = match msg {
-                    // Messages about kernels of a program left alone change nothing.
-                    ClientMsg::Launch { .. }
-                    | ClientMsg::Progress { .. }
-                    | ClientMsg::Yielded { .. }
-                    | ClientMsg::Finished { .. }
-                        if left_alone =>
-                    {
-                        Ok(lean_now)
-                    }
-                    ClientMsg::Launch {
-                        id,
-                        kernel,
-                        tasks,
-                        priority,
-                        weight,
-                        estimate_us,
-                        features,
-                        kept_off,
-                        gpu,
-                        mps: _,
-                    } => {
-                        let g = gpu.unwrap_or(0) as usize;
-                        match on_gpu.get(&conn) {
-                            _ if g >= n => Err(format!(
-                                "GPU {g}: the daemon schedules {n} GPU(s), 0 to {}",
-                                n - 1
-                            )),
-                            Some(&other) if other != g => Err(format!(
-                                "GPU {g}: this connection's launches are on GPU {other}"
-                            )),
-                            _ => {
-                                on_gpu.insert(conn, g);
-                                let info = LaunchInfo {
-                                    kernel: &kernel,
-                                    tasks,
-                                    priority,
-                                    weight,
-                                    estimate_us,
-                                    features,
-                                    kept_off: &kept_off,
-                                };
-                                gpus[g].launch(t, conn, id, &info)
-                            }
-                        }
-                    }
-                    ClientMsg::Place { priority } => placement.place(conn, priority).map(|g| {
-                        if verbose {
-                            eprintln!(
-                                "cupreemptd: {t:.0} us: connection {conn} placed on GPU \
-                                     {g} (priority {priority}; programs per GPU now {:?})",
-                                placement.counts()
-                            );
-                        }
-                        vec![Command {
-                            conn,
-                            msg: ServerMsg::Placed {
-                                gpu: g as u32,
-                                gpus: n as u32,
-                            },
-                        }]
-                    }),
-                    ClientMsg::Progress { id, done } => of(&on_gpu, id)
-                        .and_then(|g| gpus[g].progress(conn, id, done))
-                        .map(|()| Vec::new()),
-                    ClientMsg::Yielded { id } => {
-                        of(&on_gpu, id).and_then(|g| gpus[g].yielded(t, conn, id))
-                    }
-                    // Measurements for the log (switch gaps), nothing to decide.
-                    ClientMsg::GpuTimes { .. } => Ok(Vec::new()),
-                    ClientMsg::Finished { id } => {
-                        of(&on_gpu, id).and_then(|g| gpus[g].finished(t, conn, id))
-                    }
-                };
-                r.unwrap_or_else(|message| {
+                let lean_now = s.note_contexts(conn, &msg);
+                s.message(t, conn, msg, lean_now).unwrap_or_else(|message| {
                     vec![Command {
                         conn,
                         msg: ServerMsg::Error { message },
@@ -467,7 +321,196 @@ fn schedule(mut gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: C
                 );
             }
         }
-        send(&conns, cmds);
+        for c in cmds {
+            if let Some((_, out)) = s.conns.get(&c.conn) {
+                let _ = out.send(c.msg);
+            }
+        }
+    }
+}
+
+/// What the scheduler's thread keeps between inputs.
+struct Scheduler {
+    gpus: Vec<Live>,
+    conns: HashMap<ConnId, (Peer, Sender<ServerMsg>)>,
+    /// The GPU each connection's launches are on (from its first launch).
+    on_gpu: HashMap<ConnId, usize>,
+    placement: Placement,
+    /// `Contexts::Leave`: connections left alone (their kernels are nobody's business here).
+    unsteered: std::collections::HashSet<ConnId>,
+    /// GPUs on which a program without MPS has been said.
+    told_contexts: std::collections::HashSet<usize>,
+    verbose: bool,
+    contexts: Contexts,
+}
+
+impl Scheduler {
+    fn new(gpus: Vec<Live>, verbose: bool, contexts: Contexts) -> Scheduler {
+        Scheduler {
+            placement: Placement::new(gpus.len()),
+            gpus,
+            conns: HashMap::new(),
+            on_gpu: HashMap::new(),
+            unsteered: Default::default(),
+            told_contexts: Default::default(),
+            verbose,
+            contexts,
+        }
+    }
+
+    /// A connection closed: its placement ends, and its kernels are done for its GPU's policy.
+    fn gone(&mut self, t: f64, conn: ConnId) -> Vec<Command> {
+        self.unsteered.remove(&conn);
+        if let Some((who, _)) = self.conns.remove(&conn) {
+            if self.verbose {
+                eprintln!("cupreemptd: connection {conn} (pid {}) closed", who.pid);
+            }
+        }
+        if let Some(p) = self.placement.gone(conn) {
+            if self.verbose {
+                eprintln!(
+                    "cupreemptd: {t:.0} us: the program placed by connection {conn} \
+                     has ended; GPU {} (programs per GPU now {:?})",
+                    p.gpu,
+                    self.placement.counts()
+                );
+            }
+        }
+        match self.on_gpu.remove(&conn) {
+            Some(g) => self.gpus[g].gone(t, conn),
+            None => Vec::new(),
+        }
+    }
+
+    /// A launch of a program without MPS: said once per GPU; under `Contexts::Leave` its
+    /// connection is left alone from then on, and told `lean` (returned).
+    fn note_contexts(&mut self, conn: ConnId, msg: &ClientMsg) -> Vec<Command> {
+        let ClientMsg::Launch {
+            mps: Some(false),
+            gpu,
+            ..
+        } = msg
+        else {
+            return Vec::new();
+        };
+        let g = gpu.unwrap_or(0) as usize;
+        if self.told_contexts.insert(g) {
+            let pid = self.conns.get(&conn).map_or(0, |(who, _)| who.pid);
+            eprintln!(
+                "cupreemptd: GPU {g}: a program (pid {pid}) runs in a CUDA context of its own \
+                 (no MPS): the GPU time-slices between contexts, and a kernel preempted here \
+                 keeps a parked block that still takes its context's slices (docs/daemon.md, \
+                 \"Measured: several GPUs\"); {}",
+                match self.contexts {
+                    Contexts::Steer => {
+                        "scheduling such programs all the same (--contexts leave leaves them alone)"
+                    }
+                    Contexts::Leave => "leaving such programs alone",
+                }
+            );
+        }
+        if self.contexts == Contexts::Leave && self.unsteered.insert(conn) {
+            return vec![Command {
+                conn,
+                msg: ServerMsg::Lean { on: true },
+            }];
+        }
+        Vec::new()
+    }
+
+    /// A program's message: to its GPU's policy, or the placement. `lean_now`: what
+    /// `note_contexts` said to a program it now leaves alone.
+    fn message(
+        &mut self,
+        t: f64,
+        conn: ConnId,
+        msg: ClientMsg,
+        lean_now: Vec<Command>,
+    ) -> Result<Vec<Command>, String> {
+        let n = self.gpus.len();
+        // The GPU of a connection's kernels: a message about a kernel of a connection that has
+        // launched none is answered as the policy answers an unknown id.
+        let of = |on_gpu: &HashMap<ConnId, usize>, id: u64| {
+            on_gpu
+                .get(&conn)
+                .copied()
+                .ok_or_else(|| format!("no kernel {id} of this connection is running"))
+        };
+        match msg {
+            // Messages about kernels of a program left alone change nothing.
+            ClientMsg::Launch { .. }
+            | ClientMsg::Progress { .. }
+            | ClientMsg::Yielded { .. }
+            | ClientMsg::Finished { .. }
+                if self.unsteered.contains(&conn) =>
+            {
+                Ok(lean_now)
+            }
+            ClientMsg::Launch {
+                id,
+                kernel,
+                tasks,
+                priority,
+                weight,
+                estimate_us,
+                features,
+                kept_off,
+                gpu,
+                mps: _,
+            } => {
+                let g = gpu.unwrap_or(0) as usize;
+                match self.on_gpu.get(&conn) {
+                    _ if g >= n => Err(format!(
+                        "GPU {g}: the daemon schedules {n} GPU(s), 0 to {}",
+                        n - 1
+                    )),
+                    Some(&other) if other != g => Err(format!(
+                        "GPU {g}: this connection's launches are on GPU {other}"
+                    )),
+                    _ => {
+                        self.on_gpu.insert(conn, g);
+                        let info = LaunchInfo {
+                            kernel: &kernel,
+                            tasks,
+                            priority,
+                            weight,
+                            estimate_us,
+                            features,
+                            kept_off: &kept_off,
+                        };
+                        self.gpus[g].launch(t, conn, id, &info)
+                    }
+                }
+            }
+            ClientMsg::Place { priority } => {
+                let g = self.placement.place(conn, priority)?;
+                if self.verbose {
+                    eprintln!(
+                        "cupreemptd: {t:.0} us: connection {conn} placed on GPU {g} (priority \
+                         {priority}; programs per GPU now {:?})",
+                        self.placement.counts()
+                    );
+                }
+                Ok(vec![Command {
+                    conn,
+                    msg: ServerMsg::Placed {
+                        gpu: g as u32,
+                        gpus: n as u32,
+                    },
+                }])
+            }
+            ClientMsg::Progress { id, done } => of(&self.on_gpu, id)
+                .and_then(|g| self.gpus[g].progress(conn, id, done))
+                .map(|()| Vec::new()),
+            ClientMsg::Yielded { id } => {
+                of(&self.on_gpu, id).and_then(|g| self.gpus[g].yielded(t, conn, id))
+            }
+            // Measurements for the log (switch gaps), nothing to decide.
+            ClientMsg::GpuTimes { .. } => Ok(Vec::new()),
+            ClientMsg::Finished { id } => {
+                of(&self.on_gpu, id).and_then(|g| self.gpus[g].finished(t, conn, id))
+            }
+        }
     }
 }
 
