@@ -285,7 +285,8 @@ pub(crate) fn execution_space_macros(
 /// left as they are, CP001 and CP008). Blanked in the masked view, a definition reads as the
 /// compiler's does without the space; the scan takes the space from the word before the
 /// definition (`analysis::scan`). A use counts where a word (a type, a specifier, another
-/// such macro) follows it.
+/// such macro) follows it, and between an extended lambda's captures and its parameters
+/// (`[] GPU_LAMBDA (int x)`).
 fn execution_space_macro_uses(
     src: &str,
     defs: &[Define],
@@ -297,7 +298,9 @@ fn execution_space_macro_uses(
         for at in uses(src, name) {
             let end = at + name.len();
             let next = src[end..].trim_start().chars().next();
-            if next.is_some_and(|c| c == '_' || c.is_ascii_alphabetic()) {
+            // An extended lambda's space, `[] GPU_LAMBDA (int x) { ... }`, as `__device__` there.
+            let lambda = src[..at].trim_end().ends_with(']') && next == Some('(');
+            if lambda || next.is_some_and(|c| c == '_' || c.is_ascii_alphabetic()) {
                 out.push(at..end);
             }
         }
@@ -1066,6 +1069,10 @@ mod tests {
             "{masked}"
         );
         assert_eq!(error_count(src), 0);
+        // Between an extended lambda's captures and its parameters too.
+        let lambda = "#define GPU_LAMBDA __host__ __device__\n\
+                      void f() { auto g = [] GPU_LAMBDA (int x) { return x; }; g(1); }\n";
+        assert_eq!(error_count(lambda), 0, "{:?}", super::masked(lambda));
     }
 
     fn blanked(src: &str) -> Vec<&str> {
