@@ -394,17 +394,15 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
     first_limit = min(timeout, long_s)
     o_runs = [run_once(exe_o, args, first_limit, orig_tree)]
     t_runs = []
-    if o_runs[0][0] == "timeout" and first_limit < timeout:
-        o_runs[0] = (o_runs[0][0], o_runs[0][1], math.inf)
-    elif o_runs[0][0] == "timeout":  # no time spent on runs that cannot be compared
+    rc, out, took = o_runs[0]
+    if rc == "timeout" and first_limit == timeout:  # no time spent on runs that cannot be compared
         row["status"] = "original times out"
         row.update(ratio=None, values=0, shown=None, detail=[], wall=(timeout, 0.0))
         return {"orig": "", "transformed": "", "rc": ["timeout", None]}
-    if o_runs[0][2] > long_s:
+    if rc == "timeout" or took > long_s:
         row["status"] = f"runs longer than {long_s:g} s"
-        row.update(ratio=None, values=0, shown=None, detail=[],
-                   wall=(min(o_runs[0][2], first_limit), 0.0))
-        return {"orig": o_runs[0][1], "transformed": "", "rc": [o_runs[0][0], None]}
+        row.update(ratio=None, values=0, shown=None, detail=[], wall=(min(took, first_limit), 0.0))
+        return {"orig": out, "transformed": "", "rc": [rc, None]}
     for _ in range(runs):
         t_runs.append(run_once(exe_t, args, timeout, tr_tree))
         o_runs.append(run_once(exe_o, args, timeout, orig_tree))

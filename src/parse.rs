@@ -239,22 +239,15 @@ pub(crate) fn execution_space_macros(
 ) -> std::collections::BTreeMap<String, Vec<String>> {
     let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
     let mut not: std::collections::BTreeSet<String> = Default::default();
+    // An included macro's parameters are not kept (`program::macro_definitions`): it counts as
+    // object-like, and a use of a function-like one is followed by `(`, which no rule blanks.
     let bodies = included
         .iter()
-        .map(|(n, b)| {
-            (
-                n.as_str(),
-                b.as_str(),
-                n.contains('(') || b.starts_with('('),
-            )
-        })
+        .map(|(n, b)| (n.as_str(), b.as_str(), false))
         .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
     for (name, body, function_like) in bodies {
         let words: Vec<&str> = body.split_whitespace().collect();
-        if function_like || not.contains(name) {
-            continue;
-        }
-        if words.is_empty() {
+        if function_like || words.is_empty() || not.contains(name) {
             continue;
         }
         let all_space = words.iter().all(|w| SPACE_WORDS.contains(w));

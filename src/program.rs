@@ -289,15 +289,30 @@ pub fn defines_of(
     // Deeper chains of headers than this are not followed (their helpers stay unknown here,
     // and a kernel that reaches one through them is not told apart from before).
     const MAX_ROUNDS: usize = 8;
-    let (global_macros, space_macros) = space_macro_names(files.iter().map(|(_, t)| t.as_str()));
+    // Kernels and helpers spelled with execution-space macros (`GLOBAL void k()`) count too.
+    let (_, space_macros) = space_macro_names(files.iter().map(|(_, t)| t.as_str()));
     let relevant: Vec<&(PathBuf, String)> = files
         .iter()
         .filter(|(_, t)| {
-            mentions_kernels_with(t, &global_macros)
+            mentions_kernels(t)
                 || t.contains("__device__")
                 || space_macros
                     .iter()
                     .any(|m| crate::lang::word_indices(t, m).next().is_some())
+        })
+        .collect();
+    // Each file is read with the macros of the files it includes, as its own transform takes
+    // them (a kernel spelled `GLOBAL void k(...)`, GLOBAL defined in a header): read once here.
+    let included_macros: Vec<Vec<(String, String)>> = relevant
+        .iter()
+        .map(|(p, _)| {
+            if opts.known_macros.is_empty() {
+                macros_of(graph.closure(p), &|q| {
+                    files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
+                })
+            } else {
+                opts.known_macros.clone()
+            }
         })
         .collect();
     let mut defines = Defines::new();
@@ -306,7 +321,7 @@ pub fn defines_of(
     let mut last: std::collections::BTreeMap<&PathBuf, (Known, Option<Known>)> = Default::default();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
-        for (p, t) in &relevant {
+        for ((p, t), macros) in relevant.iter().zip(&included_macros) {
             let known = known_from(&defines, graph, p);
             let result = match last.get(p) {
                 Some((with, result)) if *with == known => result.clone(),
@@ -314,13 +329,7 @@ pub fn defines_of(
                     let mut o = opts.clone();
                     o.known_kernels.extend(known.0.iter().cloned());
                     o.known_helpers.extend(known.1.iter().cloned());
-                    // The macros of the files it includes, as its own transform takes them
-                    // (a kernel spelled `GLOBAL void k(...)`, GLOBAL defined in a header).
-                    if o.known_macros.is_empty() {
-                        o.known_macros = macros_of(graph.closure(p), &|q| {
-                            files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
-                        });
-                    }
+                    o.known_macros = macros.clone();
                     let result = crate::transform(t, &p.display().to_string(), &o)
                         .ok()
                         .map(|tr| (tr.defines, tr.helpers));

@@ -382,25 +382,15 @@ fn a_source_named_only_in_an_options_file_is_transformed() {
     );
 }
 
-/// A kernel that calls a helper of a project header that reads blockIdx: the launcher
-/// transforms the header's copy too (the helper gets its task-context form), so the kernel is
-/// transformed, not refused, and its object holds the wrapper.
-#[test]
-fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() {
+/// Writes `files` (name, text) into a fresh folder `tag` and compiles its `k.cu` to `k.o`
+/// through the launcher: the object and what the launcher printed.
+fn launcher_object(tag: &str, files: &[(&str, &str)]) -> (PathBuf, String) {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let (bin, _) = cupreempt_and_runtime();
-    let dir = support::tempdir("launcher-header-helper");
-    std::fs::write(
-        dir.join("ids.cuh"),
-        "#pragma once\n__device__ inline unsigned global_id() { return blockIdx.x * blockDim.x + threadIdx.x; }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("k.cu"),
-        "#include \"ids.cuh\"\n__global__ void fill(unsigned* out) { out[global_id()] = global_id(); }\n\
-         void run(unsigned* out) { fill<<<64, 128>>>(out); }\n",
-    )
-    .unwrap();
+    let dir = support::tempdir(tag);
+    for (name, text) in files {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
     let obj = dir.join("k.o");
     let out = run(
         Command::new(&bin)
@@ -411,6 +401,28 @@ fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() 
             .arg("-o")
             .arg(&obj),
         "compile through the launcher",
+    );
+    (obj, out)
+}
+
+/// A kernel that calls a helper of a project header that reads blockIdx: the launcher
+/// transforms the header's copy too (the helper gets its task-context form), so the kernel is
+/// transformed, not refused, and its object holds the wrapper.
+#[test]
+fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() {
+    let (obj, out) = launcher_object(
+        "launcher-header-helper",
+        &[
+            (
+                "ids.cuh",
+                "#pragma once\n__device__ inline unsigned global_id() { return blockIdx.x * blockDim.x + threadIdx.x; }\n",
+            ),
+            (
+                "k.cu",
+                "#include \"ids.cuh\"\n__global__ void fill(unsigned* out) { out[global_id()] = global_id(); }\n\
+                 void run(unsigned* out) { fill<<<64, 128>>>(out); }\n",
+            ),
+        ],
     );
     assert!(!out.contains("CP008"), "{out}");
     assert!(
@@ -424,34 +436,22 @@ fn a_kernel_calling_a_block_id_helper_of_a_header_builds_through_the_launcher() 
 /// header, and the kernel launched from the source is transformed.
 #[test]
 fn a_kernel_spelled_with_a_macro_in_a_header_builds_through_the_launcher() {
-    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
-    let dir = support::tempdir("launcher-space-macro");
-    std::fs::write(
-        dir.join("cu.h"),
-        "#pragma once\n#ifdef __CUDACC__\n#define GLOBAL __global__\n#else\n#define GLOBAL\n#endif\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("kernels.h"),
-        "#pragma once\n#include \"cu.h\"\nGLOBAL void fill(unsigned* out) { out[blockIdx.x] = blockIdx.x; }\n",
-    )
-    .unwrap();
-    std::fs::write(
-        dir.join("k.cu"),
-        "#include \"kernels.h\"\nvoid run(unsigned* out) { fill<<<64, 1>>>(out); }\n",
-    )
-    .unwrap();
-    let obj = dir.join("k.o");
-    let out = run(
-        Command::new(&bin)
-            .arg(&nvcc)
-            .args(["-arch=sm_90", "-std=c++17", "-c"])
-            .args(support::toolkit_flags(&nvcc))
-            .arg(dir.join("k.cu"))
-            .arg("-o")
-            .arg(&obj),
-        "compile through the launcher",
+    let (obj, out) = launcher_object(
+        "launcher-space-macro",
+        &[
+            (
+                "cu.h",
+                "#pragma once\n#ifdef __CUDACC__\n#define GLOBAL __global__\n#else\n#define GLOBAL\n#endif\n",
+            ),
+            (
+                "kernels.h",
+                "#pragma once\n#include \"cu.h\"\nGLOBAL void fill(unsigned* out) { out[blockIdx.x] = blockIdx.x; }\n",
+            ),
+            (
+                "k.cu",
+                "#include \"kernels.h\"\nvoid run(unsigned* out) { fill<<<64, 1>>>(out); }\n",
+            ),
+        ],
     );
     assert!(!out.contains("CP101"), "{out}");
     assert!(

@@ -99,6 +99,10 @@ impl Client {
         self.launch_on(id, priority, None)
     }
     fn launch_on(&mut self, id: u64, priority: u8, gpu: Option<u32>) {
+        self.launch_with(id, priority, gpu, None)
+    }
+    /// A launch of 1,000 tasks on GPU `gpu`, saying whether the GPU is shared through MPS.
+    fn launch_with(&mut self, id: u64, priority: u8, gpu: Option<u32>, mps: Option<bool>) {
         self.send(&ClientMsg::Launch {
             id,
             kernel: format!("k{id}"),
@@ -109,7 +113,7 @@ impl Client {
             features: None,
             kept_off: Vec::new(),
             gpu,
-            mps: None,
+            mps,
         });
     }
     /// Asks for a GPU as `cupreemptd run` does; the GPU placed on.
@@ -348,18 +352,7 @@ fn each_gpu_schedules_its_own_programs_and_placements_end_with_their_programs() 
 #[test]
 fn programs_in_contexts_of_their_own_are_left_alone_when_asked() {
     let launch = |c: &mut Client, id: u64, priority: u8, mps: Option<bool>| {
-        c.send(&ClientMsg::Launch {
-            id,
-            kernel: format!("k{id}"),
-            tasks: 1000,
-            priority,
-            weight: 1.0,
-            estimate_us: Some(1e6),
-            features: None,
-            kept_off: Vec::new(),
-            gpu: None,
-            mps,
-        })
+        c.launch_with(id, priority, None, mps)
     };
     for (mode, steered) in [("leave", false), ("steer", true)] {
         let d = Daemon::start(

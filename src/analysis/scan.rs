@@ -845,14 +845,10 @@ fn execution_space<'t>(
                 "__global__" => {
                     s.global = true;
                     s.global_kw = Some(start..before.len());
+                    // As for a type macro (below): the macro's text, the space replaced.
                     s.global_replacement = words
-                        .iter()
-                        .map(|w| match w.as_str() {
-                            "__global__" => "__device__ __forceinline__",
-                            other => other,
-                        })
-                        .collect::<Vec<_>>()
-                        .join(" ");
+                        .join(" ")
+                        .replace("__global__", "__device__ __forceinline__");
                 }
                 "__device__" => s.device = true,
                 "__host__" => s.host = true,
