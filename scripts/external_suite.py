@@ -372,7 +372,7 @@ def main():
         (results / f"{name}.log.json").write_text(json.dumps(logs[name]))
         save_logs(out, results)  # after every program: a run cut short keeps its outputs
         log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
-            f"({len(ratios)} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+            f"({row.get('values', 0)} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
 
     save_results(out, rows, skipped, runs)
     report(rows, [(d.name, why) for d, why in skipped], out, runs)

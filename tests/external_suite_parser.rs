@@ -1,7 +1,9 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
 //! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
-//! table of two external passes, the Makefile suite's selection, the benchmark logs' parser and the task loop's timing cuts.
+//! table of two external passes, the Makefile suite's selection, the benchmark logs' parser and the task loop's timing cuts;
+//! and pyflakes over every script (a name left undefined fails only when its line runs, on a GPU).
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
@@ -76,4 +78,41 @@ fn gpus_sim_builds_the_experiments_workload() {
 #[test]
 fn the_makefile_suite_selects_programs_and_their_inputs() {
     self_test("scripts/makefile_suite.py");
+}
+
+/// Every Python script under scripts/, read by pyflakes (installed by scripts/test.sh next to
+/// nvcc): an undefined name in a line that runs only on a GPU machine (a suite's progress
+/// line) would otherwise be found there, after the builds.
+#[test]
+fn every_script_passes_pyflakes() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join("target/nvcc-venv/bin/python");
+    let mut scripts: Vec<PathBuf> = Vec::new();
+    for dir in ["scripts", "scripts/probes"] {
+        for e in std::fs::read_dir(root.join(dir))
+            .expect("scripts/ is in the repository")
+            .flatten()
+        {
+            if e.path().extension().is_some_and(|x| x == "py") {
+                scripts.push(e.path());
+            }
+        }
+    }
+    assert!(scripts.len() > 10, "found only {} scripts", scripts.len());
+    let out = Command::new(&python)
+        .args(["-m", "pyflakes"])
+        .args(&scripts)
+        .output()
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}: run the tests through scripts/test.sh (it installs pyflakes)",
+                python.display()
+            )
+        });
+    assert!(
+        out.status.success(),
+        "pyflakes (run the tests through scripts/test.sh if it is missing):\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

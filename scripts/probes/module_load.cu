@@ -5,7 +5,9 @@
 // that launch; -DBALLAST=N adds N kernels that are never launched, each of -DFMAS=F dependent
 // FMAs (default 1,000: about 16 KB of SASS). scripts/probes/module_load.sh builds it with
 // several counts and sizes of ballast kernels, with and without PTX, and runs each build in
-// fresh processes, lazy and eager.
+// fresh processes, lazy and eager. -DBALLAST_ONLY builds the ballast alone (with
+// `ballast_addresses`) and -DBALLAST_ELSEWHERE a main that takes it from there: the ballast in
+// another translation unit of the same program, hence another module.
 #include <chrono>
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -17,7 +19,11 @@
 #define FMAS 1000
 #endif
 
+#ifndef BALLAST_ONLY
 __global__ void touch(float* p) { p[threadIdx.x] += 1.0f; }
+#endif
+
+#ifndef BALLAST_ELSEWHERE
 
 // FMAS dependent FMAs: about 16 bytes of SASS each, which nothing can fold away.
 template <int ID>
@@ -41,9 +47,15 @@ struct Instantiate<0> {
   static void* addresses(void**) { return nullptr; }
 };
 
+void ballast_addresses(void** out) { Instantiate<BALLAST>::addresses(out); }
+#else
+void ballast_addresses(void** out);
+#endif
+
+#ifndef BALLAST_ONLY
 int main() {
   static void* kept[BALLAST + 1];
-  Instantiate<BALLAST>::addresses(kept);
+  ballast_addresses(kept);
   if (cudaFree(0) != cudaSuccess) return 1;  // the context
   float* p = nullptr;
   if (cudaMalloc(&p, 1024 * sizeof(float)) != cudaSuccess) return 1;
@@ -57,3 +69,4 @@ int main() {
   std::printf("first_launch_us %.1f\n", std::chrono::duration<double, std::micro>(t1 - t0).count());
   return kept[0] == (void*)1;  // never: keeps `kept` alive
 }
+#endif

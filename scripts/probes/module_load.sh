@@ -20,7 +20,11 @@ build 64x16k 64 1000 $sass
 build 4x64k 4 4000 $sass
 build 64x4k 64 250 $sass
 build 16x16k+ptx 16 1000 -gencode "arch=compute_90,code=[sm_90,compute_90]"
-names="none 4x16k 16x16k 64x16k 4x64k 64x4k 16x16k+ptx"
+# The same ballast in a translation unit of its own (another module): never loaded lazily.
+nvcc -O2 $sass -DBALLAST=16 -DFMAS=1000 -DBALLAST_ONLY -c scripts/probes/module_load.cu -o "$work/ballast.o"
+nvcc -O2 $sass -DBALLAST=16 -DFMAS=1000 -DBALLAST_ELSEWHERE -c scripts/probes/module_load.cu -o "$work/main.o"
+nvcc $sass "$work/main.o" "$work/ballast.o" -o "$work/16x16k-elsewhere"
+names="none 4x16k 16x16k 64x16k 4x64k 64x4k 16x16k+ptx 16x16k-elsewhere"
 for name in $names; do
   fatbin=$(fatbin_bytes "$work/$name")
   for mode in LAZY EAGER; do
