@@ -92,6 +92,13 @@ def split_words(line):
         return line.split()
 
 
+def missing_inputs(d: Path, words, made):
+    """The run line's file arguments that are not in the program's folder, less those its
+    `clean` target removes (`made`): a file the program writes (`./main output.txt`)."""
+    return [w for w in words if FILE_ARG.search(w) and not w.startswith("-")
+            and w not in made and not (d / w).exists()]
+
+
 def run_script(d: Path, cc, arch, env):
     """The commands of the program's `run` target, as a script in its folder (what `make run`
     would run, without make's own output)."""
@@ -101,8 +108,10 @@ def run_script(d: Path, cc, arch, env):
     if r.returncode != 0 or not lines:
         return None, []
     words = [w for ln in lines for w in split_words(ln)]
-    missing = [w for w in words[1:] if FILE_ARG.search(w) and not w.startswith("-")
-               and not (d / w).exists()]
+    cleaned = make(d, cc, arch, env, target="clean", dry=True)
+    made = {w for ln in cleaned.stdout.splitlines() for w in split_words(ln)} \
+        if cleaned.returncode == 0 else set()
+    missing = missing_inputs(d, words[1:], made)
     script = d / "cupreempt-run.sh"
     script.write_text("#!/bin/sh\nset -e\n" + "\n".join(lines) + "\n")
     script.chmod(0o755)
@@ -269,6 +278,9 @@ def self_test():
         assert (tree / "src/b-cuda/Makefile").exists(), "the sibling is copied"
         assert FILE_ARG.search("../b-cuda/in.bin") and FILE_ARG.search("graph.txt")
         assert not any(FILE_ARG.search(w) for w in ("100", "1e-3", "0.5", "-n"))
+        # A file the clean target removes is an output, not a missing input.
+        assert missing_inputs(root / "src/a-cuda", ["output.txt", "in.bin", "10"],
+                              {"rm", "-rf", "main", "output.txt"}) == ["in.bin"]
         # A first run longer than long_s, or past the timeout, is not run again.
         slow = root / "slow.sh"
         slow.write_text("#!/bin/sh\nsleep 0.3\necho done\n")
