@@ -116,3 +116,10 @@ fn every_script_passes_pyflakes() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// The module-load probe's forms of a transformed unit (scripts/probes/wrapper_load.py): the
+/// wrappers' bodies emptied, the 32-register wrappers left out, and its timing reader.
+#[test]
+fn wrapper_load_makes_its_forms() {
+    self_test("scripts/probes/wrapper_load.py");
+}
