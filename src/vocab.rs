@@ -23,6 +23,18 @@ pub const LAUNCH_PARAM: &str = "__cp_launch";
 /// where asking for 2 is out of range.
 pub const R32_MIN_BLOCKS: &str = "CUPREEMPT_R32_MIN_BLOCKS";
 
+/// Defined by the compiler launcher once ptxas has told it the kernels' register counts
+/// (src/cli/capped.rs): then only the kernels named by `capped_macro` get the capped wrapper,
+/// those whose original needs at most 32 registers and plain wrapper more, the only ones
+/// `launch.cuh` would launch it for. Any other capped wrapper would be code in the module,
+/// loaded at its first use, that no launch runs.
+pub const CAPPED_CHOSEN: &str = "CUPREEMPT_R32_CHOSEN";
+
+/// The macro that keeps `kernel`'s capped wrapper where `CAPPED_CHOSEN` is defined.
+pub fn capped_macro(kernel: &str) -> String {
+    format!("CUPREEMPT_R32_{kernel}")
+}
+
 /// The launch description's C type (control.h).
 pub const LAUNCH_TYPE: &str = "cupreempt_launch";
 /// The context that reads the hardware's blockIdx/gridDim (task_loop.cuh).

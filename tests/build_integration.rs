@@ -460,6 +460,53 @@ fn a_kernel_spelled_with_a_macro_in_a_header_builds_through_the_launcher() {
     );
 }
 
+/// The launcher keeps a wrapper held to 32 registers only for a kernel whose original needs at
+/// most 32 registers and whose plain wrapper more (the only launches that choose it), reading
+/// ptxas's report of a first compile: here ten running sums (32 registers as written, 40 in
+/// the plain wrapper with nvcc 13.5 for sm_90) get one, a one-line kernel does not; ptxas's
+/// report is not shown.
+#[test]
+fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
+    let sums: String = {
+        let a: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
+        let loads: String = (0..10)
+            .map(|i| format!("    a{i} += in[j + {i} * stride];\n"))
+            .collect();
+        let muls: String = (0..5)
+            .map(|i| format!("    a{i} *= a{};\n", 9 - i))
+            .collect();
+        format!(
+            "__global__ void sums(const float* __restrict__ in, float* __restrict__ out, int n, int stride) {{\n\
+             \x20 int i = blockIdx.x * blockDim.x + threadIdx.x;\n  float {};\n\
+             \x20 for (int j = i; j + 9 * stride < n; j += 10 * stride) {{\n{loads}{muls}  }}\n\
+             \x20 out[i] = {};\n}}\n",
+            a.iter().map(|v| format!("{v} = 0")).collect::<Vec<_>>().join(", "),
+            a.join(" + ")
+        )
+    };
+    let source = format!(
+        "__global__ void tiny(float* p) {{ p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }}\n{sums}\
+         void run(const float* in, float* out, int n, int s) {{ tiny<<<n / 256, 256>>>(out); sums<<<n / 256, 256>>>(in, out, n, s); }}\n"
+    );
+    let (obj, out) = launcher_object("launcher-capped", &[("k.cu", &source)]);
+    assert!(
+        !out.contains("ptxas info"),
+        "the launcher's own ptxas report was shown:\n{out}"
+    );
+    assert!(
+        support::file_contains(&obj, "sums__cupreempt_r32"),
+        "sums lost its capped wrapper:\n{out}"
+    );
+    assert!(
+        support::file_contains(&obj, "tiny__cupreempt"),
+        "tiny is not transformed:\n{out}"
+    );
+    assert!(
+        !support::file_contains(&obj, "tiny__cupreempt_r32"),
+        "tiny kept a capped wrapper that no launch would choose:\n{out}"
+    );
+}
+
 /// `__FILE__` in a source and in its headers reads as it does in the original's build (the
 /// source as the command names it, a header as the preprocessor finds it), not the copy's
 /// path: programs print it in their error messages, and a transformed build must print the

@@ -757,7 +757,7 @@ fn the_32_register_wrapper_is_left_out_of_relocatable_device_code() {
     assert!(o.status.success(), "{}", stderr(&o));
     let out = std::fs::read_to_string(dir.join("out.cu")).unwrap();
     assert!(
-        out.contains("#ifndef __CUDACC_RDC__\n// cupreempt: the same, held to 32 registers"),
+        out.contains("#if !defined(__CUDACC_RDC__) && (!defined(CUPREEMPT_R32_CHOSEN) || defined(CUPREEMPT_R32_areas))\n// cupreempt: the same, held to 32 registers"),
         "{out}"
     );
     for rdc in [false, true] {

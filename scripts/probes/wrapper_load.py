@@ -6,7 +6,7 @@ only in that unit's module, and runs them alternately, one process at a time:
 
   original   the source as written, no runtime;
   full       transformed (cupreempt transform), linked with the runtime;
-  no_r32     the same without the wrappers held to 32 registers (the `__CUDACC_RDC__` guards);
+  no_r32     the same without the wrappers held to 32 registers (`CUPREEMPT_R32_CHOSEN`);
   empty      both wrappers kept as kernels, their bodies empty (the kernels' count, not code);
   empty_no_r32  one empty wrapper per kernel;
   runtime    the source as written, linked with the runtime and with one transformed unit of
@@ -40,8 +40,9 @@ BODY = re.compile(r"using CupreemptCtx = cupreempt::TaskCtx;\n\s*cupreempt::run_
 def variant(text: str, form: str) -> str:
     """The transformed unit's text in the given form."""
     if form == "no_r32":
-        return text.replace("#ifndef __CUDACC_RDC__", "#if 0").replace(
-            "#ifdef __CUDACC_RDC__", "#if 1")
+        # As the compiler launcher leaves them out (CUPREEMPT_R32_CHOSEN); older builds' guard.
+        return "#define CUPREEMPT_R32_CHOSEN 1\n" + text.replace(
+            "#ifndef __CUDACC_RDC__", "#if 0").replace("#ifdef __CUDACC_RDC__", "#if 1")
     if form == "empty":
         return BODY.sub("(void)__cp_launch;", text)
     if form == "empty_no_r32":
@@ -73,6 +74,7 @@ def self_test():
     empty = variant(text, "empty")
     assert "run_tasks" not in empty and "(void)__cp_launch;\n}" in empty, empty
     assert "#if 0\nr32" in variant(text, "no_r32")
+    assert variant(text, "no_r32").startswith("#define CUPREEMPT_R32_CHOSEN 1\n")
     both = variant(text, "empty_no_r32")
     assert "run_tasks" not in both and "#if 0" in both, both
     assert first_number("Processing time: 0.25 (ms)", "time") == 0.25

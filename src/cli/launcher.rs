@@ -428,12 +428,14 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let mut mapped = Vec::new();
         let mut source_dirs: Vec<OsString> = Vec::new();
         let mut failed = false;
+        let mut capped = false;
         for &i in &cmd.sources.clone() {
             let source = PathBuf::from(&cmd.args[i]);
             match prepare(&source, &base, &cmd.search, &system) {
-                Ok(Prepared::Copy(root, copy)) => {
+                Ok(Prepared::Copy(root, copy, has_capped)) => {
                     cmd.args[i] = copy.into_os_string();
                     mapped.push(root);
+                    capped |= has_capped;
                     // The source's own folder first, as a quoted include from it would search
                     // it first (an include the copy could not redirect, e.g. a computed one).
                     if let Some(dir) = std::path::absolute(&source)
@@ -462,7 +464,11 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         args.append(&mut cmd.args);
         args.push(format!("-I{}", support.display()).into());
         cmd.args = args;
-        let status = nvcc_status(&nvcc, &cmd.args, cmd.links)?;
+        let status = if capped && chooses_capped(&cmd.args) {
+            compile_choosing_capped(&nvcc, &cmd)?
+        } else {
+            nvcc_status(&nvcc, &cmd.args, cmd.links)?
+        };
         if status.success() {
             // -MD without -MF: nvcc names the depfile after the output.
             let named = cmd.output.iter().flat_map(|o| {
@@ -485,6 +491,108 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     Ok(exit_code(status))
 }
 
+/// Whether the command makes machine code from its sources with ptxas, where its report says
+/// which capped wrappers a launch could choose: not for PTX alone or a device link, and not
+/// with relocatable device code (which has no capped wrappers). `CUPREEMPT_R32_ALL=1` keeps
+/// every capped wrapper in one compile.
+fn chooses_capped(args: &[OsString]) -> bool {
+    if std::env::var_os("CUPREEMPT_R32_ALL").is_some_and(|v| v != "0") {
+        return false;
+    }
+    const NO_MACHINE_CODE: &[&str] = &[
+        "-dc",
+        "--device-c",
+        "-dw",
+        "--device-w",
+        "-ptx",
+        "--ptx",
+        "-optix-ir",
+        "--optix-ir",
+        "-dlink",
+        "--device-link",
+    ];
+    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    !words.iter().enumerate().any(|(i, &w)| {
+        let rdc_value = match w {
+            "-rdc" | "--relocatable-device-code" => words.get(i + 1).copied(),
+            _ => w
+                .strip_prefix("-rdc=")
+                .or_else(|| w.strip_prefix("--relocatable-device-code=")),
+        };
+        NO_MACHINE_CODE.contains(&w) || rdc_value.is_some_and(|v| v == "true" || v == "1")
+    })
+}
+
+/// Whether the user asked for ptxas's report (then it is theirs to see, whole).
+fn asks_ptxas_report(args: &[OsString]) -> bool {
+    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
+    words.iter().enumerate().any(|(i, &w)| {
+        w == "--resource-usage"
+            || w == "-res-usage"
+            || ((w == "-Xptxas" || w == "--ptxas-options")
+                && words
+                    .get(i + 1)
+                    .is_some_and(|v| v.split(',').any(|o| o == "-v" || o == "--verbose")))
+            || w.strip_prefix("-Xptxas=")
+                .or_else(|| w.strip_prefix("--ptxas-options="))
+                .is_some_and(|v| v.split(',').any(|o| o == "-v" || o == "--verbose"))
+    })
+}
+
+/// Compiles without capped wrappers and with ptxas's report (`capped`), then again with the
+/// capped wrappers of the kernels that need one, only where there are such kernels (or the
+/// report said too little to tell). The report is not shown unless the user asked for it.
+fn compile_choosing_capped(
+    nvcc: &Path,
+    cmd: &NvccCommand,
+) -> anyhow::Result<std::process::ExitStatus> {
+    use super::capped::{choose, is_report_line, Choice};
+    let shown = asks_ptxas_report(&cmd.args);
+    let mut first = cmd.args.clone();
+    first.push(format!("-D{}", cupreempt::vocab::CAPPED_CHOSEN).into());
+    if !shown {
+        first.extend(["-Xptxas".into(), "-v".into()]);
+    }
+    let mut c = launcher_command(nvcc, &first, cmd.links)?;
+    let out = c
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
+    let report = String::from_utf8_lossy(&out.stderr);
+    let choice = if out.status.success() {
+        choose(&report)
+    } else {
+        Choice::Kernels(Default::default())
+    };
+    let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
+    match &choice {
+        Choice::Kernels(k) if k.is_empty() => {
+            let kept: String = report
+                .lines()
+                .filter(|l| shown || !is_report_line(l))
+                .map(|l| format!("{l}\n"))
+                .collect();
+            eprint!("{kept}");
+            if verbose && out.status.success() {
+                eprintln!("cupreempt: no kernel needs its wrapper held to 32 registers: compiled without them");
+            }
+            return Ok(out.status);
+        }
+        Choice::Kernels(k) if verbose => eprintln!(
+            "cupreempt: wrappers held to 32 registers for {} (ptxas: original at most 32 registers, wrapper more); compiling again with them",
+            k.iter().cloned().collect::<Vec<_>>().join(", ")
+        ),
+        Choice::Unknown if verbose => eprintln!(
+            "cupreempt: ptxas's report does not tell which kernels need their wrapper held to 32 registers; compiling again with all of them"
+        ),
+        _ => {}
+    }
+    let mut second = cmd.args.clone();
+    second.extend(choice.defines().into_iter().map(OsString::from));
+    nvcc_status(nvcc, &second, cmd.links)
+}
+
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
     ExitCode::from(status.code().unwrap_or(1).clamp(0, 255) as u8)
 }
@@ -494,6 +602,13 @@ fn nvcc_status(
     args: &[OsString],
     links: bool,
 ) -> anyhow::Result<std::process::ExitStatus> {
+    launcher_command(nvcc, args, links)?
+        .status()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))
+}
+
+/// nvcc with `args`, and the runtime library where the command links.
+fn launcher_command(nvcc: &Path, args: &[OsString], links: bool) -> anyhow::Result<Command> {
     let mut c = Command::new(nvcc);
     c.args(args);
     if links {
@@ -508,8 +623,7 @@ fn nvcc_status(
             .args(["-Xlinker", "-rpath", "-Xlinker"])
             .arg(&dir);
     }
-    c.status()
-        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))
+    Ok(c)
 }
 
 /// The private folder: next to the output (`OUT.cupreempt/`), or in the working folder.
@@ -546,8 +660,9 @@ fn write_if_changed(path: &Path, content: &[u8]) -> anyhow::Result<()> {
 }
 
 enum Prepared {
-    /// The copy to compile, under the root that mirrors the file system.
-    Copy(PathBuf, PathBuf),
+    /// The copy to compile, under the root that mirrors the file system, and whether the
+    /// copies hold a capped wrapper (`capped`).
+    Copy(PathBuf, PathBuf, bool),
     /// Nothing to transform in it or its headers.
     AsWritten,
 }
@@ -615,6 +730,7 @@ fn prepare(
     let spelled = spelled_names(spelled_source, &files, search);
     let color = super::stderr_color();
     let mut refused = false;
+    let mut capped = false;
     for (p, text) in &files {
         // The name the preprocessor gives the original (its `__FILE__`, its messages), not
         // the copy's path nor the canonical one: a program that prints `__FILE__` prints the
@@ -645,6 +761,7 @@ fn prepare(
                 .collect();
             eprint!("{}", render(&shown, &name, text, color));
             refused |= t.diagnostics.iter().any(|d| d.is_refusal());
+            capped |= t.output.contains(cupreempt::vocab::CAPPED_CHOSEN);
             // Messages about lines before the first edit name the original too.
             line_one(&name, &t.output)
         } else {
@@ -663,7 +780,7 @@ fn prepare(
         anyhow::bail!("kernels refused (CUPREEMPT_STRICT=1)");
     }
     let copy = copy_of(&source);
-    Ok(Prepared::Copy(root, copy))
+    Ok(Prepared::Copy(root, copy, capped))
 }
 
 /// Each file's name as the preprocessor spells it when it compiles the original (`__FILE__`):

@@ -1,6 +1,7 @@
 //! Argument parsing and the commands. Library code does the work; this only reads, writes and
 //! prints.
 
+mod capped;
 mod check;
 mod diff;
 mod files;

@@ -164,7 +164,7 @@ pub fn rewrite(
             out.push('\n');
         }
         let w = wrapper(plan, &h, cap, named);
-        out.push_str(&if cap { without_rdc(&w) } else { w });
+        out.push_str(&if cap { where_capped(&k.name, &w) } else { w });
     }
     if let Some(first) = plan.prior_declarations.first() {
         // Launch sites between the declaration and here need the wrappers and the struct early.
@@ -177,7 +177,11 @@ pub fn rewrite(
                 decl.prefix(),
                 wrapper_params(&decl.params)
             );
-            early.push_str(&if cap { without_rdc(&line) } else { line });
+            early.push_str(&if cap {
+                where_capped(&k.name, &line)
+            } else {
+                line
+            });
         }
         early.push_str(&launch_types(plan, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
@@ -320,6 +324,28 @@ pub(crate) fn by_rdc(in_rdc: &str, otherwise: &str) -> String {
     format!("#ifdef __CUDACC_RDC__\n{in_rdc}#else\n{otherwise}#endif\n")
 }
 
+fn capped_condition(kernel: &str) -> String {
+    format!(
+        "!defined(__CUDACC_RDC__) && (!defined({}) || defined({}))",
+        crate::vocab::CAPPED_CHOSEN,
+        crate::vocab::capped_macro(kernel)
+    )
+}
+
+/// `text` (the capped wrapper, or its declaration) where `kernel` gets one: not with `-rdc`
+/// (`without_rdc`), and not where the launcher chose against it (`vocab::CAPPED_CHOSEN`).
+pub(crate) fn where_capped(kernel: &str, text: &str) -> String {
+    format!("#if {}\n{text}#endif\n", capped_condition(kernel))
+}
+
+/// `otherwise` where `where_capped` keeps `kernel`'s capped wrapper, `absent` where not.
+pub(crate) fn by_capped(kernel: &str, absent: &str, otherwise: &str) -> String {
+    format!(
+        "#if {}\n{otherwise}#else\n{absent}#endif\n",
+        capped_condition(kernel)
+    )
+}
+
 /// The wrappers a kernel gets: the plain one (false), then the one held to 32 registers
 /// (true) where the analysis says so (`KernelPlan::capped_wrapper`).
 fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
@@ -406,8 +432,13 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
     let capped_line =
         |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
     let capped_member = if plan.capped_wrapper {
-        // No capped wrapper in relocatable-device-code builds (`without_rdc`).
-        by_rdc(&capped_line(&wrapper), &capped_line(&capped_wrapper))
+        // No capped wrapper in relocatable-device-code builds, nor where the launcher found
+        // that no launch would choose it (`where_capped`).
+        by_capped(
+            &k.name,
+            &capped_line(&wrapper),
+            &capped_line(&capped_wrapper),
+        )
     } else {
         capped_line(&capped_wrapper)
     };
