@@ -2,8 +2,9 @@
 """Makefile suite: public CUDA programs that nobody here wrote, one folder each with a Makefile
 that compiles with `$(CC)` for `-arch=$(ARCH)` and a `run` target (the shape of HeCBench's
 `src/NAME-cuda` folders). Each program is built twice on copies, as it is (`make CC=nvcc`) and
-through the compiler launcher (`make CC="cupreempt nvcc"`, which transforms every CUDA source
-and links the runtime), run one at a time with the arguments of its `run` target, outputs
+through the compiler launcher (`make CC=DIR/nvcc`, a link named nvcc to cupreempt, which then
+launches the nvcc on PATH: one word, as Makefiles that pass `CC=$(CC)` unquoted to another
+make need; it transforms every CUDA source and links the runtime), run one at a time with the arguments of its `run` target, outputs
 compared and the programs' own printed timings set side by side (the rules of
 external_suite.py). See scripts/makefile-suite.sh for usage.
 
@@ -118,12 +119,24 @@ def run_script(d: Path, cc, arch, env):
     return script, missing
 
 
+def launcher(tree: Path, cli) -> str:
+    """The launcher as one word: a link named nvcc to cupreempt, beside the build tree."""
+    front = tree.parent / "launcher-front"
+    front.mkdir(parents=True, exist_ok=True)
+    cli = Path(cli).resolve()
+    link = front / "nvcc"
+    if not link.is_symlink() or os.readlink(link) != str(cli):
+        link.unlink(missing_ok=True)
+        link.symlink_to(cli)
+    return str(link)
+
+
 def build_both(root, rel, trees, cli, lib, arch):
     """Builds one program as written and through the launcher; returns (row fields, scripts)."""
     orig_tree, tr_tree = trees
     env = {**os.environ, "CUPREEMPT_RUNTIME_DIR": str(lib)}
     out = {}
-    for label, tree, cc in (("orig", orig_tree, "nvcc"), ("transformed", tr_tree, f"{cli} nvcc")):
+    for label, tree, cc in (("orig", orig_tree, "nvcc"), ("transformed", tr_tree, launcher(tr_tree, cli))):
         d = copy_program(root, rel, tree)
         t = time.time()
         try:
@@ -299,6 +312,10 @@ def self_test():
         ext.compare_builds(row, slow, slow, [], 1, 10, 0, root, root, long_s=5)
         assert row["status"] == "identical", row
         assert split_words("./main 10 \\") == ["./main", "10", "\\"]
+        (root / "cupreempt").write_text("")
+        cc = launcher(root / "tr" / "tree", root / "cupreempt")
+        assert cc.endswith("/launcher-front/nvcc"), cc
+        assert Path(os.readlink(cc)) == (root / "cupreempt").resolve(), os.readlink(cc)
         # Kernels in a header are counted with the .cu files.
         prog = root / "src/h-cuda"
         prog.mkdir(parents=True)

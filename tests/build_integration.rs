@@ -507,6 +507,105 @@ fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
     );
 }
 
+/// The launcher puts the source's folder on the search path of quoted includes only: an
+/// include line with angle brackets that names a header next to the source fails as it does
+/// with nvcc alone (a local `boost/` folder must not stand in for the system's), while a
+/// computed quoted include, which the copy cannot redirect, still finds it.
+#[test]
+fn only_quoted_includes_search_the_sources_folder() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-iquote");
+    std::fs::write(dir.join("only_here.h"), "#define ONLY_HERE 3\n").unwrap();
+    let kernel = "__global__ void k(int* p) { p[blockIdx.x] = ONLY_HERE; }\nvoid run(int* p) { k<<<4, 1>>>(p); }\n";
+    let compile = |name: &str, text: String, launcher: bool| {
+        std::fs::write(dir.join(name), text).unwrap();
+        let mut c = Command::new(if launcher { &bin } else { &nvcc });
+        if launcher {
+            c.arg(&nvcc);
+        }
+        c.args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(dir.join(name))
+            .arg("-o")
+            .arg(dir.join(format!("{name}.o")))
+            .current_dir(std::env::temp_dir())
+            .output()
+            .expect("nvcc")
+    };
+    let angle = format!("#include <only_here.h>\n{kernel}");
+    assert!(
+        !compile("angle.cu", angle.clone(), false).status.success(),
+        "nvcc alone found it"
+    );
+    let o = compile("angle.cu", angle, true);
+    assert!(
+        !o.status.success(),
+        "through the launcher an angle-bracket include found a header next to the source"
+    );
+    let computed = format!("#define HEADER \"only_here.h\"\n#include HEADER\n{kernel}");
+    let o = compile("computed.cu", computed, true);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(support::file_contains(
+        &dir.join("computed.cu.o"),
+        "k__cupreempt"
+    ));
+}
+
+/// Run under the name `nvcc` (a link ahead of the real nvcc on PATH, as ccache is used), cupreempt
+/// is the launcher for the next nvcc on PATH: a build whose compiler must be one word (a
+/// Makefile passing `CC=$(CC)` unquoted to another make) can use it. With no other nvcc on
+/// PATH it says so.
+#[test]
+fn run_as_nvcc_it_launches_the_next_nvcc_on_path() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let nvcc = nvcc.canonicalize().unwrap_or(nvcc);
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-masquerade");
+    let front = dir.join("front");
+    std::fs::create_dir_all(&front).unwrap();
+    let link = front.join("nvcc");
+    let _ = std::fs::remove_file(&link);
+    std::os::unix::fs::symlink(&bin, &link).unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "__global__ void fill(int* p) { p[blockIdx.x] = 1; }\nvoid run(int* p) { fill<<<4, 1>>>(p); }\n",
+    )
+    .unwrap();
+    let rest = std::env::var_os("PATH").unwrap_or_default();
+    let path = std::env::join_paths(
+        [front.clone(), nvcc.parent().unwrap().to_path_buf()]
+            .into_iter()
+            .chain(std::env::split_paths(&rest)),
+    )
+    .unwrap();
+    let out = run(
+        Command::new("nvcc")
+            .env("PATH", &path)
+            .args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(dir.join("k.cu"))
+            .arg("-o")
+            .arg(dir.join("k.o")),
+        "compile with the link named nvcc",
+    );
+    assert!(
+        support::file_contains(&dir.join("k.o"), "fill__cupreempt"),
+        "not transformed:\n{out}"
+    );
+    let alone = Command::new(&link)
+        .env("PATH", &front)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(alone.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&alone.stderr).contains("no other nvcc is on PATH"),
+        "{}",
+        String::from_utf8_lossy(&alone.stderr)
+    );
+}
+
 /// `__FILE__` in a source and in its headers reads as it does in the original's build (the
 /// source as the command names it, a header as the preprocessor finds it), not the copy's
 /// path: programs print it in their error messages, and a transformed build must print the

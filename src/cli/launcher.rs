@@ -30,6 +30,27 @@ pub fn is_compiler(first: &std::ffi::OsStr) -> bool {
     stem == "nvcc" || (first.to_string_lossy().contains('/') && is_executable(path))
 }
 
+/// Where cupreempt runs under the name `nvcc` (a link or copy named so, as ccache is used: a
+/// build whose compiler variable must be one word, a Makefile that passes `CC=$(CC)` unquoted
+/// to another make), the nvcc it stands in front of: the first `nvcc` on PATH that is not
+/// this program. `None` under any other name; an error where there is no other nvcc.
+pub fn masquerade(argv0: &std::ffi::OsStr) -> Option<anyhow::Result<PathBuf>> {
+    let name = Path::new(argv0).file_name()?.to_string_lossy().to_string();
+    if name.strip_suffix(".exe").unwrap_or(&name) != "nvcc" {
+        return None;
+    }
+    let me = std::env::current_exe().and_then(|p| p.canonicalize()).ok();
+    let found = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(&name))
+            .filter(|p| is_executable(p))
+            .find(|p| p.canonicalize().ok() != me)
+    });
+    Some(found.ok_or_else(|| {
+        anyhow::anyhow!("run as {name}, but no other {name} is on PATH to compile with")
+    }))
+}
+
 /// A file that may be run (a source named by mistake, `cupreempt ./k.cu`, is not a compiler).
 fn is_executable(path: &Path) -> bool {
     #[cfg(unix)]
@@ -436,13 +457,14 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
                     cmd.args[i] = copy.into_os_string();
                     mapped.push(root);
                     capped |= has_capped;
-                    // The source's own folder first, as a quoted include from it would search
-                    // it first (an include the copy could not redirect, e.g. a computed one).
+                    // The source's own folder first for quoted includes, as a quoted include
+                    // from it would search it first (an include the copy could not redirect,
+                    // e.g. a computed one); not for `<...>`, which never searches it.
                     if let Some(dir) = std::path::absolute(&source)
                         .ok()
-                        .and_then(|p| p.parent().map(|d| format!("-I{}", d.display())))
+                        .and_then(|p| p.parent().map(Path::to_path_buf))
                     {
-                        source_dirs.push(dir.into());
+                        source_dirs.extend(quoted_search(&dir));
                     }
                 }
                 Ok(Prepared::AsWritten) => {}
@@ -591,6 +613,24 @@ fn compile_choosing_capped(
     let mut second = cmd.args.clone();
     second.extend(choice.defines().into_iter().map(OsString::from));
     nvcc_status(nvcc, &second, cmd.links)
+}
+
+/// Options that put `dir` on the search path of quoted includes only (`-iquote`, which nvcc
+/// passes to the host compiler's preprocessor, the one both compilation passes use). A folder
+/// whose name has a comma cannot go through `-Xcompiler` (it splits at commas): `-I` then.
+fn quoted_search(dir: &Path) -> Vec<OsString> {
+    let d = dir.as_os_str();
+    if d.to_string_lossy().contains(',') {
+        let mut i = OsString::from("-I");
+        i.push(d);
+        return vec![i];
+    }
+    vec![
+        "-Xcompiler".into(),
+        "-iquote".into(),
+        "-Xcompiler".into(),
+        d.to_os_string(),
+    ]
 }
 
 fn exit_code(status: std::process::ExitStatus) -> ExitCode {
