@@ -385,6 +385,15 @@ fn a_source_named_only_in_an_options_file_is_transformed() {
 /// Writes `files` (name, text) into a fresh folder `tag` and compiles its `k.cu` to `k.o`
 /// through the launcher: the object and what the launcher printed.
 fn launcher_object(tag: &str, files: &[(&str, &str)]) -> (PathBuf, String) {
+    launcher_object_with(tag, files, &[])
+}
+
+/// `launcher_object` with variables set in the launcher's environment.
+fn launcher_object_with(
+    tag: &str,
+    files: &[(&str, &str)],
+    env: &[(&str, &str)],
+) -> (PathBuf, String) {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let (bin, _) = cupreempt_and_runtime();
     let dir = support::tempdir(tag);
@@ -392,17 +401,22 @@ fn launcher_object(tag: &str, files: &[(&str, &str)]) -> (PathBuf, String) {
         std::fs::write(dir.join(name), text).unwrap();
     }
     let obj = dir.join("k.o");
-    let out = run(
-        Command::new(&bin)
-            .arg(&nvcc)
+    (obj.clone(), compile_k(&bin, &nvcc, &dir, &obj, env))
+}
+
+/// Compiles `dir/k.cu` to `obj` through the launcher; what it printed.
+fn compile_k(bin: &Path, nvcc: &Path, dir: &Path, obj: &Path, env: &[(&str, &str)]) -> String {
+    run(
+        Command::new(bin)
+            .envs(env.iter().copied())
+            .arg(nvcc)
             .args(["-arch=sm_90", "-std=c++17", "-c"])
-            .args(support::toolkit_flags(&nvcc))
+            .args(support::toolkit_flags(nvcc))
             .arg(dir.join("k.cu"))
             .arg("-o")
-            .arg(&obj),
+            .arg(obj),
         "compile through the launcher",
-    );
-    (obj, out)
+    )
 }
 
 /// A kernel that calls a helper of a project header that reads blockIdx: the launcher
@@ -464,7 +478,7 @@ fn a_kernel_spelled_with_a_macro_in_a_header_builds_through_the_launcher() {
 /// most 32 registers and whose plain wrapper more (the only launches that choose it), reading
 /// ptxas's report of a first compile: here ten running sums (32 registers as written, 40 in
 /// the plain wrapper with nvcc 13.5 for sm_90) get one, a one-line kernel does not; ptxas's
-/// report is not shown.
+/// report is not shown; a rebuild compiles once, with what the last compile needed.
 #[test]
 fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
     let sums: String = {
@@ -488,10 +502,15 @@ fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
         "__global__ void tiny(float* p) {{ p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }}\n{sums}\
          void run(const float* in, float* out, int n, int s) {{ tiny<<<n / 256, 256>>>(out); sums<<<n / 256, 256>>>(in, out, n, s); }}\n"
     );
-    let (obj, out) = launcher_object("launcher-capped", &[("k.cu", &source)]);
+    let verbose = [("CUPREEMPT_VERBOSE", "1")];
+    let (obj, out) = launcher_object_with("launcher-capped", &[("k.cu", &source)], &verbose);
     assert!(
         !out.contains("ptxas info"),
         "the launcher's own ptxas report was shown:\n{out}"
+    );
+    assert!(
+        out.contains("for sums (ptxas"),
+        "a clean build compiles again for sums:\n{out}"
     );
     assert!(
         support::file_contains(&obj, "sums__cupreempt_r32"),
@@ -505,6 +524,15 @@ fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
         !support::file_contains(&obj, "tiny__cupreempt_r32"),
         "tiny kept a capped wrapper that no launch would choose:\n{out}"
     );
+    // A rebuild starts from what the last compile needed: one compile.
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_cupreempt"));
+    let out = compile_k(&bin, &nvcc, obj.parent().unwrap(), &obj, &verbose);
+    assert!(
+        out.contains("wrappers held to 32 registers: sums") && !out.contains("compiling again"),
+        "a rebuild compiled twice:\n{out}"
+    );
+    assert!(support::file_contains(&obj, "sums__cupreempt_r32"));
 }
 
 /// The launcher puts the source's folder on the search path of quoted includes only: an

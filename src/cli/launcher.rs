@@ -487,7 +487,8 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         args.push(format!("-I{}", support.display()).into());
         cmd.args = args;
         let status = if capped && chooses_capped(&cmd.args) {
-            compile_choosing_capped(&nvcc, &cmd)?
+            let memory = mapped.first().map(|root| root.join("capped-wrappers"));
+            compile_choosing_capped(&nvcc, &cmd, memory.as_deref())?
         } else {
             nvcc_status(&nvcc, &cmd.args, cmd.links)?
         };
@@ -561,17 +562,40 @@ fn asks_ptxas_report(args: &[OsString]) -> bool {
     })
 }
 
-/// Compiles without capped wrappers and with ptxas's report (`capped`), then again with the
-/// capped wrappers of the kernels that need one, only where there are such kernels (or the
-/// report said too little to tell). The report is not shown unless the user asked for it.
+/// Compiles with the capped wrappers that the last compile of these sources needed (`memory`,
+/// a file of kernel names; none at first) and with ptxas's report (`capped`), then again only
+/// if the report names a kernel that needs one and did not get it (or says too little to
+/// tell), and remembers what it needed: a clean build compiles a unit with such kernels twice,
+/// a rebuild once. The report is not shown unless the user asked for it.
 fn compile_choosing_capped(
     nvcc: &Path,
     cmd: &NvccCommand,
+    memory: Option<&Path>,
 ) -> anyhow::Result<std::process::ExitStatus> {
     use super::capped::{choose, is_report_line, Choice};
+    let remembered: std::collections::BTreeSet<String> = memory
+        .and_then(|m| std::fs::read_to_string(m).ok())
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    let remember = |needed: Option<&std::collections::BTreeSet<String>>| {
+        if let Some(m) = memory {
+            let _ = match needed {
+                Some(k) if *k != remembered => {
+                    std::fs::write(m, k.iter().map(|n| format!("{n}\n")).collect::<String>())
+                }
+                Some(_) => Ok(()),
+                None => std::fs::remove_file(m),
+            };
+        }
+    };
     let shown = asks_ptxas_report(&cmd.args);
     let mut first = cmd.args.clone();
-    first.push(format!("-D{}", cupreempt::vocab::CAPPED_CHOSEN).into());
+    first.extend(
+        Choice::Kernels(remembered.clone())
+            .defines()
+            .into_iter()
+            .map(OsString::from),
+    );
     if !shown {
         first.extend(["-Xptxas".into(), "-v".into()]);
     }
@@ -589,7 +613,10 @@ fn compile_choosing_capped(
     };
     let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
     match &choice {
-        Choice::Kernels(k) if k.is_empty() => {
+        Choice::Kernels(k) if k.is_subset(&remembered) || !out.status.success() => {
+            if out.status.success() {
+                remember(Some(k));
+            }
             let kept: String = report
                 .lines()
                 .filter(|l| shown || !is_report_line(l))
@@ -597,7 +624,11 @@ fn compile_choosing_capped(
                 .collect();
             eprint!("{kept}");
             if verbose && out.status.success() {
-                eprintln!("cupreempt: no kernel needs its wrapper held to 32 registers: compiled without them");
+                let names = k.iter().cloned().collect::<Vec<_>>().join(", ");
+                eprintln!(
+                    "cupreempt: wrappers held to 32 registers: {}",
+                    if names.is_empty() { "none needed" } else { &names }
+                );
             }
             return Ok(out.status);
         }
@@ -610,6 +641,10 @@ fn compile_choosing_capped(
         ),
         _ => {}
     }
+    remember(match &choice {
+        Choice::Kernels(k) => Some(k),
+        Choice::Unknown => None,
+    });
     let mut second = cmd.args.clone();
     second.extend(choice.defines().into_iter().map(OsString::from));
     nvcc_status(nvcc, &second, cmd.links)
