@@ -578,6 +578,31 @@ fn only_quoted_includes_search_the_sources_folder() {
         &dir.join("computed.cu.o"),
         "k__cupreempt"
     ));
+    // A system header's quoted include never searched the source's folder: a partial copy of
+    // the library next to the source (HeCBench's interval has a `boost/`) is not read.
+    let sys = dir.join("sys/lib");
+    std::fs::create_dir_all(&sys).unwrap();
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    std::fs::write(sys.join("a.h"), "#include \"lib/b.h\"\n").unwrap();
+    std::fs::write(sys.join("b.h"), "#define LIB_B 1\n").unwrap();
+    std::fs::write(dir.join("lib/b.h"), "#define LIB_B 2\n").unwrap();
+    let system = dir.join("system.cu");
+    std::fs::write(
+        &system,
+        format!("#include <lib/a.h>\nstatic_assert(LIB_B == 1, \"the source's lib/b.h was read\");\n#define ONLY_HERE LIB_B\n{kernel}"),
+    )
+    .unwrap();
+    let o = Command::new(&bin)
+        .arg(&nvcc)
+        .args(["-arch=sm_90", "-std=c++17", "-c", "-isystem"])
+        .arg(dir.join("sys"))
+        .args(support::toolkit_flags(&nvcc))
+        .arg(&system)
+        .arg("-o")
+        .arg(dir.join("system.o"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
 /// Run under the name `nvcc` (a link ahead of the real nvcc on PATH, as ccache is used), cupreempt

@@ -123,3 +123,10 @@ fn every_script_passes_pyflakes() {
 fn wrapper_load_makes_its_forms() {
     self_test("scripts/probes/wrapper_load.py");
 }
+
+/// The chaos probe over a suite's builds (scripts/probes/chaos_suite.py): its verdicts and the
+/// runtime's count of preemptible launches.
+#[test]
+fn chaos_suite_compares_and_counts_preemptible_launches() {
+    self_test("scripts/probes/chaos_suite.py");
+}

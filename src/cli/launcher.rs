@@ -453,18 +453,23 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         for &i in &cmd.sources.clone() {
             let source = PathBuf::from(&cmd.args[i]);
             match prepare(&source, &base, &cmd.search, &system) {
-                Ok(Prepared::Copy(root, copy, has_capped)) => {
-                    cmd.args[i] = copy.into_os_string();
-                    mapped.push(root);
-                    capped |= has_capped;
-                    // The source's own folder first for quoted includes, as a quoted include
-                    // from it would search it first (an include the copy could not redirect,
-                    // e.g. a computed one); not for `<...>`, which never searches it.
-                    if let Some(dir) = std::path::absolute(&source)
-                        .ok()
-                        .and_then(|p| p.parent().map(Path::to_path_buf))
-                    {
-                        source_dirs.extend(quoted_search(&dir));
+                Ok(Prepared::Copy(c)) => {
+                    cmd.args[i] = c.copy.into_os_string();
+                    mapped.push(c.root);
+                    capped |= c.capped;
+                    // An include the copies could not redirect (a computed one) searched the
+                    // source's own folder first, as written: it does so for quoted includes
+                    // (not for `<...>`, which never searched it). Only then: the option makes
+                    // every file's quoted includes search that folder, system headers' too,
+                    // which as written never did (a partial `boost/` next to the source would
+                    // stand in for parts of the system's).
+                    if c.unredirected {
+                        if let Some(dir) = std::path::absolute(&source)
+                            .ok()
+                            .and_then(|p| p.parent().map(Path::to_path_buf))
+                        {
+                            source_dirs.extend(quoted_search(&dir));
+                        }
                     }
                 }
                 Ok(Prepared::AsWritten) => {}
@@ -650,6 +655,19 @@ fn compile_choosing_capped(
     nvcc_status(nvcc, &second, cmd.links)
 }
 
+/// Whether `text` names a file to include in a way `redirect_includes` cannot follow: a
+/// computed `#include NAME` or `__has_include("...")`.
+fn has_unredirected_include(text: &str) -> bool {
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(
+            r#"(?m)^[ \t]*#[ \t]*include(?:_next)?[ \t]+[A-Za-z_]|__has_include(?:_next)?[ \t]*\([ \t]*""#,
+        )
+        .expect("valid regex")
+    });
+    re.is_match(text)
+}
+
 /// Options that put `dir` on the search path of quoted includes only (`-iquote`, which nvcc
 /// passes to the host compiler's preprocessor, the one both compilation passes use). A folder
 /// whose name has a comma cannot go through `-Xcompiler` (it splits at commas): `-I` then.
@@ -734,10 +752,21 @@ fn write_if_changed(path: &Path, content: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A source's transformed copy and what its compile needs to know.
+struct Copied {
+    /// The folder that mirrors the file system, with the copies under it.
+    root: PathBuf,
+    /// The source's copy, to compile.
+    copy: PathBuf,
+    /// The copies hold a capped wrapper (`capped`).
+    capped: bool,
+    /// A copy has an include line the copying could not redirect: a computed
+    /// `#include MACRO` or a quoted `__has_include`.
+    unredirected: bool,
+}
+
 enum Prepared {
-    /// The copy to compile, under the root that mirrors the file system, and whether the
-    /// copies hold a capped wrapper (`capped`).
-    Copy(PathBuf, PathBuf, bool),
+    Copy(Copied),
     /// Nothing to transform in it or its headers.
     AsWritten,
 }
@@ -855,7 +884,13 @@ fn prepare(
         anyhow::bail!("kernels refused (CUPREEMPT_STRICT=1)");
     }
     let copy = copy_of(&source);
-    Ok(Prepared::Copy(root, copy, capped))
+    let unredirected = files.iter().any(|(_, t)| has_unredirected_include(t));
+    Ok(Prepared::Copy(Copied {
+        root,
+        copy,
+        capped,
+        unredirected,
+    }))
 }
 
 /// Each file's name as the preprocessor spells it when it compiles the original (`__FILE__`):
@@ -1125,6 +1160,21 @@ mod tests {
             "a.o: /src/my\\ dir/a.cu \\\n /src/k.cuh /usr/include/stdio.h\n"
         );
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn computed_includes_and_has_include_are_told_apart_from_literal_names() {
+        assert!(has_unredirected_include("#define H \"a.h\"\n#include H\n"));
+        assert!(has_unredirected_include("  # include_next NEXT\n"));
+        assert!(has_unredirected_include(
+            "#if __has_include(\"cfg.h\")\n#endif\n"
+        ));
+        assert!(!has_unredirected_include(
+            "#include \"a.h\"\n#include <b.h>\n"
+        ));
+        assert!(!has_unredirected_include(
+            "#if __has_include(<cuda_fp8.h>)\n#endif\n"
+        ));
     }
 
     #[test]
