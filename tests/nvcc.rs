@@ -454,3 +454,118 @@ fn with_relocatable_device_code_the_task_loop_steps_are_inlined() {
         );
     }
 }
+
+/// The lines of each function of `cuobjdump -sass` output: (name, instructions).
+fn sass_functions(sass: &str) -> Vec<(String, Vec<String>)> {
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    for line in sass.lines() {
+        if let Some(name) = line.trim().strip_prefix("Function : ") {
+            out.push((name.to_string(), Vec::new()));
+        } else if let (Some((_, code)), Some(last)) = (line.split_once("*/"), out.last_mut()) {
+            let code = code.trim().trim_end_matches(';').trim();
+            if line.trim_start().starts_with("/*") && !code.is_empty() && !code.starts_with("/*") {
+                last.1.push(code.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Where a compare-and-swap loop that ptxas made for an atomic (`ATOMS.CAST`: a floating-point
+/// atomicAdd on shared memory) is followed by a barrier with no reconvergence (`BSYNC`,
+/// `WARPSYNC`) in between: the index of the atomic. Each lane leaves such a loop when its own
+/// swap succeeds, and the first lane of a warp at an aligned barrier counts for the whole warp.
+fn unreconverged_atomics(code: &[String]) -> Vec<usize> {
+    let mut bad = Vec::new();
+    for (i, ins) in code.iter().enumerate() {
+        if !ins.contains("ATOMS.CAST") {
+            continue;
+        }
+        for next in &code[i + 1..] {
+            if next.starts_with("BSYNC") || next.starts_with("WARPSYNC") {
+                break;
+            }
+            if next.starts_with("BAR.SYNC") || next.contains(" BAR.SYNC") {
+                bad.push(i);
+                break;
+            }
+        }
+    }
+    bad
+}
+
+/// Persistent wrappers of kernels that add floats and doubles atomically in shared memory and
+/// then synchronize (fixtures/shared_float_atomic.cu): in the machine code, every lane of a
+/// warp is back before the barrier, as in the original kernels. With the task loop's rounds
+/// as a loop around the chunk loop, ptxas (nvcc 13.5, sm_90) left the reconvergence out of the
+/// wrappers: on the H100 one lane per warp was counted (HeCBench's expdist, 1/32 of its sum).
+/// Needs cuobjdump and nvdisasm next to nvcc (scripts/test.sh installs them from PyPI).
+#[test]
+fn barriers_after_expanded_atomics_wait_for_the_whole_warp() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let bin = nvcc.parent().expect("nvcc's folder").to_path_buf();
+    let cuobjdump = bin.join("cuobjdump");
+    assert!(
+        cuobjdump.is_file() && bin.join("nvdisasm").is_file(),
+        "cuobjdump and nvdisasm not next to {}: run the tests through scripts/test.sh",
+        nvcc.display()
+    );
+    let dir = support::tempdir("nvcc-atomics");
+    let path = support::root().join("fixtures/shared_float_atomic.cu");
+    let src = std::fs::read_to_string(&path).unwrap();
+    let t = cupreempt::transform(
+        &src,
+        "shared_float_atomic.cu",
+        &cupreempt::Options::default(),
+    )
+    .unwrap();
+    let cu = dir.join("atomics.cu");
+    std::fs::write(&cu, &t.output).unwrap();
+    let cubin = dir.join("atomics.cubin");
+    support::compiles(
+        support::nvcc_build(&nvcc, &cubin)
+            .args(["-O3", "-cubin"])
+            .arg(&cu),
+        "shared_float_atomic (transformed)",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let path_var = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .unwrap();
+    let o = std::process::Command::new(&cuobjdump)
+        .env("PATH", path_var)
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .expect("cuobjdump");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let functions = sass_functions(&String::from_utf8_lossy(&o.stdout));
+    let wrappers = functions
+        .iter()
+        .filter(|(n, code)| {
+            n.contains("__cupreempt") && code.iter().any(|c| c.contains("ATOMS.CAST"))
+        })
+        .count();
+    assert!(
+        wrappers >= 2,
+        "no wrapper with an expanded atomic: {functions:?}"
+    );
+    let bad: Vec<String> = functions
+        .iter()
+        .filter_map(|(n, code)| {
+            let at = unreconverged_atomics(code);
+            (!at.is_empty()).then(|| {
+                format!(
+                    "{n}: {:?}",
+                    at.iter().map(|&i| &code[i]).collect::<Vec<_>>()
+                )
+            })
+        })
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "barriers reached before the warp is back together:\n{}",
+        bad.join("\n")
+    );
+}

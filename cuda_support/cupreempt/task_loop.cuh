@@ -635,53 +635,64 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   const unsigned budget = l.budget_ns ? l.budget_ns : (budget_ns ? budget_ns : kDefaultBudgetNs);
   if (leader) ls.tail = ls.host_seq = ls.host_away = 0, ls.yield_ns_copied = 0;
 
-  do {
-    bool claimed = false;  // the leader's first chunk is in states[0] (enter())
-    if (leader) {
-      const unsigned smid = sm_id();
-      const unsigned n = fixed ? fixed
-                               : first_chunk_size(budget, l.task_ns, l.total_tasks,
-                                                  gridDim.x * gridDim.y * gridDim.z);
-      claimed = enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid),
-                      l.grid_x, l.grid_y, l.grid_z, ls, states[0]);
-    }
-    for (unsigned parity = 0;; parity ^= 1u) {
-      BlockState& st = states[parity];
-      if (leader && !claimed)
-        next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
-                   l.grid_y, l.grid_z, ls, st);
-      claimed = false;
+  // The leader takes a round's first chunk into states[0].
+  const auto enter_round = [&]() {
+    const unsigned smid = sm_id();
+    const unsigned n = fixed ? fixed
+                             : first_chunk_size(budget, l.task_ns, l.total_tasks,
+                                                gridDim.x * gridDim.y * gridDim.z);
+    return enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), l.grid_x,
+                 l.grid_y, l.grid_z, ls, states[0]);
+  };
+  bool claimed = leader && enter_round();  // the leader's first chunk is in states[0]
+  // One loop, rounds included (a tail that goes back to work, stay(), starts a round in the
+  // stop branch), not a loop of rounds around the chunk loop: inside that nest, ptxas (nvcc 13,
+  // sm_90) left out the reconvergence between an atomic it expands into a compare-and-swap
+  // loop (a float atomicAdd on shared memory) and the body's next barrier, so the first lane
+  // of each warp to succeed arrived at the barrier for its whole warp and the block read the
+  // sum before the other lanes had added (HeCBench's expdist: 1/32 of its sum;
+  // fixtures/shared_float_atomic.cu). tests/nvcc.rs checks the machine code.
+  for (unsigned parity = 0;; parity ^= 1u) {
+    BlockState& st = states[parity];
+    if (leader && !claimed)
+      next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
+                 l.grid_y, l.grid_z, ls, st);
+    claimed = false;
+    __syncthreads();
+    // Every thread reads the same values, but ptxas cannot tell that from a shared-memory
+    // load: it then assumes that warps may diverge in the task loop and gives each barrier
+    // of the body a second, divergent copy of the code after it (up to twice the body's size,
+    // which the first launch pays for in loading time). A value that a shuffle takes from
+    // lane 0 with the full mask is known to be the same in every lane. Lanes that a partial
+    // last warp does not have count as exited, which the full mask allows.
+    if (__shfl_sync(0xffffffffu, st.stop, 0)) {
+      // Every thread has left the chunk (all read the same st.stop after the same barrier).
+      __threadfence();
       __syncthreads();
-      // Every thread reads the same values, but ptxas cannot tell that from a shared-memory
-      // load: it then assumes that warps may diverge in the task loop and gives each barrier
-      // of the body a second, divergent copy of the code after it (up to twice the body's size,
-      // which the first launch pays for in loading time). A value that a shuffle takes from
-      // lane 0 with the full mask is known to be the same in every lane. Lanes that a partial
-      // last warp does not have count as exited, which the full mask allows.
-      if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
-      // At most kMaxChunk.
-      const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
-      // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
-      // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
-#pragma unroll 1
-      for (unsigned i = 0; i < n; ++i) {
-        Ctx ctx(l, st, i);
-        body(ctx);
-        // The next task may reuse this task's shared memory. After the last task of a chunk the
-        // leader's barrier above does this job.
-        if (TaskBarrier && i + 1 < n) __syncthreads();
+      if (leader) {
+        leave(c, l.host, l.total_tasks, ls);
+        again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
+        claimed = again && enter_round();
       }
-      if (leader) ls.unreported = n;
+      __syncthreads();
+      if (!__shfl_sync(0xffffffffu, again, 0)) break;
+      parity = 1u;  // the step makes it 0: the new round's first chunk is in states[0]
+      continue;
     }
-    // Every thread has left the loop (all read the same st.stop after the same barrier).
-    __threadfence();
-    __syncthreads();
-    if (leader) {
-      leave(c, l.host, l.total_tasks, ls);
-      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
+    // At most kMaxChunk.
+    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
+    // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
+    // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
+#pragma unroll 1
+    for (unsigned i = 0; i < n; ++i) {
+      Ctx ctx(l, st, i);
+      body(ctx);
+      // The next task may reuse this task's shared memory. After the last task of a chunk the
+      // leader's barrier above does this job.
+      if (TaskBarrier && i + 1 < n) __syncthreads();
     }
-    __syncthreads();
-  } while (again);
+    if (leader) ls.unreported = n;
+  }
 }
 
 }  // namespace cupreempt
