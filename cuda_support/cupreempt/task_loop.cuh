@@ -644,7 +644,8 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     return enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), l.grid_x,
                  l.grid_y, l.grid_z, ls, states[0]);
   };
-  bool claimed = leader && enter_round();  // the leader's first chunk is in states[0]
+  bool claimed = false;  // the leader's first chunk of a round is in states[0]
+  bool starting = true;  // a round starts (the same in every thread)
   // One loop, rounds included (a tail that goes back to work, stay(), starts a round in the
   // stop branch), not a loop of rounds around the chunk loop: inside that nest, ptxas (nvcc 13,
   // sm_90) left out the reconvergence between an atomic it expands into a compare-and-swap
@@ -654,6 +655,10 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   // fixtures/shared_float_atomic.cu). tests/nvcc.rs checks the machine code.
   for (unsigned parity = 0;; parity ^= 1u) {
     BlockState& st = states[parity];
+    if (starting) {
+      claimed = leader && enter_round();
+      starting = false;
+    }
     if (leader && !claimed)
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
                  l.grid_y, l.grid_z, ls, st);
@@ -672,11 +677,11 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       if (leader) {
         leave(c, l.host, l.total_tasks, ls);
         again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
-        claimed = again && enter_round();
       }
       __syncthreads();
       if (!__shfl_sync(0xffffffffu, again, 0)) break;
-      parity = 1u;  // the step makes it 0: the new round's first chunk is in states[0]
+      parity = 1u;  // the step makes it 0: the new round's first chunk goes to states[0]
+      starting = true;
       continue;
     }
     // At most kMaxChunk.
