@@ -476,23 +476,24 @@ fn a_kernel_spelled_with_a_macro_in_a_header_builds_through_the_launcher() {
 
 /// The launcher keeps a wrapper held to 32 registers only for a kernel whose original needs at
 /// most 32 registers and whose plain wrapper more (the only launches that choose it), reading
-/// ptxas's report of a first compile: here ten running sums (32 registers as written, 40 in
-/// the plain wrapper with nvcc 13.5 for sm_90) get one, a one-line kernel does not; ptxas's
-/// report is not shown; a rebuild compiles once, with what the last compile needed.
+/// ptxas's report of a first compile: here thirteen running sums (32 registers as written, 40
+/// in the plain wrapper with nvcc 13.5 for sm_90; a change to the task loop can move that, and
+/// the first assertion then says to pick another count) get one, a one-line kernel does not;
+/// ptxas's report is not shown; a rebuild compiles once, with what the last compile needed.
 #[test]
 fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
     let sums: String = {
-        let a: Vec<String> = (0..10).map(|i| format!("a{i}")).collect();
-        let loads: String = (0..10)
+        let a: Vec<String> = (0..13).map(|i| format!("a{i}")).collect();
+        let loads: String = (0..13)
             .map(|i| format!("    a{i} += in[j + {i} * stride];\n"))
             .collect();
-        let muls: String = (0..5)
-            .map(|i| format!("    a{i} *= a{};\n", 9 - i))
+        let muls: String = (0..6)
+            .map(|i| format!("    a{i} *= a{};\n", 12 - i))
             .collect();
         format!(
             "__global__ void sums(const float* __restrict__ in, float* __restrict__ out, int n, int stride) {{\n\
              \x20 int i = blockIdx.x * blockDim.x + threadIdx.x;\n  float {};\n\
-             \x20 for (int j = i; j + 9 * stride < n; j += 10 * stride) {{\n{loads}{muls}  }}\n\
+             \x20 for (int j = i; j + 12 * stride < n; j += 13 * stride) {{\n{loads}{muls}  }}\n\
              \x20 out[i] = {};\n}}\n",
             a.iter().map(|v| format!("{v} = 0")).collect::<Vec<_>>().join(", "),
             a.join(" + ")
@@ -510,7 +511,7 @@ fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
     );
     assert!(
         out.contains("for sums (ptxas"),
-        "a clean build compiles again for sums:\n{out}"
+        "a clean build compiles again for sums (unless `sums` is no longer in the band, original at most 32 registers and wrapper more: then change its count of sums):\n{out}"
     );
     assert!(
         support::file_contains(&obj, "sums__cupreempt_r32"),
