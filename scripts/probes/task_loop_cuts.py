@@ -57,8 +57,8 @@ def minimal_next_chunk(src):
 
 CUTS = {
     "no-end-fence": replace(
-        "    __threadfence();\n    __syncthreads();\n    if (leader) {\n      leave(",
-        "    __syncthreads();\n    if (leader) {\n      leave("),
+        "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(",
+        "      __syncthreads();\n      if (leader) {\n        leave("),
     # Timing only: no fence between the block's lane and its first look at the command
     # (neither enter()'s nor the one it leaves to the first next_chunk).
     "no-enter-fence": chain(
@@ -81,9 +81,9 @@ CUTS = {
     "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
-        "      leave(c, l.host, l.total_tasks, ls);\n"
-        "      again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);",
-        "      again = 0;"),
+        "        leave(c, l.host, l.total_tasks, ls);\n"
+        "        again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);",
+        "        again = 0;"),
     "inline-next-chunk": replace(
         "static __device__ CUPREEMPT_STEP void next_chunk(",
         "static __device__ __forceinline__ void next_chunk("),
@@ -91,7 +91,8 @@ CUTS = {
     "no-shfl": chain(
         replace("const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);",
                 "const unsigned n = (unsigned)(st.end - st.begin);"),
-        replace("if (__shfl_sync(0xffffffffu, st.stop, 0)) break;", "if (st.stop) break;")),
+        replace("if (__shfl_sync(0xffffffffu, st.stop, 0)) {", "if (st.stop) {"),
+        replace("if (!__shfl_sync(0xffffffffu, again, 0)) break;", "if (!again) break;")),
     # Timing only: the lane words of SMs s, s + 8, ... share a line (16-17 SMs per line on the
     # H100 instead of 32).
     "lanes-spread": chain(
@@ -133,8 +134,8 @@ CUTS = {
 # thread's fence before it: the barrier orders the threads' stores before the leader's fence,
 # and a fence is cumulative (the pattern of a cooperative grid's sync). Correct.
 CUTS["leader-end-fence"] = replace(
-    "    __threadfence();\n    __syncthreads();\n    if (leader) {\n      leave(",
-    "    __syncthreads();\n    if (leader) {\n      __threadfence();\n      leave(")
+    "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(",
+    "      __syncthreads();\n      if (leader) {\n        __threadfence();\n        leave(")
 # Timing only, each one load or store of the leader's step between two chunks left out.
 CUTS["no-seen-load"] = replace(
     "  const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;\n",
