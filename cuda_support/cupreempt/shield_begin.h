@@ -141,6 +141,8 @@
 #undef end
 #pragma push_macro("enter")
 #undef enter
+#pragma push_macro("enter_round")
+#undef enter_round
 #pragma push_macro("entered_ns")
 #undef entered_ns
 #pragma push_macro("env_u32")
@@ -405,6 +407,8 @@
 #undef start_off
 #pragma push_macro("started")
 #undef started
+#pragma push_macro("starting")
+#undef starting
 #pragma push_macro("starts_off")
 #undef starts_off
 #pragma push_macro("states")
