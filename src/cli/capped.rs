@@ -46,9 +46,8 @@ pub fn entry_registers(report: &str) -> Vec<(String, u32)> {
         let info = info.trim_start_matches([' ', ':']).trim_start();
         if let Some(rest) = info.strip_prefix("Compiling entry function '") {
             entry = rest.split('\'').next().map(str::to_string);
-        } else if let Some(rest) = info.strip_prefix("Compiling ") {
+        } else if info.starts_with("Compiling ") {
             // A non-entry function (under -rdc): its counts are not a kernel's.
-            let _ = rest;
             entry = None;
         } else if let Some(rest) = info.strip_prefix("Used ") {
             let count = rest.split_whitespace().next().and_then(|n| n.parse().ok());
