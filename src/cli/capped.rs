@@ -211,6 +211,9 @@ ptxas info    : Used 8 registers, used 0 barriers
             ("_Z15sums__cupreempt16cupreempt_launchPKfPfii".into(), 40)
         );
         assert_eq!(r[3], ("_Z4tinyPf".into(), 8));
+        // Under -rdc ptxas reports device functions too: their counts are no kernel's.
+        let rdc = "ptxas info    : Compiling function '_Z6helperi' for 'sm_90'\nptxas info    : Used 50 registers\n";
+        assert!(entry_registers(rdc).is_empty());
     }
 
     #[test]
