@@ -168,6 +168,19 @@ pub fn includes(src: &str) -> Vec<Include> {
         .collect()
 }
 
+/// Whether `text` names a file to include in a way that the launcher's copies cannot redirect
+/// (`includes` finds no literal name): a computed `#include NAME` or `__has_include("...")`.
+pub fn has_unredirected_include(text: &str) -> bool {
+    static RE: OnceLock<Regex> = OnceLock::new();
+    let re = RE.get_or_init(|| {
+        Regex::new(
+            r#"(?m)^[ \t]*#[ \t]*include(?:_next)?[ \t]+[A-Za-z_]|__has_include(?:_next)?[ \t]*\([ \t]*""#,
+        )
+        .expect("valid regex")
+    });
+    re.is_match(text)
+}
+
 /// Where the preprocessor finds `inc` included from a file in `dir`: next to the including
 /// file first for a quoted name, then along `search` (the -I folders, in order).
 pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf> {
@@ -497,6 +510,21 @@ pub fn mentions_kernels_with(src: &str, global_macros: &[String]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn computed_includes_and_has_include_are_told_apart_from_literal_names() {
+        assert!(has_unredirected_include("#define H \"a.h\"\n#include H\n"));
+        assert!(has_unredirected_include("  # include_next NEXT\n"));
+        assert!(has_unredirected_include(
+            "#if __has_include(\"cfg.h\")\n#endif\n"
+        ));
+        assert!(!has_unredirected_include(
+            "#include \"a.h\"\n#include <b.h>\n"
+        ));
+        assert!(!has_unredirected_include(
+            "#if __has_include(<cuda_fp8.h>)\n#endif\n"
+        ));
+    }
+
     use super::*;
 
     #[test]

@@ -191,6 +191,21 @@ const NO_LINK: &[&str] = &[
     "--cuda",
 ];
 
+/// Modes that make no machine code of the sources (PTX alone, device-code objects, a device
+/// link): no ptxas report of the kernels' registers to choose capped wrappers by.
+const NO_MACHINE_CODE: &[&str] = &[
+    "-dc",
+    "--device-c",
+    "-dw",
+    "--device-w",
+    "-ptx",
+    "--ptx",
+    "-optix-ir",
+    "--optix-ir",
+    "-dlink",
+    "--device-link",
+];
+
 /// The command line, split into what the launcher needs to know.
 struct NvccCommand {
     args: Vec<OsString>,
@@ -206,6 +221,11 @@ struct NvccCommand {
     links: bool,
     /// -MD/-MMD: nvcc writes a depfile, named by -MF or after the output.
     depends: bool,
+    /// ptxas makes machine code of the sources without relocatable device code (no
+    /// `NO_MACHINE_CODE` mode, no `-rdc=true`): its report can choose the capped wrappers.
+    machine_code: bool,
+    /// The user asked for ptxas's report (`-Xptxas -v`, `--resource-usage`): theirs to see.
+    ptxas_report: bool,
 }
 
 fn parse(args: Vec<OsString>) -> NvccCommand {
@@ -219,6 +239,8 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
         pass_through: false,
         links: true,
         depends: false,
+        machine_code: true,
+        ptxas_report: false,
     };
     let mut language_cu = false;
     let mut i = 0;
@@ -234,6 +256,26 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
         }
         if NO_LINK.contains(&flag.as_str()) {
             c.links = false;
+        }
+        if NO_MACHINE_CODE.contains(&flag.as_str()) {
+            c.machine_code = false;
+        }
+        // `-rdc true`, `-rdc=true`, `--relocatable-device-code=true`.
+        let rdc = match flag.as_str() {
+            "-rdc" | "--relocatable-device-code" => attached.clone().or_else(next),
+            _ => a.strip_prefix("-rdc=").map(str::to_string),
+        };
+        if rdc.is_some_and(|v| v == "true" || v == "1") {
+            c.machine_code = false;
+        }
+        let ptxas = match flag.as_str() {
+            "-Xptxas" | "--ptxas-options" => attached.clone().or_else(next),
+            _ => a.strip_prefix("-Xptxas=").map(str::to_string),
+        };
+        let verbose = |v: String| v.split(',').any(|o| o == "-v" || o == "--verbose");
+        if matches!(flag.as_str(), "--resource-usage" | "-res-usage") || ptxas.is_some_and(verbose)
+        {
+            c.ptxas_report = true;
         }
         let value = |short: &[&str], long: &[&str]| -> Option<String> {
             if let Some(v) = &attached {
@@ -491,7 +533,7 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         args.append(&mut cmd.args);
         args.push(format!("-I{}", support.display()).into());
         cmd.args = args;
-        let status = if capped && chooses_capped(&cmd.args) {
+        let status = if capped && chooses_capped(&cmd) {
             let memory = mapped.first().map(|root| root.join("capped-wrappers"));
             compile_choosing_capped(&nvcc, &cmd, memory.as_deref())?
         } else {
@@ -519,52 +561,11 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     Ok(exit_code(status))
 }
 
-/// Whether the command makes machine code from its sources with ptxas, where its report says
-/// which capped wrappers a launch could choose: not for PTX alone or a device link, and not
-/// with relocatable device code (which has no capped wrappers). `CUPREEMPT_R32_ALL=1` keeps
-/// every capped wrapper in one compile.
-fn chooses_capped(args: &[OsString]) -> bool {
-    if std::env::var_os("CUPREEMPT_R32_ALL").is_some_and(|v| v != "0") {
-        return false;
-    }
-    const NO_MACHINE_CODE: &[&str] = &[
-        "-dc",
-        "--device-c",
-        "-dw",
-        "--device-w",
-        "-ptx",
-        "--ptx",
-        "-optix-ir",
-        "--optix-ir",
-        "-dlink",
-        "--device-link",
-    ];
-    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
-    !words.iter().enumerate().any(|(i, &w)| {
-        let rdc_value = match w {
-            "-rdc" | "--relocatable-device-code" => words.get(i + 1).copied(),
-            _ => w
-                .strip_prefix("-rdc=")
-                .or_else(|| w.strip_prefix("--relocatable-device-code=")),
-        };
-        NO_MACHINE_CODE.contains(&w) || rdc_value.is_some_and(|v| v == "true" || v == "1")
-    })
-}
-
-/// Whether the user asked for ptxas's report (then it is theirs to see, whole).
-fn asks_ptxas_report(args: &[OsString]) -> bool {
-    let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
-    words.iter().enumerate().any(|(i, &w)| {
-        w == "--resource-usage"
-            || w == "-res-usage"
-            || ((w == "-Xptxas" || w == "--ptxas-options")
-                && words
-                    .get(i + 1)
-                    .is_some_and(|v| v.split(',').any(|o| o == "-v" || o == "--verbose")))
-            || w.strip_prefix("-Xptxas=")
-                .or_else(|| w.strip_prefix("--ptxas-options="))
-                .is_some_and(|v| v.split(',').any(|o| o == "-v" || o == "--verbose"))
-    })
+/// Whether the compile reads ptxas's report to choose capped wrappers: where ptxas makes
+/// machine code (`NvccCommand::machine_code`), unless `CUPREEMPT_R32_ALL=1` keeps every capped
+/// wrapper in one compile.
+fn chooses_capped(cmd: &NvccCommand) -> bool {
+    cmd.machine_code && !std::env::var_os("CUPREEMPT_R32_ALL").is_some_and(|v| v != "0")
 }
 
 /// Compiles with the capped wrappers that the last compile of these sources needed (`memory`,
@@ -593,7 +594,7 @@ fn compile_choosing_capped(
             };
         }
     };
-    let shown = asks_ptxas_report(&cmd.args);
+    let shown = cmd.ptxas_report;
     let mut first = cmd.args.clone();
     first.extend(
         Choice::Kernels(remembered.clone())
@@ -653,19 +654,6 @@ fn compile_choosing_capped(
     let mut second = cmd.args.clone();
     second.extend(choice.defines().into_iter().map(OsString::from));
     nvcc_status(nvcc, &second, cmd.links)
-}
-
-/// Whether `text` names a file to include in a way `redirect_includes` cannot follow: a
-/// computed `#include NAME` or `__has_include("...")`.
-fn has_unredirected_include(text: &str) -> bool {
-    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = RE.get_or_init(|| {
-        regex::Regex::new(
-            r#"(?m)^[ \t]*#[ \t]*include(?:_next)?[ \t]+[A-Za-z_]|__has_include(?:_next)?[ \t]*\([ \t]*""#,
-        )
-        .expect("valid regex")
-    });
-    re.is_match(text)
 }
 
 /// Options that put `dir` on the search path of quoted includes only (`-iquote`, which nvcc
@@ -884,7 +872,9 @@ fn prepare(
         anyhow::bail!("kernels refused (CUPREEMPT_STRICT=1)");
     }
     let copy = copy_of(&source);
-    let unredirected = files.iter().any(|(_, t)| has_unredirected_include(t));
+    let unredirected = files
+        .iter()
+        .any(|(_, t)| program::has_unredirected_include(t));
     Ok(Prepared::Copy(Copied {
         root,
         copy,
@@ -1040,6 +1030,36 @@ mod tests {
     }
 
     #[test]
+    fn modes_without_machine_code_and_asks_for_ptxas_report_are_read() {
+        let c = |line: &str| {
+            let p = parse(args(line));
+            (p.machine_code, p.ptxas_report)
+        };
+        assert_eq!(c("-c a.cu -o a.o"), (true, false));
+        for line in [
+            "-dc a.cu",
+            "-ptx a.cu",
+            "-rdc true -c a.cu",
+            "-rdc=true -c a.cu",
+            "--relocatable-device-code=true -c a.cu",
+            "--device-link a.o",
+        ] {
+            assert_eq!(c(line), (false, false), "{line}");
+        }
+        assert_eq!(c("-rdc=false -c a.cu"), (true, false));
+        for line in [
+            "-Xptxas -v -c a.cu",
+            "-Xptxas=-O3,-v -c a.cu",
+            "--ptxas-options=-v -c a.cu",
+            "--resource-usage -c a.cu",
+            "-Xptxas --verbose -c a.cu",
+        ] {
+            assert_eq!(c(line), (true, true), "{line}");
+        }
+        assert_eq!(c("-Xptxas -O3 -c a.cu"), (true, false));
+    }
+
+    #[test]
     fn cmake_compile_lines_are_understood() {
         let dir = std::env::temp_dir().join(format!("cupreempt-launcher-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -1160,21 +1180,6 @@ mod tests {
             "a.o: /src/my\\ dir/a.cu \\\n /src/k.cuh /usr/include/stdio.h\n"
         );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn computed_includes_and_has_include_are_told_apart_from_literal_names() {
-        assert!(has_unredirected_include("#define H \"a.h\"\n#include H\n"));
-        assert!(has_unredirected_include("  # include_next NEXT\n"));
-        assert!(has_unredirected_include(
-            "#if __has_include(\"cfg.h\")\n#endif\n"
-        ));
-        assert!(!has_unredirected_include(
-            "#include \"a.h\"\n#include <b.h>\n"
-        ));
-        assert!(!has_unredirected_include(
-            "#if __has_include(<cuda_fp8.h>)\n#endif\n"
-        ));
     }
 
     #[test]
