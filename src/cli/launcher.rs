@@ -565,7 +565,7 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
 /// machine code (`NvccCommand::machine_code`), unless `CUPREEMPT_R32_ALL=1` keeps every capped
 /// wrapper in one compile.
 fn chooses_capped(cmd: &NvccCommand) -> bool {
-    cmd.machine_code && !std::env::var_os("CUPREEMPT_R32_ALL").is_some_and(|v| v != "0")
+    cmd.machine_code && std::env::var_os("CUPREEMPT_R32_ALL").is_none_or(|v| v == "0")
 }
 
 /// Compiles with the capped wrappers that the last compile of these sources needed (`memory`,
