@@ -612,45 +612,54 @@ fn compile_choosing_capped(
         .output()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
     let report = String::from_utf8_lossy(&out.stderr);
-    let choice = if out.status.success() {
-        choose(&report)
-    } else {
-        Choice::Kernels(Default::default())
+    let keep_messages = || {
+        let kept: String = report
+            .lines()
+            .filter(|l| shown || !is_report_line(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        eprint!("{kept}");
     };
+    if !out.status.success() {
+        keep_messages();
+        return Ok(out.status);
+    }
     let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
+    let names =
+        |k: &std::collections::BTreeSet<String>| k.iter().cloned().collect::<Vec<_>>().join(", ");
+    let choice = choose(&report);
     match &choice {
-        Choice::Kernels(k) if k.is_subset(&remembered) || !out.status.success() => {
-            if out.status.success() {
-                remember(Some(k));
-            }
-            let kept: String = report
-                .lines()
-                .filter(|l| shown || !is_report_line(l))
-                .map(|l| format!("{l}\n"))
-                .collect();
-            eprint!("{kept}");
-            if verbose && out.status.success() {
-                let names = k.iter().cloned().collect::<Vec<_>>().join(", ");
-                eprintln!(
-                    "cupreempt: wrappers held to 32 registers: {}",
-                    if names.is_empty() { "none needed" } else { &names }
-                );
+        Choice::Kernels(k) if k.is_subset(&remembered) => {
+            remember(Some(k));
+            keep_messages();
+            if verbose {
+                let k = if k.is_empty() {
+                    "none needed".to_string()
+                } else {
+                    names(k)
+                };
+                eprintln!("cupreempt: wrappers held to 32 registers: {k}");
             }
             return Ok(out.status);
         }
-        Choice::Kernels(k) if verbose => eprintln!(
-            "cupreempt: wrappers held to 32 registers for {} (ptxas: original at most 32 registers, wrapper more); compiling again with them",
-            k.iter().cloned().collect::<Vec<_>>().join(", ")
-        ),
-        Choice::Unknown if verbose => eprintln!(
-            "cupreempt: ptxas's report does not tell which kernels need their wrapper held to 32 registers; compiling again with all of them"
-        ),
-        _ => {}
+        Choice::Kernels(k) => {
+            remember(Some(k));
+            if verbose {
+                eprintln!(
+                    "cupreempt: wrappers held to 32 registers for {} (ptxas: original at most 32 registers, wrapper more); compiling again with them",
+                    names(k)
+                );
+            }
+        }
+        Choice::Unknown => {
+            remember(None);
+            if verbose {
+                eprintln!(
+                    "cupreempt: ptxas's report does not tell which kernels need their wrapper held to 32 registers; compiling again with all of them"
+                );
+            }
+        }
     }
-    remember(match &choice {
-        Choice::Kernels(k) => Some(k),
-        Choice::Unknown => None,
-    });
     let mut second = cmd.args.clone();
     second.extend(choice.defines().into_iter().map(OsString::from));
     nvcc_status(nvcc, &second, cmd.links)
