@@ -547,13 +547,19 @@ fn only_quoted_includes_search_the_sources_folder() {
     let dir = support::tempdir("launcher-iquote");
     std::fs::write(dir.join("only_here.h"), "#define ONLY_HERE 3\n").unwrap();
     let kernel = "__global__ void k(int* p) { p[blockIdx.x] = ONLY_HERE; }\nvoid run(int* p) { k<<<4, 1>>>(p); }\n";
+    // A system folder with a library whose header includes its neighbour by a quoted name.
+    let sys = dir.join("sys/lib");
+    std::fs::create_dir_all(&sys).unwrap();
+    std::fs::write(sys.join("a.h"), "#include \"lib/b.h\"\n").unwrap();
+    std::fs::write(sys.join("b.h"), "#define LIB_B 1\n").unwrap();
     let compile = |name: &str, text: String, launcher: bool| {
         std::fs::write(dir.join(name), text).unwrap();
         let mut c = Command::new(if launcher { &bin } else { &nvcc });
         if launcher {
             c.arg(&nvcc);
         }
-        c.args(["-arch=sm_90", "-std=c++17", "-c"])
+        c.args(["-arch=sm_90", "-std=c++17", "-c", "-isystem"])
+            .arg(dir.join("sys"))
             .args(support::toolkit_flags(&nvcc))
             .arg(dir.join(name))
             .arg("-o")
@@ -581,28 +587,12 @@ fn only_quoted_includes_search_the_sources_folder() {
     ));
     // A system header's quoted include never searched the source's folder: a partial copy of
     // the library next to the source (HeCBench's interval has a `boost/`) is not read.
-    let sys = dir.join("sys/lib");
-    std::fs::create_dir_all(&sys).unwrap();
     std::fs::create_dir_all(dir.join("lib")).unwrap();
-    std::fs::write(sys.join("a.h"), "#include \"lib/b.h\"\n").unwrap();
-    std::fs::write(sys.join("b.h"), "#define LIB_B 1\n").unwrap();
     std::fs::write(dir.join("lib/b.h"), "#define LIB_B 2\n").unwrap();
-    let system = dir.join("system.cu");
-    std::fs::write(
-        &system,
-        format!("#include <lib/a.h>\nstatic_assert(LIB_B == 1, \"the source's lib/b.h was read\");\n#define ONLY_HERE LIB_B\n{kernel}"),
-    )
-    .unwrap();
-    let o = Command::new(&bin)
-        .arg(&nvcc)
-        .args(["-arch=sm_90", "-std=c++17", "-c", "-isystem"])
-        .arg(dir.join("sys"))
-        .args(support::toolkit_flags(&nvcc))
-        .arg(&system)
-        .arg("-o")
-        .arg(dir.join("system.o"))
-        .output()
-        .unwrap();
+    let system = format!(
+        "#include <lib/a.h>\nstatic_assert(LIB_B == 1, \"the source's lib/b.h was read\");\n#define ONLY_HERE LIB_B\n{kernel}"
+    );
+    let o = compile("system.cu", system, true);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
 
