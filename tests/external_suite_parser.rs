@@ -6,19 +6,29 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+/// Runs `cmd` and fails with its output, saying `what` failed, where it does not succeed;
+/// `missing` says what to do where the program cannot be started.
+fn succeeds(cmd: &mut Command, what: &str, missing: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{:?}: {e}: {missing}", cmd.get_program()));
+    assert!(
+        out.status.success(),
+        "{what} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// Runs `python3 SCRIPT --self-test` from the repository and fails with its output.
 fn self_test(script: &str) {
     let root = env!("CARGO_MANIFEST_DIR");
-    let out = Command::new("python3")
-        .arg(format!("{root}/{script}"))
-        .arg("--self-test")
-        .output()
-        .unwrap_or_else(|e| panic!("python3 is needed for this test: {e}"));
-    assert!(
-        out.status.success(),
-        "{script} self-test failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        Command::new("python3")
+            .arg(format!("{root}/{script}"))
+            .arg("--self-test"),
+        &format!("{script} self-test"),
+        "python3 is needed for this test",
     );
 }
 
@@ -99,21 +109,12 @@ fn every_script_passes_pyflakes() {
         }
     }
     assert!(scripts.len() > 10, "found only {} scripts", scripts.len());
-    let out = Command::new(&python)
-        .args(["-m", "pyflakes"])
-        .args(&scripts)
-        .output()
-        .unwrap_or_else(|e| {
-            panic!(
-                "{}: {e}: run the tests through scripts/test.sh (it installs pyflakes)",
-                python.display()
-            )
-        });
-    assert!(
-        out.status.success(),
-        "pyflakes (run the tests through scripts/test.sh if it is missing):\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+    succeeds(
+        Command::new(&python)
+            .args(["-m", "pyflakes"])
+            .args(&scripts),
+        "pyflakes (run the tests through scripts/test.sh if it is missing)",
+        "run the tests through scripts/test.sh (it installs pyflakes)",
     );
 }
 
