@@ -174,13 +174,15 @@ def sample_args(args_cfg, name):
     return c.get("args", [])
 
 
-def run_once(exe: Path, args, timeout, tree: Path):
+def run_once(exe: Path, args, timeout, tree: Path, env=None):
     """One run: (exit status or "timeout", output, seconds). The program runs in a session of
     its own, and at the timeout the whole session is killed: a run line is often a shell whose
-    child is the program, and a child left running would share the GPU with the next ones."""
+    child is the program, and a child left running would share the GPU with the next ones.
+    `env`: variables set for this run on top of the environment."""
     t = time.perf_counter()
     p = subprocess.Popen([str(exe), *args], cwd=exe.parent, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True)
+                         stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
+                         env={**os.environ, **env} if env else None)
     try:
         stdout, stderr = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -100,11 +100,8 @@ def main():
         if any(r[0] == "timeout" for r in o_runs):
             print(f"{rel}: original times out")
             continue
-        os.environ.update(CUPREEMPT_CHAOS=chaos, CUPREEMPT_VERBOSE="1")
-        try:
-            t_run = ext.run_once(script_t, [], timeout * 3, build / "transformed")
-        finally:
-            del os.environ["CUPREEMPT_CHAOS"], os.environ["CUPREEMPT_VERBOSE"]
+        t_run = ext.run_once(script_t, [], timeout * 3, build / "transformed",
+                             env={"CUPREEMPT_CHAOS": chaos, "CUPREEMPT_VERBOSE": "1"})
         total, preemptible = planned(t_run[1])
         v = "transformed times out" if t_run[0] == "timeout" else verdict(o_runs, t_run)
         key = "identical" if v == "identical" else "different"
