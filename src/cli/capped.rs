@@ -60,79 +60,42 @@ pub fn entry_registers(report: &str) -> Vec<(String, u32)> {
 }
 
 /// The unqualified name of a function from its Itanium-mangled name (`_Z4sumsPKfPfii` ->
-/// `sums`, `_ZN2ns6kernelIiEEvT_` -> `kernel`), or the name itself where it is not mangled
-/// (`extern "C"`). `None` for what this reader does not know.
+/// `sums`, `_ZN2ns6kernelIiEEvT_` -> `kernel`), read with `cpp_demangle` (as the build crate
+/// reads its PTX entries), or the name itself where it is not mangled (`extern "C"`). `None`
+/// for what does not demangle to a plain function name at namespace or class scope.
 pub fn function_name(mangled: &str) -> Option<String> {
-    let Some(rest) = mangled.strip_prefix("_Z") else {
-        let plain = !mangled.is_empty()
-            && mangled
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_');
-        return plain.then(|| mangled.to_string());
+    let identifier = |n: &str| {
+        (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
+            .then(|| n.to_string())
     };
-    let b = rest.as_bytes();
-    if b.first() == Some(&b'N') {
-        // Nested name: components up to the matching E; the last one is the function's.
-        let mut i = 1;
-        let mut last = None;
-        while i < b.len() {
-            match b[i] {
-                b'E' => return last,
-                b'0'..=b'9' => {
-                    let (name, next) = source_name(b, i)?;
-                    last = Some(name);
-                    i = next;
-                }
-                b'I' => i = skip_template_args(b, i)?,
-                // cv-qualifiers of a member function, and std:: (`St`).
-                b'K' | b'V' | b'r' => i += 1,
-                b'S' if b.get(i + 1) == Some(&b't') => i += 2,
-                _ => return None,
-            }
-        }
-        None
-    } else {
-        source_name(b, 0).map(|(name, _)| name)
+    if !mangled.starts_with("_Z") {
+        return identifier(mangled);
     }
-}
-
-/// `<length><identifier>` at `i`: the identifier and the index after it.
-fn source_name(b: &[u8], i: usize) -> Option<(String, usize)> {
-    let digits = b[i..].iter().take_while(|c| c.is_ascii_digit()).count();
-    let len: usize = std::str::from_utf8(&b[i..i + digits]).ok()?.parse().ok()?;
-    let start = i + digits;
-    let name = b.get(start..start + len)?;
-    Some((String::from_utf8(name.to_vec()).ok()?, start + len))
-}
-
-/// From the `I` at `i` to just after its matching `E`: names are skipped whole (their letters
-/// could read as openers), literals (`Li5E`) to their `E`.
-fn skip_template_args(b: &[u8], mut i: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    while i < b.len() {
-        match b[i] {
-            b'I' | b'N' | b'X' => {
-                depth += 1;
-                i += 1;
-            }
-            b'L' => {
-                if b.get(i + 1) == Some(&b'_') {
-                    return None; // an external name inside a literal
-                }
-                i += b[i..].iter().position(|&c| c == b'E')? + 1;
-            }
-            b'E' => {
-                depth = depth.checked_sub(1)?;
-                i += 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            b'0'..=b'9' => i = source_name(b, i)?.1,
-            _ => i += 1,
-        }
+    if mangled.starts_with("_ZZ") {
+        return None; // a local entity (`Z <function> E <name>`): no kernel
     }
-    None
+    let options = cpp_demangle::DemangleOptions::new()
+        .no_params()
+        .no_return_type();
+    let qualified = cpp_demangle::Symbol::new(mangled.as_bytes())
+        .ok()?
+        .demangle(&options)
+        .ok()?;
+    // `ns::kernel<int, Foo<2> >`: the template arguments off the end, then the qualifier.
+    let mut name = qualified.trim_end();
+    if name.ends_with('>') {
+        let mut depth = 0usize;
+        let open = name.char_indices().rev().find(|&(_, ch)| {
+            match ch {
+                '>' => depth += 1,
+                '<' => depth -= 1,
+                _ => {}
+            }
+            depth == 0
+        })?;
+        name = &name[..open.0];
+    }
+    identifier(name.rsplit("::").next()?)
 }
 
 /// The kernels whose capped wrapper a launch could choose: the original needs at most 32
