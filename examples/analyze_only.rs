@@ -4,10 +4,6 @@ include!("../benches/gen_source.rs");
 fn main() {
     let src = generate(5000);
     let parsed = cupreempt::parse::parse(&src);
-    let a = cupreempt::analysis::analyze(
-        parsed.tree.root_node(),
-        &src,
-        &cupreempt::Options::default(),
-    );
+    let a = cupreempt::analysis::analyze(&parsed, &src, &cupreempt::Options::default());
     println!("{} kernels", a.kernels.len());
 }

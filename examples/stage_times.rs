@@ -8,7 +8,7 @@ fn main() {
     let parsed = cupreempt::parse::parse(&src);
     let t_parse = t.elapsed();
     let t = std::time::Instant::now();
-    let a = cupreempt::analysis::analyze(parsed.tree.root_node(), &src, &opts);
+    let a = cupreempt::analysis::analyze(&parsed, &src, &opts);
     let t_an = t.elapsed();
     let t = std::time::Instant::now();
     let r = cupreempt::rewrite::rewrite(&a, &src, &opts);

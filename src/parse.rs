@@ -3,8 +3,13 @@
 use crate::lang;
 use tree_sitter::{Node, Parser, Tree};
 
+/// Execution-space macros (`execution_space_macros`) and the words they stand for.
+pub type SpaceMacros = std::collections::BTreeMap<String, Vec<String>>;
+
 pub struct Parsed {
     pub tree: Tree,
+    /// The file's execution-space macros, read once for the masked view and the scan.
+    pub space_macros: SpaceMacros,
 }
 
 /// Parses `src` as the grammar sees its masked view (`masked`): same length, so every byte
@@ -21,12 +26,12 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    let view = masked_with(src, included_macros);
+    let (view, space_macros) = masked_view(src, included_macros);
     // Without a timeout or cancellation flag set, parse only returns None on those conditions.
     let tree = parser
         .parse(view.as_deref().unwrap_or(src), None)
         .expect("parse without timeout");
-    Parsed { tree }
+    Parsed { tree, space_macros }
 }
 
 /// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar
@@ -58,13 +63,19 @@ pub fn masked(src: &str) -> Option<String> {
 
 /// `masked`, with the loop-head macros of `included_macros` (see `parse_with`) too.
 pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<String> {
+    masked_view(src, included_macros).0
+}
+
+/// `masked_with`, and the execution-space macros it blanked uses of (`Parsed::space_macros`).
+fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<String>, SpaceMacros) {
     let conditionals = conditionals_in_parens(src);
     // The file's `#define`s, read once for the rules that need them.
     let defs = defines(src);
+    let space_table = execution_space_macros(&defs, included_macros);
     let mut separators = statement_macro_separators(src, &defs, included_macros);
     separators.extend(loop_macro_separators(src, &defs, included_macros));
     let qualifiers = restrict_macros(src);
-    let space_macros = execution_space_macro_uses(src, &defs, included_macros);
+    let space_macros = execution_space_macro_uses(src, &space_table);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     let mut head_pragmas = pragmas_after_heads(src);
@@ -92,7 +103,7 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         && instantiations.is_empty()
         && head_pragmas.is_empty()
     {
-        return None;
+        return (None, space_table);
     }
     let mut bytes = src.as_bytes().to_vec();
     for at in separators {
@@ -208,7 +219,7 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
         }
         bytes[at] = b';';
     }
-    String::from_utf8(bytes).ok()
+    (String::from_utf8(bytes).ok(), space_table)
 }
 
 /// The words an execution-space macro may stand for (memory spaces of file-scope variables,
@@ -236,8 +247,8 @@ const SPACE_WORDS: &[&str] = &[
 pub(crate) fn execution_space_macros(
     defs: &[Define],
     included: &[(String, String)],
-) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+) -> SpaceMacros {
+    let mut out = SpaceMacros::new();
     let mut not: std::collections::BTreeSet<String> = Default::default();
     // An included macro's parameters are not kept (`program::macro_definitions`): it counts as
     // object-like, and a use of a function-like one is followed by `(`, which no rule blanks.
@@ -280,12 +291,7 @@ pub(crate) fn execution_space_macros(
 /// definition (`analysis::scan`). A use counts where a word (a type, a specifier, another
 /// such macro) follows it, and between an extended lambda's captures and its parameters
 /// (`[] GPU_LAMBDA (int x)`).
-fn execution_space_macro_uses(
-    src: &str,
-    defs: &[Define],
-    included: &[(String, String)],
-) -> Vec<std::ops::Range<usize>> {
-    let macros = execution_space_macros(defs, included);
+fn execution_space_macro_uses(src: &str, macros: &SpaceMacros) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     for name in macros.keys() {
         for at in uses(src, name) {

@@ -255,7 +255,7 @@ fn transform_here(
             helpers: Vec::new(),
         });
     }
-    let analysis = analysis::analyze(root, src, opts);
+    let analysis = analysis::analyze(&parsed, src, opts);
     let rewrite = crate::rewrite::rewrite(&analysis, src, opts);
     let mut edits = rewrite.edits;
     // Generated text takes the file's line ends, so that the output never mixes them.

@@ -356,8 +356,7 @@ fn kernels_of(
     out: &mut Vec<Launcher>,
 ) -> Vec<(String, String)> {
     let parsed = cupreempt::parse::parse(src);
-    let a =
-        cupreempt::analysis::analyze(parsed.tree.root_node(), src, &cupreempt::Options::default());
+    let a = cupreempt::analysis::analyze(&parsed, src, &cupreempt::Options::default());
     let entries: Vec<&str> = regex::Regex::new(r"\.entry\s+([A-Za-z0-9_$]+)\s*\(")
         .expect("valid regex")
         .captures_iter(ptx)

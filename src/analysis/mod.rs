@@ -47,7 +47,6 @@ use crate::vocab::CTX_LIVE;
 use callgraph::CallGraph;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
-use tree_sitter::Node;
 
 /// How a kernel is transformed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -159,8 +158,10 @@ pub struct Analysis<'t> {
     pub include_at: usize,
 }
 
-pub fn analyze<'t>(root: Node<'t>, src: &'t str, opts: &Options) -> Analysis<'t> {
-    let mut found = scan::scan(root, src, &opts.known_macros);
+/// Analyzes `src` through its parse (the tree, and the execution-space macros it read).
+pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Options) -> Analysis<'t> {
+    let root = parsed.tree.root_node();
+    let mut found = scan::scan(root, src, &parsed.space_macros);
     mark_specialized_templates(&mut found);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);

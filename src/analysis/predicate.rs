@@ -513,8 +513,8 @@ mod tests {
         let src = format!(
             "__global__ void k(const float* in, float* out, int n, int m) {{\n{body}\n}}\n"
         );
-        let tree = crate::parse::parse(&src).tree;
-        let a = analyze(tree.root_node(), &src, &Options::default());
+        let parsed = crate::parse::parse(&src);
+        let a = analyze(&parsed, &src, &Options::default());
         assert!(!a.kernels[0].transformed(), "{body}");
         let d = a
             .diagnostics

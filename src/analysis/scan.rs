@@ -59,13 +59,14 @@ fn labelable(ranges: Vec<std::ops::Range<usize>>, src: &str) -> Vec<std::ops::Ra
         .collect()
 }
 
-pub fn scan<'t>(root: Node<'t>, src: &'t str, included_macros: &[(String, String)]) -> Found<'t> {
+/// `space_macros`: the file's execution-space macros, as its parse read them
+/// (`parse::Parsed::space_macros`).
+pub fn scan<'t>(root: Node<'t>, src: &'t str, space_macros: &parse::SpaceMacros) -> Found<'t> {
     let errors = labelable(parse::error_ranges(root), src);
-    let space_macros = parse::execution_space_macros(&parse::defines(src), included_macros);
     let mut s = Scanner {
         src,
         errors: &errors,
-        space_macros: &space_macros,
+        space_macros,
         ancestors: Vec::new(),
         found: Found {
             kernels: Vec::new(),
@@ -296,7 +297,7 @@ struct Scanner<'t, 'e> {
     src: &'t str,
     errors: &'e [Range<usize>],
     /// Execution-space macros (`parse::execution_space_macros`) and the words they stand for.
-    space_macros: &'e BTreeMap<String, Vec<String>>,
+    space_macros: &'e parse::SpaceMacros,
     found: Found<'t>,
     /// The nodes above the walk's current one, innermost last (`Node::parent` searches from
     /// the root every time; the walk knows them for free).
@@ -992,7 +993,7 @@ mod tests {
             "#define GLOBAL __global__\n// café\nGLOBAL static void k(int *p) { p[0] = 1; }\n\
                    // é\n__global__ void k2(int *p) { p[0] = 2; }\n";
         let parsed = parse::parse(src);
-        let found = scan(parsed.tree.root_node(), src, &[]);
+        let found = scan(parsed.tree.root_node(), src, &parsed.space_macros);
         let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["k", "k2"]);
         let k = &found.kernels[0];

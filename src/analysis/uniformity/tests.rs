@@ -7,8 +7,8 @@ fn form(file: &str, params: &str, body: &str, cond: &str) -> Option<SyncMode> {
     let src = format!(
         "{file}\n__global__ void k(float* out{params}) {{\n  __shared__ float s[128];\n{body}\n  if ({cond}) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}}\n"
     );
-    let tree = crate::parse::parse(&src).tree;
-    let a = analyze(tree.root_node(), &src, &Options::default());
+    let parsed = crate::parse::parse(&src);
+    let a = analyze(&parsed, &src, &Options::default());
     a.kernels.iter().find(|k| k.site.name == "k")?.mode
 }
 
@@ -120,7 +120,7 @@ fn names_proven_uniform_stay_uniform() {
 #[test]
 fn template_parameters_are_uniform() {
     let src = "template <int B, int D = B * 2>\n__global__ void k(float* out) {\n  __shared__ float s[128];\n  if (blockIdx.x * B > D) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
-    let tree = crate::parse::parse(src).tree;
-    let a = analyze(tree.root_node(), src, &Options::default());
+    let parsed = crate::parse::parse(src);
+    let a = analyze(&parsed, src, &Options::default());
     assert_eq!(a.kernels[0].mode, Some(SyncMode::Plain));
 }
