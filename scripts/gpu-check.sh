@@ -6,7 +6,8 @@
 #   2. compute-sanitizer memcheck, racecheck and synccheck on the barrier/return fixtures;
 #   3. a transformed program with its own main(), built with nvcc, linked with the runtime
 #      (C ABI) and run through cupreempt::launch with no scheduler attached, and again under
-#      CUPREEMPT_CHAOS (the runtime preempts and resumes its launches at random); and the same
+#      CUPREEMPT_CHAOS (the runtime preempts and resumes its launches at random), also
+#      tests/gpu/queued_launches.cu (thousands of launches queued ahead); and the same
 #      program built with -DCUPREEMPT_STANDALONE (no runtime); tests/gpu/launch_errors.cu; and
 #      tests/gpu/graph_capture.cu (launches captured into CUDA graphs), both through the runtime.
 # Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY] [RUNTIME_LIB_DIR]
@@ -108,6 +109,24 @@ if "$cli" transform fixtures/by_value_param_with_host_destructor.cu -o $bv.cu 2>
   done
 else
   echo "FAIL end-to-end by_value_param_with_host_destructor (build)" >>"$log"
+  status=1
+fi
+# Thousands of launches queued faster than the GPU runs them (tests/gpu/queued_launches.cu):
+# under chaos the driver's command queue fills behind a preempted launch; the program must
+# finish within the timeout with the original's output, and chaos must have preempted.
+ql=$e2e/queued_launches
+if nvcc -arch=sm_90 -std=c++17 tests/gpu/queued_launches.cu -o $ql-orig &&
+  timeout 60 $ql-orig >$ql-orig.txt 2>&1 &&
+  "$cli" transform tests/gpu/queued_launches.cu -o $ql.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $ql.cu -o $ql -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" &&
+  CUPREEMPT_CHAOS=7,20 CUPREEMPT_VERBOSE=1 timeout 120 $ql >$ql.txt 2>&1 &&
+  grep "^queued_launches:" $ql.txt | diff $ql-orig.txt - >>"$log" &&
+  grep -qE "^cupreempt: chaos: [0-9]+ launches, [1-9][0-9]* preemptions" $ql.txt; then
+  echo "PASS end-to-end queued_launches under CUPREEMPT_CHAOS=7,20: $(grep -E '^(queued_launches|cupreempt: chaos):' $ql.txt | grep -v 'so far' | tr '\n' ';')" >>"$log"
+else
+  tail -5 $ql.txt >>"$log"
+  echo "FAIL end-to-end queued_launches under CUPREEMPT_CHAOS=7,20" >>"$log"
   status=1
 fi
 if nvcc -arch=sm_90 -std=c++17 -DCUPREEMPT_STANDALONE -Icuda_support $e2e/mk.cu -o $e2e/mk-standalone &&

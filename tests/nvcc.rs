@@ -51,6 +51,44 @@ fn every_transformed_fixture_compiles_with_nvcc() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// The whole programs that scripts/gpu-check.sh runs on a GPU (tests/gpu/*.cu) compile as
+/// written and transformed, so that a GPU run never starts with a program that cannot build.
+#[test]
+fn gpu_check_programs_compile_as_written_and_transformed() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-gpu-programs");
+    let mut programs: Vec<std::path::PathBuf> =
+        std::fs::read_dir(support::root().join("tests/gpu"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "cu"))
+            .collect();
+    programs.sort();
+    assert!(
+        programs.iter().any(|p| p.ends_with("queued_launches.cu")),
+        "{programs:?}"
+    );
+    let failures = support::parallel(&programs, 2, |path| {
+        let src = std::fs::read_to_string(path).unwrap();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
+            .map_err(|e| e.to_string())?;
+        if t.output == src {
+            return Err(format!("{name}: no kernel transformed"));
+        }
+        let out = dir.join(format!("{name}.transformed.cu"));
+        std::fs::write(&out, &t.output).unwrap();
+        for (what, file) in [("original", path.clone()), ("transformed", out)] {
+            support::compiles(
+                support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o"))).arg(&file),
+                &format!("{name} ({what})"),
+            )?;
+        }
+        Ok(())
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// The task loop's long division (more than 2^32 tasks) agrees with `/` and `%`, run on the
 /// host (it is `__host__ __device__`; no GPU needed).
 #[test]

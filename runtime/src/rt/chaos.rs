@@ -12,11 +12,30 @@
 //! run to its end. A kernel is never left preempted: dropping a handle resumes it.
 //! The random moments come from `SEED` alone, but when they fall in a kernel's run depends on
 //! timing: two runs with one seed preempt at different tasks.
+//!
+//! **One launch preempted at a time, and only once it has started.** A program that queues
+//! launches faster than the GPU runs them (HeCBench's lud: 1,534 launches in 0.6 s) fills the
+//! driver's command queue behind a preempted kernel; its thread then waits inside
+//! `cuLaunchKernel` holding a driver lock, and every driver call of the chaos thread waits
+//! for that lock (seen with gdb on the H100: `cuStreamWriteValue32` in `pthread_rwlock_rdlock`).
+//! A resume writes the command in the host mirror before any driver call, so the preempted
+//! kernel's sleeping block still sees it and finishes the work, the queue drains and the lock
+//! comes free. But a second launch preempted meanwhile would never be resumed: the chaos
+//! thread waits in a driver call for the first, the second's stream holds the queue full.
+//! So while one launch is preempted no other is, and a launch still queued behind earlier
+//! work (not started) gets a later moment instead: preempting it tests little and costs a
+//! wait for its command to land. The runtime also keeps its own launches from filling the
+//! driver's queue (`queued.rs`); this rule covers a queue filled by the program's other work.
+//!
+//! With `CUPREEMPT_VERBOSE` the chaos thread says at exit what it did (launches, preemptions,
+//! waits for yields) and, every 10 s while it works, also what it is doing and where each
+//! thread of the process waits: the first clue to a hang.
 
 use super::capi::lock;
 use super::command::Target;
 use super::kernel::Kernel;
 use crate::smset::SmSet;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -123,6 +142,171 @@ impl Rng {
     }
 }
 
+/// What the chaos thread has done, for `CUPREEMPT_VERBOSE`'s lines (at exit, and every
+/// `PROGRESS_EVERY` while it works).
+#[derive(Default)]
+struct Counts {
+    launches: AtomicU64,
+    preemptions: AtomicU64,
+    spatial: AtomicU64,
+    /// Moments that fell before the launch had started (queued behind earlier work): passed.
+    not_started: AtomicU64,
+    /// Time spent in `wait_yielded`, in all and at most.
+    yield_wait_ns: AtomicU64,
+    longest_yield_wait_ns: AtomicU64,
+}
+
+static COUNTS: Counts = Counts {
+    launches: AtomicU64::new(0),
+    preemptions: AtomicU64::new(0),
+    spatial: AtomicU64::new(0),
+    not_started: AtomicU64::new(0),
+    yield_wait_ns: AtomicU64::new(0),
+    longest_yield_wait_ns: AtomicU64::new(0),
+};
+
+const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Where the chaos thread is, for the progress lines: a step and since when (µs after
+/// `EPOCH`), and what it last saw of its launches (refreshed at most once a second).
+static STEP: AtomicU64 = AtomicU64::new(0);
+static STEP_SINCE_US: AtomicU64 = AtomicU64::new(0);
+static SEEN: Mutex<String> = Mutex::new(String::new());
+const STEPS: [&str; 6] = [
+    "waiting for launches",
+    "taking a launch's lock",
+    "preempting",
+    "waiting for a yield",
+    "resuming",
+    "asking whether a launch is complete",
+];
+
+fn epoch() -> Instant {
+    static E: OnceLock<Instant> = OnceLock::new();
+    *E.get_or_init(Instant::now)
+}
+
+fn step(n: u64) {
+    STEP.store(n, Ordering::Relaxed);
+    STEP_SINCE_US.store(epoch().elapsed().as_micros() as u64, Ordering::Relaxed);
+}
+
+/// Every `PROGRESS_EVERY`: the counts, the chaos thread's step, what it last saw.
+fn watch() {
+    loop {
+        std::thread::sleep(PROGRESS_EVERY);
+        let now = epoch().elapsed().as_micros() as u64;
+        let since = now.saturating_sub(STEP_SINCE_US.load(Ordering::Relaxed));
+        let step = STEPS
+            .get(STEP.load(Ordering::Relaxed) as usize)
+            .copied()
+            .unwrap_or("?");
+        eprintln!(
+            "{} so far; the chaos thread: {step} for {:.3} s; {}; threads: {}",
+            counts_line(),
+            since as f64 / 1e6,
+            lock(&SEEN),
+            threads()
+        );
+    }
+}
+
+/// Each thread of the process: its name, state and the system call it is in (Linux's
+/// /proc/self/task), e.g. `main S futex`: where a process that stopped moving waits.
+fn threads() -> String {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return "unknown".into();
+    };
+    let mut out = Vec::new();
+    for task in dir.flatten() {
+        let path = task.path();
+        let read = |f: &str| std::fs::read_to_string(path.join(f)).unwrap_or_default();
+        let name = read("comm").trim().to_string();
+        let stat = read("stat");
+        let state = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .unwrap_or("?")
+            .to_string();
+        let call = match read("syscall").split_whitespace().next() {
+            Some("running") => "running".to_string(),
+            Some("202") => "futex".to_string(),
+            Some("16") => "ioctl".to_string(),
+            Some("7") => "poll".to_string(),
+            Some("35") => "nanosleep".to_string(),
+            Some("230") => "clock_nanosleep".to_string(),
+            Some(n) => format!("syscall {n}"),
+            None => "?".to_string(),
+        };
+        out.push(format!("{name} {state} {call}"));
+    }
+    out.join(", ")
+}
+
+/// What the chaos thread sees of its launches, in words.
+fn seen(tracked: &[Tracked]) -> String {
+    let preempted: Vec<String> = tracked
+        .iter()
+        .filter(|t| t.preempted.is_some())
+        .filter_map(|t| {
+            let k = t.kernel.try_lock().ok()?;
+            let p = k.progress().ok()?;
+            Some(format!(
+                "{} {}/{}{}",
+                k.function_name(),
+                p.done,
+                p.total,
+                if k.is_parked() { " parked" } else { "" }
+            ))
+        })
+        .collect();
+    let started = tracked
+        .iter()
+        .filter(|t| t.kernel.try_lock().is_ok_and(|k| k.has_started()))
+        .count();
+    format!(
+        "{} launches tracked, {started} started; preempted now: [{}]",
+        tracked.len(),
+        preempted.join(", ")
+    )
+}
+
+fn counts_line() -> String {
+    let c = &COUNTS;
+    let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
+    let preemptions = n(&c.preemptions);
+    format!(
+        "cupreempt: chaos: {} launches, {} preemptions ({} of part of the GPU), {} moments before a launch started; waits for yields {:.1} us mean, {:.1} us longest",
+        n(&c.launches),
+        preemptions,
+        n(&c.spatial),
+        n(&c.not_started),
+        n(&c.yield_wait_ns) as f64 / 1e3 / preemptions.max(1) as f64,
+        n(&c.longest_yield_wait_ns) as f64 / 1e3,
+    )
+}
+
+extern "C" fn counts_at_exit() {
+    use std::io::Write;
+    // Not eprintln!: it panics when stderr is gone, and a panic here would abort the exit.
+    let _ = writeln!(std::io::stderr(), "{}", counts_line());
+}
+
+fn verbose() -> bool {
+    static VERBOSE: OnceLock<bool> = OnceLock::new();
+    *VERBOSE.get_or_init(|| {
+        let on = std::env::var_os("CUPREEMPT_VERBOSE").is_some();
+        if on {
+            extern "C" {
+                fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+            }
+            // SAFETY: registers a handler that only reads this module's counters.
+            unsafe { atexit(counts_at_exit) };
+        }
+        on
+    })
+}
+
 /// A launch handed over, shared with nobody else once the program has let go of it.
 type Shared = Arc<Mutex<Kernel>>;
 
@@ -157,7 +341,21 @@ pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
 fn run(chaos: Chaos, rx: std::sync::mpsc::Receiver<Shared>) {
     let mut rng = Rng::new(chaos.seed);
     let mut tracked: Vec<Tracked> = Vec::new();
+    let verbose = verbose();
+    if verbose {
+        let _ = std::thread::Builder::new()
+            .name("cupreempt-chaos-watch".into())
+            .spawn(watch);
+    }
+    // At most one launch preempted at a time (module comment).
+    let mut holding = false;
+    let mut looked = Instant::now();
     loop {
+        if verbose && looked.elapsed() >= Duration::from_secs(1) {
+            looked = Instant::now();
+            *lock(&SEEN) = seen(&tracked);
+        }
+        step(0);
         let now = Instant::now();
         let wait = tracked
             .iter()
@@ -166,6 +364,7 @@ fn run(chaos: Chaos, rx: std::sync::mpsc::Receiver<Shared>) {
             .unwrap_or(Duration::from_secs(1));
         match rx.recv_timeout(wait) {
             Ok(kernel) => {
+                COUNTS.launches.fetch_add(1, Ordering::Relaxed);
                 tracked.push(Tracked {
                     kernel,
                     due: Instant::now() + rng.wait(chaos.mean_us),
@@ -183,24 +382,108 @@ fn run(chaos: Chaos, rx: std::sync::mpsc::Receiver<Shared>) {
             if t.due > now {
                 return true;
             }
+            step(1);
             let mut k = lock(&t.kernel);
-            if let Some(target) = t.preempted.take() {
-                let _ = k.resume(target);
-                t.cycles += 1;
-                t.due = Instant::now() + rng.wait(chaos.mean_us);
-                return true;
-            }
-            if t.cycles >= MAX_CYCLES || !matches!(k.is_complete(), Ok(false)) {
-                return false; // complete, or it runs to its end
-            }
-            let target = rng.target(k.sm_count());
-            if k.preempt(target).is_ok() {
-                let _ = k.wait_yielded();
-                t.preempted = Some(target);
-            }
+            let seen = Seen {
+                preempted: t.preempted.is_some(),
+                cycles: t.cycles,
+                complete: || !matches!(k.is_complete(), Ok(false)),
+                started: || k.has_started(),
+                holding,
+            };
+            step(5);
+            let action = seen.action();
             t.due = Instant::now() + rng.wait(chaos.mean_us);
-            true
+            match action {
+                Action::Resume => {
+                    step(4);
+                    if let Some(target) = t.preempted.take() {
+                        let _ = k.resume(target);
+                    }
+                    holding = false;
+                    t.cycles += 1;
+                    true
+                }
+                Action::Drop => false,
+                Action::Later(why) => {
+                    if why == Later::NotStarted {
+                        COUNTS.not_started.fetch_add(1, Ordering::Relaxed);
+                    }
+                    true
+                }
+                Action::Preempt => {
+                    let target = rng.target(k.sm_count());
+                    step(2);
+                    if k.preempt(target).is_ok() {
+                        let asked = Instant::now();
+                        step(3);
+                        let _ = k.wait_yielded();
+                        let waited = asked.elapsed().as_nanos() as u64;
+                        COUNTS.preemptions.fetch_add(1, Ordering::Relaxed);
+                        if matches!(target, Target::Sms(_)) {
+                            COUNTS.spatial.fetch_add(1, Ordering::Relaxed);
+                        }
+                        COUNTS.yield_wait_ns.fetch_add(waited, Ordering::Relaxed);
+                        COUNTS
+                            .longest_yield_wait_ns
+                            .fetch_max(waited, Ordering::Relaxed);
+                        t.preempted = Some(target);
+                        holding = true;
+                        // Its wait starts once it has yielded.
+                        t.due = Instant::now() + rng.wait(chaos.mean_us);
+                    }
+                    true
+                }
+            }
         });
+    }
+}
+
+/// What the chaos thread does with a launch whose moment has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    Resume,
+    Preempt,
+    /// Complete, or preempted `MAX_CYCLES` times: it runs to its end, untracked.
+    Drop,
+    /// Nothing now; another moment later.
+    Later(Later),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Later {
+    /// Still queued behind earlier work on its stream.
+    NotStarted,
+    /// Another launch is preempted now.
+    Holding,
+}
+
+/// What the chaos thread sees of a launch at its moment (the GPU's answers are asked only
+/// where the decision needs them).
+struct Seen<C: FnOnce() -> bool, S: FnOnce() -> bool> {
+    preempted: bool,
+    cycles: u32,
+    complete: C,
+    started: S,
+    /// Another launch is preempted now.
+    holding: bool,
+}
+
+impl<C: FnOnce() -> bool, S: FnOnce() -> bool> Seen<C, S> {
+    fn action(self) -> Action {
+        if self.preempted {
+            return Action::Resume;
+        }
+        if self.cycles >= MAX_CYCLES || (self.complete)() {
+            return Action::Drop;
+        }
+        if self.holding {
+            return Action::Later(Later::Holding);
+        }
+        if !(self.started)() {
+            return Action::Later(Later::NotStarted);
+        }
+        Action::Preempt
     }
 }
 
@@ -227,6 +510,44 @@ mod tests {
         assert!(parse("seed").unwrap_err().contains("no seed"));
         assert!(parse("1,0").unwrap_err().contains("no mean wait"));
         assert!(parse("1,x").is_err());
+    }
+
+    fn action(
+        preempted: bool,
+        cycles: u32,
+        complete: bool,
+        started: bool,
+        holding: bool,
+    ) -> Action {
+        Seen {
+            preempted,
+            cycles,
+            complete: || complete,
+            started: || started,
+            holding,
+        }
+        .action()
+    }
+
+    #[test]
+    fn one_launch_is_preempted_at_a_time_and_only_once_it_has_started() {
+        // A preempted launch is resumed at its next moment, whatever else holds.
+        assert_eq!(action(true, 3, false, true, true), Action::Resume);
+        // While one launch is preempted, no other is: its stream's queued work must be able to
+        // drain once it is resumed (module comment).
+        assert_eq!(
+            action(false, 0, false, true, true),
+            Action::Later(Later::Holding)
+        );
+        assert_eq!(action(false, 0, false, true, false), Action::Preempt);
+        // Queued behind earlier work: a moment later.
+        assert_eq!(
+            action(false, 0, false, false, false),
+            Action::Later(Later::NotStarted)
+        );
+        // Complete, or preempted enough: let go.
+        assert_eq!(action(false, 0, true, true, false), Action::Drop);
+        assert_eq!(action(false, MAX_CYCLES, false, true, false), Action::Drop);
     }
 
     #[test]

@@ -173,6 +173,8 @@ impl Runtime {
         let per_sm = rt.blocks_per_sm(func.raw, cfg.threads_per_block(), cfg.shared_mem_bytes)?;
         super::trace_setup("occupancy");
         steps::lap(Step::Occupancy);
+        // Never so many queued that the driver's queue fills behind a preempted launch.
+        rt.queued.wait_for_room(super::queued::MAX_QUEUED);
         let slot = rt.acquire_slot(stream)?;
         super::trace_setup("control block");
         steps::lap(Step::ControlBlock);
@@ -222,6 +224,7 @@ impl Runtime {
         let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         steps::lap(Step::Handle);
         k.launch_instance(stream, blocks)?;
+        rt.queued.add(k.mirror, number);
         super::trace_setup("launch and end event");
         // Every later instance is a resumed one, launched after the newest command has landed.
         k.params.first = 0;
@@ -605,6 +608,12 @@ impl Kernel {
     /// the application's earlier work on its stream is done. A flag rather than an event
     /// recorded before the launch: one stream operation less per launch (an event record
     /// costs about 1.5 us of GPU time between back-to-back launches, H100).
+    /// Whether a block of the kernel has begun taking tasks (set by its first block; a launch
+    /// still queued behind earlier work on its stream has not).
+    pub fn has_started(&self) -> bool {
+        self.started()
+    }
+
     fn started(&self) -> bool {
         // SAFETY: as in resume.
         unsafe { addr_of!((*self.mirror.host).started).read_volatile() != 0 }

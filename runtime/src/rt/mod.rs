@@ -33,6 +33,7 @@ mod kernel;
 mod plan;
 mod pool;
 mod preload;
+mod queued;
 mod runtime;
 pub mod scheduler;
 mod setup;

@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     clocks: Mutex<Clocks>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
+    /// The launches that may still be queued or running (a bound on them: `queued.rs`).
+    pub queued: super::queued::Queued,
     /// Last field: released after the streams above are destroyed.
     _primary: PrimaryContext,
 }
@@ -155,6 +157,7 @@ impl Runtime {
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
                 occupancy: Mutex::new(HashMap::new()),
+                queued: Default::default(),
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
         };
