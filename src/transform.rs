@@ -307,6 +307,8 @@ fn transform_here(
     let defines = analysis
         .kernels
         .iter()
+        // A specialization is launched through its template.
+        .filter(|k| !k.site.specialization)
         .map(KnownKernel::of)
         .chain(
             analysis

@@ -35,12 +35,18 @@ fn fixtures_transform_as_expected() {
 
         let expected = support::expectations(&src);
         assert!(!expected.is_empty(), "{name} has no EXPECT lines");
+        // Kernels of one name (overloads, a template's specializations) are expected in the
+        // file's order: the n-th EXPECT line of a name is about its n-th kernel.
+        let mut seen: std::collections::HashMap<&str, usize> = Default::default();
         for e in &expected {
+            let nth = seen.entry(e.kernel.as_str()).or_default();
             let k = t
                 .kernels
                 .iter()
-                .find(|k| k.name == e.kernel)
-                .unwrap_or_else(|| panic!("{name}: no kernel {}", e.kernel));
+                .filter(|k| k.name == e.kernel)
+                .nth(*nth)
+                .unwrap_or_else(|| panic!("{name}: no kernel {} number {}", e.kernel, *nth + 1));
+            *nth += 1;
             assert_eq!(outcome(k), e.outcome, "{name}: kernel {}", e.kernel);
         }
 

@@ -92,6 +92,9 @@ pub struct KernelPlan<'t> {
     /// It gets the second wrapper held to 32 registers: it has no launch bounds of its own
     /// (two sets would not compile) and may fit in 32 registers (`registers.rs`).
     pub capped_wrapper: bool,
+    /// An explicit specialization's number among its template's (from 1; 0 for any other
+    /// kernel): the name of its own body (`couple_specializations`).
+    pub specialization_ordinal: usize,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -119,6 +122,7 @@ impl<'t> KernelPlan<'t> {
             overloaded: false,
             ordinal: 0,
             predication: None,
+            specialization_ordinal: 0,
             site,
             facts,
         }
@@ -245,6 +249,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         }
         kernels.push(plan);
     }
+    couple_specializations(&mut kernels, &mut diagnostics, src);
     number_overloads(&mut kernels, &opts.namesakes);
     for i in 0..helpers.len() {
         helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
@@ -339,27 +344,52 @@ fn bodies(kernels: &[FunctionSite], helpers: &[HelperPlan]) -> Vec<Range<usize>>
         .collect()
 }
 
-/// Templates with explicit specializations, each refused with its specializations.
-/// A kernel: a launch of a specialized instance must run the specialization's body, while the
-/// generated wrapper template would run the primary's (their launches stay as written). A
-/// device function: its task-context form would be a different template, which the
-/// specializations no longer specialize, so none of them takes the context (a kernel that
-/// needs it through them is refused, CP008).
+/// Templates with explicit specializations. A kernel template and its specializations are
+/// transformed together (`couple_specializations`): each specialization gets its own body and
+/// explicit specializations of the wrapper templates, so that a launch of the specialized
+/// instance runs the specialization's body in either form. They are refused together where
+/// that cannot be done: a specialization only declared here, one whose template arguments are
+/// left to deduction (`template <> __global__ void k(float*)`: the wrappers' specializations
+/// need them written), or a template not defined in this file (its wrapper templates are not
+/// here to specialize). A device function: its task-context form would be a different
+/// template, which the specializations no longer specialize, so none of them takes the context
+/// (a kernel that needs it through them is refused, CP008).
 fn mark_specialized_templates(found: &mut scan::Found) {
-    let specialized: BTreeSet<(bool, Vec<String>, String)> = found
+    type Family = (bool, Vec<String>, String);
+    let key = |s: &FunctionSite| (s.global_kw.is_some(), s.scope.clone(), s.name.clone());
+    let specialized: BTreeSet<Family> = found
         .kernels
         .iter()
         .chain(&found.helpers)
         .chain(&found.declarations)
         .filter(|s| s.specialization)
-        .map(|s| (s.global_kw.is_some(), s.scope.clone(), s.name.clone()))
+        .map(key)
         .collect();
     if specialized.is_empty() {
         return;
     }
+    // Kernel families whose specializations can have wrappers of their own.
+    let supported: BTreeSet<Family> = specialized
+        .iter()
+        .filter(|f| f.0)
+        .filter(|f| {
+            let members = || found.kernels.iter().filter(|s| key(s) == **f);
+            let declared = found
+                .declarations
+                .iter()
+                .any(|d| key(d) == **f && d.specialization);
+            !declared
+                && members().any(|s| !s.specialization && s.is_template())
+                && members()
+                    .filter(|s| s.specialization)
+                    .all(|s| s.specialized_args.is_some())
+        })
+        .cloned()
+        .collect();
     let kernels = found.kernels.iter_mut().map(|s| (true, s));
     for (kernel, site) in kernels.chain(found.helpers.iter_mut().map(|s| (false, s))) {
-        if !specialized.contains(&(kernel, site.scope.clone(), site.name.clone())) {
+        let family = key(site);
+        if !specialized.contains(&family) || supported.contains(&family) {
             continue;
         }
         let name = &site.name;
@@ -371,11 +401,70 @@ fn mark_specialized_templates(found: &mut scan::Found) {
         let d = Diagnostic::new(Code::Unsupported, what);
         let d = if kernel {
             d.label(site.name_node.byte_range(), "left as it is")
-                .help("a launch of a specialized instance must run the specialization's body: the template and its specializations are left as written")
+                .help("a launch of a specialized instance must run the specialization's body, which needs the template defined in this file and every specialization defined here with its template arguments written (`template <> __global__ void k<float>(...)`): the template and its specializations are left as written")
         } else {
             d.label(site.name_node.byte_range(), "not given the task context")
         };
         site.problems.push(d);
+    }
+}
+
+/// A kernel template and its explicit specializations are transformed together or not at all:
+/// the wrappers of a specialization are explicit specializations of the template's wrappers,
+/// and a launch of a specialized instance goes through the template's launch types, which
+/// must then name the specialization's wrappers. Each gets the same wrappers (the capped one
+/// for all where any has it), and each specialization its ordinal (the name of its body).
+fn couple_specializations(
+    kernels: &mut [KernelPlan],
+    diagnostics: &mut Vec<Diagnostic>,
+    src: &str,
+) {
+    let family = |k: &KernelPlan| (k.site.scope.clone(), k.site.name.clone());
+    let families: BTreeSet<(Vec<String>, String)> = kernels
+        .iter()
+        .filter(|k| k.site.specialization)
+        .map(family)
+        .collect();
+    for f in families {
+        let members: Vec<usize> = (0..kernels.len())
+            .filter(|&i| family(&kernels[i]) == f)
+            .collect();
+        let left = members
+            .iter()
+            .find(|&&i| !kernels[i].transformed())
+            .copied();
+        if let Some(l) = left {
+            let why = &kernels[l].site;
+            let which = match &why.specialized_args {
+                Some(r) => format!("`{}{}`", why.name, &src[r.clone()]),
+                None => format!("the template `{}`", why.name),
+            };
+            for &i in &members {
+                if kernels[i].transformed() {
+                    kernels[i].mode = None;
+                    let (id, name) = (kernels[i].id, kernels[i].site.name.clone());
+                    diagnostics.push(
+                        Diagnostic::new(
+                            Code::Unsupported,
+                            format!("`{name}` is left as written with its whole template family: {which} cannot be transformed"),
+                        )
+                        .label(kernels[i].site.name_node.byte_range(), "left as it is")
+                        .help("a kernel template and its explicit specializations are transformed together, so that a launch of any instance runs that instance's body")
+                        .kernel(id, &name),
+                    );
+                }
+            }
+            continue;
+        }
+        let capped = members.iter().any(|&i| kernels[i].capped_wrapper);
+        let mut ordinal = 0;
+        for &i in &members {
+            kernels[i].capped_wrapper = capped;
+            if kernels[i].site.specialization {
+                ordinal += 1;
+                kernels[i].specialization_ordinal = ordinal;
+            }
+        }
     }
 }
 
@@ -463,7 +552,10 @@ fn number_overloads(
 ) {
     for i in 0..kernels.len() {
         let k = &kernels[i];
-        let namesake = |o: &&KernelPlan| o.transformed() && o.site.name == k.site.name;
+        // A specialization launches through its template's launch types.
+        let namesake = |o: &&KernelPlan| {
+            o.transformed() && !o.site.specialization && o.site.name == k.site.name
+        };
         let elsewhere = namesakes.get(&k.site.name);
         let overloaded = elsewhere.is_some()
             || kernels

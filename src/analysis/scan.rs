@@ -526,19 +526,25 @@ impl<'t> Scanner<'t, '_> {
                 && declarator
                     .child_by_field_id(crate::lang::fields().declarator)
                     .is_some_and(|d| d.kind_id() == k.qualified_identifier));
-        let specialization = declarator
+        let specialized_name = declarator
             .child_by_field_id(crate::lang::fields().declarator)
-            .is_some_and(|d| d.kind_id() == k.template_function)
+            .filter(|d| d.kind_id() == k.template_function);
+        let specialization = specialized_name.is_some()
             || template.is_some_and(|t| {
                 t.child_by_field_id(crate::lang::fields().parameters)
                     .is_some_and(|p| p.named_child_count() == 0)
             });
+        let specialized_args = specialized_name
+            .filter(|_| specialization)
+            .and_then(|n| n.child_by_field_id(crate::lang::fields().arguments))
+            .map(|a| a.byte_range());
         Some(FunctionSite {
             name,
             scope: full_scope,
             qualified,
             member,
             specialization,
+            specialized_args,
             outer,
             func,
             template,

@@ -109,6 +109,9 @@ pub struct FunctionSite<'t> {
     pub member: bool,
     /// An explicit specialization (`template <> __global__ void k<float>(...)`).
     pub specialization: bool,
+    /// An explicit specialization's written template arguments, `<float>`, with the brackets
+    /// (none where they are left to deduction: `template <> __global__ void k(float*)`).
+    pub specialized_args: Option<std::ops::Range<usize>>,
     /// The outermost node that belongs to this function: template or unbraced linkage included.
     pub outer: Node<'t>,
     /// The `function_definition` (or `declaration`) itself.

@@ -88,9 +88,16 @@ pub fn rewrite(
             let list = t
                 .child_by_field_id(crate::lang::fields().parameters)
                 .expect("template has parameters");
+            // An explicit specialization's `template <>`: its body is a template of the
+            // context alone.
+            let sep = if list.named_child_count() == 0 {
+                ""
+            } else {
+                ", "
+            };
             edits.push(Edit::insert(
                 list.start_byte() + 1,
-                format!("class {CTX_TYPE}, "),
+                format!("class {CTX_TYPE}{sep}"),
             ));
         }
         None => {
@@ -118,7 +125,12 @@ pub fn rewrite(
             lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
         edits.push(Edit::delete(lb.start_byte()..end));
     }
-    edits.push(Edit::replace(k.written_name(), body_name(&k.name)));
+    // A specialization's body is a function of its own (`k<float>` becomes `k__cupreempt_body_s1`).
+    let written = match &k.specialized_args {
+        Some(args) if k.specialization => k.written_name().start..args.end,
+        _ => k.written_name(),
+    };
+    edits.push(Edit::replace(written, plan_body_name(plan)));
     // A parameter of a named type passed by value: the body takes it as `body_param_t<T>`, by
     // reference where `T` has a destructor to run (task_loop.cuh).
     for (r, ty) in k.param_list.iter().filter_map(|p| p.value_type.clone()) {
@@ -166,7 +178,11 @@ pub fn rewrite(
         let w = wrapper(plan, &h, cap, named);
         out.push_str(&if cap { where_capped(&k.name, &w) } else { w });
     }
-    if let Some(first) = plan.prior_declarations.first() {
+    if let Some(first) = plan
+        .prior_declarations
+        .first()
+        .filter(|_| !k.specialization)
+    {
         // Launch sites between the declaration and here need the wrappers and the struct early.
         let decl = Header::of(first, src);
         let mut early = String::from("\n");
@@ -185,7 +201,8 @@ pub fn rewrite(
         }
         early.push_str(&launch_types(plan, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
-    } else {
+    } else if !k.specialization {
+        // A specialization launches through its template's launch types.
         out.push_str(&launch_types(plan, &h));
     }
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
@@ -199,6 +216,14 @@ pub fn rewrite(
                 q.namespaces.join("::")
             ),
         ));
+    }
+}
+
+/// The shared body's name: the kernel's, or for an explicit specialization one of its own.
+fn plan_body_name(plan: &KernelPlan) -> String {
+    match plan.specialization_ordinal {
+        0 => body_name(&plan.site.name),
+        n => format!("{}_s{n}", body_name(&plan.site.name)),
     }
 }
 
@@ -218,6 +243,9 @@ struct Header {
     /// `static __global__ void __launch_bounds__(256) ` (all before the name).
     specifiers: String,
     name: String,
+    /// An explicit specialization's template arguments, `<float>` (or empty): what the
+    /// generated kernels' names take, as explicit specializations of the template's.
+    targs: String,
     /// Parameter declarations, all named.
     params: String,
 }
@@ -237,6 +265,12 @@ impl Header {
             // Up to the name's qualifier: the generated kernels are in its namespace.
             specifiers: src[k.head..k.written_name().start].to_string(),
             name: k.name.clone(),
+            targs: k
+                .specialized_args
+                .clone()
+                .filter(|_| k.specialization)
+                .map(|r| src[r].to_string())
+                .unwrap_or_default(),
             params: k.named_params(),
         }
     }
@@ -264,7 +298,7 @@ fn wrapper_params(params: &str) -> String {
 /// that returns it, gives the wrappers other machine code.
 fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task: bool) -> String {
     let k = &plan.site;
-    let targs = if k.is_template() {
+    let targs = if k.is_template() && !k.specialization {
         format!("{ctx_type}, {}", k.template_args())
     } else {
         ctx_type.to_string()
@@ -278,7 +312,7 @@ fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task
         let function = function.map(|f| format!(", {f}")).unwrap_or_default();
         format!(
             "{}<{targs}>({CTX}{function}{sep}{args});",
-            body_name(&k.name)
+            plan_body_name(plan)
         )
     };
     let types: Vec<&str> = k
@@ -301,9 +335,10 @@ fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task
 fn forwarder(plan: &KernelPlan, h: &Header, named: bool) -> String {
     format!(
         "// cupreempt: `{name}` keeps its symbol and runs the shared body on the hardware's blockIdx/gridDim.\n\
-         {prefix}{name}({params}) {{\n  {native} {CTX};\n  {call}\n}}\n",
+         {prefix}{name}{targs}({params}) {{\n  {native} {CTX};\n  {call}\n}}\n",
         native = NATIVE_CTX,
         name = h.name,
+        targs = h.targs,
         prefix = h.prefix(),
         params = h.params,
         call = body_call(plan, NATIVE_CTX, named.then_some("__PRETTY_FUNCTION__"), false),
@@ -382,10 +417,11 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     };
     format!(
         "{comment}\
-         {prefix}{cap_attr}{wrapper}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  {function}\
+         {prefix}{cap_attr}{wrapper}{targs}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  {function}\
          {RUN_TASKS}<{CTX_TYPE}, /*task_barrier=*/{barrier}>({LAUNCH_PARAM}, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
         prefix = h.prefix(),
+        targs = h.targs,
         params = wrapper_params(&h.params),
         chunk = plan.chunk,
         budget = plan.budget_ns,

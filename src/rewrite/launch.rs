@@ -21,7 +21,8 @@ pub fn rewrite(
     let plans: Vec<&crate::analysis::KernelPlan> = a
         .kernels
         .iter()
-        .filter(|k| k.transformed() && k.site.name == l.name)
+        // A specialization's launches go through its template's launch types.
+        .filter(|k| k.transformed() && !k.site.specialization && k.site.name == l.name)
         .collect();
     // Defined in an included file (declared-only ones come last, below); one that is not
     // transformed with this file only names itself in the diagnostic below.
