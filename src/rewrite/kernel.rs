@@ -345,40 +345,51 @@ fn forwarder(plan: &KernelPlan, h: &Header, named: bool) -> String {
     )
 }
 
-/// `text` (the wrapper held to 32 registers, or its declaration) only where device code is not
-/// relocatable: with `-rdc`, functions the body calls through the ABI (virtual destructors,
-/// functions of other files) keep their own register counts, and ptxas refuses a kernel capped
-/// at 32 that calls one needing more (the CUDA samples' newdelete did not build).
-pub(crate) fn without_rdc(text: &str) -> String {
-    format!("#ifndef __CUDACC_RDC__\n{text}#endif\n")
+/// `text` (whole lines) where the preprocessor condition `cond` holds.
+fn only_if(cond: &str, text: &str) -> String {
+    format!("#if {cond}\n{text}#endif\n")
 }
 
-/// `in_rdc` in relocatable-device-code builds, `otherwise` elsewhere (whole lines each): the
-/// launch type names the plain wrapper where `without_rdc` left the capped one out.
+/// `then` (whole lines) where `cond` holds, `otherwise` elsewhere.
+fn choose(cond: &str, then: &str, otherwise: &str) -> String {
+    format!("#if {cond}\n{then}#else\n{otherwise}#endif\n")
+}
+
+/// Device code is not relocatable: with `-rdc`, functions the body calls through the ABI
+/// (virtual destructors, functions of other files) keep their own register counts, and ptxas
+/// refuses a kernel capped at 32 that calls one needing more (the CUDA samples' newdelete did
+/// not build).
+const NOT_RDC: &str = "!defined(__CUDACC_RDC__)";
+
+/// `text` (the wrapper held to 32 registers, or its declaration) only where device code is not
+/// relocatable (`NOT_RDC`).
+pub(crate) fn without_rdc(text: &str) -> String {
+    only_if(NOT_RDC, text)
+}
+
+/// `in_rdc` in relocatable-device-code builds, `otherwise` elsewhere: the launch type names
+/// the plain wrapper where `without_rdc` left the capped one out.
 pub(crate) fn by_rdc(in_rdc: &str, otherwise: &str) -> String {
-    format!("#ifdef __CUDACC_RDC__\n{in_rdc}#else\n{otherwise}#endif\n")
+    choose(NOT_RDC, otherwise, in_rdc)
 }
 
 fn capped_condition(kernel: &str) -> String {
     format!(
-        "!defined(__CUDACC_RDC__) && (!defined({}) || defined({}))",
+        "{NOT_RDC} && (!defined({}) || defined({}))",
         crate::vocab::CAPPED_CHOSEN,
         crate::vocab::capped_macro(kernel)
     )
 }
 
-/// `text` (the capped wrapper, or its declaration) where `kernel` gets one: not with `-rdc`
-/// (`without_rdc`), and not where the launcher chose against it (`vocab::CAPPED_CHOSEN`).
+/// `text` (the capped wrapper, or its declaration) where `kernel` gets one: not with `-rdc`,
+/// and not where the launcher chose against it (`vocab::CAPPED_CHOSEN`).
 pub(crate) fn where_capped(kernel: &str, text: &str) -> String {
-    format!("#if {}\n{text}#endif\n", capped_condition(kernel))
+    only_if(&capped_condition(kernel), text)
 }
 
 /// `otherwise` where `where_capped` keeps `kernel`'s capped wrapper, `absent` where not.
 pub(crate) fn by_capped(kernel: &str, absent: &str, otherwise: &str) -> String {
-    format!(
-        "#if {}\n{otherwise}#else\n{absent}#endif\n",
-        capped_condition(kernel)
-    )
+    choose(&capped_condition(kernel), otherwise, absent)
 }
 
 /// The wrappers a kernel gets: the plain one (false), then the one held to 32 registers
