@@ -529,6 +529,21 @@ mod tests {
         .action()
     }
 
+    /// scripts/gpu-check.sh and scripts/probes/chaos_bench.sh read the exit line's counts:
+    /// `cupreempt: chaos: N launches, P preemptions (...`.
+    #[test]
+    fn the_exit_line_says_launches_then_preemptions() {
+        let line = counts_line();
+        let rest = line.strip_prefix("cupreempt: chaos: ").expect(&line);
+        let (launches, rest) = rest.split_once(" launches, ").expect(&line);
+        let (preemptions, rest) = rest.split_once(" preemptions (").expect(&line);
+        assert!(
+            launches.parse::<u64>().is_ok() && preemptions.parse::<u64>().is_ok(),
+            "{line}"
+        );
+        assert!(rest.contains("of part of the GPU"), "{line}");
+    }
+
     #[test]
     fn one_launch_is_preempted_at_a_time_and_only_once_it_has_started() {
         // A preempted launch is resumed at its next moment, whatever else holds.
