@@ -48,14 +48,16 @@ pub struct Declaration {
 
 impl KnownKernel {
     pub fn of(plan: &KernelPlan) -> KnownKernel {
+        // A template only declared here is launched as its declaration says.
+        let site = plan.family_declaration.as_ref().unwrap_or(&plan.site);
         KnownKernel {
             name: plan.site.name.clone(),
             transformed: plan.transformed(),
             overloaded: plan.overloaded,
             ordinal: plan.ordinal,
-            params: plan.site.param_list.len(),
-            template_params: plan.site.template_params.len(),
-            pack: plan.site.template_params.iter().any(|p| p.pack),
+            params: site.param_list.len(),
+            template_params: site.template_params.len(),
+            pack: site.template_params.iter().any(|p| p.pack),
             declaration: None,
             untransformed_file: None,
         }

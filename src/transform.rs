@@ -307,8 +307,9 @@ fn transform_here(
     let defines = analysis
         .kernels
         .iter()
-        // A specialization is launched through its template.
-        .filter(|k| !k.site.specialization)
+        // A specialization is launched through its template (a template only declared here,
+        // through its first specialization's plan).
+        .filter(|k| !k.site.specialization || k.family_declaration.is_some())
         .map(KnownKernel::of)
         .chain(
             analysis

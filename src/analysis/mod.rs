@@ -95,6 +95,11 @@ pub struct KernelPlan<'t> {
     /// An explicit specialization's number among its template's (from 1; 0 for any other
     /// kernel): the name of its own body (`couple_specializations`).
     pub specialization_ordinal: usize,
+    /// On a template's first explicit specialization, where the template is only declared in
+    /// this file (no definition: every instance specialized): that declaration, after which
+    /// the wrapper templates and launch types are declared, and this plan stands for the
+    /// family at launch sites.
+    pub family_declaration: Option<FunctionSite<'t>>,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -123,6 +128,7 @@ impl<'t> KernelPlan<'t> {
             ordinal: 0,
             predication: None,
             specialization_ordinal: 0,
+            family_declaration: None,
             site,
             facts,
         }
@@ -249,7 +255,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         }
         kernels.push(plan);
     }
-    couple_specializations(&mut kernels, &mut diagnostics, src);
+    couple_specializations(&mut kernels, &found.declarations, &mut diagnostics, src);
     number_overloads(&mut kernels, &opts.namesakes);
     for i in 0..helpers.len() {
         helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
@@ -378,8 +384,14 @@ fn mark_specialized_templates(found: &mut scan::Found) {
                 .declarations
                 .iter()
                 .any(|d| key(d) == **f && d.specialization);
+            // The template defined here, or declared here with every instance specialized.
+            let primary = members().any(|s| !s.specialization && s.is_template())
+                || found
+                    .declarations
+                    .iter()
+                    .any(|d| key(d) == **f && !d.specialization && d.is_template());
             !declared
-                && members().any(|s| !s.specialization && s.is_template())
+                && primary
                 && members()
                     .filter(|s| s.specialization)
                     .all(|s| s.specialized_args.is_some())
@@ -413,9 +425,12 @@ fn mark_specialized_templates(found: &mut scan::Found) {
 /// the wrappers of a specialization are explicit specializations of the template's wrappers,
 /// and a launch of a specialized instance goes through the template's launch types, which
 /// must then name the specialization's wrappers. Each gets the same wrappers (the capped one
-/// for all where any has it), and each specialization its ordinal (the name of its body).
-fn couple_specializations(
-    kernels: &mut [KernelPlan],
+/// for all where any has it), and each specialization its ordinal (the name of its body). A
+/// template only declared here is declared with its wrappers by its first specialization's
+/// rewrite (`KernelPlan::family_declaration`).
+fn couple_specializations<'t>(
+    kernels: &mut [KernelPlan<'t>],
+    declarations: &[FunctionSite<'t>],
     diagnostics: &mut Vec<Diagnostic>,
     src: &str,
 ) {
@@ -464,6 +479,19 @@ fn couple_specializations(
                 ordinal += 1;
                 kernels[i].specialization_ordinal = ordinal;
             }
+        }
+        let defined = members.iter().any(|&i| !kernels[i].site.specialization);
+        if let (false, Some(&first)) = (defined, members.first()) {
+            kernels[first].family_declaration = declarations
+                .iter()
+                .find(|d| {
+                    !d.specialization
+                        && d.is_template()
+                        && d.global_kw.is_some()
+                        && d.scope == f.0
+                        && d.name == f.1
+                })
+                .cloned();
         }
     }
 }

@@ -205,6 +205,14 @@ pub fn rewrite(
         // A specialization launches through its template's launch types.
         out.push_str(&launch_types(plan, &h));
     }
+    if let Some(decl) = &plan.family_declaration {
+        // A template only declared here: its wrappers' templates and its launch types are
+        // declared after it, for its specializations to specialize and its launches to name.
+        edits.push(Edit::insert(
+            decl.outer.end_byte(),
+            declared_family(plan, decl, src),
+        ));
+    }
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
     if let Some(q) = k.qualified.as_ref().filter(|q| !q.namespaces.is_empty()) {
         let close = "}".repeat(q.namespaces.len());
@@ -446,64 +454,122 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     )
 }
 
+/// After a kernel template's declaration (no definition in the file: every instance is an
+/// explicit specialization): the wrapper templates' declarations and the launch types.
+fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String {
+    let h = Header::of(decl, src);
+    let mut out = String::from("\n// cupreempt: the persistent forms of `");
+    out.push_str(&format!(
+        "{}`, defined by its explicit specializations below.\n",
+        h.name
+    ));
+    for cap in wrapper_kinds(plan) {
+        let (attr, name) = wrapper_head(&h.name, cap);
+        let line = format!(
+            "{}{attr}{name}({});\n",
+            h.prefix(),
+            wrapper_params(&h.params)
+        );
+        out.push_str(&if cap {
+            where_capped(&h.name, &line)
+        } else {
+            line
+        });
+    }
+    let types = LaunchTypes {
+        site: decl,
+        name: kernels_struct(plan),
+        overloaded: false,
+        capped: plan.capped_wrapper,
+        selector: true,
+    };
+    out.push_str(&types.text(&h));
+    trim_last_newline(out)
+}
+
 /// `K__cupreempt_kernels` (and `K__cupreempt_select` for templates and overloads).
 fn launch_types(plan: &KernelPlan, h: &Header) -> String {
-    let k = &plan.site;
-    let s = kernels_struct(plan);
-    let targs = if k.is_template() {
-        format!("<{}>", k.template_args())
-    } else {
-        String::new()
+    let types = LaunchTypes {
+        site: &plan.site,
+        name: kernels_struct(plan),
+        overloaded: plan.overloaded,
+        capped: plan.capped_wrapper,
+        selector: needs_selector(plan),
     };
-    // The members' declarators: function pointer types for overloads (they pick the overload),
-    // `auto` otherwise; the original's always where it is no template, since a header may
-    // declare other kernels of its name that this file does not show.
-    let types = k.join_params(|p| strip_default(&p.plain_declaration()));
-    let member = |name: &str, params: &str, typed: bool| {
-        if typed {
-            format!("void (*{name})({params})")
+    types.text(h)
+}
+
+/// What a kernel's launch types are made from: the kernel (or the template declaration that
+/// stands for a family of explicit specializations), the struct's name, and its wrappers.
+struct LaunchTypes<'a, 't> {
+    site: &'a FunctionSite<'t>,
+    name: String,
+    overloaded: bool,
+    capped: bool,
+    selector: bool,
+}
+
+impl LaunchTypes<'_, '_> {
+    /// `K__cupreempt_kernels` (and the selector where launches deduce).
+    fn text(&self, h: &Header) -> String {
+        let lt = self;
+        let k = lt.site;
+        let s = lt.name.clone();
+        let targs = if k.is_template() {
+            format!("<{}>", k.template_args())
         } else {
-            format!("auto {name}")
-        }
-    };
-    let orig_ty = member(MEMBER_ORIGINAL, &types, plan.overloaded || !k.is_template());
-    let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), plan.overloaded);
-    let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), plan.overloaded);
-    let amp = if plan.overloaded { "" } else { "&" };
-    let capped_wrapper = if plan.capped_wrapper {
-        capped_wrapper_name(&k.name)
-    } else {
-        wrapper_name(&k.name)
-    };
-    let wrapper = wrapper_name(&k.name);
-    let capped_line =
-        |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
-    let capped_member = if plan.capped_wrapper {
-        // No capped wrapper in relocatable-device-code builds, nor where the launcher found
-        // that no launch would choose it (`where_capped`).
-        by_capped(
-            &k.name,
-            &capped_line(&wrapper),
-            &capped_line(&capped_wrapper),
-        )
-    } else {
-        capped_line(&capped_wrapper)
-    };
-    let mut out = format!(
+            String::new()
+        };
+        // The members' declarators: function pointer types for overloads (they pick the overload),
+        // `auto` otherwise; the original's always where it is no template, since a header may
+        // declare other kernels of its name that this file does not show.
+        let types = k.join_params(|p| strip_default(&p.plain_declaration()));
+        let member = |name: &str, params: &str, typed: bool| {
+            if typed {
+                format!("void (*{name})({params})")
+            } else {
+                format!("auto {name}")
+            }
+        };
+        let orig_ty = member(MEMBER_ORIGINAL, &types, lt.overloaded || !k.is_template());
+        let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), lt.overloaded);
+        let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), lt.overloaded);
+        let amp = if lt.overloaded { "" } else { "&" };
+        let capped_wrapper = if lt.capped {
+            capped_wrapper_name(&k.name)
+        } else {
+            wrapper_name(&k.name)
+        };
+        let wrapper = wrapper_name(&k.name);
+        let capped_line =
+            |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
+        let capped_member = if lt.capped {
+            // No capped wrapper in relocatable-device-code builds, nor where the launcher found
+            // that no launch would choose it (`where_capped`).
+            by_capped(
+                &k.name,
+                &capped_line(&wrapper),
+                &capped_line(&capped_wrapper),
+            )
+        } else {
+            capped_line(&capped_wrapper)
+        };
+        let mut out = format!(
         "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}}};\n",
         template = h.template,
         name = k.name,
     );
-    if needs_selector(plan) {
-        out.push_str(&format!(
+        if lt.selector {
+            out.push_str(&format!(
             "{template}{s}{targs} {sel}({params});  // cupreempt: picks the kernels for a launch's arguments\n",
             template = h.template,
             sel = selector_name(&k.name),
             // A host declaration: no `__grid_constant__`.
             params = k.join_params(Param::plain_declaration),
         ));
+        }
+        out
     }
-    out
 }
 
 /// `int n = 4` → `int n` (function types cannot carry default arguments).
