@@ -425,7 +425,7 @@ fn mark_specialized_templates(found: &mut scan::Found) {
 /// the wrappers of a specialization are explicit specializations of the template's wrappers,
 /// and a launch of a specialized instance goes through the template's launch types, which
 /// must then name the specialization's wrappers. Each gets the same wrappers (the capped one
-/// for all where any has it), and each specialization its ordinal (the name of its body). A
+/// only where every member can have it), and each specialization its ordinal (the name of its body). A
 /// template only declared here is declared with its wrappers by its first specialization's
 /// rewrite (`KernelPlan::family_declaration`).
 fn couple_specializations<'t>(
@@ -471,7 +471,9 @@ fn couple_specializations<'t>(
             }
             continue;
         }
-        let capped = members.iter().any(|&i| kernels[i].capped_wrapper);
+        // One wrapper set for the family: the capped one only where every member can have it
+        // (a member's own launch bounds would meet the cap's).
+        let capped = members.iter().all(|&i| kernels[i].capped_wrapper);
         let mut ordinal = 0;
         for &i in &members {
             kernels[i].capped_wrapper = capped;
