@@ -307,9 +307,7 @@ fn transform_here(
     let defines = analysis
         .kernels
         .iter()
-        // A specialization is launched through its template (a template only declared here,
-        // through its first specialization's plan).
-        .filter(|k| !k.site.specialization || k.family_declaration.is_some())
+        .filter(|k| k.launched_by_name())
         .map(KnownKernel::of)
         .chain(
             analysis

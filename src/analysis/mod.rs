@@ -107,6 +107,13 @@ impl<'t> KernelPlan<'t> {
         self.mode.is_some()
     }
 
+    /// Whether launches by this kernel's name go through this plan's launch types: every kernel
+    /// but an explicit specialization, whose launches go through its template's (the first
+    /// specialization of a template only declared here stands for it).
+    pub fn launched_by_name(&self) -> bool {
+        !self.site.specialization || self.family_declaration.is_some()
+    }
+
     /// The plan before the decision: left untouched until `decide` says otherwise.
     fn untouched(
         id: KernelId,
@@ -386,10 +393,7 @@ fn mark_specialized_templates(found: &mut scan::Found) {
                 .any(|d| key(d) == **f && d.specialization);
             // The template defined here, or declared here with every instance specialized.
             let primary = members().any(|s| !s.specialization && s.is_template())
-                || found
-                    .declarations
-                    .iter()
-                    .any(|d| key(d) == **f && !d.specialization && d.is_template());
+                || template_declaration(&found.declarations, &f.1, &f.2).is_some();
             !declared
                 && primary
                 && members()
@@ -484,18 +488,25 @@ fn couple_specializations<'t>(
         }
         let defined = members.iter().any(|&i| !kernels[i].site.specialization);
         if let (false, Some(&first)) = (defined, members.first()) {
-            kernels[first].family_declaration = declarations
-                .iter()
-                .find(|d| {
-                    !d.specialization
-                        && d.is_template()
-                        && d.global_kw.is_some()
-                        && d.scope == f.0
-                        && d.name == f.1
-                })
-                .cloned();
+            kernels[first].family_declaration =
+                template_declaration(declarations, &f.0, &f.1).cloned();
         }
     }
+}
+
+/// The declaration (no definition) of kernel template `name` in `scope`, if the file has one.
+fn template_declaration<'a, 't>(
+    declarations: &'a [FunctionSite<'t>],
+    scope: &[String],
+    name: &str,
+) -> Option<&'a FunctionSite<'t>> {
+    declarations.iter().find(|d| {
+        !d.specialization
+            && d.is_template()
+            && d.global_kw.is_some()
+            && d.scope == scope
+            && d.name == name
+    })
 }
 
 /// The file's device helpers with their body facts.
@@ -582,10 +593,8 @@ fn number_overloads(
 ) {
     for i in 0..kernels.len() {
         let k = &kernels[i];
-        // A specialization launches through its template's launch types.
-        let namesake = |o: &&KernelPlan| {
-            o.transformed() && !o.site.specialization && o.site.name == k.site.name
-        };
+        let namesake =
+            |o: &&KernelPlan| o.transformed() && o.launched_by_name() && o.site.name == k.site.name;
         let elsewhere = namesakes.get(&k.site.name);
         let overloaded = elsewhere.is_some()
             || kernels

@@ -535,7 +535,6 @@ impl<'t> Scanner<'t, '_> {
                     .is_some_and(|p| p.named_child_count() == 0)
             });
         let specialized_args = specialized_name
-            .filter(|_| specialization)
             .and_then(|n| n.child_by_field_id(crate::lang::fields().arguments))
             .map(|a| a.byte_range());
         Some(FunctionSite {

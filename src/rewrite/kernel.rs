@@ -127,8 +127,8 @@ pub fn rewrite(
     }
     // A specialization's body is a function of its own (`k<float>` becomes `k__cupreempt_body_s1`).
     let written = match &k.specialized_args {
-        Some(args) if k.specialization => k.written_name().start..args.end,
-        _ => k.written_name(),
+        Some(args) => k.written_name().start..args.end,
+        None => k.written_name(),
     };
     edits.push(Edit::replace(written, plan_body_name(plan)));
     // A parameter of a named type passed by value: the body takes it as `body_param_t<T>`, by
@@ -186,19 +186,7 @@ pub fn rewrite(
         // Launch sites between the declaration and here need the wrappers and the struct early.
         let decl = Header::of(first, src);
         let mut early = String::from("\n");
-        for cap in wrapper_kinds(plan) {
-            let (attr, name) = wrapper_head(&k.name, cap);
-            let line = format!(
-                "{}{attr}{name}({});\n",
-                decl.prefix(),
-                wrapper_params(&decl.params)
-            );
-            early.push_str(&if cap {
-                where_capped(&k.name, &line)
-            } else {
-                line
-            });
-        }
+        early.push_str(&wrapper_declarations(plan, &decl));
         early.push_str(&launch_types(plan, &decl));
         edits.push(Edit::insert(first.outer.end_byte(), early));
     } else if !k.specialization {
@@ -276,7 +264,6 @@ impl Header {
             targs: k
                 .specialized_args
                 .clone()
-                .filter(|_| k.specialization)
                 .map(|r| src[r].to_string())
                 .unwrap_or_default(),
             params: k.named_params(),
@@ -454,15 +441,10 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     )
 }
 
-/// After a kernel template's declaration (no definition in the file: every instance is an
-/// explicit specialization): the wrapper templates' declarations and the launch types.
-fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String {
-    let h = Header::of(decl, src);
-    let mut out = String::from("\n// cupreempt: the persistent forms of `");
-    out.push_str(&format!(
-        "{}`, defined by its explicit specializations below.\n",
-        h.name
-    ));
+/// Declarations of the wrappers `plan` gets, with the header `h` (of the kernel or of an earlier
+/// declaration of it), the capped one where it is compiled.
+fn wrapper_declarations(plan: &KernelPlan, h: &Header) -> String {
+    let mut out = String::new();
     for cap in wrapper_kinds(plan) {
         let (attr, name) = wrapper_head(&h.name, cap);
         let line = format!(
@@ -476,6 +458,18 @@ fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String 
             line
         });
     }
+    out
+}
+
+/// After a kernel template's declaration (no definition in the file: every instance is an
+/// explicit specialization): the wrapper templates' declarations and the launch types.
+fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String {
+    let h = Header::of(decl, src);
+    let mut out = format!(
+        "\n// cupreempt: the persistent forms of `{}`, defined by its explicit specializations below.\n",
+        h.name
+    );
+    out.push_str(&wrapper_declarations(plan, &h));
     let types = LaunchTypes {
         site: decl,
         name: kernels_struct(plan),
@@ -512,9 +506,8 @@ struct LaunchTypes<'a, 't> {
 impl LaunchTypes<'_, '_> {
     /// `K__cupreempt_kernels` (and the selector where launches deduce).
     fn text(&self, h: &Header) -> String {
-        let lt = self;
-        let k = lt.site;
-        let s = lt.name.clone();
+        let k = self.site;
+        let s = &self.name;
         let targs = if k.is_template() {
             format!("<{}>", k.template_args())
         } else {
@@ -531,11 +524,11 @@ impl LaunchTypes<'_, '_> {
                 format!("auto {name}")
             }
         };
-        let orig_ty = member(MEMBER_ORIGINAL, &types, lt.overloaded || !k.is_template());
-        let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), lt.overloaded);
-        let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), lt.overloaded);
-        let amp = if lt.overloaded { "" } else { "&" };
-        let capped_wrapper = if lt.capped {
+        let orig_ty = member(MEMBER_ORIGINAL, &types, self.overloaded || !k.is_template());
+        let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), self.overloaded);
+        let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), self.overloaded);
+        let amp = if self.overloaded { "" } else { "&" };
+        let capped_wrapper = if self.capped {
             capped_wrapper_name(&k.name)
         } else {
             wrapper_name(&k.name)
@@ -543,7 +536,7 @@ impl LaunchTypes<'_, '_> {
         let wrapper = wrapper_name(&k.name);
         let capped_line =
             |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
-        let capped_member = if lt.capped {
+        let capped_member = if self.capped {
             // No capped wrapper in relocatable-device-code builds, nor where the launcher found
             // that no launch would choose it (`where_capped`).
             by_capped(
@@ -559,7 +552,7 @@ impl LaunchTypes<'_, '_> {
         template = h.template,
         name = k.name,
     );
-        if lt.selector {
+        if self.selector {
             out.push_str(&format!(
             "{template}{s}{targs} {sel}({params});  // cupreempt: picks the kernels for a launch's arguments\n",
             template = h.template,

@@ -21,13 +21,7 @@ pub fn rewrite(
     let plans: Vec<&crate::analysis::KernelPlan> = a
         .kernels
         .iter()
-        // A specialization's launches go through its template's launch types (those of a
-        // template only declared here come with its first specialization).
-        .filter(|k| {
-            k.transformed()
-                && (!k.site.specialization || k.family_declaration.is_some())
-                && k.site.name == l.name
-        })
+        .filter(|k| k.transformed() && k.launched_by_name() && k.site.name == l.name)
         .collect();
     // Defined in an included file (declared-only ones come last, below); one that is not
     // transformed with this file only names itself in the diagnostic below.
