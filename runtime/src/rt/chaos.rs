@@ -144,7 +144,6 @@ impl Rng {
 
 /// What the chaos thread has done, for `CUPREEMPT_VERBOSE`'s lines (at exit, and every
 /// `PROGRESS_EVERY` while it works).
-#[derive(Default)]
 struct Counts {
     launches: AtomicU64,
     preemptions: AtomicU64,
@@ -262,7 +261,7 @@ fn seen(tracked: &[Tracked]) -> String {
         .collect();
     let started = tracked
         .iter()
-        .filter(|t| t.kernel.try_lock().is_ok_and(|k| k.has_started()))
+        .filter(|t| t.kernel.try_lock().is_ok_and(|k| k.started()))
         .count();
     format!(
         "{} launches tracked, {started} started; preempted now: [{}]",
@@ -290,21 +289,6 @@ extern "C" fn counts_at_exit() {
     use std::io::Write;
     // Not eprintln!: it panics when stderr is gone, and a panic here would abort the exit.
     let _ = writeln!(std::io::stderr(), "{}", counts_line());
-}
-
-fn verbose() -> bool {
-    static VERBOSE: OnceLock<bool> = OnceLock::new();
-    *VERBOSE.get_or_init(|| {
-        let on = std::env::var_os("CUPREEMPT_VERBOSE").is_some();
-        if on {
-            extern "C" {
-                fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
-            }
-            // SAFETY: registers a handler that only reads this module's counters.
-            unsafe { atexit(counts_at_exit) };
-        }
-        on
-    })
 }
 
 /// A launch handed over, shared with nobody else once the program has let go of it.
@@ -341,8 +325,10 @@ pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
 fn run(chaos: Chaos, rx: std::sync::mpsc::Receiver<Shared>) {
     let mut rng = Rng::new(chaos.seed);
     let mut tracked: Vec<Tracked> = Vec::new();
-    let verbose = verbose();
+    // The chaos thread runs once per process: its exit line and watch are set up here.
+    let verbose = super::plan::verbose();
     if verbose {
+        super::at_exit(counts_at_exit);
         let _ = std::thread::Builder::new()
             .name("cupreempt-chaos-watch".into())
             .spawn(watch);
@@ -384,15 +370,14 @@ fn run(chaos: Chaos, rx: std::sync::mpsc::Receiver<Shared>) {
             }
             step(1);
             let mut k = lock(&t.kernel);
-            let seen = Seen {
-                preempted: t.preempted.is_some(),
-                cycles: t.cycles,
-                complete: || !matches!(k.is_complete(), Ok(false)),
-                started: || k.has_started(),
-                holding,
-            };
             step(5);
-            let action = seen.action();
+            let action = action(
+                t.preempted.is_some(),
+                t.cycles,
+                holding,
+                || !matches!(k.is_complete(), Ok(false)),
+                || k.started(),
+            );
             t.due = Instant::now() + rng.wait(chaos.mean_us);
             match action {
                 Action::Resume => {
@@ -458,33 +443,29 @@ enum Later {
     Holding,
 }
 
-/// What the chaos thread sees of a launch at its moment (the GPU's answers are asked only
-/// where the decision needs them).
-struct Seen<C: FnOnce() -> bool, S: FnOnce() -> bool> {
+/// What the chaos thread does with a launch at its moment: `preempted` by it now, preempted
+/// `cycles` times so far, `holding` another launch preempted; whether it is complete and has
+/// started are asked of the GPU only where the decision needs them.
+fn action(
     preempted: bool,
     cycles: u32,
-    complete: C,
-    started: S,
-    /// Another launch is preempted now.
     holding: bool,
-}
-
-impl<C: FnOnce() -> bool, S: FnOnce() -> bool> Seen<C, S> {
-    fn action(self) -> Action {
-        if self.preempted {
-            return Action::Resume;
-        }
-        if self.cycles >= MAX_CYCLES || (self.complete)() {
-            return Action::Drop;
-        }
-        if self.holding {
-            return Action::Later(Later::Holding);
-        }
-        if !(self.started)() {
-            return Action::Later(Later::NotStarted);
-        }
-        Action::Preempt
+    complete: impl FnOnce() -> bool,
+    started: impl FnOnce() -> bool,
+) -> Action {
+    if preempted {
+        return Action::Resume;
     }
+    if cycles >= MAX_CYCLES || complete() {
+        return Action::Drop;
+    }
+    if holding {
+        return Action::Later(Later::Holding);
+    }
+    if !started() {
+        return Action::Later(Later::NotStarted);
+    }
+    Action::Preempt
 }
 
 #[cfg(test)]
@@ -519,14 +500,7 @@ mod tests {
         started: bool,
         holding: bool,
     ) -> Action {
-        Seen {
-            preempted,
-            cycles,
-            complete: || complete,
-            started: || started,
-            holding,
-        }
-        .action()
+        super::action(preempted, cycles, holding, || complete, || started)
     }
 
     /// scripts/gpu-check.sh and scripts/probes/chaos_bench.sh read the exit line's counts:

@@ -610,11 +610,7 @@ impl Kernel {
     /// costs about 1.5 us of GPU time between back-to-back launches, H100).
     /// Whether a block of the kernel has begun taking tasks (set by its first block; a launch
     /// still queued behind earlier work on its stream has not).
-    pub fn has_started(&self) -> bool {
-        self.started()
-    }
-
-    fn started(&self) -> bool {
+    pub fn started(&self) -> bool {
         // SAFETY: as in resume.
         unsafe { addr_of!((*self.mirror.host).started).read_volatile() != 0 }
     }

@@ -58,6 +58,17 @@ pub(crate) fn timing() -> bool {
     EVENT_TIMING.load(Ordering::Relaxed)
 }
 
+/// Runs `f` at the process's exit (C's `atexit`: handlers registered later run earlier, which
+/// the preload's handler relies on to run before the CUDA runtime's teardown). `f` must only
+/// touch statics, and never panic.
+pub(crate) fn at_exit(f: extern "C" fn()) {
+    extern "C" {
+        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+    }
+    // SAFETY: `atexit` only stores the pointer; `f` is a plain function that lives for ever.
+    unsafe { atexit(f) };
+}
+
 /// `CUPREEMPT_TRACE_SETUP=1`: the runtime's one-time setup, step by step, on stderr: each
 /// step with the host time since the previous one and since the first (the first call only
 /// starts the clock), and the thread that took it. The first 40 lines only: the per-launch

@@ -415,16 +415,12 @@ fn setup_waits() -> bool {
 
 /// `CUPREEMPT_VERBOSE`, read once; when set, the process also says at its exit how many
 /// launches it planned, by outcome (`counts_at_exit`).
-fn verbose() -> bool {
+pub(crate) fn verbose() -> bool {
     static VERBOSE: OnceLock<bool> = OnceLock::new();
     *VERBOSE.get_or_init(|| {
         let on = std::env::var_os("CUPREEMPT_VERBOSE").is_some();
         if on {
-            extern "C" {
-                fn atexit(f: extern "C" fn()) -> c_int;
-            }
-            // SAFETY: registers a handler that only reads this module's counters.
-            unsafe { atexit(counts_at_exit) };
+            super::at_exit(counts_at_exit);
         }
         on
     })

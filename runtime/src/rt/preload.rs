@@ -268,11 +268,7 @@ fn register_exit_handler() {
             EXITING.store(true, Ordering::Release);
             drop(super::capi::lock(&LOADING));
         }
-        extern "C" {
-            fn atexit(f: extern "C" fn()) -> c_int;
-        }
-        // SAFETY: registers a handler that only touches this module's statics.
-        unsafe { atexit(at_exit) };
+        super::at_exit(at_exit);
     });
 }
 

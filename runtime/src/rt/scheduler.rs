@@ -268,11 +268,7 @@ fn register_exit_reports() {
             let _ = answered.recv_timeout(EXIT_WAIT);
         }
     }
-    extern "C" {
-        fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
-    }
-    // SAFETY: registers a handler that only touches this module's statics.
-    unsafe { atexit(at_exit) };
+    super::at_exit(at_exit);
 }
 
 struct Tracked<S> {

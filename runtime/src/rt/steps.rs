@@ -79,11 +79,7 @@ fn on() -> bool {
     *ON.get_or_init(|| {
         let on = std::env::var_os("CUPREEMPT_TRACE_LAUNCH").is_some();
         if on {
-            extern "C" {
-                fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
-            }
-            // SAFETY: registers a handler that only reads this module's counters.
-            unsafe { atexit(print_at_exit) };
+            super::at_exit(print_at_exit);
         }
         on
     })
