@@ -28,7 +28,8 @@ for p in $programs; do
     rc=$?
     want=$(grep -m1 -o 'checksum [0-9a-fx]*' <<<"$orig")
     got=$(grep -m1 -o 'checksum [0-9a-fx]*' <<<"$tr")
-    n=$(grep -v 'so far' <<<"$tr" | grep -oP '^cupreempt: chaos: \d+ launches, \K\d+(?= preemptions)' | tail -1)
+    exit_line=$(grep '^cupreempt: chaos: ' <<<"$tr" | grep -v 'so far' | tail -1)
+    n=$(grep -oP '^cupreempt: chaos: \d+ launches, \K\d+(?= preemptions)' <<<"$exit_line")
     verdict=DIFFERENT
     if [ $rc -ne 0 ]; then
       verdict="FAILED (exit $rc)"
@@ -38,7 +39,7 @@ for p in $programs; do
     fi
     [ "$verdict" = identical ] || status=1
     [ "${n:-0}" -gt 0 ] && preempted=$((preempted + 1))
-    echo "$p $size: $verdict, ${n:-no} preemptions ($(grep -v 'so far' <<<"$tr" | grep -m1 '^cupreempt: chaos:' | cut -d: -f3- | cut -d';' -f1 | sed 's/^ //'))"
+    echo "$p $size: $verdict, ${n:-no} preemptions ($(cut -d: -f3- <<<"$exit_line" | cut -d';' -f1 | sed 's/^ //'))"
   done
 done
 echo "chaos_bench: $same of $total identical ($preempted with preemptions) under CUPREEMPT_CHAOS=$chaos"
