@@ -462,6 +462,8 @@ fn couple_specializations<'t>(
                 if kernels[i].transformed() {
                     kernels[i].mode = None;
                     let (id, name) = (kernels[i].id, kernels[i].site.name.clone());
+                    // What was said of its transformed form (e.g. CP200) no longer holds.
+                    diagnostics.retain(|d| d.kernel.as_ref().is_none_or(|t| t.id != id));
                     diagnostics.push(
                         Diagnostic::new(
                             Code::Unsupported,
