@@ -29,6 +29,14 @@ pub struct Uniformity<'t, 'm> {
     /// Names whose reads are uniform unless a write makes them varying (`varying` wins):
     /// parameters, template parameters, locals, constants of the file, enumerators.
     known: BTreeSet<String>,
+    /// Kernel parameters that point at memory the kernel only reads (`read_only_parameters`):
+    /// a load through one at a uniform index is uniform. Only where a return exits the
+    /// thread (the choice of the plain form): the predicated form's returned threads read no
+    /// memory, so there such a value would differ between them and the live ones.
+    read_only: BTreeSet<String>,
+    /// The file's functions and which of their parameters may write a caller's variable
+    /// (`file_functions`): an argument passed to none of those is not written by the call.
+    functions: HashMap<String, Vec<Vec<bool>>>,
     /// The parent of every node inside the body (by node id). tree-sitter finds a node's
     /// parent by descending from the root, so walking up with `Node::parent` costs the depth
     /// squared: a host-side mutant with 370 nested loops made `controlled` take 11 s.
@@ -69,9 +77,21 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             varying_loops: BTreeSet::new(),
             aliases: Vec::new(),
             known: BTreeSet::new(),
+            read_only: BTreeSet::new(),
+            functions: HashMap::new(),
             parents: parents_within(body),
         };
         u.known = u.known_names(all);
+        let mut root = body;
+        while let Some(p) = root.parent() {
+            root = p;
+        }
+        u.functions = file_functions(root, src);
+        if returns_exit {
+            if let Some(function) = body.parent() {
+                u.read_only = read_only_parameters(function, src);
+            }
+        }
         let assignments = u.assignments(all);
         let loops: Vec<Node> = all.iter().copied().filter(|n| is_loop(*n)).collect();
         let exits: Vec<Node> = all
@@ -302,8 +322,39 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         let Some(args) = call.child_by_field_id(f.arguments) else {
             return;
         };
+        // A function of the file: its parameters say which arguments it may write (every
+        // overload counted, and one with too few parameters for the call may write them all).
+        // `f(...)`, `ns::f(...)`, `f<T>(...)`.
+        let function_name = match callee.kind() {
+            "template_function" => callee.child_by_field_id(f.name).map(|n| text(n, self.src)),
+            _ if callee.kind_id() == k.identifier || callee.kind_id() == k.qualified_identifier => {
+                Some(name)
+            }
+            _ => None,
+        };
+        // Not a variable of that name (a functor, a lambda), which the call would be.
+        let overloads = function_name
+            .filter(|n| !self.known.contains(*n))
+            .and_then(|n| {
+                self.functions
+                    .get(n.rsplit("::").next().unwrap_or(n).trim())
+            });
+        let count = lang::count_named(args);
+        let may_write = |i: usize| match overloads {
+            Some(list) => list
+                .iter()
+                .any(|params| params.get(i).copied().unwrap_or(params.len() < count)),
+            None => true,
+        };
         let mut c = args.walk();
-        for a in args.named_children(&mut c) {
+        for (i, a) in args
+            .named_children(&mut c)
+            .filter(|a| a.kind() != "comment")
+            .enumerate()
+        {
+            if !may_write(i) {
+                continue;
+            }
             match written_local(a, self.src) {
                 Written::Local(name) => {
                     self.varying.insert(name);
@@ -332,17 +383,35 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     return true;
                 }
                 continue;
-            } else if id == k.subscript_expression || id == k.lambda_expression {
-                return true; // a memory load, or code we do not follow
+            } else if id == k.subscript_expression {
+                // A memory load: uniform only through a read-only parameter, at a uniform
+                // index (both checked as the expression's parts).
+                if !x
+                    .child_by_field_id(f.argument)
+                    .is_some_and(|b| self.read_only_base(b))
+                {
+                    return true;
+                }
+            } else if id == k.lambda_expression {
+                return true; // code we do not follow
             } else if id == k.field_expression {
-                if operator() == Some("->") {
+                if operator() == Some("->")
+                    && !x
+                        .child_by_field_id(f.argument)
+                        .is_some_and(|b| self.read_only_base(b))
+                {
                     return true;
                 }
                 // `s.x`: the object's value; the field's name is no variable.
                 stack.extend(x.child_by_field_id(f.argument));
                 continue;
             } else if id == k.pointer_expression && operator() == Some("*") {
-                return true;
+                if !x
+                    .child_by_field_id(f.argument)
+                    .is_some_and(|b| self.read_only_base(b))
+                {
+                    return true;
+                }
             } else if id == k.call_expression {
                 let callee = x.child_by_field_id(f.function);
                 if !callee.is_some_and(|c| lang::UNIFORM_FUNCTIONS.contains(&text(c, self.src))) {
@@ -369,6 +438,24 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             stack.extend(x.children(&mut c));
         }
         false
+    }
+
+    /// Whether a loaded address is a read-only parameter (`read_only`), offset or not: `p`,
+    /// `(p)`, `p + i`, `p - i`. Whether `p` and `i` are uniform is the caller's to check.
+    fn read_only_base(&self, base: Node) -> bool {
+        let base = lang::strip_parens(base);
+        if base.kind_id() == kinds().identifier {
+            return self.read_only.contains(text(base, self.src));
+        }
+        base.kind() == "binary_expression"
+            && matches!(
+                base.child_by_field_id(crate::lang::fields().operator)
+                    .map(|o| text(o, self.src)),
+                Some("+") | Some("-")
+            )
+            && base
+                .child_by_field_id(crate::lang::fields().left)
+                .is_some_and(|l| self.read_only_base(l))
     }
 
     /// Whether a name read in the body may have a value that differs between threads: it is

@@ -172,3 +172,126 @@ pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
     }
     out
 }
+
+/// A kernel's parameters that point at memory it only reads: one pointer level (`const T* p`,
+/// `T const* __restrict__ p`, `const T p[]`) whose pointee is `const` and nothing `volatile`.
+/// The host passes only device memory to a kernel, never a thread's locals or a block's shared
+/// memory, so every thread of a block that loads the same element of it reads the same value
+/// (another thread's write in between would be a data race in the original too).
+pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut out = BTreeSet::new();
+    let head_end = function
+        .child_by_field_id(f.body)
+        .map_or(function.end_byte(), |b| b.start_byte());
+    // Only a kernel's: a helper's pointer may point at anything its caller has.
+    if !src[function.start_byte()..head_end].contains("__global__") {
+        return out;
+    }
+    let mut declarator = None;
+    if let Some(d) = function.child_by_field_id(f.declarator) {
+        lang::visit(d, |x| {
+            if declarator.is_none() && x.kind_id() == k.function_declarator {
+                declarator = Some(x);
+            }
+            declarator.is_none()
+        });
+    }
+    let Some(list) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) else {
+        return out;
+    };
+    let mut c = list.walk();
+    for p in list.named_children(&mut c) {
+        if p.kind() != "parameter_declaration" || text(p, src).contains("volatile") {
+            continue;
+        }
+        let Some(d) = p.child_by_field_id(f.declarator) else {
+            continue;
+        };
+        // The pointee's `const` stands beside the type, outside the declarator.
+        let mut pc = p.walk();
+        let pointee_const = p
+            .children(&mut pc)
+            .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+        let level = match d.kind() {
+            "pointer_declarator" | "array_declarator" => d.child_by_field_id(f.declarator),
+            _ => None,
+        };
+        if let Some(name) = level.filter(|n| n.kind_id() == k.identifier) {
+            if pointee_const {
+                out.insert(text(name, src).to_string());
+            }
+        }
+    }
+    out
+}
+
+/// For each function the file defines or declares outside function bodies, by its unqualified
+/// name, one entry per overload: for each parameter whether the function may write the caller's
+/// variable through it (a reference to non-`const`). Arguments past an overload's last
+/// parameter (a pack, C's `...`) count as written.
+pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<bool>>> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut out: HashMap<String, Vec<Vec<bool>>> = HashMap::new();
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        let kind = n.kind();
+        if kind == "function_definition" || n.kind_id() == k.declaration {
+            let mut function = None;
+            if let Some(d) = n.child_by_field_id(f.declarator) {
+                lang::visit(d, |x| {
+                    if function.is_none() && x.kind_id() == k.function_declarator {
+                        function = Some(x);
+                    }
+                    function.is_none()
+                });
+            }
+            let Some(fd) = function else { continue };
+            let (Some(name), Some(list)) = (
+                fd.child_by_field_id(f.declarator),
+                fd.child_by_field_id(f.parameters),
+            ) else {
+                continue;
+            };
+            let name = text(name, src);
+            let name = name.rsplit("::").next().unwrap_or(name).trim().to_string();
+            let mut writes = Vec::new();
+            let mut c = list.walk();
+            for p in list.named_children(&mut c) {
+                if p.kind() == "comment" {
+                    continue;
+                }
+                let mut pc = p.walk();
+                let is_const = p
+                    .children(&mut pc)
+                    .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+                let by_reference = p
+                    .child_by_field_id(f.declarator)
+                    .is_some_and(|d| contains_kind(d, k.reference_declarator));
+                // A pack of references (`Args&... a`) counts as one parameter of its kind.
+                writes.push(by_reference && !is_const);
+            }
+            out.entry(name).or_default().push(writes);
+            continue;
+        }
+        match kind {
+            "translation_unit"
+            | "namespace_definition"
+            | "declaration_list"
+            | "linkage_specification"
+            | "template_declaration"
+            | "preproc_if"
+            | "preproc_ifdef"
+            | "preproc_else"
+            | "preproc_elif"
+            | "preproc_elifdef" => {
+                let mut c = n.walk();
+                stack.extend(n.children(&mut c));
+            }
+            _ => {}
+        }
+    }
+    out
+}

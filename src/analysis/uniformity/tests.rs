@@ -124,3 +124,78 @@ fn template_parameters_are_uniform() {
     let a = analyze(&parsed, src, &Options::default());
     assert_eq!(a.kernels[0].mode, Some(SyncMode::Plain));
 }
+
+#[test]
+fn loads_through_read_only_parameters_at_uniform_indices_are_uniform() {
+    uniform("", ", const int* lim", "", "lim[blockIdx.x] > 1");
+    uniform("", ", int const* __restrict__ lim", "", "*lim > 1");
+    uniform("", ", const int lim[]", "", "lim[gridDim.x - 1] > 1");
+    uniform("", ", const int* lim", "", "*(lim + blockIdx.y) > 1");
+    uniform("struct P { int n; };", ", const P* p", "", "p->n > 1");
+    uniform(
+        "",
+        ", const int* ends",
+        "  int b = blockIdx.x;\n  int len = b ? ends[b] - ends[b - 1] : ends[0];",
+        "len < 2",
+    );
+    // The index differs between threads.
+    varying("", ", const int* lim", "", "lim[threadIdx.x] > 1");
+    // Memory the kernel may write, or that may change under it.
+    varying("", ", int* lim", "", "lim[blockIdx.x] > 1");
+    varying("", ", int* const lim", "", "lim[blockIdx.x] > 1");
+    varying("", ", const volatile int* lim", "", "lim[blockIdx.x] > 1");
+    // One level only: the pointers it holds may point anywhere.
+    varying("", ", const int** lim", "", "lim[blockIdx.x][0] > 1");
+    // The pointer moved by a thread-dependent amount.
+    varying(
+        "",
+        ", const int* lim",
+        "  lim += threadIdx.x;",
+        "lim[0] > 1",
+    );
+    // A local pointer may point at the thread's own variables.
+    varying(
+        "",
+        ", const int* lim",
+        "  int mine[2] = {(int)threadIdx.x, 0};\n  const int* p = mine;",
+        "p[0] > 1",
+    );
+}
+
+#[test]
+fn arguments_a_function_of_the_file_takes_by_value_stay_uniform() {
+    uniform(
+        "__device__ int twice(int v) { return 2 * v; }",
+        ", int n",
+        "  int m = n;\n  out[0] = twice(m);",
+        "m > 1",
+    );
+    uniform(
+        "template <class T> __device__ T twice(const T& v) { return 2 * v; }",
+        ", int n",
+        "  int m = n;\n  out[0] = twice<int>(m);",
+        "m > 1",
+    );
+    // A reference to non-const may be written; so may any argument of an unknown function,
+    // or of an overload that takes it by reference.
+    varying(
+        "__device__ void set(int& v) { v = threadIdx.x; }",
+        ", int n",
+        "  int m = n;\n  set(m);",
+        "m > 1",
+    );
+    varying("", ", int n", "  int m = n;\n  elsewhere(m);", "m > 1");
+    varying(
+        "__device__ void set(int v);\n__device__ void set(int& v);",
+        ", int n",
+        "  int m = n;\n  set(m);",
+        "m > 1",
+    );
+    // A local functor of the same name is what the call calls.
+    varying(
+        "__device__ int f(int v) { return v; }",
+        ", int n",
+        "  int m = n;\n  auto f = [](int& v) { v = threadIdx.x; };\n  f(m);",
+        "m > 1",
+    );
+}
