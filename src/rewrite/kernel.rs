@@ -32,6 +32,7 @@ use crate::vocab::{
     TRIVIAL_PARAMS,
 };
 use std::collections::BTreeSet;
+use tree_sitter::Node;
 
 /// Holds a kernel to 32 registers whatever its block size (65536 registers / 2048 threads),
 /// where an SM holds 2048 threads (`R32_MIN_BLOCKS`, task_loop.cuh).
@@ -234,6 +235,11 @@ fn trim_last_newline(mut s: String) -> String {
 struct Header {
     /// `template <typename T, int N = 4>\n` or empty.
     template: String,
+    /// The same for a class template (the launch types' struct): C++ allows a function
+    /// template's default arguments before parameters without one, a class template's only at
+    /// the end (or before packs), so those defaults are left out (a launch names every
+    /// argument up to the last without a default anyway).
+    class_template: String,
     /// `extern "C" ` for an unbraced linkage specification, or empty.
     linkage: String,
     /// `static __global__ void __launch_bounds__(256) ` (all before the name).
@@ -252,6 +258,10 @@ impl Header {
             template: k
                 .template
                 .map(|t| src[t.start_byte()..k.head].to_string())
+                .unwrap_or_default(),
+            class_template: k
+                .template
+                .map(|t| class_template_header(t, k.head, src))
                 .unwrap_or_default(),
             linkage: k
                 .linkage
@@ -274,6 +284,38 @@ impl Header {
     fn prefix(&self) -> String {
         format!("{}{}{}", self.template, self.linkage, self.specifiers)
     }
+}
+
+/// `template <bool B = false, int N>` → `template <bool B, int N>`: the text from the template
+/// declaration `t` to `head`, without the default arguments that parameters without one follow.
+fn class_template_header(t: Node, head: usize, src: &str) -> String {
+    let start = t.start_byte();
+    let Some(list) = t.child_by_field_id(crate::lang::fields().parameters) else {
+        return src[start..head].to_string();
+    };
+    let mut c = list.walk();
+    let params: Vec<Node> = list.named_children(&mut c).collect();
+    let optional = |n: &Node| n.kind().starts_with("optional_");
+    let variadic = |n: &Node| n.kind().starts_with("variadic_");
+    let Some(last_required) = params
+        .iter()
+        .rposition(|n| !optional(n) && !variadic(n) && n.kind() != "comment")
+    else {
+        return src[start..head].to_string();
+    };
+    let mut out = String::new();
+    let mut at = start;
+    for p in params[..last_required].iter().filter(|p| optional(p)) {
+        let mut pc = p.walk();
+        let Some(eq) = p.children(&mut pc).find(|x| x.kind() == "=") else {
+            continue;
+        };
+        let cut = src[at..eq.start_byte()].trim_end().len() + at;
+        out.push_str(&src[at..cut]);
+        at = p.end_byte();
+    }
+    out.push_str(&src[at..head]);
+    out
 }
 
 fn wrapper_params(params: &str) -> String {
@@ -549,7 +591,7 @@ impl LaunchTypes<'_, '_> {
         };
         let mut out = format!(
         "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}}};\n",
-        template = h.template,
+        template = h.class_template,
         name = k.name,
     );
         if self.selector {
