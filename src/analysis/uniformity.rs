@@ -414,7 +414,28 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 }
             } else if id == k.call_expression {
                 let callee = x.child_by_field_id(f.function);
-                if !callee.is_some_and(|c| lang::UNIFORM_FUNCTIONS.contains(&text(c, self.src))) {
+                let name = callee.map(|c| text(c, self.src));
+                // `__ldg(&p[i])`, `__ldg(p + i)`: a load through the read-only cache.
+                let read_only_load = name == Some("__ldg")
+                    && x.child_by_field_id(f.arguments).is_some_and(|args| {
+                        lang::count_named(args) == 1
+                            && args.named_child(0).is_some_and(|a| {
+                                let a = lang::strip_parens(a);
+                                let address_of = a.kind_id() == k.pointer_expression
+                                    && a.child_by_field_id(f.operator)
+                                        .is_some_and(|o| text(o, self.src) == "&");
+                                if address_of {
+                                    a.child_by_field_id(f.argument)
+                                        .map(lang::strip_parens)
+                                        .filter(|s| s.kind_id() == k.subscript_expression)
+                                        .and_then(|s| s.child_by_field_id(f.argument))
+                                        .is_some_and(|b| self.read_only_base(b))
+                                } else {
+                                    self.read_only_base(a)
+                                }
+                            })
+                    });
+                if !read_only_load && !name.is_some_and(|n| lang::UNIFORM_FUNCTIONS.contains(&n)) {
                     return true;
                 }
                 stack.extend(x.child_by_field_id(f.arguments));

@@ -132,6 +132,10 @@ fn loads_through_read_only_parameters_at_uniform_indices_are_uniform() {
     uniform("", ", const int lim[]", "", "lim[gridDim.x - 1] > 1");
     uniform("", ", const int* lim", "", "*(lim + blockIdx.y) > 1");
     uniform("struct P { int n; };", ", const P* p", "", "p->n > 1");
+    uniform("", ", const int* lim", "", "__ldg(&lim[blockIdx.x]) > 1");
+    uniform("", ", const int* lim", "", "__ldg(lim + blockIdx.x) > 1");
+    varying("", ", const int* lim", "", "__ldg(&lim[threadIdx.x]) > 1");
+    varying("", ", int* lim", "", "__ldg(&lim[blockIdx.x]) > 1");
     uniform(
         "",
         ", const int* ends",
