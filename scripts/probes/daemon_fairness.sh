@@ -5,7 +5,8 @@
 # then the nine run together with no scheduler and under cupreemptd with each policy of
 # PROBE_POLICIES. For every run: measured ANTT, STP and DNTT (NTT = turnaround together /
 # turnaround alone), beside what `cupreempt sim` predicts for the same nine kernels with the
-# preemption cost the daemon measured (its log: preempt sent -> yielded heard, median).
+# preemption cost the daemon measured (its log: preempt sent -> yielded heard, median), and
+# again with each case's switch cost taken from its makespan (fairness_report.py).
 # Usage: scripts/probes/daemon_fairness.sh [BIN_DIR]   (cupreempt, cupreemptd,
 #   libcupreempt_runtime.so; default target/release)
 # Env: PROBE_LENGTHS_MS="2 3 5 8 12 18 27 40 60", PROBE_POLICIES="fifo hpf sjf srt rr ffs cfs frs",
@@ -55,7 +56,8 @@ together() {  # LABEL [ENV...]: the nine processes, launching 1 ms apart from 3 
   wait "${pids[@]}"
   i=0
   for ms in $lengths; do
-    echo "$label $ms $(sed -n 's/^job: turnaround_us \([0-9.]*\).*/\1/p' "$work/job-$i.txt")"
+    # Turnaround and lateness (the launch after its set time): the round's makespan.
+    echo "$label $ms $(sed -n 's/^job: turnaround_us \([0-9.]*\) late_us \([-0-9.]*\).*/\1 \2/p' "$work/job-$i.txt")"
     i=$((i + 1))
   done
 }

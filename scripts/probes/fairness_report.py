@@ -5,7 +5,8 @@ DNTT per case, beside what `cupreempt sim` predicts for the same kernels.
 Usage: fairness_report.py [--quantum-us US] ALONE TOGETHER CUPREEMPT LOG_DIR POLICY...
   --quantum-us: the quantum cupreemptd ran with (its default, 2000), given to the simulator
   ALONE:    lines "LENGTH_MS ITERS TURNAROUND_US" (several rounds per length)
-  TOGETHER: lines "CASE LENGTH_MS TURNAROUND_US" (CASE: none or a policy; several rounds)
+  TOGETHER: lines "CASE LENGTH_MS TURNAROUND_US [LATE_US]" (CASE: none or a policy; several
+            rounds; LATE_US: how long after its set time the job launched)
   LOG_DIR:  daemon-fairness-POLICY.log files (cupreemptd --verbose), for the preemption cost
             and the switch (GPU stamps the programs report: a yield's last block leaving, then
             the next block entering any kernel; the GPU idles between them)
@@ -13,7 +14,13 @@ Usage: fairness_report.py [--quantum-us US] ALONE TOGETHER CUPREEMPT LOG_DIR POL
 
 Metrics as in cupreempt-sched (metrics.rs): NTT = turnaround together / turnaround alone,
 ANTT = mean NTT, STP = sum of 1/NTT, DNTT = standard deviation of the NTTs. Each round gives
-one value of each metric; the table shows their medians."""
+one value of each metric; the table shows their medians.
+
+What a switch costs, from the makespan: the nine jobs arrive within 8 ms and the GPU always has
+one to run, so a round's makespan (first set launch time to the last job's end) is the jobs'
+time alone plus what the round lost: per switch (each preemption of a kernel that held SMs, and
+each of the n - 1 times a kernel ends and another takes the GPU), (makespan - sum of alone) /
+switches. The second table predicts each case again with that as the simulator's switch."""
 import json
 import re
 import statistics
@@ -44,13 +51,32 @@ def rounds(lines, lengths):
     by = defaultdict(list)
     for line in lines:
         f = line.split()
-        if len(f) == 3:
+        if len(f) in (3, 4):
             by[f[0]].append((f[1], float(f[2])))
     out = {}
     for case, rows in by.items():
         n = len(lengths)
         out[case] = [[t for _, t in rows[i:i + n]] for i in range(0, len(rows) - n + 1, n)]
     return out
+
+
+def makespans(lines, lengths):
+    """Per case, each round's makespan in µs: job i is set to launch i ms after the first, and
+    ends its lateness plus its turnaround after that. Only rounds whose lines give lateness."""
+    by = defaultdict(list)
+    for line in lines:
+        f = line.split()
+        if len(f) == 4:
+            by[f[0]].append((float(f[2]), float(f[3])))
+    n = len(lengths)
+    return {case: [max(1000.0 * i + late + t for i, (t, late) in enumerate(rows[k:k + n]))
+                   for k in range(0, len(rows) - n + 1, n)]
+            for case, rows in by.items()}
+
+
+def lost_per_switch(makespan, alone_sum, switches):
+    """GPU time one switch costs, µs: the makespan beyond the jobs' time alone, per switch."""
+    return (makespan - alone_sum) / switches if switches else None
 
 
 def preemptions(log_text):
@@ -224,6 +250,12 @@ def self_test():
     assert t.endswith("| 300 | 420 | 7 (5) / 5 |"), t
     own = own_costs({"rr": 300.0, "fifo": None}, {"rr": None, "fifo": 90.0}, 250.0, 200.0)
     assert own == {"rr": (300.0, 200.0), "fifo": (250.0, 90.0)}, own
+    spans = makespans(["none 2 3000 10", "none 3 4000 20", "none 2 2900 0", "none 3 5000 0",
+                       "rr 2 3000"], ["2", "3"])
+    # round 1: max(0 + 10 + 3000, 1000 + 20 + 4000); round 2: max(2900, 6000); rr: no lateness
+    assert spans == {"none": [5020.0, 6000.0]}, spans
+    assert lost_per_switch(6000.0, 5000.0, 4) == 250.0
+    assert lost_per_switch(6000.0, 5000.0, 0) is None
     print("fairness_report self-test: ok")
 
 
@@ -266,7 +298,39 @@ def main(argv):
     print(table(alone, together, lengths, predictions, costs, switches, counts))
     print("\nThe `none` row is predicted by `fifo` (no scheduler: grids are handed out in launch order\n"
           "and a persistent kernel keeps every SM it reaches until it ends).")
+    spans = makespans(open(together_file).read().splitlines(), lengths)
+    if spans:
+        print(switch_table(cupreempt, alone, lengths, together, spans, counts, own_costs(
+            costs, switches, cost, switch), quantum_us))
     return 0
+
+
+def switch_table(cupreempt, alone, lengths, together, spans, counts, own, quantum_us):
+    """Each case's switch cost from its makespans (`lost_per_switch`), and the simulator's
+    prediction with it."""
+    alone_sum = sum(alone[ms] for ms in lengths)
+    lines = ["\nWith each case's switch taken from its makespan (sum of the jobs' time alone "
+             f"{alone_sum:.0f} µs):\n",
+             "| case | makespan µs | switches per round | lost per switch µs | measured ANTT | "
+             "predicted ANTT | ANTT error |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for case, runs in together.items():
+        if case not in spans or not runs:
+            continue
+        span = statistics.median(spans[case])
+        held = counts[case][1] / len(runs) if case in counts else 0.0
+        switches_per_round = held + len(lengths) - 1
+        lost = lost_per_switch(span, alone_sum, switches_per_round)
+        per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
+        antt = statistics.median(x["antt"] for x in per_round)
+        policy = "fifo" if case == "none" else case
+        preempt = own.get(policy, (0.0, 0.0))[0]
+        p = predicted(cupreempt, alone, lengths, [policy], preempt, quantum_us,
+                      max(lost, 0.0))[policy]
+        lines.append(f"| {case} | {span:.0f} | {switches_per_round:.0f} | {lost:.0f} | "
+                     f"{antt:.3f} | {p['antt']:.3f} | "
+                     f"{100 * (p['antt'] - antt) / antt:+.1f}% |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
