@@ -311,8 +311,8 @@ def switch_table(cupreempt, alone, lengths, together, spans, counts, own, quantu
     alone_sum = sum(alone[ms] for ms in lengths)
     lines = ["\nWith each case's switch taken from its makespan (sum of the jobs' time alone "
              f"{alone_sum:.0f} µs):\n",
-             "| case | makespan µs | switches per round | lost per switch µs | measured ANTT | "
-             "predicted ANTT | ANTT error |",
+             "| case | makespan µs | switches per round | lost per switch µs | measured ANTT / STP "
+             "/ DNTT | predicted ANTT / STP / DNTT | errors |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for case, runs in together.items():
         if case not in spans or not runs:
@@ -322,14 +322,16 @@ def switch_table(cupreempt, alone, lengths, together, spans, counts, own, quantu
         switches_per_round = held + len(lengths) - 1
         lost = lost_per_switch(span, alone_sum, switches_per_round)
         per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
-        antt = statistics.median(x["antt"] for x in per_round)
+        m = {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
         policy = "fifo" if case == "none" else case
         preempt = own.get(policy, (0.0, 0.0))[0]
         p = predicted(cupreempt, alone, lengths, [policy], preempt, quantum_us,
                       max(lost, 0.0))[policy]
+        keys = ("antt", "stp", "dntt")
         lines.append(f"| {case} | {span:.0f} | {switches_per_round:.0f} | {lost:.0f} | "
-                     f"{antt:.3f} | {p['antt']:.3f} | "
-                     f"{100 * (p['antt'] - antt) / antt:+.1f}% |")
+                     + " / ".join(f"{m[k]:.3f}" for k in keys) + " | "
+                     + " / ".join(f"{p[k]:.3f}" for k in keys) + " | "
+                     + " / ".join(f"{100 * (p[k] - m[k]) / m[k]:+.1f}%" for k in keys) + " |")
     return "\n".join(lines)
 
 
