@@ -339,7 +339,11 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 self.functions
                     .get(n.rsplit("::").next().unwrap_or(n).trim())
             });
-        let count = lang::count_named(args);
+        let mut c = args.walk();
+        let count = args
+            .named_children(&mut c)
+            .filter(|a| a.kind() != "comment")
+            .count();
         let may_write = |i: usize| match overloads {
             Some(list) => list
                 .iter()
@@ -419,21 +423,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 let read_only_load = name == Some("__ldg")
                     && x.child_by_field_id(f.arguments).is_some_and(|args| {
                         lang::count_named(args) == 1
-                            && args.named_child(0).is_some_and(|a| {
-                                let a = lang::strip_parens(a);
-                                let address_of = a.kind_id() == k.pointer_expression
-                                    && a.child_by_field_id(f.operator)
-                                        .is_some_and(|o| text(o, self.src) == "&");
-                                if address_of {
-                                    a.child_by_field_id(f.argument)
-                                        .map(lang::strip_parens)
-                                        .filter(|s| s.kind_id() == k.subscript_expression)
-                                        .and_then(|s| s.child_by_field_id(f.argument))
-                                        .is_some_and(|b| self.read_only_base(b))
-                                } else {
-                                    self.read_only_base(a)
-                                }
-                            })
+                            && args
+                                .named_child(0)
+                                .is_some_and(|a| self.read_only_address(a))
                     });
                 if !read_only_load && !name.is_some_and(|n| lang::UNIFORM_FUNCTIONS.contains(&n)) {
                     return true;
@@ -477,6 +469,23 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             && base
                 .child_by_field_id(crate::lang::fields().left)
                 .is_some_and(|l| self.read_only_base(l))
+    }
+
+    /// Whether an address points into a read-only parameter: `&p[i]`, or a `read_only_base`.
+    fn read_only_address(&self, a: Node) -> bool {
+        let f = crate::lang::fields();
+        let a = lang::strip_parens(a);
+        let address_of = a.kind_id() == kinds().pointer_expression
+            && a.child_by_field_id(f.operator)
+                .is_some_and(|o| text(o, self.src) == "&");
+        if !address_of {
+            return self.read_only_base(a);
+        }
+        a.child_by_field_id(f.argument)
+            .map(lang::strip_parens)
+            .filter(|s| s.kind_id() == kinds().subscript_expression)
+            .and_then(|s| s.child_by_field_id(f.argument))
+            .is_some_and(|b| self.read_only_base(b))
     }
 
     /// Whether a name read in the body may have a value that differs between threads: it is
