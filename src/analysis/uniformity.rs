@@ -427,7 +427,11 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                                 .named_child(0)
                                 .is_some_and(|a| self.read_only_address(a))
                     });
-                if !read_only_load && !name.is_some_and(|n| lang::UNIFORM_FUNCTIONS.contains(&n)) {
+                // A pure function (math, constructors) of uniform arguments gives one value.
+                let pure = name.is_some_and(|n| {
+                    lang::UNIFORM_FUNCTIONS.contains(&n) || lang::PURE_FUNCTIONS.contains(&n)
+                });
+                if !read_only_load && !pure {
                     return true;
                 }
                 stack.extend(x.child_by_field_id(f.arguments));

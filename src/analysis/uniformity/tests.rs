@@ -93,6 +93,8 @@ fn names_proven_uniform_stay_uniform() {
     uniform("", ", int n", "", "sizeof(float) * n > 4");
     uniform("", ", int n", "", "sizeof(out[0]) * n > 4");
     uniform("", ", int n", "", "min(n, 4) > INT_MAX - warpSize");
+    uniform("", ", float x", "", "sqrtf(fabsf(x)) > 2.0f");
+    varying("", ", float x", "", "sqrtf((float)threadIdx.x) > x");
     uniform(
         "#define TILE (sizeof(float) * 16)",
         ", int n",
