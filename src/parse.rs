@@ -6,10 +6,15 @@ use tree_sitter::{Node, Parser, Tree};
 /// Execution-space macros (`execution_space_macros`) and the words they stand for.
 pub type SpaceMacros = std::collections::BTreeMap<String, Vec<String>>;
 
+mod branches;
+
 pub struct Parsed {
     pub tree: Tree,
     /// The file's execution-space macros, read once for the masked view and the scan.
     pub space_macros: SpaceMacros,
+    /// Branches of preprocessor conditionals that the grammar did not read: a statement whose
+    /// head or body the conditional chooses was read with its first branch alone (`branches`).
+    pub hidden: Vec<std::ops::Range<usize>>,
 }
 
 /// Parses `src` as the grammar sees its masked view (`masked`): same length, so every byte
@@ -26,12 +31,39 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    let (view, space_macros) = masked_view(src, included_macros);
+    let (mut view, space_macros) = masked_view(src, included_macros);
     // Without a timeout or cancellation flag set, parse only returns None on those conditions.
-    let tree = parser
+    let mut tree = parser
         .parse(view.as_deref().unwrap_or(src), None)
         .expect("parse without timeout");
-    Parsed { tree, space_macros }
+    let mut hidden = Vec::new();
+    if tree.root_node().has_error() && src.contains("#if") {
+        let groups = branches::conditionals(src);
+        // Nested conditionals may each split a statement: a few rounds.
+        for _ in 0..3 {
+            let base = view.as_deref().unwrap_or(src).as_bytes();
+            let Some((bytes, ranges)) = branches::first_branches(src, base, &tree, &groups) else {
+                break;
+            };
+            let Ok(text) = String::from_utf8(bytes) else {
+                break;
+            };
+            let reduced = parser.parse(&text, None).expect("parse without timeout");
+            if error_ranges(reduced.root_node()).len() >= error_ranges(tree.root_node()).len() {
+                break;
+            }
+            tree = reduced;
+            view = Some(text);
+            hidden.extend(ranges);
+        }
+    }
+    hidden.sort_by_key(|r| r.start);
+    hidden.dedup();
+    Parsed {
+        tree,
+        space_macros,
+        hidden,
+    }
 }
 
 /// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar

@@ -23,6 +23,7 @@ mod callgraph;
 mod decide;
 mod effects;
 mod flow;
+mod hidden;
 mod macros;
 mod pragmas;
 mod predicate;
@@ -247,7 +248,22 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             may_use_shared,
             capped_wrapper,
         );
-        match decide::decide(&plan, opts, &helpers, &graph, src) {
+        // Branches of conditionals the grammar did not read (`Parsed::hidden`).
+        let hidden_refusal =
+            hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src);
+        let decided = match hidden_refusal {
+            Some(d) => Err(vec![d]),
+            None => decide::decide(&plan, opts, &helpers, &graph, src).and_then(
+                |(mode, reach, hazard)| match (mode == SyncMode::Predicated)
+                    .then(|| hidden::predicated_refusal(&plan, &parsed.hidden, src))
+                    .flatten()
+                {
+                    Some(d) => Err(vec![d]),
+                    None => Ok((mode, reach, hazard)),
+                },
+            ),
+        };
+        match decided {
             Ok((mode, reach, hazard)) => {
                 for i in reach {
                     helpers[i].reached = true;
@@ -273,6 +289,8 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         // helper that cannot take the context, would pass the context on to a call that drops
         // it; the other file's kernel is then refused, as for any helper that reads the index
         // without taking the context.
+        // Nor one with a branch the grammar did not read (`hidden::unread_in`): its context
+        // form would be made from the branches that were read.
         let exported: Vec<usize> = (0..helpers.len())
             .filter(|&i| {
                 let h = &helpers[i];
@@ -280,6 +298,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                     && h.site.can_take_ctx()
                     && !h.site.member
                     && graph.context_reaches_every_read(i, &helpers, src)
+                    && !hidden::unread_in(&h.site, &parsed.hidden, &graph, &macros, src)
             })
             .collect();
         for i in exported {

@@ -1006,4 +1006,16 @@ mod tests {
         assert_eq!(k.global_kw.clone().map(|r| &src[r]), Some("GLOBAL"));
         assert_eq!(found.kernels[1].head, found.kernels[1].func.start_byte());
     }
+
+    #[test]
+    fn kernels_a_syntax_error_hides_are_reported_lost() {
+        // An unclosed template parameter list swallows the definitions after it.
+        let src = "template <class T\n__global__ void lost(int* out) {\n  out[0] = 1;\n}\n";
+        let parsed = parse::parse(src);
+        let found = scan(parsed.tree.root_node(), src, &parsed.space_macros);
+        assert!(found.kernels.is_empty());
+        let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(lost, ["lost"]);
+        assert_eq!(&src[found.lost_kernels[0].at.clone()], "lost");
+    }
 }

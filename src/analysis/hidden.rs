@@ -1,0 +1,269 @@
+//! Kernels that hold text the grammar did not read: the other branches of a conditional that
+//! chooses part of a statement (`Parsed::hidden`, parse/branches.rs). The analysis sees the
+//! first branch only, and the rewrite copies the others as they are, so a kernel is
+//! transformed only where no hidden branch holds what the analysis or the rewrite would have
+//! to see: a return, a jump, a barrier, a launch, inline assembly, shared memory, a read of
+//! blockIdx or gridDim (their task values are declared only for what the analysis saw), a call
+//! of a helper or a use of a macro that reads them or synchronizes; and, in a kernel with
+//! returns (whose analysis follows writes), no write or call that may write.
+
+use super::callgraph::CallGraph;
+use super::macros::MacroFacts;
+use super::{FunctionSite, HelperPlan, KernelPlan};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::lang;
+use std::collections::BTreeMap;
+use std::ops::Range;
+use tree_sitter::Node;
+
+/// Words whose presence in a hidden branch the rewrite would have to see.
+const UNSEEN: &[&str] = &[
+    "return",
+    "goto",
+    "break",
+    "continue",
+    "asm",
+    "__asm__",
+    "__shared__",
+    "blockIdx",
+    "gridDim",
+    "extern",
+    "sync",
+    "__syncthreads",
+    "__syncthreads_count",
+    "__syncthreads_and",
+    "__syncthreads_or",
+    "__barrier_sync",
+];
+
+/// CP001 where a hidden branch inside `plan`'s definition, or inside a helper it reaches,
+/// holds something the analysis would have to see (module docs); or lies in the head of
+/// either (the rewrite would copy only the head it read); or lies outside every function (a
+/// class's members, say) and holds a word that reads the block index or synchronizes.
+pub fn refusal(
+    plan: &KernelPlan,
+    hidden: &[Range<usize>],
+    helpers: &[HelperPlan],
+    graph: &CallGraph,
+    macros: &BTreeMap<String, MacroFacts>,
+    root: Node,
+    src: &str,
+) -> Option<Diagnostic> {
+    if hidden.is_empty() {
+        return None;
+    }
+    // The kernel's definition and body, then those of the helpers it reaches.
+    let mut functions = vec![(
+        plan.site.outer.byte_range(),
+        plan.site.body.byte_range(),
+        true,
+    )];
+    functions.extend(graph.reachable(&plan.facts, helpers).into_iter().map(|h| {
+        let site = &helpers[h].site;
+        (site.outer.byte_range(), site.body.byte_range(), false)
+    }));
+    let has_returns = !plan.facts.returns.is_empty();
+    let within =
+        |outer: &Range<usize>, r: &Range<usize>| outer.start <= r.start && r.end <= outer.end;
+    for r in hidden {
+        let text = without_comments(&src[r.clone()]);
+        let why = match functions.iter().find(|(outer, _, _)| within(outer, r)) {
+            Some((_, body, _)) if !within(body, r) => {
+                Some("part of the function's head".to_string())
+            }
+            Some((_, _, own)) => unseen(&text, *own && has_returns, graph, macros),
+            None if inside_function(root, r) => None,
+            None => unseen(&text, false, graph, macros),
+        };
+        if let Some(why) = why {
+            return Some(refused(plan, r, src, &why));
+        }
+    }
+    None
+}
+
+/// Whether a hidden branch lies in the head of `site`, or in its body and holds something the
+/// analysis would have to see (`unseen`, writes aside).
+pub fn unread_in(
+    site: &FunctionSite,
+    hidden: &[Range<usize>],
+    graph: &CallGraph,
+    macros: &BTreeMap<String, MacroFacts>,
+    src: &str,
+) -> bool {
+    let (outer, body) = (site.outer.byte_range(), site.body.byte_range());
+    let within = |o: &Range<usize>, r: &Range<usize>| o.start <= r.start && r.end <= o.end;
+    hidden.iter().filter(|r| within(&outer, r)).any(|r| {
+        !within(&body, r)
+            || unseen(&without_comments(&src[r.clone()]), false, graph, macros).is_some()
+    })
+}
+
+/// Whether `r` lies inside some function definition of the tree (host code, another kernel).
+fn inside_function(root: Node, r: &Range<usize>) -> bool {
+    let mut n = root.descendant_for_byte_range(r.start, r.end);
+    while let Some(x) = n {
+        if x.kind() == "function_definition" {
+            return true;
+        }
+        n = x.parent();
+    }
+    false
+}
+
+/// CP001 for a predicated kernel with a hidden branch in its body: the predicated form
+/// rewrites statements the analysis must see whole.
+pub fn predicated_refusal(
+    plan: &KernelPlan,
+    hidden: &[Range<usize>],
+    src: &str,
+) -> Option<Diagnostic> {
+    let body = plan.site.body.byte_range();
+    hidden
+        .iter()
+        .find(|r| body.start <= r.start && r.end <= body.end)
+        .map(|r| {
+            refused(
+                plan,
+                r,
+                src,
+                "code of a kernel that needs the predicated form",
+            )
+        })
+}
+
+fn refused(plan: &KernelPlan, r: &Range<usize>, src: &str, why: &str) -> Diagnostic {
+    // The branch's first line of text.
+    let text = &src[r.clone()];
+    let start = r.start + (text.len() - text.trim_start().len());
+    let end = src[start..r.end].find('\n').map_or(r.end, |p| start + p);
+    Diagnostic::new(
+        Code::ParseErrorInKernel,
+        format!(
+            "`{}`: conditional compilation chooses part of a statement, and a branch the analysis does not read holds {why}; it is left as it is",
+            plan.site.name
+        ),
+    )
+    .label(start..end.max(start + 1), "this branch is not read")
+    .help("give each branch of the conditional whole statements (the `for` head and its body, the `if` and its block)")
+}
+
+/// What in a hidden branch's text the analysis would have to see, in words; None if nothing.
+/// `writes`: also writes and calls that may write (the kernel's returns depend on them).
+fn unseen(
+    text: &str,
+    writes: bool,
+    graph: &CallGraph,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> Option<String> {
+    if text.contains("<<<") {
+        return Some("a launch".into());
+    }
+    if !balanced(text) {
+        return Some("a bracket that another branch closes".into());
+    }
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'_' || c.is_ascii_alphabetic() {
+            let start = i;
+            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            let word = &text[start..i];
+            let called = text[i..].trim_start().starts_with('(');
+            if UNSEEN.contains(&word) || lang::GRID_SYNC.contains(&word) {
+                return Some(format!("`{word}`"));
+            }
+            if graph.block_names.contains(word) || graph.barrier_names.contains(word) {
+                return Some(format!(
+                    "a use of `{word}`, which reads the block index or synchronizes"
+                ));
+            }
+            if let Some(m) = macros.get(word) {
+                if !m.virtual_reads.is_empty() || m.barrier || m.returns || m.launches || m.shared {
+                    return Some(format!(
+                        "macro `{word}`, which the rewrite would have to see"
+                    ));
+                }
+                if writes && !m.calls.is_empty() {
+                    return Some(format!(
+                        "macro `{word}`, which calls a function that may write"
+                    ));
+                }
+                continue;
+            }
+            if writes
+                && called
+                && !lang::PURE_FUNCTIONS.contains(&word)
+                && !lang::UNIFORM_FUNCTIONS.contains(&word)
+            {
+                return Some(format!(
+                    "a call of `{word}`, which may write what a return depends on"
+                ));
+            }
+            continue;
+        }
+        if writes {
+            let next = b.get(i + 1).copied();
+            let prev = i.checked_sub(1).map(|p| b[p]);
+            let assignment =
+                c == b'=' && next != Some(b'=') && !matches!(prev, Some(b'=' | b'!' | b'<' | b'>'));
+            let step = (c == b'+' || c == b'-') && next == Some(c);
+            let address = c == b'&'
+                && next.is_some_and(|n| n == b'_' || n.is_ascii_alphabetic())
+                && prev != Some(b'&');
+            if assignment || step || address {
+                return Some("a write, which a return may depend on".into());
+            }
+        }
+        i += 1;
+    }
+    None
+}
+
+/// Whether every `{`, `(` and `[` of `text` is closed in it, in order.
+fn balanced(text: &str) -> bool {
+    let mut open = Vec::new();
+    for c in text.chars() {
+        match c {
+            '{' | '(' | '[' => open.push(c),
+            '}' | ')' | ']' => {
+                let want = match c {
+                    '}' => '{',
+                    ')' => '(',
+                    _ => '[',
+                };
+                if open.pop() != Some(want) {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+    }
+    open.is_empty()
+}
+
+/// `text` with its comments blanked (string literals are left: a word in one only makes the
+/// check stricter).
+fn without_comments(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("//") {
+            let end = after.find('\n').map_or(after.len(), |p| p);
+            out.push(' ');
+            rest = &after[end..];
+        } else if let Some(after) = rest.strip_prefix("/*") {
+            let end = after.find("*/").map_or(after.len(), |p| p + 2);
+            out.push(' ');
+            rest = &after[end..];
+        } else {
+            let ch = rest.chars().next().unwrap_or(' ');
+            out.push(ch);
+            rest = &rest[ch.len_utf8()..];
+        }
+    }
+    out
+}
