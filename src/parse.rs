@@ -42,7 +42,9 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
         // Nested conditionals may each split a statement: a few rounds.
         for _ in 0..3 {
             let base = view.as_deref().unwrap_or(src).as_bytes();
-            let Some((bytes, ranges)) = branches::first_branches(src, base, &tree, &groups) else {
+            let Some((bytes, ranges)) =
+                branches::first_branches(src, base, &tree, &groups, &space_macros)
+            else {
                 break;
             };
             let Ok(text) = String::from_utf8(bytes) else {

@@ -5,7 +5,7 @@
 # (rule 7: every launch runs the original), with every launch preemptible
 # (CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_SETUP=wait CUPREEMPT_SHORT_US=0) and under
 # CUPREEMPT_CHAOS=SEED,MEAN_US, one process at a time. Each run's output, with the lines that
-# name a time, rate or speed left out, is hashed; a form whose hash differs from the
+# name a time, rate, speed or resource usage left out, is hashed; a form whose hash differs from the
 # original's is DIFFERENT. The runtime's own exit lines (launches planned, chaos preemptions)
 # are printed beside each run: a form that ran no launch preemptible tested nothing.
 # Usage: scripts/probes/program_forms.sh SRC BIN_DIR NAME[=ARGS]...
@@ -22,7 +22,9 @@ mkdir -p "$work/front"
 ln -s "$bin/cupreempt" "$work/front/nvcc"
 export CUPREEMPT_RUNTIME_DIR=$bin
 status=0
-timing='time|throughput|bandwidth|gflop|[0-9.]+ *(ms|us|s)\b|sec|speed|elapsed|perf'
+# Lines left out of the comparison: times, rates, and resource reports (a process's memory
+# usage grows by the runtime library's; device memory by the wrappers' code).
+timing='time|throughput|bandwidth|gflop|[0-9.]+ *(ms|us|s)\b|sec|speed|elapsed|perf|usage'
 for spec in "$@"; do
   name=${spec%%=*}
   [ -d "$src/$name-cuda" ] || { echo "$name: no folder $src/$name-cuda"; status=1; continue; }

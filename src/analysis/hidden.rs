@@ -159,6 +159,14 @@ fn unseen(
     if text.contains("<<<") {
         return Some("a launch".into());
     }
+    // A macro defined there would be one the analysis never read (a definition under `#if`
+    // branches counts as varying where it reads both).
+    if text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with('#') && matches!(l[1..].split_whitespace().next(), Some("define" | "undef"))
+    }) {
+        return Some("a macro definition".into());
+    }
     if !balanced(text) {
         return Some("a bracket that another branch closes".into());
     }

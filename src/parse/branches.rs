@@ -3,8 +3,8 @@
 //! after it. The grammar reads a conditional only where a whole statement or declaration may
 //! stand, so such a statement is a syntax error (CP001), and its kernel was left as it is.
 //!
-//! Where a syntax error points into such a conditional (or just before it), the grammar is
-//! given the conditional's first branch alone: its directive lines and its other branches are
+//! Where a syntax error points into such a conditional (or just before it) inside a block of
+//! statements, the grammar is given the conditional's first branch alone: its directive lines and its other branches are
 //! blanked in the masked view (same length, newlines kept). The other branches' text stays in
 //! the file and in any output, untouched; `Parsed::hidden` lists them, and the analysis refuses
 //! a kernel whose hidden text holds anything it would have to see (analysis::hidden).
@@ -120,6 +120,7 @@ pub(super) fn first_branches(
     view: &[u8],
     tree: &Tree,
     groups: &[Conditional],
+    space_macros: &super::SpaceMacros,
 ) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
     let errors = error_nodes(tree.root_node());
     let near = |g: &Conditional| {
@@ -134,9 +135,30 @@ pub(super) fn first_branches(
             overlaps || before
         })
     };
+    // Inside a block of statements; elsewhere (file, namespace or class scope) only where the
+    // other branches are host code: a conditional there may choose between whole definitions
+    // (a header's CPU and GPU versions of its functions), and a device definition the grammar
+    // does not read is one that no analysis, here or in the files that include this one, sees.
+    let in_block = |g: &Conditional| {
+        let mut n = tree
+            .root_node()
+            .descendant_for_byte_range(g.span.start, g.span.start);
+        while let Some(x) = n {
+            if x.kind() == "compound_statement" && x.start_byte() < g.span.start {
+                return true;
+            }
+            n = x.parent();
+        }
+        false
+    };
+    let host_only = |g: &Conditional| {
+        g.branches[1..]
+            .iter()
+            .all(|r| host_text(&src[r.clone()], space_macros))
+    };
     let chosen: Vec<&Conditional> = groups
         .iter()
-        .filter(|g| g.branches.len() > 1 && near(g))
+        .filter(|g| g.branches.len() > 1 && near(g) && (in_block(g) || host_only(g)))
         .collect();
     if chosen.is_empty() {
         return None;
@@ -159,6 +181,41 @@ pub(super) fn first_branches(
         );
     }
     Some((bytes, hidden))
+}
+
+/// Whether `text` names nothing of device code, launches or macros: no CUDA execution or memory
+/// space (nor a macro that stands for one: the file's, or any word that says `device`, `global`
+/// or `kernel`), no built-in index, no barrier or block group, no `<<<`, no `#define`/`#undef`.
+fn host_text(text: &str, space_macros: &super::SpaceMacros) -> bool {
+    const DEVICE: &[&str] = &[
+        "__global__",
+        "__device__",
+        "__host__",
+        "__shared__",
+        "__constant__",
+        "__managed__",
+        "blockIdx",
+        "gridDim",
+        "threadIdx",
+        "blockDim",
+        "__syncthreads",
+        "sync",
+        "this_thread_block",
+        "define",
+        "undef",
+    ];
+    if text.contains("<<<") {
+        return false;
+    }
+    let mut words = text.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()));
+    !words.any(|w| {
+        let lower = w.to_ascii_lowercase();
+        DEVICE.contains(&w)
+            || space_macros.contains_key(w)
+            || ["device", "global", "kernel"]
+                .iter()
+                .any(|s| lower.contains(s))
+    })
 }
 
 /// The ranges of the tree's ERROR and MISSING nodes.
@@ -214,5 +271,27 @@ mod tests {
         let g = conditionals(src);
         assert_eq!(g.len(), 1);
         assert_eq!(&src[g[0].branches[0].clone()], "\nx\n");
+    }
+
+    #[test]
+    fn a_statement_split_by_a_conditional_is_read_with_its_first_branch() {
+        let src = "__global__ void k(float* o) {\n  for (int i = 0; i < 4; ++i)\n#ifdef A\n    o[i] += 1.0f;\n#else\n    o[i] += 2.0f;\n#endif\n}\n";
+        let parsed = crate::parse::parse(src);
+        assert!(!parsed.tree.root_node().has_error());
+        let hidden: Vec<&str> = parsed.hidden.iter().map(|r| &src[r.clone()]).collect();
+        assert_eq!(hidden, ["\n    o[i] += 2.0f;\n"]);
+    }
+
+    #[test]
+    fn conditionals_outside_blocks_are_not_reduced() {
+        // A header's CPU and GPU versions of a function, the CPU one broken for the grammar:
+        // hiding the GPU one would hide a reader of blockIdx from every analysis. A host
+        // function's two heads may be read with the first.
+        let src = "#ifndef GPU_SIDE\nint first(int a,\n#else\n__device__ int first(int a) { return blockIdx.x + a; }\n#endif\n";
+        let parsed = crate::parse::parse(src);
+        assert!(parsed.hidden.is_empty(), "{:?}", parsed.hidden);
+        let src = "#ifdef VEC\ndouble run(std::vector<int>& a,\n#else\ndouble run(int* a,\n#endif\n    int n) { return a[0] * n; }\n";
+        let parsed = crate::parse::parse(src);
+        assert_eq!(parsed.hidden.len(), 1, "{:?}", parsed.hidden);
     }
 }
