@@ -115,11 +115,26 @@ pub struct KnownHelper {
     /// A member function (`operator()` for a functor's): called through objects, never given
     /// the context (`CallGraph::member_ctx`).
     pub member: bool,
+    /// A definition in a region its file's parser cannot read (`Found::unread_helpers`): what
+    /// it reads is unknown, so it counts as reading blockIdx/gridDim and synchronizing.
+    pub unread: bool,
 }
 
 impl KnownHelper {
     /// The helpers of a file that matter to callers in other files (what they reach through
     /// the file's other helpers is in the plans, `CallGraph::build`).
+    /// A device function its file's parser could not read (`Found::unread_helpers`).
+    pub fn unread(name: &str) -> KnownHelper {
+        KnownHelper {
+            name: name.to_string(),
+            reads_block_ids: true,
+            synchronizes: true,
+            with_ctx: false,
+            member: false,
+            unread: true,
+        }
+    }
+
     pub fn of_all(helpers: &[HelperPlan]) -> Vec<KnownHelper> {
         helpers
             .iter()
@@ -129,6 +144,7 @@ impl KnownHelper {
                 synchronizes: h.synchronizes,
                 with_ctx: h.needs_ctx && h.reached && !h.site.member && !h.unfollowed_read,
                 member: h.site.member,
+                unread: false,
             })
             .filter(|h| h.reads_block_ids || h.synchronizes)
             .collect()

@@ -316,7 +316,16 @@ fn transform_here(
                 .map(|d| KnownKernel::declared(d, src)),
         )
         .collect();
-    let helpers = KnownHelper::of_all(&analysis.helpers);
+    let mut helpers = KnownHelper::of_all(&analysis.helpers);
+    helpers.extend(
+        analysis
+            .unread_helpers
+            .iter()
+            .filter(|u| !helpers.iter().any(|h| h.name == u.name))
+            .filter(|u| crate::analysis::unread_may_matter(src, u.at.end))
+            .map(|u| KnownHelper::unread(&u.name))
+            .collect::<Vec<_>>(),
+    );
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);
     diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));

@@ -457,6 +457,14 @@ fn declared_names(body: Node, stmt: &Range<usize>, src: &str) -> Vec<String> {
 /// CP008 for a call to a device function of an included file that reads blockIdx/gridDim: its
 /// reads cannot be given the task's values from here.
 fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize>) -> Diagnostic {
+    if h.unread {
+        return Diagnostic::new(
+            Code::Helper,
+            format!("`{}` is defined in a region the parser cannot read (a syntax error around it): what it reads is unknown", h.name),
+        )
+        .label(call.clone(), "called here")
+        .help("fix the syntax the parser reports around the function's definition (CP100), or pass blockIdx/gridDim as arguments");
+    }
     let what = "reads blockIdx/gridDim: from this file it cannot be given the task's values";
     Diagnostic::new(
         Code::Helper,

@@ -275,3 +275,61 @@ fn without_comments(text: &str) -> String {
     }
     out
 }
+
+/// Whether a device function that a syntax error hides (its name ends at `from`) may read the
+/// block index or synchronize, as far as its text tells: its body (from the first `{` after the
+/// name to the matching `}`) names blockIdx, gridDim, a barrier, inline assembly, or calls a
+/// function that is not a known pure one. Without a body in the text, it may.
+pub fn unread_may_matter(src: &str, from: usize) -> bool {
+    let Some(open) = src.get(from..).and_then(|t| t.find('{')).map(|p| from + p) else {
+        return true;
+    };
+    let mut depth = 0usize;
+    let mut close = None;
+    for (i, c) in src[open..].char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => {
+                depth -= 1;
+                if depth == 0 {
+                    close = Some(open + i);
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let Some(close) = close else {
+        return true;
+    };
+    let body = without_comments(&src[open + 1..close]);
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'_' || b[i].is_ascii_alphabetic() {
+            let start = i;
+            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            let word = &body[start..i];
+            if UNSEEN.contains(&word) && !matches!(word, "return" | "break" | "continue") {
+                return true;
+            }
+            let called = body[i..].trim_start().starts_with('(');
+            let keyword = matches!(
+                word,
+                "if" | "for" | "while" | "switch" | "return" | "sizeof"
+            );
+            if called
+                && !keyword
+                && !lang::PURE_FUNCTIONS.contains(&word)
+                && !lang::UNIFORM_FUNCTIONS.contains(&word)
+            {
+                return true;
+            }
+            continue;
+        }
+        i += 1;
+    }
+    false
+}

@@ -24,6 +24,7 @@ mod decide;
 mod effects;
 mod flow;
 mod hidden;
+pub use hidden::unread_may_matter;
 mod macros;
 mod pragmas;
 mod predicate;
@@ -172,6 +173,9 @@ pub struct Analysis<'t> {
     /// Kernel definitions a syntax error hides from the parse, each refused (CP001) with the
     /// id that its diagnostic carries (after the parsed kernels' ids).
     pub lost_kernels: Vec<(KernelId, scan::LostKernel)>,
+    /// Device functions a syntax error hides (`scan::Found::unread_helpers`): published to the
+    /// files that include this one as unknown (`KnownHelper::unread`).
+    pub unread_helpers: Vec<scan::LostKernel>,
     /// Where `#include "cupreempt.cuh"` goes: after the leading comments.
     pub include_at: usize,
 }
@@ -196,6 +200,25 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     };
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
+    // Device functions of this file that a syntax error hides: unknown, so counted as reading
+    // the block index and synchronizing, like such helpers of other files, where no helper of
+    // that name was read.
+    let with_unread;
+    let opts = if found.unread_helpers.is_empty() {
+        opts
+    } else {
+        let mut o = opts.clone();
+        o.known_helpers.extend(
+            found
+                .unread_helpers
+                .iter()
+                .filter(|u| !helpers.iter().any(|h| h.site.name == u.name))
+                .filter(|u| hidden::unread_may_matter(src, u.at.end))
+                .map(|u| crate::program::KnownHelper::unread(&u.name)),
+        );
+        with_unread = o;
+        &with_unread
+    };
     let external_barriers: Vec<&str> = opts
         .known_helpers
         .iter()
@@ -331,6 +354,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         declared_kernels,
         diagnostics,
         lost_kernels,
+        unread_helpers: found.unread_helpers,
         include_at: found.include_at,
     }
 }

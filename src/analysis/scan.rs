@@ -18,6 +18,9 @@ pub struct Found<'t> {
     pub kernels: Vec<FunctionSite<'t>>,
     /// Kernel definitions that a syntax error hides from the parse (`lost_kernels`).
     pub lost_kernels: Vec<LostKernel>,
+    /// Device functions that a syntax error hides from the parse (`lost_kernels`' reading with
+    /// `__device__`): what they read or call is unknown.
+    pub unread_helpers: Vec<LostKernel>,
     pub helpers: Vec<FunctionSite<'t>>,
     pub declarations: Vec<FunctionSite<'t>>,
     pub launches: Vec<LaunchSite<'t>>,
@@ -71,6 +74,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str, space_macros: &parse::SpaceMacros)
         found: Found {
             kernels: Vec::new(),
             lost_kernels: Vec::new(),
+            unread_helpers: Vec::new(),
             helpers: Vec::new(),
             declarations: Vec::new(),
             launches: Vec::new(),
@@ -83,7 +87,8 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str, space_macros: &parse::SpaceMacros)
     s.walk(&mut root.walk(), &mut Vec::new());
     s.found.macros = macros::close(s.found.macros);
     if root.has_error() {
-        s.found.lost_kernels = lost_kernels(root, src, &s.found);
+        s.found.lost_kernels = lost_kernels(root, src, &s.found, "__global__");
+        s.found.unread_helpers = lost_kernels(root, src, &s.found, "__device__");
     }
     for r in &errors {
         let inside_kernel = s
@@ -137,11 +142,11 @@ pub struct LostKernel {
     pub at: Range<usize>,
 }
 
-/// Every `__global__` of the text that no kernel, helper or declaration of `found` covers,
-/// outside comments, literals and macro definitions, and that begins a definition as text
-/// reads it (`lost_definition`).
-fn lost_kernels(root: Node, src: &str, found: &Found) -> Vec<LostKernel> {
-    const KEYWORD: &str = "__global__";
+/// Every `keyword` (`__global__`, `__device__`) of the text that no kernel, helper or
+/// declaration of `found` covers, outside comments, literals and macro definitions, and that
+/// begins a definition as text reads it (`lost_definition`).
+fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<LostKernel> {
+    let keyword_len = keyword.len();
     let covered: Vec<Range<usize>> = found
         .kernels
         .iter()
@@ -152,8 +157,8 @@ fn lost_kernels(root: Node, src: &str, found: &Found) -> Vec<LostKernel> {
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
     let bytes = src.as_bytes();
     let mut lost = Vec::new();
-    for (i, _) in src.match_indices(KEYWORD) {
-        let end = i + KEYWORD.len();
+    for (i, _) in src.match_indices(keyword) {
+        let end = i + keyword_len;
         if (i > 0 && word(bytes[i - 1]))
             || bytes.get(end).is_some_and(|&b| word(b))
             || covered.iter().any(|r| r.contains(&i))
