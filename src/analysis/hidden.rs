@@ -6,6 +6,11 @@
 //! blockIdx or gridDim (their task values are declared only for what the analysis saw), a call
 //! of a helper or a use of a macro that reads them or synchronizes; and, in a kernel with
 //! returns (whose analysis follows writes), no write or call that may write.
+//!
+//! Also text the grammar could not read at all: a device function that a syntax error hides
+//! (`scan::Found::unread_helpers`) counts as reading the block index where its text may
+//! (`unread_may_matter`), so that a kernel calling it is refused rather than transformed with
+//! a call that reads the hardware's index.
 
 use super::callgraph::CallGraph;
 use super::macros::MacroFacts;
