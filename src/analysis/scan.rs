@@ -147,11 +147,12 @@ pub struct LostKernel {
 /// begins a definition as text reads it (`lost_definition`).
 fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<LostKernel> {
     let keyword_len = keyword.len();
+    // Declarations are not enough: `__global__ void k(int* p) OPEN`, OPEN a macro for `{`,
+    // reads as one (a prototype ends with `;`, which `lost_definition` never takes).
     let covered: Vec<Range<usize>> = found
         .kernels
         .iter()
         .chain(&found.helpers)
-        .chain(&found.declarations)
         .map(|f| f.outer.byte_range())
         .collect();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
@@ -178,7 +179,7 @@ fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<Lost
         if hidden {
             continue;
         }
-        if let Some(k) = lost_definition(src, end) {
+        if let Some(k) = lost_definition(src, end, &found.macros) {
             lost.push(k);
         }
     }
@@ -186,9 +187,14 @@ fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<Lost
 }
 
 /// Reads `src` after a `__global__` ending at `from` as a definition's head: words (the return
-/// type, qualifiers, `__launch_bounds__(...)`, the name), a parameter list, then `{`. The
-/// kernel's name is the last word before the parameter list.
-fn lost_definition(src: &str, from: usize) -> Option<LostKernel> {
+/// type, qualifiers, `__launch_bounds__(...)`, the name), a parameter list, then `{` or a
+/// macro of the file whose replacement opens with one. The kernel's name is the last word
+/// before the parameter list.
+fn lost_definition(
+    src: &str,
+    from: usize,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> Option<LostKernel> {
     let bytes = src.as_bytes();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
     // After an opening parenthesis at `i`: the index past its closing one.
@@ -256,7 +262,15 @@ fn lost_definition(src: &str, from: usize) -> Option<LostKernel> {
             }
         }
     }
-    (bytes.get(i) == Some(&b'{')).then(|| LostKernel {
+    let opens = bytes.get(i) == Some(&b'{') || {
+        let end = (i..bytes.len())
+            .find(|&j| !word(bytes[j]))
+            .unwrap_or(bytes.len());
+        macros
+            .get(&src[i..end])
+            .is_some_and(|m| m.text.trim_start().starts_with('{'))
+    };
+    opens.then(|| LostKernel {
         name: src[at.clone()].to_string(),
         at,
     })
