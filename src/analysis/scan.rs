@@ -148,12 +148,14 @@ pub struct LostKernel {
 fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<LostKernel> {
     let keyword_len = keyword.len();
     // Declarations are not enough: `__global__ void k(int* p) OPEN`, OPEN a macro for `{`,
-    // reads as one (a prototype ends with `;`, which `lost_definition` never takes).
+    // reads as one (a prototype ends with `;`, which `lost_definition` never takes). Nor a
+    // function's body: a definition whose braces do not pair when every preprocessor branch is
+    // read swallows the definitions after it, and a function holds no other definition.
     let covered: Vec<Range<usize>> = found
         .kernels
         .iter()
         .chain(&found.helpers)
-        .map(|f| f.outer.byte_range())
+        .map(|f| f.outer.start_byte()..f.body.start_byte())
         .collect();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
     let bytes = src.as_bytes();
@@ -1036,5 +1038,16 @@ mod tests {
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["lost"]);
         assert_eq!(&src[found.lost_kernels[0].at.clone()], "lost");
+    }
+
+    #[test]
+    fn kernels_an_unbalanced_body_swallows_are_reported_lost() {
+        // Read with every branch, the first body opens one brace more than it closes and runs
+        // to the end of the file, over the next kernel.
+        let src = "__global__ void guarded(int* out, int n) {\n#ifdef GUARD\n  if (n > 0) {\n#endif\n  out[0] = n;\n}\n\n__global__ void after(int* out) { out[0] = 1; }\n";
+        let parsed = parse::parse(src);
+        let found = scan(parsed.tree.root_node(), src, &parsed.space_macros);
+        let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(lost, ["after"]);
     }
 }
