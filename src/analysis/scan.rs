@@ -155,7 +155,15 @@ fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<Lost
         .kernels
         .iter()
         .chain(&found.helpers)
-        .map(|f| f.outer.start_byte()..f.body.start_byte())
+        .map(|f| {
+            // A device function inside a body is a local class's member, which the parse read.
+            let end = if keyword == "__global__" {
+                f.body.start_byte()
+            } else {
+                f.outer.end_byte()
+            };
+            f.outer.start_byte()..end
+        })
         .collect();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
     let bytes = src.as_bytes();
