@@ -10,7 +10,7 @@
 //! a kernel whose hidden text holds anything it would have to see (analysis::hidden).
 
 use std::ops::Range;
-use tree_sitter::{Node, Tree};
+use tree_sitter::Tree;
 
 /// One `#if`/`#ifdef`/`#ifndef` group, closed by its `#endif`.
 #[derive(Debug, PartialEq)]
@@ -122,10 +122,10 @@ pub(super) fn first_branches(
     groups: &[Conditional],
     space_macros: &super::SpaceMacros,
 ) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
-    let errors = error_nodes(tree.root_node());
+    let errors = super::error_ranges(tree.root_node());
     let near = |g: &Conditional| {
         errors.iter().any(|e| {
-            let overlaps = e.start < g.span.end && g.span.start < e.end.max(e.start + 1);
+            let overlaps = e.start < g.span.end && g.span.start < e.end;
             // An error just before the group: only blanks between them (`for (...)` whose
             // body the group chooses).
             let before = e.start <= g.span.start
@@ -216,26 +216,6 @@ fn host_text(text: &str, space_macros: &super::SpaceMacros) -> bool {
                 .iter()
                 .any(|s| lower.contains(s))
     })
-}
-
-/// The ranges of the tree's ERROR and MISSING nodes.
-fn error_nodes(root: Node) -> Vec<Range<usize>> {
-    let mut out = Vec::new();
-    if !root.has_error() {
-        return out;
-    }
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        if n.is_error() || n.is_missing() {
-            out.push(n.byte_range());
-            continue;
-        }
-        if n.has_error() {
-            let mut c = n.walk();
-            stack.extend(n.children(&mut c));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -33,7 +33,23 @@ pub(super) fn file_declared(root: Node, src: &str) -> Declared {
                         .map(|x| text(x, src).to_string()),
                 );
             }
-            "translation_unit"
+            kind if scope_container(kind, true) => {
+                let mut c = n.walk();
+                stack.extend(n.children(&mut c));
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+/// Whether the children of a node of this kind stand at its scope, outside any function body:
+/// the file, namespaces, linkage blocks, templates, `#if` branches; with `types`, also the
+/// insides of type definitions (enums, classes and their members).
+fn scope_container(kind: &str, types: bool) -> bool {
+    matches!(
+        kind,
+        "translation_unit"
             | "namespace_definition"
             | "declaration_list"
             | "linkage_specification"
@@ -43,21 +59,18 @@ pub(super) fn file_declared(root: Node, src: &str) -> Declared {
             | "preproc_else"
             | "preproc_elif"
             | "preproc_elifdef"
-            | "type_definition"
-            | "enum_specifier"
-            | "enumerator_list"
-            | "struct_specifier"
-            | "class_specifier"
-            | "union_specifier"
-            | "field_declaration_list"
-            | "field_declaration" => {
-                let mut c = n.walk();
-                stack.extend(n.children(&mut c));
-            }
-            _ => {}
-        }
-    }
-    out
+    ) || types
+        && matches!(
+            kind,
+            "type_definition"
+                | "enum_specifier"
+                | "enumerator_list"
+                | "struct_specifier"
+                | "class_specifier"
+                | "union_specifier"
+                | "field_declaration_list"
+                | "field_declaration"
+        )
 }
 
 /// Records the variables one declaration declares (functions are left out), if it has storage
@@ -149,16 +162,8 @@ pub(super) fn pointers_const(declarator: Node, src: &str) -> Option<bool> {
 pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
     let k = kinds();
     let f = crate::lang::fields();
-    let mut declarator = None;
-    if let Some(d) = function.child_by_field_id(f.declarator) {
-        lang::visit(d, |x| {
-            if declarator.is_none() && x.kind_id() == k.function_declarator {
-                declarator = Some(x);
-            }
-            declarator.is_none()
-        });
-    }
-    let Some(list) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) else {
+    let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
+    else {
         return Vec::new();
     };
     let mut out = Vec::new();
@@ -189,16 +194,8 @@ pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String
     if !src[function.start_byte()..head_end].contains("__global__") {
         return out;
     }
-    let mut declarator = None;
-    if let Some(d) = function.child_by_field_id(f.declarator) {
-        lang::visit(d, |x| {
-            if declarator.is_none() && x.kind_id() == k.function_declarator {
-                declarator = Some(x);
-            }
-            declarator.is_none()
-        });
-    }
-    let Some(list) = declarator.and_then(|d| d.child_by_field_id(f.parameters)) else {
+    let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
+    else {
         return out;
     };
     let mut c = list.walk();
@@ -239,16 +236,9 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
     while let Some(n) = stack.pop() {
         let kind = n.kind();
         if kind == "function_definition" || n.kind_id() == k.declaration {
-            let mut function = None;
-            if let Some(d) = n.child_by_field_id(f.declarator) {
-                lang::visit(d, |x| {
-                    if function.is_none() && x.kind_id() == k.function_declarator {
-                        function = Some(x);
-                    }
-                    function.is_none()
-                });
-            }
-            let Some(fd) = function else { continue };
+            let Some(fd) = function_declarator(n) else {
+                continue;
+            };
             let (Some(name), Some(list)) = (
                 fd.child_by_field_id(f.declarator),
                 fd.child_by_field_id(f.parameters),
@@ -276,22 +266,27 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
             out.entry(name).or_default().push(writes);
             continue;
         }
-        match kind {
-            "translation_unit"
-            | "namespace_definition"
-            | "declaration_list"
-            | "linkage_specification"
-            | "template_declaration"
-            | "preproc_if"
-            | "preproc_ifdef"
-            | "preproc_else"
-            | "preproc_elif"
-            | "preproc_elifdef" => {
-                let mut c = n.walk();
-                stack.extend(n.children(&mut c));
-            }
-            _ => {}
+        if scope_container(kind, false) {
+            let mut c = n.walk();
+            stack.extend(n.children(&mut c));
         }
     }
     out
+}
+
+/// The first function declarator inside `n`'s declarator (through pointers, references and
+/// qualified names): where a function's name and parameter list are.
+fn function_declarator(n: Node) -> Option<Node> {
+    let k = kinds();
+    let mut found = None;
+    lang::visit(
+        n.child_by_field_id(crate::lang::fields().declarator)?,
+        |x| {
+            if found.is_none() && x.kind_id() == k.function_declarator {
+                found = Some(x);
+            }
+            found.is_none()
+        },
+    );
+    found
 }
