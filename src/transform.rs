@@ -321,10 +321,7 @@ fn transform_here(
         analysis
             .unread_helpers
             .iter()
-            .filter(|u| !helpers.iter().any(|h| h.name == u.name))
-            .filter(|u| crate::analysis::unread_may_matter(src, u.at.end))
-            .map(|u| KnownHelper::unread(&u.name))
-            .collect::<Vec<_>>(),
+            .map(|u| KnownHelper::unread(&u.name)),
     );
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);

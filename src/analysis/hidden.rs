@@ -14,7 +14,7 @@
 
 use super::callgraph::CallGraph;
 use super::macros::MacroFacts;
-use super::{FunctionSite, HelperPlan, KernelPlan};
+use super::{FunctionSite, HelperPlan, KernelPlan, SyncMode};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang;
 use std::collections::BTreeMap;
@@ -68,8 +68,6 @@ pub fn refusal(
         (site.outer.byte_range(), site.body.byte_range(), false)
     }));
     let has_returns = !plan.facts.returns.is_empty();
-    let within =
-        |outer: &Range<usize>, r: &Range<usize>| outer.start <= r.start && r.end <= outer.end;
     for r in hidden {
         let text = without_comments(&src[r.clone()]);
         let why = match functions.iter().find(|(outer, _, _)| within(outer, r)) {
@@ -97,11 +95,15 @@ pub fn unread_in(
     src: &str,
 ) -> bool {
     let (outer, body) = (site.outer.byte_range(), site.body.byte_range());
-    let within = |o: &Range<usize>, r: &Range<usize>| o.start <= r.start && r.end <= o.end;
     hidden.iter().filter(|r| within(&outer, r)).any(|r| {
         !within(&body, r)
             || unseen(&without_comments(&src[r.clone()]), false, graph, macros).is_some()
     })
+}
+
+/// Whether `r` lies inside `outer`.
+fn within(outer: &Range<usize>, r: &Range<usize>) -> bool {
+    outer.start <= r.start && r.end <= outer.end
 }
 
 /// Whether `r` lies inside some function definition of the tree (host code, another kernel).
@@ -116,25 +118,26 @@ fn inside_function(root: Node, r: &Range<usize>) -> bool {
     false
 }
 
-/// CP001 for a predicated kernel with a hidden branch in its body: the predicated form
-/// rewrites statements the analysis must see whole.
+/// CP001 for a kernel decided to need the predicated form (`mode`) with a hidden branch in its
+/// body: the predicated form rewrites statements the analysis must see whole.
 pub fn predicated_refusal(
+    mode: SyncMode,
     plan: &KernelPlan,
     hidden: &[Range<usize>],
     src: &str,
 ) -> Option<Diagnostic> {
+    if mode != SyncMode::Predicated {
+        return None;
+    }
     let body = plan.site.body.byte_range();
-    hidden
-        .iter()
-        .find(|r| body.start <= r.start && r.end <= body.end)
-        .map(|r| {
-            refused(
-                plan,
-                r,
-                src,
-                "code of a kernel that needs the predicated form",
-            )
-        })
+    hidden.iter().find(|r| within(&body, r)).map(|r| {
+        refused(
+            plan,
+            r,
+            src,
+            "code of a kernel that needs the predicated form",
+        )
+    })
 }
 
 fn refused(plan: &KernelPlan, r: &Range<usize>, src: &str, why: &str) -> Diagnostic {
@@ -175,65 +178,72 @@ fn unseen(
     if !balanced(text) {
         return Some("a bracket that another branch closes".into());
     }
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        if c == b'_' || c.is_ascii_alphabetic() {
-            let start = i;
-            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
-                i += 1;
-            }
-            let word = &text[start..i];
-            let called = text[i..].trim_start().starts_with('(');
-            if UNSEEN.contains(&word) || lang::GRID_SYNC.contains(&word) {
-                return Some(format!("`{word}`"));
-            }
-            if graph.block_names.contains(word) || graph.barrier_names.contains(word) {
-                return Some(format!(
-                    "a use of `{word}`, which reads the block index or synchronizes"
-                ));
-            }
-            if let Some(m) = macros.get(word) {
-                if !m.virtual_reads.is_empty() || m.barrier || m.returns || m.launches || m.shared {
-                    return Some(format!(
-                        "macro `{word}`, which the rewrite would have to see"
-                    ));
-                }
-                if writes && !m.calls.is_empty() {
-                    return Some(format!(
-                        "macro `{word}`, which calls a function that may write"
-                    ));
-                }
-                continue;
-            }
-            if writes
-                && called
-                && !lang::PURE_FUNCTIONS.contains(&word)
-                && !lang::UNIFORM_FUNCTIONS.contains(&word)
-            {
-                return Some(format!(
-                    "a call of `{word}`, which may write what a return depends on"
-                ));
-            }
-            continue;
-        }
-        if writes {
-            let next = b.get(i + 1).copied();
-            let prev = i.checked_sub(1).map(|p| b[p]);
-            let assignment =
-                c == b'=' && next != Some(b'=') && !matches!(prev, Some(b'=' | b'!' | b'<' | b'>'));
-            let step = (c == b'+' || c == b'-') && next == Some(c);
-            let address = c == b'&'
-                && next.is_some_and(|n| n == b'_' || n.is_ascii_alphabetic())
-                && prev != Some(b'&');
-            if assignment || step || address {
-                return Some("a write, which a return may depend on".into());
-            }
-        }
-        i += 1;
+    // What comes first in the text: a word the analysis would have to see, or a write.
+    let word = super::macros::identifiers(text).find_map(|(at, word)| {
+        let called = text[at + word.len()..].trim_start().starts_with('(');
+        unseen_word(word, called, writes, graph, macros).map(|why| (at, why))
+    });
+    let write = first_write(text)
+        .filter(|_| writes)
+        .map(|at| (at, "a write, which a return may depend on".to_string()));
+    match (word, write) {
+        (Some(w), Some(x)) => Some(if w.0 < x.0 { w.1 } else { x.1 }),
+        (w, x) => w.or(x).map(|(_, why)| why),
     }
-    None
+}
+
+/// What a word of a hidden branch holds that the analysis would have to see (`called`: a `(`
+/// follows it; `writes`: calls that may write count).
+fn unseen_word(
+    word: &str,
+    called: bool,
+    writes: bool,
+    graph: &CallGraph,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> Option<String> {
+    if UNSEEN.contains(&word) || lang::GRID_SYNC.contains(&word) {
+        return Some(format!("`{word}`"));
+    }
+    if graph.block_names.contains(word) || graph.barrier_names.contains(word) {
+        return Some(format!(
+            "a use of `{word}`, which reads the block index or synchronizes"
+        ));
+    }
+    if let Some(m) = macros.get(word) {
+        if !m.virtual_reads.is_empty() || m.barrier || m.returns || m.launches || m.shared {
+            return Some(format!(
+                "macro `{word}`, which the rewrite would have to see"
+            ));
+        }
+        if writes && !m.calls.is_empty() {
+            return Some(format!(
+                "macro `{word}`, which calls a function that may write"
+            ));
+        }
+        return None;
+    }
+    (writes && called && !pure(word))
+        .then(|| format!("a call of `{word}`, which may write what a return depends on"))
+}
+
+/// Math and constructor functions without side effects (`lang`'s lists).
+fn pure(word: &str) -> bool {
+    lang::PURE_FUNCTIONS.contains(&word) || lang::UNIFORM_FUNCTIONS.contains(&word)
+}
+
+/// Where `text` first assigns, steps (`++`, `--`) or takes an address (`&x`).
+fn first_write(text: &str) -> Option<usize> {
+    let b = text.as_bytes();
+    (0..b.len()).find(|&i| {
+        let (c, next, prev) = (b[i], b.get(i + 1).copied(), i.checked_sub(1).map(|p| b[p]));
+        let assignment =
+            c == b'=' && next != Some(b'=') && !matches!(prev, Some(b'=' | b'!' | b'<' | b'>'));
+        let step = (c == b'+' || c == b'-') && next == Some(c);
+        let address = c == b'&'
+            && next.is_some_and(|n| n == b'_' || n.is_ascii_alphabetic())
+            && prev != Some(b'&');
+        assignment || step || address
+    })
 }
 
 /// Whether every `{`, `(` and `[` of `text` is closed in it, in order.
@@ -285,7 +295,7 @@ fn without_comments(text: &str) -> String {
 /// block index or synchronize, as far as its text tells: its body (from the first `{` after the
 /// name to the matching `}`) names blockIdx, gridDim, a barrier, inline assembly, or calls a
 /// function that is not a known pure one. Without a body in the text, it may.
-pub fn unread_may_matter(src: &str, from: usize) -> bool {
+pub(super) fn unread_may_matter(src: &str, from: usize) -> bool {
     let Some(open) = src.get(from..).and_then(|t| t.find('{')).map(|p| from + p) else {
         return true;
     };
@@ -308,33 +318,14 @@ pub fn unread_may_matter(src: &str, from: usize) -> bool {
         return true;
     };
     let body = without_comments(&src[open + 1..close]);
-    let b = body.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'_' || b[i].is_ascii_alphabetic() {
-            let start = i;
-            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
-                i += 1;
-            }
-            let word = &body[start..i];
-            if UNSEEN.contains(&word) && !matches!(word, "return" | "break" | "continue") {
-                return true;
-            }
-            let called = body[i..].trim_start().starts_with('(');
-            let keyword = matches!(
-                word,
-                "if" | "for" | "while" | "switch" | "return" | "sizeof"
-            );
-            if called
-                && !keyword
-                && !lang::PURE_FUNCTIONS.contains(&word)
-                && !lang::UNIFORM_FUNCTIONS.contains(&word)
-            {
-                return true;
-            }
-            continue;
-        }
-        i += 1;
-    }
-    false
+    let may = super::macros::identifiers(&body).any(|(at, word)| {
+        let called = body[at + word.len()..].trim_start().starts_with('(');
+        let keyword = matches!(
+            word,
+            "if" | "for" | "while" | "switch" | "return" | "sizeof"
+        );
+        (UNSEEN.contains(&word) && !matches!(word, "return" | "break" | "continue"))
+            || (called && !keyword && !pure(word))
+    });
+    may
 }

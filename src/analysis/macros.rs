@@ -41,7 +41,7 @@ pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str)
     macros.insert(name.to_string(), f);
 }
 
-fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
+pub(super) fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {
     let bytes = s.as_bytes();
     let mut i = 0;
     std::iter::from_fn(move || {

@@ -24,7 +24,6 @@ mod decide;
 mod effects;
 mod flow;
 mod hidden;
-pub use hidden::unread_may_matter;
 mod macros;
 mod pragmas;
 mod predicate;
@@ -173,8 +172,9 @@ pub struct Analysis<'t> {
     /// Kernel definitions a syntax error hides from the parse, each refused (CP001) with the
     /// id that its diagnostic carries (after the parsed kernels' ids).
     pub lost_kernels: Vec<(KernelId, scan::LostKernel)>,
-    /// Device functions a syntax error hides (`scan::Found::unread_helpers`): published to the
-    /// files that include this one as unknown (`KnownHelper::unread`).
+    /// Device functions a syntax error hides that may read the block index
+    /// (`scan::Found::unread_helpers`, `hidden::unread_may_matter`): published to the files that
+    /// include this one as unknown (`KnownHelper::unread`).
     pub unread_helpers: Vec<scan::LostKernel>,
     /// Where `#include "cupreempt.cuh"` goes: after the leading comments.
     pub include_at: usize,
@@ -200,20 +200,23 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     };
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
-    // Device functions of this file that a syntax error hides: unknown, so counted as reading
-    // the block index and synchronizing, like such helpers of other files, where no helper of
-    // that name was read.
+    // Device functions of this file that a syntax error hides, where no helper of that name was
+    // read and their text may read the block index (`hidden::unread_may_matter`): unknown, so
+    // counted as reading it and synchronizing, like such helpers of other files.
+    let unread_helpers: Vec<scan::LostKernel> = found
+        .unread_helpers
+        .into_iter()
+        .filter(|u| !helpers.iter().any(|h| h.site.name == u.name))
+        .filter(|u| hidden::unread_may_matter(src, u.at.end))
+        .collect();
     let with_unread;
-    let opts = if found.unread_helpers.is_empty() {
+    let opts = if unread_helpers.is_empty() {
         opts
     } else {
         let mut o = opts.clone();
         o.known_helpers.extend(
-            found
-                .unread_helpers
+            unread_helpers
                 .iter()
-                .filter(|u| !helpers.iter().any(|h| h.site.name == u.name))
-                .filter(|u| hidden::unread_may_matter(src, u.at.end))
                 .map(|u| crate::program::KnownHelper::unread(&u.name)),
         );
         with_unread = o;
@@ -272,20 +275,17 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             capped_wrapper,
         );
         // Branches of conditionals the grammar did not read (`Parsed::hidden`).
-        let hidden_refusal =
-            hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src);
-        let decided = match hidden_refusal {
-            Some(d) => Err(vec![d]),
-            None => decide::decide(&plan, opts, &helpers, &graph, src).and_then(
-                |(mode, reach, hazard)| match (mode == SyncMode::Predicated)
-                    .then(|| hidden::predicated_refusal(&plan, &parsed.hidden, src))
-                    .flatten()
-                {
+        let decided =
+            match hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src) {
+                Some(d) => Err(vec![d]),
+                None => decide::decide(&plan, opts, &helpers, &graph, src),
+            }
+            .and_then(|(mode, reach, hazard)| {
+                match hidden::predicated_refusal(mode, &plan, &parsed.hidden, src) {
                     Some(d) => Err(vec![d]),
                     None => Ok((mode, reach, hazard)),
-                },
-            ),
-        };
+                }
+            });
         match decided {
             Ok((mode, reach, hazard)) => {
                 for i in reach {
@@ -354,7 +354,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         declared_kernels,
         diagnostics,
         lost_kernels,
-        unread_helpers: found.unread_helpers,
+        unread_helpers,
         include_at: found.include_at,
     }
 }
