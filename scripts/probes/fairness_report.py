@@ -36,6 +36,13 @@ def metrics(ntts):
     return {"antt": antt, "stp": sum(1 / x for x in ntts), "dntt": dntt}
 
 
+def measured(runs, alone, lengths):
+    """The medians over a case's rounds of its metrics (each round: turnarounds in the order of
+    `lengths`, over their times alone)."""
+    per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
+    return {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
+
+
 def alone_times(lines):
     """Median turnaround alone per length."""
     by = defaultdict(list)
@@ -177,8 +184,7 @@ def table(alone, together, lengths, predictions, costs, switches, counts=None):
     lines = ["| case | measured ANTT | STP | DNTT | predicted ANTT | STP | DNTT | ANTT error | preempt cost µs | switch µs | preemptions per round (of kernels on the GPU) / predicted |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for case, runs in together.items():
-        per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
-        m = {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
+        m = measured(runs, alone, lengths)
         # No scheduler: persistent kernels hold every SM they reach until they end, and the
         # hardware hands out grids in launch order, so FIFO is the simulator's stand-in.
         p = predictions.get("fifo" if case == "none" else case)
@@ -321,8 +327,7 @@ def switch_table(cupreempt, alone, lengths, together, spans, counts, own, quantu
         held = counts[case][1] / len(runs) if case in counts else 0.0
         switches_per_round = held + len(lengths) - 1
         lost = lost_per_switch(span, alone_sum, switches_per_round)
-        per_round = [metrics([t / alone[ms] for t, ms in zip(r, lengths)]) for r in runs]
-        m = {k: statistics.median(x[k] for x in per_round) for k in ("antt", "stp", "dntt")}
+        m = measured(runs, alone, lengths)
         policy = "fifo" if case == "none" else case
         preempt = own.get(policy, (0.0, 0.0))[0]
         p = predicted(cupreempt, alone, lengths, [policy], preempt, quantum_us,

@@ -81,11 +81,11 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             functions: HashMap::new(),
             parents: parents_within(body),
         };
-        u.known = u.known_names(all);
         let mut root = body;
         while let Some(p) = root.parent() {
             root = p;
         }
+        u.known = u.known_names(root, all);
         u.functions = file_functions(root, src);
         if returns_exit {
             if let Some(function) = body.parent() {
@@ -542,13 +542,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// file's constants and enumerators. A name the file also declares as something else
     /// (a `__device__` variable, say) counts only where it is certainly not that one: as a
     /// parameter, which hides it everywhere in the body.
-    fn known_names(&self, all: &[Node<'t>]) -> BTreeSet<String> {
+    fn known_names(&self, root: Node, all: &[Node<'t>]) -> BTreeSet<String> {
         let k = kinds();
         let f = crate::lang::fields();
-        let mut root = self.body;
-        while let Some(p) = root.parent() {
-            root = p;
-        }
         let file = file_declared(root, self.src);
         let mut known: BTreeSet<String> = file.uniform.clone();
         for &n in all {
