@@ -171,11 +171,11 @@ pub struct Analysis<'t> {
     pub diagnostics: Vec<Diagnostic>,
     /// Kernel definitions a syntax error hides from the parse, each refused (CP001) with the
     /// id that its diagnostic carries (after the parsed kernels' ids).
-    pub lost_kernels: Vec<(KernelId, scan::LostKernel)>,
+    pub lost_kernels: Vec<(KernelId, scan::LostDefinition)>,
     /// Device functions a syntax error hides that may read the block index
     /// (`scan::Found::unread_helpers`, `hidden::unread_may_matter`): published to the files that
     /// include this one as unknown (`KnownHelper::unread`).
-    pub unread_helpers: Vec<scan::LostKernel>,
+    pub unread_helpers: Vec<scan::LostDefinition>,
     /// Where `#include "cupreempt.cuh"` goes: after the leading comments.
     pub include_at: usize,
 }
@@ -203,7 +203,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     // Device functions of this file that a syntax error hides, where no helper of that name was
     // read and their text may read the block index (`hidden::unread_may_matter`): unknown, so
     // counted as reading it and synchronizing, like such helpers of other files.
-    let unread_helpers: Vec<scan::LostKernel> = found
+    let unread_helpers: Vec<scan::LostDefinition> = found
         .unread_helpers
         .into_iter()
         .filter(|u| !helpers.iter().any(|h| h.site.name == u.name))
@@ -328,7 +328,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             helpers[i].reached = true;
         }
     }
-    let lost_kernels: Vec<(KernelId, scan::LostKernel)> = found
+    let lost_kernels: Vec<(KernelId, scan::LostDefinition)> = found
         .lost_kernels
         .into_iter()
         .filter(|k| opts.selects(&k.name))

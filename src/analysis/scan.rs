@@ -16,11 +16,11 @@ use tree_sitter::Node;
 
 pub struct Found<'t> {
     pub kernels: Vec<FunctionSite<'t>>,
-    /// Kernel definitions that a syntax error hides from the parse (`lost_kernels`).
-    pub lost_kernels: Vec<LostKernel>,
-    /// Device functions that a syntax error hides from the parse (`lost_kernels`' reading with
+    /// Kernel definitions that a syntax error hides from the parse (`lost_definitions`).
+    pub lost_kernels: Vec<LostDefinition>,
+    /// Device functions that a syntax error hides from the parse (`lost_definitions` with
     /// `__device__`): what they read or call is unknown.
-    pub unread_helpers: Vec<LostKernel>,
+    pub unread_helpers: Vec<LostDefinition>,
     pub helpers: Vec<FunctionSite<'t>>,
     pub declarations: Vec<FunctionSite<'t>>,
     pub launches: Vec<LaunchSite<'t>>,
@@ -87,8 +87,8 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str, space_macros: &parse::SpaceMacros)
     s.walk(&mut root.walk(), &mut Vec::new());
     s.found.macros = macros::close(s.found.macros);
     if root.has_error() {
-        s.found.lost_kernels = lost_kernels(root, src, &s.found, "__global__");
-        s.found.unread_helpers = lost_kernels(root, src, &s.found, "__device__");
+        s.found.lost_kernels = lost_definitions(root, src, &s.found, "__global__");
+        s.found.unread_helpers = lost_definitions(root, src, &s.found, "__device__");
     }
     for r in &errors {
         let inside_kernel = s
@@ -131,12 +131,13 @@ fn by_value_named_type(
     (named_type && plain && !qualified).then(|| (ty.byte_range(), text(ty, src).to_string()))
 }
 
-/// A kernel definition that the parse does not hold as one: its `__global__` lies in a region
-/// a syntax error took (preprocessor branches that each open a brace, for one), so no
-/// function node covers it. It is left as it is, and reported as refused (CP001) so that it
-/// is not silently missing from the report.
+/// A definition that the parse does not hold as one: its `__global__` (a kernel) or
+/// `__device__` (a device function) lies in a region a syntax error took (preprocessor
+/// branches that each open a brace, for one), so no function node covers it. A kernel is left
+/// as it is and reported refused (CP001), so that it is not silently missing from the report; a
+/// device function counts as unknown (`Found::unread_helpers`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LostKernel {
+pub struct LostDefinition {
     pub name: String,
     /// The name's bytes.
     pub at: Range<usize>,
@@ -145,7 +146,7 @@ pub struct LostKernel {
 /// Every `keyword` (`__global__`, `__device__`) of the text that no kernel, helper or
 /// declaration of `found` covers, outside comments, literals and macro definitions, and that
 /// begins a definition as text reads it (`lost_definition`).
-fn lost_kernels(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<LostKernel> {
+fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<LostDefinition> {
     let keyword_len = keyword.len();
     // Declarations are not enough: `__global__ void k(int* p) OPEN`, OPEN a macro for `{`,
     // reads as one (a prototype ends with `;`, which `lost_definition` never takes). Nor a
@@ -204,7 +205,7 @@ fn lost_definition(
     src: &str,
     from: usize,
     macros: &BTreeMap<String, MacroFacts>,
-) -> Option<LostKernel> {
+) -> Option<LostDefinition> {
     let bytes = src.as_bytes();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
     // After an opening parenthesis at `i`: the index past its closing one.
@@ -280,7 +281,7 @@ fn lost_definition(
             .get(&src[i..end])
             .is_some_and(|m| m.text.trim_start().starts_with('{'))
     };
-    opens.then(|| LostKernel {
+    opens.then(|| LostDefinition {
         name: src[at.clone()].to_string(),
         at,
     })
