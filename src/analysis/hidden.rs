@@ -183,8 +183,9 @@ fn unseen(
         let called = text[at + word.len()..].trim_start().starts_with('(');
         unseen_word(word, called, writes, graph, macros).map(|why| (at, why))
     });
-    let write = first_write(text)
-        .filter(|_| writes)
+    let write = writes
+        .then(|| first_write(text))
+        .flatten()
         .map(|at| (at, "a write, which a return may depend on".to_string()));
     match (word, write) {
         (Some(w), Some(x)) => Some(if w.0 < x.0 { w.1 } else { x.1 }),
