@@ -90,6 +90,40 @@ else
   echo "FAIL end-to-end multiple_kernels under CUPREEMPT_CHAOS=7,20" >>"$log"
   status=1
 fi
+# The compiler launcher's split units (docs/build.md, "Wrappers in a module of their own"):
+# multiple_kernels built through the launcher, its wrappers in a module of their own that the
+# runtime finds by the originals' names; every launch preemptible, then under chaos mode.
+mks=$e2e/mk-split
+if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
+    fixtures/multiple_kernels.cu -o $mks >$mks.build.txt 2>&1 &&
+  grep -q "wrappers of 2 kernels in a module of their own" $mks.build.txt &&
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 CUPREEMPT_TRACE_SETUP=1 timeout 30 $mks >$mks-all.txt 2>&1 &&
+  ! grep -q "launching the original" $mks-all.txt &&
+  grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $mks-all.txt &&
+  CUPREEMPT_CHAOS=7,20 timeout 60 $mks >$mks-chaos.txt 2>&1 &&
+  grep -q "chaos mode: launches preempted" $mks-chaos.txt; then
+  echo "PASS end-to-end multiple_kernels split by the launcher: $(grep -h 'wrapper modules\|launches planned\|chaos mode' $mks-all.txt $mks-chaos.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $mks.build.txt $mks-all.txt $mks-chaos.txt >>"$log" 2>/dev/null
+  echo "FAIL end-to-end multiple_kernels split by the launcher" >>"$log"
+  status=1
+fi
+# The make example through the launcher: a header's template kernel (two units) and a kernel
+# launched from another unit, each unit split; the program preempts its float and axpy launches
+# mid-run (CaptureLaunches, the C API) and checks every element.
+mkp=$e2e/make-split
+rm -rf $mkp
+if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 make -s -C examples/make-project \
+    CUPREEMPT="$cli" NVCC=nvcc BUILD=$mkp >$mkp.build.txt 2>&1 &&
+  [ "$(grep -c 'in a module of their own' $mkp.build.txt)" -eq 3 ] &&
+  CUPREEMPT_VERBOSE=1 timeout 60 $mkp/scale_add >$mkp.txt 2>&1 && grep -q '^PASS' $mkp.txt &&
+  ! grep -q "its wrappers are not linked" $mkp.txt && [ "$(grep -c 'preempted at' $mkp.txt)" -eq 2 ]; then
+  echo "PASS make example split by the launcher: $(grep 'preempted at' $mkp.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $mkp.build.txt $mkp.txt >>"$log" 2>/dev/null
+  echo "FAIL make example split by the launcher" >>"$log"
+  status=1
+fi
 # Objects passed by value with a host-only destructor (fixtures/by_value_param_with_host_destructor.cu):
 # the program checks every slot itself; in the persistent form (every launch preemptible, each
 # persistent block running many tasks, each with its own copy) and under chaos mode.

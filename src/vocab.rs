@@ -30,6 +30,12 @@ pub const R32_MIN_BLOCKS: &str = "CUPREEMPT_R32_MIN_BLOCKS";
 /// loaded at its first use, that no launch runs.
 pub const CAPPED_CHOSEN: &str = "CUPREEMPT_R32_CHOSEN";
 
+/// Defined by the compiler launcher for the object it links when a unit's wrappers are
+/// compiled into a module of their own (src/cli/split.rs): the wrappers are then only
+/// declared, and the launch types' wrapper members are null (launch.cuh finds the wrappers by
+/// the original's name, through the runtime).
+pub const SPLIT_UNIT: &str = "CUPREEMPT_SPLIT_UNIT";
+
 /// The macro that keeps `kernel`'s capped wrapper where `CAPPED_CHOSEN` is defined.
 pub fn capped_macro(kernel: &str) -> String {
     format!("CUPREEMPT_R32_{kernel}")

@@ -503,7 +503,9 @@ fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
         "__global__ void tiny(float* p) {{ p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f; }}\n{sums}\
          void run(const float* in, float* out, int n, int s) {{ tiny<<<n / 256, 256>>>(out); sums<<<n / 256, 256>>>(in, out, n, s); }}\n"
     );
-    let verbose = [("CUPREEMPT_VERBOSE", "1")];
+    // The unit compiled whole, which is where the choice is made (a split unit's wrapper
+    // module keeps every capped wrapper and the runtime chooses by the registers).
+    let verbose = [("CUPREEMPT_VERBOSE", "1"), ("CUPREEMPT_SPLIT", "0")];
     let (obj, out) = launcher_object_with("launcher-capped", &[("k.cu", &source)], &verbose);
     assert!(
         !out.contains("ptxas info"),
@@ -725,4 +727,70 @@ fn file_names_read_as_in_the_original_build() {
         &dir.join("launcher.o"),
         ".cupreempt/"
     ));
+}
+
+/// The kernel entry points of an object's device code, as cuobjdump lists them.
+fn entries(obj: &Path) -> Vec<String> {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let tool = nvcc.with_file_name("cuobjdump");
+    let dump = run(
+        Command::new(&tool).arg("--dump-elf-symbols").arg(obj),
+        "cuobjdump",
+    );
+    dump.lines()
+        .filter(|l| l.starts_with("FUNC") && l.contains("ENTRY"))
+        .filter_map(|l| l.split_whitespace().last().map(str::to_string))
+        .collect()
+}
+
+/// The launcher compiles a unit's wrappers into a module of their own: the object's device
+/// code holds the original kernels only (a program's first launch loads no wrapper), and the
+/// object carries the wrapper module and the table of mangled names the runtime finds them by.
+/// A unit with a module-scope `__constant__` variable stays whole: a second module would hold
+/// a copy of it that the program's `cudaMemcpyToSymbol` never fills.
+#[test]
+fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
+    let source = "template <typename T>\n__global__ void scale(T* a, T s, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) a[i] *= s; }\n\
+                  __global__ void fill(unsigned* out) { out[blockIdx.x] = blockIdx.x; }\n\
+                  void run(float* a, unsigned* o, int n) { scale<<<n / 256, 256>>>(a, 2.0f, n); fill<<<64, 1>>>(o); }\n";
+    let verbose = [("CUPREEMPT_VERBOSE", "1")];
+    let (obj, out) = launcher_object_with("launcher-split", &[("k.cu", source)], &verbose);
+    assert!(
+        out.contains("wrappers of 2 kernels in a module of their own"),
+        "{out}"
+    );
+    let e = entries(&obj);
+    assert!(e.contains(&"_Z5scaleIfEvPT_S0_i".to_string()), "{e:?}");
+    assert!(e.contains(&"_Z4fillPj".to_string()), "{e:?}");
+    assert!(
+        !e.iter().any(|n| n.contains("__cupreempt")),
+        "the object's module holds a wrapper: {e:?}"
+    );
+    for wrapper in [
+        "_Z16scale__cupreemptIfEv16cupreempt_launchPT_S1_i",
+        "_Z15fill__cupreempt16cupreempt_launchPj",
+    ] {
+        assert!(
+            support::file_contains(&obj, wrapper),
+            "the object's table does not name {wrapper}:\n{out}"
+        );
+    }
+
+    let with_constant = format!(
+        "__constant__ float coef[4];\n{}",
+        source.replace("*= s;", "*= s * coef[0];")
+    );
+    let (obj, out) = launcher_object_with(
+        "launcher-split-constant",
+        &[("k.cu", &with_constant)],
+        &verbose,
+    );
+    assert!(
+        out.contains("wrappers kept in the unit: module-scope device variables (coef)"),
+        "{out}"
+    );
+    assert!(
+        entries(&obj).iter().any(|n| n.contains("fill__cupreempt")),
+        "the whole unit's module lacks its wrapper:\n{out}"
+    );
 }

@@ -119,8 +119,9 @@ struct Preload {
 };
 
 // Launches the original kernel where the runtime's plan says so (cupreempt_rt_plan), else the
-// wrapper that `pick` returns, preemptible; `pick` runs only then, so that a program whose
-// launches all run the original never loads the wrappers (lazy module loading).
+// wrapper that `pick` returns (or, where that is null, the one the runtime finds by the
+// original's name in a wrapper module), preemptible; `pick` runs only then, so that a program
+// whose launches all run the original never loads the wrappers (lazy module loading).
 template <class... P, class Values, class Pick, size_t... I>
 void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Values& values, std::index_sequence<I...>) {
@@ -130,37 +131,42 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
   int status = CUPREEMPT_OK;
-  // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
   cudaFunction_t o = nullptr;
-  if (!captured) {
-    if (cudaGetFuncBySymbol(&o, (const void*)original) == cudaSuccess) {
-      status = cupreempt_rt_plan((void*)o, g, b, smem, (void*)stream);
-    } else {
-      (void)cudaGetLastError();  // our lookup's error is not the program's
-      o = nullptr;
-    }
+  if (cudaGetFuncBySymbol(&o, (const void*)original) != cudaSuccess) {
+    (void)cudaGetLastError();  // our lookup's error is not the program's
+    o = nullptr;
   }
-  const auto wrapper = status == CUPREEMPT_OK ? pick() : nullptr;
-  if (status == CUPREEMPT_OK && !wrapper) {
-    status = CUPREEMPT_RUN_ORIGINAL;
-    if (env_u32("CUPREEMPT_VERBOSE"))
-      std::fprintf(stderr,
-                   "cupreempt: launching the original kernel: its wrappers are not linked (the "
-                   "file that defines it was not transformed, or refused it)\n");
-  }
+  // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
+  const bool planned = o && !captured;
+  if (planned) status = cupreempt_rt_plan((void*)o, g, b, smem, (void*)stream);
   if (status == CUPREEMPT_OK) {
-    copy_smem_limit(original, wrapper, smem);
+    const auto wrapper = pick();
     cudaFunction_t f = nullptr;
-    status = CUPREEMPT_ERROR_INVALID_ARGUMENT;
+    if (wrapper) {
+      copy_smem_limit(original, wrapper, smem);
+      if (cudaGetFuncBySymbol(&f, (const void*)wrapper) != cudaSuccess) {
+        (void)cudaGetLastError();  // our lookup's error is not the program's
+        f = nullptr;
+      }
+    } else if (o) {
+      // No wrapper symbol here: the unit's wrappers are in a module of their own (the compiler
+      // launcher's split units, docs/build.md), found by the original's name.
+      f = (cudaFunction_t)cupreempt_rt_module_wrapper((void*)o, smem);
+    }
     cupreempt_handle h = 0;
-    if (cudaGetFuncBySymbol(&f, (const void*)wrapper) != cudaSuccess)
-      (void)cudaGetLastError();  // our lookup's error is not the program's
-    else if (o)
+    if (!f) {
+      status = wrapper ? CUPREEMPT_ERROR_INVALID_ARGUMENT : CUPREEMPT_RUN_ORIGINAL;
+      if (!wrapper && env_u32("CUPREEMPT_VERBOSE"))
+        std::fprintf(stderr,
+                     "cupreempt: launching the original kernel: its wrappers are not linked (the "
+                     "file that defines it was not transformed, or refused it)\n");
+    } else if (planned) {
       status = cupreempt_rt_launch_planned((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs,
                                            sizes, sizeof...(P), chunk, budget_ns, &h);
-    else
+    } else {
       status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes,
                                    sizeof...(P), chunk, budget_ns, &h);
+    }
     if (status == CUPREEMPT_OK) {
       if (captured)
         captured->push_back(h);

@@ -203,6 +203,8 @@
 #undef i
 #pragma push_macro("id")
 #undef id
+#pragma push_macro("image")
+#undef image
 #pragma push_macro("index_sequence")
 #undef index_sequence
 #pragma push_macro("index_sequence_for")
@@ -273,6 +275,8 @@
 #undef n
 #pragma push_macro("name")
 #undef name
+#pragma push_macro("names")
+#undef names
 #pragma push_macro("nargs")
 #undef nargs
 #pragma push_macro("next")
@@ -327,6 +331,8 @@
 #undef pick_wrapper
 #pragma push_macro("planes")
 #undef planes
+#pragma push_macro("planned")
+#undef planned
 #pragma push_macro("preload_lookup")
 #undef preload_lookup
 #pragma push_macro("previous_")

@@ -12,6 +12,10 @@ only in that unit's module, and runs them alternately, one process at a time:
   runtime    the source as written, linked with the runtime and with one transformed unit of
              its own (a kernel that is never launched, so its module is never loaded): what
              the runtime's presence costs (its threads, early loading's polling);
+  launcher   built through the compiler launcher (`cupreempt nvcc`), which compiles the
+             wrappers into a module of their own (docs/build.md);
+  launcher_whole  the same with CUPREEMPT_SPLIT=0 (the wrappers in the unit's module, capped
+             ones only where ptxas says a launch would choose them);
 
 and prints the median of the first number on the program's first output line matching PATTERN
 (default: a line with `time`). Unscheduled, every launch runs the original kernel, so the
@@ -19,7 +23,8 @@ transformed forms compute the same; the empty wrappers are never launched.
 
 Usage: scripts/probes/wrapper_load.py CUPREEMPT RUNTIME_LIB_DIR SOURCE.cu [OTHER_SOURCES...]
          [-- NVCC_FLAGS...]
-  Env: PROBE_RUNS=9, PROBE_PATTERN=regex, PROBE_ARGS (program arguments), NVCC (default nvcc).
+  Env: PROBE_RUNS=9, PROBE_PATTERN=regex, PROBE_ARGS (program arguments), NVCC (default nvcc),
+       PROBE_FORMS (space-separated forms to build; default all; the original always).
   Needs a GPU and nvcc; never changes the sources (works in a temporary folder).
 """
 import os
@@ -108,9 +113,25 @@ def main():
     rt_flags = [f"-I{ROOT / 'cuda_support'}", f"-L{lib}", "-lcupreempt_runtime",
                 "-Xlinker", "-rpath", "-Xlinker", str(lib)]
     exes = {}
-    for form in ("original", "full", "no_r32", "empty", "empty_no_r32", "runtime"):
+    forms = ("original", "full", "no_r32", "empty", "empty_no_r32", "runtime", "launcher",
+             "launcher_whole")
+    chosen = os.environ.get("PROBE_FORMS", "").split() or forms
+    for form in (f for f in forms if f == "original" or f in chosen):
         src = work / form / source.name
         src.parent.mkdir()
+        if form.startswith("launcher"):
+            shutil.copy(source, src)
+            exe = work / form / "prog"
+            env = dict(os.environ, CUPREEMPT_RUNTIME_DIR=str(lib), CUPREEMPT_VERBOSE="1",
+                       CUPREEMPT_SPLIT="0" if form == "launcher_whole" else "1")
+            r = subprocess.run([str(cli), nvcc, *flags, f"-I{source.parent}", str(src),
+                                *map(str, others), "-o", str(exe)], env=env, check=True,
+                               capture_output=True, text=True)
+            said = [l for l in r.stderr.splitlines() if "module of their own" in l
+                    or "kept in the unit" in l]
+            print(f"{form}: built; {' '.join(said) or 'not split'}")
+            exes[form] = exe
+            continue
         if form == "original":
             shutil.copy(source, src)
             extra = []

@@ -143,6 +143,11 @@ const TAKES_VALUE: &[&str] = &[
     "-run-args",
 ];
 
+/// Whether nvcc reads `flag`'s value from the next argument.
+pub(super) fn takes_value(flag: &str) -> bool {
+    TAKES_VALUE.contains(&flag)
+}
+
 /// Modes in which nvcc compiles nothing or only preprocesses: passed through untouched.
 const PASS_THROUGH: &[&str] = &[
     "-E",
@@ -448,7 +453,7 @@ fn system_dirs(nvcc: &Path, cmd: &NvccCommand) -> Vec<PathBuf> {
     dirs
 }
 
-fn which(prog: &Path) -> Option<PathBuf> {
+pub(super) fn which(prog: &Path) -> Option<PathBuf> {
     if prog.components().count() > 1 {
         return Some(prog.to_path_buf());
     }
@@ -489,16 +494,20 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let support = base.join("include");
         write_support(&support)?;
         let mut mapped = Vec::new();
+        let mut copies = Vec::new();
         let mut source_dirs: Vec<OsString> = Vec::new();
         let mut failed = false;
         let mut capped = false;
+        let mut wraps = false;
         for &i in &cmd.sources.clone() {
             let source = PathBuf::from(&cmd.args[i]);
             match prepare(&source, &base, &cmd.search, &system) {
                 Ok(Prepared::Copy(c)) => {
-                    cmd.args[i] = c.copy.into_os_string();
+                    cmd.args[i] = c.copy.clone().into_os_string();
+                    copies.push(c.copy);
                     mapped.push(c.root);
                     capped |= c.capped;
+                    wraps |= c.wraps;
                     // An include the copies could not redirect (a computed one) searched the
                     // source's own folder first, as written: it does so for quoted includes
                     // (not for `<...>`, which never searched it). Only then: the option makes
@@ -533,7 +542,15 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         args.append(&mut cmd.args);
         args.push(format!("-I{}", support.display()).into());
         cmd.args = args;
-        let status = if capped && chooses_capped(&cmd) {
+        let split = match (&copies[..], &mapped[..]) {
+            ([copy], [root]) if wraps && splits(&cmd) => {
+                Some(compile_split(&nvcc, &cmd, copy, root)?)
+            }
+            _ => None,
+        };
+        let status = if let Some(Some(status)) = split {
+            status
+        } else if capped && chooses_capped(&cmd) {
             let memory = mapped.first().map(|root| root.join("capped-wrappers"));
             compile_choosing_capped(&nvcc, &cmd, memory.as_deref())?
         } else {
@@ -559,6 +576,73 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     }
     let status = nvcc_status(&nvcc, &cmd.args, cmd.links && !cmd.pass_through)?;
     Ok(exit_code(status))
+}
+
+/// Whether a unit may have its wrappers compiled into a module of their own (`split.rs`): one
+/// source compiled to machine code, into an object or a program (not a cubin or fatbin of its
+/// own), unless `CUPREEMPT_SPLIT=0`.
+fn splits(cmd: &NvccCommand) -> bool {
+    let module_output = cmd.args.iter().any(|a| {
+        matches!(
+            a.to_str(),
+            Some("-cubin" | "--cubin" | "-fatbin" | "--fatbin")
+        )
+    });
+    cmd.machine_code
+        && cmd.sources.len() == 1
+        && !module_output
+        && std::env::var_os("CUPREEMPT_SPLIT").is_none_or(|v| v != "0")
+}
+
+/// Compiles a unit split (`split.rs`): its wrapper module, then the object without the
+/// wrappers, with the module embedded. `None` where the unit stays whole (the reason under
+/// `CUPREEMPT_VERBOSE`), or where the object without wrappers does not compile (then the
+/// caller compiles the unit whole, which shows nvcc's own messages, and this says so).
+fn compile_split(
+    nvcc: &Path,
+    cmd: &NvccCommand,
+    copy: &Path,
+    root: &Path,
+) -> anyhow::Result<Option<std::process::ExitStatus>> {
+    let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
+    let module = match super::split::wrapper_module(nvcc, &cmd.args, copy, root) {
+        Ok(m) => m,
+        Err(why) => {
+            if verbose {
+                eprintln!(
+                    "cupreempt: {}: wrappers kept in the unit: {why}",
+                    copy.display()
+                );
+            }
+            return Ok(None);
+        }
+    };
+    let mut args = cmd.args.clone();
+    args.push(format!("-D{}", cupreempt::vocab::SPLIT_UNIT).into());
+    args.push("--pre-include".into());
+    args.push(module.header.into_os_string());
+    let out = launcher_command(nvcc, &args, cmd.links)?
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
+    if !out.status.success() {
+        eprintln!(
+            "cupreempt: warning: {}: the unit without its wrappers did not compile; compiling it whole",
+            copy.display()
+        );
+        return Ok(None);
+    }
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    if verbose {
+        let n = module.kernels;
+        eprintln!(
+            "cupreempt: {}: wrappers of {n} kernel{} in a module of their own",
+            copy.display(),
+            if n == 1 { "" } else { "s" }
+        );
+    }
+    Ok(Some(out.status))
 }
 
 /// Whether the compile reads ptxas's report to choose capped wrappers: where ptxas makes
@@ -738,7 +822,7 @@ fn write_support(dir: &Path) -> anyhow::Result<()> {
 }
 
 /// Writes only when the content differs, so that an unchanged copy keeps its time stamp.
-fn write_if_changed(path: &Path, content: &[u8]) -> anyhow::Result<()> {
+pub(super) fn write_if_changed(path: &Path, content: &[u8]) -> anyhow::Result<()> {
     if std::fs::read(path).is_ok_and(|old| old == content) {
         return Ok(());
     }
@@ -757,6 +841,8 @@ struct Copied {
     copy: PathBuf,
     /// The copies hold a capped wrapper (`capped`).
     capped: bool,
+    /// The copies define wrappers (a kernel was transformed): the unit may be split.
+    wraps: bool,
     /// A copy has an include line the copying could not redirect: a computed
     /// `#include MACRO` or a quoted `__has_include`.
     unredirected: bool,
@@ -832,6 +918,7 @@ fn prepare(
     let color = super::stderr_color();
     let mut refused = false;
     let mut capped = false;
+    let mut wraps = false;
     for (p, text) in &files {
         // The name the preprocessor gives the original (its `__FILE__`, its messages), not
         // the copy's path nor the canonical one: a program that prints `__FILE__` prints the
@@ -863,6 +950,7 @@ fn prepare(
             eprint!("{}", render(&shown, &name, text, color));
             refused |= t.diagnostics.iter().any(|d| d.is_refusal());
             capped |= t.output.contains(cupreempt::vocab::CAPPED_CHOSEN);
+            wraps |= t.output.contains(cupreempt::vocab::SPLIT_UNIT);
             // Messages about lines before the first edit name the original too.
             line_one(&name, &t.output)
         } else {
@@ -888,6 +976,7 @@ fn prepare(
         root,
         copy,
         capped,
+        wraps,
         unredirected,
     }))
 }

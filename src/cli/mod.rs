@@ -8,6 +8,7 @@ mod files;
 pub mod launcher;
 mod render;
 mod sim;
+mod split;
 mod transform;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

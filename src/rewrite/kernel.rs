@@ -172,13 +172,15 @@ pub fn rewrite(
     out.push('\n');
     out.push_str(&forwarder(plan, &h, named));
     out.push('\n');
+    let mut definitions = String::new();
     for (i, cap) in wrapper_kinds(plan).enumerate() {
         if i > 0 {
-            out.push('\n');
+            definitions.push('\n');
         }
         let w = wrapper(plan, &h, cap, named);
-        out.push_str(&if cap { where_capped(&k.name, &w) } else { w });
+        definitions.push_str(&if cap { where_capped(&k.name, &w) } else { w });
     }
+    out.push_str(&unless_split(&definitions, ""));
     if let Some(first) = plan
         .prior_declarations
         .first()
@@ -392,6 +394,18 @@ fn choose(cond: &str, then: &str, otherwise: &str) -> String {
     format!("#if {cond}\n{then}#else\n{otherwise}#endif\n")
 }
 
+/// `whole` (the wrappers' definitions, the launch types' wrapper members) in a unit compiled
+/// whole, `split` (nothing, null members) in the object of a unit whose wrappers the compiler
+/// launcher compiled into a module of their own (`vocab::SPLIT_UNIT`).
+fn unless_split(whole: &str, split: &str) -> String {
+    let cond = format!("!defined({})", crate::vocab::SPLIT_UNIT);
+    if split.is_empty() {
+        only_if(&cond, whole)
+    } else {
+        choose(&cond, whole, split)
+    }
+}
+
 /// Device code is not relocatable: with `-rdc`, functions the body calls through the ABI
 /// (virtual destructors, functions of other files) keep their own register counts, and ptxas
 /// refuses a kernel capped at 32 that calls one needing more (the CUDA samples' newdelete did
@@ -589,8 +603,23 @@ impl LaunchTypes<'_, '_> {
         } else {
             capped_line(&capped_wrapper)
         };
+        // Split units: null wrappers of the wrappers' types, spelled from the parameters, not
+        // from the wrappers (naming a kernel template's instance that the unit does not define
+        // draws nvcc's warning 20280); launch.cuh then asks the runtime.
+        let null_member = |member: &str, params: &str| {
+            format!("  static constexpr void (*{member})({params}) = nullptr;\n")
+        };
+        let wrapper_types = wrapper_params(&types);
+        let wrapper_members = unless_split(
+            &format!("  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}"),
+            &format!(
+                "{}{}",
+                null_member(MEMBER_WRAPPER, &wrapper_types),
+                null_member(MEMBER_WRAPPER_R32, &wrapper_types)
+            ),
+        );
         let mut out = format!(
-        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}}};\n",
+        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n{wrapper_members}}};\n",
         template = h.class_template,
         name = k.name,
     );

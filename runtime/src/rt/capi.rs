@@ -326,6 +326,37 @@ pub extern "C" fn cupreempt_rt_register_preload(lookup: Option<super::preload::L
     }
 }
 
+/// Registers a unit's wrapper module (`wrapper_modules.rs`): `image` a fatbin that lives as
+/// long as the program, `names` 3 * `n` mangled names (each original kernel, its wrapper, its
+/// 32-register wrapper or "").
+///
+/// # Safety
+/// As `wrapper_modules::register`.
+#[no_mangle]
+pub unsafe extern "C" fn cupreempt_rt_register_wrapper_module(
+    image: *const c_void,
+    names: *const *const c_char,
+    n: c_uint,
+) {
+    super::wrapper_modules::register(image, names, n);
+}
+
+/// The wrapper of `original` (a CUfunction of the current context) from the registered
+/// wrapper modules, with the original's dynamic shared-memory limit where `smem` exceeds the
+/// default; null where no module has one.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_module_wrapper(original: *mut c_void, smem: usize) -> *mut c_void {
+    let original = original as super::driver::CUfunction;
+    catch_unwind(|| match super::wrapper_modules::wrapper_of(original) {
+        Some(w) => {
+            super::wrapper_modules::copy_smem_limit(original, w, smem);
+            w as *mut c_void
+        }
+        None => std::ptr::null_mut(),
+    })
+    .unwrap_or(std::ptr::null_mut())
+}
+
 /// Returns once no block of the kernel runs on the preempted SMs.
 #[no_mangle]
 pub extern "C" fn cupreempt_rt_wait_yielded(h: Handle) -> c_int {

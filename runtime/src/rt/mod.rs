@@ -39,6 +39,7 @@ pub mod scheduler;
 mod setup;
 mod steps;
 mod warm;
+mod wrapper_modules;
 
 pub use command::{Command, Target};
 

@@ -202,7 +202,11 @@ pub(crate) fn load_wrappers() {
     }
     let lookups = super::capi::lock(registry()).lookups.clone();
     let loaded = load_all(&lookups, 1..PER_LOOKUP);
-    super::trace_setup(&format!("setup thread: {loaded} wrappers loaded"));
+    // Units whose wrappers the compiler launcher put in a module of their own.
+    let apart = super::wrapper_modules::load_all_into_current(|f| load(f as *mut c_void));
+    super::trace_setup(&format!(
+        "setup thread: {loaded} wrappers loaded, {apart} from wrapper modules"
+    ));
 }
 
 /// Looks up and loads slots `slots` of each of `lookups` in the current context, slot by slot

@@ -1,0 +1,467 @@
+//! Wrappers in a module of their own (docs/build.md, "Wrappers in a module of their own").
+//!
+//! A program's first use of any kernel of a translation unit loads the unit's whole module,
+//! and each kernel in it costs that load about 15 µs whatever its code; a transformed unit has
+//! up to three kernels for each of the original's (docs/runtime.md, "Module loading"). So the
+//! compiler launcher compiles a transformed unit twice: device-only and whole, into a fatbin
+//! (the wrapper module), and then the object the program links, with the wrappers only
+//! declared (`vocab::SPLIT_UNIT`) and the fatbin and a name table embedded (`header`). The
+//! runtime loads the wrapper module when a launch would be preemptible and finds each wrapper
+//! by its original's mangled name (runtime/src/rt/wrapper_modules.rs).
+//!
+//! A unit stays whole where a second module would change what the program computes or where
+//! the table cannot be made: a module-scope `__device__`, `__constant__` or `__managed__`
+//! variable (the wrapper module would have its own copy, which the program's
+//! `cudaMemcpyToSymbol` and its original kernels never see), no machine code to read names
+//! from (PTX only), or no tool to read them (`cuobjdump`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// What `cuobjdump --dump-elf-symbols` says of a fatbin's machine code.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Symbols {
+    /// Kernel entry points, each once.
+    pub entries: Vec<String>,
+    /// Variables the module defines (not the string literals of `printf`, `$str...`, nor the
+    /// toolchain's own `.nv...`).
+    pub variables: Vec<String>,
+    /// The fatbin holds machine code (an ELF section) at all.
+    pub machine_code: bool,
+}
+
+/// Reads `cuobjdump --dump-elf-symbols` output: lines `TYPE BINDING VISIBILITY SECTION [U] NAME`.
+pub fn read_symbols(dump: &str) -> Symbols {
+    let mut s = Symbols::default();
+    for line in dump.lines() {
+        if line.trim_start().starts_with("Fatbin elf code") {
+            s.machine_code = true;
+        }
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let (Some(&kind), Some(&name)) = (words.first(), words.last()) else {
+            continue;
+        };
+        let undefined = words.len() >= 6 && words[words.len() - 2] == "U";
+        let list = match kind {
+            "FUNC" if words.contains(&"ENTRY") && !undefined => &mut s.entries,
+            "OBJECT" if !undefined && !name.starts_with('$') && !name.starts_with('.') => {
+                &mut s.variables
+            }
+            _ => continue,
+        };
+        if !list.iter().any(|e| e == name) {
+            list.push(name.to_string());
+        }
+    }
+    s
+}
+
+/// The wrapper kinds, by the suffix of their names (src/vocab.rs): the plain wrapper and the
+/// one held to 32 registers.
+const CAPPED_SUFFIX: &str = "__cupreempt_r32";
+const PLAIN_SUFFIX: &str = "__cupreempt";
+const LAUNCH_FIRST: &str = "(cupreempt_launch";
+
+/// A name as the table compares it: demangled with its parameters (`void ns::k<float>(float*,
+/// int)`), or itself where it is not mangled (`extern "C"`).
+fn readable(name: &str) -> Option<String> {
+    if !name.starts_with("_Z") {
+        return Some(name.to_string());
+    }
+    cpp_demangle::Symbol::new(name.as_bytes())
+        .ok()?
+        .demangle(&cpp_demangle::DemangleOptions::new())
+        .ok()
+}
+
+/// A wrapper's readable name turned into its original's, and whether it is the capped one:
+/// the suffix off the function's name and the launch parameter off the parameter list. `None`
+/// for a name that is no wrapper's.
+fn original_of_wrapper(readable: &str) -> Option<(String, bool)> {
+    // extern "C": `k__cupreempt`, no parameter list.
+    if !readable.contains('(') {
+        for (suffix, capped) in [(CAPPED_SUFFIX, true), (PLAIN_SUFFIX, false)] {
+            if let Some(o) = readable.strip_suffix(suffix) {
+                return Some((o.to_string(), capped));
+            }
+        }
+        return None;
+    }
+    let open = readable.find(LAUNCH_FIRST)?;
+    let after = &readable[open + LAUNCH_FIRST.len()..];
+    let params = if let Some(rest) = after.strip_prefix(", ") {
+        format!("({rest}")
+    } else if after.starts_with(')') {
+        format!("({after}")
+    } else {
+        return None;
+    };
+    let head = &readable[..open];
+    // The function's name ends where its template arguments (if any) begin.
+    let name_end = if head.ends_with('>') {
+        let mut depth = 0usize;
+        head.char_indices()
+            .rev()
+            .find(|&(_, ch)| {
+                match ch {
+                    '>' => depth += 1,
+                    '<' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                depth == 0
+            })?
+            .0
+    } else {
+        head.len()
+    };
+    let name = &head[..name_end];
+    for (suffix, capped) in [(CAPPED_SUFFIX, true), (PLAIN_SUFFIX, false)] {
+        if let Some(o) = name.strip_suffix(suffix) {
+            return Some((format!("{o}{}{params}", &head[name_end..]), capped));
+        }
+    }
+    None
+}
+
+/// One row of the table: an original kernel's mangled name, its wrapper's and its capped
+/// wrapper's (empty where there is none).
+pub type Row = [String; 3];
+
+/// Pairs each original kernel among `entries` with its wrappers by their demangled names.
+/// Originals without a wrapper (kernels the transformer left as written) are left out.
+pub fn table(entries: &[String]) -> Vec<Row> {
+    let wrappers: Vec<(&String, String, bool)> = entries
+        .iter()
+        .filter_map(|e| {
+            let (o, capped) = original_of_wrapper(&readable(e)?)?;
+            Some((e, o, capped))
+        })
+        .collect();
+    let mut rows = Vec::new();
+    for e in entries {
+        if wrappers.iter().any(|(w, _, _)| *w == e) {
+            continue;
+        }
+        let Some(r) = readable(e) else { continue };
+        let find = |capped: bool| {
+            wrappers
+                .iter()
+                .find(|(_, o, c)| *o == r && *c == capped)
+                .map(|(w, _, _)| w.to_string())
+        };
+        if let Some(plain) = find(false) {
+            rows.push([e.clone(), plain, find(true).unwrap_or_default()]);
+        }
+    }
+    rows
+}
+
+/// Why a unit stays whole, from what its wrapper module holds; `None` where it can be split.
+pub fn stays_whole(s: &Symbols, rows: &[Row]) -> Option<String> {
+    if !s.machine_code {
+        return Some("no machine code in the wrapper module to read kernel names from".into());
+    }
+    if !s.variables.is_empty() {
+        return Some(format!(
+            "module-scope device variables ({}): a second module would hold copies of them",
+            s.variables.join(", ")
+        ));
+    }
+    if rows.is_empty() {
+        return Some("no original kernel paired with its wrapper".into());
+    }
+    None
+}
+
+/// The header the linked object is compiled with (host code only): the wrapper module's bytes
+/// and its table, registered with the runtime before `main`.
+pub fn header_text(image: &[u8], rows: &[Row]) -> String {
+    let mut out = String::from(
+        "// Generated by cupreempt's compiler launcher: this unit's wrappers, compiled into a module\n\
+         // of their own, and their names (docs/build.md, \"Wrappers in a module of their own\").\n\
+         #if !defined(__CUDA_ARCH__)\n\
+         extern \"C\" void cupreempt_rt_register_wrapper_module(const void*, const char* const*, unsigned);\n\
+         namespace {\n\
+         alignas(64) const unsigned long long cupreempt_wrapper_image[] = {\n",
+    );
+    for (i, chunk) in image.chunks(8).enumerate() {
+        let mut word = [0u8; 8];
+        word[..chunk.len()].copy_from_slice(chunk);
+        out.push_str(&format!("0x{:x},", u64::from_le_bytes(word)));
+        out.push(if i % 8 == 7 { '\n' } else { ' ' });
+    }
+    out.push_str("};\nconst char* const cupreempt_wrapper_names[] = {\n");
+    for row in rows {
+        for name in row {
+            out.push_str(&format!("  \"{name}\",\n"));
+        }
+    }
+    out.push_str(&format!(
+        "}};\n__attribute__((unused)) const bool cupreempt_wrapper_module_registered =\n    \
+         (cupreempt_rt_register_wrapper_module(cupreempt_wrapper_image, cupreempt_wrapper_names, {}u), true);\n\
+         }}  // namespace\n#endif\n",
+        rows.len()
+    ));
+    out
+}
+
+/// Whether a path can be passed to nvcc as an option's value (nvcc splits values at commas).
+pub fn passable(path: &Path) -> bool {
+    !path.to_string_lossy().contains(',')
+}
+
+/// Options the wrapper module's compile leaves out: outputs, depfiles, linking, compile-only.
+const DROPPED: &[&str] = &[
+    "-c",
+    "--compile",
+    "-MD",
+    "-MMD",
+    "--generate-dependencies-with-compile",
+    "--generate-nonsystem-dependencies-with-compile",
+    "-shared",
+    "--shared",
+    "-lib",
+    "--lib",
+    "-link",
+    "--link",
+];
+/// The same, with a value.
+const DROPPED_WITH_VALUE: &[&str] = &[
+    "-o",
+    "--output-file",
+    "-MF",
+    "--dependency-output",
+    "-MT",
+    "--dependency-target-name",
+    "-MQ",
+    "-l",
+    "--library",
+    "-L",
+    "--library-path",
+    "-Xlinker",
+    "--linker-options",
+    "-Xnvlink",
+    "--nvlink-options",
+    "-Xarchive",
+    "--archive-options",
+    "-odir",
+    "--output-directory",
+    "-run-args",
+    "--run-args",
+];
+
+/// The compile command of the wrapper module: the command's own options (architectures,
+/// defines, include folders, optimization), its one source, and no output, depfile or link
+/// options of its own; `--fatbin -o FATBIN` is added.
+pub fn module_args(args: &[OsString], source: &Path, fatbin: &Path) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].to_string_lossy();
+        let flag = match a.split_once('=') {
+            Some((f, _)) if f.starts_with("--") => f,
+            _ => &a,
+        };
+        let attached = flag.len() < a.len();
+        let takes_value = !attached && super::launcher::takes_value(flag);
+        let step = if takes_value { 2 } else { 1 };
+        let short_link = (a.starts_with("-l") || a.starts_with("-L"))
+            && a.len() > 2
+            && !a.starts_with("-lineinfo")
+            && !super::launcher::takes_value(&a)
+            && !DROPPED.contains(&a.as_ref());
+        let positional = !a.starts_with('-') && Path::new(a.as_ref()) != source;
+        let dropped = DROPPED.contains(&flag)
+            || DROPPED_WITH_VALUE.contains(&flag)
+            || short_link
+            || positional;
+        if !dropped {
+            out.extend(args[i..(i + step).min(args.len())].iter().cloned());
+        }
+        i += step;
+    }
+    out.extend([
+        "--fatbin".into(),
+        "-o".into(),
+        fatbin.as_os_str().to_os_string(),
+    ]);
+    out
+}
+
+/// What the split compile gives the linked object's compile: the header to pre-include, and
+/// how many kernels its table names.
+pub struct WrapperModule {
+    pub header: PathBuf,
+    pub kernels: usize,
+}
+
+/// Compiles the wrapper module of `source` (a transformed copy, the command's one source) next
+/// to the copies' `root`, reads its kernels and variables, and writes the header; or says why the unit stays
+/// whole.
+pub fn wrapper_module(
+    nvcc: &Path,
+    args: &[OsString],
+    source: &Path,
+    root: &Path,
+) -> Result<WrapperModule, String> {
+    // Beside the copies' root, and not named with it as a prefix: the launcher maps every path
+    // that starts with the root to the original's (depfiles).
+    let mut name = std::ffi::OsString::from("wrappers-");
+    name.push(root.file_name().unwrap_or_default());
+    let dir = root.with_file_name(name);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let fatbin = dir.join("wrappers.fatbin");
+    let header = dir.join("wrappers.h");
+    if !passable(&header) {
+        return Err("its private folder's path has a comma, which nvcc options cannot pass".into());
+    }
+    let out = Command::new(nvcc)
+        .args(module_args(args, source, &fatbin))
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "its wrapper module did not compile: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    let tool =
+        cuobjdump(nvcc).ok_or("no cuobjdump next to nvcc or on PATH to read kernel names")?;
+    let dump = Command::new(&tool)
+        .arg("--dump-elf-symbols")
+        .arg(&fatbin)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", tool.display()))?;
+    if !dump.status.success() {
+        return Err(format!(
+            "{} could not read the wrapper module",
+            tool.display()
+        ));
+    }
+    let symbols = read_symbols(&String::from_utf8_lossy(&dump.stdout));
+    let rows = table(&symbols.entries);
+    if let Some(why) = stays_whole(&symbols, &rows) {
+        return Err(why);
+    }
+    let image = std::fs::read(&fatbin).map_err(|e| format!("{}: {e}", fatbin.display()))?;
+    super::launcher::write_if_changed(&header, header_text(&image, &rows).as_bytes())
+        .map_err(|e| format!("{e:#}"))?;
+    Ok(WrapperModule {
+        header,
+        kernels: rows.len(),
+    })
+}
+
+/// `cuobjdump` of nvcc's toolkit (its `bin` folder), else the first on PATH.
+fn cuobjdump(nvcc: &Path) -> Option<PathBuf> {
+    let real = super::launcher::which(nvcc).and_then(|p| p.canonicalize().ok());
+    real.and_then(|p| p.parent().map(|d| d.join("cuobjdump")))
+        .filter(|p| p.is_file())
+        .or_else(|| super::launcher::which(Path::new("cuobjdump")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shaped as `cuobjdump --dump-elf-symbols` prints a transformed unit (nvcc 13, sm_90).
+    const DUMP: &str = "
+Fatbin elf code:
+================
+arch = sm_90
+symbols:
+OBJECT        LOCAL   DEFAULT    -                                    $str
+FUNC          GLOBAL  DEFAULT    ENTRY                                _ZN2ns20scale__cupreempt_r32IdEEv16cupreempt_launchPT_i
+OBJECT        WEAK    DEFAULT    -                                 U  .nv.reservedSmem.offset0
+FUNC          GLOBAL  DEFAULT    ENTRY                                _ZN2ns16scale__cupreemptIdEEv16cupreempt_launchPT_i
+FUNC          GLOBAL  DEFAULT    ENTRY                                _ZN2ns5scaleIdEEvPT_i
+FUNC          GLOBAL  DEFAULT    ENTRY                                _Z16byval__cupreempt16cupreempt_launch1PPS0_PKS0_
+FUNC          GLOBAL  DEFAULT    ENTRY                                _Z5byval1PPS_PKS_
+FUNC          GLOBAL  DEFAULT    ENTRY                                _Z21noargs__cupreempt_r3216cupreempt_launch
+FUNC          GLOBAL  DEFAULT    ENTRY                                _Z17noargs__cupreempt16cupreempt_launch
+FUNC          GLOBAL  DEFAULT    ENTRY                                _Z6noargsv
+FUNC          GLOBAL  DEFAULT    ENTRY                                vadd__cupreempt
+FUNC          GLOBAL  DEFAULT    ENTRY                                vadd
+FUNC          GLOBAL  DEFAULT    ENTRY                                _Z9untouchedPf
+FUNC          GLOBAL  DEFAULT    -                                 U  vprintf
+
+Fatbin ptx code:
+================
+arch = sm_90
+";
+
+    #[test]
+    fn entries_and_variables_are_read() {
+        let s = read_symbols(DUMP);
+        assert!(s.machine_code);
+        assert_eq!(s.entries.len(), 11);
+        assert!(
+            s.variables.is_empty(),
+            "string literals and .nv symbols are no variables"
+        );
+        let v = read_symbols(
+            "Fatbin elf code:\nOBJECT        LOCAL   DEFAULT    -                                    counter\n",
+        );
+        assert_eq!(v.variables, ["counter"]);
+        assert!(!read_symbols("Fatbin ptx code:\n").machine_code);
+    }
+
+    /// Substitutions renumber when the launch parameter comes first (`S_` → `S0_`): pairing by
+    /// demangled names is what finds byval's wrapper.
+    #[test]
+    fn originals_pair_with_their_wrappers() {
+        let rows = table(&read_symbols(DUMP).entries);
+        let row = |o: &str| rows.iter().find(|r| r[0] == o).cloned();
+        assert_eq!(
+            row("_ZN2ns5scaleIdEEvPT_i").unwrap(),
+            [
+                "_ZN2ns5scaleIdEEvPT_i",
+                "_ZN2ns16scale__cupreemptIdEEv16cupreempt_launchPT_i",
+                "_ZN2ns20scale__cupreempt_r32IdEEv16cupreempt_launchPT_i"
+            ]
+        );
+        assert_eq!(
+            row("_Z5byval1PPS_PKS_").unwrap()[1],
+            "_Z16byval__cupreempt16cupreempt_launch1PPS0_PKS0_"
+        );
+        assert_eq!(
+            row("_Z5byval1PPS_PKS_").unwrap()[2],
+            "",
+            "no capped wrapper"
+        );
+        assert_eq!(
+            row("_Z6noargsv").unwrap()[2],
+            "_Z21noargs__cupreempt_r3216cupreempt_launch"
+        );
+        assert_eq!(row("vadd").unwrap()[1], "vadd__cupreempt");
+        assert!(row("_Z9untouchedPf").is_none(), "a kernel left as written");
+        assert_eq!(rows.len(), 4);
+    }
+
+    #[test]
+    fn a_unit_with_device_variables_stays_whole() {
+        let mut s = read_symbols(DUMP);
+        let rows = table(&s.entries);
+        assert!(stays_whole(&s, &rows).is_none());
+        s.variables.push("coef".into());
+        assert!(stays_whole(&s, &rows).unwrap().contains("coef"));
+        assert!(stays_whole(&read_symbols("Fatbin ptx code:\n"), &rows).is_some());
+        assert!(stays_whole(&read_symbols(DUMP), &[]).is_some());
+    }
+
+    #[test]
+    fn the_header_holds_the_image_and_the_table() {
+        let h = header_text(
+            &[1, 0, 0, 0, 0, 0, 0, 0, 2],
+            &table(&read_symbols(DUMP).entries),
+        );
+        assert!(
+            h.contains("0x1, 0x2,"),
+            "little-endian words, the last padded"
+        );
+        assert!(h.contains("\"_Z6noargsv\",\n  \"_Z17noargs__cupreempt16cupreempt_launch\","));
+        assert!(h.contains("cupreempt_wrapper_names, 4u)"));
+        assert!(h.starts_with("//") && h.contains("#if !defined(__CUDA_ARCH__)"));
+    }
+}
