@@ -113,8 +113,8 @@ fi
 # mid-run (CaptureLaunches, the C API) and checks every element.
 mkp=$e2e/make-split
 rm -rf $mkp
-if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 make -s -C examples/make-project \
-    CUPREEMPT="$cli" NVCC=nvcc BUILD=$mkp >$mkp.build.txt 2>&1 &&
+if CUPREEMPT_RUNTIME_DIR="$(realpath "$lib")" CUPREEMPT_VERBOSE=1 make -s -C examples/make-project \
+    CUPREEMPT="$(realpath "$cli")" NVCC=nvcc BUILD=$mkp >$mkp.build.txt 2>&1 &&
   [ "$(grep -c 'in a module of their own' $mkp.build.txt)" -eq 3 ] &&
   CUPREEMPT_VERBOSE=1 timeout 60 $mkp/scale_add >$mkp.txt 2>&1 && grep -q '^PASS' $mkp.txt &&
   ! grep -q "its wrappers are not linked" $mkp.txt && [ "$(grep -c 'preempted at' $mkp.txt)" -eq 2 ]; then

@@ -35,12 +35,15 @@ for spec in "$@"; do
     echo "$name: does not build as written"
     continue
   }
-  (cd "$work/$name" && make CC="$work/front/nvcc" ARCH="$arch" >build.log 2>&1) || {
+  (cd "$work/$name" && CUPREEMPT_VERBOSE=1 make CC="$work/front/nvcc" ARCH="$arch" >build.log 2>&1) || {
     echo "$name: DOES NOT BUILD transformed"
     tail -5 "$work/$name/build.log"
     status=1
     continue
   }
+  # Units whose wrappers the launcher compiled into a module of their own, and those kept whole.
+  echo "$name: units split $(grep -c 'in a module of their own' "$work/$name/build.log"), whole $(grep -c 'wrappers kept in the unit' "$work/$name/build.log")"
+  grep -h 'wrappers kept in the unit' "$work/$name/build.log" | sed 's/^/  /'
   if [ "$spec" != "$name" ]; then
     runs=("./main ${spec#*=}")
   else

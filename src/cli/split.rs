@@ -42,9 +42,13 @@ pub fn read_symbols(dump: &str) -> Symbols {
         let (Some(&kind), Some(&name)) = (words.first(), words.last()) else {
             continue;
         };
-        let undefined = words.len() >= 6 && words[words.len() - 2] == "U";
+        // Two layouts: `FUNC GLOBAL DEFAULT ENTRY name` (cuobjdump 13.5) and `STT_FUNC
+        // STB_GLOBAL STO_ENTRY name` (13.0); an undefined symbol has a `U` before its name.
+        let kind = kind.trim_start_matches("STT_");
+        let undefined = words[..words.len() - 1].contains(&"U");
+        let entry = words.iter().any(|w| *w == "ENTRY" || *w == "STO_ENTRY");
         let list = match kind {
-            "FUNC" if words.contains(&"ENTRY") && !undefined => &mut s.entries,
+            "FUNC" if entry && !undefined => &mut s.entries,
             "OBJECT" if !undefined && !name.starts_with('$') && !name.starts_with('.') => {
                 &mut s.variables
             }
@@ -390,6 +394,33 @@ Fatbin ptx code:
 ================
 arch = sm_90
 ";
+
+    /// cuobjdump 13.0's layout of the same (the H200 machine's toolkit).
+    const DUMP_13_0: &str = "
+Fatbin elf code:
+================
+symbols:
+STT_OBJECT       STB_WEAK   STV_DEFAULT  U .nv.reservedSmem.offset0
+STT_?            STB_WEAK   STO_RESERVED_SHARED   __nv_reservedSMEM_offset_0_alias
+STT_?            STB_LOCAL  STV_DEFAULT  U 
+STT_FUNC         STB_LOCAL  STV_DEFAULT    $_Z6k__cupreempt16cupreempt_launchPf$_ZN9cupreempt7TaskCtx5splitEyjj
+STT_OBJECT       STB_LOCAL  STV_DEFAULT    coef
+STT_OBJECT       STB_LOCAL  STV_DEFAULT    $str
+STT_FUNC         STB_GLOBAL STO_ENTRY      _Z16k__cupreempt16cupreempt_launchPf
+STT_FUNC         STB_GLOBAL STO_ENTRY      _Z1kPf
+STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
+";
+
+    #[test]
+    fn the_older_layout_is_read_too() {
+        let s = read_symbols(DUMP_13_0);
+        assert!(s.machine_code);
+        assert_eq!(
+            s.entries,
+            ["_Z16k__cupreempt16cupreempt_launchPf", "_Z1kPf"]
+        );
+        assert_eq!(s.variables, ["coef"]);
+    }
 
     #[test]
     fn entries_and_variables_are_read() {
