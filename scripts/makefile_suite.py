@@ -125,9 +125,14 @@ def launcher(tree: Path, cli) -> str:
     front.mkdir(parents=True, exist_ok=True)
     cli = Path(cli).resolve()
     link = front / "nvcc"
+    # Parallel builds (EXT_JOBS) all ask: a link made meanwhile by another is as good.
     if not link.is_symlink() or os.readlink(link) != str(cli):
         link.unlink(missing_ok=True)
-        link.symlink_to(cli)
+        try:
+            link.symlink_to(cli)
+        except FileExistsError:
+            if os.readlink(link) != str(cli):
+                raise
     return str(link)
 
 

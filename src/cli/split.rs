@@ -161,15 +161,46 @@ pub fn table(entries: &[String]) -> Vec<Row> {
     rows
 }
 
+/// Whether a module variable is a constant of the CUDA toolkit's headers: the math library's
+/// tables, or an object of its C++ libraries (libcu++, Thrust, CUB: `cuda::`, `thrust::`,
+/// `cub::`, behind the `_INTERNAL_...` namespace that internal
+/// linkage adds): those declare their namespace-scope device objects constant
+/// (`_CCCL_GLOBAL_CONSTANT`: customization-point objects, placeholders, execution policies,
+/// `ignore`), so a second copy cannot differ from the first. Every unit that includes
+/// `<cuda/std/...>` or Thrust has some.
+fn toolkit_constant(name: &str) -> bool {
+    // The math library's tables (`__cudart_i2opi_f` for sinf's argument reduction, in
+    // nvcc 13.0's headers): `static const`, names the CUDA headers reserve.
+    if name.starts_with("__cudart_") {
+        return true;
+    }
+    let Some(readable) = readable(name) else {
+        return false;
+    };
+    let unqualified = match readable.split_once("::") {
+        Some((first, rest)) if first.starts_with("_INTERNAL_") => rest,
+        _ => &readable,
+    };
+    ["cuda::", "thrust::", "cub::"]
+        .iter()
+        .any(|ns| unqualified.starts_with(ns))
+}
+
 /// Why a unit stays whole, from what its wrapper module holds; `None` where it can be split.
 pub fn stays_whole(s: &Symbols, rows: &[Row]) -> Option<String> {
     if !s.machine_code {
         return Some("no machine code in the wrapper module to read kernel names from".into());
     }
-    if !s.variables.is_empty() {
+    let own: Vec<&str> = s
+        .variables
+        .iter()
+        .map(String::as_str)
+        .filter(|v| !toolkit_constant(v))
+        .collect();
+    if !own.is_empty() {
         return Some(format!(
             "module-scope device variables ({}): a second module would hold copies of them",
-            s.variables.join(", ")
+            own.join(", ")
         ));
     }
     if rows.is_empty() {
@@ -479,6 +510,35 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
         assert!(stays_whole(&s, &rows).unwrap().contains("coef"));
         assert!(stays_whole(&read_symbols("Fatbin ptx code:\n"), &rows).is_some());
         assert!(stays_whole(&read_symbols(DUMP), &[]).is_some());
+    }
+
+    /// libcu++'s and Thrust's constant tag objects (HeCBench's softmax and remap have dozens)
+    /// keep no unit whole; a variable of the program's own, in any namespace, does.
+    #[test]
+    fn the_toolkits_constant_objects_are_no_reason_to_stay_whole() {
+        let mut s = read_symbols(DUMP);
+        let rows = table(&s.entries);
+        s.variables = vec![
+            "_ZN37_INTERNAL_24c889cb_7_main_cu_b13f3c704cuda3std3__45__cpo9iter_swapE".into(),
+            "_ZN37_INTERNAL_dfec71a7_7_main_cu_9f2940ef6thrust16_V_300500_SM_9008cuda_cub3parE"
+                .into(),
+        ];
+        assert!(toolkit_constant(&s.variables[0]));
+        assert!(toolkit_constant(&s.variables[1]));
+        assert!(
+            stays_whole(&s, &rows).is_none(),
+            "{:?}",
+            stays_whole(&s, &rows)
+        );
+        assert!(
+            toolkit_constant("__cudart_i2opi_f"),
+            "sinf's table (nvcc 13.0)"
+        );
+        for own in ["_Z4maskIfE", "_ZN2ns7counterE", "lut", "cudart_table"] {
+            assert!(!toolkit_constant(own), "{own}");
+        }
+        s.variables.push("_ZN2ns7counterE".into());
+        assert!(stays_whole(&s, &rows).unwrap().contains("_ZN2ns7counterE"));
     }
 
     #[test]
