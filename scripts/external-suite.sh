@@ -8,6 +8,8 @@
 # Usage: scripts/external-suite.sh SAMPLES_DIR [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]
 #   (without a binary, cupreempt and the runtime are built here with cargo)
 # Env: EXT_RUNS=3 (runs of each build), EXT_ONLY=REGEX (sample names), EXT_ARCH=90,
+#      EXT_MODE=launcher (compile through `cupreempt nvcc`, CMAKE_CUDA_COMPILER_LAUNCHER, as
+#      cupreempt_enable does; default: `cupreempt transform --in-place`, then plain nvcc),
 #      EXT_BUILD (build folder, default target/external), EXT_SKIP_BUILD=1 (rerun only),
 #      EXT_TIMEOUT=120 (seconds per run), EXT_DIFF_RERUNS=6 (more runs of the original
 #      where outputs differ, to find lines it varies on its own), EXT_BUDGET_S (start no program later than this many
@@ -21,5 +23,5 @@ cd "$(dirname "$0")/.."
 source scripts/suite_common.sh
 suite_binaries "${2:-}" "${3:-}"
 suite_header samples "$samples"
-echo "command: EXT_RUNS=${EXT_RUNS:-3} scripts/external-suite.sh SAMPLES_DIR"
+echo "command: EXT_RUNS=${EXT_RUNS:-3} EXT_MODE=${EXT_MODE:-transform} scripts/external-suite.sh SAMPLES_DIR"
 exec python3 scripts/external_suite.py "$samples" "$cli" "$lib"

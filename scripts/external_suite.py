@@ -124,8 +124,9 @@ def cuda_sources(d: Path):
     return sorted({p for pat in SOURCE_PATTERNS for p in d.glob(pat) if p.is_file()})
 
 
-def transform_tree(cli, tree: Path, samples):
-    """Transforms every CUDA file of the chosen samples in place; returns per-sample counts."""
+def transform_tree(cli, tree: Path, samples, in_place=True):
+    """Transforms every CUDA file of the chosen samples in place (unless `in_place` is false:
+    the compiler launcher transforms them in the build); returns per-sample counts."""
     counts = {}
     for d, _ in samples:
         files = [str(p) for p in cuda_sources(tree / d)]
@@ -133,6 +134,9 @@ def transform_tree(cli, tree: Path, samples):
             counts[d.name] = (0, 0)
             continue
         transformed, refused = count_kernels(cli, files)
+        counts[d.name] = (transformed, refused)
+        if not in_place:
+            continue
         r = sh([cli, "transform", "--keep-going", "--in-place", *files])
         if r.returncode != 0:
             log(f"transform {d.name}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
@@ -323,12 +327,18 @@ def main():
     if not os.environ.get("EXT_SKIP_BUILD"):
         prepare_tree(samples_dir, orig_tree, samples, arch)
         prepare_tree(samples_dir, tr_tree, samples, arch)
-        counts = transform_tree(cli, tr_tree, samples)
+        # EXT_MODE=launcher: built as a CMake user builds with cupreempt_enable, every compile
+        # through the compiler launcher (which splits units, docs/build.md); else the sources
+        # are transformed in place with `cupreempt transform` and built with nvcc.
+        launcher = os.environ.get("EXT_MODE", "transform") == "launcher"
+        counts = transform_tree(cli, tr_tree, samples, in_place=not launcher)
         (build / "kernels.json").write_text(json.dumps(counts))
         link = f"-L{lib} -Wl,-rpath,{lib} -lcupreempt_runtime"
         configure_and_build(orig_tree, [], jobs)
+        how = ([f"-DCMAKE_CUDA_COMPILER_LAUNCHER={cli}"] if launcher
+               else [f"-DCMAKE_CUDA_FLAGS=-I{repo / 'cuda_support'}"])
         configure_and_build(tr_tree, [
-            f"-DCMAKE_CUDA_FLAGS=-I{repo / 'cuda_support'}",
+            *how,
             f"-DCMAKE_CUDA_STANDARD_LIBRARIES={link}",
             f"-DCMAKE_CXX_STANDARD_LIBRARIES={link}",
         ], jobs)

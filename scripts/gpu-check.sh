@@ -124,6 +124,31 @@ else
   echo "FAIL make example split by the launcher" >>"$log"
   status=1
 fi
+# Kernels of internal linkage in two files, of one name and signature (tests/gpu/static_kernels*.cu):
+# each file's launches run its own kernel, split by the launcher (the runtime finds a wrapper
+# by its original's name, which nvcc changes for such kernels between compiles), with and
+# without relocatable device code, every launch preemptible.
+for rdc in "" "-rdc=true"; do
+  sk=$e2e/static-kernels${rdc:+-rdc}
+  rm -rf $sk && mkdir -p $sk
+  ok=1
+  for f in static_kernels static_kernels_other; do
+    CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 $rdc \
+      -c tests/gpu/$f.cu -o $sk/$f.o >>$sk/build.txt 2>&1 || ok=0
+  done
+  if [ $ok = 1 ] && [ "$(grep -c 'wrappers of 2 kernels in a module of their own' $sk/build.txt)" -eq 2 ] &&
+    CUPREEMPT_RUNTIME_DIR="$lib" "$cli" nvcc -arch=sm_90 $rdc $sk/static_kernels.o \
+      $sk/static_kernels_other.o -o $sk/prog >>$sk/build.txt 2>&1 &&
+    CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 30 $sk/prog >$sk/run.txt 2>&1 &&
+    ! grep -q "launching the original" $sk/run.txt &&
+    grep -qE "^cupreempt: 4 launches planned: preemptible 4$" $sk/run.txt; then
+    echo "PASS static kernels of two files split by the launcher ${rdc:-(whole-program)}: $(grep '^static_kernels' $sk/run.txt)" >>"$log"
+  else
+    cat $sk/build.txt $sk/run.txt >>"$log" 2>/dev/null
+    echo "FAIL static kernels of two files split by the launcher ${rdc:-(whole-program)}" >>"$log"
+    status=1
+  fi
+done
 # Objects passed by value with a host-only destructor (fixtures/by_value_param_with_host_destructor.cu):
 # the program checks every slot itself; in the persistent form (every launch preemptible, each
 # persistent block running many tasks, each with its own copy) and under chaos mode.

@@ -776,6 +776,32 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
         );
     }
 
+    // Relocatable device code (CMake's CUDA_SEPARABLE_COMPILATION, the CUDA samples' setting):
+    // the wrapper module is compiled without it and loaded alone; the object's relocatable
+    // device code holds the originals only.
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let rdc_obj = obj.with_file_name("k-rdc.o");
+    let out = run(
+        Command::new(&bin)
+            .envs(verbose)
+            .arg(&nvcc)
+            .args(["-arch=sm_90", "-std=c++17", "-rdc=true", "-dc"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(obj.with_file_name("k.cu"))
+            .arg("-o")
+            .arg(&rdc_obj),
+        "compile with -rdc=true -dc through the launcher",
+    );
+    assert!(
+        out.contains("wrappers of 2 kernels in a module of their own"),
+        "{out}"
+    );
+    assert!(
+        support::file_contains(&rdc_obj, "_Z15fill__cupreempt16cupreempt_launchPj"),
+        "{out}"
+    );
+
     let with_constant = format!(
         "__constant__ float coef[4];\n{}",
         source.replace("*= s;", "*= s * coef[0];")
@@ -792,5 +818,47 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
     assert!(
         entries(&obj).iter().any(|n| n.contains("fill__cupreempt")),
         "the whole unit's module lacks its wrapper:\n{out}"
+    );
+}
+
+/// Two files each with a `static` kernel of one name and signature (tests/gpu/static_kernels*.cu):
+/// the launch code instantiated for one must not be the other's. launch.cuh's templates are
+/// instantiated per launch-types struct, and the linker keeps one instance of each external
+/// symbol: were the structs of the two `fill`s one name with external linkage, one file's
+/// launches would run the other file's kernel. No defined symbol that names `fill`'s launch
+/// types may appear in both objects. (gpu-check runs the program.)
+#[test]
+fn static_kernels_of_two_files_get_launch_code_of_their_own() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-static-kernels");
+    let symbols = |f: &str| -> std::collections::BTreeSet<String> {
+        let obj = dir.join(format!("{f}.o"));
+        run(
+            Command::new(&bin)
+                .arg(&nvcc)
+                .args(["-arch=sm_90", "-std=c++17", "-c"])
+                .args(support::toolkit_flags(&nvcc))
+                .arg(support::root().join(format!("tests/gpu/{f}.cu")))
+                .arg("-o")
+                .arg(&obj),
+            f,
+        );
+        let nm = run(Command::new("nm").arg("--defined-only").arg(&obj), "nm");
+        nm.lines()
+            .filter_map(|l| l.split_whitespace().last())
+            .filter(|s| s.contains("fill__cupreempt_kernels"))
+            .map(str::to_string)
+            .collect()
+    };
+    let (a, b) = (symbols("static_kernels"), symbols("static_kernels_other"));
+    assert!(
+        !a.is_empty() && !b.is_empty(),
+        "no launch code for fill: {a:?} {b:?}"
+    );
+    let shared: Vec<_> = a.intersection(&b).collect();
+    assert!(
+        shared.is_empty(),
+        "launch code both files define: {shared:?}"
     );
 }

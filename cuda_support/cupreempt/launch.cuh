@@ -91,6 +91,16 @@ auto chosen_wrapper() {
 namespace detail {
 inline thread_local std::vector<cupreempt_handle>* captured = nullptr;
 
+// This unit's number with the runtime where the compiler launcher split it (the header it
+// pre-includes registers the unit's wrapper module), else 0. Not inline: each unit its own.
+static inline int split_unit() {
+#ifdef CUPREEMPT_SPLIT_UNIT
+  return ::cupreempt_wrapper_unit;
+#else
+  return 0;
+#endif
+}
+
 // The handle of a kernel's original (slot 0) or wrapper (1, 2) in the current context, for the
 // runtime's early loading (cupreempt_rt_register_preload): 1 when there is one. Looking a
 // function up loads its code, so the runtime asks slot by slot.
@@ -151,7 +161,7 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
     } else if (o) {
       // No wrapper symbol here: the unit's wrappers are in a module of their own (the compiler
       // launcher's split units, docs/build.md), found by the original's name.
-      f = (cudaFunction_t)cupreempt_rt_module_wrapper((void*)o, smem);
+      f = (cudaFunction_t)cupreempt_rt_module_wrapper((void*)o, smem, split_unit());
     }
     cupreempt_handle h = 0;
     if (!f) {

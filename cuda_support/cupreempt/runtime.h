@@ -108,11 +108,12 @@ void cupreempt_rt_register_preload(int (*lookup)(int slot, void** func));
 /* A unit whose wrappers the compiler launcher compiled into a module of their own (docs/build.md),
  * registered from a static initializer: `image` a fatbin living as long as the program, `names`
  * 3 * n mangled names (each original kernel, its wrapper, its 32-register wrapper or ""). */
-void cupreempt_rt_register_wrapper_module(const void* image, const char* const* names, unsigned n);
+int cupreempt_rt_register_wrapper_module(const void* image, const char* const* names, unsigned n);
 /* The wrapper to launch for `original` (a CUfunction of the current context) from the registered
  * wrapper modules, given the original's dynamic shared-memory limit where `smem` exceeds 48 KB;
- * null where none has it. */
-void* cupreempt_rt_module_wrapper(void* original, size_t smem);
+ * null where none has it. `unit`: what the launching unit's registration returned (its own table
+ * is searched first, kernels of internal linkage included), or 0. */
+void* cupreempt_rt_module_wrapper(void* original, size_t smem, int unit);
 
 const char* cupreempt_rt_status_string(int status);
 const char* cupreempt_rt_last_error(void);

@@ -403,6 +403,8 @@
 #undef spent_tasks
 #pragma push_macro("split")
 #undef split
+#pragma push_macro("split_unit")
+#undef split_unit
 #pragma push_macro("st")
 #undef st
 #pragma push_macro("start_away")
@@ -463,6 +465,8 @@
 #undef true_type
 #pragma push_macro("tuple")
 #undef tuple
+#pragma push_macro("unit")
+#undef unit
 #pragma push_macro("unreported")
 #undef unreported
 #pragma push_macro("unroll")

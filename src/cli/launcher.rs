@@ -578,19 +578,33 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     Ok(exit_code(status))
 }
 
+/// Outputs that are no object or program with host code to register a wrapper module.
+const NO_HOST_OBJECT: &[&str] = &[
+    "-ptx",
+    "--ptx",
+    "-optix-ir",
+    "--optix-ir",
+    "-cubin",
+    "--cubin",
+    "-fatbin",
+    "--fatbin",
+    "-dlink",
+    "--device-link",
+    "-dw",
+    "--device-w",
+];
+
 /// Whether a unit may have its wrappers compiled into a module of their own (`split.rs`): one
-/// source compiled to machine code, into an object or a program (not a cubin or fatbin of its
-/// own), unless `CUPREEMPT_SPLIT=0`.
+/// source compiled into an object or a program (relocatable device code included: the wrapper
+/// module is compiled without it, and a unit that needs other units' device code stays whole
+/// when that compile fails), unless `CUPREEMPT_SPLIT=0`.
 fn splits(cmd: &NvccCommand) -> bool {
-    let module_output = cmd.args.iter().any(|a| {
-        matches!(
-            a.to_str(),
-            Some("-cubin" | "--cubin" | "-fatbin" | "--fatbin")
-        )
-    });
-    cmd.machine_code
-        && cmd.sources.len() == 1
-        && !module_output
+    let no_object = cmd
+        .args
+        .iter()
+        .any(|a| a.to_str().is_some_and(|a| NO_HOST_OBJECT.contains(&a)));
+    cmd.sources.len() == 1
+        && !no_object
         && std::env::var_os("CUPREEMPT_SPLIT").is_none_or(|v| v != "0")
 }
 

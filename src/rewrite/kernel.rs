@@ -632,8 +632,26 @@ impl LaunchTypes<'_, '_> {
             params = k.join_params(Param::plain_declaration),
         ));
         }
+        if internal_linkage(k, h) {
+            // A `static` kernel's launch types are this unit's alone: with external linkage,
+            // two files' `static` kernels of one name would give launch.cuh's templates one
+            // instance each that the linker merges, and one file's launches would run the other
+            // file's kernel.
+            out = format!(
+                "namespace {{  // cupreempt: `{}` is static, so are its launch types\n{out}}}\n",
+                k.name
+            );
+        }
         out
     }
+}
+
+/// A `static` kernel at namespace scope (a `static` member function has external linkage).
+fn internal_linkage(k: &FunctionSite, h: &Header) -> bool {
+    !k.member
+        && crate::lang::word_indices(&h.specifiers, "static")
+            .next()
+            .is_some()
 }
 
 /// `int n = 4` → `int n` (function types cannot carry default arguments).

@@ -328,7 +328,7 @@ pub extern "C" fn cupreempt_rt_register_preload(lookup: Option<super::preload::L
 
 /// Registers a unit's wrapper module (`wrapper_modules.rs`): `image` a fatbin that lives as
 /// long as the program, `names` 3 * `n` mangled names (each original kernel, its wrapper, its
-/// 32-register wrapper or "").
+/// 32-register wrapper or ""). Returns the unit's number for its launches (0: not registered).
 ///
 /// # Safety
 /// As `wrapper_modules::register`.
@@ -337,23 +337,30 @@ pub unsafe extern "C" fn cupreempt_rt_register_wrapper_module(
     image: *const c_void,
     names: *const *const c_char,
     n: c_uint,
-) {
-    super::wrapper_modules::register(image, names, n);
+) -> c_int {
+    catch_unwind(|| super::wrapper_modules::register(image, names, n)).unwrap_or(0)
 }
 
 /// The wrapper of `original` (a CUfunction of the current context) from the registered
 /// wrapper modules, with the original's dynamic shared-memory limit where `smem` exceeds the
-/// default; null where no module has one.
+/// default; null where no module has one. `unit`: what the launching unit's registration
+/// returned, or 0.
 #[no_mangle]
-pub extern "C" fn cupreempt_rt_module_wrapper(original: *mut c_void, smem: usize) -> *mut c_void {
+pub extern "C" fn cupreempt_rt_module_wrapper(
+    original: *mut c_void,
+    smem: usize,
+    unit: c_int,
+) -> *mut c_void {
     let original = original as super::driver::CUfunction;
-    catch_unwind(|| match super::wrapper_modules::wrapper_of(original) {
-        Some(w) => {
-            super::wrapper_modules::copy_smem_limit(original, w, smem);
-            w as *mut c_void
-        }
-        None => std::ptr::null_mut(),
-    })
+    catch_unwind(
+        || match super::wrapper_modules::wrapper_of(original, unit) {
+            Some(w) => {
+                super::wrapper_modules::copy_smem_limit(original, w, smem);
+                w as *mut c_void
+            }
+            None => std::ptr::null_mut(),
+        },
+    )
     .unwrap_or(std::ptr::null_mut())
 }
 

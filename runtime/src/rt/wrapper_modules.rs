@@ -19,7 +19,7 @@
 use super::driver::{self, CUcontext, CUfunction};
 use cudarc::driver::sys;
 use std::collections::HashMap;
-use std::ffi::{c_char, c_uint, c_void, CStr};
+use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Mutex, OnceLock};
 
 /// One original kernel's wrappers, by mangled name; `capped` is the 32-register one, where the
@@ -35,6 +35,8 @@ struct Module {
     image: usize,
     /// Original kernel's mangled name → its wrappers.
     table: HashMap<String, Wrappers>,
+    /// The same by `comparable` names, for launches from the unit itself.
+    own: HashMap<String, Wrappers>,
     /// Loaded once, on first need: `None` until then; `Some(None)` if the load failed.
     library: Option<Option<usize>>,
 }
@@ -50,6 +52,46 @@ struct Registry {
 fn registry() -> &'static Mutex<Registry> {
     static R: OnceLock<Mutex<Registry>> = OnceLock::new();
     R.get_or_init(Mutex::default)
+}
+
+/// A kernel's name as tables compare it within one unit: what differs between the unit's two
+/// compiles left out. With relocatable device code nvcc prefixes a kernel of internal linkage
+/// (`static`, an anonymous namespace) with `__nv_static_N__UNIT__`, which the wrapper module,
+/// compiled without it, lacks; and an anonymous namespace's mangled name
+/// (`_GLOBAL__N__HASH_...`) differs from one compile of a file to the next. Both name things
+/// of one translation unit only, so the unit's own table is searched with them left out.
+pub(crate) fn comparable(name: &str) -> String {
+    let mut s = name;
+    if let Some(rest) = s.strip_prefix("__nv_static_") {
+        if let Some(i) = rest.find("__Z") {
+            s = &rest[i + 1..];
+        }
+    }
+    const ANON: &str = "_GLOBAL__N_";
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    while let Some(j) = s[i..].find(ANON) {
+        let at = i + j;
+        // `<length><identifier>`: the digits before the identifier give its length.
+        let digits = s[..at].trim_end_matches(|c: char| c.is_ascii_digit()).len();
+        let len = s[digits..at]
+            .parse::<usize>()
+            .ok()
+            .filter(|l| at + l <= s.len());
+        match len {
+            Some(len) if digits >= i => {
+                out.push_str(&s[i..digits]);
+                out.push_str("(anonymous)");
+                i = at + len;
+            }
+            _ => {
+                out.push_str(&s[i..at + ANON.len()]);
+                i = at + ANON.len();
+            }
+        }
+    }
+    out.push_str(&s[i..]);
+    out
 }
 
 /// The table a unit registers: `3 * n` strings, for each kernel the original's mangled name,
@@ -72,14 +114,19 @@ pub(crate) fn parse_table(names: &[&str]) -> HashMap<String, Wrappers> {
         .collect()
 }
 
-/// Registers a unit's wrapper module.
+/// Registers a unit's wrapper module; returns the unit's number (from 1; 0 for nothing
+/// registered), which its own launches pass to `wrapper_of`.
 ///
 /// # Safety
 /// `image` points to a fatbin that lives as long as the program; `names` to `3 * n` valid C
 /// strings (copied here).
-pub(crate) unsafe fn register(image: *const c_void, names: *const *const c_char, n: c_uint) {
+pub(crate) unsafe fn register(
+    image: *const c_void,
+    names: *const *const c_char,
+    n: c_uint,
+) -> c_int {
     if image.is_null() || names.is_null() {
-        return;
+        return 0;
     }
     let strings: Vec<&str> = (0..3 * n as usize)
         .map(|i| {
@@ -92,11 +139,18 @@ pub(crate) unsafe fn register(image: *const c_void, names: *const *const c_char,
         })
         .collect();
     let table = parse_table(&strings);
-    super::capi::lock(registry()).modules.push(Module {
+    let own = table
+        .iter()
+        .map(|(k, w)| (comparable(k), w.clone()))
+        .collect();
+    let mut r = super::capi::lock(registry());
+    r.modules.push(Module {
         image: image as usize,
         table,
+        own,
         library: None,
     });
+    r.modules.len() as c_int
 }
 
 /// Whether the driver has every call this module makes (cuLibrary*: CUDA 12.0, cuFuncGetName:
@@ -191,8 +245,10 @@ fn current_context() -> Option<CUcontext> {
 }
 
 /// The wrapper to launch for `original` (a function of the current context) from the
-/// registered wrapper modules, or `None` where none has it.
-pub(crate) fn wrapper_of(original: CUfunction) -> Option<CUfunction> {
+/// registered wrapper modules, or `None` where none has it. `unit`: the launching unit's number
+/// where it was split (its own table is searched first, by `comparable` names), else 0; then
+/// every table by the exact name (a kernel of external linkage defined in another unit).
+pub(crate) fn wrapper_of(original: CUfunction, unit: c_int) -> Option<CUfunction> {
     if original.is_null() || !driver::driver_available() {
         return None;
     }
@@ -207,11 +263,23 @@ pub(crate) fn wrapper_of(original: CUfunction) -> Option<CUfunction> {
     }
     let chosen = name_of(original)
         .and_then(|name| {
-            r.modules.iter_mut().find_map(|m| {
-                let w = m.table.get(&name)?.clone();
-                let lib = library(m)?;
-                Some((lib, w))
-            })
+            let own = usize::try_from(unit)
+                .ok()
+                .and_then(|u| u.checked_sub(1))
+                .filter(|&u| u < r.modules.len());
+            let w = own
+                .and_then(|u| {
+                    let w = r.modules[u].own.get(&comparable(&name))?.clone();
+                    Some((u, w))
+                })
+                .or_else(|| {
+                    r.modules
+                        .iter()
+                        .enumerate()
+                        .find_map(|(u, m)| Some((u, m.table.get(&name)?.clone())))
+                });
+            let (u, w) = w?;
+            Some((library(&mut r.modules[u])?, w))
         })
         .and_then(|(lib, w)| {
             let plain = function(lib, &w.plain)?;
@@ -301,6 +369,33 @@ mod tests {
         assert_eq!(t["_Z1jv"].capped, None);
     }
 
+    /// nvcc 13.5, one file with a `static` kernel and one in an anonymous namespace: the names
+    /// the object's module gives them with `-rdc=true`, and without, and the names in the
+    /// wrapper module's table (compiled apart, without `-rdc`) all compare equal.
+    #[test]
+    fn names_of_one_units_two_compiles_compare_equal() {
+        let same = |a: &str, b: &str| assert_eq!(comparable(a), comparable(b), "{a} / {b}");
+        same(
+            "__nv_static_31__fd157294_4_s_cu_c8c7c9ed_11197__Z2skPf",
+            "_Z2skPf",
+        );
+        same(
+            "__nv_static_31__fd157294_4_s_cu_c8c7c9ed_11197__ZN42_GLOBAL__N__fd157294_4_s_cu_c8c7c9ed_111972akEPf",
+            "_ZN36_GLOBAL__N__fd157294_4_s_cu__Z3runPf2akEPf",
+        );
+        same(
+            "_ZN36_GLOBAL__N__46dc6172_4_s_cu__Z3runPf2akEPf",
+            "_ZN36_GLOBAL__N__fd157294_4_s_cu__Z3runPf2akEPf",
+        );
+        assert_ne!(
+            comparable("_ZN36_GLOBAL__N__46dc6172_4_s_cu__Z3runPf2akEPf"),
+            comparable("_ZN36_GLOBAL__N__46dc6172_4_s_cu__Z3runPf2bkEPf"),
+            "other kernels stay apart"
+        );
+        assert_eq!(comparable("_Z2skPf"), "_Z2skPf");
+        assert_eq!(comparable("vadd"), "vadd");
+    }
+
     #[test]
     fn the_capped_wrapper_is_chosen_only_where_it_keeps_occupancy() {
         assert!(capped_keeps_occupancy(24, 40));
@@ -321,7 +416,7 @@ mod tests {
         if driver::driver_available() {
             return; // a GPU machine's registry may hold modules of other tests
         }
-        assert!(wrapper_of(std::ptr::null_mut()).is_none());
+        assert!(wrapper_of(std::ptr::null_mut(), 0).is_none());
         assert_eq!(load_all_into_current(|_| {}), 0);
     }
 }
