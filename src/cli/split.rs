@@ -555,7 +555,7 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
     fn the_module_compile_keeps_the_options_and_drops_outputs() {
         let words = "-O3 -rdc=true -dc -x cu src.cu -o x.o -MD -MF x.d -MT x.o -Ifoo other.o -lm \
                      -L/lib -lineinfo --relocatable-device-code=true -rdc true -Xlinker -z \
-                     --output-file=y.o -gencode arch=compute_90,code=sm_90";
+                     --output-file=y.o -gencode arch=compute_90,code=sm_90 -Xcudafe quiet";
         let args: Vec<OsString> = words.split_whitespace().map(OsString::from).collect();
         let got = module_args(&args, Path::new("src.cu"), Path::new("w.fatbin"));
         let got: Vec<String> = got
@@ -573,6 +573,8 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
                 "-lineinfo",
                 "-gencode",
                 "arch=compute_90,code=sm_90",
+                "-Xcudafe",
+                "quiet",
                 "--fatbin",
                 "-o",
                 "w.fatbin"

@@ -636,9 +636,13 @@ impl LaunchTypes<'_, '_> {
             // A `static` kernel's launch types are this unit's alone: with external linkage,
             // two files' `static` kernels of one name would give launch.cuh's templates one
             // instance each that the linker merges, and one file's launches would run the other
-            // file's kernel.
+            // file's kernel. Members of an unnamed namespace's class that nothing names draw
+            // nvcc's warning 177 where the file does not launch the kernel, and neither
+            // `[[maybe_unused]]` nor `__attribute__((unused))` on a member quiets it.
             out = format!(
-                "namespace {{  // cupreempt: `{}` is static, so are its launch types\n{out}}}\n",
+                "#pragma nv_diagnostic push\n#pragma nv_diag_suppress 177\n\
+                 namespace {{  // cupreempt: `{}` is static, so are its launch types\n{out}}}\n\
+                 #pragma nv_diagnostic pop\n",
                 k.name
             );
         }

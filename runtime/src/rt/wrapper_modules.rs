@@ -44,9 +44,10 @@ struct Module {
 #[derive(Default)]
 struct Registry {
     modules: Vec<Module>,
-    /// (context, original function) → the chosen wrapper (0: none), so that a kernel is looked
-    /// up once per context.
-    chosen: HashMap<(usize, usize), usize>,
+    /// (context, original function) → the chosen wrapper, so that a kernel is looked up once
+    /// per context; or none, with the number of modules registered when that was found (a
+    /// module registered later, by a library loaded later, may have it).
+    chosen: HashMap<(usize, usize), Result<usize, usize>>,
 }
 
 fn registry() -> &'static Mutex<Registry> {
@@ -258,8 +259,10 @@ pub(crate) fn wrapper_of(original: CUfunction, unit: c_int) -> Option<CUfunction
         return None;
     }
     let key = (ctx as usize, original as usize);
-    if let Some(&f) = r.chosen.get(&key) {
-        return (f != 0).then_some(f as CUfunction);
+    match r.chosen.get(&key) {
+        Some(Ok(f)) => return Some(*f as CUfunction),
+        Some(Err(modules)) if *modules == r.modules.len() => return None,
+        _ => {}
     }
     let chosen = name_of(original)
         .and_then(|name| {
@@ -291,7 +294,8 @@ pub(crate) fn wrapper_of(original: CUfunction, unit: c_int) -> Option<CUfunction
             });
             Some(capped.unwrap_or(plain))
         });
-    r.chosen.insert(key, chosen.map_or(0, |f| f as usize));
+    let found = chosen.map(|f| f as usize).ok_or(r.modules.len());
+    r.chosen.insert(key, found);
     chosen
 }
 
