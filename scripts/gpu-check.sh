@@ -149,6 +149,21 @@ for rdc in "" "-rdc=true"; do
     status=1
   fi
 done
+# Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
+# launches rewritten, every launch preemptible, the program's own check of every element.
+lmd=$e2e/launch_in_macro_dispatch
+if "$cli" transform fixtures/launch_in_macro_dispatch.cu -o $lmd.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $lmd.cu -o $lmd -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" &&
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 30 $lmd >$lmd.txt 2>&1 &&
+  ! grep -q "launching the original" $lmd.txt &&
+  grep -qE "^cupreempt: 2 launches planned: preemptible 2$" $lmd.txt; then
+  echo "PASS launches in macro bodies: $(grep -v '^cupreempt' $lmd.txt | tail -n 1)" >>"$log"
+else
+  cat $lmd.txt >>"$log" 2>/dev/null
+  echo "FAIL launches in macro bodies" >>"$log"
+  status=1
+fi
 # Objects passed by value with a host-only destructor (fixtures/by_value_param_with_host_destructor.cu):
 # the program checks every slot itself; in the persistent form (every launch preemptible, each
 # persistent block running many tasks, each with its own copy) and under chaos mode.

@@ -165,6 +165,8 @@ pub struct Analysis<'t> {
     pub kernels: Vec<KernelPlan<'t>>,
     pub helpers: Vec<HelperPlan<'t>>,
     pub launches: Vec<LaunchSite<'t>>,
+    /// Macro bodies with launches (`rewrite/macro_launch.rs`).
+    pub macro_launches: Vec<scan::MacroLaunches>,
     /// Kernels declared here and defined in another translation unit: plain (not templates,
     /// not `extern "C"`, their header readable), one declaration per name and scope.
     pub declared_kernels: Vec<FunctionSite<'t>>,
@@ -351,6 +353,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         kernels,
         helpers,
         launches: found.launches,
+        macro_launches: found.macro_launches,
         declared_kernels,
         diagnostics,
         lost_kernels,

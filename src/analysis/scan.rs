@@ -24,9 +24,20 @@ pub struct Found<'t> {
     pub helpers: Vec<FunctionSite<'t>>,
     pub declarations: Vec<FunctionSite<'t>>,
     pub launches: Vec<LaunchSite<'t>>,
+    /// Macro bodies with a launch in them (`<<<`), which the tree does not read as code.
+    pub macro_launches: Vec<MacroLaunches>,
     pub macros: BTreeMap<String, MacroFacts>,
     pub diagnostics: Vec<Diagnostic>,
     pub include_at: usize,
+}
+
+/// A `#define` whose body holds a launch: its name and the body's bytes.
+#[derive(Clone, Debug)]
+pub struct MacroLaunches {
+    pub name: String,
+    /// A function-like macro's parameters (`...` for a variadic one).
+    pub params: Vec<String>,
+    pub body: Range<usize>,
 }
 
 /// Error ranges as labels can show them: within the text and on character boundaries (a
@@ -78,6 +89,7 @@ pub fn scan<'t>(root: Node<'t>, src: &'t str, space_macros: &parse::SpaceMacros)
             helpers: Vec::new(),
             declarations: Vec::new(),
             launches: Vec::new(),
+            macro_launches: Vec::new(),
             macros: BTreeMap::new(),
             diagnostics: Vec::new(),
             include_at: 0,
@@ -284,6 +296,57 @@ fn lost_definition(
     opens.then(|| LostDefinition {
         name: src[at.clone()].to_string(),
         at,
+    })
+}
+
+/// The launch `call` (a call with `<<<...>>>`) as the rewrite needs it; `errors`: the parse's
+/// error ranges (a launch inside one is left as it is).
+pub(crate) fn launch_site<'t>(
+    call: Node<'t>,
+    src: &str,
+    errors: &[Range<usize>],
+    in_device: bool,
+) -> Option<LaunchSite<'t>> {
+    let k = kinds();
+    let callee = call.child_by_field_id(crate::lang::fields().function)?;
+    let args = call.child_by_field_id(crate::lang::fields().arguments)?;
+    let mut c = call.walk();
+    let syntax = call
+        .named_children(&mut c)
+        .find(|n| n.kind_id() == k.kernel_call_syntax)?;
+    let mut cc = syntax.walk();
+    let config: Vec<Node> = syntax
+        .named_children(&mut cc)
+        .filter(|n| n.kind_id() != k.comment)
+        .collect();
+    // Peel `ns::` qualifiers and template arguments down to the name.
+    let mut name_node = callee;
+    let mut template_args = None;
+    loop {
+        if name_node.kind_id() == k.qualified_identifier {
+            name_node = name_node.child_by_field_id(crate::lang::fields().name)?;
+        } else if name_node.kind_id() == k.template_function {
+            template_args = name_node.child_by_field_id(crate::lang::fields().arguments);
+            name_node = name_node.child_by_field_id(crate::lang::fields().name)?;
+        } else {
+            break;
+        }
+    }
+    if name_node.kind_id() != k.identifier {
+        return None;
+    }
+    let arg_count = lang::count_named(args);
+    let in_error = errors.iter().any(|r| overlaps(&call.byte_range(), r));
+    Some(LaunchSite {
+        call,
+        name: text(name_node, src).to_string(),
+        qualifier: src[callee.start_byte()..name_node.start_byte()].to_string(),
+        template_args,
+        config,
+        args,
+        arg_count,
+        in_device_code: in_device,
+        in_error,
     })
 }
 
@@ -771,47 +834,7 @@ impl<'t> Scanner<'t, '_> {
     }
 
     fn launch_site(&self, call: Node<'t>, in_device: bool) -> Option<LaunchSite<'t>> {
-        let k = kinds();
-        let callee = call.child_by_field_id(crate::lang::fields().function)?;
-        let args = call.child_by_field_id(crate::lang::fields().arguments)?;
-        let mut c = call.walk();
-        let syntax = call
-            .named_children(&mut c)
-            .find(|n| n.kind_id() == k.kernel_call_syntax)?;
-        let mut cc = syntax.walk();
-        let config: Vec<Node> = syntax
-            .named_children(&mut cc)
-            .filter(|n| n.kind_id() != k.comment)
-            .collect();
-        // Peel `ns::` qualifiers and template arguments down to the name.
-        let mut name_node = callee;
-        let mut template_args = None;
-        loop {
-            if name_node.kind_id() == k.qualified_identifier {
-                name_node = name_node.child_by_field_id(crate::lang::fields().name)?;
-            } else if name_node.kind_id() == k.template_function {
-                template_args = name_node.child_by_field_id(crate::lang::fields().arguments);
-                name_node = name_node.child_by_field_id(crate::lang::fields().name)?;
-            } else {
-                break;
-            }
-        }
-        if name_node.kind_id() != k.identifier {
-            return None;
-        }
-        let arg_count = lang::count_named(args);
-        let in_error = self.errors.iter().any(|r| overlaps(&call.byte_range(), r));
-        Some(LaunchSite {
-            call,
-            name: text(name_node, self.src).to_string(),
-            qualifier: self.src[callee.start_byte()..name_node.start_byte()].to_string(),
-            template_args,
-            config,
-            args,
-            arg_count,
-            in_device_code: in_device,
-            in_error,
-        })
+        launch_site(call, self.src, &self.errors, in_device)
     }
 
     fn record_macro(&mut self, node: Node<'t>) {
@@ -823,20 +846,22 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().value)
             .filter(|v| v.kind_id() == k.preproc_arg);
         let body = value.map(|v| text(v, self.src)).unwrap_or("");
-        if let (Some(v), Some(at)) = (value, body.find("<<<")) {
-            // Never silent: the launch in a macro body runs the original kernel.
-            let start = v.start_byte() + at;
-            self.found.diagnostics.push(
-                Diagnostic::new(
-                    Code::LaunchLeft,
-                    format!(
-                        "a launch inside the macro `{}` is left as it is: launches in macro bodies are not rewritten",
-                        text(name, self.src)
-                    ),
-                )
-                .label(start..start + 3, "this launch is not preemptible")
-                .help("launch the kernel from a function, and call that function in the macro"),
-            );
+        if let (Some(v), Some(_)) = (value, body.find("<<<")) {
+            // Parsed on its own and rewritten where it can be (rewrite/macro_launch.rs).
+            let params = node
+                .child_by_field_id(crate::lang::fields().parameters)
+                .map(|p| {
+                    let mut c = p.walk();
+                    p.named_children(&mut c)
+                        .map(|n| text(n, self.src).to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            self.found.macro_launches.push(MacroLaunches {
+                name: text(name, self.src).to_string(),
+                params,
+                body: v.byte_range(),
+            });
         }
         macros::define(&mut self.found.macros, text(name, self.src), body);
     }

@@ -6,11 +6,15 @@ use crate::edit::Edit;
 use crate::program::KnownKernel;
 use crate::vocab::{selector_name, LAUNCH};
 
+/// `in_macro`: the launch is in a macro's body (`macro_launch.rs`; `src` is then the body's
+/// parse text, the same bytes at the same offsets with its line continuations blanked): line
+/// breaks kept in the rewritten head get their continuation back.
 pub fn rewrite(
     l: &LaunchSite,
     a: &Analysis,
     src: &str,
     known: &[KnownKernel],
+    in_macro: bool,
     edits: &mut Vec<Edit>,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -56,6 +60,20 @@ pub fn rewrite(
     }
     let targets: Vec<KnownKernel> = if local {
         plans.iter().map(|k| KnownKernel::of(k)).collect()
+    } else if elsewhere.is_empty() && !declared.is_empty() && in_macro {
+        // Its weak wrapper declarations are written for launches outside macros only.
+        diags.push(
+            Diagnostic::new(
+                Code::LaunchLeft,
+                format!(
+                    "launch of `{}` in a macro left as it is: the kernel is only declared here (defined in another file)",
+                    l.name
+                ),
+            )
+            .label(l.call.byte_range(), "this launch is not preemptible")
+            .help("launch the kernel from a function, and call that function in the macro"),
+        );
+        return;
     } else if elsewhere.is_empty() && !declared.is_empty() {
         declared
     } else {
@@ -163,7 +181,7 @@ pub fn rewrite(
         "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})({}",
         cfg[0],
         cfg[1],
-        "\n".repeat(breaks)
+        (if in_macro { " \\\n" } else { "\n" }).repeat(breaks)
     );
     edits.push(Edit::replace(
         l.call.start_byte()..l.args.start_byte() + 1,

@@ -6,6 +6,7 @@ mod helper;
 mod kernel;
 pub(crate) use kernel::strip_default;
 mod launch;
+mod macro_launch;
 mod predicate;
 
 use crate::analysis::{Analysis, BodyFacts, Call};
@@ -53,7 +54,10 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
             edits.push(Edit::insert(a.include_at, INCLUDE));
         }
         for l in &a.launches {
-            launch::rewrite(l, a, src, known, &mut edits, &mut diagnostics);
+            launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
+        }
+        for m in &a.macro_launches {
+            macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
         }
         return Rewrite { edits, diagnostics };
     }
@@ -80,7 +84,10 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
         helper::rewrite(h, src, &ctx_helpers, compact, &mut edits);
     }
     for l in &a.launches {
-        launch::rewrite(l, a, src, known, &mut edits, &mut diagnostics);
+        launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
+    }
+    for m in &a.macro_launches {
+        macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
     }
     Rewrite { edits, diagnostics }
 }

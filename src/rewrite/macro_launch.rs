@@ -1,0 +1,130 @@
+//! Launches in macro bodies: `#define RUN(p, n) fill<<<(n + 255) / 256, 256>>>(p, n)`.
+//!
+//! The file's tree reads a `#define`'s body as text, so each body with a `<<<` is parsed on
+//! its own as the statements of a function: a text in which the body's bytes keep their
+//! offsets (its line continuations blanked), everything before it blank but for a function's
+//! head, and `;}` after it. Its launches are then rewritten as any other (`launch.rs`), the
+//! edits landing on the file's own bytes; the line breaks the rewritten head keeps get their
+//! continuations back. A body that does not read as statements (an expression cut in two) and a
+//! launch whose kernel is a parameter of the macro are left as they are, with CP101.
+
+use crate::analysis::scan::{launch_site, MacroLaunches};
+use crate::analysis::Analysis;
+use crate::diagnostics::{Code, Diagnostic};
+use crate::edit::Edit;
+use crate::lang::kinds;
+use crate::program::KnownKernel;
+use tree_sitter::Node;
+
+/// The head put before a body: it must fit in the bytes before it (`#define X` is 9 at least).
+const HEAD: &str = "void f(){";
+
+/// The text a macro body is parsed from: `src`'s bytes of `body` at their offsets, line
+/// continuations blanked; `None` where the head does not fit before it.
+pub(crate) fn body_text(src: &str, body: &std::ops::Range<usize>) -> Option<String> {
+    if body.start < HEAD.len() || body.end > src.len() {
+        return None;
+    }
+    let mut out = String::with_capacity(body.end + 4);
+    out.push_str(HEAD);
+    out.extend(std::iter::repeat_n(' ', body.start - HEAD.len()));
+    let text = &src[body.clone()];
+    // `\` before a line end continues the line: a space keeps the offsets.
+    let mut chars = text.char_indices().peekable();
+    while let Some((_, c)) = chars.next() {
+        let continues = c == '\\' && matches!(chars.peek(), Some((_, '\n')) | Some((_, '\r')));
+        out.push(if continues { ' ' } else { c });
+    }
+    out.push_str("\n;}\n");
+    Some(out)
+}
+
+fn launches_in<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    let k = kinds();
+    if node.kind_id() == k.call_expression {
+        let mut c = node.walk();
+        if node
+            .named_children(&mut c)
+            .any(|n| n.kind_id() == k.kernel_call_syntax)
+        {
+            out.push(node);
+        }
+    }
+    let mut c = node.walk();
+    for child in node.children(&mut c) {
+        launches_in(child, out);
+    }
+}
+
+/// Rewrites the launches of macro `m`'s body, or says why they stay as they are.
+pub fn rewrite(
+    m: &MacroLaunches,
+    a: &Analysis,
+    src: &str,
+    known: &[KnownKernel],
+    edits: &mut Vec<Edit>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let at = src[m.body.clone()]
+        .find("<<<")
+        .map_or(m.body.start, |i| m.body.start + i);
+    let left = |why: &str| {
+        Diagnostic::new(
+            Code::LaunchLeft,
+            format!(
+                "a launch inside the macro `{}` is left as it is: {why}",
+                m.name
+            ),
+        )
+        .label(at..at + 3, "this launch is not preemptible")
+        .help("launch the kernel from a function, and call that function in the macro")
+    };
+    let Some(text) = body_text(src, &m.body) else {
+        diags.push(left("its body could not be read"));
+        return;
+    };
+    let parsed = crate::parse::parse(&text);
+    let root = parsed.tree.root_node();
+    let errors = crate::parse::error_ranges(root);
+    let mut calls = Vec::new();
+    launches_in(root, &mut calls);
+    let sites: Vec<_> = calls
+        .into_iter()
+        .filter(|c| c.start_byte() >= m.body.start && c.end_byte() <= m.body.end)
+        .filter_map(|c| launch_site(c, &text, &errors, false))
+        .collect();
+    if !errors.is_empty() || sites.is_empty() {
+        diags.push(left("its body does not read as statements with a launch"));
+        return;
+    }
+    for l in &sites {
+        // `#define RUN(kernel) kernel<<<1, 1>>>()`: whatever kernel a use names, not the one
+        // that happens to share the parameter's name.
+        let names_param = m
+            .params
+            .iter()
+            .any(|p| *p == l.name || crate::lang::word_indices(&l.qualifier, p).next().is_some());
+        if names_param {
+            diags.push(left("the kernel it launches is a parameter of the macro"));
+            continue;
+        }
+        super::launch::rewrite(l, a, &text, known, true, edits, diags);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_body_keeps_its_offsets_and_loses_its_continuations() {
+        let src = "#define RUN(p, n) \\\n  fill<<<1, 2>>>(p, \\\n n)\nint x;\n";
+        let start = src.find("fill").unwrap() - 3;
+        let end = src.find("n)\n").unwrap() + 2;
+        let t = body_text(src, &(start..end)).unwrap();
+        assert!(t.starts_with(HEAD));
+        assert_eq!(&t[start..end], "   fill<<<1, 2>>>(p,  \n n)");
+        assert!(t.ends_with("\n;}\n"));
+        assert_eq!(body_text("#x 1", &(3..4)), None, "no room for the head");
+    }
+}
