@@ -834,7 +834,7 @@ impl<'t> Scanner<'t, '_> {
     }
 
     fn launch_site(&self, call: Node<'t>, in_device: bool) -> Option<LaunchSite<'t>> {
-        launch_site(call, self.src, &self.errors, in_device)
+        launch_site(call, self.src, self.errors, in_device)
     }
 
     fn record_macro(&mut self, node: Node<'t>) {
