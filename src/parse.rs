@@ -42,18 +42,19 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
         // Nested conditionals may each split a statement: a few rounds.
         for _ in 0..3 {
             let base = view.as_deref().unwrap_or(src).as_bytes();
-            let Some((bytes, ranges)) =
-                branches::first_branches(src, base, &tree, &groups, &space_macros)
-            else {
+            let errors = error_ranges(tree.root_node()).len();
+            // The first branch first; another only where the first reads no better.
+            let better = (0..branches::MOST_BRANCHES_TRIED).find_map(|keep| {
+                let (bytes, ranges) =
+                    branches::kept_branches(src, base, &tree, &groups, &space_macros, keep)?;
+                let text = String::from_utf8(bytes).ok()?;
+                let reduced = parser.parse(&text, None).expect("parse without timeout");
+                (error_ranges(reduced.root_node()).len() < errors)
+                    .then_some((reduced, text, ranges))
+            });
+            let Some((reduced, text, ranges)) = better else {
                 break;
             };
-            let Ok(text) = String::from_utf8(bytes) else {
-                break;
-            };
-            let reduced = parser.parse(&text, None).expect("parse without timeout");
-            if error_ranges(reduced.root_node()).len() >= error_ranges(tree.root_node()).len() {
-                break;
-            }
             tree = reduced;
             view = Some(text);
             hidden.extend(ranges);

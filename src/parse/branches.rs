@@ -4,8 +4,10 @@
 //! stand, so such a statement is a syntax error (CP001), and its kernel was left as it is.
 //!
 //! Where a syntax error points into such a conditional (or just before it) inside a block of
-//! statements, the grammar is given the conditional's first branch alone: its directive lines and its other branches are
-//! blanked in the masked view (same length, newlines kept). The other branches' text stays in
+//! statements, the grammar is given one branch of the conditional alone, the first that parses
+//! better than the file as it is (`kept_branches`; a first branch that does not read itself,
+//! a macro call without its `;`, gives way to the second): its directive lines and its other
+//! branches are blanked in the masked view (same length, newlines kept). The other branches' text stays in
 //! the file and in any output, untouched; `Parsed::hidden` lists them, and the analysis refuses
 //! a kernel whose hidden text holds anything it would have to see (analysis::hidden).
 
@@ -112,16 +114,22 @@ pub(super) fn conditionals(src: &str) -> Vec<Conditional> {
     out
 }
 
+/// The most branches a reduction tries for each conditional (`parse_with` tries the first
+/// branch, then the second... while none parses better).
+pub(super) const MOST_BRANCHES_TRIED: usize = 4;
+
 /// The view with the conditionals that syntax errors of `tree` point into reduced to their
-/// first branch, and the ranges of the branches blanked; None where no conditional with more
-/// than one branch is near an error.
-pub(super) fn first_branches(
+/// branch number `keep` (their last where they have fewer), and the ranges of the other
+/// branches blanked; None where no conditional with more than one branch is near an error.
+pub(super) fn kept_branches(
     src: &str,
     view: &[u8],
     tree: &Tree,
     groups: &[Conditional],
     space_macros: &super::SpaceMacros,
+    keep: usize,
 ) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
+    let kept = |g: &Conditional| keep.min(g.branches.len() - 1);
     let errors = super::error_ranges(tree.root_node());
     let near = |g: &Conditional| {
         errors.iter().any(|e| {
@@ -151,10 +159,19 @@ pub(super) fn first_branches(
         }
         false
     };
-    let host_only = |g: &Conditional| {
-        g.branches[1..]
+    let others = |g: &Conditional| -> Vec<Range<usize>> {
+        let k = kept(g);
+        g.branches
             .iter()
-            .all(|r| host_text(&src[r.clone()], space_macros))
+            .enumerate()
+            .filter(|(i, _)| *i != k)
+            .map(|(_, r)| r.clone())
+            .collect()
+    };
+    let host_only = |g: &Conditional| {
+        others(g)
+            .into_iter()
+            .all(|r| host_text(&src[r], space_macros))
     };
     let chosen: Vec<&Conditional> = groups
         .iter()
@@ -166,18 +183,17 @@ pub(super) fn first_branches(
     let mut bytes = view.to_vec();
     let mut hidden = Vec::new();
     for g in chosen {
-        for r in g.directives.iter().chain(&g.branches[1..]) {
-            for b in &mut bytes[r.clone()] {
+        for r in g.directives.iter().cloned().chain(others(g)) {
+            for b in &mut bytes[r] {
                 if *b != b'\n' {
                     *b = b' ';
                 }
             }
         }
         hidden.extend(
-            g.branches[1..]
-                .iter()
-                .filter(|r| !src[(*r).clone()].trim().is_empty())
-                .cloned(),
+            others(g)
+                .into_iter()
+                .filter(|r| !src[r.clone()].trim().is_empty()),
         );
     }
     Some((bytes, hidden))
@@ -262,14 +278,35 @@ mod tests {
         assert_eq!(hidden, ["\n    o[i] += 2.0f;\n"]);
     }
 
+    /// HeCBench's su3 verifies with `CMUL(a, b, c)` (a macro call without `;`) in one branch
+    /// and an expression statement in the other: the second branch is read.
     #[test]
-    fn conditionals_outside_blocks_are_not_reduced() {
+    fn a_first_branch_that_does_not_read_gives_way_to_the_second() {
+        let src = "void check(float* a, float* b, float& c) {\n  for (int m = 0; m < 3; m++) {\n#ifdef OWN_COMPLEX\n    CMULSUM(a[m], b[m], c)\n#else\n    c += a[m] * b[m];\n#endif\n  }\n}\n";
+        let parsed = crate::parse::parse(src);
+        assert!(!parsed.tree.root_node().has_error());
+        let hidden: Vec<&str> = parsed.hidden.iter().map(|r| &src[r.clone()]).collect();
+        assert_eq!(hidden, ["\n    CMULSUM(a[m], b[m], c)\n"]);
+    }
+
+    #[test]
+    fn conditionals_outside_blocks_hide_host_code_only() {
         // A header's CPU and GPU versions of a function, the CPU one broken for the grammar:
-        // hiding the GPU one would hide a reader of blockIdx from every analysis. A host
-        // function's two heads may be read with the first.
+        // hiding the GPU one would hide a reader of blockIdx from every analysis, so the GPU
+        // one is read and the CPU one hidden. A host function's two heads may be read with the
+        // first.
         let src = "#ifndef GPU_SIDE\nint first(int a,\n#else\n__device__ int first(int a) { return blockIdx.x + a; }\n#endif\n";
         let parsed = crate::parse::parse(src);
-        assert!(parsed.hidden.is_empty(), "{:?}", parsed.hidden);
+        let hidden: Vec<&str> = parsed.hidden.iter().map(|r| &src[r.clone()]).collect();
+        assert_eq!(hidden, ["\nint first(int a,\n"]);
+        let src =
+            "#ifndef GPU_SIDE\nint first(int a,\n#else\n__device__ int first(int a,\n#endif\n";
+        let parsed = crate::parse::parse(src);
+        assert!(
+            parsed.hidden.is_empty(),
+            "no device text is hidden: {:?}",
+            parsed.hidden
+        );
         let src = "#ifdef VEC\ndouble run(std::vector<int>& a,\n#else\ndouble run(int* a,\n#endif\n    int n) { return a[0] * n; }\n";
         let parsed = crate::parse::parse(src);
         assert_eq!(parsed.hidden.len(), 1, "{:?}", parsed.hidden);
