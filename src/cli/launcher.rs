@@ -509,7 +509,7 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
             match prepare(&source, &base, &cmd.search, &system) {
                 Ok(Prepared::Copy(c)) => {
                     cmd.args[i] = c.copy.clone().into_os_string();
-                    copies.push(c.copy);
+                    copies.push((c.copy, source.clone()));
                     mapped.push(c.root);
                     capped |= c.capped;
                     wraps |= c.wraps;
@@ -548,8 +548,8 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         args.push(format!("-I{}", support.display()).into());
         cmd.args = args;
         let split = match (&copies[..], &mapped[..]) {
-            ([copy], [root]) if wraps && splits(&cmd) => {
-                Some(compile_split(&nvcc, &cmd, copy, root)?)
+            ([(copy, source)], [root]) if wraps && splits(&cmd) => {
+                Some(compile_split(&nvcc, &cmd, copy, source, root)?)
             }
             _ => None,
         };
@@ -614,13 +614,15 @@ fn splits(cmd: &NvccCommand) -> bool {
 }
 
 /// Compiles a unit split (`split.rs`): its wrapper module, then the object without the
-/// wrappers, with the module embedded. `None` where the unit stays whole (the reason under
+/// wrappers, with the module embedded (`copy`: the transformed copy of `source`, as the
+/// command names it in messages). `None` where the unit stays whole (the reason under
 /// `CUPREEMPT_VERBOSE`), or where the object without wrappers does not compile (then the
 /// caller compiles the unit whole, which shows nvcc's own messages, and this says so).
 fn compile_split(
     nvcc: &Path,
     cmd: &NvccCommand,
     copy: &Path,
+    source: &Path,
     root: &Path,
 ) -> anyhow::Result<Option<std::process::ExitStatus>> {
     let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
@@ -630,7 +632,7 @@ fn compile_split(
             if verbose {
                 eprintln!(
                     "cupreempt: {}: wrappers kept in the unit: {why}",
-                    copy.display()
+                    source.display()
                 );
             }
             return Ok(None);
@@ -648,7 +650,7 @@ fn compile_split(
     if !out.status.success() {
         eprintln!(
             "cupreempt: warning: {}: the unit without its wrappers did not compile; compiling it whole",
-            copy.display()
+            source.display()
         );
         return Ok(None);
     }
@@ -657,7 +659,7 @@ fn compile_split(
         let n = module.kernels;
         eprintln!(
             "cupreempt: {}: wrappers of {n} kernel{} in a module of their own",
-            copy.display(),
+            source.display(),
             if n == 1 { "" } else { "s" }
         );
     }
