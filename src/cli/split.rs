@@ -161,8 +161,8 @@ pub fn table(entries: &[String]) -> Vec<Row> {
     rows
 }
 
-/// Whether a module variable is a constant of the CUDA toolkit's headers: the math library's
-/// tables, or an object of its C++ libraries (libcu++, Thrust, CUB: `cuda::`, `thrust::`,
+/// Whether a module variable is a constant of the CUDA toolkit: the compiler's unnamed ones,
+/// the math library's tables, or an object of its C++ libraries (libcu++, Thrust, CUB: `cuda::`, `thrust::`,
 /// `cub::`, behind the `_INTERNAL_...` namespace that internal
 /// linkage adds): those declare their namespace-scope device objects constant
 /// (`_CCCL_GLOBAL_CONSTANT`: customization-point objects, placeholders, execution policies,
@@ -170,8 +170,10 @@ pub fn table(entries: &[String]) -> Vec<Row> {
 /// `<cuda/std/...>` or Thrust has some.
 fn toolkit_constant(name: &str) -> bool {
     // The math library's tables (`__cudart_i2opi_f` for sinf's argument reduction, in
-    // nvcc 13.0's headers): `static const`, names the CUDA headers reserve.
-    if name.starts_with("__cudart_") {
+    // nvcc 13.0's headers): `static const`, names the CUDA headers reserve. And the
+    // compiler's own unnamed constants (`__unnamed_1`: the function name an `assert` prints,
+    // HeCBench's kiss), which no program can name.
+    if name.starts_with("__cudart_") || name.starts_with("__unnamed_") {
         return true;
     }
     let Some(readable) = readable(name) else {
