@@ -82,20 +82,29 @@ pub fn function_name(mangled: &str) -> Option<String> {
         .demangle(&options)
         .ok()?;
     // `ns::kernel<int, Foo<2> >`: the template arguments off the end, then the qualifier.
-    let mut name = qualified.trim_end();
-    if name.ends_with('>') {
-        let mut depth = 0usize;
-        let open = name.char_indices().rev().find(|&(_, ch)| {
+    let name = qualified.trim_end();
+    identifier(name[..template_args_start(name)?].rsplit("::").next()?)
+}
+
+/// Where a demangled name's trailing template arguments begin (`ns::k<int, Foo<2> >` → the
+/// offset of the first `<`), or its length where it ends in none; `None` where its brackets do
+/// not pair.
+pub fn template_args_start(name: &str) -> Option<usize> {
+    if !name.ends_with('>') {
+        return Some(name.len());
+    }
+    let mut depth = 0usize;
+    name.char_indices()
+        .rev()
+        .find(|&(_, ch)| {
             match ch {
                 '>' => depth += 1,
-                '<' => depth -= 1,
+                '<' => depth = depth.saturating_sub(1),
                 _ => {}
             }
             depth == 0
-        })?;
-        name = &name[..open.0];
-    }
-    identifier(name.rsplit("::").next()?)
+        })
+        .map(|(i, _)| i)
 }
 
 /// The kernels whose capped wrapper a launch could choose: the original needs at most 32

@@ -103,22 +103,7 @@ fn original_of_wrapper(readable: &str) -> Option<(String, bool)> {
     };
     let head = &readable[..open];
     // The function's name ends where its template arguments (if any) begin.
-    let name_end = if head.ends_with('>') {
-        let mut depth = 0usize;
-        head.char_indices()
-            .rev()
-            .find(|&(_, ch)| {
-                match ch {
-                    '>' => depth += 1,
-                    '<' => depth = depth.saturating_sub(1),
-                    _ => {}
-                }
-                depth == 0
-            })?
-            .0
-    } else {
-        head.len()
-    };
+    let name_end = super::capped::template_args_start(head)?;
     let name = &head[..name_end];
     for (suffix, capped) in [(CAPPED_SUFFIX, true), (PLAIN_SUFFIX, false)] {
         if let Some(o) = name.strip_suffix(suffix) {
@@ -135,27 +120,30 @@ pub type Row = [String; 3];
 /// Pairs each original kernel among `entries` with its wrappers by their demangled names.
 /// Originals without a wrapper (kernels the transformer left as written) are left out.
 pub fn table(entries: &[String]) -> Vec<Row> {
-    let wrappers: Vec<(&String, String, bool)> = entries
+    let named: Vec<(&String, String)> = entries
         .iter()
-        .filter_map(|e| {
-            let (o, capped) = original_of_wrapper(&readable(e)?)?;
-            Some((e, o, capped))
+        .filter_map(|e| Some((e, readable(e)?)))
+        .collect();
+    let wrappers: Vec<(&String, String, bool)> = named
+        .iter()
+        .filter_map(|(e, r)| {
+            let (o, capped) = original_of_wrapper(r)?;
+            Some((*e, o, capped))
         })
         .collect();
     let mut rows = Vec::new();
-    for e in entries {
-        if wrappers.iter().any(|(w, _, _)| *w == e) {
+    for (e, r) in &named {
+        if wrappers.iter().any(|(w, _, _)| w == e) {
             continue;
         }
-        let Some(r) = readable(e) else { continue };
         let find = |capped: bool| {
             wrappers
                 .iter()
-                .find(|(_, o, c)| *o == r && *c == capped)
+                .find(|(_, o, c)| o == r && *c == capped)
                 .map(|(w, _, _)| w.to_string())
         };
         if let Some(plain) = find(false) {
-            rows.push([e.clone(), plain, find(true).unwrap_or_default()]);
+            rows.push([(*e).clone(), plain, find(true).unwrap_or_default()]);
         }
     }
     rows

@@ -17,6 +17,14 @@ pub fn driver_available() -> bool {
     *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
+/// Whether the driver library has the call `name` (NUL-terminated), without calling it:
+/// cudarc panics at a call of a symbol an older driver lacks. The library must be present
+/// (`driver_available`).
+pub fn has_call(name: &[u8]) -> bool {
+    // SAFETY: looks the symbol up without calling it; callers checked the library is present.
+    unsafe { sys::culib().get::<unsafe extern "C" fn()>(name) }.is_ok()
+}
+
 /// Loads and initializes the driver once; every other function here assumes it succeeded.
 pub fn init() -> Result<()> {
     static INIT: OnceLock<Result<()>> = OnceLock::new();

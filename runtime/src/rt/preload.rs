@@ -245,10 +245,8 @@ fn load(f: *mut c_void) {
     let f = f as sys::CUfunction;
     // cudarc panics at a call of a symbol the driver lacks: ask the library once instead.
     static HAS_FUNC_LOAD: OnceLock<bool> = OnceLock::new();
-    // SAFETY: looks the symbol up without calling it; the library is present (`watch`).
-    let has = *HAS_FUNC_LOAD.get_or_init(|| {
-        unsafe { sys::culib().get::<unsafe extern "C" fn()>(b"cuFuncLoad\0") }.is_ok()
-    });
+    // The library is present (`watch`).
+    let has = *HAS_FUNC_LOAD.get_or_init(|| driver::has_call(b"cuFuncLoad\0"));
     // SAFETY: a function handle of the current context, from the program's own lookup.
     let loaded = has && unsafe { sys::cuFuncLoad(f) } == sys::CUresult::CUDA_SUCCESS;
     if !loaded {

@@ -16,7 +16,7 @@
 //! so the wrappers' code never loads inside a launch that runs the original; the runtime's
 //! setup loads them at a quiet moment (`load_all_into_current`).
 
-use super::driver::{self, CUcontext, CUfunction};
+use super::driver::{self, CUfunction};
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -159,8 +159,6 @@ pub(crate) unsafe fn register(
 fn driver_has_calls() -> bool {
     static HAS: OnceLock<bool> = OnceLock::new();
     *HAS.get_or_init(|| {
-        // SAFETY: callers checked that the library is present (`driver_available`).
-        let lib = unsafe { sys::culib() };
         [
             &b"cuLibraryLoadData\0"[..],
             b"cuLibraryGetKernel\0",
@@ -168,8 +166,7 @@ fn driver_has_calls() -> bool {
             b"cuFuncGetName\0",
         ]
         .iter()
-        // SAFETY: looks symbols up without calling them.
-        .all(|s| unsafe { lib.get::<unsafe extern "C" fn()>(*s) }.is_ok())
+        .all(|s| driver::has_call(s))
     })
 }
 
@@ -235,14 +232,11 @@ pub(crate) fn capped_keeps_occupancy(original_regs: i32, plain_regs: i32) -> boo
 
 fn no_r32() -> bool {
     static NO: OnceLock<bool> = OnceLock::new();
-    *NO.get_or_init(|| std::env::var("CUPREEMPT_NO_R32").is_ok_and(|v| v.trim() == "1"))
-}
-
-fn current_context() -> Option<CUcontext> {
-    let mut ctx: CUcontext = std::ptr::null_mut();
-    // SAFETY: a query.
-    (unsafe { sys::cuCtxGetCurrent(&mut ctx) } == sys::CUresult::CUDA_SUCCESS && !ctx.is_null())
-        .then_some(ctx)
+    // As launch.cuh reads it: any number but 0.
+    *NO.get_or_init(|| {
+        std::env::var("CUPREEMPT_NO_R32")
+            .is_ok_and(|v| v.trim().parse::<u32>().is_ok_and(|n| n != 0))
+    })
 }
 
 /// The wrapper to launch for `original` (a function of the current context) from the
@@ -253,12 +247,12 @@ pub(crate) fn wrapper_of(original: CUfunction, unit: c_int) -> Option<CUfunction
     if original.is_null() || !driver::driver_available() {
         return None;
     }
-    let ctx = current_context()?;
+    let ctx = super::capi::current_context().ok().filter(|&c| c != 0)?;
     let mut r = super::capi::lock(registry());
     if r.modules.is_empty() || !driver_has_calls() {
         return None;
     }
-    let key = (ctx as usize, original as usize);
+    let key = (ctx, original as usize);
     match r.chosen.get(&key) {
         Some(Ok(f)) => return Some(*f as CUfunction),
         Some(Err(modules)) if *modules == r.modules.len() => return None,
