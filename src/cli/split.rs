@@ -298,11 +298,9 @@ pub fn module_args(args: &[OsString], source: &Path, fatbin: &Path) -> Vec<OsStr
         let attached = flag.len() < a.len();
         let takes_value = !attached && super::launcher::takes_value(flag);
         let step = if takes_value { 2 } else { 1 };
-        let short_link = (a.starts_with("-l") || a.starts_with("-L"))
-            && a.len() > 2
-            && !a.starts_with("-lineinfo")
-            && !super::launcher::takes_value(&a)
-            && !DROPPED.contains(&a.as_ref());
+        // `-lm`, `-L/lib` (attached values); `-lib` and `-link` are in DROPPED anyway.
+        let short_link =
+            (a.starts_with("-l") || a.starts_with("-L")) && a.len() > 2 && a != "-lineinfo";
         let positional = !a.starts_with('-') && Path::new(a.as_ref()) != source;
         let dropped = DROPPED.contains(&flag)
             || DROPPED_WITH_VALUE.contains(&flag)
