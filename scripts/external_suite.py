@@ -501,6 +501,12 @@ def report(rows, skipped, out: Path, runs):
                      f" | {wall} |")
     lines += ["", f"Medians of {runs} runs of each build, run alternately after one unmeasured "
               "run of the original."]
+    rerun = {}
+    for r in rows:
+        if r.get("runs", runs) != runs:
+            rerun.setdefault(r["runs"], []).append(r["name"])
+    for n, names in sorted(rerun.items()):
+        lines[-1] += f" Rerun with {n} runs each: {', '.join(names)}."
     for r in rows:
         if r.get("differing_lines"):
             lines += ["", f"{r['name']}: lines that differ (numbers masked where the original "
@@ -527,16 +533,25 @@ def save_results(out: Path, rows, skipped, runs):
     (out / "external-results.json").write_text(json.dumps(data))
 
 
-def merge_reports(out: Path, files):
-    """--report OUT_DIR RESULTS.json...: one table from the results of several runs (shards)."""
-    rows, skipped, runs = [], [], None
-    for f in files:
-        data = json.loads(Path(f).read_text())
-        rows += data["rows"]
+def merged_rows(results):
+    """Rows of several runs' results in order; a program's row in a later run replaces its
+    earlier one (a rerun with more runs of programs whose first figures were noisy). Each row
+    keeps its own run count. Returns (rows, skipped, runs of the first results)."""
+    by_name, skipped, runs = {}, [], None
+    for data in results:
+        for r in data["rows"]:
+            by_name[r["name"]] = {**r, "runs": data["runs"]}  # in the earlier row's place
         skipped = skipped or data["skipped"]
-        runs = data["runs"] if runs is None else min(runs, data["runs"])
+        runs = data["runs"] if runs is None else runs
+    return list(by_name.values()), skipped, runs or 0
+
+
+def merge_reports(out: Path, files):
+    """--report OUT_DIR RESULTS.json...: one table from the results of several runs (shards,
+    then reruns: see merged_rows)."""
+    rows, skipped, runs = merged_rows(json.loads(Path(f).read_text()) for f in files)
     out.mkdir(parents=True, exist_ok=True)
-    report(rows, skipped, out, runs or 0)
+    report(rows, skipped, out, runs)
 
 
 def self_test():
@@ -580,6 +595,15 @@ def self_test():
     assert first_differing(o_runs[0], [same, other], unstable) == other
     assert differing_lines(o_runs[0][1], other[1], unstable) == [(2, "footprint 64", "footprint 32")]
     assert first_differing(o_runs[0], [(1, same[1], 0.1)], unstable) is not None  # exit status
+    # Merging: shards' rows in order; a rerun's row replaces the program's earlier one.
+    shard1 = {"rows": [{"name": "a", "ratio": 1.3}, {"name": "b", "ratio": 1.0}], "skipped": [],
+              "runs": 2}
+    shard2 = {"rows": [{"name": "c", "ratio": 0.9}], "skipped": [], "runs": 2}
+    rerun = {"rows": [{"name": "a", "ratio": 1.02}], "skipped": [], "runs": 9}
+    rows, _, runs = merged_rows([shard1, shard2, rerun])
+    assert [(r["name"], r["ratio"], r["runs"]) for r in rows] == [
+        ("a", 1.02, 9), ("b", 1.0, 2), ("c", 0.9, 2)], rows
+    assert runs == 2
     print("external_suite self-test: ok")
 
 
