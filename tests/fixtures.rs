@@ -147,3 +147,35 @@ fn a_second_run_is_refused() {
     assert_eq!(twice.output, once.output);
     assert_eq!(twice.diagnostics[0].code.id(), "CP009");
 }
+
+/// A member that reads the block index, called through an object at three places of one body,
+/// is one refusal labelled at each call, not three copies of the same message (`check` joins a
+/// kernel's reasons into one line).
+#[test]
+fn calls_of_one_member_through_objects_are_one_refusal_labelled_at_each() {
+    let src = r#"
+struct Window {
+  __device__ int first() const { return blockIdx.x * 64; }
+};
+__device__ void run(float* out, int w) {
+  Window win;
+  if (w > 2) out[win.first()] = 1.0f;
+  else if (w > 1) out[win.first() + 1] = 2.0f;
+  else out[win.first() + 2] = 3.0f;
+}
+__global__ void fill(float* out, int w) { run(out, w); }
+"#;
+    let t = transform(src, "a.cu", &Options::default()).unwrap();
+    let members: Vec<_> = t
+        .diagnostics
+        .iter()
+        .filter(|d| d.message.contains("member function `first`"))
+        .collect();
+    assert_eq!(members.len(), 1, "{:#?}", t.diagnostics);
+    let calls = members[0]
+        .labels
+        .iter()
+        .filter(|l| l.message == "called here")
+        .count();
+    assert_eq!(calls, 3, "{:#?}", members[0].labels);
+}

@@ -141,13 +141,22 @@ pub fn decide<'t>(
         );
         for (facts, site, via) in bodies {
             let functors = graph.member_ctx.contains("operator()");
-            let mut found = Vec::new();
+            // Each member's calls in this body, in order of first call: one refusal per
+            // member, labelled at every call.
+            let mut found: Vec<(String, Vec<Range<usize>>)> = Vec::new();
+            let mut add = |member: &str, call: Range<usize>| match found
+                .iter_mut()
+                .find(|(m, _)| m == member)
+            {
+                Some((_, calls)) => calls.push(call),
+                None => found.push((member.to_string(), vec![call])),
+            };
             for (member, call) in &facts.member_calls {
                 if graph.member_ctx.contains(member) {
-                    found.push(member_reads_block_ids(member, call.byte_range()));
+                    add(member.as_str(), call.byte_range());
                 } else if functors && !graph.member_names.contains(member) {
                     // `p.op(x)`: no member function of that name, so a functor held in a field.
-                    found.push(member_reads_block_ids("operator()", call.byte_range()));
+                    add("operator()", call.byte_range());
                 }
             }
             if functors {
@@ -156,9 +165,12 @@ pub fn decide<'t>(
                         || site.param_list.iter().any(|p| p.name == c.name)
                 });
                 for c in objects {
-                    found.push(member_reads_block_ids("operator()", c.node.byte_range()));
+                    add("operator()", c.node.byte_range());
                 }
             }
+            let found = found
+                .into_iter()
+                .map(|(member, calls)| member_reads_block_ids(&member, calls));
             for d in found {
                 refusals.push(match via {
                     Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
@@ -474,14 +486,17 @@ fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize
     .help("define the function in this file, or pass blockIdx/gridDim (or the values computed from them) as arguments")
 }
 
-/// CP008 for a call through an object of a member function that reads blockIdx/gridDim.
-fn member_reads_block_ids(member: &str, call: std::ops::Range<usize>) -> Diagnostic {
-    Diagnostic::new(
+/// CP008 for the calls through objects, in one body, of a member function that reads
+/// blockIdx/gridDim: one diagnostic labelled at each call.
+fn member_reads_block_ids(member: &str, calls: Vec<std::ops::Range<usize>>) -> Diagnostic {
+    let mut d = Diagnostic::new(
         Code::Helper,
         format!("member function `{member}` reads blockIdx/gridDim, and a call through an object cannot be given the task's values"),
-    )
-    .label(call, "called here")
-    .help("pass the block index to the member as an argument, or make it a free `__device__` function")
+    );
+    for call in calls {
+        d = d.label(call, "called here");
+    }
+    d.help("pass the block index to the member as an argument, or make it a free `__device__` function")
 }
 
 /// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`, or a name
