@@ -244,6 +244,73 @@ fn refused_kernels_compile_as_written_unless_strict() {
     );
 }
 
+/// A unit whose transformed copy does not compile is compiled as written, with a warning that
+/// quotes nvcc, so that the build never fails where the original builds; under
+/// CUPREEMPT_STRICT=1 it fails. A unit that fails as written too fails with its own messages.
+/// (The source sees cupreempt's support headers only in the transformed compile, where the
+/// launcher puts them on the include path.)
+#[test]
+fn a_unit_whose_transformed_copy_does_not_compile_is_compiled_as_written() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-as-written");
+    let good = dir.join("good.cu");
+    std::fs::write(
+        &good,
+        "__global__ void fill(int* p) { p[blockIdx.x] = 1; }\n\
+         #if __has_include(\"cupreempt/launch.cuh\")\n\
+         #error \"a transformed compile only\"\n\
+         #endif\n",
+    )
+    .unwrap();
+    let bad = dir.join("bad.cu");
+    std::fs::write(
+        &bad,
+        "__global__ void fill(int* p) { p[blockIdx.x] = undeclared_name; }\n",
+    )
+    .unwrap();
+    let compile = |src: &Path, strict: bool| {
+        let obj = src.with_extension("o");
+        let _ = std::fs::remove_file(&obj);
+        let mut c = Command::new(&bin);
+        c.arg(&nvcc)
+            .args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(src)
+            .arg("-o")
+            .arg(&obj)
+            .current_dir(&dir);
+        if strict {
+            c.env("CUPREEMPT_STRICT", "1");
+        }
+        let o = c.output().expect("cupreempt nvcc");
+        let err = String::from_utf8_lossy(&o.stderr).to_string();
+        (o.status.success(), obj.is_file(), err)
+    };
+    let (ok, obj, err) = compile(&good, false);
+    assert!(ok && obj, "compiled as written:\n{err}");
+    assert!(
+        err.contains("the transformed source did not compile; compiled as written")
+            && err.contains("a transformed compile only"),
+        "the warning quotes nvcc:\n{err}"
+    );
+    assert!(support::file_contains(&dir.join("good.o"), "fill"));
+    assert!(
+        !support::file_contains(&dir.join("good.o"), "fill__cupreempt"),
+        "the object is the original's"
+    );
+    let (ok, obj, err) = compile(&good, true);
+    assert!(!ok && !obj, "fails under CUPREEMPT_STRICT=1:\n{err}");
+    assert!(err.contains("a transformed compile only"), "{err}");
+    let (ok, _, err) = compile(&bad, false);
+    assert!(!ok, "fails as written too:\n{err}");
+    assert!(
+        err.contains("undeclared_name"),
+        "the program's own error:\n{err}"
+    );
+    assert!(!err.contains("compiled as written"), "{err}");
+}
+
 /// A source that is not UTF-8 (a Latin-1 character in a comment) is transformed like any
 /// other: its kernel gets its wrappers, and the copy nvcc compiles keeps the byte.
 #[test]

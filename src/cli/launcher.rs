@@ -494,6 +494,7 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let nvcc = PathBuf::from(&args[0]);
     let mut cmd = parse(expand_source_options_files(args[1..].to_vec(), 0));
     if !cmd.pass_through && !cmd.sources.is_empty() {
+        let as_written = cmd.args.clone();
         let system = system_dirs(&nvcc, &cmd);
         let base = private_base(&cmd)?;
         let support = base.join("include");
@@ -553,14 +554,20 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
             }
             _ => None,
         };
-        let status = if let Some(Some(status)) = split {
-            status
+        // nvcc's messages about the transformed copies, held back until it is known whether
+        // they are the build's (a split compile shows its own on success).
+        let (status, messages) = if let Some(Some(status)) = split {
+            (status, String::new())
         } else if capped && chooses_capped(&cmd) {
             let memory = mapped.first().map(|root| root.join("capped-wrappers"));
             compile_choosing_capped(&nvcc, &cmd, memory.as_deref())?
         } else {
-            nvcc_status(&nvcc, &cmd.args, cmd.links)?
+            nvcc_captured(&nvcc, &cmd.args, cmd.links)?
         };
+        if !status.success() && !copies.is_empty() && !strict() {
+            return compile_as_written(&nvcc, &as_written, cmd.links, &copies, &messages);
+        }
+        eprint!("{messages}");
         if status.success() {
             // -MD without -MF: nvcc names the depfile after the output.
             let named = cmd.output.iter().flat_map(|o| {
@@ -682,7 +689,7 @@ fn compile_choosing_capped(
     nvcc: &Path,
     cmd: &NvccCommand,
     memory: Option<&Path>,
-) -> anyhow::Result<std::process::ExitStatus> {
+) -> anyhow::Result<(std::process::ExitStatus, String)> {
     use super::capped::{choose, is_report_line, Choice};
     let remembered: std::collections::BTreeSet<String> = memory
         .and_then(|m| std::fs::read_to_string(m).ok())
@@ -717,17 +724,15 @@ fn compile_choosing_capped(
         .output()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
     let report = String::from_utf8_lossy(&out.stderr);
-    let keep_messages = || {
-        let kept: String = report
+    let kept_messages = || -> String {
+        report
             .lines()
             .filter(|l| shown || !is_report_line(l))
             .map(|l| format!("{l}\n"))
-            .collect();
-        eprint!("{kept}");
+            .collect()
     };
     if !out.status.success() {
-        keep_messages();
-        return Ok(out.status);
+        return Ok((out.status, kept_messages()));
     }
     let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
     let names =
@@ -736,16 +741,16 @@ fn compile_choosing_capped(
     match &choice {
         Choice::Kernels(k) if k.is_subset(&remembered) => {
             remember(Some(k));
-            keep_messages();
+            let mut messages = kept_messages();
             if verbose {
                 let k = if k.is_empty() {
                     "none needed".to_string()
                 } else {
                     names(k)
                 };
-                eprintln!("cupreempt: wrappers held to 32 registers: {k}");
+                messages.push_str(&format!("cupreempt: wrappers held to 32 registers: {k}\n"));
             }
-            return Ok(out.status);
+            return Ok((out.status, messages));
         }
         Choice::Kernels(k) => {
             remember(Some(k));
@@ -767,7 +772,43 @@ fn compile_choosing_capped(
     }
     let mut second = cmd.args.clone();
     second.extend(choice.defines().into_iter().map(OsString::from));
-    nvcc_status(nvcc, &second, cmd.links)
+    nvcc_captured(nvcc, &second, cmd.links)
+}
+
+/// Where the transformed copies do not compile, the command as written (`args`, before any
+/// copy replaced a source), so that the build never fails where the original builds: the
+/// unit's kernels then run as written, not preemptible, and a warning gives the first of nvcc's
+/// messages about the copies (`messages`) to report. Where the command fails as written too,
+/// its own messages are the build's (the program's error, not the transformation's).
+fn compile_as_written(
+    nvcc: &Path,
+    args: &[OsString],
+    links: bool,
+    copies: &[(PathBuf, PathBuf)],
+    messages: &str,
+) -> anyhow::Result<ExitCode> {
+    let (status, own) = nvcc_captured(nvcc, args, links)?;
+    eprint!("{own}");
+    if status.success() {
+        const SHOWN: usize = 20;
+        let lines: Vec<&str> = messages.lines().collect();
+        let more = lines.len().saturating_sub(SHOWN);
+        let sources: Vec<String> = copies
+            .iter()
+            .map(|(_, source)| source.display().to_string())
+            .collect();
+        eprintln!(
+            "cupreempt: warning: {}: the transformed source did not compile; compiled as written, so its kernels are not preemptible (CUPREEMPT_STRICT=1 makes this an error). nvcc said about the transformed source:",
+            sources.join(", ")
+        );
+        for l in &lines[..lines.len().min(SHOWN)] {
+            eprintln!("  {l}");
+        }
+        if more > 0 {
+            eprintln!("  ... ({more} more lines)");
+        }
+    }
+    Ok(exit_code(status))
 }
 
 /// Options that put `dir` on the search path of quoted includes only (`-iquote`, which nvcc
@@ -800,6 +841,23 @@ fn nvcc_status(
     launcher_command(nvcc, args, links)?
         .status()
         .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))
+}
+
+/// nvcc with its standard error held back and returned (its standard output passes through).
+fn nvcc_captured(
+    nvcc: &Path,
+    args: &[OsString],
+    links: bool,
+) -> anyhow::Result<(std::process::ExitStatus, String)> {
+    let out = launcher_command(nvcc, args, links)?
+        .stdout(std::process::Stdio::inherit())
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
+    Ok((
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 /// nvcc with `args`, and the runtime library where the command links.
