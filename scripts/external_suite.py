@@ -159,6 +159,19 @@ def configure_and_build(tree: Path, extra, jobs):
     return b
 
 
+# The compiler launcher's warning for a unit whose transformed copy nvcc rejected and that it
+# compiled as written instead (docs/build.md): such a unit's kernels are not transformed.
+AS_WRITTEN = re.compile(r"cupreempt: warning: (.+?): the transformed source did not compile; "
+                        r"compiled as written")
+
+
+def units_compiled_as_written(build_log: str, folder: Path):
+    """The sources under `folder` that a build log says were compiled as written."""
+    found = {u.strip() for m in AS_WRITTEN.finditer(build_log) for u in m.group(1).split(", ")}
+    return sorted(u for u in found if Path(u).is_relative_to(folder)
+                  or Path(u).resolve().is_relative_to(folder.resolve()))
+
+
 def find_exe(build: Path, rel: Path):
     d = build / rel
     name = rel.name
@@ -364,6 +377,12 @@ def main():
         exe_o, exe_t = find_exe(orig_tree / "build", rel), find_exe(tr_tree / "build", rel)
         args = sample_args(args_cfg, name)
         row = {"name": name, "kernels": counts.get(name, (0, 0))}
+        tr_log = tr_tree / "build.log"
+        if tr_log.exists():
+            as_written = units_compiled_as_written(tr_log.read_text(errors="replace"),
+                                                   tr_tree / rel)
+            if as_written:
+                row["as_written"] = as_written
         if args is None:
             row["status"] = "skipped (test_args.json)"
             rows.append(row)
@@ -476,9 +495,13 @@ def report(rows, skipped, out: Path, runs):
     gm = geomean([r["ratio"] for r in timed])
     worst = max(timed, key=lambda r: r["ratio"]) if timed else None
     ran = [r for r in rows if r["status"] in ("identical", "DIFFERENT")]
+    as_written = [r["name"] for r in rows if r.get("as_written")]
     lines = [
         f"Programs run: {len(ran)}; outputs identical: "
         f"{sum(r['status'] == 'identical' for r in ran)}; with printed timings: {len(timed)}.",
+        "",
+        "Programs with units the launcher compiled as written (their transformed copy did not "
+        f"compile): {', '.join(as_written) if as_written else 'none'}.",
         "",
         f"Geomean slowdown: {gm:.2f}x" if timed else "Geomean slowdown: n/a",
         "",
@@ -497,7 +520,10 @@ def report(rows, skipped, out: Path, runs):
         else:
             cells = ["—", "", "", ""]
         wall = f"{r['wall'][0]:.2f} / {r['wall'][1]:.2f}" if r.get("wall") else ""
-        lines.append(f"| {r['name']} | {k[0]}/{k[1]} | {r['status']} | " + " | ".join(cells) +
+        status = r["status"]
+        if r.get("as_written"):
+            status += f" ({len(r['as_written'])} units as written)"
+        lines.append(f"| {r['name']} | {k[0]}/{k[1]} | {status} | " + " | ".join(cells) +
                      f" | {wall} |")
     lines += ["", f"Medians of {runs} runs of each build, run alternately after one unmeasured "
               "run of the original."]
@@ -595,6 +621,12 @@ def self_test():
     assert first_differing(o_runs[0], [same, other], unstable) == other
     assert differing_lines(o_runs[0][1], other[1], unstable) == [(2, "footprint 64", "footprint 32")]
     assert first_differing(o_runs[0], [(1, same[1], 0.1)], unstable) is not None  # exit status
+    # The launcher's warning for a unit compiled as written names its sources.
+    log_text = ("cupreempt: warning: /t/a/x.cu, /t/a/y.cu: the transformed source did not "
+                "compile; compiled as written, so ...\ncupreempt: warning: /t/b/z.cu: the "
+                "transformed source did not compile; compiled as written, so ...\n")
+    assert units_compiled_as_written(log_text, Path("/t/a")) == ["/t/a/x.cu", "/t/a/y.cu"]
+    assert units_compiled_as_written(log_text, Path("/t/c")) == []
     # Merging: shards' rows in order; a rerun's row replaces the program's earlier one.
     shard1 = {"rows": [{"name": "a", "ratio": 1.3}, {"name": "b", "ratio": 1.0}], "skipped": [],
               "runs": 2}
