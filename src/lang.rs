@@ -464,6 +464,11 @@ pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = us
     })
 }
 
+/// Whether `word` stands as a word (not inside an identifier) anywhere in `text`.
+pub fn has_word(text: &str, word: &str) -> bool {
+    word_indices(text, word).next().is_some()
+}
+
 /// Where `__grid_constant__` stands as a word in `text` (byte offset).
 pub fn grid_constant_at(text: &str) -> Option<usize> {
     word_indices(text, GRID_CONSTANT).next()

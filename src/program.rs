@@ -327,9 +327,7 @@ pub fn defines_of(
         .filter(|(_, t)| {
             mentions_kernels(t)
                 || t.contains("__device__")
-                || space_macros
-                    .iter()
-                    .any(|m| crate::lang::word_indices(t, m).next().is_some())
+                || space_macros.iter().any(|m| crate::lang::has_word(t, m))
         })
         .collect();
     // Each file is read with the macros of the files it includes, as its own transform takes
@@ -520,10 +518,7 @@ pub fn space_macro_names<'a>(texts: impl Iterator<Item = &'a str>) -> (Vec<Strin
 /// `mentions_kernels`, or a use of one of `global_macros` (a kernel spelled
 /// `GLOBAL static void k(...)`, its launches elsewhere).
 pub fn mentions_kernels_with(src: &str, global_macros: &[String]) -> bool {
-    mentions_kernels(src)
-        || global_macros
-            .iter()
-            .any(|m| crate::lang::word_indices(src, m).next().is_some())
+    mentions_kernels(src) || global_macros.iter().any(|m| crate::lang::has_word(src, m))
 }
 
 #[cfg(test)]

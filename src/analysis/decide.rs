@@ -511,7 +511,7 @@ pub(super) fn default_reads_block_ids(
             .iter()
             .map(|(name, _)| *name)
             .chain(block_names.iter().map(String::as_str));
-        names.any(|name| crate::lang::word_indices(default, name).next().is_some())
+        names.any(|name| crate::lang::has_word(default, name))
     })
 }
 

@@ -103,7 +103,7 @@ pub fn rewrite(
         let names_param = m
             .params
             .iter()
-            .any(|p| *p == l.name || crate::lang::word_indices(&l.qualifier, p).next().is_some());
+            .any(|p| *p == l.name || crate::lang::has_word(&l.qualifier, p));
         if names_param {
             diags.push(left("the kernel it launches is a parameter of the macro"));
             continue;
