@@ -32,6 +32,8 @@ pub enum Code {
     NotUtf8,
     /// CP013: the transformed file would parse worse than the input; it is left as it is.
     WorseOutput,
+    /// CP014: a loop waits for memory that another block writes (a grid barrier, a flag).
+    WaitsForBlocks,
     /// CP100: a syntax error outside any kernel; that region is left as it is.
     ParseError,
     /// CP101: a launch site that is left unchanged.
@@ -45,7 +47,7 @@ pub enum Code {
 }
 
 impl Code {
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -59,6 +61,7 @@ impl Code {
         Code::TooDeep,
         Code::NotUtf8,
         Code::WorseOutput,
+        Code::WaitsForBlocks,
         Code::ParseError,
         Code::LaunchLeft,
         Code::PredicatedRewrite,
@@ -81,6 +84,7 @@ impl Code {
             Code::TooDeep => "CP011",
             Code::NotUtf8 => "CP012",
             Code::WorseOutput => "CP013",
+            Code::WaitsForBlocks => "CP014",
             Code::ParseError => "CP100",
             Code::LaunchLeft => "CP101",
             Code::PredicatedRewrite => "CP200",

@@ -31,6 +31,7 @@ mod registers;
 pub(crate) mod scan;
 mod shared;
 mod sites;
+mod spin;
 mod uniformity;
 
 pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
@@ -202,6 +203,13 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     };
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
+    // Loops that wait for other blocks (CP014), in helpers (named from the kernels that reach
+    // them, as their other refusals are) and kernels.
+    let volatile = spin::volatile_names(root, src);
+    for h in &mut helpers {
+        let waits = spin::waiting_loops(h.site.body, src, &volatile);
+        h.facts.refusals.extend(waits);
+    }
     // Device functions of this file that a syntax error hides, where no helper of that name was
     // read and their text may read the block index (`hidden::unread_may_matter`): unknown, so
     // counted as reading it and synchronizing, like such helpers of other files.
@@ -259,7 +267,10 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
-        let facts = body::facts(site.body, src, &macros, true);
+        let mut facts = body::facts(site.body, src, &macros, true);
+        facts
+            .refusals
+            .extend(spin::waiting_loops(site.body, src, &volatile));
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
         let tensor_core = registers::tensor_core(text(site.body, src))
@@ -304,6 +315,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         kernels.push(plan);
     }
     couple_specializations(&mut kernels, &found.declarations, &mut diagnostics, src);
+    couple_alternatives(&mut kernels, &mut diagnostics);
     number_overloads(&mut kernels, &opts.namesakes);
     for i in 0..helpers.len() {
         helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
@@ -468,6 +480,60 @@ fn mark_specialized_templates(found: &mut scan::Found) {
             d.label(site.name_node.byte_range(), "not given the task context")
         };
         site.problems.push(d);
+    }
+}
+
+/// Definitions of one kernel with one signature in one scope are the preprocessor's
+/// alternatives (SHOC's BFS defines each kernel under `#if __CUDA_ARCH__ >= 120` and as an empty
+/// stub under `#else`, so the host pass reads one and the device pass the other): they are
+/// transformed together or not at all, since a launch in either pass names the wrapper the
+/// other pass must define.
+fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnostic>) {
+    // The parameters' types: the alternatives may name their parameters differently.
+    let types = |k: &KernelPlan| -> Vec<String> {
+        k.site
+            .param_list
+            .iter()
+            .map(|p| {
+                let mut t = p.text.clone();
+                if p.named {
+                    if let Some(at) = crate::lang::word_indices(&p.text, &p.name).last() {
+                        t.replace_range(at..at + p.name.len(), "");
+                    }
+                }
+                t.split_whitespace().collect::<Vec<_>>().join(" ")
+            })
+            .collect()
+    };
+    let key = |k: &KernelPlan| (k.site.scope.clone(), k.site.name.clone(), types(k));
+    type Key = (Vec<String>, String, Vec<String>);
+    let mut groups: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
+    for (i, k) in kernels.iter().enumerate() {
+        if !k.site.specialization {
+            groups.entry(key(k)).or_default().push(i);
+        }
+    }
+    for members in groups.into_values().filter(|m| m.len() > 1) {
+        let Some(&left) = members.iter().find(|&&i| !kernels[i].transformed()) else {
+            continue;
+        };
+        let line = kernels[left].site.name_node.start_position().row + 1;
+        for &i in &members {
+            if kernels[i].transformed() {
+                kernels[i].mode = None;
+                let (id, name) = (kernels[i].id, kernels[i].site.name.clone());
+                diagnostics.retain(|d| d.kernel.as_ref().is_none_or(|t| t.id != id));
+                diagnostics.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        format!("`{name}` is left as written with its other definition of the same signature (line {line}), which cannot be transformed"),
+                    )
+                    .label(kernels[i].site.name_node.byte_range(), "left as it is")
+                    .help("definitions of one kernel chosen by the preprocessor are transformed together, so that a launch in any compilation pass finds the same wrappers")
+                    .kernel(id, &name),
+                );
+            }
+        }
     }
 }
 
