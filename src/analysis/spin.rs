@@ -29,7 +29,16 @@ const QUIET_CALLS: &[&str] = &[
 ];
 
 /// Loads that bypass or refresh the cache: how code reads a flag another block writes.
-const FRESH_LOADS: &[&str] = &["__ldcv", "__ldcg", "__ldvolatile", "__ldlu", "atomic_load"];
+const FRESH_LOADS: &[&str] = &[
+    "__ldcv",
+    "__ldcg",
+    "__ldvolatile",
+    "__ldlu",
+    "atomic_load",
+    "atomic_load_explicit",
+    "__atomic_load_n",
+    "__atomic_load",
+];
 
 /// The names the file declares `volatile` (variables, parameters, fields), by name.
 pub fn volatile_names(root: Node, src: &str) -> BTreeSet<String> {
@@ -149,6 +158,11 @@ fn call_kind(call: Node, src: &str) -> CallKind {
     };
     let name = text(callee, src);
     let name = name.rsplit("::").next().unwrap_or(name);
+    // `atomicAdd_system`, `atomicCAS_block`: the same read at another scope.
+    let name = name
+        .strip_suffix("_system")
+        .or_else(|| name.strip_suffix("_block"))
+        .unwrap_or(name);
     let args: Vec<&str> = call
         .child_by_field_id(fields().arguments)
         .map(|a| {
@@ -211,6 +225,15 @@ mod tests {
         assert_eq!(loops(flag), 1, "a look-back wait is refused too");
         let cast = "__global__ void k(int* flag) { while (*(volatile int*)flag == 0) { } }\n";
         assert_eq!(loops(cast), 1);
+        let system = "__global__ void k(int* flag) { while (atomicAdd_system(flag, 0) == 0); }\n";
+        assert_eq!(
+            loops(system),
+            1,
+            "an atomic of another scope reads the same"
+        );
+        let builtin =
+            "__global__ void k(int* f) { while (__atomic_load_n(f, __ATOMIC_ACQUIRE) == 0) {} }\n";
+        assert_eq!(loops(builtin), 1);
     }
 
     #[test]
