@@ -205,9 +205,13 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
     // Loops that wait for other blocks (CP014), in helpers (named from the kernels that reach
     // them, as their other refusals are) and kernels.
-    let volatile = spin::volatile_names(root, src);
+    let reads = spin::Reads::new(
+        root,
+        src,
+        helpers.iter().map(|h| (h.site.name.as_str(), h.site.body)),
+    );
     for h in &mut helpers {
-        let waits = spin::waiting_loops(h.site.body, src, &volatile);
+        let waits = spin::waiting_loops(h.site.body, src, &reads);
         h.facts.refusals.extend(waits);
     }
     // Device functions of this file that a syntax error hides, where no helper of that name was
@@ -270,7 +274,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         let mut facts = body::facts(site.body, src, &macros, true);
         facts
             .refusals
-            .extend(spin::waiting_loops(site.body, src, &volatile));
+            .extend(spin::waiting_loops(site.body, src, &reads));
         let may_use_shared = file_shared
             || shared::may_use_shared(text(site.body, src), &facts, &helpers, &graph, src);
         let tensor_core = registers::tensor_core(text(site.body, src))

@@ -71,15 +71,48 @@ fn innermost_name(mut d: Node, src: &str) -> Option<String> {
     }
 }
 
+/// What a loop's reads are recognized by: the file's `volatile` names and its helpers that do
+/// nothing but such a read (`load_acquire(p)` around `ld.acquire` in inline PTX).
+pub struct Reads {
+    pub volatile: BTreeSet<String>,
+    pub helpers: BTreeSet<String>,
+}
+
+impl Reads {
+    /// `helpers`: the file's device helpers, by name and body.
+    pub fn new<'t>(
+        root: Node<'t>,
+        src: &str,
+        helpers: impl Iterator<Item = (&'t str, Node<'t>)> + Clone,
+    ) -> Reads {
+        let mut r = Reads {
+            volatile: volatile_names(root, src),
+            helpers: BTreeSet::new(),
+        };
+        // A helper that calls another read helper reads too: to a fixed point.
+        loop {
+            let found: BTreeSet<String> = helpers
+                .clone()
+                .filter(|(_, body)| only_reads(*body, src, &r))
+                .map(|(name, _)| name.to_string())
+                .collect();
+            if found == r.helpers {
+                return r;
+            }
+            r.helpers = found;
+        }
+    }
+}
+
 /// CP014 for each loop of `body` that waits for memory another thread writes.
-pub fn waiting_loops(body: Node, src: &str, volatile: &BTreeSet<String>) -> Vec<Diagnostic> {
+pub fn waiting_loops(body: Node, src: &str, reads: &Reads) -> Vec<Diagnostic> {
     let k = kinds();
     let mut out = Vec::new();
     lang::visit(body, |n| {
         let id = n.kind_id();
         let counted = id == k.for_statement && n.child_by_field_name("update").is_some();
         let is_loop = id == k.while_statement || id == k.do_statement || id == k.for_statement;
-        if !is_loop || counted || !waits(n, src, volatile) {
+        if !is_loop || counted || !only_reads(n, src, reads) {
             return true;
         }
         let head = n
@@ -98,8 +131,9 @@ pub fn waiting_loops(body: Node, src: &str, volatile: &BTreeSet<String>) -> Vec<
     out
 }
 
-/// Whether loop `l` reads synchronizing memory and does nothing else.
-fn waits(l: Node, src: &str, volatile: &BTreeSet<String>) -> bool {
+/// Whether `l` (a loop, a helper's body) reads synchronizing memory and does nothing else.
+fn only_reads(l: Node, src: &str, known: &Reads) -> bool {
+    let volatile = &known.volatile;
     let k = kinds();
     let mut reads = false;
     let mut other = false;
@@ -117,7 +151,7 @@ fn waits(l: Node, src: &str, volatile: &BTreeSet<String>) -> bool {
                 other = true;
             }
         } else if id == k.call_expression {
-            match call_kind(n, src) {
+            match call_kind(n, src, &known.helpers) {
                 CallKind::Read => reads = true,
                 CallKind::Quiet => {}
                 CallKind::Other => other = true,
@@ -152,7 +186,7 @@ enum CallKind {
     Other,
 }
 
-fn call_kind(call: Node, src: &str) -> CallKind {
+fn call_kind(call: Node, src: &str, read_helpers: &BTreeSet<String>) -> CallKind {
     let Some(callee) = call.child_by_field_id(fields().function) else {
         return CallKind::Other;
     };
@@ -176,7 +210,7 @@ fn call_kind(call: Node, src: &str) -> CallKind {
     let read = match name {
         "atomicAdd" | "atomicOr" | "atomicXor" | "atomicSub" => zero(1),
         "atomicCAS" => args.len() == 3 && args[1] == args[2],
-        n if FRESH_LOADS.contains(&n) => true,
+        n if FRESH_LOADS.contains(&n) || read_helpers.contains(n) => true,
         // `cuda::atomic_ref<int> r(x); while (r.load() < n);`
         "load" => callee.kind_id() == kinds().field_expression,
         _ => false,
@@ -198,11 +232,25 @@ fn text<'a>(n: Node, src: &'a str) -> &'a str {
 mod tests {
     use super::*;
 
+    /// Waiting loops of the whole of `src`, its `__device__` functions counted as helpers.
     fn loops(src: &str) -> usize {
         let parsed = crate::parse::parse(src);
         let root = parsed.tree.root_node();
-        let volatile = volatile_names(root, src);
-        waiting_loops(root, src, &volatile).len()
+        let mut functions = Vec::new();
+        crate::lang::visit(root, |n| {
+            if n.kind_id() == kinds().function_definition {
+                let name = n
+                    .child_by_field_id(fields().declarator)
+                    .and_then(|d| d.child_by_field_id(fields().declarator))
+                    .map(|d| &src[d.byte_range()]);
+                if let (Some(name), Some(body)) = (name, n.child_by_field_id(fields().body)) {
+                    functions.push((name, body));
+                }
+            }
+            true
+        });
+        let reads = Reads::new(root, src, functions.into_iter());
+        waiting_loops(root, src, &reads).len()
     }
 
     #[test]
@@ -234,6 +282,10 @@ mod tests {
         let builtin =
             "__global__ void k(int* f) { while (__atomic_load_n(f, __ATOMIC_ACQUIRE) == 0) {} }\n";
         assert_eq!(loops(builtin), 1);
+        let helper = "__device__ int load_acquire(const int* p) {\n\
+                      int v; asm volatile(\"ld.acquire.gpu.b32 %0, [%1];\" : \"=r\"(v) : \"l\"(p)); return v;\n}\n\
+                      __global__ void k(int* f) { while (load_acquire(f) == 0); }\n";
+        assert_eq!(loops(helper), 1, "a helper that only reads is a read");
     }
 
     #[test]
