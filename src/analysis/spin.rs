@@ -7,7 +7,8 @@
 //! a look-back scan) or for threads of the same block from one that deadlocks, so the kernel
 //! is left as written.
 //!
-//! A loop waits when its condition or body reads such memory and the body does nothing else:
+//! A loop waits when its condition or body reads such memory (directly, or through a helper of
+//! the file that does nothing but such a read) and the body does nothing else:
 //! no store through a pointer, an index or a field, no counter (`++`, `+=`: a bounded or
 //! progressing loop), no call but fences, sleeps and the reads themselves; its assignments
 //! only take what such a read gives. A compare-and-swap loop that writes (a lock, a
