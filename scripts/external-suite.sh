@@ -13,7 +13,9 @@
 #      EXT_BUILD (build folder, default target/external), EXT_SKIP_BUILD=1 (rerun only),
 #      EXT_TIMEOUT=120 (seconds per run), EXT_DIFF_RERUNS=6 (more runs of the original
 #      where outputs differ, to find lines it varies on its own), EXT_BUDGET_S (start no program later than this many
-#      seconds after the start, the build included), EXT_SHARD=k/n (every n-th program from the k-th), OUT (default $EXT_BUILD/out).
+#      seconds after the start, the build included), EXT_SHARD=k/n (every n-th program from the k-th), OUT (default $EXT_BUILD/out),
+#      EXT_CONFIRM_OVER=1.05 and EXT_CONFIRM_RUNS=9 (a program whose ratio is over the first is
+#      measured again with that many runs of each build, and the row says so).
 # Results: $OUT/external-results.json after every program; several runs' results (shards) make
 # one table with: python3 scripts/external_suite.py --report OUT_DIR RESULTS.json...
 set -euo pipefail
