@@ -490,8 +490,8 @@ fn mark_specialized_templates(found: &mut scan::Found) {
 /// Definitions of one kernel with one signature in one scope are the preprocessor's
 /// alternatives (SHOC's BFS defines each kernel under `#if __CUDA_ARCH__ >= 120` and as an empty
 /// stub under `#else`, so the host pass reads one and the device pass the other): they are
-/// transformed together or not at all, since a launch in either pass names the wrapper the
-/// other pass must define.
+/// transformed together or not at all, and with the same wrappers, since a launch in either
+/// pass names the wrappers the other pass must define.
 fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnostic>) {
     // The parameters' types: the alternatives may name their parameters differently.
     let types = |k: &KernelPlan| -> Vec<String> {
@@ -519,6 +519,12 @@ fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnos
     }
     for members in groups.into_values().filter(|m| m.len() > 1) {
         let Some(&left) = members.iter().find(|&&i| !kernels[i].transformed()) else {
+            // One wrapper set for all: the capped one only where every definition can have it
+            // (a launch type in one pass names the capped wrapper the other pass defines).
+            let capped = members.iter().all(|&i| kernels[i].capped_wrapper);
+            for &i in &members {
+                kernels[i].capped_wrapper = capped;
+            }
             continue;
         };
         let line = kernels[left].site.name_node.start_position().row + 1;
