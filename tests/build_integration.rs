@@ -886,6 +886,37 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
         entries(&obj).iter().any(|n| n.contains("fill__cupreempt")),
         "the whole unit's module lacks its wrapper:\n{out}"
     );
+    // Found in the preprocessed unit, before the wrapper module's compile (a full device
+    // compile): no module was compiled.
+    let private = obj.with_file_name("k.o.cupreempt");
+    let files = walk(&private);
+    assert!(
+        !files.is_empty(),
+        "no private folder at {}",
+        private.display()
+    );
+    let modules: Vec<_> = files
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "fatbin"))
+        .collect();
+    assert!(
+        modules.is_empty(),
+        "a wrapper module was compiled: {modules:?}"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 /// Two files each with a `static` kernel of one name and signature (tests/gpu/static_kernels*.cu):

@@ -550,7 +550,7 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         cmd.args = args;
         let split = match (&copies[..], &mapped[..]) {
             ([(copy, source)], [root]) if wraps && splits(&cmd) => {
-                Some(compile_split(&nvcc, &cmd, copy, source, root)?)
+                Some(compile_split(&nvcc, &cmd, copy, source, root, &support)?)
             }
             _ => None,
         };
@@ -631,9 +631,14 @@ fn compile_split(
     copy: &Path,
     source: &Path,
     root: &Path,
+    support: &Path,
 ) -> anyhow::Result<Option<std::process::ExitStatus>> {
     let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
-    let module = match super::split::wrapper_module(nvcc, &cmd.args, copy, root) {
+    // The toolkit's and the system's headers, and cupreempt's own, declare no variable of the
+    // program's.
+    let mut excluded = system_dirs(nvcc, cmd);
+    excluded.push(support.to_path_buf());
+    let module = match super::split::wrapper_module(nvcc, &cmd.args, copy, root, &excluded) {
         Ok(m) => m,
         Err(why) => {
             if verbose {

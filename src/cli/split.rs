@@ -320,6 +320,89 @@ pub fn module_args(args: &[OsString], source: &Path, fatbin: &Path) -> Vec<OsStr
     out
 }
 
+/// The module-scope variables (`__device__`, `__constant__`, `__managed__`) that the files of a
+/// preprocessed unit (`nvcc -E`, where those read `__attribute__((device))` and so on) declare
+/// outside `excluded` folders (the toolkit's, the system's, cupreempt's own headers): a cheap
+/// look, before the wrapper module's compile, at what would keep the unit whole anyway.
+/// Conservative both ways: a declaration it misreads as a function (a function-pointer
+/// variable) leaves the decision to the compiled module's symbols; one it takes for a variable
+/// only keeps the unit whole.
+pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> Vec<String> {
+    const SPACES: [&str; 3] = [
+        "__attribute__((device))",
+        "__attribute__((constant))",
+        "__attribute__((managed))",
+    ];
+    let mut names = Vec::new();
+    let mut own = true;
+    let mut pending = String::new();
+    // Folders and files compared as the file system resolves them: nvcc names its headers
+    // through the path it was run by (`bin/../include`), which may be a link.
+    let excluded: Vec<PathBuf> = excluded
+        .iter()
+        .map(|d| d.canonicalize().unwrap_or_else(|_| d.clone()))
+        .collect();
+    let mut files: std::collections::HashMap<String, bool> = Default::default();
+    for line in preprocessed.lines() {
+        // `# 12 "path" flags`: the lines after it come from that file.
+        if let Some(rest) = line.strip_prefix("# ") {
+            if let Some(path) = rest.split('"').nth(1) {
+                own = *files.entry(path.to_string()).or_insert_with(|| {
+                    let p = Path::new(path);
+                    let resolved = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+                    !path.starts_with('<')
+                        && !excluded
+                            .iter()
+                            .any(|d| resolved.starts_with(d) || p.starts_with(d))
+                });
+                pending.clear();
+                continue;
+            }
+        }
+        if !own {
+            continue;
+        }
+        if pending.is_empty() && !SPACES.iter().any(|s| line.contains(s)) {
+            continue;
+        }
+        pending.push_str(line);
+        pending.push(' ');
+        // The declaration's head: up to the first `;`, `{` or `=` after the attribute.
+        let Some(at) = SPACES.iter().filter_map(|s| pending.find(s)).min() else {
+            pending.clear();
+            continue;
+        };
+        let head = &pending[at..];
+        let Some(end) = head.find([';', '{', '=']) else {
+            if pending.len() > 4096 {
+                pending.clear();
+            }
+            continue;
+        };
+        let mut decl = head[..end].to_string();
+        for s in SPACES {
+            decl = decl.replace(s, " ");
+        }
+        // A parameter list makes it a function.
+        if !decl.contains('(') {
+            let decl = decl.split('[').next().unwrap_or(&decl);
+            if let Some(name) = decl
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .rfind(|w| !w.is_empty())
+            {
+                // The math library's tables and the compiler's constants (`toolkit_constant`).
+                if !name.starts_with("__cudart_") && !name.starts_with("__unnamed_") {
+                    names.push(name.to_string());
+                }
+            }
+        }
+        pending.clear();
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 /// What the split compile gives the linked object's compile: the header to pre-include, and
 /// how many kernels its table names.
 pub struct WrapperModule {
@@ -329,12 +412,15 @@ pub struct WrapperModule {
 
 /// Compiles the wrapper module of `source` (a transformed copy, the command's one source) next
 /// to the copies' `root`, reads its kernels and variables, and writes the header; or says why the unit stays
-/// whole.
+/// whole. First the unit is only preprocessed (a fraction of a second), and declarations of
+/// module-scope variables in files outside `excluded` (`own_device_variables`) keep it whole
+/// without the module's compile (a full device compile).
 pub fn wrapper_module(
     nvcc: &Path,
     args: &[OsString],
     source: &Path,
     root: &Path,
+    excluded: &[PathBuf],
 ) -> Result<WrapperModule, String> {
     // Beside the copies' root, and not named with it as a prefix: the launcher maps every path
     // that starts with the root to the original's (depfiles).
@@ -346,6 +432,27 @@ pub fn wrapper_module(
     let header = dir.join("wrappers.h");
     if !passable(&header) {
         return Err("its private folder's path has a comma, which nvcc options cannot pass".into());
+    }
+    let preprocessed = dir.join("unit.i");
+    let mut pre_args = module_args(args, source, &fatbin);
+    pre_args.truncate(pre_args.len().saturating_sub(3)); // `--fatbin -o FATBIN`
+    pre_args.extend(["-E".into(), "-o".into(), preprocessed.clone().into()]);
+    let read = Command::new(nvcc)
+        .args(&pre_args)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if let Some(text) = read
+        .then(|| std::fs::read_to_string(&preprocessed).ok())
+        .flatten()
+    {
+        let _ = std::fs::remove_file(&preprocessed);
+        let names = own_device_variables(&text, excluded);
+        if !names.is_empty() {
+            return Err(format!(
+                "module-scope device variables ({}): a second module would hold copies of them",
+                names.join(", ")
+            ));
+        }
     }
     let out = Command::new(nvcc)
         .args(module_args(args, source, &fatbin))
@@ -395,6 +502,32 @@ fn cuobjdump(nvcc: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_source_s_own_device_variables_are_read_from_its_preprocessed_text() {
+        let text = "# 1 \"/cuda/include/cuda_runtime.h\" 1\n\
+                    static __attribute__((device)) const int __cudart_table[2] = {1, 2};\n\
+                    # 2 \"/proj/common.h\" 1\n\
+                    static const __attribute__((device)) unsigned long long grid[2] = {1, 2};\n\
+                    __attribute__((device)) int f(int x) { return x; }\n\
+                    __attribute__((constant))\n float table[4]\n = {1,2,3,4};\n\
+                    namespace a { __attribute__((managed)) int m; }\n\
+                    __attribute__((global)) void k(int* p) { p[0] = f(1); }\n\
+                    template <class T> __attribute__((device)) T twice(T v) { return v + v; }\n\
+                    # 3 \"/proj/support/cupreempt/task_loop.cuh\" 1\n\
+                    __attribute__((device)) int internal;\n";
+        let excluded = [PathBuf::from("/cuda"), PathBuf::from("/proj/support")];
+        assert_eq!(
+            own_device_variables(text, &excluded),
+            ["grid", "m", "table"],
+            "functions, kernels and excluded folders' variables are not counted"
+        );
+        assert!(own_device_variables(
+            "# 1 \"/proj/a.cu\"\n__attribute__((device)) int f();\n",
+            &[]
+        )
+        .is_empty());
+    }
 
     /// Shaped as `cuobjdump --dump-elf-symbols` prints a transformed unit (nvcc 13, sm_90).
     const DUMP: &str = "
