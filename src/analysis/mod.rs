@@ -487,6 +487,31 @@ fn mark_specialized_templates(found: &mut scan::Found) {
     }
 }
 
+/// Leaves the transformed ones of `members` as written, each with a CP007 saying why
+/// (`message` of its name); what was said of their transformed forms (e.g. CP200) no longer
+/// holds and is dropped.
+fn leave_together(
+    kernels: &mut [KernelPlan],
+    members: &[usize],
+    diagnostics: &mut Vec<Diagnostic>,
+    message: impl Fn(&str) -> String,
+    help: &str,
+) {
+    for &i in members {
+        if kernels[i].transformed() {
+            kernels[i].mode = None;
+            let (id, name) = (kernels[i].id, kernels[i].site.name.clone());
+            diagnostics.retain(|d| d.kernel.as_ref().is_none_or(|t| t.id != id));
+            diagnostics.push(
+                Diagnostic::new(Code::Unsupported, message(&name))
+                    .label(kernels[i].site.name_node.byte_range(), "left as it is")
+                    .help(help)
+                    .kernel(id, &name),
+            );
+        }
+    }
+}
+
 /// Definitions of one kernel with one signature in one scope are the preprocessor's
 /// alternatives (SHOC's BFS defines each kernel under `#if __CUDA_ARCH__ >= 120` and as an empty
 /// stub under `#else`, so the host pass reads one and the device pass the other): they are
@@ -528,22 +553,13 @@ fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnos
             continue;
         };
         let line = kernels[left].site.name_node.start_position().row + 1;
-        for &i in &members {
-            if kernels[i].transformed() {
-                kernels[i].mode = None;
-                let (id, name) = (kernels[i].id, kernels[i].site.name.clone());
-                diagnostics.retain(|d| d.kernel.as_ref().is_none_or(|t| t.id != id));
-                diagnostics.push(
-                    Diagnostic::new(
-                        Code::Unsupported,
-                        format!("`{name}` is left as written with its other definition of the same signature (line {line}), which cannot be transformed"),
-                    )
-                    .label(kernels[i].site.name_node.byte_range(), "left as it is")
-                    .help("definitions of one kernel chosen by the preprocessor are transformed together, so that a launch in any compilation pass finds the same wrappers")
-                    .kernel(id, &name),
-                );
-            }
-        }
+        leave_together(
+            kernels,
+            &members,
+            diagnostics,
+            |name| format!("`{name}` is left as written with its other definition of the same signature (line {line}), which cannot be transformed"),
+            "definitions of one kernel chosen by the preprocessor are transformed together, so that a launch in any compilation pass finds the same wrappers",
+        );
     }
 }
 
@@ -580,23 +596,13 @@ fn couple_specializations<'t>(
                 Some(r) => format!("`{}{}`", why.name, &src[r.clone()]),
                 None => format!("the template `{}`", why.name),
             };
-            for &i in &members {
-                if kernels[i].transformed() {
-                    kernels[i].mode = None;
-                    let (id, name) = (kernels[i].id, kernels[i].site.name.clone());
-                    // What was said of its transformed form (e.g. CP200) no longer holds.
-                    diagnostics.retain(|d| d.kernel.as_ref().is_none_or(|t| t.id != id));
-                    diagnostics.push(
-                        Diagnostic::new(
-                            Code::Unsupported,
-                            format!("`{name}` is left as written with its whole template family: {which} cannot be transformed"),
-                        )
-                        .label(kernels[i].site.name_node.byte_range(), "left as it is")
-                        .help("a kernel template and its explicit specializations are transformed together, so that a launch of any instance runs that instance's body")
-                        .kernel(id, &name),
-                    );
-                }
-            }
+            leave_together(
+                kernels,
+                &members,
+                diagnostics,
+                |name| format!("`{name}` is left as written with its whole template family: {which} cannot be transformed"),
+                "a kernel template and its explicit specializations are transformed together, so that a launch of any instance runs that instance's body",
+            );
             continue;
         }
         // One wrapper set for the family: the capped one only where every member can have it
