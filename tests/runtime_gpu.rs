@@ -159,6 +159,8 @@ struct Job {
     grid: [u32; 3],
     block: u32,
     stream: sys::CUstream,
+    /// Gated links of each launch (LaunchConfig::links).
+    links: u32,
 }
 
 const POISON: u32 = 0xdeadbeef;
@@ -182,6 +184,7 @@ impl Job {
             grid,
             block,
             stream: stream(),
+            links: 0,
         }
     }
 
@@ -205,7 +208,10 @@ impl Job {
         args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
         let k = g.rt.launch_kept_off(
             &g.spin,
-            &LaunchConfig::new(self.grid, [self.block, 1, 1], 0),
+            &LaunchConfig {
+                links: self.links,
+                ..LaunchConfig::new(self.grid, [self.block, 1, 1], 0)
+            },
             unsafe { StreamRef::from_raw(self.stream) },
             &args,
             off,
@@ -578,13 +584,97 @@ fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
     }
 }
 
+/// Gated links (rt::links): a launch with 3 links, preempted and resumed 5 times. The first
+/// three preemptions leave no block of the kernel on the GPU (each link leaves whole and the
+/// stream waits at the next closed gate), the later ones park the anchor's last block as a
+/// first instance does; the stream waits for the kernel throughout and every task runs once.
+/// Then a launch with links that is never preempted: the kernel opens its gates itself.
+fn gated_links(g: &Setup) -> Result<String, String> {
+    let job = Job {
+        links: 3,
+        ..Job::new([200_000, 1, 1], 64)
+    };
+    let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
+    let (mut seen, mut starts) = (Vec::new(), Vec::new());
+    let mut before = 0;
+    for cycle in 1..=5 {
+        // Each preemption must catch the kernel at work: first the next link's (or the
+        // anchor's, or a resumed instance's) blocks in the task loop.
+        let t = Instant::now();
+        while k.holds_no_sm_but_a_parked_block() {
+            if t.elapsed() > Duration::from_millis(100) {
+                return Err(format!(
+                    "cycle {cycle}: no block at work 100 ms after the start or resume"
+                ));
+            }
+        }
+        starts.push(format!("{:.0}", t.elapsed().as_secs_f64() * 1e6));
+        std::thread::sleep(Duration::from_micros(300));
+        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        k.wait_yielded().map_err(|e| e.to_string())?;
+        // The anchor's tail takes a moment to park; a link leaves nothing behind at all.
+        std::thread::sleep(Duration::from_millis(2));
+        let p1 = k.progress().map_err(|e| e.to_string())?;
+        std::thread::sleep(Duration::from_millis(10));
+        let p2 = k.progress().map_err(|e| e.to_string())?;
+        if p1.done != p2.done || p1.done >= p1.total || p1.done <= before {
+            return Err(format!(
+                "cycle {cycle}: progress {} then {} of {} while preempted",
+                p1.done, p2.done, p1.total
+            ));
+        }
+        let parked = k.is_parked();
+        if parked != (cycle > 3) {
+            return Err(format!(
+                "cycle {cycle}: a block parked: {parked} (links leave none; the anchor parks one)"
+            ));
+        }
+        if !k.holds_no_sm_but_a_parked_block() {
+            return Err(format!("cycle {cycle}: blocks still in the task loop"));
+        }
+        if stream_idle(job.stream) || job.snap.read(g.side).iter().any(|&w| w != POISON) {
+            return Err(format!("cycle {cycle}: the stream went on while preempted"));
+        }
+        seen.push(format!("{}", p1.done));
+        before = p1.done;
+        k.resume(Target::All).map_err(|e| e.to_string())?;
+    }
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    let instances = k.instances();
+    drop(k);
+    let quiet = Job {
+        links: 3,
+        ..Job::new([20_000, 1, 1], 64)
+    };
+    let q = quiet.launch(g, 1_000).map_err(|e| e.to_string())?;
+    sync_within(quiet.stream, Duration::from_secs(10))?;
+    quiet.check(g)?;
+    if !q.is_complete().map_err(|e| e.to_string())? {
+        return Err("a launch with links is not complete after its stream went idle".into());
+    }
+    Ok(format!(
+        "preempted at {} of 200000 tasks, no block left on the GPU for the first 3, the anchor parked for the rest ({instances} instances in all); blocks at work {} us after the launch and each resume; exact; a launch with links never preempted: exact",
+        seen.join(", "),
+        starts.join(", ")
+    ))
+}
+
 /// Random preempt/resume cycles on a stream of launches until `cycles` have run.
 fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
+    storm_with(g, cycles, 0)
+}
+
+/// As `storm`, every launch with `links` gated links.
+fn storm_with(g: &Setup, cycles: usize, links: u32) -> Result<String, String> {
     rt::set_event_timing(true);
     let mut next = xorshift(0x9e3779b97f4a7c15);
     // About 0.5 ms per launch on the H100 (4,224 resident blocks, 20 us tasks): most random
     // gaps of up to 200 us fall while tasks are left.
-    let job = Job::new([100_000, 1, 1], 32);
+    let job = Job {
+        links,
+        ..Job::new([100_000, 1, 1], 32)
+    };
     // `done` counts only the cycles that caught the kernel with tasks left; one that yielded
     // at its end (it finished between the look and the command) proves nothing.
     let (mut done, mut launches, mut missed) = (0, 0, 0);
@@ -889,7 +979,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 9] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("queued", queued),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
@@ -899,6 +989,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("resumed on half", resumed_on_half),
         ("kept off", kept_off),
         ("errors", errors),
+        ("gated links", gated_links),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").
     let chosen = std::env::var("CUPREEMPT_SCENARIOS").ok();
@@ -907,7 +998,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         None => scenarios
             .iter()
             .map(|(n, _)| *n)
-            .chain(["storm", "many streams"])
+            .chain(["storm", "storm with links", "many streams"])
             .collect(),
     };
     watchdog(test_clock());
@@ -917,6 +1008,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         let r = match scenarios.iter().find(|(n, _)| *n == name) {
             Some((_, f)) => f(&g),
             None if name == "storm" => storm(&g, cycles),
+            None if name == "storm with links" => storm_with(&g, cycles / 4, 4),
             None if name == "many streams" => many_streams(&g, cycles / 2),
             None => Err(format!("no scenario called {name:?}")),
         };

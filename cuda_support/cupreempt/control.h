@@ -33,7 +33,15 @@ typedef struct cupreempt_control {
   unsigned int pad3[29];
   unsigned int main_left;      /* blocks of the first instance that have left the loop */
   unsigned int running_blocks; /* blocks inside the task loop (CUPREEMPT_AUDIT builds only) */
-  unsigned int pad4[30];
+  /* Gated links: blocks of links and anchor that have entered the loop, numbered in order (a
+   * link's blocks take consecutive numbers); the first block of each reads the command in host
+   * memory and writes it below, then forward_ready = its number + 1. */
+  unsigned int link_entries;
+  unsigned int forward_ready;
+  unsigned int forward_seq;
+  unsigned int forward_command;
+  unsigned int forward_mask[CUPREEMPT_MAX_SMS / 32];
+  unsigned int pad4[18];
   unsigned long long yield_ns; /* %globaltimer of the latest yield (latency measurements) */
   unsigned long long start_ns; /* %globaltimer when task 0 was taken (run-time measurement) */
   unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */
@@ -57,8 +65,27 @@ typedef struct cupreempt_host {
   unsigned long long launch; /* host: the launch's number, so that a reused mirror is told apart */
   unsigned long long entered_ns; /* kernel: %globaltimer when a block last entered the task
                                   * loop (any instance): a start or a resume, on the GPU's clock */
+  /* Gated links (CUPREEMPT_LINK): the launch's stream waits before link i + 1 until
+   * gate >= i + 1, compared as the stream's wait does (a signed difference). The host writes
+   * the low 16 bits (links opened by resumes), the kernel the top byte (CUPREEMPT_GATES_OPEN,
+   * once every task has retired), so that neither overwrites the other. */
+  unsigned int gate;
+  unsigned int gate_pad;
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
 } cupreempt_host;
+
+/* cupreempt_launch.first: the instance's part in its launch (docs/runtime.md, "Time-sliced
+ * GPUs: gated links"). */
+#define CUPREEMPT_RESUMED 0u /* launched by a resume: looks at the command before any task */
+#define CUPREEMPT_FIRST 1u   /* the launch's first instance: claims its first chunk first; its
+                              * last block holds the stream until every task has retired */
+#define CUPREEMPT_LINK 2u    /* a gated link: reads the command in host memory first and leaves
+                              * whole when preempted; the block that retires the launch's last
+                              * task opens every gate */
+#define CUPREEMPT_ANCHOR 3u  /* the links' last instance: reads the command in host memory
+                              * first; its last block holds the stream as _FIRST's does */
+/* The top byte of cupreempt_host.gate once every task has retired: every gate is open. */
+#define CUPREEMPT_GATES_OPEN 0x7fu
 
 /* Passed by value to every persistent wrapper kernel. The transformer names this type in the
  * wrappers it generates (src/vocab.rs, LAUNCH_TYPE). */
@@ -70,7 +97,7 @@ typedef struct cupreempt_launch {
   unsigned int budget_ns; /* adaptive chunks: work between two checks; 0 = kernel default */
   unsigned int* audit;    /* tests: one execution counter per task; NULL (the runtime's) = none */
   cupreempt_host* host;   /* runtime launches: the host mirror; NULL elsewhere */
-  unsigned int first;     /* 1: the launch's first instance, whose last block holds the stream */
+  unsigned int first;     /* what the instance is: CUPREEMPT_RESUMED, _FIRST, _LINK or _ANCHOR */
   unsigned int progress_shift; /* host->done_tasks is refreshed when done_tasks >> this changes */
   /* An earlier launch's time per task in ns (0: none known): adaptive chunks then start with as
    * many tasks as fit the budget, up to kMaxFirstChunk, instead of one. */

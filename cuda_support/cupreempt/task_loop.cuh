@@ -267,9 +267,15 @@ __device__ __forceinline__ bool read_host_command(const cupreempt_host* h,
   const unsigned s1 = load_acquire_sys(&h->seq);
   if (s1 & 1u) return false;
   if (s1 == ls.host_seq) return true;
-  const bool away = sends_away(*(const volatile unsigned*)&h->command,
-                               (const volatile unsigned*)h->sm_mask, ls.smid);
-  asm volatile("fence.acq_rel.sys;" ::: "memory");  // the loads above before the one below
+  // Acquire loads, each ordered before the next: the second look at seq comes after the
+  // command's words, as a seqlock needs, with no system-scope fence. A fence here waits for
+  // the block's earlier stores to host memory (its lane) to land, and a gated link's thousands
+  // of blocks, each reading here as they start, then took milliseconds to begin (H200).
+  const unsigned cmd = load_acquire_sys(&h->command);
+  const unsigned smid = ls.smid;
+  const bool listed = (cmd & CUPREEMPT_YIELD_SMS) && smid < CUPREEMPT_MAX_SMS &&
+                      ((load_acquire_sys(&h->sm_mask[smid / 32]) >> (smid % 32)) & 1u);
+  const bool away = (cmd & CUPREEMPT_YIELD_ALL) || listed;
   if (load_acquire_sys(&h->seq) != s1) return false;
   ls.host_seq = s1;
   ls.host_away = away;
@@ -353,6 +359,45 @@ __host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, u
   return n >= 1.0f ? (unsigned)n : 1u;
 }
 
+// The command in force as a gated link's (or the anchor's) block starts, into ls as
+// read_host_command() leaves it. Each block reading host memory itself made a link's 4,224
+// blocks take milliseconds to start (H200: one read of host memory is about 2 us, and they
+// queue), so the link's first block reads it and passes it on in the control block, and the
+// others wait for that in device memory. A link's blocks all enter after the previous link's
+// have left (the stream runs one after the other), so they take consecutive entry numbers, and
+// the first of them is the one whose number is a multiple of the grid; an anchor's tail that
+// goes back to work enters once more, after every block of its grid: it reads for itself.
+__device__ __forceinline__ void link_command(cupreempt_control* c, const cupreempt_host* h,
+                                             volatile LeaderState& ls) {
+  const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
+  const unsigned entry = atomicAdd(&c->link_entries, 1u), first = entry - entry % blocks;
+  if (entry == first) {
+    unsigned mask[CUPREEMPT_MAX_SMS / 32];
+    unsigned seq, cmd;
+    for (;;) {  // a seqlock read of the whole command (the host's writes take microseconds)
+      seq = load_acquire_sys(&h->seq);
+      if (seq & 1u) continue;
+      cmd = load_acquire_sys(&h->command);
+#pragma unroll
+      for (unsigned i = 0; i < CUPREEMPT_MAX_SMS / 32; ++i) mask[i] = load_acquire_sys(&h->sm_mask[i]);
+      if (load_acquire_sys(&h->seq) == seq) break;
+    }
+    c->forward_seq = seq;
+    c->forward_command = cmd;
+#pragma unroll
+    for (unsigned i = 0; i < CUPREEMPT_MAX_SMS / 32; ++i) c->forward_mask[i] = mask[i];
+    __threadfence();
+    atomicExch(&c->forward_ready, first + 1);
+  } else {
+    while (*(volatile unsigned*)&c->forward_ready != first + 1) {
+    }
+    __threadfence();
+  }
+  ls.host_seq = *(volatile unsigned*)&c->forward_seq;
+  ls.host_away = sends_away(*(volatile unsigned*)&c->forward_command,
+                            (const volatile unsigned*)c->forward_mask, ls.smid);
+}
+
 // The leader's first step in a block (or a parked block's return to work). In a runtime
 // launch's first instance it takes the block's first chunk before anything else, without
 // looking at the command: a block that starts while a command is in force runs that one chunk
@@ -380,7 +425,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
                                           unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
                                           volatile LeaderState& ls, BlockState& st) {
-  const bool take = first && host && !start_away;  // a runtime launch's first instance
+  const bool take = first == CUPREEMPT_FIRST && host && !start_away;  // a runtime launch's first instance
   unsigned long long begin = 0;
   if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
   ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
@@ -393,7 +438,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   atomicAdd(&c->running_blocks, 1u);
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[smid][ls.lane] = 1;
-  if (host && first) host->started = 1;  // the runtime's resume looks at it
+  if (host && first != CUPREEMPT_RESUMED) host->started = 1;  // the runtime's resume looks at it
   if (host) host->entered_ns = global_ns();  // switches between kernels, on the GPU's clock
   // The fence orders the stores above before the block's first look at the command. A block
   // that took its first chunk looks only in its first next_chunk, so the fence waits there,
@@ -403,6 +448,12 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   ls.fence_due = take;
   if (!take) {
     __threadfence();
+    // A gated link or anchor starts when a gate opens, which the host does from host memory,
+    // with the command that let it start possibly still on its way to the control block (or
+    // held up behind this very stream's wait in a shared hardware queue): host memory decides
+    // until the control block catches up (must_yield). The runtime then counts such a kernel
+    // as yielded once no block holds a lane, whether or not the command has landed.
+    if (host && first >= CUPREEMPT_LINK) link_command(c, host, ls);
     return false;
   }
   if (begin == 0) c->start_ns = global_ns();  // the launch's run time starts
@@ -532,11 +583,17 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
 // have no such block, so the block that retires the last task raises `finished`. Then the
 // block stops counting itself (lane first, in host memory, before another block can take the
 // lane over; the GPU's stores to host memory arrive in the order they were made).
+//
+// A gated link's block that retires the last task opens every gate (the top byte of
+// host->gate, a byte of its own: the host writes the low bits), so that the stream runs through
+// the remaining links, which find nothing to do, to the anchor, whose tail raises `finished`.
 static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host* host,
-                                   unsigned long long total, volatile LeaderState& ls) {
+                                   unsigned long long total, unsigned first,
+                                   volatile LeaderState& ls) {
   const unsigned long long ran = ls.ran;
   if (host) {
-    if (ran) atomicAdd(&c->retired_tasks, ran);
+    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total && first == CUPREEMPT_LINK)
+      reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;
   } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
     __threadfence();
     atomicExch(&c->finished, 1u);
@@ -675,8 +732,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       __threadfence();
       __syncthreads();
       if (leader) {
-        leave(c, l.host, l.total_tasks, ls);
-        again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);
+        leave(c, l.host, l.total_tasks, l.first, ls);
+        again = (l.first == CUPREEMPT_FIRST || l.first == CUPREEMPT_ANCHOR) && l.host &&
+                stay(c, l.host, l.total_tasks, ls);
       }
       __syncthreads();
       if (!__shfl_sync(0xffffffffu, again, 0)) break;

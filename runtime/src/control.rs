@@ -31,7 +31,16 @@ pub struct ControlBlock {
     pub main_left: u32,
     /// Blocks inside the task loop (counted in `CUPREEMPT_AUDIT` builds only).
     pub running_blocks: u32,
-    pub pad4: [u32; 30],
+    /// Gated links: blocks of links and anchor that have entered the task loop (the blocks of
+    /// one link take consecutive numbers, the first of them reads the command in host memory).
+    pub link_entries: u32,
+    /// The entry number of the link whose first block wrote the `forward_*` words, plus one.
+    pub forward_ready: u32,
+    /// The command in host memory as that block read it: its number, word and SM mask.
+    pub forward_seq: u32,
+    pub forward_command: u32,
+    pub forward_mask: [u32; MAX_SMS / 32],
+    pub pad4: [u32; 18],
     /// `%globaltimer` of the latest yield (ns), for latency measurements.
     pub yield_ns: u64,
     /// `%globaltimer` when task 0 was taken (ns): the start of the launch's run time.
@@ -58,7 +67,12 @@ impl ControlBlock {
             pad3: [0; 29],
             main_left: 0,
             running_blocks: 0,
-            pad4: [0; 30],
+            link_entries: 0,
+            forward_ready: 0,
+            forward_seq: 0,
+            forward_command: 0,
+            forward_mask: [0; MAX_SMS / 32],
+            pad4: [0; 18],
             yield_ns: 0,
             start_ns: 0,
             yielded_blocks: 0,
@@ -102,10 +116,31 @@ pub struct HostMirror {
     /// process on the GPU shares (the scheduler daemon measures switches between kernels
     /// with it).
     pub entered_ns: u64,
+    /// The gate of a launch's gated links (`rt::links`): the stream waits before link i + 1
+    /// until `gate >= i + 1` (a signed difference, as `cuStreamWaitValue32` compares). The host
+    /// writes the low 16 bits (the links its resumes opened), the kernel the top byte
+    /// ([`GATES_OPEN`], once every task has retired): neither overwrites the other's bytes.
+    pub gate: u32,
+    pub gate_pad: u32,
     /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
     /// inside the task loop.
     pub lanes: [[u8; LANES]; MAX_SMS],
 }
+
+/// [`LaunchParams::first`] of an instance launched by a resume: its blocks look at the command
+/// before they take a task, and none of them stays.
+pub const RESUMED: u32 = 0;
+/// A launch's first instance: its blocks claim their first chunk first, and its last block
+/// holds the stream until every task has retired.
+pub const FIRST: u32 = 1;
+/// A gated link (`rt::links`): its blocks read the command in host memory first and all leave
+/// when preempted; the block that retires the last task opens every gate.
+pub const LINK: u32 = 2;
+/// The last instance after the gated links: reads the command in host memory first; its last
+/// block holds the stream as a first instance's does.
+pub const ANCHOR: u32 = 3;
+/// The top byte of [`HostMirror::gate`] once every task has retired (every gate open).
+pub const GATES_OPEN: u8 = 0x7f;
 
 /// `cupreempt_launch`: passed by value to every persistent wrapper kernel.
 #[repr(C)]
@@ -122,8 +157,7 @@ pub struct LaunchParams {
     /// Device-visible pointer to the [`HostMirror`], or 0 (then no block stays for stream
     /// order: launches that do not go through the runtime).
     pub host: u64,
-    /// 1 for a launch's first instance, whose last block keeps the stream until every task is
-    /// retired; 0 for resumed instances.
+    /// The instance's part in its launch: [`RESUMED`], [`FIRST`], [`LINK`] or [`ANCHOR`].
     pub first: u32,
     /// The mirror's `done_tasks` is refreshed when `done_tasks >> progress_shift` changes.
     pub progress_shift: u32,
@@ -184,6 +218,9 @@ int main(void) {
   F(cupreempt_control, command_seq);
   F(cupreempt_control, running_blocks); F(cupreempt_control, yielded_blocks);
   F(cupreempt_control, finished); F(cupreempt_control, main_left);
+  F(cupreempt_control, link_entries); F(cupreempt_control, forward_ready);
+  F(cupreempt_control, forward_seq); F(cupreempt_control, forward_command);
+  F(cupreempt_control, forward_mask);
   F(cupreempt_control, yield_ns); F(cupreempt_control, start_ns);
   F(cupreempt_control, sm_mask);
   F(cupreempt_control, sm_lanes);
@@ -196,8 +233,11 @@ int main(void) {
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
   F(cupreempt_host, yield_ns); F(cupreempt_host, run_ns); F(cupreempt_host, launch);
-  F(cupreempt_host, entered_ns); F(cupreempt_host, lanes);
+  F(cupreempt_host, entered_ns); F(cupreempt_host, gate); F(cupreempt_host, lanes);
   printf("sizeof.host %zu\n", sizeof(cupreempt_host));
+  printf("const.RESUMED %u\n", CUPREEMPT_RESUMED); printf("const.FIRST %u\n", CUPREEMPT_FIRST);
+  printf("const.LINK %u\n", CUPREEMPT_LINK); printf("const.ANCHOR %u\n", CUPREEMPT_ANCHOR);
+  printf("const.GATES_OPEN %u\n", CUPREEMPT_GATES_OPEN);
   return 0;
 }
 "#,
@@ -230,6 +270,11 @@ int main(void) {
             at!("cupreempt_control", ControlBlock, yielded_blocks),
             at!("cupreempt_control", ControlBlock, finished),
             at!("cupreempt_control", ControlBlock, main_left),
+            at!("cupreempt_control", ControlBlock, link_entries),
+            at!("cupreempt_control", ControlBlock, forward_ready),
+            at!("cupreempt_control", ControlBlock, forward_seq),
+            at!("cupreempt_control", ControlBlock, forward_command),
+            at!("cupreempt_control", ControlBlock, forward_mask),
             at!("cupreempt_control", ControlBlock, yield_ns),
             at!("cupreempt_control", ControlBlock, start_ns),
             at!("cupreempt_control", ControlBlock, sm_mask),
@@ -257,8 +302,14 @@ int main(void) {
             at!("cupreempt_host", HostMirror, run_ns),
             at!("cupreempt_host", HostMirror, launch),
             at!("cupreempt_host", HostMirror, entered_ns),
+            at!("cupreempt_host", HostMirror, gate),
             at!("cupreempt_host", HostMirror, lanes),
             ("sizeof.host", size_of::<HostMirror>()),
+            ("const.RESUMED", RESUMED as usize),
+            ("const.FIRST", FIRST as usize),
+            ("const.LINK", LINK as usize),
+            ("const.ANCHOR", ANCHOR as usize),
+            ("const.GATES_OPEN", GATES_OPEN as usize),
         ];
         for (name, ours) in expected {
             let line = out

@@ -245,9 +245,15 @@ impl LaunchCall {
         steps::lap(Step::Arguments);
         let rt = current_runtime()?;
         steps::lap(Step::Runtime);
-        if let Some(key) = &self.history {
+        let run_ns = self.history.as_ref().and_then(|key| {
             cfg.task_ns = rt.inner.history.task_ns(key);
-        }
+            rt.inner.history.run_ns(key)
+        });
+        // MPS is asked for (a driver call, once) only where a scheduler steers the process.
+        let scheduled = super::scheduler::socket().is_some();
+        let mps = if scheduled { rt.inner.mps() } else { None };
+        cfg.links =
+            super::links::links_for(super::links::Setting::from_env(), scheduled, mps, run_ns);
         steps::lap(Step::History);
         // A preemptible launch: the runtime's streams (commands, resumes) should be ready
         // before a preemption needs them.

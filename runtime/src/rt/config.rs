@@ -33,6 +33,9 @@ pub struct LaunchConfig {
     /// An earlier launch's time per task in ns, or 0: adaptive chunks then start with as many
     /// tasks as fit their budget (at most 3) instead of one.
     pub task_ns: u32,
+    /// Gated links before the launch's last instance (rt::links; 0: none, the first instance's
+    /// last block holds the stream while preempted).
+    pub links: u32,
 }
 
 impl LaunchConfig {
@@ -44,6 +47,7 @@ impl LaunchConfig {
             chunk: 0,
             budget_ns: 0,
             task_ns: 0,
+            links: 0,
         }
     }
 

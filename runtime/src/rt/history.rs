@@ -282,6 +282,12 @@ impl History {
         None
     }
 
+    /// How long the last measured preemptible launch of `key` ran (ns), where one was.
+    pub fn run_ns(&self, key: &LaunchKey) -> Option<u64> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.by_config.get(key)?.run_ns
+    }
+
     /// The time per task (ns) of the last measured preemptible launch of `key`, or 0 when none
     /// was measured: its run time over the tasks that each of its blocks ran one after
     /// another (`tasks / min(tasks, capacity)`). The ramp and the drain count as task time,

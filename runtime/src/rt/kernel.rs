@@ -27,7 +27,9 @@ use super::error::{Error, Result};
 use super::pool::{Mirror, Retired};
 use super::runtime::{Function, Inner, Runtime};
 use super::steps::{self, Step};
-use crate::control::{progress_shift, ControlBlock, HostMirror, LaunchParams, LANES};
+use crate::control::{
+    progress_shift, ControlBlock, HostMirror, LaunchParams, ANCHOR, FIRST, LANES, LINK, RESUMED,
+};
 use crate::smset::{SmSet, MAX_SMS};
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of, MaybeUninit};
@@ -129,6 +131,9 @@ pub struct Kernel {
     instances: Vec<Instance>,
     /// The runtime stream its resumed instances go to (chosen at the first resume).
     resume_stream: Option<CUstream>,
+    /// Gated links before the last instance (rt::links), and how many gates resumes opened.
+    links: u32,
+    gates_opened: u32,
     last_request: Option<Event>,
     /// The highest progress seen (the mirror's stores may land out of order).
     progress_seen: AtomicU64,
@@ -174,7 +179,8 @@ impl Runtime {
         super::trace_setup("occupancy");
         steps::lap(Step::Occupancy);
         // Never so many queued that the driver's queue fills behind a preempted launch.
-        rt.queued.wait_for_room(super::queued::MAX_QUEUED);
+        rt.queued
+            .wait_for_room(super::links::queued_limit(cfg.links));
         let slot = rt.acquire_slot(stream)?;
         super::trace_setup("control block");
         steps::lap(Step::ControlBlock);
@@ -197,7 +203,7 @@ impl Runtime {
                 budget_ns: cfg.budget_ns,
                 audit: 0,
                 host: slot.mirror.device,
-                first: 1,
+                first: FIRST,
                 progress_shift: progress_shift(tasks),
                 task_ns: cfg.task_ns,
                 start_off: [0; MAX_SMS / 32],
@@ -211,6 +217,8 @@ impl Runtime {
             landed: None,
             instances: Vec::new(),
             resume_stream: None,
+            links: cfg.links,
+            gates_opened: 0,
             last_request: None,
             progress_seen: AtomicU64::new(0),
         };
@@ -223,11 +231,14 @@ impl Runtime {
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         steps::lap(Step::Handle);
+        if k.links > 0 {
+            k.launch_links(stream, blocks)?;
+        }
         k.launch_instance(stream, blocks)?;
         rt.queued.add(k.mirror, number);
         super::trace_setup("launch and end event");
         // Every later instance is a resumed one, launched after the newest command has landed.
-        k.params.first = 0;
+        k.params.first = RESUMED;
         k.params.start_off = [0; MAX_SMS / 32];
         Ok(k)
     }
@@ -250,7 +261,35 @@ impl Kernel {
         Ok(e)
     }
 
+    /// The gated links (rt::links) on the application's stream, each followed by its wait;
+    /// the instance launched next is their anchor.
+    fn launch_links(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
+        // SAFETY: the slot is ours, and no kernel of an earlier launch that had it still runs.
+        unsafe { addr_of_mut!((*self.mirror.host).gate).write_volatile(0) };
+        let gate = self.mirror.device + offset_of!(HostMirror, gate) as u64;
+        self.params.first = LINK;
+        for link in 1..=self.links {
+            self.launch_grid(stream, blocks)?;
+            drv!(cuStreamWaitValue32_v2(
+                stream,
+                gate,
+                link,
+                cudarc::driver::sys::CUstreamWaitValue_flags::CU_STREAM_WAIT_VALUE_GEQ as u32
+            ))?;
+        }
+        self.params.first = ANCHOR;
+        Ok(())
+    }
+
     fn launch_instance(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
+        self.launch_grid(stream, blocks)?;
+        let end = self.record(stream, super::timing())?;
+        self.instances.push(Instance { blocks, end });
+        steps::lap(Step::EndEvent);
+        Ok(())
+    }
+
+    fn launch_grid(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
         let mut ptrs: Vec<*mut c_void> = std::iter::once(&self.params as *const _ as *mut c_void)
             .chain(self.args.values.iter().map(|v| v.as_ptr() as *mut c_void))
             .collect();
@@ -269,9 +308,6 @@ impl Kernel {
             std::ptr::null_mut()
         ))?;
         steps::lap(Step::LaunchCall);
-        let end = self.record(stream, super::timing())?;
-        self.instances.push(Instance { blocks, end });
-        steps::lap(Step::EndEvent);
         Ok(())
     }
 
@@ -411,6 +447,7 @@ impl Kernel {
             let landed = self.landed.as_ref().map_or(Ok(true), |e| e.is_done())?;
             let look = |idle: bool| YieldLook {
                 landed,
+                host_decides: self.host_decides(),
                 held_up: asked.elapsed() >= HELD_UP,
                 gone: not_started() || self.is_parked(),
                 idle,
@@ -479,10 +516,25 @@ impl Kernel {
         self.send(next)?;
         // Not started: its blocks will find the command cleared. Another instance before then
         // would run tasks before the application's earlier work on its stream is done.
-        if !self.started()
-            || self.first_instance_ended()?
-            || !self.rt.resume_launches.load(Ordering::Relaxed)
-        {
+        if !self.started() || self.first_instance_ended()? {
+            return Ok(());
+        }
+        // Gated links: the next link goes on with the work (rt::links). A gate opened while a
+        // link still runs (the resume of part of the GPU) lets the next link start once that
+        // one ends, with nothing to do if it did it all.
+        if self.gates_opened < self.links {
+            self.gates_opened += 1;
+            let opened = super::links::host_gate(self.gates_opened);
+            // SAFETY: the mirror is ours; the host writes only the gate's low 16 bits, the
+            // kernel only its top byte.
+            unsafe {
+                addr_of_mut!((*self.mirror.host).gate)
+                    .cast::<u16>()
+                    .write_volatile(opened)
+            };
+            return Ok(());
+        }
+        if !self.rt.resume_launches.load(Ordering::Relaxed) {
             return Ok(());
         }
         // As many blocks as the whole GPU holds, not just the freed SMs: the hardware places
@@ -604,6 +656,18 @@ impl Kernel {
         Ok((seen > request_ns).then(|| (seen - request_ns) as f32 / 1e6))
     }
 
+    /// No block of the kernel is in the task loop on any SM (a parked last block, which has
+    /// left the loop, aside): what a preempted kernel leaves behind (tests).
+    pub fn holds_no_sm_but_a_parked_block(&self) -> bool {
+        (0..self.rt.sm_count as usize).all(|s| self.sm_idle(s))
+    }
+
+    /// Whether every block that may still start reads the command in host memory before it
+    /// takes a task: gated links and their anchor do (rt::links), a resumed instance does not.
+    fn host_decides(&self) -> bool {
+        self.links > 0 && self.instances.len() == 1
+    }
+
     /// Whether a block of the first instance has started (the host mirror's flag), so that
     /// the application's earlier work on its stream is done. A flag rather than an event
     /// recorded before the launch: one stream operation less per launch (an event record
@@ -684,6 +748,9 @@ impl Kernel {
 struct YieldLook {
     /// The command's writes are in the control block.
     landed: bool,
+    /// Every block that starts from now on reads the command in host memory first (gated
+    /// links), where the host published it before anything else.
+    host_decides: bool,
     /// `HELD_UP` has passed since the command was given.
     held_up: bool,
     /// No block of the first instance is in the loop: it has not started, or its tail is
@@ -709,7 +776,7 @@ impl YieldLook {
     /// The command is in the control block, or held up while no block of the first
     /// instance can still be working: what the lanes then decide.
     fn command_settled(&self) -> bool {
-        self.landed || (self.held_up && self.gone)
+        self.landed || self.host_decides || (self.held_up && self.gone)
     }
 }
 
@@ -759,6 +826,7 @@ mod tests {
     fn look(landed: bool, held_up: bool, gone: bool, idle: bool) -> bool {
         YieldLook {
             landed,
+            host_decides: false,
             held_up,
             gone,
             idle,
@@ -781,5 +849,24 @@ mod tests {
         // ...after which it has (not started, or its tail parked on the command it read in
         // host memory: the many-streams hang).
         assert!(look(false, true, true, true));
+    }
+
+    /// Gated links: every block that may still start reads the command in host memory, so
+    /// no lane held on the SMs is enough, landed or not; a lane held is still never enough.
+    #[test]
+    fn with_gated_links_host_memory_decides() {
+        let linked = |landed: bool, idle: bool| {
+            YieldLook {
+                landed,
+                host_decides: true,
+                held_up: false,
+                gone: false,
+                idle,
+            }
+            .may_have_yielded()
+        };
+        assert!(linked(false, true));
+        assert!(!linked(false, false));
+        assert!(!linked(true, false));
     }
 }

@@ -30,6 +30,7 @@ pub(crate) mod driver;
 mod error;
 mod history;
 mod kernel;
+mod links;
 mod plan;
 mod pool;
 mod preload;
