@@ -398,9 +398,10 @@ impl Scheduler {
             let pid = self.conns.get(&conn).map_or(0, |(who, _)| who.pid);
             eprintln!(
                 "cupreemptd: GPU {g}: a program (pid {pid}) runs in a CUDA context of its own \
-                 (no MPS): the GPU time-slices between contexts, and a kernel preempted here \
-                 keeps a parked block that still takes its context's slices (docs/daemon.md, \
-                 \"Measured: several GPUs\"); {}",
+                 (no MPS): the GPU time-slices between contexts; its launches come with gated \
+                 links, so that a kernel preempted here leaves no block to take its context's \
+                 slices, up to one preemption per link (docs/daemon.md, \"Programs without \
+                 MPS\"); {}",
                 match self.contexts {
                     Contexts::Steer => {
                         "scheduling such programs all the same (--contexts leave leaves them alone)"
