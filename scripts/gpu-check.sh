@@ -149,6 +149,24 @@ for rdc in "" "-rdc=true"; do
     status=1
   fi
 done
+# Immutable tables (tests/gpu/immutable_tables.cu: static const __device__, __constant__ const,
+# constexpr __device__): the launcher copies them into the wrapper module and splits the unit;
+# every launch preemptible, then under chaos mode, every output checked by the program.
+imt=$e2e/immutable_tables
+if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
+    tests/gpu/immutable_tables.cu -o $imt >$imt.build.txt 2>&1 &&
+  grep -q "wrappers of 2 kernels in a module of their own" $imt.build.txt &&
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $imt >$imt-all.txt 2>&1 &&
+  ! grep -q "launching the original" $imt-all.txt &&
+  grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $imt-all.txt &&
+  CUPREEMPT_CHAOS=7,20 timeout 60 $imt >$imt-chaos.txt 2>&1 &&
+  grep -q "chaos mode: launches preempted" $imt-chaos.txt; then
+  echo "PASS immutable tables, split by the launcher: $(grep -h '^immutable_tables\|launches planned\|chaos:' $imt-all.txt $imt-chaos.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $imt.build.txt $imt-all.txt $imt-chaos.txt >>"$log" 2>/dev/null
+  echo "FAIL immutable tables, split by the launcher" >>"$log"
+  status=1
+fi
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch

@@ -903,6 +903,27 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
         modules.is_empty(),
         "a wrapper module was compiled: {modules:?}"
     );
+
+    // Immutable tables (const with their values, as ggml's quantization tables) are copied
+    // into the wrapper module: the unit is split, and both modules read the same values.
+    let with_tables = format!(
+        "static const __device__ float gain[4] = {{1.0f, 2.0f, 3.0f, 4.0f}};
+         __constant__ const unsigned stride[2] = {{1u, 2u}};
+{}",
+        source
+            .replace("*= s;", "*= s * gain[i % 4];")
+            .replace("= blockIdx.x;", "= blockIdx.x * stride[1];")
+    );
+    let (obj, out) =
+        launcher_object_with("launcher-split-tables", &[("k.cu", &with_tables)], &verbose);
+    assert!(
+        out.contains("wrappers of 2 kernels in a module of their own"),
+        "a unit with only immutable tables must be split:\n{out}"
+    );
+    assert!(
+        !entries(&obj).iter().any(|n| n.contains("__cupreempt")),
+        "the object's module holds a wrapper:\n{out}"
+    );
 }
 
 /// Every file under `dir`.

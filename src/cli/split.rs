@@ -13,7 +13,10 @@
 //! the table cannot be made: a module-scope `__device__`, `__constant__` or `__managed__`
 //! variable (the wrapper module would have its own copy, which the program's
 //! `cudaMemcpyToSymbol` and its original kernels never see), no machine code to read names
-//! from (PTX only), or no tool to read them (`cuobjdump`).
+//! from (PTX only), or no tool to read them (`cuobjdump`). Immutable tables are the exception:
+//! a variable declared `const` (at its top level) or `constexpr` with an initializer holds
+//! the same values in both modules for the program's whole run, so a copy changes nothing
+//! (ggml's quantization tables, in a header every one of its files includes).
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -176,8 +179,20 @@ fn toolkit_constant(name: &str) -> bool {
         .any(|ns| unqualified.starts_with(ns))
 }
 
+/// A variable's name without its scopes (`ns::table` → `table`), as the pre-scan reads it.
+fn unqualified(symbol: &str) -> String {
+    let readable = readable(symbol).unwrap_or_else(|| symbol.to_string());
+    readable
+        .rsplit("::")
+        .next()
+        .unwrap_or(&readable)
+        .to_string()
+}
+
 /// Why a unit stays whole, from what its wrapper module holds; `None` where it can be split.
-pub fn stays_whole(s: &Symbols, rows: &[Row]) -> Option<String> {
+/// `immutable`: the names the unit's own files declare only as immutable tables
+/// (`DeviceVariables::immutable`), whose copies in the wrapper module change nothing.
+pub fn stays_whole(s: &Symbols, rows: &[Row], immutable: &[String]) -> Option<String> {
     if !s.machine_code {
         return Some("no machine code in the wrapper module to read kernel names from".into());
     }
@@ -185,7 +200,7 @@ pub fn stays_whole(s: &Symbols, rows: &[Row]) -> Option<String> {
         .variables
         .iter()
         .map(String::as_str)
-        .filter(|v| !toolkit_constant(v))
+        .filter(|v| !toolkit_constant(v) && !immutable.contains(&unqualified(v)))
         .collect();
     if !own.is_empty() {
         return Some(format!(
@@ -320,20 +335,40 @@ pub fn module_args(args: &[OsString], source: &Path, fatbin: &Path) -> Vec<OsStr
     out
 }
 
+/// The module-scope variables of a unit's own files, by name.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct DeviceVariables {
+    /// Any declaration of the name is not an immutable table: it keeps the unit whole.
+    pub mutable: Vec<String>,
+    /// Every declaration of the name is `const` at its top level (or `constexpr`) with an
+    /// initializer, and not `__managed__`: a copy in the wrapper module changes nothing.
+    pub immutable: Vec<String>,
+}
+
+/// Whether a variable declaration's head (up to its initializer, attributes removed) declares
+/// an object that cannot change: `constexpr`, or `const` after the last `*` (`const float t[4]`,
+/// `const int* const p`; not `const int* p`, a pointer that can be changed). Conservative: a
+/// `*` inside template arguments counts as a pointer too.
+fn immutable_head(head: &str) -> bool {
+    cupreempt::lang::has_word(head, "constexpr")
+        || cupreempt::lang::has_word(head.rsplit('*').next().unwrap_or(head), "const")
+}
+
 /// The module-scope variables (`__device__`, `__constant__`, `__managed__`) that the files of a
 /// preprocessed unit (`nvcc -E`, where those read `__attribute__((device))` and so on) declare
 /// outside `excluded` folders (the toolkit's, the system's, cupreempt's own headers): a cheap
 /// look, before the wrapper module's compile, at what would keep the unit whole anyway.
 /// Conservative both ways: a declaration it misreads as a function (a function-pointer
 /// variable) leaves the decision to the compiled module's symbols; one it takes for a variable
-/// only keeps the unit whole.
-pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> Vec<String> {
+/// only keeps the unit whole, unless it reads as an immutable table.
+pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> DeviceVariables {
     const SPACES: [&str; 3] = [
         "__attribute__((device))",
         "__attribute__((constant))",
         "__attribute__((managed))",
     ];
     let mut names = Vec::new();
+    let mut tables = Vec::new();
     let mut own = true;
     let mut pending = String::new();
     // Folders and files compared as the file system resolves them: nvcc names its headers
@@ -379,10 +414,15 @@ pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> Vec<Str
             }
             continue;
         };
+        let initialized = head[end..].starts_with(['=', '{']);
+        let managed = head[..end].contains(SPACES[2]);
         let mut decl = head[..end].to_string();
         for s in SPACES {
             decl = decl.replace(s, " ");
         }
+        // What comes before the attribute counts too (`static const __device__ T t[] = ...`).
+        let before = pending[..at].rsplit([';', '}']).next().unwrap_or("");
+        let table = initialized && !managed && immutable_head(&format!("{before} {decl}"));
         // A parameter list makes it a function.
         if !decl.contains('(') {
             let decl = decl.split('[').next().unwrap_or(&decl);
@@ -392,7 +432,11 @@ pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> Vec<Str
             {
                 // The math library's tables and the compiler's constants (`toolkit_constant`).
                 if !name.starts_with("__cudart_") && !name.starts_with("__unnamed_") {
-                    names.push(name.to_string());
+                    if table {
+                        tables.push(name.to_string());
+                    } else {
+                        names.push(name.to_string());
+                    }
                 }
             }
         }
@@ -400,7 +444,14 @@ pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> Vec<Str
     }
     names.sort();
     names.dedup();
-    names
+    tables.sort();
+    tables.dedup();
+    // A name declared both ways (two namespaces, or a declaration and a definition) is mutable.
+    tables.retain(|t| names.binary_search(t).is_err());
+    DeviceVariables {
+        mutable: names,
+        immutable: tables,
+    }
 }
 
 /// What the split compile gives the linked object's compile: the header to pre-include, and
@@ -441,18 +492,20 @@ pub fn wrapper_module(
         .args(&pre_args)
         .output()
         .is_ok_and(|o| o.status.success());
+    let mut immutable = Vec::new();
     if let Some(text) = read
         .then(|| std::fs::read_to_string(&preprocessed).ok())
         .flatten()
     {
         let _ = std::fs::remove_file(&preprocessed);
-        let names = own_device_variables(&text, excluded);
-        if !names.is_empty() {
+        let vars = own_device_variables(&text, excluded);
+        if !vars.mutable.is_empty() {
             return Err(format!(
                 "module-scope device variables ({}): a second module would hold copies of them",
-                names.join(", ")
+                vars.mutable.join(", ")
             ));
         }
+        immutable = vars.immutable;
     }
     let out = Command::new(nvcc)
         .args(module_args(args, source, &fatbin))
@@ -479,7 +532,7 @@ pub fn wrapper_module(
     }
     let symbols = read_symbols(&String::from_utf8_lossy(&dump.stdout));
     let rows = table(&symbols.entries);
-    if let Some(why) = stays_whole(&symbols, &rows) {
+    if let Some(why) = stays_whole(&symbols, &rows, &immutable) {
         return Err(why);
     }
     let image = std::fs::read(&fatbin).map_err(|e| format!("{}: {e}", fatbin.display()))?;
@@ -517,16 +570,69 @@ mod tests {
                     # 3 \"/proj/support/cupreempt/task_loop.cuh\" 1\n\
                     __attribute__((device)) int internal;\n";
         let excluded = [PathBuf::from("/cuda"), PathBuf::from("/proj/support")];
+        let vars = own_device_variables(text, &excluded);
         assert_eq!(
-            own_device_variables(text, &excluded),
-            ["grid", "m", "table"],
+            vars.mutable,
+            ["m", "table"],
             "functions, kernels and excluded folders' variables are not counted"
         );
-        assert!(own_device_variables(
-            "# 1 \"/proj/a.cu\"\n__attribute__((device)) int f();\n",
-            &[]
-        )
-        .is_empty());
+        assert_eq!(
+            vars.immutable,
+            ["grid"],
+            "a static const table with its values"
+        );
+        assert_eq!(
+            own_device_variables(
+                "# 1 \"/proj/a.cu\"\n__attribute__((device)) int f();\n",
+                &[]
+            ),
+            DeviceVariables::default()
+        );
+    }
+
+    /// Only what cannot change, and has its values where it is declared, may be copied.
+    #[test]
+    fn immutable_tables_are_told_from_variables() {
+        let vars = own_device_variables(
+            "# 1 \"/proj/a.cu\"\n\
+             static const __attribute__((device)) float kq[4] = {1, 2, 3, 4};\n\
+             __attribute__((constant)) const int kc[2] = {1, 2};\n\
+             __attribute__((device)) constexpr int kx = 3;\n\
+             __attribute__((device)) const int* const kp = nullptr;\n\
+             __attribute__((device)) const int* movable = nullptr;\n\
+             __attribute__((constant)) float filled_by_host[16];\n\
+             extern __attribute__((device)) const int declared_only;\n\
+             __attribute__((managed)) const int managed_one = 1;\n\
+             namespace a { __attribute__((device)) const int twice = 1; }\n\
+             namespace b { __attribute__((device)) int twice; }\n",
+            &[],
+        );
+        assert_eq!(vars.immutable, ["kc", "kp", "kq", "kx"]);
+        assert_eq!(
+            vars.mutable,
+            [
+                "declared_only",
+                "filled_by_host",
+                "managed_one",
+                "movable",
+                "twice"
+            ]
+        );
+    }
+
+    /// The module's symbols of the immutable tables keep no unit whole; any other does.
+    #[test]
+    fn a_unit_with_only_immutable_tables_is_split() {
+        let mut s = read_symbols(DUMP);
+        let rows = table(&s.entries);
+        s.variables = vec!["_ZL2kq".into(), "_ZN2ns2kcE".into()];
+        let tables = ["kc".to_string(), "kq".to_string()];
+        assert!(stays_whole(&s, &rows, &tables).is_none());
+        assert!(stays_whole(&s, &rows, &tables[..1])
+            .unwrap()
+            .contains("_ZL2kq"));
+        s.variables.push("counter".into());
+        assert!(stays_whole(&s, &rows, &tables).unwrap().contains("counter"));
     }
 
     /// Shaped as `cuobjdump --dump-elf-symbols` prints a transformed unit (nvcc 13, sm_90).
@@ -634,11 +740,11 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
     fn a_unit_with_device_variables_stays_whole() {
         let mut s = read_symbols(DUMP);
         let rows = table(&s.entries);
-        assert!(stays_whole(&s, &rows).is_none());
+        assert!(stays_whole(&s, &rows, &[]).is_none());
         s.variables.push("coef".into());
-        assert!(stays_whole(&s, &rows).unwrap().contains("coef"));
-        assert!(stays_whole(&read_symbols("Fatbin ptx code:\n"), &rows).is_some());
-        assert!(stays_whole(&read_symbols(DUMP), &[]).is_some());
+        assert!(stays_whole(&s, &rows, &[]).unwrap().contains("coef"));
+        assert!(stays_whole(&read_symbols("Fatbin ptx code:\n"), &rows, &[]).is_some());
+        assert!(stays_whole(&read_symbols(DUMP), &[], &[]).is_some());
     }
 
     /// libcu++'s and Thrust's constant tag objects (HeCBench's softmax and remap have dozens)
@@ -655,9 +761,9 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
         assert!(toolkit_constant(&s.variables[0]));
         assert!(toolkit_constant(&s.variables[1]));
         assert!(
-            stays_whole(&s, &rows).is_none(),
+            stays_whole(&s, &rows, &[]).is_none(),
             "{:?}",
-            stays_whole(&s, &rows)
+            stays_whole(&s, &rows, &[])
         );
         assert!(
             toolkit_constant("__cudart_i2opi_f"),
@@ -667,7 +773,9 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
             assert!(!toolkit_constant(own), "{own}");
         }
         s.variables.push("_ZN2ns7counterE".into());
-        assert!(stays_whole(&s, &rows).unwrap().contains("_ZN2ns7counterE"));
+        assert!(stays_whole(&s, &rows, &[])
+            .unwrap()
+            .contains("_ZN2ns7counterE"));
     }
 
     /// The wrapper module's compile keeps the command's own options and its source, and none of
