@@ -62,8 +62,7 @@ CUTS = {
     # Timing only: no fence between the block's lane and its first look at the command
     # (neither enter()'s nor the one it leaves to the first next_chunk).
     "no-enter-fence": chain(
-        replace("  if (!take) {\n    __threadfence();\n    return false;\n  }\n",
-                "  if (!take) return false;\n"),
+        replace("  if (!take) {\n    __threadfence();\n", "  if (!take) {\n"),
         replace("  if (ls.fence_due) {  // enter()'s fence: the block's lane before its first look at "
                 "the command\n    __threadfence();\n",
                 "  if (ls.fence_due) {\n")),
@@ -72,7 +71,7 @@ CUTS = {
                            replace("host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")),
     "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
     "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
-    "no-started": replace("if (host && first) host->started = 1;", "(void)first;"),
+    "no-started": replace("if (host && first != CUPREEMPT_RESUMED) host->started = 1;", "(void)first;"),
     # Timing only: the tail's last stores to host memory (progress and run time) left out, to
     # tell what they add to a launch's drain (the runtime's history then measures nothing).
     "no-tail-host-stores": chain(
@@ -81,8 +80,9 @@ CUTS = {
     "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
-        "        leave(c, l.host, l.total_tasks, ls);\n"
-        "        again = l.first && l.host && stay(c, l.host, l.total_tasks, ls);",
+        "        leave(c, l.host, l.total_tasks, l.first, ls);\n"
+        "        again = (l.first == CUPREEMPT_FIRST || l.first == CUPREEMPT_ANCHOR) && l.host &&\n"
+        "                stay(c, l.host, l.total_tasks, ls);",
         "        again = 0;"),
     "inline-next-chunk": replace(
         "static __device__ CUPREEMPT_STEP void next_chunk(",
