@@ -249,8 +249,9 @@ impl LaunchCall {
             cfg.task_ns = rt.inner.history.task_ns(key);
             rt.inner.history.run_ns(key)
         });
-        // MPS is asked for (a driver call, once) only where a scheduler steers the process.
-        let scheduled = super::scheduler::socket().is_some();
+        // MPS is asked for (a driver call, once) only where a scheduler steers the process
+        // (not where it leaves the process alone: `lean`).
+        let scheduled = super::scheduler::socket().is_some() && !super::scheduler::lean();
         let mps = if scheduled { rt.inner.mps() } else { None };
         cfg.links =
             super::links::links_for(super::links::Setting::from_env(), scheduled, mps, run_ns);
