@@ -231,10 +231,17 @@ impl Runtime {
         // On error the handle drops here and retires the slot after what was enqueued.
         let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         steps::lap(Step::Handle);
-        if k.links > 0 {
-            k.launch_links(stream, blocks)?;
+        let launched = if k.links > 0 {
+            k.launch_links(stream, blocks)
+        } else {
+            Ok(())
         }
-        k.launch_instance(stream, blocks)?;
+        .and_then(|()| k.launch_instance(stream, blocks));
+        if let Err(e) = launched {
+            // Links already enqueued must not leave the application's stream at a closed gate.
+            k.open_every_gate();
+            return Err(e);
+        }
         rt.queued.add(k.mirror, number);
         super::trace_setup("launch and end event");
         // Every later instance is a resumed one, launched after the newest command has landed.
@@ -279,6 +286,17 @@ impl Kernel {
         }
         self.params.first = ANCHOR;
         Ok(())
+    }
+
+    /// Opens every gate from the host (a launch that failed after enqueueing links): the
+    /// links then run whatever is left, as the kernel's own last retirement would have let them.
+    fn open_every_gate(&mut self) {
+        if self.links == 0 {
+            return;
+        }
+        self.gates_opened = self.links;
+        // SAFETY: the mirror is ours; the kernel only ever raises the top byte to the same value.
+        unsafe { addr_of_mut!((*self.mirror.host).gate).write_volatile(super::links::all_open()) };
     }
 
     fn launch_instance(&mut self, stream: CUstream, blocks: u32) -> Result<()> {

@@ -109,6 +109,12 @@ pub(crate) fn host_gate(opened: u32) -> u16 {
     opened.min(MAX_LINKS) as u16
 }
 
+/// The whole gate with every link open, as the host writes it where a launch failed after
+/// enqueueing links (the kernel's own byte and the host's count both at their most).
+pub(crate) fn all_open() -> u32 {
+    u32::from(crate::control::GATES_OPEN) << 24 | 0xffff
+}
+
 /// Whether the stream's wait for `gate >= link` passes with the gate at `value` (what
 /// `cuStreamWaitValue32`'s `CU_STREAM_WAIT_VALUE_GEQ` tests: a signed difference).
 #[cfg(test)]
@@ -175,6 +181,7 @@ mod tests {
                 assert!(wait_passes(with_kernel(host_gate(host)), link));
             }
             assert!(!wait_passes(0xff << 24, link));
+            assert!(wait_passes(all_open(), link));
         }
     }
 }
