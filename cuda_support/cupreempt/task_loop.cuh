@@ -365,8 +365,8 @@ __host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, u
 // queue), so the link's first block reads it and passes it on in the control block, and the
 // others wait for that in device memory. A link's blocks all enter after the previous link's
 // have left (the stream runs one after the other), so they take consecutive entry numbers, and
-// the first of them is the one whose number is a multiple of the grid; an anchor's tail that
-// goes back to work enters once more, after every block of its grid: it reads for itself.
+// the first of them is the one whose number is a multiple of the grid. An anchor's tail that
+// goes back to work does not come here: stay() has just read the command in host memory.
 __device__ __forceinline__ void link_command(cupreempt_control* c, const cupreempt_host* h,
                                              volatile LeaderState& ls) {
   const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
@@ -453,7 +453,8 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
     // held up behind this very stream's wait in a shared hardware queue): host memory decides
     // until the control block catches up (must_yield). The runtime then counts such a kernel
     // as yielded once no block holds a lane, whether or not the command has landed.
-    if (host && first >= CUPREEMPT_LINK) link_command(c, host, ls);
+    // The anchor's tail going back to work (stay()) has just read host memory itself.
+    if (host && first >= CUPREEMPT_LINK && !ls.tail) link_command(c, host, ls);
     return false;
   }
   if (begin == 0) c->start_ns = global_ns();  // the launch's run time starts
