@@ -423,8 +423,9 @@ pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> DeviceV
         // What comes before the attribute counts too (`static const __device__ T t[] = ...`).
         let before = pending[..at].rsplit([';', '}']).next().unwrap_or("");
         let table = initialized && !managed && immutable_head(&format!("{before} {decl}"));
-        // A parameter list makes it a function.
-        if !decl.contains('(') {
+        // A parameter list makes it a function; so does `operator` (its head may stop at the
+        // `=` of `operator+=` before the parameters: radixsort's `uint4` operators, HeCBench).
+        if !decl.contains('(') && !cupreempt::lang::has_word(&decl, "operator") {
             let decl = decl.split('[').next().unwrap_or(&decl);
             if let Some(name) = decl
                 .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
@@ -604,7 +605,9 @@ mod tests {
              extern __attribute__((device)) const int declared_only;\n\
              __attribute__((managed)) const int managed_one = 1;\n\
              namespace a { __attribute__((device)) const int twice = 1; }\n\
-             namespace b { __attribute__((device)) int twice; }\n",
+             namespace b { __attribute__((device)) int twice; }\n\
+             inline __attribute__((device)) void operator+=(uint4 &a, uint4 b) { a.x += b.x; }\n\
+             __attribute__((device)) bool operator==(uint4 a, uint4 b);\n",
             &[],
         );
         assert_eq!(vars.immutable, ["kc", "kp", "kq", "kx"]);
