@@ -245,10 +245,12 @@ impl LaunchCall {
         steps::lap(Step::Arguments);
         let rt = current_runtime()?;
         steps::lap(Step::Runtime);
-        let run_ns = self.history.as_ref().and_then(|key| {
-            cfg.task_ns = rt.inner.history.task_ns(key);
-            rt.inner.history.run_ns(key)
-        });
+        let measured = self
+            .history
+            .as_ref()
+            .and_then(|key| rt.inner.history.measured(key));
+        cfg.task_ns = measured.map_or(0, |(_, task_ns)| task_ns);
+        let run_ns = measured.map(|(run_ns, _)| run_ns);
         // MPS is asked for (a driver call, once) only where a scheduler steers the process
         // (not where it leaves the process alone: `lean`).
         let scheduled = super::scheduler::socket().is_some() && !super::scheduler::lean();

@@ -282,27 +282,27 @@ impl History {
         None
     }
 
-    /// How long the last measured preemptible launch of `key` ran (ns), where one was.
-    pub fn run_ns(&self, key: &LaunchKey) -> Option<u64> {
+    /// The last measured preemptible launch of `key`: how long it ran (ns) and its time per
+    /// task, from one look at the history (the launch path asks for both). The time per task
+    /// is the run time over the tasks that each of its blocks ran one after another
+    /// (`tasks / min(tasks, capacity)`). The ramp and the drain count as task time, so the
+    /// figure errs long, which keeps the first chunks that it sizes short.
+    pub fn measured(&self, key: &LaunchKey) -> Option<(u64, u32)> {
         let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.by_config.get(key)?.run_ns
-    }
-
-    /// The time per task (ns) of the last measured preemptible launch of `key`, or 0 when none
-    /// was measured: its run time over the tasks that each of its blocks ran one after
-    /// another (`tasks / min(tasks, capacity)`). The ramp and the drain count as task time,
-    /// so the figure errs long, which keeps the first chunks that it sizes short.
-    pub fn task_ns(&self, key: &LaunchKey) -> u32 {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(e) = entries.by_config.get(key) else {
-            return 0;
-        };
-        let Some(run_ns) = e.run_ns else {
-            return 0;
-        };
+        let e = entries.by_config.get(key)?;
+        let run_ns = e.run_ns?;
         let tasks = key.tasks();
         let in_turn = tasks.div_ceil(tasks.min(e.capacity).max(1)).max(1);
-        u32::try_from(run_ns / in_turn).unwrap_or(u32::MAX).max(1)
+        Some((
+            run_ns,
+            u32::try_from(run_ns / in_turn).unwrap_or(u32::MAX).max(1),
+        ))
+    }
+
+    /// The time per task (ns) of `measured`, or 0 when none was measured.
+    #[cfg(test)]
+    fn task_ns(&self, key: &LaunchKey) -> u32 {
+        self.measured(key).map_or(0, |(_, task_ns)| task_ns)
     }
 
     /// Records a timed trial of the original form of `key` (after `choose` said `Trial`).
