@@ -90,24 +90,30 @@ else
   echo "FAIL end-to-end multiple_kernels under CUPREEMPT_CHAOS=7,20" >>"$log"
   status=1
 fi
-# The compiler launcher's split units (docs/build.md, "Wrappers in a module of their own"):
-# multiple_kernels built through the launcher, its wrappers in a module of their own that the
-# runtime finds by the originals' names; every launch preemptible, then under chaos mode.
-mks=$e2e/mk-split
-if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
-    fixtures/multiple_kernels.cu -o $mks >$mks.build.txt 2>&1 &&
-  grep -q "wrappers of 2 kernels in a module of their own" $mks.build.txt &&
-  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 CUPREEMPT_TRACE_SETUP=1 timeout 30 $mks >$mks-all.txt 2>&1 &&
-  ! grep -q "launching the original" $mks-all.txt &&
-  grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $mks-all.txt &&
-  CUPREEMPT_CHAOS=7,20 timeout 60 $mks >$mks-chaos.txt 2>&1 &&
-  grep -q "chaos mode: launches preempted" $mks-chaos.txt; then
-  echo "PASS end-to-end multiple_kernels split by the launcher: $(grep -h 'wrapper modules\|launches planned\|chaos mode' $mks-all.txt $mks-chaos.txt | tr '\n' ' ')" >>"$log"
-else
-  cat $mks.build.txt $mks-all.txt $mks-chaos.txt >>"$log" 2>/dev/null
-  echo "FAIL end-to-end multiple_kernels split by the launcher" >>"$log"
-  status=1
-fi
+# The compiler launcher's split units (docs/build.md, "Wrappers in a module of their own"): a
+# program built through the launcher, the wrappers of its KERNELS kernels in a module of their
+# own that the runtime finds by the originals' names; every launch preemptible, then under
+# chaos mode. The PASS line quotes the run's lines that match SUMMARY.
+# Usage: split_e2e LABEL SOURCE OUT KERNELS SUMMARY
+split_e2e() {
+  local label=$1 src=$2 out=$3 kernels=$4 summary=$5
+  if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
+      "$src" -o $out >$out.build.txt 2>&1 &&
+    grep -q "wrappers of $kernels kernels in a module of their own" $out.build.txt &&
+    CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 CUPREEMPT_TRACE_SETUP=1 timeout 60 $out >$out-all.txt 2>&1 &&
+    ! grep -q "launching the original" $out-all.txt &&
+    grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $out-all.txt &&
+    CUPREEMPT_CHAOS=7,20 timeout 60 $out >$out-chaos.txt 2>&1 &&
+    grep -q "chaos mode: launches preempted" $out-chaos.txt; then
+    echo "PASS $label: $(grep -h "$summary" $out-all.txt $out-chaos.txt | tr '\n' ' ')" >>"$log"
+  else
+    cat $out.build.txt $out-all.txt $out-chaos.txt >>"$log" 2>/dev/null
+    echo "FAIL $label" >>"$log"
+    status=1
+  fi
+}
+split_e2e "end-to-end multiple_kernels split by the launcher" fixtures/multiple_kernels.cu \
+  $e2e/mk-split 2 'wrapper modules\|launches planned\|chaos mode'
 # The make example through the launcher: a header's template kernel (two units) and a kernel
 # launched from another unit, each unit split; the program preempts its float and axpy launches
 # mid-run (CaptureLaunches, the C API) and checks every element.
@@ -151,22 +157,9 @@ for rdc in "" "-rdc=true"; do
 done
 # Immutable tables (tests/gpu/immutable_tables.cu: static const __device__, __constant__ const,
 # constexpr __device__): the launcher copies them into the wrapper module and splits the unit;
-# every launch preemptible, then under chaos mode, every output checked by the program.
-imt=$e2e/immutable_tables
-if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
-    tests/gpu/immutable_tables.cu -o $imt >$imt.build.txt 2>&1 &&
-  grep -q "wrappers of 2 kernels in a module of their own" $imt.build.txt &&
-  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $imt >$imt-all.txt 2>&1 &&
-  ! grep -q "launching the original" $imt-all.txt &&
-  grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $imt-all.txt &&
-  CUPREEMPT_CHAOS=7,20 timeout 60 $imt >$imt-chaos.txt 2>&1 &&
-  grep -q "chaos mode: launches preempted" $imt-chaos.txt; then
-  echo "PASS immutable tables, split by the launcher: $(grep -h '^immutable_tables\|launches planned\|chaos:' $imt-all.txt $imt-chaos.txt | tr '\n' ' ')" >>"$log"
-else
-  cat $imt.build.txt $imt-all.txt $imt-chaos.txt >>"$log" 2>/dev/null
-  echo "FAIL immutable tables, split by the launcher" >>"$log"
-  status=1
-fi
+# the program checks every output.
+split_e2e "immutable tables, split by the launcher" tests/gpu/immutable_tables.cu \
+  $e2e/immutable_tables 2 '^immutable_tables\|launches planned\|chaos:'
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch
