@@ -24,14 +24,18 @@ import sys
 for l in sys.stdin:
     if "nv_fatbin" in l: print(int(l.split("]")[1].split()[4], 16))'
 }
-# The daemon probes' start: bin (BIN_DIR, default target/release), work (a fresh folder), logs
-# (PROBE_LOG, else work), and scripts/probes/daemon_priority.cu transformed and linked with
-# that runtime as $work/prog.
-daemon_probe_setup() {
-  bin=$(realpath "${1:-target/release}")
+# A probe's folders: work (a fresh folder) and logs (PROBE_LOG, else work; start_mps and
+# stop_mps keep the MPS daemon's log there).
+probe_folders() {
   work=$(mktemp -d)
   logs=${PROBE_LOG:-$work}
   mkdir -p "$logs"
+}
+# The daemon probes' start: bin (BIN_DIR, default target/release), the probe's folders, and
+# scripts/probes/daemon_priority.cu transformed and linked with that runtime as $work/prog.
+daemon_probe_setup() {
+  bin=$(realpath "${1:-target/release}")
+  probe_folders
   "$bin/cupreempt" transform scripts/probes/daemon_priority.cu -o "$work/prog.cu"
   nvcc -arch=sm_90 -O2 -std=c++17 -I cuda_support "$work/prog.cu" \
     -L "$bin" -Xlinker -rpath -Xlinker "$bin" -lcupreempt_runtime -o "$work/prog"

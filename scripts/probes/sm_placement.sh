@@ -8,8 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
-work=$(mktemp -d)
-logs=${PROBE_LOG:-$work}
+probe_folders
 secs=${PROBE_SECONDS:-3}
 split=${PROBE_SPLIT:-44}
 nvcc -arch=sm_90 -O3 scripts/probes/sm_placement.cu -o "$work/sm_placement"

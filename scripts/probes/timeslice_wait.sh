@@ -8,8 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
-work=$(mktemp -d)
-logs=${PROBE_LOG:-$work}
+probe_folders
 n=${PROBE_URGENT:-300}
 nvcc -arch=sm_90 -O3 scripts/probes/timeslice_wait.cu -lcuda -o "$work/ts"
 echo "== alone"
