@@ -19,14 +19,7 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t e = (x);                                                            \
-    if (e != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));    \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
+#include "probe.cuh"
 
 constexpr int kMaxSms = 256;
 struct Counters {
@@ -42,11 +35,6 @@ __device__ unsigned smid() {
   unsigned id;
   asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
   return id;
-}
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 __global__ void persistent(Counters* c, unsigned lo, unsigned hi, unsigned long long tasks,

@@ -25,20 +25,7 @@
 #include <thread>
 #include <vector>
 
-#define CHECK(x)                                                                    \
-  do {                                                                              \
-    cudaError_t e = (x);                                                            \
-    if (e != cudaSuccess) {                                                         \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e));    \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
-
-__device__ unsigned long long now_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+#include "probe.cuh"
 
 __global__ void spin(unsigned ns, float* sink) {
   float acc = threadIdx.x;
