@@ -291,12 +291,21 @@ impl Kernel {
     /// Opens every gate from the host (a launch that failed after enqueueing links): the
     /// links then run whatever is left, as the kernel's own last retirement would have let them.
     fn open_every_gate(&mut self) {
-        if self.links == 0 {
-            return;
+        if self.links > 0 {
+            self.open_gates(self.links);
         }
-        self.gates_opened = self.links;
-        // SAFETY: the mirror is ours; the kernel only ever raises the top byte to the same value.
-        unsafe { addr_of_mut!((*self.mirror.host).gate).write_volatile(super::links::all_open()) };
+    }
+
+    /// Opens gates 1..=`opened` (rt::links) with the host's store to the gate.
+    fn open_gates(&mut self, opened: u32) {
+        self.gates_opened = opened;
+        // SAFETY: the mirror is ours; the host writes only the gate's low 16 bits, the kernel
+        // only its top byte.
+        unsafe {
+            addr_of_mut!((*self.mirror.host).gate)
+                .cast::<u16>()
+                .write_volatile(super::links::host_gate(opened))
+        };
     }
 
     fn launch_instance(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
@@ -541,15 +550,7 @@ impl Kernel {
         // link still runs (the resume of part of the GPU) lets the next link start once that
         // one ends, with nothing to do if it did it all.
         if self.gates_opened < self.links {
-            self.gates_opened += 1;
-            let opened = super::links::host_gate(self.gates_opened);
-            // SAFETY: the mirror is ours; the host writes only the gate's low 16 bits, the
-            // kernel only its top byte.
-            unsafe {
-                addr_of_mut!((*self.mirror.host).gate)
-                    .cast::<u16>()
-                    .write_volatile(opened)
-            };
+            self.open_gates(self.gates_opened + 1);
             return Ok(());
         }
         if !self.rt.resume_launches.load(Ordering::Relaxed) {
