@@ -354,6 +354,21 @@ fn immutable_head(head: &str) -> bool {
         || cupreempt::lang::has_word(head.rsplit('*').next().unwrap_or(head), "const")
 }
 
+/// The name a declaration's head (attributes removed, up to its initializer or `;`) declares,
+/// where it declares a variable: a parameter list makes it a function, and so does `operator`
+/// (its head may stop at the `=` of `operator+=` before the parameters: radixsort's `uint4`
+/// operators, HeCBench).
+fn variable_name(decl: &str) -> Option<&str> {
+    if decl.contains('(') || cupreempt::lang::has_word(decl, "operator") {
+        return None;
+    }
+    decl.split('[')
+        .next()
+        .unwrap_or(decl)
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .rfind(|w| !w.is_empty())
+}
+
 /// The module-scope variables (`__device__`, `__constant__`, `__managed__`) that the files of a
 /// preprocessed unit (`nvcc -E`, where those read `__attribute__((device))` and so on) declare
 /// outside `excluded` folders (the toolkit's, the system's, cupreempt's own headers): a cheap
@@ -420,26 +435,12 @@ pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> DeviceV
         for s in SPACES {
             decl = decl.replace(s, " ");
         }
-        // What comes before the attribute counts too (`static const __device__ T t[] = ...`).
-        let before = pending[..at].rsplit([';', '}']).next().unwrap_or("");
-        let table = initialized && !managed && immutable_head(&format!("{before} {decl}"));
-        // A parameter list makes it a function; so does `operator` (its head may stop at the
-        // `=` of `operator+=` before the parameters: radixsort's `uint4` operators, HeCBench).
-        if !decl.contains('(') && !cupreempt::lang::has_word(&decl, "operator") {
-            let decl = decl.split('[').next().unwrap_or(&decl);
-            if let Some(name) = decl
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .rfind(|w| !w.is_empty())
-            {
-                // The math library's tables and the compiler's constants (`toolkit_constant`).
-                if !name.starts_with("__cudart_") && !name.starts_with("__unnamed_") {
-                    if table {
-                        tables.push(name.to_string());
-                    } else {
-                        names.push(name.to_string());
-                    }
-                }
-            }
+        // The math library's tables and the compiler's constants are no reason either.
+        if let Some(name) = variable_name(&decl).filter(|n| !toolkit_constant(n)) {
+            // What comes before the attribute counts too (`static const __device__ T t[] = ...`).
+            let before = pending[..at].rsplit([';', '}']).next().unwrap_or("");
+            let table = initialized && !managed && immutable_head(&format!("{before} {decl}"));
+            if table { &mut tables } else { &mut names }.push(name.to_string());
         }
         pending.clear();
     }
