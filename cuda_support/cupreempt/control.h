@@ -41,8 +41,7 @@ typedef struct cupreempt_control {
   unsigned int forward_seq;
   unsigned int forward_command;
   unsigned int forward_mask[CUPREEMPT_MAX_SMS / 32];
-  unsigned long long forward_ns; /* %globaltimer when that block began to read it */
-  unsigned int pad4[16];
+  unsigned int pad4[18];
   unsigned long long yield_ns; /* %globaltimer of the latest yield (latency measurements) */
   unsigned long long start_ns; /* %globaltimer when task 0 was taken (run-time measurement) */
   unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */

@@ -171,8 +171,6 @@
 #undef forward_command
 #pragma push_macro("forward_mask")
 #undef forward_mask
-#pragma push_macro("forward_ns")
-#undef forward_ns
 #pragma push_macro("forward_ready")
 #undef forward_ready
 #pragma push_macro("forward_seq")
@@ -235,8 +233,6 @@
 #undef kClaimSlack
 #pragma push_macro("kDefaultBudgetNs")
 #undef kDefaultBudgetNs
-#pragma push_macro("kForwardFreshNs")
-#undef kForwardFreshNs
 #pragma push_macro("kMaxChunk")
 #undef kMaxChunk
 #pragma push_macro("kMaxFirstChunk")
@@ -373,8 +369,6 @@
 #undef r
 #pragma push_macro("ran")
 #undef ran
-#pragma push_macro("read_at")
-#undef read_at
 #pragma push_macro("read_host_command")
 #undef read_host_command
 #pragma push_macro("registered")

@@ -367,19 +367,11 @@ __host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, u
 // have left (the stream runs one after the other), so they take consecutive entry numbers, and
 // the first of them is the one whose number is a multiple of the grid. An anchor's tail that
 // goes back to work does not come here: stay() has just read the command in host memory.
-//
-// A block that starts more than kForwardFreshNs after the forward was read (part of the grid
-// waited for room) reads host memory itself: a command the host published since may not have
-// reached the control block, and the runtime counts a kernel as yielded once no block holds a
-// lane in two looks 5 us apart (kernel.rs, wait_yielded), so a block that took its lane later
-// than that must see the command itself.
-constexpr unsigned long long kForwardFreshNs = 2000;
 __device__ __forceinline__ void link_command(cupreempt_control* c, const cupreempt_host* h,
                                              volatile LeaderState& ls) {
   const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
   const unsigned entry = atomicAdd(&c->link_entries, 1u), first = entry - entry % blocks;
   if (entry == first) {
-    const unsigned long long read_at = global_ns();
     unsigned mask[CUPREEMPT_MAX_SMS / 32];
     unsigned seq, cmd;
     for (;;) {  // a seqlock read of the whole command (the host's writes take microseconds)
@@ -394,18 +386,12 @@ __device__ __forceinline__ void link_command(cupreempt_control* c, const cupreem
     c->forward_command = cmd;
 #pragma unroll
     for (unsigned i = 0; i < CUPREEMPT_MAX_SMS / 32; ++i) c->forward_mask[i] = mask[i];
-    c->forward_ns = read_at;
     __threadfence();
     atomicExch(&c->forward_ready, first + 1);
   } else {
     while (*(volatile unsigned*)&c->forward_ready != first + 1) {
     }
     __threadfence();
-    if (global_ns() - *(volatile unsigned long long*)&c->forward_ns > kForwardFreshNs) {
-      while (!read_host_command(h, ls)) {
-      }
-      return;
-    }
   }
   ls.host_seq = *(volatile unsigned*)&c->forward_seq;
   ls.host_away = sends_away(*(volatile unsigned*)&c->forward_command,

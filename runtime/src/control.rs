@@ -40,10 +40,7 @@ pub struct ControlBlock {
     pub forward_seq: u32,
     pub forward_command: u32,
     pub forward_mask: [u32; MAX_SMS / 32],
-    /// `%globaltimer` when that block began to read it: a block that starts much later reads
-    /// host memory itself.
-    pub forward_ns: u64,
-    pub pad4: [u32; 16],
+    pub pad4: [u32; 18],
     /// `%globaltimer` of the latest yield (ns), for latency measurements.
     pub yield_ns: u64,
     /// `%globaltimer` when task 0 was taken (ns): the start of the launch's run time.
@@ -75,8 +72,7 @@ impl ControlBlock {
             forward_seq: 0,
             forward_command: 0,
             forward_mask: [0; MAX_SMS / 32],
-            forward_ns: 0,
-            pad4: [0; 16],
+            pad4: [0; 18],
             yield_ns: 0,
             start_ns: 0,
             yielded_blocks: 0,
@@ -224,7 +220,7 @@ int main(void) {
   F(cupreempt_control, finished); F(cupreempt_control, main_left);
   F(cupreempt_control, link_entries); F(cupreempt_control, forward_ready);
   F(cupreempt_control, forward_seq); F(cupreempt_control, forward_command);
-  F(cupreempt_control, forward_mask); F(cupreempt_control, forward_ns);
+  F(cupreempt_control, forward_mask);
   F(cupreempt_control, yield_ns); F(cupreempt_control, start_ns);
   F(cupreempt_control, sm_mask);
   F(cupreempt_control, sm_lanes);
@@ -279,7 +275,6 @@ int main(void) {
             at!("cupreempt_control", ControlBlock, forward_seq),
             at!("cupreempt_control", ControlBlock, forward_command),
             at!("cupreempt_control", ControlBlock, forward_mask),
-            at!("cupreempt_control", ControlBlock, forward_ns),
             at!("cupreempt_control", ControlBlock, yield_ns),
             at!("cupreempt_control", ControlBlock, start_ns),
             at!("cupreempt_control", ControlBlock, sm_mask),
