@@ -70,7 +70,13 @@ typedef struct cupreempt_host {
    * the low 16 bits (links opened by resumes), the kernel the top byte (CUPREEMPT_GATES_OPEN,
    * once every task has retired), so that neither overwrites the other. */
   unsigned int gate;
-  unsigned int gate_pad;
+  /* Gated links' starts, for wait_yielded (docs/runtime.md, "Time-sliced GPUs: gated links").
+   * Instances are numbered in stream order: link i is i, the anchor L + 1. */
+  unsigned int link_announced; /* kernel: the latest instance whose first block is about to
+                                * read the command in host memory (0: none yet) */
+  unsigned int link_entered;   /* kernel: the latest instance whose every block has entered
+                                * (holds its lane, or has left) */
+  unsigned int link_pad;
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
 } cupreempt_host;
 

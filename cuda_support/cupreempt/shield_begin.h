@@ -181,8 +181,6 @@
 #undef g
 #pragma push_macro("gate")
 #undef gate
-#pragma push_macro("gate_pad")
-#undef gate_pad
 #pragma push_macro("get")
 #undef get
 #pragma push_macro("global_ns")
@@ -223,6 +221,8 @@
 #undef index_sequence
 #pragma push_macro("index_sequence_for")
 #undef index_sequence_for
+#pragma push_macro("instance")
+#undef instance
 #pragma push_macro("integral_constant")
 #undef integral_constant
 #pragma push_macro("is_trivially_destructible")
@@ -263,10 +263,16 @@
 #undef leader
 #pragma push_macro("leave")
 #undef leave
+#pragma push_macro("link_announced")
+#undef link_announced
 #pragma push_macro("link_command")
 #undef link_command
+#pragma push_macro("link_entered")
+#undef link_entered
 #pragma push_macro("link_entries")
 #undef link_entries
+#pragma push_macro("link_pad")
+#undef link_pad
 #pragma push_macro("listed")
 #undef listed
 #pragma push_macro("live")

@@ -367,11 +367,28 @@ __host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, u
 // have left (the stream runs one after the other), so they take consecutive entry numbers, and
 // the first of them is the one whose number is a multiple of the grid. An anchor's tail that
 // goes back to work does not come here: stay() has just read the command in host memory.
-__device__ __forceinline__ void link_command(cupreempt_control* c, const cupreempt_host* h,
+//
+// A block that starts late (part of the grid waited for room on the GPU) may take a forward
+// older than a command the host has published since. The runtime's wait_yielded therefore
+// counts such a kernel as yielded only once every block of the instance whose forward may be
+// older has entered, and so holds its lane: the first block announces its instance in host
+// memory before it reads the command (a system-wide fence between: the host publishes a
+// command before it reads the announcement, so either it sees the announcement or this read
+// sees the command), and the instance's last block to enter says so (link_entered), after
+// every other block's lane. Timing the forward instead (blocks starting more than 2 us after
+// it read host memory themselves) made most blocks of a full grid read it (H200).
+__device__ __forceinline__ void link_command(cupreempt_control* c, cupreempt_host* h,
                                              volatile LeaderState& ls) {
   const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
   const unsigned entry = atomicAdd(&c->link_entries, 1u), first = entry - entry % blocks;
+  const unsigned instance = entry / blocks + 1;
+  if (entry == first + blocks - 1) {
+    __threadfence_system();  // the other blocks' lanes (before their entry) first
+    *(volatile unsigned*)&h->link_entered = instance;
+  }
   if (entry == first) {
+    *(volatile unsigned*)&h->link_announced = instance;
+    __threadfence_system();
     unsigned mask[CUPREEMPT_MAX_SMS / 32];
     unsigned seq, cmd;
     for (;;) {  // a seqlock read of the whole command (the host's writes take microseconds)

@@ -121,7 +121,13 @@ pub struct HostMirror {
     /// writes the low 16 bits (the links its resumes opened), the kernel the top byte
     /// ([`GATES_OPEN`], once every task has retired): neither overwrites the other's bytes.
     pub gate: u32,
-    pub gate_pad: u32,
+    /// Written by the kernel: the latest gated-link instance (link i is i, the anchor L + 1)
+    /// whose first block is about to read the command in host memory; 0 before the first.
+    pub link_announced: u32,
+    /// Written by the kernel: the latest gated-link instance whose every block has entered
+    /// (holds its lane, or has left).
+    pub link_entered: u32,
+    pub link_pad: u32,
     /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
     /// inside the task loop.
     pub lanes: [[u8; LANES]; MAX_SMS],
@@ -233,7 +239,8 @@ int main(void) {
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
   F(cupreempt_host, yield_ns); F(cupreempt_host, run_ns); F(cupreempt_host, launch);
-  F(cupreempt_host, entered_ns); F(cupreempt_host, gate); F(cupreempt_host, lanes);
+  F(cupreempt_host, entered_ns); F(cupreempt_host, gate); F(cupreempt_host, link_announced);
+  F(cupreempt_host, link_entered); F(cupreempt_host, lanes);
   printf("sizeof.host %zu\n", sizeof(cupreempt_host));
   printf("const.RESUMED %u\n", CUPREEMPT_RESUMED); printf("const.FIRST %u\n", CUPREEMPT_FIRST);
   printf("const.LINK %u\n", CUPREEMPT_LINK); printf("const.ANCHOR %u\n", CUPREEMPT_ANCHOR);
@@ -303,6 +310,8 @@ int main(void) {
             at!("cupreempt_host", HostMirror, launch),
             at!("cupreempt_host", HostMirror, entered_ns),
             at!("cupreempt_host", HostMirror, gate),
+            at!("cupreempt_host", HostMirror, link_announced),
+            at!("cupreempt_host", HostMirror, link_entered),
             at!("cupreempt_host", HostMirror, lanes),
             ("sizeof.host", size_of::<HostMirror>()),
             ("const.RESUMED", RESUMED as usize),

@@ -684,7 +684,22 @@ impl Kernel {
     /// Whether every block that may still start reads the command in host memory before it
     /// takes a task: gated links and their anchor do (rt::links), a resumed instance does not.
     fn host_decides(&self) -> bool {
-        self.links > 0 && self.instances.len() == 1
+        self.links > 0 && self.instances.len() == 1 && self.links_entered()
+    }
+
+    /// Whether every block of the gated-link instance whose forwarded command may predate the
+    /// latest command has entered, so that the lanes show it (task_loop.cuh, link_command):
+    /// an instance that announced itself after the command was published reads that command.
+    /// Called after the command was published (with a fence between).
+    fn links_entered(&self) -> bool {
+        // SAFETY: as in resume; words the kernel writes, read as they are.
+        let (announced, entered) = unsafe {
+            (
+                addr_of!((*self.mirror.host).link_announced).read_volatile(),
+                addr_of!((*self.mirror.host).link_entered).read_volatile(),
+            )
+        };
+        super::links::instance_entered(announced, entered)
     }
 
     /// Whether a block of the first instance has started (the host mirror's flag), so that
@@ -738,6 +753,9 @@ impl Kernel {
             addr_of_mut!((*m).command).write_volatile(next.word());
             fence(Ordering::SeqCst);
             addr_of_mut!((*m).seq).write_volatile(seq);
+            // Before any later look at what the kernel writes: a gated link's announcement
+            // (links_entered) either comes after this or its read sees this command.
+            fence(Ordering::SeqCst);
         }
         let control = self.rt.control_stream()?;
         let base = self.params.control;
@@ -767,8 +785,9 @@ impl Kernel {
 struct YieldLook {
     /// The command's writes are in the control block.
     landed: bool,
-    /// Every block that starts from now on reads the command in host memory first (gated
-    /// links), where the host published it before anything else.
+    /// Every block that starts from now on reads the command in host memory first or takes
+    /// a forward of it (gated links), where the host published it before anything else, and
+    /// every block of an instance whose forward may be older has entered.
     host_decides: bool,
     /// `HELD_UP` has passed since the command was given.
     held_up: bool,

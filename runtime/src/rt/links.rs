@@ -104,6 +104,14 @@ pub(crate) fn queued_limit(links: u32) -> usize {
     (MAX_QUEUED * 2 / (2 * links as usize + 2)).max(4)
 }
 
+/// Whether, with the kernel's `link_announced` and `link_entered` read after a command was
+/// published, no block can still start on a forward older than that command without the
+/// lanes showing it: no instance announced itself before (its first block then reads the
+/// command), or every block of the latest one that did has entered.
+pub(crate) fn instance_entered(announced: u32, entered: u32) -> bool {
+    entered >= announced
+}
+
 /// The value a host writes into the gate's low 16 bits to open gates 1..=opened.
 pub(crate) fn host_gate(opened: u32) -> u16 {
     opened.min(MAX_LINKS) as u16
@@ -159,6 +167,24 @@ mod tests {
         assert_eq!(queued_limit(0), MAX_QUEUED);
         assert!(queued_limit(4) < MAX_QUEUED / 4);
         assert_eq!(queued_limit(MAX_LINKS), 7);
+    }
+
+    /// Blocks of an instance announced before the command may still start on its older
+    /// forward until the instance's every block has entered; with none announced, or a
+    /// one-block grid whose block entered before announcing, the lanes decide at once.
+    #[test]
+    fn an_announced_instance_counts_once_every_block_entered() {
+        assert!(instance_entered(0, 0), "no link has read the command yet");
+        assert!(
+            !instance_entered(2, 1),
+            "link 2 announced, some of its blocks not in"
+        );
+        assert!(instance_entered(2, 2));
+        assert!(
+            instance_entered(2, 3),
+            "a one-block link 3 entered before announcing"
+        );
+        assert!(!instance_entered(5, 0));
     }
 
     /// The host's bytes and the kernel's byte of the gate: a closed gate stays closed, the

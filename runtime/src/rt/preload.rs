@@ -66,12 +66,22 @@ fn enabled() -> bool {
     *ON.get_or_init(|| !std::env::var("CUPREEMPT_PRELOAD").is_ok_and(|v| v.trim() == "0"))
 }
 
-/// Registers a unit's lookup; unless `CUPREEMPT_PRELOAD=0`, starts the thread that runs them
-/// once a device's primary context exists.
+/// Whether the driver loads modules lazily (`CUDA_MODULE_LOADING`, LAZY by default since CUDA
+/// 12.2). Under EAGER every module is loaded with the context, so there is nothing to load
+/// ahead, and the thread's polling and its context retain would only take driver locks that
+/// the program's first calls wait for (template's first launch, a program timed from its
+/// context on: docs/runtime.md, "Module loading").
+fn loads_lazily(module_loading: Option<&str>) -> bool {
+    !module_loading.is_some_and(|v| v.trim().eq_ignore_ascii_case("EAGER"))
+}
+
+/// Registers a unit's lookup; unless `CUPREEMPT_PRELOAD=0` or the driver loads modules eagerly,
+/// starts the thread that runs them once a device's primary context exists.
 pub(crate) fn register(lookup: Lookup) {
     let mut r = super::capi::lock(registry());
     r.lookups.push(lookup);
-    if !enabled() || r.started {
+    let lazy = loads_lazily(std::env::var("CUDA_MODULE_LOADING").ok().as_deref());
+    if !enabled() || !lazy || r.started {
         return;
     }
     r.started = std::thread::Builder::new()
@@ -288,6 +298,14 @@ mod tests {
             order(1..PER_LOOKUP),
             [(1, 'a'), (1, 'b'), (2, 'a'), (2, 'b')]
         );
+    }
+
+    #[test]
+    fn nothing_to_load_ahead_when_the_driver_loads_eagerly() {
+        assert!(loads_lazily(None), "CUDA's default is lazy loading");
+        assert!(loads_lazily(Some("LAZY")));
+        assert!(!loads_lazily(Some("EAGER")));
+        assert!(!loads_lazily(Some(" eager\n")));
     }
 
     #[test]
