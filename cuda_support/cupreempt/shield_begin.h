@@ -205,6 +205,8 @@
 #undef handles
 #pragma push_macro("held")
 #undef held
+#pragma push_macro("holds_the_stream")
+#undef holds_the_stream
 #pragma push_macro("host")
 #undef host
 #pragma push_macro("host_away")
@@ -443,6 +445,8 @@
 #undef started
 #pragma push_macro("starting")
 #undef starting
+#pragma push_macro("starts_from_host_command")
+#undef starts_from_host_command
 #pragma push_macro("starts_off")
 #undef starts_off
 #pragma push_macro("states")

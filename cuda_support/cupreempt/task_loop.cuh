@@ -260,6 +260,20 @@ struct LeaderState {
   unsigned fence_due;  // enter() left its fence to the first next_chunk (see there)
 };
 
+// The instance's part in its launch (cupreempt_launch.first, control.h). A gated link or the
+// anchor takes the command from host memory before any task (link_command).
+static_assert(CUPREEMPT_RESUMED < CUPREEMPT_FIRST && CUPREEMPT_FIRST < CUPREEMPT_LINK &&
+                  CUPREEMPT_ANCHOR == CUPREEMPT_LINK + 1,
+              "starts_from_host_command compares once: the link roles are the highest");
+__device__ __forceinline__ bool starts_from_host_command(unsigned first) {
+  return first >= CUPREEMPT_LINK;  // _LINK and _ANCHOR, the two highest (one compare)
+}
+// The launch's first instance or the anchor: its last block holds the stream until every task
+// has retired (stay()).
+__device__ __forceinline__ bool holds_the_stream(unsigned first) {
+  return first == CUPREEMPT_FIRST || first == CUPREEMPT_ANCHOR;
+}
+
 // Reads the newest command from host memory into ls (a seqlock: the host makes seq odd while
 // it writes). Returns false when the host was writing; ls keeps the previous command then.
 __device__ __forceinline__ bool read_host_command(const cupreempt_host* h,
@@ -471,7 +485,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
     // until the control block catches up (must_yield). The runtime then counts such a kernel
     // as yielded once no block holds a lane, whether or not the command has landed.
     // The anchor's tail going back to work (stay()) has just read host memory itself.
-    if (host && first >= CUPREEMPT_LINK && !ls.tail) link_command(c, host, ls);
+    if (host && starts_from_host_command(first) && !ls.tail) link_command(c, host, ls);
     return false;
   }
   if (begin == 0) c->start_ns = global_ns();  // the launch's run time starts
@@ -751,7 +765,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       __syncthreads();
       if (leader) {
         leave(c, l.host, l.total_tasks, l.first, ls);
-        again = (l.first == CUPREEMPT_FIRST || l.first == CUPREEMPT_ANCHOR) && l.host &&
+        again = holds_the_stream(l.first) && l.host &&
                 stay(c, l.host, l.total_tasks, ls);
       }
       __syncthreads();

@@ -81,7 +81,7 @@ CUTS = {
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
         "        leave(c, l.host, l.total_tasks, l.first, ls);\n"
-        "        again = (l.first == CUPREEMPT_FIRST || l.first == CUPREEMPT_ANCHOR) && l.host &&\n"
+        "        again = holds_the_stream(l.first) && l.host &&\n"
         "                stay(c, l.host, l.total_tasks, ls);",
         "        again = 0;"),
     "inline-next-chunk": replace(
