@@ -4,12 +4,15 @@
 // are bounded by where the GPU first places a persistent grid (docs/daemon.md); a launch on a
 // partition's stream would be placed there by the hardware instead. No cupreempt code.
 //
-// Usage: green_partition SPLIT_SMS [SPIN_US]
+// Usage: green_partition SPLIT_SMS [SPIN_US [GROUP LAUNCHES]]
 //   Splits the device's SMs into groups of SPLIT_SMS (the driver rounds to its granularity),
 //   makes a green context and a stream on each of the first two, and launches a kernel whose
 //   blocks each spin SPIN_US (default 200) and record their %smid: on the primary context,
 //   on the first partition alone, and on both partitions at once. Prints, per launch, the SMs
 //   used (count, lowest, highest), the SMs outside the partition, and the launch's GPU time.
+//   With GROUP (0 or 1): only that partition, LAUNCHES whole-GPU grids back to back on it;
+//   prints the partition's SM ids and the launches' median time (two processes under MPS,
+//   each given another group: green_partition.sh's `mps` part).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -130,10 +133,49 @@ int main(int argc, char** argv) {
          *part[0].begin(), *part[0].rbegin(), part[1].size(), *part[1].begin(),
          *part[1].rbegin(), shared);
 
+  const unsigned per_sm = 8, threads = 256;
+  if (argc > 4) {
+    // One partition, launches back to back (another process may hold the other partition).
+    const int k = atoi(argv[3]) ? 1 : 0;
+    const int launches = atoi(argv[4]);
+    printf("group %d SMs:", k);
+    for (unsigned s : part[k]) printf(" %u", s);
+    printf("\n");
+    unsigned* d;
+    unsigned long long* span;
+    const unsigned grid = per_sm * (unsigned)sms;
+    CHECK(cudaMalloc(&d, sizeof(unsigned) * grid));
+    CHECK(cudaMalloc(&span, 2 * sizeof(unsigned long long)));
+    std::vector<double> ms;
+    std::set<unsigned> used;
+    for (int i = 0; i < launches; ++i) {
+      unsigned long long init[2] = {~0ull, 0};
+      CU(cuCtxSetCurrent(primary));
+      CHECK(cudaMemcpy(span, init, sizeof init, cudaMemcpyHostToDevice));
+      CU(cuCtxSetCurrent(green[k]));
+      unsigned long long spin = spin_ns;
+      void* args[] = {&d, &spin, &span};
+      CU(cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, gstream[k], args, nullptr));
+      CU(cuStreamSynchronize(gstream[k]));
+      CU(cuCtxSetCurrent(primary));
+      unsigned long long t[2];
+      std::vector<unsigned> h(grid);
+      CHECK(cudaMemcpy(t, span, sizeof t, cudaMemcpyDeviceToHost));
+      CHECK(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+      used.insert(h.begin(), h.end());
+      ms.push_back((t[1] - t[0]) / 1e6);
+    }
+    std::sort(ms.begin(), ms.end());
+    unsigned outside = 0;
+    for (unsigned s : used) outside += !part[k].count(s);
+    printf("group %d: %d launches of %u blocks, median %.3f ms, SMs used %zu, outside %u\n", k,
+           launches, grid, ms[ms.size() / 2], used.size(), outside);
+    return 0;
+  }
+
   // Persistent-sized grids (8 blocks of 256 threads per SM of what they may use), each block
   // spinning spin_ns: alone on the primary context, on the first partition alone, then on
   // both partitions at once.
-  const unsigned per_sm = 8, threads = 256;
   auto run = [&](std::vector<Launch> launches) {
     for (auto& l : launches) {
       CHECK(cudaMalloc(&l.smids, sizeof(unsigned) * l.grid));
