@@ -497,9 +497,78 @@ pub fn macros_of(
         .collect()
 }
 
-/// Whether a file may define or launch kernels, by its text (cheap, before any parse).
+/// Whether a file may define or launch kernels, by its text (cheap, before any parse): a `<<<`
+/// or a `__global__` outside comments, the `__global__` outside preprocessor lines too. A header
+/// that only defines the keyword for another compiler (NVIDIA Warp's `cuda_crt.h`, for Clang's
+/// CUDA: `#define __global__ __attribute__((global))`, behind `#if defined(__clang__)`) or names
+/// it in a comment has no kernel to transform; read as a program it gave 24 syntax warnings
+/// (CP100) in every compile of a unit that includes it. A kernel spelled through a macro is
+/// found by the macro's name (`mentions_kernels_with`).
 pub fn mentions_kernels(src: &str) -> bool {
-    src.contains("__global__") || src.contains("<<<")
+    if !src.contains("__global__") && !src.contains("<<<") {
+        return false;
+    }
+    let code = without_comments(src);
+    let mut directive = false;
+    for line in code.lines() {
+        let starts_directive = line.trim_start().starts_with('#');
+        let in_directive = directive || starts_directive;
+        if line.contains("<<<") || (!in_directive && crate::lang::has_word(line, "__global__")) {
+            return true;
+        }
+        // A directive goes on past a line that ends with a backslash.
+        directive = in_directive && line.trim_end().ends_with('\\');
+    }
+    false
+}
+
+/// `src` with its comments blanked (newlines kept), string and character literals read as such
+/// so that a `//` or `/*` inside one starts no comment.
+fn without_comments(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut chars = src.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                while let Some(&n) = chars.peek() {
+                    if n == '\n' {
+                        break;
+                    }
+                    chars.next();
+                }
+                out.push(' ');
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                    }
+                    if last == '*' && n == '/' {
+                        break;
+                    }
+                    last = n;
+                }
+                out.push(' ');
+            }
+            '"' | '\'' => {
+                out.push(c);
+                while let Some(n) = chars.next() {
+                    out.push(n);
+                    if n == '\\' {
+                        if let Some(e) = chars.next() {
+                            out.push(e);
+                        }
+                    } else if n == c || n == '\n' {
+                        break;
+                    }
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// Execution-space macros of `texts` (their `#define`s, `parse::execution_space_macros`): the
@@ -539,6 +608,32 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn kernels_are_mentioned_in_code_not_in_comments_or_keyword_definitions() {
+        assert!(mentions_kernels("__global__ void k() {}\n"));
+        assert!(mentions_kernels("static __global__\nvoid k();\n"));
+        assert!(mentions_kernels("void f() { k<<<1, 1>>>(); }\n"));
+        assert!(
+            mentions_kernels("#define RUN(k) k<<<1, 1>>>()\n"),
+            "a launch in a macro body is rewritten there"
+        );
+        // Warp's header for Clang's CUDA: the keyword defined, no kernel.
+        assert!(!mentions_kernels(
+            "#if defined(__clang__)\n#define __global__ __attribute__((global))\n#endif\n"
+        ));
+        assert!(!mentions_kernels(
+            "#define SPACES \\\n  __global__ \\\n  x\nint y;\n"
+        ));
+        assert!(!mentions_kernels("// __global__ kernels live elsewhere\nint x;\n"));
+        assert!(!mentions_kernels("/* a <<< b\n __global__ */ int x;\n"));
+        assert!(!mentions_kernels("const char* s = \"// \"; int x;\n"));
+        assert!(
+            mentions_kernels("const char* s = \"// \"; __global__ void k();\n"),
+            "a `//` inside a string starts no comment"
+        );
+        assert!(mentions_kernels("int a; /* c */ __global__ void k();\n"));
+    }
 
     #[test]
     fn include_lines_with_their_name_ranges() {
