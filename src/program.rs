@@ -625,7 +625,9 @@ mod tests {
         assert!(!mentions_kernels(
             "#define SPACES \\\n  __global__ \\\n  x\nint y;\n"
         ));
-        assert!(!mentions_kernels("// __global__ kernels live elsewhere\nint x;\n"));
+        assert!(!mentions_kernels(
+            "// __global__ kernels live elsewhere\nint x;\n"
+        ));
         assert!(!mentions_kernels("/* a <<< b\n __global__ */ int x;\n"));
         assert!(!mentions_kernels("const char* s = \"// \"; int x;\n"));
         assert!(
