@@ -160,6 +160,11 @@ done
 # the program checks every output.
 split_e2e "immutable tables, split by the launcher" tests/gpu/immutable_tables.cu \
   $e2e/immutable_tables 2 '^immutable_tables\|launches planned\|chaos:'
+# A launch macro whose kernel is a parameter (Warp's wp_launch_device shape): in the split unit
+# its launches go through cupreempt::launch_any and find their wrappers by name.
+split_e2e "launches of a macro's kernel parameter, split by the launcher" \
+  tests/gpu/macro_parameter_launch.cu $e2e/macro_parameter_launch 2 \
+  '^macro_parameter_launch\|launches planned\|chaos:'
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch

@@ -926,6 +926,32 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
     );
 }
 
+/// A launch macro whose kernel is one of its parameters (NVIDIA Warp's `wp_launch_device`
+/// shape: the kernel and its parenthesized arguments passed in): in a unit the launcher
+/// splits, its launches go through the kernel's pointer to the runtime, which finds the
+/// wrapper by the kernel's name (`cupreempt::launch_any`); the object holds that launch path.
+/// Without it the launch stays as written (CP101) and nothing of it is in the object.
+#[test]
+fn a_launch_macro_of_a_kernel_parameter_launches_through_the_runtime_in_a_split_unit() {
+    let source = "#define LAUNCH_DEVICE(kernel, dim, args) { const int blocks = (dim + 255) / 256; \\\n                  kernel<<<blocks, 256, 0, 0>>>args; }\n                  __global__ void fill(unsigned* out, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) out[i] = i; }\n                  void run(unsigned* o, int n) { LAUNCH_DEVICE(fill, n, (o, n)); }\n";
+    let verbose = [("CUPREEMPT_VERBOSE", "1")];
+    let (obj, out) = launcher_object_with("launcher-macro-kernel", &[("k.cu", source)], &verbose);
+    assert!(
+        out.contains("wrappers of 1 kernel in a module of their own"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("CP101"),
+        "the macro's launch was left:\n{out}"
+    );
+    let host = std::fs::read(&obj).unwrap();
+    let has = |needle: &str| host.windows(needle.len()).any(|w| w == needle.as_bytes());
+    assert!(
+        has("11AnyLauncher") && has("cupreempt_rt_module_wrapper"),
+        "the object has no launch through the kernel's pointer:\n{out}"
+    );
+}
+
 /// Every file under `dir`.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -297,4 +297,34 @@ detail::Launcher<Kernels, std::remove_cv_t<decltype(Kernels::original)>> launch(
   return {grid, block, smem, stream};
 }
 
+namespace detail {
+// A launch known only by the kernel's pointer: a macro's launch of a kernel its use names
+// (`#define LAUNCH(kernel, args) kernel<<<g, b>>>args`). In a unit the compiler launcher split
+// (its wrappers in a module of their own) the runtime finds the wrapper by the kernel's name,
+// as for the unit's other launches; elsewhere no wrapper can be found from a pointer, and the
+// original kernel runs as written, with no call to the runtime.
+template <class... P>
+struct [[nodiscard]] AnyLauncher {
+  void (*original)(P...);
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  void operator()(P... args) const {
+#if !defined(CUPREEMPT_STANDALONE) && defined(CUPREEMPT_SPLIT_UNIT)
+    auto values = std::tuple<std::decay_t<P>...>(args...);
+    launch_values(original, [] { return (void (*)(cupreempt_launch, P...))nullptr; }, grid,
+                  block, smem, stream, values, std::index_sequence_for<P...>{});
+#else
+    original<<<grid, block, smem, stream>>>(args...);
+#endif
+  }
+};
+}  // namespace detail
+
+template <class... P>
+detail::AnyLauncher<P...> launch_any(void (*original)(P...), dim3 grid, dim3 block,
+                                     size_t smem = 0, cudaStream_t stream = 0) {
+  return {original, grid, block, smem, stream};
+}
+
 }  // namespace cupreempt

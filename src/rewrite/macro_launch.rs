@@ -56,7 +56,9 @@ fn launches_in<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
     }
 }
 
-/// Rewrites the launches of macro `m`'s body, or says why they stay as they are.
+/// Rewrites the launches of macro `m`'s body, or says why they stay as they are. Returns
+/// whether they now launch through the kernel's pointer (`cupreempt::launch_any`), which the
+/// file's include of the launch shim must then bring.
 pub fn rewrite(
     m: &MacroLaunches,
     a: &Analysis,
@@ -64,7 +66,7 @@ pub fn rewrite(
     known: &[KnownKernel],
     edits: &mut Vec<Edit>,
     diags: &mut Vec<Diagnostic>,
-) {
+) -> bool {
     let at = src[m.body.clone()]
         .find("<<<")
         .map_or(m.body.start, |i| m.body.start + i);
@@ -79,9 +81,23 @@ pub fn rewrite(
         .label(at..at + 3, "this launch is not preemptible")
         .help("launch the kernel from a function, and call that function in the macro")
     };
+    // `#define LAUNCH(kernel, n, args) kernel<<<grid(n), 256>>>args`: the kernel is whatever
+    // a use names, so the launch goes through the kernel's pointer (`cupreempt::launch_any`),
+    // whose wrapper the runtime finds by the kernel's name where the compiler launcher split
+    // its unit (docs/transformation.md, "Launches in macros").
+    if let Some(launches) = parameter_launches(src, m) {
+        for l in launches {
+            edits.push(Edit::replace(
+                l.kernel.start..l.open.end,
+                format!("{LAUNCH_ANY}({}, ", &src[l.kernel.clone()]),
+            ));
+            edits.push(Edit::replace(l.close, ")"));
+        }
+        return true;
+    }
     let Some(text) = body_text(src, &m.body) else {
         diags.push(left("its body could not be read"));
-        return;
+        return false;
     };
     let parsed = crate::parse::parse(&text);
     let root = parsed.tree.root_node();
@@ -95,7 +111,7 @@ pub fn rewrite(
         .collect();
     if !errors.is_empty() || sites.is_empty() {
         diags.push(left("its body does not read as statements with a launch"));
-        return;
+        return false;
     }
     for l in &sites {
         // `#define RUN(kernel) kernel<<<1, 1>>>()`: whatever kernel a use names, not the one
@@ -110,11 +126,103 @@ pub fn rewrite(
         }
         super::launch::rewrite(l, a, &text, known, true, edits, diags);
     }
+    false
+}
+
+/// What a launch through a kernel's pointer is written as.
+const LAUNCH_ANY: &str = "::cupreempt::launch_any";
+
+/// A launch in a macro body whose kernel is one of the macro's parameters: the parameter's
+/// name, the `<<<` and the `>>>`.
+#[derive(Debug, PartialEq)]
+struct ParameterLaunch {
+    kernel: std::ops::Range<usize>,
+    open: std::ops::Range<usize>,
+    close: std::ops::Range<usize>,
+}
+
+/// The launches of `m`'s body where every one launches a parameter of the macro
+/// (`kernel<<<...>>>`, its arguments in parentheses or a parameter themselves); None where
+/// the body has another launch, or a `<<<` without its `>>>`.
+fn parameter_launches(src: &str, m: &MacroLaunches) -> Option<Vec<ParameterLaunch>> {
+    let body = &src[m.body.clone()];
+    let mut found = Vec::new();
+    let mut from = 0;
+    while let Some(i) = body[from..].find("<<<") {
+        let open = from + i;
+        let before = body[..open].trim_end();
+        let name_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |j| j + 1);
+        let name = &before[name_start..];
+        if name.is_empty() || !m.params.iter().any(|p| p == name) {
+            return None;
+        }
+        let close = open + 3 + body[open + 3..].find(">>>")?;
+        let at = m.body.start;
+        found.push(ParameterLaunch {
+            kernel: at + name_start..at + before.len(),
+            open: at + open..at + open + 3,
+            close: at + close..at + close + 3,
+        });
+        from = close + 3;
+    }
+    (!found.is_empty()).then_some(found)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn launches(src: &str, params: &[&str]) -> Option<Vec<String>> {
+        let start = src.find(')').unwrap() + 1;
+        let m = MacroLaunches {
+            name: "L".into(),
+            params: params.iter().map(|p| p.to_string()).collect(),
+            body: start..src.trim_end().len(),
+        };
+        parameter_launches(src, &m).map(|v| {
+            v.iter()
+                .map(|l| {
+                    format!(
+                        "{}|{}|{}",
+                        &src[l.kernel.clone()],
+                        &src[l.open.end..l.close.start],
+                        src[l.close.end..].trim_end()
+                    )
+                })
+                .collect()
+        })
+    }
+
+    #[test]
+    fn launches_of_a_kernel_parameter_are_found_with_their_configuration() {
+        let src = "#define L(kernel, n, args) { kernel<<<(n + 255) / 256, 256, 0, s>>>args; }\n";
+        assert_eq!(
+            launches(src, &["kernel", "n", "args"]),
+            Some(vec!["kernel|(n + 255) / 256, 256, 0, s|args; }".to_string()])
+        );
+        // Two launches, arguments in parentheses, a continued line.
+        let src = "#define L(k, a) k <<<1, 2>>>(a); \\\n k<<<3, 4>>>(a)\n";
+        assert_eq!(
+            launches(src, &["k", "a"]).map(|v| v.len()),
+            Some(2),
+            "{:?}",
+            launches(src, &["k", "a"])
+        );
+        // A named kernel, a kernel with template arguments, an unclosed launch: not this form.
+        assert_eq!(launches("#define L(n) fill<<<n, 1>>>(p)\n", &["n"]), None);
+        assert_eq!(
+            launches("#define L(k) k<float><<<1, 1>>>()\n", &["k"]),
+            None
+        );
+        assert_eq!(launches("#define L(k) k<<<1, 1\n", &["k"]), None);
+        assert_eq!(
+            launches("#define L(k) k<<<1, 1>>>(); fill<<<1, 1>>>()\n", &["k"]),
+            None,
+            "one launch of another kernel: the body is read as statements"
+        );
+    }
 
     #[test]
     fn the_body_keeps_its_offsets_and_loses_its_continuations() {

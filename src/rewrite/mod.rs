@@ -50,14 +50,16 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
         // Launches of kernels defined elsewhere are still rewritten or explained; the launch
         // shim comes with the including of the file that defines them, or with the include
         // below for kernels only declared (here or in an included file).
-        if !declared.is_empty() || included_declared {
-            edits.push(Edit::insert(a.include_at, INCLUDE));
-        }
+        let mut shim = !declared.is_empty() || included_declared;
         for l in &a.launches {
             launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
         }
         for m in &a.macro_launches {
-            macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
+            // A launch through the kernel's pointer needs the shim whatever the kernel.
+            shim |= macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
+        }
+        if shim {
+            edits.push(Edit::insert(a.include_at, INCLUDE));
         }
         return Rewrite { edits, diagnostics };
     }
