@@ -155,7 +155,11 @@ fn parameter_launches(src: &str, m: &MacroLaunches) -> Option<Vec<ParameterLaunc
             .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
             .map_or(0, |j| j + 1);
         let name = &before[name_start..];
-        if name.is_empty() || !m.params.iter().any(|p| p == name) {
+        // `ns::kernel`, `obj.kernel`, `a ## kernel`: a name the parameter is only part of.
+        let joined = ["::", ".", "->", "##"]
+            .iter()
+            .any(|j| before[..name_start].trim_end().ends_with(j));
+        if name.is_empty() || joined || !m.params.iter().any(|p| p == name) {
             return None;
         }
         let close = open + 3 + body[open + 3..].find(">>>")?;
@@ -217,6 +221,8 @@ mod tests {
             None
         );
         assert_eq!(launches("#define L(k) k<<<1, 1\n", &["k"]), None);
+        assert_eq!(launches("#define L(k) ns::k<<<1, 1>>>()\n", &["k"]), None);
+        assert_eq!(launches("#define L(k) pre ## k<<<1, 1>>>()\n", &["k"]), None);
         assert_eq!(
             launches("#define L(k) k<<<1, 1>>>(); fill<<<1, 1>>>()\n", &["k"]),
             None,
