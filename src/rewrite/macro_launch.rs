@@ -222,7 +222,10 @@ mod tests {
         );
         assert_eq!(launches("#define L(k) k<<<1, 1\n", &["k"]), None);
         assert_eq!(launches("#define L(k) ns::k<<<1, 1>>>()\n", &["k"]), None);
-        assert_eq!(launches("#define L(k) pre ## k<<<1, 1>>>()\n", &["k"]), None);
+        assert_eq!(
+            launches("#define L(k) pre ## k<<<1, 1>>>()\n", &["k"]),
+            None
+        );
         assert_eq!(
             launches("#define L(k) k<<<1, 1>>>(); fill<<<1, 1>>>()\n", &["k"]),
             None,
