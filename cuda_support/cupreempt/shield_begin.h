@@ -3,6 +3,8 @@
 // cupreempt.cuh reads them; shield_end.h restores them. No include guard: read once.
 #pragma push_macro("A")
 #undef A
+#pragma push_macro("AnyLauncher")
+#undef AnyLauncher
 #pragma push_macro("BlockState")
 #undef BlockState
 #pragma push_macro("Body")
@@ -255,6 +257,8 @@
 #undef last_ns
 #pragma push_macro("launch")
 #undef launch
+#pragma push_macro("launch_any")
+#undef launch_any
 #pragma push_macro("launch_kernel")
 #undef launch_kernel
 #pragma push_macro("launch_values")

@@ -141,6 +141,7 @@
 #pragma pop_macro("launch_with")
 #pragma pop_macro("launch_values")
 #pragma pop_macro("launch_kernel")
+#pragma pop_macro("launch_any")
 #pragma pop_macro("launch")
 #pragma pop_macro("last_ns")
 #pragma pop_macro("lanes")
@@ -267,4 +268,5 @@
 #pragma pop_macro("CaptureLaunches")
 #pragma pop_macro("Body")
 #pragma pop_macro("BlockState")
+#pragma pop_macro("AnyLauncher")
 #pragma pop_macro("A")
