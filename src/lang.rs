@@ -464,6 +464,56 @@ pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = us
     })
 }
 
+/// `src` with its comments blanked (a comment becomes one space; a block comment keeps its
+/// newlines), string and character literals read as such so that a `//` or `/*` inside one
+/// starts no comment. For scans of a text's words that comments must not feed.
+pub fn without_comments(src: &str) -> String {
+    let mut out = String::with_capacity(src.len());
+    let mut chars = src.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '/' if chars.peek() == Some(&'/') => {
+                while let Some(&n) = chars.peek() {
+                    if n == '\n' {
+                        break;
+                    }
+                    chars.next();
+                }
+                out.push(' ');
+            }
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for n in chars.by_ref() {
+                    if n == '\n' {
+                        out.push('\n');
+                    }
+                    if last == '*' && n == '/' {
+                        break;
+                    }
+                    last = n;
+                }
+                out.push(' ');
+            }
+            '"' | '\'' => {
+                out.push(c);
+                while let Some(n) = chars.next() {
+                    out.push(n);
+                    if n == '\\' {
+                        if let Some(e) = chars.next() {
+                            out.push(e);
+                        }
+                    } else if n == c || n == '\n' {
+                        break;
+                    }
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
 /// Whether `word` stands as a word (not inside an identifier) anywhere in `text`.
 pub fn has_word(text: &str, word: &str) -> bool {
     word_indices(text, word).next().is_some()

@@ -508,7 +508,7 @@ pub fn mentions_kernels(src: &str) -> bool {
     if !src.contains("__global__") && !src.contains("<<<") {
         return false;
     }
-    let code = without_comments(src);
+    let code = crate::lang::without_comments(src);
     let mut directive = false;
     for line in code.lines() {
         let starts_directive = line.trim_start().starts_with('#');
@@ -520,55 +520,6 @@ pub fn mentions_kernels(src: &str) -> bool {
         directive = in_directive && line.trim_end().ends_with('\\');
     }
     false
-}
-
-/// `src` with its comments blanked (newlines kept), string and character literals read as such
-/// so that a `//` or `/*` inside one starts no comment.
-fn without_comments(src: &str) -> String {
-    let mut out = String::with_capacity(src.len());
-    let mut chars = src.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '/' if chars.peek() == Some(&'/') => {
-                while let Some(&n) = chars.peek() {
-                    if n == '\n' {
-                        break;
-                    }
-                    chars.next();
-                }
-                out.push(' ');
-            }
-            '/' if chars.peek() == Some(&'*') => {
-                chars.next();
-                let mut last = ' ';
-                for n in chars.by_ref() {
-                    if n == '\n' {
-                        out.push('\n');
-                    }
-                    if last == '*' && n == '/' {
-                        break;
-                    }
-                    last = n;
-                }
-                out.push(' ');
-            }
-            '"' | '\'' => {
-                out.push(c);
-                while let Some(n) = chars.next() {
-                    out.push(n);
-                    if n == '\\' {
-                        if let Some(e) = chars.next() {
-                            out.push(e);
-                        }
-                    } else if n == c || n == '\n' {
-                        break;
-                    }
-                }
-            }
-            _ => out.push(c),
-        }
-    }
-    out
 }
 
 /// Execution-space macros of `texts` (their `#define`s, `parse::execution_space_macros`): the

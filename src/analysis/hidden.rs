@@ -69,7 +69,7 @@ pub fn refusal(
     }));
     let has_returns = !plan.facts.returns.is_empty();
     for r in hidden {
-        let text = without_comments(&src[r.clone()]);
+        let text = crate::lang::without_comments(&src[r.clone()]);
         let why = match functions.iter().find(|(outer, _, _)| within(outer, r)) {
             Some((_, body, _)) if !within(body, r) => {
                 Some("part of the function's head".to_string())
@@ -97,7 +97,13 @@ pub fn unread_in(
     let (outer, body) = (site.outer.byte_range(), site.body.byte_range());
     hidden.iter().filter(|r| within(&outer, r)).any(|r| {
         !within(&body, r)
-            || unseen(&without_comments(&src[r.clone()]), false, graph, macros).is_some()
+            || unseen(
+                &crate::lang::without_comments(&src[r.clone()]),
+                false,
+                graph,
+                macros,
+            )
+            .is_some()
     })
 }
 
@@ -269,29 +275,6 @@ fn balanced(text: &str) -> bool {
     open.is_empty()
 }
 
-/// `text` with its comments blanked (string literals are left: a word in one only makes the
-/// check stricter).
-fn without_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("//") {
-            let end = after.find('\n').map_or(after.len(), |p| p);
-            out.push(' ');
-            rest = &after[end..];
-        } else if let Some(after) = rest.strip_prefix("/*") {
-            let end = after.find("*/").map_or(after.len(), |p| p + 2);
-            out.push(' ');
-            rest = &after[end..];
-        } else {
-            let ch = rest.chars().next().unwrap_or(' ');
-            out.push(ch);
-            rest = &rest[ch.len_utf8()..];
-        }
-    }
-    out
-}
-
 /// Whether a device function that a syntax error hides (its name ends at `from`) may read the
 /// block index or synchronize, as far as its text tells: its body (from the first `{` after the
 /// name to the matching `}`) names blockIdx, gridDim, a barrier, inline assembly, or calls a
@@ -318,7 +301,7 @@ pub(super) fn unread_may_matter(src: &str, from: usize) -> bool {
     let Some(close) = close else {
         return true;
     };
-    let body = without_comments(&src[open + 1..close]);
+    let body = crate::lang::without_comments(&src[open + 1..close]);
     let may = super::macros::identifiers(&body).any(|(at, word)| {
         let called = body[at + word.len()..].trim_start().starts_with('(');
         let keyword = matches!(
