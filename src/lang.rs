@@ -466,12 +466,16 @@ pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = us
 
 /// `src` with its comments blanked (a comment becomes one space; a block comment keeps its
 /// newlines), string and character literals read as such so that a `//` or `/*` inside one
-/// starts no comment. For scans of a text's words that comments must not feed.
+/// starts no comment. A `'` after a letter or digit is a digit separator (`1'000`) or a
+/// prefix's (`u8'a'` is rare enough to read as one), not a literal's start. For scans of a
+/// text's words that comments must not feed.
 pub fn without_comments(src: &str) -> String {
     let mut out = String::with_capacity(src.len());
     let mut chars = src.chars().peekable();
     while let Some(c) = chars.next() {
+        let separator = c == '\'' && out.ends_with(|p: char| p.is_ascii_alphanumeric());
         match c {
+            _ if separator => out.push(c),
             '/' if chars.peek() == Some(&'/') => {
                 while let Some(&n) = chars.peek() {
                     if n == '\n' {
@@ -538,6 +542,19 @@ pub fn without_grid_constant(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn comments_are_blanked_and_literals_and_digit_separators_kept() {
+        assert_eq!(without_comments("a // b\nc"), "a  \nc");
+        assert_eq!(without_comments("a /* b\n c */ d"), "a \n  d");
+        assert_eq!(without_comments("s = \"// no\"; t"), "s = \"// no\"; t");
+        assert_eq!(without_comments("c = '/'; // x"), "c = '/';  ");
+        // A digit separator opens no literal that would hide the comment after it.
+        assert_eq!(
+            without_comments("n = 1'000; // __global__\n"),
+            "n = 1'000;  \n"
+        );
+    }
 
     #[test]
     fn every_node_kind_is_known_to_the_grammar() {
