@@ -961,10 +961,12 @@ fn prepare(
     }
     // Kernels spelled with a macro (`GLOBAL static void k(...)`) count too.
     let (global_macros, _) = program::space_macro_names(files.iter().map(|(_, t)| t.as_str()));
-    if !files
+    // Each file's text read once for it (a pass over the text without its comments).
+    let with_kernels: Vec<bool> = files
         .iter()
-        .any(|(_, t)| program::mentions_kernels_with(t, &global_macros))
-    {
+        .map(|(_, t)| program::mentions_kernels_with(t, &global_macros))
+        .collect();
+    if !with_kernels.contains(&true) {
         return Ok(Prepared::AsWritten);
     }
     let key = {
@@ -1003,7 +1005,7 @@ fn prepare(
     let mut refused = false;
     let mut capped = false;
     let mut wraps = false;
-    for (p, text) in &files {
+    for ((p, text), &kernels) in files.iter().zip(&with_kernels) {
         // The name the preprocessor gives the original (its `__FILE__`, its messages), not
         // the copy's path nor the canonical one: a program that prints `__FILE__` prints the
         // same either way.
@@ -1015,7 +1017,7 @@ fn prepare(
         let gives_ctx = defines
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
-        let out = if program::mentions_kernels_with(text, &global_macros) || gives_ctx {
+        let out = if kernels || gives_ctx {
             let (k, h) = program::known_from(&defines, &graph, p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
