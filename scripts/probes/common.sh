@@ -31,6 +31,9 @@ probe_folders() {
   logs=${PROBE_LOG:-$work}
   mkdir -p "$logs"
 }
+# A plain CUDA probe, scripts/probes/NAME.cu, built as $work/NAME (after probe_folders);
+# further nvcc flags after the name. Usage: probe_build NAME [FLAGS...]
+probe_build() { nvcc -arch=sm_90 -O3 "scripts/probes/$1.cu" -o "$work/$1" "${@:2}"; }
 # The daemon probes' start: bin (BIN_DIR, default target/release), the probe's folders, and
 # scripts/probes/daemon_priority.cu transformed and linked with that runtime as $work/prog.
 daemon_probe_setup() {

@@ -24,17 +24,6 @@
 
 #include "probe.cuh"
 
-#define CU(x)                                                        \
-  do {                                                               \
-    CUresult r = (x);                                                \
-    if (r != CUDA_SUCCESS) {                                         \
-      const char* name = nullptr;                                    \
-      cuGetErrorName(r, &name);                                      \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x,     \
-              name ? name : "?");                                    \
-      exit(1);                                                       \
-    }                                                                \
-  } while (0)
 
 __global__ void record(unsigned* smid_of_block, unsigned long long spin_ns,
                        unsigned long long* span) {
@@ -68,11 +57,11 @@ static std::set<unsigned> sms_of(CUcontext ctx, CUstream stream, CUfunction f, u
   unsigned long long* span;
   CHECK(cudaMalloc(&d, sizeof(unsigned) * sms * 32));
   CHECK(cudaMalloc(&span, 2 * sizeof(unsigned long long)));
-  CU(cuCtxSetCurrent(ctx));
+  CU_CHECK(cuCtxSetCurrent(ctx));
   unsigned long long spin = 20000;
   void* args[] = {&d, &spin, &span};
-  CU(cuLaunchKernel(f, sms * 32, 1, 1, 32, 1, 1, 0, stream, args, nullptr));
-  CU(cuStreamSynchronize(stream));
+  CU_CHECK(cuLaunchKernel(f, sms * 32, 1, 1, 32, 1, 1, 0, stream, args, nullptr));
+  CU_CHECK(cuStreamSynchronize(stream));
   std::vector<unsigned> h(sms * 32);
   CHECK(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
   used.insert(h.begin(), h.end());
@@ -91,17 +80,17 @@ int main(int argc, char** argv) {
   CHECK(cudaSetDevice(0));
   CHECK(cudaFree(0));
   CUdevice dev;
-  CU(cuDeviceGet(&dev, 0));
+  CU_CHECK(cuDeviceGet(&dev, 0));
   CUcontext primary;
-  CU(cuCtxGetCurrent(&primary));
+  CU_CHECK(cuCtxGetCurrent(&primary));
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
 
   CUdevResource all;
-  CU(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
+  CU_CHECK(cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM));
   CUdevResource groups[2], rest;
   unsigned n = 2;
-  CU(cuDevSmResourceSplitByCount(groups, &n, &all, &rest, 0, split));
+  CU_CHECK(cuDevSmResourceSplitByCount(groups, &n, &all, &rest, 0, split));
   printf("device: %d SMs; split by %u: %u groups of %u and %u SMs, %u left\n", sms, split, n,
          groups[0].sm.smCount, n > 1 ? groups[1].sm.smCount : 0, rest.sm.smCount);
   if (n < 2) {
@@ -112,17 +101,17 @@ int main(int argc, char** argv) {
   CUstream gstream[2];
   for (int i = 0; i < 2; ++i) {
     CUdevResourceDesc desc;
-    CU(cuDevResourceGenerateDesc(&desc, &groups[i], 1));
+    CU_CHECK(cuDevResourceGenerateDesc(&desc, &groups[i], 1));
     CUgreenCtx g;
-    CU(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
-    CU(cuCtxFromGreenCtx(&green[i], g));
-    CU(cuGreenCtxStreamCreate(&gstream[i], g, CU_STREAM_NON_BLOCKING, 0));
+    CU_CHECK(cuGreenCtxCreate(&g, desc, dev, CU_GREEN_CTX_DEFAULT_STREAM));
+    CU_CHECK(cuCtxFromGreenCtx(&green[i], g));
+    CU_CHECK(cuGreenCtxStreamCreate(&gstream[i], g, CU_STREAM_NON_BLOCKING, 0));
   }
-  CU(cuCtxSetCurrent(primary));
+  CU_CHECK(cuCtxSetCurrent(primary));
   CUfunction f;
   CHECK(cudaGetFuncBySymbol((cudaFunction_t*)&f, (const void*)record));
   CUstream pstream;
-  CU(cuStreamCreate(&pstream, CU_STREAM_NON_BLOCKING));
+  CU_CHECK(cuStreamCreate(&pstream, CU_STREAM_NON_BLOCKING));
 
   // The SMs each partition's kernels may land on, found by launching there.
   std::set<unsigned> part[2];
@@ -150,14 +139,14 @@ int main(int argc, char** argv) {
     std::set<unsigned> used;
     for (int i = 0; i < launches; ++i) {
       unsigned long long init[2] = {~0ull, 0};
-      CU(cuCtxSetCurrent(primary));
+      CU_CHECK(cuCtxSetCurrent(primary));
       CHECK(cudaMemcpy(span, init, sizeof init, cudaMemcpyHostToDevice));
-      CU(cuCtxSetCurrent(green[k]));
+      CU_CHECK(cuCtxSetCurrent(green[k]));
       unsigned long long spin = spin_ns;
       void* args[] = {&d, &spin, &span};
-      CU(cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, gstream[k], args, nullptr));
-      CU(cuStreamSynchronize(gstream[k]));
-      CU(cuCtxSetCurrent(primary));
+      CU_CHECK(cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, gstream[k], args, nullptr));
+      CU_CHECK(cuStreamSynchronize(gstream[k]));
+      CU_CHECK(cuCtxSetCurrent(primary));
       unsigned long long t[2];
       std::vector<unsigned> h(grid);
       CHECK(cudaMemcpy(t, span, sizeof t, cudaMemcpyDeviceToHost));
@@ -184,13 +173,13 @@ int main(int argc, char** argv) {
       CHECK(cudaMemcpy(l.span, init, sizeof init, cudaMemcpyHostToDevice));
     }
     for (auto& l : launches) {
-      CU(cuCtxSetCurrent(l.ctx));
+      CU_CHECK(cuCtxSetCurrent(l.ctx));
       unsigned long long spin = spin_ns;
       void* args[] = {&l.smids, &spin, &l.span};
-      CU(cuLaunchKernel(f, l.grid, 1, 1, threads, 1, 1, 0, l.stream, args, nullptr));
+      CU_CHECK(cuLaunchKernel(f, l.grid, 1, 1, threads, 1, 1, 0, l.stream, args, nullptr));
     }
-    for (auto& l : launches) CU(cuStreamSynchronize(l.stream));
-    CU(cuCtxSetCurrent(primary));
+    for (auto& l : launches) CU_CHECK(cuStreamSynchronize(l.stream));
+    CU_CHECK(cuCtxSetCurrent(primary));
     unsigned long long first = ~0ull, last = 0;
     for (auto& l : launches) {
       std::vector<unsigned> h(l.grid);

@@ -14,7 +14,7 @@ probe_folders
 split=${PROBE_SPLIT:-64}
 spin=${PROBE_SPIN_US:-200}
 launches=${PROBE_LAUNCHES:-20}
-nvcc -arch=sm_90 -O3 scripts/probes/green_partition.cu -o "$work/green_partition" -lcuda
+probe_build green_partition -lcuda
 for part in ${PROBE_PARTS:-one mps}; do
   case $part in
   one)

@@ -11,7 +11,7 @@ source scripts/probes/common.sh
 probe_folders
 secs=${PROBE_SECONDS:-3}
 split=${PROBE_SPLIT:-44}
-nvcc -arch=sm_90 -O3 scripts/probes/sm_placement.cu -o "$work/sm_placement"
+probe_build sm_placement
 pair() {  # LABEL GRID_FIRST GRID_SECOND
   echo "== $1"
   "$work/sm_placement" 0 "$split" "$secs" "$2" >"$work/a.txt" &

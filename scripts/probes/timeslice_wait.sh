@@ -10,15 +10,15 @@ cd "$(dirname "$0")/../.."
 source scripts/probes/common.sh
 probe_folders
 n=${PROBE_URGENT:-300}
-nvcc -arch=sm_90 -O3 scripts/probes/timeslice_wait.cu -lcuda -o "$work/ts"
+probe_build timeslice_wait -lcuda
 echo "== alone"
-"$work/ts" urgent "$n"
+"$work/timeslice_wait" urgent "$n"
 cases() {
   for mode in ${PROBE_MODES:-idle busy parked waiting}; do
-    "$work/ts" batch "$mode" 1000 >"$work/batch.txt" 2>&1 &
+    "$work/timeslice_wait" batch "$mode" 1000 >"$work/batch.txt" 2>&1 &
     local b=$!
     sleep 1.5
-    echo "== $1, beside batch $mode: $("$work/ts" urgent "$n")"
+    echo "== $1, beside batch $mode: $("$work/timeslice_wait" urgent "$n")"
     kill $b 2>/dev/null || true
     wait $b 2>/dev/null || true
   done

@@ -15,16 +15,8 @@
 #include <thread>
 #include <vector>
 
-#define CU(x)                                                      \
-  do {                                                             \
-    CUresult r = (x);                                              \
-    if (r != CUDA_SUCCESS) {                                       \
-      const char* s = nullptr;                                     \
-      cuGetErrorString(r, &s);                                     \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, s);       \
-      return 1;                                                    \
-    }                                                              \
-  } while (0)
+#include "probe.cuh"
+
 
 __global__ void nothing() {}
 // Stores into the pinned page near the word the stream will wait on, as the runtime's blocks
@@ -62,12 +54,12 @@ int main() {
       CUdeviceptr addr = (CUdeviceptr)(mode == 2 ? dev : host_dev);
       if (mode == 3) touch<<<1056, 64, 0, s>>>(page_dev + 1);
       if (mode == 4) touch<<<1056, 64, 0, s>>>(page_dev + 1024);
-      CU(cuStreamWaitValue32((CUstream)s, addr, value, CU_STREAM_WAIT_VALUE_GEQ));
+      CU_CHECK(cuStreamWaitValue32((CUstream)s, addr, value, CU_STREAM_WAIT_VALUE_GEQ));
       nothing<<<1, 1, 0, s>>>();
       std::this_thread::sleep_for(std::chrono::microseconds(500));  // the wait is blocking now
       const auto t0 = std::chrono::steady_clock::now();
       if (mode == 2) {
-        CU(cuStreamWriteValue32((CUstream)other, addr, value, 0));
+        CU_CHECK(cuStreamWriteValue32((CUstream)other, addr, value, 0));
       } else {
         *(volatile unsigned*)host = value;
         if (mode == 1) nothing<<<1, 1, 0, other>>>();
