@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -39,35 +40,66 @@ __global__ void record(unsigned* smid_of_block, unsigned long long spin_ns,
   }
 }
 
+// One launch of `record`: its buffers (made in the primary context, which green contexts share),
+// the launch with its context current, and what the blocks recorded once its stream is done.
+struct Recorded {
+  unsigned grid;
+  unsigned* smids = nullptr;
+  unsigned long long* span = nullptr;  // the first block's start, the last block's end
+  explicit Recorded(unsigned grid) : grid(grid) {
+    CHECK(cudaMalloc(&smids, sizeof(unsigned) * grid));
+    CHECK(cudaMalloc(&span, 2 * sizeof(unsigned long long)));
+  }
+  ~Recorded() {
+    cudaFree(smids);
+    cudaFree(span);
+  }
+  Recorded(const Recorded&) = delete;
+  Recorded& operator=(const Recorded&) = delete;
+  // The span's start value, before each launch (with the primary context current).
+  void reset() {
+    const unsigned long long init[2] = {~0ull, 0};
+    CHECK(cudaMemcpy(span, init, sizeof init, cudaMemcpyHostToDevice));
+  }
+  void launch(CUfunction f, CUcontext ctx, CUstream stream, unsigned threads,
+              unsigned long long spin) {
+    CU_CHECK(cuCtxSetCurrent(ctx));
+    void* args[] = {&smids, &spin, &span};
+    CU_CHECK(cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, stream, args, nullptr));
+  }
+  // What the blocks recorded (with the primary context current, after its stream is done).
+  struct Seen {
+    std::set<unsigned> sms;
+    unsigned long long start, end;
+    double ms() const { return (end - start) / 1e6; }
+  };
+  Seen seen() const {
+    std::vector<unsigned> h(grid);
+    unsigned long long t[2];
+    CHECK(cudaMemcpy(h.data(), smids, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+    CHECK(cudaMemcpy(t, span, sizeof t, cudaMemcpyDeviceToHost));
+    return {std::set<unsigned>(h.begin(), h.end()), t[0], t[1]};
+  }
+};
+
 struct Launch {
   const char* label;
   CUcontext ctx;   // current while launching (the primary context, or a green one)
   CUstream stream;
   unsigned grid;
   std::set<unsigned> allowed;  // empty: any SM
-  unsigned* smids = nullptr;
-  unsigned long long* span = nullptr;
 };
 
-static std::set<unsigned> sms_of(CUcontext ctx, CUstream stream, CUfunction f, unsigned sms) {
-  // One block per SM slot, each just long enough to be resident with the others: the SMs the
-  // partition lets the kernel use.
-  std::set<unsigned> used;
-  unsigned* d;
-  unsigned long long* span;
-  CHECK(cudaMalloc(&d, sizeof(unsigned) * sms * 32));
-  CHECK(cudaMalloc(&span, 2 * sizeof(unsigned long long)));
-  CU_CHECK(cuCtxSetCurrent(ctx));
-  unsigned long long spin = 20000;
-  void* args[] = {&d, &spin, &span};
-  CU_CHECK(cuLaunchKernel(f, sms * 32, 1, 1, 32, 1, 1, 0, stream, args, nullptr));
+// The SMs a context's kernels may use: one 32-thread block per block slot of the GPU, each
+// just long enough to be resident with the others.
+static std::set<unsigned> sms_of(CUcontext primary, CUcontext ctx, CUstream stream, CUfunction f,
+                                 unsigned sms) {
+  Recorded r(sms * 32);
+  r.reset();
+  r.launch(f, ctx, stream, 32, 20000);
   CU_CHECK(cuStreamSynchronize(stream));
-  std::vector<unsigned> h(sms * 32);
-  CHECK(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
-  used.insert(h.begin(), h.end());
-  CHECK(cudaFree(d));
-  CHECK(cudaFree(span));
-  return used;
+  CU_CHECK(cuCtxSetCurrent(primary));
+  return r.seen().sms;
 }
 
 int main(int argc, char** argv) {
@@ -115,7 +147,7 @@ int main(int argc, char** argv) {
 
   // The SMs each partition's kernels may land on, found by launching there.
   std::set<unsigned> part[2];
-  for (int i = 0; i < 2; ++i) part[i] = sms_of(green[i], gstream[i], f, (unsigned)sms);
+  for (int i = 0; i < 2; ++i) part[i] = sms_of(primary, green[i], gstream[i], f, (unsigned)sms);
   unsigned shared = 0;
   for (unsigned s : part[0]) shared += part[1].count(s);
   printf("partition SMs: first %zu [%u, %u], second %zu [%u, %u], in both %u\n", part[0].size(),
@@ -130,29 +162,18 @@ int main(int argc, char** argv) {
     printf("group %d SMs:", k);
     for (unsigned s : part[k]) printf(" %u", s);
     printf("\n");
-    unsigned* d;
-    unsigned long long* span;
     const unsigned grid = per_sm * (unsigned)sms;
-    CHECK(cudaMalloc(&d, sizeof(unsigned) * grid));
-    CHECK(cudaMalloc(&span, 2 * sizeof(unsigned long long)));
+    Recorded r(grid);
     std::vector<double> ms;
     std::set<unsigned> used;
     for (int i = 0; i < launches; ++i) {
-      unsigned long long init[2] = {~0ull, 0};
-      CU_CHECK(cuCtxSetCurrent(primary));
-      CHECK(cudaMemcpy(span, init, sizeof init, cudaMemcpyHostToDevice));
-      CU_CHECK(cuCtxSetCurrent(green[k]));
-      unsigned long long spin = spin_ns;
-      void* args[] = {&d, &spin, &span};
-      CU_CHECK(cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, 0, gstream[k], args, nullptr));
+      r.reset();
+      r.launch(f, green[k], gstream[k], threads, spin_ns);
       CU_CHECK(cuStreamSynchronize(gstream[k]));
       CU_CHECK(cuCtxSetCurrent(primary));
-      unsigned long long t[2];
-      std::vector<unsigned> h(grid);
-      CHECK(cudaMemcpy(t, span, sizeof t, cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(h.data(), d, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
-      used.insert(h.begin(), h.end());
-      ms.push_back((t[1] - t[0]) / 1e6);
+      const Recorded::Seen seen = r.seen();
+      used.insert(seen.sms.begin(), seen.sms.end());
+      ms.push_back(seen.ms());
     }
     std::sort(ms.begin(), ms.end());
     unsigned outside = 0;
@@ -165,37 +186,27 @@ int main(int argc, char** argv) {
   // Persistent-sized grids (8 blocks of 256 threads per SM of what they may use), each block
   // spinning spin_ns: alone on the primary context, on the first partition alone, then on
   // both partitions at once.
-  auto run = [&](std::vector<Launch> launches) {
+  auto run = [&](const std::vector<Launch>& launches) {
+    std::vector<std::unique_ptr<Recorded>> rec;
     for (auto& l : launches) {
-      CHECK(cudaMalloc(&l.smids, sizeof(unsigned) * l.grid));
-      CHECK(cudaMalloc(&l.span, 2 * sizeof(unsigned long long)));
-      unsigned long long init[2] = {~0ull, 0};
-      CHECK(cudaMemcpy(l.span, init, sizeof init, cudaMemcpyHostToDevice));
+      rec.push_back(std::make_unique<Recorded>(l.grid));
+      rec.back()->reset();
     }
-    for (auto& l : launches) {
-      CU_CHECK(cuCtxSetCurrent(l.ctx));
-      unsigned long long spin = spin_ns;
-      void* args[] = {&l.smids, &spin, &l.span};
-      CU_CHECK(cuLaunchKernel(f, l.grid, 1, 1, threads, 1, 1, 0, l.stream, args, nullptr));
-    }
+    for (size_t i = 0; i < launches.size(); ++i)
+      rec[i]->launch(f, launches[i].ctx, launches[i].stream, threads, spin_ns);
     for (auto& l : launches) CU_CHECK(cuStreamSynchronize(l.stream));
     CU_CHECK(cuCtxSetCurrent(primary));
     unsigned long long first = ~0ull, last = 0;
-    for (auto& l : launches) {
-      std::vector<unsigned> h(l.grid);
-      unsigned long long span[2];
-      CHECK(cudaMemcpy(h.data(), l.smids, h.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(span, l.span, sizeof span, cudaMemcpyDeviceToHost));
-      std::set<unsigned> used(h.begin(), h.end());
+    for (size_t i = 0; i < launches.size(); ++i) {
+      const Launch& l = launches[i];
+      const Recorded::Seen seen = rec[i]->seen();
       unsigned outside = 0;
-      for (unsigned s : used) outside += !l.allowed.empty() && !l.allowed.count(s);
+      for (unsigned s : seen.sms) outside += !l.allowed.empty() && !l.allowed.count(s);
       printf("  %-34s grid %5u: SMs used %3zu [%3u, %3u], outside its partition %u, %.3f ms\n",
-             l.label, l.grid, used.size(), *used.begin(), *used.rbegin(), outside,
-             (span[1] - span[0]) / 1e6);
-      first = std::min(first, span[0]);
-      last = std::max(last, span[1]);
-      CHECK(cudaFree(l.smids));
-      CHECK(cudaFree(l.span));
+             l.label, l.grid, seen.sms.size(), *seen.sms.begin(), *seen.sms.rbegin(), outside,
+             seen.ms());
+      first = std::min(first, seen.start);
+      last = std::max(last, seen.end);
     }
     if (launches.size() > 1) printf("  together: %.3f ms\n", (last - first) / 1e6);
   };
