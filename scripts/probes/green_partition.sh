@@ -37,7 +37,7 @@ for part in ${PROBE_PARTS:-one mps}; do
 import sys
 sets = []
 for path in sys.argv[1:]:
-    line = next(l for l in open(path) if " SMs:" in l)
+    line = next(l for l in open(path) if l.startswith("group ") and " SMs:" in l)
     sets.append(set(int(x) for x in line.split(":")[1].split()))
 print(f"SMs of group 0 in the first process: {len(sets[0])}, of group 1 in the second: "
       f"{len(sets[1])}, in both: {len(sets[0] & sets[1])}")
