@@ -31,6 +31,7 @@ mod error;
 mod history;
 mod kernel;
 mod links;
+mod partitions;
 mod plan;
 mod pool;
 mod preload;
