@@ -500,122 +500,6 @@ fn resumed_on_half(g: &Setup) -> Result<String, String> {
     ))
 }
 
-/// SM partitions (green contexts, `CUPREEMPT_PARTITIONS=1`): the GPU's groups of SMs are
-/// found and disjoint; a spatial preemption of a running kernel launches an instance on the
-/// partition of the SMs it keeps (half of the groups), and a resume of those SMs after a
-/// preemption everywhere launches its instance there, sized for the partition. From the
-/// preemption on, every task runs on the kept SMs, and the kernel runs at about their share
-/// of its full rate; the output is exact.
-fn partitions(g: &Setup) -> Result<String, String> {
-    let sms = g.rt.limits().expect("device limits").sm_count;
-    std::env::set_var("CUPREEMPT_PARTITIONS", "1");
-    let groups = g.rt.sm_groups().ok_or(
-        "no SM partitions on this GPU (green contexts need CUDA 12.4 and a GPU they split)",
-    )?;
-    let mut seen = std::collections::BTreeSet::new();
-    for grp in &groups {
-        if grp.is_empty() || grp.iter().any(|&s| s >= sms || !seen.insert(s)) {
-            return Err(format!(
-                "SM groups overlap, are empty or name SMs past {sms}: {groups:?}"
-            ));
-        }
-    }
-    let keep_ids: Vec<u32> = groups[..groups.len() / 2]
-        .iter()
-        .flatten()
-        .copied()
-        .collect();
-    let keep = SmSet::from_ids(keep_ids.iter().copied()).map_err(|e| e.to_string())?;
-    eprintln!("partitions: groups {groups:?}");
-    let all = SmSet::below(sms).map_err(|e| e.to_string())?;
-    let rest = all.difference(&keep);
-    let share = keep.len() as f64 / sms as f64;
-
-    let job = Job::new([200_000, 1, 1], 64);
-    let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_micros(300));
-    let (full, _, _) = rate(&k)?;
-    let look = |k: &Kernel, at: &str| {
-        eprintln!(
-            "partitions: {at}: instances {}, parked {}, complete {:?}, progress {:?}",
-            k.instances(),
-            k.is_parked(),
-            k.is_complete(),
-            k.progress()
-        )
-    };
-    look(&k, "running");
-    k.preempt(Target::Sms(rest)).map_err(|e| e.to_string())?;
-    look(&k, "preempted on the rest");
-    k.wait_yielded().map_err(|e| e.to_string())?;
-    look(&k, "yielded the rest");
-    if k.instances() != 2 {
-        return Err(format!(
-            "{} instances after a spatial preemption: none was launched on the kept SMs' partition",
-            k.instances()
-        ));
-    }
-    let from = k.progress().map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_micros(300));
-    let (refilled, _, _) = rate(&k)?;
-    look(&k, "refilled");
-    k.preempt(Target::All).map_err(|e| e.to_string())?;
-    k.wait_yielded().map_err(|e| e.to_string())?;
-    look(&k, "yielded everywhere");
-    k.resume(Target::Sms(keep)).map_err(|e| e.to_string())?;
-    look(&k, "resumed on the kept SMs");
-    if k.instances() != 3 {
-        return Err(format!(
-            "{} instances after the resume of the kept SMs",
-            k.instances()
-        ));
-    }
-    std::thread::sleep(Duration::from_micros(300));
-    let (resumed, done, total) = rate(&k)?;
-    let to = k.progress().map_err(|e| e.to_string())?;
-    if done >= total {
-        return Err(format!(
-            "the kernel ended during the check ({done} of {total}): it proves nothing"
-        ));
-    }
-    k.resume(Target::All).map_err(|e| e.to_string())?;
-    drop(k);
-    sync_within(job.stream, Duration::from_secs(20))?;
-    job.check(g)?;
-    // The mirror's progress lags the claims by up to 1/1024 of the tasks, twice over.
-    let margin = (from.total / 512) as usize;
-    let runs = job.runs.read(g.side);
-    let window = (from.done as usize + margin).min(to.done as usize)..to.done as usize;
-    let outside: Vec<usize> = window
-        .clone()
-        .filter(|&t| !keep.contains(sm_of(runs[t])))
-        .collect();
-    if let Some(&t) = outside.first() {
-        return Err(format!(
-            "{} of the {} tasks run after the preemption ran outside the kept SMs (task {t} on SM {})",
-            outside.len(),
-            window.len(),
-            sm_of(runs[t])
-        ));
-    }
-    let used: std::collections::BTreeSet<u32> = window.clone().map(|t| sm_of(runs[t])).collect();
-    let (r1, r2) = (refilled / full, resumed / full);
-    if r2 < 0.8 * share || r1 < 0.8 * share {
-        return Err(format!(
-            "on {} of {sms} SMs the kernel ran at {r1:.2} (refilled) and {r2:.2} (resumed) of              its full rate; their share is {share:.2}",
-            keep.len()
-        ));
-    }
-    Ok(format!(
-        "{} groups of {:?} SMs; kept {} SMs ({share:.2}): {r1:.2} of the full rate after the          spatial preemption, {r2:.2} resumed there; {} tasks in between, all on {} kept SMs; exact",
-        groups.len(),
-        groups.iter().map(Vec::len).collect::<std::collections::BTreeSet<_>>(),
-        keep.len(),
-        window.len(),
-        used.len()
-    ))
-}
-
 /// Two launches on one stream, both preempted: the second has not started (it waits behind the
 /// first), and waiting for it to yield must return at once, not when it would have ended.
 fn queued(g: &Setup) -> Result<String, String> {
@@ -1095,7 +979,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 10] = [
         ("queued", queued),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
@@ -1106,7 +990,6 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("kept off", kept_off),
         ("errors", errors),
         ("gated links", gated_links),
-        ("partitions", partitions),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").
     let chosen = std::env::var("CUPREEMPT_SCENARIOS").ok();

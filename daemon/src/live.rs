@@ -125,10 +125,6 @@ pub struct Live {
     /// `reserve`: its connections and orders, and the SMs each kernel keeps off.
     reserve: Option<Reserve>,
     confined: Vec<Option<Vec<u32>>>,
-    /// The order in which SMs are handed out (`free_sm_ids`): the SMs of each group the
-    /// programs' runtimes partition by (`sm_groups`), group after group, then the SMs of no
-    /// group; by id until a program says.
-    sm_order: Option<Vec<u32>>,
 }
 
 impl Live {
@@ -181,7 +177,6 @@ impl Live {
             preempt_prior_us: PREEMPT_PRIOR_US,
             reserve,
             confined: Vec::new(),
-            sm_order: None,
         })
     }
 
@@ -479,45 +474,7 @@ impl Live {
         }))
     }
 
-    /// The groups of SMs that a program's runtime partitions the GPU by (green contexts: a
-    /// launch on a group's partition runs only there, docs/daemon.md). From now on shares are
-    /// handed out in the groups' order, so that a share of a multiple of the group size is
-    /// whole groups. Every process on a GPU finds the same groups; a list that differs from
-    /// the one in force is refused (the first stays).
-    pub fn sm_groups(&mut self, groups: &[Vec<u32>]) -> Result<(), String> {
-        let mut seen = std::collections::BTreeSet::new();
-        for &s in groups.iter().flatten() {
-            if s >= self.sys.sms {
-                return Err(format!(
-                    "SM group names SM {s}; the GPU has {}",
-                    self.sys.sms
-                ));
-            }
-            if !seen.insert(s) {
-                return Err(format!("SM {s} is in two SM groups"));
-            }
-        }
-        if groups.iter().any(Vec::is_empty) {
-            return Err("an SM group is empty".into());
-        }
-        let order: Vec<u32> = groups
-            .iter()
-            .flatten()
-            .copied()
-            .chain((0..self.sys.sms).filter(|s| !seen.contains(s)))
-            .collect();
-        match &self.sm_order {
-            Some(o) if *o != order => {
-                Err("these SM groups differ from those another program reported".into())
-            }
-            _ => {
-                self.sm_order = Some(order);
-                Ok(())
-            }
-        }
-    }
-
-    /// The SMs of `gpu` that no kernel holds (in `sm_order`): none while one holds it whole.
+    /// The SMs of `gpu` that no kernel holds (lowest first): none while one holds it whole.
     fn free_sm_ids(&self, gpu: usize) -> Vec<u32> {
         if self.sys.gpus[gpu].is_some() {
             return Vec::new();
@@ -529,14 +486,7 @@ impl Live {
             .filter(|&&k| self.sys.kernels[k].gpu == Some(gpu))
             .flat_map(|&k| self.held[k].iter().copied())
             .collect();
-        match &self.sm_order {
-            Some(order) => order
-                .iter()
-                .copied()
-                .filter(|s| !taken.contains(s))
-                .collect(),
-            None => (0..self.sys.sms).filter(|s| !taken.contains(s)).collect(),
-        }
+        (0..self.sys.sms).filter(|s| !taken.contains(s)).collect()
     }
 
     /// What a preemption of `kernel` costs (µs): measured for that kernel, else the mean of
@@ -804,83 +754,6 @@ mod tests {
     /// resumption takes effect at once, a preemption only when the kernel has yielded (the
     /// daemon hears `yielded` then). At every moment no SM runs two kernels: a share is given
     /// only after the SMs it takes were left. Once two have finished, the third grows.
-    /// Once a program has said how its runtime partitions the GPU (groups of 8 SMs whose ids
-    /// are spread over the GPU, as the driver makes them), weighted shares are whole groups:
-    /// 2:1 of 132 SMs gives 11 groups and 5 groups with the 4 SMs of no group.
-    #[test]
-    fn shares_are_whole_sm_groups_once_a_program_reports_them() {
-        let total = 132;
-        let groups: Vec<Vec<u32>> = (0..16)
-            .map(|g| (0..8).map(|i| g + 16 * i).collect())
-            .collect();
-        let mut l = Live::new("shares", 1, total, 1000.0, 1000.0).unwrap();
-        l.sm_groups(&groups).unwrap();
-        let mut on: SmSets = HashMap::new();
-        let mut t = 0.0;
-        for (conn, weight) in [(1u64, 2.0), (2, 1.0)] {
-            t += 10.0;
-            let mut cmds = l
-                .launch(t, conn, 1, &info("k", 100_000, 0, weight))
-                .unwrap();
-            on.insert((conn, 1), (0..total).collect());
-            while !cmds.is_empty() {
-                let c = cmds.remove(0);
-                match c.msg {
-                    ServerMsg::Resume { id, sms } => on
-                        .entry((c.conn, id))
-                        .or_default()
-                        .extend(named(&sms, total)),
-                    ServerMsg::Preempt { id, sms } => {
-                        let gone = named(&sms, total);
-                        on.entry((c.conn, id))
-                            .or_default()
-                            .retain(|x| !gone.contains(x));
-                        t += 1.0;
-                        cmds.extend(l.yielded(t, c.conn, id).unwrap());
-                    }
-                    other => panic!("unexpected {other:?}"),
-                }
-            }
-        }
-        assert_disjoint(&on);
-        let (a, b) = (&on[&(1, 1)], &on[&(2, 1)]);
-        assert_eq!((a.len(), b.len()), (88, 44), "{on:?}");
-        for g in &groups {
-            let in_a = g.iter().filter(|s| a.contains(s)).count();
-            let in_b = g.iter().filter(|s| b.contains(s)).count();
-            assert!(
-                (in_a, in_b) == (8, 0) || (in_a, in_b) == (0, 8),
-                "group {g:?} split: {in_a} SMs in the first share, {in_b} in the second"
-            );
-        }
-        assert!(
-            (128..132).all(|s| b.contains(&s)),
-            "the SMs of no group go last"
-        );
-    }
-
-    #[test]
-    fn sm_groups_must_name_each_sm_of_the_gpu_at_most_once_and_agree() {
-        let mut l = Live::new("shares", 1, 16, 1000.0, 1000.0).unwrap();
-        assert!(l.sm_groups(&[vec![0, 16]]).unwrap_err().contains("SM 16"));
-        assert!(l
-            .sm_groups(&[vec![0, 1], vec![1, 2]])
-            .unwrap_err()
-            .contains("two SM groups"));
-        assert!(l
-            .sm_groups(&[vec![0], vec![]])
-            .unwrap_err()
-            .contains("empty"));
-        l.sm_groups(&[vec![0, 8], vec![1, 9]]).unwrap();
-        l.sm_groups(&[vec![0, 8], vec![1, 9]]).unwrap();
-        assert!(l
-            .sm_groups(&[vec![0, 1], vec![8, 9]])
-            .unwrap_err()
-            .contains("differ"));
-        // Handed out in the groups' order.
-        assert_eq!(l.free_sm_ids(0)[..5], [0, 8, 1, 9, 2]);
-    }
-
     #[test]
     fn spatial_shares_are_disjoint_sets_of_sms() {
         let total = 132;

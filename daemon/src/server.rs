@@ -483,13 +483,6 @@ impl Scheduler {
                     }
                 }
             }
-            ClientMsg::SmGroups { gpu, groups } => {
-                let g = gpu.unwrap_or(0) as usize;
-                if g >= n {
-                    return Err(format!("GPU {g}: the daemon schedules {n} GPU(s)"));
-                }
-                self.gpus[g].sm_groups(&groups).map(|()| Vec::new())
-            }
             ClientMsg::Place { priority } => {
                 let g = self.placement.place(conn, priority)?;
                 if self.verbose {

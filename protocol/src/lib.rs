@@ -46,16 +46,6 @@ pub enum ClientMsg {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mps: Option<bool>,
     },
-    /// The SM ids of each group of the GPU's SMs that the driver partitions by (green
-    /// contexts, groups of 8 SMs), sent once per connection before its first launch, where the
-    /// runtime has partitions: a share made of whole groups lets the runtime place the
-    /// kernel's blocks there (docs/daemon.md, "SM shares in whole groups"). `gpu`: as in
-    /// `launch`.
-    SmGroups {
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        gpu: Option<u32>,
-        groups: Vec<Vec<u32>>,
-    },
     /// Before a program starts (`cupreemptd run`): which of the daemon's GPUs it should use.
     /// The connection stands for the program from then on: the placement holds until it
     /// closes (the program, which inherits it, has ended).

@@ -24,7 +24,6 @@ use super::command::{Command, Target};
 use super::config::{persistent_blocks, LaunchConfig};
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
-use super::partitions::Partition;
 use super::pool::{Mirror, Retired};
 use super::runtime::{Function, Inner, Runtime};
 use super::steps::{self, Step};
@@ -406,11 +405,6 @@ impl Kernel {
     }
 
     /// The SMs of the GPU the kernel runs on.
-    /// The runtime it was launched by.
-    pub(crate) fn runtime(&self) -> Arc<Inner> {
-        self.rt.clone()
-    }
-
     pub fn sm_count(&self) -> u32 {
         self.rt.sm_count
     }
@@ -436,79 +430,7 @@ impl Kernel {
         if let Some(old) = self.last_request.replace(request) {
             self.rt.recycle([old]);
         }
-        if matches!(target, Target::Sms(_)) {
-            self.refill()?;
-        }
         Ok(())
-    }
-
-    /// After a spatial preemption of a running kernel: another instance on the partition of
-    /// the SMs it keeps (rt::partitions), whose blocks wait there for room and take it as the
-    /// other kernels' blocks leave. The first instance's grid was placed once, where there was
-    /// room at its launch, and its blocks that landed on SMs it now leaves are gone for good;
-    /// without this the kernel would work on only part of the SMs it keeps (docs/daemon.md).
-    fn refill(&mut self) -> Result<()> {
-        if self.links > 0
-            || !self.rt.resume_launches.load(Ordering::Relaxed)
-            || !self.started()
-            || self.first_instance_ended()?
-        {
-            return Ok(());
-        }
-        match self.partition()? {
-            Some(p) => self.launch_on_partition(&p),
-            None => Ok(()),
-        }
-    }
-
-    /// The partition of the SMs the command lets the kernel use, where the runtime has
-    /// partitions and those SMs hold some of its groups but not all.
-    fn partition(&self) -> Result<Option<Arc<Partition>>> {
-        let Some(parts) = self.rt.partitions_found() else {
-            return Ok(None);
-        };
-        let all = SmSet::below(self.rt.sm_count).map_err(|_| Error::InvalidArgument("SMs"))?;
-        let allowed = all.difference(&self.command.yielded_sms(self.rt.sm_count));
-        parts.within(&allowed)
-    }
-
-    /// An instance on `p`'s stream, as many blocks as its SMs hold, after the command's writes
-    /// have landed (its blocks must see the SMs they may use).
-    fn launch_on_partition(&mut self, p: &Partition) -> Result<()> {
-        let blocks = persistent_blocks(self.per_sm, p.sms.len() as u32, self.params.total_tasks);
-        let dbg = std::env::var("CUPREEMPT_PARTITION_LAUNCH").unwrap_or_default();
-        let before = self.first_instance_ended();
-        if dbg != "primary" {
-            super::driver::make_current(p.ctx)?;
-        }
-        let after_current = self.first_instance_ended();
-        let launched = (|| {
-            if let Some(landed) = &self.landed {
-                drv!(cuStreamWaitEvent(p.stream, landed.raw, 0))?;
-            }
-            self.launch_grid(p.stream, blocks)?;
-            if super::plan::verbose() {
-                eprintln!("cupreempt: debug: first ended before {before:?}, after make_current {after_current:?}, after launch {:?}", self.first_instance_ended());
-            }
-            if dbg == "green-record-primary" {
-                self.rt.current()?;
-            }
-            let end = self.record(p.stream, super::timing())?;
-            self.instances.push(Instance { blocks, end });
-            Ok(())
-        })();
-        self.rt.current()?;
-        if super::plan::verbose() {
-            eprintln!(
-                "cupreempt: kernel {}: an instance of {blocks} blocks on a partition of {} SMs \
-                 (first instance ended: {:?}, this one: {:?})",
-                self.number,
-                p.sms.len(),
-                self.first_instance_ended(),
-                self.instances.last().map(|i| i.end.is_done())
-            );
-        }
-        launched
     }
 
     /// Blocks the calling thread until no block of the kernel works on the preempted SMs (all
@@ -639,11 +561,6 @@ impl Kernel {
         // SMs leave at once, so an instance sized for the freed SMs left them part empty
         // (resumed on 66 of 132 SMs, idle otherwise: the freed SMs half full). Blocks that find
         // no room wait in the queue until some leave, and then find the work done or leave.
-        // Resumed on part of the GPU: on the partition of the SMs it may use, where there is
-        // one, so that its blocks wait there for room rather than land elsewhere and leave.
-        if let Some(p) = self.partition()? {
-            return self.launch_on_partition(&p);
-        }
         let blocks = persistent_blocks(self.per_sm, self.rt.sm_count, self.params.total_tasks);
         // The new instance's blocks must see the cleared command, or they leave at once. If the
         // control stream is held up, so is this instance; the staying block does not need it.

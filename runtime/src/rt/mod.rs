@@ -31,7 +31,6 @@ mod error;
 mod history;
 mod kernel;
 mod links;
-mod partitions;
 mod plan;
 mod pool;
 mod preload;

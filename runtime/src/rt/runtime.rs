@@ -6,7 +6,6 @@ use super::config::Limits;
 use super::driver::{self, drv, CUcontext, CUdevice, CUfunction, CUstream, Event, Stream};
 use super::error::{Error, Result};
 use super::history::History;
-use super::partitions::Partitions;
 use super::pool::{Pool, Retired, Slot};
 use cudarc::driver::sys;
 use std::collections::HashMap;
@@ -52,9 +51,6 @@ pub(crate) struct Inner {
     /// Events and %globaltimer on one time line (latency measurements), once asked for: the
     /// newest clock, and the one before it while the newest one's stamp may still be pending.
     clocks: Mutex<Clocks>,
-    /// The GPU's SM groups and the partitions (green contexts) made of them, once asked for
-    /// (`Inner::partitions`); none where they cannot be had.
-    partitions: OnceLock<Option<Partitions>>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
     /// The launches that may still be queued or running (a bound on them: `queued.rs`).
@@ -161,7 +157,6 @@ impl Runtime {
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
                 occupancy: Mutex::new(HashMap::new()),
-                partitions: OnceLock::new(),
                 queued: Default::default(),
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
@@ -192,15 +187,6 @@ impl Runtime {
             super::setup::set_up_later(self.inner.clone());
             super::trace_setup("setup handed to the setup thread");
         }
-    }
-
-    /// The SM ids of each group the GPU's partitions (green contexts) are made of, found at
-    /// the first call where `CUPREEMPT_PARTITIONS=1`, or by default under MPS (a few ms; see
-    /// docs/runtime.md, "SM partitions"); none where the runtime has none. With them, a
-    /// spatial preemption or a resume of part of the GPU launches the kernel's next instance on
-    /// the partition of the groups it may use.
-    pub fn sm_groups(&self) -> Option<Vec<Vec<u32>>> {
-        self.inner.partitions().map(|p| p.groups())
     }
 
     pub fn limits(&self) -> Result<Limits> {
@@ -252,56 +238,6 @@ impl Inner {
             .ok()
             .map(|v| v != 0)
         })
-    }
-
-    /// The GPU's SM partitions, found at the first call (a few ms: a green context and a short
-    /// kernel per group of 8 SMs) where `CUPREEMPT_PARTITIONS=1`, or by default where the
-    /// GPU's contexts are shared through MPS (processes side by side, whose SM shares the
-    /// partitions keep apart); `CUPREEMPT_PARTITIONS=0` turns them off. Call it off the launch
-    /// path (the scheduler client does, when it connects).
-    pub fn partitions(&self) -> Option<&Partitions> {
-        self.partitions
-            .get_or_init(|| {
-                let wanted = match std::env::var("CUPREEMPT_PARTITIONS").as_deref() {
-                    Ok("0") => false,
-                    Ok("1") => true,
-                    _ => self.mps() == Some(true),
-                };
-                if !wanted {
-                    return None;
-                }
-                match self
-                    .current()
-                    .and_then(|()| Partitions::discover(self.dev, self.ctx))
-                {
-                    Ok(Some(p)) => {
-                        if super::plan::verbose() {
-                            eprintln!(
-                                "cupreempt: SM partitions: {} groups of {:?} SMs",
-                                p.groups().len(),
-                                p.groups().iter().map(Vec::len).collect::<Vec<_>>()
-                            );
-                        }
-                        Some(p)
-                    }
-                    Ok(None) => {
-                        if super::plan::verbose() {
-                            eprintln!("cupreempt: SM partitions: none on this GPU or driver");
-                        }
-                        None
-                    }
-                    Err(e) => {
-                        eprintln!("cupreempt: SM partitions could not be made: {e}");
-                        None
-                    }
-                }
-            })
-            .as_ref()
-    }
-
-    /// The partitions, if they were found already (never finds them).
-    pub fn partitions_found(&self) -> Option<&Partitions> {
-        self.partitions.get().and_then(Option::as_ref)
     }
 
     pub fn limits(&self) -> Result<Limits> {

@@ -54,11 +54,6 @@ pub(crate) trait Steer: Send + 'static {
     fn off_sms(&self) -> Vec<u32>;
     /// Whether its GPU's contexts are shared through MPS (none: unknown).
     fn mps(&self) -> Option<bool>;
-    /// The SM ids of its GPU's partition groups (rt::partitions), found at the first call;
-    /// none where the runtime has no partitions.
-    fn sm_groups(&self) -> Option<Vec<Vec<u32>>> {
-        None
-    }
 }
 
 /// The runtime's target for a daemon's SM list (`None`: every SM).
@@ -115,11 +110,6 @@ impl Steer for Shared {
     }
     fn mps(&self) -> Option<bool> {
         lock(self).gpu_shared_through_mps()
-    }
-    fn sm_groups(&self) -> Option<Vec<Vec<u32>>> {
-        // Not under the kernel's lock: finding the groups takes milliseconds.
-        let rt = lock(self).runtime();
-        rt.partitions().map(|p| p.groups())
     }
 }
 
@@ -452,14 +442,6 @@ impl<S: Steer> Client<S> {
         self.conn = Some(stream);
         self.generation = generation;
         self.said_unreachable = false;
-        // The SM groups first, so that the daemon hands out shares in whole groups from the
-        // first one on (one message per connection; every process finds the same groups).
-        if let Some(groups) = self.kernels.values().find_map(|t| t.kernel.sm_groups()) {
-            self.send(&ClientMsg::SmGroups {
-                gpu: placed_gpu(),
-                groups,
-            });
-        }
         // The kernels that ran while there was no daemon are its kernels now.
         let ids: Vec<u64> = self.kernels.keys().copied().collect();
         for id in ids {
