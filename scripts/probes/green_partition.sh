@@ -25,7 +25,8 @@ for part in ${PROBE_PARTS:-one mps}; do
     start_mps || { echo "the MPS control daemon cannot be started here"; exit 1; }
     trap stop_mps EXIT
     echo "== under MPS, group 0 alone"
-    "$work/green_partition" "$split" "$spin" 0 "$launches" | grep -v "SMs:"
+    "$work/green_partition" "$split" "$spin" 0 "$launches" >"$work/g0-alone.txt"
+    grep -h "^group 0:" "$work/g0-alone.txt"
     echo "== under MPS, two processes: group 0 and group 1"
     "$work/green_partition" "$split" "$spin" 0 "$launches" >"$work/g0.txt" &
     a=$!
@@ -33,7 +34,7 @@ for part in ${PROBE_PARTS:-one mps}; do
     b=$!
     wait $a $b
     grep -h "^group [01]:" "$work/g0.txt" "$work/g1.txt"
-    python3 - "$work/g0.txt" "$work/g1.txt" <<'PY'
+    python3 - "$work/g0.txt" "$work/g1.txt" "$work/g0-alone.txt" <<'PY'
 import sys
 sets = []
 for path in sys.argv[1:]:
@@ -41,6 +42,8 @@ for path in sys.argv[1:]:
     sets.append(set(int(x) for x in line.split(":")[1].split()))
 print(f"SMs of group 0 in the first process: {len(sets[0])}, of group 1 in the second: "
       f"{len(sets[1])}, in both: {len(sets[0] & sets[1])}")
+if len(sets) > 2:
+    print(f"group 0 in another process (alone before): the same SMs: {sets[2] == sets[0]}")
 PY
     ;;
   esac
