@@ -42,6 +42,9 @@ for path in sys.argv[1:]:
     sets.append(set(int(x) for x in line.split(":")[1].split()))
 print(f"SMs of group 0 in the first process: {len(sets[0])}, of group 1 in the second: "
       f"{len(sets[1])}, in both: {len(sets[0] & sets[1])}")
+if any(s == set(range(len(s))) for s in sets):
+    print("a group's SM ids are 0..n-1: %smid counts within the partition here (MPS), so these "
+          "lists cannot tell whether two processes' groups meet")
 if len(sets) > 2:
     print(f"group 0 in another process (alone before): the same SMs: {sets[2] == sets[0]}")
 PY
