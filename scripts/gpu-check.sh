@@ -165,6 +165,23 @@ split_e2e "immutable tables, split by the launcher" tests/gpu/immutable_tables.c
 split_e2e "launches of a macro's kernel parameter, split by the launcher" \
   tests/gpu/macro_parameter_launch.cu $e2e/macro_parameter_launch 2 \
   '^macro_parameter_launch\|launches planned\|chaos:'
+# The same program through `cupreempt transform` (one file, its wrappers beside the originals):
+# the macro's launches find their wrappers by the kernel's address (launch.cuh, register_any).
+mpw=$e2e/macro_parameter_launch_whole
+if "$cli" transform tests/gpu/macro_parameter_launch.cu -o $mpw.cu 2>/dev/null &&
+  nvcc -arch=sm_90 -std=c++17 -Icuda_support $mpw.cu -o $mpw -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" &&
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $mpw >$mpw.txt 2>&1 &&
+  ! grep -q "launching the original" $mpw.txt &&
+  grep -qE "^cupreempt: 80 launches planned: preemptible 80$" $mpw.txt &&
+  CUPREEMPT_CHAOS=7,20 timeout 60 $mpw >$mpw-chaos.txt 2>&1 &&
+  grep -q "chaos mode: launches preempted" $mpw-chaos.txt; then
+  echo "PASS launches of a macro's kernel parameter, one file: $(grep -h '^macro_parameter_launch\|launches planned\|chaos:' $mpw.txt $mpw-chaos.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $mpw.txt $mpw-chaos.txt >>"$log" 2>/dev/null
+  echo "FAIL launches of a macro's kernel parameter, one file" >>"$log"
+  status=1
+fi
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch
@@ -173,7 +190,7 @@ if "$cli" transform fixtures/launch_in_macro_dispatch.cu -o $lmd.cu 2>/dev/null 
     -Xlinker -rpath="$lib" &&
   CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 30 $lmd >$lmd.txt 2>&1 &&
   ! grep -q "launching the original" $lmd.txt &&
-  grep -qE "^cupreempt: 2 launches planned: preemptible 2$" $lmd.txt; then
+  grep -qE "^cupreempt: 3 launches planned: preemptible 3$" $lmd.txt; then
   echo "PASS launches in macro bodies: $(grep -v '^cupreempt' $lmd.txt | tail -n 1)" >>"$log"
 else
   cat $lmd.txt >>"$log" 2>/dev/null

@@ -84,6 +84,13 @@ pub fn capped_wrapper_name(kernel: &str) -> String {
 }
 
 /// The struct of launch types that launch sites name; overloads are numbered.
+/// The static initializer that registers a kernel's launch types for launches that know the
+/// kernel only by pointer (`launch_any`, launch.cuh).
+pub fn any_registration_name(kernels_struct: &str) -> String {
+    format!("{kernels_struct}_any")
+}
+
+/// The struct of a kernel's launch types (original, wrappers) that launch sites name.
 pub fn kernels_struct_name(kernel: &str, overload: Option<usize>) -> String {
     match overload {
         Some(n) => format!("{kernel}__cupreempt_kernels_{n}"),

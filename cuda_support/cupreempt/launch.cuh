@@ -25,8 +25,10 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 #include "control.h"
@@ -83,6 +85,39 @@ template <class Kernels>
 auto chosen_wrapper() {
   static const auto w = pick_wrapper(Kernels::original, Kernels::wrapper, Kernels::wrapper_r32);
   return w;
+}
+
+// Kernels that a launch knows only by pointer (launch_any: a macro's launch of the kernel its
+// use names) find their wrappers here: each transformed kernel that is no template registers
+// its original's address with the function that picks its wrapper, from a static initializer
+// of its unit (`K__cupreempt_any`, after its launch types). One table per program (an inline
+// function's static); entries are never removed.
+using AnyFn = void (*)();
+using AnyPick = AnyFn (*)();
+inline std::mutex& any_mutex() {
+  static std::mutex m;
+  return m;
+}
+inline std::unordered_map<AnyFn, AnyPick>& any_kernels() {
+  static std::unordered_map<AnyFn, AnyPick> kernels;
+  return kernels;
+}
+template <class Kernels>
+AnyFn any_pick() {
+  return reinterpret_cast<AnyFn>(chosen_wrapper<Kernels>());
+}
+template <class Kernels>
+bool register_any() {
+  std::lock_guard<std::mutex> lock(any_mutex());
+  any_kernels().emplace(reinterpret_cast<AnyFn>(Kernels::original), &any_pick<Kernels>);
+  return true;
+}
+// The wrapper picker of the kernel at `original`, or null where no transformed kernel
+// registered it (a template's instance, a kernel of a file not transformed).
+inline AnyPick any_pick_of(AnyFn original) {
+  std::lock_guard<std::mutex> lock(any_mutex());
+  const auto found = any_kernels().find(original);
+  return found == any_kernels().end() ? nullptr : found->second;
 }
 }  // namespace detail
 
@@ -299,10 +334,12 @@ detail::Launcher<Kernels, std::remove_cv_t<decltype(Kernels::original)>> launch(
 
 namespace detail {
 // A launch known only by the kernel's pointer: a macro's launch of a kernel its use names
-// (`#define LAUNCH(kernel, args) kernel<<<g, b>>>args`). In a unit the compiler launcher split
-// (its wrappers in a module of their own) the runtime finds the wrapper by the kernel's name,
-// as for the unit's other launches; elsewhere no wrapper can be found from a pointer, and the
-// original kernel runs as written, with no call to the runtime.
+// (`#define LAUNCH(kernel, args) kernel<<<g, b>>>args`). A transformed kernel that is no
+// template registered its wrapper picker by its original's address (`register_any`); in a unit
+// the compiler launcher split (its wrappers in a module of their own) that picker has no
+// wrapper and the runtime finds it by the kernel's name, as for the unit's other launches, and
+// so it does for a template's instance. Elsewhere an unregistered kernel runs as written, with
+// no call to the runtime.
 template <class... P>
 struct [[nodiscard]] AnyLauncher {
   void (*original)(P...);
@@ -310,13 +347,18 @@ struct [[nodiscard]] AnyLauncher {
   size_t smem;
   cudaStream_t stream;
   void operator()(P... args) const {
-#if !defined(CUPREEMPT_STANDALONE) && defined(CUPREEMPT_SPLIT_UNIT)
-    auto values = std::tuple<std::decay_t<P>...>(args...);
-    launch_values(original, [] { return (void (*)(cupreempt_launch, P...))nullptr; }, grid,
-                  block, smem, stream, values, std::index_sequence_for<P...>{});
-#else
-    original<<<grid, block, smem, stream>>>(args...);
+#ifndef CUPREEMPT_STANDALONE
+    const AnyPick pick = any_pick_of(reinterpret_cast<AnyFn>(original));
+    if (pick || split_unit()) {
+      auto values = std::tuple<std::decay_t<P>...>(args...);
+      launch_values(
+          original,
+          [pick] { return reinterpret_cast<void (*)(cupreempt_launch, P...)>(pick ? pick() : nullptr); },
+          grid, block, smem, stream, values, std::index_sequence_for<P...>{});
+      return;
+    }
 #endif
+    original<<<grid, block, smem, stream>>>(args...);
   }
 };
 }  // namespace detail

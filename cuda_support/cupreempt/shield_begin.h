@@ -3,8 +3,12 @@
 // cupreempt.cuh reads them; shield_end.h restores them. No include guard: read once.
 #pragma push_macro("A")
 #undef A
+#pragma push_macro("AnyFn")
+#undef AnyFn
 #pragma push_macro("AnyLauncher")
 #undef AnyLauncher
+#pragma push_macro("AnyPick")
+#undef AnyPick
 #pragma push_macro("BlockState")
 #undef BlockState
 #pragma push_macro("Body")
@@ -53,6 +57,14 @@
 #undef again
 #pragma push_macro("all_trivially_destructible")
 #undef all_trivially_destructible
+#pragma push_macro("any_kernels")
+#undef any_kernels
+#pragma push_macro("any_mutex")
+#undef any_mutex
+#pragma push_macro("any_pick")
+#undef any_pick
+#pragma push_macro("any_pick_of")
+#undef any_pick_of
 #pragma push_macro("args")
 #undef args
 #pragma push_macro("attr")
@@ -137,6 +149,8 @@
 #undef done
 #pragma push_macro("done_tasks")
 #undef done_tasks
+#pragma push_macro("emplace")
+#undef emplace
 #pragma push_macro("enable_if_t")
 #undef enable_if_t
 #pragma push_macro("end")
@@ -157,6 +171,8 @@
 #undef fair
 #pragma push_macro("fence_due")
 #undef fence_due
+#pragma push_macro("find")
+#undef find
 #pragma push_macro("finished")
 #undef finished
 #pragma push_macro("first")
@@ -177,6 +193,8 @@
 #undef forward_ready
 #pragma push_macro("forward_seq")
 #undef forward_seq
+#pragma push_macro("found")
+#undef found
 #pragma push_macro("func")
 #undef func
 #pragma push_macro("g")
@@ -247,6 +265,8 @@
 #undef kSpinNs
 #pragma push_macro("kTailShare")
 #undef kTailShare
+#pragma push_macro("kernels")
+#undef kernels
 #pragma push_macro("l")
 #undef l
 #pragma push_macro("lane")
@@ -287,10 +307,16 @@
 #undef live_value
 #pragma push_macro("load_acquire_sys")
 #undef load_acquire_sys
+#pragma push_macro("lock")
+#undef lock
+#pragma push_macro("lock_guard")
+#undef lock_guard
 #pragma push_macro("lookup")
 #undef lookup
 #pragma push_macro("ls")
 #undef ls
+#pragma push_macro("m")
+#undef m
 #pragma push_macro("main_left")
 #undef main_left
 #pragma push_macro("mask")
@@ -303,6 +329,8 @@
 #undef min_chunk
 #pragma push_macro("must_yield")
 #undef must_yield
+#pragma push_macro("mutex")
+#undef mutex
 #pragma push_macro("n")
 #undef n
 #pragma push_macro("name")
@@ -383,6 +411,8 @@
 #undef ran
 #pragma push_macro("read_host_command")
 #undef read_host_command
+#pragma push_macro("register_any")
+#undef register_any
 #pragma push_macro("registered")
 #undef registered
 #pragma push_macro("rem")
@@ -405,6 +435,8 @@
 #undef running_blocks
 #pragma push_macro("s1")
 #undef s1
+#pragma push_macro("second")
+#undef second
 #pragma push_macro("seen")
 #undef seen
 #pragma push_macro("sends_away")
@@ -501,6 +533,8 @@
 #undef tuple
 #pragma push_macro("unit")
 #undef unit
+#pragma push_macro("unordered_map")
+#undef unordered_map
 #pragma push_macro("unreported")
 #undef unreported
 #pragma push_macro("unroll")

@@ -26,10 +26,10 @@ use super::{context_calls, context_params, prologue};
 use crate::analysis::{FunctionSite, KernelPlan, Param, SyncMode};
 use crate::edit::Edit;
 use crate::vocab::{
-    body_name, capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, BODY_PARAM,
-    CTX, CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER,
-    MEMBER_WRAPPER_R32, NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS, TASK_CTX, TASK_PARAM,
-    TRIVIAL_PARAMS,
+    any_registration_name, body_name, capped_wrapper_name, kernels_struct_name, selector_name,
+    wrapper_name, BODY_PARAM, CTX, CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE,
+    MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS,
+    TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
 };
 use std::collections::BTreeSet;
 use tree_sitter::Node;
@@ -623,6 +623,14 @@ impl LaunchTypes<'_, '_> {
         template = h.class_template,
         name = k.name,
     );
+        if !k.is_template() {
+            // Launches that know the kernel only by its pointer (a macro's launch of the
+            // kernel its use names, `launch_any`) find its wrappers through this.
+            out.push_str(&format!(
+                "inline const bool {} = ::cupreempt::detail::register_any<{s}>();\n",
+                any_registration_name(s)
+            ));
+        }
         if self.selector {
             out.push_str(&format!(
             "{template}{s}{targs} {sel}({params});  // cupreempt: picks the kernels for a launch's arguments\n",

@@ -1,8 +1,9 @@
 // Launches through a macro whose kernel is one of its parameters, in the shape of NVIDIA Warp's
 // `wp_launch_device(context, kernel, dim, args)`: the kernel and its parenthesized arguments
-// come from each use. Built through the compiler launcher, which splits the unit, the launches
-// go through `cupreempt::launch_any` and the runtime finds each wrapper by the kernel's name
-// (docs/transformation.md, "Launches in macro bodies"). The program checks every output against
+// come from each use. The launches go through `cupreempt::launch_any`: built through the
+// compiler launcher, which splits the unit, the runtime finds each wrapper by the kernel's name;
+// through `cupreempt transform`, by the kernel's address, which each transformed kernel
+// registers (docs/transformation.md, "Launches in macro bodies"). The program checks every output against
 // the host's computation over many launches (scripts/gpu-check.sh runs it with every launch
 // preemptible and under chaos mode). Every value is a float that holds its result exactly
 // (integers and halves below 2^24), so the device's fused multiply-add and the host's separate
