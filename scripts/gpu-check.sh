@@ -163,7 +163,7 @@ split_e2e "immutable tables, split by the launcher" tests/gpu/immutable_tables.c
 # A launch macro whose kernel is a parameter (Warp's wp_launch_device shape): in the split unit
 # its launches go through cupreempt::launch_any and find their wrappers by name.
 split_e2e "launches of a macro's kernel parameter, split by the launcher" \
-  tests/gpu/macro_parameter_launch.cu $e2e/macro_parameter_launch 2 \
+  tests/gpu/macro_parameter_launch.cu $e2e/macro_parameter_launch 3 \
   '^macro_parameter_launch\|launches planned\|chaos:'
 # The same program through `cupreempt transform` (one file, its wrappers beside the originals):
 # the macro's launches find their wrappers by the kernel's address (launch.cuh, register_any).
@@ -173,7 +173,7 @@ if "$cli" transform tests/gpu/macro_parameter_launch.cu -o $mpw.cu 2>/dev/null &
     -Xlinker -rpath="$lib" &&
   CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $mpw >$mpw.txt 2>&1 &&
   ! grep -q "launching the original" $mpw.txt &&
-  grep -qE "^cupreempt: 80 launches planned: preemptible 80$" $mpw.txt &&
+  grep -qE "^cupreempt: 160 launches planned: preemptible 160$" $mpw.txt &&
   CUPREEMPT_CHAOS=7,20 timeout 60 $mpw >$mpw-chaos.txt 2>&1 &&
   grep -q "chaos mode: launches preempted" $mpw-chaos.txt; then
   echo "PASS launches of a macro's kernel parameter, one file: $(grep -h '^macro_parameter_launch\|launches planned\|chaos:' $mpw.txt $mpw-chaos.txt | tr '\n' ' ')" >>"$log"

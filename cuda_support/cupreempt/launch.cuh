@@ -156,11 +156,13 @@ int preload_lookup(int slot, void** func) {
   return 1;
 }
 
-// Registered once per kernel launched in this program, before main (a static initializer).
+// Registered once per kernel launched in this program, before main (a static initializer);
+// also by the original's address (register_any), for launches that know the kernel only by
+// pointer: a template's instance registers so wherever a launch site of the program names it.
 template <class Kernels>
 struct Preload {
   static inline const bool registered =
-      (cupreempt_rt_register_preload(&preload_lookup<Kernels>), true);
+      (cupreempt_rt_register_preload(&preload_lookup<Kernels>), register_any<Kernels>());
 };
 
 // Launches the original kernel where the runtime's plan says so (cupreempt_rt_plan), else the

@@ -7,7 +7,7 @@
 // the host's computation over many launches (scripts/gpu-check.sh runs it with every launch
 // preemptible and under chaos mode). Every value is a float that holds its result exactly
 // (integers and halves below 2^24), so the device's fused multiply-add and the host's separate
-// steps agree bit for bit. Prints `macro_parameter_launch: N launches, M wrong`.
+// steps agree bit for bit (doubling too). Prints `macro_parameter_launch: N launches, M wrong`.
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -26,6 +26,14 @@ __global__ void saxpy(const float* x, float* y, float a, int n) {
 __global__ void keys(const float* y, unsigned* k, int n) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) k[i] = (unsigned)(y[i] * 8.0f) ^ (blockIdx.x * 2654435761u);
+}
+
+// A template's instance launched by a launch site of its own (which names its launch types and
+// so registers it) and through the macro.
+template <class T>
+__global__ void twice(T* y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = y[i] * (T)2;
 }
 
 int main() {
@@ -49,17 +57,19 @@ int main() {
     cudaMemset(dk, 0xcd, n * sizeof(unsigned));
     LAUNCH_DEVICE(saxpy, n, (dx, dy, a, n));
     LAUNCH_DEVICE(keys, n, (dy, dk, n));
+    twice<float><<<(n + 255) / 256, 256>>>(dy, n);
+    LAUNCH_DEVICE(twice<float>, n, (dy, n));
     cudaMemcpy(got.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost);
     cudaMemcpy(k.data(), dk, n * sizeof(unsigned), cudaMemcpyDeviceToHost);
     for (int i = 0; i < n; ++i) {
       const unsigned block = (unsigned)i / 256;
       const float want = a * x[i] + y[i] + (float)(block % 3);
-      if (got[i] != want) ++wrong;
+      if (got[i] != 4.0f * want) ++wrong;
       if (k[i] != ((unsigned)(want * 8.0f) ^ (block * 2654435761u))) ++wrong;
     }
   }
   const cudaError_t e = cudaDeviceSynchronize();
-  printf("macro_parameter_launch: %d launches, %ld wrong%s%s\n", 2 * launches, wrong,
+  printf("macro_parameter_launch: %d launches, %ld wrong%s%s\n", 4 * launches, wrong,
          e == cudaSuccess ? "" : ", ", e == cudaSuccess ? "" : cudaGetErrorString(e));
   return wrong == 0 && e == cudaSuccess ? 0 : 1;
 }
