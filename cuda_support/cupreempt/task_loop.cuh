@@ -74,6 +74,9 @@ constexpr float kMaxFirstChunk = CUPREEMPT_MAX_FIRST_CHUNK;
 // fair share cut short. Summed over every launch of every kernel of the program's one
 // translation unit; fixtures/bench/bench.cuh prints it at exit.
 __device__ unsigned long long chunk_log[32];
+// And each look at the command by the time since the block's previous one (a command waits at
+// most that long for the block): bin 0 under 1 us, bin k 2^(k-1) to 2^k us (1 us = 1024 ns).
+__device__ unsigned long long look_log[32];
 #endif
 
 __device__ __forceinline__ unsigned sm_id() {
@@ -551,6 +554,13 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     }
     ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;
   }
+#ifdef CUPREEMPT_CHUNK_LOG
+  if (ls.unreported) {
+    const unsigned long long us = (global_ns() - ls.last_ns) >> 10;
+    const int bin = us ? 64 - __clzll((long long)us) : 0;
+    atomicAdd(&look_log[bin < 31 ? bin : 31], 1ull);
+  }
+#endif
   unsigned long long begin = 0, end = 0;
   if (ls.fence_due) {  // enter()'s fence: the block's lane before its first look at the command
     __threadfence();
