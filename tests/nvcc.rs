@@ -162,6 +162,48 @@ fn runs_on_host(name: &str, src: &str) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
+/// Launches that know a kernel only by its pointer (`cupreempt::launch_any`, a macro's launch of
+/// the kernel its use names) find the launch types of every transformed kernel that is no
+/// template: its file registers them by the original's address before `main`. A template's
+/// instance that no launch site names is not registered. Built standalone and run on the host
+/// (no launch, no GPU).
+#[test]
+fn transformed_kernels_register_their_launch_types_by_address() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-any-registry");
+    let src = "#include <cstdio>\n\
+               __global__ void plain(int* p) { p[blockIdx.x] = 1; }\n\
+               template <class T> __global__ void twice(T* p) { p[blockIdx.x] *= 2; }\n\
+               int main() {\n\
+                 using namespace cupreempt::detail;\n\
+                 const bool plain_found = any_pick_of(reinterpret_cast<AnyFn>(&plain)) ==\n\
+                                          &any_pick<plain__cupreempt_kernels>;\n\
+                 const bool twice_absent = !any_pick_of(reinterpret_cast<AnyFn>(&twice<int>));\n\
+                 std::printf(\"plain %d twice %d\\n\", plain_found, twice_absent);\n\
+                 return plain_found && twice_absent ? 0 : 1;\n\
+               }\n";
+    let t = cupreempt::transform(src, "registry.cu", &cupreempt::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.transformed_count(), 2, "{:?}", t.diagnostics);
+    let cu = dir.join("registry.cu");
+    std::fs::write(&cu, &t.output).unwrap();
+    let exe = dir.join("registry");
+    support::compiles(
+        support::nvcc_build(&nvcc, &exe)
+            .arg("-DCUPREEMPT_STANDALONE")
+            .arg(&cu),
+        "registry",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let o = std::process::Command::new(&exe).output().unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
 /// A kernel launched in one file and defined in another: the launch goes through the wrapper
 /// of the defining file when that file was transformed, and the program still links when it
 /// was not (the wrappers are declared weak; the launch shim then runs the original).
