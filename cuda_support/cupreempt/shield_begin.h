@@ -311,6 +311,8 @@
 #undef lock
 #pragma push_macro("lock_guard")
 #undef lock_guard
+#pragma push_macro("look_log")
+#undef look_log
 #pragma push_macro("lookup")
 #undef lookup
 #pragma push_macro("ls")

@@ -132,6 +132,7 @@
 #pragma pop_macro("m")
 #pragma pop_macro("ls")
 #pragma pop_macro("lookup")
+#pragma pop_macro("look_log")
 #pragma pop_macro("lock_guard")
 #pragma pop_macro("lock")
 #pragma pop_macro("load_acquire_sys")
