@@ -59,9 +59,25 @@ cd "$root"
 
 e2e=/tmp/cupreempt-e2e
 mkdir -p $e2e
-if "$cli" transform fixtures/multiple_kernels.cu -o $e2e/mk.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/mk.cu -o $e2e/mk -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib" && timeout 30 $e2e/mk >>"$log" 2>&1 &&
+# SOURCE through `cupreempt transform` into OUT.cu, built as OUT and linked with the runtime.
+# Usage: transformed_build SOURCE OUT
+transformed_build() {
+  "$cli" transform "$1" -o "$2.cu" 2>/dev/null &&
+    nvcc -arch=sm_90 -std=c++17 -Icuda_support "$2.cu" -o "$2" -L"$lib" -lcupreempt_runtime \
+      -Xlinker -rpath="$lib"
+}
+# OUT run with every launch preemptible (none runs the original kernel; the runtime's count of
+# planned launches matches PLANNED), into OUT-all.txt, then under chaos mode (the runtime says
+# it was on), into OUT-chaos.txt. Usage: preemptible_then_chaos OUT PLANNED
+preemptible_then_chaos() {
+  local out=$1 planned=$2
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 CUPREEMPT_TRACE_SETUP=1 timeout 60 $out >$out-all.txt 2>&1 &&
+    ! grep -q "launching the original" $out-all.txt &&
+    grep -qE "^cupreempt: $planned$" $out-all.txt &&
+    CUPREEMPT_CHAOS=7,20 timeout 60 $out >$out-chaos.txt 2>&1 &&
+    grep -q "chaos mode: launches preempted" $out-chaos.txt
+}
+if transformed_build fixtures/multiple_kernels.cu $e2e/mk && timeout 30 $e2e/mk >>"$log" 2>&1 &&
   CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 30 $e2e/mk >$e2e/mk-all.txt 2>&1 &&
   cat $e2e/mk-all.txt >>"$log" && ! grep -q "launching the original" $e2e/mk-all.txt &&
   grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $e2e/mk-all.txt; then
@@ -100,11 +116,7 @@ split_e2e() {
   if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
       "$src" -o $out >$out.build.txt 2>&1 &&
     grep -q "wrappers of $kernels kernels in a module of their own" $out.build.txt &&
-    CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 CUPREEMPT_TRACE_SETUP=1 timeout 60 $out >$out-all.txt 2>&1 &&
-    ! grep -q "launching the original" $out-all.txt &&
-    grep -qE "^cupreempt: [0-9]+ launches planned: preemptible [0-9]+$" $out-all.txt &&
-    CUPREEMPT_CHAOS=7,20 timeout 60 $out >$out-chaos.txt 2>&1 &&
-    grep -q "chaos mode: launches preempted" $out-chaos.txt; then
+    preemptible_then_chaos $out "[0-9]+ launches planned: preemptible [0-9]+"; then
     echo "PASS $label: $(grep -h "$summary" $out-all.txt $out-chaos.txt | tr '\n' ' ')" >>"$log"
   else
     cat $out.build.txt $out-all.txt $out-chaos.txt >>"$log" 2>/dev/null
@@ -168,26 +180,18 @@ split_e2e "launches of a macro's kernel parameter, split by the launcher" \
 # The same program through `cupreempt transform` (one file, its wrappers beside the originals):
 # the macro's launches find their wrappers by the kernel's address (launch.cuh, register_any).
 mpw=$e2e/macro_parameter_launch_whole
-if "$cli" transform tests/gpu/macro_parameter_launch.cu -o $mpw.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $mpw.cu -o $mpw -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib" &&
-  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $mpw >$mpw.txt 2>&1 &&
-  ! grep -q "launching the original" $mpw.txt &&
-  grep -qE "^cupreempt: 160 launches planned: preemptible 160$" $mpw.txt &&
-  CUPREEMPT_CHAOS=7,20 timeout 60 $mpw >$mpw-chaos.txt 2>&1 &&
-  grep -q "chaos mode: launches preempted" $mpw-chaos.txt; then
-  echo "PASS launches of a macro's kernel parameter, one file: $(grep -h '^macro_parameter_launch\|launches planned\|chaos:' $mpw.txt $mpw-chaos.txt | tr '\n' ' ')" >>"$log"
+if transformed_build tests/gpu/macro_parameter_launch.cu $mpw &&
+  preemptible_then_chaos $mpw "160 launches planned: preemptible 160"; then
+  echo "PASS launches of a macro's kernel parameter, one file: $(grep -h '^macro_parameter_launch\|launches planned\|chaos:' $mpw-all.txt $mpw-chaos.txt | tr '\n' ' ')" >>"$log"
 else
-  cat $mpw.txt $mpw-chaos.txt >>"$log" 2>/dev/null
+  cat $mpw-all.txt $mpw-chaos.txt >>"$log" 2>/dev/null
   echo "FAIL launches of a macro's kernel parameter, one file" >>"$log"
   status=1
 fi
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch
-if "$cli" transform fixtures/launch_in_macro_dispatch.cu -o $lmd.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $lmd.cu -o $lmd -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib" &&
+if transformed_build fixtures/launch_in_macro_dispatch.cu $lmd &&
   CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 30 $lmd >$lmd.txt 2>&1 &&
   ! grep -q "launching the original" $lmd.txt &&
   grep -qE "^cupreempt: 3 launches planned: preemptible 3$" $lmd.txt; then
@@ -201,9 +205,7 @@ fi
 # the program checks every slot itself; in the persistent form (every launch preemptible, each
 # persistent block running many tasks, each with its own copy) and under chaos mode.
 bv=$e2e/by_value
-if "$cli" transform fixtures/by_value_param_with_host_destructor.cu -o $bv.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $bv.cu -o $bv -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib"; then
+if transformed_build fixtures/by_value_param_with_host_destructor.cu $bv; then
   for mode in "CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_SETUP=wait CUPREEMPT_SHORT_US=0 CUPREEMPT_VERBOSE=1" \
     "CUPREEMPT_CHAOS=7,20"; do
     if env $mode timeout 60 $bv >$bv.txt 2>&1 && ! grep -q "launching the original" $bv.txt; then
@@ -224,9 +226,7 @@ fi
 ql=$e2e/queued_launches
 if nvcc -arch=sm_90 -std=c++17 tests/gpu/queued_launches.cu -o $ql-orig &&
   timeout 60 $ql-orig >$ql-orig.txt 2>&1 &&
-  "$cli" transform tests/gpu/queued_launches.cu -o $ql.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $ql.cu -o $ql -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib" &&
+  transformed_build tests/gpu/queued_launches.cu $ql &&
   CUPREEMPT_CHAOS=7,20 CUPREEMPT_VERBOSE=1 timeout 120 $ql >$ql.txt 2>&1 &&
   grep "^queued_launches:" $ql.txt | diff $ql-orig.txt - >>"$log" &&
   grep -qE "^cupreempt: chaos: [0-9]+ launches, [1-9][0-9]* preemptions" $ql.txt; then
@@ -245,9 +245,7 @@ else
 fi
 if nvcc -arch=sm_90 -std=c++17 tests/gpu/launch_errors.cu -o $e2e/le-orig &&
   timeout 30 $e2e/le-orig >$e2e/le-orig.txt 2>&1 &&
-  "$cli" transform tests/gpu/launch_errors.cu -o $e2e/le.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/le.cu -o $e2e/le -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib" && timeout 30 $e2e/le >$e2e/le.txt 2>&1 && diff $e2e/le-orig.txt $e2e/le.txt >>"$log"; then
+  transformed_build tests/gpu/launch_errors.cu $e2e/le && timeout 30 $e2e/le >$e2e/le.txt 2>&1 && diff $e2e/le-orig.txt $e2e/le.txt >>"$log"; then
   echo "PASS launch errors: the transformed program reports what the original does: $(tr '\n' ';' <$e2e/le.txt)" >>"$log"
 else
   echo "FAIL launch errors: $(cat $e2e/le-orig.txt $e2e/le.txt 2>&1 | tr '\n' ';')" >>"$log"
@@ -258,9 +256,7 @@ fi
 rm -f $e2e/gc*
 if nvcc -arch=sm_90 -std=c++17 tests/gpu/graph_capture.cu -o $e2e/gc-orig &&
   timeout 60 $e2e/gc-orig >$e2e/gc-orig.txt 2>&1 &&
-  "$cli" transform tests/gpu/graph_capture.cu -o $e2e/gc.cu 2>/dev/null &&
-  nvcc -arch=sm_90 -std=c++17 -Icuda_support $e2e/gc.cu -o $e2e/gc -L"$lib" -lcupreempt_runtime \
-    -Xlinker -rpath="$lib" && CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $e2e/gc >$e2e/gc.txt 2>&1 &&
+  transformed_build tests/gpu/graph_capture.cu $e2e/gc && CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $e2e/gc >$e2e/gc.txt 2>&1 &&
   grep -q "launching the original kernel: the stream is being captured into a CUDA graph" $e2e/gc.txt &&
   ! grep "launching the original" $e2e/gc.txt | grep -qv "captured into a CUDA graph"; then
   grep "^cupreempt:" $e2e/gc.txt >>"$log"

@@ -90,7 +90,7 @@ auto chosen_wrapper() {
 // Kernels that a launch knows only by pointer (launch_any: a macro's launch of the kernel its
 // use names) find their wrappers here: each transformed kernel that is no template registers
 // its original's address with the function that picks its wrapper, from a static initializer
-// of its unit (`K__cupreempt_any`, after its launch types). One table per program (an inline
+// of its unit (`K__cupreempt_kernels_any`, after its launch types). One table per program (an inline
 // function's static); entries are never removed.
 using AnyFn = void (*)();
 using AnyPick = AnyFn (*)();
