@@ -90,8 +90,8 @@ auto chosen_wrapper() {
 // Kernels that a launch knows only by pointer (launch_any: a macro's launch of the kernel its
 // use names) find their wrappers here: each transformed kernel that is no template registers
 // its original's address with the function that picks its wrapper, from a static initializer
-// of its unit (`K__cupreempt_kernels_any`, after its launch types). One table per program (an inline
-// function's static); entries are never removed.
+// of its unit (`K__cupreempt_kernels_any`, after its launch types). One table per program (an
+// inline function's static); entries are never removed.
 using AnyFn = void (*)();
 using AnyPick = AnyFn (*)();
 inline std::mutex& any_mutex() {
@@ -355,7 +355,9 @@ struct [[nodiscard]] AnyLauncher {
       auto values = std::tuple<std::decay_t<P>...>(args...);
       launch_values(
           original,
-          [pick] { return reinterpret_cast<void (*)(cupreempt_launch, P...)>(pick ? pick() : nullptr); },
+          [pick] {
+            return reinterpret_cast<void (*)(cupreempt_launch, P...)>(pick ? pick() : nullptr);
+          },
           grid, block, smem, stream, values, std::index_sequence_for<P...>{});
       return;
     }
