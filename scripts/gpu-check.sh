@@ -32,7 +32,7 @@ fi
 lib=$(realpath "${lib:-target/release}")
 { nvidia-smi -L; nvcc --version | tail -n 1; date -u; } | tee "$out/device.txt"
 # Harnesses call the kernels directly: launch sites in the fixtures need no runtime here.
-flags="-arch=sm_90 -std=c++17 -O2 -lineinfo --extended-lambda -DCUPREEMPT_STANDALONE -I$root/cuda_support -I$root/tests/gpu"
+flags="-arch=sm_90 -std=c++17 -O2 -lineinfo --extended-lambda -DCUPREEMPT_STANDALONE -DCUPREEMPT_LOOKS -I$root/cuda_support -I$root/tests/gpu"
 status=0
 log=$out/gpu-check.log
 : >"$log"

@@ -51,6 +51,56 @@ fn every_transformed_fixture_compiles_with_nvcc() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Kernels of several shapes compile with looks inside chunks (`-DCUPREEMPT_LOOKS`,
+/// docs/runtime.md): barriers between tasks or none, shared memory, 2-D and 3-D grids, a
+/// template, a float atomic on shared memory, tensor cores. Default builds leave that code out,
+/// so without this test a change to it would first fail on a GPU.
+#[test]
+fn kernels_compile_with_looks_inside_chunks() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-looks");
+    let names = [
+        "grid_1d",
+        "grid_2d",
+        "grid_3d",
+        "shared_static",
+        "shared_dynamic",
+        "shared_float_atomic",
+        "syncthreads_count",
+        "template_kernel",
+        "tensor_core_gemm",
+        "reduction_loop_after_return",
+    ];
+    let paths: Vec<std::path::PathBuf> = names
+        .iter()
+        .map(|n| support::root().join(format!("fixtures/{n}.cu")))
+        .collect();
+    let failures = support::parallel(&paths, 2, |path| {
+        let src = std::fs::read_to_string(path).unwrap();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
+            .map_err(|e| e.to_string())?;
+        if t.transformed_count() == 0 {
+            return Err(format!("{name}: no kernel transformed"));
+        }
+        let out = dir.join(format!("{name}.transformed.cu"));
+        std::fs::write(&out, &t.output).unwrap();
+        let extra: Vec<String> = support::directives(&src, "NVCC-FLAGS")
+            .iter()
+            .flat_map(|f| f.split_whitespace().map(String::from))
+            .collect();
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join(format!("{name}.o")))
+                .args(&extra)
+                .arg("-DCUPREEMPT_LOOKS")
+                .arg(&out),
+            &format!("{name} (transformed, CUPREEMPT_LOOKS)"),
+        )?;
+        Ok(())
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// The whole programs that scripts/gpu-check.sh runs on a GPU (tests/gpu/*.cu) compile as
 /// written and transformed, so that a GPU run never starts with a program that cannot build.
 #[test]

@@ -11,7 +11,7 @@ use cudarc::driver::sys;
 use cupreempt_runtime::rt::{
     self, Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target,
 };
-use cupreempt_runtime::SmSet;
+use cupreempt_runtime::{ControlBlock, SmSet};
 use std::ffi::c_void;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -662,25 +662,57 @@ fn gated_links(g: &Setup) -> Result<String, String> {
 
 /// Random preempt/resume cycles on a stream of launches until `cycles` have run.
 fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
-    storm_with(g, cycles, 0)
+    storm_with(g, cycles, 0, 20_000, 100_000)
 }
 
-/// As `storm`, every launch with `links` gated links.
-fn storm_with(g: &Setup, cycles: usize, links: u32) -> Result<String, String> {
+/// The chunks' counters of `k`'s control block (cut_chunks: chunks cut short by a command).
+fn cut_chunks(k: &Kernel, side: sys::CUstream) -> u32 {
+    let mut c = ControlBlock::zeroed();
+    unsafe {
+        ck(
+            "cuMemcpyDtoHAsync",
+            sys::cuMemcpyDtoHAsync_v2(
+                (&mut c as *mut ControlBlock).cast(),
+                k.control_block(),
+                std::mem::size_of::<ControlBlock>(),
+                side,
+            ),
+        );
+        ck("cuStreamSynchronize", sys::cuStreamSynchronize(side));
+    }
+    c.cut_chunks
+}
+
+/// As `storm`, with tasks of 2 us: chunks of about ten tasks, which a preemption must cut short
+/// (the kernels are built with CUPREEMPT_LOOKS) (the block gives the rest back and a later block takes it): the outputs stay exact,
+/// and some chunks must have been cut.
+fn storm_short(g: &Setup, cycles: usize) -> Result<String, String> {
+    storm_with(g, cycles, 0, 2_000, 1_000_000)
+}
+
+/// As `storm`, every launch with `links` gated links, tasks of `spin_ns`.
+fn storm_with(
+    g: &Setup,
+    cycles: usize,
+    links: u32,
+    spin_ns: u64,
+    tasks: u32,
+) -> Result<String, String> {
     rt::set_event_timing(true);
     let mut next = xorshift(0x9e3779b97f4a7c15);
-    // About 0.5 ms per launch on the H100 (4,224 resident blocks, 20 us tasks): most random
-    // gaps of up to 200 us fall while tasks are left.
+    // About 0.5 ms per launch on the H100 (4,224 resident blocks, 20 us tasks; 1,000,000 of
+    // 2 us): most random gaps of up to 200 us fall while tasks are left.
     let job = Job {
         links,
-        ..Job::new([100_000, 1, 1], 32)
+        ..Job::new([tasks, 1, 1], 32)
     };
+    let mut cuts = 0u64;
     // `done` counts only the cycles that caught the kernel with tasks left; one that yielded
     // at its end (it finished between the look and the command) proves nothing.
     let (mut done, mut launches, mut missed) = (0, 0, 0);
     let (mut host, mut gpu) = (Vec::new(), Vec::new());
     while done < cycles {
-        let mut k = job.launch(g, 20_000).map_err(|e| e.to_string())?;
+        let mut k = job.launch(g, spin_ns).map_err(|e| e.to_string())?;
         launches += 1;
         loop {
             let gap = Instant::now() + Duration::from_micros(next(200));
@@ -715,13 +747,22 @@ fn storm_with(g: &Setup, cycles: usize, links: u32) -> Result<String, String> {
         sync_within(job.stream, Duration::from_secs(20))?;
         job.check(g)
             .map_err(|e| format!("launch {launches} after {done} cycles: {e}"))?;
+        cuts += cut_chunks(&k, g.side) as u64;
+    }
+    // Tasks of 2 us run in chunks of about ten: a preemption that finds every block at a
+    // chunk's end, cycle after cycle, means that looks inside chunks do not cut.
+    if spin_ns <= 2_000 && cuts == 0 {
+        return Err(format!(
+            "{done} preemptions cut no chunk short (2 us tasks)"
+        ));
     }
     Ok(format!(
-        "{done} cycles caught the kernel mid-run ({missed} more came at its end) over {launches} launches, all outputs exact; request->yielded p50/p99: host {:.0}/{:.0} us, GPU {:.0}/{:.0} us (20 us tasks)",
+        "{done} cycles caught the kernel mid-run ({missed} more came at its end) over {launches} launches, all outputs exact, {cuts} chunks cut short; request->yielded p50/p99: host {:.0}/{:.0} us, GPU {:.0}/{:.0} us ({} us tasks)",
         percentile(&mut host, 0.5),
         percentile(&mut host, 0.99),
         percentile(&mut gpu, 0.5),
-        percentile(&mut gpu, 0.99)
+        percentile(&mut gpu, 0.99),
+        spin_ns / 1000
     ))
 }
 
@@ -949,7 +990,15 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
     std::fs::write(&cu, &t.output).unwrap();
     let ptx = dir.join("runtime_kernels.ptx");
     let st = std::process::Command::new(&nvcc)
-        .args(["-ptx", "-arch=sm_90", "-std=c++17", "-O2"])
+        // Looks inside chunks (docs/runtime.md): every scenario runs them, and "storm of
+        // short tasks" checks that they cut chunks.
+        .args([
+            "-ptx",
+            "-arch=sm_90",
+            "-std=c++17",
+            "-O2",
+            "-DCUPREEMPT_LOOKS",
+        ])
         .arg(format!(
             "-I{}",
             support::root().join("cuda_support").display()
@@ -998,7 +1047,12 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         None => scenarios
             .iter()
             .map(|(n, _)| *n)
-            .chain(["storm", "storm with links", "many streams"])
+            .chain([
+                "storm",
+                "storm of short tasks",
+                "storm with links",
+                "many streams",
+            ])
             .collect(),
     };
     watchdog(test_clock());
@@ -1008,7 +1062,8 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         let r = match scenarios.iter().find(|(n, _)| *n == name) {
             Some((_, f)) => f(&g),
             None if name == "storm" => storm(&g, cycles),
-            None if name == "storm with links" => storm_with(&g, cycles / 4, 4),
+            None if name == "storm of short tasks" => storm_short(&g, cycles / 4),
+            None if name == "storm with links" => storm_with(&g, cycles / 4, 4, 20_000, 100_000),
             None if name == "many streams" => many_streams(&g, cycles / 2),
             None => Err(format!("no scenario called {name:?}")),
         };

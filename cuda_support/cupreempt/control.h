@@ -25,7 +25,11 @@ typedef struct cupreempt_control {
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32]; /* bit s set: blocks on SM s yield */
   unsigned int pad0[22];
   unsigned long long next_task; /* first task nobody has taken yet; may run past the total */
-  unsigned int pad1[30];
+  /* Leftovers (chunks cut at a look between two tasks, given back by the blocks that took
+   * them; see cupreempt_launch.leftover): how many are given back and not yet taken again,
+   * or are being given back. Beside next_task: one load reads both. */
+  int leftovers;
+  unsigned int pad1[29];
   unsigned long long done_tasks; /* tasks finished (progress; their results may be in flight) */
   unsigned int pad2[30];
   unsigned long long retired_tasks; /* tasks whose results are visible device-wide */
@@ -47,6 +51,12 @@ typedef struct cupreempt_control {
   unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */
   unsigned int pad5[27];
   unsigned int sm_lanes[CUPREEMPT_MAX_SMS]; /* per SM: lanes held by blocks in the loop */
+  /* Leftovers by the lane that gave them back: per SM, bit l (low word) set while lane l's
+   * slot of cupreempt_launch.leftover holds one, bit 32 + l while a block reads it. */
+  unsigned long long leftover_state[CUPREEMPT_MAX_SMS];
+  unsigned int leftover_sms[CUPREEMPT_MAX_SMS / 32]; /* bit s: SM s has given one back */
+  unsigned int cut_chunks; /* chunks cut short by a command (cumulative; tests) */
+  unsigned int pad6[23];
 } cupreempt_control;
 
 /* Host-mapped pinned memory, one per runtime launch. Plain loads and stores only: the GPU has
@@ -112,6 +122,12 @@ typedef struct cupreempt_launch {
    * scheduler's standing order: the launch starts preempted there; the runtime sends the same
    * command through the control stream, which may land after the first blocks start). */
   unsigned int start_off[CUPREEMPT_MAX_SMS / 32];
+  /* CUPREEMPT_MAX_SMS * CUPREEMPT_LANES slots, one per lane (never zeroed: leftover_state
+   * says which hold one), or NULL. With slots, the leader looks at the command between two
+   * tasks of a chunk too, and a block sent away mid-chunk gives the chunk's rest back in its
+   * lane's slot, for the next block that claims; without, a chunk's tasks all run before the
+   * block looks again. */
+  unsigned long long* leftover;
 } cupreempt_launch;
 
 #endif

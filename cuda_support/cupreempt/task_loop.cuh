@@ -63,6 +63,22 @@ constexpr unsigned kParkSleepNs = 2000;
 // claim less often while they all start at once on the counter; 3 tasks instead of 1 made
 // pathfinder (barrier-bound tasks of a few us) 2-3 points faster and moved no benchmark
 // program the other way beyond its noise (H100, scripts/probes/compare_builds.sh).
+// Looks inside chunks (docs/runtime.md, "Looks inside chunks"): in a build with
+// CUPREEMPT_LOOKS, where the launch has leftover slots (cupreempt_launch.leftover), the leader
+// also looks at the command between two tasks of a chunk, about every kLookNs of work, and a
+// block sent away mid-chunk gives the chunk's rest back: a command then waits for a look, not
+// for a chunk's end. A build asks for them because they cost: 2-10 points of the large
+// benchmark programs' time on the H200, and about as much again with the code present but the
+// looks off at run time. Without CUPREEMPT_LOOKS the task loop is the one below without them.
+#ifdef CUPREEMPT_LOOKS
+constexpr bool kLooks = true;
+#else
+constexpr bool kLooks = false;
+#endif
+#ifndef CUPREEMPT_LOOK_NS
+#define CUPREEMPT_LOOK_NS 5000.0f
+#endif
+constexpr float kLookNs = CUPREEMPT_LOOK_NS;
 #ifndef CUPREEMPT_MAX_FIRST_CHUNK
 #define CUPREEMPT_MAX_FIRST_CHUNK 3.0f
 #endif
@@ -111,6 +127,7 @@ struct BlockState {
   unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
   uint3 first;                    // blockIdx of task `begin` (2-D and 3-D grids)
   unsigned stop;                  // 1: leave the loop (yield or no tasks left)
+  unsigned look_every;            // tasks between two looks inside the chunk (0: no looks)
 };
 
 // The original kernel: the hardware's indices.
@@ -261,6 +278,12 @@ struct LeaderState {
   unsigned long long yield_ns_copied;  // control->yield_ns as last copied to host memory
   unsigned long long chunk_begin;      // the first task of the last chunk (tests' audit)
   unsigned fence_due;  // enter() left its fence to the first next_chunk (see there)
+  unsigned look_every;  // tasks between two looks inside a chunk (0: no looks)
+  unsigned scan;       // where the next search for another SM's leftover starts
+  unsigned search_due;     // next_chunk left the chunk to take_leftover (2: search every SM)
+  unsigned search_failed;  // and it found none: the next step claims new tasks
+  unsigned long long cut_word;  // the last command word a look inside a chunk judged
+  unsigned long long rest_begin, rest_end;  // a cut chunk's rest, for give_back (0: none)
 };
 
 // The instance's part in its launch (cupreempt_launch.first, control.h). A gated link or the
@@ -376,6 +399,156 @@ __host__ __device__ __forceinline__ unsigned first_chunk_size(unsigned budget, u
   return n >= 1.0f ? (unsigned)n : 1u;
 }
 
+// How many tasks go between two looks inside a chunk (look_every): about kLookNs of work at
+// `per_ns` tasks per ns, at least one.
+__device__ __forceinline__ unsigned look_every_for(float per_ns) {
+  const float tasks = kLookNs * per_ns;
+  return tasks >= 1.0f ? (unsigned)fminf(tasks, (float)kMaxChunk) : 1u;
+}
+
+// A look inside a chunk: the leader copies the command word (and the first SM-mask words
+// beside it) into shared memory asynchronously as a task begins and reads it as the task ends,
+// so the look waits for no load: a load after the task held every warp at the task's barrier
+// for the round trip. Before sm_80 (no cp.async) the look loads the word at the task's end.
+__device__ __forceinline__ void look_issue(unsigned long long* buf, const cupreempt_control* c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned dst = (unsigned)__cvta_generic_to_shared(buf);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n\tcp.async.commit_group;" ::"r"(dst),
+               "l"(&c->command)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ unsigned long long look_word(const unsigned long long* buf,
+                                                        const cupreempt_control* c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+  return *(const volatile unsigned long long*)buf;
+#else
+  return *(const volatile unsigned long long*)&c->command;
+#endif
+}
+
+// Leftovers. A block that a look sends away mid-chunk gives the chunk's rest back in its lane's
+// slot (one per lane: no two blocks of the kernel on an SM hold the same lane, so a slot has
+// one writer) and sets the lane's bit in leftover_state; the next blocks to claim take
+// leftovers before new tasks, their own SM's first. Packed as begin << 17 | count (a chunk
+// has at most kMaxChunk = 2^16 tasks). A slot is written only while its lane's two bits are
+// clear, and a taker moves the full bit to the reading bit in one compare-and-swap, so a slot
+// is never rewritten while it is read. `leftovers` counts up before a slot fills and down after
+// it empties: while it is 0 no slot holds one.
+constexpr unsigned kLeftoverCountBits = 17;
+
+// A look inside a chunk found a new command (`word`, as the control block holds it): whether
+// the block leaves before its chunk's next task, giving the rest back. Inline: a call here,
+// in the task loop, kept the body's values live across it and raised the wrappers from 31
+// to 38 registers. The control block behind host memory (must_yield) leaves the decision to
+// the chunk's end, as does the lane's slot still holding its last leftover: every task of
+// the chunk then runs. (The launch's leftovers and the block's lane were checked in enter().)
+__device__ __forceinline__ bool sent_away_mid_chunk(const cupreempt_control* c,
+                                                    const cupreempt_host* host,
+                                                    unsigned long long word,
+                                                    volatile LeaderState& ls) {
+  if (host && (int)((unsigned)(word >> 32) - ls.host_seq) < 0) return false;
+  const unsigned smid = ls.smid, lane = ls.lane;
+  if (!sends_away((unsigned)word, c->sm_mask, smid)) return false;
+  const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
+  return !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine);
+}
+
+// The leader's step after a chunk was cut, before the next one: the rest of it
+// ([ls.rest_begin, ls.rest_end)) goes into the lane's slot, which sent_away_mid_chunk() found
+// empty (only the lane's holder fills it). A step of its own at the top of the chunk loop: a
+// call right after the task loop, or this code inside next_chunk, raised the wrappers to 34-37
+// registers.
+static __device__ CUPREEMPT_STEP void give_back(cupreempt_control* c, unsigned long long* leftover,
+                                                volatile LeaderState& ls) {
+  const unsigned smid = ls.smid, lane = ls.lane;
+  const unsigned long long begin = ls.rest_begin, end = ls.rest_end;
+  ls.rest_end = 0;
+  leftover[smid * CUPREEMPT_LANES + lane] = begin << kLeftoverCountBits | (end - begin);
+  atomicAdd(&c->leftovers, 1);
+  __threadfence();  // the slot before its bit
+  atomicOr(&c->leftover_state[smid], 1ull << lane);
+  atomicOr(&c->leftover_sms[smid / 32], 1u << (smid % 32));
+  atomicAdd(&c->cut_chunks, 1u);
+}
+
+// Takes a leftover of SM `sm` if it has one: its packed chunk, else 0.
+__device__ __forceinline__ unsigned long long take_leftover_of(cupreempt_control* c,
+                                                               const unsigned long long* leftover,
+                                                               unsigned sm) {
+  unsigned long long* state = &c->leftover_state[sm];
+  unsigned long long s = *(volatile unsigned long long*)state;
+  for (;;) {
+    const unsigned full = (unsigned)s;
+    if (!full) return 0;
+    const unsigned lane = __ffs(full) - 1;
+    const unsigned long long was =
+        atomicCAS(state, s, (s & ~(1ull << lane)) | (1ull << (32 + lane)));
+    if (was == s) {
+      __threadfence();  // the slot as its giver wrote it, before its bit
+      const unsigned long long v =
+          *(const volatile unsigned long long*)&leftover[sm * CUPREEMPT_LANES + lane];
+      __threadfence();  // read before the slot is free again
+      atomicAnd(state, ~(1ull << (32 + lane)));
+      atomicSub(&c->leftovers, 1);
+      return v;
+    }
+    s = was;
+  }
+}
+
+// A leftover for the leader's block, if one is found: its own SM's first, then up to 16 of
+// the SMs that have given any back (a search that goes on where the last one stopped), or
+// all of them once no new task is left (a block that finds none then leaves).
+__device__ __forceinline__ unsigned long long find_leftover(cupreempt_control* c,
+                                                            const unsigned long long* leftover,
+                                                            volatile LeaderState& ls) {
+  const unsigned most = ls.search_due == 2 ? CUPREEMPT_MAX_SMS : 16;
+  const unsigned own = ls.smid;
+  if (own < CUPREEMPT_MAX_SMS) {
+    const unsigned long long v = take_leftover_of(c, leftover, own);
+    if (v) return v;
+  }
+  unsigned tries = 0;
+  for (unsigned k = 0; k < CUPREEMPT_MAX_SMS / 32 && tries < most; ++k) {
+    const unsigned w = (ls.scan + k) % (CUPREEMPT_MAX_SMS / 32);
+    unsigned sms = *(volatile unsigned*)&c->leftover_sms[w];
+    while (sms && tries < most) {
+      const unsigned sm = w * 32 + __ffs(sms) - 1;
+      sms &= sms - 1;
+      if (sm == own) continue;
+      ++tries;
+      const unsigned long long v = take_leftover_of(c, leftover, sm);
+      if (v) return v;
+    }
+  }
+  ls.scan = (ls.scan + 1) % (CUPREEMPT_MAX_SMS / 32);
+  return 0;
+}
+
+// The leader's step after a next_chunk that found leftovers (ls.search_due): the block's chunk
+// is one of them. A step of its own, not a call inside next_chunk: nested there, it raised
+// the wrappers from 31 to 44-48 registers. When it finds none (all taken, or still being given
+// back, or on SMs beyond this search), the chunk stays empty and the next step claims new
+// tasks, or leaves when there are none; the first instance's tail takes what is left.
+static __device__ CUPREEMPT_STEP void take_leftover(cupreempt_control* c,
+                                                    const unsigned long long* leftover,
+                                                    unsigned gx, unsigned gy,
+                                                    volatile LeaderState& ls, BlockState& st) {
+  const unsigned long long v = find_leftover(c, leftover, ls);
+  ls.search_due = 0;
+  if (!v) {
+    ls.search_failed = 1;
+    return;
+  }
+  const unsigned long long begin = v >> kLeftoverCountBits;
+  st.begin = begin;
+  st.end = begin + (v & ((1ull << kLeftoverCountBits) - 1));
+  ls.chunk_begin = begin;
+  st.first = TaskCtx::split(begin, gx, gy);
+}
+
 // The command in force as a gated link's (or the anchor's) block starts, into ls as
 // read_host_command() leaves it. Each block reading host memory itself made a link's 4,224
 // blocks take milliseconds to start (H200: one read of host memory is about 2 us, and they
@@ -458,16 +631,29 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
                                           unsigned long long total, unsigned n,
                                           unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
+                                          unsigned task_ns, bool leftovers,
                                           volatile LeaderState& ls, BlockState& st) {
-  const bool take = first == CUPREEMPT_FIRST && host && !start_away;  // a runtime launch's first instance
+  // A runtime launch's first instance. Not its tail going back to work (stay()): that may be
+  // for leftovers, which next_chunk takes.
+  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !(kLooks && ls.tail);
   unsigned long long begin = 0;
   if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
   ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
   ls.next = n;
   ls.min_chunk = 1;
+  ls.lane = claim_lane(c, smid);
+  if (kLooks) {
+    ls.cut_word = 0;
+    ls.search_due = ls.search_failed = 0;
+    ls.rest_end = 0;
+    ls.scan = smid / 32;
+    // Looks inside chunks where a cut chunk's rest has a slot: the launch has slots, the block
+    // a lane, and every task number fits the slot's packing.
+    const bool cuts = leftovers && ls.lane < CUPREEMPT_LANES && !(total >> (64 - kLeftoverCountBits));
+    ls.look_every = !cuts ? 0u : task_ns ? look_every_for(__fdividef(1.0f, (float)task_ns)) : 1u;
+  }
   ls.smid = smid;
   ls.start_away = start_away;
-  ls.lane = claim_lane(c, smid);
 #ifdef CUPREEMPT_AUDIT
   atomicAdd(&c->running_blocks, 1u);
 #endif
@@ -495,6 +681,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   st.begin = begin;
   st.end = begin + n < total ? begin + n : total;
   st.stop = begin >= total;
+  if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
   if (begin < total) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
   ls.last_ns = global_ns();
@@ -525,19 +712,24 @@ static __device__ CUPREEMPT_STEP void audit_chunk(unsigned* audit, unsigned long
 static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
-                                     unsigned gy, unsigned gz, volatile LeaderState& ls,
-                                     BlockState& st) {
+                                     unsigned gy, unsigned gz, const unsigned long long* leftover,
+                                     volatile LeaderState& ls, BlockState& st) {
 #ifdef CUPREEMPT_AUDIT
   if (audit && ls.unreported) audit_chunk(audit, ls.chunk_begin, ls.unreported);
 #endif
-  if (ls.unreported && !fixed) {  // size this chunk from the time the last ones took
+  // Size this chunk (and the looks inside it) from the time the last ones took.
+  if (ls.unreported && (kLooks || !fixed)) {
     const unsigned long long now = global_ns();
     ls.spent_ns += now - ls.last_ns;
     ls.spent_tasks += ls.unreported;
     float want = 2.0f * ls.next;  // below the timer's resolution: grow
-    if (ls.spent_ns) {
+    const bool looks = kLooks && ls.look_every;  // enter() decided
+    if (!ls.spent_ns) {
+      if (looks) ls.look_every = kMaxChunk;
+    } else {
       // __fdividef: an estimate needs no IEEE division (whose slow path is 2 KB of code).
       const float per_ns = __fdividef((float)ls.spent_tasks, (float)ls.spent_ns);  // tasks per ns
+      if (looks) ls.look_every = look_every_for(per_ns);
       const float within_budget = (float)budget * per_ns;
       // Contention floor: the chunk must last long enough for every block's claim to fit
       // in the counter's queue (kClaimLineNs per operation, two per claim) with room to
@@ -552,7 +744,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
       ls.spent_ns /= 2;
       ls.spent_tasks /= 2;
     }
-    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;
+    if (!fixed) ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;
   }
 #ifdef CUPREEMPT_CHUNK_LOG
   if (ls.unreported) {
@@ -566,8 +758,16 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     __threadfence();
     ls.fence_due = 0;
   }
-  // Both loads go out before either answer is needed: one wait instead of two.
-  const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;
+  // Both loads go out before either answer is needed: one wait instead of two. With looks the
+  // counter and the count of leftovers share 16 bytes: one load.
+#ifdef CUPREEMPT_LOOKS
+  unsigned long long seen, line;
+  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+               : "=l"(seen), "=l"(line)
+               : "l"(&c->next_task));
+#else
+  const unsigned long long seen = *(volatile unsigned long long*)&c->next_task, line = 0;
+#endif
   bool stop = must_yield(c, host, ls);
   if (stop) {
     atomicAdd(&c->yielded_blocks, 1u);
@@ -577,7 +777,13 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
 #endif
   } else {
     unsigned long long n = ls.next;
-    if (seen >= total) {
+    // Leftovers first (take_leftover, the leader's next step): they are the oldest work, and
+    // the runtime's stream order waits for them. An empty chunk until then.
+    const bool search = kLooks && leftover && (int)(unsigned)line > 0 && !ls.search_failed;
+    if (kLooks) ls.search_failed = 0;
+    if (search) {
+      ls.search_due = seen >= total ? 2 : 1;  // 2: no new task left, search every SM
+    } else if (seen >= total) {
       stop = true;  // all taken: no atomic, the blocks of a launch all get here at its end
     } else {
       if (!fixed) {  // near the end, smaller chunks so that blocks finish together
@@ -604,6 +810,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   st.begin = begin;
   st.end = end;
   st.stop = stop;
+  if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
   // The chunk's first blockIdx here, in the step: computed once after either step in
   // run_tasks, it cost pathfinder 2.5 points and convolution_separable 1.3-2.4 (H100,
@@ -656,7 +863,7 @@ static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host
 // back to work when tasks are left and the newest command lets its SM run, and raises
 // `finished` once every task has retired. The tail needs nothing from any other stream to do
 // so: if the runtime's resumed instance cannot start (queued behind blocked work on a shared
-// hardware queue), the tail does the remaining work itself; and it reads the command from host
+// hardware queue), the tail does the remaining work itself (leftovers included); and it reads the command from host
 // memory, which the host writes before the control stream delivers it. Only for the runtime's
 // launches (the first instance, with a host mirror). Returns true to go back to work.
 //
@@ -670,7 +877,8 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
   bool parked = false, again = false;
   const unsigned long long since = global_ns();
   while (*(volatile unsigned long long*)&c->retired_tasks < total) {
-    if (*(volatile unsigned long long*)&c->next_task < total) {
+    if (*(volatile unsigned long long*)&c->next_task < total ||
+        (kLooks && *(volatile int*)&c->leftovers > 0)) {
       read_host_command(host, ls);  // host memory has the newest command
       if (!ls.host_away) {
         again = true;
@@ -703,8 +911,10 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
 
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
 // of tasks from the counter; the decision reaches the block through shared memory and one
-// barrier. Tasks taken are always finished, so a yield loses and repeats nothing, and a
-// relaunch with the same control block resumes at next_task.
+// barrier. Tasks taken are always finished, or (looks inside chunks, CUPREEMPT_LOOKS) the
+// rest of a chunk cut short is given back as a leftover, which the next claims take before new
+// tasks; so a yield loses and repeats nothing, and a relaunch with the same control block
+// resumes with the leftovers and at next_task.
 //
 // Chunk size: `l.chunk`, else the kernel's `chunk` (from #pragma or the CLI), else adaptive:
 // the leader times its chunks with %globaltimer and sizes the next one so that it lasts about
@@ -725,6 +935,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
   // threads may still be reading this chunk's (one-task chunks have no barrier in between).
   __shared__ BlockState states[2];
   __shared__ unsigned again;  // the tail goes back to work (stay())
+#ifdef CUPREEMPT_LOOKS
+  __shared__ alignas(16) unsigned long long look_buf[2];  // the leader's look inside a chunk
+#endif
   // Volatile: only the leader may touch it, and the compiler must not read it speculatively
   // in the other threads either (compute-sanitizer's racecheck reports such reads).
   __shared__ volatile LeaderState ls;
@@ -741,7 +954,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
                              : first_chunk_size(budget, l.task_ns, l.total_tasks,
                                                 gridDim.x * gridDim.y * gridDim.z);
     return enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), l.grid_x,
-                 l.grid_y, l.grid_z, ls, states[0]);
+                 l.grid_y, l.grid_z, l.task_ns, l.leftover != nullptr, ls, states[0]);
   };
   bool claimed = false;  // the leader's first chunk of a round is in states[0]
   bool starting = true;  // a round starts (the same in every thread)
@@ -758,9 +971,12 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       claimed = leader && enter_round();
       starting = false;
     }
-    if (leader && !claimed)
+    if (leader && !claimed) {
+      if (kLooks && ls.rest_end) give_back(c, l.leftover, ls);
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
-                 l.grid_y, l.grid_z, ls, st);
+                 l.grid_y, l.grid_z, l.leftover, ls, st);
+      if (kLooks && ls.search_due) take_leftover(c, l.leftover, l.grid_x, l.grid_y, ls, st);
+    }
     claimed = false;
     __syncthreads();
     // Every thread reads the same values, but ptxas cannot tell that from a shared-memory
@@ -786,6 +1002,49 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     }
     // At most kMaxChunk.
     const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
+#ifdef CUPREEMPT_LOOKS
+    // Looks inside the chunk: after task `until - 1`, then every st.look_every tasks (~0u:
+    // none left). The same in every thread. The leader fetches the command while that task
+    // runs, and the block leaves before the next one if it must, giving the rest of the chunk
+    // back (sent_away_mid_chunk, give_back); the look's barrier, one that reduces the leader's
+    // answer, stands in for the one between two tasks. Tasks without a look cost two compares
+    // more than a loop without looks: reading the look's schedule from shared memory in each
+    // task cost black_scholes and vector add 10 points (H200, compare_builds.sh).
+    unsigned until = __shfl_sync(0xffffffffu, st.look_every, 0);
+    if (!until || until >= n) until = ~0u;
+    // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
+    // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
+    unsigned i = 0;
+#pragma unroll 1
+    while (i < n) {  // n is 0 where take_leftover found none
+      if (leader && i + 1 == until) look_issue(look_buf, c);
+      Ctx ctx(l, st, i);
+      body(ctx);
+      if (++i == n) break;
+      if (i == until) {
+        bool cut = false;
+        if (leader) {
+          const unsigned long long word = look_word(look_buf, c);
+          if (((unsigned)word & (CUPREEMPT_YIELD_ALL | CUPREEMPT_YIELD_SMS)) && word != ls.cut_word) {
+            ls.cut_word = word;
+            cut = sent_away_mid_chunk(c, l.host, word, ls);
+          }
+        }
+        if (__shfl_sync(0xffffffffu, __syncthreads_or(cut), 0)) break;
+        // Read again, not kept in a register through the tasks (one more register there).
+        until += __shfl_sync(0xffffffffu, *(volatile unsigned*)&st.look_every, 0);
+        if (until >= n) until = ~0u;
+        continue;
+      }
+      // The next task may reuse this task's shared memory. After the last task of a chunk the
+      // leader's barrier above does this job.
+      if (TaskBarrier) __syncthreads();
+    }
+    if (leader) {
+      ls.unreported = i;  // the whole chunk, or the tasks before a cut (the rest to give back)
+      if (i < n) ls.rest_begin = st.begin + i, ls.rest_end = st.end;
+    }
+#else
     // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
     // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
 #pragma unroll 1
@@ -797,6 +1056,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       if (TaskBarrier && i + 1 < n) __syncthreads();
     }
     if (leader) ls.unreported = n;
+#endif
   }
 }
 

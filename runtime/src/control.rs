@@ -18,7 +18,9 @@ pub struct ControlBlock {
     pub sm_mask: [u32; MAX_SMS / 32],
     pub pad0: [u32; 22],
     pub next_task: u64,
-    pub pad1: [u32; 30],
+    /// Leftovers given back and not yet taken again, or being given back (see control.h).
+    pub leftovers: i32,
+    pub pad1: [u32; 29],
     /// Tasks finished: progress, counted per chunk (their results may still be in flight).
     pub done_tasks: u64,
     pub pad2: [u32; 30],
@@ -49,6 +51,13 @@ pub struct ControlBlock {
     pub pad5: [u32; 27],
     /// Per SM, the lanes held by blocks inside the task loop (bit l: lane l).
     pub sm_lanes: [u32; MAX_SMS],
+    /// Per SM, bit l: lane l's leftover slot holds a chunk's rest; bit 32 + l: it is being read.
+    pub leftover_state: [u64; MAX_SMS],
+    /// Bit s: SM s has given a leftover back.
+    pub leftover_sms: [u32; MAX_SMS / 32],
+    /// Chunks cut short by a command (cumulative).
+    pub cut_chunks: u32,
+    pub pad6: [u32; 23],
 }
 
 impl ControlBlock {
@@ -59,7 +68,8 @@ impl ControlBlock {
             sm_mask: [0; MAX_SMS / 32],
             pad0: [0; 22],
             next_task: 0,
-            pad1: [0; 30],
+            leftovers: 0,
+            pad1: [0; 29],
             done_tasks: 0,
             pad2: [0; 30],
             retired_tasks: 0,
@@ -78,6 +88,10 @@ impl ControlBlock {
             yielded_blocks: 0,
             pad5: [0; 27],
             sm_lanes: [0; MAX_SMS],
+            leftover_state: [0; MAX_SMS],
+            leftover_sms: [0; MAX_SMS / 32],
+            cut_chunks: 0,
+            pad6: [0; 23],
         }
     }
 }
@@ -173,7 +187,14 @@ pub struct LaunchParams {
     /// Bit s set: blocks on SM s take no task until a command reaches the control block (the
     /// launch starts preempted there: `Runtime::launch_kept_off`).
     pub start_off: [u32; MAX_SMS / 32],
+    /// Device pointer to [`LEFTOVER_SLOTS`] slots (never zeroed), or 0: with slots a block
+    /// looks at the command between two tasks of a chunk and gives the rest back when sent
+    /// away; without, it runs every task of a chunk it took.
+    pub leftover: u64,
 }
+
+/// Leftover slots per launch: one per lane of every SM (`cupreempt_launch.leftover`).
+pub const LEFTOVER_SLOTS: usize = MAX_SMS * LANES;
 
 impl LaunchParams {
     pub fn new(control: u64, grid: [u32; 3]) -> LaunchParams {
@@ -190,6 +211,7 @@ impl LaunchParams {
             progress_shift: progress_shift(total_tasks),
             task_ns: 0,
             start_off: [0; MAX_SMS / 32],
+            leftover: 0,
         }
     }
 }
@@ -229,12 +251,14 @@ int main(void) {
   F(cupreempt_control, forward_mask);
   F(cupreempt_control, yield_ns); F(cupreempt_control, start_ns);
   F(cupreempt_control, sm_mask);
-  F(cupreempt_control, sm_lanes);
+  F(cupreempt_control, sm_lanes); F(cupreempt_control, leftovers);
+  F(cupreempt_control, leftover_state); F(cupreempt_control, leftover_sms);
+  F(cupreempt_control, cut_chunks);
   printf("sizeof.control %zu\n", sizeof(cupreempt_control));
   F(cupreempt_launch, control); F(cupreempt_launch, total_tasks); F(cupreempt_launch, grid_x);
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
   F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
-  F(cupreempt_launch, task_ns); F(cupreempt_launch, start_off);
+  F(cupreempt_launch, task_ns); F(cupreempt_launch, start_off); F(cupreempt_launch, leftover);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
@@ -286,6 +310,10 @@ int main(void) {
             at!("cupreempt_control", ControlBlock, start_ns),
             at!("cupreempt_control", ControlBlock, sm_mask),
             at!("cupreempt_control", ControlBlock, sm_lanes),
+            at!("cupreempt_control", ControlBlock, leftovers),
+            at!("cupreempt_control", ControlBlock, leftover_state),
+            at!("cupreempt_control", ControlBlock, leftover_sms),
+            at!("cupreempt_control", ControlBlock, cut_chunks),
             ("sizeof.control", size_of::<ControlBlock>()),
             at!("cupreempt_launch", LaunchParams, control),
             at!("cupreempt_launch", LaunchParams, total_tasks),
@@ -298,6 +326,7 @@ int main(void) {
             at!("cupreempt_launch", LaunchParams, progress_shift),
             at!("cupreempt_launch", LaunchParams, task_ns),
             at!("cupreempt_launch", LaunchParams, start_off),
+            at!("cupreempt_launch", LaunchParams, leftover),
             ("sizeof.launch", size_of::<LaunchParams>()),
             at!("cupreempt_host", HostMirror, seq),
             at!("cupreempt_host", HostMirror, command),

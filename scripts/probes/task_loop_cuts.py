@@ -114,8 +114,8 @@ CUTS = {
     # chunk_begin, so not for CUPREEMPT_AUDIT builds.
     # Timing only: every adaptive chunk is 3 tasks, sized as before (the same instructions).
     "adaptive-3": replace(
-        "    ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
-        "    ls.next = want >= 1.0f ? 3u : 3u;"),
+        "    if (!fixed) ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
+        "    if (!fixed) ls.next = want >= 1.0f ? 3u : 3u;"),
     "inline-steps": chain(
         replace("static __device__ CUPREEMPT_STEP void next_chunk(",
                 "static __device__ __forceinline__ void next_chunk("),
@@ -138,8 +138,10 @@ CUTS["leader-end-fence"] = replace(
     "      __syncthreads();\n      if (leader) {\n        __threadfence();\n        leave(")
 # Timing only, each one load or store of the leader's step between two chunks left out.
 CUTS["no-seen-load"] = replace(
-    "  const unsigned long long seen = *(volatile unsigned long long*)&c->next_task;\n",
-    "  const unsigned long long seen = 0;\n")
+    '  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"\n'
+    '               : "=l"(seen), "=l"(line)\n'
+    '               : "l"(&c->next_task));\n',
+    "  seen = 0;\n  line = 0;\n")
 CUTS["no-command-load"] = replace(
     "  bool stop = must_yield(c, host, ls);\n  if (stop) {\n    atomicAdd(&c->yielded_blocks",
     "  bool stop = false;\n  if (stop) {\n    atomicAdd(&c->yielded_blocks")
@@ -149,10 +151,10 @@ CUTS["no-step-timer"] = replace(
 # Timing only: the leader's state read as plain (not volatile) shared memory inside
 # next_chunk, so that the compiler may keep fields in registers and batch the loads.
 CUTS["ls-plain"] = replace(
-    "unsigned gy, unsigned gz, volatile LeaderState& ls,\n"
-    "                                     BlockState& st) {\n",
-    "unsigned gy, unsigned gz, volatile LeaderState& ls_v,\n"
-    "                                     BlockState& st) {\n"
+    "const unsigned long long* leftover,\n"
+    "                                     volatile LeaderState& ls, BlockState& st) {\n",
+    "const unsigned long long* leftover,\n"
+    "                                     volatile LeaderState& ls_v, BlockState& st) {\n"
     "  LeaderState& ls = const_cast<LeaderState&>(ls_v);\n")
 
 
@@ -160,7 +162,7 @@ def claim_beside_command(src):
     """Timing only (a yield loses the chunk claimed beside it): the claim goes out with the
     command's load instead of after its answer, and the tail's share is counted from the
     block's last claim instead of a fresh load of the counter."""
-    a = src.index("  // Both loads go out before either answer is needed: one wait instead of two.\n")
+    a = src.index("  // Both loads go out before either answer is needed: one wait instead of two.")
     b = src.index("  st.begin = begin;\n  st.end = end;\n", a)
     body = """  const unsigned long long seen = ls.chunk_begin;  // the last claim: a stale lower bound
   unsigned long long n = ls.next;

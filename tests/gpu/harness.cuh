@@ -127,6 +127,7 @@ class Harness {
         &per_sm, wrapper, (int)(block.x * block.y * block.z), smem));
     full_ = (unsigned)std::min<unsigned long long>(total_, (unsigned long long)per_sm * sms_);
     CPT_CHECK(cudaMalloc(&control_, sizeof(cupreempt_control)));
+    CPT_CHECK(cudaMalloc(&leftover_, CUPREEMPT_MAX_SMS * CUPREEMPT_LANES * sizeof(unsigned long long)));
     CPT_CHECK(cudaMalloc(&audit_, (total_ + CUPREEMPT_MAX_SMS / 32) * sizeof(unsigned)));
     CPT_CHECK(cudaStreamCreateWithFlags(&work_, cudaStreamNonBlocking));
     CPT_CHECK(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
@@ -151,6 +152,10 @@ class Harness {
       std::vector<Preemption> cycles;
       for (int k = 1; k <= 5; ++k) cycles.push_back({total_ * k / 6, CUPREEMPT_YIELD_ALL});
       scenario("cycles", persistent, 4, 1, cycles);
+      // Chunks of 16 tasks with looks inside: a yield mid-chunk gives the rest back.
+      std::vector<Preemption> cuts;
+      for (int k = 1; k <= 3; ++k) cuts.push_back({total_ * k / 4, CUPREEMPT_YIELD_ALL, true});
+      scenario("cut", persistent, full_, 16, cuts);
     }
     std::printf("%s %s: %d scenario(s) failed\n", failures_ ? "FAIL" : "PASS", name_.c_str(),
                 failures_);
@@ -166,6 +171,7 @@ class Harness {
 
   void launch(const Persistent& p, unsigned blocks, unsigned chunk) {
     cupreempt_launch l = {control_, total_, grid_.x, grid_.y, grid_.z, chunk, 0, audit_};
+    l.leftover = leftover_;
     p(l, dim3(blocks), work_);
     CPT_CHECK(cudaGetLastError());
   }
@@ -243,6 +249,11 @@ class Harness {
       notes += " finished flag not raised";
       ok = false;
     }
+    if (c.leftovers != 0) {
+      notes += " leftovers not all taken (" + std::to_string(c.leftovers) + ")";
+      ok = false;
+    }
+    if (c.cut_chunks) notes += " cut=" + std::to_string(c.cut_chunks);
     for (unsigned n : c.sm_lanes)
       if (n != 0) {
         notes += " sm_lanes not back to 0";
@@ -290,6 +301,7 @@ class Harness {
   int sms_ = 0;
   unsigned full_ = 0;
   cupreempt_control* control_ = nullptr;
+  unsigned long long* leftover_ = nullptr;
   unsigned* audit_ = nullptr;
   cudaStream_t work_ = nullptr, side_ = nullptr;
   int failures_ = 0;

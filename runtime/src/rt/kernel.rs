@@ -207,6 +207,11 @@ impl Runtime {
                 progress_shift: progress_shift(tasks),
                 task_ns: cfg.task_ns,
                 start_off: [0; MAX_SMS / 32],
+                leftover: if super::leftover_slots() {
+                    slot.leftover
+                } else {
+                    0
+                },
             },
             mirror: slot.mirror,
             number,

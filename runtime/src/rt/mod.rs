@@ -60,6 +60,15 @@ pub(crate) fn timing() -> bool {
     EVENT_TIMING.load(Ordering::Relaxed)
 }
 
+/// Whether launches get leftover slots (`LaunchParams::leftover`), which kernels built with
+/// `CUPREEMPT_LOOKS` use to look at the command between the tasks of a chunk (docs/runtime.md,
+/// "Looks inside chunks"); other kernels ignore them. `CUPREEMPT_LOOKS=0` withholds them, so
+/// that such a build runs without looks.
+pub(crate) fn leftover_slots() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !std::env::var("CUPREEMPT_LOOKS").is_ok_and(|v| v.trim() == "0"))
+}
+
 /// Runs `f` at the process's exit (C's `atexit`: handlers registered later run earlier, which
 /// the preload's handler relies on to run before the CUDA runtime's teardown). `f` must only
 /// touch statics, and never panic.

@@ -12,7 +12,7 @@ use super::driver::{drv, CUdeviceptr, CUstream, Event, Recorded};
 use super::error::{Error, Result};
 use super::runtime::Inner;
 use super::steps::{self, Step};
-use crate::control::{ControlBlock, HostMirror};
+use crate::control::{ControlBlock, HostMirror, LEFTOVER_SLOTS};
 use cudarc::driver::sys;
 
 /// Control blocks are handed out from slabs. The first slab is small, so that the first launch
@@ -23,12 +23,17 @@ const FIRST_SLAB_SLOTS: usize = 16;
 const MAX_SLAB_SLOTS: usize = 256;
 /// Each control block starts on its own 256-byte boundary.
 const SLOT_BYTES: usize = std::mem::size_of::<ControlBlock>().next_multiple_of(256);
+/// Each launch's leftover slots (`LaunchParams::leftover`): never zeroed, the control block
+/// says which hold one.
+const LEFTOVER_BYTES: usize = LEFTOVER_SLOTS * 8;
 /// Each host mirror starts on its own cache line.
 const MIRROR_BYTES: usize = std::mem::size_of::<HostMirror>().next_multiple_of(64);
 
-/// What a launch gets: a zeroed control block in device memory and its host mirror.
+/// What a launch gets: a zeroed control block in device memory, its leftover slots and its
+/// host mirror.
 pub(crate) struct Slot {
     pub control: CUdeviceptr,
+    pub leftover: CUdeviceptr,
     pub mirror: Mirror,
 }
 
@@ -50,6 +55,8 @@ pub(crate) struct Retired {
 /// stream and handed out again. Launches thus never zero anything on the application's stream.
 struct Slab {
     base: CUdeviceptr,
+    /// The slots' leftover slots, `LEFTOVER_BYTES` each.
+    leftovers: CUdeviceptr,
     /// Slots in the slab.
     slots: usize,
     /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated. Behind
@@ -143,6 +150,7 @@ impl Pool {
             steps::lap(Step::ZeroWait);
         }
         let control = slab.base + (slab.next * SLOT_BYTES) as u64;
+        let leftover = slab.leftovers + (slab.next * LEFTOVER_BYTES) as u64;
         let at = slab.next * MIRROR_BYTES;
         slab.next += 1;
         // SAFETY: the slot's earlier kernel is done (the slab was drained) and every block
@@ -154,6 +162,7 @@ impl Pool {
         }
         Ok(Slot {
             control,
+            leftover,
             mirror: Mirror {
                 host,
                 device: slab.mirrors_device + at as u64,
@@ -172,18 +181,28 @@ impl Pool {
         let _relaxed = RelaxedCapture::new();
         let mut base: CUdeviceptr = 0;
         drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
+        let mut leftovers: CUdeviceptr = 0;
+        if let Err(e) = drv!(cuMemAlloc_v2(&mut leftovers, LEFTOVER_BYTES * slots)) {
+            // SAFETY: just allocated, nothing uses it yet.
+            unsafe { sys::cuMemFree_v2(base) };
+            return Err(e);
+        }
         super::trace_setup("slab of control blocks (device memory)");
         let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
             Ok(m) => m,
             Err(e) => {
-                // SAFETY: just allocated, nothing uses it yet.
-                unsafe { sys::cuMemFree_v2(base) };
+                // SAFETY: just allocated, nothing uses them yet.
+                unsafe {
+                    sys::cuMemFree_v2(base);
+                    sys::cuMemFree_v2(leftovers);
+                }
                 return Err(e);
             }
         };
         super::trace_setup("slab's host mirrors (pinned memory)");
         let mut slab = Slab {
             base,
+            leftovers,
             slots,
             mirrors,
             mirrors_device,
@@ -204,6 +223,7 @@ impl Pool {
                 unsafe {
                     sys::cuStreamSynchronize(zero_on);
                     sys::cuMemFree_v2(slab.base);
+                    sys::cuMemFree_v2(slab.leftovers);
                     sys::cuMemFreeHost(slab.mirrors.cast());
                 }
                 return Err(e);
@@ -252,6 +272,7 @@ impl Pool {
             // SAFETY: every kernel that used the slab has retired and its work is done.
             unsafe {
                 sys::cuMemFree_v2(slab.base);
+                sys::cuMemFree_v2(slab.leftovers);
                 sys::cuMemFreeHost(slab.mirrors.cast());
             }
         }
