@@ -52,7 +52,7 @@ fn every_transformed_fixture_compiles_with_nvcc() {
 }
 
 /// Kernels of several shapes compile with looks inside chunks (`-DCUPREEMPT_LOOKS`,
-/// docs/runtime.md): barriers between tasks or none, shared memory, 2-D and 3-D grids, a
+/// docs/transformation.md): barriers between tasks or none, shared memory, 2-D and 3-D grids, a
 /// template, a float atomic on shared memory, tensor cores. Default builds leave that code out,
 /// so without this test a change to it would first fail on a GPU.
 #[test]

@@ -990,7 +990,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
     std::fs::write(&cu, &t.output).unwrap();
     let ptx = dir.join("runtime_kernels.ptx");
     let st = std::process::Command::new(&nvcc)
-        // Looks inside chunks (docs/runtime.md): every scenario runs them, and "storm of
+        // Looks inside chunks (docs/transformation.md): every scenario runs them, and "storm of
         // short tasks" checks that they cut chunks.
         .args([
             "-ptx",

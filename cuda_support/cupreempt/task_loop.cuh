@@ -63,7 +63,7 @@ constexpr unsigned kParkSleepNs = 2000;
 // claim less often while they all start at once on the counter; 3 tasks instead of 1 made
 // pathfinder (barrier-bound tasks of a few us) 2-3 points faster and moved no benchmark
 // program the other way beyond its noise (H100, scripts/probes/compare_builds.sh).
-// Looks inside chunks (docs/runtime.md, "Looks inside chunks"): in a build with
+// Looks inside chunks (docs/transformation.md, "The task loop"): in a build with
 // CUPREEMPT_LOOKS, where the launch has leftover slots (cupreempt_launch.leftover), the leader
 // also looks at the command between two tasks of a chunk, about every kLookNs of work, and a
 // block sent away mid-chunk gives the chunk's rest back: a command then waits for a look, not
