@@ -142,6 +142,8 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
                 "-O2",
                 "-lineinfo",
                 "-DCUPREEMPT_STANDALONE",
+                // As scripts/gpu-check.sh: every scenario with looks inside chunks.
+                "-DCUPREEMPT_LOOKS",
                 "-o",
             ])
             .arg(exe)
