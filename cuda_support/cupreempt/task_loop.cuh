@@ -67,9 +67,9 @@ constexpr unsigned kParkSleepNs = 2000;
 // CUPREEMPT_LOOKS, where the launch has leftover slots (cupreempt_launch.leftover), the leader
 // also looks at the command between two tasks of a chunk, about every kLookNs of work, and a
 // block sent away mid-chunk gives the chunk's rest back: a command then waits for a look, not
-// for a chunk's end. A build asks for them because they cost: 2-10 points of the large
-// benchmark programs' time on the H200, and about as much again with the code present but the
-// looks off at run time. Without CUPREEMPT_LOOKS the task loop is the one below without them.
+// for a chunk's end. A build asks for them because they cost: 5-10 points of the large
+// benchmark programs' time on the H200, about half of that with their code built but no looks
+// at run time. Without CUPREEMPT_LOOKS the task loop is the one below without them.
 #ifdef CUPREEMPT_LOOKS
 constexpr bool kLooks = true;
 #else
