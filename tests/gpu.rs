@@ -101,9 +101,8 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
             let included = format!("{stem}.transformed.cu");
             // The fixture's `-D` flags as `#define`s: the harness builds on the GPU machine
             // with the same flags for every fixture.
-            let defines: String = support::directives(&src, "NVCC-FLAGS")
+            let defines: String = support::nvcc_flags(&src)
                 .iter()
-                .flat_map(|f| f.split_whitespace())
                 .filter_map(|w| w.strip_prefix("-D"))
                 .map(|d| match d.split_once('=') {
                     Some((name, value)) => format!("#define {name} {value}\n"),

@@ -25,10 +25,7 @@ fn every_transformed_fixture_compiles_with_nvcc() {
         .map_err(|e| e.to_string())?;
         let out = dir.join(format!("{name}.transformed.cu"));
         std::fs::write(&out, &t.output).unwrap();
-        let extra: Vec<String> = support::directives(&src, "NVCC-FLAGS")
-            .iter()
-            .flat_map(|f| f.split_whitespace().map(String::from))
-            .collect();
+        let extra = support::nvcc_flags(&src);
         for (what, file) in [("original", path.clone()), ("transformed", out)] {
             let o = support::compiles(
                 support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
@@ -85,10 +82,7 @@ fn kernels_compile_with_looks_inside_chunks() {
         }
         let out = dir.join(format!("{name}.transformed.cu"));
         std::fs::write(&out, &t.output).unwrap();
-        let extra: Vec<String> = support::directives(&src, "NVCC-FLAGS")
-            .iter()
-            .flat_map(|f| f.split_whitespace().map(String::from))
-            .collect();
+        let extra = support::nvcc_flags(&src);
         support::compiles(
             support::nvcc_compile(&nvcc, &dir.join(format!("{name}.o")))
                 .args(&extra)

@@ -79,6 +79,8 @@
 #undef b
 #pragma push_macro("begin")
 #undef begin
+#pragma push_macro("behind_host")
+#undef behind_host
 #pragma push_macro("bin")
 #undef bin
 #pragma push_macro("bit")

@@ -291,6 +291,7 @@
 #pragma pop_macro("block")
 #pragma pop_macro("bit")
 #pragma pop_macro("bin")
+#pragma pop_macro("behind_host")
 #pragma pop_macro("begin")
 #pragma pop_macro("b")
 #pragma pop_macro("away")

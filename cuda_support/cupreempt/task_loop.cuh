@@ -322,6 +322,13 @@ __device__ __forceinline__ bool read_host_command(const cupreempt_host* h,
   return true;
 }
 
+// Whether the control block's command (number `seq`) is older than one the block has already
+// seen in host memory (ls.host_seq): the control stream lags behind, and host memory decides.
+__device__ __forceinline__ bool behind_host(const cupreempt_host* h, unsigned seq,
+                                            const volatile LeaderState& ls) {
+  return h && (int)(seq - ls.host_seq) < 0;
+}
+
 // Called by one thread per block, once per chunk. The control block is what the host's command
 // reaches through the control stream. Should that stream lag behind a command the block has
 // already seen in host memory (its writes can queue behind another stream's blocked work),
@@ -330,7 +337,7 @@ __device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cup
                                            volatile LeaderState& ls) {
   const unsigned long long word = *(volatile const unsigned long long*)&c->command;
   const unsigned cmd = (unsigned)word, seq = (unsigned)(word >> 32);
-  if (h && (int)(seq - ls.host_seq) < 0) {
+  if (behind_host(h, seq, ls)) {
     read_host_command(h, ls);
     return ls.host_away;
   }
@@ -448,7 +455,7 @@ __device__ __forceinline__ bool sent_away_mid_chunk(const cupreempt_control* c,
                                                     const cupreempt_host* host,
                                                     unsigned long long word,
                                                     volatile LeaderState& ls) {
-  if (host && (int)((unsigned)(word >> 32) - ls.host_seq) < 0) return false;
+  if (behind_host(host, (unsigned)(word >> 32), ls)) return false;
   const unsigned smid = ls.smid, lane = ls.lane;
   if (!sends_away((unsigned)word, c->sm_mask, smid)) return false;
   const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
@@ -649,7 +656,8 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
     ls.scan = smid / 32;
     // Looks inside chunks where a cut chunk's rest has a slot: the launch has slots, the block
     // a lane, and every task number fits the slot's packing.
-    const bool cuts = leftovers && ls.lane < CUPREEMPT_LANES && !(total >> (64 - kLeftoverCountBits));
+    const bool cuts =
+        leftovers && ls.lane < CUPREEMPT_LANES && !(total >> (64 - kLeftoverCountBits));
     ls.look_every = !cuts ? 0u : task_ns ? look_every_for(__fdividef(1.0f, (float)task_ns)) : 1u;
   }
   ls.smid = smid;
@@ -815,7 +823,9 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   // The chunk's first blockIdx here, in the step: computed once after either step in
   // run_tasks, it cost pathfinder 2.5 points and convolution_separable 1.3-2.4 (H100,
   // scripts/probes/compare_builds.sh), though under -rdc it saved a 1.6 KB copy of split().
-  if (!stop) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
+  // Not for the empty chunk that waits for take_leftover, which splits its own first task.
+  if (!stop && !(kLooks && ls.search_due))
+    st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
   const unsigned long long done = ls.unreported, step = 1ull << progress_shift;
   if (host && done && !stop && ((begin + step - 1) & ~(step - 1)) < end)
     host->done_tasks = atomicAdd(&c->done_tasks, done) + done;
@@ -1025,7 +1035,8 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
         bool cut = false;
         if (leader) {
           const unsigned long long word = look_word(look_buf, c);
-          if (((unsigned)word & (CUPREEMPT_YIELD_ALL | CUPREEMPT_YIELD_SMS)) && word != ls.cut_word) {
+          const unsigned yields = CUPREEMPT_YIELD_ALL | CUPREEMPT_YIELD_SMS;
+          if (((unsigned)word & yields) && word != ls.cut_word) {
             ls.cut_word = word;
             cut = sent_away_mid_chunk(c, l.host, word, ls);
           }

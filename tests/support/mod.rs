@@ -43,6 +43,14 @@ pub fn directives<'a>(src: &'a str, key: &str) -> Vec<&'a str> {
         .collect()
 }
 
+/// A fixture's extra nvcc flags (`// NVCC-FLAGS:` lines), one argument per word.
+pub fn nvcc_flags(src: &str) -> Vec<String> {
+    directives(src, "NVCC-FLAGS")
+        .iter()
+        .flat_map(|f| f.split_whitespace().map(String::from))
+        .collect()
+}
+
 pub fn expectations(src: &str) -> Vec<Expect> {
     directives(src, "EXPECT")
         .into_iter()

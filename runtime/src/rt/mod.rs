@@ -62,8 +62,8 @@ pub(crate) fn timing() -> bool {
 
 /// Whether launches get leftover slots (`LaunchParams::leftover`), which kernels built with
 /// `CUPREEMPT_LOOKS` use to look at the command between the tasks of a chunk
-/// (docs/transformation.md, "The task loop"); other kernels ignore them. `CUPREEMPT_LOOKS=0` withholds them, so
-/// that such a build runs without looks.
+/// (docs/transformation.md, "The task loop"); other kernels ignore them. `CUPREEMPT_LOOKS=0`
+/// withholds them, so that such a build runs without looks.
 pub(crate) fn leftover_slots() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| !std::env::var("CUPREEMPT_LOOKS").is_ok_and(|v| v.trim() == "0"))

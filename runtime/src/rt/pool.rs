@@ -54,9 +54,9 @@ pub(crate) struct Retired {
 /// retired and its work is done, the whole slab is zeroed with one memset on the housekeeping
 /// stream and handed out again. Launches thus never zero anything on the application's stream.
 struct Slab {
+    /// The control blocks, `SLOT_BYTES` each, and behind them their launches' leftover slots,
+    /// `LEFTOVER_BYTES` each (one allocation).
     base: CUdeviceptr,
-    /// The slots' leftover slots, `LEFTOVER_BYTES` each.
-    leftovers: CUdeviceptr,
     /// Slots in the slab.
     slots: usize,
     /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated. Behind
@@ -150,7 +150,7 @@ impl Pool {
             steps::lap(Step::ZeroWait);
         }
         let control = slab.base + (slab.next * SLOT_BYTES) as u64;
-        let leftover = slab.leftovers + (slab.next * LEFTOVER_BYTES) as u64;
+        let leftover = slab.base + (slab.slots * SLOT_BYTES + slab.next * LEFTOVER_BYTES) as u64;
         let at = slab.next * MIRROR_BYTES;
         slab.next += 1;
         // SAFETY: the slot's earlier kernel is done (the slab was drained) and every block
@@ -180,29 +180,22 @@ impl Pool {
         // invalidate its capture in the default (global) mode; ours is no stream work.
         let _relaxed = RelaxedCapture::new();
         let mut base: CUdeviceptr = 0;
-        drv!(cuMemAlloc_v2(&mut base, SLOT_BYTES * slots))?;
-        let mut leftovers: CUdeviceptr = 0;
-        if let Err(e) = drv!(cuMemAlloc_v2(&mut leftovers, LEFTOVER_BYTES * slots)) {
-            // SAFETY: just allocated, nothing uses it yet.
-            unsafe { sys::cuMemFree_v2(base) };
-            return Err(e);
-        }
+        drv!(cuMemAlloc_v2(
+            &mut base,
+            (SLOT_BYTES + LEFTOVER_BYTES) * slots
+        ))?;
         super::trace_setup("slab of control blocks (device memory)");
         let (mirrors, mirrors_device) = match alloc_mirrors(slots) {
             Ok(m) => m,
             Err(e) => {
-                // SAFETY: just allocated, nothing uses them yet.
-                unsafe {
-                    sys::cuMemFree_v2(base);
-                    sys::cuMemFree_v2(leftovers);
-                }
+                // SAFETY: just allocated, nothing uses it yet.
+                unsafe { sys::cuMemFree_v2(base) };
                 return Err(e);
             }
         };
         super::trace_setup("slab's host mirrors (pinned memory)");
         let mut slab = Slab {
             base,
-            leftovers,
             slots,
             mirrors,
             mirrors_device,
@@ -223,7 +216,6 @@ impl Pool {
                 unsafe {
                     sys::cuStreamSynchronize(zero_on);
                     sys::cuMemFree_v2(slab.base);
-                    sys::cuMemFree_v2(slab.leftovers);
                     sys::cuMemFreeHost(slab.mirrors.cast());
                 }
                 return Err(e);
@@ -272,7 +264,6 @@ impl Pool {
             // SAFETY: every kernel that used the slab has retired and its work is done.
             unsafe {
                 sys::cuMemFree_v2(slab.base);
-                sys::cuMemFree_v2(slab.leftovers);
                 sys::cuMemFreeHost(slab.mirrors.cast());
             }
         }
