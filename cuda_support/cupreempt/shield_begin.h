@@ -661,5 +661,7 @@
 #undef yield_ns_copied
 #pragma push_macro("yielded_blocks")
 #undef yielded_blocks
+#pragma push_macro("yields")
+#undef yields
 #pragma push_macro("z")
 #undef z
