@@ -293,6 +293,8 @@
 #undef kSpinNs
 #pragma push_macro("kTailShare")
 #undef kTailShare
+#pragma push_macro("kYieldLogSize")
+#undef kYieldLogSize
 #pragma push_macro("kernels")
 #undef kernels
 #pragma push_macro("l")
@@ -655,6 +657,10 @@
 #undef x
 #pragma push_macro("y")
 #undef y
+#pragma push_macro("yield_log")
+#undef yield_log
+#pragma push_macro("yield_log_count")
+#undef yield_log_count
 #pragma push_macro("yield_ns")
 #undef yield_ns
 #pragma push_macro("yield_ns_copied")

@@ -94,6 +94,15 @@ __device__ unsigned long long chunk_log[32];
 // most that long for the block): bin 0 under 1 us, bin k 2^(k-1) to 2^k us (1 us = 1024 ns).
 __device__ unsigned long long look_log[32];
 #endif
+#ifdef CUPREEMPT_YIELD_LOG
+// Probes only (docs/bench/README.md): the %globaltimer of each block's decision to yield, in
+// order of arrival, so that a preemption's latency splits into the command's way to the first
+// block and the spread of the blocks' looks after it. fixtures/bench/bench.cuh clears it before
+// each preempted run and reads it after.
+constexpr unsigned kYieldLogSize = 8192;
+__device__ unsigned long long yield_log[kYieldLogSize];
+__device__ unsigned yield_log_count;
+#endif
 
 __device__ __forceinline__ unsigned sm_id() {
   unsigned id;
@@ -780,6 +789,12 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   if (stop) {
     atomicAdd(&c->yielded_blocks, 1u);
     atomicMax(&c->yield_ns, global_ns());
+#ifdef CUPREEMPT_YIELD_LOG
+    {
+      const unsigned k = atomicAdd(&yield_log_count, 1u);
+      if (k < kYieldLogSize) yield_log[k] = global_ns();
+    }
+#endif
 #ifdef CUPREEMPT_AUDIT
     if (audit) atomicOr(&audit[total + ls.smid / 32], 1u << (ls.smid % 32));
 #endif
