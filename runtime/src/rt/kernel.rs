@@ -430,12 +430,17 @@ impl Kernel {
         let mut next = self.command;
         next.preempt(&target)?;
         self.rt.current()?;
-        let request = self.record(self.rt.control_stream()?, super::timing())?;
-        self.send(next)?;
-        if let Some(old) = self.last_request.replace(request) {
+        // The request's event serves latency measurements only: without event timing none is
+        // recorded (a driver call of 2-6 us that would come before the command).
+        if super::timing() {
+            let request = self.record(self.rt.control_stream()?, true)?;
+            if let Some(old) = self.last_request.replace(request) {
+                self.rt.recycle([old]);
+            }
+        } else if let Some(old) = self.last_request.take() {
             self.rt.recycle([old]);
         }
-        Ok(())
+        self.send(next)
     }
 
     /// Blocks the calling thread until no block of the kernel works on the preempted SMs (all
@@ -749,14 +754,16 @@ impl Kernel {
         let words = next.mask().words();
         let m: *mut HostMirror = self.mirror.host;
         // SAFETY: the mirror is ours; kernels only read these words.
+        // The seqlock's stores need only stay in order (release fences: no instruction on x86,
+        // where a full fence after stores to memory the GPU maps cost microseconds).
         unsafe {
             addr_of_mut!((*m).seq).write_volatile(seq.wrapping_sub(1));
-            fence(Ordering::SeqCst);
+            fence(Ordering::Release);
             for (i, &w) in words.iter().enumerate() {
                 addr_of_mut!((*m).sm_mask[i]).write_volatile(w);
             }
             addr_of_mut!((*m).command).write_volatile(next.word());
-            fence(Ordering::SeqCst);
+            fence(Ordering::Release);
             addr_of_mut!((*m).seq).write_volatile(seq);
             // Before any later look at what the kernel writes: a gated link's announcement
             // (links_entered) either comes after this or its read sees this command.
@@ -765,16 +772,17 @@ impl Kernel {
         let control = self.rt.control_stream()?;
         let base = self.params.control;
         let old = self.command.mask().words();
+        // The mask words that change, the word, its number: in this order, in one call.
+        let mut writes = Vec::with_capacity(words.len() + 2);
         for (i, (&new, &was)) in words.iter().zip(old.iter()).enumerate() {
             if new != was {
                 let at = offset_of!(ControlBlock, sm_mask) + 4 * i;
-                drv!(cuStreamWriteValue32_v2(control, base + at as u64, new, 0))?;
+                writes.push((base + at as u64, new));
             }
         }
-        let at = base + offset_of!(ControlBlock, command) as u64;
-        drv!(cuStreamWriteValue32_v2(control, at, next.word(), 0))?;
-        let at = base + offset_of!(ControlBlock, command_seq) as u64;
-        drv!(cuStreamWriteValue32_v2(control, at, seq, 0))?;
+        writes.push((base + offset_of!(ControlBlock, command) as u64, next.word()));
+        writes.push((base + offset_of!(ControlBlock, command_seq) as u64, seq));
+        super::driver::write_values(control, &writes)?;
         self.command = next;
         self.seq = seq;
         let landed = self.record(control, false)?;

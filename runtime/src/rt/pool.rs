@@ -60,8 +60,8 @@ struct Slab {
     /// Slots in the slab.
     slots: usize,
     /// The slots' host mirrors: pinned, mapped for the device, zeroed when allocated. Behind
-    /// them, `SLOT_BYTES * slots` bytes of zeros that nothing writes: the source of the copy
-    /// that zeroes the control blocks.
+    /// them, `SLOT_BYTES * slots` bytes of zeros that nothing changes: the source of the copy
+    /// that zeroes the control blocks (the command path's warm-up stores zeros there too).
     mirrors: *mut u8,
     mirrors_device: u64,
     /// Slots handed out since the slab was last zeroed.
@@ -233,6 +233,13 @@ impl Pool {
             self.grow(rt, rt.streams()?.housekeeping.0)?;
         }
         Ok(())
+    }
+
+    /// The device address of two words of the first slab's zeros, where storing zeros
+    /// changes nothing (`Inner::warm_command_path`).
+    pub fn zero_words(&self) -> Option<CUdeviceptr> {
+        let slab = self.slabs.first()?;
+        Some(slab.mirrors_device + (MIRROR_BYTES * slab.slots) as u64)
     }
 
     /// Gives a control block back; it is reused once `r.events` are done.

@@ -297,6 +297,17 @@ impl Inner {
         lock(&self.pool).first_slab(self)
     }
 
+    /// Sends the command path's first writes (setup thread): the first stream writes of a
+    /// process cost the calling thread 15-20 us more than later ones (the driver's first use of
+    /// them; H200), which a program's first preemption paid between its request and its
+    /// command. Zeros over zeros, on the control stream, as a command's writes go.
+    pub fn warm_command_path(&self) -> Result<()> {
+        let Some(at) = lock(&self.pool).zero_words() else {
+            return Ok(());
+        };
+        driver::write_values(self.control_stream()?, &[(at, 0), (at + 4, 0)])
+    }
+
     /// The streams, if they are made already (never waits).
     pub fn streams_made(&self) -> Option<&Streams> {
         self.streams.get().and_then(|s| s.as_ref().ok())

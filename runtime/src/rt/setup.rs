@@ -165,6 +165,7 @@ fn set_up(inner: &Inner, quiet: bool) {
         unsafe { sys::cuThreadExchangeStreamCaptureMode(&mut mode) };
         let _ = inner.streams();
         let _ = inner.first_slab();
+        let _ = inner.warm_command_path();
         super::preload::load_wrappers();
     }
     inner.mark_ready();
