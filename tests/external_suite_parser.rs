@@ -62,6 +62,13 @@ fn the_benchmark_logs_give_their_median_and_plans() {
     self_test("scripts/bench_log.py");
 }
 
+/// The preemption latency's split from the yield log (scripts/probes/yield_split.py): its
+/// parse of bench.cuh's `yield_log` lines and its percentiles.
+#[test]
+fn the_latency_split_reads_the_yield_log() {
+    self_test("scripts/probes/yield_split.py");
+}
+
 /// The task loop's timing cuts (scripts/probes/task_loop_cuts.py) still apply to the tree's
 /// task_loop.cuh: each finds its text and changes it.
 #[test]

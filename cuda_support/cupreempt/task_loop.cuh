@@ -1056,6 +1056,11 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
             cut = sent_away_mid_chunk(c, l.host, word, ls);
           }
         }
+        // This exit makes ptxas treat the loop as divergent: the body loses its uniform
+        // registers (pathfinder: 4 instructions more per row of its pyramid, 8% more in all;
+        // ncu source counters, H200). The barrier's answer without the shuffle keeps them, but
+        // raised the plain wrapper to 38 registers and cost bitonic_sort, black_scholes and
+        // convolution_separable 1-3 points for pathfinder's 1.7 (compare_builds.sh).
         if (__shfl_sync(0xffffffffu, __syncthreads_or(cut), 0)) break;
         // Read again, not kept in a register through the tasks (one more register there).
         until += __shfl_sync(0xffffffffu, *(volatile unsigned*)&st.look_every, 0);

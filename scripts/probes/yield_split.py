@@ -56,6 +56,7 @@ def self_test():
     rows = parse(lines)
     assert len(rows) == 3 and rows[0]["head"] == 10.0
     assert stats([r["us"] for r in rows]) == (20.0, 30.0, 30.0)
+    assert stats([4.0, 1.0, 3.0, 2.0]) == (2.0, 4.0, 4.0)  # the lower middle of an even count
     t = table([("a", rows), ("b", [])])
     assert "| a | 3 | 20.0 / 30.0 / 30.0 | 8.0 / 10.0 / 10.0 |" in t, t
     assert "| b | 0 |" in t
