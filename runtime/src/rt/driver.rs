@@ -133,9 +133,17 @@ pub fn make_current(ctx: CUcontext) -> Result<()> {
 /// while the GPU runs a memory-bound kernel (H200), and a command reaches the GPU only when
 /// the call that carries it returns: separate writes put that much more between a preemption's
 /// request and its command (docs/runtime.md, "Commands").
+///
+/// A driver that refuses the batch (where its writes work one at a time) gets them one at a
+/// time from then on.
 pub fn write_values(stream: CUstream, writes: &[(CUdeviceptr, u32)]) -> Result<()> {
-    static BATCH: OnceLock<bool> = OnceLock::new();
-    if writes.len() > 1 && *BATCH.get_or_init(|| has_call(b"cuStreamBatchMemOp_v2\0")) {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static HAS_BATCH: OnceLock<bool> = OnceLock::new();
+    static BATCH_REFUSED: AtomicBool = AtomicBool::new(false);
+    if writes.len() > 1
+        && !BATCH_REFUSED.load(Ordering::Relaxed)
+        && *HAS_BATCH.get_or_init(|| has_call(b"cuStreamBatchMemOp_v2\0"))
+    {
         let ops: Vec<sys::CUstreamBatchMemOpParams> = writes
             .iter()
             .map(|&(address, value)| {
@@ -150,8 +158,18 @@ pub fn write_values(stream: CUstream, writes: &[(CUdeviceptr, u32)]) -> Result<(
             .collect();
         let n = ops.len() as u32;
         // The driver reads the array during the call only.
-        return drv!(cuStreamBatchMemOp_v2(stream, n, ops.as_ptr().cast_mut(), 0));
+        let batch = drv!(cuStreamBatchMemOp_v2(stream, n, ops.as_ptr().cast_mut(), 0));
+        if batch.is_ok() {
+            return batch;
+        }
+        one_at_a_time(stream, writes)?;
+        BATCH_REFUSED.store(true, Ordering::Relaxed);
+        return Ok(());
     }
+    one_at_a_time(stream, writes)
+}
+
+fn one_at_a_time(stream: CUstream, writes: &[(CUdeviceptr, u32)]) -> Result<()> {
     for &(address, value) in writes {
         drv!(cuStreamWriteValue32_v2(stream, address, value, 0))?;
     }
