@@ -9,7 +9,8 @@
 #   - large: co-run with an urgent kernel, without / with temporal / with spatial preemption;
 #   - small: a storm of BENCH_STORM preempt/resume cycles at random moments;
 # then one storm under compute-sanitizer memcheck, a timeline of one co-run, and the report
-# (scripts/bench_report.py): docs-ready markdown table and SVG plot in $OUT/bench/.
+# (scripts/bench_report.py): docs-ready markdown table and SVG plot in $OUT/bench/; with
+# BENCH_TR_FLAGS=-DCUPREEMPT_YIELD_LOG also the latency's split (scripts/probes/yield_split.py).
 # Usage: scripts/bench-gpu.sh [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]  (default: built with cargo)
 # Env: BENCH_PROGRAMS="matmul ...", BENCH_SIZES="large small trivial", BENCH_RUNS=20,
 #      BENCH_LATENCY=30, BENCH_STORM=1000, OUT (default target/bench-out), BENCH_BUILD (build dir).
@@ -72,6 +73,10 @@ if [ -z "${BENCH_SKIP_EXTRAS:-}" ]; then
   run "$logs/timeline.txt" 120 "$build/matmul.tr" large timeline
 fi
 python3 scripts/bench_report.py "$out" || status=1
+# Builds with -DCUPREEMPT_YIELD_LOG (BENCH_TR_FLAGS): the latency's split, per program.
+if grep -qs '^yield_log ' "$logs"/*.tr.txt; then
+  python3 scripts/probes/yield_split.py "$logs"/*.tr.txt | sed "s|$logs/||" | tee "$out/bench/yield_split.md"
+fi
 # One archive instead of many small files (what a remote runner brings back).
 tar czf "$out/logs.tgz" -C "$out" logs device.txt && rm -rf "$logs"
 exit $status
