@@ -753,9 +753,9 @@ impl Kernel {
         let seq = self.seq.wrapping_add(2);
         let words = next.mask().words();
         let m: *mut HostMirror = self.mirror.host;
-        // SAFETY: the mirror is ours; kernels only read these words.
         // The seqlock's stores need only stay in order (release fences: no instruction on x86,
         // where a full fence after stores to memory the GPU maps cost microseconds).
+        // SAFETY: the mirror is ours; kernels only read these words.
         unsafe {
             addr_of_mut!((*m).seq).write_volatile(seq.wrapping_sub(1));
             fence(Ordering::Release);
