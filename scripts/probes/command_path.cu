@@ -11,9 +11,9 @@
 //
 // LOAD 1: the blocks' other warps stream a 4 GiB buffer (read, add, write) meanwhile, as a
 // memory-bound kernel does. OPS, what the host enqueues after the event: `w` one write (the
-// default); `rt` the runtime's shape (a timed event, the command and its number as two writes,
-// an untimed event for the landing: runtime/src/rt/kernel.rs, preempt and send); `b` the same
-// with both writes in one cuStreamBatchMemOp.
+// default); `rt` the command and its number as two writes, then an untimed event for the
+// landing; `b` the same with both writes in one cuStreamBatchMemOp, as the runtime sends a
+// command (runtime/src/rt/kernel.rs, send; driver.rs, write_values).
 //
 // Usage: command_path LOOK_NS [RUNS] [LOAD] [OPS]   Prints, over RUNS runs (default 30), the
 // medians and the largest of: the first block to see the command, the median block, the last
