@@ -1195,7 +1195,7 @@ fn macros_of_included_headers_count() {
     assert!(!err.contains("CP001"), "{err}");
     assert!(
         out.contains("void relu__cupreempt_body")
-            && out.contains("const dim3 gridDim = __cp.gridDim;"),
+            && out.contains("const ::dim3 gridDim = __cp.gridDim;"),
         "{out}"
     );
     support::compiles(

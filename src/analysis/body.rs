@@ -69,7 +69,7 @@ pub struct BodyFacts<'t> {
     /// Calls of members (`x.f()`, `p->f()`): the member's name and the call.
     pub member_calls: Vec<(String, Node<'t>)>,
     /// `block.group_index()` of this thread block: the block's index, which the rewrite
-    /// replaces with the task's (`dim3(blockIdx)`).
+    /// replaces with the task's (`::dim3(blockIdx)`).
     pub block_index_calls: Vec<Node<'t>>,
     /// Calls through an expression that names no function (`table[i](x)`, `(*fp)(x)`): they may
     /// reach a helper whose address the file takes (`CallGraph::address_taken`).

@@ -104,11 +104,11 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
 /// (blockIdx.x * blockDim.x + threadIdx.x)`) or of the command line expands to a read that
 /// only the compiler sees, and without the shadow it would read the persistent block's index.
 /// Those are `[[maybe_unused]]` (no warning where nothing reads them).
-/// `block.group_index()` of this thread block becomes the task's index, `dim3(blockIdx)`
+/// `block.group_index()` of this thread block becomes the task's index, `::dim3(blockIdx)`
 /// (the body's `blockIdx` is the task's; the query's type, `dim3`, is kept).
 fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
     for c in &facts.block_index_calls {
-        edits.push(Edit::replace(c.byte_range(), "dim3(blockIdx)"));
+        edits.push(Edit::replace(c.byte_range(), "::dim3(blockIdx)"));
     }
 }
 
@@ -137,6 +137,9 @@ fn prologue(
             edits.push(Edit::delete(q.start_byte()..name.start_byte()));
         }
     }
+    // The types by their global names: a parameter of the function may be named `dim3` or
+    // `uint3` (llm.c's permute kernel takes `int dim1, ..., int dim4`), and in the body it
+    // hides the type.
     let multiline = opens_own_line(body, src);
     let indent = body_indent(body, src);
     let mut text = String::new();
@@ -153,10 +156,10 @@ fn prologue(
             Some((_, ty)) => {
                 let read = facts.virtual_reads.contains(name);
                 let unused = if read { "" } else { "[[maybe_unused]] " };
-                format!("{unused}const {ty} {name} = {CTX}.{name};")
+                format!("{unused}const ::{ty} {name} = {CTX}.{name};")
             }
             None => format!(
-                "const uint3 {name} = {CTX}.{}();",
+                "const ::uint3 {name} = {CTX}.{}();",
                 crate::vocab::THREAD_INDEX
             ),
         };
