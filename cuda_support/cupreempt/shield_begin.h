@@ -151,6 +151,8 @@
 #undef d
 #pragma push_macro("decay_t")
 #undef decay_t
+#pragma push_macro("decided")
+#undef decided
 #pragma push_macro("detail")
 #undef detail
 #pragma push_macro("device")

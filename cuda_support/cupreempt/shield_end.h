@@ -260,6 +260,7 @@
 #pragma pop_macro("divide_wide")
 #pragma pop_macro("device")
 #pragma pop_macro("detail")
+#pragma pop_macro("decided")
 #pragma pop_macro("decay_t")
 #pragma pop_macro("d")
 #pragma pop_macro("cuts")

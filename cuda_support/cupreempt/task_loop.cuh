@@ -788,11 +788,12 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   bool stop = must_yield(c, host, ls);
   if (stop) {
     atomicAdd(&c->yielded_blocks, 1u);
-    atomicMax(&c->yield_ns, global_ns());
+    const unsigned long long decided = global_ns();
+    atomicMax(&c->yield_ns, decided);
 #ifdef CUPREEMPT_YIELD_LOG
-    {
+    {  // the same stamp: the log's latest is the runtime's yield_ns (bench.cuh relies on it)
       const unsigned k = atomicAdd(&yield_log_count, 1u);
-      if (k < kYieldLogSize) yield_log[k] = global_ns();
+      if (k < kYieldLogSize) yield_log[k] = decided;
     }
 #endif
 #ifdef CUPREEMPT_AUDIT
@@ -1037,9 +1038,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     // task cost black_scholes and vector add 10 points (H200, compare_builds.sh).
     unsigned until = __shfl_sync(0xffffffffu, st.look_every, 0);
     if (!until || until >= n) until = ~0u;
-    // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
-    // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
-    unsigned i = 0;
+    unsigned i = 0;  // not unrolled, as the loop without looks below
 #pragma unroll 1
     while (i < n) {  // n is 0 where take_leftover found none
       if (leader && i + 1 == until) look_issue(look_buf, c);

@@ -66,7 +66,12 @@ pub(crate) fn timing() -> bool {
 /// withholds them, so that such a build runs without looks.
 pub(crate) fn leftover_slots() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("CUPREEMPT_LOOKS").is_ok_and(|v| v.trim() == "0"))
+    *ON.get_or_init(|| !switched_off("CUPREEMPT_LOOKS"))
+}
+
+/// Whether environment variable `name`, a switch that is on unless said, is `0`.
+pub(crate) fn switched_off(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v.trim() == "0")
 }
 
 /// Runs `f` at the process's exit (C's `atexit`: handlers registered later run earlier, which

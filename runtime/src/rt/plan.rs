@@ -373,12 +373,14 @@ fn eager() -> bool {
     always || (super::scheduler::socket().is_some() && !super::scheduler::lean())
 }
 
-/// Reads the settings every plan asks for (rule 7's, `CUPREEMPT_VERBOSE`), so that a
-/// program's first launch finds them read: on the setup thread, at load.
+/// Reads the settings every plan asks for (rule 7's, `CUPREEMPT_VERBOSE`) and a launch's
+/// parameters need (`CUPREEMPT_LOOKS`), so that a program's first launch finds them read: on
+/// the setup thread, at load.
 pub(crate) fn read_settings() {
     unscheduled();
     eager();
     verbose();
+    super::leftover_slots();
 }
 
 /// Rule 7: nothing can preempt a launch that the shim plans (it lets go of the handle at

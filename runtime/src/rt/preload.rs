@@ -63,7 +63,7 @@ static EXITING: AtomicBool = AtomicBool::new(false);
 
 fn enabled() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| !std::env::var("CUPREEMPT_PRELOAD").is_ok_and(|v| v.trim() == "0"))
+    *ON.get_or_init(|| !super::switched_off("CUPREEMPT_PRELOAD"))
 }
 
 /// Whether the driver loads modules lazily (`CUDA_MODULE_LOADING`, LAZY by default since CUDA
