@@ -237,11 +237,14 @@ def differing_lines(orig, transformed, unstable, most=5):
 
 
 def mask(text, unstable):
+    """The lines as compared: numbers masked on timing lines and on lines the original varies,
+    and every run of white space as one space (tables pad their columns to the width of the
+    numbers in them, masked or not: utcs-scea/altis's result tables)."""
     lines = []
     for i, line in enumerate(text.splitlines()):
         if i in unstable or TIMING_LINE.search(line):
             line = NUMBERS.sub("#", line)
-        lines.append(line)
+        lines.append(" ".join(line.split()))
     return lines
 
 
@@ -641,6 +644,12 @@ def self_test():
     assert first_differing(o_runs[0], [same, other], unstable) == other
     assert differing_lines(o_runs[0][1], other[1], unstable) == [(2, "footprint 64", "footprint 32")]
     assert first_differing(o_runs[0], [(1, same[1], 0.1)], unstable) is not None  # exit status
+    # Padding is not output: a table's columns move with the widths of its (masked) numbers.
+    table = (0, "kernel_time  sec   1.25    2.5\nresult 7\n", 0.1)
+    padded = (0, "kernel_time  sec   10.125  2.5\nresult   7\n", 0.1)
+    assert first_differing(table, [padded], set()) is None
+    assert first_differing(table, [(0, "kernel_time sec 1.25 2.5\nresult 8\n", 0.1)],
+                           set()) is not None
     # The launcher's warning for a unit compiled as written names its sources.
     log_text = ("cupreempt: warning: /t/a/x.cu, /t/a/y.cu: the transformed source did not "
                 "compile; compiled as written, so ...\ncupreempt: warning: /t/b/z.cu: the "

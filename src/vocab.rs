@@ -59,7 +59,7 @@ pub const LIVE_VALUE: &str = "cupreempt::live_value";
 /// wrapper passes for it per task (task_loop.cuh).
 pub const BODY_PARAM: &str = "cupreempt::body_param_t";
 pub const TASK_PARAM: &str = "cupreempt::task_param";
-pub const TRIVIAL_PARAMS: &str = "cupreempt::trivially_destructible";
+pub const TRIVIAL_PARAMS: &str = "cupreempt::all_trivially_destructible";
 /// What a rewritten launch site calls (launch.cuh).
 pub const LAUNCH: &str = "cupreempt::launch";
 /// The members of a kernel's launch-types struct that launch.cuh reads: the original kernel,

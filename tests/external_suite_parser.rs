@@ -1,7 +1,7 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
 //! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
-//! table of two external passes, the Makefile suite's selection, the benchmark logs' parser and the task loop's timing cuts;
+//! table of two external passes, the Makefile suite's selection, the CMake suite's run lists, the benchmark logs' parser and the task loop's timing cuts;
 //! and pyflakes over every script (a name left undefined fails only when its line runs, on a GPU).
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +41,12 @@ fn the_external_suite_counts_measurements_and_nothing_else() {
 #[test]
 fn the_fairness_report_computes_the_metrics_as_the_simulator_does() {
     self_test("scripts/probes/fairness_report.py");
+}
+
+/// The CMake suite's run lists (scripts/suites/*.txt) parse, and its parser rejects bad lines.
+#[test]
+fn the_cmake_suite_reads_its_run_lists() {
+    self_test("scripts/cmake_suite.py");
 }
 
 /// The compile check's translation units: .cu files no other .cu file of their folder includes.

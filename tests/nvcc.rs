@@ -95,6 +95,65 @@ fn kernels_compile_with_looks_inside_chunks() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Programs that build as C++11 or C++14 (CMake's `CMAKE_CXX_STANDARD 11` passes -std=c++11 to
+/// nvcc, as utcs-scea/altis does) compile transformed too: the headers and the generated code
+/// use nothing newer (no `if constexpr`, variable templates, `std::*_t` aliases or index
+/// sequences). Otherwise the compiler launcher compiles such units as written and their kernels
+/// are not preemptible. Kernels of several shapes: class parameters by value (the per-task
+/// copy), templates, launches through macros (`launch_any`), the predicated form, dynamic
+/// shared memory, a 3-D grid.
+#[test]
+fn kernels_compile_as_cxx11_and_cxx14() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-cxx11");
+    let names = [
+        "by_value_param_with_host_destructor",
+        "template_kernel",
+        "launch_in_macro",
+        "launch_in_macro_dispatch",
+        "reduction_loop_after_return",
+        "shared_dynamic",
+        "grid_3d",
+        "multiple_kernels",
+        "launch_with_null_argument",
+    ];
+    let jobs: Vec<(std::path::PathBuf, &str)> = names
+        .iter()
+        .flat_map(|n| {
+            let p = support::root().join(format!("fixtures/{n}.cu"));
+            [(p.clone(), "c++11"), (p, "c++14")]
+        })
+        .collect();
+    let failures = support::parallel(&jobs, 2, |(path, std)| {
+        let src = std::fs::read_to_string(path).unwrap();
+        let name = path.file_stem().unwrap().to_string_lossy().to_string();
+        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
+            .map_err(|e| e.to_string())?;
+        if t.transformed_count() == 0 {
+            return Err(format!("{name}: no kernel transformed"));
+        }
+        let out = dir.join(format!("{name}.{std}.transformed.cu"));
+        std::fs::write(&out, &t.output).unwrap();
+        for (what, file) in [("original", path.clone()), ("transformed", out)] {
+            support::compiles(
+                std::process::Command::new(&nvcc)
+                    .args(["-arch=sm_90", &format!("-std={std}"), "-c", "-o"])
+                    .arg(dir.join(format!("{name}.{std}.{what}.o")))
+                    .arg(format!(
+                        "-I{}",
+                        support::root().join("cuda_support").display()
+                    ))
+                    .args(support::toolkit_flags(&nvcc))
+                    .args(support::nvcc_flags(&src))
+                    .arg(&file),
+                &format!("{name} ({what}, -std={std})"),
+            )?;
+        }
+        Ok(())
+    });
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// The whole programs that scripts/gpu-check.sh runs on a GPU (tests/gpu/*.cu) compile as
 /// written and transformed, so that a GPU run never starts with a program that cannot build.
 #[test]

@@ -36,6 +36,14 @@
 #include "runtime.h"
 #endif
 
+// The headers compile as C++11 (programs built with -std=c++11 include them): no C++14 library
+// aliases or index sequences, no C++17 attributes unless the program's dialect has them.
+#if __cplusplus >= 201703L
+#define CUPREEMPT_NODISCARD [[nodiscard]]
+#else
+#define CUPREEMPT_NODISCARD
+#endif
+
 // Weak declarations: the wrappers of a kernel defined in another file, which may not have been
 // transformed; then they are null, and launches run the original kernel.
 #if defined(__GNUC__) || defined(__clang__)
@@ -47,6 +55,18 @@
 namespace cupreempt {
 
 namespace detail {
+// std::index_sequence_for, in C++11.
+template <size_t... I>
+struct indices {};
+template <size_t N, size_t... I>
+struct make_indices : make_indices<N - 1, N - 1, I...> {};
+template <size_t... I>
+struct make_indices<0, I...> {
+  using type = indices<I...>;
+};
+template <class... T>
+struct indices_for : make_indices<sizeof...(T)> {};
+
 inline unsigned env_u32(const char* name) {
   const char* v = std::getenv(name);
   return v ? (unsigned)std::strtoul(v, nullptr, 10) : 0u;
@@ -82,7 +102,7 @@ W pick_wrapper(O original, W wrapper, W wrapper_r32) {
 }
 
 template <class Kernels>
-auto chosen_wrapper() {
+auto chosen_wrapper() -> typename std::remove_cv<decltype(Kernels::wrapper)>::type {
   static const auto w = pick_wrapper(Kernels::original, Kernels::wrapper, Kernels::wrapper_r32);
   return w;
 }
@@ -171,7 +191,7 @@ struct Preload {
 // whose launches all run the original never loads the wrappers (lazy module loading).
 template <class... P, class Values, class Pick, size_t... I>
 void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Values& values, std::index_sequence<I...>) {
+                   cudaStream_t stream, Values& values, indices<I...>) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
@@ -253,9 +273,9 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, A&&... args) {
   (void)detail::Preload<Kernels>::registered;
   // The arguments converted to the parameter types, as the original launch converts them.
-  auto values = std::tuple<std::decay_t<P>...>(std::forward<A>(args)...);
+  auto values = std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...);
   detail::launch_values(original, [] { return detail::chosen_wrapper<Kernels>(); }, grid, block,
-                        smem, stream, values, std::index_sequence_for<P...>{});
+                        smem, stream, values, typename detail::indices_for<P...>::type{});
 }
 
 namespace detail {
@@ -320,7 +340,7 @@ struct Launcher;
 
 // The call operator's parameters are the kernel's (class template arguments, not deduced).
 template <class Kernels, class... P>
-struct [[nodiscard]] Launcher<Kernels, void (*)(P...)> {
+struct CUPREEMPT_NODISCARD Launcher<Kernels, void (*)(P...)> {
   dim3 grid, block;
   size_t smem;
   cudaStream_t stream;
@@ -329,7 +349,7 @@ struct [[nodiscard]] Launcher<Kernels, void (*)(P...)> {
 }  // namespace detail
 
 template <class Kernels>
-detail::Launcher<Kernels, std::remove_cv_t<decltype(Kernels::original)>> launch(
+detail::Launcher<Kernels, typename std::remove_cv<decltype(Kernels::original)>::type> launch(
     dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
   return {grid, block, smem, stream};
 }
@@ -343,7 +363,7 @@ namespace detail {
 // so it does for a template's instance. Elsewhere an unregistered kernel runs as written, with
 // no call to the runtime.
 template <class... P>
-struct [[nodiscard]] AnyLauncher {
+struct CUPREEMPT_NODISCARD AnyLauncher {
   void (*original)(P...);
   dim3 grid, block;
   size_t smem;
@@ -352,13 +372,13 @@ struct [[nodiscard]] AnyLauncher {
 #ifndef CUPREEMPT_STANDALONE
     const AnyPick pick = any_pick_of(reinterpret_cast<AnyFn>(original));
     if (pick || split_unit()) {
-      auto values = std::tuple<std::decay_t<P>...>(args...);
+      auto values = std::tuple<typename std::decay<P>::type...>(args...);
       launch_values(
           original,
           [pick] {
             return reinterpret_cast<void (*)(cupreempt_launch, P...)>(pick ? pick() : nullptr);
           },
-          grid, block, smem, stream, values, std::index_sequence_for<P...>{});
+          grid, block, smem, stream, values, typename indices_for<P...>::type{});
       return;
     }
 #endif

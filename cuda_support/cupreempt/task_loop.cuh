@@ -226,21 +226,20 @@ struct TaskCtx {
 // copies of the launch's arguments, never destroyed on the device), and a destructor that is
 // host-only does not compile there. Other types are taken by value, as written.
 template <class T>
-using body_param_t = std::conditional_t<std::is_trivially_destructible<T>::value, T, T&>;
+using body_param_t = typename std::conditional<std::is_trivially_destructible<T>::value, T, T&>::type;
 
 // What the persistent wrapper passes for such a parameter where one of them is not trivially
 // destructible (`trivially_destructible` chooses the call): for each task a fresh bitwise copy
 // of the wrapper's own (as the launch gave every original block its copy), never destroyed,
 // alive until the end of the body's call; for the others the parameter itself.
-// (No fold expression: a program compiled as C++14 would get a warning for every file.)
+// (No fold expression and no variable template: the headers compile as C++11, as programs that
+// build with -std=c++11 do.)
 template <class... T>
 struct all_trivially_destructible : std::true_type {};
 template <class T, class... R>
 struct all_trivially_destructible<T, R...>
     : std::integral_constant<bool, std::is_trivially_destructible<T>::value &&
                                        all_trivially_destructible<R...>::value> {};
-template <class... T>
-constexpr bool trivially_destructible = all_trivially_destructible<T...>::value;
 template <class T>
 struct TaskParam {
   alignas(T) unsigned char bytes[sizeof(T)];
@@ -248,12 +247,13 @@ struct TaskParam {
   __device__ __forceinline__ operator T&() { return *reinterpret_cast<T*>(bytes); }
 };
 template <class T>
-__device__ __forceinline__ std::enable_if_t<std::is_trivially_destructible<T>::value, T&>
+__device__ __forceinline__ typename std::enable_if<std::is_trivially_destructible<T>::value, T&>::type
 task_param(T& v) {
   return v;
 }
 template <class T>
-__device__ __forceinline__ std::enable_if_t<!std::is_trivially_destructible<T>::value, TaskParam<T>>
+__device__ __forceinline__
+    typename std::enable_if<!std::is_trivially_destructible<T>::value, TaskParam<T>>::type
 task_param(T& v) {
   return TaskParam<T>(v);
 }

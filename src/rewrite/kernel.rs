@@ -334,7 +334,9 @@ fn wrapper_params(params: &str) -> String {
 /// run (`TASK_PARAM`), as each original block got the launch's. Where every such type is
 /// trivially destructible (known only once the templates are instantiated) the call passes the
 /// parameters themselves: a kernel parameter passed through a function, even an inlined one
-/// that returns it, gives the wrappers other machine code.
+/// that returns it, gives the wrappers other machine code. A plain `if` on a constant, not `if
+/// constexpr`: both calls compile for every type, the optimizer drops the other, and programs
+/// built as C++11 or C++14 compile it too.
 fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task: bool) -> String {
     let k = &plan.site;
     let targs = if k.is_template() && !k.specialization {
@@ -363,7 +365,7 @@ fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task
         return call(false);
     }
     format!(
-        "if constexpr ({TRIVIAL_PARAMS}<{}>) {{\n      {}\n    }} else {{\n      {}\n    }}",
+        "if ({TRIVIAL_PARAMS}<{}>::value) {{\n      {}\n    }} else {{\n      {}\n    }}",
         types.join(", "),
         call(false),
         call(true)

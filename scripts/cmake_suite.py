@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""CMake suite: one public CUDA project that builds all its programs from one top-level
+CMakeLists.txt (e.g. utcs-scea/altis; never copied into this repository), built twice out of
+its tree: as written, and with every CUDA compile through the compiler launcher
+(CMAKE_CUDA_COMPILER_LAUNCHER=cupreempt, the runtime linked), as a CMake user puts cupreempt in
+front of nvcc (docs/build.md). Then each command of a run list written here
+(scripts/suites/NAME.txt: the project's programs and their arguments) runs with both builds, one
+at a time, and outputs and the programs' own printed timings are compared by
+external_suite.py's rules. Writes OUT/external.md and OUT/external-results.json.
+
+Usage: cmake_suite.py CHECKOUT CUPREEMPT_BINARY RUNTIME_LIB_DIR RUN_LIST
+  (scripts/cmake-suite.sh builds cupreempt when no binary is given)
+Env: EXT_RUNS=3, EXT_ARCH=90, EXT_TIMEOUT=120, EXT_DIFF_RERUNS=6, EXT_ONLY=REGEX (command
+     names), EXT_BUILD (default target/cmake-suite), EXT_SKIP_BUILD=1, EXT_RERUN=1,
+     EXT_BUDGET_S, EXT_LONG_S=60, EXT_CMAKE_ARGS (more -D settings for both builds), OUT.
+  --self-test: the run list's parser and the run lists here (no GPU, no nvcc)."""
+import json
+import os
+import re
+import shlex
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import external_suite as ext  # noqa: E402
+
+
+def parse_run_list(text):
+    """[(name, executable relative to the build folder, [arguments])]: one command per line,
+    `NAME EXECUTABLE ARGS...`, `#` comments and blank lines skipped; names are unique."""
+    commands, seen = [], set()
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = shlex.split(line)
+        if len(words) < 2:
+            raise SystemExit(f"run list line {n}: want NAME EXECUTABLE [ARGS...]: {line!r}")
+        if words[0] in seen:
+            raise SystemExit(f"run list line {n}: {words[0]} named twice")
+        seen.add(words[0])
+        commands.append((words[0], words[1], words[2:]))
+    return commands
+
+
+def build(checkout: Path, folder: Path, extra, jobs, targets, env=None):
+    """Configures `checkout` in `folder` and builds `targets` (the run list's programs, not the
+    project's every target; keep going past failed ones: a target that fails both ways is the
+    project's, and the rest still runs); returns the log."""
+    gen = ["-G", "Ninja"] if ext.shutil.which("ninja") else []
+    r = ext.sh(["cmake", "-S", str(checkout), "-B", str(folder), *gen,
+                "-DCMAKE_BUILD_TYPE=Release", *extra], env=env)
+    text = r.stdout + r.stderr
+    if r.returncode != 0:
+        (folder.parent / f"{folder.name}.log").write_text(text)
+        raise SystemExit(f"cmake configure failed in {folder}:\n{text[-2000:]}")
+    keep = ["--", "-k", "0"] if gen else ["--", "-k"]
+    t = time.time()
+    r = ext.sh(["cmake", "--build", str(folder), "-j", str(jobs), "--target", *targets, *keep],
+               env=env)
+    text += r.stdout + r.stderr
+    (folder.parent / f"{folder.name}.log").write_text(text)
+    ext.log(f"built {folder.name} in {time.time() - t:.0f} s (exit {r.returncode})")
+    return text
+
+
+def main():
+    started = time.time()
+    if len(sys.argv) < 5:
+        raise SystemExit(__doc__)
+    s = ext.settings("cmake_suite.py", "CHECKOUT", "target/cmake-suite")
+    checkout, cli, lib, build_dir, out = s.root, s.cli, s.lib, s.build, s.out
+    run_list = Path(sys.argv[4]).resolve()
+    commands = parse_run_list(run_list.read_text())
+    if s.only:
+        commands = [c for c in commands if re.search(s.only, c[0])]
+    long_s = float(os.environ.get("EXT_LONG_S", "60"))
+    orig, tr = build_dir / "orig", build_dir / "transformed"
+    common = [f"-DCMAKE_CUDA_ARCHITECTURES={s.arch}",
+              *shlex.split(os.environ.get("EXT_CMAKE_ARGS", ""))]
+    # The programs' CMake targets, named as their executables (add_executable(NAME ...)).
+    targets = sorted({Path(rel).name for _, rel, _ in commands})
+    if not os.environ.get("EXT_SKIP_BUILD"):
+        build(checkout, orig, common, s.jobs, targets)
+        link = f"-L{lib} -Wl,-rpath,{lib} -lcupreempt_runtime"
+        env = {**os.environ, "CUPREEMPT_RUNTIME_DIR": str(lib)}
+        build(checkout, tr, [*common, f"-DCMAKE_CUDA_COMPILER_LAUNCHER={cli}",
+                             f"-DCMAKE_CUDA_STANDARD_LIBRARIES={link}",
+                             f"-DCMAKE_CXX_STANDARD_LIBRARIES={link}"], s.jobs, targets, env)
+    tr_log = (build_dir / "transformed.log").read_text(errors="replace")
+    as_written = ext.units_compiled_as_written(tr_log, checkout)
+    files = sorted(str(p) for pat in ext.SOURCE_PATTERNS for p in checkout.rglob(pat)
+                   if p.is_file())
+    kernels = ext.count_kernels(cli, files) if files else (0, 0)
+    ext.log(f"kernels transformable/refused (`cupreempt check`): {kernels}; "
+            f"units compiled as written: {len(as_written)}")
+
+    results = build_dir / "results"
+    results.mkdir(exist_ok=True)
+    budget = float(os.environ.get("EXT_BUDGET_S", "inf"))
+    rows = []
+    for name, rel, args in commands:
+        cached = results / f"{name}.json"
+        if cached.exists() and not os.environ.get("EXT_RERUN"):
+            rows.append(json.loads(cached.read_text()))
+            continue
+        if time.time() - started > budget:
+            ext.log(f"{name}: not run (time budget)")
+            continue
+        exe_o, exe_t = orig / rel, tr / rel
+        row = {"name": name, "kernels": ("", "")}  # the project's, not a program's: below
+        if not exe_o.is_file():
+            row["status"] = "original does not build"
+        elif not exe_t.is_file():
+            row["status"] = "TRANSFORMED DOES NOT BUILD"
+        else:
+            log_entry = ext.compare_builds(row, exe_o, exe_t, args, s.runs, s.timeout,
+                                           s.diff_reruns, orig, tr, long_s)
+            (results / f"{name}.log.json").write_text(json.dumps(log_entry))
+            if log_entry["rc"][0] not in (0, "timeout") and row["status"] == "identical":
+                row["status"] = f"original fails (exit {log_entry['rc'][0]})"
+            ext.log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
+                    f"({row['values']} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+        rows.append(row)
+        cached.write_text(json.dumps(row))
+        ext.save_results(out, rows, [], s.runs)
+        ext.save_logs(out, results)
+    ext.save_results(out, rows, [], s.runs)
+    ext.report(rows, [], out, s.runs)
+    print(f"Kernels of the project, transformable/refused (`cupreempt check`): "
+          f"{kernels[0]}/{kernels[1]}")
+    print(f"Units the launcher compiled as written: {', '.join(as_written) or 'none'}")
+    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
+    return 1 if bad else 0
+
+
+def self_test():
+    cmds = parse_run_list("# a comment\n\nbfs bin/level1/bfs -s 1  # size one\n"
+                          "sort_uvm bin/level1/sort -s 1 --uvm\nq 'bin/a b' \"x y\"\n")
+    assert cmds == [("bfs", "bin/level1/bfs", ["-s", "1"]),
+                    ("sort_uvm", "bin/level1/sort", ["-s", "1", "--uvm"]),
+                    ("q", "bin/a b", ["x y"])], cmds
+    for bad in ("lonely\n", "a x\na y\n"):
+        try:
+            parse_run_list(bad)
+        except SystemExit:
+            continue
+        raise AssertionError(f"accepted {bad!r}")
+    suites = Path(__file__).resolve().parent / "suites"
+    for f in sorted(suites.glob("*.txt")):
+        assert parse_run_list(f.read_text()), f"{f.name}: no commands"
+    print("cmake_suite self-test: ok")
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--self-test"]:
+        self_test()
+        sys.exit(0)
+    sys.exit(main())
