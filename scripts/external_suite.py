@@ -258,17 +258,65 @@ def is_constant(values):
     return len(values) >= 3 and len(set(values)) == 1
 
 
+# A results table of the kind SHOC's and utcs-scea/altis's ResultDatabase prints: a header
+# `test atts units median mean stddev min max ...`, then one row per measurement.
+TABLE_HEADER = re.compile(r"^\s*test\s+atts\s+units\s+median\b")
+TIME_SCALE = {"s": 1e3, "sec": 1e3, "secs": 1e3, "us": 1e-3, "usec": 1e-3, "usecs": 1e-3,
+              "ns": 1e-6}
+
+
+def to_ms(value, unit):
+    u = unit.lower()
+    return value * TIME_SCALE.get(u, 1e3 if u.startswith("second") else
+                                  1e-3 if u.startswith("micro") else 1.0)
+
+
+def table_row(line):
+    """(key, (value, higher_is_better)) of a results table's row: its median, in ms where the
+    unit is a time; None for a row whose unit is neither a time nor a rate (counts, and the
+    ratios of two times that such tables also print, unit `N`)."""
+    words = line.split()
+    if len(words) < 4:
+        return None
+    name, atts, unit, median = words[0], words[1], words[2], words[3]
+    try:
+        value = float(median)
+    except ValueError:
+        return None
+    key = f"{name} {NUMBERS.sub('#', atts)} {unit}#median"
+    if re.fullmatch(TIME_UNIT, unit):
+        return key, (to_ms(value, unit), False)
+    if re.fullmatch(RATE_UNIT, unit):
+        return key, (value, True)
+    return None
+
+
 def timings(text):
     """Values on timing lines: {key: (value, higher_is_better)}. A number followed by a unit
     says what it is; on a timing line with no such pair, every number counts, as a rate where
-    the line speaks of one (e.g. "Bandwidth (GB/s) for pitch linear: 1.8e+03")."""
+    the line speaks of one (e.g. "Bandwidth (GB/s) for pitch linear: 1.8e+03"). In a results
+    table (TABLE_HEADER) each row counts once, with its median."""
     found, seen = {}, {}
+    table = False
     for i, line in enumerate(text.splitlines()):
+        if TABLE_HEADER.match(line):
+            table = True
+            continue
+        if table:
+            if not line.strip():
+                table = False
+                continue
+            row = table_row(line)
+            if row is not None:
+                key, value = row
+                seen[key] = seen.get(key, 0) + 1
+                found[key if seen[key] == 1 else f"{key}@{seen[key]}"] = value
+            continue
         if not TIMING_LINE.search(line):
             continue
         # Lines that read the same once their numbers are masked (one per size, say) are told
-        # apart by their order.
-        masked = NUMBERS.sub("#", line).strip()
+        # apart by their order; white space is not output (tables pad their columns).
+        masked = " ".join(NUMBERS.sub("#", line).split())
         seen[masked] = seen.get(masked, 0) + 1
         if seen[masked] > 1:
             masked += f"@{seen[masked]}"
@@ -282,11 +330,7 @@ def timings(text):
             rate = bool(re.fullmatch(RATE_UNIT, unit))
             value = float(m.group(1))
             if not rate:
-                scale = {"s": 1e3, "sec": 1e3, "secs": 1e3, "us": 1e-3, "usec": 1e-3,
-                         "usecs": 1e-3, "ns": 1e-6}
-                u = unit.lower()
-                value *= scale.get(u, 1e3 if u.startswith("second") else
-                                   1e-3 if u.startswith("micro") else 1.0)
+                value = to_ms(value, unit)
             key = f"{masked}#{j}"
             found[key] = (value, rate)
     return found
@@ -632,6 +676,16 @@ def self_test():
             assert got and all(rate for _, rate in got.values()), (line, got)
             continue
         assert got == want, (line, got, want)
+    # A results table: each row's median, times in ms, rates as rates, other units left out.
+    table = ("test   atts   units   median   mean   stddev   min   max\n"
+             "bfs_kernel_time   1048576V,3145728E   sec   0.0123   0.0125   0.0003   0.0121   0.0131\n"
+             "DP-Add1   Size:1048576   GFLOPS   1234.5   1230.1   3.2   1220.0   1240.0\n"
+             "bfs_parity   1048576V,3145728E   N   1.5   1.4   0.1   1.2   1.6\n"
+             "\nKernel time 2.0 ms\n")
+    got = timings(table)
+    assert got == {"bfs_kernel_time #V,#E sec#median": (12.3, False),
+                   "DP-Add1 Size:# GFLOPS#median": (1234.5, True),
+                   "Kernel time # ms#0": (2.0, False)}, got
     assert is_constant([0.33, 0.33, 0.33]) and not is_constant([0.33, 0.34, 0.33])
     assert not is_constant([1.0, 1.0])
     # Output comparison: a line the original varies (here its third) is masked, others not.
