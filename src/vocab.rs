@@ -36,6 +36,11 @@ pub const CAPPED_CHOSEN: &str = "CUPREEMPT_R32_CHOSEN";
 /// the original's name, through the runtime).
 pub const SPLIT_UNIT: &str = "CUPREEMPT_SPLIT_UNIT";
 
+/// Defined by the compiler launcher for the compile of a split unit's wrapper module: there
+/// the original kernels' symbols get no body (nothing launches them from that module; the
+/// object's own module has them), so that each kernel's code is compiled once fewer.
+pub const WRAPPER_MODULE: &str = "CUPREEMPT_WRAPPER_MODULE";
+
 /// The macro that keeps `kernel`'s capped wrapper where `CAPPED_CHOSEN` is defined.
 pub fn capped_macro(kernel: &str) -> String {
     format!("CUPREEMPT_R32_{kernel}")

@@ -842,6 +842,33 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
             "the object's table does not name {wrapper}:\n{out}"
         );
     }
+    // The wrapper module compiles the originals' symbols without their bodies (the object's
+    // own module runs them): its `fill` stores nothing, its wrapper does, and so does the
+    // object's `fill`.
+    let module = walk(obj.parent().unwrap())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "fatbin"))
+        .unwrap_or_else(|| panic!("no wrapper module near {}", obj.display()));
+    let stores = |file: &Path, function: &str| -> usize {
+        let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+        let sass = run(
+            Command::new(nvcc.with_file_name("cuobjdump"))
+                .args(["-sass", "-fun", function])
+                .arg(file),
+            "cuobjdump -sass",
+        );
+        sass.lines().filter(|l| l.contains("STG")).count()
+    };
+    assert_eq!(
+        stores(&module, "_Z4fillPj"),
+        0,
+        "the module's fill has a body"
+    );
+    assert!(stores(&module, "_Z15fill__cupreempt16cupreempt_launchPj") > 0);
+    assert!(
+        stores(&obj, "_Z4fillPj") > 0,
+        "the object's fill lost its body"
+    );
 
     // Relocatable device code (CMake's CUDA_SEPARABLE_COMPILATION, the CUDA samples' setting):
     // the wrapper module is compiled without it and loaded alone; the object's relocatable

@@ -300,7 +300,7 @@ const DROPPED_WITH_VALUE: &[&str] = &[
 
 /// The compile command of the wrapper module: the command's own options (architectures,
 /// defines, include folders, optimization), its one source, and no output, depfile or link
-/// options of its own; `--fatbin -o FATBIN` is added.
+/// options of its own; `-DCUPREEMPT_WRAPPER_MODULE --fatbin -o FATBIN` is added.
 pub fn module_args(args: &[OsString], source: &Path, fatbin: &Path) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut i = 0;
@@ -327,6 +327,9 @@ pub fn module_args(args: &[OsString], source: &Path, fatbin: &Path) -> Vec<OsStr
         }
         i += step;
     }
+    // The original kernels' symbols without their bodies (`vocab::WRAPPER_MODULE`): the
+    // object compiles them, and nothing launches them from this module.
+    out.push(format!("-D{}", cupreempt::vocab::WRAPPER_MODULE).into());
     out.extend([
         "--fatbin".into(),
         "-o".into(),
@@ -808,6 +811,7 @@ STT_FUNC         STB_GLOBAL STV_DEFAULT  U vprintf
                 "arch=compute_90,code=sm_90",
                 "-Xcudafe",
                 "quiet",
+                "-DCUPREEMPT_WRAPPER_MODULE",
                 "--fatbin",
                 "-o",
                 "w.fatbin"

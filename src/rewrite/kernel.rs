@@ -373,10 +373,13 @@ fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task
 }
 
 /// `named`: the body takes the running kernel's pretty name, which here is the original's own.
+/// In a split unit's wrapper module (`vocab::WRAPPER_MODULE`) the symbol has no body: only the
+/// object's module runs it.
 fn forwarder(plan: &KernelPlan, h: &Header, named: bool) -> String {
     format!(
         "// cupreempt: `{name}` keeps its symbol and runs the shared body on the hardware's blockIdx/gridDim.\n\
-         {prefix}{name}{targs}({params}) {{\n  {native} {CTX};\n  {call}\n}}\n",
+         {prefix}{name}{targs}({params}) {{\n#if !defined({module})\n  {native} {CTX};\n  {call}\n#endif\n}}\n",
+        module = crate::vocab::WRAPPER_MODULE,
         native = NATIVE_CTX,
         name = h.name,
         targs = h.targs,
