@@ -8,7 +8,8 @@ transformed is a fault of cupreempt; one that fails both ways is the checkout's 
 missing dependencies) and is only counted.
 
 Usage: compile_check.py CHECKOUT CUPREEMPT [NVCC]
-  Env: CC_JOBS=2 (compiles at once), CC_FLAGS (more nvcc flags, e.g. -D...), CC_INCLUDE
+  Env: CC_JOBS=2 (compiles at once), CC_STD=c++17 (the dialect: c++11 as projects built with
+       CMAKE_CXX_STANDARD 11 compile), CC_FLAGS (more nvcc flags, e.g. -D...), CC_INCLUDE
        (colon-separated include folders, relative to the checkout or absolute).
 Prints one line per unit and a summary; exits 1 when a unit fails only transformed.
   --self-test: the unit finder on made-up folders."""
@@ -45,7 +46,8 @@ def folders(root: Path):
 
 
 def compile_unit(nvcc, unit: Path, includes, extra):
-    cmd = [nvcc, "-arch=sm_90", "-O2", "-std=c++17", "-w", "-c", str(unit), "-o", os.devnull,
+    std = os.environ.get("CC_STD", "c++17")
+    cmd = [nvcc, "-arch=sm_90", "-O2", f"-std={std}", "-w", "-c", str(unit), "-o", os.devnull,
            "-I", str(unit.parent), *sum((["-I", i] for i in includes), []), *extra]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     first = next((l for l in r.stderr.splitlines() if "error" in l), r.stderr.strip()[:200])
