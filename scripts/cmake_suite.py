@@ -44,27 +44,6 @@ def parse_run_list(text):
     return commands
 
 
-def build(checkout: Path, folder: Path, extra, jobs, targets, env=None):
-    """Configures `checkout` in `folder` and builds `targets` (the run list's programs, not the
-    project's every target; keep going past failed ones: a target that fails both ways is the
-    project's, and the rest still runs); returns the log."""
-    gen = ["-G", "Ninja"] if ext.shutil.which("ninja") else []
-    r = ext.sh(["cmake", "-S", str(checkout), "-B", str(folder), *gen,
-                "-DCMAKE_BUILD_TYPE=Release", *extra], env=env)
-    text = r.stdout + r.stderr
-    if r.returncode != 0:
-        (folder.parent / f"{folder.name}.log").write_text(text)
-        raise SystemExit(f"cmake configure failed in {folder}:\n{text[-2000:]}")
-    keep = ["--", "-k", "0"] if gen else ["--", "-k"]
-    t = time.time()
-    r = ext.sh(["cmake", "--build", str(folder), "-j", str(jobs), "--target", *targets, *keep],
-               env=env)
-    text += r.stdout + r.stderr
-    (folder.parent / f"{folder.name}.log").write_text(text)
-    ext.log(f"built {folder.name} in {time.time() - t:.0f} s (exit {r.returncode})")
-    return text
-
-
 def main():
     started = time.time()
     if len(sys.argv) < 5:
@@ -77,17 +56,18 @@ def main():
         commands = [c for c in commands if re.search(s.only, c[0])]
     long_s = float(os.environ.get("EXT_LONG_S", "60"))
     orig, tr = build_dir / "orig", build_dir / "transformed"
-    common = [f"-DCMAKE_CUDA_ARCHITECTURES={s.arch}",
+    common = ["-DCMAKE_BUILD_TYPE=Release", f"-DCMAKE_CUDA_ARCHITECTURES={s.arch}",
               *shlex.split(os.environ.get("EXT_CMAKE_ARGS", ""))]
     # The programs' CMake targets, named as their executables (add_executable(NAME ...)).
     targets = sorted({Path(rel).name for _, rel, _ in commands})
     if not os.environ.get("EXT_SKIP_BUILD"):
-        build(checkout, orig, common, s.jobs, targets)
+        ext.cmake_build(checkout, orig, common, s.jobs, build_dir / "orig.log", "orig", targets)
         link = f"-L{lib} -Wl,-rpath,{lib} -lcupreempt_runtime"
         env = {**os.environ, "CUPREEMPT_RUNTIME_DIR": str(lib)}
-        build(checkout, tr, [*common, f"-DCMAKE_CUDA_COMPILER_LAUNCHER={cli}",
-                             f"-DCMAKE_CUDA_STANDARD_LIBRARIES={link}",
-                             f"-DCMAKE_CXX_STANDARD_LIBRARIES={link}"], s.jobs, targets, env)
+        ext.cmake_build(checkout, tr, [*common, f"-DCMAKE_CUDA_COMPILER_LAUNCHER={cli}",
+                                       f"-DCMAKE_CUDA_STANDARD_LIBRARIES={link}",
+                                       f"-DCMAKE_CXX_STANDARD_LIBRARIES={link}"],
+                        s.jobs, build_dir / "transformed.log", "transformed", targets, env)
     tr_log = (build_dir / "transformed.log").read_text(errors="replace")
     as_written = ext.units_compiled_as_written(tr_log, checkout)
     files = sorted(str(p) for pat in ext.SOURCE_PATTERNS for p in checkout.rglob(pat)
@@ -115,13 +95,7 @@ def main():
         elif not exe_t.is_file():
             row["status"] = "TRANSFORMED DOES NOT BUILD"
         else:
-            log_entry = ext.compare_builds(row, exe_o, exe_t, args, s.runs, s.timeout,
-                                           s.diff_reruns, orig, tr, long_s)
-            (results / f"{name}.log.json").write_text(json.dumps(log_entry))
-            if log_entry["rc"][0] not in (0, "timeout") and row["status"] == "identical":
-                row["status"] = f"original fails (exit {log_entry['rc'][0]})"
-            ext.log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
-                    f"({row['values']} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+            ext.compare_program(row, name, exe_o, exe_t, args, s, (orig, tr), results, long_s)
         rows.append(row)
         cached.write_text(json.dumps(row))
         ext.save_results(out, rows, [], s.runs)
@@ -131,8 +105,7 @@ def main():
     print(f"Kernels of the project, transformable/refused (`cupreempt check`): "
           f"{kernels[0]}/{kernels[1]}")
     print(f"Units the launcher compiled as written: {', '.join(as_written) or 'none'}")
-    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
-    return 1 if bad else 0
+    return ext.exit_status(rows)
 
 
 def self_test():

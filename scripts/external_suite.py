@@ -145,18 +145,32 @@ def transform_tree(cli, tree: Path, samples, in_place=True):
 
 
 def configure_and_build(tree: Path, extra, jobs):
-    b = tree / "build"
+    """Configures and builds the tree in `tree/build` (output in `tree/build.log`)."""
+    cmake_build(tree, tree / "build", extra, jobs, tree / "build.log", tree.name)
+    return tree / "build"
+
+
+def cmake_build(source: Path, folder: Path, extra, jobs, log_path: Path, label, targets=(),
+                env=None):
+    """Configures `source` in `folder` and builds `targets` (every target where none are
+    named), going on past failed ones: a target that fails both ways is the project's, and the
+    rest still runs. The configure's and the build's output go to `log_path`, and are
+    returned."""
     gen = ["-G", "Ninja"] if shutil.which("ninja") else []
-    r = sh(["cmake", "-S", str(tree), "-B", str(b), *gen, *extra])
+    r = sh(["cmake", "-S", str(source), "-B", str(folder), *gen, *extra], env=env)
+    text = r.stdout + r.stderr
     if r.returncode != 0:
+        log_path.write_text(text)
         log(r.stdout[-2000:], r.stderr[-2000:])
-        raise SystemExit(f"cmake configure failed in {tree}")
+        raise SystemExit(f"cmake configure failed in {folder}")
     keep = ["--", "-k", "0"] if gen else ["--", "-k"]
+    chosen = ["--target", *targets] if targets else []
     t = time.time()
-    r = sh(["cmake", "--build", str(b), "-j", str(jobs), *keep])
-    (tree / "build.log").write_text(r.stdout + r.stderr)
-    log(f"built {tree.name} in {time.time() - t:.0f} s (exit {r.returncode})")
-    return b
+    r = sh(["cmake", "--build", str(folder), "-j", str(jobs), *chosen, *keep], env=env)
+    text += r.stdout + r.stderr
+    log_path.write_text(text)
+    log(f"built {label} in {time.time() - t:.0f} s (exit {r.returncode})")
+    return text
 
 
 # The compiler launcher's warning for a unit whose transformed copy nvcc rejected and that it
@@ -465,8 +479,7 @@ def main():
     save_results(out, rows, skipped, runs)
     report(rows, [(d.name, why) for d, why in skipped], out, runs)
     save_logs(out, results)
-    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
-    return 1 if bad else 0
+    return exit_status(rows)
 
 
 def needs_confirming(row, runs, over, confirm_runs):
@@ -553,6 +566,26 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
     row["wall"] = (statistics.median(r[2] for r in o_runs[1:]),
                    statistics.median(r[2] for r in t_runs))
     return log_entry
+
+
+def compare_program(row, name, exe_o: Path, exe_t: Path, args, s, trees, results: Path,
+                    long_s=math.inf):
+    """compare_builds for one program of a suite with settings `s` (settings()), its first
+    outputs kept in `results/NAME.log.json`. A program whose original fails (input files it
+    could not find, say) says nothing about the transformed build, whatever the outputs."""
+    log_entry = compare_builds(row, exe_o, exe_t, args, s.runs, s.timeout, s.diff_reruns,
+                               trees[0], trees[1], long_s)
+    (results / f"{name}.log.json").write_text(json.dumps(log_entry))
+    if log_entry["rc"][0] not in (0, "timeout") and row["status"] == "identical":
+        row["status"] = f"original fails (exit {log_entry['rc'][0]})"
+    log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
+        f"({row['values']} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+
+
+def exit_status(rows):
+    """1 where a program's outputs differ or its transformed build failed, else 0."""
+    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
+    return 1 if bad else 0
 
 
 def report(rows, skipped, out: Path, runs):
@@ -725,6 +758,20 @@ def self_test():
     assert [(r["name"], r["ratio"], r["runs"]) for r in rows] == [
         ("a", 1.02, 9), ("b", 1.0, 2), ("c", 0.9, 2)], rows
     assert runs == 2
+    # One program of a suite: its first outputs kept, a failing original said so.
+    import tempfile
+    with tempfile.TemporaryDirectory() as t:
+        root = Path(t)
+        prog = root / "p.sh"
+        prog.write_text("#!/bin/sh\necho result 7\nexit 3\n")
+        prog.chmod(0o755)
+        row = {}
+        settings_ = SimpleNamespace(runs=1, timeout=10, diff_reruns=0)
+        compare_program(row, "p", prog, prog, [], settings_, (root, root), root)
+        assert row["status"] == "original fails (exit 3)", row
+        assert json.loads((root / "p.log.json").read_text())["rc"] == [3, 3]
+    assert exit_status([row]) == 0
+    assert exit_status([row, {"status": "DIFFERENT"}]) == 1
     print("external_suite self-test: ok")
 
 

@@ -162,7 +162,7 @@ def main():
     started = time.time()
     s = ext.settings("makefile_suite.py", "CHECKOUT", "target/makefile-suite")
     root, cli, lib, build, out = s.root, s.cli, s.lib, s.build, s.out
-    runs, timeout, diff_reruns, arch, jobs = s.runs, s.timeout, s.diff_reruns, s.arch, s.jobs
+    runs, arch, jobs = s.runs, s.arch, s.jobs
     pattern = os.environ.get("EXT_PROGRAMS", "src/*-cuda")
     # Programs whose first run takes longer are listed, not measured: with five runs each, a
     # few such programs would use a time-limited machine's whole call.
@@ -226,16 +226,8 @@ def main():
             ext.log(f"{name}: not run (time budget)")
             continue
         else:
-            log_entry = ext.compare_builds(row, Path(b["orig"]["script"]),
-                                           Path(b["transformed"]["script"]), [], runs, timeout,
-                                           diff_reruns, trees[0], trees[1], long_s)
-            (results / f"{name}.log.json").write_text(json.dumps(log_entry))
-            # A program that fails as written (input files it could not find, say) says
-            # nothing about the transformed build, whatever the outputs.
-            if log_entry["rc"][0] not in (0, "timeout") and row["status"] == "identical":
-                row["status"] = f"original fails (exit {log_entry['rc'][0]})"
-            ext.log(f"{name}: {row['status']}, ratio {row['ratio'] and round(row['ratio'], 3)} "
-                    f"({row['values']} values), wall {row['wall'][0]:.2f}/{row['wall'][1]:.2f} s")
+            ext.compare_program(row, name, Path(b["orig"]["script"]),
+                                Path(b["transformed"]["script"]), [], s, trees, results, long_s)
         rows.append(row)
         if "wall" in row or row["status"].isupper() or row["status"].startswith("runs longer"):
             cached.write_text(json.dumps(row))
@@ -243,8 +235,7 @@ def main():
     ext.save_results(out, rows, skipped, runs)
     ext.report(rows, [(d.name, why) for d, why in skipped], out, runs)
     ext.save_logs(out, results)
-    bad = [r for r in rows if r["status"] in ("DIFFERENT", "TRANSFORMED DOES NOT BUILD")]
-    return 1 if bad else 0
+    return ext.exit_status(rows)
 
 
 def build_report(builds, programs, skipped, out: Path, tr_tree: Path):

@@ -48,6 +48,25 @@ fn every_transformed_fixture_compiles_with_nvcc() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// The fixture at `path` transformed and written to `dir/NAME.TAG.transformed.cu`: its source
+/// and that file; Err where no kernel was transformed.
+fn transformed_fixture(
+    path: &std::path::Path,
+    dir: &std::path::Path,
+    tag: &str,
+) -> Result<(String, std::path::PathBuf), String> {
+    let src = std::fs::read_to_string(path).unwrap();
+    let name = path.file_stem().unwrap().to_string_lossy().to_string();
+    let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
+        .map_err(|e| e.to_string())?;
+    if t.transformed_count() == 0 {
+        return Err(format!("{name}: no kernel transformed"));
+    }
+    let out = dir.join(format!("{name}.{tag}.transformed.cu"));
+    std::fs::write(&out, &t.output).unwrap();
+    Ok((src, out))
+}
+
 /// Kernels of several shapes compile with looks inside chunks (`-DCUPREEMPT_LOOKS`,
 /// docs/transformation.md): barriers between tasks or none, shared memory, 2-D and 3-D grids, a
 /// template, a float atomic on shared memory, tensor cores. Default builds leave that code out,
@@ -73,15 +92,8 @@ fn kernels_compile_with_looks_inside_chunks() {
         .map(|n| support::root().join(format!("fixtures/{n}.cu")))
         .collect();
     let failures = support::parallel(&paths, 2, |path| {
-        let src = std::fs::read_to_string(path).unwrap();
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
-        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-            .map_err(|e| e.to_string())?;
-        if t.transformed_count() == 0 {
-            return Err(format!("{name}: no kernel transformed"));
-        }
-        let out = dir.join(format!("{name}.transformed.cu"));
-        std::fs::write(&out, &t.output).unwrap();
+        let (src, out) = transformed_fixture(path, &dir, "looks")?;
         let extra = support::nvcc_flags(&src);
         support::compiles(
             support::nvcc_compile(&nvcc, &dir.join(format!("{name}.o")))
@@ -125,25 +137,11 @@ fn kernels_compile_as_cxx11_and_cxx14() {
         })
         .collect();
     let failures = support::parallel(&jobs, 2, |(path, std)| {
-        let src = std::fs::read_to_string(path).unwrap();
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
-        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-            .map_err(|e| e.to_string())?;
-        if t.transformed_count() == 0 {
-            return Err(format!("{name}: no kernel transformed"));
-        }
-        let out = dir.join(format!("{name}.{std}.transformed.cu"));
-        std::fs::write(&out, &t.output).unwrap();
+        let (src, out) = transformed_fixture(path, &dir, std)?;
         for (what, file) in [("original", path.clone()), ("transformed", out)] {
             support::compiles(
-                std::process::Command::new(&nvcc)
-                    .args(["-arch=sm_90", &format!("-std={std}"), "-c", "-o"])
-                    .arg(dir.join(format!("{name}.{std}.{what}.o")))
-                    .arg(format!(
-                        "-I{}",
-                        support::root().join("cuda_support").display()
-                    ))
-                    .args(support::toolkit_flags(&nvcc))
+                support::nvcc_compile_as(&nvcc, &dir.join(format!("{name}.{std}.{what}.o")), std)
                     .args(support::nvcc_flags(&src))
                     .arg(&file),
                 &format!("{name} ({what}, -std={std})"),

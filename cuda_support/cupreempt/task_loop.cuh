@@ -229,7 +229,7 @@ template <class T>
 using body_param_t = typename std::conditional<std::is_trivially_destructible<T>::value, T, T&>::type;
 
 // What the persistent wrapper passes for such a parameter where one of them is not trivially
-// destructible (`trivially_destructible` chooses the call): for each task a fresh bitwise copy
+// destructible (`all_trivially_destructible` chooses the call): for each task a fresh bitwise copy
 // of the wrapper's own (as the launch gave every original block its copy), never destroyed,
 // alive until the end of the body's call; for the others the parameter itself.
 // (No fold expression and no variable template: the headers compile as C++11, as programs that

@@ -108,8 +108,13 @@ pub fn toolkit_flags(nvcc: &Path) -> Vec<String> {
 /// `nvcc -arch=sm_90 -std=c++17 -o OUT -I cuda_support` plus the toolkit's own flags: builds an
 /// executable; callers add flags and the source.
 pub fn nvcc_build(nvcc: &Path, out: &Path) -> Command {
+    nvcc_build_as(nvcc, out, "c++17")
+}
+
+/// [`nvcc_build`] in the C++ dialect `std` (`c++11`, ...).
+pub fn nvcc_build_as(nvcc: &Path, out: &Path, std: &str) -> Command {
     let mut c = Command::new(nvcc);
-    c.args(["-arch=sm_90", "-std=c++17", "-o"])
+    c.args(["-arch=sm_90", &format!("-std={std}"), "-o"])
         .arg(out)
         .arg(format!("-I{}", root().join("cuda_support").display()))
         .args(toolkit_flags(nvcc));
@@ -118,7 +123,12 @@ pub fn nvcc_build(nvcc: &Path, out: &Path) -> Command {
 
 /// [`nvcc_build`] with `-c`: the compile-only command of the nvcc tests.
 pub fn nvcc_compile(nvcc: &Path, out: &Path) -> Command {
-    let mut c = nvcc_build(nvcc, out);
+    nvcc_compile_as(nvcc, out, "c++17")
+}
+
+/// [`nvcc_compile`] in the C++ dialect `std`.
+pub fn nvcc_compile_as(nvcc: &Path, out: &Path, std: &str) -> Command {
+    let mut c = nvcc_build_as(nvcc, out, std);
     c.arg("-c");
     c
 }
