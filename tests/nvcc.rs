@@ -139,17 +139,35 @@ fn kernels_compile_as_cxx11_and_cxx14() {
     let failures = support::parallel(&jobs, 2, |(path, std)| {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let (src, out) = transformed_fixture(path, &dir, std)?;
+        let mut warnings = Vec::new();
         for (what, file) in [("original", path.clone()), ("transformed", out)] {
-            support::compiles(
+            let o = support::compiles(
                 support::nvcc_compile_as(&nvcc, &dir.join(format!("{name}.{std}.{what}.o")), std)
                     .args(support::nvcc_flags(&src))
                     .arg(&file),
                 &format!("{name} ({what}, -std={std})"),
             )?;
+            warnings.push(warning_messages(&String::from_utf8_lossy(&o.stderr)));
+        }
+        // A warning of the older dialect (an inline variable, a C++17 attribute) fails a
+        // build with -Werror: the transformed unit warns of nothing the original does not.
+        let new: Vec<&String> = warnings[1].difference(&warnings[0]).collect();
+        if !new.is_empty() {
+            return Err(format!(
+                "{name} (-std={std}): the transformed unit warns: {new:?}"
+            ));
         }
         Ok(())
     });
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// The text of each warning nvcc or the host compiler printed, without its file and line.
+fn warning_messages(stderr: &str) -> std::collections::BTreeSet<String> {
+    stderr
+        .lines()
+        .filter_map(|l| l.find("warning").map(|at| l[at..].trim().to_string()))
+        .collect()
 }
 
 /// The whole programs that scripts/gpu-check.sh runs on a GPU (tests/gpu/*.cu) compile as

@@ -37,7 +37,8 @@
 #endif
 
 // The headers compile as C++11 (programs built with -std=c++11 include them): no C++14 library
-// aliases or index sequences, no C++17 attributes unless the program's dialect has them.
+// aliases or index sequences, no inline variables, no C++17 attributes unless the program's
+// dialect has them (host compilers warn of them, and a build with -Werror fails).
 #if __cplusplus >= 201703L
 #define CUPREEMPT_NODISCARD [[nodiscard]]
 #else
@@ -144,7 +145,12 @@ inline AnyPick any_pick_of(AnyFn original) {
 #ifndef CUPREEMPT_STANDALONE
 
 namespace detail {
-inline thread_local std::vector<cupreempt_handle>* captured = nullptr;
+// The handles of the launches a `CaptureLaunches` on this thread collects, or null. A
+// function's static, not an inline variable (C++17).
+inline std::vector<cupreempt_handle>*& captured() {
+  static thread_local std::vector<cupreempt_handle>* handles = nullptr;
+  return handles;
+}
 
 // This unit's number with the runtime where the compiler launcher split it (the header it
 // pre-includes registers the unit's wrapper module), else 0. Not inline: each unit its own.
@@ -181,9 +187,12 @@ int preload_lookup(int slot, void** func) {
 // pointer: a template's instance registers so wherever a launch site of the program names it.
 template <class Kernels>
 struct Preload {
-  static inline const bool registered =
-      (cupreempt_rt_register_preload(&preload_lookup<Kernels>), register_any<Kernels>());
+  static const bool registered;
 };
+// Defined out of the class (an inline member is C++17); initialized where a launch names it.
+template <class Kernels>
+const bool Preload<Kernels>::registered =
+    (cupreempt_rt_register_preload(&preload_lookup<Kernels>), register_any<Kernels>());
 
 // Launches the original kernel where the runtime's plan says so (cupreempt_rt_plan), else the
 // wrapper that `pick` returns (or, where that is null, the one the runtime finds by the
@@ -204,7 +213,7 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
     o = nullptr;
   }
   // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
-  const bool planned = o && !captured;
+  const bool planned = o && !captured();
   if (planned) status = cupreempt_rt_plan((void*)o, g, b, smem, (void*)stream);
   if (status == CUPREEMPT_OK) {
     const auto wrapper = pick();
@@ -235,8 +244,8 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
                                    sizeof...(P), chunk, budget_ns, &h);
     }
     if (status == CUPREEMPT_OK) {
-      if (captured)
-        captured->push_back(h);
+      if (captured())
+        captured()->push_back(h);
       else
         (void)cupreempt_rt_release(h);
       return;
@@ -259,8 +268,8 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
 class CaptureLaunches {
  public:
   explicit CaptureLaunches(std::vector<cupreempt_handle>& handles)
-      : previous_(detail::captured) { detail::captured = &handles; }
-  ~CaptureLaunches() { detail::captured = previous_; }
+      : previous_(detail::captured()) { detail::captured() = &handles; }
+  ~CaptureLaunches() { detail::captured() = previous_; }
   CaptureLaunches(const CaptureLaunches&) = delete;
   CaptureLaunches& operator=(const CaptureLaunches&) = delete;
 

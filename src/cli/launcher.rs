@@ -550,7 +550,16 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         cmd.args = args;
         let split = match (&copies[..], &mapped[..]) {
             ([(copy, source)], [root]) if wraps && splits(&cmd) => {
-                Some(compile_split(&nvcc, &cmd, copy, source, root, &support)?)
+                let choose_capped = capped && chooses_capped(&cmd);
+                Some(compile_split(
+                    &nvcc,
+                    &cmd,
+                    copy,
+                    source,
+                    root,
+                    &support,
+                    choose_capped,
+                )?)
             }
             _ => None,
         };
@@ -622,7 +631,8 @@ fn splits(cmd: &NvccCommand) -> bool {
 
 /// Compiles a unit split (`split.rs`): its wrapper module, then the object without the
 /// wrappers, with the module embedded (`copy`: the transformed copy of `source`, as the
-/// command names it in messages). `None` where the unit stays whole (the reason under
+/// command names it in messages; `choose_capped`: the module keeps only the capped wrappers
+/// that a launch could choose, read from ptxas's report). `None` where the unit stays whole (the reason under
 /// `CUPREEMPT_VERBOSE`), or where the object without wrappers does not compile (then the
 /// caller compiles the unit whole, which shows nvcc's own messages, and this says so).
 fn compile_split(
@@ -632,24 +642,26 @@ fn compile_split(
     source: &Path,
     root: &Path,
     support: &Path,
+    choose_capped: bool,
 ) -> anyhow::Result<Option<std::process::ExitStatus>> {
     let verbose = std::env::var_os("CUPREEMPT_VERBOSE").is_some_and(|v| v != "0");
     // The toolkit's and the system's headers, and cupreempt's own, declare no variable of the
     // program's.
     let mut excluded = system_dirs(nvcc, cmd);
     excluded.push(support.to_path_buf());
-    let module = match super::split::wrapper_module(nvcc, &cmd.args, copy, root, &excluded) {
-        Ok(m) => m,
-        Err(why) => {
-            if verbose {
-                eprintln!(
-                    "cupreempt: {}: wrappers kept in the unit: {why}",
-                    source.display()
-                );
+    let module =
+        match super::split::wrapper_module(nvcc, &cmd.args, copy, root, &excluded, choose_capped) {
+            Ok(m) => m,
+            Err(why) => {
+                if verbose {
+                    eprintln!(
+                        "cupreempt: {}: wrappers kept in the unit: {why}",
+                        source.display()
+                    );
+                }
+                return Ok(None);
             }
-            return Ok(None);
-        }
-    };
+        };
     let mut args = cmd.args.clone();
     args.push(format!("-D{}", cupreempt::vocab::SPLIT_UNIT).into());
     args.push("--pre-include".into());
@@ -669,10 +681,17 @@ fn compile_split(
     eprint!("{}", String::from_utf8_lossy(&out.stderr));
     if verbose {
         let n = module.kernels;
+        let (held, compiles) = &module.capped;
+        let held = match held {
+            None => "every kernel".to_string(),
+            Some(k) if k.is_empty() => "none".to_string(),
+            Some(k) => k.join(", "),
+        };
         eprintln!(
-            "cupreempt: {}: wrappers of {n} kernel{} in a module of their own",
+            "cupreempt: {}: wrappers of {n} kernel{} in a module of their own; wrappers held to 32 registers there: {held} ({compiles} module compile{})",
             source.display(),
-            if n == 1 { "" } else { "s" }
+            if n == 1 { "" } else { "s" },
+            if *compiles == 1 { "" } else { "s" }
         );
     }
     Ok(Some(out.status))

@@ -464,6 +464,9 @@ pub fn own_device_variables(preprocessed: &str, excluded: &[PathBuf]) -> DeviceV
 pub struct WrapperModule {
     pub header: PathBuf,
     pub kernels: usize,
+    /// The kernels whose capped wrapper the module holds (`None`: every one), and how many
+    /// compiles that took.
+    pub capped: (Option<Vec<String>>, usize),
 }
 
 /// Compiles the wrapper module of `source` (a transformed copy, the command's one source) next
@@ -477,6 +480,7 @@ pub fn wrapper_module(
     source: &Path,
     root: &Path,
     excluded: &[PathBuf],
+    choose_capped: bool,
 ) -> Result<WrapperModule, String> {
     // Beside the copies' root, and not named with it as a prefix: the launcher maps every path
     // that starts with the root to the original's (depfiles).
@@ -512,16 +516,12 @@ pub fn wrapper_module(
         }
         immutable = vars.immutable;
     }
-    let out = Command::new(nvcc)
-        .args(module_args(args, source, &fatbin))
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "its wrapper module did not compile: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
+    let base = module_args(args, source, &fatbin);
+    let capped = if choose_capped {
+        compile_choosing_capped(nvcc, &base, &dir.join("capped-wrappers"))?
+    } else {
+        compile_module(nvcc, &base).map(|_| (None, 1))?
+    };
     let tool =
         cuobjdump(nvcc).ok_or("no cuobjdump next to nvcc or on PATH to read kernel names")?;
     let dump = Command::new(&tool)
@@ -546,7 +546,76 @@ pub fn wrapper_module(
     Ok(WrapperModule {
         header,
         kernels: rows.len(),
+        capped,
     })
+}
+
+/// Runs the module's compile (`args`, from `module_args`); its report (nvcc's messages).
+fn compile_module(nvcc: &Path, args: &[OsString]) -> Result<String, String> {
+    let out = Command::new(nvcc)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", nvcc.display()))?;
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    if !out.status.success() {
+        return Err(format!(
+            "its wrapper module did not compile: {}",
+            report.trim()
+        ));
+    }
+    Ok(report)
+}
+
+/// Compiles the module with the capped wrappers that a launch could choose, from ptxas's
+/// report: first with those the last compile of this unit needed (`memory`, a file of kernel
+/// names; none at first), then again only where the report names a kernel that needs one and
+/// did not get it. The module's originals have no body (`module_args`), so their counts say
+/// nothing of the object's: every kernel whose plain wrapper needs more than 32 registers
+/// keeps its capped one (`capped::choose` reads a bodyless original as at most 32), and the
+/// runtime, which knows the original's count, chooses between them. A wrapper within 32
+/// registers never needs one, which is most kernels' case: a module without their capped
+/// copies costs ptxas much less (utcs-scea/altis's `MaxFlops.cu`, 48 kernels, none above 32:
+/// 15 s against 24 s with every capped wrapper; docs/build.md).
+/// Returns the kernels whose capped wrapper the module holds (`None`: every one) and the number
+/// of compiles.
+fn compile_choosing_capped(
+    nvcc: &Path,
+    base: &[OsString],
+    memory: &Path,
+) -> Result<(Option<Vec<String>>, usize), String> {
+    use super::capped::{choose, Choice};
+    use std::collections::BTreeSet;
+    let remembered: BTreeSet<String> = std::fs::read_to_string(memory)
+        .map(|t| t.lines().map(str::to_string).collect())
+        .unwrap_or_default();
+    let with = |choice: &Choice, report: bool| {
+        let mut a = base.to_vec();
+        a.extend(choice.defines().into_iter().map(OsString::from));
+        if report {
+            a.extend(["-Xptxas".into(), "-v".into()]);
+        }
+        a
+    };
+    let report = compile_module(nvcc, &with(&Choice::Kernels(remembered.clone()), true))?;
+    let choice = choose(&report);
+    let _ = match &choice {
+        Choice::Kernels(k) if *k == remembered => Ok(()),
+        Choice::Kernels(k) => std::fs::write(
+            memory,
+            k.iter().map(|n| format!("{n}\n")).collect::<String>(),
+        ),
+        Choice::Unknown => std::fs::remove_file(memory),
+    };
+    let held = |c: &Choice| match c {
+        Choice::Kernels(k) => Some(k.iter().cloned().collect()),
+        Choice::Unknown => None,
+    };
+    match choice {
+        Choice::Kernels(k) if k.is_subset(&remembered) => {
+            Ok((Some(remembered.into_iter().collect()), 1))
+        }
+        other => compile_module(nvcc, &with(&other, false)).map(|_| (held(&other), 2)),
+    }
 }
 
 /// `cuobjdump` of nvcc's toolkit (its `bin` folder), else the first on PATH.

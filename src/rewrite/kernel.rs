@@ -630,9 +630,11 @@ impl LaunchTypes<'_, '_> {
     );
         if !k.is_template() {
             // Launches that know the kernel only by its pointer (a macro's launch of the
-            // kernel its use names, `launch_any`) find its wrappers through this.
+            // kernel its use names, `launch_any`) find its wrappers through this. Each unit
+            // that includes the definition registers it (idempotent); not an inline variable,
+            // which is C++17 and warned of in older dialects.
             out.push_str(&format!(
-                "inline const bool {} = ::cupreempt::detail::register_any<{s}>();\n",
+                "static __attribute__((unused)) const bool {} = ::cupreempt::detail::register_any<{s}>();\n",
                 any_registration_name(s)
             ));
         }
