@@ -555,7 +555,7 @@ fn a_split_units_module_holds_capped_wrappers_only_above_32_registers() {
     let verbose = [("CUPREEMPT_VERBOSE", "1")];
     let (obj, out) = launcher_object_with("launcher-split-capped", &[("k.cu", &source)], &verbose);
     assert!(
-        out.contains("in a module of their own; wrappers held to 32 registers there: sums (2 module compiles)"),
+        out.contains("in a module of their own; wrappers held to 32 registers there: sums (2 module compiles;"),
         "the unit was not split, or its module's capped wrappers were not chosen:\n{out}"
     );
     assert!(
@@ -575,7 +575,7 @@ fn a_split_units_module_holds_capped_wrappers_only_above_32_registers() {
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_cupreempt"));
     let out = compile_k(&bin, &nvcc, obj.parent().unwrap(), &obj, &verbose);
     assert!(
-        out.contains("wrappers held to 32 registers there: sums (1 module compile)"),
+        out.contains("wrappers held to 32 registers there: sums (1 module compile;"),
         "a rebuild compiled the module twice:\n{out}"
     );
     assert!(support::file_contains(&obj, "sums__cupreempt_r32"));
@@ -1076,4 +1076,95 @@ fn static_kernels_of_two_files_get_launch_code_of_their_own() {
         shared.is_empty(),
         "launch code both files define: {shared:?}"
     );
+}
+
+/// A split unit's object and wrapper module compile side by side: the object's compile, with a
+/// header that only calls the unit's registration function, runs while the launcher compiles
+/// the module, and the host compiler joins a host object holding the module's bytes into the
+/// object (`-r`). Linked with a program that stands in for the runtime's registration, the
+/// object registers its module before `main` with the same table whether compiled side by
+/// side, one after the other (`CUPREEMPT_SIDE_BY_SIDE=0`), or compiled again after a join that
+/// failed (a host compiler that refuses `-r`).
+#[test]
+fn a_split_units_object_and_module_compile_side_by_side() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, lib) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-side-by-side");
+    std::fs::write(
+        dir.join("k.cu"),
+        "__global__ void fill(unsigned* out) { out[blockIdx.x * blockDim.x + threadIdx.x] = blockIdx.x; }\n\
+         void run(unsigned* o) { fill<<<64, 128>>>(o); }\n",
+    )
+    .unwrap();
+    // Records what the object registers; the program's own definition, not the runtime's.
+    std::fs::write(
+        dir.join("main.cpp"),
+        "#include <cstdio>\n#include <cstring>\n\
+         static unsigned seen_n; static const char* const* seen_names; static unsigned magic;\n\
+         extern \"C\" int cupreempt_rt_register_wrapper_module(const void* image, const char* const* names, unsigned n) {\n\
+           seen_n = n; seen_names = names; std::memcpy(&magic, image, 4); return 7; }\n\
+         int main() { std::printf(\"registered %u magic %x\", seen_n, magic);\n\
+           for (unsigned i = 0; i < 3 * seen_n; ++i) std::printf(\" [%s]\", seen_names[i]);\n\
+           std::printf(\"\\n\"); return 0; }\n",
+    )
+    .unwrap();
+    // A host compiler that refuses relocatable links, and otherwise is g++.
+    let refusing = dir.join("refusing-g++");
+    std::fs::write(
+        &refusing,
+        "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = -r ] && { echo 'no -r here' >&2; exit 1; }; done\nexec g++ \"$@\"\n",
+    )
+    .unwrap();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&refusing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let build = |tag: &str, env: &[(&str, &str)], extra: &[&str]| -> (String, String) {
+        let obj = dir.join(format!("k-{tag}.o"));
+        let said = run(
+            Command::new(&bin)
+                .env("CUPREEMPT_VERBOSE", "1")
+                .envs(env.iter().copied())
+                .arg(&nvcc)
+                .args(["-arch=sm_90", "-std=c++17", "-c"])
+                .args(extra)
+                .args(support::toolkit_flags(&nvcc))
+                .arg(dir.join("k.cu"))
+                .arg("-o")
+                .arg(&obj),
+            "compile through the launcher",
+        );
+        let prog = dir.join(format!("prog-{tag}"));
+        run(
+            Command::new(&nvcc)
+                .args(extra)
+                .arg(dir.join("main.cpp"))
+                .arg(&obj)
+                .arg("-o")
+                .arg(&prog)
+                .arg(format!("-L{}", lib.display()))
+                .arg("-lcupreempt_runtime")
+                .arg(format!("-Xlinker=-rpath,{}", lib.display())),
+            "link the program",
+        );
+        (said, run(&mut Command::new(&prog), "run the program"))
+    };
+    let want = "registered 1 magic ba55ed50 [_Z4fillPj] [_Z15fill__cupreempt16cupreempt_launchPj]";
+    let (said, side) = build("side", &[], &[]);
+    assert!(
+        said.contains("(1 module compile; the object compiled side by side)"),
+        "{said}"
+    );
+    assert!(side.starts_with(want), "{side}");
+    let (said, after) = build("after", &[("CUPREEMPT_SIDE_BY_SIDE", "0")], &[]);
+    assert!(said.contains("; the object compiled after it)"), "{said}");
+    assert_eq!(after, side);
+    let ccbin = format!("-ccbin={}", refusing.display());
+    let (said, again) = build("again", &[], &[&ccbin]);
+    assert!(
+        said.contains("could not join the object and the module's")
+            && said.contains("; the object compiled again after it)"),
+        "{said}"
+    );
+    assert_eq!(again, side);
 }

@@ -649,52 +649,127 @@ fn compile_split(
     // program's.
     let mut excluded = system_dirs(nvcc, cmd);
     excluded.push(support.to_path_buf());
-    let module =
-        match super::split::wrapper_module(nvcc, &cmd.args, copy, root, &excluded, choose_capped) {
+    let split_failed = |why: String| {
+        if verbose {
+            eprintln!(
+                "cupreempt: {}: wrappers kept in the unit: {why}",
+                source.display()
+            );
+        }
+        Ok(None)
+    };
+    let plan = match super::split::plan_module(nvcc, &cmd.args, copy, root, &excluded) {
+        Ok(p) => p,
+        Err(why) => return split_failed(why),
+    };
+    let object_args = |header: &Path| {
+        let mut args = cmd.args.clone();
+        args.push(format!("-D{}", cupreempt::vocab::SPLIT_UNIT).into());
+        args.push("--pre-include".into());
+        args.push(header.as_os_str().to_os_string());
+        args
+    };
+    let object_compile = |header: &Path| -> anyhow::Result<Command> {
+        let mut c = launcher_command(nvcc, &object_args(header), cmd.links)?;
+        c.stdout(std::process::Stdio::inherit())
+            .stderr(std::process::Stdio::piped());
+        Ok(c)
+    };
+    let joiner = super::side_by_side::joiner(&cmd.args, cmd.output.as_deref(), cmd.machine_code);
+    let mut side_by_side = None;
+    let (module, compiled) = if let (Some(host), Some(object)) = (joiner, &cmd.output) {
+        // The object's compile runs while this thread compiles the module.
+        let function = super::side_by_side::registration_function(&plan);
+        let declared = plan.dir.join("wrappers-declared.h");
+        write_if_changed(
+            &declared,
+            super::split::declaration_header(&function).as_bytes(),
+        )?;
+        let mut child = object_compile(&declared)?
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
+        let mut pipe = child.stderr.take();
+        let reader = std::thread::spawn(move || {
+            let mut text = Vec::new();
+            if let Some(p) = pipe.as_mut() {
+                let _ = std::io::Read::read_to_end(p, &mut text);
+            }
+            text
+        });
+        let module = plan.compile(nvcc, choose_capped);
+        let status = child
+            .wait()
+            .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
+        let stderr = reader.join().unwrap_or_default();
+        let module = match module {
             Ok(m) => m,
-            Err(why) => {
-                if verbose {
+            Err(why) => return split_failed(why),
+        };
+        let joined = status.success()
+            && match super::side_by_side::join(
+                nvcc, &cmd.args, &plan, &module, &function, object, &host,
+            ) {
+                Ok(()) => true,
+                Err(why) => {
                     eprintln!(
-                        "cupreempt: {}: wrappers kept in the unit: {why}",
+                        "cupreempt: warning: {}: {why}; compiling the object again with the module embedded",
                         source.display()
                     );
+                    false
                 }
-                return Ok(None);
-            }
-        };
-    let mut args = cmd.args.clone();
-    args.push(format!("-D{}", cupreempt::vocab::SPLIT_UNIT).into());
-    args.push("--pre-include".into());
-    args.push(module.header.into_os_string());
-    let out = launcher_command(nvcc, &args, cmd.links)?
-        .stdout(std::process::Stdio::inherit())
-        .stderr(std::process::Stdio::piped())
-        .output()
-        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
-    if !out.status.success() {
+            };
+        side_by_side = Some(joined);
+        if joined || !status.success() {
+            (module, Some((status, stderr)))
+        } else {
+            (module, None)
+        }
+    } else {
+        match plan.compile(nvcc, choose_capped) {
+            Ok(m) => (m, None),
+            Err(why) => return split_failed(why),
+        }
+    };
+    let (status, stderr) = match compiled {
+        Some(done) => done,
+        None => {
+            let header =
+                super::split::embedding_header(&plan, &module).map_err(|e| anyhow::anyhow!(e))?;
+            let out = object_compile(&header)?
+                .output()
+                .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", nvcc.display()))?;
+            (out.status, out.stderr)
+        }
+    };
+    if !status.success() {
         eprintln!(
             "cupreempt: warning: {}: the unit without its wrappers did not compile; compiling it whole",
             source.display()
         );
         return Ok(None);
     }
-    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    eprint!("{}", String::from_utf8_lossy(&stderr));
     if verbose {
-        let n = module.kernels;
+        let n = module.rows.len();
         let (held, compiles) = &module.capped;
         let held = match held {
             None => "every kernel".to_string(),
             Some(k) if k.is_empty() => "none".to_string(),
             Some(k) => k.join(", "),
         };
+        let order = match side_by_side {
+            Some(true) => "the object compiled side by side",
+            Some(false) => "the object compiled again after it",
+            None => "the object compiled after it",
+        };
         eprintln!(
-            "cupreempt: {}: wrappers of {n} kernel{} in a module of their own; wrappers held to 32 registers there: {held} ({compiles} module compile{})",
+            "cupreempt: {}: wrappers of {n} kernel{} in a module of their own; wrappers held to 32 registers there: {held} ({compiles} module compile{}; {order})",
             source.display(),
             if n == 1 { "" } else { "s" },
             if *compiles == 1 { "" } else { "s" }
         );
     }
-    Ok(Some(out.status))
+    Ok(Some(status))
 }
 
 /// Whether the compile reads ptxas's report to choose capped wrappers: where ptxas makes

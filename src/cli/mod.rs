@@ -7,6 +7,7 @@ mod diff;
 mod files;
 pub mod launcher;
 mod render;
+mod side_by_side;
 mod sim;
 mod split;
 mod transform;
