@@ -174,13 +174,16 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
             }
         })?;
     let mut next: ConnId = 1;
+    // The open connections, to close at the end: each one's reader holds a sender to the
+    // scheduler, which ends only once every sender is gone.
+    let open: Open = Default::default();
     let result = loop {
         if stop.load(Ordering::Relaxed) {
             break Ok(());
         }
         match listener.accept() {
             Ok((stream, _)) => {
-                if let Err(e) = connect(stream, next, &tx) {
+                if let Err(e) = connect(stream, next, &tx, &open) {
                     eprintln!("cupreemptd: connection {next} refused: {e}");
                 }
                 next += 1;
@@ -201,13 +204,26 @@ pub fn serve(cfg: &Config, stop: &AtomicBool) -> io::Result<()> {
     };
     let _ = std::fs::remove_file(&cfg.socket);
     drop(tx);
+    // Programs still connected see the daemon go away (and run unscheduled, docs/daemon.md).
+    if let Ok(open) = open.lock() {
+        for stream in open.values() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    }
     let _ = scheduler.join();
     result
 }
 
-fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>) -> io::Result<()> {
+/// The open connections, by id (each one's reader removes its own when it ends).
+type Open = std::sync::Arc<std::sync::Mutex<HashMap<ConnId, UnixStream>>>;
+
+fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>, open: &Open) -> io::Result<()> {
     stream.set_nonblocking(false)?;
     let who = peer(&stream)?;
+    if let Ok(mut o) = open.lock() {
+        o.insert(conn, stream.try_clone()?);
+    }
+    let open = open.clone();
     let (out_tx, out_rx) = channel::<ServerMsg>();
     tx.send(Input::Connected(conn, who, out_tx.clone()))
         .map_err(|_| io::Error::other("the scheduler has stopped"))?;
@@ -254,6 +270,9 @@ fn connect(stream: UnixStream, conn: ConnId, tx: &Sender<Input>) -> io::Result<(
                     }
                     Err(FrameError::Closed { .. }) | Err(FrameError::Io(_)) => break,
                 }
+            }
+            if let Ok(mut o) = open.lock() {
+                o.remove(&conn);
             }
             let _ = tx.send(Input::Gone(conn));
         })?;
@@ -304,13 +323,7 @@ fn schedule(gpus: Vec<Live>, rx: Receiver<Input>, verbose: bool, contexts: Conte
                 if verbose && !matches!(msg, ClientMsg::Progress { .. }) {
                     eprintln!("cupreemptd: {t:.0} us: connection {conn}: {msg:?}");
                 }
-                let lean_now = s.note_contexts(conn, &msg);
-                s.message(t, conn, msg, lean_now).unwrap_or_else(|message| {
-                    vec![Command {
-                        conn,
-                        msg: ServerMsg::Error { message },
-                    }]
-                })
+                s.handle(t, conn, msg)
             }
         };
         if verbose {
@@ -358,15 +371,52 @@ impl Scheduler {
         }
     }
 
+    /// A program's message at `t`: the commands it gives (an error message to the program
+    /// where it is wrong).
+    fn handle(&mut self, t: f64, conn: ConnId, msg: ClientMsg) -> Vec<Command> {
+        let lean_now = self.note_contexts(conn, &msg);
+        let demand = match &msg {
+            ClientMsg::Launch { id, .. } => Some((true, *id)),
+            ClientMsg::Finished { id } => Some((false, *id)),
+            _ => None,
+        };
+        let answer = self.message(t, conn, msg, lean_now);
+        if let (Ok(_), Some((launched, id))) = (&answer, demand) {
+            self.note_demand(t, conn, id, launched);
+        }
+        answer.unwrap_or_else(|message| {
+            vec![Command {
+                conn,
+                msg: ServerMsg::Error { message },
+            }]
+        })
+    }
+
+    /// The pid of a connection's process (0 where unknown).
+    fn pid(&self, conn: ConnId) -> i32 {
+        self.conns.get(&conn).map_or(0, |(who, _)| who.pid)
+    }
+
+    /// A kernel launched or finished, for the placement's demands (place.rs).
+    fn note_demand(&mut self, t: f64, conn: ConnId, id: u64, launched: bool) {
+        let pid = self.pid(conn);
+        if launched {
+            self.placement.launched(pid, conn, id, t);
+        } else {
+            self.placement.finished(pid, conn, id, t);
+        }
+    }
+
     /// A connection closed: its placement ends, and its kernels are done for its GPU's policy.
     fn gone(&mut self, t: f64, conn: ConnId) -> Vec<Command> {
         self.unsteered.remove(&conn);
+        let pid = self.pid(conn);
         if let Some((who, _)) = self.conns.remove(&conn) {
             if self.verbose {
                 eprintln!("cupreemptd: connection {conn} (pid {}) closed", who.pid);
             }
         }
-        if let Some(p) = self.placement.gone(conn) {
+        if let Some(p) = self.placement.gone(conn, pid, t) {
             if self.verbose {
                 eprintln!(
                     "cupreemptd: {t:.0} us: the program placed by connection {conn} \
@@ -484,11 +534,13 @@ impl Scheduler {
                 }
             }
             ClientMsg::Place { priority } => {
-                let g = self.placement.place(conn, priority)?;
+                let demands = self.placement.demands(t);
+                let g = self.placement.place(conn, priority, self.pid(conn), t)?;
                 if self.verbose {
                     eprintln!(
                         "cupreemptd: {t:.0} us: connection {conn} placed on GPU {g} (priority \
-                         {priority}; programs per GPU now {:?})",
+                         {priority}; demand per GPU before it {demands:.2?}; programs per GPU \
+                         now {:?})",
                         self.placement.counts()
                     );
                 }
@@ -522,5 +574,68 @@ pub fn check_socket_path(p: &Path) -> Result<(), String> {
             Err(format!("{}: no such folder", d.display()))
         }
         _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placed_on(cmds: &[Command]) -> u32 {
+        match cmds {
+            [Command {
+                msg: ServerMsg::Placed { gpu, .. },
+                ..
+            }] => *gpu,
+            other => panic!("expected a placement, got {other:?}"),
+        }
+    }
+
+    /// Two programs, each placed on one connection and launching on another from the same
+    /// process (as `cupreemptd run` and the program's runtime do): the one whose kernel stays
+    /// outstanding makes its GPU the busier, and the next batch program goes to the other GPU,
+    /// which the count alone would not choose.
+    #[test]
+    fn launches_count_toward_their_process_placement() {
+        let gpus = (0..2)
+            .map(|_| Live::new("hpf", 1, 132, 2000.0, 1000.0).unwrap())
+            .collect();
+        let mut s = Scheduler::new(gpus, false, Contexts::Steer);
+        let mut keep = Vec::new();
+        for (conn, pid) in [(1, 101), (11, 101), (2, 102), (12, 102), (3, 103)] {
+            let (tx, rx) = channel();
+            keep.push(rx);
+            s.conns.insert(conn, (Peer { pid, uid: 0 }, tx));
+        }
+        let launch = |id: u64, gpu: u32| ClientMsg::Launch {
+            id,
+            kernel: "k".into(),
+            tasks: 1000,
+            priority: 0,
+            weight: 1.0,
+            estimate_us: None,
+            features: None,
+            kept_off: Vec::new(),
+            gpu: Some(gpu),
+            mps: Some(true),
+        };
+        assert_eq!(
+            placed_on(&s.handle(0.0, 1, ClientMsg::Place { priority: 0 })),
+            0
+        );
+        assert_eq!(
+            placed_on(&s.handle(0.0, 2, ClientMsg::Place { priority: 0 })),
+            1
+        );
+        // Program 101's kernel on GPU 0 is outstanding from 0 on; 102's on GPU 1 runs 0.1 s.
+        s.handle(0.0, 11, launch(1, 0));
+        s.handle(100_000.0, 12, launch(1, 1));
+        s.handle(200_000.0, 12, ClientMsg::Finished { id: 1 });
+        let d = s.placement.demands(1_000_000.0);
+        assert!(d[0] > 0.9 && d[1] < 0.2, "{d:?}");
+        assert_eq!(
+            placed_on(&s.handle(1_000_000.0, 3, ClientMsg::Place { priority: 0 })),
+            1
+        );
     }
 }

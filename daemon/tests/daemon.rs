@@ -608,7 +608,10 @@ fn a_stalled_program_does_not_hold_up_the_others() {
 #[test]
 fn sigterm_removes_the_socket() {
     let mut d = Daemon::start("sigterm", &[]);
-    let _c = d.client();
+    // A program connected and heard (its connection accepted, a reader waiting on it): the
+    // daemon still ends.
+    let mut c = d.client();
+    c.sync();
     let status = d.terminate();
     assert!(status.success(), "{status:?}");
     assert!(!Path::new(&d.socket).exists(), "the socket is still there");
