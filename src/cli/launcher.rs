@@ -629,9 +629,10 @@ fn splits(cmd: &NvccCommand) -> bool {
         && std::env::var_os("CUPREEMPT_SPLIT").is_none_or(|v| v != "0")
 }
 
-/// Compiles a unit split (`split.rs`): its wrapper module, then the object without the
-/// wrappers, with the module embedded (`copy`: the transformed copy of `source`, as the
-/// command names it in messages; `choose_capped`: the module keeps only the capped wrappers
+/// Compiles a unit split (`split.rs`): its wrapper module and the object without the
+/// wrappers, side by side where `side_by_side::joiner` allows (the module's bytes joined into
+/// the object afterwards), else the object after the module, with the module embedded
+/// (`copy`: the transformed copy of `source`, as the command names it in messages; `choose_capped`: the module keeps only the capped wrappers
 /// that a launch could choose, read from ptxas's report). `None` where the unit stays whole (the reason under
 /// `CUPREEMPT_VERBOSE`), or where the object without wrappers does not compile (then the
 /// caller compiles the unit whole, which shows nvcc's own messages, and this says so).
