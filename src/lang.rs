@@ -523,16 +523,20 @@ pub fn has_word(text: &str, word: &str) -> bool {
     word_indices(text, word).next().is_some()
 }
 
-/// Where `__grid_constant__` stands as a word in `text` (byte offset).
-pub fn grid_constant_at(text: &str) -> Option<usize> {
-    word_indices(text, GRID_CONSTANT).next()
+/// Where `__grid_constant__`, or one of `macros` that stand for it, first stands as a word in
+/// `text`: byte offset and length.
+pub fn grid_constant_at(text: &str, macros: &[String]) -> Option<(usize, usize)> {
+    std::iter::once(GRID_CONSTANT)
+        .chain(macros.iter().map(String::as_str))
+        .filter_map(|w| word_indices(text, w).next().map(|at| (at, w.len())))
+        .min()
 }
 
-/// `text` with `__grid_constant__` (and the blanks after it) taken out.
-pub fn without_grid_constant(text: &str) -> String {
-    match grid_constant_at(text) {
-        Some(i) => {
-            let rest = &text[i + GRID_CONSTANT.len()..];
+/// `text` with `__grid_constant__` or one of `macros` (and the blanks after it) taken out.
+pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
+    match grid_constant_at(text, macros) {
+        Some((i, len)) => {
+            let rest = &text[i + len..];
             format!("{}{}", &text[..i], rest.trim_start())
         }
         None => text.to_string(),
@@ -621,17 +625,27 @@ mod tests {
 
     #[test]
     fn grid_constant_is_found_as_a_word_and_taken_out() {
-        assert_eq!(grid_constant_at("const __grid_constant__ T p"), Some(6));
-        assert_eq!(grid_constant_at("my__grid_constant__ p"), None);
-        assert_eq!(grid_constant_at("__grid_constant__x p"), None);
         assert_eq!(
-            without_grid_constant("__grid_constant__ const CUtensorMap map"),
+            grid_constant_at("const __grid_constant__ T p", &[]),
+            Some((6, 17))
+        );
+        assert_eq!(grid_constant_at("my__grid_constant__ p", &[]), None);
+        assert_eq!(grid_constant_at("__grid_constant__x p", &[]), None);
+        let m = ["GC".to_string()];
+        assert_eq!(grid_constant_at("Args GC const a", &m), Some((5, 2)));
+        assert_eq!(grid_constant_at("GCx a", &m), None);
+        assert_eq!(
+            without_grid_constant("GC typename Op::P const p", &m),
+            "typename Op::P const p"
+        );
+        assert_eq!(
+            without_grid_constant("__grid_constant__ const CUtensorMap map", &[]),
             "const CUtensorMap map"
         );
         assert_eq!(
-            without_grid_constant("const __grid_constant__  int n"),
+            without_grid_constant("const __grid_constant__  int n", &[]),
             "const int n"
         );
-        assert_eq!(without_grid_constant("const int n"), "const int n");
+        assert_eq!(without_grid_constant("const int n", &[]), "const int n");
     }
 }

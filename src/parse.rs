@@ -12,6 +12,9 @@ pub struct Parsed {
     pub tree: Tree,
     /// The file's execution-space macros, read once for the masked view and the scan.
     pub space_macros: SpaceMacros,
+    /// Macros that stand for `__grid_constant__` (`grid_constant_macros`), blanked in the
+    /// masked view; the scan reads a parameter with one as `__grid_constant__`.
+    pub grid_constant_macros: Vec<String>,
     /// Branches of preprocessor conditionals that the grammar did not read: a statement whose
     /// head or body the conditional chooses was read with its first branch alone (`branches`).
     pub hidden: Vec<std::ops::Range<usize>>,
@@ -31,7 +34,7 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    let (mut view, space_macros) = masked_view(src, included_macros);
+    let (mut view, space_macros, grid_constant_macros) = masked_view(src, included_macros);
     // Without a timeout or cancellation flag set, parse only returns None on those conditions.
     let mut tree = parser
         .parse(view.as_deref().unwrap_or(src), None)
@@ -65,6 +68,7 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     Parsed {
         tree,
         space_macros,
+        grid_constant_macros,
         hidden,
     }
 }
@@ -101,15 +105,21 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     masked_view(src, included_macros).0
 }
 
-/// `masked_with`, and the execution-space macros it blanked uses of (`Parsed::space_macros`).
-fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<String>, SpaceMacros) {
+/// `masked_with`, and the execution-space and grid-constant macros it blanked uses of
+/// (`Parsed::space_macros`, `Parsed::grid_constant_macros`).
+fn masked_view(
+    src: &str,
+    included_macros: &[(String, String)],
+) -> (Option<String>, SpaceMacros, Vec<String>) {
     let conditionals = conditionals_in_parens(src);
     // The file's `#define`s, read once for the rules that need them.
     let defs = defines(src);
     let space_table = execution_space_macros(&defs, included_macros);
     let mut separators = statement_macro_separators(src, &defs, included_macros);
     separators.extend(loop_macro_separators(src, &defs, included_macros));
-    let qualifiers = restrict_macros(src);
+    let mut qualifiers = restrict_macros(src);
+    let grid_constants = grid_constant_macros(&defs, included_macros);
+    qualifiers.extend(macro_uses(src, &grid_constants));
     let space_macros = execution_space_macro_uses(src, &space_table);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
@@ -124,6 +134,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     });
     let extended_lambdas = src.contains("__device__") && extended_lambda.is_match(src);
     if !src.contains("__align__")
+        && !src.contains("__maxnreg__")
         && !src.contains("__restrict")
         && !src.contains("new ")
         && !src.contains("typeid")
@@ -138,7 +149,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && instantiations.is_empty()
         && head_pragmas.is_empty()
     {
-        return (None, space_table);
+        return (None, space_table, grid_constants);
     }
     let mut bytes = src.as_bytes().to_vec();
     for at in separators {
@@ -181,21 +192,21 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
             *b = b'x';
         }
     }
-    for (at, _) in src
-        .match_indices("__align__")
-        .filter(|(at, _)| word_at(*at, "__align__"))
-    {
-        // `__align__` `(` ... balanced `)`: the whole call.
-        let rest = &src.as_bytes()[at + "__align__".len()..];
-        let Some(open) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
-            continue;
-        };
-        if rest[open] != b'(' {
-            continue;
-        }
-        if let Some(close) = closing_paren(rest, open) {
-            let end = at + "__align__".len() + close + 1;
-            blank(at..end, &mut bytes);
+    // `__align__(N)`, and `__maxnreg__(N)` (a kernel's register cap, which the grammar does
+    // not know; the scan finds it in the kernel's head, `analysis::scan`): the whole call.
+    for word in ["__align__", "__maxnreg__"] {
+        for (at, _) in src.match_indices(word).filter(|(at, _)| word_at(*at, word)) {
+            let rest = &src.as_bytes()[at + word.len()..];
+            let Some(open) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
+                continue;
+            };
+            if rest[open] != b'(' {
+                continue;
+            }
+            if let Some(close) = closing_paren(rest, open) {
+                let end = at + word.len() + close + 1;
+                blank(at..end, &mut bytes);
+            }
         }
     }
     // `new const float *[n]`: the grammar reads no pointer (or const) type in an array new;
@@ -254,7 +265,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         }
         bytes[at] = b';';
     }
-    (String::from_utf8(bytes).ok(), space_table)
+    (String::from_utf8(bytes).ok(), space_table, grid_constants)
 }
 
 /// The words an execution-space macro may stand for (memory spaces of file-scope variables,
@@ -331,11 +342,81 @@ fn execution_space_macro_uses(src: &str, macros: &SpaceMacros) -> Vec<std::ops::
     for name in macros.keys() {
         for at in uses(src, name) {
             let end = at + name.len();
-            let next = src[end..].trim_start().chars().next();
+            let next = next_code(&src[end..]);
             // An extended lambda's space, `[] GPU_LAMBDA (int x) { ... }`, as `__device__` there.
             let lambda = src[..at].trim_end().ends_with(']') && next == Some('(');
             if lambda || next.is_some_and(|c| c == '_' || c.is_ascii_alphabetic()) {
                 out.push(at..end);
+            }
+        }
+    }
+    out
+}
+
+/// The first character of code in `text`: blanks, comments and preprocessor lines skipped
+/// (`CUTLASS_GLOBAL` `#ifdef __CUDACC__` `// why` `__launch_bounds__(...)`).
+fn next_code(text: &str) -> Option<char> {
+    let mut rest = text;
+    let mut line_start = false;
+    loop {
+        let trimmed = rest.trim_start_matches([' ', '\t', '\r']);
+        if let Some(after) = trimmed.strip_prefix('\n') {
+            rest = after;
+            line_start = true;
+        } else if let Some(after) = trimmed.strip_prefix("//") {
+            rest = after.find('\n').map_or("", |i| &after[i..]);
+        } else if let Some(after) = trimmed.strip_prefix("/*") {
+            rest = after.find("*/").map_or("", |i| &after[i + 2..]);
+        } else if line_start && trimmed.starts_with('#') {
+            // The directive, with its backslash continuations.
+            let mut end = 0;
+            let b = trimmed.as_bytes();
+            while end < b.len() && !(b[end] == b'\n' && (end == 0 || b[end - 1] != b'\\')) {
+                end += 1;
+            }
+            rest = &trimmed[end..];
+        } else {
+            return trimmed.chars().next();
+        }
+    }
+}
+
+/// Macros that stand for `__grid_constant__` (`#define CUTLASS_GRID_CONSTANT __grid_constant__`,
+/// with an empty definition for older GPUs): object-like, every definition with a body is that
+/// word alone, in the file or a header it includes. The grammar reads such a word in a
+/// parameter (`CUTLASS_GRID_CONSTANT typename Op::Params const params`, `Args NCCL_GRID_CONSTANT
+/// const args`) as a type, and the kernel was a syntax error (CP001: the one kernel through which
+/// a public GEMM library launches all its kernels, and a collective-communication library's).
+pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut not = std::collections::BTreeSet::new();
+    let bodies = included
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_str(), false))
+        .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
+    for (name, body, function_like) in bodies {
+        match body.trim() {
+            "" if !function_like => {}
+            b if b == lang::GRID_CONSTANT && !function_like => {
+                names.insert(name.to_string());
+            }
+            _ => {
+                not.insert(name.to_string());
+            }
+        }
+    }
+    names.retain(|n| !not.contains(n));
+    names.into_iter().collect()
+}
+
+/// Where the words `names` stand in `src` outside preprocessor lines.
+fn macro_uses(src: &str, names: &[String]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    for name in names {
+        for at in lang::word_indices(src, name) {
+            let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+            if !src[line_start..at].trim_start().starts_with('#') {
+                out.push(at..at + name.len());
             }
         }
     }
@@ -884,7 +965,11 @@ fn loop_macro_separators(
 ///   (`#if K >= 2048` `} else if (k <= 2048) {` `#endif` inside an `if` chain, as selection
 ///   kernels' dispatchers are written; `extern "C" {` under `#ifdef __cplusplus`);
 /// * inside an expression: the code before the `#if` ends with an operator (`s = "GPU " +`
-///   `#ifdef WITH_X` `"X " +` `#endif` `"";`).
+///   `#ifdef WITH_X` `"X " +` `#endif` `"";`);
+/// * inside a declaration's head: the code before the `#if` ends with a word, and the group
+///   holds no `;`, `{` or `}` (a specifier or an attribute: `CUTLASS_GLOBAL` `#ifdef
+///   __CUDACC__` `__launch_bounds__(...)` `#endif` `void device_kernel(...)`, a public GEMM
+///   library's one kernel template).
 ///
 /// Comments, string and character literals are skipped; a directive line is not code.
 fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
@@ -896,8 +981,9 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
     // Per open parenthesis: its directive lines, and whether one was #else/#elif.
     let mut open: Vec<(Vec<std::ops::Range<usize>>, bool)> = Vec::new();
     // Per open `#if` group: its line, the brace depth where it opened, the lowest depth inside
-    // it, whether it has an #else/#elif, and whether it opened inside an expression.
-    let mut groups: Vec<(std::ops::Range<usize>, i64, i64, bool, bool)> = Vec::new();
+    // it, whether it has an #else/#elif, whether it opened inside an expression, whether it
+    // opened after a word, and whether it holds a `;`, `{` or `}`.
+    let mut groups: Vec<(std::ops::Range<usize>, i64, i64, bool, bool, bool, bool)> = Vec::new();
     let mut depth = 0i64;
     // The last byte of code (not blank, not in a comment or directive) before `i`.
     let mut last_code = b';';
@@ -938,7 +1024,16 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                 match word.as_str() {
                     "if" | "ifdef" | "ifndef" => {
                         let mid_expression = b"+-*/%&|^=<>?,!~".contains(&last_code);
-                        groups.push((i..end, depth, depth, false, mid_expression));
+                        let after_word = last_code == b'_' || last_code.is_ascii_alphanumeric();
+                        groups.push((
+                            i..end,
+                            depth,
+                            depth,
+                            false,
+                            mid_expression,
+                            after_word,
+                            false,
+                        ));
                     }
                     "else" | "elif" | "elifdef" | "elifndef" => {
                         if let Some(g) = groups.last_mut() {
@@ -946,13 +1041,28 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                         }
                     }
                     "endif" => {
-                        if let Some((line, start, lowest, other, mid_expression)) = groups.pop() {
-                            let splits = lowest < start || depth != start || mid_expression;
+                        if let Some((
+                            line,
+                            start,
+                            lowest,
+                            other,
+                            mid_expression,
+                            after_word,
+                            punct,
+                        )) = groups.pop()
+                        {
+                            let mid_head = after_word && !punct;
+                            let splits =
+                                lowest < start || depth != start || mid_expression || mid_head;
                             // `#if 0` holds text that is never compiled, maybe no code at all.
                             let never = src[line.clone()].trim_start()[1..].trim_start()[2..]
                                 .trim()
                                 .starts_with('0');
-                            if splits && !other && !never && (open.is_empty() || mid_expression) {
+                            if splits
+                                && !other
+                                && !never
+                                && (open.is_empty() || mid_expression || mid_head)
+                            {
                                 out.push(line);
                                 out.push(i..end);
                             }
@@ -990,11 +1100,22 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                     i += 1;
                 }
             }
-            b'{' => depth += 1,
+            b'{' => {
+                depth += 1;
+                for g in &mut groups {
+                    g.6 = true;
+                }
+            }
             b'}' => {
                 depth -= 1;
                 for g in &mut groups {
                     g.2 = g.2.min(depth);
+                    g.6 = true;
+                }
+            }
+            b';' => {
+                for g in &mut groups {
+                    g.6 = true;
                 }
             }
             b'(' => open.push((Vec::new(), false)),
@@ -1078,6 +1199,26 @@ mod tests {
         assert_eq!(names, ["DI", "GLOBAL", "HD", "KERNEL_SPACE", "MANAGED"]);
         assert_eq!(m["HD"], ["__host__", "__device__"]);
         assert_eq!(m["DI"], ["static", "__device__", "inline"]);
+    }
+
+    #[test]
+    fn grid_constant_macros_are_read_from_their_definitions_and_blanked() {
+        let src = "#if __CUDA_ARCH__ >= 700\n#define GC __grid_constant__\n#define TWO __grid_constant__\n\
+                   #else\n#define GC\n#define TWO const\n#endif\n#define F(x) __grid_constant__\n\
+                   __global__ void k(Args GC const a, GC typename Op::P const p) { }\nint GCx = 0;\n";
+        let included = vec![("HDR_GC".to_string(), " __grid_constant__ ".to_string())];
+        // TWO is also `const`; F takes arguments.
+        assert_eq!(
+            grid_constant_macros(&defines(src), &included),
+            ["GC", "HDR_GC"]
+        );
+        assert_eq!(error_count(src), 0);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("(Args    const a,    typename"), "{m}");
+        assert!(
+            m.contains("#define GC __grid_constant__") && m.contains("int GCx"),
+            "{m}"
+        );
     }
 
     #[test]

@@ -186,7 +186,12 @@ pub struct Analysis<'t> {
 /// Analyzes `src` through its parse (the tree, and the execution-space macros it read).
 pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Options) -> Analysis<'t> {
     let root = parsed.tree.root_node();
-    let mut found = scan::scan(root, src, &parsed.space_macros);
+    let mut found = scan::scan(
+        root,
+        src,
+        &parsed.space_macros,
+        &parsed.grid_constant_macros,
+    );
     mark_specialized_templates(&mut found);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);
@@ -282,7 +287,8 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 .reachable(&facts, &helpers)
                 .into_iter()
                 .any(|h| registers::tensor_core(text(helpers[h].site.body, src)));
-        let capped_wrapper = site.launch_bounds.is_empty() && !tensor_core;
+        let capped_wrapper =
+            site.launch_bounds.is_empty() && site.maxnreg.is_empty() && !tensor_core;
         let mut plan = KernelPlan::untouched(
             KernelId(i),
             site,

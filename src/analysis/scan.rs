@@ -73,14 +73,20 @@ fn labelable(ranges: Vec<std::ops::Range<usize>>, src: &str) -> Vec<std::ops::Ra
         .collect()
 }
 
-/// `space_macros`: the file's execution-space macros, as its parse read them
-/// (`parse::Parsed::space_macros`).
-pub fn scan<'t>(root: Node<'t>, src: &'t str, space_macros: &parse::SpaceMacros) -> Found<'t> {
+/// `space_macros` and `grid_constant_macros`: the file's execution-space macros and the macros
+/// that stand for `__grid_constant__`, as its parse read them (`parse::Parsed`).
+pub fn scan<'t>(
+    root: Node<'t>,
+    src: &'t str,
+    space_macros: &parse::SpaceMacros,
+    grid_constant_macros: &[String],
+) -> Found<'t> {
     let errors = labelable(parse::error_ranges(root), src);
     let mut s = Scanner {
         src,
         errors: &errors,
         space_macros,
+        grid_constant_macros,
         ancestors: Vec::new(),
         found: Found {
             kernels: Vec::new(),
@@ -248,7 +254,7 @@ fn lost_definition(
             while bytes.get(i).is_some_and(|&b| word(b)) {
                 i += 1;
             }
-            if &src[start..i] == "__launch_bounds__" {
+            if matches!(&src[start..i], "__launch_bounds__" | "__maxnreg__") {
                 while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
                     i += 1;
                 }
@@ -391,6 +397,8 @@ struct Scanner<'t, 'e> {
     errors: &'e [Range<usize>],
     /// Execution-space macros (`parse::execution_space_macros`) and the words they stand for.
     space_macros: &'e parse::SpaceMacros,
+    /// Macros that stand for `__grid_constant__` (`parse::grid_constant_macros`).
+    grid_constant_macros: &'e [String],
     found: Found<'t>,
     /// The nodes above the walk's current one, innermost last (`Node::parent` searches from
     /// the root every time; the walk knows them for free).
@@ -647,6 +655,7 @@ impl<'t> Scanner<'t, '_> {
             global_replacement: space.global_replacement,
             host: space.host,
             launch_bounds: space.launch_bounds,
+            maxnreg: space.maxnreg,
             declarator,
             name_node,
             params,
@@ -692,7 +701,8 @@ impl<'t> Scanner<'t, '_> {
             if p.kind_id() == k.comment {
                 continue;
             }
-            let before = directive_lines(&self.src[prev_end..p.start_byte()]);
+            let gap = prev_end..p.start_byte();
+            let before = directive_lines(&self.src[gap.clone()]);
             prev_end = p.end_byte();
             if out.is_empty() && !before.is_empty() {
                 problems.push(
@@ -704,17 +714,31 @@ impl<'t> Scanner<'t, '_> {
                     .help("put a parameter that every configuration has first"),
                 );
             }
-            let ptext = text(p, self.src).to_string();
+            // A macro that stands for `__grid_constant__` in front of the parameter
+            // (`CUTLASS_GRID_CONSTANT typename Op::Params const params`): the masked view
+            // blanked it, so the node starts after it, and the parameter starts with it.
+            let pstart = self
+                .grid_constant_macros
+                .iter()
+                .filter_map(|m| {
+                    let at = lang::word_indices(&self.src[gap.clone()], m).last()?;
+                    let rest = &self.src[gap.start + at + m.len()..gap.end];
+                    rest.trim().is_empty().then_some(gap.start + at)
+                })
+                .min()
+                .unwrap_or(p.start_byte());
+            let ptext = self.src[pstart..p.end_byte()].to_string();
             if ptext.trim() == "void" {
                 continue;
             }
             let pack = p.kind_id() == k.variadic_parameter_declaration;
             let decl = p.child_by_field_id(crate::lang::fields().declarator);
-            let grid_constant = lang::grid_constant_at(&ptext).and_then(|at| {
-                let start = p.start_byte() + at;
-                let after = &self.src[start + lang::GRID_CONSTANT.len()..];
+            let grid_constant = lang::grid_constant_at(&ptext, self.grid_constant_macros).and_then(|(at, len)| {
+                let start = pstart + at;
+                let after = &self.src[start + len..];
                 let blanks = after.len() - after.trim_start().len();
-                let qualifier = start..start + lang::GRID_CONSTANT.len() + blanks;
+                let qualifier = start..start + len + blanks;
+                let spelling = ptext[at..at + len].to_string();
                 // `&` goes right before the name: `const T &p`, `const T* const &p`. An array
                 // declarator would become an array of references.
                 let array = decl.is_some_and(|d| {
@@ -726,10 +750,15 @@ impl<'t> Scanner<'t, '_> {
                     found
                 });
                 match decl.map(|d| (d, lang::declarator_name(d))) {
-                    None => Some(GridConstant { qualifier, name_start: None }),
+                    None => Some(GridConstant {
+                        qualifier,
+                        name_start: None,
+                        spelling,
+                    }),
                     Some((_, Some(name))) if !array => Some(GridConstant {
                         qualifier,
                         name_start: Some(name.start_byte()),
+                        spelling,
                     }),
                     Some((d, _)) => {
                         problems.push(
@@ -875,8 +904,89 @@ struct Space<'t> {
     global_kw: Option<Range<usize>>,
     global_replacement: String,
     launch_bounds: Vec<Node<'t>>,
-    /// The first execution-space macro in front of the definition, if any.
+    maxnreg: Vec<Range<usize>>,
+    /// The first execution-space macro (or `__maxnreg__`) in front of the definition, if any.
     head: Option<usize>,
+}
+
+/// Where `text` ends with a call of `__maxnreg__` (`__maxnreg__(128)`): its range.
+fn maxnreg_at_end(text: &str) -> Option<Range<usize>> {
+    let b = text.as_bytes();
+    if b.last() != Some(&b')') {
+        return None;
+    }
+    let mut depth = 0i32;
+    let mut i = b.len();
+    while i > 0 {
+        i -= 1;
+        match b[i] {
+            b')' => depth += 1,
+            b'(' => {
+                depth -= 1;
+                if depth == 0 {
+                    let word = text[..i].trim_end();
+                    return word
+                        .ends_with("__maxnreg__")
+                        .then(|| word.len() - "__maxnreg__".len()..text.len())
+                        .filter(|r| {
+                            !text[..r.start]
+                                .ends_with(|c: char| c == '_' || c.is_ascii_alphanumeric())
+                        });
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// `__maxnreg__(N)` between `from` and `to` in `src`: their ranges.
+fn maxnreg_within(src: &str, from: usize, to: usize) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    for at in lang::word_indices(&src[from..to], "__maxnreg__") {
+        let start = from + at;
+        let rest = &src[start + "__maxnreg__".len()..to];
+        let Some(open) = rest.find('(') else { continue };
+        if !rest[..open].trim().is_empty() {
+            continue;
+        }
+        let mut depth = 0;
+        for (i, c) in rest[open..].char_indices() {
+            match c {
+                '(' => depth += 1,
+                ')' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        out.push(start..start + "__maxnreg__".len() + open + i + 1);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// `text` without its trailing blanks, comments and preprocessor lines: what ends the code
+/// before a definition (`CUTLASS_GLOBAL` `#ifdef __CUDACC__` `// why` ... `void k(...)`, the
+/// directive lines blanked in the masked view, `parse::masked`).
+fn code_before(text: &str) -> &str {
+    let mut t = text.trim_end();
+    loop {
+        let line_start = t.rfind('\n').map_or(0, |i| i + 1);
+        let line = t[line_start..].trim_start();
+        if line.starts_with('#') || line.starts_with("//") {
+            t = t[..line_start].trim_end();
+        } else if t.ends_with("*/") {
+            match t[..t.len() - 2].rfind("/*") {
+                Some(open) => t = t[..open].trim_end(),
+                None => return t,
+            }
+        } else {
+            return t;
+        }
+    }
 }
 
 fn execution_space<'t>(
@@ -891,7 +1001,14 @@ fn execution_space<'t>(
     // front of the definition, which the masked view blanked (`parse::masked`).
     let mut at = func.start_byte();
     loop {
-        let before = src[..at].trim_end();
+        let before = code_before(&src[..at]);
+        // `__maxnreg__(128) __global__ void k(...)`: the cap in front of the definition.
+        if let Some(r) = maxnreg_at_end(before) {
+            s.head = Some(r.start);
+            at = r.start;
+            s.maxnreg.push(r);
+            continue;
+        }
         // Back over ASCII word bytes only: `start` then always begins a character.
         let b = before.as_bytes();
         let mut start = b.len();
@@ -946,6 +1063,11 @@ fn execution_space<'t>(
             _ => {}
         }
     }
+    // `__global__ void __maxnreg__(32) k(...)`: the cap inside the head.
+    let declarator = func.child_by_field_id(crate::lang::fields().declarator);
+    let end = declarator.map_or(func.start_byte(), |d| d.start_byte());
+    s.maxnreg
+        .extend(maxnreg_within(src, func.start_byte(), end));
     s
 }
 
@@ -1053,7 +1175,12 @@ mod tests {
             "#define GLOBAL __global__\n// café\nGLOBAL static void k(int *p) { p[0] = 1; }\n\
                    // é\n__global__ void k2(int *p) { p[0] = 2; }\n";
         let parsed = parse::parse(src);
-        let found = scan(parsed.tree.root_node(), src, &parsed.space_macros);
+        let found = scan(
+            parsed.tree.root_node(),
+            src,
+            &parsed.space_macros,
+            &parsed.grid_constant_macros,
+        );
         let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["k", "k2"]);
         let k = &found.kernels[0];
@@ -1067,7 +1194,12 @@ mod tests {
         // An unclosed template parameter list swallows the definitions after it.
         let src = "template <class T\n__global__ void lost(int* out) {\n  out[0] = 1;\n}\n";
         let parsed = parse::parse(src);
-        let found = scan(parsed.tree.root_node(), src, &parsed.space_macros);
+        let found = scan(
+            parsed.tree.root_node(),
+            src,
+            &parsed.space_macros,
+            &parsed.grid_constant_macros,
+        );
         assert!(found.kernels.is_empty());
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["lost"]);
@@ -1080,7 +1212,12 @@ mod tests {
         // to the end of the file, over the next kernel.
         let src = "__global__ void guarded(int* out, int n) {\n#ifdef GUARD\n  if (n > 0) {\n#endif\n  out[0] = n;\n}\n\n__global__ void after(int* out) { out[0] = 1; }\n";
         let parsed = parse::parse(src);
-        let found = scan(parsed.tree.root_node(), src, &parsed.space_macros);
+        let found = scan(
+            parsed.tree.root_node(),
+            src,
+            &parsed.space_macros,
+            &parsed.grid_constant_macros,
+        );
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["after"]);
     }

@@ -58,6 +58,9 @@ pub struct GridConstant {
     /// Where `&` goes: the start of the parameter's name (none for an unnamed parameter,
     /// which the body never reads).
     pub name_start: Option<usize>,
+    /// How the qualifier is spelled: `__grid_constant__`, or a macro that stands for it
+    /// (`parse::grid_constant_macros`).
+    pub spelling: String,
 }
 
 impl Param {
@@ -73,10 +76,9 @@ impl Param {
     /// kernels (function pointer types, host declarations), where the qualifier is not allowed.
     pub fn plain_declaration(&self) -> String {
         let d = self.declaration();
-        if self.grid_constant.is_some() {
-            crate::lang::without_grid_constant(&d)
-        } else {
-            d
+        match &self.grid_constant {
+            Some(g) => crate::lang::without_grid_constant(&d, std::slice::from_ref(&g.spelling)),
+            None => d,
         }
     }
     pub fn forward(&self) -> String {
@@ -131,6 +133,9 @@ pub struct FunctionSite<'t> {
     pub global_replacement: String,
     pub host: bool,
     pub launch_bounds: Vec<Node<'t>>,
+    /// `__maxnreg__(N)` in the head (blanked for the grammar, `parse::masked`): kernels only,
+    /// like `__launch_bounds__`, and never with it.
+    pub maxnreg: Vec<std::ops::Range<usize>>,
     pub declarator: Node<'t>,
     pub name_node: Node<'t>,
     pub params: Node<'t>,

@@ -121,10 +121,15 @@ pub fn rewrite(
     if let Some(g) = &k.global_kw {
         edits.push(Edit::replace(g.clone(), k.global_replacement.clone()));
     }
-    for lb in &k.launch_bounds {
-        let end =
-            lb.end_byte() + src[lb.end_byte()..].len() - src[lb.end_byte()..].trim_start().len();
-        edits.push(Edit::delete(lb.start_byte()..end));
+    // Kernel attributes, which a `__device__` function may not carry.
+    for r in k
+        .launch_bounds
+        .iter()
+        .map(|lb| lb.byte_range())
+        .chain(k.maxnreg.iter().cloned())
+    {
+        let end = r.end + src[r.end..].len() - src[r.end..].trim_start().len();
+        edits.push(Edit::delete(r.start..end));
     }
     // A specialization's body is a function of its own (`k<float>` becomes `k__cupreempt_body_s1`).
     let written = match &k.specialized_args {
