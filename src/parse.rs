@@ -980,10 +980,21 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     // Per open parenthesis: its directive lines, and whether one was #else/#elif.
     let mut open: Vec<(Vec<std::ops::Range<usize>>, bool)> = Vec::new();
-    // Per open `#if` group: its line, the brace depth where it opened, the lowest depth inside
-    // it, whether it has an #else/#elif, whether it opened inside an expression, whether it
-    // opened after a word, and whether it holds a `;`, `{` or `}`.
-    let mut groups: Vec<(std::ops::Range<usize>, i64, i64, bool, bool, bool, bool)> = Vec::new();
+    // An open `#if` group.
+    struct Group {
+        line: std::ops::Range<usize>,
+        /// The brace depth where it opened, and the lowest depth inside it.
+        start: i64,
+        lowest: i64,
+        /// It has an `#else` or `#elif`.
+        other: bool,
+        /// It opened inside an expression, or after a word.
+        mid_expression: bool,
+        after_word: bool,
+        /// It holds a `;`, `{` or `}`.
+        punct: bool,
+    }
+    let mut groups: Vec<Group> = Vec::new();
     let mut depth = 0i64;
     // The last byte of code (not blank, not in a comment or directive) before `i`.
     let mut last_code = b';';
@@ -1025,23 +1036,23 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                     "if" | "ifdef" | "ifndef" => {
                         let mid_expression = b"+-*/%&|^=<>?,!~".contains(&last_code);
                         let after_word = last_code == b'_' || last_code.is_ascii_alphanumeric();
-                        groups.push((
-                            i..end,
-                            depth,
-                            depth,
-                            false,
+                        groups.push(Group {
+                            line: i..end,
+                            start: depth,
+                            lowest: depth,
+                            other: false,
                             mid_expression,
                             after_word,
-                            false,
-                        ));
+                            punct: false,
+                        });
                     }
                     "else" | "elif" | "elifdef" | "elifndef" => {
                         if let Some(g) = groups.last_mut() {
-                            g.3 = true;
+                            g.other = true;
                         }
                     }
                     "endif" => {
-                        if let Some((
+                        if let Some(Group {
                             line,
                             start,
                             lowest,
@@ -1049,7 +1060,7 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                             mid_expression,
                             after_word,
                             punct,
-                        )) = groups.pop()
+                        }) = groups.pop()
                         {
                             let mid_head = after_word && !punct;
                             let splits =
@@ -1103,19 +1114,19 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
             b'{' => {
                 depth += 1;
                 for g in &mut groups {
-                    g.6 = true;
+                    g.punct = true;
                 }
             }
             b'}' => {
                 depth -= 1;
                 for g in &mut groups {
-                    g.2 = g.2.min(depth);
-                    g.6 = true;
+                    g.lowest = g.lowest.min(depth);
+                    g.punct = true;
                 }
             }
             b';' => {
                 for g in &mut groups {
-                    g.6 = true;
+                    g.punct = true;
                 }
             }
             b'(' => open.push((Vec::new(), false)),
