@@ -118,6 +118,7 @@ fn masked_view(
     let mut separators = statement_macro_separators(src, &defs, included_macros);
     separators.extend(loop_macro_separators(src, &defs, included_macros));
     let mut qualifiers = restrict_macros(src);
+    qualifiers.extend(typename_casts(src));
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
     let space_macros = execution_space_macro_uses(src, &space_table);
@@ -444,6 +445,30 @@ fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
             // A word of its own (not the end of `x*ABC` glued to something before the star).
             !src[m.end()..].starts_with(|ch: char| ch == '_' || ch.is_ascii_alphanumeric())
         })
+        .map(|m| m.range())
+        .collect()
+}
+
+/// `typename` in front of a functional cast of a dependent type, in an argument, an
+/// initializer or a return value (`make_tile(typename TiledMMA::AtomThrID{})`, `return
+/// typename Op::Shape();`, as a public GEMM library's kernels write them): the grammar reads
+/// no `typename` in an expression, and the kernel was a syntax error (CP001). Blanked in the
+/// masked view, `TiledMMA::AtomThrID{}` reads as the same cast. Only after `(`, `,`, `=` or
+/// `return` and before a qualified name followed by `{` or `(`: a parameter's or a template
+/// parameter's `typename T::U x` is followed by its name.
+fn typename_casts(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("typename") {
+        return Vec::new();
+    }
+    static CAST: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = CAST.get_or_init(|| {
+        regex::Regex::new(
+            r"(?:[(,=]|\breturn)\s*(typename)\s+(?:::\s*)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?(?:\s*::\s*(?:template\s+)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)+\s*[{(]",
+        )
+        .expect("valid regex")
+    });
+    re.captures_iter(src)
+        .filter_map(|c| c.get(1))
         .map(|m| m.range())
         .collect()
 }
@@ -1230,6 +1255,25 @@ mod tests {
             m.contains("#define GC __grid_constant__") && m.contains("int GCx"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn typename_is_blanked_only_in_front_of_a_functional_cast() {
+        let src = "template <typename T, typename T::U V>\n__device__ void f(typename T::U x, typename T::U (*fp)(int));\n\
+                   template <class T> __device__ int g() { auto a = h(typename T::A{}, typename ::n::B<T, C<T>>::D()); return typename T::E(1); }\n";
+        let casts: Vec<&str> = typename_casts(src).into_iter().map(|r| &src[r]).collect();
+        // The parameters' `typename T::U x` and the template parameters are no casts; the
+        // function pointer parameter is read either way.
+        assert_eq!(casts.len(), 4, "{casts:?}");
+        let m = masked(src).expect("masked");
+        assert!(
+            m.contains(
+                "h(         T::A{},          ::n::B<T, C<T>>::D()); return          T::E(1);"
+            ),
+            "{m}"
+        );
+        assert!(m.contains("f(typename T::U x"), "{m}");
+        assert_eq!(error_count(src), 0);
     }
 
     #[test]
