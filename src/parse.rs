@@ -994,7 +994,10 @@ fn loop_macro_separators(
 /// * inside a declaration's head: the code before the `#if` ends with a word, and the group
 ///   holds no `;`, `{` or `}` (a specifier or an attribute: `CUTLASS_GLOBAL` `#ifdef
 ///   __CUDACC__` `__launch_bounds__(...)` `#endif` `void device_kernel(...)`, a public GEMM
-///   library's one kernel template).
+///   library's one kernel template);
+/// * inside an `if` chain: the group's code begins with `else` (`}` `#if CUDA_VERSION >=
+///   12080` `else if constexpr (...) { ... }` `#endif` `else if ...`, as an attention
+///   library's kernels choose a quantization).
 ///
 /// Comments, string and character literals are skipped; a directive line is not code.
 fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
@@ -1018,6 +1021,8 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
         after_word: bool,
         /// It holds a `;`, `{` or `}`.
         punct: bool,
+        /// Whether its code begins with `else` (none: no code yet).
+        opens_with_else: Option<bool>,
     }
     let mut groups: Vec<Group> = Vec::new();
     let mut depth = 0i64;
@@ -1069,6 +1074,7 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                             mid_expression,
                             after_word,
                             punct: false,
+                            opens_with_else: None,
                         });
                     }
                     "else" | "elif" | "elifdef" | "elifndef" => {
@@ -1085,9 +1091,10 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                             mid_expression,
                             after_word,
                             punct,
+                            opens_with_else,
                         }) = groups.pop()
                         {
-                            let mid_head = after_word && !punct;
+                            let mid_head = (after_word && !punct) || opens_with_else == Some(true);
                             let splits =
                                 lowest < start || depth != start || mid_expression || mid_head;
                             // `#if 0` holds text that is never compiled, maybe no code at all.
@@ -1175,6 +1182,15 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
         }
         if !c.is_ascii_whitespace() {
             last_code = c;
+            for g in groups.iter_mut().filter(|g| g.opens_with_else.is_none()) {
+                let rest = &b[i..];
+                g.opens_with_else = Some(
+                    rest.starts_with(b"else")
+                        && !rest
+                            .get(4)
+                            .is_some_and(|&x| x == b'_' || x.is_ascii_alphanumeric()),
+                );
+            }
         }
         i += 1;
     }
@@ -1253,6 +1269,22 @@ mod tests {
         assert!(m.contains("(Args    const a,    typename"), "{m}");
         assert!(
             m.contains("#define GC __grid_constant__") && m.contains("int GCx"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_group_that_continues_an_if_chain_is_read_as_included() {
+        let src = "void f(int m) {\n  if (m == 0) {\n    g(0);\n  }\n#if A\n  else if (m == 1) {\n    g(1);\n  }\n#endif\n  else {\n    g(2);\n  }\n\
+                   #if B\n  elsewhere(m);\n#endif\n#if C\n  else g(3);\n#else\n  else g(4);\n#endif\n}\n";
+        let m = masked(src).expect("masked");
+        assert!(
+            !m.contains("#if A") && !m.contains("#endif\n  else {"),
+            "{m}"
+        );
+        // A word that only begins with `else`, and a group with an `#else`, stay.
+        assert!(
+            m.contains("#if B") && m.contains("#if C") && m.contains("#else"),
             "{m}"
         );
     }
