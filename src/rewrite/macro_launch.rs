@@ -151,9 +151,11 @@ fn parameter_launches(src: &str, m: &MacroLaunches) -> Option<Vec<ParameterLaunc
     while let Some(i) = body[from..].find("<<<") {
         let open = from + i;
         let before = body[..open].trim_end();
+        // Past the last character that is no identifier's (which may take several bytes).
         let name_start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-            .map_or(0, |j| j + 1);
+            .char_indices()
+            .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+            .map_or(0, |(j, c)| j + c.len_utf8());
         let name = &before[name_start..];
         // `ns::kernel`, `obj.kernel`, `a ## kernel`: a name the parameter is only part of.
         let joined = ["::", ".", "->", "##"]
@@ -221,6 +223,12 @@ mod tests {
             None
         );
         assert_eq!(launches("#define L(k) k<<<1, 1\n", &["k"]), None);
+        // A character of several bytes right before the kernel's name (a fuzzer's find: it
+        // panicked slicing inside it).
+        assert_eq!(
+            launches("#define L(k) \u{e9}k<<<1, 1>>>()\n", &["k"]),
+            Some(vec!["k|1, 1|()".to_string()])
+        );
         assert_eq!(launches("#define L(k) ns::k<<<1, 1>>>()\n", &["k"]), None);
         assert_eq!(
             launches("#define L(k) pre ## k<<<1, 1>>>()\n", &["k"]),
