@@ -602,7 +602,7 @@ fn use_end(b: &[u8], at: usize, name: &str) -> Option<usize> {
 }
 
 /// The index of the `)` that closes the `(` at `open`.
-fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
+pub(crate) fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
     let mut depth = 0usize;
     b[open..]
         .iter()

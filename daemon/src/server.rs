@@ -534,7 +534,12 @@ impl Scheduler {
                 }
             }
             ClientMsg::Place { priority } => {
-                let demands = self.placement.demands(t);
+                // Only for the log: `place` weighs the demands itself.
+                let demands = if self.verbose {
+                    self.placement.demands(t)
+                } else {
+                    Vec::new()
+                };
                 let g = self.placement.place(conn, priority, self.pid(conn), t)?;
                 if self.verbose {
                     eprintln!(

@@ -950,19 +950,8 @@ fn maxnreg_within(src: &str, from: usize, to: usize) -> Vec<Range<usize>> {
         if !rest[..open].trim().is_empty() {
             continue;
         }
-        let mut depth = 0;
-        for (i, c) in rest[open..].char_indices() {
-            match c {
-                '(' => depth += 1,
-                ')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        out.push(start..start + "__maxnreg__".len() + open + i + 1);
-                        break;
-                    }
-                }
-                _ => {}
-            }
+        if let Some(close) = parse::closing_paren(rest.as_bytes(), open) {
+            out.push(start..start + "__maxnreg__".len() + close + 1);
         }
     }
     out
