@@ -254,12 +254,20 @@ def mask(text, unstable):
     """The lines as compared: numbers masked on timing lines and on lines the original varies,
     and every run of white space as one space (tables pad their columns to the width of the
     numbers in them, masked or not: utcs-scea/altis's result tables)."""
-    lines = []
+    lines, heading = [], False
     for i, line in enumerate(text.splitlines()):
-        if i in unstable or TIMING_LINE.search(line):
+        timing = bool(TIMING_LINE.search(line))
+        if i in unstable or timing or (heading and LONE_NUMBER.fullmatch(line)):
             line = NUMBERS.sub("#", line)
+        heading = timing and not NUMBERS.search(line)
         lines.append(" ".join(line.split()))
     return lines
+
+
+# A line that is one number and nothing else: the value of the timing line before it when that
+# line holds no number (PolyBench's "GPU Time in seconds:" and the time on the next line).
+LONE_NUMBER = re.compile(rf"\s*({NUMBER})\s*")
+HEADING_UNIT = re.compile(rf"(?i)\b({TIME_UNIT})\b")
 
 
 RATE_WORDS = re.compile(r"(?i)/s\b|/sec|bandwidth|throughput|rate|flops|performance")
@@ -311,8 +319,13 @@ def timings(text):
     the line speaks of one (e.g. "Bandwidth (GB/s) for pitch linear: 1.8e+03"). In a results
     table (TABLE_HEADER) each row counts once, with its median."""
     found, seen = {}, {}
-    table = False
+    table, heading = False, None
     for i, line in enumerate(text.splitlines()):
+        if heading is not None and (m := LONE_NUMBER.fullmatch(line)):
+            key, unit, rate = heading
+            value = float(m.group(1))
+            found[key] = (value if rate or unit is None else to_ms(value, unit), rate)
+        heading = None
         if TABLE_HEADER.match(line):
             table = True
             continue
@@ -334,6 +347,10 @@ def timings(text):
         seen[masked] = seen.get(masked, 0) + 1
         if seen[masked] > 1:
             masked += f"@{seen[masked]}"
+        if not NUMBERS.search(line):
+            unit = HEADING_UNIT.search(line)
+            heading = (f"{masked}#next", unit and unit.group(1), bool(RATE_WORDS.search(line)))
+            continue
         if not TIMED.search(line):
             rate = bool(RATE_WORDS.search(line))
             for j, m in enumerate(NUMBERS.finditer(line)):
@@ -544,7 +561,10 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
     tt = [timings(r[1]) for r in t_runs]
     first = timings(o_runs[0][1])
     ratios, shown, detail = [], None, []
+    only = os.environ.get("EXT_TIMING_ONLY")  # the values a suite's report counts
     for key in ot[0] if ot else {}:
+        if only and not re.search(only, key):
+            continue
         ov = [t[key][0] for t in ot if key in t]
         tv = [t[key][0] for t in tt if key in t]
         if len(ov) != len(ot) or len(tv) != len(tt):
@@ -702,6 +722,11 @@ def self_test():
             "scan, Throughput = # MElements/s, Time = # s, Size = # Elements@2#0": (6511.3, True),
             "scan, Throughput = # MElements/s, Time = # s, Size = # Elements@2#1": (0.04, False)},
         "Detected 1 CUDA Capable device(s)": {},
+        # A heading with no number: its value is a lone number on the next line.
+        "GPU Time in seconds:\n0.012500\nCPU Time in seconds:\n1.5\nNon-Matching: 0": {
+            "GPU Time in seconds:#next": (12.5, False),
+            "CPU Time in seconds:#next": (1500.0, False)},
+        "Timing results:\nkernel 3": {},
     }
     for line, want in cases.items():
         got = timings(line)
@@ -731,6 +756,8 @@ def self_test():
     assert first_differing(o_runs[0], [same, other], unstable) == other
     assert differing_lines(o_runs[0][1], other[1], unstable) == [(2, "footprint 64", "footprint 32")]
     assert first_differing(o_runs[0], [(1, same[1], 0.1)], unstable) is not None  # exit status
+    # A heading's lone number is masked as a timing; a lone number elsewhere is compared.
+    assert mask("GPU Time in seconds:\n0.0125\n7\n", set()) == ["GPU Time in seconds:", "#", "7"]
     # Padding is not output: a table's columns move with the widths of its (masked) numbers.
     table = (0, "kernel_time  sec   1.25    2.5\nresult 7\n", 0.1)
     padded = (0, "kernel_time  sec   10.125  2.5\nresult   7\n", 0.1)

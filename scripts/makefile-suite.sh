@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Makefile suite: public CUDA programs in HeCBench's shape (a checkout of zjin-lcf/HeCBench, or
-# any folder of programs with a Makefile using $(CC) and $(ARCH) and a `run` target; never
-# copied into this repository), each built as it is and through the compiler launcher
-# (`make CC="cupreempt nvcc"`), run one at a time on the GPU with its `run` target's arguments,
-# outputs compared and the programs' own printed timings set side by side with the ratio and
-# the geomean (scripts/external_suite.py's rules). Writes $OUT/external.md.
+# Makefile suite: public CUDA programs with a Makefile each (a checkout of zjin-lcf/HeCBench,
+# whose Makefiles use $(CC) and $(ARCH) and have a `run` target, or of cavazos-lab/PolyBench-ACC,
+# whose Makefiles call nvcc by name and have no run target; never copied into this repository),
+# each built as it is and through the compiler launcher (`make CC=DIR/nvcc` with DIR first on
+# PATH, DIR/nvcc a link to cupreempt), run one at a time on the GPU with its `run` target's
+# arguments (or the one program its build made, with none), outputs compared and the programs'
+# own printed timings set side by side with the ratio and the geomean (scripts/external_suite.py's
+# rules). Writes $OUT/external.md. Flags for both builds go in NVCC_APPEND_FLAGS (nvcc's own).
 # Needs a GPU, nvcc, make and python3.
 # Usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]
 #   (without a binary, cupreempt and the runtime are built here with cargo)
@@ -13,7 +15,8 @@
 #      EXT_BUDGET_S (start no program later), EXT_BUILD (default target/makefile-suite),
 #      EXT_SKIP_BUILD=1, EXT_RERUN=1, EXT_JOBS (parallel builds), OUT (default $EXT_BUILD/out),
 #      EXT_LONG_S=20 (a program whose first run takes longer is listed, not measured),
-#      EXT_BUILD_ONLY=1 (build both ways and report, no GPU needed).
+#      EXT_BUILD_ONLY=1 (build both ways and report, no GPU needed),
+#      EXT_TIMING_ONLY=REGEX (count only the printed timings whose line matches, e.g. '^GPU').
 set -euo pipefail
 checkout=$(realpath "${1:?usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}")
 cd "$(dirname "$0")/.."

@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Makefile suite: public CUDA programs that nobody here wrote, one folder each with a Makefile
-that compiles with `$(CC)` for `-arch=$(ARCH)` and a `run` target (the shape of HeCBench's
-`src/NAME-cuda` folders). Each program is built twice on copies, as it is (`make CC=nvcc`) and
-through the compiler launcher (`make CC=DIR/nvcc`, a link named nvcc to cupreempt, which then
-launches the nvcc on PATH: one word, as Makefiles that pass `CC=$(CC)` unquoted to another
-make need; it transforms every CUDA source and links the runtime), run one at a time with the arguments of its `run` target, outputs
-compared and the programs' own printed timings set side by side (the rules of
+(HeCBench's `src/NAME-cuda` folders: `$(CC)`, `-arch=$(ARCH)`, a `run` target; PolyBench-ACC's:
+nvcc called by name, no run target). Each program is built twice on copies, as it is
+(`make CC=nvcc`) and through the compiler launcher (`make CC=DIR/nvcc` with DIR first on PATH,
+DIR/nvcc a link to cupreempt, which then launches the nvcc on PATH: one word, as Makefiles that
+pass `CC=$(CC)` unquoted to another make need; it transforms every CUDA source and links the
+runtime), run one at a time with the arguments of its `run` target (or the one program its build
+made), outputs compared and the programs' own printed timings set side by side (the rules of
 external_suite.py). See scripts/makefile-suite.sh for usage.
 
 The checkout is never modified: both builds work on copies under the build folder, with the
-sibling folders that a program names (`../other/file`) copied beside it.
+folders beside or above a program that it names (`../other/file`, `../../utilities`) copied
+with it.
 """
 import collections
 import concurrent.futures
@@ -30,8 +32,9 @@ import external_suite as ext  # noqa: E402
 # than nvcc for its CUDA code.
 EXCLUDED_MAKEFILE = re.compile(r"\bmpi(?:cc|cxx|c\+\+|run)\b|-lmpi\b|^CC\s*=\s*(?!nvcc\b)\S+",
                                re.M)
-# `../NAME/` in a Makefile or a source: a sibling folder the program reads (data, shared code).
-SIBLING = re.compile(r"\.\./([A-Za-z0-9_.+-]+)/")
+# `../NAME`, `../../NAME/...` in a Makefile or a source: a folder beside the program's or above
+# it that the program reads (data, shared code, PolyBench's `../../utilities`).
+RELATIVE = re.compile(r"((?:\.\./)+)([A-Za-z0-9_+-][A-Za-z0-9_.+-]*)")
 # A word of a run line that names a file (a path or a name with an extension), not a number.
 FILE_ARG = re.compile(r"(?:/|\.[A-Za-z][A-Za-z0-9]*$)")
 SOURCES = ("*.cu", "*.cuh", "*.h", "*.hpp", "*.cpp", "*.c", "*.cc", "Makefile*")
@@ -45,11 +48,7 @@ def select_programs(root: Path, pattern, only):
             continue
         text = mk.read_text(errors="replace")
         why = None
-        if not re.search(r"^run\s*:", text, re.M):
-            why = "no run target"
-        elif not re.search(r"^CC\s*[:?]?=", text, re.M):
-            why = "no CC in its Makefile"
-        elif m := EXCLUDED_MAKEFILE.search(text):
+        if m := EXCLUDED_MAKEFILE.search(text):
             why = f"needs {m.group(0).strip()}"
         elif dvc := sorted(d.glob("*.dvc")):
             why = f"needs data not in the checkout ({dvc[0].name})"
@@ -57,18 +56,24 @@ def select_programs(root: Path, pattern, only):
     return chosen, skipped
 
 
-def siblings(root: Path, d: Path):
-    """The sibling folders a program's Makefile and sources name (`../NAME/...`)."""
-    names = set()
+def relatives(root: Path, d: Path):
+    """The folders outside the program's own that its Makefile and sources name (`../NAME`,
+    `../../NAME/...`), as paths under the checkout; none above it."""
+    found = set()
+    top = root.resolve()
     for pat in SOURCES:
         for f in d.glob(pat):
-            names.update(SIBLING.findall(f.read_text(errors="replace")))
-    return sorted(n for n in names if (d.parent / n).is_dir() and n not in (".", ".."))
+            for ups, name in RELATIVE.findall(f.read_text(errors="replace")):
+                target = (d / ups / name).resolve()
+                if target.is_dir() and target.is_relative_to(top) and target != d.resolve() \
+                        and not d.resolve().is_relative_to(target):
+                    found.add(target.relative_to(top))
+    return sorted(found)
 
 
 def copy_program(root: Path, rel: Path, tree: Path):
-    src, dst = root / rel, tree / rel
-    for d in [rel, *[rel.parent / n for n in siblings(root, src)]]:
+    dst = tree / rel
+    for d in [rel, *relatives(root, root / rel)]:
         if not (tree / d).exists():
             shutil.copytree(root / d, tree / d, symlinks=True,
                             ignore=shutil.ignore_patterns(".git"))
@@ -100,13 +105,37 @@ def missing_inputs(d: Path, words, made):
             and w not in made and not (d / w).exists()]
 
 
-def run_script(d: Path, cc, arch, env):
+def built_executables(d: Path, since: float):
+    """The programs a build made in folder d: ELF executables written since `since`."""
+    found = []
+    for f in sorted(d.iterdir()):
+        try:
+            if not f.is_file() or f.stat().st_mtime < since or not os.access(f, os.X_OK) \
+                    or f.suffix == ".so":
+                continue
+            with open(f, "rb") as h:
+                head = h.read(18)
+        except OSError:
+            continue
+        # ELF, of type executable (2) or position-independent executable (3); not objects.
+        if head[:4] == b"\x7fELF" and head[16] in (2, 3):
+            found.append(f)
+    return found
+
+
+def run_script(d: Path, cc, arch, env, since: float):
     """The commands of the program's `run` target, as a script in its folder (what `make run`
-    would run, without make's own output)."""
+    would run, without make's own output). A Makefile with no `run` target (PolyBench's) runs
+    the one program its build made, with no arguments."""
     r = make(d, cc, arch, env, target="run", dry=True)
     lines = [ln.strip() for ln in r.stdout.splitlines()
              if ln.strip() and not ln.startswith(("make", "make:")) and "nvcc" not in ln]
-    if r.returncode != 0 or not lines:
+    if r.returncode != 0 and not re.search(r"No rule to make target .run.", r.stderr):
+        return None, []
+    if r.returncode != 0:
+        made = built_executables(d, since)
+        lines = [f"./{shlex.quote(made[0].name)}"] if len(made) == 1 else []
+    if not lines:
         return None, []
     words = [w for ln in lines for w in split_words(ln)]
     cleaned = make(d, cc, arch, env, target="clean", dry=True)
@@ -140,8 +169,13 @@ def build_both(root, rel, trees, cli, lib, arch):
     """Builds one program as written and through the launcher; returns (row fields, scripts)."""
     orig_tree, tr_tree = trees
     env = {**os.environ, "CUPREEMPT_RUNTIME_DIR": str(lib)}
+    front = launcher(tr_tree, cli)
+    # A Makefile that calls nvcc by name rather than through $(CC) (PolyBench's) finds the
+    # launcher first on PATH, as a user's would; the launcher skips itself to find nvcc.
+    tr_env = {**env, "PATH": f"{Path(front).parent}{os.pathsep}{env.get('PATH', '')}"}
     out = {}
-    for label, tree, cc in (("orig", orig_tree, "nvcc"), ("transformed", tr_tree, launcher(tr_tree, cli))):
+    for label, tree, cc, env in (("orig", orig_tree, "nvcc", env),
+                                 ("transformed", tr_tree, front, tr_env)):
         d = copy_program(root, rel, tree)
         t = time.time()
         try:
@@ -150,7 +184,7 @@ def build_both(root, rel, trees, cli, lib, arch):
         except subprocess.TimeoutExpired:
             ok, text = False, "build timed out"
         (d / "cupreempt-build.log").write_text(text)
-        script, missing = run_script(d, cc, arch, env) if ok else (None, [])
+        script, missing = run_script(d, cc, arch, env, t) if ok else (None, [])
         out[label] = {"ok": ok, "script": str(script) if script else None, "missing": missing,
                       "seconds": round(time.time() - t, 1)}
     files = [str(p) for p in ext.cuda_sources(tr_tree / rel)]
@@ -214,6 +248,13 @@ def main():
                           ext.AS_WRITTEN.finditer(tr_log.read_text(errors="replace"))]
             if as_written:
                 row["as_written"] = as_written
+        for label, tree in zip(("orig", "transformed"), trees):
+            # A failed build's log comes back with the report: why is not always the same on
+            # the machine that runs the suite as where it was tried.
+            log_file = tree / rel / "cupreempt-build.log"
+            if not b[label]["ok"] and log_file.exists():
+                (out / "build-logs").mkdir(exist_ok=True)
+                shutil.copy(log_file, out / "build-logs" / f"{name}.{label}.log")
         if not b["orig"]["ok"]:
             row["status"] = "original does not build"
         elif not b["transformed"]["ok"]:
@@ -287,14 +328,35 @@ def self_test():
             (root / "src" / name / "Makefile").write_text(text)
         (root / "src" / "e-cuda" / "data.tar.gz.dvc").write_text("outs:\n")
         chosen, skipped = select_programs(root, "src/*-cuda", None)
-        assert [str(p) for p, _ in chosen] == ["src/a-cuda", "src/b-cuda"], chosen
+        assert [str(p) for p, _ in chosen] == ["src/a-cuda", "src/b-cuda", "src/d-cuda"], chosen
         assert dict((str(p), w) for p, w in skipped) == {
-            "src/c-cuda": "needs CC = mpicxx", "src/d-cuda": "no run target",
+            "src/c-cuda": "needs CC = mpicxx",
             "src/e-cuda": "needs data not in the checkout (data.tar.gz.dvc)"}, skipped
-        assert siblings(root, root / "src/a-cuda") == ["b-cuda"]
+        assert relatives(root, root / "src/a-cuda") == [Path("src/b-cuda")]
         tree = root / "copy"
         copy_program(root, Path("src/a-cuda"), tree)
         assert (tree / "src/b-cuda/Makefile").exists(), "the sibling is copied"
+        # PolyBench's shape: shared code two folders up, named without a slash after it; the
+        # folders above the program and the checkout's outside are not copied.
+        (root / "CUDA/utilities").mkdir(parents=True)
+        (root / "CUDA/utilities/common.mk").write_text("all:\n\tnvcc x.cu\n")
+        (root / "CUDA/stencils/fdtd").mkdir(parents=True)
+        (root / "CUDA/stencils/fdtd/Makefile").write_text(
+            "PATH_TO_UTILS := ../../utilities\ninclude ${PATH_TO_UTILS}/common.mk\n"
+            "# ../../../outside ../.. ../fdtd\n")
+        assert relatives(root, root / "CUDA/stencils/fdtd") == [Path("CUDA/utilities")]
+        copy_program(root, Path("CUDA/stencils/fdtd"), tree)
+        assert (tree / "CUDA/utilities/common.mk").exists()
+        # With no run target, the one executable the build made runs.
+        since = time.time() - 1
+        prog = root / "CUDA/stencils/fdtd"
+        (prog / "fdtd.exe").write_bytes(b"\x7fELF" + bytes(12) + b"\x02\x00")
+        (prog / "fdtd.o").write_bytes(b"\x7fELF" + bytes(12) + b"\x01\x00")
+        (prog / "run.sh").write_text("#!/bin/sh\n")
+        for f in ("fdtd.exe", "fdtd.o", "run.sh"):
+            (prog / f).chmod(0o755)
+        assert built_executables(prog, since) == [prog / "fdtd.exe"]
+        assert built_executables(prog, time.time() + 5) == []
         assert FILE_ARG.search("../b-cuda/in.bin") and FILE_ARG.search("graph.txt")
         assert not any(FILE_ARG.search(w) for w in ("100", "1e-3", "0.5", "-n"))
         # A file the clean target removes is an output, not a missing input.

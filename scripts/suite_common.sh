@@ -24,6 +24,6 @@ suite_header() {
   else
     echo "$1: $2 (not a git checkout)"
   fi
-  env | grep -E '^(CUPREEMPT_|CUDA_MODULE_LOADING=|CUDA_DEVICE_MAX_CONNECTIONS=|EXT_)' | sort |
+  env | grep -E '^(CUPREEMPT_|CUDA_MODULE_LOADING=|CUDA_DEVICE_MAX_CONNECTIONS=|EXT_|NVCC_(APPEND|PREPEND)_FLAGS=)' | sort |
     sed 's/^/environment: /' || true
 }
