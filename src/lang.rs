@@ -264,8 +264,25 @@ pub const DEVICE_LAUNCH: &[&str] = &[
     "cudaDeviceSynchronize",
 ];
 
-/// Inline PTX that reads the hardware block index, synchronizes the block or ends the thread.
-pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "bar.", "barrier.", "exit", "ret;"];
+/// Inline PTX that reads the hardware block index or ends the thread (refused: the task loop
+/// runs many blocks' tasks in one hardware block, and a thread that ends leaves it).
+pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "exit", "ret;"];
+
+/// Whether inline PTX `text` holds a block barrier (`bar.sync`, `bar.arrive`, `bar.red`,
+/// `barrier.sync.aligned`, `bar.cta.sync`, ...): a barrier like `__syncthreads()` that the
+/// predicated form cannot rewrite, so it stands for one only where no thread returns before it.
+/// `mbarrier.*` (an object in shared memory that counts arrivals), `membar.*` (a fence) and
+/// `bar.warp.sync` (a warp's) are none.
+pub fn asm_block_barrier(text: &str) -> bool {
+    static BARRIER: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    BARRIER
+        .get_or_init(|| {
+            regex::Regex::new(r"(?:^|[^A-Za-z0-9_.%$])(?:bar|barrier)\.([a-z]+)")
+                .expect("valid regex")
+        })
+        .captures_iter(text)
+        .any(|c| &c[1] != "warp")
+}
 
 /// Pure functions whose result is uniform when their arguments are.
 pub const UNIFORM_FUNCTIONS: &[&str] = &["min", "max", "dim3", "make_uint3", "make_int3", "abs"];
@@ -546,6 +563,31 @@ pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn block_barriers_in_ptx_are_told_from_fences_and_object_barriers() {
+        for barrier in [
+            r#"asm volatile("bar.sync 0;");"#,
+            r#"asm volatile("bar.sync 1, 64;" ::: "memory");"#,
+            r#"asm volatile("barrier.sync.aligned %0, %1;" :: "r"(id), "r"(n));"#,
+            r#"asm("@p bar.arrive 2, 128;");"#,
+            r#"asm("{
+	bar.cta.red.popc.u32 %0, 0, %1;
+}" : "=r"(c) : "r"(p));"#,
+        ] {
+            assert!(asm_block_barrier(barrier), "{barrier}");
+        }
+        for other in [
+            r#"asm volatile("mbarrier.init.shared.b64 [%0], %1;" :: "r"(a), "r"(n));"#,
+            r#"asm volatile("mbarrier.try_wait.parity.acquire.cta.shared::cta.b64 p, [%1], %2;");"#,
+            r#"asm volatile("membar.sys;");"#,
+            r#"asm volatile("bar.warp.sync %0;" :: "r"(mask));"#,
+            r#"asm volatile("fence.proxy.async.shared::cta;");"#,
+            r#"asm("mov.u32 %0, %%foobar.x;" : "=r"(v));"#,
+        ] {
+            assert!(!asm_block_barrier(other), "{other}");
+        }
+    }
 
     #[test]
     fn comments_are_blanked_and_literals_and_digit_separators_kept() {

@@ -111,7 +111,7 @@ fn masked_view(
     src: &str,
     included_macros: &[(String, String)],
 ) -> (Option<String>, SpaceMacros, Vec<String>) {
-    let conditionals = conditionals_in_parens(src);
+    let (conditionals, alternative_commas) = conditionals_in_parens(src);
     // The file's `#define`s, read once for the rules that need them.
     let defs = defines(src);
     let space_table = execution_space_macros(&defs, included_macros);
@@ -167,6 +167,9 @@ fn masked_view(
                 *b = b' ';
             }
         }
+    }
+    for at in alternative_commas {
+        bytes[at] = b',';
     }
     let word_at = |at: usize, w: &str| {
         let before = at.checked_sub(1).map(|i| src.as_bytes()[i]);
@@ -984,8 +987,9 @@ fn loop_macro_separators(
 /// group has no `#else` or `#elif` (then the text with the group included is one of the
 /// program's own configurations; with them both branches would be read at once):
 /// * inside parentheses (a parameter or argument list that the preprocessor chooses from),
-///   where every such group inside one pair of parentheses has none (with them a list could
-///   name a parameter twice, and it is left to the grammar);
+///   where every such group inside one pair of parentheses has none (with them both branches
+///   would be read at once, which is left to the grammar), except in a definition's parameter
+///   list and a launch's arguments (below);
 /// * around text whose braces do not balance, which closes a block it did not open
 ///   (`#if K >= 2048` `} else if (k <= 2048) {` `#endif` inside an `if` chain, as selection
 ///   kernels' dispatchers are written; `extern "C" {` under `#ifdef __cplusplus`);
@@ -1000,14 +1004,31 @@ fn loop_macro_separators(
 ///   library's kernels choose a quantization).
 ///
 /// Comments, string and character literals are skipped; a directive line is not code.
-fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
+///
+/// In a function definition's parameter list, groups with `#else`/`#elif` are blanked too, so
+/// that every branch is read, one after the other; where a branch does not end with a comma
+/// (the list's last parameter chosen among several), its `#else`/`#elif` line becomes one
+/// (the second list: the byte that becomes `,`).
+fn conditionals_in_parens(src: &str) -> (Vec<std::ops::Range<usize>>, Vec<usize>) {
     if !src.contains("#if") {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
+    let mut commas = Vec::new();
     let b = src.as_bytes();
     let mut out = Vec::new();
-    // Per open parenthesis: its directive lines, and whether one was #else/#elif.
-    let mut open: Vec<(Vec<std::ops::Range<usize>>, bool)> = Vec::new();
+    // Per open parenthesis: its `#if`/`#endif` lines, its `#else`/`#elif` lines, and what it
+    // opens.
+    // An `#else`/`#elif` line: its range, and whether it stands between two parameters with
+    // no comma (the byte to make one).
+    type Other = (std::ops::Range<usize>, Option<usize>);
+    // What a parenthesis opens: a launch's arguments (`>>>(`), a list after a name (a call's
+    // arguments or a declaration's parameters), or something else.
+    enum List {
+        Launch,
+        Named,
+        Other,
+    }
+    let mut open: Vec<(Vec<std::ops::Range<usize>>, Vec<Other>, List)> = Vec::new();
     // An open `#if` group.
     struct Group {
         line: std::ops::Range<usize>,
@@ -1055,10 +1076,15 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                     .chars()
                     .take_while(|ch| ch.is_ascii_alphabetic())
                     .collect();
-                if let Some((lines, other)) = open.last_mut() {
+                if let Some((lines, others, _)) = open.last_mut() {
                     match word.as_str() {
                         "if" | "ifdef" | "ifndef" | "endif" => lines.push(i..end),
-                        "else" | "elif" | "elifdef" | "elifndef" => *other = true,
+                        "else" | "elif" | "elifdef" | "elifndef" => {
+                            let next = next_code(&src[end..]);
+                            let bare = !matches!(last_code, b',' | b'(')
+                                && !matches!(next, Some(',' | ')') | None);
+                            others.push((i..end, bare.then_some(i + ws)));
+                        }
                         _ => {}
                     }
                 }
@@ -1161,9 +1187,19 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                     g.punct = true;
                 }
             }
-            b'(' => open.push((Vec::new(), false)),
+            b'(' => {
+                let before = &src[..i];
+                let list = if before.trim_end().ends_with(">>>") {
+                    List::Launch
+                } else if after_function_name(before) {
+                    List::Named
+                } else {
+                    List::Other
+                };
+                open.push((Vec::new(), Vec::new(), list));
+            }
             b')' => {
-                if let Some((lines, other)) = open.pop() {
+                if let Some((mut lines, others, list)) = open.pop() {
                     // Every group opened in these parentheses closes in them.
                     let opens = lines
                         .iter()
@@ -1173,7 +1209,24 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
                                 .starts_with("endif")
                         })
                         .count();
-                    if !other && !lines.is_empty() && opens * 2 == lines.len() {
+                    // With `#else`/`#elif` both branches are read, one after the other: only
+                    // in a function definition's parameter list (a name before it, `{` after
+                    // it), whose every generated copy repeats the directive lines
+                    // (`Param::before`), so that each configuration gets its own branch, and in
+                    // a launch's arguments (`>>>(`), which the rewrite copies as written.
+                    let definition = match list {
+                        List::Launch => true,
+                        List::Named => next_code(&src[i + 1..]) == Some('{'),
+                        List::Other => false,
+                    };
+                    if (others.is_empty() || definition)
+                        && !lines.is_empty()
+                        && opens * 2 == lines.len()
+                    {
+                        for (line, comma) in others {
+                            lines.push(line);
+                            commas.extend(comma);
+                        }
                         out.extend(lines);
                     }
                 }
@@ -1197,7 +1250,41 @@ fn conditionals_in_parens(src: &str) -> Vec<std::ops::Range<usize>> {
     // A group inside both parentheses and an expression is found by both rules.
     out.sort_by_key(|r| (r.start, r.end));
     out.dedup();
-    out
+    (out, commas)
+}
+
+/// Whether `before` ends with a function's name (blanks after it), as before a parameter list:
+/// a word, not a keyword that takes parentheses (`if`, `while`, `sizeof`, ...).
+fn after_function_name(before: &str) -> bool {
+    let code = before.trim_end();
+    // Past the last character that is not part of a word (which may take several bytes).
+    let word_start = code
+        .char_indices()
+        .rev()
+        .find(|&(_, ch)| !(ch == '_' || ch.is_ascii_alphanumeric()))
+        .map_or(0, |(at, ch)| at + ch.len_utf8());
+    let word = &code[word_start..];
+    !word.is_empty()
+        && !word.starts_with(|ch: char| ch.is_ascii_digit())
+        && !matches!(
+            word,
+            "if" | "while"
+                | "for"
+                | "switch"
+                | "return"
+                | "sizeof"
+                | "alignof"
+                | "decltype"
+                | "catch"
+                | "defined"
+                | "noexcept"
+                | "static_assert"
+                | "__launch_bounds__"
+                | "__attribute__"
+                | "__declspec"
+                | "alignas"
+                | "typeid"
+        )
 }
 
 /// Byte ranges of ERROR and MISSING nodes, outermost only.
@@ -1339,6 +1426,7 @@ mod tests {
 
     fn blanked(src: &str) -> Vec<&str> {
         conditionals_in_parens(src)
+            .0
             .into_iter()
             .map(|r| src[r].trim())
             .collect()
@@ -1357,6 +1445,46 @@ mod tests {
         let open = "void f(int a\n#if X\n, int b);\n#endif\n";
         assert!(blanked(open).is_empty());
         assert!(!parse(src).tree.root_node().has_error());
+    }
+
+    #[test]
+    fn alternatives_are_read_one_after_the_other_in_definitions_and_launches() {
+        // A definition's parameter list: every directive line blanked, and a comma made where
+        // a branch has none at its end (the last parameter chosen among several).
+        let def = "__global__ void k(int a,\n#if P\n int* q,\n#else\n char* q,\n#endif\n\
+                   #ifdef W\n long n\n#elif O\n int n, int o\n#else\n int n\n#endif\n) { }\n";
+        assert_eq!(
+            blanked(def),
+            ["#if P", "#else", "#endif", "#ifdef W", "#elif O", "#else", "#endif"]
+        );
+        let (_, commas) = conditionals_in_parens(def);
+        let at: Vec<&str> = commas.iter().map(|&i| &def[i..i + 5]).collect();
+        assert_eq!(at, ["#elif", "#else"], "the comma-less branches only");
+        let m = masked(def).expect("masked");
+        assert!(
+            m.contains(" long n\n,      \n int n, int o\n,    \n int n"),
+            "{m}"
+        );
+        assert!(!parse(def).tree.root_node().has_error());
+        // A launch's arguments, which are copied as written.
+        // A name after a character of several bytes (a comment's) is still a name.
+        assert!(after_function_name("/* é */ é_k") && after_function_name("// é\nk"));
+        assert!(!after_function_name("x é") && !after_function_name("é"));
+        assert!(!after_function_name("if ") && !after_function_name("= 2"));
+        let launch =
+            "void h() { k<<<1, 1>>>(a,\n#if P\n (int*)\n#else\n (char*)\n#endif\n q, n); }\n";
+        assert_eq!(blanked(launch), ["#if P", "#else", "#endif"]);
+        assert!(!parse(launch).tree.root_node().has_error());
+        // A declaration (no body), a call's arguments and a condition: left to the grammar, so
+        // that no configuration's code is read as another's.
+        for src in [
+            "void k(int a,\n#if P\n int* q\n#else\n char* q\n#endif\n);\n",
+            "void h() { f(a,\n#if P\n b\n#else\n c\n#endif\n); }\n",
+            "void h() { if (a\n#if P\n && b\n#else\n && c\n#endif\n) { } }\n",
+        ] {
+            assert!(blanked(src).is_empty(), "{src}");
+            assert!(conditionals_in_parens(src).1.is_empty(), "{src}");
+        }
     }
 
     /// Statement macros one after another (`OP OP`, also through a macro of macros, and before

@@ -55,7 +55,7 @@ impl KnownKernel {
             transformed: plan.transformed(),
             overloaded: plan.overloaded,
             ordinal: plan.ordinal,
-            params: site.param_list.len(),
+            params: crate::analysis::unconditional_params(&site.param_list),
             template_params: site.template_params.len(),
             pack: site.template_params.iter().any(|p| p.pack),
             declaration: None,
@@ -70,7 +70,7 @@ impl KnownKernel {
             transformed: true,
             overloaded: false,
             ordinal: 0,
-            params: d.param_list.len(),
+            params: crate::analysis::unconditional_params(&d.param_list),
             template_params: 0,
             pack: false,
             declaration: Some(Declaration {

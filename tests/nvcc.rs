@@ -26,21 +26,34 @@ fn every_transformed_fixture_compiles_with_nvcc() {
         let out = dir.join(format!("{name}.transformed.cu"));
         std::fs::write(&out, &t.output).unwrap();
         let extra = support::nvcc_flags(&src);
-        for (what, file) in [("original", path.clone()), ("transformed", out)] {
-            let o = support::compiles(
-                support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
-                    .args(&extra)
-                    .arg(&file),
-                &format!("{name} ({what})"),
-            )?;
-            let warnings = String::from_utf8_lossy(&o.stderr);
-            if what == "transformed"
-                && warnings.contains("cupreempt")
-                && warnings.contains("warning")
-            {
-                return Err(format!(
-                    "{name}: nvcc warns about generated code:\n{warnings}"
-                ));
+        // `// NVCC-CONFIG: -DX ...` lines: more configurations of the file, each compiled
+        // with its flags added (a list the preprocessor chooses from, in each of its forms).
+        let configs = std::iter::once(String::new()).chain(
+            support::directives(&src, "NVCC-CONFIG")
+                .into_iter()
+                .map(String::from),
+        );
+        for config in configs {
+            for (what, file) in [("original", path.clone()), ("transformed", out.clone())] {
+                let o = support::compiles(
+                    support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o")))
+                        .args(&extra)
+                        .args(config.split_whitespace())
+                        .arg(&file),
+                    &format!(
+                        "{name} ({what}{}{config})",
+                        if config.is_empty() { "" } else { ", " }
+                    ),
+                )?;
+                let warnings = String::from_utf8_lossy(&o.stderr);
+                if what == "transformed"
+                    && warnings.contains("cupreempt")
+                    && warnings.contains("warning")
+                {
+                    return Err(format!(
+                        "{name}: nvcc warns about generated code:\n{warnings}"
+                    ));
+                }
             }
         }
         Ok(())

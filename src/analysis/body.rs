@@ -231,9 +231,23 @@ pub fn facts<'t>(
             let t = text(n, src);
             if let Some(h) = lang::ASM_HAZARDS.iter().find(|h| t.contains(*h)) {
                 f.refusals.push(
-                    Diagnostic::new(Code::InlineAsm, format!("inline PTX `{}` reads the block index, synchronizes or ends the thread", h.trim_end_matches(';')))
-                        .label(n.byte_range(), "inline PTX"),
+                    Diagnostic::new(
+                        Code::InlineAsm,
+                        format!(
+                            "inline PTX `{}` reads the block index or ends the thread",
+                            h.trim_end_matches(';')
+                        ),
+                    )
+                    .label(n.byte_range(), "inline PTX"),
                 );
+            } else if lang::asm_block_barrier(t) {
+                // As `__syncthreads()` where every thread reaches it; where a return may come
+                // first, the predicated form cannot rewrite it (CP004).
+                f.barriers.push(BarrierSite {
+                    node: n,
+                    method: "sync",
+                    visible: false,
+                });
             }
         } else if id == k.return_statement {
             if !(has_lambda && lang::inside_lambda(n, body)) {

@@ -38,7 +38,9 @@ pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
 pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
-pub use sites::{FunctionSite, GridConstant, LaunchSite, Linkage, Param, TemplateParam};
+pub use sites::{
+    unconditional_params, FunctionSite, GridConstant, LaunchSite, Linkage, Param, TemplateParam,
+};
 
 pub use crate::diagnostics::KernelId;
 

@@ -164,11 +164,13 @@ pub fn may_use_shared(
             !graph.by_name.contains_key(&c.name) && !builtin(&c.name) && !harmless_macro(f, &c.name)
         })
     };
-    body.contains(SHARED)
+    // Inline PTX may name shared memory itself (`ld.shared`, `mbarrier.init.shared`).
+    let names_shared = |text: &str| text.contains(SHARED) || text.contains(".shared");
+    names_shared(body)
         || unknown_call(facts)
         || graph.reachable(facts, helpers).into_iter().any(|i| {
             let h = &helpers[i];
-            text(h.site.body, src).contains(SHARED) || unknown_call(&h.facts)
+            names_shared(text(h.site.body, src)) || unknown_call(&h.facts)
         })
 }
 

@@ -37,6 +37,27 @@ pub struct Param {
     pub value_type: Option<(std::ops::Range<usize>, String)>,
 }
 
+/// How many of `list`'s parameters every configuration has: those outside every preprocessor
+/// group (`Param::before`). With groups that choose among alternatives (`#if` `int* q,` `#else`
+/// `char* q,` `#endif`) the list holds every branch's parameters, more than any configuration
+/// has, so this is what a launch must at least pass.
+pub fn unconditional_params(list: &[Param]) -> usize {
+    let mut depth = 0usize;
+    let mut count = 0;
+    for p in list {
+        for line in p.before.lines() {
+            let word = line.trim_start_matches('#').trim_start();
+            if word.starts_with("if") {
+                depth += 1;
+            } else if word.starts_with("endif") {
+                depth = depth.saturating_sub(1);
+            }
+        }
+        count += usize::from(depth == 0);
+    }
+    count
+}
+
 /// A kernel defined out of its namespace: `__global__ void a::b::k(...) { ... }`.
 #[derive(Debug, Clone)]
 pub struct Qualified {
