@@ -59,7 +59,13 @@ impl CallGraph {
                 if h.needs_ctx {
                     continue;
                 }
+                // A default argument that reads the block index needs the context too: the
+                // calls of its context form pass that argument (`block_defaults`).
+                let reading_default = std::iter::once(&h.site)
+                    .chain(h.prior_declarations.iter())
+                    .any(|d| super::decide::default_reads_block_ids(d, &BTreeSet::new()));
                 let needs = !h.facts.virtual_reads.is_empty()
+                    || reading_default
                     || h.facts.calls.iter().any(|c| ctx_names.contains(&c.name))
                     || h.facts
                         .member_calls
@@ -155,23 +161,43 @@ impl CallGraph {
     /// that no task context can follow (`blocks_context`): a kernel of another file that calls
     /// `start` would read the persistent block's values there (`KnownHelper::reads_block_ids`).
     pub fn reaches_unfollowed_read(&self, start: usize, helpers: &[HelperPlan], src: &str) -> bool {
-        self.reach_any(start, helpers, |h| self.blocks_context(h, src))
+        // Calls in this file pass the defaults that read the block index (`block_defaults`);
+        // another file's calls of `start` itself do not.
+        let h = &helpers[start];
+        std::iter::once(&h.site)
+            .chain(h.prior_declarations.iter())
+            .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
+            || self.reach_any(start, helpers, |h| self.blocks_context(h, src))
     }
 
     /// The paths of one helper's body that refuse a kernel of this file reaching it (`decide`):
     /// a member call needing the context through an object, a default argument that reads the
-    /// block index, and `decide::body_blockers` (function pointers, implicit type code, local
-    /// classes).
+    /// block index where the calls cannot pass it (`block_defaults`), and
+    /// `decide::body_blockers` (function pointers, implicit type code, local classes).
     fn blocks_context(&self, h: &HelperPlan, src: &str) -> bool {
         let f = &h.facts;
         let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
         f.member_calls
             .iter()
             .any(|(m, _)| self.member_ctx.contains(m))
-            || declared
+            || (declared
                 .into_iter()
                 .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
+                && self.block_defaults(h).is_none())
             || !super::decide::body_blockers(f, &h.site, self, src).is_empty()
+    }
+
+    /// A helper's default arguments by position where those that read blockIdx/gridDim can
+    /// be passed at its calls (`decide::passable_block_defaults`), and it is the only helper of
+    /// its name (the calls name it by name alone).
+    pub fn block_defaults(&self, h: &HelperPlan) -> Option<Vec<Option<String>>> {
+        if self.callees(&h.site.name).count() != 1 {
+            return None;
+        }
+        let declared: Vec<&super::FunctionSite> = std::iter::once(&h.site)
+            .chain(h.prior_declarations.iter())
+            .collect();
+        super::decide::passable_block_defaults(&declared, &self.block_names)
     }
 
     /// Whether `found` holds for a helper that `start` reaches by calls by name (itself

@@ -83,6 +83,7 @@ pub fn decide<'t>(
             if let Some(site) = declared
                 .into_iter()
                 .find(|d| default_reads_block_ids(d, &graph.block_names))
+                .filter(|_| graph.block_defaults(h).is_none())
             {
                 refusals.push(
                     Diagnostic::new(
@@ -505,14 +506,91 @@ pub(super) fn default_reads_block_ids(
     site: &super::FunctionSite,
     block_names: &BTreeSet<String>,
 ) -> bool {
-    site.param_list.iter().any(|p| {
-        let default = &p.text[crate::rewrite::strip_default(&p.text).len()..];
-        let mut names = crate::lang::VIRTUAL_BUILTINS
-            .iter()
-            .map(|(name, _)| *name)
-            .chain(block_names.iter().map(String::as_str));
-        names.any(|name| crate::lang::has_word(default, name))
-    })
+    site.param_list
+        .iter()
+        .any(|p| default_text(&p.text).is_some_and(|d| reads_block_ids(d, block_names)))
+}
+
+/// A parameter's default argument (the expression after its `=`), if it has one.
+fn default_text(param: &str) -> Option<&str> {
+    let rest = param[crate::rewrite::strip_default(param).len()..].trim_start();
+    rest.strip_prefix('=').map(str::trim)
+}
+
+fn reads_block_ids(text: &str, block_names: &BTreeSet<String>) -> bool {
+    crate::lang::VIRTUAL_BUILTINS
+        .iter()
+        .map(|(name, _)| *name)
+        .chain(block_names.iter().map(String::as_str))
+        .any(|name| crate::lang::has_word(text, name))
+}
+
+/// Words a default argument may hold and still mean the same at a call in another function:
+/// the built-in variables and their members, built-in types and casts.
+const PASSABLE_WORDS: &[&str] = &[
+    "blockDim",
+    "blockIdx",
+    "char",
+    "const",
+    "gridDim",
+    "int",
+    "int32_t",
+    "int64_t",
+    "long",
+    "short",
+    "signed",
+    "size_t",
+    "static_cast",
+    "threadIdx",
+    "uint32_t",
+    "uint64_t",
+    "unsigned",
+    "warpSize",
+    "x",
+    "y",
+    "z",
+];
+
+/// The default arguments of a helper's parameters by position (merged over its declarations,
+/// `declared`), where some read blockIdx/gridDim and every one of those can be passed at the
+/// helper's calls instead (`rewrite::context_calls`): made of the built-in variables, their
+/// members, numbers, operators, built-in types and casts only, so that its text means the same
+/// at a call in a transformed function, where `blockIdx` and `gridDim` are the task's. None
+/// where no default reads them, or one that does names anything else (a constant, a parameter,
+/// a helper), or the declarations disagree on the parameters' count.
+pub(crate) fn passable_block_defaults(
+    declared: &[&super::FunctionSite],
+    block_names: &BTreeSet<String>,
+) -> Option<Vec<Option<String>>> {
+    let count = declared.first()?.param_list.len();
+    if declared.iter().any(|d| d.param_list.len() != count) {
+        return None;
+    }
+    let defaults: Vec<Option<String>> = (0..count)
+        .map(|i| {
+            declared
+                .iter()
+                .find_map(|d| default_text(&d.param_list[i].text))
+                .map(str::to_string)
+        })
+        .collect();
+    // A call may leave out every argument from the first default on; those up to the last
+    // that reads the block index are then passed at the call, so each must be passable.
+    let last = defaults.iter().rposition(|d| {
+        d.as_deref()
+            .is_some_and(|d| reads_block_ids(d, block_names))
+    })?;
+    let passable = |d: &str| {
+        // Words, not numbers (`1u`, `0x10` start with a digit).
+        d.split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+            .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()))
+            .all(|w| PASSABLE_WORDS.binary_search(&w).is_ok())
+    };
+    defaults[..=last]
+        .iter()
+        .flatten()
+        .all(|d| passable(d))
+        .then_some(defaults)
 }
 
 /// The first name among `types` that `body` uses as a type or names, with where.
@@ -617,4 +695,42 @@ pub(super) fn body_blockers(
         );
     }
     found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::passable_block_defaults;
+    use std::collections::BTreeSet;
+
+    fn defaults(src: &str, block_names: &[&str]) -> Option<Vec<Option<String>>> {
+        let parsed = crate::parse::parse(src);
+        let a = crate::analysis::analyze(&parsed, src, &crate::Options::default());
+        let site = &a.helpers.first().expect("a helper").site;
+        let names: BTreeSet<String> = block_names.iter().map(|s| s.to_string()).collect();
+        passable_block_defaults(&[site], &names)
+    }
+
+    #[test]
+    fn defaults_made_of_built_ins_can_be_passed_at_the_call() {
+        assert_eq!(
+            defaults("__device__ void f(int a, const uint32_t bx = blockIdx.x, int c = 2 * gridDim.y + 1u) {}", &[]),
+            Some(vec![None, Some("blockIdx.x".into()), Some("2 * gridDim.y + 1u".into())])
+        );
+        // Defaults before the last that reads the index are passed too: each must be passable.
+        assert!(defaults(
+            "__device__ void f(int m = kTile, unsigned b = blockIdx.x) {}",
+            &[]
+        )
+        .is_none());
+        assert!(defaults(
+            "__device__ void f(unsigned b = blockIdx.x, int m = kTile) {}",
+            &[]
+        )
+        .is_some());
+        // What the call's scope may not know, or reads the index through a macro or helper.
+        assert!(defaults("__device__ void f(unsigned b = blockIdx.x * N) {}", &[]).is_none());
+        assert!(defaults("__device__ void f(unsigned b = BLOCK_Y) {}", &["BLOCK_Y"]).is_none());
+        // No default that reads the index: nothing to pass.
+        assert!(defaults("__device__ void f(int m = 4) {}", &[]).is_none());
+    }
 }

@@ -162,6 +162,10 @@ pub struct HelperPlan<'t> {
     /// blockIdx (`KnownHelper::reads_block_ids`).
     pub unfollowed_read: bool,
     pub prior_declarations: Vec<FunctionSite<'t>>,
+    /// Its default arguments by position, where some read blockIdx/gridDim and a call from a
+    /// transformed function passes them itself (`CallGraph::block_defaults`): in the helper
+    /// they would read the hardware's values, at the call they read the task's.
+    pub call_defaults: Option<Vec<Option<String>>>,
 }
 
 pub struct Analysis<'t> {
@@ -267,6 +271,10 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         .chain(graph.ctx_names.iter().cloned())
         .collect();
     graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_names);
+    let call_defaults: Vec<_> = helpers.iter().map(|h| graph.block_defaults(h)).collect();
+    for (h, d) in helpers.iter_mut().zip(call_defaults) {
+        h.call_defaults = d;
+    }
     // Members of the files that include this one (`program::known_from`), which a kernel
     // template here may call through a functor of its template type.
     graph.member_ctx.extend(
@@ -664,6 +672,7 @@ fn helper_plans<'t>(
             synchronizes: false,
             reached: false,
             unfollowed_read: false,
+            call_defaults: None,
         })
         .collect()
 }

@@ -17,6 +17,7 @@ pub fn rewrite(
     h: &HelperPlan,
     src: &str,
     ctx_helpers: &BTreeSet<&str>,
+    call_defaults: &std::collections::BTreeMap<&str, &[Option<String>]>,
     compact: bool,
     edits: &mut Vec<Edit>,
 ) {
@@ -52,7 +53,7 @@ pub fn rewrite(
     };
     context_param(s, src, edits);
     prologue(&h.facts, s.body, src, false, ctx_helpers, edits);
-    context_calls(&h.facts.calls, ctx_helpers, edits);
+    context_calls(&h.facts.calls, ctx_helpers, call_defaults, edits);
     super::block_index_calls(&h.facts, edits);
 
     let specifiers = &src[s.head..s.name_node.start_byte()];

@@ -52,6 +52,7 @@ pub fn rewrite(
     plan: &KernelPlan,
     src: &str,
     ctx_helpers: &BTreeSet<&str>,
+    call_defaults: &std::collections::BTreeMap<&str, &[Option<String>]>,
     compact: bool,
     edits: &mut Vec<Edit>,
 ) {
@@ -159,7 +160,7 @@ pub fn rewrite(
 
     // 2. Inside the body: the task's blockIdx/gridDim, context-taking helpers, barriers.
     prologue(&plan.facts, k.body, src, true, ctx_helpers, edits);
-    context_calls(&plan.facts.calls, ctx_helpers, edits);
+    context_calls(&plan.facts.calls, ctx_helpers, call_defaults, edits);
     super::block_index_calls(&plan.facts, edits);
     if let Some(p) = &plan.predication {
         super::predicate::rewrite(p, k.body, src, edits);

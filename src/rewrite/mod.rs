@@ -13,7 +13,7 @@ use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
 use crate::vocab::{CTX, CTX_TYPE, INCLUDE};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
 pub struct Rewrite {
@@ -79,11 +79,17 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
                 .map(|h| h.name.as_str()),
         )
         .collect();
+    let call_defaults: BTreeMap<&str, &[Option<String>]> = a
+        .helpers
+        .iter()
+        .filter(|h| h.needs_ctx && h.reached)
+        .filter_map(|h| Some((h.site.name.as_str(), h.call_defaults.as_deref()?)))
+        .collect();
     for k in a.kernels.iter().filter(|k| k.transformed()) {
-        kernel::rewrite(k, src, &ctx_helpers, compact, &mut edits);
+        kernel::rewrite(k, src, &ctx_helpers, &call_defaults, compact, &mut edits);
     }
     for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
-        helper::rewrite(h, src, &ctx_helpers, compact, &mut edits);
+        helper::rewrite(h, src, &ctx_helpers, &call_defaults, compact, &mut edits);
     }
     for l in &a.launches {
         launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
@@ -307,15 +313,49 @@ pub(crate) fn body_indent(body: Node, src: &str) -> String {
     }
 }
 
-/// `f(x)` → `f(__cp, x)` for calls to helpers that take the task context.
-fn context_calls(calls: &[Call], ctx_helpers: &BTreeSet<&str>, edits: &mut Vec<Edit>) {
+/// `f(x)` → `f(__cp, x)` for calls to helpers that take the task context; a call that leaves
+/// out arguments whose defaults read blockIdx/gridDim passes them (`HelperPlan::call_defaults`:
+/// `f(p)` → `f(__cp, p, blockIdx.x)`, where `blockIdx` is the task's).
+fn context_calls(
+    calls: &[Call],
+    ctx_helpers: &BTreeSet<&str>,
+    call_defaults: &BTreeMap<&str, &[Option<String>]>,
+    edits: &mut Vec<Edit>,
+) {
     for c in calls
         .iter()
         .filter(|c| ctx_helpers.contains(c.name.as_str()))
     {
         let sep = if c.arg_count > 0 { ", " } else { "" };
         edits.push(Edit::insert(c.args.start_byte() + 1, format!("{CTX}{sep}")));
+        if let Some(passed) = call_defaults
+            .get(c.name.as_str())
+            .and_then(|d| omitted_block_defaults(d, c.arg_count))
+        {
+            edits.push(Edit::insert(c.args.end_byte() - 1, passed));
+        }
     }
+}
+
+/// The text that passes a call's omitted arguments (the call gives `given`) up to the last one
+/// whose default reads blockIdx/gridDim: `, blockIdx.x, gridDim.x`. None where none of them
+/// does, or one in between has no default (then the call is not one the helper allows).
+fn omitted_block_defaults(defaults: &[Option<String>], given: usize) -> Option<String> {
+    let reads = |d: &str| {
+        crate::lang::VIRTUAL_BUILTINS
+            .iter()
+            .any(|(name, _)| crate::lang::has_word(d, name))
+    };
+    let last = defaults
+        .iter()
+        .rposition(|d| d.as_deref().is_some_and(reads))?;
+    if last < given {
+        return None;
+    }
+    defaults[given..=last]
+        .iter()
+        .map(|d| d.as_ref().map(|d| format!(", {d}")))
+        .collect()
 }
 
 /// Inserts the context parameter first in a parameter list.
@@ -349,6 +389,40 @@ fn context_params(
 
 #[cfg(test)]
 mod tests {
+    use super::omitted_block_defaults;
+
+    /// A call passes what it leaves out up to the last default that reads the block index,
+    /// and nothing where it leaves out none of those.
+    #[test]
+    fn omitted_defaults_are_passed_up_to_the_last_block_index_read() {
+        let d = |v: &[Option<&str>]| v.iter().map(|x| x.map(String::from)).collect::<Vec<_>>();
+        let defaults = d(&[
+            None,
+            Some("4"),
+            Some("blockIdx.x"),
+            Some("blockIdx.y"),
+            Some("1"),
+        ]);
+        assert_eq!(
+            omitted_block_defaults(&defaults, 1).as_deref(),
+            Some(", 4, blockIdx.x, blockIdx.y")
+        );
+        assert_eq!(
+            omitted_block_defaults(&defaults, 3).as_deref(),
+            Some(", blockIdx.y")
+        );
+        assert_eq!(
+            omitted_block_defaults(&defaults, 4),
+            None,
+            "all of them given"
+        );
+        assert_eq!(omitted_block_defaults(&d(&[None, Some("2")]), 1), None);
+        // A gap without a default: not a call the helper allows.
+        assert_eq!(
+            omitted_block_defaults(&d(&[None, None, Some("gridDim.x")]), 1),
+            None
+        );
+    }
     /// A declaration's tail and a launch's arguments come out on one line without their
     /// comments; what a comment stood between stays apart.
     #[test]
