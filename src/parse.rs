@@ -1275,6 +1275,8 @@ fn after_function_name(before: &str) -> bool {
                 | "sizeof"
                 | "alignof"
                 | "decltype"
+                | "constexpr"
+                | "requires"
                 | "catch"
                 | "defined"
                 | "noexcept"
@@ -1471,6 +1473,7 @@ mod tests {
         assert!(after_function_name("/* é */ é_k") && after_function_name("// é\nk"));
         assert!(!after_function_name("x é") && !after_function_name("é"));
         assert!(!after_function_name("if ") && !after_function_name("= 2"));
+        assert!(!after_function_name("if constexpr "));
         let launch =
             "void h() { k<<<1, 1>>>(a,\n#if P\n (int*)\n#else\n (char*)\n#endif\n q, n); }\n";
         assert_eq!(blanked(launch), ["#if P", "#else", "#endif"]);
