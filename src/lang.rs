@@ -264,9 +264,19 @@ pub const DEVICE_LAUNCH: &[&str] = &[
     "cudaDeviceSynchronize",
 ];
 
-/// Inline PTX that reads the hardware block index or ends the thread (refused: the task loop
-/// runs many blocks' tasks in one hardware block, and a thread that ends leaves it).
-pub const ASM_HAZARDS: &[&str] = &["%ctaid", "%nctaid", "exit", "ret;"];
+/// Inline PTX that reads the hardware block's index or its cluster's, waits for its cluster,
+/// or ends the thread (refused: the task loop runs many blocks' tasks in one hardware block,
+/// which is a cluster of its own, and a thread that ends leaves it).
+pub const ASM_HAZARDS: &[&str] = &[
+    "%ctaid",
+    "%nctaid",
+    "%cluster",
+    "%nclusterid",
+    "%is_explicit_cluster",
+    "barrier.cluster",
+    "exit",
+    "ret;",
+];
 
 /// Whether inline PTX `text` holds a block barrier (`bar.sync`, `bar.arrive`, `bar.red`,
 /// `barrier.sync.aligned`, `bar.cta.sync`, ...): a barrier like `__syncthreads()` that the
@@ -586,6 +596,13 @@ mod tests {
             r#"asm("mov.u32 %0, %%foobar.x;" : "=r"(v));"#,
         ] {
             assert!(!asm_block_barrier(other), "{other}");
+        }
+        // A cluster's barrier and registers are hazards (CP006), not barriers of the block.
+        for cluster in [
+            r#"asm volatile("barrier.cluster.arrive.aligned;");"#,
+            r#"asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));"#,
+        ] {
+            assert!(ASM_HAZARDS.iter().any(|h| cluster.contains(h)), "{cluster}");
         }
     }
 

@@ -234,7 +234,7 @@ pub fn facts<'t>(
                     Diagnostic::new(
                         Code::InlineAsm,
                         format!(
-                            "inline PTX `{}` reads the block index or ends the thread",
+                            "inline PTX `{}` reads the hardware block's index or cluster, waits for the cluster, or ends the thread",
                             h.trim_end_matches(';')
                         ),
                     )
