@@ -712,6 +712,49 @@ fn only_quoted_includes_search_the_sources_folder() {
 /// is the launcher for the next nvcc on PATH: a build whose compiler must be one word (a
 /// Makefile passing `CC=$(CC)` unquoted to another make) can use it. With no other nvcc on
 /// PATH it says so.
+/// Flags in nvcc's own `NVCC_APPEND_FLAGS` count for the launcher's decisions: an include
+/// folder named only there holds the header that defines the kernel, which the launcher then
+/// finds and transforms with the unit (without that, the launch stays plain: no wrapper in the
+/// object); and the flags reach nvcc once (a define given twice with different values would
+/// warn; here `-DSCALE` must arrive, or the unit does not compile).
+#[test]
+fn nvcc_environment_flags_count_for_the_launcher() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, _) = cupreempt_and_runtime();
+    let dir = support::tempdir("launcher-environment-flags");
+    let inc = dir.join("inc");
+    std::fs::create_dir_all(&inc).unwrap();
+    std::fs::write(
+        inc.join("fill.cuh"),
+        "__global__ void fill(int* p) { p[blockIdx.x] = SCALE; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"fill.cuh\"\nvoid run(int* p) { fill<<<4, 1>>>(p); }\n",
+    )
+    .unwrap();
+    let out = run(
+        Command::new(&bin)
+            .arg(&nvcc)
+            .env(
+                "NVCC_APPEND_FLAGS",
+                format!("-I{} -DSCALE=3", inc.display()),
+            )
+            .env("CUPREEMPT_SPLIT", "0")
+            .args(["-arch=sm_90", "-std=c++17", "-c"])
+            .args(support::toolkit_flags(&nvcc))
+            .arg(dir.join("k.cu"))
+            .arg("-o")
+            .arg(dir.join("k.o")),
+        "compile with the include folder in NVCC_APPEND_FLAGS",
+    );
+    assert!(
+        support::file_contains(&dir.join("k.o"), "fill__cupreempt"),
+        "the header named through NVCC_APPEND_FLAGS was not transformed:\n{out}"
+    );
+}
+
 #[test]
 fn run_as_nvcc_it_launches_the_next_nvcc_on_path() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));

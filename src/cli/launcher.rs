@@ -238,6 +238,31 @@ struct NvccCommand {
     ptxas_report: bool,
 }
 
+/// `args` with nvcc's own `NVCC_PREPEND_FLAGS` before them and `NVCC_APPEND_FLAGS` after them
+/// (split at blanks, as nvcc splits them), which are then taken out of the environment: the
+/// launcher decides by every flag nvcc will see (the include folders it searches for project
+/// headers, `-rdc`, the architectures), and passes them on itself, once, to every nvcc it runs.
+fn with_environment_flags(args: Vec<OsString>) -> Vec<OsString> {
+    let words = |name: &str| -> Vec<OsString> {
+        std::env::var_os(name)
+            .map(|v| {
+                v.to_string_lossy()
+                    .split_whitespace()
+                    .map(OsString::from)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let (prepend, append) = (words("NVCC_PREPEND_FLAGS"), words("NVCC_APPEND_FLAGS"));
+    if prepend.is_empty() && append.is_empty() {
+        return args;
+    }
+    // The launcher is one process per compile and has started no thread yet.
+    std::env::remove_var("NVCC_PREPEND_FLAGS");
+    std::env::remove_var("NVCC_APPEND_FLAGS");
+    prepend.into_iter().chain(args).chain(append).collect()
+}
+
 fn parse(args: Vec<OsString>) -> NvccCommand {
     let mut c = NvccCommand {
         args,
@@ -492,7 +517,8 @@ fn strict() -> bool {
 
 pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
     let nvcc = PathBuf::from(&args[0]);
-    let mut cmd = parse(expand_source_options_files(args[1..].to_vec(), 0));
+    let args = with_environment_flags(args[1..].to_vec());
+    let mut cmd = parse(expand_source_options_files(args, 0));
     if !cmd.pass_through && !cmd.sources.is_empty() {
         let as_written = cmd.args.clone();
         let system = system_dirs(&nvcc, &cmd);
