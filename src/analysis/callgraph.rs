@@ -350,12 +350,84 @@ pub fn address_taken(root: Node, src: &str, names: &BTreeSet<String>) -> BTreeSe
             (p.kind_id() == k.call_expression && at(f.function))
                 || (p.kind_id() == k.function_declarator && at(f.declarator))
         });
-        if !callee_or_declarator {
+        // A variable or parameter of the helper's name (`int m_boundary =
+        // V::m_boundary(in);`), and its uses after it in the same function, name the variable.
+        if !callee_or_declarator && !names_a_variable(n, name, src) {
             out.insert(name.to_string());
         }
         true
     });
     out
+}
+
+/// Whether `n` (an identifier `name`) declares a variable or parameter, or is a use of one that
+/// its function declares before it.
+fn names_a_variable(n: Node, name: &str, src: &str) -> bool {
+    if variable_declarator(n) {
+        return true;
+    }
+    let mut fun = n.parent();
+    while let Some(x) = fun {
+        if x.kind() == "function_definition" {
+            break;
+        }
+        fun = x.parent();
+    }
+    let Some(fun) = fun else {
+        return false;
+    };
+    let mut found = false;
+    crate::lang::visit(fun, |m| {
+        if !found
+            && m.start_byte() < n.start_byte()
+            && m.kind_id() == crate::lang::kinds().identifier
+            && crate::lang::text(m, src) == name
+            && variable_declarator(m)
+        {
+            // Only where `n` lies in the declaration's scope: after that scope's end the
+            // name is the helper's again.
+            let mut scope = m.parent();
+            while let Some(x) = scope {
+                if matches!(
+                    x.kind(),
+                    "compound_statement"
+                        | "for_statement"
+                        | "for_range_loop"
+                        | "lambda_expression"
+                        | "function_definition"
+                ) {
+                    break;
+                }
+                scope = x.parent();
+            }
+            found = scope.is_some_and(|x| x.byte_range().contains(&n.start_byte()));
+        }
+        !found && m.start_byte() < n.start_byte()
+    });
+    found
+}
+
+/// Whether identifier `n` is the name a variable or parameter declaration declares (through
+/// `*`, `&` and `[]` declarators).
+fn variable_declarator(n: Node) -> bool {
+    let f = crate::lang::fields();
+    let mut e = n;
+    while let Some(p) = e.parent() {
+        let wraps = matches!(
+            p.kind(),
+            "pointer_declarator" | "reference_declarator" | "array_declarator"
+        ) && p.child_by_field_id(f.declarator) == Some(e);
+        if !wraps {
+            break;
+        }
+        e = p;
+    }
+    e.parent().is_some_and(|p| {
+        matches!(
+            p.kind(),
+            "init_declarator" | "declaration" | "parameter_declaration"
+        ) && p.child_by_field_id(f.declarator) == Some(e)
+    })
 }
 
 /// The first identifier under `n` that names `blockIdx`/`gridDim` (and `threadIdx`, with
@@ -509,4 +581,38 @@ fn class_reads_implicitly(
         runs_implicitly && reads(def)
     });
     Some((last, bases, implicit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::address_taken;
+    use std::collections::BTreeSet;
+
+    fn taken(src: &str) -> BTreeSet<String> {
+        let parsed = crate::parse::parse(src);
+        let names = BTreeSet::from(["row".to_string()]);
+        address_taken(parsed.tree.root_node(), src, &names)
+    }
+
+    /// A variable or parameter named as the helper, and its uses in its scope, take no
+    /// address; past the variable's block, or before it, the name is the helper's again.
+    #[test]
+    fn a_variable_of_a_helpers_name_takes_no_address() {
+        let helper = "__device__ unsigned row() { return blockIdx.x; }\n";
+        for src in [
+            "__global__ void k(unsigned* o) { unsigned row = ::row(); o[row] = row; }\n",
+            "__global__ void k(unsigned* o, unsigned row) { o[row] = row; }\n",
+            "__global__ void k(unsigned* o) { for (unsigned row = 0; row < 4; ++row) o[row] = 1; }\n",
+            "__global__ void k(unsigned* o) { auto f = [](unsigned row) { return row; }; o[0] = f(1); }\n",
+        ] {
+            assert!(taken(&format!("{helper}{src}")).is_empty(), "{src}");
+        }
+        for src in [
+            "__global__ void k(unsigned* o) { { unsigned row = 1; o[0] = row; } auto p = row; o[1] = p(); }\n",
+            "__global__ void k(unsigned* o) { auto p = row; unsigned row = 2; o[row] = p(); }\n",
+            "__device__ unsigned (*p)() = row;\n",
+        ] {
+            assert!(taken(&format!("{helper}{src}")).contains("row"), "{src}");
+        }
+    }
 }
