@@ -1102,8 +1102,9 @@ fn a_header_helper_that_reads_the_block_index_through_a_member_is_not_given_the_
         "{err}"
     );
 
-    // The same through a default argument on the helper's path: `through` takes the context,
-    // but its call `at()` takes the default, read where `at` is declared.
+    // A default argument on the helper's path: `through` takes the context, and its call
+    // `at()` passes the default itself, from the context (`at(__cp, __cp.blockIdx.x)`), so the
+    // kernel of the other file is transformed; `through`'s own file is transformed with it.
     std::fs::write(
         src.join("tile.cuh"),
         "#pragma once\n__device__ unsigned at(unsigned b = blockIdx.x) { return b * 64u; }\n__device__ unsigned through() { return at() + blockIdx.y + threadIdx.x; }\n",
@@ -1120,7 +1121,11 @@ fn a_header_helper_that_reads_the_block_index_through_a_member_is_not_given_the_
         .lines()
         .find(|l| l.contains(": kern:"))
         .unwrap_or_else(|| panic!("no line for kern:\n{out}"));
-    assert!(kern.contains("CP008"), "{out}");
+    assert!(kern.contains("transformable"), "{out}");
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = std::fs::read_to_string(dir.join("out/tile.cuh")).unwrap();
+    assert!(header.contains("at(__cp, __cp.blockIdx.x)"), "{header}");
 
     // Helpers whose bodies name no block index at all, and still read it: through a type's
     // default member initializer (`Origin o;`), and through their own default argument,

@@ -315,7 +315,7 @@ pub(crate) fn body_indent(body: Node, src: &str) -> String {
 
 /// `f(x)` → `f(__cp, x)` for calls to helpers that take the task context; a call that leaves
 /// out arguments whose defaults read blockIdx/gridDim passes them (`HelperPlan::call_defaults`:
-/// `f(p)` → `f(__cp, p, blockIdx.x)`, where `blockIdx` is the task's).
+/// `f(p)` → `f(__cp, p, __cp.blockIdx.x)`, the task's).
 fn context_calls(
     calls: &[Call],
     ctx_helpers: &BTreeSet<&str>,
@@ -354,8 +354,25 @@ fn omitted_block_defaults(defaults: &[Option<String>], given: usize) -> Option<S
     }
     defaults[given..=last]
         .iter()
-        .map(|d| d.as_ref().map(|d| format!(", {d}")))
+        .map(|d| d.as_ref().map(|d| format!(", {}", from_context(d))))
         .collect()
+}
+
+/// `text` with `blockIdx` and `gridDim` read from the task context (`__cp.blockIdx.x`): a
+/// helper's body declares the locals that hold the task's values only for the names it
+/// reads itself, so a default passed at a call there must not rely on them.
+fn from_context(text: &str) -> String {
+    let mut out = text.to_string();
+    for (name, _) in crate::lang::VIRTUAL_BUILTINS {
+        let at: Vec<usize> = crate::lang::word_indices(&out, name).collect();
+        for i in at.into_iter().rev() {
+            // A member already (`p.blockIdx`) names something else.
+            if !out[..i].trim_end().ends_with(['.', '>', ':']) {
+                out.insert_str(i, &format!("{CTX}."));
+            }
+        }
+    }
+    out
 }
 
 /// Inserts the context parameter first in a parameter list.
@@ -405,11 +422,16 @@ mod tests {
         ]);
         assert_eq!(
             omitted_block_defaults(&defaults, 1).as_deref(),
-            Some(", 4, blockIdx.x, blockIdx.y")
+            Some(", 4, __cp.blockIdx.x, __cp.blockIdx.y")
         );
         assert_eq!(
             omitted_block_defaults(&defaults, 3).as_deref(),
-            Some(", blockIdx.y")
+            Some(", __cp.blockIdx.y")
+        );
+        let both = d(&[None, Some("gridDim.x * blockIdx.y + threadIdx.x")]);
+        assert_eq!(
+            omitted_block_defaults(&both, 1).as_deref(),
+            Some(", __cp.gridDim.x * __cp.blockIdx.y + threadIdx.x")
         );
         assert_eq!(
             omitted_block_defaults(&defaults, 4),
