@@ -61,8 +61,8 @@ impl CallGraph {
                 }
                 // A default argument that reads the block index needs the context too: the
                 // calls of its context form pass that argument (`block_defaults`).
-                let reading_default = std::iter::once(&h.site)
-                    .chain(h.prior_declarations.iter())
+                let reading_default = h
+                    .declarations()
                     .any(|d| super::decide::default_reads_block_ids(d, &BTreeSet::new()));
                 let needs = !h.facts.virtual_reads.is_empty()
                     || reading_default
@@ -163,9 +163,8 @@ impl CallGraph {
     pub fn reaches_unfollowed_read(&self, start: usize, helpers: &[HelperPlan], src: &str) -> bool {
         // Calls in this file pass the defaults that read the block index (`block_defaults`);
         // another file's calls of `start` itself do not.
-        let h = &helpers[start];
-        std::iter::once(&h.site)
-            .chain(h.prior_declarations.iter())
+        helpers[start]
+            .declarations()
             .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
             || self.reach_any(start, helpers, |h| self.blocks_context(h, src))
     }
@@ -176,27 +175,24 @@ impl CallGraph {
     /// `decide::body_blockers` (function pointers, implicit type code, local classes).
     fn blocks_context(&self, h: &HelperPlan, src: &str) -> bool {
         let f = &h.facts;
-        let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
         f.member_calls
             .iter()
             .any(|(m, _)| self.member_ctx.contains(m))
-            || (declared
-                .into_iter()
-                .any(|d| super::decide::default_reads_block_ids(d, &self.block_names))
-                && self.block_defaults(h).is_none())
+            || (h.call_defaults.is_none()
+                && h.declarations()
+                    .any(|d| super::decide::default_reads_block_ids(d, &self.block_names)))
             || !super::decide::body_blockers(f, &h.site, self, src).is_empty()
     }
 
     /// A helper's default arguments by position where those that read blockIdx/gridDim can
     /// be passed at its calls (`decide::passable_block_defaults`), and it is the only helper of
-    /// its name (the calls name it by name alone).
+    /// its name (the calls name it by name alone). `analyze` keeps it in
+    /// `HelperPlan::call_defaults` once `block_names` is known.
     pub fn block_defaults(&self, h: &HelperPlan) -> Option<Vec<Option<String>>> {
         if self.callees(&h.site.name).count() != 1 {
             return None;
         }
-        let declared: Vec<&super::FunctionSite> = std::iter::once(&h.site)
-            .chain(h.prior_declarations.iter())
-            .collect();
+        let declared: Vec<&super::FunctionSite> = h.declarations().collect();
         super::decide::passable_block_defaults(&declared, &self.block_names)
     }
 

@@ -79,11 +79,10 @@ pub fn decide<'t>(
             }
             // A default argument is read where the function is declared, not where it is
             // called: `blockIdx` there is the hardware's, whatever the caller's task.
-            let declared = std::iter::once(&h.site).chain(h.prior_declarations.iter());
-            if let Some(site) = declared
-                .into_iter()
+            if let Some(site) = h
+                .declarations()
                 .find(|d| default_reads_block_ids(d, &graph.block_names))
-                .filter(|_| graph.block_defaults(h).is_none())
+                .filter(|_| h.call_defaults.is_none())
             {
                 refusals.push(
                     Diagnostic::new(

@@ -168,6 +168,13 @@ pub struct HelperPlan<'t> {
     pub call_defaults: Option<Vec<Option<String>>>,
 }
 
+impl<'t> HelperPlan<'t> {
+    /// Its definition and its earlier declarations (where default arguments may stand).
+    pub fn declarations(&self) -> impl Iterator<Item = &FunctionSite<'t>> {
+        std::iter::once(&self.site).chain(self.prior_declarations.iter())
+    }
+}
+
 pub struct Analysis<'t> {
     pub kernels: Vec<KernelPlan<'t>>,
     pub helpers: Vec<HelperPlan<'t>>,

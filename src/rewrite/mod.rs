@@ -338,8 +338,9 @@ fn context_calls(
 }
 
 /// The text that passes a call's omitted arguments (the call gives `given`) up to the last one
-/// whose default reads blockIdx/gridDim: `, blockIdx.x, gridDim.x`. None where none of them
-/// does, or one in between has no default (then the call is not one the helper allows).
+/// whose default reads blockIdx/gridDim: `, __cp.blockIdx.x, __cp.gridDim.x`. None where none
+/// of them does, or one in between has no default (then the call is not one the helper
+/// allows).
 fn omitted_block_defaults(defaults: &[Option<String>], given: usize) -> Option<String> {
     let reads = |d: &str| {
         crate::lang::VIRTUAL_BUILTINS
