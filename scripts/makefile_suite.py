@@ -28,10 +28,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import external_suite as ext  # noqa: E402
 
-# A program whose Makefile or sources need more than the CUDA toolkit: MPI, or a compiler other
-# than nvcc for its CUDA code.
-EXCLUDED_MAKEFILE = re.compile(r"\bmpi(?:cc|cxx|c\+\+|run)\b|-lmpi\b|^CC\s*=\s*(?!nvcc\b)\S+",
-                               re.M)
+# A program whose Makefile needs more than the CUDA toolkit: MPI.
+EXCLUDED_MAKEFILE = re.compile(r"\bmpi(?:cc|cxx|c\+\+|run)\b|-lmpi\b")
+# `CC = g++`, `CC := gcc`: the Makefile's CC is a host compiler (Rodinia's, which reach nvcc as
+# `$(NVCC)` or `$(CUDA_DIR)/bin/nvcc`), so the suite leaves CC as it is. A Makefile whose CC is
+# another compiler and that never names nvcc compiles its CUDA code with something else.
+OTHER_CC = re.compile(r"^CC\s*:?=\s*(?!\S*nvcc\b)(\S+)", re.M)
+# Variables that Makefiles use for the toolkit's folder (`$(CUDA_DIR)/bin/nvcc`,
+# `-I$(CUDA_DIR)/include`): set to the toolkit for the build as written, and to a copy of it
+# whose bin/nvcc is the launcher for the other (toolkit_front).
+TOOLKIT_VARIABLES = ("CUDA_DIR", "CUDA_PATH", "CUDA_HOME", "CUDA_INSTALL_PATH", "CUDA_ROOT")
+# A run line's redirection of its output to a file (`> result.txt`, `1>>log`): dropped, so that
+# the output is compared (`2>&1` and the like stay).
+OUTPUT_REDIRECT = re.compile(r"\s*(?<![\d&>])(?:1)?>>?\s*(?!&)[^\s;&|]+")
 # `../NAME`, `../../NAME/...` in a Makefile or a source: a folder beside the program's or above
 # it that the program reads (data, shared code, PolyBench's `../../utilities`).
 RELATIVE = re.compile(r"((?:\.\./)+)([A-Za-z0-9_+-][A-Za-z0-9_.+-]*)")
@@ -41,15 +50,24 @@ SOURCES = ("*.cu", "*.cuh", "*.h", "*.hpp", "*.cpp", "*.c", "*.cc", "Makefile*")
 
 
 def select_programs(root: Path, pattern, only):
+    """The program folders: those with a Makefile under any of the blank-separated globs of
+    `pattern` (`cuda/* cuda/srad/*`), less those that need what the suite cannot give."""
     chosen, skipped = [], []
-    for mk in sorted(root.glob(f"{pattern}/Makefile")):
-        d, name = mk.parent, mk.parent.name
+    # make reads `makefile` as well as `Makefile` (Rodinia's srad_v1).
+    folders = sorted({mk.parent for p in pattern.split() for name in ("Makefile", "makefile")
+                      for mk in root.glob(f"{p}/{name}")})
+    for d in folders:
+        # The one make reads first.
+        mk = next(d / n for n in ("makefile", "Makefile") if (d / n).is_file())
+        name = d.name
         if only and not re.search(only, name):
             continue
         text = mk.read_text(errors="replace")
         why = None
         if m := EXCLUDED_MAKEFILE.search(text):
             why = f"needs {m.group(0).strip()}"
+        elif (m := OTHER_CC.search(text)) and not re.search(r"\bnvcc\b", text):
+            why = f"needs CC = {m.group(1)}"
         elif dvc := sorted(d.glob("*.dvc")):
             why = f"needs data not in the checkout ({dvc[0].name})"
         (skipped if why else chosen).append((d.relative_to(root), why))
@@ -71,17 +89,40 @@ def relatives(root: Path, d: Path):
     return sorted(found)
 
 
-def copy_program(root: Path, rel: Path, tree: Path):
+# A GPU architecture that today's toolkits no longer compile for (`-arch sm_20`,
+# `--gpu-code=compute_20`, Rodinia's): below sm_50.
+OLD_ARCH = re.compile(r"\b(sm|compute)_([1-4][0-9])\b")
+
+
+def copy_program(root: Path, rel: Path, tree: Path, arch="90"):
+    """Copies the program's folder and the folders it names into `tree`. The copies' Makefiles
+    name `arch` where they name an architecture older than sm_50, in both builds alike (the
+    one change to what the program's authors wrote, as the CMake suite changes their list of
+    architectures)."""
     dst = tree / rel
     for d in [rel, *relatives(root, root / rel)]:
         if not (tree / d).exists():
             shutil.copytree(root / d, tree / d, symlinks=True,
                             ignore=shutil.ignore_patterns(".git"))
+            for mk in (tree / d).rglob("*"):
+                if mk.name.lower().startswith(("makefile", "gnumakefile")) and mk.is_file() \
+                        and not mk.is_symlink():
+                    text = mk.read_text(errors="replace")
+                    if OLD_ARCH.search(text):
+                        mk.write_text(OLD_ARCH.sub(lambda m: f"{m.group(1)}_{arch}", text))
     return dst
 
 
-def make(d: Path, cc, arch, env, target=None, dry=False, timeout=600):
-    cmd = ["make", "-C", str(d), f"CC={cc}", f"ARCH=sm_{arch}"]
+def make(d: Path, cc, arch, env, target=None, dry=False, timeout=600, toolkit=None):
+    """make in folder d with CC (unless the Makefile's CC is a host compiler: OTHER_CC), ARCH
+    and, where given, the toolkit's folder in every TOOLKIT_VARIABLES."""
+    mk = next((d / n for n in ("GNUmakefile", "makefile", "Makefile") if (d / n).is_file()), None)
+    text = mk.read_text(errors="replace") if mk else ""
+    cmd = ["make", "-C", str(d), f"ARCH=sm_{arch}"]
+    if not OTHER_CC.search(text):
+        cmd.append(f"CC={cc}")
+    if toolkit:
+        cmd += [f"{v}={toolkit}" for v in TOOLKIT_VARIABLES]
     if dry:
         cmd.append("-n")
     if target:
@@ -123,29 +164,58 @@ def built_executables(d: Path, since: float):
     return found
 
 
-def run_script(d: Path, cc, arch, env, since: float):
+def run_file_lines(d: Path):
+    """The commands of a `run` script beside the Makefile (Rodinia's): its lines whose first word
+    is a program in the folder (`./needle 2048 10`, `cuda/lud_cuda -s 256`); prose and usage
+    lines are not."""
+    f = d / "run"
+    if not f.is_file():
+        return []
+    lines = []
+    for ln in f.read_text(errors="replace").splitlines():
+        words = split_words(ln)
+        if words and (d / words[0]).is_file() and os.access(d / words[0], os.X_OK):
+            lines.append(ln.strip())
+    return lines
+
+
+def run_script(d: Path, cc, arch, env, since: float, toolkit=None):
     """The commands of the program's `run` target, as a script in its folder (what `make run`
-    would run, without make's own output). A Makefile with no `run` target (PolyBench's) runs
-    the one program its build made, with no arguments."""
-    r = make(d, cc, arch, env, target="run", dry=True)
+    would run, without make's own output), else of a `run` script beside the Makefile, else the
+    one program its build made with no arguments (PolyBench's). A line that names an input file
+    that is not there is left out (Rodinia's `run` tries its data set and a generated input);
+    with none left, the program is listed with the first missing file. Output redirected to a
+    file is not (OUTPUT_REDIRECT): the output is what the suite compares."""
+    r = make(d, cc, arch, env, target="run", dry=True, toolkit=toolkit)
     lines = [ln.strip() for ln in r.stdout.splitlines()
              if ln.strip() and not ln.startswith(("make", "make:")) and "nvcc" not in ln]
-    if r.returncode != 0 and not re.search(r"No rule to make target .run.", r.stderr):
+    no_rule = r.returncode != 0 and re.search(r"No rule to make target .run.", r.stderr)
+    if r.returncode != 0 and not no_rule:
         return None, []
-    if r.returncode != 0:
+    if no_rule or not lines:
+        # `make -n run` with no rule and a file named `run` says there is nothing to do.
+        lines = run_file_lines(d)
+    if not lines and (no_rule or r.returncode == 0):
         made = built_executables(d, since)
         lines = [f"./{shlex.quote(made[0].name)}"] if len(made) == 1 else []
     if not lines:
         return None, []
-    words = [w for ln in lines for w in split_words(ln)]
-    cleaned = make(d, cc, arch, env, target="clean", dry=True)
+    cleaned = make(d, cc, arch, env, target="clean", dry=True, toolkit=toolkit)
     made = {w for ln in cleaned.stdout.splitlines() for w in split_words(ln)} \
         if cleaned.returncode == 0 else set()
-    missing = missing_inputs(d, words[1:], made)
+    lines = [OUTPUT_REDIRECT.sub("", ln).rstrip() for ln in lines]
+    runnable, missing = [], []
+    for ln in lines:
+        absent = missing_inputs(d, split_words(ln)[1:], made)
+        missing += absent
+        if not absent:
+            runnable.append(ln)
+    if not runnable:
+        return None, missing
     script = d / "cupreempt-run.sh"
-    script.write_text("#!/bin/sh\nset -e\n" + "\n".join(lines) + "\n")
+    script.write_text("#!/bin/sh\nset -e\n" + "\n".join(runnable) + "\n")
     script.chmod(0o755)
-    return script, missing
+    return script, []
 
 
 def launcher(tree: Path, cli) -> str:
@@ -165,6 +235,32 @@ def launcher(tree: Path, cli) -> str:
     return str(link)
 
 
+def toolkit_root():
+    """The folder of the toolkit whose nvcc is first on PATH (`/usr/local/cuda`), or None."""
+    nvcc = shutil.which("nvcc")
+    return Path(nvcc).resolve().parent.parent if nvcc else None
+
+
+def toolkit_front(tree: Path, cli, toolkit: Path) -> str:
+    """A copy of the toolkit's folder made of links, whose bin/nvcc is the launcher: for
+    Makefiles that call `$(CUDA_DIR)/bin/nvcc` (TOOLKIT_VARIABLES). Everything else, headers,
+    libraries and the other tools, is the toolkit's own."""
+    front = tree.parent / "launcher-toolkit"
+    (front / "bin").mkdir(parents=True, exist_ok=True)
+    entries = [(front / e.name, e) for e in toolkit.iterdir() if e.name != "bin"]
+    entries += [(front / "bin" / e.name, e) for e in (toolkit / "bin").iterdir()
+                if e.name != "nvcc"]
+    entries.append((front / "bin" / "nvcc", Path(launcher(tree, cli))))
+    for link, target in entries:
+        # Parallel builds (EXT_JOBS) all ask: a link made meanwhile by another is as good.
+        if not link.is_symlink():
+            try:
+                link.symlink_to(target)
+            except FileExistsError:
+                pass
+    return str(front)
+
+
 def build_both(root, rel, trees, cli, lib, arch):
     """Builds one program as written and through the launcher; returns (row fields, scripts)."""
     orig_tree, tr_tree = trees
@@ -173,18 +269,20 @@ def build_both(root, rel, trees, cli, lib, arch):
     # A Makefile that calls nvcc by name rather than through $(CC) (PolyBench's) finds the
     # launcher first on PATH, as a user's would; the launcher skips itself to find nvcc.
     tr_env = {**env, "PATH": f"{Path(front).parent}{os.pathsep}{env.get('PATH', '')}"}
+    toolkit = toolkit_root()
+    tr_toolkit = toolkit_front(tr_tree, cli, toolkit) if toolkit else None
     out = {}
-    for label, tree, cc, env in (("orig", orig_tree, "nvcc", env),
-                                 ("transformed", tr_tree, front, tr_env)):
-        d = copy_program(root, rel, tree)
+    for label, tree, cc, env, kit in (("orig", orig_tree, "nvcc", env, toolkit),
+                                      ("transformed", tr_tree, front, tr_env, tr_toolkit)):
+        d = copy_program(root, rel, tree, arch)
         t = time.time()
         try:
-            r = make(d, cc, arch, env)
+            r = make(d, cc, arch, env, toolkit=kit)
             ok, text = r.returncode == 0, r.stdout + r.stderr
         except subprocess.TimeoutExpired:
             ok, text = False, "build timed out"
         (d / "cupreempt-build.log").write_text(text)
-        script, missing = run_script(d, cc, arch, env, t) if ok else (None, [])
+        script, missing = run_script(d, cc, arch, env, t, kit) if ok else (None, [])
         out[label] = {"ok": ok, "script": str(script) if script else None, "missing": missing,
                       "seconds": round(time.time() - t, 1)}
     files = [str(p) for p in ext.cuda_sources(tr_tree / rel)]
@@ -259,10 +357,10 @@ def main():
             row["status"] = "original does not build"
         elif not b["transformed"]["ok"]:
             row["status"] = "TRANSFORMED DOES NOT BUILD"
-        elif not b["orig"]["script"]:
-            row["status"] = "no run command"
         elif b["orig"]["missing"]:
             row["status"] = f"needs {b['orig']['missing'][0]}"
+        elif not b["orig"]["script"]:
+            row["status"] = "no run command"
         elif time.time() - started > budget:
             ext.log(f"{name}: not run (time budget)")
             continue
@@ -330,7 +428,7 @@ def self_test():
         chosen, skipped = select_programs(root, "src/*-cuda", None)
         assert [str(p) for p, _ in chosen] == ["src/a-cuda", "src/b-cuda", "src/d-cuda"], chosen
         assert dict((str(p), w) for p, w in skipped) == {
-            "src/c-cuda": "needs CC = mpicxx",
+            "src/c-cuda": "needs mpicxx",
             "src/e-cuda": "needs data not in the checkout (data.tar.gz.dvc)"}, skipped
         assert relatives(root, root / "src/a-cuda") == [Path("src/b-cuda")]
         tree = root / "copy"
@@ -380,6 +478,65 @@ def self_test():
         ext.compare_builds(row, slow, slow, [], 1, 10, 0, root, root, long_s=5)
         assert row["status"] == "identical", row
         assert split_words("./main 10 \\") == ["./main", "10", "\\"]
+        # Rodinia's shape: nvcc through `$(CUDA_DIR)/bin/nvcc`, CC a host compiler (left as it
+        # is, not excluded), a `run` script beside the Makefile whose first line needs a data
+        # set that is not there and whose second generates its input; output redirected to a
+        # file; folders one level deeper named by a second glob.
+        rod = root / "rod"
+        (rod / "common").mkdir(parents=True)
+        (rod / "common/make.config").write_text("CUDA_DIR = /nonexistent/cuda\n")
+        prog = rod / "cuda/needle"
+        prog.mkdir(parents=True)
+        (prog / "Makefile").write_text(
+            "include ../../common/make.config\nCC = gcc\nNVCC = $(CUDA_DIR)/bin/nvcc\n"
+            "all:\n\t@echo $(CC) $(NVCC) > built.txt\n\tcp /bin/true needle\n"
+            "clean:\n\trm -f needle result.txt\n")
+        (prog / "run").write_text("# two inputs\nThere are two data sets:\n"
+                                  "./needle -f ../../data/needle/in.txt\n"
+                                  "./needle 2048 10 > result.txt\n")
+        (rod / "cuda/srad/srad_v2").mkdir(parents=True)
+        (rod / "cuda/srad/srad_v2/Makefile").write_text("CC := $(CUDA_DIR)/bin/nvcc\nall:\n")
+        (rod / "cuda/srad/srad_v1").mkdir(parents=True)
+        (rod / "cuda/srad/srad_v1/makefile").write_text("CC := $(CUDA_DIR)/bin/nvcc\nall:\n")
+        (rod / "cuda/other").mkdir(parents=True)
+        (rod / "cuda/other/Makefile").write_text("CC = clang++\nall:\n\t$(CC) x.cu\n")
+        (rod / "cuda/srad/srad_v2/makefile").write_text("NVCC_FLAGS = -arch sm_35\n")
+        (rod / "cuda/srad/srad_v2/Makefile.old").write_text(
+            "NVCC_FLAGS = -arch sm_20 --gpu-code=compute_13,sm_90 -arch=sm_100\n")
+        copy_program(rod, Path("cuda/srad/srad_v2"), root / "rodcopy", "90")
+        assert (root / "rodcopy/cuda/srad/srad_v2/Makefile.old").read_text() == \
+            "NVCC_FLAGS = -arch sm_90 --gpu-code=compute_90,sm_90 -arch=sm_100\n"
+        assert (root / "rodcopy/cuda/srad/srad_v2/makefile").read_text() == \
+            "NVCC_FLAGS = -arch sm_90\n"
+        chosen, skipped = select_programs(rod, "cuda/* cuda/srad/*", None)
+        assert [str(p) for p, _ in chosen] == ["cuda/needle", "cuda/srad/srad_v1",
+                                               "cuda/srad/srad_v2"], chosen
+        assert [(str(p), w) for p, w in skipped] == [("cuda/other", "needs CC = clang++")]
+        kit = root / "kit"
+        (kit / "bin").mkdir(parents=True)
+        (kit / "include").mkdir()
+        for tool in ("nvcc", "cuobjdump"):
+            (kit / "bin" / tool).write_text("")
+        front = Path(toolkit_front(root / "tr" / "tree", root / "cupreempt", kit))
+        assert os.readlink(front / "bin/nvcc") == launcher(root / "tr" / "tree",
+                                                           root / "cupreempt")
+        assert os.readlink(front / "bin/cuobjdump") == str(kit / "bin/cuobjdump")
+        assert os.readlink(front / "include") == str(kit / "include")
+        since = time.time() - 1
+        env = dict(os.environ)
+        r = make(prog, "nvcc", "90", env, toolkit=str(front))
+        assert r.returncode == 0, r.stderr
+        # CC stays the Makefile's; the toolkit's folder is the one given.
+        assert (prog / "built.txt").read_text().split() == ["gcc", f"{front}/bin/nvcc"]
+        script, missing = run_script(prog, "nvcc", "90", env, since, str(front))
+        assert missing == [] and script is not None, (script, missing)
+        assert script.read_text().splitlines()[2:] == ["./needle 2048 10"], script.read_text()
+        (prog / "run").write_text("./needle -f ../../data/needle/in.txt\n")
+        assert run_script(prog, "nvcc", "90", env, since, str(front)) == (
+            None, ["../../data/needle/in.txt"])
+        for line, kept in (("./a > out.txt", "./a"), ("./a 1>>log 2>&1", "./a 2>&1"),
+                           ("./a >&2", "./a >&2"), ("./a 2> err", "./a 2> err")):
+            assert OUTPUT_REDIRECT.sub("", line).rstrip() == kept, (line, kept)
         (root / "cupreempt").write_text("")
         cc = launcher(root / "tr" / "tree", root / "cupreempt")
         assert cc.endswith("/launcher-front/nvcc"), cc
