@@ -22,4 +22,20 @@ step "$work/plain/scale_add"
 step make -C examples/make-project CUPREEMPT="$cli" NVCC=nvcc BUILD="$work/make"
 step "$work/make/scale_add"
 step compute-sanitizer --tool memcheck --error-exitcode 9 "$work/cmake/scale_add" 1048576
+# Compiled through the launcher, linked by the host compiler without the runtime (a Makefile's
+# `g++ -o prog *.o -lcudart`): the program loads the runtime itself (runtime_library.h), and
+# its launches run preemptible under chaos mode with every output exact.
+toolkit=$(dirname "$(dirname "$(readlink -f "$(command -v nvcc)")")")
+host_linked() {
+  "$cli" nvcc -arch=sm_90 -O2 -c tests/gpu/host_linked.cu -o "$work/host_linked.o" &&
+    g++ -o "$work/host_linked" "$work/host_linked.o" -L"$toolkit/lib64" -lcudart &&
+    ! nm -u "$work/host_linked.o" | grep cupreempt_rt_ &&
+    CUPREEMPT_PREEMPTIBLE=1 CUPREEMPT_CHAOS=7,20 CUPREEMPT_VERBOSE=1 "$work/host_linked" \
+      > "$work/host_linked.log" 2>&1
+  local rc=$?
+  grep -E "host_linked:|launches planned|chaos" "$work/host_linked.log"
+  [ $rc -eq 0 ] && grep -q "40 launches, 0 wrong" "$work/host_linked.log" &&
+    grep -Eq "launches planned: preemptible [1-9]" "$work/host_linked.log"
+}
+step host_linked
 exit $status

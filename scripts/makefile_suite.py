@@ -71,7 +71,15 @@ def select_programs(root: Path, pattern, only):
         elif dvc := sorted(d.glob("*.dvc")):
             why = f"needs data not in the checkout ({dvc[0].name})"
         (skipped if why else chosen).append((d.relative_to(root), why))
-    return chosen, skipped
+    # A folder whose Makefile builds programs that are selected themselves (Rodinia's srad, the
+    # parent of srad_v1 and srad_v2): they would be built twice at once in the same copies.
+    parents = []
+    for rel, _ in chosen:
+        inner = [c.name for c, _ in chosen if c != rel and c.is_relative_to(rel)]
+        if inner:
+            parents.append(rel)
+            skipped.append((rel, f"builds the programs of its folders ({', '.join(inner)})"))
+    return [(rel, why) for rel, why in chosen if rel not in parents], skipped
 
 
 def relatives(root: Path, d: Path):
@@ -79,10 +87,14 @@ def relatives(root: Path, d: Path):
     `../../NAME/...`), as paths under the checkout; none above it."""
     found = set()
     top = root.resolve()
-    for pat in SOURCES:
-        for f in d.glob(pat):
+    # The program's subfolders too (Rodinia's srad builds srad_v1/, whose makefile includes
+    # ../../../common/make.config), each path read from the folder of the file naming it.
+    for pat in SOURCES + ("makefile*",):
+        for f in d.rglob(pat):
+            if not f.is_file():
+                continue
             for ups, name in RELATIVE.findall(f.read_text(errors="replace")):
-                target = (d / ups / name).resolve()
+                target = (f.parent / ups / name).resolve()
                 if target.is_dir() and target.is_relative_to(top) and target != d.resolve() \
                         and not d.resolve().is_relative_to(target):
                     found.add(target.relative_to(top))
@@ -443,6 +455,11 @@ def self_test():
             "PATH_TO_UTILS := ../../utilities\ninclude ${PATH_TO_UTILS}/common.mk\n"
             "# ../../../outside ../.. ../fdtd\n")
         assert relatives(root, root / "CUDA/stencils/fdtd") == [Path("CUDA/utilities")]
+        (root / "CUDA/stencils/both/v1").mkdir(parents=True)
+        (root / "CUDA/stencils/both/Makefile").write_text("all:\n\tcd v1; make\n")
+        (root / "CUDA/stencils/both/v1/makefile").write_text(
+            "include ../../../utilities/common.mk\n")
+        assert relatives(root, root / "CUDA/stencils/both") == [Path("CUDA/utilities")]
         copy_program(root, Path("CUDA/stencils/fdtd"), tree)
         assert (tree / "CUDA/utilities/common.mk").exists()
         # With no run target, the one executable the build made runs.
@@ -508,10 +525,13 @@ def self_test():
             "NVCC_FLAGS = -arch sm_90 --gpu-code=compute_90,sm_90 -arch=sm_100\n"
         assert (root / "rodcopy/cuda/srad/srad_v2/makefile").read_text() == \
             "NVCC_FLAGS = -arch sm_90\n"
+        (rod / "cuda/srad/Makefile").write_text("all:\n\tcd srad_v1; make\n")
         chosen, skipped = select_programs(rod, "cuda/* cuda/srad/*", None)
         assert [str(p) for p, _ in chosen] == ["cuda/needle", "cuda/srad/srad_v1",
                                                "cuda/srad/srad_v2"], chosen
-        assert [(str(p), w) for p, w in skipped] == [("cuda/other", "needs CC = clang++")]
+        assert [(str(p), w) for p, w in skipped] == [
+            ("cuda/other", "needs CC = clang++"),
+            ("cuda/srad", "builds the programs of its folders (srad_v1, srad_v2)")], skipped
         kit = root / "kit"
         (kit / "bin").mkdir(parents=True)
         (kit / "include").mkdir()

@@ -43,6 +43,14 @@ pub const SUPPORT_FILES: &[(&str, &str)] = &[
         include_str!("../cuda_support/cupreempt/runtime.h"),
     ),
     (
+        "cupreempt/runtime_library.h",
+        include_str!("../cuda_support/cupreempt/runtime_library.h"),
+    ),
+    (
+        "cupreempt/runtime_path.h",
+        include_str!("../cuda_support/cupreempt/runtime_path.h"),
+    ),
+    (
         "cupreempt/shield_begin.h",
         include_str!("../cuda_support/cupreempt/shield_begin.h"),
     ),

@@ -1124,14 +1124,16 @@ fn static_kernels_of_two_files_get_launch_code_of_their_own() {
 /// A split unit's object and wrapper module compile side by side: the object's compile, with a
 /// header that only calls the unit's registration function, runs while the launcher compiles
 /// the module, and the host compiler joins a host object holding the module's bytes into the
-/// object (`-r`). Linked with a program that stands in for the runtime's registration, the
-/// object registers its module before `main` with the same table whether compiled side by
+/// object (`-r`). Linked with a program that stands in for the runtime (it exports the
+/// registration and `cupreempt_rt_plan`, by which the object's lookup knows a runtime in the
+/// program: runtime_library.h), the object registers its module before `main` with the same
+/// table whether compiled side by
 /// side, one after the other (`CUPREEMPT_SIDE_BY_SIDE=0`), or compiled again after a join that
 /// failed (a host compiler that refuses `-r`).
 #[test]
 fn a_split_units_object_and_module_compile_side_by_side() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, lib) = cupreempt_and_runtime();
+    let (bin, _) = cupreempt_and_runtime();
     let dir = support::tempdir("launcher-side-by-side");
     std::fs::write(
         dir.join("k.cu"),
@@ -1146,6 +1148,7 @@ fn a_split_units_object_and_module_compile_side_by_side() {
          static unsigned seen_n; static const char* const* seen_names; static unsigned magic;\n\
          extern \"C\" int cupreempt_rt_register_wrapper_module(const void* image, const char* const* names, unsigned n) {\n\
            seen_n = n; seen_names = names; std::memcpy(&magic, image, 4); return 7; }\n\
+         extern \"C\" int cupreempt_rt_plan() { return 0; }\n\
          int main() { std::printf(\"registered %u magic %x\", seen_n, magic);\n\
            for (unsigned i = 0; i < 3 * seen_n; ++i) std::printf(\" [%s]\", seen_names[i]);\n\
            std::printf(\"\\n\"); return 0; }\n",
@@ -1185,9 +1188,7 @@ fn a_split_units_object_and_module_compile_side_by_side() {
                 .arg(&obj)
                 .arg("-o")
                 .arg(&prog)
-                .arg(format!("-L{}", lib.display()))
-                .arg("-lcupreempt_runtime")
-                .arg(format!("-Xlinker=-rpath,{}", lib.display())),
+                .arg("-Xlinker=--export-dynamic"),
             "link the program",
         );
         (said, run(&mut Command::new(&prog), "run the program"))
@@ -1210,4 +1211,82 @@ fn a_split_units_object_and_module_compile_side_by_side() {
         "{said}"
     );
     assert_eq!(again, side);
+}
+
+/// An object compiled through the launcher names no runtime function at link time: a
+/// Makefile whose link step is the host compiler's (`g++ -o prog *.o -lcudart`, Rodinia's
+/// dwt2d and srad) links it without the runtime, which the program then loads by the path the
+/// launcher wrote into the copy's `runtime_path.h` (runtime_library.h). Both a unit whose
+/// wrappers are split into a module of their own and one compiled whole (a variable of its own)
+/// are checked; before, each left `cupreempt_rt_*` undefined and the link failed.
+#[test]
+fn objects_link_with_the_host_compiler_without_naming_the_runtime() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let (bin, lib) = cupreempt_and_runtime();
+    let dir = support::tempdir("host-link");
+    let kernel = "__global__ void scale(float* v, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) v[i] *= 2.0f;\n}\n";
+    std::fs::write(dir.join("split.cu"), format!("{kernel}void run_split(float* v, int n) {{ scale<<<(n + 255) / 256, 256>>>(v, n); }}\n")).unwrap();
+    std::fs::write(
+        dir.join("whole.cu"),
+        "__device__ int hits;\n__global__ void count(int n) {\n  if (blockIdx.x * blockDim.x + threadIdx.x < n) atomicAdd(&hits, 1);\n}\nvoid run_whole(int n) { count<<<(n + 127) / 128, 128>>>(n); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.cpp"),
+        "void run_split(float*, int);\nvoid run_whole(int);\nint main(int argc, char**) { if (argc > 5) { run_split(nullptr, 0); run_whole(0); } return 0; }\n",
+    )
+    .unwrap();
+    let mut objects = Vec::new();
+    for unit in ["split", "whole"] {
+        let obj = dir.join(format!("{unit}.o"));
+        let said = run(
+            Command::new(&bin)
+                .env("CUPREEMPT_VERBOSE", "1")
+                .arg(&nvcc)
+                .args(["-arch=sm_90", "-std=c++17", "-c"])
+                .args(support::toolkit_flags(&nvcc))
+                .arg(dir.join(format!("{unit}.cu")))
+                .arg("-o")
+                .arg(&obj),
+            "compile through the launcher",
+        );
+        let nm = run(Command::new("nm").arg("-u").arg(&obj), "nm -u");
+        assert!(
+            !nm.contains("cupreempt_rt_"),
+            "{unit}.o names runtime functions at link time:\n{nm}\nlauncher said:\n{said}"
+        );
+        objects.push(obj);
+    }
+    // The runtime's path, as the copies' runtime_path.h names it.
+    let header = walk(&dir)
+        .into_iter()
+        .find(|p| p.ends_with("cupreempt/runtime_path.h"))
+        .expect("the launcher's runtime_path.h");
+    let text = std::fs::read_to_string(&header).unwrap();
+    let expected = format!(
+        "#define CUPREEMPT_RUNTIME_LIBRARY \"{}\"",
+        lib.join("libcupreempt_runtime.so").display()
+    );
+    assert!(text.contains(&expected), "{}:\n{text}", header.display());
+    // The host compiler's link, with the CUDA runtime and without cupreempt's.
+    let toolkit_lib = nvcc.parent().and_then(Path::parent).map(|t| t.join("lib"));
+    let cudart = toolkit_lib
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+        .map(|e| e.path())
+        .find(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("libcudart.so"))
+        })
+        .expect("libcudart.so in the toolkit's lib folder");
+    let exe = dir.join("prog");
+    run(
+        Command::new("g++")
+            .arg(dir.join("main.cpp"))
+            .args(&objects)
+            .arg(&cudart)
+            .arg("-o")
+            .arg(&exe),
+        "link with g++, the runtime not named",
+    );
 }

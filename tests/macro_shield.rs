@@ -26,7 +26,8 @@ fn left_alone(name: &str) -> bool {
         typedef typeid typename union unsigned using virtual void volatile while define ifdef \
         ifndef endif pragma once undef elif error defined include line push_macro pop_macro";
     const LIBRARY: &str = "dim3 uint3 make_uint3 fmaxf fminf size_t stderr fprintf getenv \
-        strtoul blockIdx threadIdx gridDim blockDim warpSize std NULL";
+        strtoul blockIdx threadIdx gridDim blockDim warpSize std NULL dlopen dlsym RTLD_NOW \
+        RTLD_GLOBAL memcpy";
     KEYWORDS.split_whitespace().any(|k| k == name)
         || LIBRARY.split_whitespace().any(|k| k == name)
         || name.starts_with("__")

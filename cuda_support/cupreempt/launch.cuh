@@ -14,8 +14,14 @@
 // asynchronous and on the caller's stream. The transformer spells `launch`, the struct's name and
 // its members from src/vocab.rs: a change to one must change the other.
 //
-// By default the launch goes through the runtime's C ABI (runtime.h; link with
-// -lcupreempt_runtime), which owns the control block and keeps stream order across preemptions.
+// By default the launch goes through the runtime's C ABI (runtime.h), which owns the control
+// block and keeps stream order across preemptions; link with -lcupreempt_runtime. Built by the
+// compiler launcher (which defines CUPREEMPT_RUNTIME_LIBRARY in its copy of runtime_path.h),
+// the launch code names none of its functions at link time: it finds them once, in the program
+// (linked with the runtime, or preloaded), else in the library that CUPREEMPT_RUNTIME_LIBRARY
+// names (the environment's, else the launcher's), so that the objects also link where the link
+// step is the host compiler's and does not name the runtime (a Makefile's
+// `g++ -o prog *.o -lcudart`); with no runtime found, every launch runs the original kernel.
 // Should the runtime refuse the launch, the original kernel is launched exactly as written: an
 // invalid configuration then reports the original's error through cudaGetLastError(), and any
 // other failure still computes the original result (not preemptible; CUPREEMPT_VERBOSE=1 says
@@ -25,6 +31,7 @@
 #include <cuda_runtime.h>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
@@ -34,6 +41,7 @@
 #include "control.h"
 #ifndef CUPREEMPT_STANDALONE
 #include "runtime.h"
+#include "runtime_library.h"
 #endif
 
 // The headers compile as C++11 (programs built with -std=c++11 include them): no C++14 library
@@ -145,6 +153,67 @@ inline AnyPick any_pick_of(AnyFn original) {
 #ifndef CUPREEMPT_STANDALONE
 
 namespace detail {
+// The runtime's functions that launches call, found once (see the top of this file); all null
+// where there is no runtime.
+struct RuntimeApi {
+  decltype(&::cupreempt_rt_plan) plan;
+  decltype(&::cupreempt_rt_launch) launch;
+  decltype(&::cupreempt_rt_launch_planned) launch_planned;
+  decltype(&::cupreempt_rt_release) release;
+  decltype(&::cupreempt_rt_last_error) last_error;
+  decltype(&::cupreempt_rt_original_launched) original_launched;
+  decltype(&::cupreempt_rt_module_wrapper) module_wrapper;
+  decltype(&::cupreempt_rt_register_preload) register_preload;
+};
+
+template <class F>
+void runtime_symbol(const char* name, F& f) {
+  // Copied, not cast: a cast between object and function pointers draws -Wpedantic.
+  void* p = cupreempt_runtime_symbol(name);
+  static_assert(sizeof f == sizeof p, "function and object pointers differ in size");
+  std::memcpy(&f, &p, sizeof f);
+}
+
+inline RuntimeApi find_runtime() {
+#ifndef CUPREEMPT_RUNTIME_LIBRARY
+  // Not built by the compiler launcher: the program links -lcupreempt_runtime itself, and
+  // these references keep it linked (a linker with --as-needed drops a library that no object
+  // names).
+  RuntimeApi direct = {&::cupreempt_rt_plan,         &::cupreempt_rt_launch,
+                       &::cupreempt_rt_launch_planned, &::cupreempt_rt_release,
+                       &::cupreempt_rt_last_error,   &::cupreempt_rt_original_launched,
+                       &::cupreempt_rt_module_wrapper, &::cupreempt_rt_register_preload};
+  return direct;
+#else
+  const CupreemptRuntimeLibrary& lib = cupreempt_runtime_library();
+  if (!lib.handle && env_u32("CUPREEMPT_VERBOSE"))
+    std::fprintf(stderr,
+                 "cupreempt: no runtime (libcupreempt_runtime is not linked%s%s%s): kernels run "
+                 "as written\n",
+                 lib.tried ? ", and " : "", lib.tried ? lib.tried : "",
+                 lib.tried ? " did not load" : "");
+  RuntimeApi api;
+  runtime_symbol("cupreempt_rt_plan", api.plan);
+  runtime_symbol("cupreempt_rt_launch", api.launch);
+  runtime_symbol("cupreempt_rt_launch_planned", api.launch_planned);
+  runtime_symbol("cupreempt_rt_release", api.release);
+  runtime_symbol("cupreempt_rt_last_error", api.last_error);
+  runtime_symbol("cupreempt_rt_original_launched", api.original_launched);
+  runtime_symbol("cupreempt_rt_module_wrapper", api.module_wrapper);
+  runtime_symbol("cupreempt_rt_register_preload", api.register_preload);
+  // A library of another version that lacks one is no runtime to these launches.
+  if (!api.plan || !api.launch || !api.launch_planned || !api.release || !api.last_error ||
+      !api.original_launched || !api.module_wrapper || !api.register_preload)
+    api = RuntimeApi();
+  return api;
+#endif
+}
+
+inline const RuntimeApi& runtime() {
+  static const RuntimeApi api = find_runtime();
+  return api;
+}
+
 // The handles of the launches a `CaptureLaunches` on this thread collects, or null. A
 // function's static, not an inline variable (C++17).
 inline std::vector<cupreempt_handle>*& captured() {
@@ -192,7 +261,9 @@ struct Preload {
 // Defined out of the class (an inline member is C++17); initialized where a launch names it.
 template <class Kernels>
 const bool Preload<Kernels>::registered =
-    (cupreempt_rt_register_preload(&preload_lookup<Kernels>), register_any<Kernels>());
+    ((runtime().register_preload ? runtime().register_preload(&preload_lookup<Kernels>)
+                                 : (void)0),
+     register_any<Kernels>());
 
 // Launches the original kernel where the runtime's plan says so (cupreempt_rt_plan), else the
 // wrapper that `pick` returns (or, where that is null, the one the runtime finds by the
@@ -206,15 +277,16 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
-  int status = CUPREEMPT_OK;
+  const RuntimeApi& rt = runtime();
+  int status = rt.plan ? CUPREEMPT_OK : CUPREEMPT_RUN_ORIGINAL;
   cudaFunction_t o = nullptr;
-  if (cudaGetFuncBySymbol(&o, (const void*)original) != cudaSuccess) {
+  if (rt.plan && cudaGetFuncBySymbol(&o, (const void*)original) != cudaSuccess) {
     (void)cudaGetLastError();  // our lookup's error is not the program's
     o = nullptr;
   }
   // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
   const bool planned = o && !captured();
-  if (planned) status = cupreempt_rt_plan((void*)o, g, b, smem, (void*)stream);
+  if (planned) status = rt.plan((void*)o, g, b, smem, (void*)stream);
   if (status == CUPREEMPT_OK) {
     const auto wrapper = pick();
     cudaFunction_t f = nullptr;
@@ -227,7 +299,7 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
     } else if (o) {
       // No wrapper symbol here: the unit's wrappers are in a module of their own (the compiler
       // launcher's split units, docs/build.md), found by the original's name.
-      f = (cudaFunction_t)cupreempt_rt_module_wrapper((void*)o, smem, split_unit());
+      f = (cudaFunction_t)rt.module_wrapper((void*)o, smem, split_unit());
     }
     cupreempt_handle h = 0;
     if (!f) {
@@ -237,28 +309,27 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
                      "cupreempt: launching the original kernel: its wrappers are not linked (the "
                      "file that defines it was not transformed, or refused it)\n");
     } else if (planned) {
-      status = cupreempt_rt_launch_planned((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs,
-                                           sizes, sizeof...(P), chunk, budget_ns, &h);
+      status = rt.launch_planned((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs, sizes,
+                                 sizeof...(P), chunk, budget_ns, &h);
     } else {
-      status = cupreempt_rt_launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes,
-                                   sizeof...(P), chunk, budget_ns, &h);
+      status = rt.launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P), chunk,
+                         budget_ns, &h);
     }
     if (status == CUPREEMPT_OK) {
       if (captured())
         captured()->push_back(h);
       else
-        (void)cupreempt_rt_release(h);
+        (void)rt.release(h);
       return;
     }
   }
   if (status != CUPREEMPT_RUN_ORIGINAL && status != CUPREEMPT_RUN_ORIGINAL_TIMED &&
       env_u32("CUPREEMPT_VERBOSE"))
-    std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n",
-                 cupreempt_rt_last_error());
+    std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n", rt.last_error());
   // As written: its error, if any, is left for cudaGetLastError() as the original's.
   (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
   // A timed trial of the original form (the runtime's plan asked for it): its end event.
-  if (status == CUPREEMPT_RUN_ORIGINAL_TIMED) (void)cupreempt_rt_original_launched((void*)stream);
+  if (status == CUPREEMPT_RUN_ORIGINAL_TIMED) (void)rt.original_launched((void*)stream);
 }
 }  // namespace detail
 

@@ -43,6 +43,8 @@
 #undef Preload
 #pragma push_macro("R")
 #undef R
+#pragma push_macro("RuntimeApi")
+#undef RuntimeApi
 #pragma push_macro("T")
 #undef T
 #pragma push_macro("TaskBarrier")
@@ -67,6 +69,8 @@
 #undef any_pick
 #pragma push_macro("any_pick_of")
 #undef any_pick_of
+#pragma push_macro("api")
+#undef api
 #pragma push_macro("args")
 #undef args
 #pragma push_macro("attr")
@@ -159,6 +163,8 @@
 #undef detail
 #pragma push_macro("device")
 #undef device
+#pragma push_macro("direct")
+#undef direct
 #pragma push_macro("divide_wide")
 #undef divide_wide
 #pragma push_macro("done")
@@ -193,6 +199,8 @@
 #undef find
 #pragma push_macro("find_leftover")
 #undef find_leftover
+#pragma push_macro("find_runtime")
+#undef find_runtime
 #pragma push_macro("finished")
 #undef finished
 #pragma push_macro("first")
@@ -245,6 +253,8 @@
 #undef gz
 #pragma push_macro("h")
 #undef h
+#pragma push_macro("handle")
+#undef handle
 #pragma push_macro("handles")
 #undef handles
 #pragma push_macro("held")
@@ -307,6 +317,8 @@
 #undef lane
 #pragma push_macro("lanes")
 #undef lanes
+#pragma push_macro("last_error")
+#undef last_error
 #pragma push_macro("last_ns")
 #undef last_ns
 #pragma push_macro("launch")
@@ -315,6 +327,8 @@
 #undef launch_any
 #pragma push_macro("launch_kernel")
 #undef launch_kernel
+#pragma push_macro("launch_planned")
+#undef launch_planned
 #pragma push_macro("launch_values")
 #undef launch_values
 #pragma push_macro("launch_with")
@@ -331,6 +345,8 @@
 #undef leftover_state
 #pragma push_macro("leftovers")
 #undef leftovers
+#pragma push_macro("lib")
+#undef lib
 #pragma push_macro("link_announced")
 #undef link_announced
 #pragma push_macro("link_command")
@@ -381,12 +397,12 @@
 #undef mask
 #pragma push_macro("maxDynamicSharedSizeBytes")
 #undef maxDynamicSharedSizeBytes
-#pragma push_macro("memcpy")
-#undef memcpy
 #pragma push_macro("min_chunk")
 #undef min_chunk
 #pragma push_macro("mine")
 #undef mine
+#pragma push_macro("module_wrapper")
+#undef module_wrapper
 #pragma push_macro("most")
 #undef most
 #pragma push_macro("must_yield")
@@ -397,6 +413,8 @@
 #undef n
 #pragma push_macro("name")
 #undef name
+#pragma push_macro("named")
+#undef named
 #pragma push_macro("names")
 #undef names
 #pragma push_macro("nargs")
@@ -419,6 +437,8 @@
 #undef on
 #pragma push_macro("original")
 #undef original
+#pragma push_macro("original_launched")
+#undef original_launched
 #pragma push_macro("out")
 #undef out
 #pragma push_macro("own")
@@ -455,6 +475,8 @@
 #undef pick
 #pragma push_macro("pick_wrapper")
 #undef pick_wrapper
+#pragma push_macro("plan")
+#undef plan
 #pragma push_macro("planes")
 #undef planes
 #pragma push_macro("planned")
@@ -479,8 +501,12 @@
 #undef read_host_command
 #pragma push_macro("register_any")
 #undef register_any
+#pragma push_macro("register_preload")
+#undef register_preload
 #pragma push_macro("registered")
 #undef registered
+#pragma push_macro("release")
+#undef release
 #pragma push_macro("rem")
 #undef rem
 #pragma push_macro("remove_cv")
@@ -495,6 +521,8 @@
 #undef row
 #pragma push_macro("rows")
 #undef rows
+#pragma push_macro("rt")
+#undef rt
 #pragma push_macro("run")
 #undef run
 #pragma push_macro("run_ns")
@@ -503,6 +531,10 @@
 #undef run_tasks
 #pragma push_macro("running_blocks")
 #undef running_blocks
+#pragma push_macro("runtime")
+#undef runtime
+#pragma push_macro("runtime_symbol")
+#undef runtime_symbol
 #pragma push_macro("s")
 #undef s
 #pragma push_macro("s1")
@@ -519,6 +551,8 @@
 #undef second
 #pragma push_macro("seen")
 #undef seen
+#pragma push_macro("self")
+#undef self
 #pragma push_macro("sends_away")
 #undef sends_away
 #pragma push_macro("sent_away_mid_chunk")
@@ -615,6 +649,8 @@
 #undef total
 #pragma push_macro("total_tasks")
 #undef total_tasks
+#pragma push_macro("tried")
+#undef tried
 #pragma push_macro("tries")
 #undef tries
 #pragma push_macro("true_type")

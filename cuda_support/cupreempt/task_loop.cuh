@@ -207,7 +207,10 @@ struct TaskCtx {
   static __host__ __device__ __forceinline__ unsigned long long divide_wide(unsigned long long n,
                                                                    unsigned d, unsigned& rem) {
     unsigned long long q = 0, r = 0;
+    // The host's pass would warn of a pragma it does not know (-Wall), an error under -Werror.
+#ifdef __CUDA_ARCH__
 #pragma unroll 1
+#endif
     for (int b = 63; b >= 0; --b) {
       r = (r << 1) | ((n >> b) & 1u);
       if (r >= d) {

@@ -734,7 +734,7 @@ fn compile_split(
         };
         let joined = status.success()
             && match super::side_by_side::join(
-                nvcc, &cmd.args, &plan, &module, &function, object, &host,
+                nvcc, &cmd.args, support, &plan, &module, &function, object, &host,
             ) {
                 Ok(()) => true,
                 Err(why) => {
@@ -1021,9 +1021,35 @@ fn private_base(cmd: &NvccCommand) -> anyhow::Result<PathBuf> {
 
 fn write_support(dir: &Path) -> anyhow::Result<()> {
     for (rel, content) in cupreempt::SUPPORT_FILES {
+        let content = if *rel == "cupreempt/runtime_path.h" {
+            runtime_path_header(content)
+        } else {
+            content.to_string()
+        };
         write_if_changed(&dir.join(rel), content.as_bytes())?;
     }
     Ok(())
+}
+
+/// `runtime_path.h` naming the shared runtime library that link steps get (`runtime_dir`), so
+/// that a program whose link step does not name it (the host compiler's) loads it
+/// (`runtime_library.h`).
+fn runtime_path_header(default: &str) -> String {
+    let Some(lib) = runtime_dir()
+        .map(|d| d.join("libcupreempt_runtime.so"))
+        .filter(|l| l.is_file())
+    else {
+        return default.to_string();
+    };
+    let escaped: String = lib
+        .to_string_lossy()
+        .chars()
+        .flat_map(|c| match c {
+            '\\' | '"' => vec!['\\', c],
+            c => vec![c],
+        })
+        .collect();
+    format!("{default}#define CUPREEMPT_RUNTIME_LIBRARY \"{escaped}\"\n")
 }
 
 /// Writes only when the content differs, so that an unchanged copy keeps its time stamp.

@@ -122,11 +122,14 @@ pub fn registration_function(plan: &ModulePlan) -> String {
 }
 
 /// Joins the compiled `object` (compiled with `split::declaration_header` naming `function`)
-/// and the module's host object into `object`, with `host` (`joiner`). A step that fails says
-/// why, and `object` is then as the object's compile left it.
+/// and the module's host object into `object`, with `host` (`joiner`). The host object's source
+/// includes cupreempt's `runtime_library.h` from `support`. A step that fails says why, and
+/// `object` is then as the object's compile left it.
+#[allow(clippy::too_many_arguments)]
 pub fn join(
     nvcc: &Path,
     args: &[OsString],
+    support: &Path,
     plan: &ModulePlan,
     module: &CompiledModule,
     function: &str,
@@ -139,6 +142,7 @@ pub fn join(
     super::launcher::write_if_changed(&source, text.as_bytes()).map_err(|e| format!("{e:#}"))?;
     let out = Command::new(nvcc)
         .args(host_options(args))
+        .arg(format!("-I{}", support.display()))
         .args(["-x", "c++", "-c"])
         .arg(&source)
         .arg("-o")
