@@ -3,6 +3,9 @@
 //! after it. The grammar reads a conditional only where a whole statement or declaration may
 //! stand, so such a statement is a syntax error (CP001), and its kernel was left as it is.
 //!
+//! An `if (...) {...} else` inside a group with no `#else` and its last body after the `#endif`
+//! is the same kind of statement: the group is read with its text (an empty second branch).
+//!
 //! Where a syntax error points into such a conditional (or just before it) inside a block of
 //! statements, the grammar is given one branch of the conditional alone, the first that parses
 //! better than the file as it is (`kept_branches`; a first branch that does not read itself,
@@ -120,7 +123,11 @@ pub(super) const MOST_BRANCHES_TRIED: usize = 4;
 
 /// The view with the conditionals that syntax errors of `tree` point into reduced to their
 /// branch number `keep` (their last where they have fewer), and the ranges of the other
-/// branches blanked; None where no conditional with more than one branch is near an error.
+/// branches blanked; None where no conditional is near an error. A group with one branch (no
+/// `#else`) is read with its text, its directive lines alone blanked: `#ifdef A` `if (a) {...}
+/// else` `#endif` `{...}` reads as the `if` with both bodies, and `#ifdef A` `__device__`
+/// `#endif` `inline int f()` as the function with its specifier, the configuration that
+/// defines A; nothing is hidden.
 pub(super) fn kept_branches(
     src: &str,
     view: &[u8],
@@ -175,7 +182,7 @@ pub(super) fn kept_branches(
     };
     let chosen: Vec<&Conditional> = groups
         .iter()
-        .filter(|g| g.branches.len() > 1 && near(g) && (in_block(g) || host_only(g)))
+        .filter(|g| near(g) && (in_block(g) || host_only(g)))
         .collect();
     if chosen.is_empty() {
         return None;
@@ -287,6 +294,37 @@ mod tests {
         assert!(!parsed.tree.root_node().has_error());
         let hidden: Vec<&str> = parsed.hidden.iter().map(|r| &src[r.clone()]).collect();
         assert_eq!(hidden, ["\n    CMULSUM(a[m], b[m], c)\n"]);
+    }
+
+    /// Chai's partitioner: a dynamic branch chosen by `#ifdef` ends in `else`, and the static
+    /// body follows the `#endif`; a function's `__device__` chosen by `#ifdef` before its head.
+    /// Both read with the group's text, nothing hidden.
+    #[test]
+    fn a_group_without_else_is_read_with_its_text() {
+        let src = "#ifdef GPU
+__device__
+#endif
+inline int first(int* w) {
+#ifdef DYN
+    if (w[0] > 0) {
+        __syncthreads();
+        return w[1];
+    } else
+#endif
+    {
+        return blockIdx.x;
+    }
+}
+";
+        let parsed = crate::parse::parse(src);
+        assert!(
+            !parsed.tree.root_node().has_error(),
+            "{}",
+            parsed.tree.root_node().to_sexp()
+        );
+        assert!(parsed.hidden.is_empty(), "{:?}", parsed.hidden);
+        let sexp = parsed.tree.root_node().to_sexp();
+        assert!(sexp.contains("if_statement"), "{sexp}");
     }
 
     #[test]
