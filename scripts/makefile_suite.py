@@ -230,6 +230,13 @@ def run_script(d: Path, cc, arch, env, since: float, toolkit=None):
     return script, []
 
 
+def program_sources(d: Path):
+    """The files of a program's folder and its subfolders that may hold kernels (Rodinia's lud
+    keeps its kernels in `cuda/`, Chai's programs their partitioner in `support/`), for the
+    count of kernels: the checkout's, which no build has touched."""
+    return sorted({p for pat in ext.SOURCE_PATTERNS for p in d.rglob(pat) if p.is_file()})
+
+
 def launcher(tree: Path, cli) -> str:
     """The launcher as one word: a link named nvcc to cupreempt, beside the build tree."""
     front = tree.parent / "launcher-front"
@@ -297,7 +304,7 @@ def build_both(root, rel, trees, cli, lib, arch):
         script, missing = run_script(d, cc, arch, env, t, kit) if ok else (None, [])
         out[label] = {"ok": ok, "script": str(script) if script else None, "missing": missing,
                       "seconds": round(time.time() - t, 1)}
-    files = [str(p) for p in ext.cuda_sources(tr_tree / rel)]
+    files = [str(p) for p in program_sources(root / rel)]
     out["kernels"] = ext.count_kernels(cli, files, [root / rel]) if files else (0, 0)
     return out
 
@@ -567,6 +574,10 @@ def self_test():
         for name in ("main.cu", "kernels.h", "util.hpp", "notes.txt", "Makefile"):
             (prog / name).write_text("")
         assert [p.name for p in ext.cuda_sources(prog)] == ["kernels.h", "main.cu", "util.hpp"]
+        (prog / "cuda").mkdir()
+        (prog / "cuda/lud_kernel.cu").write_text("")
+        assert [p.name for p in program_sources(prog)] == [
+            "lud_kernel.cu", "kernels.h", "main.cu", "util.hpp"]
     print("makefile_suite self-test: ok")
 
 
