@@ -154,17 +154,13 @@ pub(super) fn kept_branches(
     // other branches are host code: a conditional there may choose between whole definitions
     // (a header's CPU and GPU versions of its functions), and a device definition the grammar
     // does not read is one that no analysis, here or in the files that include this one, sees.
+    // The blocks' spans, found in one walk: a node's parent costs a walk from the root, and
+    // climbing from every group of a deeply nested file took seconds.
+    let blocks = compound_statements(tree);
     let in_block = |g: &Conditional| {
-        let mut n = tree
-            .root_node()
-            .descendant_for_byte_range(g.span.start, g.span.start);
-        while let Some(x) = n {
-            if x.kind() == "compound_statement" && x.start_byte() < g.span.start {
-                return true;
-            }
-            n = x.parent();
-        }
-        false
+        blocks
+            .iter()
+            .any(|b| b.start < g.span.start && g.span.start < b.end)
     };
     let others = |g: &Conditional| -> Vec<Range<usize>> {
         let k = kept(g);
@@ -184,7 +180,9 @@ pub(super) fn kept_branches(
         .iter()
         .filter(|g| near(g) && (in_block(g) || host_only(g)))
         .collect();
-    if chosen.is_empty() {
+    // A group keeps its last branch where it has fewer than `keep + 1`: past every group's
+    // branch count, the view is the one `keep - 1` gave, already parsed.
+    if chosen.is_empty() || (keep > 0 && !chosen.iter().any(|g| g.branches.len() > keep)) {
         return None;
     }
     let mut bytes = view.to_vec();
@@ -204,6 +202,27 @@ pub(super) fn kept_branches(
         );
     }
     Some((bytes, hidden))
+}
+
+/// The byte ranges of every `compound_statement` of `tree`, in one walk.
+fn compound_statements(tree: &Tree) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut cursor = tree.walk();
+    'walk: loop {
+        let node = cursor.node();
+        if node.kind() == "compound_statement" {
+            out.push(node.byte_range());
+        }
+        if cursor.goto_first_child() {
+            continue;
+        }
+        while !cursor.goto_next_sibling() {
+            if !cursor.goto_parent() {
+                break 'walk;
+            }
+        }
+    }
+    out
 }
 
 /// Whether `text` names nothing of device code, launches or macros: no CUDA execution or memory
