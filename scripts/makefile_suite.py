@@ -101,14 +101,14 @@ def relatives(root: Path, d: Path):
     return sorted(found)
 
 
-# A GPU architecture that today's toolkits no longer compile for (`-arch sm_20`,
-# `--gpu-code=compute_20`, Rodinia's): below sm_50.
-OLD_ARCH = re.compile(r"\b(sm|compute)_([1-4][0-9])\b")
+# A GPU architecture that CUDA 13 no longer compiles for (`-arch sm_20`,
+# `--gpu-code=compute_20`, Rodinia's; `-arch=sm_61`, Chai's): below sm_75.
+OLD_ARCH = re.compile(r"\b(sm|compute)_([1-6][0-9]|7[0-4])\b")
 
 
 def copy_program(root: Path, rel: Path, tree: Path, arch="90"):
     """Copies the program's folder and the folders it names into `tree`. The copies' Makefiles
-    name `arch` where they name an architecture older than sm_50, in both builds alike (the
+    name `arch` where they name an architecture older than sm_75, in both builds alike (the
     one change to what the program's authors wrote, as the CMake suite changes their list of
     architectures)."""
     dst = tree / rel
@@ -526,10 +526,12 @@ def self_test():
         (rod / "cuda/other/Makefile").write_text("CC = clang++\nall:\n\t$(CC) x.cu\n")
         (rod / "cuda/srad/srad_v2/makefile").write_text("NVCC_FLAGS = -arch sm_35\n")
         (rod / "cuda/srad/srad_v2/Makefile.old").write_text(
-            "NVCC_FLAGS = -arch sm_20 --gpu-code=compute_13,sm_90 -arch=sm_100\n")
+            "NVCC_FLAGS = -arch sm_20 --gpu-code=compute_13,sm_90 -arch=sm_100 -arch=sm_61 "
+            "-arch=sm_75\n")
         copy_program(rod, Path("cuda/srad/srad_v2"), root / "rodcopy", "90")
         assert (root / "rodcopy/cuda/srad/srad_v2/Makefile.old").read_text() == \
-            "NVCC_FLAGS = -arch sm_90 --gpu-code=compute_90,sm_90 -arch=sm_100\n"
+            "NVCC_FLAGS = -arch sm_90 --gpu-code=compute_90,sm_90 -arch=sm_100 -arch=sm_90 " \
+            "-arch=sm_75\n"
         assert (root / "rodcopy/cuda/srad/srad_v2/makefile").read_text() == \
             "NVCC_FLAGS = -arch sm_90\n"
         (rod / "cuda/srad/Makefile").write_text("all:\n\tcd srad_v1; make\n")
