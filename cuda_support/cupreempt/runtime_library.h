@@ -1,8 +1,9 @@
-// cupreempt host side: where the runtime's functions are. The code that transformed launches
-// run (launch.cuh) and the compiler launcher's registration of a unit's wrapper module name no
-// runtime function at link time; they look each one up here, once. So an object compiled
-// through the launcher also links where the link step is the host compiler's and does not name
-// the runtime (a Makefile's `g++ -o prog *.o -lcudart`), and runs preemptible there.
+// cupreempt host side: where the runtime's functions are. In objects the compiler launcher
+// compiles (its runtime_path.h defines CUPREEMPT_RUNTIME_LIBRARY), the code that transformed
+// launches run (launch.cuh) and the registration of a unit's wrapper module name no runtime
+// function at link time; they look each one up here, once. So such an object also links where
+// the link step is the host compiler's and does not name the runtime (a Makefile's
+// `g++ -o prog *.o -lcudart`), and runs preemptible there.
 #pragma once
 #include <dlfcn.h>
 #include <cstdlib>
