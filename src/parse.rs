@@ -46,10 +46,18 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
         for _ in 0..3 {
             let base = view.as_deref().unwrap_or(src).as_bytes();
             let errors = error_ranges(tree.root_node()).len();
+            let blocks = branches::compound_statements(&tree);
             // The first branch first; another only where the first reads no better.
             let better = (0..branches::MOST_BRANCHES_TRIED).find_map(|keep| {
-                let (bytes, ranges) =
-                    branches::kept_branches(src, base, &tree, &groups, &space_macros, keep)?;
+                let (bytes, ranges) = branches::kept_branches(
+                    src,
+                    base,
+                    &tree,
+                    &groups,
+                    &space_macros,
+                    &blocks,
+                    keep,
+                )?;
                 let text = String::from_utf8(bytes).ok()?;
                 let reduced = parser.parse(&text, None).expect("parse without timeout");
                 (error_ranges(reduced.root_node()).len() < errors)

@@ -134,6 +134,7 @@ pub(super) fn kept_branches(
     tree: &Tree,
     groups: &[Conditional],
     space_macros: &super::SpaceMacros,
+    blocks: &[Range<usize>],
     keep: usize,
 ) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
     let kept = |g: &Conditional| keep.min(g.branches.len() - 1);
@@ -154,9 +155,9 @@ pub(super) fn kept_branches(
     // other branches are host code: a conditional there may choose between whole definitions
     // (a header's CPU and GPU versions of its functions), and a device definition the grammar
     // does not read is one that no analysis, here or in the files that include this one, sees.
-    // The blocks' spans, found in one walk: a node's parent costs a walk from the root, and
-    // climbing from every group of a deeply nested file took seconds.
-    let blocks = compound_statements(tree);
+    // `blocks`: the tree's blocks (compound_statements), found once per tree: a node's parent
+    // costs a walk from the root, and climbing from every group of a deeply nested file took
+    // seconds.
     let in_block = |g: &Conditional| {
         blocks
             .iter()
@@ -205,7 +206,7 @@ pub(super) fn kept_branches(
 }
 
 /// The byte ranges of every `compound_statement` of `tree`, in one walk.
-fn compound_statements(tree: &Tree) -> Vec<Range<usize>> {
+pub(super) fn compound_statements(tree: &Tree) -> Vec<Range<usize>> {
     let mut out = Vec::new();
     let mut cursor = tree.walk();
     'walk: loop {
