@@ -25,6 +25,9 @@ pub struct KnownKernel {
     /// How many transformed kernels of the same name come before it in its file.
     pub ordinal: usize,
     pub params: usize,
+    /// How many arguments a launch of it can pass at most: every parameter, conditional ones
+    /// included; None where a parameter is a pack.
+    pub max_params: Option<usize>,
     pub template_params: usize,
     /// One of its template parameters is a pack.
     pub pack: bool,
@@ -46,6 +49,11 @@ pub struct Declaration {
     pub params: Vec<String>,
 }
 
+/// `KnownKernel::max_params` of a parameter list.
+fn max_params(list: &[crate::analysis::Param]) -> Option<usize> {
+    (!list.iter().any(|p| p.pack)).then_some(list.len())
+}
+
 impl KnownKernel {
     pub fn of(plan: &KernelPlan) -> KnownKernel {
         // A template only declared here is launched as its declaration says.
@@ -56,6 +64,7 @@ impl KnownKernel {
             overloaded: plan.overloaded,
             ordinal: plan.ordinal,
             params: crate::analysis::unconditional_params(&site.param_list),
+            max_params: max_params(&site.param_list),
             template_params: site.template_params.len(),
             pack: site.template_params.iter().any(|p| p.pack),
             declaration: None,
@@ -71,6 +80,7 @@ impl KnownKernel {
             overloaded: false,
             ordinal: 0,
             params: crate::analysis::unconditional_params(&d.param_list),
+            max_params: max_params(&d.param_list),
             template_params: 0,
             pack: false,
             declaration: Some(Declaration {

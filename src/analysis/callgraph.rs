@@ -241,7 +241,10 @@ impl CallGraph {
     }
 }
 
-/// Earlier declarations of the function `def` defines: same name and scope, before it.
+/// Earlier declarations of the function `def` defines: same name and scope, before it, and not
+/// another overload. A declaration with another number of parameters declares a different
+/// function (HeCBench's qtclustering declares its kernel with one parameter more than it
+/// defines), and the kernel's launch types placed there named that overload's address.
 pub fn prior_declarations<'t>(
     decls: &[FunctionSite<'t>],
     def: &FunctionSite<'t>,
@@ -252,9 +255,28 @@ pub fn prior_declarations<'t>(
             d.name == def.name
                 && d.scope == def.scope
                 && d.outer.end_byte() <= def.outer.start_byte()
+                && !other_overload(d, def)
         })
         .cloned()
         .collect()
+}
+
+/// Whether two functions of one name certainly differ in their parameters: different counts,
+/// where neither list has a pack, a C `...` or parameters chosen by the preprocessor (whose
+/// counts depend on the configuration). Default arguments do not change a count, nor does
+/// `(void)`, which has no parameter.
+fn other_overload(a: &FunctionSite, b: &FunctionSite) -> bool {
+    let fixed = |s: &FunctionSite| {
+        let mut c = s.params.walk();
+        let c_variadic = s
+            .params
+            .children(&mut c)
+            .any(|x| matches!(x.kind(), "..." | "variadic_parameter"));
+        !c_variadic
+            && s.params_after.is_empty()
+            && s.param_list.iter().all(|p| !p.pack && p.before.is_empty())
+    };
+    fixed(a) && fixed(b) && a.param_list.len() != b.param_list.len()
 }
 
 /// The names of the variables that declarations at namespace scope (out of every function)

@@ -29,6 +29,9 @@ pub struct Uniformity<'t, 'm> {
     /// Names whose reads are uniform unless a write makes them varying (`varying` wins):
     /// parameters, template parameters, locals, constants of the file, enumerators.
     known: BTreeSet<String>,
+    /// The kernel's variables that are constant in every declaration (`constant_names`): a
+    /// call cannot write them through an argument.
+    constants: BTreeSet<String>,
     /// Kernel parameters that point at memory the kernel only reads (`read_only_parameters`):
     /// a load through one at a uniform index is uniform. Only where a return exits the
     /// thread (the choice of the plain form): the predicated form's returned threads read no
@@ -77,6 +80,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             varying_loops: BTreeSet::new(),
             aliases: Vec::new(),
             known: BTreeSet::new(),
+            constants: BTreeSet::new(),
             read_only: BTreeSet::new(),
             functions: HashMap::new(),
             parents: parents_within(body),
@@ -85,7 +89,11 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         while let Some(p) = root.parent() {
             root = p;
         }
-        u.known = u.known_names(root, all);
+        let file = file_declared(root, src);
+        u.known = u.known_names(&file, all);
+        if let Some(function) = body.parent() {
+            u.constants = constant_names(function, all, src, &file.other);
+        }
         u.functions = file_functions(root, src);
         if returns_exit {
             if let Some(function) = body.parent() {
@@ -240,9 +248,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 && n.child_by_field_id(f.operator)
                     .is_some_and(|o| text(o, self.src) == "&")
             {
-                // Written through a pointer somewhere we cannot follow.
+                // Written through a pointer somewhere we cannot follow (a constant cannot be).
                 match n
                     .child_by_field_id(f.argument)
+                    .filter(|a| !self.constant(*a))
                     .map(|a| (a, written_local(a, self.src)))
                 {
                     Some((_, Written::Local(name))) => {
@@ -356,7 +365,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             .filter(|a| a.kind() != "comment")
             .enumerate()
         {
-            if !may_write(i) {
+            if !may_write(i) || self.constant(a) {
                 continue;
             }
             match written_local(a, self.src) {
@@ -372,6 +381,30 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 }
             }
         }
+    }
+
+    /// Whether `n` names a constant variable itself (`constants`) or takes its address,
+    /// parenthesized or not; not a member of one (a `mutable` member may change).
+    fn constant(&self, n: Node) -> bool {
+        let f = crate::lang::fields();
+        let mut x = n;
+        loop {
+            let inner = if x.kind() == "parenthesized_expression" {
+                x.named_child(0)
+            } else if x.kind_id() == kinds().pointer_expression
+                && x.child_by_field_id(f.operator)
+                    .is_some_and(|o| text(o, self.src) == "&")
+            {
+                x.child_by_field_id(f.argument)
+            } else {
+                break;
+            };
+            match inner {
+                Some(i) => x = i,
+                None => return false,
+            }
+        }
+        x.kind_id() == kinds().identifier && self.constants.contains(text(x, self.src))
     }
 
     /// Whether the value of `n` may differ between threads of a block.
@@ -542,10 +575,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// file's constants and enumerators. A name the file also declares as something else
     /// (a `__device__` variable, say) counts only where it is certainly not that one: as a
     /// parameter, which hides it everywhere in the body.
-    fn known_names(&self, root: Node, all: &[Node<'t>]) -> BTreeSet<String> {
+    fn known_names(&self, file: &Declared, all: &[Node<'t>]) -> BTreeSet<String> {
         let k = kinds();
         let f = crate::lang::fields();
-        let file = file_declared(root, self.src);
         let mut known: BTreeSet<String> = file.uniform.clone();
         for &n in all {
             let id = n.kind_id();

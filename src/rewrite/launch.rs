@@ -137,6 +137,15 @@ pub fn rewrite(
         diags.push(left("it relies on default arguments, which a launch through a function pointer cannot supply"));
         return;
     }
+    // More arguments than any kernel of that name takes: the launch calls another overload,
+    // one declared here and defined in another file (HeCBench's qtclustering declares one).
+    let max_params = targets
+        .iter()
+        .try_fold(0, |most, k| k.max_params.map(|n| most.max(n)));
+    if max_params.is_some_and(|most| l.arg_count > most) {
+        diags.push(left("it passes more arguments than the kernel of that name defined here takes, so it calls another overload"));
+        return;
+    }
     if !(2..=4).contains(&l.config.len()) {
         diags.push(left(
             "it has an unexpected number of configuration arguments",

@@ -138,6 +138,89 @@ pub(super) fn declare(decl: Node, src: &str, file_scope: bool, out: &mut Declare
     true
 }
 
+/// The kernel's variables (parameters and the body's locals) that are themselves constant in
+/// every declaration of their name (`const int n`, `int* const p`, `const T& r`,
+/// `const int a[4]`, `constexpr`), and that the file declares as nothing else: a call cannot
+/// write them through an argument, since a reference or pointer to non-`const` cannot bind to
+/// them (llm.c, FlashInfer: `const int bid = blockIdx.x;` passed to a function of another
+/// header, which made the block's early return look thread-dependent).
+pub(super) fn constant_names(
+    function: Node,
+    all: &[Node],
+    src: &str,
+    file_other: &BTreeSet<String>,
+) -> BTreeSet<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut constant = BTreeSet::new();
+    let mut not = BTreeSet::new();
+    let record = |decl: Node, constant: &mut BTreeSet<String>, not: &mut BTreeSet<String>| {
+        let mut words = BTreeSet::new();
+        let declarators = lang::declarators(decl);
+        let mut c = decl.walk();
+        for child in decl.children(&mut c) {
+            let is_part = declarators.iter().any(|d| d.id() == child.id())
+                || [f.r#type, f.value].iter().any(|&fid| {
+                    decl.child_by_field_id(fid)
+                        .is_some_and(|t| t.id() == child.id())
+                });
+            if !is_part {
+                words.insert(text(child, src));
+            }
+        }
+        for d in declarators {
+            let inner = if d.kind_id() == k.init_declarator {
+                d.child_by_field_id(f.declarator).unwrap_or(d)
+            } else {
+                d
+            };
+            if inner.kind_id() == k.function_declarator {
+                continue;
+            }
+            let fixed = words.contains("constexpr")
+                || match pointers_const(inner, src) {
+                    Some(all_const) => all_const,
+                    None => words.contains("const"),
+                };
+            for name in declared_names(inner, src) {
+                if fixed {
+                    constant.insert(name);
+                } else {
+                    not.insert(name);
+                }
+            }
+        }
+    };
+    for &n in all {
+        if n.kind_id() == k.declaration {
+            record(n, &mut constant, &mut not);
+        } else if n.kind_id() == k.for_range_loop {
+            // `for (auto x : xs)`: not followed; such a name never counts as constant.
+            if let Some(d) = n.child_by_field_id(f.declarator) {
+                not.extend(declared_names(d, src));
+            }
+        }
+    }
+    if let Some(list) =
+        function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
+    {
+        let mut c = list.walk();
+        for p in list.named_children(&mut c) {
+            match p.kind() {
+                "parameter_declaration" | "optional_parameter_declaration" => {
+                    record(p, &mut constant, &mut not)
+                }
+                // A pack (`Args... args`) and anything else: never constant.
+                _ => not.extend(identifiers(p, src)),
+            }
+        }
+    }
+    constant
+        .into_iter()
+        .filter(|n| !not.contains(n) && !file_other.contains(n))
+        .collect()
+}
+
 /// For a pointer declarator, whether every pointer level is itself `const`, so the variable
 /// cannot change (`int* const p`; `const int* p` points at constants but may move). None: no
 /// pointer.

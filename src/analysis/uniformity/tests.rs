@@ -205,3 +205,44 @@ fn arguments_a_function_of_the_file_takes_by_value_stay_uniform() {
         "m > 1",
     );
 }
+
+#[test]
+fn constants_passed_to_unknown_functions_stay_uniform() {
+    // A reference or pointer to non-const cannot bind to a constant.
+    uniform(
+        "",
+        ", int n",
+        "  const int m = n;\n  elsewhere(m);",
+        "m > 1",
+    );
+    uniform("", ", const int n", "  elsewhere(n);", "n > 1");
+    uniform(
+        "",
+        ", int n",
+        "  constexpr int m = 4;\n  elsewhere(&m);",
+        "m > n",
+    );
+    uniform(
+        "",
+        ", int n",
+        "  const int m = n;\n  obj.update((m));",
+        "m > 1",
+    );
+    uniform("", ", int* const p", "  elsewhere(p);", "p != 0");
+    // The pointee is constant, not the pointer; a name also declared as a variable; a
+    // member (which may be `mutable`); a non-const parameter.
+    varying("", ", const int* p", "  elsewhere(p);", "p != 0");
+    varying(
+        "",
+        ", int n",
+        "  const int m = n;\n  { int m = 2; elsewhere(m); s[m] = 0; }",
+        "m > 1",
+    );
+    varying(
+        "struct S { int v; };",
+        ", const S s",
+        "  elsewhere(s.v);",
+        "s.v > 1",
+    );
+    varying("", ", int n", "  elsewhere(n);", "n > 1");
+}
