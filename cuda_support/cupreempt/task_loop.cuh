@@ -855,8 +855,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   ls.last_ns = global_ns();
 }
 
-// The leader's last step in a block, after its fence (cumulative over the block's stores, which
-// a barrier ordered before it): the block's tasks are visible
+// The leader's last step in a block, after every thread's fence: the block's tasks are visible
 // device-wide, so they retire. Runtime launches (host mirror) count them with an atomic nobody
 // waits for: the first instance's last block waits for the total in stay(). Other launches
 // have no such block, so the block that retires the last task raises `finished`. Then the
@@ -871,13 +870,8 @@ static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host
                                    volatile LeaderState& ls) {
   const unsigned long long ran = ls.ran;
   if (host) {
-    // Only a gated link reads the sum; elsewhere the atomic's answer is not waited for (at a
-    // launch's end every block retires at once, and the answers queue on one address).
-    if (first != CUPREEMPT_LINK) {
-      if (ran) atomicAdd(&c->retired_tasks, ran);
-    } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
+    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total && first == CUPREEMPT_LINK)
       reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;
-    }
   } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
     __threadfence();
     atomicExch(&c->finished, 1u);
@@ -961,7 +955,7 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
 // shared memory.
 //
 // Completion: done_tasks counts finished tasks per chunk, for progress. Results are made
-// visible once per block, when it leaves (the leader fences after a barrier); retired_tasks then counts the
+// visible once per block, when it leaves (every thread fences); retired_tasks then counts the
 // block's tasks, and `finished` is raised once it reaches the total (leave(), stay()).
 template <class Ctx, bool TaskBarrier = true, class Body>
 __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned chunk,
@@ -1022,12 +1016,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     // last warp does not have count as exited, which the full mask allows.
     if (__shfl_sync(0xffffffffu, st.stop, 0)) {
       // Every thread has left the chunk (all read the same st.stop after the same barrier).
-      // The block's results become visible device-wide before it retires its tasks: the
-      // barrier above orders every thread's stores before the leader's fence, which is
-      // cumulative (a cooperative grid's sync does the same). A fence in every thread waited
-      // for each thread's last stores at every block's end, on the launch's critical path.
+      __threadfence();
+      __syncthreads();
       if (leader) {
-        __threadfence();
         leave(c, l.host, l.total_tasks, l.first, ls);
         again = holds_the_stream(l.first) && l.host &&
                 stay(c, l.host, l.total_tasks, ls);

@@ -57,8 +57,8 @@ def minimal_next_chunk(src):
 
 CUTS = {
     "no-end-fence": replace(
-        "      if (leader) {\n        __threadfence();\n        leave(",
-        "      if (leader) {\n        leave("),
+        "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(",
+        "      __syncthreads();\n      if (leader) {\n        leave("),
     # Timing only: no fence between the block's lane and its first look at the command
     # (neither enter()'s nor the one it leaves to the first next_chunk).
     "no-enter-fence": chain(
@@ -130,11 +130,12 @@ CUTS = {
     "first-chunk-3": replace("  if (!task_ns || !blocks) return 1u;",
                              "  if (true) return 3u;  // cut first-chunk-3"),
 }
-# The tree's form before its end fence moved to the leader: every thread fences, then the
-# block meets (timing only, to compare).
-CUTS["every-thread-end-fence"] = replace(
-    "      if (leader) {\n        __threadfence();\n        leave(",
-    "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(")
+# The block's results made visible by the leader's fence after the barrier instead of every
+# thread's fence before it: the barrier orders the threads' stores before the leader's fence,
+# and a fence is cumulative (the pattern of a cooperative grid's sync). Correct.
+CUTS["leader-end-fence"] = replace(
+    "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(",
+    "      __syncthreads();\n      if (leader) {\n        __threadfence();\n        leave(")
 # Timing only, each one load or store of the leader's step between two chunks left out.
 CUTS["no-seen-load"] = replace(
     '  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"\n'
