@@ -177,11 +177,13 @@ pub(super) fn constant_names(
             if inner.kind_id() == k.function_declarator {
                 continue;
             }
-            let fixed = words.contains("constexpr")
-                || match pointers_const(inner, src) {
-                    Some(all_const) => all_const,
-                    None => words.contains("const"),
-                };
+            // `volatile` says that something else may change it: never constant here.
+            let fixed = !text(decl, src).contains("volatile")
+                && (words.contains("constexpr")
+                    || match pointers_const(inner, src) {
+                        Some(all_const) => all_const,
+                        None => words.contains("const"),
+                    });
             for name in declared_names(inner, src) {
                 if fixed {
                     constant.insert(name);

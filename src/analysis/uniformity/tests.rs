@@ -245,4 +245,10 @@ fn constants_passed_to_unknown_functions_stay_uniform() {
         "s.v > 1",
     );
     varying("", ", int n", "  elsewhere(n);", "n > 1");
+    varying(
+        "",
+        ", int n",
+        "  const volatile int m = n;\n  elsewhere(m);",
+        "m > 1",
+    );
 }
