@@ -98,6 +98,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         if returns_exit {
             if let Some(function) = body.parent() {
                 u.read_only = read_only_parameters(function, src);
+                let moved = repointed(&u.read_only, all, src);
+                u.read_only.retain(|n| !moved.contains(n));
             }
         }
         let assignments = u.assignments(all);
@@ -384,10 +386,12 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     }
 
     /// Whether `n` names a constant variable itself (`constants`) or takes its address,
-    /// parenthesized or not; not a member of one (a `mutable` member may change).
+    /// parenthesized or not; not a member of one (a `mutable` member may change), except the
+    /// built-in variables' (`blockIdx.x`: they are `const`, members and all).
     fn constant(&self, n: Node) -> bool {
         let f = crate::lang::fields();
         let mut x = n;
+        let mut member = false;
         loop {
             let inner = if x.kind() == "parenthesized_expression" {
                 x.named_child(0)
@@ -395,6 +399,12 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 && x.child_by_field_id(f.operator)
                     .is_some_and(|o| text(o, self.src) == "&")
             {
+                x.child_by_field_id(f.argument)
+            } else if x.kind_id() == kinds().field_expression
+                && x.child_by_field_id(f.operator)
+                    .is_some_and(|o| text(o, self.src) == ".")
+            {
+                member = true;
                 x.child_by_field_id(f.argument)
             } else {
                 break;
@@ -404,7 +414,12 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 None => return false,
             }
         }
-        x.kind_id() == kinds().identifier && self.constants.contains(text(x, self.src))
+        if x.kind_id() != kinds().identifier {
+            return false;
+        }
+        let name = text(x, self.src);
+        let builtin = lang::UNIFORM_BUILTINS.contains(&name) || name == "threadIdx";
+        builtin && !self.known.contains(name) || !member && self.constants.contains(name)
     }
 
     /// Whether the value of `n` may differ between threads of a block.

@@ -217,10 +217,30 @@ pub(super) fn constant_names(
             }
         }
     }
-    constant
+    let mut out: BTreeSet<String> = constant
         .into_iter()
         .filter(|n| !not.contains(n) && !file_other.contains(n))
-        .collect()
+        .collect();
+    // A non-type template parameter is no object at all (no reference can bind to it to
+    // write it), and no name of the body may hide it.
+    if let Some(list) = function
+        .parent()
+        .filter(|t| t.kind_id() == k.template_declaration)
+        .and_then(|t| t.child_by_field_id(f.parameters))
+    {
+        let mut c = list.walk();
+        for p in list.named_children(&mut c) {
+            if matches!(
+                p.kind(),
+                "parameter_declaration" | "optional_parameter_declaration"
+            ) {
+                if let Some(d) = p.child_by_field_id(f.declarator) {
+                    out.extend(declared_names(d, src));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// For a pointer declarator, whether every pointer level is itself `const`, so the variable
@@ -307,6 +327,57 @@ pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String
         }
     }
     out
+}
+
+/// Read-only pointers (`read_only`) that the body points elsewhere with a plain assignment
+/// whose value is not itself such a pointer (`p = mine;`): from there on a load through
+/// them may read a thread's own memory. Moves within the host's buffer (`p += n`, `p++`,
+/// `p = q + n` with `q` read-only) keep them.
+pub(super) fn repointed(read_only: &BTreeSet<String>, all: &[Node], src: &str) -> BTreeSet<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut out = BTreeSet::new();
+    for &n in all {
+        if n.kind_id() != k.assignment_expression
+            || n.child_by_field_id(f.operator).map(|o| text(o, src)) != Some("=")
+        {
+            continue;
+        }
+        let Some(target) = n
+            .child_by_field_id(f.left)
+            .map(lang::strip_parens)
+            .filter(|t| t.kind_id() == k.identifier)
+        else {
+            continue;
+        };
+        let name = text(target, src);
+        if !read_only.contains(name) {
+            continue;
+        }
+        let from_read_only = n
+            .child_by_field_id(f.right)
+            .is_some_and(|v| based_on(v, read_only, src));
+        if !from_read_only {
+            out.insert(name.to_string());
+        }
+    }
+    out
+}
+
+/// Whether a pointer value is a read-only pointer, maybe offset (`q`, `q + n`, `(q) - 1`).
+fn based_on(value: Node, read_only: &BTreeSet<String>, src: &str) -> bool {
+    let f = crate::lang::fields();
+    let v = lang::strip_parens(value);
+    if v.kind_id() == kinds().identifier {
+        return read_only.contains(text(v, src));
+    }
+    v.kind() == "binary_expression"
+        && matches!(
+            v.child_by_field_id(f.operator).map(|o| text(o, src)),
+            Some("+") | Some("-")
+        )
+        && v.child_by_field_id(f.left)
+            .is_some_and(|l| based_on(l, read_only, src))
 }
 
 /// For each function the file defines or declares outside function bodies, by its unqualified

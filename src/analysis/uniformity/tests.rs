@@ -245,10 +245,49 @@ fn constants_passed_to_unknown_functions_stay_uniform() {
         "s.v > 1",
     );
     varying("", ", int n", "  elsewhere(n);", "n > 1");
+    // The built-in variables and their members; a non-type template parameter.
+    uniform(
+        "",
+        "",
+        "  const int b = blockIdx.x;\n  elsewhere(blockIdx.x, gridDim);",
+        "b > 1",
+    );
     varying(
         "",
         ", int n",
         "  const volatile int m = n;\n  elsewhere(m);",
         "m > 1",
     );
+}
+
+#[test]
+fn read_only_parameters_pointed_elsewhere_are_not() {
+    // A thread's own array, written element by element (which the analysis does not follow).
+    varying(
+        "",
+        ", const int* lim",
+        "  int mine[2];\n  mine[0] = threadIdx.x;\n  lim = mine;",
+        "lim[0] > 1",
+    );
+    // Moves within the host's buffer keep it.
+    uniform("", ", const int* lim, int n", "  lim += n;", "lim[0] > 1");
+    uniform(
+        "",
+        ", const int* lim, const int* other",
+        "  lim = other + 4;",
+        "lim[0] > 1",
+    );
+}
+
+#[test]
+fn template_parameters_passed_to_unknown_functions_stay_uniform() {
+    let src = "template <int N, typename T>\n__global__ void k(T* out) {\n  __shared__ float s[128];\n  elsewhere(N);\n  if (N > 1) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
+    let parsed = crate::parse::parse(src);
+    let a = analyze(&parsed, src, &Options::default());
+    let mode = a
+        .kernels
+        .iter()
+        .find(|k| k.site.name == "k")
+        .and_then(|k| k.mode);
+    assert_eq!(mode, Some(SyncMode::Plain));
 }
