@@ -541,6 +541,34 @@ fn a_kernel_spelled_with_a_macro_in_a_header_builds_through_the_launcher() {
     );
 }
 
+/// A unit with no kernel of its own that defines macros named like words of the standard
+/// library (`base`) and then includes a file whose kernels are transformed (HeCBench's sw4ck):
+/// cupreempt's header, with the standard headers it includes, comes first in the unit as it does
+/// in a transformed file, not only where the transformed file includes it, after the macros.
+#[test]
+fn a_unit_defining_library_words_as_macros_before_a_transformed_include_builds() {
+    let (obj, out) = launcher_object(
+        "launcher-macros-before-include",
+        &[
+            (
+                "grid.h",
+                "#pragma once\n#define ni (last - first + 1)\n#define base (-(first + ni))\n",
+            ),
+            (
+                "kernels.cpp",
+                "__global__ void shift(float* a, int first, int last) {\n  a[blockIdx.x * blockDim.x + threadIdx.x + base + ni] += 1.0f;\n}\n\
+                 void run(float* a, int first, int last) { shift<<<64, 128>>>(a, first, last); }\n",
+            ),
+            ("k.cu", "#include \"grid.h\"\n#include \"kernels.cpp\"\n"),
+        ],
+    );
+    assert!(!out.contains("did not compile"), "{out}");
+    assert!(
+        support::file_contains(&obj, "shift__cupreempt"),
+        "the object holds no preemptible wrapper:\n{out}"
+    );
+}
+
 /// A split unit's wrapper module holds a capped wrapper only for a kernel whose plain wrapper
 /// needs more than 32 registers (the module's originals have no body, so their counts are
 /// unknown there; the runtime compares them): `sums` keeps one, the one-line `tiny` does not,

@@ -1152,6 +1152,8 @@ fn prepare(
     let mut refused = false;
     let mut capped = false;
     let mut wraps = false;
+    // Each file's text as its copy holds it, and whether it includes cupreempt's header.
+    let mut outputs: Vec<(String, bool)> = Vec::with_capacity(files.len());
     for ((p, text), &kernels) in files.iter().zip(&with_kernels) {
         // The name the preprocessor gives the original (its `__FILE__`, its messages), not
         // the copy's path nor the canonical one: a program that prints `__FILE__` prints the
@@ -1160,7 +1162,6 @@ fn prepare(
             .get(p)
             .cloned()
             .unwrap_or_else(|| p.display().to_string());
-        let dir = p.parent().unwrap_or(Path::new("/"));
         let gives_ctx = defines
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
@@ -1185,10 +1186,28 @@ fn prepare(
             capped |= t.output.contains(cupreempt::vocab::CAPPED_CHOSEN);
             wraps |= t.output.contains(cupreempt::vocab::SPLIT_UNIT);
             // Messages about lines before the first edit name the original too.
-            line_one(&name, &t.output)
+            let includes = t.output.contains(cupreempt::vocab::INCLUDE.trim_end());
+            (line_one(&name, &t.output), includes)
         } else {
-            line_one(&name, text)
+            (line_one(&name, text), false)
         };
+        outputs.push(out);
+    }
+    // A source whose own text is not transformed but whose headers are includes cupreempt's
+    // header first all the same (`including_support`).
+    if !outputs[0].1 && outputs[1..].iter().any(|(_, includes)| *includes) {
+        let name = spelled
+            .get(&source)
+            .cloned()
+            .unwrap_or_else(|| source.display().to_string());
+        outputs[0].0 = line_one(&name, &cupreempt::including_support(&files[0].1, &name));
+    }
+    for ((p, _), (out, _)) in files.iter().zip(outputs) {
+        let name = spelled
+            .get(p)
+            .cloned()
+            .unwrap_or_else(|| p.display().to_string());
+        let dir = p.parent().unwrap_or(Path::new("/"));
         let out = redirect_includes(&out, dir, search, &project, &copy_of);
         let bytes = match foreign.get(p) {
             None => out.into_bytes(),
