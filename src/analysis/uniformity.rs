@@ -508,19 +508,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether a loaded address is a read-only parameter (`read_only`), offset or not: `p`,
     /// `(p)`, `p + i`, `p - i`. Whether `p` and `i` are uniform is the caller's to check.
     fn read_only_base(&self, base: Node) -> bool {
-        let base = lang::strip_parens(base);
-        if base.kind_id() == kinds().identifier {
-            return self.read_only.contains(text(base, self.src));
-        }
-        base.kind() == "binary_expression"
-            && matches!(
-                base.child_by_field_id(crate::lang::fields().operator)
-                    .map(|o| text(o, self.src)),
-                Some("+") | Some("-")
-            )
-            && base
-                .child_by_field_id(crate::lang::fields().left)
-                .is_some_and(|l| self.read_only_base(l))
+        based_on(base, &self.read_only, self.src)
     }
 
     /// Whether an address points into a read-only parameter: `&p[i]`, or a `read_only_base`.

@@ -365,7 +365,7 @@ pub(super) fn repointed(read_only: &BTreeSet<String>, all: &[Node], src: &str) -
 }
 
 /// Whether a pointer value is a read-only pointer, maybe offset (`q`, `q + n`, `(q) - 1`).
-fn based_on(value: Node, read_only: &BTreeSet<String>, src: &str) -> bool {
+pub(super) fn based_on(value: Node, read_only: &BTreeSet<String>, src: &str) -> bool {
     let f = crate::lang::fields();
     let v = lang::strip_parens(value);
     if v.kind_id() == kinds().identifier {
