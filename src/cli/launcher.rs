@@ -1185,22 +1185,22 @@ fn prepare(
             refused |= t.diagnostics.iter().any(|d| d.is_refusal());
             capped |= t.output.contains(cupreempt::vocab::CAPPED_CHOSEN);
             wraps |= t.output.contains(cupreempt::vocab::SPLIT_UNIT);
-            // Messages about lines before the first edit name the original too.
             let includes = t.output.contains(cupreempt::vocab::INCLUDE.trim_end());
-            (line_one(&name, &t.output), includes)
+            (t.output, includes)
         } else {
-            (line_one(&name, text), false)
+            (text.clone(), false)
         };
         outputs.push(out);
     }
-    // A source whose own text is not transformed but whose headers are includes cupreempt's
-    // header first all the same (`including_support`).
+    // A source whose copy does not include cupreempt's header while a header's copy does
+    // includes it first all the same (`including_support`).
     if !outputs[0].1 && outputs[1..].iter().any(|(_, includes)| *includes) {
+        // Its output so far: its own launches of the headers' kernels may be rewritten.
         let name = spelled
             .get(&source)
             .cloned()
             .unwrap_or_else(|| source.display().to_string());
-        outputs[0].0 = line_one(&name, &cupreempt::including_support(&files[0].1, &name));
+        outputs[0].0 = cupreempt::including_support(&outputs[0].0, &name);
     }
     for ((p, _), (out, _)) in files.iter().zip(outputs) {
         let name = spelled
@@ -1208,6 +1208,8 @@ fn prepare(
             .cloned()
             .unwrap_or_else(|| p.display().to_string());
         let dir = p.parent().unwrap_or(Path::new("/"));
+        // Messages about lines before the first edit name the original too.
+        let out = line_one(&name, &out);
         let out = redirect_includes(&out, dir, search, &project, &copy_of);
         let bytes = match foreign.get(p) {
             None => out.into_bytes(),
