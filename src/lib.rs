@@ -17,7 +17,7 @@ pub mod transform;
 pub mod vocab;
 
 pub use options::Options;
-pub use transform::{including_support, transform, KernelReport, Transformed};
+pub use transform::{transform, KernelReport, Transformed};
 
 /// The device header and launch shim that transformed files include, embedded so that the
 /// binary can install them anywhere (`cupreempt headers --out DIR`).

@@ -44,6 +44,13 @@ pub struct Options {
     /// with how many of them come before this file's: its launch types of that name are
     /// numbered after those, so that no two files define the same one.
     pub namesakes: std::collections::BTreeMap<String, usize>,
+    /// Include cupreempt's header even where the file has nothing of its own that needs it: a
+    /// translation unit's source whose included files are transformed (the compiler
+    /// launcher). The header, and the standard headers it includes, then come before the
+    /// program's macros, as in a transformed source; included first by a transformed header,
+    /// they met the macros the program defines before it (HeCBench's sw4ck defines `base`
+    /// and `u`, which broke libstdc++'s `<string>`).
+    pub include_support: bool,
 }
 
 impl Options {

@@ -196,31 +196,6 @@ fn parses_worse(
     Some(d)
 }
 
-/// `src` including cupreempt's header where a transformed file includes it (after its
-/// leading comments), followed by a `#line` directive naming `file_name` so that its lines
-/// keep their numbers; unchanged if it includes the header already. For a translation unit
-/// whose own text is not transformed but whose headers are: the header and the standard
-/// library headers it includes then come before any of the program's macros, as in a
-/// transformed file. Included first by a transformed header instead, they would meet the
-/// macros the program defines before it (HeCBench's sw4ck defines `base` and `u`, which
-/// broke libstdc++'s `<string>` there).
-pub fn including_support(src: &str, file_name: &str) -> String {
-    if src.contains(crate::vocab::INCLUDE.trim_end()) {
-        return src.to_string();
-    }
-    let parsed = crate::parse::parse(src);
-    let at = crate::analysis::scan::include_position(parsed.tree.root_node(), src);
-    let eol = edit::line_end(src);
-    let edits = [Edit::insert(
-        at,
-        edit::with_line_end(crate::vocab::INCLUDE, eol),
-    )];
-    let lines = LineMap {
-        file_name: Some(file_name),
-    };
-    edit::apply(src, &edits, Some(&lines)).unwrap_or_else(|_| src.to_string())
-}
-
 /// The deepest level of the tree under `root` (the root is level 1), found without recursion.
 pub fn depth(root: tree_sitter::Node) -> (usize, usize) {
     let mut c = root.walk();

@@ -377,7 +377,7 @@ fn error_label(def: &Range<usize>, errors: &[Range<usize>]) -> Range<usize> {
 }
 
 /// After the comments that open the file (licence headers stay first).
-pub(crate) fn include_position(root: Node, src: &str) -> usize {
+fn include_position(root: Node, src: &str) -> usize {
     // After a byte order mark: one is skipped only at the very start of a file.
     let mut at = if src.starts_with('\u{feff}') { 3 } else { 0 };
     let mut c = root.walk();

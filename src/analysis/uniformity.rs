@@ -91,12 +91,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         }
         let file = file_declared(root, src);
         u.known = u.known_names(&file, all);
+        u.functions = file_functions(root, src);
         if let Some(function) = body.parent() {
             u.constants = constant_names(function, all, src, &file.other);
-        }
-        u.functions = file_functions(root, src);
-        if returns_exit {
-            if let Some(function) = body.parent() {
+            if returns_exit {
                 u.read_only = read_only_parameters(function, src);
                 let moved = repointed(&u.read_only, all, src);
                 u.read_only.retain(|n| !moved.contains(n));

@@ -1152,20 +1152,30 @@ fn prepare(
     let mut refused = false;
     let mut capped = false;
     let mut wraps = false;
-    // Each file's text as its copy holds it, and whether it includes cupreempt's header.
-    let mut outputs: Vec<(String, bool)> = Vec::with_capacity(files.len());
-    for ((p, text), &kernels) in files.iter().zip(&with_kernels) {
-        // The name the preprocessor gives the original (its `__FILE__`, its messages), not
-        // the copy's path nor the canonical one: a program that prints `__FILE__` prints the
-        // same either way.
-        let name = spelled
-            .get(p)
-            .cloned()
-            .unwrap_or_else(|| p.display().to_string());
+    // The name the preprocessor gives each original (its `__FILE__`, its messages), not the
+    // copy's path nor the canonical one: a program that prints `__FILE__` prints the same
+    // either way.
+    let names: Vec<String> = files
+        .iter()
+        .map(|(p, _)| {
+            spelled
+                .get(p)
+                .cloned()
+                .unwrap_or_else(|| p.display().to_string())
+        })
+        .collect();
+    // Each file's text as its copy holds it. The headers first: where one of theirs includes
+    // cupreempt's header, the source does too (`Options::include_support`).
+    let mut outputs = vec![String::new(); files.len()];
+    let mut support = false;
+    for i in (1..files.len()).chain([0]) {
+        let (p, text) = &files[i];
+        let name = &names[i];
         let gives_ctx = defines
             .get(p)
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
-        let out = if kernels || gives_ctx {
+        let include_support = i == 0 && support;
+        outputs[i] = if with_kernels[i] || gives_ctx || include_support {
             let (k, h) = program::known_from(&defines, &graph, p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
@@ -1174,42 +1184,28 @@ fn prepare(
             o.known_macros = program::macros_of(graph.closure(p), &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });
-            let t = cupreempt::transform(text, &name, &o)?;
+            o.include_support = include_support;
+            let t = cupreempt::transform(text, name, &o)?;
             let shown: Vec<_> = t
                 .diagnostics
                 .iter()
                 .filter(|d| d.severity != Level::Note)
                 .cloned()
                 .collect();
-            eprint!("{}", render(&shown, &name, text, color));
+            eprint!("{}", render(&shown, name, text, color));
             refused |= t.diagnostics.iter().any(|d| d.is_refusal());
             capped |= t.output.contains(cupreempt::vocab::CAPPED_CHOSEN);
             wraps |= t.output.contains(cupreempt::vocab::SPLIT_UNIT);
-            let includes = t.output.contains(cupreempt::vocab::INCLUDE.trim_end());
-            (t.output, includes)
+            support |= t.output.contains(cupreempt::vocab::INCLUDE.trim_end());
+            t.output
         } else {
-            (text.clone(), false)
+            text.clone()
         };
-        outputs.push(out);
     }
-    // A source whose copy does not include cupreempt's header while a header's copy does
-    // includes it first all the same (`including_support`).
-    if !outputs[0].1 && outputs[1..].iter().any(|(_, includes)| *includes) {
-        // Its output so far: its own launches of the headers' kernels may be rewritten.
-        let name = spelled
-            .get(&source)
-            .cloned()
-            .unwrap_or_else(|| source.display().to_string());
-        outputs[0].0 = cupreempt::including_support(&outputs[0].0, &name);
-    }
-    for ((p, _), (out, _)) in files.iter().zip(outputs) {
-        let name = spelled
-            .get(p)
-            .cloned()
-            .unwrap_or_else(|| p.display().to_string());
+    for (((p, _), name), out) in files.iter().zip(&names).zip(outputs) {
         let dir = p.parent().unwrap_or(Path::new("/"));
         // Messages about lines before the first edit name the original too.
-        let out = line_one(&name, &out);
+        let out = line_one(name, &out);
         let out = redirect_includes(&out, dir, search, &project, &copy_of);
         let bytes = match foreign.get(p) {
             None => out.into_bytes(),

@@ -58,7 +58,7 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
             // A launch through the kernel's pointer needs the shim whatever the kernel.
             shim |= macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
         }
-        if shim {
+        if shim || opts.include_support {
             edits.push(Edit::insert(a.include_at, INCLUDE));
         }
         return Rewrite { edits, diagnostics };

@@ -73,6 +73,25 @@ fn scope_container(kind: &str, types: bool) -> bool {
         )
 }
 
+/// The words of a declaration beside its type, declarators and value: storage classes, memory
+/// spaces, qualifiers (`static`, `__shared__`, `const`, `constexpr`, `volatile`).
+fn specifier_words<'s>(decl: Node, declarators: &[Node], src: &'s str) -> BTreeSet<&'s str> {
+    let f = crate::lang::fields();
+    let is = |field, child: Node| {
+        decl.child_by_field_id(field)
+            .is_some_and(|t| t.id() == child.id())
+    };
+    let mut c = decl.walk();
+    decl.children(&mut c)
+        .filter(|child| {
+            !declarators.iter().any(|d| d.id() == child.id())
+                && !is(f.r#type, *child)
+                && !is(f.value, *child)
+        })
+        .map(|child| text(child, src))
+        .collect()
+}
+
 /// Records the variables one declaration declares (functions are left out), if it has storage
 /// beyond one thread's call: at file scope, or `static`, `extern` or in a CUDA memory space.
 /// Returns whether it has.
@@ -80,20 +99,7 @@ pub(super) fn declare(decl: Node, src: &str, file_scope: bool, out: &mut Declare
     let k = kinds();
     let f = crate::lang::fields();
     let declarators = lang::declarators(decl);
-    let mut words = BTreeSet::new();
-    let mut c = decl.walk();
-    for child in decl.children(&mut c) {
-        let is_declarator = declarators.iter().any(|d| d.id() == child.id());
-        let is_type = decl
-            .child_by_field_id(f.r#type)
-            .is_some_and(|t| t.id() == child.id());
-        let is_value = decl
-            .child_by_field_id(f.value)
-            .is_some_and(|t| t.id() == child.id());
-        if !is_declarator && !is_type && !is_value {
-            words.insert(text(child, src));
-        }
-    }
+    let words = specifier_words(decl, &declarators, src);
     let has = |w: &str| words.contains(w);
     let lasting = file_scope
         || [
@@ -155,19 +161,8 @@ pub(super) fn constant_names(
     let mut constant = BTreeSet::new();
     let mut not = BTreeSet::new();
     let record = |decl: Node, constant: &mut BTreeSet<String>, not: &mut BTreeSet<String>| {
-        let mut words = BTreeSet::new();
         let declarators = lang::declarators(decl);
-        let mut c = decl.walk();
-        for child in decl.children(&mut c) {
-            let is_part = declarators.iter().any(|d| d.id() == child.id())
-                || [f.r#type, f.value].iter().any(|&fid| {
-                    decl.child_by_field_id(fid)
-                        .is_some_and(|t| t.id() == child.id())
-                });
-            if !is_part {
-                words.insert(text(child, src));
-            }
-        }
+        let words = specifier_words(decl, &declarators, src);
         for d in declarators {
             let inner = if d.kind_id() == k.init_declarator {
                 d.child_by_field_id(f.declarator).unwrap_or(d)

@@ -7,8 +7,13 @@ fn form(file: &str, params: &str, body: &str, cond: &str) -> Option<SyncMode> {
     let src = format!(
         "{file}\n__global__ void k(float* out{params}) {{\n  __shared__ float s[128];\n{body}\n  if ({cond}) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}}\n"
     );
-    let parsed = crate::parse::parse(&src);
-    let a = analyze(&parsed, &src, &Options::default());
+    mode_of(&src)
+}
+
+/// The form of kernel `k` in `src`.
+fn mode_of(src: &str) -> Option<SyncMode> {
+    let parsed = crate::parse::parse(src);
+    let a = analyze(&parsed, src, &Options::default());
     a.kernels.iter().find(|k| k.site.name == "k")?.mode
 }
 
@@ -245,13 +250,14 @@ fn constants_passed_to_unknown_functions_stay_uniform() {
         "s.v > 1",
     );
     varying("", ", int n", "  elsewhere(n);", "n > 1");
-    // The built-in variables and their members; a non-type template parameter.
+    // The built-in variables and their members.
     uniform(
         "",
         "",
         "  const int b = blockIdx.x;\n  elsewhere(blockIdx.x, gridDim);",
         "b > 1",
     );
+    // Something else may change a volatile one.
     varying(
         "",
         ", int n",
@@ -282,12 +288,5 @@ fn read_only_parameters_pointed_elsewhere_are_not() {
 #[test]
 fn template_parameters_passed_to_unknown_functions_stay_uniform() {
     let src = "template <int N, typename T>\n__global__ void k(T* out) {\n  __shared__ float s[128];\n  elsewhere(N);\n  if (N > 1) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
-    let parsed = crate::parse::parse(src);
-    let a = analyze(&parsed, src, &Options::default());
-    let mode = a
-        .kernels
-        .iter()
-        .find(|k| k.site.name == "k")
-        .and_then(|k| k.mode);
-    assert_eq!(mode, Some(SyncMode::Plain));
+    assert_eq!(mode_of(src), Some(SyncMode::Plain));
 }
