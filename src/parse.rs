@@ -41,23 +41,20 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
         .expect("parse without timeout");
     let mut hidden = Vec::new();
     if tree.root_node().has_error() && src.contains("#if") {
-        let groups = branches::conditionals(src);
+        let groups = branches::FileGroups::new(src, &space_macros);
         // Nested conditionals may each split a statement: a few rounds.
         for _ in 0..3 {
             let base = view.as_deref().unwrap_or(src).as_bytes();
             let errors = error_ranges(tree.root_node()).len();
             let blocks = branches::compound_statements(&tree);
-            // The first branch first; another only where the first reads no better.
-            let better = (0..branches::MOST_BRANCHES_TRIED).find_map(|keep| {
-                let (bytes, ranges) = branches::kept_branches(
-                    src,
-                    base,
-                    &tree,
-                    &groups,
-                    &space_macros,
-                    &blocks,
-                    keep,
-                )?;
+            // The groups that open or close braces alone first; then every group near an
+            // error. The first branch first; another only where the first reads no better.
+            let tries = [true, false]
+                .into_iter()
+                .flat_map(|u| (0..branches::MOST_BRANCHES_TRIED).map(move |k| (u, k)));
+            let better = tries.into_iter().find_map(|(unbalanced_only, keep)| {
+                let (bytes, ranges) =
+                    groups.kept_branches(base, &tree, &blocks, unbalanced_only, keep)?;
                 let text = String::from_utf8(bytes).ok()?;
                 let reduced = parser.parse(&text, None).expect("parse without timeout");
                 (error_ranges(reduced.root_node()).len() < errors)

@@ -734,6 +734,45 @@ fn a_kernel_file_included_in_an_extern_c_block_compiles_transformed() {
     assert!(has("\0findK\0"), "findK keeps C linkage");
 }
 
+/// A source with no kernel or launch of its own that defines library words as macros (`base`,
+/// as HeCBench's sw4ck does), then includes a file of kernels: transformed together, that
+/// file's output includes cupreempt's header (and with it `<string>`) after the macros unless
+/// the source includes it first, as its output now does.
+#[test]
+fn a_source_defining_library_words_before_a_transformed_include_compiles() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-macros-before-include");
+    std::fs::write(
+        dir.join("kernels.cuh"),
+        "__global__ void shift(float* a, int first, int last) {\n  a[blockIdx.x * blockDim.x + threadIdx.x + base + ni] += 1.0f;\n}\n\
+         void run(float* a, int first, int last) { shift<<<64, 128>>>(a, first, last); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("main.cu"),
+        "#define ni (last - first + 1)\n#define base (-(first + ni))\n#include \"kernels.cuh\"\n",
+    )
+    .unwrap();
+    let o = cupreempt(
+        &["transform", "kernels.cuh", "main.cu", "--out-dir", "out"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let main = std::fs::read_to_string(dir.join("out/main.cu")).unwrap();
+    let include = main.find("#include \"cupreempt.cuh\"");
+    assert!(
+        include.is_some_and(|i| i < main.find("#define ni").unwrap()),
+        "cupreempt's header is not included before the program's macros:\n{main}"
+    );
+    let obj = dir.join("main.o");
+    support::compiles(
+        support::nvcc_compile(&nvcc, &obj).arg(dir.join("out/main.cu")),
+        "main.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(support::file_contains(&obj, "shift__cupreempt"));
+}
+
 /// With relocatable device code (`-rdc`), functions a kernel calls through the ABI keep their
 /// own register counts, and ptxas refuses a wrapper capped at 32 registers that calls one
 /// needing more (the CUDA samples' newdelete): the capped wrapper exists only without `-rdc`,

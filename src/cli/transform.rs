@@ -115,8 +115,12 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let mut kernels = BTreeSet::new();
     let color = stderr_color();
     let known = known_kernels(&inputs, &opts, a.select.include_dirs());
+    let support = support_first(&inputs, &known, &opts);
     for (path, root) in &inputs {
-        let opts = &known.get(path).cloned().unwrap_or_default().options(&opts);
+        let opts = &cupreempt::Options {
+            include_support: support.contains(path),
+            ..known.get(path).cloned().unwrap_or_default().options(&opts)
+        };
         let name = files::display_name(path);
         // A file that is not UTF-8 is transformed with stand-ins for its odd bytes, which go
         // back into the output (`files::Foreign`).
@@ -234,6 +238,37 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The inputs that include another input whose output includes cupreempt's header, and
+/// whose own output would not: they include it first (`Options::include_support`), as the
+/// launcher's sources do, so that the header and the standard headers it brings meet none of
+/// the program's macros (HeCBench's sw4ck defines `base` and `u`, then includes the files
+/// that hold its kernels). Each included input is transformed once more here to see.
+fn support_first(
+    inputs: &[(PathBuf, PathBuf)],
+    known: &BTreeMap<PathBuf, Known>,
+    opts: &cupreempt::Options,
+) -> BTreeSet<PathBuf> {
+    let mut brings: BTreeMap<&PathBuf, bool> = BTreeMap::new();
+    let mut out = BTreeSet::new();
+    for (path, _) in inputs {
+        let Some(k) = known.get(path) else { continue };
+        let included_support = k.included_inputs.iter().any(|q| {
+            *brings.entry(q).or_insert_with(|| {
+                let opts = known.get(q).cloned().unwrap_or_default().options(opts);
+                std::fs::read(q)
+                    .ok()
+                    .and_then(files::text_of)
+                    .and_then(|src| cupreempt::transform(&src, &files::display_name(q), &opts).ok())
+                    .is_some_and(|t| t.output.contains(cupreempt::vocab::INCLUDE.trim_end()))
+            })
+        });
+        if included_support {
+            out.insert(path.clone());
+        }
+    }
+    out
+}
+
 /// `opts` for `inputs` as one program: with several files, a helper of one that reads
 /// blockIdx/gridDim gets its task-context form, for the kernels of the others
 /// (`known_kernels`).
@@ -336,7 +371,18 @@ pub(super) fn known_kernels(
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
         let (kernels, helpers) = program::known_from(&defines, &graph, c);
         let namesakes = program::namesake_ordinals(&defines, c);
-        if !kernels.is_empty() || !helpers.is_empty() || !macros.is_empty() || !namesakes.is_empty()
+        let closure = graph.closure(c);
+        let included_inputs: Vec<PathBuf> = texts
+            .iter()
+            .zip(&canonical)
+            .filter(|((q, _), (d, _))| q != p && closure.contains(d))
+            .map(|((q, _), _)| (*q).clone())
+            .collect();
+        if !kernels.is_empty()
+            || !helpers.is_empty()
+            || !macros.is_empty()
+            || !namesakes.is_empty()
+            || !included_inputs.is_empty()
         {
             out.insert(
                 (*p).clone(),
@@ -345,6 +391,7 @@ pub(super) fn known_kernels(
                     helpers,
                     macros,
                     namesakes,
+                    included_inputs,
                 },
             );
         }
@@ -359,6 +406,8 @@ pub(super) struct Known {
     pub helpers: Vec<KnownHelper>,
     pub macros: Vec<(String, String)>,
     pub namesakes: BTreeMap<String, usize>,
+    /// The other inputs it includes, directly or through other files (as given).
+    pub included_inputs: Vec<PathBuf>,
 }
 
 impl Known {

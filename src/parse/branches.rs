@@ -121,88 +121,323 @@ pub(super) fn conditionals(src: &str) -> Vec<Conditional> {
 /// branch, then the second... while none parses better).
 pub(super) const MOST_BRANCHES_TRIED: usize = 4;
 
-/// The view with the conditionals that syntax errors of `tree` point into reduced to their
-/// branch number `keep` (their last where they have fewer), and the ranges of the other
-/// branches blanked; None where no conditional is near an error. A group with one branch (no
-/// `#else`) is read with its text, its directive lines alone blanked: `#ifdef A` `if (a) {...}
-/// else` `#endif` `{...}` reads as the `if` with both bodies, and `#ifdef A` `__device__`
-/// `#endif` `inline int f()` as the function with its specifier, the configuration that
-/// defines A; nothing is hidden.
-pub(super) fn kept_branches(
-    src: &str,
-    view: &[u8],
-    tree: &Tree,
-    groups: &[Conditional],
-    space_macros: &super::SpaceMacros,
-    blocks: &[Range<usize>],
-    keep: usize,
-) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
-    let kept = |g: &Conditional| keep.min(g.branches.len() - 1);
-    let errors = super::error_ranges(tree.root_node());
-    let near = |g: &Conditional| {
-        errors.iter().any(|e| {
-            let overlaps = e.start < g.span.end && g.span.start < e.end;
-            // An error just before the group: only blanks between them (`for (...)` whose
-            // body the group chooses).
-            let before = e.start <= g.span.start
-                && src
-                    .get(e.start..g.span.start)
-                    .is_some_and(|t| t.trim().is_empty());
-            overlaps || before
-        })
-    };
-    // Inside a block of statements; elsewhere (file, namespace or class scope) only where the
-    // other branches are host code: a conditional there may choose between whole definitions
-    // (a header's CPU and GPU versions of its functions), and a device definition the grammar
-    // does not read is one that no analysis, here or in the files that include this one, sees.
-    // `blocks`: the tree's blocks (compound_statements), found once per tree: a node's parent
-    // costs a walk from the root, and climbing from every group of a deeply nested file took
-    // seconds.
-    let in_block = |g: &Conditional| {
-        blocks
-            .iter()
-            .any(|b| b.start < g.span.start && g.span.start < b.end)
-    };
-    let others = |g: &Conditional| -> Vec<Range<usize>> {
-        let k = kept(g);
-        g.branches
+/// A file's conditional groups and what the reductions ask of each, found once per parse.
+pub(super) struct FileGroups<'a> {
+    src: &'a str,
+    groups: Vec<Conditional>,
+    space_macros: &'a super::SpaceMacros,
+    /// Per group, whether the text's braces place it in a function's body
+    /// (`in_function_text`).
+    in_function: Vec<bool>,
+}
+
+impl<'a> FileGroups<'a> {
+    pub(super) fn new(src: &'a str, space_macros: &'a super::SpaceMacros) -> FileGroups<'a> {
+        let groups = conditionals(src);
+        let in_function = in_function_text(src, &groups);
+        FileGroups {
+            src,
+            groups,
+            space_macros,
+            in_function,
+        }
+    }
+
+    /// The view with the conditionals that syntax errors of `tree` point into reduced to
+    /// their branch number `keep` (their last where they have fewer), and the ranges of the
+    /// other branches blanked; None where no conditional is near an error. With
+    /// `unbalanced_only`, only the groups whose branches open or close braces alone. A group
+    /// with one branch (no `#else`) is read with its text, its directive lines alone blanked:
+    /// `#ifdef A` `if (a) {...} else` `#endif` `{...}` reads as the `if` with both bodies, and
+    /// `#ifdef A` `__device__` `#endif` `inline int f()` as the function with its specifier,
+    /// the configuration that defines A; nothing is hidden. `blocks`: the tree's blocks
+    /// (`compound_statements`).
+    pub(super) fn kept_branches(
+        &self,
+        view: &[u8],
+        tree: &Tree,
+        blocks: &[Range<usize>],
+        unbalanced_only: bool,
+        keep: usize,
+    ) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
+        let FileGroups {
+            src,
+            groups,
+            space_macros,
+            in_function,
+        } = self;
+        let kept = |g: &Conditional| keep.min(g.branches.len() - 1);
+        let errors = super::error_ranges(tree.root_node());
+        let near = |g: &Conditional| {
+            errors.iter().any(|e| {
+                let overlaps = e.start < g.span.end && g.span.start < e.end;
+                // An error just before the group: only blanks between them (`for (...)` whose
+                // body the group chooses).
+                let before = e.start <= g.span.start
+                    && src
+                        .get(e.start..g.span.start)
+                        .is_some_and(|t| t.trim().is_empty());
+                overlaps || before
+            })
+        };
+        // Inside a block of statements; elsewhere (file, namespace or class scope) only where the
+        // other branches are host code: a conditional there may choose between whole definitions
+        // (a header's CPU and GPU versions of its functions), and a device definition the grammar
+        // does not read is one that no analysis, here or in the files that include this one, sees.
+        // `blocks` are found once per tree: a node's parent costs a walk from the root, and
+        // climbing from every group of a deeply nested file took seconds.
+        // `in_function`: the same question answered from the text's braces, for a group the
+        // grammar read no block around (`in_function_text`).
+        let in_block = |i: usize, g: &Conditional| {
+            in_function[i]
+                || blocks
+                    .iter()
+                    .any(|b| b.start < g.span.start && g.span.start < b.end)
+        };
+        let others = |g: &Conditional| -> Vec<Range<usize>> {
+            let k = kept(g);
+            g.branches
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i != k)
+                .map(|(_, r)| r.clone())
+                .collect()
+        };
+        let host_only = |g: &Conditional| {
+            others(g)
+                .into_iter()
+                .all(|r| host_text(&src[r], space_macros))
+        };
+        let mut chosen: Vec<&Conditional> = groups
             .iter()
             .enumerate()
-            .filter(|(i, _)| *i != k)
-            .map(|(_, r)| r.clone())
-            .collect()
-    };
-    let host_only = |g: &Conditional| {
-        others(g)
-            .into_iter()
-            .all(|r| host_text(&src[r], space_macros))
-    };
-    let chosen: Vec<&Conditional> = groups
-        .iter()
-        .filter(|g| near(g) && (in_block(g) || host_only(g)))
-        .collect();
-    // A group keeps its last branch where it has fewer than `keep + 1`: past every group's
-    // branch count, the view is the one `keep - 1` gave, already parsed.
-    if chosen.is_empty() || (keep > 0 && !chosen.iter().any(|g| g.branches.len() > keep)) {
-        return None;
+            .filter(|&(i, g)| near(g) && (in_block(i, g) || host_only(g)))
+            .map(|(_, g)| g)
+            .collect();
+        // An error as wide as the file is near every group; the groups whose branches open or
+        // close more braces than they close or open are the ones that can have caused it, and a
+        // group of whole statements (`return 2;` `#else` `return 4;`) is better left to be read
+        // with its first branch by the compiler alone than hidden from the analysis.
+        if unbalanced_only {
+            chosen.retain(|g| {
+                g.branches
+                    .iter()
+                    .any(|r| brace_balance(&src[r.clone()]) != 0)
+            });
+        }
+        // A group keeps its last branch where it has fewer than `keep + 1`: past every group's
+        // branch count, the view is the one `keep - 1` gave, already parsed.
+        if chosen.is_empty() || (keep > 0 && !chosen.iter().any(|g| g.branches.len() > keep)) {
+            return None;
+        }
+        let mut bytes = view.to_vec();
+        let mut hidden = Vec::new();
+        for g in chosen {
+            for r in g.directives.iter().cloned().chain(others(g)) {
+                for b in &mut bytes[r] {
+                    if *b != b'\n' {
+                        *b = b' ';
+                    }
+                }
+            }
+            hidden.extend(
+                others(g)
+                    .into_iter()
+                    .filter(|r| !src[r.clone()].trim().is_empty()),
+            );
+        }
+        Some((bytes, hidden))
     }
-    let mut bytes = view.to_vec();
-    let mut hidden = Vec::new();
-    for g in chosen {
-        for r in g.directives.iter().cloned().chain(others(g)) {
-            for b in &mut bytes[r] {
-                if *b != b'\n' {
-                    *b = b' ';
+}
+
+/// For each of `groups`, whether its `#if` line lies inside a function's body as the text's
+/// braces say, counted with every conditional's first branch (as the preprocessor reads the
+/// configuration that defines every name the `#if`s test). The tree's blocks answer this where
+/// the grammar read the function; a conditional whose every branch opens a brace that closes
+/// after its `#endif` (ggml's `mul_mat_f`: `if constexpr (...) {...} else {` and typedefs in
+/// each branch) can leave the grammar no function at all, the whole file one error, and the
+/// group then lies in no block of the tree.
+///
+/// A brace opens a function's body where the text before it, back to the last `;`, `{` or `}`,
+/// ends with `)`, or with `)` and qualifiers (`const`, `noexcept`, `override`, a trailing
+/// return type), and does not start a namespace, class or `extern "C"` block; anything inside
+/// a function's body is inside it too. Comments, string and character literals and directive
+/// lines (a `#define` of a brace) are skipped.
+pub(super) fn in_function_text(src: &str, groups: &[Conditional]) -> Vec<bool> {
+    let b = src.as_bytes();
+    // What the scan skips: every directive line and every branch but a group's first.
+    let mut skips: Vec<Range<usize>> = groups
+        .iter()
+        .flat_map(|g| {
+            g.directives
+                .iter()
+                .cloned()
+                .chain(g.branches.iter().skip(1).cloned())
+        })
+        .collect();
+    skips.sort_by_key(|r| r.start);
+    let mut starts: Vec<(usize, usize)> = groups
+        .iter()
+        .enumerate()
+        .map(|(i, g)| (g.span.start, i))
+        .collect();
+    starts.sort_unstable();
+    let mut out = vec![false; groups.len()];
+    let mut next_start = starts.iter().peekable();
+    let mut next_skip = skips.iter().peekable();
+    // Open braces: whether each opens a function's body (or lies inside one).
+    let mut open: Vec<bool> = Vec::new();
+    let mut head = String::new();
+    let mut i = 0;
+    let mut line_start = true;
+    while i < b.len() {
+        while let Some(&&(at, g)) = next_start.peek() {
+            if at > i {
+                break;
+            }
+            out[g] = open.last().copied().unwrap_or(false);
+            next_start.next();
+        }
+        if let Some(r) = next_skip.peek() {
+            if r.start <= i {
+                let end = r.end;
+                next_skip.next();
+                if end > i {
+                    i = end;
+                    continue;
                 }
             }
         }
-        hidden.extend(
-            others(g)
-                .into_iter()
-                .filter(|r| !src[r.clone()].trim().is_empty()),
-        );
+        let c = b[i];
+        if line_start && c == b'#' {
+            // A directive outside every group (`#define`, `#include`): to its last
+            // continuation line's end.
+            let mut end = i;
+            loop {
+                end = b[end..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(b.len(), |p| end + p);
+                if end > 0 && end < b.len() && b[end - 1] == b'\\' {
+                    end += 1;
+                } else {
+                    break;
+                }
+            }
+            i = end;
+            continue;
+        }
+        if c == b'\n' {
+            line_start = true;
+            head.push(' ');
+            i += 1;
+            continue;
+        }
+        if !c.is_ascii_whitespace() {
+            line_start = false;
+        }
+        match c {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(b.len(), |p| i + p);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = src[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
+                head.push(' ');
+                continue;
+            }
+            b'"' | b'\'' => {
+                let mut j = i + 1;
+                while j < b.len() && b[j] != c && b[j] != b'\n' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                head.push_str("\"\"");
+                i = j + 1;
+                continue;
+            }
+            b'{' => {
+                let inside = open.last().copied().unwrap_or(false);
+                open.push(inside || opens_function_body(&head));
+                head.clear();
+            }
+            b'}' => {
+                open.pop();
+                head.clear();
+            }
+            b';' => head.clear(),
+            _ => head.push(c as char),
+        }
+        i += 1;
     }
-    Some((bytes, hidden))
+    for &(_, g) in next_start {
+        out[g] = open.last().copied().unwrap_or(false);
+    }
+    out
+}
+
+/// Opening braces minus closing ones in `text`, outside comments and literals.
+fn brace_balance(text: &str) -> i64 {
+    let b = text.as_bytes();
+    let mut n = 0;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                i = b[i..]
+                    .iter()
+                    .position(|&c| c == b'\n')
+                    .map_or(b.len(), |p| i + p);
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = text[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
+                continue;
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' => n += 1,
+            b'}' => n -= 1,
+            _ => {}
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Whether `head`, the text before a `{` back to the last `;`, `{` or `}`, is a function's
+/// head: it ends with `)`, or `)` then qualifiers or a trailing return type, and is no
+/// namespace, class, enum or linkage block.
+fn opens_function_body(head: &str) -> bool {
+    let head = head.trim();
+    let first = head
+        .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .find(|w| !w.is_empty())
+        .unwrap_or("");
+    if matches!(
+        first,
+        "namespace" | "struct" | "class" | "union" | "enum" | "extern" | "typedef"
+    ) || head.ends_with('=')
+    {
+        return false;
+    }
+    let Some(close) = head.rfind(')') else {
+        return false;
+    };
+    let tail = &head[close + 1..];
+    let tail = tail.split_once("->").map_or(tail, |(before, _)| before);
+    tail.split_whitespace().all(|w| {
+        matches!(
+            w,
+            "const" | "noexcept" | "override" | "final" | "mutable" | "volatile" | "&" | "&&"
+        )
+    })
 }
 
 /// The byte ranges of every `compound_statement` of `tree`, in one walk.
@@ -368,5 +603,115 @@ inline int first(int* w) {
         let src = "#ifdef VEC\ndouble run(std::vector<int>& a,\n#else\ndouble run(int* a,\n#endif\n    int n) { return a[0] * n; }\n";
         let parsed = crate::parse::parse(src);
         assert_eq!(parsed.hidden.len(), 1, "{:?}", parsed.hidden);
+    }
+
+    /// ggml's `mul_mat_f`: every branch of a nested conditional opens a brace (`if constexpr
+    /// (...) {...} else {` and typedefs) that one `}` after the `#endif` closes. The grammar
+    /// reads no function in the file at all, so no block of its tree holds the group; the
+    /// text's braces place it in the kernel's body, and the file reads with the first branch.
+    /// A group of whole statements in a helper (`return 2;` `#else` `return 4;`) stays read by
+    /// its text, not hidden.
+    #[test]
+    fn branches_that_each_open_the_body_closed_after_the_group_are_read_with_the_first() {
+        let src = "__device__ constexpr int pad();
+template <typename T, int rows>
+__global__ void mm(const T* x, float* y, int n) {
+#if defined(MMA)
+#if defined(WMMA)
+    if constexpr (rows != 16) {NO_DEVICE_CODE;} else {
+    typedef int tile_a;
+#else
+    if constexpr (rows != 32) {NO_DEVICE_CODE;} else {
+    typedef long tile_a;
+#endif
+    tile_a t = 0;
+    if (threadIdx.x >= n) {
+        return;
+    }
+    y[blockIdx.x * 32 + threadIdx.x] = x[threadIdx.x] + t + pad();
+    }
+#else
+    NO_DEVICE_CODE;
+#endif
+}
+__device__ constexpr int pad() {
+#if defined(WIDE)
+    return 2;
+#else
+    return 4;
+#endif
+}
+__global__ void after(float* y) { y[blockIdx.x] = 1.0f; }
+";
+        let parsed = crate::parse::parse(src);
+        let root = parsed.tree.root_node();
+        assert!(!root.has_error(), "{}", root.to_sexp());
+        let hidden: Vec<&str> = parsed
+            .hidden
+            .iter()
+            .map(|r| src[r.clone()].trim())
+            .collect();
+        assert_eq!(
+            hidden,
+            [
+                "if constexpr (rows != 32) {NO_DEVICE_CODE;} else {\n    typedef long tile_a;",
+                "NO_DEVICE_CODE;"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_text_places_groups_in_function_bodies_not_in_namespaces_or_classes() {
+        let src = "namespace a {
+#if A
+int x;
+#endif
+struct S {
+#if B
+  int y;
+#endif
+  int f() const {
+#if C
+    return 1;
+#endif
+  }
+};
+}
+extern \"C\" {
+#if D
+#endif
+}
+auto g(int v) -> int {
+  const char* s = \"{\"; // {
+#if E
+  return v;
+#endif
+}
+int table[] = {
+#if F
+  1,
+#endif
+};
+";
+        let groups = conditionals(src);
+        let inside = in_function_text(src, &groups);
+        let by_name: Vec<(&str, bool)> = groups
+            .iter()
+            .zip(inside)
+            .map(|(g, i)| (&src[g.span.start + 4..g.span.start + 5], i))
+            .collect();
+        let mut by_name = by_name;
+        by_name.sort();
+        assert_eq!(
+            by_name,
+            [
+                ("A", false),
+                ("B", false),
+                ("C", true),
+                ("D", false),
+                ("E", true),
+                ("F", false)
+            ]
+        );
     }
 }
