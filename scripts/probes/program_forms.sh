@@ -47,7 +47,7 @@ for spec in "$@"; do
   if [ "$spec" != "$name" ]; then
     runs=("./main ${spec#*=}")
   else
-    mapfile -t runs < <(sed -n '/^run:/,/^$/p' "$work/$name.orig/Makefile" | grep -F './$(program)' |
+    mapfile -t runs < <(sed -n '/^run:/,/^$/p' "$work/$name.orig/Makefile" | grep -F './$(program)' | grep -v '^[[:space:]]*#' |
       sed 's/\$(LAUNCHER) *//; s/\$(program)/main/; s/^[[:space:]]*//')
   fi
   i=0

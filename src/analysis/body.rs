@@ -81,6 +81,11 @@ pub struct BodyFacts<'t> {
     pub returns: Vec<ReturnSite<'t>>,
     /// Loops, to tell whether a barrier can run after a return.
     pub loops: Vec<Range<usize>>,
+    /// Loops (kernels only) that threads of a block may leave after different numbers of
+    /// rounds because of the thread's index (`uneven::uneven_loops`), among those that hold a
+    /// barrier, a call or a macro: a thread that leaves one ends the original kernel, but not
+    /// a task.
+    pub uneven_loops: Vec<Node<'t>>,
     pub macro_uses: Vec<MacroUse<'t>>,
     /// Uses of a statement-head macro followed by its block (`KERNEL_LOOP(i, n) { ... }`),
     /// which the grammar reads as a call statement and a block (the masked view's `;`): the
@@ -181,6 +186,7 @@ pub fn facts<'t>(
         barriers: Vec::new(),
         returns: Vec::new(),
         loops: Vec::new(),
+        uneven_loops: Vec::new(),
         macro_uses: Vec::new(),
         head_macros: Vec::new(),
         refusals: Vec::new(),
@@ -266,6 +272,24 @@ pub fn facts<'t>(
     }
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
+    if kernel {
+        // Loops that may synchronize: a barrier, a call (a helper may) or a macro in them.
+        let syncing = |l: &Node| {
+            let r = l.byte_range();
+            let inside = |n: &Node| r.contains(&n.start_byte());
+            f.barriers.iter().any(|b| inside(&b.node))
+                || f.calls.iter().any(|c| inside(&c.node))
+                || f.macro_uses.iter().any(|m| inside(&m.node))
+        };
+        let candidates: Vec<Node> = nodes
+            .iter()
+            .copied()
+            .filter(|n| is_loop(*n) && syncing(n))
+            .collect();
+        if !candidates.is_empty() {
+            f.uneven_loops = super::uneven::uneven_loops(&candidates, &nodes, src);
+        }
+    }
     if let Some(&node) = f.head_macros.first() {
         let name = text(node, src);
         if kernel && !f.returns.is_empty() && !f.barriers.is_empty() {

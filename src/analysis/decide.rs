@@ -231,6 +231,37 @@ pub fn decide<'t>(
             });
         }
     }
+    // A barrier in a loop that threads may leave after different numbers of rounds: in the
+    // original, a thread that leaves it and runs to the end exits, and the barriers stop
+    // waiting for it; in a task it stays, and meets the task's own barriers (or the loop's) out
+    // of step with the others. The original relies on that (a barrier in divergent code), and
+    // no rewrite keeps it: refused.
+    for l in &plan.facts.uneven_loops {
+        // A `for`'s initializer runs once, before any thread leaves.
+        let once = l
+            .child_by_field_id(crate::lang::fields().initializer)
+            .map(|i| i.byte_range());
+        let inside = |b: &&BarrierSite| {
+            l.byte_range().contains(&b.range().start)
+                && !once.as_ref().is_some_and(|i| i.contains(&b.range().start))
+        };
+        if let Some(b) = barriers.iter().find(inside) {
+            let what = match syncing_helpers.iter().find(|(r, _)| *r == b.range()) {
+                Some((_, helper)) => format!("this call: `{helper}` synchronizes the block"),
+                None => "this barrier".to_string(),
+            };
+            refusals.push(
+                Diagnostic::new(
+                    Code::BarrierHazard,
+                    format!("kernel `{}`: a barrier in a loop that threads of a block may leave after different numbers of rounds", k.name),
+                )
+                .label(loop_head(*l), "whether a thread stays in this loop depends on the thread")
+                .label(b.range(), format!("the threads still in the loop wait at {what}"))
+                .help("in the original, a thread that leaves the loop early ends, and the barrier stops waiting for it; a persistent block's thread cannot end. Give every thread of the block the same number of rounds (loop on a block-uniform bound, and guard the work inside with the thread's own condition)"),
+            );
+            break;
+        }
+    }
     let hazard = plan
         .facts
         .returns
@@ -694,6 +725,22 @@ pub(super) fn body_blockers(
         );
     }
     found
+}
+
+/// A loop's head, for a label: from its keyword to the end of its condition (`for (...)`,
+/// `while (...)`), or the whole `do` statement.
+fn loop_head(l: Node) -> Range<usize> {
+    let f = crate::lang::fields();
+    let end = l
+        .child_by_field_id(f.body)
+        .filter(|b| b.start_byte() > l.start_byte())
+        .map_or(l.end_byte(), |b| b.start_byte());
+    let r = l.start_byte()..end;
+    if r.is_empty() {
+        l.byte_range()
+    } else {
+        r
+    }
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ pub(crate) mod scan;
 mod shared;
 mod sites;
 mod spin;
+mod uneven;
 mod uniformity;
 
 pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};

@@ -1,0 +1,438 @@
+//! Loops that the threads of a block may leave after different numbers of rounds because of
+//! the thread's own index: `for (int i = 0; i + tid < n; i += blockDim.x)`, a block-stride loop
+//! `for (int i = threadIdx.x; i < n; i += blockDim.x)`, a `break` under `if (threadIdx.x ...)`.
+//! In the original, a thread that leaves such a loop and runs to the kernel's end exits, and
+//! the barriers the others still meet in the loop stop waiting for it; a persistent block's
+//! thread cannot exit (decide.rs refuses a barrier in such a loop, CP004).
+//!
+//! Unlike `uniformity`, which counts everything it cannot prove uniform as varying (there a
+//! wrong "varying" only costs the predicated form), this asks whether a loop *certainly*
+//! depends on the thread, since the answer refuses the kernel: a value is the thread's when
+//! it is computed from `threadIdx` or from a local computed from it by arithmetic (through
+//! assignments, not through the branches that choose them, names resolved by scope); what
+//! memory loads, calls (but pure functions') and shared variables give is not (a partitioner's
+//! loop over tasks that thread 0 claims into shared memory is uniform in fact, and such kernels
+//! run correctly transformed).
+
+use super::flow::is_loop;
+use crate::lang::{self, kinds, text};
+use std::ops::Range;
+use tree_sitter::Node;
+
+/// Of `loops`, those whose condition (a `for`'s condition, a `while`'s or `do`'s) uses the
+/// thread's index, or that a `break` or `goto` under a condition that uses it leaves.
+/// `nodes`: the kernel's body and its descendants in pre-order.
+pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Vec<Node<'t>> {
+    let thread = Threadness::new(nodes, src);
+    let uses_thread = |n: Node| thread.uses(n);
+    let f = lang::fields();
+    loops
+        .iter()
+        .copied()
+        .filter(|l| {
+            let cond = l
+                .child_by_field_id(f.condition)
+                .or_else(|| l.child_by_field_id(f.right));
+            if cond.is_some_and(uses_thread) && !counted_evenly(*l, src, &thread) {
+                return true;
+            }
+            let range = l.byte_range();
+            nodes
+                .iter()
+                .filter(|n| range.contains(&n.start_byte()) && n.id() != l.id())
+                .filter(|n| match n.kind() {
+                    "goto_statement" => true,
+                    "break_statement" => innermost_breakable(**n).is_some_and(|b| b.id() == l.id()),
+                    _ => false,
+                })
+                .any(|e| under_condition(*e, *l, &uses_thread))
+        })
+        .collect()
+}
+
+/// One variable of the body: its name, the scope it is visible in (the block or statement
+/// around its declaration; the whole body for a name the body does not declare, a parameter)
+/// and where it is declared.
+struct Variable<'s> {
+    name: &'s str,
+    scope: Range<usize>,
+    at: usize,
+}
+
+/// Which variables of a body hold values computed from the thread's index: declared with, or
+/// assigned, an expression that names `threadIdx` or another such variable, to a fixed point.
+/// Names are resolved by scope (`for (int i = threadIdx.x; ...)` and a later `for (int i = 0;
+/// ...)` are two variables).
+struct Threadness<'s> {
+    src: &'s str,
+    variables: Vec<Variable<'s>>,
+    thread: Vec<bool>,
+}
+
+impl<'s> Threadness<'s> {
+    fn new(nodes: &[Node], src: &'s str) -> Threadness<'s> {
+        let k = kinds();
+        let f = lang::fields();
+        let body = nodes.first().map_or(0..src.len(), |b| b.byte_range());
+        let mut t = Threadness {
+            src,
+            variables: Vec::new(),
+            thread: Vec::new(),
+        };
+        // Each write: the name written and the value it gets.
+        let mut writes: Vec<(Node, Node)> = Vec::new();
+        for &n in nodes {
+            let id = n.kind_id();
+            if id == k.assignment_expression {
+                if let (Some(l), Some(r)) =
+                    (n.child_by_field_id(f.left), n.child_by_field_id(f.right))
+                {
+                    if l.kind_id() == k.identifier {
+                        writes.push((l, r));
+                    }
+                }
+                continue;
+            }
+            let declared: Vec<(Node, Option<Node>)> = if id == k.init_declarator {
+                n.child_by_field_id(f.declarator)
+                    .map(|d| (d, n.child_by_field_id(f.value)))
+                    .into_iter()
+                    .collect()
+            } else if id == k.declaration {
+                // `int i, tid;`: the declarators that are bare names (an `init_declarator` is
+                // its own node).
+                lang::declarators(n)
+                    .into_iter()
+                    .map(|d| (d, None))
+                    .collect()
+            } else {
+                continue;
+            };
+            for (name, value) in declared {
+                if name.kind_id() != k.identifier {
+                    continue;
+                }
+                let scope = scope_of(n).map_or(body.clone(), |s| s.byte_range());
+                t.variables.push(Variable {
+                    name: text(name, src),
+                    scope,
+                    at: name.start_byte(),
+                });
+                if let Some(v) = value {
+                    writes.push((name, v));
+                }
+            }
+        }
+        t.thread = vec![false; t.variables.len()];
+        loop {
+            let mut changed = false;
+            for (target, value) in &writes {
+                let i = match t.resolve(*target) {
+                    Some(i) => i,
+                    None => {
+                        // A parameter or a name of the file: one variable for the whole body.
+                        t.variables.push(Variable {
+                            name: text(*target, src),
+                            scope: body.clone(),
+                            at: body.start,
+                        });
+                        t.thread.push(false);
+                        t.variables.len() - 1
+                    }
+                };
+                if !t.thread[i] && t.uses(*value) {
+                    t.thread[i] = true;
+                    changed = true;
+                }
+            }
+            if !changed {
+                return t;
+            }
+        }
+    }
+
+    /// The variable an identifier names: the innermost declaration of its name, before it, in
+    /// a scope around it.
+    fn resolve(&self, ident: Node) -> Option<usize> {
+        let name = text(ident, self.src);
+        let at = ident.start_byte();
+        self.variables
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.name == name && v.at <= at && v.scope.contains(&at))
+            .min_by_key(|(_, v)| v.scope.len())
+            .map(|(i, _)| i)
+    }
+
+    /// Whether the expression `n` names `threadIdx` or a variable of the thread's, outside
+    /// loads and the arguments of calls other than pure functions' (`min`, `sqrtf`...): a
+    /// block reduction (`__syncthreads_or(left > 0)`) gives every thread of the block one
+    /// value, and what another call returns or a load reads is not known to be the thread's.
+    fn uses(&self, n: Node) -> bool {
+        let k = kinds();
+        let mut found = false;
+        lang::visit(n, |d| {
+            if d.kind_id() == k.call_expression {
+                let callee = d
+                    .child_by_field_id(lang::fields().function)
+                    .map_or("", |f| text(f, self.src));
+                // A pure function's result is its arguments'; any other call's is not known
+                // to be the thread's.
+                return lang::PURE_FUNCTIONS.contains(&callee)
+                    || lang::UNIFORM_FUNCTIONS.contains(&callee);
+            }
+            // Nor is a load's value, even at the thread's own index (a block's threads may
+            // read one value there: ggml reduces a flag through shared memory and reads it
+            // back at `buf[tid % WARP_SIZE]`).
+            if d.kind() == "subscript_expression" {
+                return false;
+            }
+            if d.kind_id() == k.identifier {
+                found |= text(d, self.src) == "threadIdx"
+                    || self.resolve(d).is_some_and(|i| self.thread[i]);
+            }
+            !found
+        });
+        found
+    }
+}
+
+/// The block or statement whose scope a declaration at `n` belongs to: the nearest enclosing
+/// compound statement, loop, `if` or `switch`.
+fn scope_of(n: Node) -> Option<Node> {
+    let k = kinds();
+    let mut at = n;
+    while let Some(p) = at.parent() {
+        let id = p.kind_id();
+        if id == k.compound_statement
+            || is_loop(p)
+            || id == k.if_statement
+            || id == k.switch_statement
+        {
+            return Some(p);
+        }
+        at = p;
+    }
+    None
+}
+
+/// Whether `l` is a counted loop that runs as many rounds in every thread: its variable is
+/// set in its initializer, stepped in its update by a value free of the thread's, compared
+/// with a bound, and not written in the body; and the start and the bound carry the same
+/// thread terms (none: `for (j = THREADS / 2; j > 0; j /= 2)`, whatever `j` held before; the
+/// same: `for (int t = a + tid; t < b + tid; t += c)`, as ggml's recurrent kernels walk a
+/// sequence).
+fn counted_evenly(l: Node, src: &str, thread: &Threadness) -> bool {
+    let k = kinds();
+    let f = lang::fields();
+    if l.kind_id() != k.for_statement {
+        return false;
+    }
+    let Some(init) = l.child_by_field_id(f.initializer) else {
+        return false;
+    };
+    // `int t = start` or `t = start`: the variable and its start.
+    let assigned = if init.kind_id() == k.assignment_expression {
+        Some(init)
+    } else {
+        let mut found = None;
+        lang::visit(init, |d| {
+            if found.is_none() && d.kind_id() == k.init_declarator {
+                found = Some(d);
+            }
+            found.is_none()
+        });
+        found
+    };
+    let Some(assigned) = assigned else {
+        return false;
+    };
+    let (var, start) = if assigned.kind_id() == k.init_declarator {
+        (
+            assigned.child_by_field_id(f.declarator),
+            assigned.child_by_field_id(f.value),
+        )
+    } else {
+        (
+            assigned.child_by_field_id(f.left),
+            assigned.child_by_field_id(f.right),
+        )
+    };
+    let (Some(var), Some(start)) = (var, start) else {
+        return false;
+    };
+    let var = text(var, src);
+    let Some(cond) = l.child_by_field_id(f.condition) else {
+        return false;
+    };
+    let op = cond
+        .child_by_field_id(f.operator)
+        .map(|o| text(o, src))
+        .unwrap_or_default();
+    if cond.kind() != "binary_expression" || !matches!(op, "<" | "<=" | ">" | ">=" | "!=") {
+        return false;
+    }
+    let (Some(left), Some(right)) = (
+        cond.child_by_field_id(f.left),
+        cond.child_by_field_id(f.right),
+    ) else {
+        return false;
+    };
+    let bound = if text(left, src) == var {
+        right
+    } else if text(right, src) == var {
+        left
+    } else {
+        return false;
+    };
+    // The step: `++t`, `t++`, or `t += c` with `c` free of the thread's values.
+    let step_varies = l.child_by_field_id(f.update).is_some_and(|u| {
+        if u.kind_id() == k.update_expression {
+            return false;
+        }
+        let value = (u.kind_id() == k.assignment_expression
+            && u.child_by_field_id(f.left).map(|v| text(v, src)) == Some(var))
+        .then(|| u.child_by_field_id(f.right))
+        .flatten();
+        value.is_none_or(|v| thread.uses(v))
+    });
+    if step_varies {
+        return false;
+    }
+    let thread_terms = |e: Node| {
+        let mut terms: Vec<Node> = Vec::new();
+        additive_terms(e, &mut terms);
+        let mut own: Vec<String> = terms
+            .into_iter()
+            .filter(|t| thread.uses(*t))
+            .map(|t| text(t, src).split_whitespace().collect())
+            .collect();
+        own.sort();
+        own
+    };
+    // The body's own writes of the variable would count its rounds another way.
+    let writes_var = l.child_by_field_id(f.body).is_some_and(|b| {
+        let mut found = false;
+        lang::visit(b, |d| {
+            if d.kind_id() == k.assignment_expression || d.kind_id() == k.update_expression {
+                let target = d
+                    .child_by_field_id(f.left)
+                    .or_else(|| d.child_by_field_id(f.argument));
+                found |= target.is_some_and(|t| text(t, src) == var);
+            }
+            !found
+        });
+        found
+    });
+    !writes_var && thread_terms(start) == thread_terms(bound)
+}
+
+/// The operands of `e`'s sums (`a + (b + c)`: `a`, `b`, `c`).
+fn additive_terms<'t>(e: Node<'t>, out: &mut Vec<Node<'t>>) {
+    let f = lang::fields();
+    let plus = e
+        .child_by_field_id(f.operator)
+        .is_some_and(|o| o.kind() == "+");
+    match e.kind() {
+        "parenthesized_expression" => match e.named_child(0) {
+            Some(inner) => additive_terms(inner, out),
+            None => out.push(e),
+        },
+        "binary_expression" if plus => {
+            for side in [f.left, f.right] {
+                if let Some(s) = e.child_by_field_id(side) {
+                    additive_terms(s, out);
+                }
+            }
+        }
+        _ => out.push(e),
+    }
+}
+
+/// Whether `n` runs under an `if`, `?:`, `switch` or `&&`/`||` between it and `stop` whose
+/// condition satisfies `uses_thread`.
+fn under_condition(n: Node, stop: Node, uses_thread: &dyn Fn(Node) -> bool) -> bool {
+    let k = kinds();
+    let f = lang::fields();
+    let mut child = n;
+    while let Some(a) = child.parent() {
+        if a.id() == stop.id() {
+            return false;
+        }
+        let id = a.kind_id();
+        if id == k.if_statement || id == k.conditional_expression || id == k.switch_statement {
+            let cond = a.child_by_field_id(f.condition);
+            if cond.is_some_and(|c| c.id() != child.id() && uses_thread(c)) {
+                return true;
+            }
+        } else if a.kind() == "binary_expression" {
+            let left = a.child_by_field_id(f.left);
+            if left.is_some_and(|l| l.id() != child.id() && uses_thread(l)) {
+                return true;
+            }
+        }
+        child = a;
+    }
+    false
+}
+
+/// The loop or `switch` that a `break` at `n` leaves.
+fn innermost_breakable(n: Node) -> Option<Node> {
+    let mut at = n;
+    while let Some(p) = at.parent() {
+        if is_loop(p) || p.kind_id() == kinds().switch_statement {
+            return Some(p);
+        }
+        at = p;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::flow::descendants;
+
+    /// The kernels' loops that `uneven_loops` finds, by their first line.
+    fn uneven(src: &str) -> Vec<String> {
+        let parsed = crate::parse::parse(src);
+        let nodes = descendants(parsed.tree.root_node());
+        let loops: Vec<Node> = nodes.iter().copied().filter(|n| is_loop(*n)).collect();
+        uneven_loops(&loops, &nodes, src)
+            .into_iter()
+            .map(|l| text(l, src).lines().next().unwrap_or("").trim().to_string())
+            .collect()
+    }
+
+    #[test]
+    fn loops_bounded_by_the_thread_are_uneven() {
+        let src = "__global__ void k(int* a, int n) {
+  const int tid = threadIdx.x;
+  for (int i = 0; i + tid < n; i += blockDim.x) { __syncthreads(); }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { __syncthreads(); }
+  for (int i = 0; i < n; ++i) { if (tid > i) break; __syncthreads(); }
+  for (int i = 0; i < n; ++i) { __syncthreads(); }
+  for (int i = 0; i < n; ++i) { for (int j = 0; j < 4; ++j) { if (tid > j) break; } __syncthreads(); }
+  int left = a[tid];
+  while (__syncthreads_or(left > 0)) { --left; }
+  while (a[0] > 0) { __syncthreads(); }
+  for (int t = 3 * n + tid; t < (4 + n) * n + tid; t += n) { __syncthreads(); }
+  for (int t = tid; t < n + 2 * tid; t += n) { __syncthreads(); }
+  int j = tid;
+  for (j = 64; j > 0; j /= 2) { __syncthreads(); }
+  for (j = 64; j > 0; j /= 2) { j -= tid; __syncthreads(); }
+}
+";
+        assert_eq!(
+            uneven(src),
+            [
+                "for (int i = 0; i + tid < n; i += blockDim.x) { __syncthreads(); }",
+                "for (int i = threadIdx.x; i < n; i += blockDim.x) { __syncthreads(); }",
+                "for (int i = 0; i < n; ++i) { if (tid > i) break; __syncthreads(); }",
+                "for (int j = 0; j < 4; ++j) { if (tid > j) break; }",
+                "for (int t = tid; t < n + 2 * tid; t += n) { __syncthreads(); }",
+                "for (j = 64; j > 0; j /= 2) { j -= tid; __syncthreads(); }",
+            ]
+        );
+    }
+}
