@@ -24,7 +24,7 @@ export CUPREEMPT_RUNTIME_DIR=$bin
 status=0
 # Lines left out of the comparison: times, rates (a unit per second), and resource reports (a process's memory
 # usage grows by the runtime library's; device memory by the wrappers' code).
-timing='time|throughput|bandwidth|gflop|[0-9.]+ *(ms|us|s)\b|[a-z]+/s\b|sec|speed|elapsed|perf|usage'
+timing='time|throughput|bandwidth|gflop|[0-9.]+ *\(?(ms|us|s)\b|[a-z]+/s\b|sec|speed|elapsed|perf|usage'
 for spec in "$@"; do
   name=${spec%%=*}
   [ -d "$src/$name-cuda" ] || { echo "$name: no folder $src/$name-cuda"; status=1; continue; }
