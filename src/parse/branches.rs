@@ -336,28 +336,12 @@ pub(super) fn in_function_text(src: &str, groups: &[Conditional]) -> Vec<bool> {
         if !c.is_ascii_whitespace() {
             line_start = false;
         }
+        if let Some(end) = past_comment_or_literal(src, i) {
+            head.push(' ');
+            i = end;
+            continue;
+        }
         match c {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                i = b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |p| i + p);
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i = src[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
-                head.push(' ');
-                continue;
-            }
-            b'"' | b'\'' => {
-                let mut j = i + 1;
-                while j < b.len() && b[j] != c && b[j] != b'\n' {
-                    j += if b[j] == b'\\' { 2 } else { 1 };
-                }
-                head.push_str("\"\"");
-                i = j + 1;
-                continue;
-            }
             b'{' => {
                 let inside = open.last().copied().unwrap_or(false);
                 open.push(inside || opens_function_body(&head));
@@ -384,24 +368,11 @@ fn brace_balance(text: &str) -> i64 {
     let mut n = 0;
     let mut i = 0;
     while i < b.len() {
+        if let Some(end) = past_comment_or_literal(text, i) {
+            i = end;
+            continue;
+        }
         match b[i] {
-            b'/' if b.get(i + 1) == Some(&b'/') => {
-                i = b[i..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |p| i + p);
-                continue;
-            }
-            b'/' if b.get(i + 1) == Some(&b'*') => {
-                i = text[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2);
-                continue;
-            }
-            q @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != q && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
             b'{' => n += 1,
             b'}' => n -= 1,
             _ => {}
@@ -409,6 +380,31 @@ fn brace_balance(text: &str) -> i64 {
         i += 1;
     }
     n
+}
+
+/// Where a comment, or a string or character literal, that starts at `i` ends (the index past
+/// it; a line comment's newline is not part of it), or None where none starts there.
+fn past_comment_or_literal(text: &str, i: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    match b[i] {
+        b'/' if b.get(i + 1) == Some(&b'/') => Some(
+            b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |p| i + p),
+        ),
+        b'/' if b.get(i + 1) == Some(&b'*') => {
+            Some(text[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2))
+        }
+        q @ (b'"' | b'\'') => {
+            let mut j = i + 1;
+            while j < b.len() && b[j] != q && b[j] != b'\n' {
+                j += if b[j] == b'\\' { 2 } else { 1 };
+            }
+            Some((j + 1).min(b.len()))
+        }
+        _ => None,
+    }
 }
 
 /// Whether `head`, the text before a `{` back to the last `;`, `{` or `}`, is a function's
