@@ -238,11 +238,12 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The inputs that include another input whose output includes cupreempt's header, and
-/// whose own output would not: they include it first (`Options::include_support`), as the
-/// launcher's sources do, so that the header and the standard headers it brings meet none of
-/// the program's macros (HeCBench's sw4ck defines `base` and `u`, then includes the files
-/// that hold its kernels). Each included input is transformed once more here to see.
+/// The inputs that include another input whose output includes cupreempt's header: they
+/// include it first (`Options::include_support`; an output that includes it anyway is not
+/// changed), as the launcher's sources do, so that the header and the standard headers it
+/// brings meet none of the program's macros (HeCBench's sw4ck defines `base` and `u`, then
+/// includes the files that hold its kernels). Each included input is transformed once more
+/// here to see.
 fn support_first(
     inputs: &[(PathBuf, PathBuf)],
     known: &BTreeMap<PathBuf, Known>,
