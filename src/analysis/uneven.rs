@@ -15,7 +15,9 @@
 //! run correctly transformed).
 
 use super::flow::is_loop;
+use super::uniformity::parents_within;
 use crate::lang::{self, kinds, text};
+use std::collections::HashMap;
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -23,7 +25,13 @@ use tree_sitter::Node;
 /// thread's index, or that a `break` or `goto` under a condition that uses it leaves.
 /// `nodes`: the kernel's body and its descendants in pre-order.
 pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Vec<Node<'t>> {
-    let thread = Threadness::new(nodes, src);
+    let Some(&body) = nodes.first() else {
+        return Vec::new();
+    };
+    // Parents by node id, in one walk (`Node::parent` walks from the root each time).
+    let parents = parents_within(body);
+    let parent = |n: Node<'t>| parents.get(&n.id()).copied();
+    let thread = Threadness::new(nodes, src, &parent);
     let uses_thread = |n: Node| thread.uses(n);
     let f = lang::fields();
     loops
@@ -42,10 +50,12 @@ pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Ve
                 .filter(|n| range.contains(&n.start_byte()) && n.id() != l.id())
                 .filter(|n| match n.kind() {
                     "goto_statement" => true,
-                    "break_statement" => innermost_breakable(**n).is_some_and(|b| b.id() == l.id()),
+                    "break_statement" => {
+                        innermost_breakable(**n, &parent).is_some_and(|b| b.id() == l.id())
+                    }
                     _ => false,
                 })
-                .any(|e| under_condition(*e, *l, &uses_thread))
+                .any(|e| under_condition(*e, *l, &uses_thread, &parent))
         })
         .collect()
 }
@@ -66,17 +76,24 @@ struct Variable<'s> {
 struct Threadness<'s> {
     src: &'s str,
     variables: Vec<Variable<'s>>,
+    /// Each name's variables (indices into `variables`).
+    by_name: HashMap<&'s str, Vec<usize>>,
     thread: Vec<bool>,
 }
 
 impl<'s> Threadness<'s> {
-    fn new(nodes: &[Node], src: &'s str) -> Threadness<'s> {
+    fn new<'t>(
+        nodes: &[Node<'t>],
+        src: &'s str,
+        parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
+    ) -> Threadness<'s> {
         let k = kinds();
         let f = lang::fields();
         let body = nodes.first().map_or(0..src.len(), |b| b.byte_range());
         let mut t = Threadness {
             src,
             variables: Vec::new(),
+            by_name: HashMap::new(),
             thread: Vec::new(),
         };
         // Each write: the name written and the value it gets.
@@ -112,8 +129,8 @@ impl<'s> Threadness<'s> {
                 if name.kind_id() != k.identifier {
                     continue;
                 }
-                let scope = scope_of(n).map_or(body.clone(), |s| s.byte_range());
-                t.variables.push(Variable {
+                let scope = scope_of(n, parent).map_or(body.clone(), |s| s.byte_range());
+                t.add(Variable {
                     name: text(name, src),
                     scope,
                     at: name.start_byte(),
@@ -123,22 +140,17 @@ impl<'s> Threadness<'s> {
                 }
             }
         }
-        t.thread = vec![false; t.variables.len()];
         loop {
             let mut changed = false;
             for (target, value) in &writes {
                 let i = match t.resolve(*target) {
                     Some(i) => i,
-                    None => {
-                        // A parameter or a name of the file: one variable for the whole body.
-                        t.variables.push(Variable {
-                            name: text(*target, src),
-                            scope: body.clone(),
-                            at: body.start,
-                        });
-                        t.thread.push(false);
-                        t.variables.len() - 1
-                    }
+                    // A parameter or a name of the file: one variable for the whole body.
+                    None => t.add(Variable {
+                        name: text(*target, src),
+                        scope: body.clone(),
+                        at: body.start,
+                    }),
                 };
                 if !t.thread[i] && t.uses(*value) {
                     t.thread[i] = true;
@@ -151,17 +163,25 @@ impl<'s> Threadness<'s> {
         }
     }
 
+    /// Adds `v`, not the thread's; its index.
+    fn add(&mut self, v: Variable<'s>) -> usize {
+        let i = self.variables.len();
+        self.by_name.entry(v.name).or_default().push(i);
+        self.variables.push(v);
+        self.thread.push(false);
+        i
+    }
+
     /// The variable an identifier names: the innermost declaration of its name, before it, in
     /// a scope around it.
     fn resolve(&self, ident: Node) -> Option<usize> {
-        let name = text(ident, self.src);
         let at = ident.start_byte();
-        self.variables
+        self.by_name
+            .get(text(ident, self.src))?
             .iter()
-            .enumerate()
-            .filter(|(_, v)| v.name == name && v.at <= at && v.scope.contains(&at))
-            .min_by_key(|(_, v)| v.scope.len())
-            .map(|(i, _)| i)
+            .copied()
+            .filter(|&i| self.variables[i].at <= at && self.variables[i].scope.contains(&at))
+            .min_by_key(|&i| self.variables[i].scope.len())
     }
 
     /// Whether the expression `n` names `threadIdx` or a variable of the thread's, outside
@@ -199,10 +219,10 @@ impl<'s> Threadness<'s> {
 
 /// The block or statement whose scope a declaration at `n` belongs to: the nearest enclosing
 /// compound statement, loop, `if` or `switch`.
-fn scope_of(n: Node) -> Option<Node> {
+fn scope_of<'t>(n: Node<'t>, parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>) -> Option<Node<'t>> {
     let k = kinds();
     let mut at = n;
-    while let Some(p) = at.parent() {
+    while let Some(p) = parent(at) {
         let id = p.kind_id();
         if id == k.compound_statement
             || is_loop(p)
@@ -351,11 +371,16 @@ fn additive_terms<'t>(e: Node<'t>, out: &mut Vec<Node<'t>>) {
 
 /// Whether `n` runs under an `if`, `?:`, `switch` or `&&`/`||` between it and `stop` whose
 /// condition satisfies `uses_thread`.
-fn under_condition(n: Node, stop: Node, uses_thread: &dyn Fn(Node) -> bool) -> bool {
+fn under_condition<'t>(
+    n: Node<'t>,
+    stop: Node<'t>,
+    uses_thread: &dyn Fn(Node) -> bool,
+    parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
+) -> bool {
     let k = kinds();
     let f = lang::fields();
     let mut child = n;
-    while let Some(a) = child.parent() {
+    while let Some(a) = parent(child) {
         if a.id() == stop.id() {
             return false;
         }
@@ -377,9 +402,12 @@ fn under_condition(n: Node, stop: Node, uses_thread: &dyn Fn(Node) -> bool) -> b
 }
 
 /// The loop or `switch` that a `break` at `n` leaves.
-fn innermost_breakable(n: Node) -> Option<Node> {
+fn innermost_breakable<'t>(
+    n: Node<'t>,
+    parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
+) -> Option<Node<'t>> {
     let mut at = n;
-    while let Some(p) = at.parent() {
+    while let Some(p) = parent(at) {
         if is_loop(p) || p.kind_id() == kinds().switch_statement {
             return Some(p);
         }

@@ -653,7 +653,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
 }
 
 /// The parent of every node under `root` (not of `root` itself), by node id, in one walk.
-fn parents_within(root: Node) -> HashMap<usize, Node> {
+pub(super) fn parents_within(root: Node) -> HashMap<usize, Node> {
     let mut parents = HashMap::new();
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
