@@ -79,6 +79,11 @@ impl Transformed {
     pub fn transformed_count(&self) -> usize {
         self.kernels.iter().filter(|k| k.transformed).count()
     }
+    /// Whether the output includes cupreempt's header (a file that includes this one then
+    /// includes it first too: `Options::include_support`).
+    pub fn includes_support(&self) -> bool {
+        self.output.contains(crate::vocab::INCLUDE.trim_end())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

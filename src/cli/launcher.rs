@@ -1196,7 +1196,7 @@ fn prepare(
             refused |= t.diagnostics.iter().any(|d| d.is_refusal());
             capped |= t.output.contains(cupreempt::vocab::CAPPED_CHOSEN);
             wraps |= t.output.contains(cupreempt::vocab::SPLIT_UNIT);
-            support |= t.output.contains(cupreempt::vocab::INCLUDE.trim_end());
+            support |= t.includes_support();
             t.output
         } else {
             text.clone()

@@ -115,10 +115,11 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     let mut kernels = BTreeSet::new();
     let color = stderr_color();
     let known = known_kernels(&inputs, &opts, a.select.include_dirs());
-    let support = support_first(&inputs, &known, &opts);
+    let (support, mut done) = support_first(&inputs, &known, &opts);
     for (path, root) in &inputs {
+        let include_support = support.contains(path);
         let opts = &cupreempt::Options {
-            include_support: support.contains(path),
+            include_support,
             ..known.get(path).cloned().unwrap_or_default().options(&opts)
         };
         let name = files::display_name(path);
@@ -134,7 +135,11 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
-        let t = match cupreempt::transform(&src, &name, opts) {
+        // An included input `support_first` transformed as this loop would: its result.
+        let earlier = (foreign.is_none() && !include_support)
+            .then(|| done.remove(path))
+            .flatten();
+        let t = match earlier.map_or_else(|| cupreempt::transform(&src, &name, opts), Ok) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("cupreempt: {name}: {e}");
@@ -242,32 +247,38 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
 /// include it first (`Options::include_support`; an output that includes it anyway is not
 /// changed), as the launcher's sources do, so that the header and the standard headers it
 /// brings meet none of the program's macros (HeCBench's sw4ck defines `base` and `u`, then
-/// includes the files that hold its kernels). Each included input is transformed once more
-/// here to see.
+/// includes the files that hold its kernels). To see, the included inputs are transformed
+/// here, with the options `run` gives them unless they include it first themselves: those
+/// results come back for `run` to use.
 fn support_first(
     inputs: &[(PathBuf, PathBuf)],
     known: &BTreeMap<PathBuf, Known>,
     opts: &cupreempt::Options,
-) -> BTreeSet<PathBuf> {
-    let mut brings: BTreeMap<&PathBuf, bool> = BTreeMap::new();
+) -> (BTreeSet<PathBuf>, BTreeMap<PathBuf, cupreempt::Transformed>) {
+    let mut done: BTreeMap<PathBuf, Option<cupreempt::Transformed>> = BTreeMap::new();
     let mut out = BTreeSet::new();
     for (path, _) in inputs {
         let Some(k) = known.get(path) else { continue };
         let included_support = k.included_inputs.iter().any(|q| {
-            *brings.entry(q).or_insert_with(|| {
-                let opts = known.get(q).cloned().unwrap_or_default().options(opts);
-                std::fs::read(q)
-                    .ok()
-                    .and_then(files::text_of)
-                    .and_then(|src| cupreempt::transform(&src, &files::display_name(q), &opts).ok())
-                    .is_some_and(|t| t.output.contains(cupreempt::vocab::INCLUDE.trim_end()))
-            })
+            done.entry(q.clone())
+                .or_insert_with(|| {
+                    let opts = known.get(q).cloned().unwrap_or_default().options(opts);
+                    let src = std::fs::read(q).ok().and_then(files::text_of)?;
+                    cupreempt::transform(&src, &files::display_name(q), &opts).ok()
+                })
+                .as_ref()
+                .is_some_and(cupreempt::Transformed::includes_support)
         });
         if included_support {
             out.insert(path.clone());
         }
     }
-    out
+    let done = done
+        .into_iter()
+        .filter(|(p, _)| !out.contains(p))
+        .filter_map(|(p, t)| Some((p, t?)))
+        .collect();
+    (out, done)
 }
 
 /// `opts` for `inputs` as one program: with several files, a helper of one that reads
@@ -369,15 +380,21 @@ pub(super) fn known_kernels(
             defines.entry(p).or_insert((kernels, helpers));
         }
     }
+    // Each input's path as given, by its canonical path.
+    let given: BTreeMap<&PathBuf, &PathBuf> = canonical
+        .iter()
+        .zip(&texts)
+        .map(|((c, _), (p, _))| (c, *p))
+        .collect();
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
         let (kernels, helpers) = program::known_from(&defines, &graph, c);
         let namesakes = program::namesake_ordinals(&defines, c);
-        let closure = graph.closure(c);
-        let included_inputs: Vec<PathBuf> = texts
+        let included_inputs: Vec<PathBuf> = graph
+            .closure(c)
             .iter()
-            .zip(&canonical)
-            .filter(|((q, _), (d, _))| q != p && closure.contains(d))
-            .map(|((q, _), _)| (*q).clone())
+            .filter_map(|d| given.get(d))
+            .filter(|q| **q != *p)
+            .map(|q| (*q).clone())
             .collect();
         if !kernels.is_empty()
             || !helpers.is_empty()

@@ -47,13 +47,7 @@ pub(super) fn conditionals(src: &str) -> Vec<Conditional> {
         let trimmed = line.trim_start();
         if !in_comment && trimmed.starts_with('#') {
             // The directive and its continuation lines.
-            let mut end = line_end;
-            while end < b.len() && end > 0 && b[end - 1] == b'\\' {
-                end = b[end + 1..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |p| end + 1 + p);
-            }
+            let end = directive_end(b, line_end);
             let word: String = trimmed[1..]
                 .trim_start()
                 .chars()
@@ -115,6 +109,19 @@ pub(super) fn conditionals(src: &str) -> Vec<Conditional> {
         i = line_end + 1;
     }
     out
+}
+
+/// The end of a directive whose first line ends at `line_end`: past its backslash-continued
+/// lines.
+fn directive_end(b: &[u8], line_end: usize) -> usize {
+    let mut end = line_end;
+    while end < b.len() && end > 0 && b[end - 1] == b'\\' {
+        end = b[end + 1..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(b.len(), |p| end + 1 + p);
+    }
+    end
 }
 
 /// The most branches a reduction tries for each conditional (`parse_with` tries the first
@@ -312,19 +319,11 @@ pub(super) fn in_function_text(src: &str, groups: &[Conditional]) -> Vec<bool> {
         if line_start && c == b'#' {
             // A directive outside every group (`#define`, `#include`): to its last
             // continuation line's end.
-            let mut end = i;
-            loop {
-                end = b[end..]
-                    .iter()
-                    .position(|&c| c == b'\n')
-                    .map_or(b.len(), |p| end + p);
-                if end > 0 && end < b.len() && b[end - 1] == b'\\' {
-                    end += 1;
-                } else {
-                    break;
-                }
-            }
-            i = end;
+            let line_end = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |p| i + p);
+            i = directive_end(b, line_end);
             continue;
         }
         if c == b'\n' {
