@@ -26,24 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import external_suite as ext  # noqa: E402
 
 
-def parse_run_list(text):
-    """[(name, executable relative to the build folder, [arguments])]: one command per line,
-    `NAME EXECUTABLE ARGS...`, `#` comments and blank lines skipped; names are unique."""
-    commands, seen = [], set()
-    for n, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        words = shlex.split(line)
-        if len(words) < 2:
-            raise SystemExit(f"run list line {n}: want NAME EXECUTABLE [ARGS...]: {line!r}")
-        if words[0] in seen:
-            raise SystemExit(f"run list line {n}: {words[0]} named twice")
-        seen.add(words[0])
-        commands.append((words[0], words[1], words[2:]))
-    return commands
-
-
 def main():
     started = time.time()
     if len(sys.argv) < 5:
@@ -51,7 +33,7 @@ def main():
     s = ext.settings("cmake_suite.py", "CHECKOUT", "target/cmake-suite")
     checkout, cli, lib, build_dir, out = s.root, s.cli, s.lib, s.build, s.out
     run_list = Path(sys.argv[4]).resolve()
-    commands = parse_run_list(run_list.read_text())
+    commands = ext.parse_run_list(run_list.read_text())
     if s.only:
         commands = [c for c in commands if re.search(s.only, c[0])]
     long_s = float(os.environ.get("EXT_LONG_S", "60"))
@@ -109,20 +91,20 @@ def main():
 
 
 def self_test():
-    cmds = parse_run_list("# a comment\n\nbfs bin/level1/bfs -s 1  # size one\n"
+    cmds = ext.parse_run_list("# a comment\n\nbfs bin/level1/bfs -s 1  # size one\n"
                           "sort_uvm bin/level1/sort -s 1 --uvm\nq 'bin/a b' \"x y\"\n")
     assert cmds == [("bfs", "bin/level1/bfs", ["-s", "1"]),
                     ("sort_uvm", "bin/level1/sort", ["-s", "1", "--uvm"]),
                     ("q", "bin/a b", ["x y"])], cmds
     for bad in ("lonely\n", "a x\na y\n"):
         try:
-            parse_run_list(bad)
+            ext.parse_run_list(bad)
         except SystemExit:
             continue
         raise AssertionError(f"accepted {bad!r}")
     suites = Path(__file__).resolve().parent / "suites"
     for f in sorted(suites.glob("*.txt")):
-        assert parse_run_list(f.read_text()), f"{f.name}: no commands"
+        assert ext.parse_run_list(f.read_text()), f"{f.name}: no commands"
     print("cmake_suite self-test: ok")
 
 

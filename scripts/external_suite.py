@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import shlex
 import signal
 import statistics
 import subprocess
@@ -588,6 +589,24 @@ def compare_builds(row, exe_o: Path, exe_t: Path, args, runs, timeout, diff_reru
     row["wall"] = (statistics.median(r[2] for r in o_runs[1:]),
                    statistics.median(r[2] for r in t_runs))
     return log_entry
+
+
+def parse_run_list(text):
+    """[(name, executable relative to the build folder (or the checkout), [arguments])]: one command per line,
+    `NAME EXECUTABLE ARGS...`, `#` comments and blank lines skipped; names are unique."""
+    commands, seen = [], set()
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        words = shlex.split(line)
+        if len(words) < 2:
+            raise SystemExit(f"run list line {n}: want NAME EXECUTABLE [ARGS...]: {line!r}")
+        if words[0] in seen:
+            raise SystemExit(f"run list line {n}: {words[0]} named twice")
+        seen.add(words[0])
+        commands.append((words[0], words[1], words[2:]))
+    return commands
 
 
 def compare_program(row, name, exe_o: Path, exe_t: Path, args, s, trees, results: Path,

@@ -16,7 +16,9 @@
 #      EXT_SKIP_BUILD=1, EXT_RERUN=1, EXT_JOBS (parallel builds), OUT (default $EXT_BUILD/out),
 #      EXT_LONG_S=20 (a program whose first run takes longer is listed, not measured),
 #      EXT_BUILD_ONLY=1 (build both ways and report, no GPU needed),
-#      EXT_TIMING_ONLY=REGEX (count only the printed timings whose line matches, e.g. '^GPU').
+#      EXT_TIMING_ONLY=REGEX (count only the printed timings whose line matches, e.g. '^GPU'),
+#      EXT_RUN_LIST=FILE (`NAME FOLDER/EXECUTABLE ARGS...` lines, scripts/suites/*.txt: build those
+#      executables in those folders and run those commands instead of each folder's run target).
 set -euo pipefail
 checkout=$(realpath "${1:?usage: scripts/makefile-suite.sh CHECKOUT [CUPREEMPT_BINARY [RUNTIME_LIB_DIR]]}")
 cd "$(dirname "$0")/.."

@@ -127,7 +127,8 @@ def copy_program(root: Path, rel: Path, tree: Path, arch="90"):
 
 def make(d: Path, cc, arch, env, target=None, dry=False, timeout=600, toolkit=None):
     """make in folder d with CC (unless the Makefile's CC is a host compiler: OTHER_CC), ARCH
-    and, where given, the toolkit's folder in every TOOLKIT_VARIABLES."""
+    and, where given, the toolkit's folder in every TOOLKIT_VARIABLES; `target`: one target or
+    a list of them."""
     mk = next((d / n for n in ("GNUmakefile", "makefile", "Makefile") if (d / n).is_file()), None)
     text = mk.read_text(errors="replace") if mk else ""
     cmd = ["make", "-C", str(d), f"ARCH=sm_{arch}"]
@@ -137,7 +138,9 @@ def make(d: Path, cc, arch, env, target=None, dry=False, timeout=600, toolkit=No
         cmd += [f"{v}={toolkit}" for v in TOOLKIT_VARIABLES]
     if dry:
         cmd.append("-n")
-    if target:
+    if isinstance(target, list):
+        cmd += ["-k", *target]  # one target that fails to build stops no other
+    elif target:
         cmd.append(target)
     return ext.sh(cmd, env=env, timeout=timeout)
 
@@ -280,8 +283,10 @@ def toolkit_front(tree: Path, cli, toolkit: Path) -> str:
     return str(front)
 
 
-def build_both(root, rel, trees, cli, lib, arch):
-    """Builds one program as written and through the launcher; returns (row fields, scripts)."""
+def build_both(root, rel, trees, cli, lib, arch, targets=None):
+    """Builds one program as written and through the launcher; returns (row fields, scripts).
+    `targets`: the make targets of a run list's programs in this folder (EXT_RUN_LIST), built
+    instead of the Makefile's first; the run list then says what runs, not a run script."""
     orig_tree, tr_tree = trees
     env = {**os.environ, "CUPREEMPT_RUNTIME_DIR": str(lib)}
     front = launcher(tr_tree, cli)
@@ -296,12 +301,13 @@ def build_both(root, rel, trees, cli, lib, arch):
         d = copy_program(root, rel, tree, arch)
         t = time.time()
         try:
-            r = make(d, cc, arch, env, toolkit=kit)
+            r = make(d, cc, arch, env, target=targets, toolkit=kit)
             ok, text = r.returncode == 0, r.stdout + r.stderr
         except subprocess.TimeoutExpired:
             ok, text = False, "build timed out"
         (d / "cupreempt-build.log").write_text(text)
-        script, missing = run_script(d, cc, arch, env, t, kit) if ok else (None, [])
+        script, missing = run_script(d, cc, arch, env, t, kit) if ok and not targets \
+            else (None, [])
         out[label] = {"ok": ok, "script": str(script) if script else None, "missing": missing,
                       "seconds": round(time.time() - t, 1)}
     files = [str(p) for p in program_sources(root / rel)]
@@ -319,8 +325,19 @@ def main():
     # few such programs would use a time-limited machine's whole call.
     long_s = float(os.environ.get("EXT_LONG_S", "20"))
 
-    programs, skipped = select_programs(root, pattern, s.only)
-    programs = ext.shard(programs)
+    # A run list (`NAME FOLDER/EXECUTABLE ARGS...`, scripts/suites/*.txt) names the programs
+    # of one Makefile that builds many (llm.c's dev/cuda) and the arguments each runs with;
+    # each folder it names is built once per build, making only the executables it names.
+    commands, targets = None, {}
+    if run_list := os.environ.get("EXT_RUN_LIST"):
+        commands = [c for c in ext.parse_run_list(Path(run_list).read_text())
+                    if not s.only or re.search(s.only, c[0])]
+        for _, exe, _ in commands:
+            targets.setdefault(Path(exe).parent, set()).add(Path(exe).name)
+        programs, skipped = [(d, None) for d in sorted(targets)], []
+    else:
+        programs, skipped = select_programs(root, pattern, s.only)
+        programs = ext.shard(programs)
     ext.log(f"{len(programs)} programs, {len(skipped)} skipped")
     trees = (build / "orig", build / "transformed")
     builds_file = build / "builds.json"
@@ -329,7 +346,8 @@ def main():
     if todo and not os.environ.get("EXT_SKIP_BUILD"):
         t = time.time()
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-            futures = {pool.submit(build_both, root, rel, trees, cli, lib, arch): rel
+            futures = {pool.submit(build_both, root, rel, trees, cli, lib, arch,
+                                   sorted(targets.get(rel, ())) or None): rel
                        for rel in todo}
             for f in concurrent.futures.as_completed(futures):
                 try:
@@ -349,8 +367,12 @@ def main():
     results.mkdir(exist_ok=True)
     budget = float(os.environ.get("EXT_BUDGET_S", "inf"))
     rows = []
-    for rel, _ in programs:
-        name = rel.name
+    # (name, folder, original, transformed, arguments): a run list's commands, or each
+    # folder's run script.
+    jobs = [(name, Path(exe).parent, trees[0] / exe, trees[1] / exe, args)
+            for name, exe, args in commands] if commands is not None else \
+        [(rel.name, rel, None, None, []) for rel, _ in programs]
+    for name, rel, exe_o, exe_t, args in jobs:
         cached = results / f"{name}.json"
         if cached.exists() and not os.environ.get("EXT_RERUN"):
             rows.append(json.loads(cached.read_text()))
@@ -372,7 +394,18 @@ def main():
             if not b[label]["ok"] and log_file.exists():
                 (out / "build-logs").mkdir(exist_ok=True)
                 shutil.copy(log_file, out / "build-logs" / f"{name}.{label}.log")
-        if not b["orig"]["ok"]:
+        if exe_o is not None:
+            # make -k: one executable that does not build stops no other.
+            if not exe_o.is_file():
+                row["status"] = "original does not build"
+            elif not exe_t.is_file():
+                row["status"] = "TRANSFORMED DOES NOT BUILD"
+            elif time.time() - started > budget:
+                ext.log(f"{name}: not run (time budget)")
+                continue
+            else:
+                ext.compare_program(row, name, exe_o, exe_t, args, s, trees, results, long_s)
+        elif not b["orig"]["ok"]:
             row["status"] = "original does not build"
         elif not b["transformed"]["ok"]:
             row["status"] = "TRANSFORMED DOES NOT BUILD"
@@ -557,6 +590,12 @@ def self_test():
         assert r.returncode == 0, r.stderr
         # CC stays the Makefile's; the toolkit's folder is the one given.
         assert (prog / "built.txt").read_text().split() == ["gcc", f"{front}/bin/nvcc"]
+        # A run list's targets: one that fails to build stops no other (llm.c's dev/cuda).
+        many = root / "many"
+        many.mkdir()
+        (many / "Makefile").write_text("all: a b\na:\n\tfalse\nb:\n\ttouch b\n")
+        r = make(many, "nvcc", "90", env, target=["a", "b"])
+        assert r.returncode != 0 and (many / "b").exists(), r.stderr
         script, missing = run_script(prog, "nvcc", "90", env, since, str(front))
         assert missing == [] and script is not None, (script, missing)
         assert script.read_text().splitlines()[2:] == ["./needle 2048 10"], script.read_text()

@@ -239,6 +239,73 @@ pub const BARRIER_FUNCTIONS: &[(&str, &str)] = &[
     ("__syncthreads_or", "sync_or"),
 ];
 
+/// Intrinsics that synchronize the lanes of a warp named by their mask (the first argument;
+/// `__syncwarp`'s is optional and names all 32): each such lane must reach one, and a lane that
+/// has exited counts as reached. The original kernel may rely on that (a lane returns, the
+/// others shuffle); a persistent block's lane does not exit.
+pub const WARP_SYNC_FUNCTIONS: &[&str] = &[
+    "__shfl_sync",
+    "__shfl_up_sync",
+    "__shfl_down_sync",
+    "__shfl_xor_sync",
+    "__ballot_sync",
+    "__any_sync",
+    "__all_sync",
+    "__uni_sync",
+    "__match_any_sync",
+    "__match_all_sync",
+    "__reduce_add_sync",
+    "__reduce_min_sync",
+    "__reduce_max_sync",
+    "__reduce_and_sync",
+    "__reduce_or_sync",
+    "__reduce_xor_sync",
+    "__syncwarp",
+];
+
+/// Members of a cooperative-groups tile (`thread_block_tile`, from `tiled_partition`) that
+/// synchronize its lanes, all of them: the tile's mask is fixed.
+pub const TILE_SYNC_METHODS: &[&str] = &[
+    "shfl",
+    "shfl_down",
+    "shfl_up",
+    "shfl_xor",
+    "ballot",
+    "any",
+    "all",
+    "match_any",
+    "match_all",
+    "sync",
+];
+
+/// Cooperative-groups collectives over a group given first (`cg::reduce(tile, v, op)`).
+pub const GROUP_COLLECTIVES: &[&str] = &["reduce", "inclusive_scan", "exclusive_scan"];
+
+/// Whether a warp-synchronous intrinsic's mask argument names a fixed set of lanes: a
+/// literal (`0xffffffff`, `~0u`, `-1`) or a macro's name (`FULL_MASK`), or no mask
+/// (`__syncwarp()`). A mask computed at run time (`__activemask()`, a ballot's result in a
+/// variable) names the lanes that are there.
+pub fn fixed_warp_mask(mask: Option<Node>, src: &str) -> bool {
+    let Some(mask) = mask else {
+        return true;
+    };
+    let mut fixed = true;
+    visit(mask, |d| {
+        match d.kind() {
+            "call_expression" => fixed = false,
+            "identifier" => {
+                let name = text(d, src);
+                fixed &= name
+                    .chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+            }
+            _ => {}
+        }
+        fixed
+    });
+    fixed
+}
+
 /// Identifiers whose presence means grid-wide synchronization (refused).
 pub const GRID_SYNC: &[&str] = &[
     "this_grid",

@@ -86,6 +86,17 @@ pub struct BodyFacts<'t> {
     /// barrier, a call or a macro: a thread that leaves one ends the original kernel, but not
     /// a task.
     pub uneven_loops: Vec<Node<'t>>,
+    /// Calls that synchronize the lanes of a warp named by a fixed mask (`__shfl_down_sync(
+    /// 0xffffffff, ...)`, `__syncwarp()`, a tile's `shfl_down`, `cg::reduce(tile, ...)`):
+    /// the lanes that have exited count as arrived (`lang::WARP_SYNC_FUNCTIONS`).
+    pub warp_syncs: Vec<Node<'t>>,
+    /// Loops (kernels only) that the lanes of one warp may leave after different numbers of
+    /// rounds (`uneven::lane_uneven_loops`), among those that hold a warp sync or a call.
+    pub lane_uneven_loops: Vec<Node<'t>>,
+    /// Returns (kernels only) under a condition that differs between the lanes of a warp
+    /// (`uneven::lane_returns`): in the original those lanes exit, and a warp sync after
+    /// stops waiting for them.
+    pub lane_returns: Vec<Node<'t>>,
     pub macro_uses: Vec<MacroUse<'t>>,
     /// Uses of a statement-head macro followed by its block (`KERNEL_LOOP(i, n) { ... }`),
     /// which the grammar reads as a call statement and a block (the masked view's `;`): the
@@ -187,12 +198,16 @@ pub fn facts<'t>(
         returns: Vec::new(),
         loops: Vec::new(),
         uneven_loops: Vec::new(),
+        warp_syncs: Vec::new(),
+        lane_uneven_loops: Vec::new(),
+        lane_returns: Vec::new(),
         macro_uses: Vec::new(),
         head_macros: Vec::new(),
         refusals: Vec::new(),
         nodes: Vec::new(),
     };
     let block_vars = thread_block_variables(&nodes, src);
+    let tile_vars = tile_variables(body, &nodes, src);
     for &n in &nodes {
         let id = n.kind_id();
         if id == k.declaration {
@@ -266,6 +281,9 @@ pub fn facts<'t>(
         } else if is_loop(n) {
             f.loops.push(n.byte_range());
         } else if id == k.call_expression {
+            if warp_sync(n, src, &tile_vars) {
+                f.warp_syncs.push(n);
+            }
             record_call(&mut f, n, src, &block_vars);
             head_macro_use(&mut f, n, src);
         }
@@ -288,6 +306,31 @@ pub fn facts<'t>(
             .collect();
         if !candidates.is_empty() {
             f.uneven_loops = super::uneven::uneven_loops(&candidates, &nodes, src);
+        }
+        // The same at a warp's scale, where a warp sync or a call may sit after a return or in
+        // the loop.
+        if !f.warp_syncs.is_empty() || !f.calls.is_empty() {
+            let warp_candidates: Vec<Node> = nodes
+                .iter()
+                .copied()
+                .filter(|n| {
+                    let r = n.byte_range();
+                    is_loop(*n)
+                        && (f.warp_syncs.iter().any(|w| r.contains(&w.start_byte()))
+                            || f.calls.iter().any(|c| r.contains(&c.node.start_byte())))
+                })
+                .collect();
+            let returns: Vec<Node> = f
+                .returns
+                .iter()
+                .filter(|r| r.thread_dependent && r.node.kind_id() == k.return_statement)
+                .map(|r| r.node)
+                .collect();
+            if !warp_candidates.is_empty() || !returns.is_empty() {
+                let lanes = super::uneven::Lanes::new(&nodes, src);
+                f.lane_uneven_loops = lanes.uneven_loops(&warp_candidates);
+                f.lane_returns = lanes.dependent_returns(&returns);
+            }
         }
     }
     if let Some(&node) = f.head_macros.first() {
@@ -553,6 +596,86 @@ fn is_thread_block(n: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {
         return callee.is_some_and(|c| text(c, src) == "this_thread_block");
     }
     false
+}
+
+/// Whether `call` synchronizes the lanes of a warp named by a fixed mask: an intrinsic of
+/// `lang::WARP_SYNC_FUNCTIONS` with a literal or macro mask, a tile's member of
+/// `lang::TILE_SYNC_METHODS`, or a collective over a tile (`cg::reduce(tile, v, op)`).
+fn warp_sync(call: Node, src: &str, tile_vars: &BTreeSet<String>) -> bool {
+    let k = kinds();
+    let fields = crate::lang::fields();
+    let (Some(callee), Some(args)) = (
+        call.child_by_field_id(fields.function),
+        call.child_by_field_id(fields.arguments),
+    ) else {
+        return false;
+    };
+    let is_tile = |n: Option<Node>| {
+        n.is_some_and(|n| n.kind_id() == k.identifier && tile_vars.contains(text(n, src)))
+    };
+    if callee.kind_id() == k.field_expression {
+        let method = callee
+            .child_by_field_id(fields.field)
+            .map_or("", |m| text(m, src));
+        return lang::TILE_SYNC_METHODS.contains(&method)
+            && is_tile(callee.child_by_field_id(fields.argument));
+    }
+    let Some(name) = callee_name(callee).map(|n| text(n, src)) else {
+        return false;
+    };
+    if lang::WARP_SYNC_FUNCTIONS.contains(&name) {
+        return lang::fixed_warp_mask(args.named_child(0), src);
+    }
+    lang::GROUP_COLLECTIVES.contains(&name) && is_tile(args.named_child(0))
+}
+
+/// Variables and parameters that hold a cooperative-groups tile of fixed lanes: declared as a
+/// `thread_block_tile<...>` or from `tiled_partition`.
+fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
+    let k = kinds();
+    let fields = crate::lang::fields();
+    let mut out = BTreeSet::new();
+    let is_tile_type = |t: &str| t.contains("thread_block_tile");
+    for &n in nodes {
+        if n.kind_id() != k.declaration {
+            continue;
+        }
+        let ty = n
+            .child_by_field_id(fields.r#type)
+            .map_or("", |t| text(t, src));
+        for d in lang::declarators(n) {
+            let value = d
+                .child_by_field_id(fields.value)
+                .map_or("", |v| text(v, src));
+            if is_tile_type(ty) || value.contains("tiled_partition") {
+                if let Some(name) = lang::declarator_name(d) {
+                    out.insert(text(name, src).to_string());
+                }
+            }
+        }
+    }
+    // Parameters: `cg::thread_block_tile<32> warp`, `const thread_block_tile<32>& g`.
+    if let Some(params) = body
+        .parent()
+        .and_then(|f| f.child_by_field_id(fields.declarator))
+        .and_then(|d| d.child_by_field_id(fields.parameters))
+    {
+        let mut c = params.walk();
+        for p in params.named_children(&mut c) {
+            let ty = p
+                .child_by_field_id(fields.r#type)
+                .map_or("", |t| text(t, src));
+            if is_tile_type(ty) {
+                if let Some(name) = p
+                    .child_by_field_id(fields.declarator)
+                    .and_then(lang::declarator_name)
+                {
+                    out.insert(text(name, src).to_string());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Locals that hold this thread block: `thread_block b = ...`, `auto b = this_thread_block()`.

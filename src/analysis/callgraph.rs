@@ -16,6 +16,9 @@ pub struct CallGraph {
     pub ctx_names: BTreeSet<String>,
     /// Names of helpers that synchronize the block, directly or through other helpers.
     pub barrier_names: BTreeSet<String>,
+    /// Names of helpers that synchronize a warp's lanes by a fixed mask (`BodyFacts::
+    /// warp_syncs`), directly or through other helpers: `warpReduceSum` and the like.
+    pub warp_sync_names: BTreeSet<String>,
     /// Names of member functions that read blockIdx/gridDim, maybe through others (`operator()`
     /// for a functor's): called through an object, they cannot be given the task context.
     pub member_ctx: BTreeSet<String>,
@@ -110,6 +113,23 @@ impl CallGraph {
         for h in helpers.iter_mut() {
             h.synchronizes = barrier_names.contains(&h.site.name);
         }
+        let mut warp_sync_names: BTreeSet<String> = BTreeSet::new();
+        loop {
+            let before = warp_sync_names.len();
+            for h in helpers.iter() {
+                if !h.facts.warp_syncs.is_empty()
+                    || h.facts
+                        .calls
+                        .iter()
+                        .any(|c| warp_sync_names.contains(&c.name))
+                {
+                    warp_sync_names.insert(h.site.name.clone());
+                }
+            }
+            if warp_sync_names.len() == before {
+                break;
+            }
+        }
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, h) in helpers.iter().enumerate() {
             by_name.entry(h.site.name.clone()).or_default().push(i);
@@ -128,6 +148,7 @@ impl CallGraph {
             by_name,
             ctx_names,
             barrier_names,
+            warp_sync_names,
             member_ctx,
             member_names,
             address_taken: BTreeSet::new(),
@@ -238,6 +259,11 @@ impl CallGraph {
     /// Whether a call goes to a helper that synchronizes the block.
     pub fn synchronizes(&self, call: &Call) -> bool {
         self.barrier_names.contains(&call.name)
+    }
+
+    /// Whether a call goes to a helper that synchronizes a warp's lanes by a fixed mask.
+    pub fn synchronizes_warp(&self, call: &Call) -> bool {
+        self.warp_sync_names.contains(&call.name)
     }
 }
 

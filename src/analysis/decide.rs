@@ -262,6 +262,65 @@ pub fn decide<'t>(
             break;
         }
     }
+    // The same at a warp's scale: a warp sync by a fixed mask (a shuffle, a ballot, a tile's
+    // collective, a helper that does one) waits for every lane of the mask that has not
+    // exited. A lane that returns before it, or leaves a loop around it sooner than the
+    // others, exits in the original; in a task it stays, and the others wait for it.
+    let mut warp_syncs: Vec<(Range<usize>, Option<&str>)> = plan
+        .facts
+        .warp_syncs
+        .iter()
+        .map(|w| (w.byte_range(), None))
+        .collect();
+    for c in &plan.facts.calls {
+        if graph.synchronizes_warp(c) {
+            warp_syncs.push((c.node.byte_range(), Some(c.name.as_str())));
+        }
+    }
+    let what = |helper: Option<&str>| match helper {
+        Some(h) => format!("this call: `{h}` synchronizes the warp"),
+        None => "this warp-synchronous operation".to_string(),
+    };
+    let lane_loop = plan.facts.lane_uneven_loops.iter().find_map(|l| {
+        let once = l
+            .child_by_field_id(crate::lang::fields().initializer)
+            .map(|i| i.byte_range());
+        warp_syncs
+            .iter()
+            .find(|(w, _)| {
+                l.byte_range().contains(&w.start)
+                    && !once.as_ref().is_some_and(|i| i.contains(&w.start))
+            })
+            .map(|w| (*l, w))
+    });
+    if let Some((l, (w, helper))) = lane_loop {
+        refusals.push(
+            Diagnostic::new(
+                Code::BarrierHazard,
+                format!("kernel `{}`: a warp-synchronous operation in a loop that the lanes of a warp may leave after different numbers of rounds", k.name),
+            )
+            .label(loop_head(l), "whether a lane stays in this loop depends on the lane")
+            .label(w.clone(), format!("the lanes still in the loop wait at {}", what(*helper)))
+            .help("in the original, a lane that leaves the loop early ends, and the warp's operation stops waiting for it; a persistent block's lane cannot end. Give every lane of the warp the same number of rounds, or name the lanes that take part in the mask (`__ballot_sync`, `__activemask()`)"),
+        );
+    }
+    let lane_return = plan.facts.lane_returns.iter().find_map(|r| {
+        warp_syncs
+            .iter()
+            .find(|(w, _)| plan.facts.reaches(&r.byte_range(), w))
+            .map(|w| (*r, w))
+    });
+    if let Some((r, (w, helper))) = lane_return {
+        refusals.push(
+            Diagnostic::new(
+                Code::BarrierHazard,
+                format!("kernel `{}`: a return that differs between the lanes of a warp reaches a warp-synchronous operation", k.name),
+            )
+            .label(r.byte_range(), "this return depends on the lane")
+            .label(w.clone(), format!("and can reach {}", what(*helper)))
+            .help("in the original, the returned lanes end, and the warp's operation stops waiting for them; a persistent block's lane cannot end. Let every lane reach the operation (guard the work, not the shuffle), or name the lanes that take part in the mask (`__ballot_sync`, `__activemask()`)"),
+        );
+    }
     let hazard = plan
         .facts
         .returns

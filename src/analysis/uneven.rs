@@ -31,7 +31,69 @@ pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Ve
     // Parents by node id, in one walk (`Node::parent` walks from the root each time).
     let parents = parents_within(body);
     let parent = |n: Node<'t>| parents.get(&n.id()).copied();
-    let thread = Threadness::new(nodes, src, &parent);
+    let thread = Threadness::new(nodes, src, &parent, Level::Block);
+    leaving_unevenly(loops, nodes, src, &thread, &parent)
+}
+
+/// The same question at a warp's scale: of `loops`, those that the lanes of one warp may leave
+/// after different numbers of rounds, and of a kernel's returns, those under a condition that
+/// differs between the lanes of a warp. A value differs between lanes when it is computed from
+/// `threadIdx.x` (or a group's `thread_rank()`) and not divided by a warp's width or more
+/// (`tid / 32`, `tid >> 5`, `tid / WARP_SIZE` are one warp's); `threadIdx.y` and `.z` differ
+/// within a warp only where `blockDim.x` is below 32, which the text does not say.
+pub struct Lanes<'t, 's> {
+    nodes: &'s [Node<'t>],
+    src: &'s str,
+    parents: HashMap<usize, Node<'t>>,
+    lanes: Threadness<'s>,
+}
+
+impl<'t, 's> Lanes<'t, 's> {
+    pub fn new(nodes: &'s [Node<'t>], src: &'s str) -> Lanes<'t, 's> {
+        let parents = nodes
+            .first()
+            .map(|b| parents_within(*b))
+            .unwrap_or_default();
+        let parent = |n: Node<'t>| parents.get(&n.id()).copied();
+        let lanes = Threadness::new(nodes, src, &parent, Level::Lane);
+        Lanes {
+            nodes,
+            src,
+            parents,
+            lanes,
+        }
+    }
+
+    pub fn uneven_loops(&self, loops: &[Node<'t>]) -> Vec<Node<'t>> {
+        let parent = |n: Node<'t>| self.parents.get(&n.id()).copied();
+        leaving_unevenly(loops, self.nodes, self.src, &self.lanes, &parent)
+    }
+
+    /// Of `returns`, those under an `if`, `?:`, `switch` or `&&`/`||` whose condition differs
+    /// between lanes.
+    pub fn dependent_returns(&self, returns: &[Node<'t>]) -> Vec<Node<'t>> {
+        let Some(&body) = self.nodes.first() else {
+            return Vec::new();
+        };
+        let parent = |n: Node<'t>| self.parents.get(&n.id()).copied();
+        let uses_lane = |n: Node| self.lanes.uses(n);
+        returns
+            .iter()
+            .copied()
+            .filter(|r| under_condition(*r, body, &uses_lane, &parent))
+            .collect()
+    }
+}
+
+/// Of `loops`, those whose condition uses values of `thread`'s kind, or that a `break` or
+/// `goto` under such a condition leaves.
+fn leaving_unevenly<'t>(
+    loops: &[Node<'t>],
+    nodes: &[Node<'t>],
+    src: &str,
+    thread: &Threadness,
+    parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
+) -> Vec<Node<'t>> {
     let uses_thread = |n: Node| thread.uses(n);
     let f = lang::fields();
     loops
@@ -41,7 +103,7 @@ pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Ve
             let cond = l
                 .child_by_field_id(f.condition)
                 .or_else(|| l.child_by_field_id(f.right));
-            if cond.is_some_and(uses_thread) && !counted_evenly(*l, src, &thread) {
+            if cond.is_some_and(uses_thread) && !counted_evenly(*l, src, thread) {
                 return true;
             }
             let range = l.byte_range();
@@ -51,11 +113,11 @@ pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Ve
                 .filter(|n| match n.kind() {
                     "goto_statement" => true,
                     "break_statement" => {
-                        innermost_breakable(**n, &parent).is_some_and(|b| b.id() == l.id())
+                        innermost_breakable(**n, parent).is_some_and(|b| b.id() == l.id())
                     }
                     _ => false,
                 })
-                .any(|e| under_condition(*e, *l, &uses_thread, &parent))
+                .any(|e| under_condition(*e, *l, &uses_thread, parent))
         })
         .collect()
 }
@@ -73,8 +135,17 @@ struct Variable<'s> {
 /// assigned, an expression that names `threadIdx` or another such variable, to a fixed point.
 /// Names are resolved by scope (`for (int i = threadIdx.x; ...)` and a later `for (int i = 0;
 /// ...)` are two variables).
+/// Which values count as the thread's: those that differ between the threads of a block, or
+/// those that differ between the lanes of a warp (`Lanes`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Block,
+    Lane,
+}
+
 struct Threadness<'s> {
     src: &'s str,
+    level: Level,
     variables: Vec<Variable<'s>>,
     /// Each name's variables (indices into `variables`).
     by_name: HashMap<&'s str, Vec<usize>>,
@@ -86,12 +157,14 @@ impl<'s> Threadness<'s> {
         nodes: &[Node<'t>],
         src: &'s str,
         parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
+        level: Level,
     ) -> Threadness<'s> {
         let k = kinds();
         let f = lang::fields();
         let body = nodes.first().map_or(0..src.len(), |b| b.byte_range());
         let mut t = Threadness {
             src,
+            level,
             variables: Vec::new(),
             by_name: HashMap::new(),
             thread: Vec::new(),
@@ -190,11 +263,40 @@ impl<'s> Threadness<'s> {
     /// value, and what another call returns or a load reads is not known to be the thread's.
     fn uses(&self, n: Node) -> bool {
         let k = kinds();
+        let fields = lang::fields();
         let mut found = false;
         lang::visit(n, |d| {
+            if self.level == Level::Lane {
+                match d.kind() {
+                    // `threadIdx.x` differs between lanes; `.y` and `.z` may not.
+                    "field_expression"
+                        if d.child_by_field_id(fields.argument)
+                            .is_some_and(|a| text(a, self.src) == "threadIdx") =>
+                    {
+                        found |= d
+                            .child_by_field_id(fields.field)
+                            .is_some_and(|x| text(x, self.src) == "x");
+                        return false;
+                    }
+                    // A warp's index: one value for the warp's lanes.
+                    "binary_expression" if per_warp(d, self.src) => return false,
+                    "call_expression" => {
+                        let method = d
+                            .child_by_field_id(fields.function)
+                            .filter(|c| c.kind_id() == k.field_expression)
+                            .and_then(|c| c.child_by_field_id(fields.field))
+                            .map_or("", |m| text(m, self.src));
+                        if method == "thread_rank" {
+                            found = true;
+                            return false;
+                        }
+                    }
+                    _ => {}
+                }
+            }
             if d.kind_id() == k.call_expression {
                 let callee = d
-                    .child_by_field_id(lang::fields().function)
+                    .child_by_field_id(fields.function)
                     .map_or("", |f| text(f, self.src));
                 // A pure function's result is its arguments'; any other call's is not known
                 // to be the thread's.
@@ -208,12 +310,29 @@ impl<'s> Threadness<'s> {
                 return false;
             }
             if d.kind_id() == k.identifier {
-                found |= text(d, self.src) == "threadIdx"
+                found |= (self.level == Level::Block && text(d, self.src) == "threadIdx")
                     || self.resolve(d).is_some_and(|i| self.thread[i]);
             }
             !found
         });
         found
+    }
+}
+
+/// Whether `e` divides by a warp's width or more (`x / 32`, `x >> 5`, `x / WARP_SIZE`,
+/// `x / warpSize`): the lanes of one warp get one value where `x` is a thread's index.
+fn per_warp(e: Node, src: &str) -> bool {
+    let f = lang::fields();
+    let op = e.child_by_field_id(f.operator).map_or("", |o| text(o, src));
+    let Some(right) = e.child_by_field_id(f.right) else {
+        return false;
+    };
+    let by = text(right, src).trim_end_matches(['u', 'U']);
+    let number = by.parse::<u64>().ok();
+    match op {
+        "/" => number.is_some_and(|n| n >= 32) || by.to_ascii_lowercase().contains("warp"),
+        ">>" => number.is_some_and(|n| n >= 5) || by.to_ascii_lowercase().contains("warp"),
+        _ => false,
     }
 }
 
@@ -430,6 +549,69 @@ mod tests {
             .into_iter()
             .map(|l| text(l, src).lines().next().unwrap_or("").trim().to_string())
             .collect()
+    }
+
+    /// The loops and returns that differ between the lanes of a warp, by their first line.
+    fn lane_dependent(src: &str) -> (Vec<String>, Vec<String>) {
+        let parsed = crate::parse::parse(src);
+        let nodes = descendants(parsed.tree.root_node());
+        let body = nodes
+            .iter()
+            .copied()
+            .find(|n| n.kind() == "compound_statement")
+            .expect("a body");
+        let nodes = descendants(body);
+        let loops: Vec<Node> = nodes.iter().copied().filter(|n| is_loop(*n)).collect();
+        let returns: Vec<Node> = nodes
+            .iter()
+            .copied()
+            .filter(|n| n.kind() == "return_statement")
+            .collect();
+        let lanes = Lanes::new(&nodes, src);
+        let first = |l: Node| text(l, src).lines().next().unwrap_or("").trim().to_string();
+        let line = |r: Node| {
+            let start = src[..r.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+            src[start..].lines().next().unwrap_or("").trim().to_string()
+        };
+        (
+            lanes.uneven_loops(&loops).into_iter().map(first).collect(),
+            lanes
+                .dependent_returns(&returns)
+                .into_iter()
+                .map(line)
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn lanes_differ_by_threadidx_x_but_not_by_warp() {
+        let src = "__global__ void k(int* a, int n) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, w2 = threadIdx.x >> 5;
+  const int gid = blockIdx.x * blockDim.x + threadIdx.x;
+  const int row = gid / WARP_SIZE;
+  for (int r = threadIdx.x; r < blockDim.z; r += 4) { a[r] = 0; }
+  for (int r = lane; r < n; r += 32) { a[r] = 0; }
+  for (int r = warp; r < n; r += 8) { a[r] = 0; }
+  for (int r = threadIdx.y; r < n; r += 8) { a[r] = 0; }
+  for (int r = row; r < n; r += gridDim.x) { a[r] = 0; }
+  for (int r = 0; r < n; ++r) { if (w2 > r) break; }
+  for (int r = 0; r < n; ++r) { if (gid > r) break; }
+  if (row >= n) return;
+  if (threadIdx.z > 0) return;
+  if (gid >= n) { return; }
+  return;
+}
+";
+        let (loops, returns) = lane_dependent(src);
+        assert_eq!(
+            loops,
+            [
+                "for (int r = threadIdx.x; r < blockDim.z; r += 4) { a[r] = 0; }",
+                "for (int r = lane; r < n; r += 32) { a[r] = 0; }",
+                "for (int r = 0; r < n; ++r) { if (gid > r) break; }",
+            ]
+        );
+        assert_eq!(returns, ["if (gid >= n) { return; }"]);
     }
 
     #[test]
