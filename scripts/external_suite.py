@@ -224,9 +224,16 @@ def run_once(exe: Path, args, timeout, tree: Path, env=None):
             pass
         p.communicate()
         return "timeout", "", time.perf_counter() - t
+    # The runtime's own lines (CUPREEMPT_VERBOSE, chaos mode's counts: `cupreempt: ...` on
+    # standard error) are no output of the program's.
+    err = "".join(ln for ln in stderr.decode(errors="replace").splitlines(keepends=True)
+                  if not ln.startswith(RUNTIME_LINE))
     # The two builds live in two trees: paths the program prints name its own.
-    out = (stdout + stderr).decode(errors="replace").replace(str(tree), "<tree>")
+    out = (stdout.decode(errors="replace") + err).replace(str(tree), "<tree>")
     return p.returncode, out, time.perf_counter() - t
+
+
+RUNTIME_LINE = "cupreempt: "
 
 
 def unstable_lines(o_runs):
@@ -734,7 +741,16 @@ def merge_reports(out: Path, files):
 
 
 def self_test():
-    """--self-test: the timing parser on lines of the kind the samples print."""
+    """--self-test: the timing parser on lines of the kind the samples print, and the runtime's
+    own lines left out of a run's output."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as t:
+        prog = Path(t) / "prog.sh"
+        prog.write_text("#!/bin/sh\necho result 42\necho 'cupreempt: chaos: 9 launches' >&2\n"
+                        "echo 'error: cupreempt: kept' >&2\n")
+        prog.chmod(0o755)
+        rc, out, _ = run_once(prog, [], 10, Path(t))
+        assert (rc, out) == (0, "result 42\nerror: cupreempt: kept\n"), (rc, out)
     cases = {
         "Processing time: 0.015000 (ms)": {"Processing time: # (ms)#0": (0.015, False)},
         "Measured time for sample = 0.062s": {"Measured time for sample = #s#0": (62.0, False)},
