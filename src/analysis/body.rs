@@ -91,10 +91,10 @@ pub struct BodyFacts<'t> {
     /// the lanes that have exited count as arrived (`lang::WARP_SYNC_FUNCTIONS`).
     pub warp_syncs: Vec<Node<'t>>,
     /// Loops (kernels only) that the lanes of one warp may leave after different numbers of
-    /// rounds (`uneven::lane_uneven_loops`), among those that hold a warp sync or a call.
+    /// rounds (`uneven::Lanes::uneven_loops`), among those that hold a warp sync or a call.
     pub lane_uneven_loops: Vec<Node<'t>>,
     /// Returns (kernels only) under a condition that differs between the lanes of a warp
-    /// (`uneven::lane_returns`): in the original those lanes exit, and a warp sync after
+    /// (`uneven::Lanes::dependent_returns`): in the original those lanes exit, and a warp sync after
     /// stops waiting for them.
     pub lane_returns: Vec<Node<'t>>,
     pub macro_uses: Vec<MacroUse<'t>>,
