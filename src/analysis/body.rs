@@ -82,7 +82,7 @@ pub struct BodyFacts<'t> {
     /// Loops, to tell whether a barrier can run after a return.
     pub loops: Vec<Range<usize>>,
     /// Loops (kernels only) that threads of a block may leave after different numbers of
-    /// rounds because of the thread's index (`uneven::uneven_loops`), among those that hold a
+    /// rounds because of the thread's index (`uneven::Rounds::uneven_loops`), among those that hold a
     /// barrier, a call or a macro: a thread that leaves one ends the original kernel, but not
     /// a task.
     pub uneven_loops: Vec<Node<'t>>,
@@ -91,10 +91,10 @@ pub struct BodyFacts<'t> {
     /// the lanes that have exited count as arrived (`lang::WARP_SYNC_FUNCTIONS`).
     pub warp_syncs: Vec<Node<'t>>,
     /// Loops (kernels only) that the lanes of one warp may leave after different numbers of
-    /// rounds (`uneven::Lanes::uneven_loops`), among those that hold a warp sync or a call.
+    /// rounds (`uneven::Rounds::lane_dependent`), among those that hold a warp sync or a call.
     pub lane_uneven_loops: Vec<Node<'t>>,
     /// Returns (kernels only) under a condition that differs between the lanes of a warp
-    /// (`uneven::Lanes::dependent_returns`): in the original those lanes exit, and a warp sync after
+    /// (`uneven::Rounds::lane_dependent`): in the original those lanes exit, and a warp sync after
     /// stops waiting for them.
     pub lane_returns: Vec<Node<'t>>,
     pub macro_uses: Vec<MacroUse<'t>>,
@@ -291,45 +291,37 @@ pub fn facts<'t>(
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
     if kernel {
-        // Loops that may synchronize: a barrier, a call (a helper may) or a macro in them.
-        let syncing = |l: &Node| {
-            let r = l.byte_range();
-            let inside = |n: &Node| r.contains(&n.start_byte());
-            f.barriers.iter().any(|b| inside(&b.node))
-                || f.calls.iter().any(|c| inside(&c.node))
-                || f.macro_uses.iter().any(|m| inside(&m.node))
+        // Loops that may synchronize the block (a barrier, a call: a helper may, or a macro in
+        // them) or a warp (a warp sync or a call), and the returns a warp sync may follow.
+        let loops: Vec<Node> = nodes.iter().copied().filter(|n| is_loop(*n)).collect();
+        let holding = |at: &dyn Fn(&Node) -> bool| -> Vec<Node> {
+            loops.iter().copied().filter(|l| at(l)).collect()
         };
-        let candidates: Vec<Node> = nodes
+        let holds = |l: &Node, n: &Node| l.byte_range().contains(&n.start_byte());
+        let holds_call = |l: &Node| f.calls.iter().any(|c| holds(l, &c.node));
+        let block_loops = holding(&|l| {
+            holds_call(l)
+                || f.barriers.iter().any(|b| holds(l, &b.node))
+                || f.macro_uses.iter().any(|m| holds(l, &m.node))
+        });
+        let warp_loops = holding(&|l| holds_call(l) || f.warp_syncs.iter().any(|w| holds(l, w)));
+        // A return matters only where a warp sync, or a call that may do one, can follow it.
+        let may_sync_warp = !f.warp_syncs.is_empty() || !f.calls.is_empty();
+        let returns: Vec<Node> = f
+            .returns
             .iter()
-            .copied()
-            .filter(|n| is_loop(*n) && syncing(n))
+            .filter(|r| may_sync_warp && r.thread_dependent)
+            .filter(|r| r.node.kind_id() == k.return_statement)
+            .map(|r| r.node)
             .collect();
-        if !candidates.is_empty() {
-            f.uneven_loops = super::uneven::uneven_loops(&candidates, &nodes, src);
-        }
-        // The same at a warp's scale, where a warp sync or a call may sit after a return or in
-        // the loop.
-        if !f.warp_syncs.is_empty() || !f.calls.is_empty() {
-            let warp_candidates: Vec<Node> = nodes
-                .iter()
-                .copied()
-                .filter(|n| {
-                    let r = n.byte_range();
-                    is_loop(*n)
-                        && (f.warp_syncs.iter().any(|w| r.contains(&w.start_byte()))
-                            || f.calls.iter().any(|c| r.contains(&c.node.start_byte())))
-                })
-                .collect();
-            let returns: Vec<Node> = f
-                .returns
-                .iter()
-                .filter(|r| r.thread_dependent && r.node.kind_id() == k.return_statement)
-                .map(|r| r.node)
-                .collect();
-            if !warp_candidates.is_empty() || !returns.is_empty() {
-                let lanes = super::uneven::Lanes::new(&nodes, src);
-                f.lane_uneven_loops = lanes.uneven_loops(&warp_candidates);
-                f.lane_returns = lanes.dependent_returns(&returns);
+        if !block_loops.is_empty() || !warp_loops.is_empty() || !returns.is_empty() {
+            let rounds = super::uneven::Rounds::new(&nodes, src);
+            if !block_loops.is_empty() {
+                f.uneven_loops = rounds.uneven_loops(&block_loops);
+            }
+            if !warp_loops.is_empty() || !returns.is_empty() {
+                (f.lane_uneven_loops, f.lane_returns) =
+                    rounds.lane_dependent(&warp_loops, &returns);
             }
         }
     }
@@ -632,28 +624,11 @@ fn warp_sync(call: Node, src: &str, tile_vars: &BTreeSet<String>) -> bool {
 /// Variables and parameters that hold a cooperative-groups tile of fixed lanes: declared as a
 /// `thread_block_tile<...>` or from `tiled_partition`.
 fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
-    let k = kinds();
     let fields = crate::lang::fields();
-    let mut out = BTreeSet::new();
     let is_tile_type = |t: &str| t.contains("thread_block_tile");
-    for &n in nodes {
-        if n.kind_id() != k.declaration {
-            continue;
-        }
-        let ty = n
-            .child_by_field_id(fields.r#type)
-            .map_or("", |t| text(t, src));
-        for d in lang::declarators(n) {
-            let value = d
-                .child_by_field_id(fields.value)
-                .map_or("", |v| text(v, src));
-            if is_tile_type(ty) || value.contains("tiled_partition") {
-                if let Some(name) = lang::declarator_name(d) {
-                    out.insert(text(name, src).to_string());
-                }
-            }
-        }
-    }
+    let mut out = declared_names(nodes, src, |ty, value| {
+        is_tile_type(ty) || value.contains("tiled_partition")
+    });
     // Parameters: `cg::thread_block_tile<32> warp`, `const thread_block_tile<32>& g`.
     if let Some(params) = body
         .parent()
@@ -680,26 +655,35 @@ fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
 
 /// Locals that hold this thread block: `thread_block b = ...`, `auto b = this_thread_block()`.
 fn thread_block_variables(nodes: &[Node], src: &str) -> BTreeSet<String> {
+    declared_names(nodes, src, |ty, value| {
+        let from_call = value.contains("this_thread_block()") && !value.contains("tiled_partition");
+        (ty.ends_with("thread_block") && !ty.contains("tile")) || (ty == "auto" && from_call)
+    })
+}
+
+/// Names declared in `nodes` whose declaration's type and initializer's text satisfy `keep`.
+fn declared_names(
+    nodes: &[Node],
+    src: &str,
+    keep: impl Fn(&str, &str) -> bool,
+) -> BTreeSet<String> {
     let k = kinds();
+    let fields = crate::lang::fields();
     let mut out = BTreeSet::new();
     for &n in nodes {
-        if n.kind_id() == k.declaration {
-            let ty = n
-                .child_by_field_id(crate::lang::fields().r#type)
-                .map(|t| text(t, src))
-                .unwrap_or("");
-            let is_block_type = ty.ends_with("thread_block") && !ty.contains("tile");
-            for d in lang::declarators(n) {
-                let value = d
-                    .child_by_field_id(crate::lang::fields().value)
-                    .map(|v| text(v, src))
-                    .unwrap_or("");
-                let from_call =
-                    value.contains("this_thread_block()") && !value.contains("tiled_partition");
-                if is_block_type || (ty == "auto" && from_call) {
-                    if let Some(name) = lang::declarator_name(d) {
-                        out.insert(text(name, src).to_string());
-                    }
+        if n.kind_id() != k.declaration {
+            continue;
+        }
+        let ty = n
+            .child_by_field_id(fields.r#type)
+            .map_or("", |t| text(t, src));
+        for d in lang::declarators(n) {
+            let value = d
+                .child_by_field_id(fields.value)
+                .map_or("", |v| text(v, src));
+            if keep(ty, value) {
+                if let Some(name) = lang::declarator_name(d) {
+                    out.insert(text(name, src).to_string());
                 }
             }
         }

@@ -89,47 +89,17 @@ impl CallGraph {
                 h.needs_ctx = true;
             }
         }
-        let mut barrier_names: BTreeSet<String> = external_barriers
+        let external: BTreeSet<String> = external_barriers
             .iter()
             .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
             .map(|n| n.to_string())
             .collect();
-        loop {
-            let before = barrier_names.len();
-            for h in helpers.iter() {
-                if !h.facts.barriers.is_empty()
-                    || h.facts
-                        .calls
-                        .iter()
-                        .any(|c| barrier_names.contains(&c.name))
-                {
-                    barrier_names.insert(h.site.name.clone());
-                }
-            }
-            if barrier_names.len() == before {
-                break;
-            }
-        }
+        let barrier_names = calling_closure(helpers, external, |f| !f.barriers.is_empty());
         for h in helpers.iter_mut() {
             h.synchronizes = barrier_names.contains(&h.site.name);
         }
-        let mut warp_sync_names: BTreeSet<String> = BTreeSet::new();
-        loop {
-            let before = warp_sync_names.len();
-            for h in helpers.iter() {
-                if !h.facts.warp_syncs.is_empty()
-                    || h.facts
-                        .calls
-                        .iter()
-                        .any(|c| warp_sync_names.contains(&c.name))
-                {
-                    warp_sync_names.insert(h.site.name.clone());
-                }
-            }
-            if warp_sync_names.len() == before {
-                break;
-            }
-        }
+        let warp_sync_names =
+            calling_closure(helpers, BTreeSet::new(), |f| !f.warp_syncs.is_empty());
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, h) in helpers.iter().enumerate() {
             by_name.entry(h.site.name.clone()).or_default().push(i);
@@ -264,6 +234,26 @@ impl CallGraph {
     /// Whether a call goes to a helper that synchronizes a warp's lanes by a fixed mask.
     pub fn synchronizes_warp(&self, call: &Call) -> bool {
         self.warp_sync_names.contains(&call.name)
+    }
+}
+
+/// `names` and the names of the helpers whose own body satisfies `direct` or that call one of
+/// those, to a fixed point: the helpers that synchronize, directly or through others.
+fn calling_closure(
+    helpers: &[HelperPlan],
+    mut names: BTreeSet<String>,
+    direct: impl Fn(&BodyFacts) -> bool,
+) -> BTreeSet<String> {
+    loop {
+        let before = names.len();
+        for h in helpers {
+            if direct(&h.facts) || h.facts.calls.iter().any(|c| names.contains(&c.name)) {
+                names.insert(h.site.name.clone());
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
     }
 }
 

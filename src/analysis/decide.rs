@@ -237,15 +237,7 @@ pub fn decide<'t>(
     // of step with the others. The original relies on that (a barrier in divergent code), and
     // no rewrite keeps it: refused.
     for l in &plan.facts.uneven_loops {
-        // A `for`'s initializer runs once, before any thread leaves.
-        let once = l
-            .child_by_field_id(crate::lang::fields().initializer)
-            .map(|i| i.byte_range());
-        let inside = |b: &&BarrierSite| {
-            l.byte_range().contains(&b.range().start)
-                && !once.as_ref().is_some_and(|i| i.contains(&b.range().start))
-        };
-        if let Some(b) = barriers.iter().find(inside) {
+        if let Some(b) = barriers.iter().find(|b| in_rounds(*l, b.range().start)) {
             let what = match syncing_helpers.iter().find(|(r, _)| *r == b.range()) {
                 Some((_, helper)) => format!("this call: `{helper}` synchronizes the block"),
                 None => "this barrier".to_string(),
@@ -282,15 +274,9 @@ pub fn decide<'t>(
         None => "this warp-synchronous operation".to_string(),
     };
     let lane_loop = plan.facts.lane_uneven_loops.iter().find_map(|l| {
-        let once = l
-            .child_by_field_id(crate::lang::fields().initializer)
-            .map(|i| i.byte_range());
         warp_syncs
             .iter()
-            .find(|(w, _)| {
-                l.byte_range().contains(&w.start)
-                    && !once.as_ref().is_some_and(|i| i.contains(&w.start))
-            })
+            .find(|(w, _)| in_rounds(*l, w.start))
             .map(|w| (*l, w))
     });
     if let Some((l, (w, helper))) = lane_loop {
@@ -784,6 +770,13 @@ pub(super) fn body_blockers(
         );
     }
     found
+}
+
+/// Whether byte `at` lies in loop `l` but not in a `for`'s initializer, which runs once,
+/// before any thread leaves.
+fn in_rounds(l: Node, at: usize) -> bool {
+    let once = l.child_by_field_id(crate::lang::fields().initializer);
+    l.byte_range().contains(&at) && !once.is_some_and(|i| i.byte_range().contains(&at))
 }
 
 /// A loop's head, for a label: from its keyword to the end of its condition (`for (...)`,

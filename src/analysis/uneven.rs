@@ -21,67 +21,68 @@ use std::collections::HashMap;
 use std::ops::Range;
 use tree_sitter::Node;
 
-/// Of `loops`, those whose condition (a `for`'s condition, a `while`'s or `do`'s) uses the
-/// thread's index, or that a `break` or `goto` under a condition that uses it leaves.
-/// `nodes`: the kernel's body and its descendants in pre-order.
-pub fn uneven_loops<'t>(loops: &[Node<'t>], nodes: &[Node<'t>], src: &str) -> Vec<Node<'t>> {
-    let Some(&body) = nodes.first() else {
-        return Vec::new();
-    };
-    // Parents by node id, in one walk (`Node::parent` walks from the root each time).
-    let parents = parents_within(body);
-    let parent = |n: Node<'t>| parents.get(&n.id()).copied();
-    let thread = Threadness::new(nodes, src, &parent, Level::Block);
-    leaving_unevenly(loops, nodes, src, &thread, &parent)
-}
-
-/// The same question at a warp's scale: of `loops`, those that the lanes of one warp may leave
-/// after different numbers of rounds, and of a kernel's returns, those under a condition that
-/// differs between the lanes of a warp. A value differs between lanes when it is computed from
-/// `threadIdx.x` (or a group's `thread_rank()`) and not divided by a warp's width or more
-/// (`tid / 32`, `tid >> 5`, `tid / WARP_SIZE` are one warp's); `threadIdx.y` and `.z` differ
-/// within a warp only where `blockDim.x` is below 32, which the text does not say.
-pub struct Lanes<'t, 's> {
+/// A kernel body's loops and returns, asked at a block's scale and at a warp's. `nodes`: the
+/// body and its descendants in pre-order; parents by node id come from one walk
+/// (`Node::parent` walks from the root each time), shared by both questions.
+///
+/// At a warp's scale a value differs between lanes when it is computed from `threadIdx.x` (or
+/// a group's `thread_rank()`) and not divided by a warp's width or more (`tid / 32`,
+/// `tid >> 5`, `tid / WARP_SIZE` are one warp's); `threadIdx.y` and `.z` differ within a warp
+/// only where `blockDim.x` is below 32, which the text does not say.
+pub struct Rounds<'t, 's> {
     nodes: &'s [Node<'t>],
     src: &'s str,
     parents: HashMap<usize, Node<'t>>,
-    lanes: Threadness<'s>,
 }
 
-impl<'t, 's> Lanes<'t, 's> {
-    pub fn new(nodes: &'s [Node<'t>], src: &'s str) -> Lanes<'t, 's> {
+impl<'t, 's> Rounds<'t, 's> {
+    pub fn new(nodes: &'s [Node<'t>], src: &'s str) -> Rounds<'t, 's> {
         let parents = nodes
             .first()
             .map(|b| parents_within(*b))
             .unwrap_or_default();
-        let parent = |n: Node<'t>| parents.get(&n.id()).copied();
-        let lanes = Threadness::new(nodes, src, &parent, Level::Lane);
-        Lanes {
+        Rounds {
             nodes,
             src,
             parents,
-            lanes,
         }
     }
 
-    pub fn uneven_loops(&self, loops: &[Node<'t>]) -> Vec<Node<'t>> {
-        let parent = |n: Node<'t>| self.parents.get(&n.id()).copied();
-        leaving_unevenly(loops, self.nodes, self.src, &self.lanes, &parent)
+    fn parent(&self, n: Node<'t>) -> Option<Node<'t>> {
+        self.parents.get(&n.id()).copied()
     }
 
-    /// Of `returns`, those under an `if`, `?:`, `switch` or `&&`/`||` whose condition differs
-    /// between lanes.
-    pub fn dependent_returns(&self, returns: &[Node<'t>]) -> Vec<Node<'t>> {
+    /// Of `loops`, those whose condition (a `for`'s condition, a `while`'s or `do`'s) uses the
+    /// thread's index, or that a `break` or `goto` under a condition that uses it leaves.
+    pub fn uneven_loops(&self, loops: &[Node<'t>]) -> Vec<Node<'t>> {
+        let parent = |n: Node<'t>| self.parent(n);
+        let thread = Threadness::new(self.nodes, self.src, &parent, Level::Block);
+        leaving_unevenly(loops, self.nodes, self.src, &thread, &parent)
+    }
+
+    /// The same at a warp's scale: of `loops`, those that the lanes of one warp may leave after
+    /// different numbers of rounds; of `returns`, those under an `if`, `?:`, `switch` or
+    /// `&&`/`||` whose condition differs between lanes.
+    pub fn lane_dependent(
+        &self,
+        loops: &[Node<'t>],
+        returns: &[Node<'t>],
+    ) -> (Vec<Node<'t>>, Vec<Node<'t>>) {
         let Some(&body) = self.nodes.first() else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
-        let parent = |n: Node<'t>| self.parents.get(&n.id()).copied();
-        let uses_lane = |n: Node| self.lanes.uses(n);
-        returns
+        let parent = |n: Node<'t>| self.parent(n);
+        let lanes = Threadness::new(self.nodes, self.src, &parent, Level::Lane);
+        let uses_lane = |n: Node| lanes.uses(n);
+        let returns = returns
             .iter()
             .copied()
             .filter(|r| under_condition(*r, body, &uses_lane, &parent))
-            .collect()
+            .collect();
+        (
+            leaving_unevenly(loops, self.nodes, self.src, &lanes, &parent),
+            returns,
+        )
     }
 }
 
@@ -122,6 +123,14 @@ fn leaving_unevenly<'t>(
         .collect()
 }
 
+/// Which values count as the thread's: those that differ between the threads of a block, or
+/// those that differ between the lanes of a warp (`Rounds::lane_dependent`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Block,
+    Lane,
+}
+
 /// One variable of the body: its name, the scope it is visible in (the block or statement
 /// around its declaration; the whole body for a name the body does not declare, a parameter)
 /// and where it is declared.
@@ -135,14 +144,6 @@ struct Variable<'s> {
 /// assigned, an expression that names `threadIdx` or another such variable, to a fixed point.
 /// Names are resolved by scope (`for (int i = threadIdx.x; ...)` and a later `for (int i = 0;
 /// ...)` are two variables).
-/// Which values count as the thread's: those that differ between the threads of a block, or
-/// those that differ between the lanes of a warp (`Lanes`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Level {
-    Block,
-    Lane,
-}
-
 struct Threadness<'s> {
     src: &'s str,
     level: Level,
@@ -545,7 +546,8 @@ mod tests {
         let parsed = crate::parse::parse(src);
         let nodes = descendants(parsed.tree.root_node());
         let loops: Vec<Node> = nodes.iter().copied().filter(|n| is_loop(*n)).collect();
-        uneven_loops(&loops, &nodes, src)
+        Rounds::new(&nodes, src)
+            .uneven_loops(&loops)
             .into_iter()
             .map(|l| text(l, src).lines().next().unwrap_or("").trim().to_string())
             .collect()
@@ -567,19 +569,15 @@ mod tests {
             .copied()
             .filter(|n| n.kind() == "return_statement")
             .collect();
-        let lanes = Lanes::new(&nodes, src);
+        let (loops, returns) = Rounds::new(&nodes, src).lane_dependent(&loops, &returns);
         let first = |l: Node| text(l, src).lines().next().unwrap_or("").trim().to_string();
         let line = |r: Node| {
             let start = src[..r.start_byte()].rfind('\n').map_or(0, |i| i + 1);
             src[start..].lines().next().unwrap_or("").trim().to_string()
         };
         (
-            lanes.uneven_loops(&loops).into_iter().map(first).collect(),
-            lanes
-                .dependent_returns(&returns)
-                .into_iter()
-                .map(line)
-                .collect(),
+            loops.into_iter().map(first).collect(),
+            returns.into_iter().map(line).collect(),
         )
     }
 
