@@ -342,7 +342,9 @@ def main():
     trees = (build / "orig", build / "transformed")
     builds_file = build / "builds.json"
     builds = json.loads(builds_file.read_text()) if builds_file.exists() else {}
-    todo = [rel for rel, _ in programs if str(rel) not in builds]
+    # A folder built before for a run list's other commands lacks the executables of these.
+    todo = [rel for rel, _ in programs if str(rel) not in builds
+            or not targets.get(rel, set()) <= set(builds[str(rel)].get("targets", []))]
     if todo and not os.environ.get("EXT_SKIP_BUILD"):
         t = time.time()
         with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
@@ -351,7 +353,11 @@ def main():
                        for rel in todo}
             for f in concurrent.futures.as_completed(futures):
                 try:
-                    builds[str(futures[f])] = f.result()
+                    rel = futures[f]
+                    before = builds.get(str(rel), {}).get("targets", [])
+                    builds[str(rel)] = f.result()
+                    if rel in targets:
+                        builds[str(rel)]["targets"] = sorted(targets[rel] | set(before))
                 except (OSError, shutil.Error, subprocess.SubprocessError) as e:
                     # One program's folder that cannot be copied or built stops no other.
                     ext.log(f"{futures[f]}: not built: {e}")
