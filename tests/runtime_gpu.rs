@@ -574,6 +574,79 @@ fn tail_alone(g: &Setup) -> Result<String, String> {
     ))
 }
 
+/// A thread of the program waits in a synchronous copy to pageable memory (as `cudaMemcpy`
+/// does) for the kernel, on the legacy stream, while this one preempts and resumes it, the
+/// runtime's event pool emptied before each resume. The copying thread holds the driver's
+/// context lock shared until the kernel is done, and creating an event (or the runtime's
+/// streams) takes it exclusively. A preemption published before such a wait is never resumed:
+/// the watchdog fails the hang. A resume that creates an event before its instance is
+/// launched leaves the work to the staying block alone until the kernel ends: the copy then
+/// takes seconds instead of milliseconds (`Kernel::publish`, `for_resume`).
+fn synchronous_copy(g: &Setup) -> Result<String, String> {
+    let mut job = Job::new([800_000, 1, 1], 64);
+    job.stream = std::ptr::null_mut(); // the legacy stream, which a synchronous copy waits for
+    let mut k = job.launch(g, 50_000).map_err(|e| e.to_string())?;
+    let cycle = |k: &mut Kernel, empty_pool: bool| -> Result<(), String> {
+        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        k.wait_yielded().map_err(|e| e.to_string())?;
+        std::thread::sleep(Duration::from_micros(100));
+        if empty_pool {
+            g.rt.forget_pooled_events();
+        }
+        k.resume(Target::All).map_err(|e| e.to_string())
+    };
+    // One cycle before the copy starts: the runtime's streams exist from here on.
+    step("synchronous copy: the cycle before the copy".into());
+    cycle(&mut k, false)?;
+    let mut ctx = std::ptr::null_mut();
+    ck("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut ctx) });
+    let ctx = ctx as usize;
+    let (out, words) = (job.out.ptr, job.out.words);
+    let started = Instant::now();
+    let copier = std::thread::spawn(move || {
+        // SAFETY: the context outlives the scenario; the buffer is pageable host memory.
+        unsafe {
+            let _ = sys::cuCtxSetCurrent(ctx as sys::CUcontext);
+            let mut v = vec![0u32; words];
+            let r = sys::cuMemcpyDtoH_v2(v.as_mut_ptr().cast(), out, words * 4);
+            (r, v)
+        }
+    });
+    std::thread::sleep(Duration::from_micros(200));
+    let mut cycles = 0;
+    while !copier.is_finished() && cycles < 40 {
+        std::thread::sleep(Duration::from_micros(100));
+        step(format!("synchronous copy: preemption {cycles}"));
+        cycle(&mut k, true)?;
+        cycles += 1;
+        tick(test_clock());
+    }
+    let (r, copied) = copier
+        .join()
+        .map_err(|_| "the copying thread panicked".to_string())?;
+    let copy_ms = started.elapsed().as_secs_f64() * 1e3;
+    if r != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!("the synchronous copy failed: {r:?}"));
+    }
+    sync_within(job.stream, Duration::from_secs(20))?;
+    job.check(g)?;
+    if copied != job.expected() {
+        return Err("the synchronous copy did not see the kernel's whole output".into());
+    }
+    if cycles == 0 {
+        return Err("the kernel ended before the copy began waiting; make it longer".into());
+    }
+    // About 10 ms of work on the whole GPU; the staying block alone needs tens of seconds.
+    if copy_ms > 5_000.0 {
+        return Err(format!(
+            "the copy waited {copy_ms:.0} ms: a resume's instance was held back"
+        ));
+    }
+    Ok(format!(
+        "{cycles} preemptions while the program waited in a synchronous copy (the event pool emptied before each resume); the copy took {copy_ms:.1} ms; exact"
+    ))
+}
+
 /// Reproducible random numbers below `n` (xorshift64).
 fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
     move |n| {
@@ -1029,8 +1102,9 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 10] = [
+    let scenarios: [(&str, Scenario); 11] = [
         ("queued", queued),
+        ("synchronous copy", synchronous_copy),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
         ("plain", plain),

@@ -135,6 +135,10 @@ pub struct Kernel {
     links: u32,
     gates_opened: u32,
     last_request: Option<Event>,
+    /// The next resume's events (its landed event, its instance's end), taken before the
+    /// preemption was published: creating one after the resume's publishing would hold its
+    /// instance back until the kernel ends (see `publish`).
+    for_resume: Option<(Event, Event)>,
     /// The highest progress seen (the mirror's stores may land out of order).
     progress_seen: AtomicU64,
 }
@@ -225,12 +229,16 @@ impl Runtime {
             links: cfg.links,
             gates_opened: 0,
             last_request: None,
+            for_resume: None,
             progress_seen: AtomicU64::new(0),
         };
         if let Some(sms) = off.filter(|s| !s.is_empty()) {
             let mut next = k.command;
             next.preempt(&Target::Sms(*sms))?;
-            k.send(next)?;
+            let control = k.rt.control_stream()?;
+            let landed = k.rt.event(false)?; // the first command: no landed event before it
+            k.publish(next);
+            k.deliver(next, landed, control)?;
             k.params.start_off = *sms.words();
         }
         // On error the handle drops here and retires the slot after what was enqueued.
@@ -241,7 +249,7 @@ impl Runtime {
         } else {
             Ok(())
         }
-        .and_then(|()| k.launch_instance(stream, blocks));
+        .and_then(|()| k.launch_instance(stream, blocks, None));
         if let Err(e) = launched {
             // Links already enqueued must not leave the application's stream at a closed gate.
             k.open_every_gate();
@@ -313,9 +321,18 @@ impl Kernel {
         };
     }
 
-    fn launch_instance(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
+    /// `end`: an event taken earlier for the instance's end (a resume's, see `for_resume`).
+    fn launch_instance(&mut self, stream: CUstream, blocks: u32, end: Option<Event>) -> Result<()> {
         self.launch_grid(stream, blocks)?;
-        let end = self.record(stream, super::timing())?;
+        let timed = super::timing();
+        let end = match end {
+            Some(e) if e.timed == timed => e,
+            other => {
+                self.rt.recycle(other);
+                self.rt.event(timed)?
+            }
+        };
+        end.record_on(stream)?;
         self.instances.push(Instance { blocks, end });
         steps::lap(Step::EndEvent);
         Ok(())
@@ -440,7 +457,21 @@ impl Kernel {
         } else if let Some(old) = self.last_request.take() {
             self.rt.recycle([old]);
         }
-        self.send(next)
+        // Whatever may wait inside the driver comes before the command is published (see
+        // `publish`): the landed event may have to be created, and creating one waits for any
+        // thread of the program in a synchronous copy, which waits for this very kernel.
+        // So may the control stream, which the first caller makes, and recycling, which may
+        // destroy an event (a full pool).
+        let control = self.rt.control_stream()?;
+        let landed = self.rt.event(false)?;
+        if self.for_resume.is_none() {
+            self.for_resume = Some((self.rt.event(false)?, self.rt.event(super::timing())?));
+        }
+        if let Some(old) = self.landed.take() {
+            self.rt.recycle([old]);
+        }
+        self.publish(next);
+        self.deliver(next, landed, control)
     }
 
     /// Blocks the calling thread until no block of the kernel works on the preempted SMs (all
@@ -550,10 +581,22 @@ impl Kernel {
         let mut next = self.command;
         next.resume(&target, self.rt.sm_count)?;
         self.rt.current()?;
-        self.send(next)?;
+        // Host memory first: from here on the staying block can finish the work alone, so
+        // whatever the driver calls below wait for ends (see `publish`).
+        self.publish(next);
+        let control = self.rt.control_stream()?;
+        let (landed, end) = match self.for_resume.take() {
+            Some((landed, end)) => (landed, Some(end)),
+            None => (self.rt.event(false)?, None),
+        };
+        if let Some(old) = self.landed.take() {
+            self.rt.recycle([old]);
+        }
+        self.deliver(next, landed, control)?;
         // Not started: its blocks will find the command cleared. Another instance before then
         // would run tasks before the application's earlier work on its stream is done.
         if !self.started() || self.first_instance_ended()? {
+            self.rt.recycle(end);
             return Ok(());
         }
         // Gated links: the next link goes on with the work (rt::links). A gate opened while a
@@ -561,9 +604,11 @@ impl Kernel {
         // one ends, with nothing to do if it did it all.
         if self.gates_opened < self.links {
             self.open_gates(self.gates_opened + 1);
+            self.rt.recycle(end);
             return Ok(());
         }
         if !self.rt.resume_launches.load(Ordering::Relaxed) {
+            self.rt.recycle(end);
             return Ok(());
         }
         // As many blocks as the whole GPU holds, not just the freed SMs: the hardware places
@@ -581,7 +626,7 @@ impl Kernel {
         if let Some(landed) = &self.landed {
             drv!(cuStreamWaitEvent(stream, landed.raw, 0))?;
         }
-        self.launch_instance(stream, blocks)
+        self.launch_instance(stream, blocks, end)
     }
 
     /// Tasks done so far (a snapshot from the host mirror, which the kernel refreshes every
@@ -746,10 +791,22 @@ impl Kernel {
         (0..LANES / 8).all(|w| unsafe { lanes.cast::<u64>().add(w).read_volatile() } == 0)
     }
 
-    /// Makes `next` the command in force: first in the host mirror (a seqlock: odd `seq`
-    /// while it changes), then in the control block through the control stream (the mask,
-    /// the word, its number).
-    fn send(&mut self, next: Command) -> Result<()> {
+    // Making a command the one in force takes two steps, `publish` (host memory) and `deliver`
+    // (the control block), with no driver call of any kind between a preemption's publishing
+    // and its resume's. A driver call can wait for the preempted kernel itself: a thread of the
+    // program in a synchronous copy (`cudaMemcpy` to pageable memory) holds the driver's
+    // context lock shared until the work before the copy (the kernel) is done, and creating an
+    // event takes that lock exclusively (seen on the H200: the chaos thread in `cuEventCreate`,
+    // `pthread_rwlock_wrlock`, for a landed event; the program in `cuMemcpyDtoH_v2`; the
+    // kernel's staying block asleep, preempted, forever); so does making the runtime's streams
+    // (the first caller of `control_stream`). So a preemption takes its event and the control
+    // stream before it publishes, and a resume publishes before anything else: once host memory says
+    // resume, the staying block finishes the work alone and every wait inside the driver ends.
+
+    /// Publishes `next` in the host mirror (a seqlock: odd `seq` while it changes); the
+    /// sleeping tail and blocks that follow host memory act on it from here on. Host stores
+    /// only, no driver call. `deliver` must follow.
+    fn publish(&mut self, next: Command) {
         let seq = self.seq.wrapping_add(2);
         let words = next.mask().words();
         let m: *mut HostMirror = self.mirror.host;
@@ -769,10 +826,17 @@ impl Kernel {
             // (links_entered) either comes after this or its read sees this command.
             fence(Ordering::SeqCst);
         }
-        let control = self.rt.control_stream()?;
+    }
+
+    /// Writes `next`, just published, into the control block through `control` (the
+    /// mask words that change, the word, its number: in this order, in one call), and records
+    /// `landed` after it: the event that says the command is there (the caller has taken the
+    /// previous one away).
+    fn deliver(&mut self, next: Command, landed: Event, control: CUstream) -> Result<()> {
+        let seq = self.seq.wrapping_add(2);
+        let words = next.mask().words();
         let base = self.params.control;
         let old = self.command.mask().words();
-        // The mask words that change, the word, its number: in this order, in one call.
         let mut writes = Vec::with_capacity(words.len() + 2);
         for (i, (&new, &was)) in words.iter().zip(old.iter()).enumerate() {
             if new != was {
@@ -785,10 +849,8 @@ impl Kernel {
         super::driver::write_values(control, &writes)?;
         self.command = next;
         self.seq = seq;
-        let landed = self.record(control, false)?;
-        if let Some(old) = self.landed.replace(landed) {
-            self.rt.recycle([old]);
-        }
+        landed.record_on(control)?;
+        self.landed = Some(landed);
         Ok(())
     }
 }
@@ -863,6 +925,7 @@ impl Drop for Kernel {
         }
         events.extend(self.last_request.take());
         events.extend(self.landed.take());
+        events.extend(self.for_resume.take().into_iter().flat_map(|(a, b)| [a, b]));
         self.rt.retire(Retired {
             slot: self.params.control,
             events,

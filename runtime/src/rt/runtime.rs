@@ -179,6 +179,13 @@ impl Runtime {
             .store(on, std::sync::atomic::Ordering::Relaxed);
     }
 
+    /// Drops the events the runtime keeps for reuse, so that the next ones must be created:
+    /// tests use it to check that no command waits inside the driver at the wrong moment
+    /// (`Kernel::publish`).
+    pub fn forget_pooled_events(&self) {
+        self.inner.forget_pooled_events();
+    }
+
     /// Hands the runtime's setup (streams, first slab) to the setup thread, once: the first
     /// launch planned preemptible asks for it (`plan.rs`), so that a program whose launches
     /// all run the original kernel never pays for it.
@@ -339,23 +346,44 @@ impl Inner {
     }
 
     /// An event from the pool (creating and destroying events costs more than reusing them).
+    /// Creating one takes the driver's context lock exclusively, which can wait long (for a
+    /// preempted kernel, see `Kernel::publish`), so the pool's lock is not held meanwhile.
     pub fn event(&self, timed: bool) -> Result<Event> {
-        let mut events = lock(&self.events);
-        match events.iter().rposition(|e| e.timed == timed) {
-            Some(i) => Ok(events.swap_remove(i)),
+        let pooled = {
+            let mut events = lock(&self.events);
+            events
+                .iter()
+                .rposition(|e| e.timed == timed)
+                .map(|i| events.swap_remove(i))
+        };
+        match pooled {
+            Some(e) => Ok(e),
             None => Event::new(timed),
         }
     }
 
+    /// Drops the pooled events (tests: the next command must create its event).
+    pub fn forget_pooled_events(&self) {
+        let events = std::mem::take(&mut *lock(&self.events));
+        drop(events);
+    }
+
     /// Returns events to the pool. A stream already waiting on one is not affected by its
-    /// next record.
+    /// next record. Events beyond the pool's 1,024 are destroyed after its lock is let go (as
+    /// in `event`).
     pub fn recycle(&self, events: impl IntoIterator<Item = Event>) {
-        let mut pool = lock(&self.events);
-        for e in events {
-            if pool.len() < 1024 {
-                pool.push(e);
+        let mut extra = Vec::new();
+        {
+            let mut pool = lock(&self.events);
+            for e in events {
+                if pool.len() < 1024 {
+                    pool.push(e);
+                } else {
+                    extra.push(e);
+                }
             }
         }
+        drop(extra);
     }
 
     /// With event timing on: starts a clock (see `clock.rs`) unless a recent one exists.
