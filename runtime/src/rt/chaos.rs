@@ -249,7 +249,8 @@ fn seen(tracked: &[Tracked]) -> String {
         .filter(|t| t.preempted.is_some())
         .filter_map(|t| {
             let k = t.kernel.try_lock().ok()?;
-            let p = k.progress().ok()?;
+            // Host memory only, no event query (see `action`).
+            let p = k.progress_in_host_memory();
             Some(format!(
                 "{} {}/{}{}",
                 k.function_name(),
@@ -445,7 +446,10 @@ enum Later {
 
 /// What the chaos thread does with a launch at its moment: `preempted` by it now, preempted
 /// `cycles` times so far, `holding` another launch preempted; whether it is complete and has
-/// started are asked of the GPU only where the decision needs them.
+/// started are asked only where the decision needs them. While another launch is preempted
+/// nothing is asked: whether a launch is complete is an event query, a driver call, and one
+/// can wait for a thread of the program that waits for the preempted kernel (docs/runtime.md,
+/// "No wait inside the driver while preempted"); the preempted one would then never be resumed.
 fn action(
     preempted: bool,
     cycles: u32,
@@ -456,11 +460,11 @@ fn action(
     if preempted {
         return Action::Resume;
     }
-    if cycles >= MAX_CYCLES || complete() {
-        return Action::Drop;
-    }
     if holding {
         return Action::Later(Later::Holding);
+    }
+    if cycles >= MAX_CYCLES || complete() {
+        return Action::Drop;
     }
     if !started() {
         return Action::Later(Later::NotStarted);
@@ -537,6 +541,22 @@ mod tests {
         // Complete, or preempted enough: let go.
         assert_eq!(action(false, 0, true, true, false), Action::Drop);
         assert_eq!(action(false, MAX_CYCLES, false, true, false), Action::Drop);
+    }
+
+    #[test]
+    fn while_one_launch_is_preempted_nothing_is_asked_of_another() {
+        let asked =
+            || -> bool { panic!("a question to the driver while holding a preempted launch") };
+        assert_eq!(
+            super::action(false, 0, true, asked, asked),
+            Action::Later(Later::Holding)
+        );
+        assert_eq!(
+            super::action(false, MAX_CYCLES, true, asked, asked),
+            Action::Later(Later::Holding)
+        );
+        // The preempted one itself is resumed without a question either.
+        assert_eq!(super::action(true, 0, true, asked, asked), Action::Resume);
     }
 
     #[test]

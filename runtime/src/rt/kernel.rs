@@ -632,20 +632,27 @@ impl Kernel {
     /// Tasks done so far (a snapshot from the host mirror, which the kernel refreshes every
     /// 1/1024 or so of its tasks, and at the end).
     pub fn progress(&self) -> Result<Progress> {
-        let done = if self.first_instance_ended()? {
-            self.params.total_tasks
-        } else {
-            // SAFETY: as in resume.
-            unsafe { addr_of!((*self.mirror.host).done_tasks).read_volatile() }
-        };
+        if self.first_instance_ended()? {
+            self.progress_seen
+                .fetch_max(self.params.total_tasks, Ordering::Relaxed);
+        }
+        Ok(self.progress_in_host_memory())
+    }
+
+    /// Tasks done so far as the host mirror has them (and as `progress` last saw them), with
+    /// no driver call: for a thread that must not wait inside the driver while a kernel is
+    /// preempted (chaos mode's progress lines).
+    pub fn progress_in_host_memory(&self) -> Progress {
+        // SAFETY: as in resume.
+        let done = unsafe { addr_of!((*self.mirror.host).done_tasks).read_volatile() };
         let done = self
             .progress_seen
             .fetch_max(done, Ordering::Relaxed)
             .max(done);
-        Ok(Progress {
+        Progress {
             done: done.min(self.params.total_tasks),
             total: self.params.total_tasks,
-        })
+        }
     }
 
     /// True once every task is done and the application's stream has passed the kernel.
