@@ -799,16 +799,17 @@ impl Kernel {
     }
 
     // Making a command the one in force takes two steps, `publish` (host memory) and `deliver`
-    // (the control block), with no driver call of any kind between a preemption's publishing
-    // and its resume's. A driver call can wait for the preempted kernel itself: a thread of the
-    // program in a synchronous copy (`cudaMemcpy` to pageable memory) holds the driver's
-    // context lock shared until the work before the copy (the kernel) is done, and creating an
-    // event takes that lock exclusively (seen on the H200: the chaos thread in `cuEventCreate`,
-    // `pthread_rwlock_wrlock`, for a landed event; the program in `cuMemcpyDtoH_v2`; the
-    // kernel's staying block asleep, preempted, forever); so does making the runtime's streams
-    // (the first caller of `control_stream`). So a preemption takes its event and the control
-    // stream before it publishes, and a resume publishes before anything else: once host memory says
-    // resume, the staying block finishes the work alone and every wait inside the driver ends.
+    // (the control block). Between a preemption's publishing and its resume's, no driver call
+    // that can wait for the preempted kernel (docs/runtime.md, "No wait inside the driver
+    // while preempted"): a thread of the program in a synchronous copy (`cudaMemcpy` to
+    // pageable memory) holds the driver's context lock shared until the work before the copy
+    // (the kernel) is done, and creating an event or a stream takes that lock exclusively (seen
+    // on the H200: the chaos thread in `cuEventCreate`, `pthread_rwlock_wrlock`, for a landed
+    // event; the program in `cuMemcpyDtoH_v2`; the kernel's staying block asleep, preempted,
+    // forever). So a preemption takes the control stream and every event it and its resume
+    // need before it publishes, and a resume publishes before anything else: once host memory
+    // says resume, the staying block can finish the work alone and every wait inside the
+    // driver ends.
 
     /// Publishes `next` in the host mirror (a seqlock: odd `seq` while it changes); the
     /// sleeping tail and blocks that follow host memory act on it from here on. Host stores
