@@ -13,6 +13,61 @@ pub fn is_loop(n: Node) -> bool {
         || id == k.for_range_loop
 }
 
+/// What decides whether a node runs, as one enclosing construct shows it (`guards`).
+#[derive(Debug, Clone, Copy)]
+pub enum Guard<'t> {
+    /// The condition of an `if`, `?:` or `switch` the node sits under (not in its condition),
+    /// or the left operand of a `&&`/`||` whose right operand holds the node.
+    Condition(Node<'t>),
+    /// A loop around the node.
+    Loop(Node<'t>),
+    /// A lambda the node is inside: when it runs is the caller's business.
+    Lambda,
+}
+
+/// The guards of `n`, innermost first: the constructs between `n` and the first ancestor that
+/// `until` accepts (exclusive; the root, if none), found through `parent` (a map of parents
+/// built once, or tree-sitter's own walk).
+pub fn guards<'t>(
+    n: Node<'t>,
+    until: impl Fn(Node<'t>) -> bool,
+    parent: impl Fn(Node<'t>) -> Option<Node<'t>>,
+) -> Vec<Guard<'t>> {
+    let (k, f) = (kinds(), fields());
+    let mut out = Vec::new();
+    let mut child = n;
+    while let Some(a) = parent(child) {
+        if until(a) {
+            break;
+        }
+        let id = a.kind_id();
+        if id == k.if_statement || id == k.conditional_expression || id == k.switch_statement {
+            if let Some(c) = a
+                .child_by_field_id(f.condition)
+                .filter(|c| c.id() != child.id())
+            {
+                out.push(Guard::Condition(c));
+            }
+        } else if is_loop(a) {
+            out.push(Guard::Loop(a));
+        } else if a.kind() == "binary_expression" {
+            let logical = a
+                .child_by_field_id(f.operator)
+                .is_some_and(|o| matches!(o.kind(), "&&" | "||"));
+            if let Some(l) = a
+                .child_by_field_id(f.left)
+                .filter(|l| logical && l.id() != child.id())
+            {
+                out.push(Guard::Condition(l));
+            }
+        } else if id == k.lambda_expression {
+            out.push(Guard::Lambda);
+        }
+        child = a;
+    }
+    out
+}
+
 /// `n` and its descendants in pre-order.
 pub fn descendants(n: Node) -> Vec<Node> {
     let mut out = Vec::new();

@@ -14,7 +14,7 @@
 //! loop over tasks that thread 0 claims into shared memory is uniform in fact, and such kernels
 //! run correctly transformed).
 
-use super::flow::is_loop;
+use super::flow::{guards, is_loop, Guard};
 use super::uniformity::parents_within;
 use crate::lang::{self, kinds, text};
 use std::collections::HashMap;
@@ -497,28 +497,9 @@ fn under_condition<'t>(
     uses_thread: &dyn Fn(Node) -> bool,
     parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>,
 ) -> bool {
-    let k = kinds();
-    let f = lang::fields();
-    let mut child = n;
-    while let Some(a) = parent(child) {
-        if a.id() == stop.id() {
-            return false;
-        }
-        let id = a.kind_id();
-        if id == k.if_statement || id == k.conditional_expression || id == k.switch_statement {
-            let cond = a.child_by_field_id(f.condition);
-            if cond.is_some_and(|c| c.id() != child.id() && uses_thread(c)) {
-                return true;
-            }
-        } else if a.kind() == "binary_expression" {
-            let left = a.child_by_field_id(f.left);
-            if left.is_some_and(|l| l.id() != child.id() && uses_thread(l)) {
-                return true;
-            }
-        }
-        child = a;
-    }
-    false
+    guards(n, |a| a.id() == stop.id(), parent)
+        .into_iter()
+        .any(|g| matches!(g, Guard::Condition(c) if uses_thread(c)))
 }
 
 /// The loop or `switch` that a `break` at `n` leaves.

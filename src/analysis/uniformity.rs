@@ -11,7 +11,7 @@
 //! from a header it cannot see). A wrong "varying" costs a predicated rewrite (a little speed);
 //! a wrong "uniform" could deadlock, so every doubt goes to varying.
 
-use super::flow::is_loop;
+use super::flow::{guards, is_loop, Guard};
 use super::macros::MacroFacts;
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -616,39 +616,13 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether `n` runs under control flow that may differ between threads, looking at the
     /// enclosing statements up to `stop` (exclusive) or the body.
     pub fn controlled(&self, n: Node, stop: Option<Node>) -> bool {
-        let k = kinds();
-        let mut child = n;
-        while let Some(&a) = self.parents.get(&child.id()) {
-            if a.id() == self.body.id() || stop.is_some_and(|s| s.id() == a.id()) {
-                return false;
-            }
-            let id = a.kind_id();
-            let cond = a.child_by_field_id(crate::lang::fields().condition);
-            let in_cond = cond.is_some_and(|c| c.id() == child.id());
-            if id == k.if_statement || id == k.conditional_expression || id == k.switch_statement {
-                if !in_cond && cond.is_some_and(|c| self.expr_varying(c)) {
-                    return true;
-                }
-            } else if is_loop(a) {
-                if self.varying_loops.contains(&a.id()) {
-                    return true;
-                }
-            } else if a.kind() == "binary_expression" {
-                let op = a
-                    .child_by_field_id(crate::lang::fields().operator)
-                    .map(|o| text(o, self.src));
-                let left = a.child_by_field_id(crate::lang::fields().left);
-                if matches!(op, Some("&&") | Some("||"))
-                    && left.is_some_and(|l| l.id() != child.id() && self.expr_varying(l))
-                {
-                    return true;
-                }
-            } else if id == k.lambda_expression {
-                return true;
-            }
-            child = a;
-        }
-        false
+        let until = |a: Node| a.id() == self.body.id() || stop.is_some_and(|s| s.id() == a.id());
+        let parent = |c: Node| self.parents.get(&c.id()).copied();
+        guards(n, until, parent).into_iter().any(|g| match g {
+            Guard::Condition(c) => self.expr_varying(c),
+            Guard::Loop(l) => self.varying_loops.contains(&l.id()),
+            Guard::Lambda => true,
+        })
     }
 }
 
