@@ -1,7 +1,7 @@
 //! Self-tests of the Python helpers of the probes, run in CI: the external suite's timing
 //! parser (which printed lines count as measurements decides the published geomean), the
 //! fairness experiment's arithmetic, the compile check's unit finder and the side-by-side
-//! table of two external passes, the Makefile suite's selection, the CMake suite's run lists, the benchmark logs' parser and the task loop's timing cuts;
+//! table of two external passes, the Makefile suite's selection, the CMake suite's run lists, the benchmark logs' parser, the task loop's timing cuts and the chaos hang catcher;
 //! and pyflakes over every script (a name left undefined fails only when its line runs, on a GPU).
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +41,13 @@ fn the_external_suite_counts_measurements_and_nothing_else() {
 #[test]
 fn the_fairness_report_computes_the_metrics_as_the_simulator_does() {
     self_test("scripts/probes/fairness_report.py");
+}
+
+/// The chaos hang catcher (scripts/chaos_hang.py) tells a run that ends, one that fails and one
+/// that hangs apart, kills the hung one at its limit and says where its threads wait.
+#[test]
+fn the_chaos_hang_catcher_reports_where_a_hung_run_waits() {
+    self_test("scripts/chaos_hang.py");
 }
 
 /// The CMake suite's run lists (scripts/suites/*.txt) parse, and its parser rejects bad lines.
