@@ -436,6 +436,12 @@ impl Kernel {
         self.rt.mps()
     }
 
+    /// Whether the command in force keeps the kernel off every SM: then nothing of it runs
+    /// until a resume, and any wait for it inside the driver lasts until then.
+    pub fn held_everywhere(&self) -> bool {
+        self.command.yielded_sms(self.rt.sm_count).len() >= self.rt.sm_count as usize
+    }
+
     /// The command in force now.
     pub fn command(&self) -> Command {
         self.command
@@ -782,6 +788,14 @@ impl Kernel {
             }
         }
         Ok(true)
+    }
+
+    /// Whether every task is done as host memory says (the kernel writes the count at its
+    /// end), with no driver call: for a thread that must not wait inside the driver while a
+    /// kernel is preempted (the scheduler client while it holds one).
+    pub fn done_in_host_memory(&self) -> bool {
+        let p = self.progress_in_host_memory();
+        p.done >= p.total
     }
 
     fn first_instance_ended(&self) -> Result<bool> {

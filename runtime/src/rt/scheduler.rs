@@ -41,7 +41,13 @@ pub(crate) trait Steer: Send + 'static {
     fn resume(&mut self, sms: Option<&[u32]>) -> Result<(), String>;
     /// (tasks done, tasks in all).
     fn progress(&self) -> Result<(u64, u64), String>;
+    /// As `progress`, from host memory alone (no driver call).
+    fn progress_in_host_memory(&self) -> (u64, u64);
     fn is_complete(&self) -> bool;
+    /// Whether every task is done, from host memory alone (no driver call).
+    fn tasks_done(&self) -> bool;
+    /// Whether it is preempted on every SM (nothing of it runs until a resume).
+    fn held_everywhere(&self) -> bool;
     /// A name for the daemon's duration model (the same for every launch of one kernel).
     fn name(&self) -> String;
     /// The priority of its stream, 0 for the lowest.
@@ -79,9 +85,19 @@ impl Steer for Shared {
         let p = lock(self).progress().map_err(|e| e.to_string())?;
         Ok((p.done, p.total))
     }
+    fn progress_in_host_memory(&self) -> (u64, u64) {
+        let p = lock(self).progress_in_host_memory();
+        (p.done, p.total)
+    }
     fn is_complete(&self) -> bool {
         // An error (a context gone bad) counts as complete: nothing can be steered any more.
         !matches!(lock(self).is_complete(), Ok(false))
+    }
+    fn tasks_done(&self) -> bool {
+        lock(self).done_in_host_memory()
+    }
+    fn held_everywhere(&self) -> bool {
+        lock(self).held_everywhere()
     }
     fn name(&self) -> String {
         lock(self).function_name()
@@ -299,6 +315,9 @@ pub(crate) struct Client<S> {
     /// Every launch's run time alone, where the program says it (`CUPREEMPT_ESTIMATE_US`).
     estimate_us: Option<f64>,
     kernels: HashMap<u64, Tracked<S>>,
+    /// Launches not yet announced: they came while a kernel was held everywhere (see
+    /// `holding`), and announcing one asks the driver about it.
+    unannounced: Vec<u64>,
     next_id: u64,
     /// The connection's writing end; its reader thread feeds `Input::Server`.
     conn: Option<UnixStream>,
@@ -318,6 +337,7 @@ impl<S: Steer> Client<S> {
             weight,
             estimate_us: None,
             kernels: HashMap::new(),
+            unannounced: Vec::new(),
             next_id: 1,
             conn: None,
             generation: 0,
@@ -395,6 +415,29 @@ impl<S: Steer> Client<S> {
                 None => {}
             }
             self.look_at_kernels();
+            self.announce_deferred();
+        }
+    }
+
+    /// Whether a tracked kernel is preempted on every SM. Until it is resumed the client
+    /// thread makes no driver call that could wait (docs/runtime.md, "No wait inside the
+    /// driver while preempted"): a thread of the program may be waiting inside the driver
+    /// for that kernel (`cudaFree`, a synchronous copy) and hold the context's lock, and a
+    /// query behind it would keep this thread from the resume the daemon sends. So
+    /// completion and progress come from host memory, and new launches are announced later.
+    fn holding(&self) -> bool {
+        self.kernels
+            .values()
+            .any(|t| t.preempted && t.kernel.held_everywhere())
+    }
+
+    /// Announces the launches deferred while a kernel was held, once none is.
+    fn announce_deferred(&mut self) {
+        if self.unannounced.is_empty() || self.conn.is_none() || self.holding() {
+            return;
+        }
+        for id in std::mem::take(&mut self.unannounced) {
+            self.announce(id);
         }
     }
 
@@ -442,7 +485,9 @@ impl<S: Steer> Client<S> {
         self.conn = Some(stream);
         self.generation = generation;
         self.said_unreachable = false;
-        // The kernels that ran while there was no daemon are its kernels now.
+        // The kernels that ran while there was no daemon are its kernels now (nothing is
+        // held without a daemon: each is announced now).
+        self.unannounced.clear();
         let ids: Vec<u64> = self.kernels.keys().copied().collect();
         for id in ids {
             self.announce(id);
@@ -492,7 +537,11 @@ impl<S: Steer> Client<S> {
             },
         );
         if self.conn.is_some() {
-            self.announce(id);
+            if self.holding() {
+                self.unannounced.push(id);
+            } else {
+                self.announce(id);
+            }
         } else {
             self.connect(tx); // announces every tracked kernel, this one included
         }
@@ -501,10 +550,18 @@ impl<S: Steer> Client<S> {
     fn command(&mut self, m: ServerMsg) {
         match m {
             ServerMsg::Preempt { id, sms } => {
+                let holding = self.holding();
                 let Some(t) = self.kernels.get_mut(&id) else {
                     return; // ended meanwhile: its `finished` is on its way
                 };
-                if t.kernel.is_complete() {
+                let complete = |k: &S| {
+                    if holding {
+                        k.tasks_done()
+                    } else {
+                        k.is_complete()
+                    }
+                };
+                if complete(&t.kernel) {
                     return;
                 }
                 match t.kernel.preempt(sms.as_deref()) {
@@ -513,7 +570,7 @@ impl<S: Steer> Client<S> {
                         self.send(&ClientMsg::Yielded { id });
                     }
                     // Completed between the look and the command: `finished` follows.
-                    Err(_) if t.kernel.is_complete() => {}
+                    Err(_) if complete(&t.kernel) => {}
                     // The daemon counts one `yielded` per `preempt` (SMs that had yielded
                     // already are an error here, and yielded all the same).
                     Err(e) => {
@@ -578,6 +635,9 @@ impl<S: Steer> Client<S> {
                 t.preempted = false;
             }
         }
+        // Without a daemon there is nobody to announce them to; a new connection announces
+        // every tracked kernel.
+        self.unannounced.clear();
     }
 
     fn set_keep_off(&self, sms: SmSet) {
@@ -587,11 +647,27 @@ impl<S: Steer> Client<S> {
     fn look_at_kernels(&mut self) {
         let now = Instant::now();
         let mut out = Vec::new();
+        let holding = self.holding();
+        let unannounced = &mut self.unannounced;
         self.kernels.retain(|&id, t| {
             // A kernel preempted on every SM cannot complete; one preempted on some can.
-            if t.kernel.is_complete() {
-                out.push(ClientMsg::Finished { id });
+            let complete = if holding {
+                t.kernel.tasks_done()
+            } else {
+                t.kernel.is_complete()
+            };
+            if complete {
+                // One the daemon never heard of ends unannounced.
+                match unannounced.iter().position(|&u| u == id) {
+                    Some(i) => {
+                        unannounced.remove(i);
+                    }
+                    None => out.push(ClientMsg::Finished { id }),
+                }
                 return false;
+            }
+            if unannounced.contains(&id) {
+                return true;
             }
             let stamps = t.kernel.gpu_stamps();
             if stamps != t.reported_stamps {
@@ -604,7 +680,12 @@ impl<S: Steer> Client<S> {
                 t.reported_stamps = stamps;
             }
             if now.duration_since(t.reported_at) >= PROGRESS_EVERY {
-                if let Ok((done, _)) = t.kernel.progress() {
+                let progress = if holding {
+                    Ok(t.kernel.progress_in_host_memory())
+                } else {
+                    t.kernel.progress()
+                };
+                if let Ok((done, _)) = progress {
                     if done != t.reported_done {
                         t.reported_done = done;
                         out.push(ClientMsg::Progress { id, done });
@@ -641,6 +722,8 @@ mod tests {
         stamps: Mutex<(u64, u64)>,
         /// What `off_sms` answers (the SMs it was launched off).
         off: Mutex<Vec<u32>>,
+        /// Calls that ask the driver in a `Kernel` (progress, completion, name, priority).
+        driver_calls: AtomicU32,
     }
     impl Steer for Fake {
         fn preempt(&mut self, sms: Option<&[u32]>) -> Result<(), String> {
@@ -658,15 +741,28 @@ mod tests {
             Ok(())
         }
         fn progress(&self) -> Result<(u64, u64), String> {
+            self.0.driver_calls.fetch_add(1, Ordering::SeqCst);
             Ok((0, 4096))
         }
+        fn progress_in_host_memory(&self) -> (u64, u64) {
+            (0, 4096)
+        }
         fn is_complete(&self) -> bool {
+            self.0.driver_calls.fetch_add(1, Ordering::SeqCst);
+            self.tasks_done()
+        }
+        fn tasks_done(&self) -> bool {
             self.0.complete.load(Ordering::SeqCst) != 0
         }
+        fn held_everywhere(&self) -> bool {
+            self.0.parked.load(Ordering::SeqCst) != 0 && self.0.last_sms.lock().unwrap().is_none()
+        }
         fn name(&self) -> String {
+            self.0.driver_calls.fetch_add(1, Ordering::SeqCst);
             "fake".into()
         }
         fn stream_priority(&self) -> u8 {
+            self.0.driver_calls.fetch_add(1, Ordering::SeqCst);
             3
         }
         fn features(&self) -> [f64; 4] {
@@ -893,6 +989,49 @@ mod tests {
         until("the second order", || order().is_some());
         drop(daemon);
         until("the order's end with the daemon", || order().is_none());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// While one of its kernels is preempted on every SM, the client asks the driver nothing:
+    /// a thread of the program may be waiting inside the driver for that kernel and hold the
+    /// context's lock. Completion and progress come from host memory; a launch made meanwhile
+    /// is announced after the resume.
+    #[test]
+    fn while_a_kernel_is_held_nothing_is_asked_of_the_driver() {
+        let (dir, path, listener) = daemon_socket("held");
+        let launches = start(&path, None);
+        let (held, other, late) = (Fake::default(), Fake::default(), Fake::default());
+        launches.send(held.clone()).unwrap();
+        let mut daemon = accept(&listener);
+        launches.send(other.clone()).unwrap();
+        for id in 1..=2 {
+            assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: i, .. } if i == id));
+        }
+        write_msg(&mut daemon, &ServerMsg::Preempt { id: 1, sms: None }).unwrap();
+        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 1 });
+        let asked = || {
+            [&held, &other, &late]
+                .iter()
+                .map(|k| k.0.driver_calls.load(Ordering::SeqCst))
+                .sum::<u32>()
+        };
+        let before = asked();
+        launches.send(late.clone()).unwrap();
+        // Many looks, and progress reports due.
+        std::thread::sleep(PROGRESS_EVERY * 4);
+        other.0.complete.store(1, Ordering::SeqCst);
+        assert_eq!(recv(&mut daemon), ClientMsg::Finished { id: 2 });
+        assert_eq!(
+            asked(),
+            before,
+            "the driver was asked while a kernel was held"
+        );
+        write_msg(&mut daemon, &ServerMsg::Resume { id: 1, sms: None }).unwrap();
+        assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: 3, .. }));
+        assert!(
+            asked() > before,
+            "after the resume the client looks as before"
+        );
         let _ = std::fs::remove_dir_all(dir);
     }
 
