@@ -149,6 +149,8 @@ struct Setup {
     spin_original: Function,
     copy: Function,
     side: sys::CUstream,
+    /// The scenarios' module as PTX, for a thread that loads it again.
+    ptx: Vec<u8>,
 }
 
 /// One spin_fill launch with its buffers, and what it must produce.
@@ -647,6 +649,164 @@ fn synchronous_copy(g: &Setup) -> Result<String, String> {
     ))
 }
 
+/// Another thread of the program in `cuMemFree` (which synchronizes with the device) and
+/// `cuModuleLoadData`, from `scratch`, in the current context. Returns their results and the
+/// time spent inside them.
+fn free_and_load(
+    ctx: usize,
+    scratch: u64,
+    ptx: Vec<u8>,
+) -> std::thread::JoinHandle<(sys::CUresult, sys::CUresult, Duration)> {
+    std::thread::spawn(move || {
+        // SAFETY: the context outlives the scenario; `scratch` is this thread's to free.
+        unsafe {
+            let _ = sys::cuCtxSetCurrent(ctx as sys::CUcontext);
+            let t = Instant::now();
+            let freed = sys::cuMemFree_v2(scratch);
+            let mut m = std::ptr::null_mut();
+            let loaded = sys::cuModuleLoadData(&mut m, ptx.as_ptr().cast());
+            if loaded == sys::CUresult::CUDA_SUCCESS {
+                let _ = sys::cuModuleUnload(m);
+            }
+            (freed, loaded, t.elapsed())
+        }
+    })
+}
+
+fn current_context() -> usize {
+    let mut ctx = std::ptr::null_mut();
+    ck("cuCtxGetCurrent", unsafe { sys::cuCtxGetCurrent(&mut ctx) });
+    ctx as usize
+}
+
+fn scratch() -> u64 {
+    let mut scratch = 0u64;
+    ck("cuMemAlloc", unsafe {
+        sys::cuMemAlloc_v2(&mut scratch, 1 << 20)
+    });
+    scratch
+}
+
+fn joined(
+    other: std::thread::JoinHandle<(sys::CUresult, sys::CUresult, Duration)>,
+) -> Result<Duration, String> {
+    let (freed, loaded, took) = other
+        .join()
+        .map_err(|_| "the freeing thread panicked".to_string())?;
+    if freed != sys::CUresult::CUDA_SUCCESS || loaded != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!(
+            "cuMemFree: {freed:?}, cuModuleLoadData: {loaded:?}"
+        ));
+    }
+    Ok(took)
+}
+
+/// A thread of the program already waits inside the driver for the kernel (`cudaFree`
+/// synchronizes with the device; it holds the context's lock meanwhile) when the kernel is
+/// preempted: llm.c's `layernorm_backward` frees memory right after its launches, and chaos
+/// mode hung there, its preemption recording an event behind that lock with the command
+/// already in host memory (the staying block asleep, the free waiting for it). The preemption
+/// must record nothing: its control-stream writes may wait behind the free (the kernel then
+/// runs to its end, the command not in the control block), but nothing may wait for a resume.
+/// The watchdog fails a hang; three launches, each preempted once.
+fn free_before_preemption(g: &Setup) -> Result<String, String> {
+    let ctx = current_context();
+    let mut preempt_ms = Vec::new();
+    for round in 0..3 {
+        let job = Job::new([400_000, 1, 1], 64);
+        let mut k = job.launch(g, 50_000).map_err(|e| e.to_string())?;
+        let mem = scratch();
+        while !k.started() {
+            std::hint::spin_loop();
+        }
+        step(format!("free before preemption: the free {round}"));
+        let other = free_and_load(ctx, mem, g.ptx.clone());
+        std::thread::sleep(Duration::from_micros(500));
+        step(format!("free before preemption: preemption {round}"));
+        let t = Instant::now();
+        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        preempt_ms.push(t.elapsed().as_secs_f64() * 1e3);
+        step(format!("free before preemption: wait_yielded {round}"));
+        k.wait_yielded().map_err(|e| e.to_string())?;
+        step(format!("free before preemption: resume {round}"));
+        k.resume(Target::All).map_err(|e| e.to_string())?;
+        step(format!("free before preemption: the other thread {round}"));
+        joined(other)?;
+        sync_within(job.stream, Duration::from_secs(20))?;
+        job.check(g)?;
+        tick(test_clock());
+    }
+    Ok(format!(
+        "3 launches preempted while another thread waited in cuMemFree; preempt() took {} ms; \
+         exact",
+        preempt_ms
+            .iter()
+            .map(|m| format!("{m:.1}"))
+            .collect::<Vec<_>>()
+            .join("/")
+    ))
+}
+
+/// Another thread of the program frees memory and loads a module while the kernel is
+/// preempted, as programs do between launches. Both wait for the GPU inside the driver, and
+/// the preempted kernel ends only after the resume: a `wait_yielded` or `resume` that waits
+/// behind them inside the driver for anything but the work never comes back (the watchdog
+/// fails the hang). The resume publishes first, so the staying block goes back to work; its
+/// instance's launch waits behind the free (docs/runtime.md, "No wait inside the driver while
+/// preempted"), so the kernel may run on the staying block alone until then: 20,000 tasks of
+/// 50 us, about 1 s for one block. Fails if the kernel takes more than 4 s.
+fn free_while_preempted(g: &Setup) -> Result<String, String> {
+    let job = Job::new([20_000, 1, 1], 64);
+    let mut k = job.launch(g, 50_000).map_err(|e| e.to_string())?;
+    let started = Instant::now();
+    let ctx = current_context();
+    let mut cycles = 0;
+    let mut blocked_us = Vec::new();
+    let (mut waited_us, mut resumed_us) = (0u64, 0u64);
+    while !k.is_complete().map_err(|e| e.to_string())? && cycles < 5 {
+        std::thread::sleep(Duration::from_micros(100));
+        let mem = scratch();
+        step(format!("free while preempted: preemption {cycles}"));
+        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        let other = free_and_load(ctx, mem, g.ptx.clone());
+        std::thread::sleep(Duration::from_micros(200));
+        step(format!("free while preempted: wait_yielded {cycles}"));
+        let t = Instant::now();
+        k.wait_yielded().map_err(|e| e.to_string())?;
+        waited_us = waited_us.max(t.elapsed().as_micros() as u64);
+        std::thread::sleep(Duration::from_micros(200));
+        step(format!("free while preempted: resume {cycles}"));
+        let t = Instant::now();
+        k.resume(Target::All).map_err(|e| e.to_string())?;
+        resumed_us = resumed_us.max(t.elapsed().as_micros() as u64);
+        step(format!("free while preempted: the other thread {cycles}"));
+        blocked_us.push(joined(other)?.as_micros() as u64);
+        cycles += 1;
+        tick(test_clock());
+    }
+    sync_within(job.stream, Duration::from_secs(20))?;
+    let ms = started.elapsed().as_secs_f64() * 1e3;
+    job.check(g)?;
+    if cycles == 0 {
+        return Err("the kernel ended before the first preemption; make it longer".into());
+    }
+    let summary = format!(
+        "{cycles} preemptions, each with another thread freeing memory and loading a module \
+         (median {} us inside those calls); longest wait_yielded {waited_us} us, longest \
+         resume {resumed_us} us; the kernel took {ms:.1} ms",
+        {
+            blocked_us.sort_unstable();
+            blocked_us[blocked_us.len() / 2]
+        }
+    );
+    if ms > 4_000.0 {
+        return Err(format!(
+            "{summary}: longer than its staying block alone needs"
+        ));
+    }
+    Ok(format!("{summary}; exact"))
+}
+
 /// Reproducible random numbers below `n` (xorshift64).
 fn xorshift(mut state: u64) -> impl FnMut(u64) -> u64 {
     move |n| {
@@ -1086,14 +1246,15 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
     assert!(st.success(), "nvcc -ptx failed");
 
     let rt = Runtime::new(0).expect("runtime");
-    let module = rt
-        .load_module(&std::fs::read(&ptx).unwrap())
-        .expect("module");
+    let mut ptx = std::fs::read(&ptx).unwrap();
+    let module = rt.load_module(&ptx).expect("module");
+    ptx.push(0); // cuModuleLoadData reads PTX up to its NUL
     let g = Setup {
         spin: module.function("spin_fill__cupreempt").expect("wrapper"),
         spin_original: module.function("spin_fill").expect("original"),
         copy: module.function("copy_words").expect("copy_words"),
         side: stream(),
+        ptx,
         rt,
     };
     let cycles = std::env::var("CUPREEMPT_STORM_CYCLES")
@@ -1102,9 +1263,11 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 11] = [
+    let scenarios: [(&str, Scenario); 13] = [
         ("queued", queued),
         ("synchronous copy", synchronous_copy),
+        ("free before preemption", free_before_preemption),
+        ("free while preempted", free_while_preempted),
         ("tail alone", tail_alone),
         ("launch cost", launch_cost),
         ("plain", plain),

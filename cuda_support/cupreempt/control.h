@@ -86,7 +86,9 @@ typedef struct cupreempt_host {
                                 * read the command in host memory (0: none yet) */
   unsigned int link_entered;   /* kernel: the latest instance whose every block has entered
                                 * (holds its lane, or has left) */
-  unsigned int link_pad;
+  unsigned int landed_seq; /* control stream: the number (seq) of the newest command whose writes
+                            * are in the control block, written after them in the same batch:
+                            * the host sees a command land without asking the driver */
   unsigned char lanes[CUPREEMPT_MAX_SMS][CUPREEMPT_LANES]; /* kernel: 1 while held */
 } cupreempt_host;
 

@@ -313,6 +313,8 @@
 #undef kernels
 #pragma push_macro("l")
 #undef l
+#pragma push_macro("landed_seq")
+#undef landed_seq
 #pragma push_macro("lane")
 #undef lane
 #pragma push_macro("lanes")
@@ -355,8 +357,6 @@
 #undef link_entered
 #pragma push_macro("link_entries")
 #undef link_entries
-#pragma push_macro("link_pad")
-#undef link_pad
 #pragma push_macro("listed")
 #undef listed
 #pragma push_macro("live")

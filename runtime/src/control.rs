@@ -141,7 +141,11 @@ pub struct HostMirror {
     /// Written by the kernel: the latest gated-link instance whose every block has entered
     /// (holds its lane, or has left).
     pub link_entered: u32,
-    pub link_pad: u32,
+    /// Written by the control stream, after a command's writes to the control block and in
+    /// the same batch: that command's number (`seq`). The host sees that a command has landed
+    /// in host memory, with no driver call (a query waits inside the driver for a thread of
+    /// the program that holds the context's lock while the preempted kernel runs).
+    pub landed_seq: u32,
     /// Written by the kernel: `lanes[s][l]` is 1 while a block holding lane `l` on SM `s` is
     /// inside the task loop.
     pub lanes: [[u8; LANES]; MAX_SMS],

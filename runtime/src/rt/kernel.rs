@@ -125,7 +125,9 @@ pub struct Kernel {
     command: Command,
     /// Number of the command in force (even; see `HostMirror::seq`).
     seq: u32,
-    /// Recorded on the control stream after the last command's writes.
+    /// Recorded on the control stream after the last resume's writes (the stream of its
+    /// instance waits for it). A preemption records none: the host sees it land in the host
+    /// mirror (`command_landed`).
     landed: Option<Event>,
     /// The first instance (its end is the kernel's completion), then one per resume.
     instances: Vec<Instance>,
@@ -189,8 +191,12 @@ impl Runtime {
         super::trace_setup("control block");
         steps::lap(Step::ControlBlock);
         let number = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
-        // SAFETY: the slot is ours; kernels never write `launch`.
-        unsafe { addr_of_mut!((*slot.mirror.host).launch).write_volatile(number) };
+        // SAFETY: the slot is ours; kernels never write `launch`, and the slot's earlier launch
+        // retired after its last command's writes (Drop), so none of them is still on its way.
+        unsafe {
+            addr_of_mut!((*slot.mirror.host).launch).write_volatile(number);
+            addr_of_mut!((*slot.mirror.host).landed_seq).write_volatile(0);
+        }
         if super::timing() {
             rt.keep_clock()?;
         }
@@ -236,9 +242,8 @@ impl Runtime {
             let mut next = k.command;
             next.preempt(&Target::Sms(*sms))?;
             let control = k.rt.control_stream()?;
-            let landed = k.rt.event(false)?; // the first command: no landed event before it
             k.publish(next);
-            k.deliver(next, landed, control)?;
+            k.deliver(next, None, control)?;
             k.params.start_off = *sms.words();
         }
         // On error the handle drops here and retires the slot after what was enqueued.
@@ -464,12 +469,12 @@ impl Kernel {
             self.rt.recycle([old]);
         }
         // Whatever may wait inside the driver comes before the command is published (see
-        // `publish`): the landed event may have to be created, and creating one waits for any
-        // thread of the program in a synchronous copy, which waits for this very kernel.
+        // `publish`): the resume's events may have to be created, and creating one waits for
+        // any thread of the program in a synchronous copy, which waits for this very kernel.
         // So may the control stream, which the first caller makes, and recycling, which may
-        // destroy an event (a full pool).
+        // destroy an event (a full pool). The preemption itself records no event: the host
+        // sees its writes land in host memory.
         let control = self.rt.control_stream()?;
-        let landed = self.rt.event(false)?;
         if self.for_resume.is_none() {
             self.for_resume = Some((self.rt.event(false)?, self.rt.event(super::timing())?));
         }
@@ -477,7 +482,7 @@ impl Kernel {
             self.rt.recycle([old]);
         }
         self.publish(next);
-        self.deliver(next, landed, control)
+        self.deliver(next, None, control)
     }
 
     /// Blocks the calling thread until no block of the kernel works on the preempted SMs (all
@@ -492,18 +497,22 @@ impl Kernel {
     /// launch: both can be behind a stream whose kernel is preempted), counts as yielded,
     /// since no block of it holds an SM. Its blocks that start before the command lands may
     /// take tasks until it does (docs/runtime.md, "Stream order and hardware queues").
+    ///
+    /// It reads host memory only, no driver call: while the kernel is preempted, a thread of
+    /// the program may wait inside the driver for it (`cudaFree`, a synchronous copy) and hold
+    /// the context's lock, and a query behind that lock would wait for the resume this thread
+    /// is about to send (docs/runtime.md, "No wait inside the driver while preempted").
     pub fn wait_yielded(&self) -> Result<()> {
         if !self.command.is_preempted() {
             return Err(Error::NotPreempted);
         }
-        self.rt.current()?;
         let sms = self.command.yielded_sms(self.rt.sm_count);
         let idle = || sms.iter().all(|s| self.sm_idle(s as usize));
         let asked = Instant::now();
         let not_started = || self.instances.len() == 1 && !self.started();
         let mut said = false;
         loop {
-            if self.all_instances_ended()? {
+            if self.done_in_host_memory() && idle() {
                 return Ok(());
             }
             if !said && asked.elapsed() >= STILL_WAITING {
@@ -518,7 +527,7 @@ impl Kernel {
             }
             // Once the command is in the control block, a block that starts from now on sees
             // it before taking a task, and one that started earlier has set its lane first.
-            let landed = self.landed.as_ref().map_or(Ok(true), |e| e.is_done())?;
+            let landed = self.command_landed();
             let look = |idle: bool| YieldLook {
                 landed,
                 host_decides: self.host_decides(),
@@ -540,10 +549,9 @@ impl Kernel {
         }
     }
 
-    /// What `wait_yielded` waits on, in words: the command's writes, the lanes held on the
-    /// SMs it must leave, and each instance.
+    /// What `wait_yielded` waits on, in words, from host memory: the command's writes, the
+    /// lanes held on the SMs it must leave, the tail, the tasks done.
     fn waiting_state(&self, sms: &SmSet) -> String {
-        let landed = self.landed.as_ref().map(|e| e.is_done());
         let held: Vec<String> = sms
             .iter()
             .filter(|&s| !self.sm_idle(s as usize))
@@ -552,29 +560,24 @@ impl Kernel {
         let instances: Vec<String> = self
             .instances
             .iter()
-            .map(|i| match i.end.is_done() {
-                Ok(true) => format!("{} blocks: ended", i.blocks),
-                Ok(false) => format!("{} blocks: running or queued", i.blocks),
-                Err(e) => format!("{} blocks: {e}", i.blocks),
-            })
+            .map(|i| i.blocks.to_string())
             .collect();
-        let done = self.progress().map_or(0, |p| p.done);
         format!(
             "command {:#x} on {} SMs, its writes {}; lanes held on SMs [{}]; started {}, tail \
-             parked {}, {done} of {} tasks done; instances: {}",
+             parked {}, {} of {} tasks done; instances of [{}] blocks",
             self.command.word(),
             sms.len(),
-            match landed {
-                None => "none".to_string(),
-                Some(Ok(true)) => "landed".to_string(),
-                Some(Ok(false)) => "not landed".to_string(),
-                Some(Err(e)) => e.to_string(),
+            if self.command_landed() {
+                "landed"
+            } else {
+                "not landed"
             },
             held.join(","),
             self.started(),
             self.is_parked(),
+            self.progress_in_host_memory().done,
             self.params.total_tasks,
-            instances.join("; ")
+            instances.join(", ")
         )
     }
 
@@ -598,7 +601,7 @@ impl Kernel {
         if let Some(old) = self.landed.take() {
             self.rt.recycle([old]);
         }
-        self.deliver(next, landed, control)?;
+        self.deliver(next, Some(landed), control)?;
         // Not started: its blocks will find the command cleared. Another instance before then
         // would run tasks before the application's earlier work on its stream is done.
         if !self.started() || self.first_instance_ended()? {
@@ -781,13 +784,12 @@ impl Kernel {
         unsafe { addr_of!((*self.mirror.host).started).read_volatile() != 0 }
     }
 
-    fn all_instances_ended(&self) -> Result<bool> {
-        for i in &self.instances {
-            if !i.end.is_done()? {
-                return Ok(false);
-            }
-        }
-        Ok(true)
+    /// Whether the control block holds the newest command: the control stream has written
+    /// its number into host memory after its writes (`deliver`).
+    fn command_landed(&self) -> bool {
+        // SAFETY: as in resume; a word the control stream writes.
+        let landed = unsafe { addr_of!((*self.mirror.host).landed_seq).read_volatile() };
+        landed == self.seq
     }
 
     /// Whether every task is done as host memory says (the kernel writes the count at its
@@ -851,10 +853,11 @@ impl Kernel {
     }
 
     /// Writes `next`, just published, into the control block through `control` (the
-    /// mask words that change, the word, its number: in this order, in one call), and records
-    /// `landed` after it: the event that says the command is there (the caller has taken the
-    /// previous one away).
-    fn deliver(&mut self, next: Command, landed: Event, control: CUstream) -> Result<()> {
+    /// mask words that change, the word, its number, and the number again into the host
+    /// mirror's `landed_seq`: in this order, in one call; each write comes after the earlier
+    /// ones are visible), and records `landed` after it where given: the event a resumed
+    /// instance's stream waits for (the caller has taken the previous one away).
+    fn deliver(&mut self, next: Command, landed: Option<Event>, control: CUstream) -> Result<()> {
         let seq = self.seq.wrapping_add(2);
         let words = next.mask().words();
         let base = self.params.control;
@@ -868,11 +871,15 @@ impl Kernel {
         }
         writes.push((base + offset_of!(ControlBlock, command) as u64, next.word()));
         writes.push((base + offset_of!(ControlBlock, command_seq) as u64, seq));
+        let landed_seq = self.mirror.device + offset_of!(HostMirror, landed_seq) as u64;
+        writes.push((landed_seq, seq));
         super::driver::write_values(control, &writes)?;
         self.command = next;
         self.seq = seq;
-        landed.record_on(control)?;
-        self.landed = Some(landed);
+        if let Some(landed) = landed {
+            landed.record_on(control)?;
+            self.landed = Some(landed);
+        }
         Ok(())
     }
 }
@@ -947,6 +954,13 @@ impl Drop for Kernel {
         }
         events.extend(self.last_request.take());
         events.extend(self.landed.take());
+        // A command with no landed event (a standing order at launch) may still be on its way
+        // to the control block and the mirror: the slot is reused after it.
+        if self.seq != 0 && !self.command_landed() {
+            if let Ok(control) = self.rt.control_stream() {
+                events.extend(self.record(control, false).ok());
+            }
+        }
         events.extend(self.for_resume.take().into_iter().flat_map(|(a, b)| [a, b]));
         self.rt.retire(Retired {
             slot: self.params.control,
