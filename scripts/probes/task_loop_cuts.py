@@ -71,7 +71,10 @@ CUTS = {
                            replace("host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")),
     "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
     "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
-    "no-started": replace("if (host && first != CUPREEMPT_RESUMED) host->started = 1;", "(void)first;"),
+    "no-started": chain(
+        replace("    if (first != CUPREEMPT_RESUMED) host->started = 1;\n", ""),
+        replace("    host->started = 1;  // before this block's first look at the command (its fence)\n",
+                "")),
     # Timing only: the tail's last stores to host memory (progress and run time) left out, to
     # tell what they add to a launch's drain (the runtime's history then measures nothing).
     "no-tail-host-stores": chain(
