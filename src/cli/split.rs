@@ -18,6 +18,7 @@
 //! the same values in both modules for the program's whole run, so a copy changes nothing
 //! (ggml's quantization tables, in a header every one of its files includes).
 
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -127,24 +128,22 @@ pub fn table(entries: &[String]) -> Vec<Row> {
         .iter()
         .filter_map(|e| Some((e, readable(e)?)))
         .collect();
-    let wrappers: Vec<(&String, String, bool)> = named
-        .iter()
-        .filter_map(|(e, r)| {
-            let (o, capped) = original_of_wrapper(r)?;
-            Some((*e, o, capped))
-        })
-        .collect();
+    // Each wrapper by (its original's readable name, capped), and the set of wrapper symbols:
+    // one pass, so that a module of thousands of kernels pairs them in linear time.
+    let mut wrappers: HashMap<(String, bool), &String> = HashMap::new();
+    let mut is_wrapper: HashSet<&String> = HashSet::new();
+    for (e, r) in &named {
+        if let Some((original, capped)) = original_of_wrapper(r) {
+            wrappers.entry((original, capped)).or_insert(e);
+            is_wrapper.insert(e);
+        }
+    }
     let mut rows = Vec::new();
     for (e, r) in &named {
-        if wrappers.iter().any(|(w, _, _)| w == e) {
+        if is_wrapper.contains(e) {
             continue;
         }
-        let find = |capped: bool| {
-            wrappers
-                .iter()
-                .find(|(_, o, c)| o == r && *c == capped)
-                .map(|(w, _, _)| w.to_string())
-        };
+        let find = |capped: bool| wrappers.get(&(r.clone(), capped)).map(|w| w.to_string());
         if let Some(plain) = find(false) {
             rows.push([(*e).clone(), plain, find(true).unwrap_or_default()]);
         }
