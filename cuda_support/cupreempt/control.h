@@ -68,13 +68,15 @@ typedef struct cupreempt_host {
   unsigned int command; /* host: the newest command, possibly not yet in the control block */
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32];
   unsigned int tail_parked; /* kernel: 1 while the first instance's last block sleeps */
-  unsigned int started;     /* kernel: 1 once a block of the first instance has started */
+  unsigned int started;     /* kernel: 1 once the first instance has started (its block with
+                             * task 0; any block of a link, anchor or kept-off start) */
   unsigned long long done_tasks; /* kernel: progress, refreshed every 2^progress_shift tasks */
   unsigned long long yield_ns;   /* kernel: control->yield_ns, copied by the sleeping block */
   unsigned long long run_ns; /* kernel: task 0 taken -> every task retired, written at the end */
   unsigned long long launch; /* host: the launch's number, so that a reused mirror is told apart */
-  unsigned long long entered_ns; /* kernel: %globaltimer when a block last entered the task
-                                  * loop (any instance): a start or a resume, on the GPU's clock */
+  unsigned long long entered_ns; /* kernel: %globaltimer at the launch's start (the block with
+                                  * task 0) or its latest resume (a block of a later instance,
+                                  * the tail going back to work), on the GPU's clock */
   /* Gated links (CUPREEMPT_LINK): the launch's stream waits before link i + 1 until
    * gate >= i + 1, compared as the stream's wait does (a signed difference). The host writes
    * the low 16 bits (links opened by resumes), the kernel the top byte (CUPREEMPT_GATES_OPEN,

@@ -111,8 +111,9 @@ pub struct HostMirror {
     pub sm_mask: [u32; MAX_SMS / 32],
     /// Written by the kernel: 1 while the first instance's last block sleeps.
     pub tail_parked: u32,
-    /// Written by the kernel: 1 once a block of the first instance has started, so the
-    /// application's earlier work on its stream is done.
+    /// Written by the kernel: 1 once the first instance has started (its block with task 0
+    /// writes it, or any block of a gated link, an anchor or a start kept off some SMs), so
+    /// the application's earlier work on its stream is done.
     pub started: u32,
     /// Written by the kernel: progress, refreshed every 2^`progress_shift` tasks and at the end.
     pub done_tasks: u64,
@@ -125,10 +126,10 @@ pub struct HostMirror {
     /// Written by the host: the launch's number, so that a reader holding an old number can
     /// tell that the mirror now belongs to another launch.
     pub launch: u64,
-    /// Written by the kernel: `%globaltimer` when a block last entered the task loop (of any
-    /// instance): when the launch started or was last resumed, on the GPU's clock, which every
-    /// process on the GPU shares (the scheduler daemon measures switches between kernels
-    /// with it).
+    /// Written by the kernel: `%globaltimer` when the launch started (the block with task 0)
+    /// or was last resumed (a block of a later instance, the tail going back to work), on the
+    /// GPU's clock, which every process on the GPU shares (the scheduler daemon measures
+    /// switches between kernels with it).
     pub entered_ns: u64,
     /// The gate of a launch's gated links (`rt::links`): the stream waits before link i + 1
     /// until `gate >= i + 1` (a signed difference, as `cuStreamWaitValue32` compares). The host
