@@ -829,10 +829,14 @@ impl<'t> Scanner<'t, '_> {
         let mut out = Vec::new();
         let mut c = list.walk();
         for p in list.named_children(&mut c) {
-            let id = p.kind_id();
-            if id == k.comment {
+            if p.kind_id() == k.comment {
                 continue;
             }
+            // `template <typename, typename> class Name`: the name, and whether it is a pack,
+            // are in the declaration after the inner parameter list (whose own `...` says
+            // nothing about this parameter).
+            let p = template_template_declaration(p).unwrap_or(p);
+            let id = p.kind_id();
             let pack = id == k.variadic_type_parameter_declaration
                 || id == k.variadic_parameter_declaration
                 || text(p, self.src).contains("...");
@@ -1128,6 +1132,23 @@ fn directive_lines(text: &str) -> String {
         .filter(|l| l.starts_with('#'))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// The declaration that names a template template parameter (`class Name`, `class... Name`,
+/// `class Name = Default` after `template <...>`); None for any other parameter.
+fn template_template_declaration(p: Node) -> Option<Node> {
+    let k = kinds();
+    if p.kind_id() != k.template_template_parameter_declaration {
+        return None;
+    }
+    let mut c = p.walk();
+    let found = p.named_children(&mut c).find(|n| {
+        let id = n.kind_id();
+        id == k.type_parameter_declaration
+            || id == k.variadic_type_parameter_declaration
+            || id == k.optional_type_parameter_declaration
+    });
+    found
 }
 
 #[cfg(test)]
