@@ -36,6 +36,7 @@ kinds! {
     namespace_definition = "namespace_definition",
     function_declarator = "function_declarator",
     variadic_parameter_declaration = "variadic_parameter_declaration",
+    optional_parameter_declaration = "optional_parameter_declaration",
     type_parameter_declaration = "type_parameter_declaration",
     optional_type_parameter_declaration = "optional_type_parameter_declaration",
     variadic_type_parameter_declaration = "variadic_type_parameter_declaration",

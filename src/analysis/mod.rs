@@ -40,7 +40,8 @@ pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
 pub use sites::{
-    unconditional_params, FunctionSite, GridConstant, LaunchSite, Linkage, Param, TemplateParam,
+    names_inserted, unconditional_params, FunctionSite, GridConstant, LaunchSite, Linkage, Param,
+    TemplateParam,
 };
 
 pub use crate::diagnostics::KernelId;

@@ -840,27 +840,33 @@ impl<'t> Scanner<'t, '_> {
             let pack = id == k.variadic_type_parameter_declaration
                 || id == k.variadic_parameter_declaration
                 || text(p, self.src).contains("...");
-            let name = if id == k.type_parameter_declaration
+            let name = if id == k.optional_type_parameter_declaration {
+                // `typename T = Default`: the name field (the default may be a plain name too).
+                p.child_by_field_id(crate::lang::fields().name)
+            } else if id == k.type_parameter_declaration
                 || id == k.variadic_type_parameter_declaration
-                || id == k.optional_type_parameter_declaration
-                || id == k.template_template_parameter_declaration
             {
                 let mut cc = p.walk();
                 let found = p
                     .named_children(&mut cc)
                     .filter(|n| n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
                     .last();
-                found.or_else(|| p.child_by_field_id(crate::lang::fields().name))
+                found
             } else {
                 p.child_by_field_id(crate::lang::fields().declarator)
                     .and_then(lang::declarator_name)
             };
-            let name = name
-                .map(|n| text(n, self.src).to_string())
-                .unwrap_or_default();
+            let (name, unnamed) = match name {
+                Some(n) => (text(n, self.src).to_string(), None),
+                None => {
+                    let name = format!("__cp_tparam{}", out.len() + 1);
+                    (name.clone(), Some((unnamed_name_at(p), name)))
+                }
+            };
             out.push(TemplateParam {
                 arg: if pack { format!("{name}...") } else { name },
                 pack,
+                unnamed,
             });
         }
         out
@@ -1132,6 +1138,24 @@ fn directive_lines(text: &str) -> String {
         .filter(|l| l.starts_with('#'))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Where the name of template parameter `p`, written without one, goes: after the keyword of
+/// a type parameter (`typename = void`), after the `...` of a pack, after the type of a
+/// non-type parameter (`std::enable_if_t<C, int> = 0`, `int`).
+fn unnamed_name_at(p: Node) -> usize {
+    let k = kinds();
+    let id = p.kind_id();
+    if id == k.optional_type_parameter_declaration {
+        // Before `=`: the keyword is the first child.
+        return p.child(0).map_or(p.end_byte(), |kw| kw.end_byte());
+    }
+    if id == k.optional_parameter_declaration {
+        if let Some(ty) = p.child_by_field_id(crate::lang::fields().r#type) {
+            return ty.end_byte();
+        }
+    }
+    p.end_byte()
 }
 
 /// The declaration that names a template template parameter (`class Name`, `class... Name`,

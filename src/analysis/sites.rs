@@ -116,6 +116,10 @@ pub struct TemplateParam {
     /// How the parameter is passed on as an explicit template argument: `T`, `N`, `Ts...`.
     pub arg: String,
     pub pack: bool,
+    /// For a parameter written without a name (`std::enable_if_t<C, int> = 0`, `typename =
+    /// void`): where its name goes in the source and the name it gets (`__cp_tparam1`), since
+    /// the generated functions must pass it on.
+    pub unnamed: Option<(usize, String)>,
 }
 
 /// A function definition or declaration with CUDA execution-space qualifiers.
@@ -172,6 +176,24 @@ pub struct FunctionSite<'t> {
 impl FunctionSite<'_> {
     pub fn is_template(&self) -> bool {
         self.template.is_some()
+    }
+    /// The template head as written (`template <typename T, int = 3>\n`, up to the rest of
+    /// the header), with a name given to each parameter written without one (`int
+    /// __cp_tparam1 = 3`): what generated functions copy. Empty for a non-template.
+    pub fn template_text(&self, src: &str) -> String {
+        let Some(t) = self.template else {
+            return String::new();
+        };
+        names_inserted(src, t.start_byte()..self.head, &self.template_params)
+    }
+    /// Edits that name the template parameters written without a name, in the function's own
+    /// head (`template_text` names them the same way).
+    pub fn template_name_edits(&self) -> Vec<crate::edit::Edit> {
+        self.template_params
+            .iter()
+            .filter_map(|p| p.unnamed.as_ref())
+            .map(|(at, name)| crate::edit::Edit::insert(*at, format!(" {name}")))
+            .collect()
     }
     /// `T, N, Ts...`
     pub fn template_args(&self) -> String {
@@ -246,4 +268,26 @@ pub struct LaunchSite<'t> {
     pub arg_count: usize,
     pub in_device_code: bool,
     pub in_error: bool,
+}
+
+/// `src[range]` with the names of `params` written without one inserted where they go (an
+/// insertion at `range.end` included: a copy that stops where a default argument begins).
+pub fn names_inserted(
+    src: &str,
+    range: std::ops::Range<usize>,
+    params: &[TemplateParam],
+) -> String {
+    let mut out = String::new();
+    let mut at = range.start;
+    for (pos, name) in params.iter().filter_map(|p| p.unnamed.as_ref()) {
+        if *pos < range.start || *pos > range.end {
+            continue;
+        }
+        out.push_str(&src[at..*pos]);
+        out.push(' ');
+        out.push_str(name);
+        at = *pos;
+    }
+    out.push_str(&src[at..range.end]);
+    out
 }

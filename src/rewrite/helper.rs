@@ -22,10 +22,9 @@ pub fn rewrite(
     edits: &mut Vec<Edit>,
 ) {
     let s = &h.site;
-    let template_text = s
-        .template
-        .map(|t| &src[t.start_byte()..s.head])
-        .unwrap_or("");
+    // Parameters written without a name get one: the forwarder passes them on.
+    let template_text = s.template_text(src);
+    edits.extend(s.template_name_edits());
     // The context's type parameter goes last, so explicit template arguments keep their meaning.
     let ctx_template = match s
         .template

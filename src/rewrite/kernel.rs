@@ -23,7 +23,7 @@
 
 use super::function_name::FunctionNames;
 use super::{context_calls, context_params, prologue};
-use crate::analysis::{FunctionSite, KernelPlan, Param, SyncMode};
+use crate::analysis::{names_inserted, FunctionSite, KernelPlan, Param, SyncMode, TemplateParam};
 use crate::edit::Edit;
 use crate::vocab::{
     any_registration_name, body_name, capped_wrapper_name, kernels_struct_name, selector_name,
@@ -101,6 +101,8 @@ pub fn rewrite(
                 list.start_byte() + 1,
                 format!("class {CTX_TYPE}{sep}"),
             ));
+            // Parameters written without a name get one: the generated kernels pass them on.
+            edits.extend(k.template_name_edits());
         }
         None => {
             let mut head = String::new();
@@ -263,13 +265,10 @@ struct Header {
 impl Header {
     fn of(k: &FunctionSite, src: &str) -> Header {
         Header {
-            template: k
-                .template
-                .map(|t| src[t.start_byte()..k.head].to_string())
-                .unwrap_or_default(),
+            template: k.template_text(src),
             class_template: k
                 .template
-                .map(|t| class_template_header(t, k.head, src))
+                .map(|t| class_template_header(t, k.head, src, &k.template_params))
                 .unwrap_or_default(),
             linkage: k
                 .linkage
@@ -296,10 +295,11 @@ impl Header {
 
 /// `template <bool B = false, int N>` → `template <bool B, int N>`: the text from the template
 /// declaration `t` to `head`, without the default arguments that parameters without one follow.
-fn class_template_header(t: Node, head: usize, src: &str) -> String {
+fn class_template_header(t: Node, head: usize, src: &str, names: &[TemplateParam]) -> String {
     let start = t.start_byte();
+    let copy = |range: std::ops::Range<usize>| names_inserted(src, range, names);
     let Some(list) = t.child_by_field_id(crate::lang::fields().parameters) else {
-        return src[start..head].to_string();
+        return copy(start..head);
     };
     let mut c = list.walk();
     let params: Vec<Node> = list.named_children(&mut c).collect();
@@ -309,7 +309,7 @@ fn class_template_header(t: Node, head: usize, src: &str) -> String {
         .iter()
         .rposition(|n| !optional(n) && !variadic(n) && n.kind() != "comment")
     else {
-        return src[start..head].to_string();
+        return copy(start..head);
     };
     let mut out = String::new();
     let mut at = start;
@@ -319,10 +319,10 @@ fn class_template_header(t: Node, head: usize, src: &str) -> String {
             continue;
         };
         let cut = src[at..eq.start_byte()].trim_end().len() + at;
-        out.push_str(&src[at..cut]);
+        out.push_str(&copy(at..cut));
         at = p.end_byte();
     }
-    out.push_str(&src[at..head]);
+    out.push_str(&copy(at..head));
     out
 }
 
