@@ -475,9 +475,37 @@ fn typename_casts(src: &str) -> Vec<std::ops::Range<usize>> {
         )
         .expect("valid regex")
     });
-    re.captures_iter(src)
+    let mut casts: Vec<std::ops::Range<usize>> = re
+        .captures_iter(src)
         .filter_map(|c| c.get(1))
         .map(|m| m.range())
+        .collect();
+    casts.extend(typename_statement_casts(src));
+    casts.sort_by_key(|r| r.start);
+    casts
+}
+
+/// The same at the start of a statement, where the cast's value is used at once
+/// (`typename Ktraits::BlockScanT(smem_scan).InclusiveScan(...);`, as kernels built on CUB's
+/// block primitives write them): only where the cast's `)` is followed by `.` or `->`, since
+/// `typename T::U(x);` there declares `x`.
+fn typename_statement_casts(src: &str) -> Vec<std::ops::Range<usize>> {
+    static STATEMENT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = STATEMENT.get_or_init(|| {
+        regex::Regex::new(
+            r"(?:[;{}]|^)\s*(typename)\s+(?:::\s*)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?(?:\s*::\s*(?:template\s+)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)+\s*(\()",
+        )
+        .expect("valid regex")
+    });
+    let b = src.as_bytes();
+    re.captures_iter(src)
+        .filter_map(|c| {
+            let open = c.get(2)?.start();
+            let close = closing_paren(b, open)?;
+            let rest = src[close + 1..].trim_start();
+            (rest.starts_with('.') || rest.starts_with("->"))
+                .then(|| c.get(1).map(|m| m.range()))?
+        })
         .collect()
 }
 
@@ -1399,6 +1427,16 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("f(typename T::U x"), "{m}");
+        assert_eq!(error_count(src), 0);
+    }
+
+    #[test]
+    fn typename_is_blanked_in_front_of_a_cast_that_starts_a_statement_and_is_used() {
+        let src = "template <class K> __global__ void k(float* out) {\n  __shared__ typename K::Temp t;\n  float x = out[0];\n  typename K::Scan(t).Inclusive(x, x);\n  typename K::Other(t)->run(x);\n  typename K::Value(y);\n  out[0] = x;\n}\n";
+        let casts: Vec<usize> = typename_casts(src).into_iter().map(|r| r.start).collect();
+        let at = |s: &str| src.find(s).expect("in the source");
+        // The declaration `typename K::Value(y);` declares `y`: not a cast.
+        assert_eq!(casts, vec![at("typename K::Scan"), at("typename K::Other")]);
         assert_eq!(error_count(src), 0);
     }
 
