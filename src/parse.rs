@@ -457,6 +457,10 @@ fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
+/// A qualified name after `typename` (`T::U`, `::n::B<T, C<T>>::D`, `T::template V<N>`), as
+/// `typename_casts` and `typename_statement_casts` read it.
+const DEPENDENT_NAME: &str = r"(?:::\s*)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?(?:\s*::\s*(?:template\s+)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)+";
+
 /// `typename` in front of a functional cast of a dependent type, in an argument, an
 /// initializer or a return value (`make_tile(typename TiledMMA::AtomThrID{})`, `return
 /// typename Op::Shape();`, as a public GEMM library's kernels write them): the grammar reads
@@ -470,9 +474,9 @@ fn typename_casts(src: &str) -> Vec<std::ops::Range<usize>> {
     }
     static CAST: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = CAST.get_or_init(|| {
-        regex::Regex::new(
-            r"(?:[(,=]|\breturn)\s*(typename)\s+(?:::\s*)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?(?:\s*::\s*(?:template\s+)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)+\s*[{(]",
-        )
+        regex::Regex::new(&format!(
+            r"(?:[(,=]|\breturn)\s*(typename)\s+{DEPENDENT_NAME}\s*[{{(]"
+        ))
         .expect("valid regex")
     });
     let mut casts: Vec<std::ops::Range<usize>> = re
@@ -492,9 +496,9 @@ fn typename_casts(src: &str) -> Vec<std::ops::Range<usize>> {
 fn typename_statement_casts(src: &str) -> Vec<std::ops::Range<usize>> {
     static STATEMENT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = STATEMENT.get_or_init(|| {
-        regex::Regex::new(
-            r"(?:[;{}]|^)\s*(typename)\s+(?:::\s*)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?(?:\s*::\s*(?:template\s+)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)+\s*(\()",
-        )
+        regex::Regex::new(&format!(
+            r"(?:[;{{}}]|^)\s*(typename)\s+{DEPENDENT_NAME}\s*(\()"
+        ))
         .expect("valid regex")
     });
     let b = src.as_bytes();

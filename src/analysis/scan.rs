@@ -847,11 +847,9 @@ impl<'t> Scanner<'t, '_> {
                 || id == k.variadic_type_parameter_declaration
             {
                 let mut cc = p.walk();
-                let found = p
-                    .named_children(&mut cc)
+                p.named_children(&mut cc)
                     .filter(|n| n.kind_id() == k.type_identifier || n.kind_id() == k.identifier)
-                    .last();
-                found
+                    .last()
             } else {
                 p.child_by_field_id(crate::lang::fields().declarator)
                     .and_then(lang::declarator_name)
@@ -1166,6 +1164,7 @@ fn template_template_declaration(p: Node) -> Option<Node> {
         return None;
     }
     let mut c = p.walk();
+    // Bound before the return: the iterator borrows the cursor.
     let found = p.named_children(&mut c).find(|n| {
         let id = n.kind_id();
         id == k.type_parameter_declaration

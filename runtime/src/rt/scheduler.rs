@@ -554,14 +554,7 @@ impl<S: Steer> Client<S> {
                 let Some(t) = self.kernels.get_mut(&id) else {
                     return; // ended meanwhile: its `finished` is on its way
                 };
-                let complete = |k: &S| {
-                    if holding {
-                        k.tasks_done()
-                    } else {
-                        k.is_complete()
-                    }
-                };
-                if complete(&t.kernel) {
+                if ended(&t.kernel, holding) {
                     return;
                 }
                 match t.kernel.preempt(sms.as_deref()) {
@@ -570,7 +563,7 @@ impl<S: Steer> Client<S> {
                         self.send(&ClientMsg::Yielded { id });
                     }
                     // Completed between the look and the command: `finished` follows.
-                    Err(_) if complete(&t.kernel) => {}
+                    Err(_) if ended(&t.kernel, holding) => {}
                     // The daemon counts one `yielded` per `preempt` (SMs that had yielded
                     // already are an error here, and yielded all the same).
                     Err(e) => {
@@ -651,12 +644,7 @@ impl<S: Steer> Client<S> {
         let unannounced = &mut self.unannounced;
         self.kernels.retain(|&id, t| {
             // A kernel preempted on every SM cannot complete; one preempted on some can.
-            let complete = if holding {
-                t.kernel.tasks_done()
-            } else {
-                t.kernel.is_complete()
-            };
-            if complete {
+            if ended(&t.kernel, holding) {
                 // One the daemon never heard of ends unannounced.
                 match unannounced.iter().position(|&u| u == id) {
                     Some(i) => {
@@ -698,6 +686,16 @@ impl<S: Steer> Client<S> {
         for m in out {
             self.send(&m);
         }
+    }
+}
+
+/// Whether `k` has ended: while the client holds a kernel (`Client::holding`), from host
+/// memory alone (every task done), else as the driver says (the stream has passed it).
+fn ended<S: Steer>(k: &S, holding: bool) -> bool {
+    if holding {
+        k.tasks_done()
+    } else {
+        k.is_complete()
     }
 }
 
