@@ -206,11 +206,12 @@ def sample_args(args_cfg, name):
     return c.get("args", [])
 
 
-def run_once(exe: Path, args, timeout, tree: Path, env=None):
+def run_once(exe: Path, args, timeout, tree: Path, env=None, runtime_lines=False):
     """One run: (exit status or "timeout", output, seconds). The program runs in a session of
     its own, and at the timeout the whole session is killed: a run line is often a shell whose
     child is the program, and a child left running would share the GPU with the next ones.
-    `env`: variables set for this run on top of the environment."""
+    `env`: variables set for this run on top of the environment. `runtime_lines`: keep the
+    runtime's own lines (chaos_suite.py counts the launches they report)."""
     t = time.perf_counter()
     p = subprocess.Popen([str(exe), *args], cwd=exe.parent, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, start_new_session=True,
@@ -227,7 +228,7 @@ def run_once(exe: Path, args, timeout, tree: Path, env=None):
     # The runtime's own lines (CUPREEMPT_VERBOSE, chaos mode's counts: `cupreempt: ...` on
     # standard error) are no output of the program's.
     err = "".join(ln for ln in stderr.decode(errors="replace").splitlines(keepends=True)
-                  if not ln.startswith(RUNTIME_LINE))
+                  if runtime_lines or not ln.startswith(RUNTIME_LINE))
     # The two builds live in two trees: paths the program prints name its own.
     out = (stdout.decode(errors="replace") + err).replace(str(tree), "<tree>")
     return p.returncode, out, time.perf_counter() - t

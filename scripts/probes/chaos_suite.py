@@ -10,7 +10,9 @@ planned preemptible is printed beside each verdict: a program none of whose laun
 preemptible tested nothing.
 
 Usage: scripts/probes/chaos_suite.py BUILD_DIR [SEED[,MEAN_US]] [NAME_REGEX]
-  Env: PROBE_TIMEOUT=60 (seconds per run). Needs a GPU.
+  Env: PROBE_TIMEOUT=60 (seconds per run); EXT_RUN_LIST=FILE, the run list the suite ran
+  (scripts/suites/*.txt, e.g. llm.c's dev/cuda): its commands instead of the programs' run
+  scripts. Needs a GPU.
 """
 import json
 import os
@@ -60,6 +62,18 @@ def suite_status(build: Path, name: str):
         return None
 
 
+def commands(build: Path):
+    """(label, name, original, transformed, arguments) of each program to run: the run list's
+    commands (EXT_RUN_LIST) or each program folder's run script."""
+    if run_list := os.environ.get("EXT_RUN_LIST"):
+        for name, exe, args in ext.parse_run_list(Path(run_list).read_text()):
+            yield name, name, build / "orig" / exe, build / "transformed" / exe, args
+        return
+    for script_o in sorted(build.glob("orig/**/cupreempt-run.sh")):
+        rel = script_o.parent.relative_to(build / "orig")
+        yield rel, rel.name, script_o, build / "transformed" / rel / "cupreempt-run.sh", []
+
+
 def self_test():
     text = "x\ncupreempt: 390 launches planned: preemptible 12, one_wave 300, short 78\n"
     assert planned(text) == (390, 12), planned(text)
@@ -75,6 +89,23 @@ def self_test():
         (Path(t) / "results" / "a-cuda.json").write_text('{"status": "runs longer than 20 s"}')
         assert suite_status(Path(t), "a-cuda") == "runs longer than 20 s"
         assert suite_status(Path(t), "b-cuda") is None
+        for tree in ("orig", "transformed"):
+            (Path(t) / tree / "a-cuda").mkdir(parents=True)
+            (Path(t) / tree / "a-cuda" / "cupreempt-run.sh").write_text("")
+        assert [c[1] for c in commands(Path(t))] == ["a-cuda"]
+        (Path(t) / "list.txt").write_text("x_1 dev/x 1\n")
+        os.environ["EXT_RUN_LIST"] = str(Path(t) / "list.txt")
+        try:
+            assert list(commands(Path(t))) == [("x_1", "x_1", Path(t) / "orig/dev/x",
+                                                  Path(t) / "transformed/dev/x", ["1"])]
+        finally:
+            del os.environ["EXT_RUN_LIST"]
+        # The runtime's lines reach the count only when the run keeps them.
+        script = Path(t) / "say.sh"
+        script.write_text("#!/bin/sh\necho 'cupreempt: 3 launches planned: preemptible 2' >&2\n")
+        script.chmod(0o755)
+        assert planned(ext.run_once(script, [], 10, Path(t))[1]) == (0, 0)
+        assert planned(ext.run_once(script, [], 10, Path(t), runtime_lines=True)[1]) == (3, 2)
     print("chaos_suite self-test: ok")
 
 
@@ -89,19 +120,18 @@ def main():
     only = re.compile(argv[2]) if len(argv) > 2 else None
     timeout = float(os.environ.get("PROBE_TIMEOUT", "60"))
     counts = {"identical": 0, "different": 0, "untested": 0}
-    for script_o in sorted(build.glob("orig/**/cupreempt-run.sh")):
-        rel = script_o.parent.relative_to(build / "orig")
-        script_t = build / "transformed" / rel / "cupreempt-run.sh"
-        if not script_t.exists() or (only and not only.search(str(rel))):
+    for rel, name, exe_o, exe_t, args in commands(build):
+        if not exe_t.exists() or (only and not only.search(str(rel))):
             continue
-        if suite_status(build, rel.name) not in (None, "identical"):
+        if suite_status(build, name) not in (None, "identical"):
             continue  # the suite did not compare it (long, missing input): nor does chaos
-        o_runs = [ext.run_once(script_o, [], timeout, build / "orig") for _ in range(2)]
+        o_runs = [ext.run_once(exe_o, args, timeout, build / "orig") for _ in range(2)]
         if any(r[0] == "timeout" for r in o_runs):
             print(f"{rel}: original times out")
             continue
-        t_run = ext.run_once(script_t, [], timeout * 3, build / "transformed",
-                             env={"CUPREEMPT_CHAOS": chaos, "CUPREEMPT_VERBOSE": "1"})
+        t_run = ext.run_once(exe_t, args, timeout * 3, build / "transformed",
+                             env={"CUPREEMPT_CHAOS": chaos, "CUPREEMPT_VERBOSE": "1"},
+                             runtime_lines=True)
         total, preemptible = planned(t_run[1])
         v = "transformed times out" if t_run[0] == "timeout" else verdict(o_runs, t_run)
         key = "identical" if v == "identical" else "different"
