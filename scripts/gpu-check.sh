@@ -200,6 +200,20 @@ else
   echo "FAIL launches of a macro's kernel parameter, one file" >>"$log"
   status=1
 fi
+# Launches through local variables holding a kernel's address (tests/gpu/pointer_launch.cu): a
+# template kernel with 64 KB of dynamic shared memory, its limit raised through the variable,
+# launched through its launch type, split by the launcher and through `cupreempt transform`.
+split_e2e "launches through a kernel's local pointer, split by the launcher" \
+  tests/gpu/pointer_launch.cu $e2e/pointer_launch 2 '^pointer_launch\|launches planned\|chaos:'
+plw=$e2e/pointer_launch_whole
+if transformed_build tests/gpu/pointer_launch.cu $plw &&
+  preemptible_then_chaos $plw "80 launches planned: preemptible 80"; then
+  echo "PASS launches through a kernel's local pointer, one file: $(grep -h '^pointer_launch\|launches planned\|chaos:' $plw-all.txt $plw-chaos.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $plw-all.txt $plw-chaos.txt >>"$log" 2>/dev/null
+  echo "FAIL launches through a kernel's local pointer, one file" >>"$log"
+  status=1
+fi
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch

@@ -24,6 +24,7 @@ mod decide;
 mod effects;
 mod flow;
 mod hidden;
+mod kernel_pointer;
 mod macros;
 mod pragmas;
 mod predicate;

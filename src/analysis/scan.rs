@@ -325,6 +325,13 @@ pub(crate) fn launch_site<'t>(
         .named_children(&mut cc)
         .filter(|n| n.kind_id() != k.comment)
         .collect();
+    // `kernel<<<...>>>` through a local variable that holds a kernel's address launches the
+    // name it was initialized with (kernel_pointer.rs).
+    let resolved = (callee.kind_id() == k.identifier)
+        .then(|| super::kernel_pointer::resolve(call, callee, src))
+        .flatten();
+    let through_variable = resolved.map(|_| text(callee, src).to_string());
+    let callee = resolved.unwrap_or(callee);
     // Peel `ns::` qualifiers and template arguments down to the name.
     let mut name_node = callee;
     let mut template_args = None;
@@ -353,6 +360,7 @@ pub(crate) fn launch_site<'t>(
         arg_count,
         in_device_code: in_device,
         in_error,
+        through_variable,
     })
 }
 

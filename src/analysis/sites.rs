@@ -268,6 +268,9 @@ pub struct LaunchSite<'t> {
     pub arg_count: usize,
     pub in_device_code: bool,
     pub in_error: bool,
+    /// The local variable launched (`kernel` of `auto kernel = &k<T>; kernel<<<...>>>`), whose
+    /// initializer gave `name` and `template_args` (kernel_pointer.rs).
+    pub through_variable: Option<String>,
 }
 
 /// `src[range]` with the names of `params` written without one inserted where they go (an

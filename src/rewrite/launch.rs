@@ -110,7 +110,7 @@ pub fn rewrite(
                         l.name
                     ),
                 )
-                .help("launches are rewritten where the kernel's definition is visible: define the kernel in a header that this file includes, or launch it from a host function of its own file and call that from here"),
+                .help("launches are rewritten where the kernel's definition is visible: define the kernel in a header that this file includes, or launch it from a host function of its own file and call that from here; a launch through a pointer is rewritten where the launching function declares the pointer with a kernel's name (`auto kernel = &k<T>;`) and never changes it"),
             };
             diags.push(d.label(l.call.byte_range(), "this launch is not preemptible"));
         }
@@ -186,10 +186,18 @@ pub fn rewrite(
     let breaks = src[l.call.start_byte()..l.args.start_byte() + 1]
         .matches('\n')
         .count();
+    let launcher = format!(
+        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})",
+        cfg[0], cfg[1]
+    );
+    // A launch through a local variable keeps reading it: a variable read by nothing else
+    // would draw an unused-variable warning that a -Werror build stops at.
+    let launcher = match &l.through_variable {
+        Some(var) => format!("((void){var}, {launcher})"),
+        None => launcher,
+    };
     let head = format!(
-        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})({}",
-        cfg[0],
-        cfg[1],
+        "{launcher}({}",
         (if in_macro { " \\\n" } else { "\n" }).repeat(breaks)
     );
     edits.push(Edit::replace(
