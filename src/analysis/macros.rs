@@ -2,7 +2,7 @@
 //! closed over macros that use other macros.
 
 use crate::lang;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// What a macro of this file expands to, as far as tokens tell.
 #[derive(Debug, Clone, Default)]
@@ -104,35 +104,26 @@ pub fn facts(body: &str) -> MacroFacts {
 }
 
 impl MacroFacts {
-    /// Takes in what another macro (used by this one) expands to; true if anything changed.
-    fn absorb(&mut self, g: &MacroFacts) -> bool {
-        let mut changed = false;
-        if g.thread_idx && !self.thread_idx {
-            self.thread_idx = true;
-            changed = true;
-        }
+    /// Takes in what another macro (used by this one) expands to.
+    fn absorb(&mut self, g: &MacroFacts) {
+        let mut have = self.calls.iter().cloned().collect();
+        self.absorb_with(g, &mut have);
+    }
+
+    /// `absorb`, with `have` the set of `self.calls` kept by the caller across many absorbs (a
+    /// header's macros can reach hundreds of calls, and a group of them absorbs once per edge).
+    fn absorb_with(&mut self, g: &MacroFacts, have: &mut HashSet<String>) {
+        self.thread_idx |= g.thread_idx;
         for v in &g.virtual_reads {
             if !self.virtual_reads.contains(v) {
                 self.virtual_reads.push(v);
-                changed = true;
             }
         }
-        if self.global_builtin.is_none() && g.global_builtin.is_some() {
-            self.global_builtin = g.global_builtin;
-            changed = true;
-        }
-        if !g.calls.is_empty() {
-            // A set for the membership tests: a header's macros can reach hundreds of calls.
-            let mut have: std::collections::HashSet<&str> =
-                self.calls.iter().map(String::as_str).collect();
-            let new: Vec<String> = g
-                .calls
-                .iter()
-                .filter(|c| have.insert(c.as_str()))
-                .cloned()
-                .collect();
-            changed |= !new.is_empty();
-            self.calls.extend(new);
+        self.global_builtin = self.global_builtin.or(g.global_builtin);
+        for c in &g.calls {
+            if have.insert(c.clone()) {
+                self.calls.push(c.clone());
+            }
         }
         for (mine, theirs) in [
             (&mut self.thread_varying, g.thread_varying),
@@ -143,10 +134,8 @@ impl MacroFacts {
             (&mut self.shared, g.shared),
             (&mut self.redefined, g.redefined),
         ] {
-            changed |= theirs && !*mine;
             *mine |= theirs;
         }
-        changed
     }
 }
 
@@ -182,12 +171,12 @@ pub fn close(mut m: BTreeMap<String, MacroFacts>) -> BTreeMap<String, MacroFacts
     let mut reached: Vec<MacroFacts> = Vec::with_capacity(groups.len());
     for (g, members) in groups.iter().enumerate() {
         let mut all = MacroFacts::default();
+        let mut have = HashSet::new();
         for &v in members {
-            all.absorb(&m[&names[v]]);
+            all.absorb_with(&m[&names[v]], &mut have);
             for &w in &edges[v] {
                 if group_of[w] != g {
-                    let done = &reached[group_of[w]];
-                    all.absorb(done);
+                    all.absorb_with(&reached[group_of[w]], &mut have);
                 }
             }
         }

@@ -193,9 +193,9 @@ impl Runtime {
         let number = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
         // SAFETY: the slot is ours; kernels never write `launch`, and the slot's earlier launch
         // retired after its last command's writes (Drop), so none of them is still on its way.
+        // (`Pool::acquire` zeroed every word before the lanes, `landed_seq` among them.)
         unsafe {
             addr_of_mut!((*slot.mirror.host).launch).write_volatile(number);
-            addr_of_mut!((*slot.mirror.host).landed_seq).write_volatile(0);
         }
         if super::timing() {
             rt.keep_clock()?;

@@ -153,6 +153,11 @@ impl Pool {
         let leftover = slab.base + (slab.slots * SLOT_BYTES + slab.next * LEFTOVER_BYTES) as u64;
         let at = slab.next * MIRROR_BYTES;
         slab.next += 1;
+        // `landed_seq` must start at 0 too: a launch's commands are numbered from 2 on, and
+        // `command_landed` compares the latest with it.
+        const _: () = assert!(
+            std::mem::offset_of!(HostMirror, landed_seq) < std::mem::offset_of!(HostMirror, lanes)
+        );
         // SAFETY: the slot's earlier kernel is done (the slab was drained) and every block
         // clears its own lane when it leaves, so only the words before the lanes need zeroing.
         let host = unsafe { slab.mirrors.add(at) }.cast::<HostMirror>();

@@ -855,17 +855,7 @@ mod tests {
     /// close at once (not when the process is gone).
     #[test]
     fn at_exit_ended_kernels_are_reported_and_the_connection_closes() {
-        let (dir, path, listener) = daemon_socket("exit");
-        let launches = start(&path, None);
-        let (ended, parked) = (Fake::default(), Fake::default());
-        launches.send(ended.clone()).unwrap();
-        let mut daemon = accept(&listener);
-        launches.send(parked.clone()).unwrap();
-        for id in 1..=2 {
-            assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: i, .. } if i == id));
-        }
-        write_msg(&mut daemon, &ServerMsg::Preempt { id: 2, sms: None }).unwrap();
-        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 2 });
+        let (dir, launches, mut daemon, [ended, parked]) = two_launches_one_preempted("exit", 2);
         // The program's kernel ends and the program exits straight away.
         ended.0.complete.store(1, Ordering::SeqCst);
         assert!(launches.exit(), "the client did not answer the exit");
@@ -893,6 +883,31 @@ mod tests {
             "the ended kernel was not reported before the close"
         );
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A connected client that has reported two launches (ids 1 and 2, in `kernels`' order),
+    /// the one numbered `preempted` preempted on every SM and yielded: its folder, launches, the
+    /// daemon's end and the two kernels.
+    fn two_launches_one_preempted(
+        tag: &str,
+        preempted: u64,
+    ) -> (PathBuf, Launches, UnixStream, [Fake; 2]) {
+        let (dir, path, listener) = daemon_socket(tag);
+        let launches = start(&path, None);
+        let kernels = [Fake::default(), Fake::default()];
+        launches.send(kernels[0].clone()).unwrap();
+        let mut daemon = accept(&listener);
+        launches.send(kernels[1].clone()).unwrap();
+        for id in 1..=2 {
+            assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: i, .. } if i == id));
+        }
+        let preempt = ServerMsg::Preempt {
+            id: preempted,
+            sms: None,
+        };
+        write_msg(&mut daemon, &preempt).unwrap();
+        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: preempted });
+        (dir, launches, daemon, kernels)
     }
 
     /// A client keeping the daemon's standing orders in its own `Orders`, which has made one
@@ -996,17 +1011,8 @@ mod tests {
     /// is announced after the resume.
     #[test]
     fn while_a_kernel_is_held_nothing_is_asked_of_the_driver() {
-        let (dir, path, listener) = daemon_socket("held");
-        let launches = start(&path, None);
-        let (held, other, late) = (Fake::default(), Fake::default(), Fake::default());
-        launches.send(held.clone()).unwrap();
-        let mut daemon = accept(&listener);
-        launches.send(other.clone()).unwrap();
-        for id in 1..=2 {
-            assert!(matches!(recv(&mut daemon), ClientMsg::Launch { id: i, .. } if i == id));
-        }
-        write_msg(&mut daemon, &ServerMsg::Preempt { id: 1, sms: None }).unwrap();
-        assert_eq!(recv(&mut daemon), ClientMsg::Yielded { id: 1 });
+        let (dir, launches, mut daemon, [held, other]) = two_launches_one_preempted("held", 1);
+        let late = Fake::default();
         let asked = || {
             [&held, &other, &late]
                 .iter()
