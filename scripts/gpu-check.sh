@@ -204,7 +204,7 @@ fi
 # template kernel with 64 KB of dynamic shared memory, its limit raised through the variable,
 # launched through its launch type, split by the launcher and through `cupreempt transform`.
 split_e2e "launches through a kernel's local pointer, split by the launcher" \
-  tests/gpu/pointer_launch.cu $e2e/pointer_launch 2 '^pointer_launch\|launches planned\|chaos:'
+  tests/gpu/pointer_launch.cu $e2e/pointer_launch 3 '^pointer_launch\|launches planned\|chaos:'
 plw=$e2e/pointer_launch_whole
 if transformed_build tests/gpu/pointer_launch.cu $plw &&
   preemptible_then_chaos $plw "80 launches planned: preemptible 80"; then

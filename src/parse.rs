@@ -7,6 +7,7 @@ use tree_sitter::{Node, Parser, Tree};
 pub type SpaceMacros = std::collections::BTreeMap<String, Vec<String>>;
 
 mod branches;
+mod statement_args;
 
 pub struct Parsed {
     pub tree: Tree,
@@ -18,6 +19,9 @@ pub struct Parsed {
     /// Branches of preprocessor conditionals that the grammar did not read: a statement whose
     /// head or body the conditional chooses was read with its first branch alone (`branches`).
     pub hidden: Vec<std::ops::Range<usize>>,
+    /// Uses of macros given statements as arguments (`SWITCH(t, T, stmts;)`), read as blocks
+    /// of those statements (`statement_args`); the analysis refuses a kernel holding one.
+    pub statement_macros: Vec<std::ops::Range<usize>>,
 }
 
 /// Parses `src` as the grammar sees its masked view (`masked`): same length, so every byte
@@ -39,6 +43,24 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     let mut tree = parser
         .parse(view.as_deref().unwrap_or(src), None)
         .expect("parse without timeout");
+    // Statements passed to a macro (`SWITCH(t, T, stmts;)`): read as blocks where that reads
+    // better (statement_args.rs). First: a conditional's branch that holds such a use reads
+    // then, and is not hidden for it below.
+    let mut statement_macros = Vec::new();
+    if tree.root_node().has_error() && src.contains(';') {
+        let base = view.as_deref().unwrap_or(src).as_bytes();
+        let errors = error_ranges(tree.root_node()).len();
+        if let Some((bytes, uses)) = statement_args::blocks(base, &mut parser) {
+            if let Ok(text) = String::from_utf8(bytes) {
+                let reduced = parser.parse(&text, None).expect("parse without timeout");
+                if error_ranges(reduced.root_node()).len() < errors {
+                    tree = reduced;
+                    view = Some(text);
+                    statement_macros = uses;
+                }
+            }
+        }
+    }
     let mut hidden = Vec::new();
     if tree.root_node().has_error() && src.contains("#if") {
         let groups = branches::FileGroups::new(src, &space_macros);
@@ -75,6 +97,7 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
         space_macros,
         grid_constant_macros,
         hidden,
+        statement_macros,
     }
 }
 

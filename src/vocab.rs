@@ -67,6 +67,8 @@ pub const TASK_PARAM: &str = "cupreempt::task_param";
 pub const TRIVIAL_PARAMS: &str = "cupreempt::all_trivially_destructible";
 /// What a rewritten launch site calls (launch.cuh).
 pub const LAUNCH: &str = "cupreempt::launch";
+/// A launch through a local variable that holds the kernel (launch.cuh, `launch_through`).
+pub const LAUNCH_THROUGH: &str = "cupreempt::launch_through";
 /// The members of a kernel's launch-types struct that launch.cuh reads: the original kernel,
 /// its wrapper and the wrapper held to 32 registers.
 pub const MEMBER_ORIGINAL: &str = "original";

@@ -435,6 +435,47 @@ detail::Launcher<Kernels, typename std::remove_cv<decltype(Kernels::original)>::
 }
 
 namespace detail {
+// Whether a launch's pointer holds the original kernel: only a pointer of its very type can.
+template <class F, class O>
+bool same_kernel(F, O) {
+  return false;
+}
+template <class F>
+bool same_kernel(F pointer, F original) {
+  return pointer == original;
+}
+
+// A launch through a local variable that the transformation found holds `Kernels::original`
+// (`auto kernel = &k<T>; kernel<<<...>>>(...)`, docs/transformation.md): launched as the
+// kernel's own launch would be, and as written through the pointer should it hold anything
+// else.
+template <class Kernels, class F, class Original>
+struct PointerLauncher;
+template <class Kernels, class F, class... P>
+struct CUPREEMPT_NODISCARD PointerLauncher<Kernels, F, void (*)(P...)> {
+  F pointer;
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  template <class... A>
+  void operator()(A&&... args) const {
+    if (same_kernel(pointer, Kernels::original)) {
+      launch_with<Kernels, P...>(grid, block, smem, stream, std::forward<A>(args)...);
+    } else {
+      pointer<<<grid, block, smem, stream>>>(std::forward<A>(args)...);
+    }
+  }
+};
+}  // namespace detail
+
+template <class Kernels, class F>
+detail::PointerLauncher<Kernels, F,
+                        typename std::remove_cv<decltype(Kernels::original)>::type>
+launch_through(F pointer, dim3 grid, dim3 block, size_t smem, cudaStream_t stream) {
+  return {pointer, grid, block, smem, stream};
+}
+
+namespace detail {
 // A launch known only by the kernel's pointer: a macro's launch of a kernel its use names
 // (`#define LAUNCH(kernel, args) kernel<<<g, b>>>args`). A transformed kernel that is no
 // template registered its wrapper picker by its original's address (`register_any`); in a unit

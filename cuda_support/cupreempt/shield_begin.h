@@ -39,6 +39,8 @@
 #undef P
 #pragma push_macro("Pick")
 #undef Pick
+#pragma push_macro("PointerLauncher")
+#undef PointerLauncher
 #pragma push_macro("Preload")
 #undef Preload
 #pragma push_macro("R")
@@ -331,6 +333,8 @@
 #undef launch_kernel
 #pragma push_macro("launch_planned")
 #undef launch_planned
+#pragma push_macro("launch_through")
+#undef launch_through
 #pragma push_macro("launch_values")
 #undef launch_values
 #pragma push_macro("launch_with")
@@ -481,6 +485,8 @@
 #undef planes
 #pragma push_macro("planned")
 #undef planned
+#pragma push_macro("pointer")
+#undef pointer
 #pragma push_macro("preload_lookup")
 #undef preload_lookup
 #pragma push_macro("previous_")
@@ -539,6 +545,8 @@
 #undef s
 #pragma push_macro("s1")
 #undef s1
+#pragma push_macro("same_kernel")
+#undef same_kernel
 #pragma push_macro("scan")
 #undef scan
 #pragma push_macro("search")

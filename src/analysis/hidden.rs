@@ -85,6 +85,47 @@ pub fn refusal(
     None
 }
 
+/// CP001 where a use of a macro given statements as arguments (`Parsed::statement_macros`,
+/// `SWITCH(t, T, stmts;)`, read as a block of its statements) lies in `plan`'s definition or
+/// in a helper it reaches: what the macro wraps the statements in (a condition, a loop, two
+/// copies) is not known, and the analysis of barriers and returns would miss it.
+pub fn statement_macro_refusal(
+    plan: &KernelPlan,
+    uses: &[Range<usize>],
+    helpers: &[HelperPlan],
+    graph: &CallGraph,
+    src: &str,
+) -> Option<Diagnostic> {
+    if uses.is_empty() {
+        return None;
+    }
+    let mut functions = vec![plan.site.outer.byte_range()];
+    functions.extend(
+        graph
+            .reachable(&plan.facts, helpers)
+            .into_iter()
+            .map(|h| helpers[h].site.outer.byte_range()),
+    );
+    let r = uses
+        .iter()
+        .find(|r| functions.iter().any(|f| within(f, r)))?;
+    let name_end = src[r.clone()]
+        .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .map_or(r.end, |n| r.start + n);
+    Some(
+        Diagnostic::new(
+            Code::ParseErrorInKernel,
+            format!(
+                "`{}`: the macro `{}` is given statements as an argument; what it wraps them in is not known here, so the kernel is left as it is",
+                plan.site.name,
+                &src[r.start..name_end]
+            ),
+        )
+        .label(r.start..name_end.max(r.start + 1), "statements passed to this macro")
+        .help("write the statements in the kernel, or in a device function the macro calls"),
+    )
+}
+
 /// Whether a hidden branch lies in the head of `site`, or in its body and holds something the
 /// analysis would have to see (`unseen`, writes aside).
 pub fn unread_in(

@@ -319,7 +319,16 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         );
         // Branches of conditionals the grammar did not read (`Parsed::hidden`).
         let decided =
-            match hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src) {
+            match hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src)
+                .or_else(|| {
+                    hidden::statement_macro_refusal(
+                        &plan,
+                        &parsed.statement_macros,
+                        &helpers,
+                        &graph,
+                        src,
+                    )
+                }) {
                 Some(d) => Err(vec![d]),
                 None => decide::decide(&plan, opts, &helpers, &graph, src),
             }

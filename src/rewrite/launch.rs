@@ -4,7 +4,7 @@ use crate::analysis::{Analysis, LaunchSite};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::program::KnownKernel;
-use crate::vocab::{selector_name, LAUNCH};
+use crate::vocab::{selector_name, LAUNCH, LAUNCH_THROUGH};
 
 /// `in_macro`: the launch is in a macro's body (`macro_launch.rs`; `src` is then the body's
 /// parse text, the same bytes at the same offsets with its line continuations blanked): line
@@ -186,15 +186,17 @@ pub fn rewrite(
     let breaks = src[l.call.start_byte()..l.args.start_byte() + 1]
         .matches('\n')
         .count();
-    let launcher = format!(
-        "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})",
-        cfg[0], cfg[1]
-    );
-    // A launch through a local variable keeps reading it: a variable read by nothing else
-    // would draw an unused-variable warning that a -Werror build stops at.
+    // A launch through a local variable passes it along: the launch checks that it holds the
+    // kernel (and launches it as written if not), and the variable stays used.
     let launcher = match &l.through_variable {
-        Some(var) => format!("((void){var}, {launcher})"),
-        None => launcher,
+        Some(var) => format!(
+            "{LAUNCH_THROUGH}<{kernels}>({var}, {}, {}, {smem}, {stream})",
+            cfg[0], cfg[1]
+        ),
+        None => format!(
+            "{LAUNCH}<{kernels}>({}, {}, {smem}, {stream})",
+            cfg[0], cfg[1]
+        ),
     };
     let head = format!(
         "{launcher}({}",

@@ -4,7 +4,10 @@
 // kernel<<<grid, threads, smem, stream>>>(...)`). Such a launch goes through the kernel's launch
 // type (docs/transformation.md, "Launch sites"): the block's 64 KB of dynamic shared memory is
 // over the default limit of 48 KB, so the wrapper launches only if the runtime carries the
-// raised limit over to it. A pointer chosen at run time stays a plain launch of the original.
+// raised limit over to it. That launch sits in a dispatch macro's statement argument
+// (`BOOL_SWITCH(cond, kName, statements...)`, docs/transformation.md "Statements passed to a
+// macro"), which instantiates the kernel for both values. A pointer chosen at run time stays a
+// plain launch of the original.
 // The program checks every output on the host (scripts/gpu-check.sh runs it with every launch
 // preemptible and under chaos mode); values are integers and halves below 2^24, exact either
 // way. Prints `pointer_launch: N launches, M wrong`.
@@ -12,9 +15,18 @@
 #include <cstdlib>
 #include <vector>
 
+#define BOOL_SWITCH(COND, NAME, ...) \
+  if (COND) {                        \
+    constexpr bool NAME = true;      \
+    __VA_ARGS__                      \
+  } else {                           \
+    constexpr bool NAME = false;     \
+    __VA_ARGS__                      \
+  }
+
 // Each block stages its window of `Threads * PerThread` values in dynamic shared memory and
-// writes it back reversed, scaled, plus a mark of its block.
-template <typename T, int Threads, int PerThread>
+// writes it back reversed, scaled, plus a mark of its block where `Marked`.
+template <typename T, int Threads, int PerThread, bool Marked>
 __global__ void window_reverse(const T* in, T* out, T a) {
   extern __shared__ unsigned char raw[];
   T* window = reinterpret_cast<T*>(raw);
@@ -23,7 +35,7 @@ __global__ void window_reverse(const T* in, T* out, T a) {
   for (int j = threadIdx.x; j < size; j += Threads) window[j] = in[base + j];
   __syncthreads();
   for (int j = threadIdx.x; j < size; j += Threads) {
-    out[base + j] = window[size - 1 - j] * a + T(blockIdx.x % 5);
+    out[base + j] = window[size - 1 - j] * a + (Marked ? T(blockIdx.x % 5) : T(0));
   }
 }
 
@@ -34,13 +46,15 @@ __global__ void add_block(float* out, float b) {
 
 constexpr int kThreads = 256, kPerThread = 64, kWindow = kThreads * kPerThread;
 
-void reverse_windows(const float* in, float* out, float a, int windows, cudaStream_t stream) {
+void reverse_windows(const float* in, float* out, float a, bool marked, int windows,
+                     cudaStream_t stream) {
   const size_t smem = kWindow * sizeof(float);  // 64 KB
-  auto kernel = &window_reverse<float, kThreads, kPerThread>;
-  if (smem > 48 * 1024) {
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-  }
-  kernel<<<windows, kThreads, smem, stream>>>(in, out, a);
+  BOOL_SWITCH(marked, kMarked,
+    auto kernel = &window_reverse<float, kThreads, kPerThread, kMarked>;
+    if (smem > 48 * 1024) {
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    }
+    kernel<<<windows, kThreads, smem, stream>>>(in, out, a););
 }
 
 void add_blocks(float* out, int n, float b, bool twice) {
@@ -67,13 +81,15 @@ int main() {
   for (int l = 0; l < launches; ++l) {
     const float a = 0.5f + (float)(l % 4), b = (float)l;
     cudaMemsetAsync(dy, 0xcd, n * sizeof(float), stream);
-    reverse_windows(dx, dy, a, windows, stream);
+    const bool marked = l % 3 != 0;
+    reverse_windows(dx, dy, a, marked, windows, stream);
     cudaStreamSynchronize(stream);
     add_blocks(dy, n, b, l % 2 == 0);
     cudaMemcpy(got.data(), dy, n * sizeof(float), cudaMemcpyDeviceToHost);
     for (int i = 0; i < n; ++i) {
       const int w = i / kWindow, j = i % kWindow;
-      const float reversed = x[(size_t)w * kWindow + kWindow - 1 - j] * a + (float)(w % 5);
+      const float reversed =
+          x[(size_t)w * kWindow + kWindow - 1 - j] * a + (marked ? (float)(w % 5) : 0.0f);
       const float mark = b + (float)((i / 256) % 3);
       if (got[i] != reversed + 2.0f * mark) ++wrong;
     }
