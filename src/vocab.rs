@@ -69,6 +69,8 @@ pub const TRIVIAL_PARAMS: &str = "cupreempt::all_trivially_destructible";
 pub const LAUNCH: &str = "cupreempt::launch";
 /// A launch through a local variable that holds the kernel (launch.cuh, `launch_through`).
 pub const LAUNCH_THROUGH: &str = "cupreempt::launch_through";
+/// A launch through a kernel's pointer, the kernel known at run time only (launch.cuh).
+pub const LAUNCH_ANY: &str = "::cupreempt::launch_any";
 /// The members of a kernel's launch-types struct that launch.cuh reads: the original kernel,
 /// its wrapper and the wrapper held to 32 registers.
 pub const MEMBER_ORIGINAL: &str = "original";

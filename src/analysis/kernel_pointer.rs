@@ -102,6 +102,59 @@ fn never_changed(scope: Node, wanted: &str, src: &str) -> bool {
     !changed
 }
 
+/// Whether the launch's callee `name` (a lone identifier at `call`) is an object of the
+/// launching code, not a function's name: a parameter of the function or a lambda around the
+/// launch, or a variable declared before it in the blocks around it. Such a pointer holds one
+/// function whatever its value, so `cupreempt::launch_any` can take it (a function's name may
+/// be an overload set or a template, which it cannot).
+pub(crate) fn is_object(call: Node, name: Node, src: &str) -> bool {
+    let k = kinds();
+    let wanted = text(name, src);
+    let names = |n: Node| lang::declarator_name(n).is_some_and(|d| text(d, src) == wanted);
+    let mut inner = call;
+    while let Some(parent) = inner.parent() {
+        if parent.kind_id() == k.compound_statement {
+            let mut c = parent.walk();
+            let declared = parent
+                .named_children(&mut c)
+                .take_while(|s| s.end_byte() <= inner.start_byte())
+                .filter(|s| s.kind_id() == k.declaration)
+                .flat_map(lang::declarators)
+                .any(|d| d.kind_id() != k.function_declarator && names(d));
+            if declared {
+                return true;
+            }
+        }
+        let is_function = parent.kind_id() == k.function_definition;
+        if is_function || parent.kind_id() == k.lambda_expression {
+            let declarator = parent.child_by_field_id(fields().declarator);
+            let mut params = None;
+            let mut d = declarator;
+            while let Some(n) = d {
+                if let Some(p) = n.child_by_field_id(fields().parameters) {
+                    params = Some(p);
+                    break;
+                }
+                d = n.child_by_field_id(fields().declarator);
+            }
+            if let Some(list) = params {
+                let mut c = list.walk();
+                let found = list
+                    .named_children(&mut c)
+                    .any(|p| p.child_by_field_id(fields().declarator).is_some_and(names));
+                if found {
+                    return true;
+                }
+            }
+            if is_function {
+                return false;
+            }
+        }
+        inner = parent;
+    }
+    false
+}
+
 fn operator<'a>(n: Node, src: &'a str) -> &'a str {
     n.child_by_field_id(fields().operator)
         .map_or("", |o| text(o, src))
@@ -166,6 +219,38 @@ mod tests {
         // A parameter, and a variable declared after the launch or in another function.
         let src = "void f(void (*kernel)()) { kernel<<<1, 1>>>(); }\nvoid g() { kernel<<<1, 1>>>(); auto kernel = &a; }\nvoid h() { auto kernel = &a; }\n";
         assert_eq!(resolved(src), vec![None, None]);
+    }
+
+    /// Whether each launch's callee is an object of the launching code (a parameter or a
+    /// variable), in order.
+    fn objects(src: &str) -> Vec<bool> {
+        let tree = crate::parse::parse(src).tree;
+        let k = kinds();
+        let mut out = Vec::new();
+        lang::visit(tree.root_node(), |n| {
+            let launch = n.kind_id() == k.call_expression && {
+                let mut c = n.walk();
+                let found = n
+                    .named_children(&mut c)
+                    .any(|x| x.kind_id() == k.kernel_call_syntax);
+                found
+            };
+            if launch {
+                let callee = n.child_by_field_id(fields().function).expect("callee");
+                out.push(is_object(n, callee, src));
+            }
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn parameters_and_variables_are_objects_and_names_are_not() {
+        let src = "void f(void (*kernel)(int), bool c) {\n  kernel<<<1, 1>>>(1);\n  auto go = [&](auto k) { k<<<1, 1>>>(2); kernel<<<1, 1>>>(3); };\n  auto chosen = c ? &a : &b;\n  chosen<<<1, 1>>>(4);\n  named<<<1, 1>>>(5);\n  { void declared(int); declared<<<1, 1>>>(6); }\n}\nvoid g() { kernel<<<1, 1>>>(7); }\n";
+        assert_eq!(
+            objects(src),
+            vec![true, true, true, true, false, false, false]
+        );
     }
 
     #[test]

@@ -331,6 +331,9 @@ pub(crate) fn launch_site<'t>(
         .then(|| super::kernel_pointer::resolve(call, callee, src))
         .flatten();
     let through_variable = resolved.map(|_| text(callee, src).to_string());
+    let pointer_object = resolved.is_none()
+        && callee.kind_id() == k.identifier
+        && super::kernel_pointer::is_object(call, callee, src);
     let callee = resolved.unwrap_or(callee);
     // Peel `ns::` qualifiers and template arguments down to the name.
     let mut name_node = callee;
@@ -361,6 +364,7 @@ pub(crate) fn launch_site<'t>(
         in_device_code: in_device,
         in_error,
         through_variable,
+        pointer_object,
     })
 }
 

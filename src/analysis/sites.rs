@@ -271,6 +271,9 @@ pub struct LaunchSite<'t> {
     /// The local variable launched (`kernel` of `auto kernel = &k<T>; kernel<<<...>>>`), whose
     /// initializer gave `name` and `template_args` (kernel_pointer.rs).
     pub through_variable: Option<String>,
+    /// The callee is a pointer the launching code holds (a parameter, a variable) that no
+    /// initializer names a kernel for (kernel_pointer.rs, `is_object`).
+    pub pointer_object: bool,
 }
 
 /// `src[range]` with the names of `params` written without one inserted where they go (an

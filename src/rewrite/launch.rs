@@ -4,7 +4,7 @@ use crate::analysis::{Analysis, LaunchSite};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::program::KnownKernel;
-use crate::vocab::{selector_name, LAUNCH, LAUNCH_THROUGH};
+use crate::vocab::{selector_name, LAUNCH, LAUNCH_ANY, LAUNCH_THROUGH};
 
 /// `in_macro`: the launch is in a macro's body (`macro_launch.rs`; `src` is then the body's
 /// parse text, the same bytes at the same offsets with its line continuations blanked): line
@@ -17,9 +17,9 @@ pub fn rewrite(
     in_macro: bool,
     edits: &mut Vec<Edit>,
     diags: &mut Vec<Diagnostic>,
-) {
+) -> bool {
     if l.in_device_code {
-        return; // inside a kernel that was refused for launching from the device
+        return false; // inside a kernel that was refused for launching from the device
     }
     let local = a.kernels.iter().any(|k| k.site.name == l.name);
     let plans: Vec<&crate::analysis::KernelPlan> = a
@@ -46,7 +46,7 @@ pub fn rewrite(
             .kernel(plans[0].id, &l.name)
             .label(l.call.byte_range(), "this launch is not preemptible"),
         );
-        return;
+        return false;
     }
     let mut declared: Vec<KnownKernel> = a
         .declared_kernels
@@ -73,7 +73,7 @@ pub fn rewrite(
             .label(l.call.byte_range(), "this launch is not preemptible")
             .help("launch the kernel from a function, and call that function in the macro"),
         );
-        return;
+        return false;
     } else if elsewhere.is_empty() && !declared.is_empty() {
         declared
     } else {
@@ -83,6 +83,12 @@ pub fn rewrite(
             .map(|k| (*k).clone())
             .collect()
     };
+    if targets.is_empty() && l.pointer_object && !l.in_error && (2..=4).contains(&l.config.len()) {
+        // A pointer the code holds (a parameter, a variable chosen at run time): the launch
+        // goes through it (`launch_any`), preemptible where its kernel registered itself.
+        any_launch(l, src, in_macro, edits);
+        return true;
+    }
     if targets.is_empty() {
         // A kernel a syntax error hides here is refused (CP001) and says so itself.
         let lost = a.lost_kernels.iter().any(|(_, k)| k.name == l.name);
@@ -114,7 +120,7 @@ pub fn rewrite(
             };
             diags.push(d.label(l.call.byte_range(), "this launch is not preemptible"));
         }
-        return;
+        return false;
     }
     let tag = plans.first().map(|k| k.id);
     let left = |why: &str| {
@@ -130,12 +136,12 @@ pub fn rewrite(
     };
     if l.in_error {
         diags.push(left("it is inside a syntax error"));
-        return;
+        return false;
     }
     let min_params = targets.iter().map(|k| k.params).min().unwrap_or(0);
     if l.arg_count < min_params {
         diags.push(left("it relies on default arguments, which a launch through a function pointer cannot supply"));
-        return;
+        return false;
     }
     // More arguments than any kernel of that name takes: the launch calls another overload,
     // one declared here and defined in another file (HeCBench's qtclustering declares one).
@@ -144,13 +150,13 @@ pub fn rewrite(
         .try_fold(0, |most, k| k.max_params.map(|n| most.max(n)));
     if max_params.is_some_and(|most| l.arg_count > most) {
         diags.push(left("it passes more arguments than the kernel of that name defined here takes, so it calls another overload"));
-        return;
+        return false;
     }
     if !(2..=4).contains(&l.config.len()) {
         diags.push(left(
             "it has an unexpected number of configuration arguments",
         ));
-        return;
+        return false;
     }
     let plan = &targets[0];
     let explicit = l
@@ -200,6 +206,31 @@ pub fn rewrite(
     };
     let head = format!(
         "{launcher}({}",
+        (if in_macro { " \\\n" } else { "\n" }).repeat(breaks)
+    );
+    edits.push(Edit::replace(
+        l.call.start_byte()..l.args.start_byte() + 1,
+        head,
+    ));
+    false
+}
+
+/// `kernel<<<g, b, smem, stream>>>(` through a pointer the code holds →
+/// `::cupreempt::launch_any(kernel, g, b, smem, stream)(`, on one line and followed by the
+/// line breaks the launch's head had (as `rewrite` writes its head).
+fn any_launch(l: &LaunchSite, src: &str, in_macro: bool, edits: &mut Vec<Edit>) {
+    let mut parts = vec![l.name.clone()];
+    parts.extend(
+        l.config
+            .iter()
+            .map(|n| super::one_line(*n, n.byte_range(), src)),
+    );
+    let breaks = src[l.call.start_byte()..l.args.start_byte() + 1]
+        .matches('\n')
+        .count();
+    let head = format!(
+        "{LAUNCH_ANY}({})({}",
+        parts.join(", "),
         (if in_macro { " \\\n" } else { "\n" }).repeat(breaks)
     );
     edits.push(Edit::replace(

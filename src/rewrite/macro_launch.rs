@@ -14,6 +14,7 @@ use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::lang::kinds;
 use crate::program::KnownKernel;
+use crate::vocab::LAUNCH_ANY;
 use tree_sitter::Node;
 
 /// The head put before a body: it must fit in the bytes before it (`#define X` is 9 at least).
@@ -113,6 +114,7 @@ pub fn rewrite(
         diags.push(left("its body does not read as statements with a launch"));
         return false;
     }
+    let mut any = false;
     for l in &sites {
         // `#define RUN(kernel) kernel<<<1, 1>>>()`: whatever kernel a use names, not the one
         // that happens to share the parameter's name.
@@ -124,13 +126,10 @@ pub fn rewrite(
             diags.push(left("the kernel it launches is a parameter of the macro"));
             continue;
         }
-        super::launch::rewrite(l, a, &text, known, true, edits, diags);
+        any |= super::launch::rewrite(l, a, &text, known, true, edits, diags);
     }
-    false
+    any
 }
-
-/// What a launch through a kernel's pointer is written as.
-const LAUNCH_ANY: &str = "::cupreempt::launch_any";
 
 /// A launch in a macro body whose kernel is one of the macro's parameters: the parameter's
 /// name, the `<<<` and the `>>>`.

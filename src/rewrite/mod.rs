@@ -52,10 +52,10 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
         // below for kernels only declared (here or in an included file).
         let mut shim = !declared.is_empty() || included_declared;
         for l in &a.launches {
-            launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
+            // A launch through the kernel's pointer needs the shim whatever the kernel.
+            shim |= launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
         }
         for m in &a.macro_launches {
-            // A launch through the kernel's pointer needs the shim whatever the kernel.
             shim |= macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
         }
         if shim || opts.include_support {

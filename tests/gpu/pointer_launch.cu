@@ -6,8 +6,8 @@
 // over the default limit of 48 KB, so the wrapper launches only if the runtime carries the
 // raised limit over to it. That launch sits in a dispatch macro's statement argument
 // (`BOOL_SWITCH(cond, kName, statements...)`, docs/transformation.md "Statements passed to a
-// macro"), which instantiates the kernel for both values. A pointer chosen at run time stays a
-// plain launch of the original.
+// macro"), which instantiates the kernel for both values. A pointer chosen at run time
+// launches through `cupreempt::launch_any`, which finds the kernel by its address.
 // The program checks every output on the host (scripts/gpu-check.sh runs it with every launch
 // preemptible and under chaos mode); values are integers and halves below 2^24, exact either
 // way. Prints `pointer_launch: N launches, M wrong`.
@@ -60,7 +60,7 @@ void reverse_windows(const float* in, float* out, float a, bool marked, int wind
 void add_blocks(float* out, int n, float b, bool twice) {
   void (*plain)(float*, float) = add_block;
   plain<<<n / 256, 256>>>(out, b);
-  // Chosen at run time: launched as written.
+  // Chosen at run time: found by its address.
   auto chosen = twice ? &add_block : plain;
   chosen<<<n / 256, 256>>>(out, b);
 }
