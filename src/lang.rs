@@ -133,6 +133,7 @@ fields! {
     parameters = "parameters",
     right = "right",
     scope = "scope",
+    size = "size",
     r#type = "type",
     update = "update",
     value = "value",

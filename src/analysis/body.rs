@@ -216,6 +216,19 @@ pub fn facts<'t>(
                 .filter_map(lang::declarator_name);
             f.declared
                 .extend(names.map(|name| text(name, src).to_string()));
+            if let Some(d) = lang::declarators(n)
+                .into_iter()
+                .find(|d| braces_elided(*d, src))
+            {
+                f.refusals.push(
+                    Diagnostic::new(
+                        Code::Unsupported,
+                        "an array initialized without the braces of its elements (`uint2 m[2] = {1, 2, 3, 4};`), which nvcc rejects in the function template a transformed body becomes",
+                    )
+                    .label(d.byte_range(), "braces left out")
+                    .help("brace each element: `uint2 m[2] = {{1, 2}, {3, 4}};`"),
+                );
+            }
         }
         if id == k.identifier || id == k.field_identifier || id == k.type_identifier {
             let name = text(n, src);
@@ -352,6 +365,41 @@ pub fn facts<'t>(
 /// counts as a loop (`reaches`). The plain form keeps both as written, so what the block does
 /// means what it meant; a kernel that would need the predicated form is refused (`facts`),
 /// since the grammar shows no loop there.
+/// Whether `d` (a declarator) declares an array with a literal size initialized by a list of
+/// more values than that size, none of them braced: an initializer that elides the braces of
+/// its elements (`const uint2 mask[2] = {32u, 0u, 8u, 0u};`, public hashing kernels). nvcc
+/// takes it in a function, and refuses it ("too many initializer values") in a function
+/// template, which a transformed body is.
+fn braces_elided(d: Node, src: &str) -> bool {
+    let k = kinds();
+    if d.kind_id() != k.init_declarator {
+        return false;
+    }
+    let (Some(array), Some(value)) = (
+        d.child_by_field_id(crate::lang::fields().declarator),
+        d.child_by_field_id(crate::lang::fields().value),
+    ) else {
+        return false;
+    };
+    if array.kind_id() != k.array_declarator || value.kind() != "initializer_list" {
+        return false;
+    }
+    let size = array
+        .child_by_field_id(crate::lang::fields().size)
+        .and_then(|n| {
+            text(n, src)
+                .trim_end_matches(['u', 'U'])
+                .parse::<usize>()
+                .ok()
+        });
+    let mut c = value.walk();
+    let items: Vec<Node> = value
+        .named_children(&mut c)
+        .filter(|x| x.kind_id() != k.comment)
+        .collect();
+    size.is_some_and(|n| items.len() > n) && !items.iter().any(|x| x.kind() == "initializer_list")
+}
+
 fn head_macro_use<'t>(f: &mut BodyFacts<'t>, call: Node<'t>, src: &str) {
     let k = kinds();
     let Some(name) = call
