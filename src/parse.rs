@@ -177,6 +177,7 @@ fn masked_view(
         && type_arguments.is_empty()
         && instantiations.is_empty()
         && head_pragmas.is_empty()
+        && blank_define_bodies(&mut src.as_bytes().to_vec()) == 0
     {
         return (None, space_table, grid_constants);
     }
@@ -297,7 +298,32 @@ fn masked_view(
         }
         bytes[at] = b';';
     }
+    // Last: over what the other rules blanked in `#define` lines.
+    blank_define_bodies(&mut bytes);
     (String::from_utf8(bytes).ok(), space_table, grid_constants)
+}
+
+/// `#define NAME` (or `NAME(params)`) followed by blanks only, up to its line's end: the
+/// grammar reads the next line as the macro's body then (a kernel after `#define EXPORTED `, or
+/// after `#define ALIGNED(x) __align__(x)` once the view blanks `__align__(x)`, vanished from
+/// the tree without a syntax error). Its last blank becomes `0`, a body only the grammar reads:
+/// the analysis reads macro bodies from the file's own text. Returns how many it changed.
+fn blank_define_bodies(bytes: &mut [u8]) -> usize {
+    static DEFINE: std::sync::OnceLock<regex::bytes::Regex> = std::sync::OnceLock::new();
+    let re = DEFINE.get_or_init(|| {
+        regex::bytes::Regex::new(
+            r"(?m)^[ \t]*#[ \t]*define[ \t]+[A-Za-z_][A-Za-z0-9_]*(?:\([^)\n]*\))?([ \t]+)\r?$",
+        )
+        .expect("valid regex")
+    });
+    let ends: Vec<usize> = re
+        .captures_iter(bytes)
+        .filter_map(|c| c.get(1).map(|m| m.end() - 1))
+        .collect();
+    for &at in &ends {
+        bytes[at] = b'0';
+    }
+    ends.len()
 }
 
 /// The words an execution-space macro may stand for (memory spaces of file-scope variables,
