@@ -177,7 +177,7 @@ fn masked_view(
         && type_arguments.is_empty()
         && instantiations.is_empty()
         && head_pragmas.is_empty()
-        && blank_define_bodies(&mut src.as_bytes().to_vec()) == 0
+        && blank_define_ends(src.as_bytes()).is_empty()
     {
         return (None, space_table, grid_constants);
     }
@@ -308,7 +308,14 @@ fn masked_view(
 /// after `#define ALIGNED(x) __align__(x)` once the view blanks `__align__(x)`, vanished from
 /// the tree without a syntax error). Its last blank becomes `0`, a body only the grammar reads:
 /// the analysis reads macro bodies from the file's own text. Returns how many it changed.
-fn blank_define_bodies(bytes: &mut [u8]) -> usize {
+fn blank_define_bodies(bytes: &mut [u8]) {
+    for at in blank_define_ends(bytes) {
+        bytes[at] = b'0';
+    }
+}
+
+/// The last blank of each `#define` line whose body is blank (`blank_define_bodies`).
+fn blank_define_ends(bytes: &[u8]) -> Vec<usize> {
     static DEFINE: std::sync::OnceLock<regex::bytes::Regex> = std::sync::OnceLock::new();
     let re = DEFINE.get_or_init(|| {
         regex::bytes::Regex::new(
@@ -316,14 +323,9 @@ fn blank_define_bodies(bytes: &mut [u8]) -> usize {
         )
         .expect("valid regex")
     });
-    let ends: Vec<usize> = re
-        .captures_iter(bytes)
+    re.captures_iter(bytes)
         .filter_map(|c| c.get(1).map(|m| m.end() - 1))
-        .collect();
-    for &at in &ends {
-        bytes[at] = b'0';
-    }
-    ends.len()
+        .collect()
 }
 
 /// The words an execution-space macro may stand for (memory spaces of file-scope variables,

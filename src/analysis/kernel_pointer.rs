@@ -164,26 +164,22 @@ fn operator<'a>(n: Node, src: &'a str) -> &'a str {
 mod tests {
     use super::*;
 
+    /// `f(call, callee)` of each launch in `src`, in order.
+    fn per_launch<T>(src: &str, f: impl Fn(Node, Node) -> T) -> Vec<T> {
+        let tree = crate::parse::parse(src).tree;
+        let mut calls = Vec::new();
+        crate::rewrite::macro_launch::launches_in(tree.root_node(), &mut calls);
+        calls
+            .into_iter()
+            .map(|n| f(n, n.child_by_field_id(fields().function).expect("callee")))
+            .collect()
+    }
+
     /// The resolved name of each launch in `src`, in order (None: left through the pointer).
     fn resolved(src: &str) -> Vec<Option<String>> {
-        let tree = crate::parse::parse(src).tree;
-        let k = kinds();
-        let mut out = Vec::new();
-        lang::visit(tree.root_node(), |n| {
-            let launch = n.kind_id() == k.call_expression && {
-                let mut c = n.walk();
-                let found = n
-                    .named_children(&mut c)
-                    .any(|x| x.kind_id() == k.kernel_call_syntax);
-                found
-            };
-            if launch {
-                let callee = n.child_by_field_id(fields().function).expect("callee");
-                out.push(resolve(n, callee, src).map(|v| text(v, src).to_string()));
-            }
-            true
-        });
-        out
+        per_launch(src, |n, callee| {
+            resolve(n, callee, src).map(|v| text(v, src).to_string())
+        })
     }
 
     #[test]
@@ -224,24 +220,7 @@ mod tests {
     /// Whether each launch's callee is an object of the launching code (a parameter or a
     /// variable), in order.
     fn objects(src: &str) -> Vec<bool> {
-        let tree = crate::parse::parse(src).tree;
-        let k = kinds();
-        let mut out = Vec::new();
-        lang::visit(tree.root_node(), |n| {
-            let launch = n.kind_id() == k.call_expression && {
-                let mut c = n.walk();
-                let found = n
-                    .named_children(&mut c)
-                    .any(|x| x.kind_id() == k.kernel_call_syntax);
-                found
-            };
-            if launch {
-                let callee = n.child_by_field_id(fields().function).expect("callee");
-                out.push(is_object(n, callee, src));
-            }
-            true
-        });
-        out
+        per_launch(src, |n, callee| is_object(n, callee, src))
     }
 
     #[test]

@@ -40,7 +40,8 @@ pub(crate) fn body_text(src: &str, body: &std::ops::Range<usize>) -> Option<Stri
     Some(out)
 }
 
-fn launches_in<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+/// The launches (calls with `<<<...>>>`) under `node`, in order.
+pub(crate) fn launches_in<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
     let k = kinds();
     if node.kind_id() == k.call_expression {
         let mut c = node.walk();

@@ -6,7 +6,7 @@ mod helper;
 mod kernel;
 pub(crate) use kernel::strip_default;
 mod launch;
-mod macro_launch;
+pub(crate) mod macro_launch;
 mod predicate;
 
 use crate::analysis::{Analysis, BodyFacts, Call};
