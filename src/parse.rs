@@ -16,6 +16,10 @@ pub struct Parsed {
     /// Macros that stand for `__grid_constant__` (`grid_constant_macros`), blanked in the
     /// masked view; the scan reads a parameter with one as `__grid_constant__`.
     pub grid_constant_macros: Vec<String>,
+    /// Macros that stand for a kernel attribute (`attribute_macros`: `#define
+    /// LAUNCH_BOUNDS(x) __launch_bounds__(x)`), blanked in the masked view; the scan reads a use
+    /// in a kernel's head as the attribute.
+    pub attribute_macros: Vec<String>,
     /// Branches of preprocessor conditionals that the grammar did not read: a statement whose
     /// head or body the conditional chooses was read with its first branch alone (`branches`).
     pub hidden: Vec<std::ops::Range<usize>>,
@@ -38,7 +42,7 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     parser
         .set_language(&lang::language())
         .expect("tree-sitter-cuda is built against a compatible tree-sitter ABI");
-    let (mut view, space_macros, grid_constant_macros) = masked_view(src, included_macros);
+    let (mut view, macros) = masked_view(src, included_macros);
     // Without a timeout or cancellation flag set, parse only returns None on those conditions.
     let mut tree = parser
         .parse(view.as_deref().unwrap_or(src), None)
@@ -63,7 +67,7 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     }
     let mut hidden = Vec::new();
     if tree.root_node().has_error() && src.contains("#if") {
-        let groups = branches::FileGroups::new(src, &space_macros);
+        let groups = branches::FileGroups::new(src, &macros.space);
         // Nested conditionals may each split a statement: a few rounds.
         for _ in 0..3 {
             let base = view.as_deref().unwrap_or(src).as_bytes();
@@ -94,8 +98,9 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
     hidden.dedup();
     Parsed {
         tree,
-        space_macros,
-        grid_constant_macros,
+        space_macros: macros.space,
+        grid_constant_macros: macros.grid_constant,
+        attribute_macros: macros.attribute,
         hidden,
         statement_macros,
     }
@@ -133,12 +138,17 @@ pub fn masked_with(src: &str, included_macros: &[(String, String)]) -> Option<St
     masked_view(src, included_macros).0
 }
 
-/// `masked_with`, and the execution-space and grid-constant macros it blanked uses of
-/// (`Parsed::space_macros`, `Parsed::grid_constant_macros`).
-fn masked_view(
-    src: &str,
-    included_macros: &[(String, String)],
-) -> (Option<String>, SpaceMacros, Vec<String>) {
+/// The macros whose uses the masked view blanked because they stand for a word the analysis
+/// must still see (`Parsed::space_macros`, `Parsed::grid_constant_macros`,
+/// `Parsed::attribute_macros`).
+struct ViewMacros {
+    space: SpaceMacros,
+    grid_constant: Vec<String>,
+    attribute: Vec<String>,
+}
+
+/// `masked_with`, and the macros it blanked uses of that stand for words the analysis reads.
+fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<String>, ViewMacros) {
     let (conditionals, alternative_commas) = conditionals_in_parens(src);
     // The file's `#define`s, read once for the rules that need them.
     let defs = defines(src);
@@ -149,6 +159,8 @@ fn masked_view(
     qualifiers.extend(typename_casts(src));
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
+    let attributes = attribute_macros(&defs, included_macros);
+    qualifiers.extend(macro_uses_with_arguments(src, &attributes));
     let space_macros = execution_space_macro_uses(src, &space_table);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
@@ -179,7 +191,12 @@ fn masked_view(
         && head_pragmas.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
     {
-        return (None, space_table, grid_constants);
+        let macros = ViewMacros {
+            space: space_table,
+            grid_constant: grid_constants,
+            attribute: attributes,
+        };
+        return (None, macros);
     }
     let mut bytes = src.as_bytes().to_vec();
     for at in separators {
@@ -300,7 +317,12 @@ fn masked_view(
     }
     // Last: over what the other rules blanked in `#define` lines.
     blank_define_bodies(&mut bytes);
-    (String::from_utf8(bytes).ok(), space_table, grid_constants)
+    let macros = ViewMacros {
+        space: space_table,
+        grid_constant: grid_constants,
+        attribute: attributes,
+    };
+    (String::from_utf8(bytes).ok(), macros)
 }
 
 /// `#define NAME` (or `NAME(params)`) followed by blanks only, up to its line's end: the
@@ -467,6 +489,54 @@ pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)
     }
     names.retain(|n| !not.contains(n));
     names.into_iter().collect()
+}
+
+/// Macros that stand for a kernel attribute: every definition with a body, in the file or a
+/// header it includes, is one call of `__launch_bounds__` or `__maxnreg__` (`#define
+/// LAUNCH_BOUNDS(x) __launch_bounds__((x))`, with an empty definition for old toolkits; `#define
+/// MGPU_LAUNCH_BOUNDS(box) __launch_bounds__(box::nt, box::occ)`). The grammar reads no macro in
+/// a function's head (`__global__ LAUNCH_BOUNDS(256) void k(...)`): the definition was a syntax
+/// error, and the kernel vanished from the report (a public parallel-primitives library's radix
+/// sort, 9 of 10 kernels). Blanked in the masked view, the head reads as without the attribute;
+/// the scan keeps the use as the kernel's attribute (`scan::attributes_within`), which the
+/// wrappers copy with the head.
+pub(crate) fn attribute_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut not = std::collections::BTreeSet::new();
+    let bodies = included
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_str()))
+        .chain(defs.iter().map(|d| (d.name, d.body)));
+    for (name, body) in bodies {
+        let body = body.replace("\\\n", " ");
+        let body = body.trim();
+        if body.is_empty() {
+            continue;
+        }
+        let one_call = ["__launch_bounds__", "__maxnreg__"].iter().any(|w| {
+            body.strip_prefix(w).is_some_and(|rest| {
+                let open = rest.len() - rest.trim_start().len();
+                rest[open..].starts_with('(')
+                    && closing_paren(rest.as_bytes(), open) == Some(rest.len() - 1)
+            })
+        });
+        if one_call {
+            names.insert(name.to_string());
+        } else {
+            not.insert(name.to_string());
+        }
+    }
+    names.retain(|n| !not.contains(n));
+    names.into_iter().collect()
+}
+
+/// `macro_uses`, each with its arguments where `(` follows the name on its line.
+fn macro_uses_with_arguments(src: &str, names: &[String]) -> Vec<std::ops::Range<usize>> {
+    let b = src.as_bytes();
+    macro_uses(src, names)
+        .into_iter()
+        .filter_map(|r| Some(r.start..use_end(b, r.start, &src[r])?))
+        .collect()
 }
 
 /// Where the words `names` stand in `src` outside preprocessor lines.
@@ -1428,6 +1498,28 @@ mod tests {
         assert_eq!(names, ["DI", "GLOBAL", "HD", "KERNEL_SPACE", "MANAGED"]);
         assert_eq!(m["HD"], ["__host__", "__device__"]);
         assert_eq!(m["DI"], ["static", "__device__", "inline"]);
+    }
+
+    #[test]
+    fn attribute_macros_are_read_from_their_definitions_and_blanked_with_their_arguments() {
+        let src = "#if V >= 3\n#define LB(x) __launch_bounds__((x))\n#define MIX(x) __launch_bounds__(x)\n\
+                   #else\n#define LB(x)\n#define MIX(x) __align__(x)\n#endif\n\
+                   #define TWO __launch_bounds__(256) __noinline__\n#define FIXED \\\n  __launch_bounds__(128, 2)\n\
+                   __global__ void LB(256) k(int* p) { }\n__global__ FIXED void q(int* p) { }\nint LBx = 0;\n";
+        let included = vec![("CAP".to_string(), " __maxnreg__(64) ".to_string())];
+        // MIX is also an alignment; TWO is more than the call.
+        assert_eq!(
+            attribute_macros(&defines(src), &included),
+            ["CAP", "FIXED", "LB"]
+        );
+        assert_eq!(error_count(src), 0);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("__global__ void         k(int* p)"), "{m}");
+        assert!(m.contains("__global__       void q"), "{m}");
+        assert!(
+            m.contains("#define LB(x) __launch_bounds__((x))") && m.contains("int LBx"),
+            "{m}"
+        );
     }
 
     #[test]

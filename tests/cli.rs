@@ -693,6 +693,66 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
     }
 }
 
+/// A folder walk takes headers of other extensions (`.h`, `.hxx`, `.inl`...) where their code
+/// defines or launches a kernel, so that their kernels are reported and transformed with the
+/// files that launch them; a header whose `__global__` is in a comment or a prototype, or that
+/// has none, is not taken (nothing in it could change, and host-only sources may include it).
+#[test]
+fn a_folder_walk_takes_headers_that_define_kernels() {
+    let dir = support::tempdir("cli-headers");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let kernel = "__global__ void fill(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = i;\n}\n";
+    std::fs::write(src.join("fill.hxx"), format!("#pragma once\n{kernel}")).unwrap();
+    std::fs::write(
+        src.join("launch.inl"),
+        "#include \"fill.hxx\"\ninline void go(int* p, int n) { fill<<<(n + 255) / 256, 256>>>(p, n); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("notes.h"),
+        "// a __global__ kernel would go here\ninline int twice(int x) { return 2 * x; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("plain.hpp"), "struct S { int a; };\n").unwrap();
+    std::fs::write(
+        src.join("proto.h"),
+        "#pragma once\n__global__ void fill(int* p, int n);\nstruct T { int b; };\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.cu"),
+        "#include \"launch.inl\"\n#include \"notes.h\"\nvoid run(int* p) { go(p, 1000); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("fill.hxx:2: fill: transformable (plain)"),
+        "{}",
+        stdout(&o)
+    );
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP101"), "{}", stderr(&o));
+    let launch = std::fs::read_to_string(dir.join("out/launch.inl")).unwrap();
+    assert!(
+        launch.contains(
+            "cupreempt::launch<fill__cupreempt_kernels>((n + 255) / 256, 256, 0, 0)(p, n)"
+        ),
+        "{launch}"
+    );
+    assert!(std::fs::read_to_string(dir.join("out/fill.hxx"))
+        .unwrap()
+        .contains("fill__cupreempt("));
+    for header in ["notes.h", "plain.hpp", "proto.h"] {
+        assert!(
+            !dir.join("out").join(header).exists(),
+            "{header} was written"
+        );
+    }
+}
+
 /// A kernel file included inside another file's `extern "C" {` block (a public benchmark suite
 /// does so): transformed together, the includer compiles, its launch is rewritten, and the
 /// kernel and the helper keep C linkage.

@@ -79,7 +79,15 @@ pub fn refusal(
             None => unseen(&text, false, graph, macros),
         };
         if let Some(why) = why {
-            return Some(refused(plan, r, src, &why));
+            let head = functions
+                .iter()
+                .any(|(outer, body, _)| within(outer, r) && !within(body, r));
+            let help = if head {
+                "write the head once and let a macro choose its attributes (`#if A` `#define BOUNDS __launch_bounds__(256)` `#else` `#define BOUNDS` `#endif`, then `__global__ void BOUNDS k(...)`), which the transformation reads"
+            } else {
+                WHOLE_STATEMENTS
+            };
+            return Some(refused(plan, r, src, &why).help(help));
         }
     }
     None
@@ -184,8 +192,12 @@ pub fn predicated_refusal(
             src,
             "code of a kernel that needs the predicated form",
         )
+        .help(WHOLE_STATEMENTS)
     })
 }
+
+/// The help for a hidden branch inside a body.
+const WHOLE_STATEMENTS: &str = "give each branch of the conditional whole statements (the `for` head and its body, the `if` and its block)";
 
 fn refused(plan: &KernelPlan, r: &Range<usize>, src: &str, why: &str) -> Diagnostic {
     // The branch's first line of text.
@@ -200,7 +212,6 @@ fn refused(plan: &KernelPlan, r: &Range<usize>, src: &str, why: &str) -> Diagnos
         ),
     )
     .label(start..end.max(start + 1), "this branch is not read")
-    .help("give each branch of the conditional whole statements (the `for` head and its body, the `if` and its block)")
 }
 
 /// What in a hidden branch's text the analysis would have to see, in words; None if nothing.

@@ -202,12 +202,7 @@ pub struct Analysis<'t> {
 /// Analyzes `src` through its parse (the tree, and the execution-space macros it read).
 pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Options) -> Analysis<'t> {
     let root = parsed.tree.root_node();
-    let mut found = scan::scan(
-        root,
-        src,
-        &parsed.space_macros,
-        &parsed.grid_constant_macros,
-    );
+    let mut found = scan::scan(parsed, src);
     mark_specialized_templates(&mut found);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);
@@ -308,7 +303,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 .into_iter()
                 .any(|h| registers::tensor_core(text(helpers[h].site.body, src)));
         let capped_wrapper =
-            site.launch_bounds.is_empty() && site.maxnreg.is_empty() && !tensor_core;
+            site.launch_bounds.is_empty() && site.head_attributes.is_empty() && !tensor_core;
         let mut plan = KernelPlan::untouched(
             KernelId(i),
             site,
@@ -547,30 +542,24 @@ fn leave_together(
     }
 }
 
-/// Definitions of one kernel with one signature in one scope are the preprocessor's
+/// Definitions of one kernel with as many parameters in one scope are the preprocessor's
 /// alternatives (SHOC's BFS defines each kernel under `#if __CUDA_ARCH__ >= 120` and as an empty
 /// stub under `#else`, so the host pass reads one and the device pass the other): they are
 /// transformed together or not at all, and with the same wrappers, since a launch in either
-/// pass names the wrappers the other pass must define.
+/// pass names the wrappers the other pass must define. The parameters' spelling is not
+/// compared: a stub may write them otherwise (`uint2 *const __restrict__ p` and `uint2 *p` in
+/// a public hashing miner), and the transformed unit then launched wrappers its host pass
+/// lacked. Overloads with as many parameters are coupled too, which at worst leaves one as
+/// written.
 fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnostic>) {
-    // The parameters' types: the alternatives may name their parameters differently.
-    let types = |k: &KernelPlan| -> Vec<String> {
-        k.site
-            .param_list
-            .iter()
-            .map(|p| {
-                let mut t = p.text.clone();
-                if p.named {
-                    if let Some(at) = crate::lang::word_indices(&p.text, &p.name).last() {
-                        t.replace_range(at..at + p.name.len(), "");
-                    }
-                }
-                t.split_whitespace().collect::<Vec<_>>().join(" ")
-            })
-            .collect()
+    let key = |k: &KernelPlan| {
+        (
+            k.site.scope.clone(),
+            k.site.name.clone(),
+            k.site.param_list.len(),
+        )
     };
-    let key = |k: &KernelPlan| (k.site.scope.clone(), k.site.name.clone(), types(k));
-    type Key = (Vec<String>, String, Vec<String>);
+    type Key = (Vec<String>, String, usize);
     let mut groups: BTreeMap<Key, Vec<usize>> = BTreeMap::new();
     for (i, k) in kernels.iter().enumerate() {
         if !k.site.specialization {
@@ -592,7 +581,7 @@ fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnos
             kernels,
             &members,
             diagnostics,
-            |name| format!("`{name}` is left as written with its other definition of the same signature (line {line}), which cannot be transformed"),
+            |name| format!("`{name}` is left as written with its other definition (line {line}), which cannot be transformed"),
             "definitions of one kernel chosen by the preprocessor are transformed together, so that a launch in any compilation pass finds the same wrappers",
         );
     }

@@ -73,20 +73,20 @@ fn labelable(ranges: Vec<std::ops::Range<usize>>, src: &str) -> Vec<std::ops::Ra
         .collect()
 }
 
-/// `space_macros` and `grid_constant_macros`: the file's execution-space macros and the macros
-/// that stand for `__grid_constant__`, as its parse read them (`parse::Parsed`).
-pub fn scan<'t>(
-    root: Node<'t>,
-    src: &'t str,
-    space_macros: &parse::SpaceMacros,
-    grid_constant_macros: &[String],
-) -> Found<'t> {
+/// The kernels, helpers, launches and macros of `src` as its parse read them, with the
+/// macros the masked view read (`parse::Parsed`: execution spaces, `__grid_constant__`, kernel
+/// attributes).
+pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
+    let root = parsed.tree.root_node();
     let errors = labelable(parse::error_ranges(root), src);
     let mut s = Scanner {
         src,
         errors: &errors,
-        space_macros,
-        grid_constant_macros,
+        space_macros: &parsed.space_macros,
+        grid_constant_macros: &parsed.grid_constant_macros,
+        attribute_words: std::iter::once("__maxnreg__")
+            .chain(parsed.attribute_macros.iter().map(String::as_str))
+            .collect(),
         ancestors: Vec::new(),
         found: Found {
             kernels: Vec::new(),
@@ -411,6 +411,9 @@ struct Scanner<'t, 'e> {
     space_macros: &'e parse::SpaceMacros,
     /// Macros that stand for `__grid_constant__` (`parse::grid_constant_macros`).
     grid_constant_macros: &'e [String],
+    /// The kernel attributes the masked view blanks in a head: `__maxnreg__`, and the macros
+    /// that stand for it or for `__launch_bounds__` (`parse::attribute_macros`).
+    attribute_words: Vec<&'e str>,
     found: Found<'t>,
     /// The nodes above the walk's current one, innermost last (`Node::parent` searches from
     /// the root every time; the walk knows them for free).
@@ -487,7 +490,13 @@ impl<'t> Scanner<'t, '_> {
             }
             device = true;
         } else if id == k.function_definition || id == k.declaration {
-            let space = execution_space(node, self.src, &self.found.macros, self.space_macros);
+            let space = execution_space(
+                node,
+                self.src,
+                &self.found.macros,
+                self.space_macros,
+                &self.attribute_words,
+            );
             let is_device = space.global || space.device;
             device |= is_device;
             let global = space.global;
@@ -667,7 +676,7 @@ impl<'t> Scanner<'t, '_> {
             global_replacement: space.global_replacement,
             host: space.host,
             launch_bounds: space.launch_bounds,
-            maxnreg: space.maxnreg,
+            head_attributes: space.head_attributes,
             declarator,
             name_node,
             params,
@@ -924,56 +933,68 @@ struct Space<'t> {
     global_kw: Option<Range<usize>>,
     global_replacement: String,
     launch_bounds: Vec<Node<'t>>,
-    maxnreg: Vec<Range<usize>>,
+    head_attributes: Vec<Range<usize>>,
     /// The first execution-space macro (or `__maxnreg__`) in front of the definition, if any.
     head: Option<usize>,
 }
 
-/// Where `text` ends with a call of `__maxnreg__` (`__maxnreg__(128)`): its range.
-fn maxnreg_at_end(text: &str) -> Option<Range<usize>> {
+/// Where `text` ends with one of `words` (`__maxnreg__` and the attribute macros,
+/// `parse::attribute_macros`), called (`__maxnreg__(128)`) or, for an object-like macro, alone:
+/// its range.
+fn attribute_at_end(text: &str, words: &[&str]) -> Option<Range<usize>> {
+    let is_word = |c: char| c == '_' || c.is_ascii_alphanumeric();
     let b = text.as_bytes();
-    if b.last() != Some(&b')') {
-        return None;
-    }
-    let mut depth = 0i32;
-    let mut i = b.len();
-    while i > 0 {
-        i -= 1;
-        match b[i] {
-            b')' => depth += 1,
-            b'(' => {
-                depth -= 1;
-                if depth == 0 {
-                    let word = text[..i].trim_end();
-                    return word
-                        .ends_with("__maxnreg__")
-                        .then(|| word.len() - "__maxnreg__".len()..text.len())
-                        .filter(|r| {
-                            !text[..r.start]
-                                .ends_with(|c: char| c == '_' || c.is_ascii_alphanumeric())
-                        });
+    let word_end = if b.last() == Some(&b')') {
+        let mut depth = 0i32;
+        let mut i = b.len();
+        loop {
+            i = i.checked_sub(1)?;
+            match b[i] {
+                b')' => depth += 1,
+                b'(' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break text[..i].trim_end().len();
+                    }
                 }
+                _ => {}
             }
-            _ => {}
         }
-    }
-    None
+    } else {
+        text.len()
+    };
+    let called = word_end < text.len();
+    let word = &text[..word_end];
+    words
+        .iter()
+        .filter(|w| called || **w != "__maxnreg__")
+        .find(|w| word.ends_with(**w) && !word[..word.len() - w.len()].ends_with(is_word))
+        .map(|w| word_end - w.len()..text.len())
 }
 
-/// `__maxnreg__(N)` between `from` and `to` in `src`: their ranges.
-fn maxnreg_within(src: &str, from: usize, to: usize) -> Vec<Range<usize>> {
+/// `words` (`attribute_at_end`) between `from` and `to` in `src`: the ranges of their uses,
+/// arguments included.
+fn attributes_within(src: &str, from: usize, to: usize, words: &[&str]) -> Vec<Range<usize>> {
     let mut out = Vec::new();
-    for at in lang::word_indices(&src[from..to], "__maxnreg__") {
-        let start = from + at;
-        let rest = &src[start + "__maxnreg__".len()..to];
-        let Some(open) = rest.find('(') else { continue };
-        if !rest[..open].trim().is_empty() {
-            continue;
-        }
-        if let Some(close) = parse::closing_paren(rest.as_bytes(), open) {
-            out.push(start..start + "__maxnreg__".len() + close + 1);
+    for w in words {
+        for at in lang::word_indices(&src[from..to], w) {
+            let start = from + at;
+            let rest = &src[start + w.len()..to];
+            let called = rest.trim_start().starts_with('(');
+            if !called {
+                // An object-like macro (`MGPU_LAUNCH_BOUNDS void k`); `__maxnreg__` is called.
+                if *w != "__maxnreg__" {
+                    out.push(start..start + w.len());
+                }
+                continue;
+            }
+            let open = rest.len() - rest.trim_start().len();
+            if let Some(close) = parse::closing_paren(rest.as_bytes(), open) {
+                out.push(start..start + w.len() + close + 1);
+            }
         }
     }
+    out.sort_by_key(|r| r.start);
     out
 }
 
@@ -1003,6 +1024,7 @@ fn execution_space<'t>(
     src: &str,
     macros: &BTreeMap<String, MacroFacts>,
     space_macros: &BTreeMap<String, Vec<String>>,
+    attribute_words: &[&str],
 ) -> Space<'t> {
     let k = kinds();
     let mut s = Space::default();
@@ -1011,11 +1033,12 @@ fn execution_space<'t>(
     let mut at = func.start_byte();
     loop {
         let before = code_before(&src[..at]);
-        // `__maxnreg__(128) __global__ void k(...)`: the cap in front of the definition.
-        if let Some(r) = maxnreg_at_end(before) {
+        // `__maxnreg__(128) __global__ void k(...)`: the cap in front of the definition (or a
+        // macro standing for it or for `__launch_bounds__`).
+        if let Some(r) = attribute_at_end(before, attribute_words) {
             s.head = Some(r.start);
             at = r.start;
-            s.maxnreg.push(r);
+            s.head_attributes.push(r);
             continue;
         }
         // Back over ASCII word bytes only: `start` then always begins a character.
@@ -1072,11 +1095,16 @@ fn execution_space<'t>(
             _ => {}
         }
     }
-    // `__global__ void __maxnreg__(32) k(...)`: the cap inside the head.
+    // `__global__ void __maxnreg__(32) k(...)`: the cap inside the head (or a macro standing
+    // for it or for `__launch_bounds__`, `__global__ LAUNCH_BOUNDS(256) void k(...)`).
     let declarator = func.child_by_field_id(crate::lang::fields().declarator);
     let end = declarator.map_or(func.start_byte(), |d| d.start_byte());
-    s.maxnreg
-        .extend(maxnreg_within(src, func.start_byte(), end));
+    s.head_attributes.extend(attributes_within(
+        src,
+        func.start_byte(),
+        end,
+        attribute_words,
+    ));
     s
 }
 
@@ -1220,12 +1248,7 @@ mod tests {
             "#define GLOBAL __global__\n// café\nGLOBAL static void k(int *p) { p[0] = 1; }\n\
                    // é\n__global__ void k2(int *p) { p[0] = 2; }\n";
         let parsed = parse::parse(src);
-        let found = scan(
-            parsed.tree.root_node(),
-            src,
-            &parsed.space_macros,
-            &parsed.grid_constant_macros,
-        );
+        let found = scan(&parsed, src);
         let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["k", "k2"]);
         let k = &found.kernels[0];
@@ -1239,12 +1262,7 @@ mod tests {
         // An unclosed template parameter list swallows the definitions after it.
         let src = "template <class T\n__global__ void lost(int* out) {\n  out[0] = 1;\n}\n";
         let parsed = parse::parse(src);
-        let found = scan(
-            parsed.tree.root_node(),
-            src,
-            &parsed.space_macros,
-            &parsed.grid_constant_macros,
-        );
+        let found = scan(&parsed, src);
         assert!(found.kernels.is_empty());
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["lost"]);
@@ -1257,12 +1275,7 @@ mod tests {
         // to the end of the file, over the next kernel.
         let src = "__global__ void guarded(int* out, int n) {\n#ifdef GUARD\n  if (n > 0) {\n#endif\n  out[0] = n;\n}\n\n__global__ void after(int* out) { out[0] = 1; }\n";
         let parsed = parse::parse(src);
-        let found = scan(
-            parsed.tree.root_node(),
-            src,
-            &parsed.space_macros,
-            &parsed.grid_constant_macros,
-        );
+        let found = scan(&parsed, src);
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["after"]);
     }

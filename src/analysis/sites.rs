@@ -158,9 +158,11 @@ pub struct FunctionSite<'t> {
     pub global_replacement: String,
     pub host: bool,
     pub launch_bounds: Vec<Node<'t>>,
-    /// `__maxnreg__(N)` in the head (blanked for the grammar, `parse::masked`): kernels only,
-    /// like `__launch_bounds__`, and never with it.
-    pub maxnreg: Vec<std::ops::Range<usize>>,
+    /// `__maxnreg__(N)` in the head or in front of it, and uses of macros standing for it or
+    /// for `__launch_bounds__` (`LAUNCH_BOUNDS(256)`, `parse::attribute_macros`), all blanked
+    /// for the grammar (`parse::masked`): kernel attributes, which the shared body must not
+    /// carry and the wrappers keep.
+    pub head_attributes: Vec<std::ops::Range<usize>>,
     pub declarator: Node<'t>,
     pub name_node: Node<'t>,
     pub params: Node<'t>,

@@ -11,6 +11,8 @@ use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct CheckArgs {
+    /// Files, or folders to search for .cu/.cuh files and for headers (.h, .hpp, .hxx, .inl...)
+    /// whose code defines or launches a kernel.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     #[arg(long, value_enum, default_value_t)]

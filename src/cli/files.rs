@@ -6,7 +6,35 @@ use std::path::{Path, PathBuf};
 
 pub const EXTENSIONS: &[&str] = &["cu", "cuh"];
 
-/// Input files: each file as given, each folder walked for .cu/.cuh files (sorted).
+/// Header extensions a folder walk takes a file of where it defines or launches a kernel
+/// (`kernel_header`): kernels in `.hxx` or `.inl` headers (a public GPU primitives library
+/// keeps all of them there) were neither reported nor transformed, and launches of them from
+/// the walked files got CP101 (defined in a file not transformed with this one). Any other
+/// header is not taken: nothing in it can change, and a header of prototypes may be included
+/// by host-only sources, which its transformed form (cupreempt's header included, wrappers
+/// declared) would break.
+pub const HEADER_EXTENSIONS: &[&str] = &["h", "hh", "hpp", "hxx", "inl", "inc", "ipp", "tcc"];
+
+/// Whether the file at `path` launches a kernel (`<<<`) or defines one (`__global__`, then `{`
+/// before any `;`), comments aside.
+fn kernel_header(path: &Path) -> bool {
+    std::fs::read(path).is_ok_and(|b| {
+        let has = |w: &[u8]| b.windows(w.len()).any(|x| x == w);
+        if !has(b"<<<") && !has(b"__global__") {
+            return false;
+        }
+        let code = cupreempt::lang::without_comments(&String::from_utf8_lossy(&b));
+        code.contains("<<<")
+            || cupreempt::lang::word_indices(&code, "__global__").any(|at| {
+                let rest = &code[at..];
+                rest.find('{')
+                    .is_some_and(|open| rest.find(';').is_none_or(|semi| open < semi))
+            })
+    })
+}
+
+/// Input files: each file as given, each folder walked for .cu/.cuh files and for headers
+/// that define or launch kernels (`HEADER_EXTENSIONS`), sorted.
 /// Returns (path, root it was found under). A folder `skip` (an output folder inside the
 /// inputs) is not walked, so that a second run does not take the first one's outputs as inputs.
 pub fn inputs(paths: &[PathBuf], skip: Option<&Path>) -> anyhow::Result<Vec<(PathBuf, PathBuf)>> {
@@ -31,9 +59,9 @@ pub fn inputs(paths: &[PathBuf], skip: Option<&Path>) -> anyhow::Result<Vec<(Pat
                 .filter(|e| e.file_type().is_file())
                 .map(|e| e.into_path())
                 .filter(|f| {
-                    f.extension()
-                        .and_then(|x| x.to_str())
-                        .is_some_and(|x| EXTENSIONS.contains(&x))
+                    let ext = f.extension().and_then(|x| x.to_str()).unwrap_or_default();
+                    EXTENSIONS.contains(&ext)
+                        || (HEADER_EXTENSIONS.contains(&ext) && kernel_header(f))
                 })
                 .collect();
             found.sort();

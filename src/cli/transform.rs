@@ -11,7 +11,8 @@ use std::process::ExitCode;
 
 #[derive(Args, Debug)]
 pub struct TransformArgs {
-    /// .cu/.cuh files, or folders to search for them; `-`: standard input (one input; the
+    /// Files, or folders to search for .cu/.cuh files and for headers (.h, .hpp, .hxx, .inl...)
+    /// whose code defines or launches a kernel; `-`: standard input (one input; the
     /// output goes to standard output or `-o`).
     #[arg(required = true)]
     inputs: Vec<PathBuf>,

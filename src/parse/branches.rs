@@ -218,7 +218,7 @@ impl<'a> FileGroups<'a> {
         let mut chosen: Vec<&Conditional> = groups
             .iter()
             .enumerate()
-            .filter(|&(i, g)| near(g) && (in_block(i, g) || host_only(g)))
+            .filter(|&(i, g)| near(g) && (in_block(i, g) || host_only(g) || head_part(g, src)))
             .map(|(_, g)| g)
             .collect();
         // An error as wide as the file is near every group; the groups whose branches open or
@@ -255,6 +255,20 @@ impl<'a> FileGroups<'a> {
         }
         Some((bytes, hidden))
     }
+}
+
+/// Whether every branch of `g` is part of one declaration's head: no `;`, `{` or `}` and no
+/// directive of its own (`#if USE_SHARED` `__global__ void __launch_bounds__(256)` `#else`
+/// `__global__ void` `#endif` `k(...) {...}`, public hashing miners' kernels). Whole
+/// definitions, which a file-scope conditional may choose between, hold braces; whole
+/// declarations end with `;`. Read with its first branch, the definition is found, and the
+/// analysis refuses it with the reason (`analysis::hidden`: a branch in the head) rather than
+/// the kernel vanishing from the report.
+fn head_part(g: &Conditional, src: &str) -> bool {
+    g.branches.iter().all(|r| {
+        let text = crate::lang::without_comments(&src[r.clone()]);
+        !text.contains([';', '{', '}']) && !text.lines().any(|l| l.trim_start().starts_with('#'))
+    }) && g.branches.iter().any(|r| !src[r.clone()].trim().is_empty())
 }
 
 /// For each of `groups`, whether its `#if` line lies inside a function's body as the text's

@@ -129,7 +129,7 @@ pub fn rewrite(
         .launch_bounds
         .iter()
         .map(|lb| lb.byte_range())
-        .chain(k.maxnreg.iter().cloned())
+        .chain(k.head_attributes.iter().cloned())
     {
         let end = r.end + src[r.end..].len() - src[r.end..].trim_start().len();
         edits.push(Edit::delete(r.start..end));
