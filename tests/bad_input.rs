@@ -372,3 +372,46 @@ fn a_syntax_error_outside_kernels_is_a_warning_and_the_file_is_written() {
         "{out}"
     );
 }
+
+/// A syntax error that begins before a kernel and takes it in (conditional initializers whose
+/// branches each open the brace that closes after `#endif`, as a public hashing miner writes
+/// its constant tables) is reported (CP100): the launch it holds gets CP101 "inside a syntax
+/// error", which must point at a reported error. An error that begins inside a kernel stays
+/// that kernel's refusal (CP001) alone.
+#[test]
+fn a_syntax_error_around_a_kernel_is_reported() {
+    let dir = support::tempdir("bad-cp100-around");
+    std::fs::write(
+        dir.join("a.cu"),
+        "#ifdef DIRECT\n__constant__ int a[2] = {\n#else\n__constant__ int a[2];\nconst int h_a[2] = {\n#endif\n  1, 2\n};\n\
+         #ifdef DIRECT\n__constant__ int b[2] = {\n#else\n__constant__ int b[2];\nconst int h_b[2] = {\n#endif\n  3, 4\n};\n\
+         __global__ void k(int* out) { out[threadIdx.x] = a[0] + b[1]; }\n\
+         void host(int* out) { k<<<1, 32>>>(out); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "--format", "json", "a.cu"], &dir);
+    assert_eq!(exit_code(&o), 0, "{}", stderr(&o));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&o)).expect("json");
+    let codes: Vec<&str> = json[0]["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .filter_map(|d| d["code"].as_str())
+        .collect();
+    assert!(
+        codes.contains(&"CP101") && codes.contains(&"CP100"),
+        "{codes:?}"
+    );
+    std::fs::write(
+        dir.join("b.cu"),
+        "__global__ void k(int* out) { out[threadIdx.x] = ) 1; }\nvoid host(int* out) { k<<<1, 32>>>(out); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "b.cu"], &dir);
+    assert!(
+        stdout(&o).contains("k: left as it is: CP001"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stderr(&o).contains("CP100"), "{}", stderr(&o));
+}

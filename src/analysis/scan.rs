@@ -109,11 +109,14 @@ pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
         s.found.unread_helpers = lost_definitions(root, src, &s.found, "__device__");
     }
     for r in &errors {
-        let inside_kernel = s
-            .found
-            .kernels
-            .iter()
-            .any(|k| overlaps(&(k.outer.start_byte()..k.func.end_byte()), r));
+        // An error that begins inside a kernel is that kernel's (CP001); one that begins
+        // before a kernel and takes it in (`#ifdef` initializers that each open a brace) is the
+        // file's, and the launches it holds get CP101 for it: reported, so that they point at
+        // something.
+        let inside_kernel = s.found.kernels.iter().any(|k| {
+            let kernel = k.outer.start_byte()..k.func.end_byte();
+            overlaps(&kernel, r) && r.start >= kernel.start
+        });
         if !inside_kernel {
             s.found.diagnostics.push(
                 Diagnostic::new(
