@@ -949,7 +949,8 @@ fn instantiation_macro_uses(
 /// directive only where a statement may stand in a block, and the kernel was a syntax error
 /// (CP001). A pragma only tells the compiler how to build what follows, so the masked view
 /// blanks such a line: one whose previous line of code ends with `)` (a `for`, `while` or `if`
-/// head, which the pragma follows) and does not continue a directive.
+/// head, which the pragma follows), or with `else` or `do` (`} else` then `#pragma unroll` then
+/// a loop, in public hashing miners' kernels), and does not continue a directive.
 fn pragmas_after_heads(src: &str) -> Vec<std::ops::Range<usize>> {
     if !src.contains("#pragma") {
         return Vec::new();
@@ -960,8 +961,15 @@ fn pragmas_after_heads(src: &str) -> Vec<std::ops::Range<usize>> {
     for line in src.split_inclusive('\n') {
         let code = line.split("//").next().unwrap_or("").trim();
         if code.starts_with("#pragma") {
-            let after_head = previous
-                .is_some_and(|p| p.ends_with(')') && !p.starts_with('#') && !p.ends_with('\\'));
+            let ends_with_word = |p: &str, w: &str| {
+                p.strip_suffix(w)
+                    .is_some_and(|b| !b.ends_with(|c: char| c == '_' || c.is_ascii_alphanumeric()))
+            };
+            let after_head = previous.is_some_and(|p| {
+                (p.ends_with(')') || ends_with_word(p, "else") || ends_with_word(p, "do"))
+                    && !p.starts_with('#')
+                    && !p.ends_with('\\')
+            });
             if after_head {
                 out.push(at..at + line.trim_end_matches(['\n', '\r']).len());
             }
@@ -1921,6 +1929,35 @@ void h(int* d) {
             .map(|r| &src[r])
             .collect();
         assert_eq!(blanked, ["#pragma unroll"], "only the one after a head");
+        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
+        assert!(
+            error_count_of(src) > 0,
+            "and the text as written is an error to it"
+        );
+    }
+
+    #[test]
+    fn pragmas_after_else_and_do_are_blanked() {
+        let src = "__global__ void k(float* o, int n) {
+  if (n > 4) {
+    o[0] = 0;
+  } else
+#pragma unroll
+    for (int j = 0; j < 4; j++) o[j] += 1;
+  do
+#pragma unroll 2
+    for (int j = 0; j < 2; j++) o[j] -= 1;
+  while (--n > 0);
+  float pseudo_else = 0;
+#pragma unroll
+  for (int j = 0; j < 4; j++) o[j] += pseudo_else;
+}
+";
+        let blanked: Vec<&str> = pragmas_after_heads(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(blanked, ["#pragma unroll", "#pragma unroll 2"]);
         assert_eq!(error_count(src), 0, "the grammar reads the masked view");
         assert!(
             error_count_of(src) > 0,
