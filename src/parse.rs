@@ -161,6 +161,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     qualifiers.extend(macro_uses(src, &grid_constants));
     let attributes = attribute_macros(&defs, included_macros);
     qualifiers.extend(macro_uses_with_arguments(src, &attributes));
+    qualifiers.extend(macro_uses_with_arguments(
+        src,
+        &layout_macros(&defs, included_macros),
+    ));
     let space_macros = execution_space_macro_uses(src, &space_table);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
@@ -501,6 +505,29 @@ pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)
 /// the scan keeps the use as the kernel's attribute (`scan::attributes_within`), which the
 /// wrappers copy with the head.
 pub(crate) fn attribute_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    call_macros(defs, included, &["__launch_bounds__", "__maxnreg__"])
+}
+
+/// Macros that stand for an alignment or another attribute of what they qualify: every
+/// definition with a body, in the file or a header it includes, is one call of `__align__`,
+/// `__attribute__`, `__declspec` or `alignas` (`#define _ALIGN(x) __align__(x)`, with
+/// `__attribute__((aligned(x)))` and `__declspec(align(x))` for host compilers, as public
+/// hashing miners define it). The grammar reads no macro in a declaration
+/// (`uint32_t _ALIGN(16) h[8];`): the kernel was a syntax error (CP001), and its uses at file
+/// scope a hundred and seventy (CP100) in one such miner. They only change how the compiler
+/// lays out what they qualify, never what a kernel computes: blanked in the masked view, like
+/// `__align__(N)` itself.
+pub(crate) fn layout_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    call_macros(
+        defs,
+        included,
+        &["__align__", "__attribute__", "__declspec", "alignas"],
+    )
+}
+
+/// Macros every definition with a body of which, in `defs` or `included`, is one call of one of
+/// `words`; empty definitions allowed.
+fn call_macros(defs: &[Define], included: &[(String, String)], words: &[&str]) -> Vec<String> {
     let mut names = std::collections::BTreeSet::new();
     let mut not = std::collections::BTreeSet::new();
     let bodies = included
@@ -513,7 +540,7 @@ pub(crate) fn attribute_macros(defs: &[Define], included: &[(String, String)]) -
         if body.is_empty() {
             continue;
         }
-        let one_call = ["__launch_bounds__", "__maxnreg__"].iter().any(|w| {
+        let one_call = words.iter().any(|w| {
             body.strip_prefix(w).is_some_and(|rest| {
                 let open = rest.len() - rest.trim_start().len();
                 rest[open..].starts_with('(')
@@ -1528,6 +1555,20 @@ mod tests {
             m.contains("#define LB(x) __launch_bounds__((x))") && m.contains("int LBx"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn layout_macros_are_read_from_their_definitions_and_blanked_with_their_arguments() {
+        let src = "#ifdef _MSC_VER\n#define AL(x) __declspec(align(x))\n#else\n#define AL(x) __attribute__ ((aligned(x)))\n#endif\n\
+                   #define MIXED(x) __align__(x) const\n\
+                   __global__ void k(unsigned* p) { unsigned AL(16) h[8]; h[0] = 1; p[0] = h[0]; }\nint ALx = 0;\n";
+        let included = vec![("_ALIGN".to_string(), "__align__(x)".to_string())];
+        // MIXED is more than the call.
+        assert_eq!(layout_macros(&defines(src), &included), ["AL", "_ALIGN"]);
+        assert_eq!(error_count(src), 0);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("unsigned        h[8]"), "{m}");
+        assert!(m.contains("int ALx"), "{m}");
     }
 
     #[test]
