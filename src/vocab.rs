@@ -71,6 +71,9 @@ pub const LAUNCH: &str = "cupreempt::launch";
 pub const LAUNCH_THROUGH: &str = "cupreempt::launch_through";
 /// A launch through a kernel's pointer, the kernel known at run time only (launch.cuh).
 pub const LAUNCH_ANY: &str = "::cupreempt::launch_any";
+/// The task's grid group (task_loop.cuh): what `cg::this_grid()` becomes before a query of the
+/// grid's shape or of a thread's place in it.
+pub const TASK_GRID: &str = "::cupreempt::task_grid";
 /// The members of a kernel's launch-types struct that launch.cuh reads: the original kernel,
 /// its wrapper and the wrapper held to 32 registers.
 pub const MEMBER_ORIGINAL: &str = "original";

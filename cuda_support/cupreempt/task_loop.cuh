@@ -148,6 +148,47 @@ struct NativeCtx {
   __device__ __forceinline__ uint3 thread_index() const { return ::threadIdx; }
 };
 
+// The grid as cooperative groups' grid_group answers its queries, from the body's indices
+// (the task's in a wrapper, the hardware's in the original): what `cg::this_grid()` becomes
+// where only such a query follows it (`cg::this_grid().thread_rank()`). The formulas and
+// types are grid_group's (cooperative_groups/details/helpers.h); `sync()` is left out (a grid
+// barrier is refused, CP002).
+struct task_grid {
+  uint3 block;
+  dim3 grid;
+  uint3 thread;
+  __device__ __forceinline__ task_grid(uint3 b, dim3 g, uint3 t) : block(b), grid(g), thread(t) {}
+  __device__ __forceinline__ unsigned block_threads() const {
+    return blockDim.x * blockDim.y * blockDim.z;
+  }
+  __device__ __forceinline__ unsigned long long num_blocks() const {
+    return (unsigned long long)grid.x * (grid.y * grid.z);
+  }
+  __device__ __forceinline__ unsigned long long num_threads() const {
+    return num_blocks() * block_threads();
+  }
+  __device__ __forceinline__ unsigned long long size() const { return num_threads(); }
+  __device__ __forceinline__ unsigned long long block_rank() const {
+    return ((unsigned long long)block.z * grid.y * grid.x) +
+           ((unsigned long long)block.y * grid.x) + (unsigned long long)block.x;
+  }
+  __device__ __forceinline__ unsigned long long thread_rank() const {
+    const unsigned in_block =
+        (thread.z * blockDim.y * blockDim.x) + (thread.y * blockDim.x) + thread.x;
+    return block_rank() * block_threads() + in_block;
+  }
+  __device__ __forceinline__ dim3 dim_blocks() const { return dim3(grid.x, grid.y, grid.z); }
+  __device__ __forceinline__ dim3 group_dim() const { return dim_blocks(); }
+  __device__ __forceinline__ dim3 block_index() const { return dim3(block.x, block.y, block.z); }
+  __device__ __forceinline__ dim3 dim_threads() const {
+    return dim3(grid.x * blockDim.x, grid.y * blockDim.y, grid.z * blockDim.z);
+  }
+  __device__ __forceinline__ dim3 thread_index() const {
+    return dim3(block.x * blockDim.x + thread.x, block.y * blockDim.y + thread.y,
+                block.z * blockDim.z + thread.z);
+  }
+};
+
 // One task (original block) run by a persistent block: the task's indices.
 struct TaskCtx {
   uint3 blockIdx;

@@ -71,6 +71,11 @@ pub struct BodyFacts<'t> {
     /// `block.group_index()` of this thread block: the block's index, which the rewrite
     /// replaces with the task's (`::dim3(blockIdx)`).
     pub block_index_calls: Vec<Node<'t>>,
+    /// Queries of the grid's shape or of this thread's place in it on `cg::this_grid()`
+    /// (`cg::this_grid().thread_rank()`, `GRID_GROUP_QUERIES`): the rewrite replaces the
+    /// `this_grid()` call with the task's grid (`::cupreempt::task_grid`), which answers from
+    /// the task's blockIdx and gridDim.
+    pub grid_queries: Vec<Node<'t>>,
     /// Calls through an expression that names no function (`table[i](x)`, `(*fp)(x)`): they may
     /// reach a helper whose address the file takes (`CallGraph::address_taken`).
     pub indirect_calls: Vec<Node<'t>>,
@@ -158,6 +163,22 @@ pub fn with_body_macros(
     }
 }
 
+/// The members of a grid group that ask for its shape or for this thread's place in it, which
+/// `::cupreempt::task_grid` answers for the task (cuda_support/cupreempt/task_loop.cuh); never
+/// `sync`, which stays a grid barrier (CP002).
+const GRID_GROUP_QUERIES: &[&str] = &[
+    "thread_rank",
+    "size",
+    "num_threads",
+    "block_rank",
+    "num_blocks",
+    "block_index",
+    "dim_blocks",
+    "thread_index",
+    "dim_threads",
+    "group_dim",
+];
+
 const BLOCK_GROUP_QUERIES: &[&str] = &[
     "group_index",
     "block_index",
@@ -192,6 +213,7 @@ pub fn facts<'t>(
         calls: Vec::new(),
         member_calls: Vec::new(),
         block_index_calls: Vec::new(),
+        grid_queries: Vec::new(),
         indirect_calls: Vec::new(),
         declared: BTreeSet::new(),
         barriers: Vec::new(),
@@ -421,7 +443,13 @@ fn head_macro_use<'t>(f: &mut BodyFacts<'t>, call: Node<'t>, src: &str) {
 }
 
 fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
-    if lang::GRID_SYNC.contains(&name) {
+    // `cg::this_grid().thread_rank()` is rewritten (`grid_queries`, found at the call, which
+    // comes first in the walk): no grid barrier.
+    let grid_query = f
+        .grid_queries
+        .iter()
+        .any(|c| c.byte_range().contains(&n.start_byte()));
+    if lang::GRID_SYNC.contains(&name) && !grid_query {
         f.refusals.push(
             Diagnostic::new(Code::GridSync, "grid-wide synchronization: a persistent grid cannot honour it")
                 .label(n.byte_range(), "grid group used here")
@@ -453,7 +481,7 @@ fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
             .iter()
             .any(|c| c.byte_range().contains(&n.start_byte()))
     };
-    if field && BLOCK_GROUP_QUERIES.contains(&name) && !rewritten() {
+    if field && BLOCK_GROUP_QUERIES.contains(&name) && !rewritten() && !grid_query {
         f.refusals.push(
             Diagnostic::new(
                 Code::Unsupported,
@@ -586,6 +614,16 @@ fn record_call<'t>(
         {
             f.block_index_calls.push(call);
             f.virtual_reads.insert("blockIdx");
+        } else if arg_count == 0
+            && field.is_some_and(|m| GRID_GROUP_QUERIES.contains(&m))
+            && object.is_some_and(|o| is_this_grid(o, src))
+        {
+            // The task's grid answers from the body's blockIdx, gridDim and threadIdx (the
+            // task's): the prologue must declare them.
+            f.grid_queries.push(call);
+            f.virtual_reads.insert("blockIdx");
+            f.virtual_reads.insert("gridDim");
+            f.reads_thread_idx = true;
         } else if let Some(field) = field {
             f.member_calls.push((field.to_string(), call));
         }
@@ -622,6 +660,17 @@ fn record_call<'t>(
         args,
         arg_count,
     });
+}
+
+/// Whether `n` is a call of `this_grid()` (`cg::this_grid()`, `cooperative_groups::this_grid()`).
+fn is_this_grid(n: Node, src: &str) -> bool {
+    let k = kinds();
+    n.kind_id() == k.call_expression
+        && n.child_by_field_id(crate::lang::fields().arguments)
+            .is_some_and(|a| lang::count_named(a) == 0)
+        && n.child_by_field_id(crate::lang::fields().function)
+            .and_then(callee_name)
+            .is_some_and(|c| text(c, src) == "this_grid")
 }
 
 fn is_thread_block(n: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {

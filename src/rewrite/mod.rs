@@ -12,7 +12,7 @@ mod predicate;
 use crate::analysis::{Analysis, BodyFacts, Call};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
-use crate::vocab::{CTX, CTX_TYPE, INCLUDE};
+use crate::vocab::{CTX, CTX_TYPE, INCLUDE, TASK_GRID};
 use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
@@ -112,9 +112,23 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
 /// Those are `[[maybe_unused]]` (no warning where nothing reads them).
 /// `block.group_index()` of this thread block becomes the task's index, `::dim3(blockIdx)`
 /// (the body's `blockIdx` is the task's; the query's type, `dim3`, is kept).
+/// `cg::this_grid()` before a query of the grid's shape or of this thread's place in it
+/// becomes the task's grid, made from the body's (the task's) blockIdx, gridDim and threadIdx.
 fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
     for c in &facts.block_index_calls {
         edits.push(Edit::replace(c.byte_range(), "::dim3(blockIdx)"));
+    }
+    let fields = crate::lang::fields();
+    for call in &facts.grid_queries {
+        let grid = call
+            .child_by_field_id(fields.function)
+            .and_then(|f| f.child_by_field_id(fields.argument));
+        if let Some(grid) = grid {
+            edits.push(Edit::replace(
+                grid.byte_range(),
+                format!("{TASK_GRID}(blockIdx, gridDim, threadIdx)"),
+            ));
+        }
     }
 }
 
