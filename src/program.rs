@@ -316,14 +316,19 @@ pub fn known_from(
     known
 }
 
-/// `Defines` of a program. `files`: its files, canonical, with their texts; `graph`: what each
-/// includes (made once by the caller, which needs it too).
+/// `Defines` of a program. `files`: its files, canonical, with their texts; `others`: files
+/// they include that are not among them (headers found through `-I`), read for their macros
+/// only, so that each file is read with the macros its own transform takes (a kernel header's
+/// `LAUNCH_BOUNDS(256)` defined in a utility header outside the inputs: without it the
+/// header's kernels were syntax errors here, and its includers' launches CP101); `graph`: what
+/// each includes (made once by the caller, which needs it too).
 /// A helper that reads block ids only through a helper of another file it includes is known as
 /// such once that file is: the transforms are repeated with what the included files define
 /// until nothing changes (a chain of headers one deeper each round). A file is transformed
 /// again only when what its includes define has changed since its last transform.
 pub fn defines_of(
     files: &[(PathBuf, String)],
+    others: &BTreeMap<PathBuf, String>,
     graph: &IncludeGraph,
     opts: &crate::Options,
 ) -> Defines {
@@ -347,7 +352,11 @@ pub fn defines_of(
         .map(|(p, _)| {
             if opts.known_macros.is_empty() {
                 macros_of(graph.closure(p), &|q| {
-                    files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
+                    files
+                        .iter()
+                        .find(|(f, _)| f == q)
+                        .map(|(_, t)| t.clone())
+                        .or_else(|| others.get(q).cloned())
                 })
             } else {
                 opts.known_macros.clone()

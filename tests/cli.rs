@@ -753,6 +753,40 @@ fn a_folder_walk_takes_headers_that_define_kernels() {
     }
 }
 
+/// A kernel header whose heads use a macro defined in a header outside the inputs (found
+/// through `-I`, as a parallel-primitives library's radix sort takes `LAUNCH_BOUNDS` from its
+/// utility header): the header's kernels are read with that macro when the files including it
+/// are transformed too, so their launches are rewritten (they got CP101, "names no kernel").
+#[test]
+fn launches_of_a_header_kernel_whose_head_macro_comes_from_outside_the_inputs_are_rewritten() {
+    let dir = support::tempdir("cli-outside-macro");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("inc")).unwrap();
+    std::fs::write(
+        dir.join("inc/util.h"),
+        "#define LB(x) __launch_bounds__(x)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/k.cuh"),
+        "#include \"util.h\"\ntemplate <int N> __global__ void LB(128) t(int* p) { p[threadIdx.x] = N; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/a.cu"),
+        "#include \"k.cuh\"\nvoid run(int* p) { t<3><<<1, 128>>>(p); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "-I", "inc", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP101"), "{}", stderr(&o));
+    let a = std::fs::read_to_string(dir.join("out/a.cu")).unwrap();
+    assert!(
+        a.contains("cupreempt::launch<t__cupreempt_kernels<3>>(1, 128, 0, 0)(p)"),
+        "{a}"
+    );
+}
+
 /// A kernel file included inside another file's `extern "C" {` block (a public benchmark suite
 /// does so): transformed together, the includer compiles, its launch is rewritten, and the
 /// kernel and the helper keep C linkage.

@@ -1146,7 +1146,8 @@ fn prepare(
             (p.clone(), c)
         })
         .collect();
-    let defines = program::defines_of(&files, &graph, &opts);
+    // Every file of the unit's closure within the project is in `files`.
+    let defines = program::defines_of(&files, &Default::default(), &graph, &opts);
     let spelled = spelled_names(spelled_source, &files, search);
     let color = super::stderr_color();
     let mut refused = false;

@@ -324,7 +324,6 @@ pub(super) fn known_kernels(
         .iter()
         .map(|(p, s)| (p.clone(), closure(p, s)))
         .collect();
-    let mut defines = program::defines_of(&canonical, &graph, opts);
     let mut outside: BTreeMap<PathBuf, String> = BTreeMap::new();
     for f in graph.included() {
         if !graph.contains(f) && !outside.contains_key(f) {
@@ -333,6 +332,7 @@ pub(super) fn known_kernels(
             }
         }
     }
+    let mut defines = program::defines_of(&canonical, &outside, &graph, opts);
     // What each input's included files define as macros (texts by path: a folder of a
     // thousand inputs asks for each of their closures' files).
     let input_texts: BTreeMap<&Path, &String> =
@@ -356,7 +356,8 @@ pub(super) fn known_kernels(
             helpers_for_other_files: false,
             ..opts.clone()
         };
-        for (p, (kernels, helpers)) in program::defines_of(&outside, &graph, &o) {
+        let inputs: BTreeMap<PathBuf, String> = canonical.iter().cloned().collect();
+        for (p, (kernels, helpers)) in program::defines_of(&outside, &inputs, &graph, &o) {
             let helpers = helpers
                 .into_iter()
                 .map(|h| KnownHelper {
