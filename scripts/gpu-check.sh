@@ -215,6 +215,41 @@ else
   echo "FAIL launches through a kernel's local pointer, one file" >>"$log"
   status=1
 fi
+# A kernel template declared in one file and defined, with explicit instantiations, in another
+# (tests/gpu/declared_template*.cu; `-static-global-template-stub=false`, which CUDA 13 needs for
+# a template kernel of another unit): each file through `cupreempt transform`, then linked,
+# every launch preemptible (the defining unit instantiates the wrappers, the launching one
+# declares them weak); and split by the launcher, the outputs checked.
+dt=$e2e/declared_template
+rm -rf $dt && mkdir -p $dt
+dtf="-arch=sm_90 -std=c++17 -static-global-template-stub=false"
+if "$cli" transform tests/gpu/declared_template.cu -o $dt/def.cu 2>/dev/null &&
+  "$cli" transform tests/gpu/declared_template_launch.cu -o $dt/launch.cu 2>/dev/null &&
+  nvcc $dtf -Icuda_support $dt/def.cu $dt/launch.cu -o $dt/prog -L"$lib" -lcupreempt_runtime \
+    -Xlinker -rpath="$lib" >$dt/build.txt 2>&1 &&
+  preemptible_then_chaos $dt/prog "40 launches planned: preemptible 40"; then
+  echo "PASS a declared kernel template's launches, two files: $(grep -h '^declared_template\|launches planned\|chaos:' $dt/prog-all.txt $dt/prog-chaos.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $dt/build.txt $dt/prog-all.txt $dt/prog-chaos.txt >>"$log" 2>/dev/null
+  echo "FAIL a declared kernel template's launches, two files" >>"$log"
+  status=1
+fi
+dts=$e2e/declared_template_split
+rm -rf $dts && mkdir -p $dts
+ok=1
+for f in declared_template declared_template_launch; do
+  CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc $dtf -c tests/gpu/$f.cu \
+    -o $dts/$f.o >>$dts/build.txt 2>&1 || ok=0
+done
+if [ $ok = 1 ] && CUPREEMPT_RUNTIME_DIR="$lib" "$cli" nvcc -arch=sm_90 $dts/declared_template.o \
+    $dts/declared_template_launch.o -o $dts/prog >>$dts/build.txt 2>&1 &&
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $dts/prog >$dts/run.txt 2>&1; then
+  echo "PASS a declared kernel template's launches, two files split by the launcher: $(grep -h '^declared_template\|launches planned' $dts/run.txt | tr '\n' ' ')" >>"$log"
+else
+  cat $dts/build.txt $dts/run.txt >>"$log" 2>/dev/null
+  echo "FAIL a declared kernel template's launches, two files split by the launcher" >>"$log"
+  status=1
+fi
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch

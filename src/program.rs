@@ -47,6 +47,20 @@ pub struct Declaration {
     pub specifiers: String,
     /// Parameter declarations, named, without default arguments.
     pub params: Vec<String>,
+    /// A kernel template's: its template head, the same for a class (without default
+    /// arguments where C++ forbids them), and its parameters as arguments (`T, N`).
+    pub template: Option<DeclaredTemplate>,
+}
+
+/// The template parts of a declared kernel template (`Declaration::template`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredTemplate {
+    /// `template <typename T, int N = 4>\n`
+    pub head: String,
+    /// `template <typename T, int N>\n`
+    pub class_head: String,
+    /// `T, N`
+    pub args: String,
 }
 
 /// `KnownKernel::max_params` of a parameter list.
@@ -81,8 +95,8 @@ impl KnownKernel {
             ordinal: 0,
             params: crate::analysis::unconditional_params(&d.param_list),
             max_params: max_params(&d.param_list),
-            template_params: 0,
-            pack: false,
+            template_params: d.template_params.len(),
+            pack: d.template_params.iter().any(|p| p.pack),
             declaration: Some(Declaration {
                 scope: d.scope.clone(),
                 specifiers: src[d.func.start_byte()..d.name_node.start_byte()].to_string(),
@@ -91,6 +105,9 @@ impl KnownKernel {
                     .iter()
                     .map(|p| crate::rewrite::strip_default(&p.declaration()))
                     .collect(),
+                template: d
+                    .is_template()
+                    .then(|| crate::rewrite::declared_template(d, src)),
             }),
             untransformed_file: None,
         }

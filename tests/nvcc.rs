@@ -399,6 +399,83 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
     );
 }
 
+/// The same for a kernel template (declared in the launching file, defined and explicitly
+/// instantiated in another, as a quantization library's operators launch its kernels; CUDA 13
+/// needs `-static-global-template-stub=false` for that): the launching file declares the
+/// wrapper templates weak, and the defining file's transformed instantiations define them.
+/// Without the defining file transformed the program still links (a weak undefined instance).
+#[test]
+fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrappers() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-declared-template");
+    let launch = "template <typename T, int F> __global__ void fill(T* p, T v, int n);\n\
+                  void run(float* p, int n) { fill<float, 1><<<(n + 255) / 256, 256>>>(p, 2.0f, n); }\n\
+                  int main() { run(nullptr, 0); return 0; }\n";
+    let define = "template <typename T, int F> __global__ void fill(T* p, T v, int n) {\n\
+                  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = v * F;\n}\n\
+                  template __global__ void fill<float, 1>(float* p, float v, int n);\n";
+    let t = |src: &str, name: &str| {
+        cupreempt::transform(src, name, &cupreempt::Options::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .output
+    };
+    let launch_t = t(launch, "launch.cu");
+    assert!(
+        launch_t.contains("cupreempt::launch<fill__cupreempt_kernels<float, 1>>")
+            && launch_t.contains("CUPREEMPT_WEAK fill__cupreempt("),
+        "{launch_t}"
+    );
+    let define_t = t(define, "define.cu");
+    assert!(
+        define_t.contains("template __global__ void fill__cupreempt<float, 1>(cupreempt_launch __cp_launch, float* p, float v, int n);"),
+        "{define_t}"
+    );
+    std::fs::write(dir.join("launch.cu"), &launch_t).unwrap();
+    std::fs::write(dir.join("define.cu"), define).unwrap();
+    std::fs::write(dir.join("define.t.cu"), &define_t).unwrap();
+    let compile = |src: &str, obj: &str| {
+        support::compiles(
+            support::nvcc_compile(&nvcc, &dir.join(obj))
+                .args([
+                    "-DCUPREEMPT_STANDALONE",
+                    "-static-global-template-stub=false",
+                ])
+                .arg(dir.join(src)),
+            src,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    };
+    compile("launch.cu", "launch.o");
+    compile("define.cu", "define.o");
+    compile("define.t.cu", "define.t.o");
+    let wrapper_symbol = |exe: &str, def: &str| {
+        support::compiles(
+            support::nvcc_build(&nvcc, &dir.join(exe))
+                .arg("-static-global-template-stub=false")
+                .arg(dir.join("launch.o"))
+                .arg(dir.join(def)),
+            exe,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let nm = std::process::Command::new("nm")
+            .arg(dir.join(exe))
+            .output()
+            .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
+        String::from_utf8_lossy(&nm.stdout)
+            .lines()
+            .find(|l| l.ends_with("_Z15fill__cupreemptIfLi1EEv16cupreempt_launchPT_S1_i"))
+            .map(|l| l.split_whitespace().rev().nth(1).unwrap_or("").to_string())
+    };
+    // Defining file transformed: the instance is there, defined (a template's, weak).
+    assert_eq!(wrapper_symbol("with", "define.t.o").as_deref(), Some("W"));
+    // Not transformed: the program links all the same; the instance is a weak undefined symbol.
+    let without = wrapper_symbol("without", "define.o");
+    assert!(
+        matches!(without.as_deref(), None | Some("w")),
+        "{without:?}"
+    );
+}
+
 /// A transformed file included after the program's own macros (a `main.cu` that defines
 /// `#define grid_x Variables[7]` and then includes its kernels' `.cu` file, as a public
 /// benchmark does) compiles, in both modes, and the program's macros are back after it: the

@@ -417,8 +417,10 @@ fn declared_only<'t>(
     for d in declarations {
         // A parameter list that the preprocessor chooses from stays out: the weak declarations
         // of the wrappers would need its configurations too.
+        // A template too (its weak declarations are templates, `rewrite::declared`), not an
+        // explicit specialization's declaration.
         let plain = d.global_kw.is_some()
-            && !d.is_template()
+            && !d.specialization
             && d.linkage.is_none()
             && d.problems.is_empty()
             && !d.has_conditional_params();

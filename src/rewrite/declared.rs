@@ -9,8 +9,8 @@ use crate::analysis::{Analysis, FunctionSite};
 use crate::edit::Edit;
 use crate::program::{Declaration, KnownKernel};
 use crate::vocab::{
-    capped_wrapper_name, kernels_struct_name, wrapper_name, LAUNCH_PARAM, LAUNCH_TYPE,
-    MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, WEAK,
+    capped_wrapper_name, kernels_struct_name, selector_name, wrapper_name, LAUNCH_PARAM,
+    LAUNCH_TYPE, MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, WEAK,
 };
 use tree_sitter::Node;
 
@@ -30,6 +30,9 @@ fn weak_block(name: &str, d: &Declaration, whence: &str) -> String {
 }
 
 fn weak_declarations(name: &str, d: &Declaration, whence: &str) -> String {
+    if let Some(t) = &d.template {
+        return weak_template_declarations(name, d, t, whence);
+    }
     let params = if d.params.is_empty() {
         format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
     } else {
@@ -47,6 +50,49 @@ fn weak_declarations(name: &str, d: &Declaration, whence: &str) -> String {
         s = kernels_struct_name(name, None),
         capped_decl = super::kernel::without_rdc(&format!("{specifiers}{WEAK} {capped}({params});\n")),
         capped_member = super::kernel::by_rdc(&member(&wrapper), &member(&capped)),
+    )
+}
+
+/// A kernel template's (`template <class T> __global__ void k(T* p, int n);`, defined and
+/// explicitly instantiated in another file): its wrapper templates declared weak, the launch
+/// types as a class template, and the selector that deduced launches name. An instance the
+/// defining unit did not instantiate transformed (`kernel::explicit_instantiations`) has null
+/// wrappers, and its launch runs the original.
+fn weak_template_declarations(
+    name: &str,
+    d: &Declaration,
+    t: &crate::program::DeclaredTemplate,
+    whence: &str,
+) -> String {
+    let params = if d.params.is_empty() {
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
+    } else {
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, {}", d.params.join(", "))
+    };
+    let (wrapper, capped) = (wrapper_name(name), capped_wrapper_name(name));
+    let (head, specifiers, args) = (&t.head, &d.specifiers, &t.args);
+    let s = kernels_struct_name(name, None);
+    let member = |target: &str| {
+        format!("  static constexpr auto {MEMBER_WRAPPER_R32} = &{target}<{args}>;\n")
+    };
+    // nvcc warns (20280) of a kernel template instance without a definition in the unit
+    // where `-static-global-template-stub` is on (CUDA 13's default without `-rdc`), as it
+    // does of the original's launches: a program whose units launch each other's kernel
+    // templates is built with it off, and the warning of the wrappers' declarations would
+    // only repeat the original's.
+    format!(
+        "// cupreempt: `{name}` is {whence}; its wrappers, where the file defining it instantiated them transformed (else the launch runs `{name}`).\n\
+         #pragma nv_diagnostic push\n#pragma nv_diag_suppress 20280\n\
+         {head}{specifiers}{WEAK} {wrapper}({params});\n\
+         {capped_decl}\
+         {class_head}struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name}<{args}>;\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper}<{args}>;\n{capped_member}}};\n\
+         {head}{s}<{args}> {selector}({plain});  // cupreempt: picks the kernels for a launch's arguments\n\
+         #pragma nv_diagnostic pop",
+        class_head = t.class_head,
+        capped_decl = super::kernel::without_rdc(&format!("{head}{specifiers}{WEAK} {capped}({params});\n")),
+        capped_member = super::kernel::by_rdc(&member(&wrapper), &member(&capped)),
+        selector = selector_name(name),
+        plain = d.params.join(", "),
     )
 }
 

@@ -213,6 +213,9 @@ pub fn rewrite(
         ));
     }
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
+    if k.is_template() && !k.specialization {
+        explicit_instantiations(plan, src, edits);
+    }
     if let Some(q) = k.qualified.as_ref().filter(|q| !q.namespaces.is_empty()) {
         let close = "}".repeat(q.namespaces.len());
         edits.push(Edit::insert(
@@ -221,6 +224,73 @@ pub fn rewrite(
                 // A block comment: code may follow the kernel on its last line.
                 "\n{close}  /* cupreempt: namespace {} */",
                 q.namespaces.join("::")
+            ),
+        ));
+    }
+}
+
+/// After each explicit instantiation of the kernel template in the file (`template __global__
+/// void k<float, 0>(float* a, int n);`, as libraries instantiate the kernels that other files
+/// declare and launch): the same instantiations of its wrappers, so that this unit defines
+/// them for the other units' launches (their weak declarations, `rewrite::declared`), which
+/// would otherwise run the original. Only an instantiation in the kernel's own namespace, and
+/// not one inside a macro's body (the grammar does not read it).
+fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
+    let k = &plan.site;
+    let kinds = crate::lang::kinds();
+    let fields = crate::lang::fields();
+    let Some(parent) = k.outer.parent() else {
+        return;
+    };
+    let mut cursor = parent.walk();
+    for inst in parent.named_children(&mut cursor) {
+        if inst.kind() != "template_instantiation" {
+            continue;
+        }
+        let Some(declarator) = inst.child_by_field_id(fields.declarator) else {
+            continue;
+        };
+        if declarator.kind_id() != kinds.function_declarator {
+            continue;
+        }
+        let (Some(callee), Some(params)) = (
+            declarator.child_by_field_id(fields.declarator),
+            declarator.child_by_field_id(fields.parameters),
+        ) else {
+            continue;
+        };
+        let Some(name) = callee.child_by_field_id(fields.name) else {
+            continue;
+        };
+        if callee.kind() != "template_function" || src[name.byte_range()] != k.name {
+            continue;
+        }
+        let open = params.start_byte() + 1;
+        let launch = if params.named_child_count() == 0 {
+            format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
+        } else {
+            format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, ")
+        };
+        let instance = |wrapper: &str| {
+            format!(
+                "{}{wrapper}{}{launch}{}\n",
+                &src[inst.start_byte()..name.start_byte()],
+                &src[name.end_byte()..open],
+                &src[open..inst.end_byte()],
+            )
+        };
+        let mut text = instance(&wrapper_name(&k.name));
+        if plan.capped_wrapper {
+            text.push_str(&where_capped(
+                &k.name,
+                &instance(&capped_wrapper_name(&k.name)),
+            ));
+        }
+        edits.push(Edit::insert(
+            inst.end_byte(),
+            format!(
+                "\n// cupreempt: the wrappers of this instance, for launches in other units.\n{}",
+                trim_last_newline(unless_split(&text, ""))
             ),
         ));
     }
@@ -677,6 +747,17 @@ fn internal_linkage(k: &FunctionSite, h: &Header) -> bool {
         && crate::lang::word_indices(&h.specifiers, "static")
             .next()
             .is_some()
+}
+
+/// The template parts of kernel template `d`, declared here and defined in another file, for
+/// its weak wrapper declarations and launch types (`rewrite::declared`).
+pub(crate) fn declared_template(d: &FunctionSite, src: &str) -> crate::program::DeclaredTemplate {
+    let h = Header::of(d, src);
+    crate::program::DeclaredTemplate {
+        head: h.template,
+        class_head: h.class_template,
+        args: d.template_args(),
+    }
 }
 
 /// `int n = 4` → `int n` (function types cannot carry default arguments).
