@@ -357,42 +357,18 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
         launch_t.contains("cupreempt::launch<fill__cupreempt_kernels>"),
         "{launch_t}"
     );
-    std::fs::write(dir.join("launch.cu"), &launch_t).unwrap();
-    std::fs::write(dir.join("define.cu"), define).unwrap();
     std::fs::write(dir.join("define.t.cu"), t(define, "define.cu")).unwrap();
-    let compile = |src: &str, obj: &str| {
-        support::compiles(
-            support::nvcc_compile(&nvcc, &dir.join(obj))
-                .arg("-DCUPREEMPT_STANDALONE")
-                .arg(dir.join(src)),
-            src,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    };
-    compile("launch.cu", "launch.o");
-    compile("define.cu", "define.o");
-    compile("define.t.cu", "define.t.o");
-    let wrapper_symbol = |exe: &str, def: &str| {
-        support::compiles(
-            support::nvcc_build(&nvcc, &dir.join(exe))
-                .arg(dir.join("launch.o"))
-                .arg(dir.join(def)),
-            exe,
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        let nm = std::process::Command::new("nm")
-            .arg(dir.join(exe))
-            .output()
-            .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
-        String::from_utf8_lossy(&nm.stdout)
-            .lines()
-            .find(|l| l.ends_with("_Z15fill__cupreempt16cupreempt_launchPfi"))
-            .map(|l| l.split_whitespace().rev().nth(1).unwrap_or("").to_string())
-    };
+    let (with, without) = wrapper_symbol_both_ways(
+        &nvcc,
+        &dir,
+        &launch_t,
+        define,
+        &[],
+        "_Z15fill__cupreempt16cupreempt_launchPfi",
+    );
     // Defining file transformed: the wrapper is there, defined (text).
-    assert_eq!(wrapper_symbol("with", "define.t.o").as_deref(), Some("T"));
+    assert_eq!(with.as_deref(), Some("T"));
     // Not transformed: the program links all the same; the wrapper is a weak undefined symbol.
-    let without = wrapper_symbol("without", "define.o");
     assert!(
         matches!(without.as_deref(), None | Some("w")),
         "{without:?}"
@@ -430,16 +406,43 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
         define_t.contains("template __global__ void fill__cupreempt<float, 1>(cupreempt_launch __cp_launch, float* p, float v, int n);"),
         "{define_t}"
     );
-    std::fs::write(dir.join("launch.cu"), &launch_t).unwrap();
-    std::fs::write(dir.join("define.cu"), define).unwrap();
     std::fs::write(dir.join("define.t.cu"), &define_t).unwrap();
+    let (with, without) = wrapper_symbol_both_ways(
+        &nvcc,
+        &dir,
+        &launch_t,
+        define,
+        &["-static-global-template-stub=false"],
+        "_Z15fill__cupreemptIfLi1EEv16cupreempt_launchPT_S1_i",
+    );
+    // Defining file transformed: the instance is there, defined (a template's, weak).
+    assert_eq!(with.as_deref(), Some("W"));
+    // Not transformed: the program links all the same; the instance is a weak undefined symbol.
+    assert!(
+        matches!(without.as_deref(), None | Some("w")),
+        "{without:?}"
+    );
+}
+
+/// Compiles `launch` (transformed), `define` as written and `dir/define.t.cu` (its transform,
+/// written by the caller) with `flags`, links the launching object with each defining one,
+/// and returns the `nm` type of `symbol` in each program: (with the transformed definition,
+/// with the original).
+fn wrapper_symbol_both_ways(
+    nvcc: &std::path::Path,
+    dir: &std::path::Path,
+    launch: &str,
+    define: &str,
+    flags: &[&str],
+    symbol: &str,
+) -> (Option<String>, Option<String>) {
+    std::fs::write(dir.join("launch.cu"), launch).unwrap();
+    std::fs::write(dir.join("define.cu"), define).unwrap();
     let compile = |src: &str, obj: &str| {
         support::compiles(
-            support::nvcc_compile(&nvcc, &dir.join(obj))
-                .args([
-                    "-DCUPREEMPT_STANDALONE",
-                    "-static-global-template-stub=false",
-                ])
+            support::nvcc_compile(nvcc, &dir.join(obj))
+                .arg("-DCUPREEMPT_STANDALONE")
+                .args(flags)
                 .arg(dir.join(src)),
             src,
         )
@@ -448,10 +451,10 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
     compile("launch.cu", "launch.o");
     compile("define.cu", "define.o");
     compile("define.t.cu", "define.t.o");
-    let wrapper_symbol = |exe: &str, def: &str| {
+    let symbol_in = |exe: &str, def: &str| {
         support::compiles(
-            support::nvcc_build(&nvcc, &dir.join(exe))
-                .arg("-static-global-template-stub=false")
+            support::nvcc_build(nvcc, &dir.join(exe))
+                .args(flags)
                 .arg(dir.join("launch.o"))
                 .arg(dir.join(def)),
             exe,
@@ -463,17 +466,13 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
             .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
         String::from_utf8_lossy(&nm.stdout)
             .lines()
-            .find(|l| l.ends_with("_Z15fill__cupreemptIfLi1EEv16cupreempt_launchPT_S1_i"))
+            .find(|l| l.ends_with(symbol))
             .map(|l| l.split_whitespace().rev().nth(1).unwrap_or("").to_string())
     };
-    // Defining file transformed: the instance is there, defined (a template's, weak).
-    assert_eq!(wrapper_symbol("with", "define.t.o").as_deref(), Some("W"));
-    // Not transformed: the program links all the same; the instance is a weak undefined symbol.
-    let without = wrapper_symbol("without", "define.o");
-    assert!(
-        matches!(without.as_deref(), None | Some("w")),
-        "{without:?}"
-    );
+    (
+        symbol_in("with", "define.t.o"),
+        symbol_in("without", "define.o"),
+    )
 }
 
 /// A transformed file included after the program's own macros (a `main.cu` that defines
