@@ -269,18 +269,20 @@ const bool Preload<Kernels>::registered =
 // wrapper that `pick` returns (or, where that is null, the one the runtime finds by the
 // original's name in a wrapper module), preemptible; `pick` runs only then, so that a program
 // whose launches all run the original never loads the wrappers (lazy module loading).
-template <class... P, class Values, class Pick, size_t... I>
-void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Values& values, indices<I...>) {
-  void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
-  size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
+// Not a template: one copy per unit serves every launch (`launch_values` only packs the
+// arguments). Instantiated per launch, its body cost about 0.1 s of host compile each (gcc -O2:
+// a unit with 24 launches of a declared template kernel, 0.2 s as written, 2.5 s transformed).
+// Static, as `split_unit` is: each unit's copy asks for its own wrapper module.
+static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, dim3 block,
+                          size_t smem, cudaStream_t stream, void** ptrs, size_t* sizes,
+                          unsigned nargs) {
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
   const RuntimeApi& rt = runtime();
   int status = rt.plan ? CUPREEMPT_OK : CUPREEMPT_RUN_ORIGINAL;
   cudaFunction_t o = nullptr;
-  if (rt.plan && cudaGetFuncBySymbol(&o, (const void*)original) != cudaSuccess) {
+  if (rt.plan && cudaGetFuncBySymbol(&o, original) != cudaSuccess) {
     (void)cudaGetLastError();  // our lookup's error is not the program's
     o = nullptr;
   }
@@ -288,11 +290,11 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
   const bool planned = o && !captured();
   if (planned) status = rt.plan((void*)o, g, b, smem, (void*)stream);
   if (status == CUPREEMPT_OK) {
-    const auto wrapper = pick();
+    const void* wrapper = pick ? reinterpret_cast<const void*>(pick()) : nullptr;
     cudaFunction_t f = nullptr;
     if (wrapper) {
       copy_smem_limit(original, wrapper, smem);
-      if (cudaGetFuncBySymbol(&f, (const void*)wrapper) != cudaSuccess) {
+      if (cudaGetFuncBySymbol(&f, wrapper) != cudaSuccess) {
         (void)cudaGetLastError();  // our lookup's error is not the program's
         f = nullptr;
       }
@@ -310,9 +312,9 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
                      "file that defines it was not transformed, or refused it)\n");
     } else if (planned) {
       status = rt.launch_planned((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs, sizes,
-                                 sizeof...(P), chunk, budget_ns, &h);
+                                 nargs, chunk, budget_ns, &h);
     } else {
-      status = rt.launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, sizeof...(P), chunk,
+      status = rt.launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, nargs, chunk,
                          budget_ns, &h);
     }
     if (status == CUPREEMPT_OK) {
@@ -327,9 +329,20 @@ void launch_values(void (*original)(P...), Pick pick, dim3 grid, dim3 block, siz
       env_u32("CUPREEMPT_VERBOSE"))
     std::fprintf(stderr, "cupreempt: launching the original kernel: %s\n", rt.last_error());
   // As written: its error, if any, is left for cudaGetLastError() as the original's.
-  (void)cudaLaunchKernel((const void*)original, grid, block, ptrs, smem, stream);
+  (void)cudaLaunchKernel(original, grid, block, ptrs, smem, stream);
   // A timed trial of the original form (the runtime's plan asked for it): its end event.
   if (status == CUPREEMPT_RUN_ORIGINAL_TIMED) (void)rt.original_launched((void*)stream);
+}
+
+// `launch_erased` with `values` (the arguments converted to the parameter types) as the
+// argument pointers and sizes it takes.
+template <class... P, class Values, size_t... I>
+void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, Values& values, indices<I...>) {
+  void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
+  size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
+  launch_erased(reinterpret_cast<const void*>(original), pick, grid, block, smem, stream, ptrs,
+                sizes, (unsigned)sizeof...(P));
 }
 }  // namespace detail
 
@@ -354,8 +367,8 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
   (void)detail::Preload<Kernels>::registered;
   // The arguments converted to the parameter types, as the original launch converts them.
   auto values = std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...);
-  detail::launch_values(original, [] { return detail::chosen_wrapper<Kernels>(); }, grid, block,
-                        smem, stream, values, typename detail::indices_for<P...>::type{});
+  detail::launch_values(original, &detail::any_pick<Kernels>, grid, block, smem, stream, values,
+                        typename detail::indices_for<P...>::type{});
 }
 
 namespace detail {
@@ -494,12 +507,8 @@ struct CUPREEMPT_NODISCARD AnyLauncher {
     const AnyPick pick = any_pick_of(reinterpret_cast<AnyFn>(original));
     if (pick || split_unit()) {
       auto values = std::tuple<typename std::decay<P>::type...>(args...);
-      launch_values(
-          original,
-          [pick] {
-            return reinterpret_cast<void (*)(cupreempt_launch, P...)>(pick ? pick() : nullptr);
-          },
-          grid, block, smem, stream, values, typename indices_for<P...>::type{});
+      launch_values(original, pick, grid, block, smem, stream, values,
+                    typename indices_for<P...>::type{});
       return;
     }
 #endif

@@ -37,8 +37,6 @@
 #undef Original
 #pragma push_macro("P")
 #undef P
-#pragma push_macro("Pick")
-#undef Pick
 #pragma push_macro("PointerLauncher")
 #undef PointerLauncher
 #pragma push_macro("Preload")
@@ -341,6 +339,8 @@
 #undef launch
 #pragma push_macro("launch_any")
 #undef launch_any
+#pragma push_macro("launch_erased")
+#undef launch_erased
 #pragma push_macro("launch_kernel")
 #undef launch_kernel
 #pragma push_macro("launch_planned")
