@@ -335,9 +335,12 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
 }
 
 // `launch_erased` with `values` (the arguments converted to the parameter types) as the
-// argument pointers and sizes it takes.
+// argument pointers and sizes it takes. Static, like `launch_erased`: its instances no longer
+// depend on the kernel, and two units' `static` kernels of one signature would share one
+// instance, the linker's pick, and with it one unit's wrapper module (the other unit's
+// launches ran the first unit's kernel).
 template <class... P, class Values, size_t... I>
-void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
+static void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
                    cudaStream_t stream, Values& values, indices<I...>) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
