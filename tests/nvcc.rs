@@ -424,6 +424,46 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
     );
 }
 
+/// `launch.cuh`'s kernel-independent launch functions (`launch_values`, `launch_erased`) are
+/// each unit's own (internal linkage): they ask for the unit's wrapper module, and an instance
+/// shared by two units (the linker's pick among identical ones) made one unit's launches of a
+/// `static` kernel run the other unit's kernel of that name and signature (gpu-check's static
+/// kernels program, 65,535 wrong elements on the H200).
+#[test]
+fn the_launch_path_functions_are_each_units_own() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-launch-linkage");
+    let src = std::fs::read_to_string(support::root().join("tests/gpu/static_kernels.cu")).unwrap();
+    let t = cupreempt::transform(&src, "static_kernels.cu", &cupreempt::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .output;
+    std::fs::write(dir.join("k.cu"), &t).unwrap();
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("k.cu")),
+        "static_kernels",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let nm = std::process::Command::new("nm")
+        .arg(dir.join("k.o"))
+        .output()
+        .unwrap_or_else(|e| panic!("nm is needed for this test: {e}"));
+    let text = String::from_utf8_lossy(&nm.stdout).to_string();
+    let launch: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("launch_values") || l.contains("launch_erased"))
+        .collect();
+    assert!(
+        !launch.is_empty(),
+        "no launch function in the object:\n{text}"
+    );
+    for l in launch {
+        // Local code or data (the functions' statics too); `u` (unique global) and upper case
+        // (global, weak) are shared across units.
+        let kind = l.split_whitespace().rev().nth(1).unwrap_or("");
+        assert!(["t", "b", "d", "r"].contains(&kind), "not the unit's own: {l}");
+    }
+}
+
 /// Compiles `launch` (transformed), `define` as written and `dir/define.t.cu` (its transform,
 /// written by the caller) with `flags`, links the launching object with each defining one,
 /// and returns the `nm` type of `symbol` in each program: (with the transformed definition,
