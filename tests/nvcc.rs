@@ -358,20 +358,16 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
         "{launch_t}"
     );
     std::fs::write(dir.join("define.t.cu"), t(define, "define.cu")).unwrap();
-    let (with, without) = wrapper_symbol_both_ways(
+    // With the defining file transformed the wrapper is defined (text); without it the
+    // program links all the same, the wrapper a weak undefined symbol.
+    links_with_or_without_wrappers(
         &nvcc,
         &dir,
         &launch_t,
         define,
         &[],
         "_Z15fill__cupreempt16cupreempt_launchPfi",
-    );
-    // Defining file transformed: the wrapper is there, defined (text).
-    assert_eq!(with.as_deref(), Some("T"));
-    // Not transformed: the program links all the same; the wrapper is a weak undefined symbol.
-    assert!(
-        matches!(without.as_deref(), None | Some("w")),
-        "{without:?}"
+        "T",
     );
 }
 
@@ -407,20 +403,16 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
         "{define_t}"
     );
     std::fs::write(dir.join("define.t.cu"), &define_t).unwrap();
-    let (with, without) = wrapper_symbol_both_ways(
+    // With the defining file transformed the wrapper is defined (a template instance, weak); without it the
+    // program links all the same, the wrapper a weak undefined symbol.
+    links_with_or_without_wrappers(
         &nvcc,
         &dir,
         &launch_t,
         define,
         &["-static-global-template-stub=false"],
         "_Z15fill__cupreemptIfLi1EEv16cupreempt_launchPT_S1_i",
-    );
-    // Defining file transformed: the instance is there, defined (a template's, weak).
-    assert_eq!(with.as_deref(), Some("W"));
-    // Not transformed: the program links all the same; the instance is a weak undefined symbol.
-    assert!(
-        matches!(without.as_deref(), None | Some("w")),
-        "{without:?}"
+        "W",
     );
 }
 
@@ -460,22 +452,26 @@ fn the_launch_path_functions_are_each_units_own() {
         // Local code or data (the functions' statics too); `u` (unique global) and upper case
         // (global, weak) are shared across units.
         let kind = l.split_whitespace().rev().nth(1).unwrap_or("");
-        assert!(["t", "b", "d", "r"].contains(&kind), "not the unit's own: {l}");
+        assert!(
+            ["t", "b", "d", "r"].contains(&kind),
+            "not the unit's own: {l}"
+        );
     }
 }
 
 /// Compiles `launch` (transformed), `define` as written and `dir/define.t.cu` (its transform,
-/// written by the caller) with `flags`, links the launching object with each defining one,
-/// and returns the `nm` type of `symbol` in each program: (with the transformed definition,
-/// with the original).
-fn wrapper_symbol_both_ways(
+/// written by the caller) with `flags`, links the launching object with each defining one, and
+/// checks the `nm` type of `symbol`: `defined` with the transformed definition, weak undefined
+/// (or absent) with the original.
+fn links_with_or_without_wrappers(
     nvcc: &std::path::Path,
     dir: &std::path::Path,
     launch: &str,
     define: &str,
     flags: &[&str],
     symbol: &str,
-) -> (Option<String>, Option<String>) {
+    defined: &str,
+) {
     std::fs::write(dir.join("launch.cu"), launch).unwrap();
     std::fs::write(dir.join("define.cu"), define).unwrap();
     let compile = |src: &str, obj: &str| {
@@ -509,10 +505,12 @@ fn wrapper_symbol_both_ways(
             .find(|l| l.ends_with(symbol))
             .map(|l| l.split_whitespace().rev().nth(1).unwrap_or("").to_string())
     };
-    (
-        symbol_in("with", "define.t.o"),
-        symbol_in("without", "define.o"),
-    )
+    assert_eq!(symbol_in("with", "define.t.o").as_deref(), Some(defined));
+    let without = symbol_in("without", "define.o");
+    assert!(
+        matches!(without.as_deref(), None | Some("w")),
+        "{without:?}"
+    );
 }
 
 /// A transformed file included after the program's own macros (a `main.cu` that defines
