@@ -16,21 +16,23 @@ pub const EXTENSIONS: &[&str] = &["cu", "cuh"];
 pub const HEADER_EXTENSIONS: &[&str] = &["h", "hh", "hpp", "hxx", "inl", "inc", "ipp", "tcc"];
 
 /// Whether the file at `path` launches a kernel (`<<<`) or defines one (`__global__`, then `{`
-/// before any `;`), comments aside.
+/// before any `;`), comments aside: the program's own test for kernels
+/// (`program::mentions_kernels`), then a definition's brace.
 fn kernel_header(path: &Path) -> bool {
-    std::fs::read(path).is_ok_and(|b| {
-        let has = |w: &[u8]| b.windows(w.len()).any(|x| x == w);
-        if !has(b"<<<") && !has(b"__global__") {
-            return false;
-        }
-        let code = cupreempt::lang::without_comments(&String::from_utf8_lossy(&b));
-        code.contains("<<<")
-            || cupreempt::lang::word_indices(&code, "__global__").any(|at| {
-                let rest = &code[at..];
-                rest.find('{')
-                    .is_some_and(|open| rest.find(';').is_none_or(|semi| open < semi))
-            })
-    })
+    let Ok(bytes) = std::fs::read(path) else {
+        return false;
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    if !cupreempt::program::mentions_kernels(&text) {
+        return false;
+    }
+    let code = cupreempt::lang::without_comments(&text);
+    code.contains("<<<")
+        || cupreempt::lang::word_indices(&code, "__global__").any(|at| {
+            let rest = &code[at..];
+            rest.find('{')
+                .is_some_and(|open| rest.find(';').is_none_or(|semi| open < semi))
+        })
 }
 
 /// Input files: each file as given, each folder walked for .cu/.cuh files and for headers
