@@ -170,6 +170,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let space_macros = execution_space_macro_uses(src, &space_table);
     let type_arguments = keyword_type_arguments(src);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
+    let string_macros = string_macro_uses(src);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
     // Extended lambdas, `[=] __device__ (int i) { ... }` (nvcc's `--extended-lambda`): the
@@ -181,6 +182,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     });
     let extended_lambdas = src.contains("__device__") && extended_lambda.is_match(src);
     if !src.contains("__align__")
+        && !src.contains("__builtin_align__")
         && !src.contains("__maxnreg__")
         && !src.contains("__restrict")
         && !src.contains("new ")
@@ -194,6 +196,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && space_macros.is_empty()
         && type_arguments.is_empty()
         && instantiations.is_empty()
+        && string_macros.is_empty()
         && head_pragmas.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
     {
@@ -248,9 +251,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
             *b = b'x';
         }
     }
-    // `__align__(N)`, and `__maxnreg__(N)` (a kernel's register cap, which the grammar does
+    // `__align__(N)` (and its `__builtin_align__(N)` spelling, which the CUDA headers define
+    // it as), and `__maxnreg__(N)` (a kernel's register cap, which the grammar does
     // not know; the scan finds it in the kernel's head, `analysis::scan`): the whole call.
-    for word in ["__align__", "__maxnreg__"] {
+    for word in ["__align__", "__builtin_align__", "__maxnreg__"] {
         for (at, _) in src.match_indices(word).filter(|(at, _)| word_at(*at, word)) {
             let rest = &src.as_bytes()[at + word.len()..];
             let Some(open) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {
@@ -309,6 +313,11 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
                 blank(spaces.range(), &mut bytes);
             }
         }
+    }
+    for r in string_macros {
+        bytes[r.start] = b'"';
+        bytes[r.start + 1..r.end - 1].fill(b' ');
+        bytes[r.end - 1] = b'"';
     }
     // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
     // Last: over whatever the other rules made of the use's arguments.
@@ -476,25 +485,10 @@ fn next_code(text: &str) -> Option<char> {
 /// const args`) as a type, and the kernel was a syntax error (CP001: the one kernel through which
 /// a public GEMM library launches all its kernels, and a collective-communication library's).
 pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
-    let mut names = std::collections::BTreeSet::new();
-    let mut not = std::collections::BTreeSet::new();
-    let bodies = included
-        .iter()
-        .map(|(n, b)| (n.as_str(), b.as_str(), false))
-        .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
-    for (name, body, function_like) in bodies {
-        match body.trim() {
-            "" if !function_like => {}
-            b if b == lang::GRID_CONSTANT && !function_like => {
-                names.insert(name.to_string());
-            }
-            _ => {
-                not.insert(name.to_string());
-            }
-        }
-    }
-    names.retain(|n| !not.contains(n));
-    names.into_iter().collect()
+    macros_defined_as(defs, included, |body, function_like| match body {
+        "" if !function_like => None,
+        b => Some(b == lang::GRID_CONSTANT && !function_like),
+    })
 }
 
 /// Macros that stand for a kernel attribute: every definition with a body, in the file or a
@@ -523,36 +517,59 @@ pub(crate) fn layout_macros(defs: &[Define], included: &[(String, String)]) -> V
     call_macros(
         defs,
         included,
-        &["__align__", "__attribute__", "__declspec", "alignas"],
+        &[
+            "__align__",
+            "__builtin_align__",
+            "__attribute__",
+            "__declspec",
+            "alignas",
+        ],
     )
 }
 
 /// Macros every definition with a body of which, in `defs` or `included`, is one call of one of
 /// `words`; empty definitions allowed.
 fn call_macros(defs: &[Define], included: &[(String, String)], words: &[&str]) -> Vec<String> {
-    let mut names = std::collections::BTreeSet::new();
-    let mut not = std::collections::BTreeSet::new();
-    let bodies = included
-        .iter()
-        .map(|(n, b)| (n.as_str(), b.as_str()))
-        .chain(defs.iter().map(|d| (d.name, d.body)));
-    for (name, body) in bodies {
-        let body = body.replace("\\\n", " ");
-        let body = body.trim();
+    macros_defined_as(defs, included, |body, _| {
         if body.is_empty() {
-            continue;
+            return None;
         }
-        let one_call = words.iter().any(|w| {
+        Some(words.iter().any(|w| {
             body.strip_prefix(w).is_some_and(|rest| {
                 let open = rest.len() - rest.trim_start().len();
                 rest[open..].starts_with('(')
                     && closing_paren(rest.as_bytes(), open) == Some(rest.len() - 1)
             })
-        });
-        if one_call {
-            names.insert(name.to_string());
-        } else {
-            not.insert(name.to_string());
+        }))
+    })
+}
+
+/// The macros of `defs` and `included` every definition of which `is` accepts: `is` gets the
+/// body (continuation lines joined, trimmed) and whether the definition takes arguments
+/// (`included` keeps no such mark: false), and says `Some(true)` for a definition of the kind,
+/// `Some(false)` for one that is not (the name is then out, whatever its other definitions
+/// say), `None` for one that does not count (an empty alternative for another toolkit).
+fn macros_defined_as(
+    defs: &[Define],
+    included: &[(String, String)],
+    is: impl Fn(&str, bool) -> Option<bool>,
+) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    let mut not = std::collections::BTreeSet::new();
+    let bodies = included
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_str(), false))
+        .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
+    for (name, body, function_like) in bodies {
+        let body = body.replace("\\\n", " ");
+        match is(body.trim(), function_like) {
+            Some(true) => {
+                names.insert(name.to_string());
+            }
+            Some(false) => {
+                not.insert(name.to_string());
+            }
+            None => {}
         }
     }
     names.retain(|n| !not.contains(n));
@@ -811,10 +828,16 @@ pub(crate) fn defines(text: &str) -> Vec<Define<'_>> {
     });
     re.captures_iter(text)
         .filter_map(|c| {
+            // A last line ending in `\` continues into a blank line (`}  \` closing a
+            // statement macro, then an empty line): the body ends before that `\`.
+            let mut body = c.get(3)?.as_str();
+            while let Some(before) = body.trim_end().strip_suffix('\\') {
+                body = before;
+            }
             Some(Define {
                 name: c.get(1)?.as_str(),
                 function_like: c.get(2).is_some(),
-                body: c.get(3)?.as_str(),
+                body,
             })
         })
         .collect()
@@ -968,39 +991,73 @@ fn past_blanks_and_comments(b: &[u8], mut at: usize) -> (usize, Option<usize>) {
     }
 }
 
-/// Uses of a macro whose replacement begins with `template` (`#define INSTANTIATE(T) template
-/// void launch<T>(T*, int);`), written at file scope without a `;` after them, as libraries
-/// instantiate their launchers per type: the grammar reads the uses and the definition after
-/// them as one declaration, and a kernel defined there was missing from the report (a public
-/// training library). Such a replacement can only stand where declarations do, never among a
-/// body's statements, so in the masked view each such use becomes an empty declaration (`;`
-/// and blanks, newlines kept); the analysis has nothing to read in it.
+/// Uses of a macro whose replacement can only stand where declarations do, never among a
+/// body's statements: it begins with `template` (`#define INSTANTIATE(T) template void
+/// launch<T>(T*, int);`, as libraries instantiate their launchers per type), `extern template`,
+/// `extern "C"` or `namespace`, or with such a macro, `extern` or not (`#define DECL_ALL(n)
+/// extern DECL(n, 8); extern DECL(n, 16);`, a public inference library's attention kernels),
+/// worked out to a fixpoint. Written at file scope without a `;` after them, the grammar reads
+/// the uses and what follows as one declaration: a kernel defined there was missing from the
+/// report (a public training library), and each line of a list of such uses was a syntax error
+/// (CP100). So in the masked view each use not followed by `;` becomes an empty declaration
+/// (`;` and blanks, newlines kept), and so does `extern` before a use (`extern DECL(64, 64);`,
+/// an explicit instantiation declaration spelled through a macro), leaving its `;`; the
+/// analysis has nothing to read in either.
 fn instantiation_macro_uses(
     src: &str,
     defs: &[Define],
     included_macros: &[(String, String)],
 ) -> Vec<std::ops::Range<usize>> {
-    if !src.contains("template") && included_macros.is_empty() {
+    if !src.contains("#define") && included_macros.is_empty() {
         return Vec::new();
     }
-    let starts_template = |body: &str| {
-        let body = body.replace("\\\n", " ");
-        let body = body.trim_start();
-        body.starts_with("template")
-            && !body["template".len()..]
-                .starts_with(|c: char| c == '_' || c.is_ascii_alphanumeric())
-    };
-    let names: Vec<&str> = defs
+    let bodies: Vec<(&str, String)> = defs
         .iter()
-        .filter(|d| starts_template(d.body))
-        .map(|d| d.name)
+        .map(|d| (d.name, d.body))
         .chain(
             included_macros
                 .iter()
-                .filter(|(_, b)| starts_template(b))
-                .map(|(n, _)| n.as_str()),
+                .map(|(n, b)| (n.as_str(), b.as_str())),
         )
+        .map(|(n, b)| (n, b.replace("\\\n", " ")))
         .collect();
+    let first_word = |text: &str| -> (String, usize) {
+        let text = text.trim_start();
+        let word: String = text
+            .chars()
+            .take_while(|&c| c == '_' || c.is_ascii_alphanumeric())
+            .collect();
+        let rest = text.len() - text[word.len()..].trim_start().len();
+        (word, rest)
+    };
+    let mut names: Vec<&str> = Vec::new();
+    loop {
+        let before = names.len();
+        for (name, body) in &bodies {
+            if names.contains(name) {
+                continue;
+            }
+            let body = body.trim_start();
+            let (mut word, rest) = first_word(body);
+            let mut after = &body[rest..];
+            if word == "extern" {
+                if after.starts_with("\"C") {
+                    names.push(name);
+                    continue;
+                }
+                (word, _) = first_word(after);
+                after = &after[word.len()..];
+            }
+            let macro_use = names.contains(&word.as_str())
+                && (after.is_empty() || after.trim_start().starts_with('('));
+            if matches!(word.as_str(), "template" | "namespace") || macro_use {
+                names.push(name);
+            }
+        }
+        if names.len() == before {
+            break;
+        }
+    }
     let b = src.as_bytes();
     let mut out = Vec::new();
     for name in names {
@@ -1008,11 +1065,121 @@ fn instantiation_macro_uses(
             let Some(end) = use_end(b, at, name) else {
                 continue;
             };
+            let before = src[..at].trim_end();
+            let extern_at = before
+                .strip_suffix("extern")
+                .filter(|rest| !rest.ends_with(|c: char| c == '_' || c.is_ascii_alphanumeric()))
+                .map(str::len);
             let next = b[end..].iter().find(|x| !x.is_ascii_whitespace());
-            if next != Some(&b';') {
-                out.push(at..end);
+            match extern_at {
+                Some(start) => out.push(start..end),
+                None if next != Some(&b';') => out.push(at..end),
+                None => {}
             }
         }
+    }
+    out
+}
+
+/// Macros that stand for a string literal, written after one (`"found %d " GGML_CUDA_NAME "
+/// devices"`, `"n=%" PRId64 "\n"`, `"%" PRIu64`): the grammar reads an identifier among
+/// concatenated literals only first or third and later, and the statement was a syntax error
+/// (CP100, or CP001 in a kernel that prints). Where an identifier follows a string literal
+/// with blanks between (without them it is a literal's suffix), it can only be such a macro
+/// (`extern "C" int f()` and `operator "" _km` aside); the masked view turns it into a
+/// literal of the same length (`"    "`, at least two characters). What a literal holds, no
+/// analysis reads. Comments, character literals and directive lines are skipped.
+fn string_macro_uses(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains('"') {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
+    let mut out = Vec::new();
+    let mut line_start = true;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'\n' => {
+                line_start = true;
+                i += 1;
+                continue;
+            }
+            b'#' if line_start => {
+                // The directive and its continuation lines.
+                while i < b.len() && !(b[i] == b'\n' && b[i - 1] != b'\\') {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i = b[i + 2..]
+                    .windows(2)
+                    .position(|w| w == b"*/")
+                    .map_or(b.len(), |p| i + 2 + p + 2);
+                line_start = false;
+                continue;
+            }
+            b'\'' if i > 0 && ident(b[i - 1]) => {}
+            q @ (b'"' | b'\'') => {
+                let open = i;
+                // A raw literal (`R"(...)"`, `R"x(...)x"`) ends at its `)`, delimiter and `"`.
+                let raw_end = (q == b'"' && i > 0 && b[i - 1] == b'R')
+                    .then(|| {
+                        let delim_end = i + 1 + b[i + 1..].iter().position(|&x| x == b'(')?;
+                        let close = [b")", &b[i + 1..delim_end], b"\""].concat();
+                        let from = delim_end + 1;
+                        let p = b[from..].windows(close.len()).position(|w| w == close)?;
+                        Some(from + p + close.len())
+                    })
+                    .flatten();
+                if let Some(end) = raw_end {
+                    i = end;
+                } else {
+                    i += 1;
+                    while i < b.len() && b[i] != q && b[i] != b'\n' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    i += 1;
+                }
+                if q == b'\'' {
+                    line_start = false;
+                    continue;
+                }
+                // What the literal follows: `extern "C"` and `operator ""` take no macro after.
+                let before = src[..open].trim_end();
+                let word_start = before
+                    .rfind(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                    .map_or(0, |p| p + 1);
+                if matches!(&before[word_start..], "extern" | "operator") {
+                    line_start = false;
+                    continue;
+                }
+                let at = i + b[i.min(b.len())..]
+                    .iter()
+                    .take_while(|&&x| x == b' ' || x == b'\t')
+                    .count();
+                let end = at
+                    + b[at.min(b.len())..]
+                        .iter()
+                        .take_while(|&&x| ident(x))
+                        .count();
+                if at > i && end - at >= 2 && !b[at].is_ascii_digit() {
+                    out.push(at..end);
+                }
+                line_start = false;
+                continue;
+            }
+            x if !x.is_ascii_whitespace() => line_start = false,
+            _ => {}
+        }
+        i += 1;
     }
     out
 }
@@ -1999,6 +2166,75 @@ void h(int* d) {
         );
         assert_eq!(error_count_of(&m), 0, "{m}");
         assert!(error_count(src) == 0, "the grammar reads the masked view");
+    }
+
+    #[test]
+    fn declaration_macro_lists_and_extern_uses_become_empty_declarations() {
+        let src = "#define DECL(a, b) \\\n  template void f<a, b>(int x) \\\n\n\
+                   #define DECL_ALL(a) \\\n  extern DECL(a, 1); \\\n  extern DECL(a, 2); \\\n\n\
+                   #define ENTRY(fn) extern \"C\" { int entry(void) { return fn(); } }\n\
+                   template <int a, int b> void f(int x) {}\n\
+                   DECL_ALL(64)\nDECL_ALL(80)\nextern DECL(3, 4);\n\
+                   __global__ void k(float* p) { p[0] = 1.0f; }\n\
+                   ENTRY(g)\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        let empty = |n: usize| format!(";{}", " ".repeat(n - 1));
+        let uses = format!("\n{}\n{}\n{};\n", empty(12), empty(12), empty(17));
+        assert!(m.contains(&uses), "{m}");
+        assert!(m.ends_with("}\n;       \n"), "{m}");
+        assert_eq!(error_count_of(&m), 0, "{m}");
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        // A statement macro that begins with neither stays a statement.
+        let body =
+            "#define STORE(p) extern_store(p);\n__global__ void k(float* p) {\n  STORE(p)\n}\n";
+        assert!(instantiation_macro_uses(body, &defines(body), &[]).is_empty());
+    }
+
+    #[test]
+    fn a_definition_continued_into_a_blank_line_ends_before_its_backslash() {
+        let src = "#define CASE(a, r) \\\n  if (n == (a)) { return (r); } \\\n\n\
+                   __device__ int pick(int n) {\n  CASE(1, 2)\n  CASE(3, 4)\n  return 0;\n}\n";
+        let defs = defines(src);
+        assert!(defs[0].body.trim_end().ends_with('}'), "{:?}", defs[0].body);
+        assert_eq!(error_count(src), 0, "the uses read as statements");
+    }
+
+    #[test]
+    fn string_macros_after_a_literal_read_as_literals() {
+        let src =
+            "void f(long v) {\n  printf(\"v=%\" PRId64 \"\\n\", v);\n  printf(\"%\" PRIu64, v);\n\
+                   puts(\"on \" NAME \": ok\");\n}\n";
+        let found: Vec<&str> = string_macro_uses(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(found, ["PRId64", "PRIu64", "NAME"]);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("\"v=%\" \"    \" \"\\n\""), "{m}");
+        assert_eq!(error_count_of(&m), 0, "{m}");
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        // Not after a linkage's or a literal operator's string, a suffix, a character literal,
+        // in comments, directives or a raw literal's text, nor a one-letter name.
+        let not = "extern \"C\" int g();\nint operator \"\" _km(const char*);\n\
+                   auto s = \"abc\"sv; char c = 'x' ; // \"a\" B\n/* \"a\" B */\n\
+                   #include \"x.h\" NAME\nconst char* r = R\"x(say \"hi\" there)x\";\n\
+                   const char* one = \"a\" X;\n";
+        assert!(string_macro_uses(not).is_empty());
+    }
+
+    #[test]
+    fn builtin_align_is_blanked_like_align() {
+        let src = "struct __builtin_align__(32) float8 { float x; };\n";
+        let m = masked(src).expect("masked");
+        assert!(m.starts_with("struct                       float8"), "{m}");
+        assert_eq!(error_count_of(&m), 0, "{m}");
     }
 
     fn error_count_of(text: &str) -> usize {

@@ -222,14 +222,17 @@ impl<'a> FileGroups<'a> {
             .map(|(_, g)| g)
             .collect();
         // An error as wide as the file is near every group; the groups whose branches open or
-        // close more braces than they close or open are the ones that can have caused it, and a
-        // group of whole statements (`return 2;` `#else` `return 4;`) is better left to be read
-        // with its first branch by the compiler alone than hidden from the analysis.
+        // close more braces than they close or open, or end in a statement's head whose body
+        // follows the group (`#ifndef HIP` `if constexpr (D <= 256)` `#endif` `{...}`), are the
+        // ones that can have caused it, and a group of whole statements (`return 2;` `#else`
+        // `return 4;`) is better left to be read with its first branch by the compiler alone
+        // than hidden from the analysis.
         if unbalanced_only {
             chosen.retain(|g| {
-                g.branches
-                    .iter()
-                    .any(|r| brace_balance(&src[r.clone()]) != 0)
+                g.branches.iter().any(|r| {
+                    let text = &src[r.clone()];
+                    brace_balance(text) != 0 || ends_in_statement_head(text)
+                })
             });
         }
         // A group keeps its last branch where it has fewer than `keep + 1`: past every group's
@@ -255,6 +258,50 @@ impl<'a> FileGroups<'a> {
         }
         Some((bytes, hidden))
     }
+}
+
+/// Whether `text`'s code ends with the head of a statement whose body comes after it: `if
+/// (...)`, `for (...)`, `while (...)`, `switch (...)`, `else` or `do`.
+fn ends_in_statement_head(text: &str) -> bool {
+    let code = crate::lang::without_comments(text);
+    let code = code.trim_end();
+    let word_before = |end: usize| -> &str {
+        let head = code[..end].trim_end();
+        let start = head
+            .rfind(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+            .map_or(0, |i| i + 1);
+        &head[start..]
+    };
+    if matches!(word_before(code.len()), "else" | "do") {
+        return true;
+    }
+    if !code.ends_with(')') {
+        return false;
+    }
+    // The `(` that the last `)` closes, and the word before it (`if constexpr (`: two).
+    let mut depth = 0usize;
+    let open = code.char_indices().rev().find_map(|(i, c)| {
+        match c {
+            ')' => depth += 1,
+            '(' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+        None
+    });
+    let Some(open) = open else {
+        return false;
+    };
+    let mut word = word_before(open);
+    if word == "constexpr" {
+        let at = code[..open].trim_end().len() - word.len();
+        word = word_before(at);
+    }
+    matches!(word, "if" | "for" | "while" | "switch")
 }
 
 /// Whether every branch of `g` is part of one declaration's head: no `;`, `{` or `}` and no
@@ -508,6 +555,69 @@ fn host_text(text: &str, space_macros: &super::SpaceMacros) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statement_heads_are_told_from_whole_statements() {
+        for head in [
+            "\n  if constexpr (W <= 256)\n",
+            "  for (int i = 0; i < f(n); i++) // each row\n",
+            "while (x)",
+            "switch (kind)",
+            "} else",
+            "do",
+        ] {
+            assert!(ends_in_statement_head(head), "{head}");
+        }
+        for whole in [
+            "  return f(x);\n",
+            "  g(x)\n",
+            "  if (x) y();\n",
+            "  STATEMENT_MACRO(a, b)\n",
+            "  pseudo_else",
+        ] {
+            assert!(!ends_in_statement_head(whole), "{whole}");
+        }
+    }
+
+    /// A statement's head alone in a group without `#else`, its block after the `#endif`
+    /// (ggml's `#ifndef GGML_USE_HIP` `if constexpr (DKQ <= 256)` `#endif` `{...}`): among the
+    /// groups that can have caused an error (the first pass), so that a file-wide error does
+    /// not reduce every group of the file, whole statements and all, to its first branch.
+    #[test]
+    fn a_statement_head_alone_in_a_group_is_among_the_causes_of_an_error() {
+        let src = "__device__ int lanes(int w) {\n#ifdef WIDE\n  return w / 2;\n#else\n  return w / 4;\n#endif\n}\n\
+                   template <int W>\nvoid run(int* out) {\n#ifndef PORTABLE\n  if constexpr (W <= 256)\n#endif\n  {\n    out[0] = W;\n  }\n}\n";
+        let mut parser = tree_sitter::Parser::new();
+        parser
+            .set_language(&crate::lang::language())
+            .expect("grammar");
+        let tree = parser.parse(src, None).expect("tree");
+        assert!(
+            tree.root_node().has_error(),
+            "the grammar reads no head alone"
+        );
+        let space = crate::parse::SpaceMacros::default();
+        let groups = FileGroups::new(src, &space);
+        let blocks = compound_statements(&tree);
+        let (bytes, hidden) = groups
+            .kept_branches(src.as_bytes(), &tree, &blocks, true, 0)
+            .expect("the head's group is reduced in the first pass");
+        assert!(hidden.is_empty(), "{hidden:?}");
+        let view = String::from_utf8(bytes).expect("utf-8");
+        assert!(
+            view.contains("#else"),
+            "the helper's group is left alone:\n{view}"
+        );
+        assert!(!view.contains("#ifndef"), "{view}");
+        assert!(
+            !parser
+                .parse(&view, None)
+                .expect("tree")
+                .root_node()
+                .has_error(),
+            "{view}"
+        );
+    }
 
     #[test]
     fn groups_their_directives_and_branches() {
