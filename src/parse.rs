@@ -728,7 +728,9 @@ fn typename_statement_casts(src: &str) -> Vec<std::ops::Range<usize>> {
 /// macro declares a variable of that type): the grammar reads a call's arguments as
 /// expressions, and a keyword type is none (CP001: 12 kernels of a segmented sort). The
 /// grammar counts the fixed-width and size types of the C headers (`uint8_t`, `size_t`) as
-/// keyword types too (`RUN_APPEND(uint8_t, 4);`, a similarity-search library's launches). In the
+/// keyword types too (`RUN_APPEND(uint8_t, 4);`, a similarity-search library's launches). So
+/// are `new` and `delete` alone, which no expression is: a prefix that a macro pastes names
+/// from (`GGML_TENSOR_LOCALS(int64_t, new, w, ne)` declares `new0`...`new3`). In the
 /// masked view such a word becomes an identifier of the same length (`xxx`). Only a word that
 /// stands alone between `(` or `,` and `,` or `)`, after a call's `(` (an identifier before it
 /// that is no keyword: `sizeof(int)`, `return (int)x` and casts are left alone).
@@ -736,7 +738,7 @@ fn keyword_type_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
     static ARG: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let re = ARG.get_or_init(|| {
         regex::Regex::new(
-            r"([(,])[ \t]*(int|float|double|char|bool|short|long|unsigned|signed|void|size_t|ssize_t|ptrdiff_t|u?intptr_t|u?int(?:8|16|32|64)_t|char(?:8|16|32|64)_t|nullptr_t|max_align_t)[ \t]*[,)]",
+            r"([(,])[ \t]*(int|float|double|char|bool|short|long|unsigned|signed|void|size_t|ssize_t|ptrdiff_t|u?intptr_t|u?int(?:8|16|32|64)_t|char(?:8|16|32|64)_t|nullptr_t|max_align_t|new|delete)[ \t]*[,)]",
         )
         .expect("valid regex")
     });
@@ -896,8 +898,9 @@ fn statement_macro_separators(
         return Vec::new();
     }
     // Macros (the file's, then those of the files it includes) and their bodies; a statement
-    // macro's body ends with `;`, `}` or another statement macro, called or not (worked out to
-    // a fixpoint). A file's definition counts with a blank after its name or parameters.
+    // macro's body ends with `;`, `}`, `else` (one link of an `if` chain that its uses build,
+    // `CASE(a) CASE(b) ABORT();`, as a public inference library dispatches its kernels) or
+    // another statement macro, called or not (worked out to a fixpoint). A file's definition counts with a blank after its name or parameters.
     let defs: Vec<(&str, &str)> = defs
         .iter()
         .filter_map(|d| Some((d.name, d.body.strip_prefix([' ', '\t'])?.trim_end())))
@@ -923,7 +926,8 @@ fn statement_macro_separators(
                 .rsplit(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
                 .next()
                 .unwrap_or("");
-            if body.ends_with(';') || body.ends_with('}') || names.contains(&last) {
+            if body.ends_with(';') || body.ends_with('}') || last == "else" || names.contains(&last)
+            {
                 names.push(name);
             }
         }
@@ -2227,6 +2231,31 @@ void h(int* d) {
                    #include \"x.h\" NAME\nconst char* r = R\"x(say \"hi\" there)x\";\n\
                    const char* one = \"a\" X;\n";
         assert!(string_macro_uses(not).is_empty());
+    }
+
+    #[test]
+    fn new_alone_as_a_macro_argument_reads_as_a_name() {
+        let src = "#define LOCALS(type, p, t, a) const type p##0 = (t)->a[0];\n\
+                   void f(T* w) {\n  LOCALS(int64_t, new, w, ne)\n  LOCALS(int64_t, old, w, ne)\n  g(new T(1), new T[2]);\n}\n";
+        let found: Vec<&str> = keyword_type_arguments(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(found, ["int64_t", "new", "int64_t"]);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("g(new T(1), new T[2]);"), "{m}");
+        assert_eq!(error_count_of(&m), 0, "{m}");
+    }
+
+    #[test]
+    fn macros_that_end_in_else_chain_their_uses_as_statements() {
+        let src = "#define CASE(t, k) \\\n  if (kind == (t)) { k<<<1, 32>>>(p); } else\n\
+                   void run(int kind, float* p) {\n  CASE(1, add)\n  CASE(2, mul)\n  abort();\n}\n";
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        assert_eq!(error_count(src), 0, "{:?}", masked(src));
     }
 
     #[test]
