@@ -10,7 +10,8 @@ missing dependencies) and is only counted.
 Usage: compile_check.py CHECKOUT CUPREEMPT [NVCC]
   Env: CC_JOBS=2 (compiles at once), CC_STD=c++17 (the dialect: c++11 as projects built with
        CMAKE_CXX_STANDARD 11 compile), CC_FLAGS (more nvcc flags, e.g. -D...), CC_INCLUDE
-       (colon-separated include folders, relative to the checkout or absolute).
+       (colon-separated include folders, absolute, or relative to the checkout: the
+       transformed copy's for its build).
 Prints one line per unit and a summary; exits 1 when a unit fails only transformed.
   --self-test: the unit finder on made-up folders."""
 import concurrent.futures
@@ -75,7 +76,11 @@ def main(argv):
     nvcc = argv[3] if len(argv) > 3 else "nvcc"
     repo = Path(__file__).resolve().parent.parent
     extra = os.environ.get("CC_FLAGS", "").split()
-    includes = [str(i if Path(i).is_absolute() else checkout / i)
+    # A relative include folder is the checkout's for the build as written and the copy's for
+    # the transformed one: a header reached through it (`#include "lib/common.cuh"`) must be
+    # the copy's too, or the unit includes both and defines their functions twice.
+    def includes(root):
+        return [str(i if Path(i).is_absolute() else root / i)
                 for i in os.environ.get("CC_INCLUDE", "").split(":") if i]
     work = Path(tempfile.mkdtemp())
     copy = work / "transformed"
@@ -92,8 +97,8 @@ def main(argv):
     results = {}
     with concurrent.futures.ThreadPoolExecutor(int(os.environ.get("CC_JOBS", "2"))) as pool:
         def both(u):
-            o = compile_unit(nvcc, checkout / u, includes, extra)
-            t = compile_unit(nvcc, copy / u, includes,
+            o = compile_unit(nvcc, checkout / u, includes(checkout), extra)
+            t = compile_unit(nvcc, copy / u, includes(copy),
                              extra + ["-I", str(repo / "cuda_support")])
             return u, o, t
         for u, o, t in pool.map(both, jobs):

@@ -123,18 +123,33 @@ fi
 # own that the runtime finds by the originals' names; every launch preemptible, then under
 # chaos mode. The PASS line quotes the run's lines that match SUMMARY.
 # Usage: split_e2e LABEL SOURCE OUT KERNELS SUMMARY
-split_e2e() {
-  local label=$1 src=$2 out=$3 kernels=$4 summary=$5
-  if CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
-      "$src" -o $out >$out.build.txt 2>&1 &&
-    grep -q "wrappers of $kernels kernels in a module of their own" $out.build.txt &&
-    preemptible_then_chaos $out "[0-9]+ launches planned: preemptible [0-9]+"; then
-    echo "PASS $label: $(grep -h "$summary" $out-all.txt $out-chaos.txt | tr '\n' ' ')" >>"$log"
+# e2e_outcome RC LABEL SUMMARY FILES...: a check's line in the log, PASS with the lines of FILES
+# that match SUMMARY where RC is 0, else FILES whole and FAIL.
+e2e_outcome() {
+  local rc=$1 label=$2 summary=$3
+  shift 3
+  if [ "$rc" = 0 ]; then
+    echo "PASS $label: $(grep -h "$summary" "$@" 2>/dev/null | tr '\n' ' ')" >>"$log"
   else
-    cat $out.build.txt $out-all.txt $out-chaos.txt >>"$log" 2>/dev/null
+    cat "$@" >>"$log" 2>/dev/null
     echo "FAIL $label" >>"$log"
     status=1
   fi
+}
+split_e2e() {
+  local label=$1 src=$2 out=$3 kernels=$4 summary=$5
+  CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc -arch=sm_90 -std=c++17 \
+      "$src" -o $out >$out.build.txt 2>&1 &&
+    grep -q "wrappers of $kernels kernels in a module of their own" $out.build.txt &&
+    preemptible_then_chaos $out "[0-9]+ launches planned: preemptible [0-9]+"
+  e2e_outcome $? "$label" "$summary" $out.build.txt $out-all.txt $out-chaos.txt
+}
+# whole_file_e2e LABEL SOURCE OUT PLANNED SUMMARY: SOURCE through `cupreempt transform` (one file,
+# its wrappers beside the originals), every launch as PLANNED says, then under chaos.
+whole_file_e2e() {
+  local label=$1 src=$2 out=$3 planned=$4 summary=$5
+  transformed_build "$src" $out && preemptible_then_chaos $out "$planned"
+  e2e_outcome $? "$label" "$summary" $out-all.txt $out-chaos.txt
 }
 split_e2e "end-to-end multiple_kernels split by the launcher" fixtures/multiple_kernels.cu \
   $e2e/mk-split 2 'wrapper modules\|launches planned\|chaos mode'
@@ -191,30 +206,18 @@ split_e2e "launches of a macro's kernel parameter, split by the launcher" \
   '^macro_parameter_launch\|launches planned\|chaos:'
 # The same program through `cupreempt transform` (one file, its wrappers beside the originals):
 # the macro's launches find their wrappers by the kernel's address (launch.cuh, register_any).
-mpw=$e2e/macro_parameter_launch_whole
-if transformed_build tests/gpu/macro_parameter_launch.cu $mpw &&
-  preemptible_then_chaos $mpw "160 launches planned: preemptible 160"; then
-  echo "PASS launches of a macro's kernel parameter, one file: $(grep -h '^macro_parameter_launch\|launches planned\|chaos:' $mpw-all.txt $mpw-chaos.txt | tr '\n' ' ')" >>"$log"
-else
-  cat $mpw-all.txt $mpw-chaos.txt >>"$log" 2>/dev/null
-  echo "FAIL launches of a macro's kernel parameter, one file" >>"$log"
-  status=1
-fi
+whole_file_e2e "launches of a macro's kernel parameter, one file" \
+  tests/gpu/macro_parameter_launch.cu $e2e/macro_parameter_launch_whole \
+  "160 launches planned: preemptible 160" '^macro_parameter_launch\|launches planned\|chaos:'
 # Launches through local variables holding a kernel's address (tests/gpu/pointer_launch.cu): a
 # template kernel with 64 KB of dynamic shared memory, its limit raised through the variable,
 # launched through its launch type inside a dispatch macro's statements, and a pointer chosen
 # at run time through launch_any; split by the launcher and through `cupreempt transform`.
 split_e2e "launches through a kernel's local pointer, split by the launcher" \
   tests/gpu/pointer_launch.cu $e2e/pointer_launch 3 '^pointer_launch\|launches planned\|chaos:'
-plw=$e2e/pointer_launch_whole
-if transformed_build tests/gpu/pointer_launch.cu $plw &&
-  preemptible_then_chaos $plw "120 launches planned: preemptible 120"; then
-  echo "PASS launches through a kernel's local pointer, one file: $(grep -h '^pointer_launch\|launches planned\|chaos:' $plw-all.txt $plw-chaos.txt | tr '\n' ' ')" >>"$log"
-else
-  cat $plw-all.txt $plw-chaos.txt >>"$log" 2>/dev/null
-  echo "FAIL launches through a kernel's local pointer, one file" >>"$log"
-  status=1
-fi
+whole_file_e2e "launches through a kernel's local pointer, one file" \
+  tests/gpu/pointer_launch.cu $e2e/pointer_launch_whole \
+  "120 launches planned: preemptible 120" '^pointer_launch\|launches planned\|chaos:'
 # A kernel template declared in one file and defined, with explicit instantiations, in another
 # (tests/gpu/declared_template*.cu; `-static-global-template-stub=false`, which CUDA 13 needs for
 # a template kernel of another unit): each file through `cupreempt transform`, then linked,
@@ -223,17 +226,13 @@ fi
 dt=$e2e/declared_template
 rm -rf $dt && mkdir -p $dt
 dtf="-arch=sm_90 -std=c++17 -static-global-template-stub=false"
-if "$cli" transform tests/gpu/declared_template.cu -o $dt/def.cu 2>/dev/null &&
+"$cli" transform tests/gpu/declared_template.cu -o $dt/def.cu 2>/dev/null &&
   "$cli" transform tests/gpu/declared_template_launch.cu -o $dt/launch.cu 2>/dev/null &&
   nvcc $dtf -Icuda_support $dt/def.cu $dt/launch.cu -o $dt/prog -L"$lib" -lcupreempt_runtime \
     -Xlinker -rpath="$lib" >$dt/build.txt 2>&1 &&
-  preemptible_then_chaos $dt/prog "40 launches planned: preemptible 40"; then
-  echo "PASS a declared kernel template's launches, two files: $(grep -h '^declared_template\|launches planned\|chaos:' $dt/prog-all.txt $dt/prog-chaos.txt | tr '\n' ' ')" >>"$log"
-else
-  cat $dt/build.txt $dt/prog-all.txt $dt/prog-chaos.txt >>"$log" 2>/dev/null
-  echo "FAIL a declared kernel template's launches, two files" >>"$log"
-  status=1
-fi
+  preemptible_then_chaos $dt/prog "40 launches planned: preemptible 40"
+e2e_outcome $? "a declared kernel template's launches, two files" \
+  '^declared_template\|launches planned\|chaos:' $dt/build.txt $dt/prog-all.txt $dt/prog-chaos.txt
 dts=$e2e/declared_template_split
 rm -rf $dts && mkdir -p $dts
 ok=1
@@ -241,15 +240,11 @@ for f in declared_template declared_template_launch; do
   CUPREEMPT_RUNTIME_DIR="$lib" CUPREEMPT_VERBOSE=1 "$cli" nvcc $dtf -c tests/gpu/$f.cu \
     -o $dts/$f.o >>$dts/build.txt 2>&1 || ok=0
 done
-if [ $ok = 1 ] && CUPREEMPT_RUNTIME_DIR="$lib" "$cli" nvcc -arch=sm_90 $dts/declared_template.o \
+[ $ok = 1 ] && CUPREEMPT_RUNTIME_DIR="$lib" "$cli" nvcc -arch=sm_90 $dts/declared_template.o \
     $dts/declared_template_launch.o -o $dts/prog >>$dts/build.txt 2>&1 &&
-  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $dts/prog >$dts/run.txt 2>&1; then
-  echo "PASS a declared kernel template's launches, two files split by the launcher: $(grep -h '^declared_template\|launches planned' $dts/run.txt | tr '\n' ' ')" >>"$log"
-else
-  cat $dts/build.txt $dts/run.txt >>"$log" 2>/dev/null
-  echo "FAIL a declared kernel template's launches, two files split by the launcher" >>"$log"
-  status=1
-fi
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $dts/prog >$dts/run.txt 2>&1
+e2e_outcome $? "a declared kernel template's launches, two files split by the launcher" \
+  '^declared_template\|launches planned' $dts/build.txt $dts/run.txt
 # Launches in macro bodies (fixtures/launch_in_macro_dispatch.cu): the dispatch macro's
 # launches rewritten, every launch preemptible, the program's own check of every element.
 lmd=$e2e/launch_in_macro_dispatch
