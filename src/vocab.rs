@@ -46,6 +46,17 @@ pub fn capped_macro(kernel: &str) -> String {
     format!("CUPREEMPT_R32_{kernel}")
 }
 
+/// The macro through which a kernel's wrapper instances written in another macro's replacement
+/// pass (`rewrite/kernel.rs`, `macro_instantiations`): defined to its arguments where the
+/// wrapper (`capped`: the one held to 32 registers) is built in the unit, to nothing elsewhere.
+pub fn instances_macro(kernel: &str, capped: bool) -> String {
+    if capped {
+        format!("CUPREEMPT_R32_INSTANCES_{kernel}")
+    } else {
+        format!("CUPREEMPT_INSTANCES_{kernel}")
+    }
+}
+
 /// The launch description's C type (control.h).
 pub const LAUNCH_TYPE: &str = "cupreempt_launch";
 /// The context that reads the hardware's blockIdx/gridDim (task_loop.cuh).

@@ -416,6 +416,43 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
     );
 }
 
+/// The same with the instantiation written in a macro's replacement and the macro used once
+/// per instance (`MAKE_FILL(float, 1)`, as the quantization library instantiates its optimizer
+/// kernels): the wrappers' instances ride in the replacement, and the launching unit's weak
+/// wrapper finds its definition (without it, a weak undefined symbol).
+#[test]
+fn a_kernel_template_instantiated_in_a_macro_links_with_or_without_its_wrappers() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-macro-instances");
+    let launch = "template <typename T, int F> __global__ void fill(T* p, T v, int n);\n\
+                  void run(float* p, int n) { fill<float, 1><<<(n + 255) / 256, 256>>>(p, 2.0f, n); }\n\
+                  int main() { run(nullptr, 0); return 0; }\n";
+    let define = "template <typename T, int F> __global__ void fill(T* p, T v, int n) {\n\
+                  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = v * F;\n}\n\
+                  #define MAKE_FILL(T, f) \\\n  template __global__ void fill<T, f>(T* p, \\\n    T v, int n);\n\
+                  MAKE_FILL(float, 1)\nMAKE_FILL(int, 2)\n";
+    let t = |src: &str, name: &str| {
+        cupreempt::transform(src, name, &cupreempt::Options::default())
+            .unwrap_or_else(|e| panic!("{e}"))
+            .output
+    };
+    let define_t = t(define, "define.cu");
+    assert!(
+        define_t.contains("CUPREEMPT_INSTANCES_fill(template __global__ void fill__cupreempt<T, f>(cupreempt_launch __cp_launch, T* p, \\\n    T v, int n);)"),
+        "{define_t}"
+    );
+    std::fs::write(dir.join("define.t.cu"), &define_t).unwrap();
+    links_with_or_without_wrappers(
+        &nvcc,
+        &dir,
+        &t(launch, "launch.cu"),
+        define,
+        &["-static-global-template-stub=false"],
+        "_Z15fill__cupreemptIfLi1EEv16cupreempt_launchPT_S1_i",
+        "W",
+    );
+}
+
 /// `launch.cuh`'s kernel-independent launch functions (`launch_values`, `launch_erased`) are
 /// each unit's own (internal linkage): they ask for the unit's wrapper module, and an instance
 /// shared by two units (the linker's pick among identical ones) made one unit's launches of a

@@ -215,6 +215,7 @@ pub fn rewrite(
     edits.push(Edit::insert(k.outer.end_byte(), trim_last_newline(out)));
     if k.is_template() && !k.specialization {
         explicit_instantiations(plan, src, edits);
+        macro_instantiations(plan, src, edits);
     }
     if let Some(q) = k.qualified.as_ref().filter(|q| !q.namespaces.is_empty()) {
         let close = "}".repeat(q.namespaces.len());
@@ -294,6 +295,155 @@ fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) 
             ),
         ));
     }
+}
+
+/// Explicit instantiations of the kernel template written in a macro's replacement (`#define
+/// MAKE_K(T) template __global__ void k<T, 4>(T* a, int n);`, used once per type, as a
+/// quantization library instantiates its optimizer kernels): the same instantiations of its
+/// wrappers follow each one inside the replacement, so that every use defines them for the
+/// launches in other units. A replacement cannot hold the conditionals that keep the wrappers
+/// out of a split unit and the capped one out where it is not built (`unless_split`,
+/// `where_capped`), so each goes through a macro defined before the `#define` under those
+/// conditions (`vocab::instances_macro`): its arguments where the wrapper exists, nothing
+/// elsewhere. Only where every use of the macro comes after the kernel's definition (the
+/// wrappers are declared there), and the instantiation names the kernel alone (not through a
+/// namespace).
+fn macro_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
+    let k = &plan.site;
+    if !src.contains("#define") || !src.contains(k.name.as_str()) {
+        return;
+    }
+    let instantiation = regex::Regex::new(&format!(
+        r"\btemplate\b([^;{{}}<>()]*?)\b({})\s*<",
+        regex::escape(&k.name)
+    ))
+    .expect("valid regex");
+    let b = src.as_bytes();
+    let defs = crate::parse::defines(src);
+    let kernel_end = k.outer.end_byte();
+    let mut first_define = None;
+    for d in &defs {
+        let body_at = d.body.as_ptr() as usize - src.as_ptr() as usize;
+        let define_at = src[..body_at].rfind('#').unwrap_or(body_at);
+        let uses_after = crate::lang::word_indices(src, d.name)
+            .filter(|&at| at > body_at + d.body.len())
+            .all(|at| at > kernel_end);
+        if !uses_after {
+            continue;
+        }
+        for c in instantiation.captures_iter(d.body) {
+            let (Some(all), Some(prefix), Some(name)) = (c.get(0), c.get(1), c.get(2)) else {
+                continue;
+            };
+            if !prefix.as_str().split_whitespace().any(|w| w == "void")
+                || d.body[..all.start()].trim_end().ends_with("extern")
+            {
+                continue;
+            }
+            let name_at = body_at + name.start();
+            let angle = body_at + all.end() - 1;
+            let Some(close) = closing_angle(b, angle) else {
+                continue;
+            };
+            let Some(open) =
+                (close + 1..b.len()).find(|&i| !b[i].is_ascii_whitespace() && b[i] != b'\\')
+            else {
+                continue;
+            };
+            if b[open] != b'(' {
+                continue;
+            }
+            let Some(params_end) = crate::parse::closing_paren(b, open) else {
+                continue;
+            };
+            let Some(semi) =
+                (params_end + 1..b.len()).find(|&i| !b[i].is_ascii_whitespace() && b[i] != b'\\')
+            else {
+                continue;
+            };
+            if b[semi] != b';' || semi > body_at + d.body.len() {
+                continue;
+            }
+            let inst_at = body_at + all.start();
+            let empty = src[open + 1..params_end].trim().is_empty();
+            let launch = if empty {
+                format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
+            } else {
+                format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, ")
+            };
+            let instance = |wrapper: &str| {
+                format!(
+                    "{}{wrapper}{}{launch}{}",
+                    &src[inst_at..name_at],
+                    &src[name_at + k.name.len()..open + 1],
+                    &src[open + 1..semi + 1],
+                )
+            };
+            let mut text = format!(
+                " {}({})",
+                crate::vocab::instances_macro(&k.name, false),
+                instance(&wrapper_name(&k.name))
+            );
+            if plan.capped_wrapper {
+                text.push_str(&format!(
+                    " {}({})",
+                    crate::vocab::instances_macro(&k.name, true),
+                    instance(&capped_wrapper_name(&k.name))
+                ));
+            }
+            edits.push(Edit::insert(semi + 1, text));
+            first_define.get_or_insert(define_at);
+        }
+    }
+    let Some(at) = first_define else {
+        return;
+    };
+    let on = |capped: bool| {
+        format!(
+            "#define {}(...) __VA_ARGS__\n",
+            crate::vocab::instances_macro(&k.name, capped)
+        )
+    };
+    let off = |capped: bool| {
+        format!(
+            "#define {}(...)\n",
+            crate::vocab::instances_macro(&k.name, capped)
+        )
+    };
+    let mut guards = String::from(
+        "// cupreempt: the wrappers' instances that the macro below writes after each of this\n// kernel's, where the wrappers are built here.\n",
+    );
+    guards.push_str(&unless_split(&on(false), &off(false)));
+    if plan.capped_wrapper {
+        guards.push_str(&by_capped(
+            &k.name,
+            &off(true),
+            &unless_split(&on(true), &off(true)),
+        ));
+    }
+    edits.push(Edit::insert(at, guards));
+}
+
+/// The index of the `>` that closes the `<` at `open` (nested angles and parentheses counted).
+fn closing_angle(b: &[u8], open: usize) -> Option<usize> {
+    let mut angles = 0usize;
+    let mut parens = 0usize;
+    for (i, &c) in b.iter().enumerate().skip(open) {
+        match c {
+            b'(' => parens += 1,
+            b')' => parens = parens.checked_sub(1)?,
+            b'<' if parens == 0 => angles += 1,
+            b'>' if parens == 0 => {
+                angles -= 1;
+                if angles == 0 {
+                    return Some(i);
+                }
+            }
+            b';' | b'{' | b'}' => return None,
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The shared body's name: the kernel's, or for an explicit specialization one of its own.
