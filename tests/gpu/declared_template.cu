@@ -1,7 +1,8 @@
 // The defining file of declared_template_launch.cu: a kernel template and its explicit
 // instantiations (as a quantization library defines the kernels its operators file declares
 // and launches). Transformed, each instantiation instantiates the wrappers too
-// (`rewrite/kernel.rs`, `explicit_instantiations`), for the other file's launches.
+// (`rewrite/kernel.rs`, `explicit_instantiations` and `macro_instantiations`), for the other
+// file's launches.
 #include <cuda_runtime.h>
 
 #define FILL 0
@@ -15,4 +16,10 @@ __global__ void kfunc(T* out, T value, long n) {
 
 template __global__ void kfunc<float, FILL>(float* out, float value, long n);
 template __global__ void kfunc<float, RAMP>(float* out, float value, long n);
-template __global__ void kfunc<int, RAMP>(int* out, int value, long n);
+// One instance through a macro, as the library writes most of them: transformed, the
+// wrappers' instances ride in the macro's replacement (`macro_instantiations`).
+#define MAKE_KFUNC(T, F)                        \
+  template __global__ void kfunc<T, F>(T* out, \
+                                       T value, long n);
+
+MAKE_KFUNC(int, RAMP)
