@@ -107,9 +107,11 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
 }
 
 /// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar
-/// cannot place: `void CUDART_CB done(...)`; and cupreempt's own attribute macro for the weak
-/// wrapper declarations it writes (`CUPREEMPT_WEAK`, src/vocab.rs), so that a transformed file
-/// parses as well as its input (and a re-run reads it).
+/// cannot place: `void CUDART_CB done(...)`; the headers' marks of what the compiler provides
+/// (`extern __device__ __device_builtin__ unsigned __fns(...)`, as code that declares an
+/// intrinsic itself writes; `__cudart_builtin__`); and cupreempt's own attribute macro for the
+/// weak wrapper declarations it writes (`CUPREEMPT_WEAK`, src/vocab.rs), so that a transformed
+/// file parses as well as its input (and a re-run reads it).
 const CALLING_CONVENTIONS: &[&str] = &[
     "CUDART_CB",
     "CUDARTAPI",
@@ -117,6 +119,8 @@ const CALLING_CONVENTIONS: &[&str] = &[
     "CUDA_CB",
     "__stdcall",
     "__cdecl",
+    "__device_builtin__",
+    "__cudart_builtin__",
     crate::vocab::WEAK,
 ];
 
@@ -2251,6 +2255,17 @@ void h(int* d) {
     fn macros_that_end_in_else_chain_their_uses_as_statements() {
         let src = "#define CASE(t, k) \\\n  if (kind == (t)) { k<<<1, 32>>>(p); } else\n\
                    void run(int kind, float* p) {\n  CASE(1, add)\n  CASE(2, mul)\n  abort();\n}\n";
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        assert_eq!(error_count(src), 0, "{:?}", masked(src));
+    }
+
+    #[test]
+    fn builtin_marks_are_blanked() {
+        let src = "extern __device__ __device_builtin__ unsigned int __fns(unsigned int x);\n\
+                   extern \"C\" __device__ __cudart_builtin__ void __trap_now(void);\n";
         assert!(
             error_count_of(src) > 0,
             "the text as written is an error to the grammar"
