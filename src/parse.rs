@@ -1089,6 +1089,17 @@ fn instantiation_macro_uses(
     out
 }
 
+/// The identifier that `text` ends with (blanks after it aside); empty where it ends otherwise.
+pub(crate) fn last_word(text: &str) -> &str {
+    let text = text.trim_end();
+    let start = text
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c == '_' || c.is_ascii_alphanumeric()))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    &text[start..]
+}
+
 /// Macros that stand for a string literal, written after one (`"found %d " GGML_CUDA_NAME "
 /// devices"`, `"n=%" PRId64 "\n"`, `"%" PRIu64`): the grammar reads an identifier among
 /// concatenated literals only first or third and later, and the statement was a syntax error
@@ -1161,11 +1172,7 @@ fn string_macro_uses(src: &str) -> Vec<std::ops::Range<usize>> {
                     continue;
                 }
                 // What the literal follows: `extern "C"` and `operator ""` take no macro after.
-                let before = src[..open].trim_end();
-                let word_start = before
-                    .rfind(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-                    .map_or(0, |p| p + 1);
-                if matches!(&before[word_start..], "extern" | "operator") {
+                if matches!(last_word(&src[..open]), "extern" | "operator") {
                     line_start = false;
                     continue;
                 }
@@ -2260,6 +2267,19 @@ void h(int* d) {
             "the text as written is an error to the grammar"
         );
         assert_eq!(error_count(src), 0, "{:?}", masked(src));
+    }
+
+    #[test]
+    fn words_and_literals_after_multibyte_text() {
+        assert_eq!(last_word("x = “quoted” extern "), "extern");
+        assert_eq!(last_word("naïve"), "ve");
+        assert_eq!(last_word("“"), "");
+        let src = "// “x”\nputs(“\"a\" NAME);\nconst char* s = \"é\" PRIu64;\n";
+        let found: Vec<&str> = string_macro_uses(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(found, ["NAME", "PRIu64"]);
     }
 
     #[test]

@@ -265,13 +265,7 @@ impl<'a> FileGroups<'a> {
 fn ends_in_statement_head(text: &str) -> bool {
     let code = crate::lang::without_comments(text);
     let code = code.trim_end();
-    let word_before = |end: usize| -> &str {
-        let head = code[..end].trim_end();
-        let start = head
-            .rfind(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-            .map_or(0, |i| i + 1);
-        &head[start..]
-    };
+    let word_before = |end: usize| super::last_word(&code[..end]);
     if matches!(word_before(code.len()), "else" | "do") {
         return true;
     }
@@ -574,6 +568,8 @@ mod tests {
             "  if (x) y();\n",
             "  STATEMENT_MACRO(a, b)\n",
             "  pseudo_else",
+            "  if con“stexpr",
+            "  x = “y” (z)",
         ] {
             assert!(!ends_in_statement_head(whole), "{whole}");
         }
