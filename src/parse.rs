@@ -163,6 +163,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     qualifiers.extend(typename_casts(src));
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
+    qualifiers.extend(macro_uses(src, &constexpr_macros(&defs, included_macros)));
     qualifiers.extend(alias_attributes(src));
     qualifiers.extend(class_instantiations(src));
     let attributes = attribute_macros(&defs, included_macros);
@@ -172,7 +173,8 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         &layout_macros(&defs, included_macros),
     ));
     let space_macros = execution_space_macro_uses(src, &space_table);
-    let type_arguments = keyword_type_arguments(src);
+    let mut type_arguments = keyword_type_arguments(src);
+    type_arguments.extend(keyword_functional_casts(src));
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     let string_macros = string_macro_uses(src);
     let mut head_pragmas = pragmas_after_heads(src);
@@ -495,6 +497,18 @@ pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)
     })
 }
 
+/// Macros that stand for `constexpr` (`#define NCCL_IF_CONSTEXPR constexpr`, empty for C++11):
+/// object-like, every definition with a body is that word alone. The grammar reads `if
+/// NCCL_IF_CONSTEXPR (x)` as an error (a collective-communication library's kernels); the
+/// masked view blanks the uses, and the grammar reads a plain `if` (whose condition the analysis
+/// reads the same: a compile-time constant is uniform).
+fn constexpr_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    macros_defined_as(defs, included, |body, function_like| match body {
+        "" if !function_like => None,
+        b => Some(b == "constexpr" && !function_like),
+    })
+}
+
 /// Macros that stand for a kernel attribute: every definition with a body, in the file or a
 /// header it includes, is one call of `__launch_bounds__` or `__maxnreg__` (`#define
 /// LAUNCH_BOUNDS(x) __launch_bounds__((x))`, with an empty definition for old toolkits; `#define
@@ -784,6 +798,37 @@ fn keyword_type_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
             continue;
         }
         out.push(word.range());
+    }
+    out
+}
+
+/// Functional casts to a keyword type the grammar reads only as a declaration's specifier
+/// (`unsigned(e) < unsigned(n)`, `long(x)`, in a collective-communication library's kernels;
+/// `int(x)` and `float(x)` it reads): in an expression (after an operator, `(`, `,`, `[` or
+/// `return`) such a word followed by `(` becomes an identifier of the same length in the
+/// masked view, a call of the same shape. After a word (`unsigned long(x)`) or at a
+/// statement's start (`unsigned (*fp)(int);` declares) it is left alone.
+fn keyword_functional_casts(src: &str) -> Vec<std::ops::Range<usize>> {
+    static CAST: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = CAST.get_or_init(|| {
+        regex::Regex::new(r"\b(unsigned|signed|long|short)[ \t]*\(").expect("valid regex")
+    });
+    let mut out = Vec::new();
+    for c in re.captures_iter(src) {
+        let Some(word) = c.get(1) else {
+            continue;
+        };
+        let before = src[..word.start()].trim_end();
+        // `a < unsigned(n)`, not `function<long(int)>`: a `<` right after a name opens
+        // template arguments, where `long(int)` is a function type.
+        let template_open = before
+            .strip_suffix('<')
+            .is_some_and(|b| b.ends_with(|ch: char| ch == '_' || ch.is_ascii_alphanumeric()));
+        let operator =
+            before.ends_with(|ch: char| "(,=+-*/%<>!?:&|^[~".contains(ch)) && !template_open;
+        if operator || last_word(before) == "return" {
+            out.push(word.range());
+        }
     }
     out
 }
@@ -1266,8 +1311,9 @@ fn pragma_operators(
             .then(|| closing_paren(b, open))
             .flatten()
     };
-    // A replacement that is one or more operator uses and blanks, nothing else.
-    let only_pragmas = |body: &str| {
+    // A replacement that is one or more uses of the operators or of `names` (macros found to
+    // be pragmas already) and blanks, nothing else.
+    let only_pragmas = |body: &str, names: &[&str]| {
         let t = body.replace("\\\n", " ");
         let tb = t.as_bytes();
         let mut at = 0;
@@ -1280,17 +1326,30 @@ fn pragma_operators(
             if at == tb.len() {
                 return seen;
             }
-            let Some(w) = OPERATORS.iter().find(|w| t[at..].starts_with(**w)) else {
+            let word: String = t[at..]
+                .chars()
+                .take_while(|&c| c == '_' || c.is_ascii_alphanumeric())
+                .collect();
+            if OPERATORS.contains(&word.as_str()) {
+                match operator_end(tb, at, &word) {
+                    Some(close) => at = close + 1,
+                    None => return false,
+                }
+            } else if names.contains(&word.as_str()) {
+                match use_end(tb, at, &word) {
+                    Some(end) => at = end,
+                    None => return false,
+                }
+            } else {
                 return false;
-            };
-            match operator_end(tb, at, w) {
-                Some(close) => at = close + 1,
-                None => return false,
             }
             seen = true;
         }
     };
-    let names: Vec<&str> = defs
+    // Worked out to a fixpoint: `#define DO_PRAGMA(x) _Pragma(#x)` then `#define
+    // UNROLL(n) DO_PRAGMA(unroll n)`, as a collective-communication library spells its
+    // unrolls.
+    let bodies: Vec<(&str, &str)> = defs
         .iter()
         .map(|d| (d.name, d.body))
         .chain(
@@ -1298,9 +1357,19 @@ fn pragma_operators(
                 .iter()
                 .map(|(n, b)| (n.as_str(), b.as_str())),
         )
-        .filter(|(_, body)| only_pragmas(body))
-        .map(|(name, _)| name)
         .collect();
+    let mut names: Vec<&str> = Vec::new();
+    loop {
+        let before = names.len();
+        for (name, body) in &bodies {
+            if !names.contains(name) && only_pragmas(body, &names) {
+                names.push(name);
+            }
+        }
+        if names.len() == before {
+            break;
+        }
+    }
     let mut out = Vec::new();
     for w in OPERATORS {
         for at in uses(src, w) {
@@ -2280,6 +2349,37 @@ void h(int* d) {
             .map(|r| &src[r])
             .collect();
         assert_eq!(found, ["NAME", "PRIu64"]);
+    }
+
+    #[test]
+    fn constexpr_macros_and_chained_pragma_macros_are_blanked() {
+        let src = "#if __cplusplus >= 201703L\n#define IF_CONSTEXPR constexpr\n#else\n#define IF_CONSTEXPR\n#endif\n\
+                   #define DO_PRAGMA(x) _Pragma(#x)\n#define UNROLL(n) DO_PRAGMA(unroll n)\n\
+                   template <bool tma> __device__ void f(float* p) {\n  if IF_CONSTEXPR (tma) {\n    UNROLL(4)\n    for (int i = 0; i < 4; i++) p[i] = 0;\n  }\n}\n";
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        assert_eq!(error_count(src), 0, "{:?}", masked(src));
+        let defs = defines(src);
+        assert_eq!(constexpr_macros(&defs, &[]), ["IF_CONSTEXPR"]);
+    }
+
+    #[test]
+    fn functional_casts_to_keyword_types_read_as_calls() {
+        let src = "__device__ int f(int e, int n) {\n  if (unsigned(e) < unsigned(n)) e++;\n\
+                   long b = long(e) * short(n);\n  unsigned (*fp)(int) = 0;\n  return signed(e) + (int)b;\n}\n\
+                   using cb = std::function<long(int)>;\n";
+        let found: Vec<&str> = keyword_functional_casts(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(found, ["unsigned", "unsigned", "long", "short", "signed"]);
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        assert_eq!(error_count(src), 0, "{:?}", masked(src));
     }
 
     #[test]
