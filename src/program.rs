@@ -304,10 +304,14 @@ impl FromIterator<(PathBuf, Vec<PathBuf>)> for IncludeGraph {
     }
 }
 
-/// What `file` knows of the program: what the files it includes define, together; and the
+/// What `file` knows of the program: what the files it includes define, together; the
 /// members that read blockIdx/gridDim of the files that include it, since a kernel template
 /// here may call one through a functor of its template type, instantiated there (a fused
-/// optimizer's header and the functors of its `.cu` files).
+/// optimizer's header and the functors of its `.cu` files); and the kernels its includers
+/// define or include, since a header may launch kernels that only its includer brings in
+/// before it (a miner's `common.hpp` includes the kernels' headers, then `hash.hpp`, which
+/// launches them: its ten launches were CP101). Such a launch compiles as written only where
+/// the kernel is declared before it, so the launch types the rewritten launch names are too.
 pub fn known_from(
     defines: &Defines,
     graph: &IncludeGraph,
@@ -326,6 +330,16 @@ pub fn known_from(
             for m in members {
                 if !known.1.contains(m) {
                     known.1.push(m.clone());
+                }
+            }
+        }
+        let beside = std::iter::once(includer).chain(graph.closure(includer));
+        for f in beside.filter(|f| f.as_path() != file) {
+            if let Some((kernels, _)) = defines.get(f) {
+                for k in kernels.iter().filter(|k| gives_launch_types(k)) {
+                    if !known.0.contains(k) {
+                        known.0.push(k.clone());
+                    }
                 }
             }
         }

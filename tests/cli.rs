@@ -697,6 +697,41 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
 /// defines or launches a kernel, so that their kernels are reported and transformed with the
 /// files that launch them; a header whose `__global__` is in a comment or a prototype, or that
 /// has none, is not taken (nothing in it could change, and host-only sources may include it).
+/// A header that launches kernels only its includer brings in before it (a miner's
+/// `common.hpp` includes the kernels' headers, then `hash.hpp`, which launches them): the
+/// header's launches are rewritten (they were CP101), and the unit compiles transformed.
+#[test]
+fn a_headers_launches_of_kernels_its_includer_brings_in_are_rewritten() {
+    let dir = support::tempdir("cli-includer-kernels");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("kernels.cuh"),
+        "#pragma once\n__global__ void fill(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = i;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("run.hpp"),
+        "#pragma once\ninline void go(int* p, int n) { fill<<<(n + 255) / 256, 256>>>(p, n); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("main.cu"),
+        "#include \"kernels.cuh\"\n#include \"run.hpp\"\nint main() { go(nullptr, 0); return 0; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("CP101"), "{}", stderr(&o));
+    let run = std::fs::read_to_string(dir.join("out/run.hpp")).unwrap();
+    assert!(
+        run.contains(
+            "cupreempt::launch<fill__cupreempt_kernels>((n + 255) / 256, 256, 0, 0)(p, n)"
+        ),
+        "{run}"
+    );
+}
+
 #[test]
 fn a_folder_walk_takes_headers_that_define_kernels() {
     let dir = support::tempdir("cli-headers");
