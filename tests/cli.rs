@@ -697,6 +697,37 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
 /// defines or launches a kernel, so that their kernels are reported and transformed with the
 /// files that launch them; a header whose `__global__` is in a comment or a prototype, or that
 /// has none, is not taken (nothing in it could change, and host-only sources may include it).
+/// A unit that includes, inside a namespace, a header an earlier run transformed (a folder at
+/// a time, as a miner's per-coin units include their shared kernels' headers): the unit
+/// includes cupreempt's header first, at file scope, so that the header's own include of it
+/// (and the standard headers it brings) does nothing inside the namespace.
+#[test]
+fn a_unit_that_includes_a_transformed_header_in_a_namespace_includes_the_support_first() {
+    let dir = support::tempdir("cli-namespace-include");
+    let shared = dir.join("shared");
+    let coin = dir.join("coin");
+    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&coin).unwrap();
+    std::fs::write(
+        shared.join("kernels.cuh"),
+        "#pragma once\n__global__ void fill(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = i;\n}\n",
+    )
+    .unwrap();
+    let unit = "#include <cstdint>\nnamespace coin_a {\n#include \"../shared/kernels.cuh\"\n}\nint main() { return 0; }\n";
+    std::fs::write(coin.join("unit.cu"), unit).unwrap();
+    let o = cupreempt(&["transform", "shared", "--in-place"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cupreempt(&["transform", "coin", "--in-place"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(coin.join("unit.cu")).unwrap();
+    let include = out.find("#include \"cupreempt.cuh\"");
+    let namespace = out.find("namespace coin_a");
+    assert!(
+        include.is_some_and(|i| namespace.is_some_and(|n| i < n)),
+        "{out}"
+    );
+}
+
 /// A header that launches kernels only its includer brings in before it (a miner's
 /// `common.hpp` includes the kernels' headers, then `hash.hpp`, which launches them): the
 /// header's launches are rewritten (they were CP101), and the unit compiles transformed.

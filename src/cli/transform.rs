@@ -244,8 +244,8 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The inputs that include another input whose output includes cupreempt's header: they
-/// include it first (`Options::include_support`; an output that includes it anyway is not
+/// The inputs that include another input whose output includes cupreempt's header, or a file
+/// that already includes it (`Known::includes_transformed`): they include it first (`Options::include_support`; an output that includes it anyway is not
 /// changed), as the launcher's sources do, so that the header and the standard headers it
 /// brings meet none of the program's macros (HeCBench's sw4ck defines `base` and `u`, then
 /// includes the files that hold its kernels). To see, the included inputs are transformed
@@ -260,16 +260,17 @@ fn support_first(
     let mut out = BTreeSet::new();
     for (path, _) in inputs {
         let Some(k) = known.get(path) else { continue };
-        let included_support = k.included_inputs.iter().any(|q| {
-            done.entry(q.clone())
-                .or_insert_with(|| {
-                    let opts = known.get(q).cloned().unwrap_or_default().options(opts);
-                    let src = std::fs::read(q).ok().and_then(files::text_of)?;
-                    cupreempt::transform(&src, &files::display_name(q), &opts).ok()
-                })
-                .as_ref()
-                .is_some_and(cupreempt::Transformed::includes_support)
-        });
+        let included_support = k.includes_transformed
+            || k.included_inputs.iter().any(|q| {
+                done.entry(q.clone())
+                    .or_insert_with(|| {
+                        let opts = known.get(q).cloned().unwrap_or_default().options(opts);
+                        let src = std::fs::read(q).ok().and_then(files::text_of)?;
+                        cupreempt::transform(&src, &files::display_name(q), &opts).ok()
+                    })
+                    .as_ref()
+                    .is_some_and(cupreempt::Transformed::includes_support)
+            });
         if included_support {
             out.insert(path.clone());
         }
@@ -398,11 +399,22 @@ pub(super) fn known_kernels(
             .filter(|q| **q != *p)
             .map(|q| (*q).clone())
             .collect();
+        let includes_transformed = graph
+            .closure(c)
+            .iter()
+            .filter(|d| *d != c && !given.contains_key(d))
+            .any(|d| {
+                std::fs::read(d)
+                    .ok()
+                    .and_then(files::text_of)
+                    .is_some_and(|t| t.contains(cupreempt::vocab::INCLUDE.trim_end()))
+            });
         if !kernels.is_empty()
             || !helpers.is_empty()
             || !macros.is_empty()
             || !namesakes.is_empty()
             || !included_inputs.is_empty()
+            || includes_transformed
         {
             out.insert(
                 (*p).clone(),
@@ -412,6 +424,7 @@ pub(super) fn known_kernels(
                     macros,
                     namesakes,
                     included_inputs,
+                    includes_transformed,
                 },
             );
         }
@@ -428,6 +441,11 @@ pub(super) struct Known {
     pub namesakes: BTreeMap<String, usize>,
     /// The other inputs it includes, directly or through other files (as given).
     pub included_inputs: Vec<PathBuf>,
+    /// A file it includes that is no input already includes cupreempt's header (transformed
+    /// by an earlier run, as a folder at a time is): the input includes it first too
+    /// (`support_first`), since it may include that file where the standard headers cannot
+    /// go (inside a namespace, as a miner's per-coin units include their shared headers).
+    pub includes_transformed: bool,
 }
 
 impl Known {
