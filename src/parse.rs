@@ -164,6 +164,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
     qualifiers.extend(macro_uses(src, &constexpr_macros(&defs, included_macros)));
+    qualifiers.extend(macro_uses(src, &empty_macros(&defs, included_macros)));
     qualifiers.extend(alias_attributes(src));
     qualifiers.extend(class_instantiations(src));
     let attributes = attribute_macros(&defs, included_macros);
@@ -495,6 +496,21 @@ pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)
         "" if !function_like => None,
         b => Some(b == lang::GRID_CONSTANT && !function_like),
     })
+}
+
+/// Macros that stand for nothing: object-like, every definition (in the file or a header it
+/// includes) empty (`#define CUB_NS_PREFIX`, where a namespace around a vendored library
+/// would go; the word alone in front of `namespace cub {`, a syntax error to the grammar in
+/// every such header). The preprocessor removes their uses, and so does the masked view. Only
+/// names without lower-case letters that do not begin with `__`: `#define __device__` for a
+/// host compiler, `#define inline` or `#define register` for old dialects name words that the
+/// analysis reads or that mean something where the program is built.
+fn empty_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    let mut names = macros_defined_as(defs, included, |body, function_like| {
+        Some(body.is_empty() && !function_like)
+    });
+    names.retain(|n| !n.starts_with("__") && !n.chars().any(|c| c.is_ascii_lowercase()));
+    names
 }
 
 /// Macros that stand for `constexpr` (`#define NCCL_IF_CONSTEXPR constexpr`, empty for C++11):
@@ -2375,6 +2391,22 @@ void h(int* d) {
             .map(|r| &src[r])
             .collect();
         assert_eq!(found, ["unsigned", "unsigned", "long", "short", "signed"]);
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        assert_eq!(error_count(src), 0, "{:?}", masked(src));
+    }
+
+    #[test]
+    fn macros_that_stand_for_nothing_are_blanked() {
+        let src = "#define NS_PREFIX\n#define NS_POSTFIX\n#define __device__\n#define inline\n\
+                   #define MAYBE\n#if X\n#define MAYBE __host__\n#endif\n\
+                   NS_PREFIX\nnamespace lib {\nint f(int a) { return a; }\n}\nNS_POSTFIX\n";
+        assert_eq!(
+            empty_macros(&defines(src), &[]),
+            ["NS_POSTFIX", "NS_PREFIX"]
+        );
         assert!(
             error_count_of(src) > 0,
             "the text as written is an error to the grammar"
