@@ -7,11 +7,15 @@ includes) with `nvcc -c`, as written and transformed. A unit that compiles as wr
 transformed is a fault of cupreempt; one that fails both ways is the checkout's (old CUDA APIs,
 missing dependencies) and is only counted.
 
+Folders are transformed one at a time, in path order (`cupreempt transform` of each); a unit
+transformed before a folder of headers it includes (in a later run) knows that folder's kernels
+as untransformed, as a user's folder-at-a-time runs would.
+
 Usage: compile_check.py CHECKOUT CUPREEMPT [NVCC]
   Env: CC_JOBS=2 (compiles at once), CC_STD=c++17 (the dialect: c++11 as projects built with
        CMAKE_CXX_STANDARD 11 compile), CC_FLAGS (more nvcc flags, e.g. -D...), CC_INCLUDE
        (colon-separated include folders, absolute, or relative to the checkout: the
-       transformed copy's for its build).
+       transformed copy's for its build; given to `cupreempt transform` as `-I` too).
 Prints one line per unit and a summary; exits 1 when a unit fails only transformed.
   --self-test: the unit finder on made-up folders."""
 import concurrent.futures
@@ -90,7 +94,10 @@ def main(argv):
         rel = folder.relative_to(checkout)
         inputs = [str(copy / rel / p.name) for p, _ in files]
         inputs += [str(p) for p in cuda_sources(copy / rel) if p.suffix != ".cu"]
-        subprocess.run([cli, "transform", "--keep-going", "--in-place", *inputs],
+        # The include folders nvcc gets, for the transform too: a unit's launches and includes
+        # are read through them, as a user passes `-I` to both.
+        dirs = sum((["-I", i] for i in includes(copy)), [])
+        subprocess.run([cli, "transform", "--keep-going", "--in-place", *dirs, *inputs],
                        capture_output=True, text=True)
         for u in units(files):
             jobs.append(u.relative_to(checkout))
