@@ -164,7 +164,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
     qualifiers.extend(macro_uses(src, &constexpr_macros(&defs, included_macros)));
-    qualifiers.extend(macro_uses(src, &empty_macros(&defs, included_macros)));
+    qualifiers.extend(namespace_wrapper_uses(
+        src,
+        &empty_macros(&defs, included_macros),
+    ));
     qualifiers.extend(alias_attributes(src));
     qualifiers.extend(class_instantiations(src));
     let attributes = attribute_macros(&defs, included_macros);
@@ -500,17 +503,69 @@ pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)
 
 /// Macros that stand for nothing: object-like, every definition (in the file or a header it
 /// includes) empty (`#define CUB_NS_PREFIX`, where a namespace around a vendored library
-/// would go; the word alone in front of `namespace cub {`, a syntax error to the grammar in
-/// every such header). The preprocessor removes their uses, and so does the masked view. Only
-/// names without lower-case letters that do not begin with `__`: `#define __device__` for a
-/// host compiler, `#define inline` or `#define register` for old dialects name words that the
-/// analysis reads or that mean something where the program is built.
+/// would go). Only names without lower-case letters that do not begin with `__`: `#define
+/// __device__` for a host compiler, `#define inline` or `#define register` for old dialects
+/// name words that the analysis reads or that mean something where the program is built.
 fn empty_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
     let mut names = macros_defined_as(defs, included, |body, function_like| {
         Some(body.is_empty() && !function_like)
     });
     names.retain(|n| !n.starts_with("__") && !n.chars().any(|c| c.is_ascii_lowercase()));
     names
+}
+
+/// Uses of `empty` macros (`empty_macros`) that stand where a namespace opens or closes: alone on
+/// their line, before `namespace`, or after a `}` with only a directive line, another such use
+/// or the file's end after them (`CUB_NS_PREFIX` then `namespace cub {`; `}` then
+/// `CUB_NS_POSTFIX`, in every header of a vendored CUB, each a syntax error to the grammar).
+/// The preprocessor removes them, and so does the masked view. Nowhere else: a macro empty in
+/// every definition seen may still be defined on the command line or by an includer
+/// (`#ifndef CALLABLE` `#define CALLABLE` `#endif`, `CALLABLE int idx()`), and read as nothing
+/// it would hide an execution space.
+fn namespace_wrapper_uses(src: &str, empty: &[String]) -> Vec<std::ops::Range<usize>> {
+    let code_after = |at: usize| {
+        let mut rest = &src[at..];
+        loop {
+            rest = rest.trim_start();
+            match rest.strip_prefix("//") {
+                Some(r) => rest = r.split_once('\n').map_or("", |(_, r)| r),
+                None => return rest,
+            }
+        }
+    };
+    let alone = |at: usize, end: usize| {
+        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line_end = src[end..].find('\n').map_or(src.len(), |i| end + i);
+        let after = src[end..line_end].trim();
+        src[line_start..at].trim().is_empty() && (after.is_empty() || after.starts_with("//"))
+    };
+    let mut out = Vec::new();
+    for name in empty {
+        for at in uses(src, name) {
+            let end = at + name.len();
+            if !alone(at, end) {
+                continue;
+            }
+            let next = code_after(end);
+            let next_word: String = next
+                .chars()
+                .take_while(|&c| c == '_' || c.is_ascii_alphanumeric())
+                .collect();
+            let opens = next_word == "namespace";
+            // The code before it, read over the lines just above (comments between).
+            let from = (at.saturating_sub(2048)..at)
+                .find(|&i| src.is_char_boundary(i))
+                .unwrap_or(at);
+            let closes = lang::without_comments(&src[from..at])
+                .trim_end()
+                .ends_with('}')
+                && (next.is_empty() || next.starts_with('#') || empty.contains(&next_word));
+            if opens || closes {
+                out.push(at..end);
+            }
+        }
+    }
+    out
 }
 
 /// Macros that stand for `constexpr` (`#define NCCL_IF_CONSTEXPR constexpr`, empty for C++11):
@@ -2401,12 +2456,21 @@ void h(int* d) {
     #[test]
     fn macros_that_stand_for_nothing_are_blanked() {
         let src = "#define NS_PREFIX\n#define NS_POSTFIX\n#define __device__\n#define inline\n\
-                   #define MAYBE\n#if X\n#define MAYBE __host__\n#endif\n\
+                   #define MAYBE\n#if X\n#define MAYBE __host__\n#endif\n#define CALLABLE\n\
                    NS_PREFIX\nnamespace lib {\nint f(int a) { return a; }\n}\nNS_POSTFIX\n";
-        assert_eq!(
-            empty_macros(&defines(src), &[]),
-            ["NS_POSTFIX", "NS_PREFIX"]
-        );
+        let empty = empty_macros(&defines(src), &[]);
+        assert_eq!(empty, ["CALLABLE", "NS_POSTFIX", "NS_PREFIX"]);
+        let blanked = |text: &str| -> Vec<String> {
+            namespace_wrapper_uses(text, &empty)
+                .into_iter()
+                .map(|r| text[r].to_string())
+                .collect()
+        };
+        assert_eq!(blanked(src), ["NS_POSTFIX", "NS_PREFIX"]);
+        // An empty macro in front of a function stays: it may stand for an execution space
+        // where the program is built.
+        let head = "}\nCALLABLE\nint idx() { return 1; }\nCALLABLE int g();\n";
+        assert!(blanked(head).is_empty(), "{:?}", blanked(head));
         assert!(
             error_count_of(src) > 0,
             "the text as written is an error to the grammar"
