@@ -665,6 +665,27 @@ fn macros_defined_as(
     names.into_iter().collect()
 }
 
+/// The names of `bodies` (name, replacement) whose replacement `is` accepts, given the names
+/// accepted so far, repeated until no more are: a macro that stands for such macros is one too
+/// (statement macros, declaration macros, pragma macros).
+fn macros_closed_under<'a, B: AsRef<str>>(
+    bodies: &[(&'a str, B)],
+    is: impl Fn(&str, &[&'a str]) -> bool,
+) -> Vec<&'a str> {
+    let mut names: Vec<&'a str> = Vec::new();
+    loop {
+        let before = names.len();
+        for (name, body) in bodies {
+            if !names.contains(name) && is(body.as_ref(), &names) {
+                names.push(name);
+            }
+        }
+        if names.len() == before {
+            return names;
+        }
+    }
+}
+
 /// `__attribute__((...))` in an alias declaration (`using f2 = float
 /// __attribute__((aligned(8)));`, in a public hashing miner's kernels): the grammar reads an
 /// attribute after a `typedef`'s declarator but not after an alias's type, and the kernel was a
@@ -1030,31 +1051,15 @@ fn statement_macro_separators(
                 .map(|(n, b)| (n.as_str(), b.trim_end())),
         )
         .collect();
-    let mut names: Vec<&str> = Vec::new();
-    loop {
-        let before = names.len();
-        for (name, body) in &defs {
-            if names.contains(name) {
-                continue;
-            }
-            // A trailing `(...)`: the macro it calls.
-            let callee = body
-                .strip_suffix(')')
-                .and_then(|b| b.rfind('(').map(|i| b[..i].trim_end()))
-                .unwrap_or(body);
-            let last = callee
-                .rsplit(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-                .next()
-                .unwrap_or("");
-            if body.ends_with(';') || body.ends_with('}') || last == "else" || names.contains(&last)
-            {
-                names.push(name);
-            }
-        }
-        if names.len() == before {
-            break;
-        }
-    }
+    let names = macros_closed_under(&defs, |body, names| {
+        // A trailing `(...)`: the macro it calls.
+        let callee = body
+            .strip_suffix(')')
+            .and_then(|b| b.rfind('(').map(|i| b[..i].trim_end()))
+            .unwrap_or(body);
+        let last = last_word(callee);
+        body.ends_with(';') || body.ends_with('}') || last == "else" || names.contains(&last)
+    });
     if names.is_empty() {
         return Vec::new();
     }
@@ -1154,34 +1159,21 @@ fn instantiation_macro_uses(
         let rest = text.len() - text[word.len()..].trim_start().len();
         (word, rest)
     };
-    let mut names: Vec<&str> = Vec::new();
-    loop {
-        let before = names.len();
-        for (name, body) in &bodies {
-            if names.contains(name) {
-                continue;
+    let names = macros_closed_under(&bodies, |body, names| {
+        let body = body.trim_start();
+        let (mut word, rest) = first_word(body);
+        let mut after = &body[rest..];
+        if word == "extern" {
+            if after.starts_with("\"C") {
+                return true;
             }
-            let body = body.trim_start();
-            let (mut word, rest) = first_word(body);
-            let mut after = &body[rest..];
-            if word == "extern" {
-                if after.starts_with("\"C") {
-                    names.push(name);
-                    continue;
-                }
-                (word, _) = first_word(after);
-                after = &after[word.len()..];
-            }
-            let macro_use = names.contains(&word.as_str())
-                && (after.is_empty() || after.trim_start().starts_with('('));
-            if matches!(word.as_str(), "template" | "namespace") || macro_use {
-                names.push(name);
-            }
+            (word, _) = first_word(after);
+            after = &after[word.len()..];
         }
-        if names.len() == before {
-            break;
-        }
-    }
+        let macro_use = names.contains(&word.as_str())
+            && (after.is_empty() || after.trim_start().starts_with('('));
+        matches!(word.as_str(), "template" | "namespace") || macro_use
+    });
     let b = src.as_bytes();
     let mut out = Vec::new();
     for name in names {
@@ -1429,18 +1421,7 @@ fn pragma_operators(
                 .map(|(n, b)| (n.as_str(), b.as_str())),
         )
         .collect();
-    let mut names: Vec<&str> = Vec::new();
-    loop {
-        let before = names.len();
-        for (name, body) in &bodies {
-            if !names.contains(name) && only_pragmas(body, &names) {
-                names.push(name);
-            }
-        }
-        if names.len() == before {
-            break;
-        }
-    }
+    let names = macros_closed_under(&bodies, |body, names| only_pragmas(body, names));
     let mut out = Vec::new();
     for w in OPERATORS {
         for at in uses(src, w) {

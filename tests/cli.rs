@@ -704,18 +704,18 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
 #[test]
 fn a_unit_that_includes_a_transformed_header_in_a_namespace_includes_the_support_first() {
     let dir = support::tempdir("cli-namespace-include");
-    let shared = dir.join("shared");
+    let common = dir.join("common");
     let coin = dir.join("coin");
-    std::fs::create_dir_all(&shared).unwrap();
+    std::fs::create_dir_all(&common).unwrap();
     std::fs::create_dir_all(&coin).unwrap();
     std::fs::write(
-        shared.join("kernels.cuh"),
+        common.join("kernels.cuh"),
         "#pragma once\n__global__ void fill(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = i;\n}\n",
     )
     .unwrap();
-    let unit = "#include <cstdint>\nnamespace coin_a {\n#include \"../shared/kernels.cuh\"\n}\nint main() { return 0; }\n";
+    let unit = "#include <cstdint>\nnamespace coin_a {\n#include \"../common/kernels.cuh\"\n}\nint main() { return 0; }\n";
     std::fs::write(coin.join("unit.cu"), unit).unwrap();
-    let o = cupreempt(&["transform", "shared", "--in-place"], &dir);
+    let o = cupreempt(&["transform", "common", "--in-place"], &dir);
     assert!(o.status.success(), "{}", stderr(&o));
     let o = cupreempt(&["transform", "coin", "--in-place"], &dir);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -347,17 +347,12 @@ fn a_kernel_defined_in_another_file_links_with_or_without_its_wrappers() {
                   void run(float* p, int n) { fill<<<(n + 255) / 256, 256>>>(p, n); }\n\
                   int main() { run(nullptr, 0); return 0; }\n";
     let define = "__global__ void fill(float* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = 1.0f;\n}\n";
-    let t = |src: &str, name: &str| {
-        cupreempt::transform(src, name, &cupreempt::Options::default())
-            .unwrap_or_else(|e| panic!("{e}"))
-            .output
-    };
-    let launch_t = t(launch, "launch.cu");
+    let launch_t = transformed(launch, "launch.cu");
     assert!(
         launch_t.contains("cupreempt::launch<fill__cupreempt_kernels>"),
         "{launch_t}"
     );
-    std::fs::write(dir.join("define.t.cu"), t(define, "define.cu")).unwrap();
+    std::fs::write(dir.join("define.t.cu"), transformed(define, "define.cu")).unwrap();
     // With the defining file transformed the wrapper is defined (text); without it the
     // program links all the same, the wrapper a weak undefined symbol.
     links_with_or_without_wrappers(
@@ -386,18 +381,13 @@ fn a_kernel_template_instantiated_in_another_file_links_with_or_without_its_wrap
     let define = "template <typename T, int F> __global__ void fill(T* p, T v, int n) {\n\
                   int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = v * F;\n}\n\
                   template __global__ void fill<float, 1>(float* p, float v, int n);\n";
-    let t = |src: &str, name: &str| {
-        cupreempt::transform(src, name, &cupreempt::Options::default())
-            .unwrap_or_else(|e| panic!("{e}"))
-            .output
-    };
-    let launch_t = t(launch, "launch.cu");
+    let launch_t = transformed(launch, "launch.cu");
     assert!(
         launch_t.contains("cupreempt::launch<fill__cupreempt_kernels<float, 1>>")
             && launch_t.contains("CUPREEMPT_WEAK fill__cupreempt("),
         "{launch_t}"
     );
-    let define_t = t(define, "define.cu");
+    let define_t = transformed(define, "define.cu");
     assert!(
         define_t.contains("template __global__ void fill__cupreempt<float, 1>(cupreempt_launch __cp_launch, float* p, float v, int n);"),
         "{define_t}"
@@ -431,12 +421,7 @@ fn a_kernel_template_instantiated_in_a_macro_links_with_or_without_its_wrappers(
                   int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = v * F;\n}\n\
                   #define MAKE_FILL(T, f) \\\n  template __global__ void fill<T, f>(T* p, \\\n    T v, int n);\n\
                   MAKE_FILL(float, 1)\nMAKE_FILL(int, 2)\n";
-    let t = |src: &str, name: &str| {
-        cupreempt::transform(src, name, &cupreempt::Options::default())
-            .unwrap_or_else(|e| panic!("{e}"))
-            .output
-    };
-    let define_t = t(define, "define.cu");
+    let define_t = transformed(define, "define.cu");
     assert!(
         define_t.contains("CUPREEMPT_INSTANCES_fill(template __global__ void fill__cupreempt<T, f>(cupreempt_launch __cp_launch, T* p, \\\n    T v, int n);)"),
         "{define_t}"
@@ -445,7 +430,7 @@ fn a_kernel_template_instantiated_in_a_macro_links_with_or_without_its_wrappers(
     links_with_or_without_wrappers(
         &nvcc,
         &dir,
-        &t(launch, "launch.cu"),
+        &transformed(launch, "launch.cu"),
         define,
         &["-static-global-template-stub=false"],
         "_Z15fill__cupreemptIfLi1EEv16cupreempt_launchPT_S1_i",
@@ -494,6 +479,13 @@ fn the_launch_path_functions_are_each_units_own() {
             "not the unit's own: {l}"
         );
     }
+}
+
+/// `src` through `cupreempt transform` with the default options, as file `name`.
+fn transformed(src: &str, name: &str) -> String {
+    cupreempt::transform(src, name, &cupreempt::Options::default())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .output
 }
 
 /// Compiles `launch` (transformed), `define` as written and `dir/define.t.cu` (its transform,

@@ -389,6 +389,9 @@ pub(super) fn known_kernels(
         .zip(&texts)
         .map(|((c, _), (p, _))| (c, *p))
         .collect();
+    // Whether a file that is no input already includes cupreempt's header: each read once,
+    // however many inputs include it.
+    let mut transformed_on_disk: BTreeMap<PathBuf, bool> = BTreeMap::new();
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
         let (kernels, helpers) = program::known_from(&defines, &graph, c);
         let namesakes = program::namesake_ordinals(&defines, c);
@@ -404,10 +407,12 @@ pub(super) fn known_kernels(
             .iter()
             .filter(|d| *d != c && !given.contains_key(d))
             .any(|d| {
-                std::fs::read(d)
-                    .ok()
-                    .and_then(files::text_of)
-                    .is_some_and(|t| t.contains(cupreempt::vocab::INCLUDE.trim_end()))
+                *transformed_on_disk.entry(d.clone()).or_insert_with(|| {
+                    std::fs::read(d)
+                        .ok()
+                        .and_then(files::text_of)
+                        .is_some_and(|t| t.contains(cupreempt::vocab::INCLUDE.trim_end()))
+                })
             });
         if !kernels.is_empty()
             || !helpers.is_empty()

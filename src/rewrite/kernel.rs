@@ -267,11 +267,7 @@ fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) 
             continue;
         }
         let open = params.start_byte() + 1;
-        let launch = if params.named_child_count() == 0 {
-            format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
-        } else {
-            format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, ")
-        };
+        let launch = launch_parameter(params.named_child_count() == 0);
         let instance = |wrapper: &str| {
             format!(
                 "{}{wrapper}{}{launch}{}\n",
@@ -365,12 +361,7 @@ fn macro_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
                 continue;
             }
             let inst_at = body_at + all.start();
-            let empty = src[open + 1..params_end].trim().is_empty();
-            let launch = if empty {
-                format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
-            } else {
-                format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, ")
-            };
+            let launch = launch_parameter(src[open + 1..params_end].trim().is_empty());
             let instance = |wrapper: &str| {
                 format!(
                     "{}{wrapper}{}{launch}{}",
@@ -422,6 +413,16 @@ fn macro_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
         ));
     }
     edits.push(Edit::insert(at, guards));
+}
+
+/// The wrapper's first parameter as an instantiation writes it in front of the kernel's
+/// (`cupreempt_launch __cp_launch, `), without the comma where the kernel has none.
+fn launch_parameter(no_params: bool) -> String {
+    if no_params {
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}")
+    } else {
+        format!("{LAUNCH_TYPE} {LAUNCH_PARAM}, ")
+    }
 }
 
 /// The index of the `>` that closes the `<` at `open` (nested angles and parentheses counted).
