@@ -29,26 +29,6 @@ fn tool(name: &str) -> PathBuf {
     })
 }
 
-/// The cupreempt binary under test and the runtime library next to it (built here: cargo
-/// builds a workspace member's shared library only when asked).
-fn cupreempt_and_runtime() -> (PathBuf, PathBuf) {
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_cupreempt"));
-    let dir = bin.parent().expect("target folder").to_path_buf();
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut c = Command::new(cargo);
-    c.args(["build", "-p", "cupreempt-runtime", "--lib"]);
-    if dir.ends_with("release") {
-        c.arg("--release");
-    }
-    let st = c
-        .current_dir(support::root())
-        .status()
-        .expect("cargo build");
-    assert!(st.success(), "cargo build -p cupreempt-runtime failed");
-    assert!(dir.join("libcupreempt_runtime.so").is_file());
-    (bin, dir)
-}
-
 fn run(c: &mut Command, what: &str) -> String {
     let o = c.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     let text = format!(
@@ -72,7 +52,7 @@ fn touch(file: &Path) {
 fn cmake_ninja_project_builds_through_the_launcher() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let (cmake, ninja) = (tool("cmake"), tool("ninja"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("cmake-project");
     // A copy of the project: the test touches its header.
     let project = dir.join("project");
@@ -176,7 +156,7 @@ fn cmake_ninja_project_builds_through_the_launcher() {
 #[test]
 fn make_example_builds_through_the_launcher() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let build = support::tempdir("make-project");
     let extra = support::toolkit_flags(&nvcc).join(" ");
     let out = run(
@@ -202,7 +182,7 @@ fn make_example_builds_through_the_launcher() {
 #[test]
 fn refused_kernels_compile_as_written_unless_strict() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-strict");
     let src = dir.join("refused.cu");
     std::fs::copy(support::root().join("fixtures/grid_sync.cu"), &src).unwrap();
@@ -252,7 +232,7 @@ fn refused_kernels_compile_as_written_unless_strict() {
 #[test]
 fn a_unit_whose_transformed_copy_does_not_compile_is_compiled_as_written() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-as-written");
     let good = dir.join("good.cu");
     std::fs::write(
@@ -316,7 +296,7 @@ fn a_unit_whose_transformed_copy_does_not_compile_is_compiled_as_written() {
 #[test]
 fn a_latin1_source_is_transformed_through_the_launcher() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-latin1");
     let src = dir.join("latin1.cu");
     let mut text = b"// caf".to_vec();
@@ -354,7 +334,7 @@ fn a_latin1_source_is_transformed_through_the_launcher() {
 #[test]
 fn depfile_named_after_the_output_names_the_originals() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-md");
     let src = support::root().join("examples/cmake-project/src/scale_float.cu");
     let o = Command::new(&bin)
@@ -381,7 +361,7 @@ fn depfile_named_after_the_output_names_the_originals() {
 #[test]
 fn relocatable_device_code_builds_through_the_launcher() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-rdc");
     let src = support::root().join("examples/cmake-project/src");
     let mut objects = Vec::new();
@@ -420,7 +400,7 @@ fn relocatable_device_code_builds_through_the_launcher() {
 #[test]
 fn a_source_named_only_in_an_options_file_is_transformed() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-optf");
     let src = support::root().join("examples/cmake-project/src/scale_float.cu");
     let obj = dir.join("scale_float.o");
@@ -462,7 +442,7 @@ fn launcher_object_with(
     env: &[(&str, &str)],
 ) -> (PathBuf, String) {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir(tag);
     for (name, text) in files {
         std::fs::write(dir.join(name), text).unwrap();
@@ -683,7 +663,7 @@ fn only_kernels_that_need_it_get_the_wrapper_held_to_32_registers() {
 #[test]
 fn only_quoted_includes_search_the_sources_folder() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-iquote");
     std::fs::write(dir.join("only_here.h"), "#define ONLY_HERE 3\n").unwrap();
     let kernel = "__global__ void k(int* p) { p[blockIdx.x] = ONLY_HERE; }\nvoid run(int* p) { k<<<4, 1>>>(p); }\n";
@@ -748,7 +728,7 @@ fn only_quoted_includes_search_the_sources_folder() {
 #[test]
 fn nvcc_environment_flags_count_for_the_launcher() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-environment-flags");
     let inc = dir.join("inc");
     std::fs::create_dir_all(&inc).unwrap();
@@ -787,7 +767,7 @@ fn nvcc_environment_flags_count_for_the_launcher() {
 fn run_as_nvcc_it_launches_the_next_nvcc_on_path() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let nvcc = nvcc.canonicalize().unwrap_or(nvcc);
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-masquerade");
     let front = dir.join("front");
     std::fs::create_dir_all(&front).unwrap();
@@ -840,7 +820,7 @@ fn run_as_nvcc_it_launches_the_next_nvcc_on_path() {
 #[test]
 fn file_names_read_as_in_the_original_build() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-file-names");
     std::fs::create_dir_all(dir.join("sub")).unwrap();
     std::fs::create_dir_all(dir.join("inc")).unwrap();
@@ -988,7 +968,7 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
     // the wrapper module is compiled without it and loaded alone; the object's relocatable
     // device code holds the originals only.
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let rdc_obj = obj.with_file_name("k-rdc.o");
     let out = run(
         Command::new(&bin)
@@ -1116,7 +1096,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn static_kernels_of_two_files_get_launch_code_of_their_own() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-static-kernels");
     let symbols = |f: &str| -> std::collections::BTreeSet<String> {
         let obj = dir.join(format!("{f}.o"));
@@ -1161,7 +1141,7 @@ fn static_kernels_of_two_files_get_launch_code_of_their_own() {
 #[test]
 fn a_split_units_object_and_module_compile_side_by_side() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, _) = cupreempt_and_runtime();
+    let (bin, _) = support::cupreempt_and_runtime();
     let dir = support::tempdir("launcher-side-by-side");
     std::fs::write(
         dir.join("k.cu"),
@@ -1250,7 +1230,7 @@ fn a_split_units_object_and_module_compile_side_by_side() {
 #[test]
 fn objects_link_with_the_host_compiler_without_naming_the_runtime() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
-    let (bin, lib) = cupreempt_and_runtime();
+    let (bin, lib) = support::cupreempt_and_runtime();
     let dir = support::tempdir("host-link");
     let kernel = "__global__ void scale(float* v, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) v[i] *= 2.0f;\n}\n";
     std::fs::write(dir.join("split.cu"), format!("{kernel}void run_split(float* v, int n) {{ scale<<<(n + 255) / 256, 256>>>(v, n); }}\n")).unwrap();

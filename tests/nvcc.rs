@@ -296,9 +296,9 @@ fn runs_on_host(name: &str, src: &str) {
 
 /// Launches that know a kernel only by its pointer (`cupreempt::launch_any`, a macro's launch of
 /// the kernel its use names) find the launch types of every transformed kernel that is no
-/// template: its file registers them by the original's address before `main`. A template's
-/// instance that no launch site names is not registered. Built standalone and run on the host
-/// (no launch, no GPU).
+/// template: its file registers them with the runtime by the original's address before `main`.
+/// A template's instance that no launch site names is not registered. Linked with the runtime
+/// and run on the host (no launch, no GPU).
 #[test]
 fn transformed_kernels_register_their_launch_types_by_address() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
@@ -320,10 +320,15 @@ fn transformed_kernels_register_their_launch_types_by_address() {
     let cu = dir.join("registry.cu");
     std::fs::write(&cu, &t.output).unwrap();
     let exe = dir.join("registry");
+    // The table is the runtime's: linked as a program links it (`-lcupreempt_runtime`). Its
+    // registrations and lookups need no GPU.
+    let (_, lib) = support::cupreempt_and_runtime();
     support::compiles(
         support::nvcc_build(&nvcc, &exe)
-            .arg("-DCUPREEMPT_STANDALONE")
-            .arg(&cu),
+            .arg(&cu)
+            .arg(format!("-L{}", lib.display()))
+            .arg("-lcupreempt_runtime")
+            .arg(format!("-Xlinker=-rpath,{}", lib.display())),
         "registry",
     )
     .unwrap_or_else(|e| panic!("{e}"));

@@ -32,18 +32,19 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <tuple>
 #include <type_traits>
-#include <unordered_map>
 #include <utility>
-#include <vector>
 #include "control.h"
 #ifndef CUPREEMPT_STANDALONE
 #include "runtime.h"
 #include "runtime_library.h"
 #endif
 
+// Every transformed unit includes these headers, so they include only what is cheap to parse:
+// <mutex> and <unordered_map> cost a unit about 0.9 s of nvcc's time (docs/build.md, "Compile
+// time"), which is why the table of kernels known by pointer lives in the runtime.
+//
 // The headers compile as C++11 (programs built with -std=c++11 include them): no C++14 library
 // aliases or index sequences, no inline variables, no C++17 attributes unless the program's
 // dialect has them (host compilers warn of them, and a build with -Werror fails).
@@ -116,37 +117,13 @@ auto chosen_wrapper() -> typename std::remove_cv<decltype(Kernels::wrapper)>::ty
   return w;
 }
 
-// Kernels that a launch knows only by pointer (launch_any: a macro's launch of the kernel its
-// use names) find their wrappers here: each transformed kernel that is no template registers
-// its original's address with the function that picks its wrapper, from a static initializer
-// of its unit (`K__cupreempt_kernels_any`, after its launch types). One table per program (an
-// inline function's static); entries are never removed.
+// A kernel's wrapper picker, by which launches that know the kernel only by pointer find its
+// wrapper (launch_any below; the table of pickers is the runtime's).
 using AnyFn = void (*)();
 using AnyPick = AnyFn (*)();
-inline std::mutex& any_mutex() {
-  static std::mutex m;
-  return m;
-}
-inline std::unordered_map<AnyFn, AnyPick>& any_kernels() {
-  static std::unordered_map<AnyFn, AnyPick> kernels;
-  return kernels;
-}
 template <class Kernels>
 AnyFn any_pick() {
   return reinterpret_cast<AnyFn>(chosen_wrapper<Kernels>());
-}
-template <class Kernels>
-bool register_any() {
-  std::lock_guard<std::mutex> lock(any_mutex());
-  any_kernels().emplace(reinterpret_cast<AnyFn>(Kernels::original), &any_pick<Kernels>);
-  return true;
-}
-// The wrapper picker of the kernel at `original`, or null where no transformed kernel
-// registered it (a template's instance, a kernel of a file not transformed).
-inline AnyPick any_pick_of(AnyFn original) {
-  std::lock_guard<std::mutex> lock(any_mutex());
-  const auto found = any_kernels().find(original);
-  return found == any_kernels().end() ? nullptr : found->second;
 }
 }  // namespace detail
 
@@ -164,6 +141,8 @@ struct RuntimeApi {
   decltype(&::cupreempt_rt_original_launched) original_launched;
   decltype(&::cupreempt_rt_module_wrapper) module_wrapper;
   decltype(&::cupreempt_rt_register_preload) register_preload;
+  decltype(&::cupreempt_rt_register_any) register_any;
+  decltype(&::cupreempt_rt_any_pick) any_pick;
 };
 
 template <class F>
@@ -182,7 +161,8 @@ inline RuntimeApi find_runtime() {
   RuntimeApi direct = {&::cupreempt_rt_plan,         &::cupreempt_rt_launch,
                        &::cupreempt_rt_launch_planned, &::cupreempt_rt_release,
                        &::cupreempt_rt_last_error,   &::cupreempt_rt_original_launched,
-                       &::cupreempt_rt_module_wrapper, &::cupreempt_rt_register_preload};
+                       &::cupreempt_rt_module_wrapper, &::cupreempt_rt_register_preload,
+                       &::cupreempt_rt_register_any, &::cupreempt_rt_any_pick};
   return direct;
 #else
   const CupreemptRuntimeLibrary& lib = cupreempt_runtime_library();
@@ -201,9 +181,12 @@ inline RuntimeApi find_runtime() {
   runtime_symbol("cupreempt_rt_original_launched", api.original_launched);
   runtime_symbol("cupreempt_rt_module_wrapper", api.module_wrapper);
   runtime_symbol("cupreempt_rt_register_preload", api.register_preload);
+  runtime_symbol("cupreempt_rt_register_any", api.register_any);
+  runtime_symbol("cupreempt_rt_any_pick", api.any_pick);
   // A library of another version that lacks one is no runtime to these launches.
   if (!api.plan || !api.launch || !api.launch_planned || !api.release || !api.last_error ||
-      !api.original_launched || !api.module_wrapper || !api.register_preload)
+      !api.original_launched || !api.module_wrapper || !api.register_preload ||
+      !api.register_any || !api.any_pick)
     api = RuntimeApi();
   return api;
 #endif
@@ -214,11 +197,31 @@ inline const RuntimeApi& runtime() {
   return api;
 }
 
-// The handles of the launches a `CaptureLaunches` on this thread collects, or null. A
+// Where a `CaptureLaunches` on this thread collects its launches' handles, or null. A
 // function's static, not an inline variable (C++17).
-inline std::vector<cupreempt_handle>*& captured() {
-  static thread_local std::vector<cupreempt_handle>* handles = nullptr;
-  return handles;
+struct HandleSink {
+  void (*push)(void* handles, cupreempt_handle h);
+  void* handles;
+};
+inline HandleSink*& captured() {
+  static thread_local HandleSink* sink = nullptr;
+  return sink;
+}
+
+// Kernels that a launch knows only by pointer (launch_any: a macro's launch of the kernel its
+// use names) are found by their original's address: each transformed kernel that is no
+// template registers its wrapper picker with the runtime, from a static initializer of its
+// unit (`K__cupreempt_kernels_any`, after its launch types). Null where no transformed kernel
+// registered it (a template's instance, a kernel of a file not transformed) or there is no
+// runtime.
+inline AnyPick any_pick_of(AnyFn original) {
+  return runtime().any_pick ? runtime().any_pick(original) : nullptr;
+}
+template <class Kernels>
+bool register_any() {
+  if (runtime().register_any)
+    runtime().register_any(reinterpret_cast<AnyFn>(Kernels::original), &any_pick<Kernels>);
+  return true;
 }
 
 // This unit's number with the runtime where the compiler launcher split it (the header it
@@ -319,7 +322,7 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
     }
     if (status == CUPREEMPT_OK) {
       if (captured())
-        captured()->push_back(h);
+        captured()->push(captured()->handles, h);
       else
         (void)rt.release(h);
       return;
@@ -349,19 +352,29 @@ static void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 
 }
 }  // namespace detail
 
-// While one is alive, launches made on this thread hand their handles to `handles` instead of
-// detaching them, so that the caller can preempt and resume them (benchmarks, schedulers).
-// The caller then owns the handles and must cupreempt_rt_release() them.
+// While one is alive, launches made on this thread hand their handles to `handles` (a
+// std::vector<cupreempt_handle>, or any container with push_back) instead of detaching them,
+// so that the caller can preempt and resume them (benchmarks, schedulers). The caller then
+// owns the handles and must cupreempt_rt_release() them. The container's type is the
+// constructor's to know, so that this header need not include <vector>.
 class CaptureLaunches {
  public:
-  explicit CaptureLaunches(std::vector<cupreempt_handle>& handles)
-      : previous_(detail::captured()) { detail::captured() = &handles; }
+  template <class Handles>
+  explicit CaptureLaunches(Handles& handles)
+      : sink_{&push<Handles>, &handles}, previous_(detail::captured()) {
+    detail::captured() = &sink_;
+  }
   ~CaptureLaunches() { detail::captured() = previous_; }
   CaptureLaunches(const CaptureLaunches&) = delete;
   CaptureLaunches& operator=(const CaptureLaunches&) = delete;
 
  private:
-  std::vector<cupreempt_handle>* previous_;
+  template <class Handles>
+  static void push(void* handles, cupreempt_handle h) {
+    static_cast<Handles*>(handles)->push_back(h);
+  }
+  detail::HandleSink sink_;
+  detail::HandleSink* previous_;
 };
 
 template <class Kernels, class... P, class... A>
@@ -382,6 +395,14 @@ void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... a
 }  // namespace detail
 
 #else  // CUPREEMPT_STANDALONE
+
+namespace detail {
+// No runtime, no table: a launch through a kernel's pointer runs it as written (launch_any).
+template <class Kernels>
+bool register_any() {
+  return true;
+}
+}  // namespace detail
 
 // Blocks of `wrapper` that fit on the device at once, or 0 when that cannot be known (then the
 // caller launches the original grid, which reports any configuration error as the original).

@@ -105,6 +105,14 @@ int cupreempt_rt_release(cupreempt_handle h);
  * so the runtime asks only for what it loads: the originals once the program has made a
  * device's primary context, the wrappers with its setup (unless CUPREEMPT_PRELOAD=0). */
 void cupreempt_rt_register_preload(int (*lookup)(int slot, void** func));
+/* Launches that know a kernel only by pointer (launch.cuh's launch_any): each transformed
+ * kernel registers, from a static initializer, the function that returns its wrapper's host
+ * stub (null: none), by the original's host stub; cupreempt_rt_any_pick returns it, or null
+ * where none was registered. */
+typedef void (*cupreempt_any_fn)(void);
+typedef cupreempt_any_fn (*cupreempt_any_pick)(void);
+void cupreempt_rt_register_any(cupreempt_any_fn original, cupreempt_any_pick pick);
+cupreempt_any_pick cupreempt_rt_any_pick(cupreempt_any_fn original);
 /* A unit whose wrappers the compiler launcher compiled into a module of their own (docs/build.md),
  * registered from a static initializer: `image` a fatbin living as long as the program, `names`
  * 3 * n mangled names (each original kernel, its wrapper, its 32-register wrapper or ""). */

@@ -19,6 +19,10 @@
 #undef Ctx
 #pragma push_macro("F")
 #undef F
+#pragma push_macro("HandleSink")
+#undef HandleSink
+#pragma push_macro("Handles")
+#undef Handles
 #pragma push_macro("I")
 #undef I
 #pragma push_macro("Kernels")
@@ -61,10 +65,6 @@
 #undef again
 #pragma push_macro("all_trivially_destructible")
 #undef all_trivially_destructible
-#pragma push_macro("any_kernels")
-#undef any_kernels
-#pragma push_macro("any_mutex")
-#undef any_mutex
 #pragma push_macro("any_pick")
 #undef any_pick
 #pragma push_macro("any_pick_of")
@@ -181,8 +181,6 @@
 #undef done_tasks
 #pragma push_macro("dst")
 #undef dst
-#pragma push_macro("emplace")
-#undef emplace
 #pragma push_macro("enable_if")
 #undef enable_if
 #pragma push_macro("end")
@@ -203,8 +201,6 @@
 #undef fair
 #pragma push_macro("fence_due")
 #undef fence_due
-#pragma push_macro("find")
-#undef find
 #pragma push_macro("find_leftover")
 #undef find_leftover
 #pragma push_macro("find_runtime")
@@ -229,8 +225,6 @@
 #undef forward_ready
 #pragma push_macro("forward_seq")
 #undef forward_seq
-#pragma push_macro("found")
-#undef found
 #pragma push_macro("full")
 #undef full
 #pragma push_macro("func")
@@ -321,8 +315,6 @@
 #undef kTailShare
 #pragma push_macro("kYieldLogSize")
 #undef kYieldLogSize
-#pragma push_macro("kernels")
-#undef kernels
 #pragma push_macro("l")
 #undef l
 #pragma push_macro("landed_seq")
@@ -381,10 +373,6 @@
 #undef live_value
 #pragma push_macro("load_acquire_sys")
 #undef load_acquire_sys
-#pragma push_macro("lock")
-#undef lock
-#pragma push_macro("lock_guard")
-#undef lock_guard
 #pragma push_macro("look_buf")
 #undef look_buf
 #pragma push_macro("look_every")
@@ -403,8 +391,6 @@
 #undef lookup
 #pragma push_macro("ls")
 #undef ls
-#pragma push_macro("m")
-#undef m
 #pragma push_macro("main_left")
 #undef main_left
 #pragma push_macro("make_indices")
@@ -423,8 +409,6 @@
 #undef most
 #pragma push_macro("must_yield")
 #undef must_yield
-#pragma push_macro("mutex")
-#undef mutex
 #pragma push_macro("n")
 #undef n
 #pragma push_macro("name")
@@ -511,6 +495,8 @@
 #undef progress_shift
 #pragma push_macro("ptrs")
 #undef ptrs
+#pragma push_macro("push")
+#undef push
 #pragma push_macro("push_back")
 #undef push_back
 #pragma push_macro("q")
@@ -571,8 +557,6 @@
 #undef search_due
 #pragma push_macro("search_failed")
 #undef search_failed
-#pragma push_macro("second")
-#undef second
 #pragma push_macro("seen")
 #undef seen
 #pragma push_macro("self")
@@ -585,6 +569,10 @@
 #undef seq
 #pragma push_macro("since")
 #undef since
+#pragma push_macro("sink")
+#undef sink
+#pragma push_macro("sink_")
+#undef sink_
 #pragma push_macro("size")
 #undef size
 #pragma push_macro("sizes")
@@ -693,8 +681,6 @@
 #undef type
 #pragma push_macro("unit")
 #undef unit
-#pragma push_macro("unordered_map")
-#undef unordered_map
 #pragma push_macro("unreported")
 #undef unreported
 #pragma push_macro("unroll")
@@ -709,8 +695,6 @@
 #undef value
 #pragma push_macro("values")
 #undef values
-#pragma push_macro("vector")
-#undef vector
 #pragma push_macro("w")
 #undef w
 #pragma push_macro("want")

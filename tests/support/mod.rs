@@ -354,3 +354,20 @@ pub fn stdout(o: &std::process::Output) -> String {
 pub fn stderr(o: &std::process::Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The cupreempt binary under test and the runtime library next to it (built here: cargo
+/// builds a workspace member's shared library only when asked).
+pub fn cupreempt_and_runtime() -> (PathBuf, PathBuf) {
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_cupreempt"));
+    let dir = bin.parent().expect("target folder").to_path_buf();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut c = Command::new(cargo);
+    c.args(["build", "-p", "cupreempt-runtime", "--lib"]);
+    if dir.ends_with("release") {
+        c.arg("--release");
+    }
+    let st = c.current_dir(root()).status().expect("cargo build");
+    assert!(st.success(), "cargo build -p cupreempt-runtime failed");
+    assert!(dir.join("libcupreempt_runtime.so").is_file());
+    (bin, dir)
+}

@@ -335,6 +335,26 @@ pub extern "C" fn cupreempt_rt_register_preload(lookup: Option<super::preload::L
     }
 }
 
+/// Registers the wrapper picker of the transformed kernel whose host stub is `original`, for
+/// launches that know a kernel only by pointer (`any_kernels.rs`). Null arguments are ignored.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_register_any(
+    original: Option<super::any_kernels::AnyFn>,
+    pick: Option<super::any_kernels::AnyPick>,
+) {
+    if let (Some(o), Some(p)) = (original, pick) {
+        let _ = catch_unwind(|| super::any_kernels::register(o, p));
+    }
+}
+
+/// The wrapper picker registered for the kernel whose host stub is `original`, or null.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_any_pick(
+    original: Option<super::any_kernels::AnyFn>,
+) -> Option<super::any_kernels::AnyPick> {
+    original.and_then(|o| catch_unwind(|| super::any_kernels::pick_of(o)).unwrap_or(None))
+}
+
 /// Registers a unit's wrapper module (`wrapper_modules.rs`): `image` a fatbin that lives as
 /// long as the program, `names` 3 * `n` mangled names (each original kernel, its wrapper, its
 /// 32-register wrapper or ""). Returns the unit's number for its launches (0: not registered).

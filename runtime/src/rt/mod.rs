@@ -21,6 +21,7 @@
 //! # Ok(()) }
 //! ```
 
+mod any_kernels;
 pub mod capi;
 pub mod chaos;
 mod clock;
