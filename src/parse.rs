@@ -181,6 +181,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     type_arguments.extend(keyword_functional_casts(src));
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     let string_macros = string_macro_uses(src);
+    let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
     // Extended lambdas, `[=] __device__ (int i) { ... }` (nvcc's `--extended-lambda`): the
@@ -208,6 +209,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && instantiations.is_empty()
         && string_macros.is_empty()
         && head_pragmas.is_empty()
+        && define_comments.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
     {
         let macros = ViewMacros {
@@ -235,6 +237,20 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     }
     for at in alternative_commas {
         bytes[at] = b',';
+    }
+    // A comment inside a definition: blank, and a line it spans continued by a `\`, so that
+    // the directive stays one (the preprocessor reads the comment as one space).
+    for r in define_comments {
+        let start = r.start;
+        for i in r {
+            if bytes[i] == b'\n' {
+                if i > start && bytes[i - 1] != b'\n' {
+                    bytes[i - 1] = b'\\';
+                }
+            } else {
+                bytes[i] = b' ';
+            }
+        }
     }
     let word_at = |at: usize, w: &str| {
         let before = at.checked_sub(1).map(|i| src.as_bytes()[i]);
@@ -956,6 +972,50 @@ pub(crate) struct Define<'a> {
     pub body: &'a str,
 }
 
+/// The block comments inside `#define` bodies (`sizeof_log = sizeof(log); /* reset */ \`),
+/// and comment openers inside their string literals (`"http://"`). The grammar ends a
+/// definition's text at either, so the rest of a body continued past one read as code (a
+/// statement macro's `throw ... "' failed";` became a syntax error that reached past the
+/// definition).
+fn define_comments(src: &str, defs: &[Define]) -> Vec<std::ops::Range<usize>> {
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    for d in defs {
+        if !d.body.contains("/*") {
+            continue;
+        }
+        let start = d.body.as_ptr() as usize - src.as_ptr() as usize;
+        let end = start + d.body.len();
+        let mut i = start;
+        while i < end {
+            match b[i] {
+                q @ (b'"' | b'\'') => {
+                    i += 1;
+                    while i < end && b[i] != q && b[i] != b'\n' {
+                        // The grammar's definition text ends at a comment opener even inside
+                        // a literal (`"see http://..."`): the opener is blanked too.
+                        if b[i] == b'/' && matches!(b.get(i + 1), Some(b'*' | b'/')) {
+                            out.push(i..i + 2);
+                            i += 2;
+                            continue;
+                        }
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                    i += 1;
+                }
+                b'/' if b.get(i + 1) == Some(&b'/') => break,
+                b'/' if b.get(i + 1) == Some(&b'*') => {
+                    let close = src[i + 2..].find("*/").map_or(b.len(), |c| i + 2 + c + 2);
+                    out.push(i..close);
+                    i = close;
+                }
+                _ => i += 1,
+            }
+        }
+    }
+    out
+}
+
 /// The `#define`s of `text`, in order (the masked view's macro rules; the macros of included
 /// files, `program::macro_definitions`).
 pub(crate) fn defines(text: &str) -> Vec<Define<'_>> {
@@ -1467,8 +1527,9 @@ fn loop_macro_separators(
     // Upper-case names no `#define` here or in an included file explains (a header the
     // analysis cannot read), used at the start of a line as `NAME(args) {`: in a body, a call
     // followed by a block is no C++, so such a use is a statement-head macro. Taken only where
-    // an argument is an expression (`B * N`): with plain names the grammar reads the use as an
-    // old-style function definition and has no error to mend.
+    // an argument is an expression or a literal (`B * N`, a test framework's `SECTION("x")`):
+    // with plain names the grammar reads the use as an old-style function definition and has
+    // no error to mend.
     static HEAD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let head = HEAD.get_or_init(|| {
         regex::Regex::new(r"(?m)^[ \t]*([A-Z][A-Z0-9_]*[A-Z0-9])[ \t]*\(").expect("valid regex")
@@ -1502,8 +1563,7 @@ fn loop_macro_separators(
             };
             let after = close + 1;
             if unknown
-                && (!src[line_start..at].trim().is_empty()
-                    || !src[open..after].contains(['*', '+', '-', '/', '%', '<', '>', '[', '.']))
+                && (!src[line_start..at].trim().is_empty() || !has_expression(&src[open..after]))
             {
                 continue;
             }
@@ -1523,6 +1583,18 @@ fn loop_macro_separators(
         }
     }
     out
+}
+
+/// Whether a parenthesized argument list holds more than names: an operator, or a literal (a
+/// string, a character or a number: `SECTION("fills") {`, a test framework's block). A list of
+/// plain names the grammar reads as an old-style function definition's parameters.
+fn has_expression(args: &str) -> bool {
+    let b = args.as_bytes();
+    args.contains(['*', '+', '-', '/', '%', '<', '>', '[', '.', '"', '\''])
+        || (0..b.len()).any(|i| {
+            b[i].is_ascii_digit()
+                && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'))
+        })
 }
 
 /// Lines of `#if`, `#ifdef`, `#ifndef` and `#endif` that the grammar cannot place, where the
@@ -2483,6 +2555,40 @@ void h(int* d) {
         p.set_language(&crate::lang::language()).expect("grammar");
         let t = p.parse(text, None).expect("tree");
         error_ranges(t.root_node()).len()
+    }
+
+    #[test]
+    fn comments_inside_definitions_are_blanked_and_their_lines_continued() {
+        let src = "#define CHECK(x) \\\n  do { \\\n    n = 0; /* reset */ \\\n    throw f(\"call '\" #x \"' failed /* no */\"); \\\n  } while (0)\n#define TWO a /* one\n  two */ b\nint v(int a);\n";
+        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
+        assert!(
+            error_count_of(src) > 0,
+            "and the text as written is an error to it"
+        );
+        let comments: Vec<&str> = define_comments(src, &defines(src))
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(
+            comments,
+            ["/* reset */", "/*", "/* one\n  two */"],
+            "a string's openers alone"
+        );
+        let view = masked(src).expect("a masked view");
+        assert!(view.contains("n = 0;             \\"), "{view}");
+        assert!(view.contains("#define TWO a      \\\n         b"), "{view}");
+    }
+
+    #[test]
+    fn unknown_block_macros_with_literal_arguments_read_as_statement_heads() {
+        let src = "void host(int* p) {\n  SECTION(\"fills\") { p[0] = 1; }\n  REPEAT(3) {\n    p[1] = 2;\n  }\n  LOOP(i, n) { p[i] = 0; }\n}\n";
+        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
+        assert!(
+            error_count_of(src) > 0,
+            "and the text as written is an error to it"
+        );
+        assert!(has_expression("(\"a\")") && has_expression("('c')") && has_expression("(3)"));
+        assert!(!has_expression("(i, n)") && !has_expression("(x1, y_2)"));
     }
 
     #[test]
