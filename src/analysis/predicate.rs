@@ -547,6 +547,30 @@ mod tests {
         );
     }
 
+    fn predicated(body: &str) -> bool {
+        let src = format!(
+            "__global__ void k(const int* lens, const float* in, float* out, int m) {{\n{body}\n}}\n"
+        );
+        let parsed = crate::parse::parse(&src);
+        let a = analyze(&parsed, &src, &Options::default());
+        a.kernels[0].transformed()
+    }
+
+    #[test]
+    fn a_bound_every_thread_loaded_before_the_return_is_followed() {
+        // One row per block, its length read through a read-only parameter at the block's
+        // index by every thread before any returns: returned threads hold the same bound.
+        let ragged = "  int n = min(lens[blockIdx.x], m);\n  if (blockIdx.y > 7) return;\n  if ((int)threadIdx.x >= n) return;\n  for (int r = 0; r < n; ++r) { __syncthreads(); out[threadIdx.x] += in[r]; }";
+        assert!(predicated(ragged));
+        // Loaded after the thread-dependent return: returned threads skip the load.
+        assert!(!predicated("  if ((int)threadIdx.x >= m) return;\n  int n = lens[blockIdx.x];\n  for (int r = 0; r < n; ++r) __syncthreads();"));
+        // Loaded in a loop that also returns: a later round's load is skipped by the returned.
+        assert!(!predicated("  for (int t = 0; t < m; ++t) {\n    int n = lens[blockIdx.x + t];\n    if ((int)threadIdx.x >= n) return;\n    for (int r = 0; r < n; ++r) __syncthreads();\n  }"));
+        // Through a parameter the kernel may write, or at a thread's index: not uniform.
+        assert!(!predicated("  int n = lens[threadIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();"));
+        assert!(!predicated("  int n = (int)out[blockIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();"));
+    }
+
     #[test]
     fn a_barrier_mixed_with_work_is_refused() {
         refused_because(

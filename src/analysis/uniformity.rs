@@ -33,10 +33,14 @@ pub struct Uniformity<'t, 'm> {
     /// call cannot write them through an argument.
     constants: BTreeSet<String>,
     /// Kernel parameters that point at memory the kernel only reads (`read_only_parameters`):
-    /// a load through one at a uniform index is uniform. Only where a return exits the
-    /// thread (the choice of the plain form): the predicated form's returned threads read no
-    /// memory, so there such a value would differ between them and the live ones.
+    /// a load through one at a uniform index is uniform.
     read_only: BTreeSet<String>,
+    /// In the predicated form, where such a load is still made by every thread: before the
+    /// body's first thread-dependent return (its byte offset) and outside every loop that holds
+    /// one (their ranges). Returned threads skip later loads, so a value loaded there would differ
+    /// between them and the live ones. `None` where a return exits the thread (the plain
+    /// form's choice): every such load counts.
+    loads_by_all: Option<(usize, Vec<std::ops::Range<usize>>)>,
     /// The file's functions and which of their parameters may write a caller's variable
     /// (`file_functions`): an argument passed to none of those is not written by the call.
     functions: HashMap<String, Vec<Vec<bool>>>,
@@ -82,6 +86,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             known: BTreeSet::new(),
             constants: BTreeSet::new(),
             read_only: BTreeSet::new(),
+            loads_by_all: None,
             functions: HashMap::new(),
             parents: parents_within(body),
         };
@@ -94,10 +99,35 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         u.functions = file_functions(root, src);
         if let Some(function) = body.parent() {
             u.constants = constant_names(function, all, src, &file.other);
-            if returns_exit {
-                u.read_only = read_only_parameters(function, src);
-                let moved = repointed(&u.read_only, all, src);
-                u.read_only.retain(|n| !moved.contains(n));
+            u.read_only = read_only_parameters(function, src);
+            let moved = repointed(&u.read_only, all, src);
+            u.read_only.retain(|n| !moved.contains(n));
+            if !returns_exit {
+                // The returns that make threads differ: those the plain form's analysis finds
+                // under thread-dependent control (a block-uniform return leaves no thread
+                // behind that skipped what the others load).
+                let plain = Self::with_exits(body, all, src, macros, true);
+                let mut returns: Vec<usize> = all
+                    .iter()
+                    .filter(|n| n.kind_id() == kinds().return_statement)
+                    .filter(|n| plain.controlled(**n, None))
+                    .map(|n| n.start_byte())
+                    .collect();
+                if returns.is_empty() {
+                    returns = all
+                        .iter()
+                        .filter(|n| n.kind_id() == kinds().return_statement)
+                        .map(|n| n.start_byte())
+                        .collect();
+                }
+                let loops = all
+                    .iter()
+                    .filter(|n| is_loop(**n))
+                    .map(|n| n.byte_range())
+                    .filter(|r| returns.iter().any(|at| r.contains(at)))
+                    .collect();
+                let first = returns.iter().copied().min().unwrap_or(0);
+                u.loads_by_all = Some((first, loops));
             }
         }
         let assignments = u.assignments(all);
@@ -506,6 +536,12 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether a loaded address is a read-only parameter (`read_only`), offset or not: `p`,
     /// `(p)`, `p + i`, `p - i`. Whether `p` and `i` are uniform is the caller's to check.
     fn read_only_base(&self, base: Node) -> bool {
+        if let Some((first_return, loops)) = &self.loads_by_all {
+            let at = base.start_byte();
+            if at >= *first_return || loops.iter().any(|r| r.contains(&at)) {
+                return false;
+            }
+        }
         based_on(base, &self.read_only, self.src)
     }
 
