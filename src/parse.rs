@@ -426,6 +426,10 @@ pub(crate) fn execution_space_macros(
         .map(|(n, b)| (n.as_str(), b.as_str(), false))
         .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
     for (name, body, function_like) in bodies {
+        // Attributes beside the space (`inline __attribute__((always_inline)) __device__`, as
+        // FlashInfer spells its helpers' macro) are blanked with the use; they decide nothing
+        // the analysis reads.
+        let body = without_attributes(body);
         let words: Vec<&str> = body.split_whitespace().collect();
         if function_like || words.is_empty() || not.contains(name) {
             continue;
@@ -460,6 +464,44 @@ pub(crate) fn execution_space_macros(
 /// definition (`analysis::scan`). A use counts where a word (a type, a specifier, another
 /// such macro) follows it, and between an extended lambda's captures and its parameters
 /// (`[] GPU_LAMBDA (int x)`).
+/// `text` without its GCC attributes (`__attribute__((...))`) and standard ones (`[[...]]`),
+/// each with its balanced brackets; an unbalanced one stays.
+fn without_attributes(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < b.len() {
+        let gcc = text[i..].starts_with("__attribute__")
+            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_'));
+        if gcc {
+            let after = i + "__attribute__".len();
+            let open = after
+                + b[after..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_whitespace())
+                    .count();
+            if b.get(open) == Some(&b'(') {
+                if let Some(close) = closing_paren(b, open) {
+                    out.push(' ');
+                    i = close + 1;
+                    continue;
+                }
+            }
+        }
+        if text[i..].starts_with("[[") {
+            if let Some(close) = text[i..].find("]]") {
+                out.push(' ');
+                i += close + 2;
+                continue;
+            }
+        }
+        let c = text[i..].chars().next().unwrap_or(' ');
+        out.push(c);
+        i += c.len_utf8();
+    }
+    out
+}
+
 fn execution_space_macro_uses(src: &str, macros: &SpaceMacros) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     for name in macros.keys() {
@@ -1954,6 +1996,35 @@ mod tests {
         assert_eq!(names, ["DI", "GLOBAL", "HD", "KERNEL_SPACE", "MANAGED"]);
         assert_eq!(m["HD"], ["__host__", "__device__"]);
         assert_eq!(m["DI"], ["static", "__device__", "inline"]);
+    }
+
+    #[test]
+    fn execution_space_macros_may_carry_attributes() {
+        let src = "#define FI_INLINE inline __attribute__((always_inline)) __device__
+                   #define NODISCARD_HD [[nodiscard]] __host__ __device__
+                   #define ATTR_ONLY __attribute__((always_inline))
+";
+        let m = execution_space_macros(&defines(src), &[]);
+        let names: Vec<&str> = m.keys().map(String::as_str).collect();
+        assert_eq!(
+            names,
+            ["FI_INLINE", "NODISCARD_HD"],
+            "a space among the words"
+        );
+        assert_eq!(m["FI_INLINE"], ["inline", "__device__"]);
+        assert_eq!(
+            without_attributes("a __attribute__ ((x, y(2))) b [[z]] c my__attribute__((k))"),
+            "a   b   c my__attribute__((k))"
+        );
+        let use_ = "#define FI_INLINE inline __attribute__((always_inline)) __device__
+FI_INLINE int row() { return blockIdx.x; }
+";
+        assert_eq!(
+            error_count(use_),
+            0,
+            "the use is blanked in the masked view"
+        );
+        assert!(error_count_of(use_) > 0, "and an error as written");
     }
 
     #[test]
