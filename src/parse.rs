@@ -2053,11 +2053,7 @@ mod tests {
         );
         let head =
             "#define BOUNDS(t, b)\n__global__ void\nBOUNDS (256, 2)\nk(float* p) { p[0] = 1; }\n";
-        assert_eq!(error_count(head), 0, "the grammar reads the masked view");
-        assert!(
-            error_count_of(head) > 0,
-            "and the text as written is an error to it"
-        );
+        mended(head);
     }
 
     #[test]
@@ -2683,6 +2679,20 @@ void h(int* d) {
         assert_eq!(error_count_of(&m), 0, "{m}");
     }
 
+    /// The text as written is an error to the grammar, and the masked view mends it.
+    fn mended(src: &str) {
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        assert_eq!(
+            error_count(src),
+            0,
+            "the grammar reads the masked view: {:?}",
+            masked(src)
+        );
+    }
+
     fn error_count_of(text: &str) -> usize {
         let mut p = tree_sitter::Parser::new();
         p.set_language(&crate::lang::language()).expect("grammar");
@@ -2693,11 +2703,7 @@ void h(int* d) {
     #[test]
     fn comments_inside_definitions_are_blanked_and_their_lines_continued() {
         let src = "#define CHECK(x) \\\n  do { \\\n    n = 0; /* reset */ \\\n    throw f(\"call '\" #x \"' failed /* no */\"); \\\n  } while (0)\n#define TWO a /* one\n  two */ b\nint v(int a);\n";
-        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
-        assert!(
-            error_count_of(src) > 0,
-            "and the text as written is an error to it"
-        );
+        mended(src);
         let comments: Vec<&str> = define_comments(src, &defines(src))
             .into_iter()
             .map(|r| &src[r])
@@ -2715,11 +2721,7 @@ void h(int* d) {
     #[test]
     fn unknown_block_macros_with_literal_arguments_read_as_statement_heads() {
         let src = "void host(int* p) {\n  SECTION(\"fills\") { p[0] = 1; }\n  REPEAT(3) {\n    p[1] = 2;\n  }\n  LOOP(i, n) { p[i] = 0; }\n}\n";
-        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
-        assert!(
-            error_count_of(src) > 0,
-            "and the text as written is an error to it"
-        );
+        mended(src);
         assert!(has_expression("(\"a\")") && has_expression("('c')") && has_expression("(3)"));
         assert!(!has_expression("(i, n)") && !has_expression("(x1, y_2)"));
     }
@@ -2732,11 +2734,7 @@ void h(int* d) {
             .map(|r| &src[r])
             .collect();
         assert_eq!(blanked, ["#pragma unroll"], "only the one after a head");
-        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
-        assert!(
-            error_count_of(src) > 0,
-            "and the text as written is an error to it"
-        );
+        mended(src);
     }
 
     #[test]
@@ -2761,11 +2759,7 @@ void h(int* d) {
             .map(|r| &src[r])
             .collect();
         assert_eq!(blanked, ["#pragma unroll", "#pragma unroll 2"]);
-        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
-        assert!(
-            error_count_of(src) > 0,
-            "and the text as written is an error to it"
-        );
+        mended(src);
     }
     #[test]
     fn alias_attributes_and_class_instantiations_are_blanked() {
@@ -2786,10 +2780,6 @@ void h(int* d) {
                 "extern template struct ctx<8>;"
             ]
         );
-        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
-        assert!(
-            error_count_of(src) > 0,
-            "and the text as written is an error to it"
-        );
+        mended(src);
     }
 }
