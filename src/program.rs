@@ -31,6 +31,9 @@ pub struct KnownKernel {
     pub template_params: usize,
     /// One of its template parameters is a pack.
     pub pack: bool,
+    /// The default arguments of its last parameters, where a launch that leaves them out can
+    /// pass them itself (`launch_defaults`); empty otherwise.
+    pub defaults: Vec<String>,
     /// Declared there, not defined: what a launch needs to declare its wrappers itself.
     pub declaration: Option<Declaration>,
     /// Defined in an included file that is not transformed with this one (its path): it gets
@@ -68,6 +71,48 @@ fn max_params(list: &[crate::analysis::Param]) -> Option<usize> {
     (!list.iter().any(|p| p.pack)).then_some(list.len())
 }
 
+/// The default arguments of `list`'s last parameters, where a launch that leaves them out may
+/// write them itself: a launch goes through a function pointer (launch.cuh), which takes every
+/// argument, so `k<<<g, b>>>(p)` of `k(uint32_t* p, uint32_t* sums = NULL)` (a public hashing
+/// miner's scan, an inference library's slice kernel with `bool on_top = true`) passes `NULL`
+/// itself. Only literals (a number, `true`, `false`, `nullptr`, `NULL`, a character), which
+/// mean the same at the launch as in the kernel's head, and only for parameters whose type
+/// names no template parameter (a default takes no part in deduction, an argument does).
+/// Empty where any of those parameters is not such, or where a preprocessor group chooses
+/// among the parameters (`Param::before`).
+fn launch_defaults(
+    list: &[crate::analysis::Param],
+    template_params: &[crate::analysis::TemplateParam],
+) -> Vec<String> {
+    static LITERAL: OnceLock<Regex> = OnceLock::new();
+    let literal = LITERAL.get_or_init(|| {
+        Regex::new(r"^(?:[-+]?(?:\d[\w.']*|\.\d[\w']*)|true|false|nullptr|NULL|'(?:\\.|[^'\\])')$")
+            .expect("valid regex")
+    });
+    static WORD: OnceLock<Regex> = OnceLock::new();
+    let word = WORD.get_or_init(|| Regex::new(r"[A-Za-z_]\w*").expect("valid regex"));
+    if list.iter().any(|p| !p.before.is_empty() || p.pack) {
+        return Vec::new();
+    }
+    let names: Vec<&str> = template_params
+        .iter()
+        .map(|t| t.arg.trim_end_matches("...").trim())
+        .collect();
+    let mut out = Vec::new();
+    for p in list.iter().rev() {
+        let Some(value) = crate::rewrite::default_of(&p.text) else {
+            break;
+        };
+        let ty = crate::rewrite::strip_default(&p.text);
+        if !literal.is_match(value) || word.find_iter(&ty).any(|w| names.contains(&w.as_str())) {
+            return Vec::new();
+        }
+        out.push(value.to_string());
+    }
+    out.reverse();
+    out
+}
+
 impl KnownKernel {
     pub fn of(plan: &KernelPlan) -> KnownKernel {
         // A template only declared here is launched as its declaration says.
@@ -81,6 +126,7 @@ impl KnownKernel {
             max_params: max_params(&site.param_list),
             template_params: site.template_params.len(),
             pack: site.template_params.iter().any(|p| p.pack),
+            defaults: launch_defaults(&site.param_list, &site.template_params),
             declaration: None,
             untransformed_file: None,
         }
@@ -97,6 +143,7 @@ impl KnownKernel {
             max_params: max_params(&d.param_list),
             template_params: d.template_params.len(),
             pack: d.template_params.iter().any(|p| p.pack),
+            defaults: launch_defaults(&d.param_list, &d.template_params),
             declaration: Some(Declaration {
                 scope: d.scope.clone(),
                 specifiers: src[d.func.start_byte()..d.name_node.start_byte()].to_string(),

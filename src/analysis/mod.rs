@@ -454,11 +454,13 @@ fn bodies(kernels: &[FunctionSite], helpers: &[HelperPlan]) -> Vec<Range<usize>>
 /// Templates with explicit specializations. A kernel template and its specializations are
 /// transformed together (`couple_specializations`): each specialization gets its own body and
 /// explicit specializations of the wrapper templates, so that a launch of the specialized
-/// instance runs the specialization's body in either form. They are refused together where
-/// that cannot be done: a specialization only declared here, one whose template arguments are
-/// left to deduction (`template <> __global__ void k(float*)`: the wrappers' specializations
-/// need them written), or a template not defined in this file (its wrapper templates are not
-/// here to specialize). A device function: its task-context form would be a different
+/// instance runs the specialization's body in either form. A specialization that leaves its
+/// template arguments to deduction (`template <> __global__ void k(float*)`, as a public
+/// inference library writes them) gets wrappers spelled the same way: their parameters are
+/// the kernel's after the launch's own, which names no template parameter, so the compiler
+/// deduces the same instance for them. They are refused together where that cannot be done:
+/// a specialization only declared here (its wrappers belong where it is defined), or a
+/// template not defined in this file (its wrapper templates are not here to specialize). A device function: its task-context form would be a different
 /// template, which the specializations no longer specialize, so none of them takes the context
 /// (a kernel that needs it through them is refused, CP008).
 fn mark_specialized_templates(found: &mut scan::Found) {
@@ -488,11 +490,7 @@ fn mark_specialized_templates(found: &mut scan::Found) {
             // The template defined here, or declared here with every instance specialized.
             let primary = members().any(|s| !s.specialization && s.is_template())
                 || template_declaration(&found.declarations, &f.1, &f.2).is_some();
-            !declared
-                && primary
-                && members()
-                    .filter(|s| s.specialization)
-                    .all(|s| s.specialized_args.is_some())
+            !declared && primary
         })
         .cloned()
         .collect();
@@ -511,7 +509,7 @@ fn mark_specialized_templates(found: &mut scan::Found) {
         let d = Diagnostic::new(Code::Unsupported, what);
         let d = if kernel {
             d.label(site.name_node.byte_range(), "left as it is")
-                .help("a launch of a specialized instance must run the specialization's body, which needs the template defined in this file and every specialization defined here with its template arguments written (`template <> __global__ void k<float>(...)`): the template and its specializations are left as written")
+                .help("a launch of a specialized instance must run the specialization's body, which needs the template defined (or declared) in this file and every specialization defined here: the template and its specializations are left as written")
         } else {
             d.label(site.name_node.byte_range(), "not given the task context")
         };

@@ -913,16 +913,29 @@ pub(crate) fn declared_template(d: &FunctionSite, src: &str) -> crate::program::
 
 /// `int n = 4` → `int n` (function types cannot carry default arguments).
 pub(crate) fn strip_default(decl: &str) -> String {
+    match default_at(decl) {
+        Some(i) => decl[..i].trim_end().to_string(),
+        None => decl.to_string(),
+    }
+}
+
+/// A parameter declaration's default argument (`4` of `int n = 4`), trimmed.
+pub(crate) fn default_of(decl: &str) -> Option<&str> {
+    default_at(decl).map(|i| decl[i + 1..].trim())
+}
+
+/// Where a parameter declaration's default argument begins: its `=` outside brackets.
+fn default_at(decl: &str) -> Option<usize> {
     let mut depth = 0i32;
     for (i, ch) in decl.char_indices() {
         match ch {
             '(' | '[' | '<' | '{' => depth += 1,
             ')' | ']' | '>' | '}' => depth -= 1,
-            '=' if depth == 0 => return decl[..i].trim_end().to_string(),
+            '=' if depth == 0 => return Some(i),
             _ => {}
         }
     }
-    decl.to_string()
+    None
 }
 
 #[cfg(test)]

@@ -139,9 +139,23 @@ pub fn rewrite(
         return false;
     }
     let min_params = targets.iter().map(|k| k.params).min().unwrap_or(0);
+    // Default arguments the launch leaves out, written by the launch itself (a call through a
+    // function pointer takes every argument): where one kernel is launched and its defaults
+    // are literals (`KnownKernel::defaults`).
+    let mut supplied = String::new();
     if l.arg_count < min_params {
-        diags.push(left("it relies on default arguments, which a launch through a function pointer cannot supply"));
-        return false;
+        let k = &targets[0];
+        let first = k.params - k.defaults.len();
+        if targets.len() > 1 || k.overloaded || l.arg_count < first {
+            diags.push(left("it relies on default arguments that the launch cannot write itself (only literal ones of a kernel launched by a name that is not overloaded, whose types name no template parameter), and a launch through a function pointer cannot supply them"));
+            return false;
+        }
+        for d in &k.defaults[l.arg_count - first..] {
+            if !supplied.is_empty() || l.arg_count > 0 {
+                supplied.push_str(", ");
+            }
+            supplied.push_str(d);
+        }
     }
     // More arguments than any kernel of that name takes: the launch calls another overload,
     // one declared here and defined in another file (HeCBench's qtclustering declares one).
@@ -171,7 +185,7 @@ pub fn rewrite(
         format!("{}{}{explicit}", l.qualifier, plan.struct_name())
     } else {
         format!(
-            "decltype({}{}{explicit}({}))",
+            "decltype({}{}{explicit}({}{supplied}))",
             l.qualifier,
             selector_name(&l.name),
             one_line(l.args, src)
@@ -212,6 +226,11 @@ pub fn rewrite(
         l.call.start_byte()..l.args.start_byte() + 1,
         head,
     ));
+    if !supplied.is_empty() {
+        // Right before the `)`: after any comment the last argument has (a line comment there
+        // ends before the `)`'s line).
+        edits.push(Edit::insert(l.args.end_byte() - 1, supplied));
+    }
     false
 }
 

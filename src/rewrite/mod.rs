@@ -4,7 +4,7 @@ mod declared;
 mod function_name;
 mod helper;
 mod kernel;
-pub(crate) use kernel::{declared_template, strip_default};
+pub(crate) use kernel::{declared_template, default_of, strip_default};
 mod launch;
 pub(crate) mod macro_launch;
 mod predicate;
