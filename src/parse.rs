@@ -34,10 +34,38 @@ pub fn parse(src: &str) -> Parsed {
     parse_with(src, &[])
 }
 
+/// `src` as the analysis reads it where its lines end in `\r\n` (files written on Windows; a
+/// public inference library has 35 of them): each `\r` before a `\n` becomes a blank, and a
+/// line continuation `\\\r\n` becomes ` \\\n`, so that every rule that reads lines, macro
+/// bodies and their continuations (written for `\n`) reads such a file as it reads any other.
+/// Same length, so every offset into it is an offset into `src`, and edits apply to `src` as
+/// written (generated text then takes the file's line ends, `edit::line_end`). Borrowed where
+/// `src` has no `\r`.
+pub fn without_carriage_returns(src: &str) -> std::borrow::Cow<'_, str> {
+    if !src.contains('\r') {
+        return std::borrow::Cow::Borrowed(src);
+    }
+    let mut b = src.as_bytes().to_vec();
+    for i in 0..b.len().saturating_sub(1) {
+        if b[i] == b'\r' && b[i + 1] == b'\n' {
+            if i > 0 && b[i - 1] == b'\\' {
+                b[i - 1] = b' ';
+                b[i] = b'\\';
+            } else {
+                b[i] = b' ';
+            }
+        }
+    }
+    // Only ASCII bytes were replaced by ASCII bytes: still UTF-8.
+    std::borrow::Cow::Owned(String::from_utf8(b).unwrap_or_else(|_| src.to_string()))
+}
+
 /// `parse`, with the macros of the files `src` includes (`Options::known_macros`: name and
 /// replacement text) known to the masked view too: a loop-head macro of a header
-/// (`CUDA_1D_KERNEL_LOOP(i, n) { ... }`) reads as its own would.
+/// (`CUDA_1D_KERNEL_LOOP(i, n) { ... }`) reads as its own would. Lines ending in `\r\n` read
+/// as if they ended in `\n` (`without_carriage_returns`).
 pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
+    let src = &*without_carriage_returns(src);
     let mut parser = Parser::new();
     parser
         .set_language(&lang::language())
@@ -2021,6 +2049,19 @@ pub fn error_count(src: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn carriage_returns_before_line_ends_become_blanks_and_continuations_stay_continuations() {
+        let src = "#define A(x) \\\r\n  x;\r\nint a;\r\n\rint b;";
+        let view = without_carriage_returns(src);
+        assert_eq!(view, "#define A(x)  \\\n  x; \nint a; \n\rint b;");
+        assert_eq!(view.len(), src.len());
+        assert!(matches!(
+            without_carriage_returns("int a;\n"),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(defines(&view)[0].body.trim(), "\\\n  x;");
+    }
 
     #[test]
     fn execution_space_macros_are_read_from_every_definition_with_a_body() {

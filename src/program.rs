@@ -574,9 +574,10 @@ pub fn include_closure(
 
 /// The `#define`s of a file's text, as (name, replacement text), in order: what the macros of
 /// an included file expand to (`Options::known_macros`). A function-like macro's parameter
-/// list is left out; line continuations stay in the text.
+/// list is left out; line continuations stay in the text (as `\\\n` where the file's lines end
+/// in `\r\n`, `parse::without_carriage_returns`).
 pub fn macro_definitions(text: &str) -> Vec<(String, String)> {
-    crate::parse::defines(text)
+    crate::parse::defines(&crate::parse::without_carriage_returns(text))
         .into_iter()
         .map(|d| (d.name.to_string(), d.body.to_string()))
         .collect()

@@ -240,6 +240,11 @@ fn transform_here(
             helpers: Vec::new(),
         });
     }
+    // The analysis and the rewrite read the file with `\n` line ends (same offsets); the edits
+    // apply to the file as written.
+    let written = src;
+    let normalized = parse::without_carriage_returns(written);
+    let src: &str = &normalized;
     let parsed = parse::parse_with(src, &opts.known_macros);
     let root = parsed.tree.root_node();
     let (deepest, at) = depth(root);
@@ -253,7 +258,7 @@ fn transform_here(
         .label(at..at + 1, "the deepest point")
         .help("split the deepest construct into functions");
         return Ok(Transformed {
-            output: src.to_string(),
+            output: written.to_string(),
             diagnostics: vec![d],
             kernels: Vec::new(),
             defines: Vec::new(),
@@ -264,7 +269,7 @@ fn transform_here(
     let rewrite = crate::rewrite::rewrite(&analysis, src, opts);
     let mut edits = rewrite.edits;
     // Generated text takes the file's line ends, so that the output never mixes them.
-    let eol = edit::line_end(src);
+    let eol = edit::line_end(written);
     if eol != "\n" {
         for e in &mut edits {
             e.text = edit::with_line_end(&e.text, eol);
@@ -275,7 +280,7 @@ fn transform_here(
     let lines = opts.line_directives.then_some(LineMap {
         file_name: (!opts.line_directives_keep_name).then_some(file_name),
     });
-    let output = edit::apply(src, &edits, lines.as_ref())?;
+    let output = edit::apply(written, &edits, lines.as_ref())?;
     // Where an input offset lands in the output: the edits are sorted and do not overlap, so
     // a prefix sum of their length changes answers it with a binary search.
     let mut growth = Vec::with_capacity(edits.len() + 1);
@@ -299,7 +304,7 @@ fn transform_here(
         parses_worse_than_input(&parsed.tree, &output, &edits, &growth, &opts.known_macros)
     {
         return Ok(Transformed {
-            output: src.to_string(),
+            output: written.to_string(),
             diagnostics: vec![d],
             kernels: Vec::new(),
             defines: Vec::new(),
@@ -377,6 +382,31 @@ fn transform_here(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file whose lines end in `\r\n`, with a statement macro continued over such lines and
+    /// used without `;`: read as its `\n` twin is (the kernel transformed, no syntax error), and
+    /// written back with `\r\n` on every line, generated ones included.
+    #[test]
+    fn crlf_files_read_as_lf_files_and_keep_their_line_ends() {
+        let lf = "#define ROW(k) \\\n  if (i < n) { \\\n    out[i] = (float)(k); \\\n  }\n\
+                  __global__ void k(float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (n > 2) {\n    ROW(2)\n  }\n}\n";
+        let crlf = lf.replace('\n', "\r\n");
+        let opts = Options::default();
+        let a = transform(lf, "a.cu", &opts).expect("transforms");
+        let b = transform(&crlf, "b.cu", &opts).expect("transforms");
+        assert_eq!(a.transformed_count(), 1, "{:?}", a.diagnostics);
+        assert_eq!(b.transformed_count(), 1, "{:?}", b.diagnostics);
+        assert!(
+            b.diagnostics.iter().all(|d| d.code != Code::ParseError),
+            "{:?}",
+            b.diagnostics
+        );
+        assert_eq!(
+            b.output.matches('\n').count(),
+            b.output.matches("\r\n").count()
+        );
+        assert_eq!(b.output.replace("\r\n", "\n"), a.output);
+    }
 
     /// The guard on a fake output: one `]` of the input turned `[` by an "edit" parses worse,
     /// and is refused with CP013 pointing at that edit, with or without `verify` and
