@@ -68,7 +68,11 @@ pub fn refusal(
         (site.outer.byte_range(), site.body.byte_range(), false)
     }));
     let has_returns = !plan.facts.returns.is_empty();
-    for r in hidden {
+    let head_branches = plan
+        .head_branches
+        .as_ref()
+        .map_or(&[][..], |h| &h.hidden[..]);
+    for r in hidden.iter().filter(|r| !head_branches.contains(r)) {
         let text = crate::lang::without_comments(&src[r.clone()]);
         let why = match functions.iter().find(|(outer, _, _)| within(outer, r)) {
             Some((_, body, _)) if !within(body, r) => {
@@ -91,6 +95,171 @@ pub fn refusal(
         }
     }
     None
+}
+
+/// Conditional groups in a kernel's head that choose among its attributes, as hashing miners
+/// and a speech toolkit choose launch bounds per architecture:
+/// `#if __CUDA_ARCH__ >= 500` `__global__ __launch_bounds__(128, 1)` `#else` `__global__
+/// __launch_bounds__(64, 1)` `#endif` `void k(...)`. The grammar reads the first branch. The
+/// shared body, which takes no attributes, keeps the branch read (made a body's head as any
+/// head is) and loses the groups' directive lines and the other branches (their lines stay,
+/// empty); the generated kernels' heads copy the groups as written, so that each
+/// configuration's kernels carry its own attributes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadBranches {
+    /// The branches the grammar did not read (`Parsed::hidden` ranges in the head).
+    pub hidden: Vec<Range<usize>>,
+    /// The groups around them, each from its `#if` line's start to its `#endif` line's end.
+    pub groups: Vec<Range<usize>>,
+    /// Where the generated kernels' heads begin: the first group's `#if` line where it comes
+    /// before the head's first word (`FunctionSite::head`), else that word.
+    pub from: usize,
+    /// A branch the grammar did not read has launch bounds or a register cap (so the kernel
+    /// gets no wrapper held to 32 registers: two sets would not compile).
+    pub bounds: bool,
+}
+
+/// The words a head group's lines may hold: the execution space, the return type, `static`,
+/// and the attributes with their arguments (`ATTRIBUTE_CALLS`).
+const HEAD_WORDS: &[&str] = &["__global__", "void", "static"];
+const ATTRIBUTE_CALLS: &[&str] = &["__launch_bounds__", "__maxnreg__"];
+
+/// The head's conditional groups (`HeadBranches`) where every branch of every group that a
+/// branch the grammar did not read belongs to holds only `HEAD_WORDS` and `ATTRIBUTE_CALLS`,
+/// and each group ends before the kernel's name (a group that starts before the head's first
+/// word only where no template or linkage comes before it); None where no such branch lies in
+/// the head, or where one does not qualify (`refusal` then says why).
+pub fn head_branches(
+    site: &FunctionSite,
+    hidden: &[Range<usize>],
+    src: &str,
+) -> Option<HeadBranches> {
+    let (outer, body) = (site.outer.byte_range(), site.body.byte_range());
+    let ranges: Vec<Range<usize>> = hidden
+        .iter()
+        .filter(|r| within(&outer, r) && !within(&body, r))
+        .cloned()
+        .collect();
+    if ranges.is_empty() {
+        return None;
+    }
+    let name = site.written_name().start;
+    let mut from = site.head;
+    let mut bounds = false;
+    let mut groups = Vec::new();
+    for r in &ranges {
+        let (start, end) = enclosing_group(src, r)?;
+        if !groups.contains(&(start..end)) {
+            groups.push(start..end);
+        }
+        if end > name || !attributes_only(&src[start..end]) {
+            return None;
+        }
+        if start < site.head {
+            if site.template.is_some() || site.linkage.is_some() {
+                return None;
+            }
+            from = from.min(start);
+        }
+        bounds |= ATTRIBUTE_CALLS
+            .iter()
+            .any(|w| lang::word_indices(&src[r.clone()], w).next().is_some());
+    }
+    Some(HeadBranches {
+        hidden: ranges,
+        groups,
+        from,
+        bounds,
+    })
+}
+
+/// The conditional group around `r`: from the start of its `#if` line to the end of its
+/// `#endif` line (None where either is missing).
+fn enclosing_group(src: &str, r: &Range<usize>) -> Option<(usize, usize)> {
+    let directive = |line: &str| {
+        let t = line.trim_start();
+        t.strip_prefix('#').map(|d| {
+            let d = d.trim_start();
+            if d.starts_with("if") {
+                1
+            } else if d.starts_with("endif") {
+                -1
+            } else {
+                0
+            }
+        })
+    };
+    // Back from `r` to the `#if` that opens its group.
+    let mut depth = 0i32;
+    let mut at = r.start;
+    let start = loop {
+        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = &src[line_start..at];
+        match directive(line) {
+            Some(1) if depth == 0 => break line_start,
+            Some(1) => depth -= 1,
+            Some(-1) => depth += 1,
+            _ => {}
+        }
+        if line_start == 0 {
+            return None;
+        }
+        at = line_start - 1;
+    };
+    // On to its `#endif`.
+    let mut depth = 0i32;
+    let mut at = r.end;
+    loop {
+        let line_end = src[at..].find('\n').map_or(src.len(), |i| at + i);
+        match directive(&src[at..line_end]) {
+            Some(-1) if depth == 0 => return Some((start, line_end)),
+            Some(-1) => depth -= 1,
+            Some(1) => depth += 1,
+            _ => {}
+        }
+        if line_end >= src.len() {
+            return None;
+        }
+        at = line_end + 1;
+    }
+}
+
+/// Whether the lines of `text` that are not directives hold only `HEAD_WORDS` and
+/// `ATTRIBUTE_CALLS` with their parenthesized arguments.
+fn attributes_only(text: &str) -> bool {
+    let code: String = lang::without_comments(text)
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let b = code.as_bytes();
+    let mut at = 0;
+    while at < b.len() {
+        if b[at].is_ascii_whitespace() {
+            at += 1;
+            continue;
+        }
+        let word_end = at
+            + code[at..]
+                .find(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+                .unwrap_or(code.len() - at);
+        let word = &code[at..word_end];
+        if HEAD_WORDS.contains(&word) {
+            at = word_end;
+        } else if ATTRIBUTE_CALLS.contains(&word) {
+            let open = word_end + (code[word_end..].len() - code[word_end..].trim_start().len());
+            if b.get(open) != Some(&b'(') {
+                return false;
+            }
+            match crate::parse::closing_paren(b, open) {
+                Some(close) => at = close + 1,
+                None => return false,
+            }
+        } else {
+            return false;
+        }
+    }
+    true
 }
 
 /// CP001 where a use of a macro given statements as arguments (`Parsed::statement_macros`,

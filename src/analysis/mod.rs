@@ -24,6 +24,7 @@ mod decide;
 mod effects;
 mod flow;
 mod hidden;
+pub use hidden::HeadBranches;
 mod kernel_pointer;
 mod macros;
 mod pragmas;
@@ -107,6 +108,10 @@ pub struct KernelPlan<'t> {
     /// the wrapper templates and launch types are declared, and this plan stands for the
     /// family at launch sites.
     pub family_declaration: Option<FunctionSite<'t>>,
+    /// Conditional groups in its head that choose among its attributes (`hidden::HeadBranches`):
+    /// the rewrite gives the branches the grammar did not read the body's head too, and copies
+    /// the groups into the generated kernels' heads.
+    pub head_branches: Option<HeadBranches>,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -143,6 +148,7 @@ impl<'t> KernelPlan<'t> {
             predication: None,
             specialization_ordinal: 0,
             family_declaration: None,
+            head_branches: None,
             site,
             facts,
         }
@@ -302,8 +308,12 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 .reachable(&facts, &helpers)
                 .into_iter()
                 .any(|h| registers::tensor_core(text(helpers[h].site.body, src)));
-        let capped_wrapper =
-            site.launch_bounds.is_empty() && site.head_attributes.is_empty() && !tensor_core;
+        let head_branches = hidden::head_branches(&site, &parsed.hidden, src);
+        // Bounds in a branch the grammar did not read would meet the cap's.
+        let capped_wrapper = site.launch_bounds.is_empty()
+            && site.head_attributes.is_empty()
+            && !tensor_core
+            && !head_branches.as_ref().is_some_and(|h| h.bounds);
         let mut plan = KernelPlan::untouched(
             KernelId(i),
             site,
@@ -312,6 +322,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             may_use_shared,
             capped_wrapper,
         );
+        plan.head_branches = head_branches;
         // Branches of conditionals the grammar did not read (`Parsed::hidden`).
         let decided =
             match hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src)

@@ -58,6 +58,9 @@ pub fn rewrite(
 ) {
     let nl = if compact { " " } else { "\n" };
     let k = &plan.site;
+    // Where the generated kernels' heads begin: at a conditional group that chooses the
+    // attributes from above the head (`hidden::HeadBranches`).
+    let head_at = plan.head_branches.as_ref().map_or(k.head, |h| h.from);
     // 0. A kernel defined out of its namespace: the namespace reopened around the body and
     // everything generated after it (first and last of the edits at those offsets).
     if let Some(q) = &k.qualified {
@@ -131,8 +134,11 @@ pub fn rewrite(
         .map(|lb| lb.byte_range())
         .chain(k.head_attributes.iter().cloned())
     {
-        let end = r.end + src[r.end..].len() - src[r.end..].trim_start().len();
-        edits.push(Edit::delete(r.start..end));
+        edits.push(Edit::delete(r.start..attribute_end(src, r.end)));
+    }
+    // The head's conditional groups: the body keeps the branch the grammar read.
+    if let Some(h) = &plan.head_branches {
+        head_group_edits(src, h, edits);
     }
     // A specialization's body is a function of its own (`k<float>` becomes `k__cupreempt_body_s1`).
     let written = match &k.specialized_args {
@@ -176,7 +182,11 @@ pub fn rewrite(
     if wrap_cpp {
         out.push_str("}  // extern \"C++\"\n");
     }
-    let h = Header::of(k, src);
+    let mut h = Header::of(k, src);
+    if head_at < k.head {
+        // The groups that choose the attributes, from their first `#if` line.
+        h.specifiers = src[head_at..k.written_name().start].to_string();
+    }
     out.push('\n');
     out.push_str(&forwarder(plan, &h, named));
     out.push('\n');
@@ -445,6 +455,35 @@ fn closing_angle(b: &[u8], open: usize) -> Option<usize> {
         }
     }
     None
+}
+
+/// Where the deletion of a kernel attribute ending at `end` ends: past the blanks after it, but
+/// not past a line end that a directive follows (`__launch_bounds__(64, 1)` before `#else`).
+fn attribute_end(src: &str, end: usize) -> usize {
+    let rest = &src[end..];
+    let blanks = rest.len() - rest.trim_start().len();
+    match rest[..blanks].find('\n') {
+        Some(nl) if rest[blanks..].starts_with('#') => end + nl,
+        _ => end + blanks,
+    }
+}
+
+/// The shared body's head without the conditional groups of `h`: their directive lines and
+/// the branches the grammar did not read are emptied (their line ends stay, so the lines keep
+/// their numbers); the branch it read is the head the body's rewrite already edits.
+fn head_group_edits(src: &str, h: &crate::analysis::HeadBranches, edits: &mut Vec<Edit>) {
+    for g in &h.groups {
+        let mut at = g.start;
+        while at < g.end {
+            let end = src[at..g.end].find('\n').map_or(g.end, |i| at + i);
+            let line = &src[at..end];
+            let hidden = h.hidden.iter().any(|r| r.start <= at && end <= r.end);
+            if !line.trim().is_empty() && (hidden || line.trim_start().starts_with('#')) {
+                edits.push(Edit::delete(at..end));
+            }
+            at = end + 1;
+        }
+    }
 }
 
 /// The shared body's name: the kernel's, or for an explicit specialization one of its own.
