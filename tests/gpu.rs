@@ -58,7 +58,7 @@ fn gpu_test_grids_have_tasks_for_every_scenario() {
             }
             // Its arguments read as the harness reads them (`in:`/`out:` arrays of a known
             // element type, scalars): a line it cannot read panics here, not on the GPU machine.
-            let _ = spec.harness("check", "check.transformed.cu", false, 1);
+            let _ = spec.harness("check", "check.transformed.cu", "", false, 1);
         }
     }
     assert!(
@@ -114,7 +114,7 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
                 .collect();
             let harness = format!(
                 "{defines}{}",
-                spec.harness(&stem, &included, has_main, 1234 + i as u32)
+                spec.harness(&stem, &included, &t.output, has_main, 1234 + i as u32)
             );
             let file = dir.join(format!("{stem}.harness{i}.cu"));
             std::fs::write(&file, harness).unwrap();

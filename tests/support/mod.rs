@@ -244,11 +244,30 @@ impl GpuSpec {
         }
     }
 
-    /// A main() that checks the transformed kernel against the original.
+    /// The persistent wrapper's address for the harness: `&k__cupreempt<T>`, or where that
+    /// names an overload set (overloaded kernels, whose launch types are numbered, or a
+    /// template launched with its arguments left to deduction) the wrapper of the launch types
+    /// the generated selector picks for the launch's arguments, as a rewritten launch does.
+    pub fn wrapper_address(&self, transformed: &str, args: &str) -> String {
+        let base = self.callee.split('<').next().unwrap_or(&self.callee);
+        let overloaded = transformed.contains(&format!("{base}__cupreempt_kernels_0"));
+        let deduced = !self.callee.contains('<')
+            && transformed.contains(&format!("{base}__cupreempt_select("));
+        if overloaded || deduced {
+            let targs = &self.callee[base.len()..];
+            format!("decltype({base}__cupreempt_select{targs}({args}))::wrapper")
+        } else {
+            format!("&{}", self.wrapper())
+        }
+    }
+
+    /// A main() that checks the transformed kernel against the original (`transformed`: the
+    /// transformed file's text, which says how to name the wrapper, `wrapper_address`).
     pub fn harness(
         &self,
         fixture_name: &str,
         transformed_file: &str,
+        transformed: &str,
         has_main: bool,
         seed: u32,
     ) -> String {
@@ -300,12 +319,13 @@ impl GpuSpec {
              \x20 const dim3 grid = {grid}, block = {block};\n  const size_t smem = {smem};\n\
              \x20 auto original = [&](cudaStream_t s) {{ {callee}<<<grid, block, smem, s>>>({args}); }};\n\
              \x20 auto persistent = [&](cupreempt_launch l, dim3 blocks, cudaStream_t s) {{ {wrapper}<<<blocks, block, smem, s>>>(l{sep}{args}); }};\n\
-             \x20 return h.run(grid, block, smem, original, persistent, (const void*)&{wrapper});\n}}\n",
+             \x20 return h.run(grid, block, smem, original, persistent, (const void*){address});\n}}\n",
             grid = self.grid,
             block = self.block,
             smem = self.smem,
             callee = self.callee,
             wrapper = self.wrapper(),
+            address = self.wrapper_address(transformed, &args),
         )
     }
 }
