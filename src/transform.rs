@@ -268,11 +268,13 @@ fn transform_here(
     let analysis = analysis::analyze(&parsed, src, opts);
     let rewrite = crate::rewrite::rewrite(&analysis, src, opts);
     let mut edits = rewrite.edits;
-    // Generated text takes the file's line ends, so that the output never mixes them.
+    // Generated text takes the file's line ends, so that the output never mixes them. What
+    // it copies from the `\r\n` file's view carries the view's blank for each `\r`: the
+    // blank goes (a blank before a line end means nothing to the compiler).
     let eol = edit::line_end(written);
     if eol != "\n" {
         for e in &mut edits {
-            e.text = edit::with_line_end(&e.text, eol);
+            e.text = edit::with_line_end(&e.text.replace(" \n", "\n"), eol);
         }
     }
     // Stable: same-offset insertions keep their order.
