@@ -20,8 +20,12 @@ pub struct KnownKernel {
     pub name: String,
     /// False: left untouched there (its own file says why); launches of it stay plain, quietly.
     pub transformed: bool,
-    /// Another transformed kernel has the same name in the same scope.
+    /// Another transformed kernel has the same name in the same scope (its launch types are
+    /// numbered).
     pub overloaded: bool,
+    /// Another transformed kernel of its file has the same name in the same scope
+    /// (`KernelPlan::overloaded_here`): launches choose among them by their arguments.
+    pub overloaded_here: bool,
     /// How many transformed kernels of the same name come before it in its file.
     pub ordinal: usize,
     pub params: usize,
@@ -121,6 +125,7 @@ impl KnownKernel {
             name: plan.site.name.clone(),
             transformed: plan.transformed(),
             overloaded: plan.overloaded,
+            overloaded_here: plan.overloaded_here,
             ordinal: plan.ordinal,
             params: crate::analysis::unconditional_params(&site.param_list),
             max_params: max_params(&site.param_list),
@@ -138,6 +143,7 @@ impl KnownKernel {
             name: d.name.clone(),
             transformed: true,
             overloaded: false,
+            overloaded_here: false,
             ordinal: 0,
             params: crate::analysis::unconditional_params(&d.param_list),
             max_params: max_params(&d.param_list),

@@ -1536,6 +1536,68 @@ fn overloads_spread_over_headers_get_launch_types_of_their_own() {
     assert!(support::file_contains(&obj, "fill__cupreempt"));
 }
 
+/// Two programs of one checkout, each with a kernel of the same name whose parameters and
+/// launch arguments a conditional chooses (`#ifndef FIXED_BLOCKWIDTH`, as two CUDA samples
+/// have it), transformed in one run: their launch types are numbered across the files, but
+/// each file sees one kernel of that name, so its launch names its own launch types and needs
+/// no copy of the arguments on its line (the selector's copy held the directive lines, the
+/// output did not parse, and both files were left as written, CP013). A real overload in the
+/// same file with such arguments leaves that launch as written (CP101), and the file is
+/// transformed.
+#[test]
+fn namesakes_in_two_files_launch_with_conditional_arguments() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-namesakes-conditional-args");
+    let kernel = "__global__ void sobel(int* p,\n#ifndef FIXED\n    int n,\n#endif\n    int m) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < m) p[i] = i;\n}\n";
+    let launch = "void run(int* p, int n, int m) {\n  sobel<<<m / 64, 64>>>(p,\n#ifndef FIXED\n      n,\n#endif\n      m);\n}\n";
+    for d in ["a", "b"] {
+        std::fs::create_dir_all(dir.join("src").join(d)).unwrap();
+        std::fs::write(
+            dir.join("src").join(d).join("k.cu"),
+            format!("{kernel}{launch}"),
+        )
+        .unwrap();
+    }
+    std::fs::create_dir_all(dir.join("src/c")).unwrap();
+    std::fs::write(
+        dir.join("src/c/k.cu"),
+        format!("{kernel}__global__ void sobel(float* p, int m) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < m) p[i] = 1.0f; }}\n{launch}"),
+    )
+    .unwrap();
+    let o = cupreempt(
+        &["transform", "--keep-going", "src", "--out-dir", "out"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains("CP013"), "{err}");
+    assert!(
+        err.contains("CP101"),
+        "the overloaded launch is left as written: {err}"
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.join("out").join(f)).unwrap();
+    for (f, n) in [("a/k.cu", 0), ("b/k.cu", 1)] {
+        let text = read(f);
+        assert!(
+            text.contains(&format!(
+                "cupreempt::launch<sobel__cupreempt_kernels_{n}>(m / 64, 64, 0, 0)(p,"
+            )),
+            "{f}: {text}"
+        );
+    }
+    let c = read("c/k.cu");
+    assert!(c.contains("sobel<<<m / 64, 64>>>(p,"), "{c}");
+    assert!(c.contains("sobel__cupreempt_body"), "{c}");
+    for f in ["a/k.cu", "b/k.cu", "c/k.cu"] {
+        for config in [None, Some("-DFIXED")] {
+            let obj = dir.join("k.o");
+            let mut cmd = support::nvcc_compile(&nvcc, &obj);
+            cmd.args(config).arg(dir.join("out").join(f));
+            support::compiles(&mut cmd, f).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
 /// A launch of a template kernel whose arguments span lines (comments among them), written
 /// with `#line` directives as the compiler launcher writes every file: the selector's copy of
 /// the arguments stays on the launch's line, so no directive lands inside the argument list

@@ -88,8 +88,12 @@ pub struct KernelPlan<'t> {
     pub budget_ns: u32,
     /// Earlier declarations of the same kernel (the first gets the wrapper's declaration).
     pub prior_declarations: Vec<FunctionSite<'t>>,
-    /// Another transformed kernel has the same name in the same scope.
+    /// Another transformed kernel has the same name in the same scope, here or in another file
+    /// of the program (its launch types are numbered).
     pub overloaded: bool,
+    /// Another transformed kernel of this file has the same name in the same scope: a launch
+    /// must choose among them by its arguments (a namesake in another file alone does not).
+    pub overloaded_here: bool,
     /// How many transformed kernels of the same name (any scope) come before this one: it
     /// numbers the launch types of overloads.
     pub ordinal: usize,
@@ -144,6 +148,7 @@ impl<'t> KernelPlan<'t> {
             budget_ns: 0,
             mode: None,
             overloaded: false,
+            overloaded_here: false,
             ordinal: 0,
             predication: None,
             specialization_ordinal: 0,
@@ -762,13 +767,13 @@ fn number_overloads(
         let namesake =
             |o: &&KernelPlan| o.transformed() && o.launched_by_name() && o.site.name == k.site.name;
         let elsewhere = namesakes.get(&k.site.name);
-        let overloaded = elsewhere.is_some()
-            || kernels
-                .iter()
-                .enumerate()
-                .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
+        let here = kernels
+            .iter()
+            .enumerate()
+            .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
         let ordinal = elsewhere.unwrap_or(&0) + kernels[..i].iter().filter(namesake).count();
-        kernels[i].overloaded = overloaded;
+        kernels[i].overloaded = here || elsewhere.is_some();
+        kernels[i].overloaded_here = here;
         kernels[i].ordinal = ordinal;
     }
 }

@@ -178,10 +178,18 @@ pub fn rewrite(
         .map(|t| super::one_line(t, t.byte_range(), src))
         .unwrap_or_default();
     let explicit_count = l.template_args.map(|t| t.named_child_count()).unwrap_or(0);
+    // One kernel of that name where the launch can see, not a template left to deduction: its
+    // launch types by name (numbered where another file of the program has a namesake).
     let complete = targets.len() == 1
-        && !plan.overloaded
+        && !plan.overloaded_here
         && (!plan.is_template() || (explicit_count == plan.template_params && !plan.pack));
-    let kernels = if complete || !targets.iter().any(KnownKernel::needs_selector) {
+    let selector = !complete && targets.iter().any(KnownKernel::needs_selector);
+    if selector && has_directive_line(&src[l.args.byte_range()]) {
+        // The selector's copy of the arguments goes on the launch's line (`one_line`).
+        diags.push(left("its arguments hold preprocessor lines (`#if`), which the launch's choice among the kernels of that name cannot copy onto one line"));
+        return false;
+    }
+    let kernels = if !selector {
         format!("{}{}{explicit}", l.qualifier, plan.struct_name())
     } else {
         format!(
@@ -232,6 +240,13 @@ pub fn rewrite(
         edits.push(Edit::insert(l.args.end_byte() - 1, supplied));
     }
     false
+}
+
+/// Whether `text` has a line that begins with `#` (a preprocessor directive).
+fn has_directive_line(text: &str) -> bool {
+    text.lines()
+        .skip(1)
+        .any(|l| l.trim_start().starts_with('#'))
 }
 
 /// `kernel<<<g, b, smem, stream>>>(` through a pointer the code holds →
