@@ -212,6 +212,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let mut type_arguments = keyword_type_arguments(src);
     type_arguments.extend(keyword_functional_casts(src));
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
+    qualifiers.extend(assertion_macro_uses(src, &defs, included_macros));
     let string_macros = string_macro_uses(src);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
@@ -1289,6 +1290,51 @@ fn past_blanks_and_comments(b: &[u8], mut at: usize) -> (usize, Option<usize>) {
             _ => return (at, blank),
         }
     }
+}
+
+/// Uses of a macro that stands for a compile-time assertion or a type alias: every definition
+/// with a body, in the file or a header it includes, begins with `typedef` or `static_assert`
+/// (`#define CUB_STATIC_ASSERT(cond, msg) typedef int CUB_CAT(...)[(cond) ? 1 : -1]`, in every
+/// vendored copy of an older CUB; `static_assert(cond, msg)` in newer ones). In a class body
+/// the grammar reads `CUB_STATIC_ASSERT((N % 32 == 0), "...");` as a member function declared
+/// with expressions for parameters: a syntax error that took the rest of the class with it
+/// (eight regions in each of CUB's block load and store headers, vendored by an inference
+/// library, a miner and a collective library). A use followed by its `;` is blanked, the `;`
+/// kept: an empty declaration, or an empty statement in a body. What such a macro declares is
+/// a name for a type or nothing, which no kernel's analysis reads.
+fn assertion_macro_uses(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("#define") && included_macros.is_empty() {
+        return Vec::new();
+    }
+    let names = macros_defined_as(defs, included_macros, |body, _| {
+        if body.is_empty() {
+            return None;
+        }
+        let word: String = body
+            .chars()
+            .take_while(|&c| c == '_' || c.is_ascii_alphanumeric())
+            .collect();
+        Some(word == "typedef" || word == "static_assert")
+    });
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    for name in &names {
+        for at in uses(src, name) {
+            let Some(end) = use_end(b, at, name) else {
+                continue;
+            };
+            if end > at + name.len()
+                && b[end..].iter().find(|x| !x.is_ascii_whitespace()) == Some(&b';')
+            {
+                out.push(at..end);
+            }
+        }
+    }
+    out
 }
 
 /// Uses of a macro whose replacement can only stand where declarations do, never among a
@@ -2718,6 +2764,22 @@ void h(int* d) {
         let m = masked(src).expect("masked");
         assert!(m.starts_with("struct                       float8"), "{m}");
         assert_eq!(error_count_of(&m), 0, "{m}");
+    }
+
+    #[test]
+    fn assertion_macro_uses_in_a_class_are_blanked_with_their_semicolon_kept() {
+        let src = "#define SA(c, m) typedef int sa_##m[(c) ? 1 : -1]\n#define SB(c, m) static_assert(c, m)\n\
+                   template <int N> struct S {\n  SA((N % 32 == 0), n32);\n  SB((N > 0), \"positive\");\n  int x;\n};\n";
+        mended(src);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("                      ;\n"), "{m}");
+        // Not a use with arguments followed by `;`: left alone.
+        assert!(assertion_macro_uses(
+            "#define SA(c) typedef int x\nint SA;\n",
+            &defines("#define SA(c) typedef int x\n"),
+            &[]
+        )
+        .is_empty());
     }
 
     /// The text as written is an error to the grammar, and the masked view mends it.
