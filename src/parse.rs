@@ -214,6 +214,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     qualifiers.extend(assertion_macro_uses(src, &defs, included_macros));
     let string_macros = string_macro_uses(src);
+    let config_braces = braced_launch_configs(src);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
@@ -241,6 +242,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && type_arguments.is_empty()
         && instantiations.is_empty()
         && string_macros.is_empty()
+        && config_braces.is_empty()
         && head_pragmas.is_empty()
         && define_comments.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
@@ -372,6 +374,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
                 blank(spaces.range(), &mut bytes);
             }
         }
+    }
+    for (open, close) in config_braces {
+        bytes[open] = b'(';
+        bytes[close] = b')';
     }
     for r in string_macros {
         bytes[r.start] = b'"';
@@ -1290,6 +1296,50 @@ fn past_blanks_and_comments(b: &[u8], mut at: usize) -> (usize, Option<usize>) {
             _ => return (at, blank),
         }
     }
+}
+
+/// Braced lists in a launch's configuration (`k<<<blocks, {32, 8, 1}, 0, stream>>>(...)`, a
+/// `dim3` written as its initializer list, as a training library's extension launches its
+/// 2-D kernels): the grammar reads expressions only there, and each such launch was a syntax
+/// error (CP100). The masked view reads each brace as a parenthesis (a comma expression of the
+/// same text); the rewritten launch copies the list as written, into a `dim3` parameter. The
+/// positions of each outermost pair inside `<<<` ... `>>>`.
+fn braced_launch_configs(src: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let b = src.as_bytes();
+    let mut from = 0;
+    while let Some(i) = src[from..].find("<<<") {
+        let open = from + i + 3;
+        let Some(len) = src[open..].find(">>>") else {
+            break;
+        };
+        let close = open + len;
+        from = close + 3;
+        let config = &b[open..close];
+        if !config.contains(&b'{') || config.contains(&b';') {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut start = 0;
+        for (k, &c) in config.iter().enumerate() {
+            match c {
+                b'{' => {
+                    if depth == 0 {
+                        start = open + k;
+                    }
+                    depth += 1;
+                }
+                b'}' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        out.push((start, open + k));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
 }
 
 /// Uses of a macro that stands for a compile-time assertion or a type alias: every definition
@@ -2764,6 +2814,15 @@ void h(int* d) {
         let m = masked(src).expect("masked");
         assert!(m.starts_with("struct                       float8"), "{m}");
         assert_eq!(error_count_of(&m), 0, "{m}");
+    }
+
+    #[test]
+    fn braced_lists_in_launch_configurations_read_as_parentheses() {
+        let src = "void go(float* p, cudaStream_t s) {\n  k<<<64, {32, 8, 1}, 0, s>>>(p);\n  k<<<{4, 4}, dim3{16, 16}>>>(p);\n}\n";
+        mended(src);
+        let m = masked(src).expect("masked");
+        assert!(m.contains("k<<<64, (32, 8, 1), 0, s>>>(p);"), "{m}");
+        assert!(m.contains("k<<<(4, 4), dim3(16, 16)>>>(p);"), "{m}");
     }
 
     #[test]
