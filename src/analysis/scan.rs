@@ -578,7 +578,24 @@ impl<'t> Scanner<'t, '_> {
             .chars()
             .filter(|c| !c.is_whitespace())
             .collect();
-        if func.has_error() {
+        // In front of the definition but inside its template declaration: a macro the file
+        // cannot read between `template <...>` and the head (`C10_LAUNCH_BOUNDS_1(256)
+        // __global__ void k(...)` without the header that defines it). The generated kernels
+        // copy the template's text, and each copy of the error made the output parse worse
+        // than the input (CP013): the whole file was left as written.
+        let head_error = (outer.id() != func.id())
+            .then(|| outer.start_byte()..func.start_byte())
+            .and_then(|head| self.errors.iter().find(|r| overlaps(&head, r)).cloned());
+        if let Some(range) = head_error {
+            problems.push(
+                Diagnostic::new(
+                    Code::ParseErrorInKernel,
+                    format!("`{name}` has a syntax error in its head; it is left as it is"),
+                )
+                .label(range, "not understood here")
+                .help("a macro there is read from its definition: give `cupreempt` the folder of the header that defines it (`-I`, as the compiler gets it)"),
+            );
+        } else if func.has_error() {
             // Inside the kernel: an `#ifdef` that splits a block in an earlier function can
             // make one error region span several definitions, and labelled where it starts,
             // the kernel's report would not carry the code.
