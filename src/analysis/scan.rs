@@ -585,7 +585,14 @@ impl<'t> Scanner<'t, '_> {
         // than the input (CP013): the whole file was left as written.
         let head_error = (outer.id() != func.id())
             .then(|| outer.start_byte()..func.start_byte())
-            .and_then(|head| self.errors.iter().find(|r| overlaps(&head, r)).cloned());
+            .and_then(|head| {
+                // One that begins there: a region that begins before the declaration and
+                // spans it (a conditional's unread brace far above) is not the head's.
+                self.errors
+                    .iter()
+                    .find(|r| head.contains(&r.start))
+                    .cloned()
+            });
         if let Some(range) = head_error {
             problems.push(
                 Diagnostic::new(
