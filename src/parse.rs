@@ -619,13 +619,9 @@ fn empty_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
 /// the masked view blanks; only in a head (a word, `>`, `*` or `&` before the use, a name and
 /// its `(` after it), where an empty expansion is the only one that compiles.
 fn empty_call_macro_heads(src: &str, empty: &[String]) -> Vec<std::ops::Range<usize>> {
-    let b = src.as_bytes();
     let mut out = Vec::new();
     for name in empty {
-        for at in uses(src, name) {
-            let Some(end) = use_end(b, at, name) else {
-                continue;
-            };
+        for (at, end) in uses_with_ends(src, name) {
             if end == at + name.len() {
                 continue; // no arguments
             }
@@ -1179,6 +1175,12 @@ fn use_end(b: &[u8], at: usize, name: &str) -> Option<usize> {
     }
 }
 
+/// Each use of macro `name` outside directive lines (`uses`) with where it ends (`use_end`):
+/// past its arguments where it has them. Uses whose `(` is never closed are left out.
+fn uses_with_ends<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = (usize, usize)> + 'a {
+    uses(src, name).filter_map(move |at| use_end(src.as_bytes(), at, name).map(|end| (at, end)))
+}
+
 /// The index of the `)` that closes the `(` at `open`.
 pub(crate) fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
     let mut depth = 0usize;
@@ -1245,10 +1247,7 @@ fn statement_macro_separators(
     let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
     let mut out = Vec::new();
     for name in names {
-        for at in uses(src, name) {
-            let Some(end) = use_end(b, at, name) else {
-                continue;
-            };
+        for (_, end) in uses_with_ends(src, name) {
             // The gap up to the next token (blanks and comments: `CHECK // why` on its line, or
             // a comment line after it), that token, and the gap's first blank outside comments.
             let (next_at, blank) = past_blanks_and_comments(b, end);
@@ -1357,9 +1356,6 @@ fn assertion_macro_uses(
     defs: &[Define],
     included_macros: &[(String, String)],
 ) -> Vec<std::ops::Range<usize>> {
-    if !src.contains("#define") && included_macros.is_empty() {
-        return Vec::new();
-    }
     let names = macros_defined_as(defs, included_macros, |body, _| {
         if body.is_empty() {
             return None;
@@ -1373,10 +1369,7 @@ fn assertion_macro_uses(
     let b = src.as_bytes();
     let mut out = Vec::new();
     for name in &names {
-        for at in uses(src, name) {
-            let Some(end) = use_end(b, at, name) else {
-                continue;
-            };
+        for (at, end) in uses_with_ends(src, name) {
             if end > at + name.len()
                 && b[end..].iter().find(|x| !x.is_ascii_whitespace()) == Some(&b';')
             {
@@ -1444,10 +1437,7 @@ fn instantiation_macro_uses(
     let b = src.as_bytes();
     let mut out = Vec::new();
     for name in names {
-        for at in uses(src, name) {
-            let Some(end) = use_end(b, at, name) else {
-                continue;
-            };
+        for (at, end) in uses_with_ends(src, name) {
             let before = src[..at].trim_end();
             let extern_at = before
                 .strip_suffix("extern")
