@@ -200,7 +200,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         src,
         &macros_defined_as(&defs, included_macros, |body, _| Some(body.is_empty())),
     ));
-    qualifiers.extend(alias_attributes(src));
+    qualifiers.extend(declarator_attributes(src));
     qualifiers.extend(class_instantiations(src));
     let attributes = attribute_macros(&defs, included_macros);
     qualifiers.extend(macro_uses_with_arguments(src, &attributes));
@@ -816,24 +816,29 @@ fn macros_closed_under<'a, B: AsRef<str>>(
     }
 }
 
-/// `__attribute__((...))` in an alias declaration (`using f2 = float
-/// __attribute__((aligned(8)));`, in a public hashing miner's kernels): the grammar reads an
-/// attribute after a `typedef`'s declarator but not after an alias's type, and the kernel was a
-/// syntax error (CP001). An alignment or another attribute changes how the compiler lays out
-/// the type, never what a kernel computes: blanked in the masked view, kept in the output.
-fn alias_attributes(src: &str) -> Vec<std::ops::Range<usize>> {
-    if !src.contains("__attribute__") || !src.contains("using") {
+/// `__attribute__((...))` where the grammar reads none: in an alias declaration (`using f2 =
+/// float __attribute__((aligned(8)));`, in a public hashing miner's kernels; the grammar reads
+/// an attribute after a `typedef`'s declarator but not after an alias's type), and after an
+/// array declarator (`unsigned short image[Y * X] __attribute__((aligned(1024)));`, a
+/// benchmark's image buffers, each a syntax error, CP100; `__shared__ float t[256]
+/// __attribute__((aligned(16)));` in a kernel would have been CP001). An alignment or another
+/// attribute changes how the compiler lays out what it qualifies, never what a kernel
+/// computes: blanked in the masked view, kept in the output.
+fn declarator_attributes(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("__attribute__") {
         return Vec::new();
     }
-    static ALIAS: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
-    let re = ALIAS.get_or_init(|| {
-        regex::Regex::new(r"\busing\s+[A-Za-z_]\w*\s*=[^;{}=]*?\b(__attribute__)\s*\(")
-            .expect("valid regex")
+    static ATTRIBUTE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = ATTRIBUTE.get_or_init(|| {
+        regex::Regex::new(
+            r"\busing\s+[A-Za-z_]\w*\s*=[^;{}=]*?\b(__attribute__)\s*\(|\]\s*(__attribute__)\s*\(",
+        )
+        .expect("valid regex")
     });
     let b = src.as_bytes();
     re.captures_iter(src)
         .filter_map(|c| {
-            let word = c.get(1)?;
+            let word = c.get(1).or_else(|| c.get(2))?;
             let open = c.get(0)?.end() - 1;
             Some(word.start()..closing_paren(b, open)? + 1)
         })
@@ -2914,11 +2919,29 @@ void h(int* d) {
         mended(src);
     }
     #[test]
+    fn attributes_after_array_declarators_are_blanked() {
+        let src = "unsigned short image[64 * 64] __attribute__((aligned(1024)));\n\
+                   __global__ void k(float* a) { __shared__ float t[256] __attribute__((aligned(16))); t[threadIdx.x] = a[0]; a[1] = t[0]; }\n";
+        let blanked: Vec<&str> = declarator_attributes(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(
+            blanked,
+            [
+                "__attribute__((aligned(1024)))",
+                "__attribute__((aligned(16)))"
+            ]
+        );
+        mended(src);
+    }
+
+    #[test]
     fn alias_attributes_and_class_instantiations_are_blanked() {
         let src = "using f2 = float __attribute__((aligned(8)));\ntypedef float f4 __attribute__((aligned(16)));\n\
                    template <int N> struct ctx { int v[N]; };\ntemplate class ctx<4>;\nextern template struct ctx<8>;\n\
                    template void run<int>(int);\n__global__ void k(float* a) { using h2 = float __attribute__((aligned(8))); h2 x = a[0]; a[1] = x; }\n";
-        let blanked: Vec<&str> = alias_attributes(src)
+        let blanked: Vec<&str> = declarator_attributes(src)
             .into_iter()
             .chain(class_instantiations(src))
             .map(|r| &src[r])
