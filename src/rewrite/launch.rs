@@ -146,7 +146,7 @@ pub fn rewrite(
     if l.arg_count < min_params {
         let k = &targets[0];
         let first = k.params - k.defaults.len();
-        if targets.len() > 1 || k.overloaded || l.arg_count < first {
+        if targets.len() > 1 || k.overloaded_here || l.arg_count < first {
             diags.push(left("it relies on default arguments that the launch cannot write itself (only literal ones of a kernel launched by a name that is not overloaded, whose types name no template parameter), and a launch through a function pointer cannot supply them"));
             return false;
         }
