@@ -1549,7 +1549,9 @@ fn namesakes_in_two_files_launch_with_conditional_arguments() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let dir = support::tempdir("cli-namesakes-conditional-args");
     let kernel = "__global__ void sobel(int* p,\n#ifndef FIXED\n    int n,\n#endif\n    int m) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < m) p[i] = i;\n}\n";
-    let launch = "void run(int* p, int n, int m) {\n  sobel<<<m / 64, 64>>>(p,\n#ifndef FIXED\n      n,\n#endif\n      m);\n}\n";
+    // And a kernel with a literal default that the launch leaves out, also in both files.
+    let launch = "__global__ void fill(int* p, int m, int v = 7) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < m) p[i] = v; }\n\
+                  void run(int* p, int n, int m) {\n  sobel<<<m / 64, 64>>>(p,\n#ifndef FIXED\n      n,\n#endif\n      m);\n  fill<<<m / 64, 64>>>(p, m);\n}\n";
     for d in ["a", "b"] {
         std::fs::create_dir_all(dir.join("src").join(d)).unwrap();
         std::fs::write(
@@ -1581,6 +1583,12 @@ fn namesakes_in_two_files_launch_with_conditional_arguments() {
         assert!(
             text.contains(&format!(
                 "cupreempt::launch<sobel__cupreempt_kernels_{n}>(m / 64, 64, 0, 0)(p,"
+            )),
+            "{f}: {text}"
+        );
+        assert!(
+            text.contains(&format!(
+                "cupreempt::launch<fill__cupreempt_kernels_{n}>(m / 64, 64, 0, 0)(p, m, 7);"
             )),
             "{f}: {text}"
         );
