@@ -229,6 +229,11 @@ pub const VALUELESS_WORDS: &[&str] = &[
     "nullptr",
 ];
 
+/// The attributes of a kernel's head that take arguments and shape its launch: what a head
+/// group may choose (`analysis::hidden`), what a macro may stand for (`parse::attribute_macros`),
+/// what the scan passes over between a head's words (`analysis::scan`).
+pub const KERNEL_ATTRIBUTE_CALLS: &[&str] = &["__launch_bounds__", "__maxnreg__"];
+
 /// Operators whose operand is not evaluated: the result is a constant of the program.
 pub const UNEVALUATED_OPERATORS: &[&str] = &["sizeof", "alignof", "__alignof__", "_Alignof"];
 

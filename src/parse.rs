@@ -23,6 +23,9 @@ pub struct Parsed {
     /// Branches of preprocessor conditionals that the grammar did not read: a statement whose
     /// head or body the conditional chooses was read with its first branch alone (`branches`).
     pub hidden: Vec<std::ops::Range<usize>>,
+    /// The conditional groups those branches belong to, each from its `#if` line's start to
+    /// its `#endif` line's end (sorted, no repeats).
+    pub hidden_groups: Vec<std::ops::Range<usize>>,
     /// Uses of macros given statements as arguments (`SWITCH(t, T, stmts;)`), read as blocks
     /// of those statements (`statement_args`); the analysis refuses a kernel holding one.
     pub statement_macros: Vec<std::ops::Range<usize>>,
@@ -94,6 +97,7 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
         }
     }
     let mut hidden = Vec::new();
+    let mut hidden_groups = Vec::new();
     if tree.root_node().has_error() && src.contains("#if") {
         let groups = branches::FileGroups::new(src, &macros.space);
         // Nested conditionals may each split a statement: a few rounds.
@@ -107,29 +111,36 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
                 .into_iter()
                 .flat_map(|u| (0..branches::MOST_BRANCHES_TRIED).map(move |k| (u, k)));
             let better = tries.into_iter().find_map(|(unbalanced_only, keep)| {
-                let (bytes, ranges) =
-                    groups.kept_branches(base, &tree, &blocks, unbalanced_only, keep)?;
+                let branches::Reduced {
+                    view: bytes,
+                    hidden: ranges,
+                    groups: spans,
+                } = groups.kept_branches(base, &tree, &blocks, unbalanced_only, keep)?;
                 let text = String::from_utf8(bytes).ok()?;
                 let reduced = parser.parse(&text, None).expect("parse without timeout");
                 (error_ranges(reduced.root_node()).len() < errors)
-                    .then_some((reduced, text, ranges))
+                    .then_some((reduced, text, ranges, spans))
             });
-            let Some((reduced, text, ranges)) = better else {
+            let Some((reduced, text, ranges, spans)) = better else {
                 break;
             };
             tree = reduced;
             view = Some(text);
             hidden.extend(ranges);
+            hidden_groups.extend(spans);
         }
     }
     hidden.sort_by_key(|r| r.start);
     hidden.dedup();
+    hidden_groups.sort_by_key(|r| (r.start, r.end));
+    hidden_groups.dedup();
     Parsed {
         tree,
         space_macros: macros.space,
         grid_constant_macros: macros.grid_constant,
         attribute_macros: macros.attribute,
         hidden,
+        hidden_groups,
         statement_macros,
     }
 }
@@ -192,7 +203,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
     qualifiers.extend(macro_uses(src, &constexpr_macros(&defs, included_macros)));
-    qualifiers.extend(namespace_wrapper_uses(
+    qualifiers.extend(empty_macro_lines(
         src,
         &empty_macros(&defs, included_macros),
     ));
@@ -603,8 +614,14 @@ pub(crate) fn grid_constant_macros(defs: &[Define], included: &[(String, String)
 /// would go). Only names without lower-case letters that do not begin with `__`: `#define
 /// __device__` for a host compiler, `#define inline` or `#define register` for old dialects
 /// name words that the analysis reads or that mean something where the program is built.
+/// A definition whose replacement begins with `#` (`#define OUTER_UNROLL #pragma unroll 9`
+/// beside an empty one under `#else`, as a proxy application spells an optional pragma) does
+/// not count: in an object-like macro `#` is a stray token, and no build that uses it compiles.
 fn empty_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
     let mut names = macros_defined_as(defs, included, |body, function_like| {
+        if body.starts_with('#') && !function_like {
+            return None;
+        }
         Some(body.is_empty() && !function_like)
     });
     names.retain(|n| !n.starts_with("__") && !n.chars().any(|c| c.is_ascii_lowercase()));
@@ -644,15 +661,16 @@ fn empty_call_macro_heads(src: &str, empty: &[String]) -> Vec<std::ops::Range<us
     out
 }
 
-/// Uses of `empty` macros (`empty_macros`) that stand where a namespace opens or closes: alone on
-/// their line, before `namespace`, or after a `}` with only a directive line, another such use
-/// or the file's end after them (`CUB_NS_PREFIX` then `namespace cub {`; `}` then
-/// `CUB_NS_POSTFIX`, in every header of a vendored CUB, each a syntax error to the grammar).
-/// The preprocessor removes them, and so does the masked view. Nowhere else: a macro empty in
-/// every definition seen may still be defined on the command line or by an includer
-/// (`#ifndef CALLABLE` `#define CALLABLE` `#endif`, `CALLABLE int idx()`), and read as nothing
-/// it would hide an execution space.
-fn namespace_wrapper_uses(src: &str, empty: &[String]) -> Vec<std::ops::Range<usize>> {
+/// Uses of `empty` macros (`empty_macros`) alone on their line where a namespace opens or
+/// closes: before `namespace`, or after a `}` with only a directive line, another such use or the
+/// file's end after them (`CUB_NS_PREFIX` then `namespace cub {`; `}` then `CUB_NS_POSTFIX`, in
+/// every header of a vendored CUB, each a syntax error to the grammar); or where a loop's pragma
+/// goes, before `for`, `while` or `do` (`OUTER_UNROLL` defined as nothing, or as a pragma the
+/// build cannot use: 19 kernels of one proxy application). The preprocessor removes them, and
+/// so does the masked view. Nowhere else: a macro empty in every definition seen may still be
+/// defined on the command line or by an includer (`#ifndef CALLABLE` `#define CALLABLE`
+/// `#endif`, `CALLABLE int idx()`), and read as nothing it would hide an execution space.
+fn empty_macro_lines(src: &str, empty: &[String]) -> Vec<std::ops::Range<usize>> {
     let code_after = |at: usize| {
         let mut rest = &src[at..];
         loop {
@@ -682,6 +700,7 @@ fn namespace_wrapper_uses(src: &str, empty: &[String]) -> Vec<std::ops::Range<us
                 .take_while(|&c| c == '_' || c.is_ascii_alphanumeric())
                 .collect();
             let opens = next_word == "namespace";
+            let loop_pragma = matches!(next_word.as_str(), "for" | "while" | "do");
             // The code before it, read over the lines just above (comments between).
             let from = (at.saturating_sub(2048)..at)
                 .find(|&i| src.is_char_boundary(i))
@@ -690,7 +709,7 @@ fn namespace_wrapper_uses(src: &str, empty: &[String]) -> Vec<std::ops::Range<us
                 .trim_end()
                 .ends_with('}')
                 && (next.is_empty() || next.starts_with('#') || empty.contains(&next_word));
-            if opens || closes {
+            if opens || closes || loop_pragma {
                 out.push(at..end);
             }
         }
@@ -720,7 +739,7 @@ fn constexpr_macros(defs: &[Define], included: &[(String, String)]) -> Vec<Strin
 /// the scan keeps the use as the kernel's attribute (`scan::attributes_within`), which the
 /// wrappers copy with the head.
 pub(crate) fn attribute_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
-    call_macros(defs, included, &["__launch_bounds__", "__maxnreg__"])
+    call_macros(defs, included, crate::lang::KERNEL_ATTRIBUTE_CALLS)
 }
 
 /// Macros that stand for an alignment or another attribute of what they qualify: every
@@ -780,7 +799,9 @@ fn macros_defined_as(
         .map(|(n, b)| (n.as_str(), b.as_str(), false))
         .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
     for (name, body, function_like) in bodies {
-        let body = body.replace("\\\n", " ");
+        // What the preprocessor replaces a use with: no continuation, no comment
+        // (`#define UNROLL //#pragma unroll 9` is empty).
+        let body = lang::without_comments(&body.replace("\\\n", " "));
         match is(body.trim(), function_like) {
             Some(true) => {
                 names.insert(name.to_string());
@@ -2775,7 +2796,7 @@ void h(int* d) {
         let empty = empty_macros(&defines(src), &[]);
         assert_eq!(empty, ["CALLABLE", "NS_POSTFIX", "NS_PREFIX"]);
         let blanked = |text: &str| -> Vec<String> {
-            namespace_wrapper_uses(text, &empty)
+            empty_macro_lines(text, &empty)
                 .into_iter()
                 .map(|r| text[r].to_string())
                 .collect()
@@ -2785,6 +2806,21 @@ void h(int* d) {
         // where the program is built.
         let head = "}\nCALLABLE\nint idx() { return 1; }\nCALLABLE int g();\n";
         assert!(blanked(head).is_empty(), "{:?}", blanked(head));
+        // Before a loop, where a pragma would go; a definition that begins with `#` cannot be
+        // used, and a comment is no replacement.
+        let unroll = "#ifdef U\n#define UNROLL #pragma unroll 4\n#else\n#define UNROLL // #pragma unroll 4\n#endif\n\
+                      __global__ void k(int* a) {\n  UNROLL\n  for (int i = 0; i < 4; ++i) a[i] = i;\n  UNROLL\n  while (a[0]) --a[0];\n  UNROLL a[1] = 2;\n}\n";
+        let empty_here = empty_macros(&defines(unroll), &[]);
+        assert_eq!(empty_here, ["UNROLL"]);
+        let loops: Vec<String> = empty_macro_lines(unroll, &empty_here)
+            .into_iter()
+            .map(|r| unroll[r].to_string())
+            .collect();
+        assert_eq!(
+            loops,
+            ["UNROLL", "UNROLL"],
+            "not the one before a statement"
+        );
         assert!(
             error_count_of(src) > 0,
             "the text as written is an error to the grammar"

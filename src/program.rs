@@ -365,12 +365,19 @@ impl FromIterator<(PathBuf, Vec<PathBuf>)> for IncludeGraph {
 /// before it (a miner's `common.hpp` includes the kernels' headers, then `hash.hpp`, which
 /// launches them: its ten launches were CP101). Such a launch compiles as written only where
 /// the kernel is declared before it, so the launch types the rewritten launch names are too.
+/// Not those of a name `file` defines a kernel of itself: its launches of that name launch its
+/// own (an application's variant headers, each defining `initialize`, included by one `.cu`
+/// under `#if VARIANT == ...`: every launch of them was CP101).
 pub fn known_from(
     defines: &Defines,
     graph: &IncludeGraph,
     file: &Path,
 ) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
     let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
+    let own: Vec<&str> = defines
+        .get(file)
+        .map(|(k, _)| k.iter().map(|k| k.name.as_str()).collect())
+        .unwrap_or_default();
     for f in graph.closure(file) {
         if let Some((k, h)) = defines.get(f) {
             known.0.extend(k.iter().cloned());
@@ -389,7 +396,10 @@ pub fn known_from(
         let beside = std::iter::once(includer).chain(graph.closure(includer));
         for f in beside.filter(|f| f.as_path() != file) {
             if let Some((kernels, _)) = defines.get(f) {
-                for k in kernels.iter().filter(|k| gives_launch_types(k)) {
+                let beside = kernels
+                    .iter()
+                    .filter(|k| gives_launch_types(k) && !own.contains(&k.name.as_str()));
+                for k in beside {
                     if !known.0.contains(k) {
                         known.0.push(k.clone());
                     }

@@ -1606,6 +1606,67 @@ fn namesakes_in_two_files_launch_with_conditional_arguments() {
     }
 }
 
+/// Variant headers, each defining and launching its own `init` and `step`, that one `.cu` file
+/// includes under `#if VARIANT == ...` (a graph-analytics suite's BFS variants): a header's
+/// launches of a kernel it defines itself launch its own, so the namesakes its includer brings
+/// in beside it are no conflict (every such launch was CP101), and the program compiles in
+/// every variant.
+#[test]
+fn variant_headers_launch_their_own_namesakes() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-variant-headers");
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    for (v, scale) in [("a", 2), ("b", 3)] {
+        std::fs::write(
+            dir.join("src").join(format!("variant_{v}.h")),
+            format!(
+                "__global__ void init(int* p, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] = {scale}; }}
+                 __global__ void step(int* p, int n) {{ int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) p[i] *= {scale}; }}
+                 void run(int* p, int n) {{
+  init<<<(n + 63) / 64, 64>>>(p, n);
+  step<<<(n + 63) / 64, 64>>>(p, n);
+}}
+"
+            ),
+        )
+        .unwrap();
+    }
+    std::fs::write(
+        dir.join("src/main.cu"),
+        "#if VARIANT == 0
+#include \"variant_a.h\"
+#else
+#include \"variant_b.h\"
+#endif
+         int main() { int* p; cudaMalloc(&p, 256 * sizeof(int)); run(p, 256); return cudaDeviceSynchronize() != cudaSuccess; }
+",
+    )
+    .unwrap();
+    let o = cupreempt(
+        &["transform", "--keep-going", "src", "--out-dir", "out"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(!err.contains("CP101"), "every launch is rewritten: {err}");
+    for v in ["a", "b"] {
+        let f = format!("variant_{v}.h");
+        let text = std::fs::read_to_string(dir.join("out").join(&f)).unwrap();
+        for k in ["init", "step"] {
+            assert!(
+                text.contains(&format!("cupreempt::launch<{k}__cupreempt_kernels")),
+                "{f}: {text}"
+            );
+        }
+    }
+    for variant in ["-DVARIANT=0", "-DVARIANT=1"] {
+        let obj = dir.join("main.o");
+        let mut cmd = support::nvcc_compile(&nvcc, &obj);
+        cmd.arg(variant).arg(dir.join("out/main.cu"));
+        support::compiles(&mut cmd, variant).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
 /// A launch of a template kernel whose arguments span lines (comments among them), written
 /// with `#line` directives as the compiler launcher writes every file: the selector's copy of
 /// the arguments stays on the launch's line, so no directive lands inside the argument list

@@ -120,18 +120,18 @@ pub struct HeadBranches {
 }
 
 /// The words a head group's lines may hold: the execution space, the return type, `static`,
-/// and the attributes with their arguments (`ATTRIBUTE_CALLS`).
+/// and the attributes with their arguments (`lang::KERNEL_ATTRIBUTE_CALLS`).
 const HEAD_WORDS: &[&str] = &["__global__", "void", "static"];
-const ATTRIBUTE_CALLS: &[&str] = &["__launch_bounds__", "__maxnreg__"];
 
 /// The head's conditional groups (`HeadBranches`) where every branch of every group that a
-/// branch the grammar did not read belongs to holds only `HEAD_WORDS` and `ATTRIBUTE_CALLS`,
-/// and each group ends before the kernel's name (a group that starts before the head's first
+/// branch the grammar did not read belongs to holds only `HEAD_WORDS` and
+/// `lang::KERNEL_ATTRIBUTE_CALLS`, and each group ends before the kernel's name (a group that starts before the head's first
 /// word only where no template or linkage comes before it); None where no such branch lies in
 /// the head, or where one does not qualify (`refusal` then says why).
 pub fn head_branches(
     site: &FunctionSite,
     hidden: &[Range<usize>],
+    hidden_groups: &[Range<usize>],
     src: &str,
 ) -> Option<HeadBranches> {
     let (outer, body) = (site.outer.byte_range(), site.body.byte_range());
@@ -148,7 +148,12 @@ pub fn head_branches(
     let mut bounds = false;
     let mut groups = Vec::new();
     for r in &ranges {
-        let (start, end) = enclosing_group(src, r)?;
+        // The innermost group around the branch (`Parsed::hidden_groups`).
+        let (start, end) = hidden_groups
+            .iter()
+            .filter(|g| within(g, r))
+            .min_by_key(|g| g.len())
+            .map(|g| (g.start, g.end))?;
         if !groups.contains(&(start..end)) {
             groups.push(start..end);
         }
@@ -161,7 +166,7 @@ pub fn head_branches(
             }
             from = from.min(start);
         }
-        bounds |= ATTRIBUTE_CALLS
+        bounds |= lang::KERNEL_ATTRIBUTE_CALLS
             .iter()
             .any(|w| lang::word_indices(&src[r.clone()], w).next().is_some());
     }
@@ -173,59 +178,8 @@ pub fn head_branches(
     })
 }
 
-/// The conditional group around `r`: from the start of its `#if` line to the end of its
-/// `#endif` line (None where either is missing).
-fn enclosing_group(src: &str, r: &Range<usize>) -> Option<(usize, usize)> {
-    let directive = |line: &str| {
-        let t = line.trim_start();
-        t.strip_prefix('#').map(|d| {
-            let d = d.trim_start();
-            if d.starts_with("if") {
-                1
-            } else if d.starts_with("endif") {
-                -1
-            } else {
-                0
-            }
-        })
-    };
-    // Back from `r` to the `#if` that opens its group.
-    let mut depth = 0i32;
-    let mut at = r.start;
-    let start = loop {
-        let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
-        let line = &src[line_start..at];
-        match directive(line) {
-            Some(1) if depth == 0 => break line_start,
-            Some(1) => depth -= 1,
-            Some(-1) => depth += 1,
-            _ => {}
-        }
-        if line_start == 0 {
-            return None;
-        }
-        at = line_start - 1;
-    };
-    // On to its `#endif`.
-    let mut depth = 0i32;
-    let mut at = r.end;
-    loop {
-        let line_end = src[at..].find('\n').map_or(src.len(), |i| at + i);
-        match directive(&src[at..line_end]) {
-            Some(-1) if depth == 0 => return Some((start, line_end)),
-            Some(-1) => depth -= 1,
-            Some(1) => depth += 1,
-            _ => {}
-        }
-        if line_end >= src.len() {
-            return None;
-        }
-        at = line_end + 1;
-    }
-}
-
 /// Whether the lines of `text` that are not directives hold only `HEAD_WORDS` and
-/// `ATTRIBUTE_CALLS` with their parenthesized arguments.
+/// `lang::KERNEL_ATTRIBUTE_CALLS` with their parenthesized arguments.
 fn attributes_only(text: &str) -> bool {
     let code: String = lang::without_comments(text)
         .lines()
@@ -246,7 +200,7 @@ fn attributes_only(text: &str) -> bool {
         let word = &code[at..word_end];
         if HEAD_WORDS.contains(&word) {
             at = word_end;
-        } else if ATTRIBUTE_CALLS.contains(&word) {
+        } else if lang::KERNEL_ATTRIBUTE_CALLS.contains(&word) {
             let open = word_end + (code[word_end..].len() - code[word_end..].trim_start().len());
             if b.get(open) != Some(&b'(') {
                 return false;

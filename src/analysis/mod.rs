@@ -313,7 +313,8 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 .reachable(&facts, &helpers)
                 .into_iter()
                 .any(|h| registers::tensor_core(text(helpers[h].site.body, src)));
-        let head_branches = hidden::head_branches(&site, &parsed.hidden, src);
+        let head_branches =
+            hidden::head_branches(&site, &parsed.hidden, &parsed.hidden_groups, src);
         // Bounds in a branch the grammar did not read would meet the cap's.
         let capped_wrapper = site.launch_bounds.is_empty()
             && site.head_attributes.is_empty()

@@ -257,7 +257,7 @@ fn lost_definition(
             while bytes.get(i).is_some_and(|&b| word(b)) {
                 i += 1;
             }
-            if matches!(&src[start..i], "__launch_bounds__" | "__maxnreg__") {
+            if crate::lang::KERNEL_ATTRIBUTE_CALLS.contains(&&src[start..i]) {
                 while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
                     i += 1;
                 }

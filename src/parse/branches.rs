@@ -128,6 +128,16 @@ fn directive_end(b: &[u8], line_end: usize) -> usize {
 /// branch, then the second... while none parses better).
 pub(super) const MOST_BRANCHES_TRIED: usize = 4;
 
+/// A view with some conditionals reduced to one branch (`FileGroups::kept_branches`).
+pub(super) struct Reduced {
+    pub view: Vec<u8>,
+    /// The other branches' text, blanked in the view.
+    pub hidden: Vec<Range<usize>>,
+    /// The groups those branches belong to, each from its `#if` line's start to its `#endif`
+    /// line's end.
+    pub groups: Vec<Range<usize>>,
+}
+
 /// A file's conditional groups and what the reductions ask of each, found once per parse.
 pub(super) struct FileGroups<'a> {
     src: &'a str,
@@ -151,8 +161,8 @@ impl<'a> FileGroups<'a> {
     }
 
     /// The view with the conditionals that syntax errors of `tree` point into reduced to
-    /// their branch number `keep` (their last where they have fewer), and the ranges of the
-    /// other branches blanked; None where no conditional is near an error. With
+    /// their branch number `keep` (their last where they have fewer), the other branches
+    /// blanked (`Reduced`); None where no conditional is near an error. With
     /// `unbalanced_only`, only the groups whose branches open or close braces alone. A group
     /// with one branch (no `#else`) is read with its text, its directive lines alone blanked:
     /// `#ifdef A` `if (a) {...} else` `#endif` `{...}` reads as the `if` with both bodies, and
@@ -166,7 +176,7 @@ impl<'a> FileGroups<'a> {
         blocks: &[Range<usize>],
         unbalanced_only: bool,
         keep: usize,
-    ) -> Option<(Vec<u8>, Vec<Range<usize>>)> {
+    ) -> Option<Reduced> {
         let FileGroups {
             src,
             groups,
@@ -242,6 +252,7 @@ impl<'a> FileGroups<'a> {
         }
         let mut bytes = view.to_vec();
         let mut hidden = Vec::new();
+        let mut spans = Vec::new();
         for g in chosen {
             for r in g.directives.iter().cloned().chain(others(g)) {
                 for b in &mut bytes[r] {
@@ -250,13 +261,21 @@ impl<'a> FileGroups<'a> {
                     }
                 }
             }
+            let before = hidden.len();
             hidden.extend(
                 others(g)
                     .into_iter()
                     .filter(|r| !src[r.clone()].trim().is_empty()),
             );
+            if hidden.len() > before {
+                spans.push(g.span.clone());
+            }
         }
-        Some((bytes, hidden))
+        Some(Reduced {
+            view: bytes,
+            hidden,
+            groups: spans,
+        })
     }
 }
 
@@ -595,10 +614,15 @@ mod tests {
         let space = crate::parse::SpaceMacros::default();
         let groups = FileGroups::new(src, &space);
         let blocks = compound_statements(&tree);
-        let (bytes, hidden) = groups
+        let Reduced {
+            view: bytes,
+            hidden,
+            groups: spans,
+        } = groups
             .kept_branches(src.as_bytes(), &tree, &blocks, true, 0)
             .expect("the head's group is reduced in the first pass");
         assert!(hidden.is_empty(), "{hidden:?}");
+        assert!(spans.is_empty(), "{spans:?}");
         let view = String::from_utf8(bytes).expect("utf-8");
         assert!(
             view.contains("#else"),
