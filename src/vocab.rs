@@ -6,6 +6,13 @@
 /// The line that makes a file's generated code compile (and marks a transformed file).
 pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
 
+/// An upper bound of the static shared memory the task loop itself declares in a wrapper
+/// (`run_tasks` in cuda_support/cupreempt/task_loop.cuh: 224 bytes on sm_90). A kernel whose
+/// own static shared memory leaves less than this under 48 KB is left as written
+/// (`analysis::shared_size`); fixtures/shared_memory_at_the_limit.cu compiles a wrapper at
+/// exactly this bound, so the bound is checked whenever the task loop changes.
+pub const TASK_LOOP_SHARED_BYTES: u64 = 256;
+
 /// The task-context parameter every shared body and rewritten helper takes.
 pub const CTX: &str = "__cp";
 /// The task context's type parameter.

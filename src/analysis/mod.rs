@@ -32,6 +32,7 @@ mod predicate;
 mod registers;
 pub(crate) mod scan;
 mod shared;
+mod shared_size;
 mod sites;
 mod spin;
 mod uneven;
@@ -300,6 +301,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .map(|h| h.name.clone()),
     );
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
+    let size_names = shared_size::SizeNames::new(src, &opts.known_macros);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
         let mut facts = body::facts(site.body, src, &macros, true);
@@ -340,7 +342,9 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                         &graph,
                         src,
                     )
-                }) {
+                })
+                .or_else(|| shared_size::refusal(&plan, &helpers, &graph, root, src, &size_names))
+            {
                 Some(d) => Err(vec![d]),
                 None => decide::decide(&plan, opts, &helpers, &graph, src),
             }

@@ -1,0 +1,417 @@
+//! How much static shared memory a kernel declares, where the text says: the persistent
+//! wrapper adds the task loop's own (`vocab::TASK_LOOP_SHARED_BYTES`), and a kernel whose
+//! arrays already fill the 48 KB that a block may declare statically would leave a wrapper
+//! that ptxas rejects ("uses too much shared data"), and the whole file with it (a
+//! graph-analytics suite's BFS declares `__shared__ int changed[12 * 1024]`, 49,152 bytes).
+//! Such a kernel is left as written, with the reason.
+//!
+//! Only a lower bound is computed: arrays whose element type or size this text does not
+//! settle (a template parameter, a struct, a name defined elsewhere) count nothing, so a
+//! kernel is refused only where the bytes that are certain pass the limit.
+
+use super::callgraph::CallGraph;
+use super::{HelperPlan, KernelPlan};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::lang::{kinds, text};
+use std::collections::BTreeMap;
+use tree_sitter::Node;
+
+/// What a block may declare statically (every architecture: 48 KB; more only as dynamic shared
+/// memory, after `cudaFuncSetAttribute`).
+const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+
+/// Object-like macros and constants that sizes may name: `#define N 1024`, `const int N = 1024;`,
+/// `constexpr unsigned N = ...;` (the file's, and the included files' macros).
+pub struct SizeNames {
+    values: BTreeMap<String, String>,
+}
+
+impl SizeNames {
+    pub fn new(src: &str, included_macros: &[(String, String)]) -> SizeNames {
+        let mut values: BTreeMap<String, String> = included_macros
+            .iter()
+            .map(|(n, b)| (n.clone(), b.clone()))
+            .collect();
+        for d in crate::parse::defines(src)
+            .into_iter()
+            .filter(|d| !d.function_like)
+        {
+            let body = crate::lang::without_comments(&d.body.replace("\\\n", " "));
+            values.insert(d.name.to_string(), body.trim().to_string());
+        }
+        static CONSTANT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+        let constant = CONSTANT.get_or_init(|| {
+            regex::Regex::new(
+                r"\b(?:const|constexpr)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|short|size_t|unsigned|uint32_t|int32_t|uint64_t|int64_t)\s+([A-Za-z_]\w*)\s*=\s*([^;{}]+);",
+            )
+            .expect("valid regex")
+        });
+        for c in constant.captures_iter(src) {
+            values
+                .entry(c[1].to_string())
+                .or_insert_with(|| c[2].trim().to_string());
+        }
+        SizeNames { values }
+    }
+
+    /// The value of an integer constant expression, where its every name is known here.
+    pub fn value(&self, expr: &str) -> Option<u64> {
+        let tokens = tokens(&crate::lang::without_comments(expr))?;
+        let mut p = Eval {
+            names: self,
+            tokens,
+            at: 0,
+            depth: 0,
+        };
+        let v = p.expr(0)?;
+        (p.at == p.tokens.len()).then_some(v)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Token {
+    Number(u64),
+    Name(String),
+    Op(&'static str),
+}
+
+fn tokens(s: &str) -> Option<Vec<Token>> {
+    const OPS: [&str; 11] = ["<<", ">>", "+", "-", "*", "/", "%", "(", ")", "&", "|"];
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_whitespace() {
+            i += 1;
+        } else if c.is_ascii_digit() {
+            let start = i;
+            while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'\'') {
+                i += 1;
+            }
+            let lit: String = s[start..i]
+                .chars()
+                .filter(|&c| c != '\'')
+                .collect::<String>()
+                .trim_end_matches(['u', 'U', 'l', 'L'])
+                .to_string();
+            let v = match lit.strip_prefix("0x").or_else(|| lit.strip_prefix("0X")) {
+                Some(h) => u64::from_str_radix(h, 16).ok()?,
+                None => lit.parse().ok()?,
+            };
+            out.push(Token::Number(v));
+        } else if c == b'_' || c.is_ascii_alphabetic() {
+            let start = i;
+            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            out.push(Token::Name(s[start..i].to_string()));
+        } else {
+            let op = OPS.iter().find(|op| s[i..].starts_with(**op))?;
+            out.push(Token::Op(op));
+            i += op.len();
+        }
+    }
+    Some(out)
+}
+
+/// Precedence climbing over `tokens`; names expand to their values (macros and constants),
+/// `sizeof(T)` to `element_bytes`. None for anything else, a division by zero, an overflow.
+struct Eval<'n> {
+    names: &'n SizeNames,
+    tokens: Vec<Token>,
+    at: usize,
+    depth: usize,
+}
+
+impl Eval<'_> {
+    fn expr(&mut self, min: u8) -> Option<u64> {
+        let mut left = self.unary()?;
+        loop {
+            let Some(Token::Op(op)) = self.tokens.get(self.at) else {
+                return Some(left);
+            };
+            let prec = match *op {
+                "*" | "/" | "%" => 4,
+                "+" | "-" => 3,
+                "<<" | ">>" => 2,
+                "&" | "|" => 1,
+                _ => return Some(left),
+            };
+            if prec < min {
+                return Some(left);
+            }
+            let op = *op;
+            self.at += 1;
+            let right = self.expr(prec + 1)?;
+            left = match op {
+                "*" => left.checked_mul(right)?,
+                "/" => left.checked_div(right)?,
+                "%" => left.checked_rem(right)?,
+                "+" => left.checked_add(right)?,
+                "-" => left.checked_sub(right)?,
+                "<<" => left.checked_shl(u32::try_from(right).ok()?)?,
+                ">>" => left.checked_shr(u32::try_from(right).ok()?)?,
+                "&" => left & right,
+                _ => left | right,
+            };
+        }
+    }
+
+    fn unary(&mut self) -> Option<u64> {
+        let t = self.tokens.get(self.at)?.clone();
+        self.at += 1;
+        match t {
+            Token::Number(v) => Some(v),
+            Token::Op("(") => {
+                let v = self.expr(0)?;
+                (self.tokens.get(self.at) == Some(&Token::Op(")"))).then(|| self.at += 1)?;
+                Some(v)
+            }
+            Token::Op("+") => self.unary(),
+            Token::Name(n) if n == "sizeof" => {
+                (self.tokens.get(self.at) == Some(&Token::Op("("))).then(|| self.at += 1)?;
+                let close = self.tokens[self.at..]
+                    .iter()
+                    .position(|t| t == &Token::Op(")"))?;
+                let words: Vec<&str> = self.tokens[self.at..self.at + close]
+                    .iter()
+                    .map(|t| match t {
+                        Token::Name(n) => Some(n.as_str()),
+                        _ => None,
+                    })
+                    .collect::<Option<_>>()?;
+                self.at += close + 1;
+                element_bytes(&words.join(" "))
+            }
+            Token::Name(n) => {
+                // Macros that name macros: a few levels, never a cycle.
+                if self.depth > 8 {
+                    return None;
+                }
+                let body = self.names.values.get(&n)?;
+                let mut inner = Eval {
+                    names: self.names,
+                    tokens: tokens(body)?,
+                    at: 0,
+                    depth: self.depth + 1,
+                };
+                let v = inner.expr(0)?;
+                (inner.at == inner.tokens.len()).then_some(v)
+            }
+            Token::Op(_) => None,
+        }
+    }
+}
+
+/// The size of a built-in element type (CUDA's vector types included), as the device lays it
+/// out (64-bit `long`); None for any other type.
+fn element_bytes(ty: &str) -> Option<u64> {
+    let words: Vec<&str> = ty
+        .split_whitespace()
+        .filter(|w| {
+            !matches!(
+                *w,
+                "const" | "volatile" | "signed" | "static" | "__shared__"
+            )
+        })
+        .collect();
+    let ty = match words.as_slice() {
+        ["unsigned"] => "int",
+        ["unsigned", rest @ ..] | rest => &rest.join(" "),
+    };
+    Some(match ty {
+        "char" | "bool" | "int8_t" | "uint8_t" | "char1" | "uchar1" => 1,
+        "short" | "short int" | "int16_t" | "uint16_t" | "half" | "__half" | "__nv_bfloat16"
+        | "char2" | "uchar2" => 2,
+        "int" | "float" | "int32_t" | "uint32_t" | "uint" | "half2" | "__half2"
+        | "__nv_bfloat162" | "char4" | "uchar4" | "short2" | "ushort2" | "int1" | "uint1"
+        | "float1" => 4,
+        "long" | "long int" | "long long" | "long long int" | "double" | "size_t" | "int64_t"
+        | "uint64_t" | "float2" | "int2" | "uint2" | "short4" | "ushort4" | "long1" | "ulong1"
+        | "double1" | "longlong1" | "ulonglong1" => 8,
+        "float3" | "int3" | "uint3" => 12,
+        "float4" | "int4" | "uint4" | "double2" | "long2" | "ulong2" | "longlong2"
+        | "ulonglong2" => 16,
+        _ => return None,
+    })
+}
+
+/// The certain bytes of the static `__shared__` variables a declaration defines (none where it
+/// is not one: `extern`, or no `__shared__`).
+fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
+    let mut shared = false;
+    let mut c = decl.walk();
+    for child in decl.children(&mut c) {
+        match child.kind() {
+            "type_qualifier" | "attribute_specifier" if text(child, src) == "__shared__" => {
+                shared = true
+            }
+            "storage_class_specifier" if text(child, src) == "extern" => return 0,
+            _ => {}
+        }
+    }
+    if !shared {
+        return 0;
+    }
+    let Some(element) = decl
+        .child_by_field_name("type")
+        .and_then(|t| element_bytes(text(t, src)))
+    else {
+        return 0;
+    };
+    let mut c = decl.walk();
+    decl.children_by_field_name("declarator", &mut c)
+        .map(|d| {
+            let mut d = d;
+            if d.kind() == "init_declarator" {
+                match d.child_by_field_name("declarator") {
+                    Some(inner) => d = inner,
+                    None => return 0,
+                }
+            }
+            let mut count = 1u64;
+            while d.kind() == "array_declarator" {
+                let Some(n) = d
+                    .child_by_field_name("size")
+                    .and_then(|s| names.value(text(s, src)))
+                else {
+                    return 0; // unknown, or `[]`
+                };
+                count = count.saturating_mul(n);
+                match d.child_by_field_name("declarator") {
+                    Some(inner) => d = inner,
+                    None => break,
+                }
+            }
+            if d.kind() == "pointer_declarator" {
+                return 0; // a pointer in shared memory: the size is not the array's
+            }
+            count.saturating_mul(element)
+        })
+        .fold(0u64, u64::saturating_add)
+}
+
+/// Declarations in `node` (a body), nested ones included.
+fn declarations<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    let mut c = node.walk();
+    for child in node.children(&mut c) {
+        if child.kind_id() == kinds().declaration {
+            out.push(child);
+        }
+        declarations(child, out);
+    }
+}
+
+/// The kernel is left as written where the static shared memory it certainly declares (its
+/// body, the helpers it reaches, file-scope arrays they name) leaves less than the task loop's
+/// own under the limit.
+pub fn refusal(
+    plan: &KernelPlan,
+    helpers: &[HelperPlan],
+    graph: &CallGraph,
+    root: Node,
+    src: &str,
+    names: &SizeNames,
+) -> Option<Diagnostic> {
+    if !src.contains("__shared__") {
+        return None;
+    }
+    let mut bodies = vec![plan.site.body];
+    bodies.extend(
+        graph
+            .reachable(&plan.facts, helpers)
+            .into_iter()
+            .map(|h| helpers[h].site.body),
+    );
+    let mut decls = Vec::new();
+    for b in &bodies {
+        declarations(*b, &mut decls);
+    }
+    let mut bytes: u64 = decls
+        .iter()
+        .map(|d| declared_bytes(*d, src, names))
+        .fold(0, u64::saturating_add);
+    // File-scope arrays: each kernel that names one has its own.
+    let mut file_scope = Vec::new();
+    file_declarations(root, &mut file_scope);
+    for d in file_scope {
+        let declared = declared_bytes(d, src, names);
+        if declared == 0 {
+            continue;
+        }
+        let name = declarator_name(d, src);
+        if name.is_some_and(|n| {
+            bodies
+                .iter()
+                .any(|b| crate::lang::has_word(text(*b, src), n))
+        }) {
+            bytes = bytes.saturating_add(declared);
+        }
+    }
+    let reserve = crate::vocab::TASK_LOOP_SHARED_BYTES;
+    if bytes + reserve <= STATIC_SHARED_LIMIT {
+        return None;
+    }
+    Some(
+        Diagnostic::new(
+            Code::Unsupported,
+            format!(
+                "kernel `{}` declares {bytes} bytes of static shared memory: with the persistent loop's own (at most {reserve} bytes) its wrapper would pass the {STATIC_SHARED_LIMIT} bytes a block may declare statically, and would not compile",
+                plan.site.name
+            ),
+        )
+        .label(plan.site.name_node.byte_range(), "left as written")
+        .help("declare the largest array `extern __shared__` and pass its size at launch (dynamic shared memory has no such limit once raised with cudaFuncSetAttribute)"),
+    )
+}
+
+/// Declarations at file and namespace scope.
+fn file_declarations<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
+    let mut c = node.walk();
+    for child in node.children(&mut c) {
+        if child.kind_id() == kinds().declaration {
+            out.push(child);
+        } else if matches!(child.kind(), "namespace_definition" | "declaration_list") {
+            file_declarations(child, out);
+        }
+    }
+}
+
+/// The name a declaration's first declarator declares.
+fn declarator_name<'s>(decl: Node, src: &'s str) -> Option<&'s str> {
+    let mut d = decl.child_by_field_name("declarator")?;
+    while let Some(inner) = d.child_by_field_name("declarator") {
+        d = inner;
+    }
+    (d.kind() == "identifier").then(|| text(d, src))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_from_macros_constants_and_sizeof() {
+        let src = "#define BLK 1024\n#define WORK 12 // per thread\n#define ALL (WORK * BLK)\n\
+                   const int kTile = 32;\nconstexpr unsigned kPad = kTile + 1;\n";
+        let names = SizeNames::new(src, &[("HDR".to_string(), "0x10".to_string())]);
+        assert_eq!(names.value("ALL"), Some(12 * 1024));
+        assert_eq!(names.value("kTile * kPad"), Some(32 * 33));
+        assert_eq!(names.value("HDR << 2"), Some(64));
+        assert_eq!(names.value("sizeof(float4) * 4"), Some(64));
+        assert_eq!(names.value("BLK / 2 + 1 - 1"), Some(512));
+        assert_eq!(names.value("UNKNOWN * 2"), None);
+        assert_eq!(names.value("BLK / 0"), None);
+        assert_eq!(names.value("(BLK"), None);
+    }
+
+    #[test]
+    fn element_types() {
+        assert_eq!(element_bytes("unsigned int"), Some(4));
+        assert_eq!(element_bytes("volatile unsigned"), Some(4));
+        assert_eq!(element_bytes("unsigned long long"), Some(8));
+        assert_eq!(element_bytes("double2"), Some(16));
+        assert_eq!(element_bytes("T"), None);
+    }
+}
