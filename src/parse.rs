@@ -1497,8 +1497,9 @@ pub(crate) fn last_word(text: &str) -> &str {
 /// (CP100, or CP001 in a kernel that prints). Where an identifier follows a string literal
 /// with blanks between (without them it is a literal's suffix), it can only be such a macro
 /// (`extern "C" int f()` and `operator "" _km` aside); the masked view turns it into a
-/// literal of the same length (`"    "`, at least two characters). What a literal holds, no
-/// analysis reads. Comments, character literals and directive lines are skipped.
+/// literal of the same length (`"    "`, at least two characters), its arguments with it where
+/// it is called on one line; it may stand on the next line. What a literal holds, no analysis
+/// reads. Comments, character literals and directive lines are skipped.
 fn string_macro_uses(src: &str) -> Vec<std::ops::Range<usize>> {
     if !src.contains('"') {
         return Vec::new();
@@ -1569,7 +1570,7 @@ fn string_macro_uses(src: &str) -> Vec<std::ops::Range<usize>> {
                 }
                 let at = i + b[i.min(b.len())..]
                     .iter()
-                    .take_while(|&&x| x == b' ' || x == b'\t')
+                    .take_while(|&&x| x.is_ascii_whitespace())
                     .count();
                 let end = at
                     + b[at.min(b.len())..]
@@ -1577,7 +1578,15 @@ fn string_macro_uses(src: &str) -> Vec<std::ops::Range<usize>> {
                         .take_while(|&&x| ident(x))
                         .count();
                 if at > i && end - at >= 2 && !b[at].is_ascii_digit() {
-                    out.push(at..end);
+                    // With its arguments where they follow on its line: `"B0: bra B1;\n"`
+                    // then `repeat31("add.u32 %0, %1, 1;\n")` on the next line, a macro that
+                    // repeats its string (a power-measurement suite's inline PTX).
+                    let call_end = (b.get(end) == Some(&b'('))
+                        .then(|| closing_paren(b, end))
+                        .flatten()
+                        .filter(|&close| !src[end..close].contains('\n'))
+                        .map_or(end, |close| close + 1);
+                    out.push(at..call_end);
                 }
                 line_start = false;
                 continue;
@@ -2705,6 +2714,15 @@ void h(int* d) {
         assert_eq!(found, ["PRId64", "PRIu64", "NAME"]);
         let m = masked(src).expect("masked");
         assert!(m.contains("\"v=%\" \"    \" \"\\n\""), "{m}");
+        // On the next line, with its arguments: a macro that repeats a string of inline PTX.
+        let asm = "#define REP2(S) S S\n__global__ void k(unsigned* o) {\n  unsigned v = 1;\n  asm volatile(\"B0: bra.uni B1;\\n\\t\"\n    REP2(\"add.u32 %0, %0, 1;\\n\\t\")\n    \"B1:\" : \"+r\"(v));\n  o[0] = v;\n}\n";
+        let found: Vec<&str> = string_macro_uses(asm)
+            .into_iter()
+            .map(|r| &asm[r])
+            .collect();
+        assert_eq!(found, ["REP2(\"add.u32 %0, %0, 1;\\n\\t\")"]);
+        assert!(error_count_of(asm) > 0, "an error as written");
+        assert_eq!(error_count(asm), 0, "{:?}", masked(asm));
         assert_eq!(error_count_of(&m), 0, "{m}");
         assert!(
             error_count_of(src) > 0,
