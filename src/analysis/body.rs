@@ -102,6 +102,9 @@ pub struct BodyFacts<'t> {
     /// (`uneven::Rounds::lane_dependent`): in the original those lanes exit, and a warp sync after
     /// stops waiting for them.
     pub lane_returns: Vec<Node<'t>>,
+    /// Warp syncs and calls (kernels only) under a condition that differs between the lanes of
+    /// a warp (`uneven::Rounds::lane_guarded`): in the original the lanes that skip one exit.
+    pub lane_guarded: Vec<Node<'t>>,
     pub macro_uses: Vec<MacroUse<'t>>,
     /// Uses of a statement-head macro followed by its block (`KERNEL_LOOP(i, n) { ... }`),
     /// which the grammar reads as a call statement and a block (the masked view's `;`): the
@@ -223,6 +226,7 @@ pub fn facts<'t>(
         warp_syncs: Vec::new(),
         lane_uneven_loops: Vec::new(),
         lane_returns: Vec::new(),
+        lane_guarded: Vec::new(),
         macro_uses: Vec::new(),
         head_macros: Vec::new(),
         refusals: Vec::new(),
@@ -349,8 +353,27 @@ pub fn facts<'t>(
             .filter(|r| r.node.kind_id() == k.return_statement)
             .map(|r| r.node)
             .collect();
-        if !block_loops.is_empty() || !warp_loops.is_empty() || !returns.is_empty() {
+        if !block_loops.is_empty() || !warp_loops.is_empty() || !returns.is_empty() || may_sync_warp
+        {
             let rounds = super::uneven::Rounds::new(&nodes, src);
+            if may_sync_warp {
+                // A tile's operations (`tile8.shfl_down(...)`, `cg::reduce(tile, ...)`) wait
+                // for the tile's lanes, which a guard at the tile's edge keeps together
+                // (`if (threadIdx.x < 8)` around an 8-lane tile's reduction): only intrinsics
+                // by a warp's mask and calls of helpers are asked.
+                let by_mask = |w: &&Node| {
+                    w.child_by_field_id(lang::fields().function)
+                        .is_some_and(|c| lang::WARP_SYNC_FUNCTIONS.contains(&text(c, src)))
+                };
+                let syncs: Vec<Node> = f
+                    .warp_syncs
+                    .iter()
+                    .filter(by_mask)
+                    .copied()
+                    .chain(f.calls.iter().map(|c| c.node))
+                    .collect();
+                f.lane_guarded = rounds.lane_guarded(&syncs);
+            }
             if !block_loops.is_empty() {
                 f.uneven_loops = rounds.uneven_loops(&block_loops);
             }

@@ -307,6 +307,22 @@ pub fn decide<'t>(
             .help("in the original, the returned lanes end, and the warp's operation stops waiting for them; a persistent block's lane cannot end. Let every lane reach the operation (guard the work, not the shuffle), or name the lanes that take part in the mask (`__ballot_sync`, `__activemask()`)"),
         );
     }
+    let lane_guarded = warp_syncs.iter().find(|(w, _)| {
+        plan.facts
+            .lane_guarded
+            .iter()
+            .any(|g| g.start_byte() == w.start && g.end_byte() == w.end)
+    });
+    if let Some((w, helper)) = lane_guarded {
+        refusals.push(
+            Diagnostic::new(
+                Code::BarrierHazard,
+                format!("kernel `{}`: a warp-synchronous operation under a condition that differs between the lanes of a warp", k.name),
+            )
+            .label(w.clone(), format!("the lanes that take the branch wait at {}", what(*helper)))
+            .help("in the original, the lanes that skip the branch run on to the kernel's end and exit, and the warp's operation stops waiting for them; a persistent block's lane cannot end, so the others would wait for it. Let every lane of the warp reach the operation (guard the work, not the shuffle), or name the lanes that take part in the mask (`__ballot_sync`, `__activemask()`)"),
+        );
+    }
     let hazard = plan
         .facts
         .returns

@@ -86,6 +86,26 @@ impl<'t, 's> Rounds<'t, 's> {
     }
 }
 
+impl<'t> Rounds<'t, '_> {
+    /// Of `syncs` (warp syncs, calls), those under an `if`, `?:`, `switch` or `&&`/`||` whose
+    /// condition differs between the lanes of a warp: in the original the lanes that skip one
+    /// run on to the kernel's end and exit, and the operation stops waiting for them; in a task
+    /// they stay, and wait at the next barrier or take part in the next task's operation.
+    pub fn lane_guarded(&self, syncs: &[Node<'t>]) -> Vec<Node<'t>> {
+        let Some(&body) = self.nodes.first() else {
+            return Vec::new();
+        };
+        let parent = |n: Node<'t>| self.parent(n);
+        let lanes = Threadness::new(self.nodes, self.src, &parent, Level::Lane);
+        let uses_lane = |n: Node| lanes.uses(n);
+        syncs
+            .iter()
+            .copied()
+            .filter(|w| under_condition(*w, body, &uses_lane, &parent))
+            .collect()
+    }
+}
+
 /// Of `loops`, those whose condition uses values of `thread`'s kind, or that a `break` or
 /// `goto` under such a condition leaves.
 fn leaving_unevenly<'t>(
@@ -151,6 +171,9 @@ struct Threadness<'s> {
     /// Each name's variables (indices into `variables`).
     by_name: HashMap<&'s str, Vec<usize>>,
     thread: Vec<bool>,
+    /// Per variable, whether its every write is the thread's linear index
+    /// (`linear_thread_index`: `int tid = threadIdx.x;`).
+    thread_index_copy: Vec<bool>,
 }
 
 impl<'s> Threadness<'s> {
@@ -169,6 +192,7 @@ impl<'s> Threadness<'s> {
             variables: Vec::new(),
             by_name: HashMap::new(),
             thread: Vec::new(),
+            thread_index_copy: Vec::new(),
         };
         // Each write: the name written and the value it gets.
         let mut writes: Vec<(Node, Node)> = Vec::new();
@@ -214,6 +238,17 @@ impl<'s> Threadness<'s> {
                 }
             }
         }
+        // Copies of the thread's index: every write of the variable is `threadIdx.x`.
+        let mut copies: HashMap<usize, bool> = HashMap::new();
+        for (target, value) in &writes {
+            if let Some(i) = t.resolve(*target) {
+                let copy = linear_thread_index(text(*value, src));
+                *copies.entry(i).or_insert(true) &= copy;
+            }
+        }
+        for (i, copy) in copies {
+            t.thread_index_copy[i] = copy;
+        }
         loop {
             let mut changed = false;
             for (target, value) in &writes {
@@ -243,7 +278,51 @@ impl<'s> Threadness<'s> {
         self.by_name.entry(v.name).or_default().push(i);
         self.variables.push(v);
         self.thread.push(false);
+        self.thread_index_copy.push(false);
         i
+    }
+
+    /// Whether `e` compares the thread's index itself with a bound at a warp's edge
+    /// (`threadIdx.x < 32`, `tid >= 64`, `tid > 31`, `tid < warpSize`): one answer for the lanes
+    /// of a warp, where a block's width is a whole number of warps, as a block reduction's
+    /// `if (tid < 32)` assumes.
+    fn warp_aligned_comparison(&self, e: Node) -> bool {
+        let f = lang::fields();
+        let op = e
+            .child_by_field_id(f.operator)
+            .map_or("", |o| text(o, self.src));
+        let (Some(l), Some(r)) = (e.child_by_field_id(f.left), e.child_by_field_id(f.right)) else {
+            return false;
+        };
+        let index = |n: Node| {
+            linear_thread_index(text(n, self.src))
+                || (n.kind_id() == kinds().identifier
+                    && self.resolve(n).is_some_and(|i| self.thread_index_copy[i]))
+        };
+        // The bound, counted in lanes: a literal, or a warp's width by name.
+        let bound = |n: Node| -> Option<u64> {
+            let t = text(n, self.src).trim_end_matches(['u', 'U']);
+            t.parse::<u64>().ok().or_else(|| {
+                let lower = t.to_ascii_lowercase();
+                (lower == "warpsize" || lower == "warp_size" || lower == "warp_sz").then_some(32)
+            })
+        };
+        // Written with the index on the left: `<` and `>=` cut at the bound, `<=` and `>`
+        // after it.
+        let cut = match (index(l), index(r)) {
+            (true, false) => match (op, bound(r)) {
+                ("<" | ">=", Some(c)) => c,
+                ("<=" | ">", Some(c)) => c + 1,
+                _ => return false,
+            },
+            (false, true) => match (op, bound(l)) {
+                (">" | "<=", Some(c)) => c,
+                (">=" | "<", Some(c)) => c + 1,
+                _ => return false,
+            },
+            _ => return false,
+        };
+        cut % 32 == 0
     }
 
     /// The variable an identifier names: the innermost declaration of its name, before it, in
@@ -279,8 +358,13 @@ impl<'s> Threadness<'s> {
                             .is_some_and(|x| text(x, self.src) == "x");
                         return false;
                     }
-                    // A warp's index: one value for the warp's lanes.
-                    "binary_expression" if per_warp(d, self.src) => return false,
+                    // A warp's index, or whether the lane's warp is past a bound at a warp's
+                    // edge: one value for the warp's lanes.
+                    "binary_expression"
+                        if per_warp(d, self.src) || self.warp_aligned_comparison(d) =>
+                    {
+                        return false
+                    }
                     "call_expression" => {
                         let method = d
                             .child_by_field_id(fields.function)
@@ -318,6 +402,28 @@ impl<'s> Threadness<'s> {
         });
         found
     }
+}
+
+/// Whether `text` is the thread's linear index within its block, in whose order the block's
+/// warps take their lanes: `threadIdx.x`, or `threadIdx.y * blockDim.x + threadIdx.x` with its
+/// operands in either order.
+fn linear_thread_index(text: &str) -> bool {
+    let t: String = text.split_whitespace().collect();
+    let t = t.trim_start_matches('(').trim_end_matches(')');
+    if t == "threadIdx.x" {
+        return true;
+    }
+    let Some((a, b)) = t.split_once('+') else {
+        return false;
+    };
+    let row = |r: &str| {
+        r.trim_matches(['(', ')'])
+            .split_once('*')
+            .is_some_and(|(p, q)| {
+                (p, q) == ("threadIdx.y", "blockDim.x") || (p, q) == ("blockDim.x", "threadIdx.y")
+            })
+    };
+    (a == "threadIdx.x" && row(b)) || (b == "threadIdx.x" && row(a))
 }
 
 /// Whether `e` divides by a warp's width or more (`x / 32`, `x >> 5`, `x / WARP_SIZE`,
@@ -521,6 +627,26 @@ fn innermost_breakable<'t>(
 mod tests {
     use super::*;
     use crate::analysis::flow::descendants;
+
+    #[test]
+    fn linear_thread_indices() {
+        for t in [
+            "threadIdx.x",
+            "threadIdx.y * blockDim.x + threadIdx.x",
+            "threadIdx.x + blockDim.x * threadIdx.y",
+            "(threadIdx.y * blockDim.x) + threadIdx.x",
+        ] {
+            assert!(linear_thread_index(t), "{t}");
+        }
+        for t in [
+            "threadIdx.y",
+            "threadIdx.x + blockIdx.x * blockDim.x",
+            "threadIdx.y * blockDim.y + threadIdx.x",
+            "threadIdx.x >> 1",
+        ] {
+            assert!(!linear_thread_index(t), "{t}");
+        }
+    }
 
     /// The kernels' loops that `uneven_loops` finds, by their first line.
     fn uneven(src: &str) -> Vec<String> {
