@@ -189,6 +189,10 @@ pub struct KnownHelper {
     pub name: String,
     pub reads_block_ids: bool,
     pub synchronizes: bool,
+    /// Synchronizes the lanes of a warp by a fixed mask (a shuffle, a vote, `__syncwarp`),
+    /// directly or through other helpers: a kernel here that calls it under a condition that
+    /// differs between lanes is refused as for its own shuffle (CP004).
+    pub synchronizes_warp: bool,
     /// Its file, transformed in the same run, gives it the task-context form
     /// (`Options::helpers_for_other_files`): a kernel here passes its context.
     pub with_ctx: bool,
@@ -209,6 +213,7 @@ impl KnownHelper {
             name: name.to_string(),
             reads_block_ids: true,
             synchronizes: true,
+            synchronizes_warp: true,
             with_ctx: false,
             member: false,
             unread: true,
@@ -222,11 +227,12 @@ impl KnownHelper {
                 name: h.site.name.clone(),
                 reads_block_ids: h.needs_ctx || h.unfollowed_read,
                 synchronizes: h.synchronizes,
+                synchronizes_warp: h.synchronizes_warp,
                 with_ctx: h.needs_ctx && h.reached && !h.site.member && !h.unfollowed_read,
                 member: h.site.member,
                 unread: false,
             })
-            .filter(|h| h.reads_block_ids || h.synchronizes)
+            .filter(|h| h.reads_block_ids || h.synchronizes || h.synchronizes_warp)
             .collect()
     }
 }

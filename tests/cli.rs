@@ -1606,6 +1606,39 @@ fn namesakes_in_two_files_launch_with_conditional_arguments() {
     }
 }
 
+/// A helper of an included header that shuffles by a full mask is a warp sync to the kernels
+/// of the file that includes it: called under a condition that differs between a warp's lanes
+/// (HeCBench's segsort: `exch_intxn` in `bb_exch.cuh`, called under `if (bin_it < bin_size)`,
+/// `bin_it = gid >> 1`), or after a return that does, the kernel is refused (CP004; the
+/// preemptible program hung), where the same helper called by whole warps is transformed.
+#[test]
+fn warp_syncs_of_included_helpers_count() {
+    let dir = support::tempdir("cli-included-warp-sync");
+    std::fs::write(
+        dir.join("exch.cuh"),
+        "template <class K>\n__device__ inline void exch(K& k, int mask) {\n  K o = __shfl_xor_sync(0xffffffff, k, mask);\n  k = k < o ? o : k;\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include \"exch.cuh\"\n\
+         __global__ void pairs(int* key, int n) {\n  int gid = threadIdx.x + blockIdx.x * blockDim.x;\n  int it = gid >> 1;\n  if (it < n) {\n    int k = key[gid];\n    exch(k, 1);\n    key[gid] = k;\n  }\n}\n\
+         __global__ void pairs_returned(int* key, int n) {\n  int gid = threadIdx.x + blockIdx.x * blockDim.x;\n  if ((gid >> 1) >= n) return;\n  int k = key[gid];\n  exch(k, 1);\n  key[gid] = k;\n}\n\
+         __global__ void warps(int* key, int n) {\n  int gid = threadIdx.x + blockIdx.x * blockDim.x;\n  if ((gid >> 5) < n) {\n    int k = key[gid];\n    exch(k, 1);\n    key[gid] = k;\n  }\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "k.cu", "exch.cuh"], &dir);
+    let out = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+    for refused in ["pairs", "pairs_returned"] {
+        assert!(
+            out.lines()
+                .any(|l| l.contains(&format!(" {refused}: left as it is: CP004"))),
+            "{refused}: {out}"
+        );
+    }
+    assert!(out.contains(" warps: transformable"), "{out}");
+}
+
 /// Variant headers, each defining and launching its own `init` and `step`, that one `.cu` file
 /// includes under `#if VARIANT == ...` (a graph-analytics suite's BFS variants): a header's
 /// launches of a kernel it defines itself launch its own, so the namesakes its includer brings

@@ -44,11 +44,13 @@ impl CallGraph {
     /// Builds the graph and marks the helpers that need the task context. `external_barriers`:
     /// functions of included files that synchronize the block (`Options::known_helpers`); a
     /// call to one is a barrier like a call to a helper of this file that synchronizes.
+    /// `external_warp_syncs`: those that synchronize the lanes of a warp by a fixed mask.
     /// `external_ctx`: functions of included files that take the task context
     /// (`KnownHelper::with_ctx`); a helper here that calls one needs the context too.
     pub fn build(
         helpers: &mut [HelperPlan],
         external_barriers: &[&str],
+        external_warp_syncs: &[&str],
         external_ctx: &[&str],
     ) -> CallGraph {
         let mut ctx_names: BTreeSet<String> = external_ctx
@@ -98,8 +100,15 @@ impl CallGraph {
         for h in helpers.iter_mut() {
             h.synchronizes = barrier_names.contains(&h.site.name);
         }
-        let warp_sync_names =
-            calling_closure(helpers, BTreeSet::new(), |f| !f.warp_syncs.is_empty());
+        let external: BTreeSet<String> = external_warp_syncs
+            .iter()
+            .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
+            .map(|n| n.to_string())
+            .collect();
+        let warp_sync_names = calling_closure(helpers, external, |f| !f.warp_syncs.is_empty());
+        for h in helpers.iter_mut() {
+            h.synchronizes_warp = warp_sync_names.contains(&h.site.name);
+        }
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, h) in helpers.iter().enumerate() {
             by_name.entry(h.site.name.clone()).or_default().push(i);

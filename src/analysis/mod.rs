@@ -169,6 +169,9 @@ pub struct HelperPlan<'t> {
     pub needs_ctx: bool,
     /// Synchronizes the block, directly or through other helpers (`CallGraph::build`).
     pub synchronizes: bool,
+    /// Synchronizes the lanes of a warp by a fixed mask, directly or through other helpers
+    /// (`CallGraph::build`).
+    pub synchronizes_warp: bool,
     /// Is called, directly or not, by a transformed kernel.
     pub reached: bool,
     /// Reaches a read of the block index that no task context can follow (a type's implicit
@@ -276,7 +279,18 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         .filter(|h| h.reads_block_ids && h.with_ctx)
         .map(|h| h.name.as_str())
         .collect();
-    let mut graph = CallGraph::build(&mut helpers, &external_barriers, &external_ctx);
+    let external_warp_syncs: Vec<&str> = opts
+        .known_helpers
+        .iter()
+        .filter(|h| h.synchronizes_warp)
+        .map(|h| h.name.as_str())
+        .collect();
+    let mut graph = CallGraph::build(
+        &mut helpers,
+        &external_barriers,
+        &external_warp_syncs,
+        &external_ctx,
+    );
     graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
     graph.file_variables = callgraph::file_variables(root, src);
     // Names whose use reads the block index: macros that read it, and helpers that do (a call
@@ -699,6 +713,7 @@ fn helper_plans<'t>(
             site: h,
             needs_ctx: false,
             synchronizes: false,
+            synchronizes_warp: false,
             reached: false,
             unfollowed_read: false,
             call_defaults: None,
