@@ -283,6 +283,16 @@ def toolkit_front(tree: Path, cli, toolkit: Path) -> str:
     return str(front)
 
 
+def program_name(rel: Path, programs) -> str:
+    """A program's name in the report and its results file: its folder's name, or its path
+    with `-` for `/` where another selected folder has the same name (accel-sim's tensor-core
+    microbenchmarks: `ClockProfiling/FP16_MODE` and `SassProfiling/FP16_MODE`, whose results
+    were one file)."""
+    if sum(1 for other, _ in programs if other.name == rel.name) > 1:
+        return str(rel).replace("/", "-")
+    return rel.name
+
+
 def build_both(root, rel, trees, cli, lib, arch, targets=None):
     """Builds one program as written and through the launcher; returns (row fields, scripts).
     `targets`: the make targets of a run list's programs in this folder (EXT_RUN_LIST), built
@@ -377,7 +387,7 @@ def main():
     # folder's run script.
     jobs = [(name, Path(exe).parent, trees[0] / exe, trees[1] / exe, args)
             for name, exe, args in commands] if commands is not None else \
-        [(rel.name, rel, None, None, []) for rel, _ in programs]
+        [(program_name(rel, programs), rel, None, None, []) for rel, _ in programs]
     for name, rel, exe_o, exe_t, args in jobs:
         cached = results / f"{name}.json"
         if cached.exists() and not os.environ.get("EXT_RERUN"):
@@ -625,6 +635,10 @@ def self_test():
         (prog / "cuda/lud_kernel.cu").write_text("")
         assert [p.name for p in program_sources(prog)] == [
             "lud_kernel.cu", "kernels.h", "main.cu", "util.hpp"]
+        # Folders of one name in two places get their paths as names.
+        chosen = [(Path("Clock/FP16"), None), (Path("Sass/FP16"), None), (Path("mem_bw"), None)]
+        assert [program_name(r, chosen) for r, _ in chosen] == [
+            "Clock-FP16", "Sass-FP16", "mem_bw"]
     print("makefile_suite self-test: ok")
 
 
