@@ -170,7 +170,11 @@ struct Threadness<'s> {
     variables: Vec<Variable<'s>>,
     /// Each name's variables (indices into `variables`).
     by_name: HashMap<&'s str, Vec<usize>>,
-    thread: Vec<bool>,
+    /// Per variable, where the writes that give it a value of the thread's are (their
+    /// targets' offsets): a use sees those before it, and those in a loop around it.
+    thread: Vec<Vec<usize>>,
+    /// The body's loops: a write in one reaches the uses before it in the same loop.
+    loops: Vec<Range<usize>>,
     /// Per variable, whether its every write is the thread's linear index
     /// (`linear_thread_index`: `int tid = threadIdx.x;`).
     thread_index_copy: Vec<bool>,
@@ -192,6 +196,11 @@ impl<'s> Threadness<'s> {
             variables: Vec::new(),
             by_name: HashMap::new(),
             thread: Vec::new(),
+            loops: nodes
+                .iter()
+                .filter(|n| is_loop(**n))
+                .map(|n| n.byte_range())
+                .collect(),
             thread_index_copy: Vec::new(),
         };
         // Each write: the name written and the value it gets.
@@ -261,8 +270,9 @@ impl<'s> Threadness<'s> {
                         at: body.start,
                     }),
                 };
-                if !t.thread[i] && t.uses(*value) {
-                    t.thread[i] = true;
+                let at = target.start_byte();
+                if !t.thread[i].contains(&at) && t.uses(*value) {
+                    t.thread[i].push(at);
                     changed = true;
                 }
             }
@@ -277,9 +287,19 @@ impl<'s> Threadness<'s> {
         let i = self.variables.len();
         self.by_name.entry(v.name).or_default().push(i);
         self.variables.push(v);
-        self.thread.push(false);
+        self.thread.push(Vec::new());
         self.thread_index_copy.push(false);
         i
+    }
+
+    /// Whether variable `i` may hold a value of the thread's where it is read at `at`: a write
+    /// of such a value comes before, or shares a loop with the read (the next round reads it).
+    /// `bool pred = row < n;` before `row = row * stride + lane;` is the warp's: the later write
+    /// does not reach it.
+    fn thread_at(&self, i: usize, at: usize) -> bool {
+        self.thread[i]
+            .iter()
+            .any(|&w| w < at || self.loops.iter().any(|l| l.contains(&w) && l.contains(&at)))
     }
 
     /// Whether `e` compares the thread's index itself with a bound at a warp's edge
@@ -396,7 +416,9 @@ impl<'s> Threadness<'s> {
             }
             if d.kind_id() == k.identifier {
                 found |= (self.level == Level::Block && text(d, self.src) == "threadIdx")
-                    || self.resolve(d).is_some_and(|i| self.thread[i]);
+                    || self
+                        .resolve(d)
+                        .is_some_and(|i| self.thread_at(i, d.start_byte()));
             }
             !found
         });
