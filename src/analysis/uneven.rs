@@ -9,7 +9,8 @@
 //! wrong "varying" only costs the predicated form), this asks whether a loop *certainly*
 //! depends on the thread, since the answer refuses the kernel: a value is the thread's when
 //! it is computed from `threadIdx` or from a local computed from it by arithmetic (through
-//! assignments, not through the branches that choose them, names resolved by scope); what
+//! assignments, not through the branches that choose them, names resolved by scope; a write
+//! reaches the reads after it and those in a loop around it); what
 //! memory loads, calls (but pure functions') and shared variables give is not (a partitioner's
 //! loop over tasks that thread 0 claims into shared memory is uniform in fact, and such kernels
 //! run correctly transformed).
