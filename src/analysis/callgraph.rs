@@ -91,21 +91,24 @@ impl CallGraph {
                 h.needs_ctx = true;
             }
         }
-        let external: BTreeSet<String> = external_barriers
-            .iter()
-            .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
-            .map(|n| n.to_string())
-            .collect();
-        let barrier_names = calling_closure(helpers, external, |f| !f.barriers.is_empty());
+        // The other files' names that no helper here shadows.
+        let external = |names: &[&str], helpers: &[HelperPlan]| -> BTreeSet<String> {
+            names
+                .iter()
+                .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
+                .map(|n| n.to_string())
+                .collect()
+        };
+        let barrier_names = calling_closure(helpers, external(external_barriers, helpers), |f| {
+            !f.barriers.is_empty()
+        });
         for h in helpers.iter_mut() {
             h.synchronizes = barrier_names.contains(&h.site.name);
         }
-        let external: BTreeSet<String> = external_warp_syncs
-            .iter()
-            .filter(|n| !helpers.iter().any(|h| h.site.name == **n))
-            .map(|n| n.to_string())
-            .collect();
-        let warp_sync_names = calling_closure(helpers, external, |f| !f.warp_syncs.is_empty());
+        let warp_sync_names =
+            calling_closure(helpers, external(external_warp_syncs, helpers), |f| {
+                !f.warp_syncs.is_empty()
+            });
         for h in helpers.iter_mut() {
             h.synchronizes_warp = warp_sync_names.contains(&h.site.name);
         }

@@ -267,29 +267,18 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         with_unread = o;
         &with_unread
     };
-    let external_barriers: Vec<&str> = opts
-        .known_helpers
-        .iter()
-        .filter(|h| h.synchronizes)
-        .map(|h| h.name.as_str())
-        .collect();
-    let external_ctx: Vec<&str> = opts
-        .known_helpers
-        .iter()
-        .filter(|h| h.reads_block_ids && h.with_ctx)
-        .map(|h| h.name.as_str())
-        .collect();
-    let external_warp_syncs: Vec<&str> = opts
-        .known_helpers
-        .iter()
-        .filter(|h| h.synchronizes_warp)
-        .map(|h| h.name.as_str())
-        .collect();
+    let known_where = |is: fn(&crate::program::KnownHelper) -> bool| -> Vec<&str> {
+        opts.known_helpers
+            .iter()
+            .filter(|h| is(h))
+            .map(|h| h.name.as_str())
+            .collect()
+    };
     let mut graph = CallGraph::build(
         &mut helpers,
-        &external_barriers,
-        &external_warp_syncs,
-        &external_ctx,
+        &known_where(|h| h.synchronizes),
+        &known_where(|h| h.synchronizes_warp),
+        &known_where(|h| h.reads_block_ids && h.with_ctx),
     );
     graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
     graph.file_variables = callgraph::file_variables(root, src);
