@@ -431,6 +431,36 @@ pub fn visit<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>) -> bool) {
     }
 }
 
+/// Whether the children of a node of this kind stand at its scope, outside any function body:
+/// the file, namespaces, linkage blocks, templates, `#if` branches; with `types`, also the
+/// insides of type definitions (enums, classes and their members).
+pub fn scope_container(kind: &str, types: bool) -> bool {
+    matches!(
+        kind,
+        "translation_unit"
+            | "namespace_definition"
+            | "declaration_list"
+            | "linkage_specification"
+            | "template_declaration"
+            | "preproc_if"
+            | "preproc_ifdef"
+            | "preproc_else"
+            | "preproc_elif"
+            | "preproc_elifdef"
+    ) || types
+        && matches!(
+            kind,
+            "type_definition"
+                | "enum_specifier"
+                | "enumerator_list"
+                | "struct_specifier"
+                | "class_specifier"
+                | "union_specifier"
+                | "field_declaration_list"
+                | "field_declaration"
+        )
+}
+
 /// The declarators of a declaration (`int a = 1, *b;` → `a = 1`, `*b`).
 pub fn declarators(decl: Node) -> Vec<Node> {
     let id = std::num::NonZeroU16::new(fields().declarator).expect("field ids are non-zero");

@@ -799,10 +799,7 @@ fn macros_defined_as(
         .map(|(n, b)| (n.as_str(), b.as_str(), false))
         .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
     for (name, body, function_like) in bodies {
-        // What the preprocessor replaces a use with: no continuation, no comment
-        // (`#define UNROLL //#pragma unroll 9` is empty).
-        let body = lang::without_comments(&body.replace("\\\n", " "));
-        match is(body.trim(), function_like) {
+        match is(&replacement_text(body), function_like) {
             Some(true) => {
                 names.insert(name.to_string());
             }
@@ -1110,6 +1107,14 @@ pub(crate) struct Define<'a> {
     pub name: &'a str,
     pub function_like: bool,
     pub body: &'a str,
+}
+
+/// What the preprocessor replaces a use with, from a definition's body as written: no line
+/// continuation, no comment (`#define UNROLL //#pragma unroll 9` is empty), trimmed.
+pub(crate) fn replacement_text(body: &str) -> String {
+    lang::without_comments(&body.replace("\\\n", " "))
+        .trim()
+        .to_string()
 }
 
 /// The block comments inside `#define` bodies (`sizeof_log = sizeof(log); /* reset */ \`),

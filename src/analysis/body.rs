@@ -103,7 +103,7 @@ pub struct BodyFacts<'t> {
     /// stops waiting for them.
     pub lane_returns: Vec<Node<'t>>,
     /// Warp syncs and calls (kernels only) under a condition that differs between the lanes of
-    /// a warp (`uneven::Rounds::lane_guarded`): in the original the lanes that skip one exit.
+    /// a warp (`uneven::LaneDependent::syncs`): in the original the lanes that skip one exit.
     pub lane_guarded: Vec<Node<'t>>,
     pub macro_uses: Vec<MacroUse<'t>>,
     /// Uses of a statement-head macro followed by its block (`KERNEL_LOOP(i, n) { ... }`),
@@ -353,14 +353,18 @@ pub fn facts<'t>(
             .filter(|r| r.node.kind_id() == k.return_statement)
             .map(|r| r.node)
             .collect();
-        if !block_loops.is_empty() || !warp_loops.is_empty() || !returns.is_empty() || may_sync_warp
-        {
+        // Warp loops and lane returns are asked only where a warp sync or a call may follow.
+        if !block_loops.is_empty() || may_sync_warp {
             let rounds = super::uneven::Rounds::new(&nodes, src);
+            if !block_loops.is_empty() {
+                f.uneven_loops = rounds.uneven_loops(&block_loops);
+            }
             if may_sync_warp {
                 // A tile's operations (`tile8.shfl_down(...)`, `cg::reduce(tile, ...)`) wait
                 // for the tile's lanes, which a guard at the tile's edge keeps together
                 // (`if (threadIdx.x < 8)` around an 8-lane tile's reduction): only intrinsics
-                // by a warp's mask and calls of helpers are asked.
+                // by a warp's mask and calls of helpers are asked whether a condition guards
+                // them.
                 let by_mask = |w: &&Node| {
                     w.child_by_field_id(lang::fields().function)
                         .is_some_and(|c| lang::WARP_SYNC_FUNCTIONS.contains(&text(c, src)))
@@ -372,14 +376,10 @@ pub fn facts<'t>(
                     .copied()
                     .chain(f.calls.iter().map(|c| c.node))
                     .collect();
-                f.lane_guarded = rounds.lane_guarded(&syncs);
-            }
-            if !block_loops.is_empty() {
-                f.uneven_loops = rounds.uneven_loops(&block_loops);
-            }
-            if !warp_loops.is_empty() || !returns.is_empty() {
-                (f.lane_uneven_loops, f.lane_returns) =
-                    rounds.lane_dependent(&warp_loops, &returns);
+                let lanes = rounds.lane_dependent(&warp_loops, &returns, &syncs);
+                f.lane_uneven_loops = lanes.loops;
+                f.lane_returns = lanes.returns;
+                f.lane_guarded = lanes.syncs;
             }
         }
     }

@@ -304,7 +304,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .map(|h| h.name.clone()),
     );
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
-    let size_names = shared_size::SizeNames::new(src, &opts.known_macros);
+    let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
         let mut facts = body::facts(site.body, src, &macros, true);
@@ -346,7 +346,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                         src,
                     )
                 })
-                .or_else(|| shared_size::refusal(&plan, &helpers, &graph, root, src, &size_names))
+                .or_else(|| shared_size::refusal(&plan, &helpers, &graph, src, &file_shared_sizes))
             {
                 Some(d) => Err(vec![d]),
                 None => decide::decide(&plan, opts, &helpers, &graph, src),

@@ -20,14 +20,49 @@ use tree_sitter::Node;
 /// memory, after `cudaFuncSetAttribute`).
 const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
 
+/// A file's facts for the sizes: the names sizes may use, and its file-scope static shared
+/// arrays (name and certain bytes), found once for all its kernels.
+pub struct FileShared<'s> {
+    names: SizeNames,
+    arrays: Vec<(&'s str, u64)>,
+}
+
+impl<'s> FileShared<'s> {
+    pub fn new(root: Node, src: &'s str, included_macros: &[(String, String)]) -> FileShared<'s> {
+        let names = SizeNames::new(src, included_macros);
+        let mut arrays = Vec::new();
+        if src.contains("__shared__") {
+            // Declarations at the file's scope: namespaces, linkage blocks, templates, `#if`
+            // branches (`lang::scope_container`).
+            let mut stack = vec![root];
+            while let Some(n) = stack.pop() {
+                if n.kind_id() == kinds().declaration {
+                    let bytes = declared_bytes(n, src, &names);
+                    let name = crate::lang::declarators(n)
+                        .first()
+                        .and_then(|d| crate::lang::declarator_name(*d))
+                        .map(|d| text(d, src));
+                    if let (true, Some(name)) = (bytes > 0, name) {
+                        arrays.push((name, bytes));
+                    }
+                } else if crate::lang::scope_container(n.kind(), false) {
+                    let mut c = n.walk();
+                    stack.extend(n.children(&mut c));
+                }
+            }
+        }
+        FileShared { names, arrays }
+    }
+}
+
 /// Object-like macros and constants that sizes may name: `#define N 1024`, `const int N = 1024;`,
 /// `constexpr unsigned N = ...;` (the file's, and the included files' macros).
-pub struct SizeNames {
+struct SizeNames {
     values: BTreeMap<String, String>,
 }
 
 impl SizeNames {
-    pub fn new(src: &str, included_macros: &[(String, String)]) -> SizeNames {
+    fn new(src: &str, included_macros: &[(String, String)]) -> SizeNames {
         let mut values: BTreeMap<String, String> = included_macros
             .iter()
             .map(|(n, b)| (n.clone(), b.clone()))
@@ -36,8 +71,7 @@ impl SizeNames {
             .into_iter()
             .filter(|d| !d.function_like)
         {
-            let body = crate::lang::without_comments(&d.body.replace("\\\n", " "));
-            values.insert(d.name.to_string(), body.trim().to_string());
+            values.insert(d.name.to_string(), crate::parse::replacement_text(d.body));
         }
         static CONSTANT: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
         let constant = CONSTANT.get_or_init(|| {
@@ -55,7 +89,7 @@ impl SizeNames {
     }
 
     /// The value of an integer constant expression, where its every name is known here.
-    pub fn value(&self, expr: &str) -> Option<u64> {
+    fn value(&self, expr: &str) -> Option<u64> {
         let tokens = tokens(&crate::lang::without_comments(expr))?;
         let mut p = Eval {
             names: self,
@@ -260,8 +294,8 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
     else {
         return 0;
     };
-    let mut c = decl.walk();
-    decl.children_by_field_name("declarator", &mut c)
+    crate::lang::declarators(decl)
+        .into_iter()
         .map(|d| {
             let mut d = d;
             if d.kind() == "init_declarator" {
@@ -292,17 +326,6 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
-/// Declarations in `node` (a body), nested ones included.
-fn declarations<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    let mut c = node.walk();
-    for child in node.children(&mut c) {
-        if child.kind_id() == kinds().declaration {
-            out.push(child);
-        }
-        declarations(child, out);
-    }
-}
-
 /// The kernel is left as written where the static shared memory it certainly declares (its
 /// body, the helpers it reaches, file-scope arrays they name) leaves less than the task loop's
 /// own under the limit.
@@ -310,9 +333,8 @@ pub fn refusal(
     plan: &KernelPlan,
     helpers: &[HelperPlan],
     graph: &CallGraph,
-    root: Node,
     src: &str,
-    names: &SizeNames,
+    file: &FileShared,
 ) -> Option<Diagnostic> {
     if !src.contains("__shared__") {
         return None;
@@ -324,31 +346,23 @@ pub fn refusal(
             .into_iter()
             .map(|h| helpers[h].site.body),
     );
-    let mut decls = Vec::new();
-    for b in &bodies {
-        declarations(*b, &mut decls);
-    }
-    let mut bytes: u64 = decls
+    let in_bodies: u64 = bodies
         .iter()
-        .map(|d| declared_bytes(*d, src, names))
+        .flat_map(|b| super::flow::descendants(*b))
+        .filter(|n| n.kind_id() == kinds().declaration)
+        .map(|d| declared_bytes(d, src, &file.names))
         .fold(0, u64::saturating_add);
     // File-scope arrays: each kernel that names one has its own.
-    let mut file_scope = Vec::new();
-    file_declarations(root, &mut file_scope);
-    for d in file_scope {
-        let declared = declared_bytes(d, src, names);
-        if declared == 0 {
-            continue;
-        }
-        let name = declarator_name(d, src);
-        if name.is_some_and(|n| {
+    let bytes = file
+        .arrays
+        .iter()
+        .filter(|(name, _)| {
             bodies
                 .iter()
-                .any(|b| crate::lang::has_word(text(*b, src), n))
-        }) {
-            bytes = bytes.saturating_add(declared);
-        }
-    }
+                .any(|b| crate::lang::has_word(text(*b, src), name))
+        })
+        .map(|(_, bytes)| *bytes)
+        .fold(in_bodies, u64::saturating_add);
     let reserve = crate::vocab::TASK_LOOP_SHARED_BYTES;
     if bytes + reserve <= STATIC_SHARED_LIMIT {
         return None;
@@ -364,27 +378,6 @@ pub fn refusal(
         .label(plan.site.name_node.byte_range(), "left as written")
         .help("declare the largest array `extern __shared__` and pass its size at launch (dynamic shared memory has no such limit once raised with cudaFuncSetAttribute)"),
     )
-}
-
-/// Declarations at file and namespace scope.
-fn file_declarations<'t>(node: Node<'t>, out: &mut Vec<Node<'t>>) {
-    let mut c = node.walk();
-    for child in node.children(&mut c) {
-        if child.kind_id() == kinds().declaration {
-            out.push(child);
-        } else if matches!(child.kind(), "namespace_definition" | "declaration_list") {
-            file_declarations(child, out);
-        }
-    }
-}
-
-/// The name a declaration's first declarator declares.
-fn declarator_name<'s>(decl: Node, src: &'s str) -> Option<&'s str> {
-    let mut d = decl.child_by_field_name("declarator")?;
-    while let Some(inner) = d.child_by_field_name("declarator") {
-        d = inner;
-    }
-    (d.kind() == "identifier").then(|| text(d, src))
 }
 
 #[cfg(test)]

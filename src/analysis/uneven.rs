@@ -61,50 +61,47 @@ impl<'t, 's> Rounds<'t, 's> {
         leaving_unevenly(loops, self.nodes, self.src, &thread, &parent)
     }
 
-    /// The same at a warp's scale: of `loops`, those that the lanes of one warp may leave after
-    /// different numbers of rounds; of `returns`, those under an `if`, `?:`, `switch` or
-    /// `&&`/`||` whose condition differs between lanes.
+    /// The same at a warp's scale (`LaneDependent`), from one reading of the lanes' values.
     pub fn lane_dependent(
         &self,
         loops: &[Node<'t>],
         returns: &[Node<'t>],
-    ) -> (Vec<Node<'t>>, Vec<Node<'t>>) {
+        syncs: &[Node<'t>],
+    ) -> LaneDependent<'t> {
         let Some(&body) = self.nodes.first() else {
-            return (Vec::new(), Vec::new());
+            return LaneDependent::default();
         };
         let parent = |n: Node<'t>| self.parent(n);
         let lanes = Threadness::new(self.nodes, self.src, &parent, Level::Lane);
         let uses_lane = |n: Node| lanes.uses(n);
-        let returns = returns
-            .iter()
-            .copied()
-            .filter(|r| under_condition(*r, body, &uses_lane, &parent))
-            .collect();
-        (
-            leaving_unevenly(loops, self.nodes, self.src, &lanes, &parent),
-            returns,
-        )
+        let under_lane_condition = |nodes: &[Node<'t>]| -> Vec<Node<'t>> {
+            nodes
+                .iter()
+                .copied()
+                .filter(|n| under_condition(*n, body, &uses_lane, &parent))
+                .collect()
+        };
+        LaneDependent {
+            loops: leaving_unevenly(loops, self.nodes, self.src, &lanes, &parent),
+            returns: under_lane_condition(returns),
+            syncs: under_lane_condition(syncs),
+        }
     }
 }
 
-impl<'t> Rounds<'t, '_> {
-    /// Of `syncs` (warp syncs, calls), those under an `if`, `?:`, `switch` or `&&`/`||` whose
-    /// condition differs between the lanes of a warp: in the original the lanes that skip one
-    /// run on to the kernel's end and exit, and the operation stops waiting for them; in a task
-    /// they stay, and wait at the next barrier or take part in the next task's operation.
-    pub fn lane_guarded(&self, syncs: &[Node<'t>]) -> Vec<Node<'t>> {
-        let Some(&body) = self.nodes.first() else {
-            return Vec::new();
-        };
-        let parent = |n: Node<'t>| self.parent(n);
-        let lanes = Threadness::new(self.nodes, self.src, &parent, Level::Lane);
-        let uses_lane = |n: Node| lanes.uses(n);
-        syncs
-            .iter()
-            .copied()
-            .filter(|w| under_condition(*w, body, &uses_lane, &parent))
-            .collect()
-    }
+/// What differs between the lanes of one warp (`Rounds::lane_dependent`).
+#[derive(Default)]
+pub struct LaneDependent<'t> {
+    /// Of the loops asked, those that the lanes may leave after different numbers of rounds.
+    pub loops: Vec<Node<'t>>,
+    /// Of the returns asked, those under an `if`, `?:`, `switch` or `&&`/`||` whose condition
+    /// differs between lanes.
+    pub returns: Vec<Node<'t>>,
+    /// Of the warp syncs and calls asked, those under such a condition: in the original the
+    /// lanes that skip one run on to the kernel's end and exit, and the operation stops
+    /// waiting for them; in a task they stay, and wait at the next barrier or take part in the
+    /// next task's operation.
+    pub syncs: Vec<Node<'t>>,
 }
 
 /// Of `loops`, those whose condition uses values of `thread`'s kind, or that a `break` or
@@ -699,7 +696,8 @@ mod tests {
             .copied()
             .filter(|n| n.kind() == "return_statement")
             .collect();
-        let (loops, returns) = Rounds::new(&nodes, src).lane_dependent(&loops, &returns);
+        let lanes = Rounds::new(&nodes, src).lane_dependent(&loops, &returns, &[]);
+        let (loops, returns) = (lanes.loops, lanes.returns);
         let first = |l: Node| text(l, src).lines().next().unwrap_or("").trim().to_string();
         let line = |r: Node| {
             let start = src[..r.start_byte()].rfind('\n').map_or(0, |i| i + 1);

@@ -33,7 +33,7 @@ pub(super) fn file_declared(root: Node, src: &str) -> Declared {
                         .map(|x| text(x, src).to_string()),
                 );
             }
-            kind if scope_container(kind, true) => {
+            kind if crate::lang::scope_container(kind, true) => {
                 let mut c = n.walk();
                 stack.extend(n.children(&mut c));
             }
@@ -41,36 +41,6 @@ pub(super) fn file_declared(root: Node, src: &str) -> Declared {
         }
     }
     out
-}
-
-/// Whether the children of a node of this kind stand at its scope, outside any function body:
-/// the file, namespaces, linkage blocks, templates, `#if` branches; with `types`, also the
-/// insides of type definitions (enums, classes and their members).
-fn scope_container(kind: &str, types: bool) -> bool {
-    matches!(
-        kind,
-        "translation_unit"
-            | "namespace_definition"
-            | "declaration_list"
-            | "linkage_specification"
-            | "template_declaration"
-            | "preproc_if"
-            | "preproc_ifdef"
-            | "preproc_else"
-            | "preproc_elif"
-            | "preproc_elifdef"
-    ) || types
-        && matches!(
-            kind,
-            "type_definition"
-                | "enum_specifier"
-                | "enumerator_list"
-                | "struct_specifier"
-                | "class_specifier"
-                | "union_specifier"
-                | "field_declaration_list"
-                | "field_declaration"
-        )
 }
 
 /// The words of a declaration beside its type, declarators and value: storage classes, memory
@@ -417,7 +387,7 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
             out.entry(name).or_default().push(writes);
             continue;
         }
-        if scope_container(kind, false) {
+        if crate::lang::scope_container(kind, false) {
             let mut c = n.walk();
             stack.extend(n.children(&mut c));
         }
