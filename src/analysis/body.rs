@@ -182,6 +182,53 @@ const GRID_GROUP_QUERIES: &[&str] = &[
     "group_dim",
 ];
 
+/// Queries of this thread block whose answer is one per block (its index, shape and size):
+/// the uniformity analysis reads them as uniform, as it reads blockIdx and blockDim.
+const BLOCK_UNIFORM_QUERIES: &[&str] = &[
+    "group_index",
+    "group_dim",
+    "dim_threads",
+    "size",
+    "num_threads",
+];
+
+/// Queries of `this_grid()` whose answer is the same in every thread of a block.
+const GRID_UNIFORM_QUERIES: &[&str] = &[
+    "size",
+    "num_threads",
+    "block_rank",
+    "num_blocks",
+    "block_index",
+    "dim_blocks",
+    "dim_threads",
+    "group_dim",
+];
+
+/// Whether `call` asks this thread block or `this_grid()` for a value that is the same in
+/// every thread of a block (`block.group_index()`, `cg::this_grid().num_blocks()`). Both are
+/// the task's values after the rewrite (`BodyFacts::block_index_calls`, `grid_queries`).
+pub fn block_uniform_query(call: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {
+    let fields = crate::lang::fields();
+    let Some(callee) = call
+        .child_by_field_id(fields.function)
+        .filter(|c| c.kind_id() == kinds().field_expression)
+    else {
+        return false;
+    };
+    let no_args = call
+        .child_by_field_id(fields.arguments)
+        .is_some_and(|a| lang::count_named(a) == 0);
+    let method = callee
+        .child_by_field_id(fields.field)
+        .map_or("", |m| text(m, src));
+    let Some(object) = callee.child_by_field_id(fields.argument) else {
+        return false;
+    };
+    no_args
+        && (BLOCK_UNIFORM_QUERIES.contains(&method) && is_thread_block(object, src, block_vars)
+            || GRID_UNIFORM_QUERIES.contains(&method) && is_this_grid(object, src))
+}
+
 const BLOCK_GROUP_QUERIES: &[&str] = &[
     "group_index",
     "block_index",
@@ -774,7 +821,7 @@ fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
 }
 
 /// Locals that hold this thread block: `thread_block b = ...`, `auto b = this_thread_block()`.
-fn thread_block_variables(nodes: &[Node], src: &str) -> BTreeSet<String> {
+pub fn thread_block_variables(nodes: &[Node], src: &str) -> BTreeSet<String> {
     declared_names(nodes, src, |ty, value| {
         let from_call = value.contains("this_thread_block()") && !value.contains("tiled_partition");
         (ty.ends_with("thread_block") && !ty.contains("tile")) || (ty == "auto" && from_call)

@@ -4,7 +4,8 @@
 //! uniform: kernel parameters passed by value, the kernel's template parameters, locals whose
 //! every write is uniform, `__constant__` variables, `const`/`constexpr` variables of the file
 //! with an initializer, enumerators, macros of the file that expand to uniform values,
-//! blockIdx/blockDim/gridDim/warpSize, literals and `sizeof`. Everything else is *varying*:
+//! blockIdx/blockDim/gridDim/warpSize and the same asked of this thread block (`block.group_index()`),
+//! literals and `sizeof`. Everything else is *varying*:
 //! threadIdx, memory loads, calls to functions we do not know, anything written under
 //! thread-dependent control, variables other threads may write (`__device__`, `__managed__`,
 //! `__shared__`, non-const globals) and names the file does not declare (a macro or variable
@@ -44,6 +45,9 @@ pub struct Uniformity<'t, 'm> {
     /// The file's functions and which of their parameters may write a caller's variable
     /// (`file_functions`): an argument passed to none of those is not written by the call.
     functions: HashMap<String, Vec<Vec<bool>>>,
+    /// Locals that hold this thread block (`body::thread_block_variables`): their queries of
+    /// the block's index and shape are uniform (`body::block_uniform_query`).
+    thread_blocks: BTreeSet<String>,
     /// The parent of every node inside the body (by node id). tree-sitter finds a node's
     /// parent by descending from the root, so walking up with `Node::parent` costs the depth
     /// squared: a host-side mutant with 370 nested loops made `controlled` take 11 s.
@@ -88,6 +92,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             read_only: BTreeSet::new(),
             loads_by_all: None,
             functions: HashMap::new(),
+            thread_blocks: super::body::thread_block_variables(all, src),
             parents: parents_within(body),
         };
         let mut root = body;
@@ -390,24 +395,51 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             None => true,
         };
         let mut c = args.walk();
-        for (i, a) in args
+        let written: Vec<Node> = args
             .named_children(&mut c)
             .filter(|a| a.kind() != "comment")
             .enumerate()
-        {
-            if !may_write(i) || self.constant(a) {
-                continue;
-            }
-            match written_local(a, self.src) {
-                Written::Local(name) => {
-                    self.varying.insert(name);
+            .filter(|(i, _)| may_write(*i))
+            .map(|(_, a)| a)
+            .collect();
+        for a in written {
+            self.argument_writes(a);
+        }
+    }
+
+    /// Makes varying what a callee may write through the argument `a`: the variable an lvalue
+    /// names or whose address it takes. `&a[i]` and `&p->f` hand it memory (neither `a` nor
+    /// `i` can be written through the pointer); `c ? x : y` either branch; a `const` variable
+    /// nothing.
+    fn argument_writes(&mut self, a: Node<'t>) {
+        let f = crate::lang::fields();
+        if self.constant(a) {
+            return;
+        }
+        let stripped = lang::strip_parens(a);
+        if stripped.kind_id() == kinds().conditional_expression {
+            for branch in [f.consequence, f.alternative] {
+                if let Some(b) = stripped.child_by_field_id(branch) {
+                    self.argument_writes(b);
                 }
-                Written::Memory => {}
-                Written::Unknown => {
-                    // An expression yields a temporary; only an lvalue can bind to a reference.
-                    if is_lvalue_shape(a) {
-                        self.varying.extend(identifiers(a, self.src));
-                    }
+            }
+            return;
+        }
+        let (a, pointed) = match address_operand(a, self.src) {
+            Some(operand) => (operand, true),
+            None => (a, false),
+        };
+        match written_local(a, self.src) {
+            Written::Local(name) => {
+                self.varying.insert(name);
+            }
+            Written::Memory => {}
+            Written::Unknown => {
+                // An expression yields a temporary; only an lvalue can bind to a reference.
+                if pointed || is_lvalue_shape(a) {
+                    let names = identifiers(a, self.src);
+                    let written = names.into_iter().filter(|n| !self.constants.contains(n));
+                    self.varying.extend(written.collect::<Vec<_>>());
                 }
             }
         }
@@ -493,6 +525,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     return true;
                 }
             } else if id == k.call_expression {
+                if super::body::block_uniform_query(x, self.src, &self.thread_blocks) {
+                    continue;
+                }
                 let callee = x.child_by_field_id(f.function);
                 let name = callee.map(|c| text(c, self.src));
                 // `__ldg(&p[i])`, `__ldg(p + i)`: a load through the read-only cache.
@@ -726,6 +761,17 @@ fn written_local(n: Node, src: &str) -> Written {
         }
         return Written::Unknown;
     }
+}
+
+/// The operand of `&operand`, parentheses around either stripped.
+fn address_operand<'t>(n: Node<'t>, src: &str) -> Option<Node<'t>> {
+    let n = lang::strip_parens(n);
+    (n.kind_id() == kinds().pointer_expression
+        && n.child_by_field_id(crate::lang::fields().operator)
+            .is_some_and(|o| text(o, src) == "&"))
+    .then(|| n.child_by_field_id(crate::lang::fields().argument))
+    .flatten()
+    .map(lang::strip_parens)
 }
 
 /// Whether an argument may be an lvalue (and so bind to a non-const reference): literals,

@@ -290,3 +290,75 @@ fn template_parameters_passed_to_unknown_functions_stay_uniform() {
     let src = "template <int N, typename T>\n__global__ void k(T* out) {\n  __shared__ float s[128];\n  elsewhere(N);\n  if (N > 1) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
     assert_eq!(mode_of(src), Some(SyncMode::Plain));
 }
+
+#[test]
+fn what_a_call_cannot_write_through_an_argument_stays_uniform() {
+    // An element's address hands the callee memory, not the index or the array's name.
+    uniform(
+        "",
+        ", int n",
+        "  int i = n;\n  elsewhere(&out[i]);",
+        "i > 1",
+    );
+    uniform(
+        "",
+        ", int n",
+        "  int i = n;\n  elsewhere(reinterpret_cast<int*>(&out[i]));",
+        "i > 1",
+    );
+    // A conditional is written through its branches, never its condition; these are
+    // temporaries or constants.
+    uniform(
+        "",
+        ", int n",
+        "  int i = n;\n  elsewhere(i > 0 ? out + i : nullptr);",
+        "i > 1",
+    );
+    uniform(
+        "",
+        ", int n",
+        "  const int i = n;\n  int j = n;\n  elsewhere(n > 0 ? j : i);",
+        "i > 1",
+    );
+    // What the callee can write: the variable whose address it gets, an lvalue branch.
+    varying("", ", int n", "  int i = n;\n  elsewhere(&i);", "i > 1");
+    varying("", ", int n", "  int i = n;\n  elsewhere((&i));", "i > 1");
+    varying(
+        "",
+        ", int n",
+        "  const int i = n;\n  int j = n;\n  elsewhere(n > 0 ? j : i);",
+        "j > 1",
+    );
+    varying(
+        "struct P { int v; };",
+        ", int n",
+        "  P p{n};\n  elsewhere(&p.v);",
+        "p.v > 1",
+    );
+}
+
+#[test]
+fn this_thread_blocks_index_and_shape_are_uniform() {
+    let cg = "namespace cg = cooperative_groups;";
+    uniform(
+        cg,
+        "",
+        "  auto b = cg::this_thread_block();\n  int t = b.group_index().x + b.size();",
+        "t > 1",
+    );
+    uniform(
+        cg,
+        "",
+        "  cg::thread_block b = cg::this_thread_block();\n  b.sync();\n  int t = b.group_dim().x;",
+        "t > 1",
+    );
+    uniform(cg, "", "  int t = cg::this_grid().num_blocks();", "t > 1");
+    // A thread's place in it is not.
+    varying(
+        cg,
+        "",
+        "  auto b = cg::this_thread_block();\n  int t = b.thread_rank();",
+        "t > 1",
+    );
+    varying(cg, "", "  int t = cg::this_grid().thread_rank();", "t > 1");
+}
