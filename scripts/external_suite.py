@@ -322,14 +322,68 @@ def table_row(line):
     return None
 
 
+# A table whose header names its columns, some with a unit (BabelStream's `Function  MB/s
+# Min (sec)  Max  Average`), columns padded with two or more spaces, then one row per
+# measurement: a name and one number per column after the first. A column with no unit of
+# its own has the unit of the column before it (`Max` and `Average` are seconds too).
+COLUMN_UNIT = re.compile(rf"(?i)(?:^|[\s(])({TIME_UNIT}|{RATE_UNIT})\)?$")
+
+
+def column_header(line):
+    """The units of a column table's columns after the first (None where none is known), or
+    None if `line` is not such a header."""
+    if NUMBERS.search(line) or re.search(r"\d", line):
+        return None
+    heads = [h for h in re.split(r"\s{2,}", line.strip()) if h]
+    if len(heads) < 3:
+        return None
+    units, unit = [], None
+    for h in heads[1:]:
+        if m := COLUMN_UNIT.search(h):
+            unit = m.group(1)
+        units.append(unit)
+    return units if any(units) else None
+
+
+def column_row(line, units):
+    """{column index: (value, higher_is_better)} of a column table's row, keyed by its name;
+    None if the line is not one (the table has ended)."""
+    words = line.split()
+    if len(words) < len(units) + 1:
+        return None
+    cells = words[-len(units):]
+    try:
+        values = [float(c) for c in cells]
+    except ValueError:
+        return None
+    name = " ".join(words[:-len(units)])
+    row = {}
+    for j, (value, unit) in enumerate(zip(values, units)):
+        if unit is None:
+            continue
+        rate = bool(re.fullmatch(RATE_UNIT, unit))
+        row[f"{name}#col{j}"] = (value if rate else to_ms(value, unit), rate)
+    return row
+
+
 def timings(text):
     """Values on timing lines: {key: (value, higher_is_better)}. A number followed by a unit
     says what it is; on a timing line with no such pair, every number counts, as a rate where
     the line speaks of one (e.g. "Bandwidth (GB/s) for pitch linear: 1.8e+03"). In a results
-    table (TABLE_HEADER) each row counts once, with its median."""
+    table (TABLE_HEADER) each row counts once, with its median; in a column table
+    (`column_header`) each cell under a column with a unit."""
     found, seen = {}, {}
-    table, heading = False, None
+    table, heading, columns = False, None, None
     for i, line in enumerate(text.splitlines()):
+        if columns is not None:
+            row = column_row(line, columns)
+            if row is not None:
+                found.update(row)
+                continue
+            columns = None
+        if (units := column_header(line)) is not None:
+            columns = units
+            continue
         if heading is not None and (m := LONE_NUMBER.fullmatch(line)):
             key, unit, rate = heading
             value = float(m.group(1))
@@ -814,6 +868,16 @@ def self_test():
     assert first_differing(table, [padded], set()) is None
     assert first_differing(table, [(0, "kernel_time sec 1.25 2.5\nresult 8\n", 0.1)],
                            set()) is not None
+    # A column table: a header with units over columns padded apart, a column without a unit
+    # takes the one before it; its rows end at a line that is not one.
+    columns = timings("Function    MB/s        Min (sec)   Max\nCopy        3820411.110 0.00014"
+                      "     0.00021\nDot         3870623.140 0.00014     0.00016\nDone 3 of 4\n")
+    assert columns["Copy#col0"] == (3820411.110, True), columns
+    assert abs(columns["Copy#col1"][0] - 0.14) < 1e-9 and not columns["Copy#col1"][1]
+    assert abs(columns["Dot#col2"][0] - 0.16) < 1e-9 and not columns["Dot#col2"][1]
+    assert not any(k.startswith("Done") for k in columns), columns
+    assert column_header("Name   Value   Count") is None  # no unit: not a timing table
+    assert column_header("Run 2   ms   total") is None  # a number: a line of output
     # The launcher's warning for a unit compiled as written names its sources.
     log_text = ("cupreempt: warning: /t/a/x.cu, /t/a/y.cu: the transformed source did not "
                 "compile; compiled as written, so ...\ncupreempt: warning: /t/b/z.cu: the "
