@@ -332,7 +332,7 @@ COLUMN_UNIT = re.compile(rf"(?i)(?:^|[\s(])({TIME_UNIT}|{RATE_UNIT})\)?$")
 def column_header(line):
     """The units of a column table's columns after the first (None where none is known), or
     None if `line` is not such a header."""
-    if NUMBERS.search(line) or re.search(r"\d", line):
+    if re.search(r"\d", line):
         return None
     heads = [h for h in re.split(r"\s{2,}", line.strip()) if h]
     if len(heads) < 3:

@@ -192,41 +192,40 @@ const BLOCK_UNIFORM_QUERIES: &[&str] = &[
     "num_threads",
 ];
 
-/// Queries of `this_grid()` whose answer is the same in every thread of a block.
-const GRID_UNIFORM_QUERIES: &[&str] = &[
-    "size",
-    "num_threads",
-    "block_rank",
-    "num_blocks",
-    "block_index",
-    "dim_blocks",
-    "dim_threads",
-    "group_dim",
-];
+/// The queries of `GRID_GROUP_QUERIES` that answer for the asking thread; the others are the
+/// same in every thread of a block.
+const THREAD_OWN_QUERIES: &[&str] = &["thread_rank", "thread_index"];
+
+/// A call of a member, `object.method(args)`: the object, the method's name (`f` of
+/// `x.f<1>()` and `x.template f<1>()`) and how many arguments it is given.
+fn member_call<'t, 's>(call: Node<'t>, src: &'s str) -> Option<(Node<'t>, &'s str, usize)> {
+    let fields = crate::lang::fields();
+    let callee = call
+        .child_by_field_id(fields.function)
+        .filter(|c| c.kind_id() == kinds().field_expression)?;
+    let args = lang::count_named(call.child_by_field_id(fields.arguments)?);
+    let field = callee.child_by_field_id(fields.field)?;
+    let name = (field.kind_id() == kinds().template_method)
+        .then(|| field.child_by_field_id(fields.name))
+        .flatten();
+    Some((
+        callee.child_by_field_id(fields.argument)?,
+        text(name.unwrap_or(field), src),
+        args,
+    ))
+}
 
 /// Whether `call` asks this thread block or `this_grid()` for a value that is the same in
 /// every thread of a block (`block.group_index()`, `cg::this_grid().num_blocks()`). Both are
 /// the task's values after the rewrite (`BodyFacts::block_index_calls`, `grid_queries`).
 pub fn block_uniform_query(call: Node, src: &str, block_vars: &BTreeSet<String>) -> bool {
-    let fields = crate::lang::fields();
-    let Some(callee) = call
-        .child_by_field_id(fields.function)
-        .filter(|c| c.kind_id() == kinds().field_expression)
-    else {
+    let Some((object, method, 0)) = member_call(call, src) else {
         return false;
     };
-    let no_args = call
-        .child_by_field_id(fields.arguments)
-        .is_some_and(|a| lang::count_named(a) == 0);
-    let method = callee
-        .child_by_field_id(fields.field)
-        .map_or("", |m| text(m, src));
-    let Some(object) = callee.child_by_field_id(fields.argument) else {
-        return false;
-    };
-    no_args
-        && (BLOCK_UNIFORM_QUERIES.contains(&method) && is_thread_block(object, src, block_vars)
-            || GRID_UNIFORM_QUERIES.contains(&method) && is_this_grid(object, src))
+    BLOCK_UNIFORM_QUERIES.contains(&method) && is_thread_block(object, src, block_vars)
+        || GRID_GROUP_QUERIES.contains(&method)
+            && !THREAD_OWN_QUERIES.contains(&method)
+            && is_this_grid(object, src)
 }
 
 const BLOCK_GROUP_QUERIES: &[&str] = &[
@@ -659,34 +658,22 @@ fn record_call<'t>(
     let arg_count = lang::count_named(args);
     // `x.sync()` where x is this thread block; `this_thread_block().sync()`.
     if callee.kind_id() == k.field_expression {
-        // `x.f<1>()` and `x.template f<1>()`: the field is a template method; its name is `f`.
-        let field = callee
-            .child_by_field_id(crate::lang::fields().field)
-            .map(|x| {
-                let name = (x.kind_id() == k.template_method)
-                    .then(|| x.child_by_field_id(crate::lang::fields().name))
-                    .flatten();
-                text(name.unwrap_or(x), src)
-            });
-        let object = callee.child_by_field_id(crate::lang::fields().argument);
-        if field == Some("sync")
-            && arg_count == 0
-            && object.is_some_and(|o| is_thread_block(o, src, block_vars))
-        {
+        let Some((object, field, arg_count)) = member_call(call, src) else {
+            return;
+        };
+        if field == "sync" && arg_count == 0 && is_thread_block(object, src, block_vars) {
             f.barriers.push(BarrierSite {
                 node: call,
                 method: "sync",
                 visible: true,
             });
-        } else if field == Some("group_index")
+        } else if field == "group_index"
             && arg_count == 0
-            && object.is_some_and(|o| is_thread_block(o, src, block_vars))
+            && is_thread_block(object, src, block_vars)
         {
             f.block_index_calls.push(call);
             f.virtual_reads.insert("blockIdx");
-        } else if arg_count == 0
-            && field.is_some_and(|m| GRID_GROUP_QUERIES.contains(&m))
-            && object.is_some_and(|o| is_this_grid(o, src))
+        } else if arg_count == 0 && GRID_GROUP_QUERIES.contains(&field) && is_this_grid(object, src)
         {
             // The task's grid answers from the body's blockIdx, gridDim and threadIdx (the
             // task's): the prologue must declare them.
@@ -694,7 +681,7 @@ fn record_call<'t>(
             f.virtual_reads.insert("blockIdx");
             f.virtual_reads.insert("gridDim");
             f.reads_thread_idx = true;
-        } else if let Some(field) = field {
+        } else {
             f.member_calls.push((field.to_string(), call));
         }
         return;

@@ -4,9 +4,9 @@
 //! uniform: kernel parameters passed by value, the kernel's template parameters, locals whose
 //! every write is uniform, `__constant__` variables, `const`/`constexpr` variables of the file
 //! with an initializer, enumerators, macros of the file that expand to uniform values,
-//! blockIdx/blockDim/gridDim/warpSize and the same asked of this thread block (`block.group_index()`),
-//! literals and `sizeof`. Everything else is *varying*:
-//! threadIdx, memory loads, calls to functions we do not know, anything written under
+//! blockIdx/blockDim/gridDim/warpSize and the same asked of this thread block
+//! (`block.group_index()`), literals and `sizeof`. Everything else is *varying*: threadIdx,
+//! memory loads, calls to functions we do not know, anything written under
 //! thread-dependent control, variables other threads may write (`__device__`, `__managed__`,
 //! `__shared__`, non-const globals) and names the file does not declare (a macro or variable
 //! from a header it cannot see). A wrong "varying" costs a predicated rewrite (a little speed);
@@ -437,9 +437,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             Written::Unknown => {
                 // An expression yields a temporary; only an lvalue can bind to a reference.
                 if pointed || is_lvalue_shape(a) {
-                    let names = identifiers(a, self.src);
-                    let written = names.into_iter().filter(|n| !self.constants.contains(n));
-                    self.varying.extend(written.collect::<Vec<_>>());
+                    let names = identifiers(a, self.src).into_iter();
+                    self.varying
+                        .extend(names.filter(|n| !self.constants.contains(n)));
                 }
             }
         }
