@@ -414,6 +414,29 @@ pub const PURE_FUNCTIONS: &[&str] = &[
     "sqrtf",
 ];
 
+/// Whether `name` is one of CUDA's built-in vector types (`float4`, `uint3`, `dim3`, ...),
+/// whose constructors take their components by value.
+pub fn is_vector_type(name: &str) -> bool {
+    const SCALARS: &[&str] = &[
+        "char",
+        "uchar",
+        "short",
+        "ushort",
+        "int",
+        "uint",
+        "long",
+        "ulong",
+        "longlong",
+        "ulonglong",
+        "float",
+        "double",
+    ];
+    name == "dim3"
+        || name
+            .strip_suffix(['1', '2', '3', '4'])
+            .is_some_and(|s| SCALARS.contains(&s))
+}
+
 /// Visits `root` and its descendants in pre-order with one cursor (no allocation per node).
 /// `f` returns whether to descend into the node it was given.
 pub fn visit<'t>(root: Node<'t>, mut f: impl FnMut(Node<'t>) -> bool) {

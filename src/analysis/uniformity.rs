@@ -212,6 +212,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     continue;
                 };
                 let names = declared_names(declarator, self.src);
+                if id == k.init_declarator {
+                    self.constructor_writes(n, value.into_iter().collect());
+                }
                 if contains_kind(declarator, k.reference_declarator) {
                     // `T& r = x`, `auto& [a, b] = s`, `for (auto& x : xs)`: the names alias
                     // whatever the initializer names.
@@ -227,6 +230,23 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                         value,
                         at: n,
                     });
+                }
+            } else if id == k.function_declarator {
+                // `S w(m);` reads as the declaration of a function `w` with a parameter of
+                // type `m` (the grammar cannot tell a type from a variable): in a body it is
+                // a constructor's call, its "types" the arguments.
+                if let Some(params) = n.child_by_field_id(f.parameters) {
+                    let mut c = params.walk();
+                    let args: Vec<Node> = params
+                        .named_children(&mut c)
+                        .filter(|p| {
+                            p.kind() == "parameter_declaration"
+                                && p.child_by_field_id(f.declarator).is_none()
+                        })
+                        .filter_map(|p| p.child_by_field_id(f.r#type))
+                        .filter(|t| t.kind_id() == k.type_identifier)
+                        .collect();
+                    self.constructor_writes(n, args);
                 }
             } else if id == k.declaration && text(n, self.src).contains("__shared__") {
                 // Shared memory holds data written by any thread.
@@ -404,6 +424,44 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             .collect();
         for a in written {
             self.argument_writes(a);
+        }
+    }
+
+    /// `S w(m);`, `S w{m};`, `S w = {m};`: a constructor of a class may take `m` by reference
+    /// and write it, as a call may. A scalar, an array of scalars or a CUDA vector type
+    /// (`float4 v = {x, y, z, w}`) is built from values. `declarator`: the init or function
+    /// declarator; `values`: its argument or initializer list, or the names the grammar read
+    /// as parameter types.
+    fn constructor_writes(&mut self, declarator: Node<'t>, values: Vec<Node<'t>>) {
+        let mut args = Vec::new();
+        for v in values {
+            if matches!(v.kind(), "argument_list" | "initializer_list") {
+                let mut c = v.walk();
+                args.extend(v.named_children(&mut c).filter(|a| a.kind() != "comment"));
+            } else if v.kind_id() == kinds().type_identifier {
+                args.push(v);
+            }
+        }
+        if args.is_empty() {
+            return;
+        }
+        let ty = self
+            .parents
+            .get(&declarator.id())
+            .and_then(|d| d.child_by_field_id(crate::lang::fields().r#type));
+        let by_value = ty.is_none_or(|t| {
+            matches!(t.kind(), "primitive_type" | "sized_type_specifier")
+                || lang::is_vector_type(text(t, self.src))
+        });
+        if by_value {
+            return;
+        }
+        for a in args {
+            if a.kind_id() == kinds().type_identifier {
+                self.varying.insert(text(a, self.src).to_string());
+            } else {
+                self.argument_writes(a);
+            }
         }
     }
 

@@ -362,3 +362,28 @@ fn this_thread_blocks_index_and_shape_are_uniform() {
     );
     varying(cg, "", "  int t = cg::this_grid().thread_rank();", "t > 1");
 }
+
+#[test]
+fn a_constructor_may_write_its_arguments() {
+    let s = "struct S { __device__ S(int& v) { v = threadIdx.x; } };";
+    // `S w(m);` reads as a function declaration whose parameter type is `m`.
+    varying(s, ", int n", "  int m = n;\n  S w(m);", "m > 1");
+    varying(s, ", int n", "  int m = n;\n  S w{m};", "m > 1");
+    varying(s, ", int n", "  int m = n;\n  S w = {m};", "m > 1");
+    // Temporaries and constants cannot be bound to its reference.
+    uniform(s, ", int n", "  int m = n;\n  S w(m + 1);", "m > 1");
+    uniform(s, ", int n", "  const int m = n;\n  S w{m};", "m > 1");
+    // Scalars, arrays of them and CUDA's vector types are built from values.
+    uniform(
+        "",
+        ", int n",
+        "  int m = n;\n  int a[2] = {m, m};\n  int b(m);",
+        "m > 1",
+    );
+    uniform(
+        "",
+        ", int n",
+        "  int m = n;\n  int2 v = {m, m};\n  dim3 g(m, m);",
+        "m > 1",
+    );
+}
