@@ -40,14 +40,19 @@ constexpr unsigned kMaxChunk = 1u << 16;
 // blocks queue on it: L2 serializes the operations of a line, about 1 ns each on the H100
 // (scripts/probes/atomic_contention.cu: 0.8-1.05 ns with 1,056-4,224 blocks). Chunks are
 // kept long enough that the blocks' claims use at most 1/kClaimSlack of that line's time.
-// Already at a quarter of it the claims queue: stencil small (65,536 tasks of about 1.7 us on
-// 1,056 blocks) ran +21% over the original with a slack of 2 and +4.5% with 8, and no other
-// benchmark program moved beyond its noise (H100, scripts/probes/compare_builds.sh). The floor
-// never exceeds the budget, so the preemption latency keeps its bound.
+// The floor also holds the tail's last chunks up, and a block that ends early then waits for
+// the others: launches of 1-us tasks, 31 per block, ran 1.29x their original with a slack of
+// 8 and 1.25x with 4 (8,192 tasks: 2.70x and 2.25x; scripts/probes/persistent_forms.cu
+// streaming one float2 per thread), and the benchmark programs moved within their noise
+// between 8, 4 and 2 (H200, 2026-12-04, scripts/probes/compare_builds.sh; docs/bench/README.md,
+// "Short streaming tasks"). Fewer tasks per chunk than a quarter of that (one per claim) queue
+// the claims: that probe's plain claim loop runs 1.87x with 131,072 tasks, 1.01x with four
+// tasks per claim. The floor never exceeds the budget, so the preemption latency keeps its
+// bound.
 constexpr float kClaimLineNs = 1.0f;
 // Probes build variants with other values (scripts/probes/compare_builds.sh, NVCC_FLAGS).
 #ifndef CUPREEMPT_CLAIM_SLACK
-#define CUPREEMPT_CLAIM_SLACK 8.0f
+#define CUPREEMPT_CLAIM_SLACK 4.0f
 #endif
 constexpr float kClaimSlack = CUPREEMPT_CLAIM_SLACK;
 // Near the end a chunk is at most the tasks left over kTailShare chunks per block (1 instead
