@@ -152,6 +152,9 @@ pub fn with_body_macros(
                         .map(|v| text(v, src))
                         .unwrap_or("");
                     super::macros::define(&mut macros, text(name, src), body);
+                    if let Some(params) = n.child_by_field_id(crate::lang::fields().parameters) {
+                        super::macros::define_params(&mut macros, text(name, src), params, src);
+                    }
                     added = true;
                 }
                 return false;

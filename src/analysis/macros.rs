@@ -29,6 +29,9 @@ pub struct MacroFacts {
     /// Defined more than once with different replacement texts (under `#if` branches, say):
     /// the other fields describe the last definition only.
     pub redefined: bool,
+    /// A function-like macro's parameters, where this file defines it (`define_params`); an
+    /// included file's are not kept (`program::macro_definitions`).
+    pub params: Option<Vec<String>>,
 }
 
 /// Records a `#define`: a second definition with another replacement text marks the macro
@@ -39,6 +42,28 @@ pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str)
         f.redefined = old.redefined || old.text != f.text;
     }
     macros.insert(name.to_string(), f);
+}
+
+/// Records the parameters of a function-like macro of this file (a `preproc_params` node),
+/// after `define`. `...` is `__VA_ARGS__`.
+pub fn define_params(
+    macros: &mut BTreeMap<String, MacroFacts>,
+    name: &str,
+    params: tree_sitter::Node,
+    src: &str,
+) {
+    let Some(m) = macros.get_mut(name) else {
+        return;
+    };
+    let mut c = params.walk();
+    let list = params
+        .named_children(&mut c)
+        .map(|p| match lang::text(p, src).trim() {
+            "..." => "__VA_ARGS__".to_string(),
+            t => t.to_string(),
+        })
+        .collect();
+    m.params = Some(list);
 }
 
 pub(super) fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {

@@ -949,6 +949,14 @@ impl<'t> Scanner<'t, '_> {
             });
         }
         macros::define(&mut self.found.macros, text(name, self.src), body);
+        if let Some(params) = node.child_by_field_id(crate::lang::fields().parameters) {
+            macros::define_params(
+                &mut self.found.macros,
+                text(name, self.src),
+                params,
+                self.src,
+            );
+        }
     }
 }
 

@@ -45,6 +45,10 @@ pub struct Uniformity<'t, 'm> {
     /// The file's functions and which of their parameters may write a caller's variable
     /// (`file_functions`): an argument passed to none of those is not written by the call.
     functions: HashMap<String, Vec<Vec<bool>>>,
+    /// The file's functions whose results, and their writes through reference parameters,
+    /// follow from their arguments alone (`helpers::uniform_helpers`): computed only for a
+    /// body that calls a function of the file.
+    uniform_helpers: std::collections::HashSet<String>,
     /// Locals that hold this thread block (`body::thread_block_variables`): their queries of
     /// the block's index and shape are uniform (`body::block_uniform_query`).
     thread_blocks: BTreeSet<String>,
@@ -92,6 +96,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             read_only: BTreeSet::new(),
             loads_by_all: None,
             functions: HashMap::new(),
+            uniform_helpers: Default::default(),
             thread_blocks: super::body::thread_block_variables(all, src),
             parents: parents_within(body),
         };
@@ -102,6 +107,14 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         let file = file_declared(root, src);
         u.known = u.known_names(&file, all);
         u.functions = file_functions(root, src);
+        let calls_file_function = all.iter().any(|n| {
+            n.kind_id() == kinds().call_expression
+                && n.child_by_field_id(crate::lang::fields().function)
+                    .is_some_and(|c| u.functions.contains_key(text(c, src)))
+        });
+        if calls_file_function {
+            u.uniform_helpers = helpers::uniform_helpers(root, src, &file, macros);
+        }
         if let Some(function) = body.parent() {
             u.constants = constant_names(function, all, src, &file.other);
             u.read_only = read_only_parameters(function, src);
@@ -321,7 +334,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     self.varying.extend(identifiers(v, self.src));
                 }
             } else if id == k.call_expression {
-                self.call_writes(n);
+                self.call_writes(n, &mut out);
             }
         }
         // A write to one name of an alias group is a write to all of them.
@@ -358,7 +371,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
 
     /// A call may write its arguments (a non-const reference parameter) and, for `x.f()`, its
     /// object: those variables are varying unless the function is known to take values only.
-    fn call_writes(&mut self, call: Node<'t>) {
+    ///
+    /// A uniform helper's writes to the caller's locals are assignments of the call's value
+    /// (`helpers`): uniform where every argument is.
+    fn call_writes(&mut self, call: Node<'t>, out: &mut Vec<Assignment<'t>>) {
         let f = crate::lang::fields();
         let Some(callee) = call.child_by_field_id(f.function) else {
             return;
@@ -422,9 +438,28 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             .filter(|(i, _)| may_write(*i))
             .map(|(_, a)| a)
             .collect();
+        let uniform_helper = function_name.is_some_and(|n| self.uniform_helper(n));
         for a in written {
-            self.argument_writes(a);
+            match written_local(a, self.src) {
+                Written::Local(target) if uniform_helper && !self.constant(a) => {
+                    out.push(Assignment {
+                        target,
+                        value: Some(call),
+                        at: call,
+                    })
+                }
+                _ => self.argument_writes(a),
+            }
         }
+    }
+
+    /// Whether a call of `name` (as written: `f`, `ns::f`) is a call of a uniform helper, not
+    /// of a variable (a functor, a lambda) of that name.
+    fn uniform_helper(&self, name: &str) -> bool {
+        !self.known.contains(name)
+            && self
+                .uniform_helpers
+                .contains(name.rsplit("::").next().unwrap_or(name).trim())
     }
 
     /// `S w(m);`, `S w{m};`, `S w = {m};`: a constructor of a class may take `m` by reference
@@ -596,10 +631,19 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                                 .named_child(0)
                                 .is_some_and(|a| self.read_only_address(a))
                     });
-                // A pure function (math, constructors) of uniform arguments gives one value.
-                let pure = name.is_some_and(|n| {
-                    lang::UNIFORM_FUNCTIONS.contains(&n) || lang::PURE_FUNCTIONS.contains(&n)
-                });
+                // A pure function (math, constructors) or a uniform helper of uniform arguments
+                // gives one value.
+                let helper = callee
+                    .and_then(|c| match c.kind() {
+                        "template_function" => c.child_by_field_id(f.name),
+                        _ if c.kind_id() == k.identifier => Some(c),
+                        _ => None,
+                    })
+                    .is_some_and(|c| self.uniform_helper(text(c, self.src)));
+                let pure = helper
+                    || name.is_some_and(|n| {
+                        lang::UNIFORM_FUNCTIONS.contains(&n) || lang::PURE_FUNCTIONS.contains(&n)
+                    });
                 if !read_only_load && !pure {
                     return true;
                 }
@@ -965,6 +1009,7 @@ fn macro_value_names(t: &str) -> Vec<&str> {
 
 /// Names declared outside function bodies, by whether every thread of every block reads the
 /// same value from them.
+mod helpers;
 mod names;
 use names::*;
 

@@ -387,3 +387,129 @@ fn a_constructor_may_write_its_arguments() {
         "m > 1",
     );
 }
+
+#[test]
+fn a_helpers_results_from_uniform_arguments_are_uniform() {
+    // Written through a reference parameter, or returned, from the block's built-ins, the
+    // file's constants, the helper's own locals and other such helpers.
+    uniform(
+        "__device__ void at(int n, int& r) { r = blockIdx.x * n; }",
+        "",
+        "  int r;\n  at(8, r);",
+        "r > 100",
+    );
+    uniform(
+        "__device__ int row(int n) { return blockIdx.y * n + 1; }",
+        "",
+        "  int r = row(4);",
+        "r > 5",
+    );
+    uniform(
+        "__device__ int twice(int n) { return n * 2; }\n__device__ void at(int n, int& r) { r = twice(n) + gridDim.x; }",
+        ", int n",
+        "  int r;\n  at(n, r);",
+        "r > 3",
+    );
+    uniform(
+        "struct P { int x, y; };\n__device__ void at(const P& p, P& o) { o.x = p.x + blockIdx.x; o.y = p.y; }",
+        ", P p",
+        "  P o;\n  at(p, o);",
+        "o.x >= p.y",
+    );
+    uniform(
+        "#define IDX2(a, b, w) ((a) + (b) * (w))\nconstexpr int K = 4;\n__device__ void at(int& r) { r = K * IDX2(blockIdx.x, blockIdx.y, gridDim.x); }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 3",
+    );
+    uniform(
+        "__device__ int sum3(int n) { int a[3] = {n, n + 1, n + 2}; int s = 0; for (int i = 0; i < 3; ++i) s += a[i]; return s; }",
+        "",
+        "  const int r = sum3(blockIdx.x);",
+        "r > 3",
+    );
+}
+
+#[test]
+fn a_helper_that_reads_more_than_its_arguments_is_no_uniform_helper() {
+    varying(
+        "__device__ void at(int& r) { r = threadIdx.x; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 3",
+    );
+    varying(
+        "__device__ void at(const float* p, float& r) { r = p[blockIdx.x]; }",
+        "",
+        "  float r;\n  at(out, r);",
+        "r > 1",
+    );
+    varying(
+        "__device__ int g;\n__device__ void at(int& r) { r = g + blockIdx.x; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+    varying(
+        "__device__ void at(int& r) { r = other(blockIdx.x); }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+    varying(
+        "#define LD(p, i) ((p)[i])\n__device__ void at(const float* p, float& r) { r = LD(p, blockIdx.x); }",
+        "",
+        "  float r;\n  at(out, r);",
+        "r > 1",
+    );
+    varying(
+        "#define TID threadIdx.x\n__device__ void at(int& r) { r = TID; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+    varying(
+        "__device__ void at(int& r) { int* p = &r; *p = blockIdx.x; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+    varying(
+        "template <int N> __device__ void at(int& r) { r = N * blockIdx.x; }",
+        "",
+        "  int r;\n  at<4>(r);",
+        "r > 1",
+    );
+    // Calls are matched by name: every definition of it must be a uniform helper.
+    varying(
+        "__device__ void at(int& r) { r = blockIdx.x; }\n__device__ void at(int& r, int s) { r = threadIdx.x + s; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+}
+
+#[test]
+fn a_uniform_helper_of_varying_arguments_or_control_is_varying() {
+    let helper = "__device__ void at(int n, int& r) { r = n * 2; }";
+    varying(helper, "", "  int r;\n  at(threadIdx.x, r);", "r > 3");
+    varying(
+        helper,
+        "",
+        "  int r = 0;\n  if (threadIdx.x > 3) at(8, r);",
+        "r > 3",
+    );
+    varying(
+        helper,
+        "",
+        "  __shared__ int v;\n  int r;\n  at(v, r);",
+        "r > 3",
+    );
+    varying(helper, "", "  int r = threadIdx.x;\n  at(r, r);", "r > 3");
+    varying(
+        helper,
+        "",
+        "  int r;\n  at(8, r);\n  r += threadIdx.x;",
+        "r > 3",
+    );
+}
