@@ -257,7 +257,9 @@ pub fn facts<'t>(
         has_return |= id == k.return_statement;
         has_lambda |= id == k.lambda_expression;
     }
-    let uni = (kernel && has_return).then(|| Uniformity::new(body, &nodes, src, macros));
+    let block_vars = thread_block_variables(&nodes, src);
+    let uni = (kernel && has_return)
+        .then(|| Uniformity::new(body, &nodes, src, macros, block_vars.clone()));
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
         reads_thread_idx: false,
@@ -281,7 +283,6 @@ pub fn facts<'t>(
         refusals: Vec::new(),
         nodes: Vec::new(),
     };
-    let block_vars = thread_block_variables(&nodes, src);
     let tile_vars = tile_variables(body, &nodes, src);
     for &n in &nodes {
         let id = n.kind_id();

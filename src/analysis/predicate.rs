@@ -404,8 +404,10 @@ impl<'a, 't> Walker<'a, 't> {
     fn uniformity(&mut self) -> &Uniformity<'t, 'a> {
         let (body, src, macros) = (self.body, self.src, self.macros);
         let all = self.all;
-        self.uni
-            .get_or_insert_with(|| Uniformity::with_exits(body, all, src, macros, false))
+        self.uni.get_or_insert_with(|| {
+            let blocks = super::body::thread_block_variables(all, src);
+            Uniformity::with_exits(body, all, src, macros, blocks, false)
+        })
     }
 
     fn vote(&mut self, b: BarrierSite<'t>) -> Result<(), Diagnostic> {

@@ -65,14 +65,16 @@ struct Assignment<'t> {
 }
 
 impl<'t, 'm> Uniformity<'t, 'm> {
-    /// `all`: the body and its descendants, in pre-order.
+    /// `all`: the body and its descendants, in pre-order; `thread_blocks`: its variables that
+    /// hold this thread block (`body::thread_block_variables`).
     pub fn new(
         body: Node<'t>,
         all: &[Node<'t>],
         src: &'t str,
         macros: &'m BTreeMap<String, MacroFacts>,
+        thread_blocks: BTreeSet<String>,
     ) -> Self {
-        Self::with_exits(body, all, src, macros, true)
+        Self::with_exits(body, all, src, macros, thread_blocks, true)
     }
 
     /// `returns_exit`: false for the predicated form, where a `return` only clears a flag and
@@ -82,6 +84,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         all: &[Node<'t>],
         src: &'t str,
         macros: &'m BTreeMap<String, MacroFacts>,
+        thread_blocks: BTreeSet<String>,
         returns_exit: bool,
     ) -> Self {
         let mut u = Uniformity {
@@ -97,7 +100,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             loads_by_all: None,
             functions: HashMap::new(),
             uniform_helpers: Default::default(),
-            thread_blocks: super::body::thread_block_variables(all, src),
+            thread_blocks,
             parents: parents_within(body),
         };
         let mut root = body;
@@ -124,7 +127,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 // The returns that make threads differ: those the plain form's analysis finds
                 // under thread-dependent control (a block-uniform return leaves no thread
                 // behind that skipped what the others load).
-                let plain = Self::with_exits(body, all, src, macros, true);
+                let plain = Self::with_exits(body, all, src, macros, u.thread_blocks.clone(), true);
                 let mut returns: Vec<usize> = all
                     .iter()
                     .filter(|n| n.kind_id() == kinds().return_statement)
