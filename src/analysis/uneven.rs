@@ -18,7 +18,7 @@
 use super::flow::{guards, is_loop, Guard};
 use super::uniformity::parents_within;
 use crate::lang::{self, kinds, text};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -176,6 +176,9 @@ struct Threadness<'s> {
     /// Per variable, whether its every write is the thread's linear index
     /// (`linear_thread_index`: `int tid = threadIdx.x;`).
     thread_index_copy: Vec<bool>,
+    /// Names a `static_assert` of the body says are multiples of a warp's width
+    /// (`asserted_warp_multiples`).
+    warp_multiples: BTreeSet<String>,
 }
 
 impl<'s> Threadness<'s> {
@@ -200,6 +203,7 @@ impl<'s> Threadness<'s> {
                 .map(|n| n.byte_range())
                 .collect(),
             thread_index_copy: Vec::new(),
+            warp_multiples: asserted_warp_multiples(nodes, src),
         };
         // Each write: the name written and the value it gets.
         let mut writes: Vec<(Node, Node)> = Vec::new();
@@ -317,12 +321,20 @@ impl<'s> Threadness<'s> {
                 || (n.kind_id() == kinds().identifier
                     && self.resolve(n).is_some_and(|i| self.thread_index_copy[i]))
         };
-        // The bound, counted in lanes: a literal, or a warp's width by name.
+        // The bound, counted in lanes (modulo a warp: only its place in a warp matters): a
+        // literal, a warp's width by name, or a name the body asserts a multiple of one
+        // (`static_assert(D % (2*WARP_SIZE) == 0)`, `D` a template parameter: every
+        // instantiation compiles only if it holds) and declares no variable of.
         let bound = |n: Node| -> Option<u64> {
             let t = text(n, self.src).trim_end_matches(['u', 'U']);
             t.parse::<u64>().ok().or_else(|| {
-                let lower = t.to_ascii_lowercase();
-                (lower == "warpsize" || lower == "warp_size" || lower == "warp_sz").then_some(32)
+                if warp_width_name(t) {
+                    return Some(32);
+                }
+                (n.kind_id() == kinds().identifier
+                    && self.warp_multiples.contains(t)
+                    && self.resolve(n).is_none())
+                .then_some(0)
             })
         };
         // Written with the index on the left: `<` and `>=` cut at the bound, `<=` and `>`
@@ -436,14 +448,113 @@ fn linear_thread_index(text: &str) -> bool {
     let Some((a, b)) = t.split_once('+') else {
         return false;
     };
+    // `threadIdx.y * blockDim.x`, or a row a whole number of warps wide (`WARP_SIZE *
+    // threadIdx.y`, as blocks of (WARP_SIZE, nwarps) threads count): where a block's width is
+    // a whole number of warps, as the lane rules assume of `threadIdx.y`, each warp's lanes
+    // then hold 32 consecutive values from a multiple of 32.
     let row = |r: &str| {
         r.trim_matches(['(', ')'])
             .split_once('*')
             .is_some_and(|(p, q)| {
-                (p, q) == ("threadIdx.y", "blockDim.x") || (p, q) == ("blockDim.x", "threadIdx.y")
+                (p == "threadIdx.y" && (q == "blockDim.x" || warps_wide(q)))
+                    || (q == "threadIdx.y" && (p == "blockDim.x" || warps_wide(p)))
             })
     };
     (a == "threadIdx.x" && row(b)) || (b == "threadIdx.x" && row(a))
+}
+
+/// The names that a `static_assert` among `nodes` says are multiples of a warp's width:
+/// `static_assert(D % K == 0, ...)` (or `0 == D % K`, parenthesized or not), `K` a literal
+/// multiple of 32, a warp's width by name, or a product of such and literals (`2*WARP_SIZE`).
+fn asserted_warp_multiples(nodes: &[Node], src: &str) -> BTreeSet<String> {
+    let f = lang::fields();
+    let mut out = BTreeSet::new();
+    for n in nodes {
+        if n.kind() != "static_assert_declaration" {
+            continue;
+        }
+        let Some(cond) = n.child_by_field_id(f.condition).map(lang::strip_parens) else {
+            continue;
+        };
+        if cond.kind() != "binary_expression"
+            || cond.child_by_field_id(f.operator).map(|o| text(o, src)) != Some("==")
+        {
+            continue;
+        }
+        let (Some(l), Some(r)) = (
+            cond.child_by_field_id(f.left),
+            cond.child_by_field_id(f.right),
+        ) else {
+            continue;
+        };
+        let zero = |x: Node| text(x, src).trim() == "0";
+        let Some(rem) = (if zero(r) {
+            Some(l)
+        } else if zero(l) {
+            Some(r)
+        } else {
+            None
+        }) else {
+            continue;
+        };
+        let rem = lang::strip_parens(rem);
+        if rem.kind() != "binary_expression"
+            || rem.child_by_field_id(f.operator).map(|o| text(o, src)) != Some("%")
+        {
+            continue;
+        }
+        let (Some(name), Some(by)) = (
+            rem.child_by_field_id(f.left),
+            rem.child_by_field_id(f.right),
+        ) else {
+            continue;
+        };
+        let name = lang::strip_parens(name);
+        if name.kind() == "identifier" && multiple_of_warp(by, src) {
+            out.insert(text(name, src).to_string());
+        }
+    }
+    out
+}
+
+/// Whether the constant expression `e` is a multiple of 32: a literal multiple of 32, a
+/// warp's width by name, or a product with one such factor.
+fn multiple_of_warp(e: Node, src: &str) -> bool {
+    let f = lang::fields();
+    let e = lang::strip_parens(e);
+    if e.kind() == "binary_expression"
+        && e.child_by_field_id(f.operator).map(|o| text(o, src)) == Some("*")
+    {
+        let literal = |x: Node| {
+            text(lang::strip_parens(x), src)
+                .trim_end_matches(['u', 'U'])
+                .parse::<u64>()
+                .is_ok()
+        };
+        return match (e.child_by_field_id(f.left), e.child_by_field_id(f.right)) {
+            (Some(a), Some(b)) => {
+                (multiple_of_warp(a, src) && (literal(b) || multiple_of_warp(b, src)))
+                    || (literal(a) && multiple_of_warp(b, src))
+            }
+            _ => false,
+        };
+    }
+    warps_wide(text(e, src))
+}
+
+/// Whether `t` is a whole number of warps: a literal multiple of 32 or a warp's width by name.
+fn warps_wide(t: &str) -> bool {
+    let t = t.trim_matches(['(', ')']).trim_end_matches(['u', 'U']);
+    t.parse::<u64>().is_ok_and(|n| n > 0 && n % 32 == 0) || warp_width_name(t)
+}
+
+/// `warpSize`, `WARP_SIZE`, `warp_size`, `WARP_SZ`: a warp's width by name (32; 64 on AMD
+/// hardware where a HIP build defines it so, a multiple of 32 either way).
+fn warp_width_name(t: &str) -> bool {
+    matches!(
+        t.to_ascii_lowercase().as_str(),
+        "warpsize" | "warp_size" | "warp_sz"
+    )
 }
 
 /// Whether `e` divides by a warp's width or more (`x / 32`, `x >> 5`, `x / WARP_SIZE`,
@@ -655,6 +766,8 @@ mod tests {
             "threadIdx.y * blockDim.x + threadIdx.x",
             "threadIdx.x + blockDim.x * threadIdx.y",
             "(threadIdx.y * blockDim.x) + threadIdx.x",
+            "WARP_SIZE*threadIdx.y + threadIdx.x",
+            "threadIdx.x + threadIdx.y * 64",
         ] {
             assert!(linear_thread_index(t), "{t}");
         }
@@ -663,6 +776,8 @@ mod tests {
             "threadIdx.x + blockIdx.x * blockDim.x",
             "threadIdx.y * blockDim.y + threadIdx.x",
             "threadIdx.x >> 1",
+            "16 * threadIdx.y + threadIdx.x",
+            "0 * threadIdx.y + threadIdx.x",
         ] {
             assert!(!linear_thread_index(t), "{t}");
         }
@@ -738,6 +853,36 @@ mod tests {
             ]
         );
         assert_eq!(returns, ["if (gid >= n) { return; }"]);
+    }
+
+    #[test]
+    fn bounds_asserted_multiples_of_a_warp_are_at_its_edge() {
+        let src = "template <int D, int E, int F> __global__ void k(int* a) {
+  static_assert(D % (2*WARP_SIZE) == 0, \"D\");
+  static_assert(0 == (E % 64), \"E\");
+  static_assert(F % 16 == 0, \"F\");
+  const int tid = WARP_SIZE*threadIdx.y + threadIdx.x;
+  const int t16 = 16*threadIdx.y + threadIdx.x;
+  if (tid >= D) return;
+  if (tid < E) return;
+  if (tid > D) return;
+  if (tid >= F) return;
+  if (t16 >= D) return;
+  if (tid >= G) return;
+  { const int D = a[0]; if (tid >= D) return; }
+}
+";
+        let (_, returns) = lane_dependent(src);
+        assert_eq!(
+            returns,
+            [
+                "if (tid > D) return;",
+                "if (tid >= F) return;",
+                "if (t16 >= D) return;",
+                "if (tid >= G) return;",
+                "{ const int D = a[0]; if (tid >= D) return; }",
+            ]
+        );
     }
 
     #[test]
