@@ -107,27 +107,25 @@ fn own_calls(
     {
         let mut c = list.walk();
         for p in list.named_children(&mut c) {
-            if p.kind() != "parameter_declaration" {
-                if p.kind() == "comment" {
-                    continue;
+            match p.kind() {
+                "comment" => {}
+                "parameter_declaration" => {
+                    if let Some(d) = p.child_by_field_id(f.declarator) {
+                        names.extend(declared_names(d, src));
+                    }
                 }
-                return None; // a pack, a default argument, `...`: not followed
-            }
-            if let Some(d) = p.child_by_field_id(f.declarator) {
-                names.extend(declared_names(d, src));
+                _ => return None, // a pack, a default argument, `...`: not followed
             }
         }
     }
-    // Locals: scalars and arrays of the helper's own (a pointer local could point anywhere,
-    // but reading through it is refused below).
+    // Locals, and which of them are arrays of the helper's own (a pointer local could point
+    // anywhere, but reading through it is refused).
     let mut arrays: BTreeSet<String> = BTreeSet::new();
     let mut ok = true;
     lang::visit(body, |n| {
         if n.kind_id() == k.declaration {
             let t = text(n, src);
-            if t.contains("__shared__") || t.contains("static") || t.contains("extern") {
-                ok = false;
-            }
+            ok &= !(t.contains("__shared__") || t.contains("static") || t.contains("extern"));
             for d in lang::declarators(n) {
                 if let Some(name) = lang::declarator_name(d) {
                     names.insert(text(name, src).to_string());
@@ -139,202 +137,148 @@ fn own_calls(
         }
         ok
     });
-    if !ok {
-        return None;
-    }
     let mut called = BTreeSet::new();
-    lang::visit(body, |n| {
-        if !ok {
-            return false;
-        }
-        let id = n.kind_id();
-        let operator = || n.child_by_field_id(f.operator).map(|o| text(o, src));
-        if id == k.call_expression {
-            let callee = n.child_by_field_id(f.function);
-            let name = match callee.map(|c| (c.kind(), c)) {
-                Some(("identifier", c)) => Some(text(c, src)),
-                Some(("template_function", c)) => c.child_by_field_id(f.name).map(|x| text(x, src)),
-                _ => None,
-            };
-            match name {
-                // A function-like macro of the file whose text keeps to the rules.
-                Some(name) if !names.contains(name) && macros.contains_key(name) => {
-                    ok &= function_macro_allowed(name, &names, file, macros);
-                    if let Some(args) = n.child_by_field_id(f.arguments) {
-                        let mut c = args.walk();
-                        for a in args.named_children(&mut c) {
-                            ok &=
-                                values_allowed(a, src, &names, &arrays, file, macros, &mut called);
-                        }
-                    }
-                }
-                // A variable (a functor) is no function of the file.
-                Some(name) if !names.contains(name) => {
-                    called.insert(name.to_string());
-                    // The arguments, not the callee's name, are values to check.
-                    if let Some(args) = n.child_by_field_id(f.arguments) {
-                        let mut c = args.walk();
-                        for a in args.named_children(&mut c) {
-                            ok &=
-                                values_allowed(a, src, &names, &arrays, file, macros, &mut called);
-                        }
-                    }
-                }
-                _ => ok = false,
-            }
-            return false;
-        }
-        if id == k.identifier {
-            ok &= name_allowed(text(n, src), &names, file, macros);
-            return false;
-        }
-        if id == k.subscript_expression {
-            // A load from memory, unless from the helper's own array.
-            let base = n.child_by_field_id(f.argument);
-            ok &=
-                base.is_some_and(|b| b.kind_id() == k.identifier && arrays.contains(text(b, src)));
-            return ok;
-        }
-        if id == k.pointer_expression || (id == k.field_expression && operator() == Some("->")) {
-            ok = false;
-            return false;
-        }
-        if id == k.field_expression {
-            // `s.x`: the object's value; the field's name is no variable.
-            if let Some(object) = n.child_by_field_id(f.argument) {
-                ok &= values_allowed(object, src, &names, &arrays, file, macros, &mut called);
-            }
-            return false;
-        }
-        if id == k.gnu_asm_expression || id == k.lambda_expression {
-            ok = false;
-            return false;
-        }
-        match n.kind() {
-            "this"
-            | "new_expression"
-            | "delete_expression"
-            | "throw_statement"
-            | "qualified_identifier"
-            | "co_await_expression" => {
-                ok = false;
-                false
-            }
-            "sizeof_expression" | "alignof_expression" => false,
-            // Types, fields and labels name no value.
-            "type_identifier"
-            | "field_identifier"
-            | "statement_identifier"
-            | "namespace_identifier"
-            | "primitive_type" => false,
-            _ => true,
-        }
-    });
-    ok.then_some(called)
+    let rules = Rules {
+        src,
+        names: &names,
+        arrays: &arrays,
+        file,
+        macros,
+    };
+    (ok && rules.allowed(body, &mut called)).then_some(called)
 }
 
-/// `own_calls`' rules applied to one expression inside the body.
-fn values_allowed(
-    n: Node,
-    src: &str,
-    names: &BTreeSet<String>,
-    arrays: &BTreeSet<String>,
-    file: &Declared,
-    macros: &BTreeMap<String, MacroFacts>,
-    called: &mut BTreeSet<String>,
-) -> bool {
-    let k = kinds();
-    let f = crate::lang::fields();
-    let mut ok = true;
-    lang::visit(n, |x| {
-        if !ok {
-            return false;
-        }
-        let id = x.kind_id();
-        if id == k.identifier {
-            ok &= name_allowed(text(x, src), names, file, macros);
-            return false;
-        }
-        if id == k.call_expression {
-            match x.child_by_field_id(f.function) {
-                Some(c) if c.kind_id() == k.identifier => {
-                    let name = text(c, src);
-                    if names.contains(name) {
-                        ok = false;
-                        return false;
-                    }
-                    if macros.contains_key(name) {
-                        ok &= function_macro_allowed(name, names, file, macros);
-                    } else {
-                        called.insert(name.to_string());
-                    }
-                    if let Some(args) = x.child_by_field_id(f.arguments) {
-                        ok &= values_allowed(args, src, names, arrays, file, macros, called);
-                    }
-                }
-                _ => ok = false,
+/// What a uniform helper's body may hold (module comment), given its own names.
+struct Rules<'a> {
+    src: &'a str,
+    /// Its parameters and locals.
+    names: &'a BTreeSet<String>,
+    /// Its local arrays, which it may index.
+    arrays: &'a BTreeSet<String>,
+    file: &'a Declared,
+    macros: &'a BTreeMap<String, MacroFacts>,
+}
+
+impl Rules<'_> {
+    /// Whether `n` keeps to the rules; the functions it calls go to `called`.
+    fn allowed(&self, n: Node, called: &mut BTreeSet<String>) -> bool {
+        let k = kinds();
+        let f = crate::lang::fields();
+        let src = self.src;
+        let mut ok = true;
+        lang::visit(n, |x| {
+            if !ok {
+                return false;
             }
-            return false;
-        }
-        if id == k.subscript_expression {
-            let base = x.child_by_field_id(f.argument);
-            ok &=
-                base.is_some_and(|b| b.kind_id() == k.identifier && arrays.contains(text(b, src)));
-            return ok;
-        }
-        if id == k.pointer_expression
-            || id == k.gnu_asm_expression
-            || id == k.lambda_expression
-            || matches!(x.kind(), "this" | "qualified_identifier" | "new_expression")
-        {
-            ok = false;
-            return false;
-        }
-        if id == k.field_expression {
-            if x.child_by_field_id(f.operator)
-                .is_some_and(|o| text(o, src) == "->")
+            let id = x.kind_id();
+            let operator = || x.child_by_field_id(f.operator).map(|o| text(o, src));
+            if id == k.identifier {
+                ok &= self.name_allowed(text(x, src), 0);
+                return false;
+            }
+            if id == k.call_expression {
+                let name = match x.child_by_field_id(f.function) {
+                    Some(c) if c.kind_id() == k.identifier => Some(text(c, src)),
+                    Some(c) if c.kind() == "template_function" => {
+                        c.child_by_field_id(f.name).map(|n| text(n, src))
+                    }
+                    _ => None,
+                };
+                ok &= match name {
+                    // A variable (a functor) is no function of the file.
+                    Some(name) if self.names.contains(name) => false,
+                    Some(name) if self.macros.contains_key(name) => {
+                        self.function_macro_allowed(name)
+                    }
+                    Some(name) => {
+                        called.insert(name.to_string());
+                        true
+                    }
+                    None => false,
+                };
+                // The arguments, not the callee's name, are values to check.
+                if let Some(args) = x.child_by_field_id(f.arguments) {
+                    ok &= self.allowed(args, called);
+                }
+                return false;
+            }
+            if id == k.subscript_expression {
+                // A load from memory, unless from the helper's own array.
+                ok &= x.child_by_field_id(f.argument).is_some_and(|b| {
+                    b.kind_id() == k.identifier && self.arrays.contains(text(b, src))
+                });
+                return ok;
+            }
+            if id == k.field_expression {
+                // `s.x`: the object's value; the field's name is no variable. `p->x` loads.
+                ok &= operator() != Some("->")
+                    && x.child_by_field_id(f.argument)
+                        .is_some_and(|object| self.allowed(object, called));
+                return false;
+            }
+            if id == k.pointer_expression || id == k.gnu_asm_expression || id == k.lambda_expression
             {
                 ok = false;
                 return false;
             }
-            if let Some(object) = x.child_by_field_id(f.argument) {
-                ok &= values_allowed(object, src, names, arrays, file, macros, called);
+            match x.kind() {
+                "this"
+                | "new_expression"
+                | "delete_expression"
+                | "throw_statement"
+                | "qualified_identifier"
+                | "co_await_expression" => {
+                    ok = false;
+                    false
+                }
+                // Not evaluated; types and fields name no value.
+                "sizeof_expression" | "alignof_expression" | "type_identifier"
+                | "field_identifier" => false,
+                _ => true,
             }
+        });
+        ok
+    }
+
+    /// A name a uniform helper may read: its own, a built-in with one value per block, a
+    /// constant of the file or a standard header, or an object-like macro that expands to such
+    /// names only.
+    fn name_allowed(&self, name: &str, depth: usize) -> bool {
+        if lang::THREAD_VARYING.contains(&name) || depth > 16 {
             return false;
         }
-        !matches!(
-            x.kind(),
-            "sizeof_expression" | "alignof_expression" | "type_identifier" | "field_identifier"
-        )
-    });
-    ok
-}
-
-/// A name a uniform helper may read: its own, a built-in with one value per block, a constant
-/// of the file or a standard header, or an object-like macro that expands to such names only.
-fn name_allowed(
-    name: &str,
-    names: &BTreeSet<String>,
-    file: &Declared,
-    macros: &BTreeMap<String, MacroFacts>,
-) -> bool {
-    macro_allowed(name, names, file, macros, 0)
-}
-
-fn macro_allowed(
-    name: &str,
-    names: &BTreeSet<String>,
-    file: &Declared,
-    macros: &BTreeMap<String, MacroFacts>,
-    depth: usize,
-) -> bool {
-    if lang::THREAD_VARYING.contains(&name) || depth > 16 {
-        return false;
+        if let Some(m) = self.macros.get(name) {
+            return self.macro_text_allowed(name, m, &[], depth);
+        }
+        self.names.contains(name)
+            || lang::UNIFORM_BUILTINS.contains(&name)
+            || lang::STANDARD_CONSTANTS.contains(&name)
+            || lang::VALUELESS_WORDS.contains(&name)
+            || self.file.uniform.contains(name) && !self.file.other.contains(name)
     }
-    if let Some(m) = macros.get(name) {
-        // Not a function-like macro's use (a call, refused above): its parameters are not
-        // known here, so its text cannot be judged.
-        return !m.thread_varying
+
+    /// A use of function-like macro `name` (as a call) whose replacement text a uniform helper
+    /// may contain; the arguments are checked at the use. An included file's macro, whose
+    /// parameters are not kept, is refused.
+    fn function_macro_allowed(&self, name: &str) -> bool {
+        self.macros.get(name).is_some_and(|m| {
+            m.params
+                .as_ref()
+                .is_some_and(|params| self.macro_text_allowed(name, m, params, 0))
+        })
+    }
+
+    /// Whether macro `name`'s text reads nothing but `params` and names `name_allowed`
+    /// accepts, and calls, loads, synchronizes and returns nothing. An object-like macro
+    /// named alone (no `params`) whose text names parameters of its own is refused with them.
+    fn macro_text_allowed(
+        &self,
+        name: &str,
+        m: &MacroFacts,
+        params: &[String],
+        depth: usize,
+    ) -> bool {
+        !m.thread_varying
             && !m.redefined
             && !m.barrier
             && !m.returns
@@ -344,49 +288,11 @@ fn macro_allowed(
                 .all(|c| lang::UNEVALUATED_OPERATORS.contains(&c.as_str()))
             && !reads_memory(&m.text)
             && macro_value_names(&m.text).into_iter().all(|i| {
-                i != name
-                    && (lang::VALUELESS_WORDS.contains(&i)
-                        || macro_allowed(i, names, file, macros, depth + 1))
-            });
+                params.iter().any(|p| p == i)
+                    || i != name
+                        && (lang::VALUELESS_WORDS.contains(&i) || self.name_allowed(i, depth + 1))
+            })
     }
-    names.contains(name)
-        || lang::UNIFORM_BUILTINS.contains(&name)
-        || lang::STANDARD_CONSTANTS.contains(&name)
-        || lang::VALUELESS_WORDS.contains(&name)
-        || file.uniform.contains(name) && !file.other.contains(name)
-}
-
-/// A use of function-like macro `name` (as a call) whose replacement text a uniform helper may
-/// contain: nothing but its parameters and names `macro_allowed` accepts, no call, no memory.
-/// The arguments are checked at the use. An included file's macro, whose parameters are not
-/// kept, is refused.
-fn function_macro_allowed(
-    name: &str,
-    names: &BTreeSet<String>,
-    file: &Declared,
-    macros: &BTreeMap<String, MacroFacts>,
-) -> bool {
-    let Some(m) = macros.get(name) else {
-        return false;
-    };
-    let Some(params) = &m.params else {
-        return false;
-    };
-    !m.thread_varying
-        && !m.redefined
-        && !m.barrier
-        && !m.returns
-        && !m.shared
-        && m.calls
-            .iter()
-            .all(|c| lang::UNEVALUATED_OPERATORS.contains(&c.as_str()))
-        && !reads_memory(&m.text)
-        && macro_value_names(&m.text).into_iter().all(|i| {
-            params.iter().any(|p| p == i)
-                || i != name
-                    && (lang::VALUELESS_WORDS.contains(&i)
-                        || macro_allowed(i, names, file, macros, 0))
-        })
 }
 
 /// The function declarator inside a definition's declarator.
