@@ -13,8 +13,10 @@ use super::*;
 use std::collections::HashSet;
 
 /// The names of the file's functions that are uniform helpers. Every definition of the name
-/// must be one (a call is matched by name, not by overload); a function template's non-type
-/// parameters, a member's fields and anything the file does not declare make it none.
+/// must be one (a call is matched by name, not by overload), and every declaration of it must
+/// have a definition here with as many parameters (an overload only declared is defined in
+/// another file, unseen); a function template's non-type parameters, a member's fields and
+/// anything the file does not declare make it none.
 pub(super) fn uniform_helpers(
     root: Node,
     src: &str,
@@ -22,12 +24,19 @@ pub(super) fn uniform_helpers(
     macros: &BTreeMap<String, MacroFacts>,
 ) -> HashSet<String> {
     let mut definitions: Vec<(String, Node)> = Vec::new();
+    let mut declared: Vec<(String, Option<usize>)> = Vec::new();
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         let kind = n.kind();
         if kind == "function_definition" {
             if let Some(name) = function_name(n, src) {
                 definitions.push((name, n));
+            }
+            continue;
+        }
+        if kind == "declaration" {
+            if let Some(name) = function_name(n, src) {
+                declared.push((name, parameter_count(n)));
             }
             continue;
         }
@@ -38,6 +47,14 @@ pub(super) fn uniform_helpers(
     }
     let mut calls: HashMap<String, BTreeSet<String>> = HashMap::new();
     let mut rejected: HashSet<String> = HashSet::new();
+    for (name, count) in &declared {
+        let defined = definitions
+            .iter()
+            .any(|(d, f)| d == name && count.is_some() && parameter_count(*f) == *count);
+        if !defined {
+            rejected.insert(name.clone());
+        }
+    }
     for (name, function) in &definitions {
         match own_calls(*function, src, file, macros) {
             Some(called) => calls.entry(name.clone()).or_default().extend(called),
@@ -74,7 +91,25 @@ pub(super) fn uniform_helpers(
     }
 }
 
-/// A definition's unqualified name.
+/// How many parameters a definition or declaration of a function lists (None: it has no
+/// parameter list, or a pack or `...` that matches any count).
+fn parameter_count(n: Node) -> Option<usize> {
+    let list = lang_function_declarator(n.child_by_field_id(crate::lang::fields().declarator)?)?
+        .child_by_field_id(crate::lang::fields().parameters)?;
+    let mut c = list.walk();
+    let params: Vec<Node> = list
+        .named_children(&mut c)
+        .filter(|p| p.kind() != "comment")
+        .collect();
+    params
+        .iter()
+        .all(|p| {
+            p.kind() == "parameter_declaration" || p.kind() == "optional_parameter_declaration"
+        })
+        .then_some(params.len())
+}
+
+/// A definition's (or declaration's) unqualified name.
 fn function_name(function: Node, src: &str) -> Option<String> {
     let f = crate::lang::fields();
     let mut found = None;

@@ -513,3 +513,21 @@ fn a_uniform_helper_of_varying_arguments_or_control_is_varying() {
         "r > 3",
     );
 }
+
+#[test]
+fn an_overload_only_declared_here_may_read_anything() {
+    // `at(r, 3)` calls the overload defined in another file, which the analysis cannot read.
+    varying(
+        "__device__ void at(int& r, int s);\n__device__ void at(int& r) { r = blockIdx.x; }",
+        "",
+        "  int r;\n  at(r, 3);",
+        "r > 1",
+    );
+    // A prototype of the definition itself changes nothing.
+    uniform(
+        "__device__ void at(int& r);\n__device__ void at(int& r) { r = blockIdx.x; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+}
