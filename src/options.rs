@@ -35,6 +35,10 @@ pub struct Options {
     /// replacement text), so that what they expand to counts: a `blockIdx` read, a barrier, a
     /// return. The file's own definitions win.
     pub known_macros: Vec<(String, String)>,
+    /// The parameters of the function-like ones among `known_macros`
+    /// (`program::macro_parameters`), for the analysis of what they expand to; the masked view
+    /// reads every included macro as object-like.
+    pub known_macro_parameters: Vec<(String, Vec<String>)>,
     /// Every helper here that reads blockIdx/gridDim gets its task-context form, called or not
     /// by a kernel of this file: the kernels of other files transformed in the same run (a
     /// folder, the compiler launcher's translation unit) call it (`KnownHelper::with_ctx`).

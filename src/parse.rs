@@ -1106,6 +1106,8 @@ fn inside_call(b: &[u8], at: usize) -> bool {
 pub(crate) struct Define<'a> {
     pub name: &'a str,
     pub function_like: bool,
+    /// A function-like macro's parameter list, parentheses included.
+    pub params: Option<&'a str>,
     pub body: &'a str,
 }
 
@@ -1185,6 +1187,7 @@ pub(crate) fn defines(text: &str) -> Vec<Define<'_>> {
             Some(Define {
                 name: c.get(1)?.as_str(),
                 function_like: c.get(2).is_some(),
+                params: c.get(2).map(|p| p.as_str()),
                 body,
             })
         })

@@ -447,7 +447,7 @@ pub fn defines_of(
         .collect();
     // Each file is read with the macros of the files it includes, as its own transform takes
     // them (a kernel spelled `GLOBAL void k(...)`, GLOBAL defined in a header): read once here.
-    let included_macros: Vec<Vec<(String, String)>> = relevant
+    let included_macros: Vec<IncludedMacros> = relevant
         .iter()
         .map(|(p, _)| {
             if opts.known_macros.is_empty() {
@@ -459,7 +459,10 @@ pub fn defines_of(
                         .or_else(|| others.get(q).cloned())
                 })
             } else {
-                opts.known_macros.clone()
+                IncludedMacros {
+                    definitions: opts.known_macros.clone(),
+                    parameters: opts.known_macro_parameters.clone(),
+                }
             }
         })
         .collect();
@@ -477,7 +480,8 @@ pub fn defines_of(
                     let mut o = opts.clone();
                     o.known_kernels.extend(known.0.iter().cloned());
                     o.known_helpers.extend(known.1.iter().cloned());
-                    o.known_macros = macros.clone();
+                    o.known_macros = macros.definitions.clone();
+                    o.known_macro_parameters = macros.parameters.clone();
                     let result = crate::transform(t, &p.display().to_string(), &o)
                         .ok()
                         .map(|tr| (tr.defines, tr.helpers));
@@ -605,16 +609,42 @@ pub fn macro_definitions(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The macros of the files in `closure` (the files one file includes), each file's in order.
-pub fn macros_of(
-    closure: &[PathBuf],
-    text_of: &dyn Fn(&Path) -> Option<String>,
-) -> Vec<(String, String)> {
-    closure
-        .iter()
-        .filter_map(|p| text_of(p))
-        .flat_map(|t| macro_definitions(&t))
+/// The `#define`s of the files one file includes, as `Options` takes them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IncludedMacros {
+    /// (name, replacement text), each file's in order (`macro_definitions`).
+    pub definitions: Vec<(String, String)>,
+    /// The function-like ones' parameters, in the same order (`Options::known_macro_parameters`).
+    pub parameters: Vec<(String, Vec<String>)>,
+}
+
+/// The parameters of a text's function-like `#define`s (`...` as `__VA_ARGS__`).
+pub fn macro_parameters(text: &str) -> Vec<(String, Vec<String>)> {
+    crate::parse::defines(&crate::parse::without_carriage_returns(text))
+        .into_iter()
+        .filter_map(|d| {
+            let list = d.params?.trim_start_matches('(').trim_end_matches(')');
+            let params = list
+                .split(',')
+                .map(|p| match p.trim() {
+                    "..." => "__VA_ARGS__".to_string(),
+                    p => p.to_string(),
+                })
+                .filter(|p| !p.is_empty())
+                .collect();
+            Some((d.name.to_string(), params))
+        })
         .collect()
+}
+
+/// The macros of the files in `closure` (the files one file includes), each file's in order.
+pub fn macros_of(closure: &[PathBuf], text_of: &dyn Fn(&Path) -> Option<String>) -> IncludedMacros {
+    let mut out = IncludedMacros::default();
+    for t in closure.iter().filter_map(|p| text_of(p)) {
+        out.definitions.extend(macro_definitions(&t));
+        out.parameters.extend(macro_parameters(&t));
+    }
+    out
 }
 
 /// Whether a file may define or launch kernels, by its text (cheap, before any parse): a `<<<`

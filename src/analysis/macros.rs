@@ -29,8 +29,8 @@ pub struct MacroFacts {
     /// Defined more than once with different replacement texts (under `#if` branches, say):
     /// the other fields describe the last definition only.
     pub redefined: bool,
-    /// A function-like macro's parameters, where this file defines it (`define_params`); an
-    /// included file's are not kept (`program::macro_definitions`).
+    /// A function-like macro's parameters (`define_params`, `set_params`; None: object-like, or
+    /// not known).
     pub params: Option<Vec<String>>,
 }
 
@@ -52,9 +52,6 @@ pub fn define_params(
     params: tree_sitter::Node,
     src: &str,
 ) {
-    let Some(m) = macros.get_mut(name) else {
-        return;
-    };
     let mut c = params.walk();
     let list = params
         .named_children(&mut c)
@@ -63,7 +60,15 @@ pub fn define_params(
             t => t.to_string(),
         })
         .collect();
-    m.params = Some(list);
+    set_params(macros, name, list);
+}
+
+/// Records the parameters of a function-like macro, after `define` (an included file's:
+/// `Options::known_macro_parameters`).
+pub fn set_params(macros: &mut BTreeMap<String, MacroFacts>, name: &str, params: Vec<String>) {
+    if let Some(m) = macros.get_mut(name) {
+        m.params = Some(params);
+    }
 }
 
 pub(super) fn identifiers(s: &str) -> impl Iterator<Item = (usize, &str)> {

@@ -229,6 +229,9 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         for (name, text) in &opts.known_macros {
             macros::define(&mut all, name, text);
         }
+        for (name, params) in &opts.known_macro_parameters {
+            macros::set_params(&mut all, name, params.clone());
+        }
         all.extend(found.macros);
         macros::close(all)
     };

@@ -1182,9 +1182,11 @@ fn prepare(
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);
             o.namesakes = program::namesake_ordinals(&defines, p);
-            o.known_macros = program::macros_of(graph.closure(p), &|q| {
+            let included = program::macros_of(graph.closure(p), &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });
+            o.known_macros = included.definitions;
+            o.known_macro_parameters = included.parameters;
             o.include_support = include_support;
             let t = cupreempt::transform(text, name, &o)?;
             let shown: Vec<_> = t

@@ -344,7 +344,7 @@ pub(super) fn known_kernels(
             .map(|t| (*t).clone())
             .or_else(|| outside.get(p).cloned())
     };
-    let macros: Vec<Vec<(String, String)>> = canonical
+    let macros: Vec<program::IncludedMacros> = canonical
         .iter()
         .map(|(c, _)| program::macros_of(graph.closure(c), &text_of))
         .collect();
@@ -416,7 +416,7 @@ pub(super) fn known_kernels(
             });
         if !kernels.is_empty()
             || !helpers.is_empty()
-            || !macros.is_empty()
+            || !macros.definitions.is_empty()
             || !namesakes.is_empty()
             || !included_inputs.is_empty()
             || includes_transformed
@@ -442,7 +442,7 @@ pub(super) fn known_kernels(
 pub(super) struct Known {
     pub kernels: Vec<KnownKernel>,
     pub helpers: Vec<KnownHelper>,
-    pub macros: Vec<(String, String)>,
+    pub macros: program::IncludedMacros,
     pub namesakes: BTreeMap<String, usize>,
     /// The other inputs it includes, directly or through other files (as given).
     pub included_inputs: Vec<PathBuf>,
@@ -459,7 +459,8 @@ impl Known {
         cupreempt::Options {
             known_kernels: self.kernels,
             known_helpers: self.helpers,
-            known_macros: self.macros,
+            known_macros: self.macros.definitions,
+            known_macro_parameters: self.macros.parameters,
             namesakes: self.namesakes,
             ..opts.clone()
         }

@@ -293,8 +293,8 @@ impl Rules<'_> {
     }
 
     /// A use of function-like macro `name` (as a call) whose replacement text a uniform helper
-    /// may contain; the arguments are checked at the use. An included file's macro, whose
-    /// parameters are not kept, is refused.
+    /// may contain; the arguments are checked at the use. One whose parameters are not known
+    /// is refused.
     fn function_macro_allowed(&self, name: &str) -> bool {
         self.macros.get(name).is_some_and(|m| {
             m.params

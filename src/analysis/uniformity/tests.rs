@@ -531,3 +531,34 @@ fn an_overload_only_declared_here_may_read_anything() {
         "r > 1",
     );
 }
+
+#[test]
+fn an_included_function_like_macro_is_read_with_its_parameters() {
+    let header = "#define IDX2(a, b, w) ((a) + (b) * (w))\n";
+    let src = "__device__ void at(int& r) { r = IDX2(blockIdx.x, blockIdx.y, gridDim.x); }\n\
+        __global__ void k(float* out) {\n  __shared__ float s[128];\n  int r;\n  at(r);\n  if (r > 3) return;\n  \
+        s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
+    let mode = |o: &Options| {
+        let parsed = crate::parse::parse_with(src, &o.known_macros);
+        let a = analyze(&parsed, src, o);
+        a.kernels
+            .iter()
+            .find(|k| k.site.name == "k")
+            .and_then(|k| k.mode)
+    };
+    let mut o = Options {
+        known_macros: crate::program::macro_definitions(header),
+        ..Options::default()
+    };
+    // Its text names `a`, `b` and `w`, which are nothing without the parameter list.
+    assert_eq!(mode(&o), Some(SyncMode::Predicated));
+    o.known_macro_parameters = crate::program::macro_parameters(header);
+    assert_eq!(
+        o.known_macro_parameters,
+        [(
+            "IDX2".to_string(),
+            vec!["a".to_string(), "b".to_string(), "w".to_string()]
+        )]
+    );
+    assert_eq!(mode(&o), Some(SyncMode::Plain));
+}
