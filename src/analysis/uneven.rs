@@ -466,11 +466,19 @@ fn linear_thread_index(text: &str) -> bool {
 /// The names that a `static_assert` among `nodes` says are multiples of a warp's width:
 /// `static_assert(D % K == 0, ...)` (or `0 == D % K`, parenthesized or not), `K` a literal
 /// multiple of 32, a warp's width by name, or a product of such and literals (`2*WARP_SIZE`).
+/// Not one inside an `if`: a discarded `if constexpr` branch checks none of its assertions.
 fn asserted_warp_multiples(nodes: &[Node], src: &str) -> BTreeSet<String> {
     let f = lang::fields();
+    let branches: Vec<Range<usize>> = nodes
+        .iter()
+        .filter(|n| n.kind_id() == kinds().if_statement)
+        .map(|n| n.byte_range())
+        .collect();
     let mut out = BTreeSet::new();
     for n in nodes {
-        if n.kind() != "static_assert_declaration" {
+        if n.kind() != "static_assert_declaration"
+            || branches.iter().any(|b| b.contains(&n.start_byte()))
+        {
             continue;
         }
         let Some(cond) = n.child_by_field_id(f.condition).map(lang::strip_parens) else {
@@ -857,8 +865,9 @@ mod tests {
 
     #[test]
     fn bounds_asserted_multiples_of_a_warp_are_at_its_edge() {
-        let src = "template <int D, int E, int F> __global__ void k(int* a) {
+        let src = "template <int D, int E, int F, int H> __global__ void k(int* a) {
   static_assert(D % (2*WARP_SIZE) == 0, \"D\");
+  if constexpr (E > 64) { static_assert(H % 32 == 0, \"H\"); }
   static_assert(0 == (E % 64), \"E\");
   static_assert(F % 16 == 0, \"F\");
   const int tid = WARP_SIZE*threadIdx.y + threadIdx.x;
@@ -869,6 +878,7 @@ mod tests {
   if (tid >= F) return;
   if (t16 >= D) return;
   if (tid >= G) return;
+  if (tid >= H) return;
   { const int D = a[0]; if (tid >= D) return; }
 }
 ";
@@ -880,6 +890,7 @@ mod tests {
                 "if (tid >= F) return;",
                 "if (t16 >= D) return;",
                 "if (tid >= G) return;",
+                "if (tid >= H) return;",
                 "{ const int D = a[0]; if (tid >= D) return; }",
             ]
         );
