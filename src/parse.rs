@@ -1111,6 +1111,21 @@ pub(crate) struct Define<'a> {
     pub body: &'a str,
 }
 
+/// A function-like macro's parameters from its list as written (`(a, b, ...)`, parentheses
+/// optional); `...` is `__VA_ARGS__`.
+pub(crate) fn macro_parameter_list(list: &str) -> Vec<String> {
+    list.trim()
+        .trim_start_matches('(')
+        .trim_end_matches(')')
+        .split(',')
+        .map(|p| match p.trim() {
+            "..." => "__VA_ARGS__".to_string(),
+            p => p.to_string(),
+        })
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
 /// What the preprocessor replaces a use with, from a definition's body as written: no line
 /// continuation, no comment (`#define UNROLL //#pragma unroll 9` is empty), trimmed.
 pub(crate) fn replacement_text(body: &str) -> String {

@@ -603,10 +603,7 @@ pub fn include_closure(
 /// list is left out; line continuations stay in the text (as `\\\n` where the file's lines end
 /// in `\r\n`, `parse::without_carriage_returns`).
 pub fn macro_definitions(text: &str) -> Vec<(String, String)> {
-    crate::parse::defines(&crate::parse::without_carriage_returns(text))
-        .into_iter()
-        .map(|d| (d.name.to_string(), d.body.to_string()))
-        .collect()
+    included_macros(text).definitions
 }
 
 /// The `#define`s of the files one file includes, as `Options` takes them.
@@ -620,29 +617,30 @@ pub struct IncludedMacros {
 
 /// The parameters of a text's function-like `#define`s (`...` as `__VA_ARGS__`).
 pub fn macro_parameters(text: &str) -> Vec<(String, Vec<String>)> {
-    crate::parse::defines(&crate::parse::without_carriage_returns(text))
-        .into_iter()
-        .filter_map(|d| {
-            let list = d.params?.trim_start_matches('(').trim_end_matches(')');
-            let params = list
-                .split(',')
-                .map(|p| match p.trim() {
-                    "..." => "__VA_ARGS__".to_string(),
-                    p => p.to_string(),
-                })
-                .filter(|p| !p.is_empty())
-                .collect();
-            Some((d.name.to_string(), params))
-        })
-        .collect()
+    included_macros(text).parameters
+}
+
+/// A text's `#define`s, both lists from one reading.
+fn included_macros(text: &str) -> IncludedMacros {
+    let mut out = IncludedMacros::default();
+    for d in crate::parse::defines(&crate::parse::without_carriage_returns(text)) {
+        out.definitions
+            .push((d.name.to_string(), d.body.to_string()));
+        if let Some(list) = d.params {
+            let params = crate::parse::macro_parameter_list(list);
+            out.parameters.push((d.name.to_string(), params));
+        }
+    }
+    out
 }
 
 /// The macros of the files in `closure` (the files one file includes), each file's in order.
 pub fn macros_of(closure: &[PathBuf], text_of: &dyn Fn(&Path) -> Option<String>) -> IncludedMacros {
     let mut out = IncludedMacros::default();
     for t in closure.iter().filter_map(|p| text_of(p)) {
-        out.definitions.extend(macro_definitions(&t));
-        out.parameters.extend(macro_parameters(&t));
+        let m = included_macros(&t);
+        out.definitions.extend(m.definitions);
+        out.parameters.extend(m.parameters);
     }
     out
 }

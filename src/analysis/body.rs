@@ -153,7 +153,8 @@ pub fn with_body_macros(
                         .unwrap_or("");
                     super::macros::define(&mut macros, text(name, src), body);
                     if let Some(params) = n.child_by_field_id(crate::lang::fields().parameters) {
-                        super::macros::define_params(&mut macros, text(name, src), params, src);
+                        let list = crate::parse::macro_parameter_list(text(params, src));
+                        super::macros::set_params(&mut macros, text(name, src), list);
                     }
                     added = true;
                 }

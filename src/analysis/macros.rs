@@ -29,8 +29,7 @@ pub struct MacroFacts {
     /// Defined more than once with different replacement texts (under `#if` branches, say):
     /// the other fields describe the last definition only.
     pub redefined: bool,
-    /// A function-like macro's parameters (`define_params`, `set_params`; None: object-like, or
-    /// not known).
+    /// A function-like macro's parameters (`set_params`; None: object-like, or not known).
     pub params: Option<Vec<String>>,
 }
 
@@ -44,27 +43,8 @@ pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str)
     macros.insert(name.to_string(), f);
 }
 
-/// Records the parameters of a function-like macro of this file (a `preproc_params` node),
-/// after `define`. `...` is `__VA_ARGS__`.
-pub fn define_params(
-    macros: &mut BTreeMap<String, MacroFacts>,
-    name: &str,
-    params: tree_sitter::Node,
-    src: &str,
-) {
-    let mut c = params.walk();
-    let list = params
-        .named_children(&mut c)
-        .map(|p| match lang::text(p, src).trim() {
-            "..." => "__VA_ARGS__".to_string(),
-            t => t.to_string(),
-        })
-        .collect();
-    set_params(macros, name, list);
-}
-
-/// Records the parameters of a function-like macro, after `define` (an included file's:
-/// `Options::known_macro_parameters`).
+/// Records the parameters of a function-like macro, after `define` (this file's, from its
+/// `preproc_params`; an included file's, `Options::known_macro_parameters`).
 pub fn set_params(macros: &mut BTreeMap<String, MacroFacts>, name: &str, params: Vec<String>) {
     if let Some(m) = macros.get_mut(name) {
         m.params = Some(params);

@@ -950,12 +950,8 @@ impl<'t> Scanner<'t, '_> {
         }
         macros::define(&mut self.found.macros, text(name, self.src), body);
         if let Some(params) = node.child_by_field_id(crate::lang::fields().parameters) {
-            macros::define_params(
-                &mut self.found.macros,
-                text(name, self.src),
-                params,
-                self.src,
-            );
+            let list = crate::parse::macro_parameter_list(text(params, self.src));
+            macros::set_params(&mut self.found.macros, text(name, self.src), list);
         }
     }
 }

@@ -481,40 +481,21 @@ fn asserted_warp_multiples(nodes: &[Node], src: &str) -> BTreeSet<String> {
         {
             continue;
         }
-        let Some(cond) = n.child_by_field_id(f.condition).map(lang::strip_parens) else {
-            continue;
-        };
-        if cond.kind() != "binary_expression"
-            || cond.child_by_field_id(f.operator).map(|o| text(o, src)) != Some("==")
-        {
-            continue;
-        }
-        let (Some(l), Some(r)) = (
-            cond.child_by_field_id(f.left),
-            cond.child_by_field_id(f.right),
-        ) else {
+        let Some((l, r)) = n
+            .child_by_field_id(f.condition)
+            .and_then(|c| operands(c, "==", src))
+        else {
             continue;
         };
         let zero = |x: Node| text(x, src).trim() == "0";
-        let Some(rem) = (if zero(r) {
-            Some(l)
+        let rem = if zero(r) {
+            l
         } else if zero(l) {
-            Some(r)
+            r
         } else {
-            None
-        }) else {
             continue;
         };
-        let rem = lang::strip_parens(rem);
-        if rem.kind() != "binary_expression"
-            || rem.child_by_field_id(f.operator).map(|o| text(o, src)) != Some("%")
-        {
-            continue;
-        }
-        let (Some(name), Some(by)) = (
-            rem.child_by_field_id(f.left),
-            rem.child_by_field_id(f.right),
-        ) else {
+        let Some((name, by)) = operands(rem, "%", src) else {
             continue;
         };
         let name = lang::strip_parens(name);
@@ -528,26 +509,31 @@ fn asserted_warp_multiples(nodes: &[Node], src: &str) -> BTreeSet<String> {
 /// Whether the constant expression `e` is a multiple of 32: a literal multiple of 32, a
 /// warp's width by name, or a product with one such factor.
 fn multiple_of_warp(e: Node, src: &str) -> bool {
+    let literal = |x: Node| {
+        text(lang::strip_parens(x), src)
+            .trim_end_matches(['u', 'U'])
+            .parse::<u64>()
+            .is_ok()
+    };
+    match operands(e, "*", src) {
+        Some((a, b)) => {
+            (multiple_of_warp(a, src) && (literal(b) || multiple_of_warp(b, src)))
+                || (literal(a) && multiple_of_warp(b, src))
+        }
+        None => warps_wide(text(lang::strip_parens(e), src)),
+    }
+}
+
+/// The operands of `e` (parenthesized or not) where it applies binary operator `op`.
+fn operands<'t>(e: Node<'t>, op: &str, src: &str) -> Option<(Node<'t>, Node<'t>)> {
     let f = lang::fields();
     let e = lang::strip_parens(e);
-    if e.kind() == "binary_expression"
-        && e.child_by_field_id(f.operator).map(|o| text(o, src)) == Some("*")
+    if e.kind() != "binary_expression"
+        || e.child_by_field_id(f.operator).map(|o| text(o, src)) != Some(op)
     {
-        let literal = |x: Node| {
-            text(lang::strip_parens(x), src)
-                .trim_end_matches(['u', 'U'])
-                .parse::<u64>()
-                .is_ok()
-        };
-        return match (e.child_by_field_id(f.left), e.child_by_field_id(f.right)) {
-            (Some(a), Some(b)) => {
-                (multiple_of_warp(a, src) && (literal(b) || multiple_of_warp(b, src)))
-                    || (literal(a) && multiple_of_warp(b, src))
-            }
-            _ => false,
-        };
+        return None;
     }
-    warps_wide(text(e, src))
+    Some((e.child_by_field_id(f.left)?, e.child_by_field_id(f.right)?))
 }
 
 /// Whether `t` is a whole number of warps: a literal multiple of 32 or a warp's width by name.

@@ -637,12 +637,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 // A pure function (math, constructors) or a uniform helper of uniform arguments
                 // gives one value.
                 let helper = callee
-                    .and_then(|c| match c.kind() {
-                        "template_function" => c.child_by_field_id(f.name),
-                        _ if c.kind_id() == k.identifier => Some(c),
-                        _ => None,
-                    })
-                    .is_some_and(|c| self.uniform_helper(text(c, self.src)));
+                    .and_then(|c| unqualified_callee(c, self.src))
+                    .is_some_and(|n| self.uniform_helper(n));
                 let pure = helper
                     || name.is_some_and(|n| {
                         lang::UNIFORM_FUNCTIONS.contains(&n) || lang::PURE_FUNCTIONS.contains(&n)
@@ -1010,9 +1006,21 @@ fn macro_value_names(t: &str) -> Vec<&str> {
     out
 }
 
+/// The function a call names without a scope: `f` of `f(...)` or `f<T>(...)`; none for `ns::f`,
+/// `x.f`, `(*p)`.
+fn unqualified_callee<'s>(callee: Node, src: &'s str) -> Option<&'s str> {
+    match callee.kind() {
+        "identifier" => Some(text(callee, src)),
+        "template_function" => callee
+            .child_by_field_id(crate::lang::fields().name)
+            .map(|n| text(n, src)),
+        _ => None,
+    }
+}
+
+mod helpers;
 /// Names declared outside function bodies, by whether every thread of every block reads the
 /// same value from them.
-mod helpers;
 mod names;
 use names::*;
 

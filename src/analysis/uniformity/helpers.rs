@@ -23,34 +23,16 @@ pub(super) fn uniform_helpers(
     file: &Declared,
     macros: &BTreeMap<String, MacroFacts>,
 ) -> HashSet<String> {
-    let mut definitions: Vec<(String, Node)> = Vec::new();
-    let mut declared: Vec<(String, Option<usize>)> = Vec::new();
-    let mut stack = vec![root];
-    while let Some(n) = stack.pop() {
-        let kind = n.kind();
-        if kind == "function_definition" {
-            if let Some(name) = function_name(n, src) {
-                definitions.push((name, n));
-            }
-            continue;
-        }
-        if kind == "declaration" {
-            if let Some(name) = function_name(n, src) {
-                declared.push((name, parameter_count(n)));
-            }
-            continue;
-        }
-        if crate::lang::scope_container(kind, false) {
-            let mut c = n.walk();
-            stack.extend(n.children(&mut c));
-        }
-    }
+    let (definitions, declared): (Vec<_>, Vec<_>) = function_sites(root, src)
+        .into_iter()
+        .partition(|(_, n)| n.kind() == "function_definition");
     let mut calls: HashMap<String, BTreeSet<String>> = HashMap::new();
     let mut rejected: HashSet<String> = HashSet::new();
-    for (name, count) in &declared {
+    for (name, declaration) in &declared {
+        let count = parameter_count(*declaration);
         let defined = definitions
             .iter()
-            .any(|(d, f)| d == name && count.is_some() && parameter_count(*f) == *count);
+            .any(|(d, f)| d == name && count.is_some() && parameter_count(*f) == count);
         if !defined {
             rejected.insert(name.clone());
         }
@@ -94,8 +76,7 @@ pub(super) fn uniform_helpers(
 /// How many parameters a definition or declaration of a function lists (None: it has no
 /// parameter list, or a pack or `...` that matches any count).
 fn parameter_count(n: Node) -> Option<usize> {
-    let list = lang_function_declarator(n.child_by_field_id(crate::lang::fields().declarator)?)?
-        .child_by_field_id(crate::lang::fields().parameters)?;
+    let list = function_declarator(n)?.child_by_field_id(crate::lang::fields().parameters)?;
     let mut c = list.walk();
     let params: Vec<Node> = list
         .named_children(&mut c)
@@ -109,20 +90,6 @@ fn parameter_count(n: Node) -> Option<usize> {
         .then_some(params.len())
 }
 
-/// A definition's (or declaration's) unqualified name.
-fn function_name(function: Node, src: &str) -> Option<String> {
-    let f = crate::lang::fields();
-    let mut found = None;
-    lang::visit(function.child_by_field_id(f.declarator)?, |x| {
-        if found.is_none() && x.kind_id() == kinds().function_declarator {
-            found = x.child_by_field_id(f.declarator);
-        }
-        found.is_none()
-    });
-    let name = text(found?, src);
-    Some(name.rsplit("::").next().unwrap_or(name).trim().to_string())
-}
-
 /// The names a definition calls, if its body keeps to the rules (module comment); None if it
 /// does not.
 fn own_calls(
@@ -134,11 +101,10 @@ fn own_calls(
     let k = kinds();
     let f = crate::lang::fields();
     let body = function.child_by_field_id(f.body)?;
-    let declarator = function.child_by_field_id(f.declarator)?;
     // Parameters, by value or by reference (the call site's arguments decide their values).
     let mut names: BTreeSet<String> = BTreeSet::new();
     if let Some(list) =
-        lang_function_declarator(declarator).and_then(|d| d.child_by_field_id(f.parameters))
+        function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
     {
         let mut c = list.walk();
         for p in list.named_children(&mut c) {
@@ -212,13 +178,9 @@ impl Rules<'_> {
                 return false;
             }
             if id == k.call_expression {
-                let name = match x.child_by_field_id(f.function) {
-                    Some(c) if c.kind_id() == k.identifier => Some(text(c, src)),
-                    Some(c) if c.kind() == "template_function" => {
-                        c.child_by_field_id(f.name).map(|n| text(n, src))
-                    }
-                    _ => None,
-                };
+                let name = x
+                    .child_by_field_id(f.function)
+                    .and_then(|c| unqualified_callee(c, src));
                 ok &= match name {
                     // A variable (a functor) is no function of the file.
                     Some(name) if self.names.contains(name) => false,
@@ -328,16 +290,4 @@ impl Rules<'_> {
                         && (lang::VALUELESS_WORDS.contains(&i) || self.name_allowed(i, depth + 1))
             })
     }
-}
-
-/// The function declarator inside a definition's declarator.
-fn lang_function_declarator(declarator: Node) -> Option<Node> {
-    let mut found = None;
-    lang::visit(declarator, |x| {
-        if found.is_none() && x.kind_id() == kinds().function_declarator {
-            found = Some(x);
-        }
-        found.is_none()
-    });
-    found
 }

@@ -353,38 +353,51 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
     let k = kinds();
     let f = crate::lang::fields();
     let mut out: HashMap<String, Vec<Vec<bool>>> = HashMap::new();
+    for (name, n) in function_sites(root, src) {
+        let Some(list) = function_declarator(n).and_then(|fd| fd.child_by_field_id(f.parameters))
+        else {
+            continue;
+        };
+        let mut writes = Vec::new();
+        let mut c = list.walk();
+        for p in list.named_children(&mut c) {
+            if p.kind() == "comment" {
+                continue;
+            }
+            let mut pc = p.walk();
+            let is_const = p
+                .children(&mut pc)
+                .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+            let by_reference = p
+                .child_by_field_id(f.declarator)
+                .is_some_and(|d| contains_kind(d, k.reference_declarator));
+            // A pack of references (`Args&... a`) counts as one parameter of its kind.
+            writes.push(by_reference && !is_const);
+        }
+        out.entry(name).or_default().push(writes);
+    }
+    out
+}
+
+/// Every function the file defines or declares outside function bodies (namespaces, `extern
+/// "C"`, templates, `#if` branches), by its unqualified name: the `function_definition` or
+/// `declaration` node.
+pub(super) fn function_sites<'t>(root: Node<'t>, src: &str) -> Vec<(String, Node<'t>)> {
+    let f = crate::lang::fields();
+    let mut out = Vec::new();
     let mut stack = vec![root];
     while let Some(n) = stack.pop() {
         let kind = n.kind();
-        if kind == "function_definition" || n.kind_id() == k.declaration {
-            let Some(fd) = function_declarator(n) else {
-                continue;
-            };
-            let (Some(name), Some(list)) = (
-                fd.child_by_field_id(f.declarator),
-                fd.child_by_field_id(f.parameters),
-            ) else {
-                continue;
-            };
-            let name = text(name, src);
-            let name = name.rsplit("::").next().unwrap_or(name).trim().to_string();
-            let mut writes = Vec::new();
-            let mut c = list.walk();
-            for p in list.named_children(&mut c) {
-                if p.kind() == "comment" {
-                    continue;
-                }
-                let mut pc = p.walk();
-                let is_const = p
-                    .children(&mut pc)
-                    .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
-                let by_reference = p
-                    .child_by_field_id(f.declarator)
-                    .is_some_and(|d| contains_kind(d, k.reference_declarator));
-                // A pack of references (`Args&... a`) counts as one parameter of its kind.
-                writes.push(by_reference && !is_const);
+        if kind == "function_definition" || n.kind_id() == kinds().declaration {
+            if let Some(name) =
+                function_declarator(n).and_then(|fd| fd.child_by_field_id(f.declarator))
+            {
+                let name = text(name, src);
+                out.push((
+                    name.rsplit("::").next().unwrap_or(name).trim().to_string(),
+                    n,
+                ));
             }
-            out.entry(name).or_default().push(writes);
             continue;
         }
         if crate::lang::scope_container(kind, false) {
@@ -397,7 +410,7 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
 
 /// The first function declarator inside `n`'s declarator (through pointers, references and
 /// qualified names): where a function's name and parameter list are.
-fn function_declarator(n: Node) -> Option<Node> {
+pub(super) fn function_declarator(n: Node) -> Option<Node> {
     let k = kinds();
     let mut found = None;
     lang::visit(
