@@ -441,7 +441,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             .filter(|(i, _)| may_write(*i))
             .map(|(_, a)| a)
             .collect();
-        let uniform_helper = function_name.is_some_and(|n| self.uniform_helper(n));
+        // Not `ns::f`: the file's `f` by name, but perhaps another namespace's, unread.
+        let uniform_helper =
+            unqualified_callee(callee, self.src).is_some_and(|n| self.uniform_helper(n));
         for a in written {
             match written_local(a, self.src) {
                 Written::Local(target) if uniform_helper && !self.constant(a) => {
@@ -456,13 +458,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         }
     }
 
-    /// Whether a call of `name` (as written: `f`, `ns::f`) is a call of a uniform helper, not
-    /// of a variable (a functor, a lambda) of that name.
+    /// Whether a call of `name` (unqualified, `unqualified_callee`) is a call of a uniform
+    /// helper, not of a variable (a functor, a lambda) of that name.
     fn uniform_helper(&self, name: &str) -> bool {
-        !self.known.contains(name)
-            && self
-                .uniform_helpers
-                .contains(name.rsplit("::").next().unwrap_or(name).trim())
+        !self.known.contains(name) && self.uniform_helpers.contains(name)
     }
 
     /// `S w(m);`, `S w{m};`, `S w = {m};`: a constructor of a class may take `m` by reference

@@ -125,8 +125,9 @@ fn own_calls(
     let mut ok = true;
     lang::visit(body, |n| {
         if n.kind_id() == k.declaration {
-            let t = text(n, src);
-            ok &= !(t.contains("__shared__") || t.contains("static") || t.contains("extern"));
+            // Storage beyond one call (`static`, `extern`, a CUDA memory space) may hold
+            // another thread's writes.
+            ok &= !declare(n, src, false, &mut Declared::default());
             for d in lang::declarators(n) {
                 if let Some(name) = lang::declarator_name(d) {
                     names.insert(text(name, src).to_string());

@@ -562,3 +562,29 @@ fn an_included_function_like_macro_is_read_with_its_parameters() {
     );
     assert_eq!(mode(&o), Some(SyncMode::Plain));
 }
+
+#[test]
+fn a_qualified_call_is_not_the_files_uniform_helper_of_that_name() {
+    let helper = "__device__ void at(int& r) { r = blockIdx.x; }";
+    uniform(helper, "", "  int r;\n  at(r);", "r > 1");
+    // Another namespace's `at`, which the file does not show.
+    varying(helper, "", "  int r;\n  other::at(r);", "r > 1");
+}
+
+#[test]
+fn a_helpers_storage_is_read_from_its_declarations_not_its_words() {
+    // A name with `static` in it is no storage class; a `static` local is shared by every
+    // thread.
+    uniform(
+        "__device__ void at(int n, int& r) { const int static_rows = n * 2; r = static_rows * blockIdx.x; }",
+        "",
+        "  int r;\n  at(2, r);",
+        "r > 1",
+    );
+    varying(
+        "__device__ void at(int& r) { static int k = 0; r = k + blockIdx.x; }",
+        "",
+        "  int r;\n  at(r);",
+        "r > 1",
+    );
+}
