@@ -7,7 +7,8 @@
 pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
 
 /// An upper bound of the static shared memory the task loop itself declares in a wrapper
-/// (`run_tasks` in cuda_support/cupreempt/task_loop.cuh: 224 bytes on sm_90). A kernel whose
+/// (`run_tasks` in cuda_support/cupreempt/task_loop.cuh: 232 bytes on sm_90, 256 in a build
+/// with looks inside chunks, CUPREEMPT_LOOKS). A kernel whose
 /// own static shared memory leaves less than this under 48 KB is left as written
 /// (`analysis::shared_size`); fixtures/shared_memory_at_the_limit.cu compiles a wrapper at
 /// exactly this bound, so the bound is checked whenever the task loop changes.

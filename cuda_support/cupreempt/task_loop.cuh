@@ -88,6 +88,17 @@ constexpr float kLookNs = CUPREEMPT_LOOK_NS;
 #define CUPREEMPT_MAX_FIRST_CHUNK 3.0f
 #endif
 constexpr float kMaxFirstChunk = CUPREEMPT_MAX_FIRST_CHUNK;
+// With adaptive chunks a block adds its finished tasks to the progress count (done_tasks) once
+// this much time has passed since it last did, and whenever it stops or its claim refreshes
+// the host mirror's copy: the count then lags each block's work by at most this long. An
+// atomic per chunk, on a launch of short streaming tasks whose chunks the contention floor
+// holds to a few microseconds, was one more operation in L2's queues on every claim
+// (scripts/probes/persistent_forms.cu, docs/bench/README.md, "Short streaming tasks"). With
+// fixed chunks (CUPREEMPT_CHUNK, the tests' harnesses) every chunk still counts at its end.
+#ifndef CUPREEMPT_PROGRESS_NS
+#define CUPREEMPT_PROGRESS_NS 50000u
+#endif
+constexpr unsigned kProgressNs = CUPREEMPT_PROGRESS_NS;
 
 #ifdef CUPREEMPT_CHUNK_LOG
 // Probes only (docs/bench/README.md): every claim counted by its chunk's size, in bins of
@@ -340,6 +351,10 @@ struct LeaderState {
   unsigned scan;       // where the next search for another SM's leftover starts
   unsigned search_due;     // next_chunk left the chunk to take_leftover (2: search every SM)
   unsigned search_failed;  // and it found none: the next step claims new tasks
+  // Finished tasks not yet in done_tasks, and the low 32 bits of %globaltimer when the block
+  // last counted (kProgressNs; 32 bits each keep the loop's shared memory within
+  // TASK_LOOP_SHARED_BYTES, src/vocab.rs, and less than 2^32 tasks or ns go by between two).
+  unsigned unposted, posted_ns;
   unsigned long long cut_word;  // the last command word a look inside a chunk judged
   unsigned long long rest_begin, rest_end;  // a cut chunk's rest, for give_back (0: none)
 };
@@ -703,7 +718,8 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   const bool take = first == CUPREEMPT_FIRST && host && !start_away && !(kLooks && ls.tail);
   unsigned long long begin = 0;
   if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
-  ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = 0;
+  ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = ls.unposted = 0;
+  ls.posted_ns = (unsigned)global_ns();
   ls.next = n;
   ls.min_chunk = 1;
   ls.lane = claim_lane(c, smid);
@@ -783,10 +799,11 @@ static __device__ CUPREEMPT_STEP void audit_chunk(unsigned* audit, unsigned long
 // of the leader's previous step to here, so it leaves out the claims: a claim waits in a
 // queue of atomics when chunks are short, and counting that wait as work kept them short (on
 // the H100, black_scholes ran 14% slow with chunks of 4 tasks; fixed chunks of 8: 0.2%).
-// Last, the chunk the leader has just finished its share of counts as done (progress) in the
-// control block, with an atomic whose answer nobody waits for; the block whose new chunk holds
-// a multiple of 2^progress_shift waits for it and refreshes host memory (about 1024 times
-// per launch; not at a block's first chunk, which has nothing new to report).
+// Last, the tasks the leader's block has finished count as done (progress) in the control
+// block, with an atomic whose answer nobody waits for, at most every kProgressNs with
+// adaptive chunks; the block whose new chunk holds a multiple of 2^progress_shift counts its
+// tasks then, waits for the answer and refreshes host memory (about 1024 times per launch;
+// not at a block's first chunk, which has nothing new to report).
 static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
@@ -903,14 +920,25 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   // Not for the empty chunk that waits for take_leftover, which splits its own first task.
   if (!stop && !(kLooks && ls.search_due))
     st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
-  const unsigned long long done = ls.unreported, step = 1ull << progress_shift;
-  if (host && done && !stop && ((begin + step - 1) & ~(step - 1)) < end)
-    host->done_tasks = atomicAdd(&c->done_tasks, done) + done;
-  else if (done)
-    atomicAdd(&c->done_tasks, done);
+  // Progress (kProgressNs): the tasks finished since the block's last count, counted now if
+  // this claim refreshes the host mirror, if the block stops, with fixed chunks, or once
+  // kProgressNs have passed; else later.
+  const unsigned long long now = global_ns();
+  const unsigned long long done = ls.unreported, owed = ls.unposted + done;
+  const unsigned since = (unsigned)now - ls.posted_ns;  // modulo 2^32
+  const unsigned long long step = 1ull << progress_shift;
+  if (host && owed && !stop && ((begin + step - 1) & ~(step - 1)) < end) {
+    host->done_tasks = atomicAdd(&c->done_tasks, owed) + owed;
+    ls.unposted = 0, ls.posted_ns = (unsigned)now;
+  } else if (owed && (stop || fixed || since >= kProgressNs)) {
+    atomicAdd(&c->done_tasks, owed);
+    ls.unposted = 0, ls.posted_ns = (unsigned)now;
+  } else {
+    ls.unposted = (unsigned)owed;
+  }
   ls.ran += done;
   ls.unreported = 0;
-  ls.last_ns = global_ns();
+  ls.last_ns = now;
 }
 
 // The leader's last step in a block, after every thread's fence: the block's tasks are visible
@@ -1012,7 +1040,8 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
 // shared memory that this one still reads. The transformer drops it for kernels that use no
 // shared memory.
 //
-// Completion: done_tasks counts finished tasks per chunk, for progress. Results are made
+// Completion: done_tasks counts finished tasks (progress; with adaptive chunks each block's
+// at most kProgressNs late, next_chunk()). Results are made
 // visible once per block, when it leaves (every thread fences); retired_tasks then counts the
 // block's tasks, and `finished` is raised once it reaches the total (leave(), stay()).
 template <class Ctx, bool TaskBarrier = true, class Body>
