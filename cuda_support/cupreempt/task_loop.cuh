@@ -990,6 +990,8 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
   if (!ls.tail) ls.tail = atomicAdd(&c->main_left, 1u) + 1 == gridDim.x * gridDim.y * gridDim.z;
   if (!ls.tail) return false;
   bool parked = false, again = false;
+  // Read now, used at the end: the load's round trip overlaps the first look at the count.
+  const unsigned long long start_ns = *(volatile unsigned long long*)&c->start_ns;
   const unsigned long long since = global_ns();
   while (*(volatile unsigned long long*)&c->retired_tasks < total) {
     if (*(volatile unsigned long long*)&c->next_task < total ||
@@ -1012,12 +1014,16 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
     __nanosleep(kParkSleepNs);
   }
   if (!again) {
-    __threadfence();  // every task's results before `finished`
+    // No fence before `finished`: in a runtime launch nothing reads it to learn that the
+    // results are visible; what follows the kernel in its stream waits for this block to end,
+    // and the kernel's end makes them visible (every block fenced its results before it
+    // retired them, and this block has seen every retirement). A fence here waited for the
+    // block's store to host memory (its lane, leave()) to land.
     atomicExch(&c->finished, 1u);
     host->done_tasks = total;
     // How long the launch ran, for the runtime's choice of form for the next launches of
     // the same kernel and configuration (docs/runtime.md, "Short launches").
-    const unsigned long long run = global_ns() - *(volatile unsigned long long*)&c->start_ns;
+    const unsigned long long run = global_ns() - start_ns;
     host->run_ns = run ? run : 1;
   }
   if (parked) host->tail_parked = 0;
