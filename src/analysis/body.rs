@@ -4,7 +4,7 @@
 use super::flow::{descendants, is_loop};
 use super::macros::MacroFacts;
 use super::sites::FunctionSite;
-use super::uniformity::Uniformity;
+use super::uniformity::{FileNames, Uniformity};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet};
@@ -245,10 +245,11 @@ const BLOCK_GROUP_QUERIES: &[&str] = &[
 pub fn facts<'t>(
     body: Node<'t>,
     src: &'t str,
-    macros: &BTreeMap<String, MacroFacts>,
+    names: &FileNames<'t, '_>,
     kernel: bool,
 ) -> BodyFacts<'t> {
     let k = kinds();
+    let macros = names.macros();
     let nodes = descendants(body);
     // The uniformity analysis is the expensive part: only kernels with a return need it. And
     // `Node::parent` searches from the root: look for enclosing lambdas only if there are any.
@@ -259,8 +260,8 @@ pub fn facts<'t>(
         has_lambda |= id == k.lambda_expression;
     }
     let block_vars = thread_block_variables(&nodes, src);
-    let uni = (kernel && has_return)
-        .then(|| Uniformity::new(body, &nodes, src, macros, block_vars.clone()));
+    let uni =
+        (kernel && has_return).then(|| Uniformity::new(body, &nodes, names, block_vars.clone()));
     let mut f = BodyFacts {
         virtual_reads: BTreeSet::new(),
         reads_thread_idx: false,

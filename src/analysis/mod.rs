@@ -236,7 +236,8 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         macros::close(all)
     };
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
-    let mut helpers = helper_plans(found.helpers, &found.declarations, src, &macros);
+    let names = uniformity::FileNames::new(root, src, &macros);
+    let mut helpers = helper_plans(found.helpers, &found.declarations, src, &names);
     // Loops that wait for other blocks (CP014), in helpers (named from the kernels that reach
     // them, as their other refusals are) and kernels.
     let reads = spin::Reads::new(
@@ -310,7 +311,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
-        let mut facts = body::facts(site.body, src, &macros, true);
+        let mut facts = body::facts(site.body, src, &names, true);
         facts
             .refusals
             .extend(spin::waiting_loops(site.body, src, &reads));
@@ -365,7 +366,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 for i in reach {
                     helpers[i].reached = true;
                 }
-                let note = transformed(&mut plan, mode, hazard, opts, src, &macros);
+                let note = transformed(&mut plan, mode, hazard, opts, src, &names);
                 diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
             }
             Err(refusals) => {
@@ -695,12 +696,12 @@ fn helper_plans<'t>(
     sites: Vec<FunctionSite<'t>>,
     declarations: &[FunctionSite<'t>],
     src: &'t str,
-    macros: &BTreeMap<String, MacroFacts>,
+    names: &uniformity::FileNames<'t, '_>,
 ) -> Vec<HelperPlan<'t>> {
     sites
         .into_iter()
         .map(|h| HelperPlan {
-            facts: body::facts(h.body, src, macros, false),
+            facts: body::facts(h.body, src, names, false),
             prior_declarations: callgraph::prior_declarations(declarations, &h),
             site: h,
             needs_ctx: false,
@@ -722,7 +723,7 @@ fn transformed<'t>(
     hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
     opts: &Options,
     src: &'t str,
-    macros: &BTreeMap<String, MacroFacts>,
+    names: &uniformity::FileNames<'t, '_>,
 ) -> Option<Diagnostic> {
     plan.mode = Some(mode);
     (plan.chunk, plan.budget_ns) = pragmas::chunking(opts, &plan.site.name, &plan.site.pragmas);
@@ -741,7 +742,7 @@ fn transformed<'t>(
         &params,
         &plan.facts,
         src,
-        macros,
+        names,
         (ret.range(), bar.range()),
     ) {
         Ok(p) => {

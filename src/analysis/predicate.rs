@@ -17,8 +17,7 @@
 use super::body::{BarrierSite, BodyFacts};
 use super::effects::Effects;
 use super::flow::{children, descendants, ends, escapes};
-use super::macros::MacroFacts;
-use super::uniformity::Uniformity;
+use super::uniformity::{FileNames, Uniformity};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, fields, kinds, text};
 use std::collections::BTreeMap;
@@ -56,7 +55,7 @@ pub fn plan<'t>(
     params: &[String],
     facts: &BodyFacts<'t>,
     src: &'t str,
-    macros: &BTreeMap<String, MacroFacts>,
+    names: &FileNames<'t, '_>,
     hazard: (Range<usize>, Range<usize>),
 ) -> Result<Predication<'t>, Diagnostic> {
     let all = &facts.nodes;
@@ -65,7 +64,7 @@ pub fn plan<'t>(
         facts,
         uni: None,
         body,
-        macros,
+        names,
         returns: facts
             .returns
             .iter()
@@ -98,7 +97,8 @@ struct Walker<'a, 't> {
     /// Built on first use: most predicated kernels have no condition to check.
     uni: Option<Uniformity<'t, 'a>>,
     body: Node<'t>,
-    macros: &'a BTreeMap<String, MacroFacts>,
+    /// The file's names, for the uniformity analysis.
+    names: &'a FileNames<'t, 'a>,
     returns: Vec<Node<'t>>,
     /// The body and its descendants, in pre-order.
     all: &'a [Node<'t>],
@@ -402,11 +402,11 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     fn uniformity(&mut self) -> &Uniformity<'t, 'a> {
-        let (body, src, macros) = (self.body, self.src, self.macros);
+        let (body, src, names) = (self.body, self.src, self.names);
         let all = self.all;
         self.uni.get_or_insert_with(|| {
             let blocks = super::body::thread_block_variables(all, src);
-            Uniformity::with_exits(body, all, src, macros, blocks, false)
+            Uniformity::with_exits(body, all, names, blocks, false)
         })
     }
 
