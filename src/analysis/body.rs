@@ -145,17 +145,8 @@ pub fn with_body_macros(
         lang::visit(f.body, |n| {
             let id = n.kind_id();
             if id == k.preproc_def || id == k.preproc_function_def {
-                if let Some(name) = n.child_by_field_id(crate::lang::fields().name) {
-                    let body = n
-                        .child_by_field_id(crate::lang::fields().value)
-                        .filter(|v| v.kind_id() == k.preproc_arg)
-                        .map(|v| text(v, src))
-                        .unwrap_or("");
-                    super::macros::define(&mut macros, text(name, src), body);
-                    if let Some(params) = n.child_by_field_id(crate::lang::fields().parameters) {
-                        let list = crate::parse::macro_parameter_list(text(params, src));
-                        super::macros::set_params(&mut macros, text(name, src), list);
-                    }
+                if n.child_by_field_id(crate::lang::fields().name).is_some() {
+                    super::macros::define_node(&mut macros, n, src);
                     added = true;
                 }
                 return false;

@@ -43,8 +43,28 @@ pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str)
     macros.insert(name.to_string(), f);
 }
 
+/// Records a `#define` of the file (`preproc_def` or `preproc_function_def`, at file scope or
+/// in a body): its replacement text and, for a function-like macro, its parameters.
+pub fn define_node(macros: &mut BTreeMap<String, MacroFacts>, node: tree_sitter::Node, src: &str) {
+    let fields = lang::fields();
+    let Some(name) = node.child_by_field_id(fields.name) else {
+        return;
+    };
+    let name = lang::text(name, src);
+    let body = node
+        .child_by_field_id(fields.value)
+        .filter(|v| v.kind_id() == lang::kinds().preproc_arg)
+        .map(|v| lang::text(v, src))
+        .unwrap_or("");
+    define(macros, name, body);
+    if let Some(params) = node.child_by_field_id(fields.parameters) {
+        let list = crate::parse::macro_parameter_list(lang::text(params, src));
+        set_params(macros, name, list);
+    }
+}
+
 /// Records the parameters of a function-like macro, after `define` (this file's, from its
-/// `preproc_params`; an included file's, `Options::known_macro_parameters`).
+/// `preproc_params`, `define_node`; an included file's, `Options::known_macro_parameters`).
 pub fn set_params(macros: &mut BTreeMap<String, MacroFacts>, name: &str, params: Vec<String>) {
     if let Some(m) = macros.get_mut(name) {
         m.params = Some(params);

@@ -948,11 +948,7 @@ impl<'t> Scanner<'t, '_> {
                 body: v.byte_range(),
             });
         }
-        macros::define(&mut self.found.macros, text(name, self.src), body);
-        if let Some(params) = node.child_by_field_id(crate::lang::fields().parameters) {
-            let list = crate::parse::macro_parameter_list(text(params, self.src));
-            macros::set_params(&mut self.found.macros, text(name, self.src), list);
-        }
+        macros::define_node(&mut self.found.macros, node, self.src);
     }
 }
 
