@@ -31,14 +31,11 @@ pub struct Options {
     /// calls one passes the task context where its file gives it the context form, and is
     /// refused otherwise, CP008) or synchronize (a call is a barrier).
     pub known_helpers: Vec<crate::program::KnownHelper>,
-    /// Macros of the files that this one includes (`program::macro_definitions`: name and
-    /// replacement text), so that what they expand to counts: a `blockIdx` read, a barrier, a
-    /// return. The file's own definitions win.
-    pub known_macros: Vec<(String, String)>,
-    /// The parameters of the function-like ones among `known_macros`
-    /// (`program::macro_parameters`), for the analysis of what they expand to; the masked view
-    /// reads every included macro as object-like.
-    pub known_macro_parameters: Vec<(String, Vec<String>)>,
+    /// Macros of the files that this one includes (`program::macros_of`): their replacement
+    /// texts, so that what they expand to counts (a `blockIdx` read, a barrier, a return), and
+    /// the function-like ones' parameters, for the analysis of what they expand to (the masked
+    /// view reads every included macro as object-like). The file's own definitions win.
+    pub known_macros: crate::program::IncludedMacros,
     /// Every helper here that reads blockIdx/gridDim gets its task-context form, called or not
     /// by a kernel of this file: the kernels of other files transformed in the same run (a
     /// folder, the compiler launcher's translation unit) call it (`KnownHelper::with_ctx`).

@@ -450,7 +450,7 @@ pub fn defines_of(
     let included_macros: Vec<IncludedMacros> = relevant
         .iter()
         .map(|(p, _)| {
-            if opts.known_macros.is_empty() {
+            if opts.known_macros.definitions.is_empty() {
                 macros_of(graph.closure(p), &|q| {
                     files
                         .iter()
@@ -459,10 +459,7 @@ pub fn defines_of(
                         .or_else(|| others.get(q).cloned())
                 })
             } else {
-                IncludedMacros {
-                    definitions: opts.known_macros.clone(),
-                    parameters: opts.known_macro_parameters.clone(),
-                }
+                opts.known_macros.clone()
             }
         })
         .collect();
@@ -480,8 +477,7 @@ pub fn defines_of(
                     let mut o = opts.clone();
                     o.known_kernels.extend(known.0.iter().cloned());
                     o.known_helpers.extend(known.1.iter().cloned());
-                    o.known_macros = macros.definitions.clone();
-                    o.known_macro_parameters = macros.parameters.clone();
+                    o.known_macros = macros.clone();
                     let result = crate::transform(t, &p.display().to_string(), &o)
                         .ok()
                         .map(|tr| (tr.defines, tr.helpers));
@@ -611,7 +607,7 @@ pub fn macro_definitions(text: &str) -> Vec<(String, String)> {
 pub struct IncludedMacros {
     /// (name, replacement text), each file's in order (`macro_definitions`).
     pub definitions: Vec<(String, String)>,
-    /// The function-like ones' parameters, in the same order (`Options::known_macro_parameters`).
+    /// The function-like ones' parameters, in the same order.
     pub parameters: Vec<(String, Vec<String>)>,
 }
 

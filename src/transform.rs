@@ -245,7 +245,7 @@ fn transform_here(
     let written = src;
     let normalized = parse::without_carriage_returns(written);
     let src: &str = &normalized;
-    let parsed = parse::parse_with(src, &opts.known_macros);
+    let parsed = parse::parse_with(src, &opts.known_macros.definitions);
     let root = parsed.tree.root_node();
     let (deepest, at) = depth(root);
     if deepest > MAX_DEPTH {
@@ -302,9 +302,13 @@ fn transform_here(
     };
 
     // An output that parses worse than its input is never handed out, whatever the options.
-    if let Some(d) =
-        parses_worse_than_input(&parsed.tree, &output, &edits, &growth, &opts.known_macros)
-    {
+    if let Some(d) = parses_worse_than_input(
+        &parsed.tree,
+        &output,
+        &edits,
+        &growth,
+        &opts.known_macros.definitions,
+    ) {
         return Ok(Transformed {
             output: written.to_string(),
             diagnostics: vec![d],

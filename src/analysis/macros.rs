@@ -64,7 +64,7 @@ pub fn define_node(macros: &mut BTreeMap<String, MacroFacts>, node: tree_sitter:
 }
 
 /// Records the parameters of a function-like macro, after `define` (this file's, from its
-/// `preproc_params`, `define_node`; an included file's, `Options::known_macro_parameters`).
+/// `preproc_params`, `define_node`; an included file's, `Options::known_macros`).
 pub fn set_params(macros: &mut BTreeMap<String, MacroFacts>, name: &str, params: Vec<String>) {
     if let Some(m) = macros.get_mut(name) {
         m.params = Some(params);

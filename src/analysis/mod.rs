@@ -222,14 +222,14 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);
     // The included files' macros first, the file's own over them.
-    let file_macros = if opts.known_macros.is_empty() {
+    let file_macros = if opts.known_macros.definitions.is_empty() {
         found.macros
     } else {
         let mut all = std::collections::BTreeMap::new();
-        for (name, text) in &opts.known_macros {
+        for (name, text) in &opts.known_macros.definitions {
             macros::define(&mut all, name, text);
         }
-        for (name, params) in &opts.known_macro_parameters {
+        for (name, params) in &opts.known_macros.parameters {
             macros::set_params(&mut all, name, params.clone());
         }
         all.extend(found.macros);
@@ -308,7 +308,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .map(|h| h.name.clone()),
     );
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
-    let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros);
+    let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros.definitions);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
         let mut facts = body::facts(site.body, src, &names, true);

@@ -1185,8 +1185,7 @@ fn prepare(
             let included = program::macros_of(graph.closure(p), &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });
-            o.known_macros = included.definitions;
-            o.known_macro_parameters = included.parameters;
+            o.known_macros = included;
             o.include_support = include_support;
             let t = cupreempt::transform(text, name, &o)?;
             let shown: Vec<_> = t

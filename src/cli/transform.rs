@@ -459,8 +459,7 @@ impl Known {
         cupreempt::Options {
             known_kernels: self.kernels,
             known_helpers: self.helpers,
-            known_macros: self.macros.definitions,
-            known_macro_parameters: self.macros.parameters,
+            known_macros: self.macros,
             namesakes: self.namesakes,
             ..opts.clone()
         }

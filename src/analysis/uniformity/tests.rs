@@ -539,7 +539,7 @@ fn an_included_function_like_macro_is_read_with_its_parameters() {
         __global__ void k(float* out) {\n  __shared__ float s[128];\n  int r;\n  at(r);\n  if (r > 3) return;\n  \
         s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
     let mode = |o: &Options| {
-        let parsed = crate::parse::parse_with(src, &o.known_macros);
+        let parsed = crate::parse::parse_with(src, &o.known_macros.definitions);
         let a = analyze(&parsed, src, o);
         a.kernels
             .iter()
@@ -547,14 +547,17 @@ fn an_included_function_like_macro_is_read_with_its_parameters() {
             .and_then(|k| k.mode)
     };
     let mut o = Options {
-        known_macros: crate::program::macro_definitions(header),
+        known_macros: crate::program::IncludedMacros {
+            definitions: crate::program::macro_definitions(header),
+            parameters: Vec::new(),
+        },
         ..Options::default()
     };
     // Its text names `a`, `b` and `w`, which are nothing without the parameter list.
     assert_eq!(mode(&o), Some(SyncMode::Predicated));
-    o.known_macro_parameters = crate::program::macro_parameters(header);
+    o.known_macros.parameters = crate::program::macro_parameters(header);
     assert_eq!(
-        o.known_macro_parameters,
+        o.known_macros.parameters,
         [(
             "IDX2".to_string(),
             vec!["a".to_string(), "b".to_string(), "w".to_string()]
