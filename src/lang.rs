@@ -392,6 +392,8 @@ pub const BY_VALUE_FUNCTIONS: &[&str] = &[
 ];
 
 /// Functions without side effects that read no memory (for what returned threads may evaluate).
+/// With the standard integer types, whose functional casts (`int64_t(blockIdx.x)`) read as
+/// calls.
 pub const PURE_FUNCTIONS: &[&str] = &[
     "abs",
     "ceilf",
@@ -400,6 +402,18 @@ pub const PURE_FUNCTIONS: &[&str] = &[
     "floorf",
     "fmaxf",
     "fminf",
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "intptr_t",
+    "ptrdiff_t",
+    "size_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "uintptr_t",
     "make_float2",
     "make_float3",
     "make_float4",

@@ -148,6 +148,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         if let Some(function) = body.parent() {
             u.constants = constant_names(function, all, src, &file.declared.other);
             u.read_only = read_only_parameters(function, src);
+            if !u.read_only.is_empty() {
+                let locals = read_only_locals(all, src, &u.read_only, function);
+                u.read_only.extend(locals);
+            }
             let moved = repointed(&u.read_only, all, src);
             u.read_only.retain(|n| !moved.contains(n));
             if !returns_exit {
@@ -258,6 +262,17 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 if id == k.init_declarator {
                     self.constructor_writes(n, value.into_iter().collect());
                 }
+                // A `constexpr` variable's value is a constant expression, the same in every
+                // thread whatever it calls (`constexpr int nbatch = get_nbatch(D);`, a
+                // function of another header): only where it is declared can differ.
+                let constant = id == k.init_declarator
+                    && !contains_kind(declarator, k.reference_declarator)
+                    && self.parents.get(&n.id()).is_some_and(|d| {
+                        let mut c = d.walk();
+                        d.kind_id() == k.declaration
+                            && d.children(&mut c).any(|w| text(w, self.src) == "constexpr")
+                    });
+                let value = if constant { None } else { value };
                 if contains_kind(declarator, k.reference_declarator) {
                     // `T& r = x`, `auto& [a, b] = s`, `for (auto& x : xs)`: the names alias
                     // whatever the initializer names.

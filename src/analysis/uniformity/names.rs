@@ -294,6 +294,95 @@ pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String
     out
 }
 
+/// The body's locals that alias a read-only pointer (`read_only`): one pointer level whose
+/// pointee is `const` and nothing `volatile` (`const T* q = p;`, `const T* __restrict__ q =
+/// p + n;`), initialized from such a pointer (`based_on`), declared once in the body and not
+/// named as any parameter (the kernel's, `function`; a lambda's in the body counts as a second
+/// declaration). Real kernels copy their parameters into restrict-qualified locals before
+/// using them (llama.cpp's flash attention: `const int * GGML_CUDA_RESTRICT KV_max =
+/// KV_max_ptr;`). `repointed` then drops those the body points elsewhere.
+pub(super) fn read_only_locals(
+    all: &[Node],
+    src: &str,
+    read_only: &BTreeSet<String>,
+    function: Node,
+) -> BTreeSet<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut params = BTreeSet::new();
+    if let Some(list) =
+        function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
+    {
+        let mut c = list.walk();
+        for p in list.named_children(&mut c) {
+            if let Some(name) = p
+                .child_by_field_id(f.declarator)
+                .and_then(lang::declarator_name)
+            {
+                params.insert(text(name, src).to_string());
+            }
+        }
+    }
+    // Every name the body declares, with how often, and the candidates' initial values.
+    let mut declared: HashMap<String, usize> = HashMap::new();
+    let mut candidates: Vec<(String, Node)> = Vec::new();
+    for &n in all {
+        if n.kind() == "parameter_declaration" {
+            if let Some(name) = n
+                .child_by_field_id(f.declarator)
+                .and_then(lang::declarator_name)
+            {
+                *declared.entry(text(name, src).to_string()).or_default() += 1;
+            }
+            continue;
+        }
+        if n.kind_id() != k.declaration {
+            continue;
+        }
+        let mut c = n.walk();
+        let pointee_const = n
+            .children(&mut c)
+            .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+        let plain = pointee_const && !text(n, src).contains("volatile");
+        let mut c = n.walk();
+        for d in n.children_by_field_name("declarator", &mut c) {
+            let Some(name) = lang::declarator_name(d) else {
+                continue;
+            };
+            let name = text(name, src).to_string();
+            *declared.entry(name.clone()).or_default() += 1;
+            if !plain || d.kind() != "init_declarator" {
+                continue;
+            }
+            let one_level = d
+                .child_by_field_id(f.declarator)
+                .filter(|p| p.kind() == "pointer_declarator")
+                .and_then(|p| p.child_by_field_id(f.declarator))
+                .is_some_and(|i| i.kind_id() == k.identifier);
+            if let Some(value) = d.child_by_field_id(f.value).filter(|_| one_level) {
+                candidates.push((name, value));
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    loop {
+        let known: BTreeSet<String> = read_only.union(&out).cloned().collect();
+        let before = out.len();
+        for (name, value) in &candidates {
+            if declared.get(name) == Some(&1)
+                && !params.contains(name)
+                && !read_only.contains(name)
+                && based_on(*value, &known, src)
+            {
+                out.insert(name.clone());
+            }
+        }
+        if out.len() == before {
+            return out;
+        }
+    }
+}
+
 /// Read-only pointers (`read_only`) that the body points elsewhere with a plain assignment
 /// whose value is not itself such a pointer (`p = mine;`): from there on a load through
 /// them may read a thread's own memory. Moves within the host's buffer (`p += n`, `p++`,

@@ -591,3 +591,90 @@ fn a_helpers_storage_is_read_from_its_declarations_not_its_words() {
         "r > 1",
     );
 }
+
+#[test]
+fn locals_copied_from_read_only_parameters_are_read_only() {
+    uniform(
+        "",
+        ", const int* lim_ptr",
+        "  const int* __restrict__ lim = lim_ptr;",
+        "lim[blockIdx.x] > 1",
+    );
+    uniform(
+        "#define RESTRICT __restrict__",
+        ", const int* lim_ptr",
+        "  const int* RESTRICT lim = lim_ptr + 2;\n  const int* row = lim + blockIdx.y;",
+        "row[blockIdx.x] > 1",
+    );
+    // Its pointee is not const, or it is copied from memory the kernel may write.
+    varying(
+        "",
+        ", const int* lim_ptr",
+        "  int* lim = (int*)lim_ptr;",
+        "lim[blockIdx.x] > 1",
+    );
+    varying(
+        "",
+        ", int* lim_ptr",
+        "  const int* lim = lim_ptr;",
+        "lim[blockIdx.x] > 1",
+    );
+    varying(
+        "",
+        ", const int* lim_ptr",
+        "  const volatile int* lim = lim_ptr;",
+        "lim[blockIdx.x] > 1",
+    );
+    // Pointed at the thread's own memory later, or another variable of the same name.
+    varying(
+        "",
+        ", const int* lim_ptr",
+        "  int mine[2] = {(int)threadIdx.x, 0};\n  const int* lim = lim_ptr;\n  lim = mine;",
+        "lim[0] > 1",
+    );
+    varying(
+        "",
+        ", const int* lim_ptr",
+        "  int mine[2] = {(int)threadIdx.x, 0};\n  { const int* lim = lim_ptr; }\n  { const int* lim = mine; }\n  const int* lim = lim_ptr;",
+        "lim[0] > 1",
+    );
+    // The index still differs between threads.
+    varying(
+        "",
+        ", const int* lim_ptr",
+        "  const int* lim = lim_ptr;",
+        "lim[threadIdx.x] > 1",
+    );
+}
+
+#[test]
+fn constexpr_locals_are_uniform_whatever_their_initializer_calls() {
+    let src = "template <int D>\n__global__ void k(float* out, int n) {\n  __shared__ float s[128];\n  constexpr int rows = rows_for(D);\n  const int tiles = (n + rows - 1) / rows;\n  if (blockIdx.x >= tiles) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n}\n";
+    assert_eq!(mode_of(src), Some(SyncMode::Plain));
+    // Without `constexpr` the call's result may be anything.
+    let plain_const = src.replace("constexpr int rows", "const int rows");
+    assert_eq!(mode_of(&plain_const), Some(SyncMode::Predicated));
+    // Declared under thread-dependent control, as any variable.
+    let controlled = src.replace(
+        "  constexpr int rows = rows_for(D);\n",
+        "  int rows = 1;\n  if (threadIdx.x == 0) { constexpr int r = rows_for(D); rows = r; }\n",
+    );
+    assert_eq!(mode_of(&controlled), Some(SyncMode::Predicated));
+}
+
+#[test]
+fn functional_casts_to_integer_types_keep_uniform_values() {
+    uniform(
+        "",
+        ", int n",
+        "  const int t = int64_t(blockIdx.x) * n / gridDim.x;",
+        "t > 1",
+    );
+    uniform("", ", int n", "", "uint32_t(blockIdx.x + n) > 4");
+    varying(
+        "",
+        ", int n",
+        "  const int t = int64_t(threadIdx.x) * n;",
+        "t > 1",
+    );
+}
