@@ -63,7 +63,8 @@ pub struct Uniformity<'t, 'm> {
     macros: &'m BTreeMap<String, MacroFacts>,
     /// The file's names (`FileNames`).
     file: &'m FileNames<'t, 'm>,
-    varying: BTreeSet<String>,
+    /// Names whose values may differ between threads, and where (`varying`).
+    varying: Varying,
     /// Loops whose trip count may differ between threads (node ids).
     varying_loops: BTreeSet<usize>,
     /// Names bound to the same object (a reference and what it refers to).
@@ -128,7 +129,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             body,
             macros,
             file,
-            varying: BTreeSet::new(),
+            varying: Varying::default(),
             varying_loops: BTreeSet::new(),
             aliases: Vec::new(),
             known: BTreeSet::new(),
@@ -198,16 +199,17 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         loop {
             let mut changed = false;
             for a in &assignments {
-                if u.varying.contains(&a.target) {
+                let at = u.branches(a.at);
+                if u.varying.covers(&a.target, &at) {
                     continue;
                 }
                 if a.value.is_some_and(|v| u.expr_varying(v)) || u.controlled(a.at, None) {
-                    u.varying.insert(a.target.clone());
+                    u.varying.insert(a.target.clone(), at.clone());
                     for (x, y) in &u.aliases {
                         if *x == a.target {
-                            u.varying.insert(y.clone());
+                            u.varying.insert(y.clone(), at.clone());
                         } else if *y == a.target {
-                            u.varying.insert(x.clone());
+                            u.varying.insert(x.clone(), at.clone());
                         }
                     }
                     changed = true;
@@ -310,7 +312,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 // Shared memory holds data written by any thread.
                 for d in lang::declarators(n) {
                     if let Some(name) = lang::declarator_name(d) {
-                        self.varying.insert(text(name, self.src).into());
+                        self.mark(text(name, self.src).into(), n);
                     }
                 }
             } else if id == k.declaration {
@@ -318,7 +320,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 // thread may write them, unless they are constants.
                 let mut decl = Declared::default();
                 if declare(n, self.src, false, &mut decl) {
-                    self.varying.extend(decl.other);
+                    for name in decl.other {
+                        self.mark(name, n);
+                    }
                 }
                 // `if (int x = v)`: the condition's declaration holds its value itself.
                 if let (Some(d), Some(value)) = (
@@ -355,7 +359,11 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     }
                     Written::Memory => {}
                     // `(c ? a : b) = v`, `reinterpret_cast<int&>(t) = v`: any of them.
-                    Written::Unknown => self.varying.extend(identifiers(target, self.src)),
+                    Written::Unknown => {
+                        for name in identifiers(target, self.src) {
+                            self.mark(name, n);
+                        }
+                    }
                 }
             } else if id == k.pointer_expression
                 && n.child_by_field_id(f.operator)
@@ -367,16 +375,20 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     .filter(|a| !self.constant(*a))
                     .map(|a| (a, written_local(a, self.src)))
                 {
-                    Some((_, Written::Local(name))) => {
-                        self.varying.insert(name);
+                    Some((_, Written::Local(name))) => self.mark(name, n),
+                    Some((a, Written::Unknown)) => {
+                        for name in identifiers(a, self.src) {
+                            self.mark(name, n);
+                        }
                     }
-                    Some((a, Written::Unknown)) => self.varying.extend(identifiers(a, self.src)),
                     Some((_, Written::Memory)) | None => {}
                 }
             } else if id == k.gnu_asm_output_operand {
                 // Inline PTX writes its outputs with values we do not read.
                 if let Some(v) = n.child_by_field_id(f.value) {
-                    self.varying.extend(identifiers(v, self.src));
+                    for name in identifiers(v, self.src) {
+                        self.mark(name, n);
+                    }
                 }
             } else if id == k.call_expression {
                 self.call_writes(n, &mut out);
@@ -398,15 +410,17 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             }
         }
         out.extend(extra);
+        // Both names of an alias pair varying wherever one is (everywhere: a reference may
+        // be bound in one branch and used in another).
         loop {
-            let before = self.varying.len();
+            let before = self.varying.changes();
             for (x, y) in &aliases {
-                if self.varying.contains(x) || self.varying.contains(y) {
-                    self.varying.insert(x.clone());
-                    self.varying.insert(y.clone());
+                if self.varying.anywhere(x) || self.varying.anywhere(y) {
+                    self.varying.insert_everywhere(x.clone());
+                    self.varying.insert_everywhere(y.clone());
                 }
             }
-            if self.varying.len() == before {
+            if self.varying.changes() == before {
                 break;
             }
         }
@@ -432,7 +446,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     .is_some_and(|o| text(o, self.src) == ".")
             }) {
                 if let Written::Local(name) = written_local(object, self.src) {
-                    self.varying.insert(name);
+                    self.mark(name, call);
                 }
             }
         }
@@ -540,7 +554,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         }
         for a in args {
             if a.kind_id() == kinds().type_identifier {
-                self.varying.insert(text(a, self.src).to_string());
+                self.mark(text(a, self.src).to_string(), a);
             } else {
                 self.argument_writes(a);
             }
@@ -570,16 +584,16 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             None => (a, false),
         };
         match written_local(a, self.src) {
-            Written::Local(name) => {
-                self.varying.insert(name);
-            }
+            Written::Local(name) => self.mark(name, a),
             Written::Memory => {}
             Written::Unknown => {
                 // An expression yields a temporary; only an lvalue can bind to a reference.
                 if pointed || is_lvalue_shape(a) {
-                    let names = identifiers(a, self.src).into_iter();
-                    self.varying
-                        .extend(names.filter(|n| !self.constants.contains(n)));
+                    for name in identifiers(a, self.src) {
+                        if !self.constants.contains(&name) {
+                            self.mark(name, a);
+                        }
+                    }
                 }
             }
         }
@@ -622,16 +636,45 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         builtin && !self.known.contains(name) || !member && self.constants.contains(name)
     }
 
+    /// `name` is varying where `at` is compiled (a write the analysis cannot follow).
+    fn mark(&mut self, name: String, at: Node) {
+        let at = self.branches(at);
+        self.varying.insert(name, at);
+    }
+
+    /// Where `n` is compiled: the body's `#if` chains that hold it and in which branch
+    /// (`varying::Branches`).
+    fn branches(&self, n: Node) -> Branches {
+        let alternative = crate::lang::fields().alternative;
+        let mut out = Branches::new();
+        let mut child = n;
+        while let Some(&p) = self.parents.get(&child.id()) {
+            if matches!(
+                p.kind(),
+                "preproc_if" | "preproc_ifdef" | "preproc_elif" | "preproc_elifdef"
+            ) {
+                let alt = p
+                    .child_by_field_id(alternative)
+                    .is_some_and(|a| a.id() == child.id());
+                out.push((p.id(), alt));
+            }
+            child = p;
+        }
+        out.sort_unstable();
+        out
+    }
+
     /// Whether the value of `n` may differ between threads of a block.
     pub fn expr_varying(&self, n: Node) -> bool {
         let k = kinds();
         let f = crate::lang::fields();
+        let at = self.branches(n);
         let mut stack = vec![n];
         while let Some(x) = stack.pop() {
             let id = x.kind_id();
             let operator = || x.child_by_field_id(f.operator).map(|o| text(o, self.src));
             if id == k.identifier {
-                if self.name_varying(text(x, self.src), 0) {
+                if self.name_varying(text(x, self.src), &at, 0) {
                     return true;
                 }
                 continue;
@@ -745,19 +788,20 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether a name read in the body may have a value that differs between threads: it is
     /// thread-dependent, written so, a macro that expands to such a value, or a name the
     /// analysis cannot prove uniform.
-    fn name_varying(&self, name: &str, depth: usize) -> bool {
-        if depth > 16 || lang::THREAD_VARYING.contains(&name) || self.varying.contains(name) {
+    /// `at`: where the read is compiled (`branches`).
+    fn name_varying(&self, name: &str, at: &Branches, depth: usize) -> bool {
+        if depth > 16 || lang::THREAD_VARYING.contains(&name) || self.varying.contains(name, at) {
             return true;
         }
         match self.macros.get(name) {
-            Some(m) => self.macro_varying(name, m, depth),
-            None => !self.value_uniform(name),
+            Some(m) => self.macro_varying(name, m, at, depth),
+            None => !self.value_uniform(name, at),
         }
     }
 
     /// A name (not a macro) whose reads are uniform unless it is written so.
-    fn value_uniform(&self, name: &str) -> bool {
-        !self.varying.contains(name)
+    fn value_uniform(&self, name: &str, at: &Branches) -> bool {
+        !self.varying.contains(name, at)
             && (self.known.contains(name)
                 || lang::UNIFORM_BUILTINS.contains(&name)
                 || lang::STANDARD_CONSTANTS.contains(&name))
@@ -767,7 +811,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// reads threadIdx, calls something, reads memory, names anything that is not uniform
     /// (a varying variable or macro, a name the file does not declare), or has several
     /// definitions (which one applies depends on the configuration).
-    fn macro_varying(&self, name: &str, m: &MacroFacts, depth: usize) -> bool {
+    fn macro_varying(&self, name: &str, m: &MacroFacts, at: &Branches, depth: usize) -> bool {
         if m.thread_varying
             || m.redefined
             || m.calls
@@ -780,9 +824,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         macro_value_names(&m.text).into_iter().any(|i| {
             if i == name {
                 // `#define x x`: the variable of that name.
-                !self.value_uniform(i)
+                !self.value_uniform(i, at)
             } else {
-                !lang::VALUELESS_WORDS.contains(&i) && self.name_varying(i, depth + 1)
+                !lang::VALUELESS_WORDS.contains(&i) && self.name_varying(i, at, depth + 1)
             }
         })
     }
@@ -1063,6 +1107,8 @@ fn unqualified_callee<'s>(callee: Node, src: &'s str) -> Option<&'s str> {
 }
 
 mod helpers;
+mod varying;
+use varying::{Branches, Varying};
 /// Names declared outside function bodies, by whether every thread of every block reads the
 /// same value from them.
 mod names;

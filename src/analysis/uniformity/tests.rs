@@ -678,3 +678,53 @@ fn functional_casts_to_integer_types_keep_uniform_values() {
         "t > 1",
     );
 }
+
+/// Kernel `k` whose body is `body` around `RETURN_AND_BARRIER` (a return if `blockIdx.x >= n`,
+/// then a barrier).
+fn around_the_return(body: &str) -> Option<SyncMode> {
+    let tail = "  if (blockIdx.x >= n) return;\n  s[threadIdx.x] = out[threadIdx.x];\n  __syncthreads();\n  out[threadIdx.x] = s[0];\n";
+    let src = format!(
+        "__global__ void k(float* out, int n) {{\n  __shared__ float s[128];\n{}\n}}\n",
+        body.replace("RETURN_AND_BARRIER", tail)
+    );
+    mode_of(&src)
+}
+
+#[test]
+fn writes_in_another_preprocessor_branch_do_not_reach_a_read() {
+    // Only one branch is compiled: `unused(n)` may write `n`, but not where the return is.
+    let plain = Some(SyncMode::Plain);
+    let predicated = Some(SyncMode::Predicated);
+    assert_eq!(
+        around_the_return("#if defined(FAST)\nRETURN_AND_BARRIER#else\n  unused(n);\n#endif"),
+        plain
+    );
+    assert_eq!(
+        around_the_return("#ifdef FAST\nRETURN_AND_BARRIER#elif defined(SLOW)\n  unused(n);\n#else\n  n = threadIdx.x;\n#endif"),
+        plain
+    );
+    // The same branch, a conditional nested in it, or outside every conditional: it may
+    // (predicated, or refused where the barrier stands inside the conditional, CP004).
+    assert_ne!(
+        around_the_return(
+            "#if defined(FAST)\n  unused(n);\nRETURN_AND_BARRIER#else\n  unused(n);\n#endif"
+        ),
+        plain
+    );
+    assert_ne!(
+        around_the_return(
+            "#if defined(FAST)\n#ifdef CHECKED\n  unused(n);\n#endif\nRETURN_AND_BARRIER#endif"
+        ),
+        plain
+    );
+    assert_ne!(
+        around_the_return("  unused(n);\n#if defined(FAST)\nRETURN_AND_BARRIER#endif"),
+        plain
+    );
+    // Through a variable written outside the conditional from the branch's value: the chain
+    // is compiled together with the read.
+    assert_eq!(
+        around_the_return("  int m = 0;\n#ifdef FAST\n  m = n;\n#else\n  m = threadIdx.x;\n#endif\n  if (m > 3) return;\nRETURN_AND_BARRIER"),
+        predicated
+    );
+}
