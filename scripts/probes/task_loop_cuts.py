@@ -69,8 +69,9 @@ CUTS = {
     "no-lanes": replace("  ls.lane = claim_lane(c, smid);", "  ls.lane = CUPREEMPT_LANES;"),
     "no-host-lanes": chain(replace("host->lanes[smid][ls.lane] = 1;", "(void)0;"),
                            replace("host->lanes[ls.smid][ls.lane] = 0;", "(void)0;")),
-    "no-progress": replace("  else if (done)\n", "  else if (false)\n"),
-    "no-host-progress": replace("if (host && done && !stop", "if (false && done && !stop"),
+    "no-progress": replace("  } else if (owed && (stop || fixed || since >= kProgressNs)) {",
+                           "  } else if (false) {"),
+    "no-host-progress": replace("if (host && owed && !stop", "if (false && owed && !stop"),
     "no-started": chain(
         replace("    if (first != CUPREEMPT_RESUMED) host->started = 1;\n", ""),
         replace("    host->started = 1;  // before this block's first look at the command (its fence)\n",
@@ -160,7 +161,7 @@ CUTS["no-command-load"] = replace(
     "  bool stop = must_yield(c, host, ls);\n  if (stop) {\n    atomicAdd(&c->yielded_blocks",
     "  bool stop = false;\n  if (stop) {\n    atomicAdd(&c->yielded_blocks")
 CUTS["no-step-timer"] = replace(
-    "  ls.unreported = 0;\n  ls.last_ns = global_ns();\n}",
+    "  ls.unreported = 0;\n  ls.last_ns = now;\n}",
     "  ls.unreported = 0;\n  ls.last_ns = 0;\n}")
 # Timing only: the leader's state read as plain (not volatile) shared memory inside
 # next_chunk, so that the compiler may keep fields in registers and batch the loads.
