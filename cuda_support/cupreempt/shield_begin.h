@@ -309,6 +309,8 @@
 #undef kMaxFirstChunk
 #pragma push_macro("kParkSleepNs")
 #undef kParkSleepNs
+#pragma push_macro("kProgressNs")
+#undef kProgressNs
 #pragma push_macro("kSpinNs")
 #undef kSpinNs
 #pragma push_macro("kTailShare")
@@ -445,6 +447,8 @@
 #undef original_launched
 #pragma push_macro("out")
 #undef out
+#pragma push_macro("owed")
+#undef owed
 #pragma push_macro("own")
 #undef own
 #pragma push_macro("p")
@@ -487,6 +491,8 @@
 #undef planned
 #pragma push_macro("pointer")
 #undef pointer
+#pragma push_macro("posted_ns")
+#undef posted_ns
 #pragma push_macro("preload_lookup")
 #undef preload_lookup
 #pragma push_macro("previous_")
@@ -681,6 +687,8 @@
 #undef type
 #pragma push_macro("unit")
 #undef unit
+#pragma push_macro("unposted")
+#undef unposted
 #pragma push_macro("unreported")
 #undef unreported
 #pragma push_macro("unroll")
