@@ -369,6 +369,22 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 && n.child_by_field_id(f.operator)
                     .is_some_and(|o| text(o, self.src) == "&")
             {
+                // `helper(&x)`: a uniform helper writes the local through an out-parameter
+                // (`helpers`), as it writes a reference parameter: an assignment of the call.
+                if let Some(call) = self.uniform_helper_call_of(n) {
+                    if let Some(Written::Local(target)) = n
+                        .child_by_field_id(f.argument)
+                        .filter(|a| !self.constant(*a))
+                        .map(|a| written_local(a, self.src))
+                    {
+                        out.push(Assignment {
+                            target,
+                            value: Some(call),
+                            at: call,
+                        });
+                        continue;
+                    }
+                }
                 // Written through a pointer somewhere we cannot follow (a constant cannot be).
                 match n
                     .child_by_field_id(f.argument)
@@ -513,6 +529,19 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 _ => self.argument_writes(a),
             }
         }
+    }
+
+    /// The call of a uniform helper that `arg` is an argument of, itself (not inside one).
+    fn uniform_helper_call_of(&self, arg: Node<'t>) -> Option<Node<'t>> {
+        let list = self.parents.get(&arg.id())?;
+        if list.kind() != "argument_list" {
+            return None;
+        }
+        let call = *self.parents.get(&list.id())?;
+        let callee = call.child_by_field_id(crate::lang::fields().function)?;
+        (call.kind_id() == kinds().call_expression
+            && unqualified_callee(callee, self.src).is_some_and(|n| self.uniform_helper(n)))
+        .then_some(call)
     }
 
     /// Whether a call of `name` (unqualified, `unqualified_callee`) is a call of a uniform

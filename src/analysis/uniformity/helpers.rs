@@ -73,6 +73,33 @@ pub(super) fn uniform_helpers(
     }
 }
 
+/// The name of a parameter that is one pointer level to non-`const` data, nothing `volatile`
+/// (`int* row`), else None.
+fn out_pointer(param: Node, declarator: Node, src: &str) -> Option<String> {
+    let k = kinds();
+    let mut c = param.walk();
+    let pointee_const = param
+        .children(&mut c)
+        .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+    if pointee_const
+        || text(param, src).contains("volatile")
+        || declarator.kind() != "pointer_declarator"
+    {
+        return None;
+    }
+    let mut c = declarator.walk();
+    if declarator
+        .children(&mut c)
+        .any(|q| q.kind_id() == k.type_qualifier)
+    {
+        return None; // `int* const p`, `int* __restrict__ p`: kept simple
+    }
+    declarator
+        .child_by_field_id(crate::lang::fields().declarator)
+        .filter(|i| i.kind_id() == k.identifier)
+        .map(|i| text(i, src).to_string())
+}
+
 /// How many parameters a definition or declaration of a function lists (None: it has no
 /// parameter list, or a pack or `...` that matches any count).
 fn parameter_count(n: Node) -> Option<usize> {
@@ -101,8 +128,11 @@ fn own_calls(
     let k = kinds();
     let f = crate::lang::fields();
     let body = function.child_by_field_id(f.body)?;
-    // Parameters, by value or by reference (the call site's arguments decide their values).
+    // Parameters, by value or by reference (the call site's arguments decide their values),
+    // and C's out-parameters: one pointer level to non-`const`, only ever written through
+    // (`*row = r;`), which a caller passes as `&local`.
     let mut names: BTreeSet<String> = BTreeSet::new();
+    let mut out_pointers: BTreeSet<String> = BTreeSet::new();
     if let Some(list) =
         function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
     {
@@ -112,7 +142,12 @@ fn own_calls(
                 "comment" => {}
                 "parameter_declaration" => {
                     if let Some(d) = p.child_by_field_id(f.declarator) {
-                        names.extend(declared_names(d, src));
+                        match out_pointer(p, d, src) {
+                            Some(name) => {
+                                out_pointers.insert(name);
+                            }
+                            None => names.extend(declared_names(d, src)),
+                        }
                     }
                 }
                 _ => return None, // a pack, a default argument, `...`: not followed
@@ -140,10 +175,15 @@ fn own_calls(
         ok
     });
     let mut called = BTreeSet::new();
+    // A local of the name hides the out-parameter: the rules would not tell them apart.
+    if out_pointers.iter().any(|p| names.contains(p)) {
+        return None;
+    }
     let rules = Rules {
         src,
         names: &names,
         arrays: &arrays,
+        out_pointers: &out_pointers,
         file,
         macros,
     };
@@ -157,6 +197,8 @@ struct Rules<'a> {
     names: &'a BTreeSet<String>,
     /// Its local arrays, which it may index.
     arrays: &'a BTreeSet<String>,
+    /// Its out-parameters (`out_pointer`): only `*p = value;` may name them.
+    out_pointers: &'a BTreeSet<String>,
     file: &'a Declared,
     macros: &'a BTreeMap<String, MacroFacts>,
 }
@@ -199,6 +241,25 @@ impl Rules<'_> {
                     ok &= self.allowed(args, called);
                 }
                 return false;
+            }
+            if id == k.assignment_expression && operator() == Some("=") {
+                let target = x.child_by_field_id(f.left).map(crate::lang::strip_parens);
+                let through_out_pointer = target.is_some_and(|t| {
+                    t.kind_id() == k.pointer_expression
+                        && t.child_by_field_id(f.operator).map(|o| text(o, src)) == Some("*")
+                        && t.child_by_field_id(f.argument)
+                            .map(crate::lang::strip_parens)
+                            .is_some_and(|p| {
+                                p.kind_id() == k.identifier
+                                    && self.out_pointers.contains(text(p, src))
+                            })
+                });
+                if through_out_pointer {
+                    ok &= x
+                        .child_by_field_id(f.right)
+                        .is_some_and(|v| self.allowed(v, called));
+                    return false;
+                }
             }
             if id == k.subscript_expression {
                 // A load from memory, unless from the helper's own array.

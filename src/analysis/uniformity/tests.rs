@@ -728,3 +728,41 @@ fn writes_in_another_preprocessor_branch_do_not_reach_a_read() {
         predicated
     );
 }
+
+#[test]
+fn a_uniform_helper_writes_out_pointers_as_it_writes_references() {
+    let helper = "__device__ void place(int n, int* r, int* c) {\n  int i = 0;\n  for (int a = 0; a < n; a++)\n    for (int b = 0; b <= a; b++) {\n      if (i == blockIdx.y) { *r = a; *c = b; return; }\n      i++;\n    }\n}";
+    uniform(
+        helper,
+        ", int n",
+        "  int r = 0, c = 0;\n  place(n, &r, &c);",
+        "r != c",
+    );
+    // What it writes through the pointer differs between threads, or it reads through it, or
+    // hands it on: none of those is a uniform helper.
+    varying(
+        &helper.replace("*r = a;", "*r = a + threadIdx.x;"),
+        ", int n",
+        "  int r = 0, c = 0;\n  place(n, &r, &c);",
+        "r != c",
+    );
+    varying(
+        &helper.replace("*r = a;", "*r = *c + a;"),
+        ", int n",
+        "  int r = 0, c = 0;\n  place(n, &r, &c);",
+        "r != c",
+    );
+    varying(
+        &helper.replace("*r = a;", "elsewhere(r);"),
+        ", int n",
+        "  int r = 0, c = 0;\n  place(n, &r, &c);",
+        "r != c",
+    );
+    // The local's earlier value still counts where the helper may not write it.
+    varying(
+        helper,
+        ", int n",
+        "  int r = threadIdx.x, c = 0;\n  place(n, &r, &c);",
+        "r != c",
+    );
+}
