@@ -76,28 +76,17 @@ pub(super) fn uniform_helpers(
 /// The name of a parameter that is one pointer level to non-`const` data, nothing `volatile`
 /// (`int* row`), else None.
 fn out_pointer(param: Node, declarator: Node, src: &str) -> Option<String> {
-    let k = kinds();
-    let mut c = param.walk();
-    let pointee_const = param
-        .children(&mut c)
-        .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
-    if pointee_const
-        || text(param, src).contains("volatile")
-        || declarator.kind() != "pointer_declarator"
-    {
+    if has_const(param, src) || text(param, src).contains("volatile") {
         return None;
     }
     let mut c = declarator.walk();
     if declarator
         .children(&mut c)
-        .any(|q| q.kind_id() == k.type_qualifier)
+        .any(|q| q.kind_id() == kinds().type_qualifier)
     {
         return None; // `int* const p`, `int* __restrict__ p`: kept simple
     }
-    declarator
-        .child_by_field_id(crate::lang::fields().declarator)
-        .filter(|i| i.kind_id() == k.identifier)
-        .map(|i| text(i, src).to_string())
+    one_pointer_level(declarator, false).map(|i| text(i, src).to_string())
 }
 
 /// How many parameters a definition or declaration of a function lists (None: it has no

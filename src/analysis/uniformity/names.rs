@@ -208,20 +208,35 @@ pub(super) fn constant_names(
     out
 }
 
+/// Whether `n` (a declaration, a parameter, a pointer declarator) has `const` among its own
+/// words: beside the type it makes the pointee constant, in a pointer declarator the pointer.
+pub(super) fn has_const(n: Node, src: &str) -> bool {
+    let mut c = n.walk();
+    let found = n
+        .children(&mut c)
+        .any(|q| q.kind_id() == kinds().type_qualifier && text(q, src) == "const");
+    found
+}
+
+/// The identifier of a declarator of one pointer level (`*p`; `p[]` too where `arrays`).
+pub(super) fn one_pointer_level<'t>(declarator: Node<'t>, arrays: bool) -> Option<Node<'t>> {
+    let level = declarator.kind() == "pointer_declarator"
+        || arrays && declarator.kind() == "array_declarator";
+    declarator
+        .child_by_field_id(crate::lang::fields().declarator)
+        .filter(|n| level && n.kind_id() == kinds().identifier)
+}
+
 /// For a pointer declarator, whether every pointer level is itself `const`, so the variable
 /// cannot change (`int* const p`; `const int* p` points at constants but may move). None: no
 /// pointer.
 pub(super) fn pointers_const(declarator: Node, src: &str) -> Option<bool> {
-    let k = kinds();
     let mut levels = 0;
     let mut all_const = true;
     lang::visit(declarator, |x| {
         if x.kind() == "pointer_declarator" {
             levels += 1;
-            let mut c = x.walk();
-            all_const &= x
-                .children(&mut c)
-                .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+            all_const &= has_const(x, src);
         }
         true
     });
@@ -254,7 +269,6 @@ pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
 /// memory, so every thread of a block that loads the same element of it reads the same value
 /// (another thread's write in between would be a data race in the original too).
 pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String> {
-    let k = kinds();
     let f = crate::lang::fields();
     let mut out = BTreeSet::new();
     let head_end = function
@@ -277,18 +291,8 @@ pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String
             continue;
         };
         // The pointee's `const` stands beside the type, outside the declarator.
-        let mut pc = p.walk();
-        let pointee_const = p
-            .children(&mut pc)
-            .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
-        let level = match d.kind() {
-            "pointer_declarator" | "array_declarator" => d.child_by_field_id(f.declarator),
-            _ => None,
-        };
-        if let Some(name) = level.filter(|n| n.kind_id() == k.identifier) {
-            if pointee_const {
-                out.insert(text(name, src).to_string());
-            }
+        if let Some(name) = one_pointer_level(d, true).filter(|_| has_const(p, src)) {
+            out.insert(text(name, src).to_string());
         }
     }
     out
@@ -339,11 +343,7 @@ pub(super) fn read_only_locals(
         if n.kind_id() != k.declaration {
             continue;
         }
-        let mut c = n.walk();
-        let pointee_const = n
-            .children(&mut c)
-            .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
-        let plain = pointee_const && !text(n, src).contains("volatile");
+        let plain = has_const(n, src) && !text(n, src).contains("volatile");
         let mut c = n.walk();
         for d in n.children_by_field_name("declarator", &mut c) {
             let Some(name) = lang::declarator_name(d) else {
@@ -356,9 +356,8 @@ pub(super) fn read_only_locals(
             }
             let one_level = d
                 .child_by_field_id(f.declarator)
-                .filter(|p| p.kind() == "pointer_declarator")
-                .and_then(|p| p.child_by_field_id(f.declarator))
-                .is_some_and(|i| i.kind_id() == k.identifier);
+                .and_then(|p| one_pointer_level(p, false))
+                .is_some();
             if let Some(value) = d.child_by_field_id(f.value).filter(|_| one_level) {
                 candidates.push((name, value));
             }
@@ -453,10 +452,7 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
             if p.kind() == "comment" {
                 continue;
             }
-            let mut pc = p.walk();
-            let is_const = p
-                .children(&mut pc)
-                .any(|q| q.kind_id() == k.type_qualifier && text(q, src) == "const");
+            let is_const = has_const(p, src);
             let by_reference = p
                 .child_by_field_id(f.declarator)
                 .is_some_and(|d| contains_kind(d, k.reference_declarator));
