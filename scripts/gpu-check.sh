@@ -34,19 +34,32 @@ fi
 lib=$(realpath "${lib:-target/release}")
 { nvidia-smi -L; nvcc --version | tail -n 1; date -u; } | tee "$out/device.txt"
 # Harnesses call the kernels directly: launch sites in the fixtures need no runtime here.
-flags="-arch=sm_90 -std=c++17 -O2 -lineinfo --extended-lambda -DCUPREEMPT_STANDALONE -DCUPREEMPT_LOOKS -I$root/cuda_support -I$root/tests/gpu"
+flags="-arch=sm_90 -std=c++17 -O2 -lineinfo --extended-lambda -DCUPREEMPT_STANDALONE -I$root/cuda_support -I$root/tests/gpu"
 status=0
 log=$out/gpu-check.log
 : >"$log"
 
 cd "$gen"
 ls *.harness*.cu | sed 's/\.cu$//' >list
-xargs -P "$(nproc)" -I{} sh -c "nvcc $flags -o {}.exe {}.cu >{}.build 2>&1 || { echo 'BUILD FAILED {}'; head -30 {}.build; }" <list | tee -a "$log"
-for h in $(cat list); do
-  timeout -s KILL 60 "./$h.exe" >>"$log" 2>&1 || { echo "FAIL $h (exit $?: 137 = killed after 60 s)" >>"$log"; status=1; }
+# Each harness twice: with looks inside chunks (CUPREEMPT_LOOKS: chunks cut by a look give their
+# rest back) and as the default build (a chunk claimed beside the command that sends its block
+# away goes back). GPU_CHECK_BUILDS="looks" or "plain" for one of them.
+for build in ${GPU_CHECK_BUILDS:-looks plain}; do
+  case $build in
+    looks) bflags="$flags -DCUPREEMPT_LOOKS" ;;
+    plain) bflags="$flags" ;;
+    *) echo "unknown build $build" >&2; exit 2 ;;
+  esac
+  echo "== harnesses, $build build" >>"$log"
+  xargs -P "$(nproc)" -I{} sh -c "nvcc $bflags -o {}.$build.exe {}.cu >{}.$build.build 2>&1 || { echo 'BUILD FAILED {} ($build)'; head -30 {}.$build.build; }" <list | tee -a "$log"
+  for h in $(cat list); do
+    timeout -s KILL 60 "./$h.$build.exe" >>"$log" 2>&1 || { echo "FAIL $h, $build build (exit $?: 137 = killed after 60 s)" >>"$log"; status=1; }
+  done
 done
 grep -q '^FAIL\|BUILD FAILED' "$log" && status=1
 
+# The sanitizers run the first build's harnesses.
+sanitized=$(echo ${GPU_CHECK_BUILDS:-looks plain} | cut -d' ' -f1)
 for f in thread_return_before_barrier syncthreads_count cg_block_sync return_in_barrier_loop reduction_loop_after_return uniform_return_before_barrier shared_static ragged_rows_bound_loaded_before_return; do
   # A subset's harness folder (GPU_CHECK_SUBSET=1: a few fixtures) may hold none of these;
   # a full one must hold them all.
@@ -59,7 +72,7 @@ for f in thread_return_before_barrier syncthreads_count cg_block_sync return_in_
     continue
   fi
   for tool in memcheck racecheck synccheck; do
-    res=$(CUPREEMPT_HARNESS_QUICK=1 timeout -s KILL 60 compute-sanitizer --tool $tool --error-exitcode 9 "./$f.harness0.exe" 2>&1)
+    res=$(CUPREEMPT_HARNESS_QUICK=1 timeout -s KILL 60 compute-sanitizer --tool $tool --error-exitcode 9 "./$f.harness0.$sanitized.exe" 2>&1)
     rc=$?
     echo "$res" >"$out/sanitizer-$tool-$f.txt" 2>/dev/null || true
     summary=$(echo "$res" | grep -E "ERROR SUMMARY|RACECHECK SUMMARY" | tr '\n' ' ')

@@ -11,7 +11,7 @@
 mod support;
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn gpu_present() -> bool {
@@ -79,7 +79,7 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
     let dir = match std::env::var_os("CUPREEMPT_GPU_OUT") {
         Some(d) => {
             std::fs::create_dir_all(&d).unwrap();
-            std::path::PathBuf::from(d)
+            PathBuf::from(d)
         }
         None => support::tempdir("gpu"),
     };
@@ -135,7 +135,23 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         );
         return;
     }
-    let build_failures = support::parallel(&jobs, 8, |(stem, file, exe)| {
+    // As scripts/gpu-check.sh: each harness with looks inside chunks (a look cuts a chunk and
+    // its rest goes back) and as the default build (a chunk claimed beside the command that
+    // sends its block away goes back).
+    let builds: Vec<(String, PathBuf, PathBuf, bool)> = jobs
+        .iter()
+        .flat_map(|(stem, file, exe)| {
+            [(true, "looks"), (false, "plain")].map(|(looks, name)| {
+                (
+                    stem.clone(),
+                    file.clone(),
+                    PathBuf::from(format!("{}.{name}.exe", exe.display())),
+                    looks,
+                )
+            })
+        })
+        .collect();
+    let build_failures = support::parallel(&builds, 8, |(stem, file, exe, looks)| {
         let o = Command::new(&nvcc)
             // Harnesses call the kernels directly; launch sites in the fixtures need no runtime.
             .args([
@@ -144,10 +160,9 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
                 "-O2",
                 "-lineinfo",
                 "-DCUPREEMPT_STANDALONE",
-                // As scripts/gpu-check.sh: every scenario with looks inside chunks.
-                "-DCUPREEMPT_LOOKS",
-                "-o",
             ])
+            .args(looks.then_some("-DCUPREEMPT_LOOKS"))
+            .arg("-o")
             .arg(exe)
             .arg(format!(
                 "-I{}",
@@ -176,17 +191,20 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         report.push_str(text);
         let _ = std::io::stderr().write_all(text.as_bytes());
     };
-    for (stem, _, exe) in &jobs {
+    for (stem, _, exe, looks) in &builds {
         let (ok, text) = run_with_timeout(Command::new(exe), 120);
         log(&text, &mut report);
         if !ok {
-            failed.push(stem.clone());
+            failed.push(format!(
+                "{stem} ({})",
+                if *looks { "looks" } else { "plain" }
+            ));
         }
     }
     if std::env::var_os("CUPREEMPT_SANITIZE").is_some() {
-        for (stem, _, exe) in jobs
+        for (stem, _, exe, _) in builds
             .iter()
-            .filter(|(s, _, _)| SANITIZED.contains(&s.as_str()))
+            .filter(|(s, _, _, looks)| *looks && SANITIZED.contains(&s.as_str()))
         {
             for tool in ["memcheck", "racecheck", "synccheck"] {
                 let mut cmd = Command::new("compute-sanitizer");

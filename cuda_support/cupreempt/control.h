@@ -25,14 +25,16 @@ typedef struct cupreempt_control {
   unsigned int sm_mask[CUPREEMPT_MAX_SMS / 32]; /* bit s set: blocks on SM s yield */
   unsigned int pad0[22];
   unsigned long long next_task; /* first task nobody has taken yet; may run past the total */
-  /* Leftovers (chunks cut at a look between two tasks, given back by the blocks that took
-   * them; see cupreempt_launch.leftover): how many are given back and not yet taken again,
-   * or are being given back. Beside next_task: one load reads both. */
+  /* Leftovers (chunks given back by the blocks that took them: claimed beside a command that
+   * sent the block away, or cut at a look between two tasks; see cupreempt_launch.leftover):
+   * how many are given back and not yet taken again, or are being given back. Beside
+   * next_task: one load reads both. */
   int leftovers;
   unsigned int pad1[29];
   unsigned long long done_tasks; /* tasks finished (progress; their results may be in flight) */
   unsigned int pad2[30];
-  unsigned long long retired_tasks; /* tasks whose results are visible device-wide */
+  unsigned long long retired_tasks; /* tasks whose results are visible device-wide, or will be
+                                     * at the end of the kernel that holds the stream */
   unsigned int finished;            /* 1 once retired_tasks reaches the total */
   unsigned int pad3[29];
   unsigned int main_left;      /* blocks of the first instance that have left the loop */
@@ -127,10 +129,11 @@ typedef struct cupreempt_launch {
    * command through the control stream, which may land after the first blocks start). */
   unsigned int start_off[CUPREEMPT_MAX_SMS / 32];
   /* CUPREEMPT_MAX_SMS * CUPREEMPT_LANES slots, one per lane (never zeroed: leftover_state
-   * says which hold one), or NULL. With slots, the leader looks at the command between two
-   * tasks of a chunk too, and a block sent away mid-chunk gives the chunk's rest back in its
-   * lane's slot, for the next block that claims; without, a chunk's tasks all run before the
-   * block looks again. */
+   * says which hold one), or NULL. With slots, a block that a command sends away with a chunk
+   * claimed beside it gives the chunk back in its lane's slot, for the next block that claims,
+   * and (CUPREEMPT_LOOKS builds) the leader looks at the command between two tasks of a chunk
+   * too and gives a cut chunk's rest back; without, a chunk claimed runs to its end before
+   * the block leaves. */
   unsigned long long* leftover;
 } cupreempt_launch;
 

@@ -61,6 +61,8 @@
 #undef Values
 #pragma push_macro("W")
 #undef W
+#pragma push_macro("after_cut")
+#undef after_cut
 #pragma push_macro("again")
 #undef again
 #pragma push_macro("all_trivially_destructible")
@@ -145,6 +147,8 @@
 #undef control
 #pragma push_macro("copy_smem_limit")
 #undef copy_smem_limit
+#pragma push_macro("count_out")
+#undef count_out
 #pragma push_macro("counts")
 #undef counts
 #pragma push_macro("ctx")
@@ -317,6 +321,8 @@
 #undef kTailShare
 #pragma push_macro("kYieldLogSize")
 #undef kYieldLogSize
+#pragma push_macro("known")
+#undef known
 #pragma push_macro("l")
 #undef l
 #pragma push_macro("landed_seq")
@@ -349,6 +355,8 @@
 #undef leader
 #pragma push_macro("leave")
 #undef leave
+#pragma push_macro("left")
+#undef left
 #pragma push_macro("leftover")
 #undef leftover
 #pragma push_macro("leftover_sms")
@@ -421,6 +429,8 @@
 #undef names
 #pragma push_macro("nargs")
 #undef nargs
+#pragma push_macro("near_end")
+#undef near_end
 #pragma push_macro("next")
 #undef next
 #pragma push_macro("next_chunk")
@@ -429,6 +439,8 @@
 #undef next_task
 #pragma push_macro("nodiscard")
 #undef nodiscard
+#pragma push_macro("note_yield")
+#undef note_yield
 #pragma push_macro("now")
 #undef now
 #pragma push_macro("numRegs")
@@ -529,6 +541,8 @@
 #undef rest_begin
 #pragma push_macro("rest_end")
 #undef rest_end
+#pragma push_macro("retired")
+#undef retired
 #pragma push_macro("retired_tasks")
 #undef retired_tasks
 #pragma push_macro("row")

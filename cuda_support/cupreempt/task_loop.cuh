@@ -350,7 +350,10 @@ struct LeaderState {
   unsigned look_every;  // tasks between two looks inside a chunk (0: no looks)
   unsigned scan;       // where the next search for another SM's leftover starts
   unsigned search_due;     // next_chunk left the chunk to take_leftover (2: search every SM)
-  unsigned search_failed;  // and it found none: the next step claims new tasks
+  // And it found none: the next step claims new tasks. Also set where a command sent the block
+  // away with a chunk claimed and no free slot for it (next_chunk): the next step looks at the
+  // command before it claims.
+  unsigned search_failed;
   // Finished tasks not yet in done_tasks, and the low 32 bits of %globaltimer when the block
   // last counted (kProgressNs; 32 bits each keep the loop's shared memory within
   // TASK_LOOP_SHARED_BYTES, src/vocab.rs, and less than 2^32 tasks or ns go by between two).
@@ -509,8 +512,10 @@ __device__ __forceinline__ unsigned long long look_word(const unsigned long long
 }
 
 // Leftovers. A block that a look sends away mid-chunk gives the chunk's rest back in its lane's
-// slot (one per lane: no two blocks of the kernel on an SM hold the same lane, so a slot has
-// one writer) and sets the lane's bit in leftover_state; the next blocks to claim take
+// slot, and so does a block whose claim, sent beside the command's load, finds a command that
+// sends it away (next_chunk): the whole chunk. One slot per lane: no two blocks of the kernel
+// on an SM hold the same lane, so a slot has one writer. The giver sets the lane's bit in
+// leftover_state; the next blocks to claim take
 // leftovers before new tasks, their own SM's first. Packed as begin << 17 | count (a chunk
 // has at most kMaxChunk = 2^16 tasks). A slot is written only while its lane's two bits are
 // clear, and a taker moves the full bit to the reading bit in one compare-and-swap, so a slot
@@ -551,6 +556,10 @@ static __device__ CUPREEMPT_STEP void give_back(cupreempt_control* c, unsigned l
   atomicOr(&c->leftover_state[smid], 1ull << lane);
   atomicOr(&c->leftover_sms[smid / 32], 1u << (smid % 32));
   atomicAdd(&c->cut_chunks, 1u);
+  // The leftover before the block's lane is free (leave()): once the host sees every lane
+  // free it may launch the instance that takes it. The end of a block of the instance that
+  // holds the stream has no fence of its own (run_tasks).
+  __threadfence();
 }
 
 // Takes a leftover of SM `sm` if it has one: its packed chunk, else 0.
@@ -715,7 +724,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
                                           volatile LeaderState& ls, BlockState& st) {
   // A runtime launch's first instance. Not its tail going back to work (stay()): that may be
   // for leftovers, which next_chunk takes.
-  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !(kLooks && ls.tail);
+  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !ls.tail;
   unsigned long long begin = 0;
   if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
   ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = ls.unposted = 0;
@@ -723,11 +732,11 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   ls.next = n;
   ls.min_chunk = 1;
   ls.lane = claim_lane(c, smid);
+  ls.search_due = ls.search_failed = 0;
+  ls.rest_end = 0;
+  ls.scan = smid / 32;
   if (kLooks) {
     ls.cut_word = 0;
-    ls.search_due = ls.search_failed = 0;
-    ls.rest_end = 0;
-    ls.scan = smid / 32;
     // Looks inside chunks where a cut chunk's rest has a slot: the launch has slots, the block
     // a lane, and every task number fits the slot's packing.
     const bool cuts =
@@ -793,6 +802,25 @@ static __device__ CUPREEMPT_STEP void audit_chunk(unsigned* audit, unsigned long
 }
 #endif
 
+// A block leaves because of a command: counted, and stamped for latency measurements.
+__device__ __forceinline__ void note_yield(cupreempt_control* c, unsigned long long total,
+                                           unsigned* audit, volatile LeaderState& ls) {
+  atomicAdd(&c->yielded_blocks, 1u);
+  const unsigned long long decided = global_ns();
+  atomicMax(&c->yield_ns, decided);
+#ifdef CUPREEMPT_YIELD_LOG
+  {  // the same stamp: the log's latest is the runtime's yield_ns (bench.cuh relies on it)
+    const unsigned k = atomicAdd(&yield_log_count, 1u);
+    if (k < kYieldLogSize) yield_log[k] = decided;
+  }
+#endif
+#ifdef CUPREEMPT_AUDIT
+  if (audit) atomicOr(&audit[total + ls.smid / 32], 1u << (ls.smid % 32));
+#else
+  (void)total, (void)audit;
+#endif
+}
+
 // The leader's step between two chunks: look at the control word, size the next chunk from
 // the time the last ones took, take it from the counter. Float arithmetic, for the same reason:
 // 64-bit divisions raised the wrappers' register counts by 10-16. The time runs from the end
@@ -808,7 +836,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
                                      unsigned gy, unsigned gz, const unsigned long long* leftover,
-                                     volatile LeaderState& ls, BlockState& st) {
+                                     bool after_cut, volatile LeaderState& ls, BlockState& st) {
 #ifdef CUPREEMPT_AUDIT
   if (audit && ls.unreported) audit_chunk(audit, ls.chunk_begin, ls.unreported);
 #endif
@@ -853,60 +881,110 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     __threadfence();
     ls.fence_due = 0;
   }
-  // Both loads go out before either answer is needed: one wait instead of two. With looks the
-  // counter and the count of leftovers share 16 bytes: one load.
-#ifdef CUPREEMPT_LOOKS
-  unsigned long long seen, line;
-  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
-               : "=l"(seen), "=l"(line)
-               : "l"(&c->next_task));
-#else
-  const unsigned long long seen = *(volatile unsigned long long*)&c->next_task, line = 0;
+  // The counter has reached at least the end of the block's last chunk (a leftover's too: it
+  // was claimed before it was given back).
+  const unsigned long long known = ls.chunk_begin + ls.unreported;
+  bool stop;
+  if (ls.unreported && known < total && !after_cut && !ls.search_failed) {
+    // A block that has just run a chunk claims the next one beside the command's load, one
+    // round trip for both, instead of claiming once the command has said to go on: that wait
+    // was 3-8 points of a launch of short streaming tasks (scripts/probes/persistent_forms.cu,
+    // docs/bench/README.md, "Short streaming tasks"). A command that sends the block away
+    // then finds a chunk claimed, which goes back as a leftover (give_back, from leave()).
+    // The tail's share is counted from what the block knows of the counter, a lower bound: the
+    // counter's own load would be the round trip this saves. Near the end the count of
+    // leftovers is loaded beside the claim, for a block that finds no new task left.
+    unsigned long long n = ls.next;
+    const float fair = __fdividef((float)(total - known), kTailShare * gridDim.x * gridDim.y * gridDim.z);
+    const bool near_end = (float)n > fair;
+    if (!fixed && near_end) {
+#ifdef CUPREEMPT_CHUNK_LOG
+      atomicAdd(&chunk_log[31], 1ull);
 #endif
-  bool stop = must_yield(c, host, ls);
-  if (stop) {
-    atomicAdd(&c->yielded_blocks, 1u);
-    const unsigned long long decided = global_ns();
-    atomicMax(&c->yield_ns, decided);
-#ifdef CUPREEMPT_YIELD_LOG
-    {  // the same stamp: the log's latest is the runtime's yield_ns (bench.cuh relies on it)
-      const unsigned k = atomicAdd(&yield_log_count, 1u);
-      if (k < kYieldLogSize) yield_log[k] = decided;
+      n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+    }
+#ifdef CUPREEMPT_CHUNK_LOG
+    {
+      const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
+      atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
     }
 #endif
-#ifdef CUPREEMPT_AUDIT
-    if (audit) atomicOr(&audit[total + ls.smid / 32], 1u << (ls.smid % 32));
-#endif
-  } else {
-    unsigned long long n = ls.next;
-    // Leftovers first (take_leftover, the leader's next step): they are the oldest work, and
-    // the runtime's stream order waits for them. An empty chunk until then.
-    const bool search = kLooks && leftover && (int)(unsigned)line > 0 && !ls.search_failed;
-    if (kLooks) ls.search_failed = 0;
-    if (search) {
-      ls.search_due = seen >= total ? 2 : 1;  // 2: no new task left, search every SM
-    } else if (seen >= total) {
-      stop = true;  // all taken: no atomic, the blocks of a launch all get here at its end
-    } else {
-      if (!fixed) {  // near the end, smaller chunks so that blocks finish together
-        const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
-        if ((float)n > fair) {
-#ifdef CUPREEMPT_CHUNK_LOG
-          atomicAdd(&chunk_log[31], 1ull);
-#endif
-          n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+    begin = atomicAdd(&c->next_task, n);
+    const int line = near_end && leftover ? *(volatile int*)&c->leftovers : 0;
+    stop = must_yield(c, host, ls);
+    end = begin + n < total ? begin + n : total;
+    if (stop) {
+      // Sent away with tasks in hand: they go back in the lane's slot, or where the slot
+      // still holds an earlier leftover (its one writer is this lane's holder), they run
+      // first and the block's next step looks at the command before it claims again
+      // (search_failed), so that it leaves then.
+      if (begin < total) {
+        const unsigned smid = ls.smid, lane = ls.lane;
+        const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
+        if (leftover && lane < CUPREEMPT_LANES &&
+            !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine)) {
+          ls.rest_begin = begin, ls.rest_end = end;
+        } else {
+          stop = false;
+          ls.search_failed = 1;
         }
       }
+      if (stop) note_yield(c, total, audit, ls);
+    } else if (begin >= total) {
+      // No new task left: leftovers, if any, else the block is done.
+      const int left = near_end || !leftover ? line : *(volatile int*)&c->leftovers;
+      stop = !(left > 0 && leftover);
+      if (!stop) ls.search_due = 2, begin = end = 0;  // an empty chunk until take_leftover
+    } else if (begin == 0 && host) {
+      c->start_ns = global_ns();  // the launch's run time starts
+    }
+  } else {
+    // The command first: the block's first step where enter() claimed nothing (a resumed
+    // instance, a link, a launch outside the runtime, a block kept off its SM: it must take
+    // nothing where the command sends it away), a step after an empty chunk or after a look
+    // cut the chunk short (the command that sent the block away is still in force, and the
+    // lane's slot holds the rest), after a claim that a command found without a slot to give it
+    // back to, and where the block knows every new task to be taken. Both loads go out before
+    // either answer is needed: one wait instead of two. The counter and the count of leftovers
+    // share 16 bytes: one load.
+    unsigned long long seen, line;
+    asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"
+                 : "=l"(seen), "=l"(line)
+                 : "l"(&c->next_task));
+    stop = must_yield(c, host, ls);
+    if (stop) {
+      note_yield(c, total, audit, ls);
+    } else {
+      unsigned long long n = ls.next;
+      // Leftovers first (take_leftover, the leader's next step): they are the oldest work, and
+      // the runtime's stream order waits for them. An empty chunk until then.
+      const bool search = leftover && (int)(unsigned)line > 0 && !ls.search_failed;
+      ls.search_failed = 0;
+      if (search) {
+        ls.search_due = seen >= total ? 2 : 1;  // 2: no new task left, search every SM
+      } else if (seen >= total) {
+        stop = true;  // all taken: no atomic, the blocks of a launch all get here at its end
+      } else {
+        if (!fixed) {  // near the end, smaller chunks so that blocks finish together
+          const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
+          if ((float)n > fair) {
 #ifdef CUPREEMPT_CHUNK_LOG
-      {
-        const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
-        atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
-      }
+            atomicAdd(&chunk_log[31], 1ull);
 #endif
-      begin = atomicAdd(&c->next_task, n);
-      if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
-      stop = begin >= total;
-      end = begin + n < total ? begin + n : total;
+            n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+          }
+        }
+#ifdef CUPREEMPT_CHUNK_LOG
+        {
+          const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
+          atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
+        }
+#endif
+        begin = atomicAdd(&c->next_task, n);
+        if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
+        stop = begin >= total;
+        end = begin + n < total ? begin + n : total;
+      }
     }
   }
   st.begin = begin;
@@ -918,7 +996,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   // run_tasks, it cost pathfinder 2.5 points and convolution_separable 1.3-2.4 (H100,
   // scripts/probes/compare_builds.sh), though under -rdc it saved a 1.6 KB copy of split().
   // Not for the empty chunk that waits for take_leftover, which splits its own first task.
-  if (!stop && !(kLooks && ls.search_due))
+  if (!stop && !ls.search_due)
     st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
   // Progress (kProgressNs): the tasks finished since the block's last count, counted now if
   // this claim refreshes the host mirror, if the block stops, with fixed chunks, or once
@@ -941,23 +1019,37 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   ls.last_ns = now;
 }
 
-// The leader's last step in a block, after every thread's fence: the block's tasks are visible
-// device-wide, so they retire. Runtime launches (host mirror) count them with an atomic nobody
-// waits for: the first instance's last block waits for the total in stay(). Other launches
-// have no such block, so the block that retires the last task raises `finished`. Then the
-// block stops counting itself (lane first, in host memory, before another block can take the
-// lane over; the GPU's stores to host memory arrive in the order they were made).
+// The leader's last step in a block: its tasks retire. Runtime launches (host mirror) count
+// them with an atomic, and a block of the instance that holds the stream (the first, or the
+// anchor) counts itself out of it beside that (main_left): both answers come back in one round
+// trip, and the last block out, the tail, knows from them whether every task has retired or it
+// must wait in stay(). Other launches have no such block, so the block that retires the last
+// task raises `finished`. Then the block stops counting itself (lane first, in host memory,
+// before another block can take the lane over; the GPU's stores to host memory arrive in the
+// order they were made). Returns the retired count as the block's atomic saw it, its own
+// tasks included (0 where it counted none).
 //
 // A gated link's block that retires the last task opens every gate (the top byte of
 // host->gate, a byte of its own: the host writes the low bits), so that the stream runs through
 // the remaining links, which find nothing to do, to the anchor, whose tail raises `finished`.
-static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host* host,
-                                   unsigned long long total, unsigned first,
-                                   volatile LeaderState& ls) {
+static __device__ CUPREEMPT_STEP unsigned long long leave(cupreempt_control* c,
+                                                          cupreempt_host* host,
+                                                          unsigned long long* leftover,
+                                                          unsigned long long total,
+                                                          unsigned first,
+                                                          volatile LeaderState& ls) {
+  if (ls.rest_end) give_back(c, leftover, ls);  // a chunk claimed beside the command that sent
+                                                // the block away (next_chunk)
   const unsigned long long ran = ls.ran;
+  unsigned long long retired = 0;
   if (host) {
-    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total && first == CUPREEMPT_LINK)
+    const bool count_out = holds_the_stream(first) && !ls.tail;
+    unsigned left = 0;
+    if (ran) retired = atomicAdd(&c->retired_tasks, ran) + ran;
+    if (count_out) left = atomicAdd(&c->main_left, 1u);  // both out before either answer
+    if (retired == total && first == CUPREEMPT_LINK)
       reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;
+    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;
   } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
     __threadfence();
     atomicExch(&c->finished, 1u);
@@ -969,6 +1061,7 @@ static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host
 #ifdef CUPREEMPT_AUDIT
   atomicSub(&c->running_blocks, 1u);
 #endif
+  return retired;
 }
 
 // Stream order. The application's stream runs its next work when the
@@ -986,16 +1079,18 @@ static __device__ CUPREEMPT_STEP void leave(cupreempt_control* c, cupreempt_host
 // polls without sleeping for kSpinNs before it parks, so that the stream goes on at once.
 constexpr unsigned long long kSpinNs = 10000;
 static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host* host,
-                                  unsigned long long total, volatile LeaderState& ls) {
-  if (!ls.tail) ls.tail = atomicAdd(&c->main_left, 1u) + 1 == gridDim.x * gridDim.y * gridDim.z;
+                                  unsigned long long total, unsigned long long retired,
+                                  volatile LeaderState& ls) {
   if (!ls.tail) return false;
   bool parked = false, again = false;
   // Read now, used at the end: the load's round trip overlaps the first look at the count.
   const unsigned long long start_ns = *(volatile unsigned long long*)&c->start_ns;
   const unsigned long long since = global_ns();
-  while (*(volatile unsigned long long*)&c->retired_tasks < total) {
+  // The count as leave()'s atomic saw it, then as loaded: at a launch's normal end the tail is
+  // its last block out, and its atomic has usually seen every other block's retirement.
+  while (retired < total && *(volatile unsigned long long*)&c->retired_tasks < total) {
     if (*(volatile unsigned long long*)&c->next_task < total ||
-        (kLooks && *(volatile int*)&c->leftovers > 0)) {
+        *(volatile int*)&c->leftovers > 0) {
       read_host_command(host, ls);  // host memory has the newest command
       if (!ls.host_away) {
         again = true;
@@ -1032,10 +1127,11 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
 
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
 // of tasks from the counter; the decision reaches the block through shared memory and one
-// barrier. Tasks taken are always finished, or (looks inside chunks, CUPREEMPT_LOOKS) the
-// rest of a chunk cut short is given back as a leftover, which the next claims take before new
-// tasks; so a yield loses and repeats nothing, and a relaunch with the same control block
-// resumes with the leftovers and at next_task.
+// barrier. Tasks taken are always finished, or given back as a leftover, which the next claims
+// take before new tasks: a chunk claimed beside a command that sends the block away, or (looks
+// inside chunks, CUPREEMPT_LOOKS) the rest of a chunk cut short. So a yield loses and repeats
+// nothing, and a relaunch with the same control block resumes with the leftovers and at
+// next_task.
 //
 // Chunk size: `l.chunk`, else the kernel's `chunk` (from #pragma or the CLI), else adaptive:
 // the leader times its chunks with %globaltimer and sizes the next one so that it lasts about
@@ -1048,8 +1144,9 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
 //
 // Completion: done_tasks counts finished tasks (progress; with adaptive chunks each block's
 // at most kProgressNs late, next_chunk()). Results are made
-// visible once per block, when it leaves (every thread fences); retired_tasks then counts the
-// block's tasks, and `finished` is raised once it reaches the total (leave(), stay()).
+// visible once per block, when it leaves (every thread fences; in the instance that holds the
+// stream, its kernel's end does it); retired_tasks then counts the block's tasks, and
+// `finished` is raised once it reaches the total (leave(), stay()).
 template <class Ctx, bool TaskBarrier = true, class Body>
 __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned chunk,
                                           unsigned budget_ns, Body&& body) {
@@ -1094,10 +1191,11 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       starting = false;
     }
     if (leader && !claimed) {
-      if (kLooks && ls.rest_end) give_back(c, l.leftover, ls);
+      const bool cut = kLooks && ls.rest_end;
+      if (cut) give_back(c, l.leftover, ls);
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
-                 l.grid_y, l.grid_z, l.leftover, ls, st);
-      if (kLooks && ls.search_due) take_leftover(c, l.leftover, l.grid_x, l.grid_y, ls, st);
+                 l.grid_y, l.grid_z, l.leftover, cut, ls, st);
+      if (ls.search_due) take_leftover(c, l.leftover, l.grid_x, l.grid_y, ls, st);
     }
     claimed = false;
     __syncthreads();
@@ -1109,12 +1207,17 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     // last warp does not have count as exited, which the full mask allows.
     if (__shfl_sync(0xffffffffu, st.stop, 0)) {
       // Every thread has left the chunk (all read the same st.stop after the same barrier).
-      __threadfence();
+      // Its results become visible device-wide: each thread's fence, except in the instance
+      // that holds the stream, whose kernel ends only after every task has retired (its tail
+      // stays), and that end makes them visible to whatever follows it. Nothing else reads
+      // them before then: the tasks of other instances are other original blocks.
+      if (!(l.host && holds_the_stream(l.first))) __threadfence();
       __syncthreads();
       if (leader) {
-        leave(c, l.host, l.total_tasks, l.first, ls);
+        const unsigned long long retired =
+            leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);
         again = holds_the_stream(l.first) && l.host &&
-                stay(c, l.host, l.total_tasks, ls);
+                stay(c, l.host, l.total_tasks, retired, ls);
       }
       __syncthreads();
       if (!__shfl_sync(0xffffffffu, again, 0)) break;

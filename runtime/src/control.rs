@@ -24,7 +24,8 @@ pub struct ControlBlock {
     /// Tasks finished: progress, counted per chunk (their results may still be in flight).
     pub done_tasks: u64,
     pub pad2: [u32; 30],
-    /// Tasks whose results are visible device-wide (counted when blocks leave).
+    /// Tasks whose results are visible device-wide, or will be at the end of the kernel that
+    /// holds the stream (counted when blocks leave).
     pub retired_tasks: u64,
     /// 1 once every task is done.
     pub finished: u32,

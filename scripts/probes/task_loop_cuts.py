@@ -57,8 +57,8 @@ def minimal_next_chunk(src):
 
 CUTS = {
     "no-end-fence": replace(
-        "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(",
-        "      __syncthreads();\n      if (leader) {\n        leave("),
+        "      if (!(l.host && holds_the_stream(l.first))) __threadfence();\n      __syncthreads();\n",
+        "      __syncthreads();\n"),
     # Timing only: no fence between the block's lane and its first look at the command
     # (neither enter()'s nor the one it leaves to the first next_chunk).
     "no-enter-fence": chain(
@@ -84,9 +84,10 @@ CUTS = {
     "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
-        "        leave(c, l.host, l.total_tasks, l.first, ls);\n"
+        "        const unsigned long long retired =\n"
+        "            leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);\n"
         "        again = holds_the_stream(l.first) && l.host &&\n"
-        "                stay(c, l.host, l.total_tasks, ls);",
+        "                stay(c, l.host, l.total_tasks, retired, ls);",
         "        again = 0;"),
     "inline-next-chunk": replace(
         "static __device__ CUPREEMPT_STEP void next_chunk(",
@@ -123,8 +124,8 @@ CUTS = {
     "inline-steps": chain(
         replace("static __device__ CUPREEMPT_STEP void next_chunk(",
                 "static __device__ __forceinline__ void next_chunk("),
-        replace("static __device__ CUPREEMPT_STEP void leave(",
-                "static __device__ __forceinline__ void leave("),
+        replace("static __device__ CUPREEMPT_STEP unsigned long long leave(",
+                "static __device__ __forceinline__ unsigned long long leave("),
         replace("static __device__ CUPREEMPT_STEP bool enter(",
                 "static __device__ __forceinline__ bool enter(")),
     # Timing only: no smaller chunks near the end.
@@ -138,28 +139,12 @@ CUTS = {
 # thread's fence before it: the barrier orders the threads' stores before the leader's fence,
 # and a fence is cumulative (the pattern of a cooperative grid's sync). Correct.
 CUTS["leader-end-fence"] = replace(
-    "      __threadfence();\n      __syncthreads();\n      if (leader) {\n        leave(",
-    "      __syncthreads();\n      if (leader) {\n        __threadfence();\n        leave(")
-# The tree's end with every thread's fence replaced by the leader's (above) and the retire
-# atomic's answer not waited for outside gated links: correct, and within noise of the tree's
-# form on the H200 (docs/bench/README.md).
-CUTS["leader-end-fence-unwaited-retire"] = chain(
-    CUTS["leader-end-fence"],
-    replace("    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total && first == CUPREEMPT_LINK)\n"
-            "      reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;\n",
-            "    if (first != CUPREEMPT_LINK) {\n      if (ran) atomicAdd(&c->retired_tasks, ran);\n"
-            "    } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {\n"
-            "      reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;\n"
-            "    }\n"))
+    "      if (!(l.host && holds_the_stream(l.first))) __threadfence();\n      __syncthreads();\n"
+    "      if (leader) {\n",
+    "      __syncthreads();\n      if (leader) {\n"
+    "        if (!(l.host && holds_the_stream(l.first))) __threadfence();\n")
 # Timing only, each one load or store of the leader's step between two chunks left out.
-CUTS["no-seen-load"] = replace(
-    '  asm volatile("ld.volatile.global.v2.u64 {%0, %1}, [%2];"\n'
-    '               : "=l"(seen), "=l"(line)\n'
-    '               : "l"(&c->next_task));\n',
-    "  seen = 0;\n  line = 0;\n")
-CUTS["no-command-load"] = replace(
-    "  bool stop = must_yield(c, host, ls);\n  if (stop) {\n    atomicAdd(&c->yielded_blocks",
-    "  bool stop = false;\n  if (stop) {\n    atomicAdd(&c->yielded_blocks")
+CUTS["no-command-load"] = replace("    stop = must_yield(c, host, ls);\n", "    stop = false;\n")
 CUTS["no-step-timer"] = replace(
     "  ls.unreported = 0;\n  ls.last_ns = now;\n}",
     "  ls.unreported = 0;\n  ls.last_ns = 0;\n}")
@@ -167,45 +152,21 @@ CUTS["no-step-timer"] = replace(
 # next_chunk, so that the compiler may keep fields in registers and batch the loads.
 CUTS["ls-plain"] = replace(
     "const unsigned long long* leftover,\n"
-    "                                     volatile LeaderState& ls, BlockState& st) {\n",
+    "                                     bool after_cut, volatile LeaderState& ls, BlockState& st) {\n",
     "const unsigned long long* leftover,\n"
-    "                                     volatile LeaderState& ls_v, BlockState& st) {\n"
+    "                                     bool after_cut, volatile LeaderState& ls_v, BlockState& st) {\n"
     "  LeaderState& ls = const_cast<LeaderState&>(ls_v);\n")
 
 
-def claim_beside_command(src):
-    """Timing only (a yield loses the chunk claimed beside it): the claim goes out with the
-    command's load instead of after its answer, and the tail's share is counted from the
-    block's last claim instead of a fresh load of the counter."""
-    a = src.index("  // Both loads go out before either answer is needed: one wait instead of two.")
-    b = src.index("  st.begin = begin;\n  st.end = end;\n", a)
-    body = """  const unsigned long long seen = ls.chunk_begin;  // the last claim: a stale lower bound
-  unsigned long long n = ls.next;
-  if (!fixed && seen < total) {
-    const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
-    if ((float)n > fair) n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
-  }
-  begin = atomicAdd(&c->next_task, n);
-  bool stop = must_yield(c, host, ls);
-  if (stop) {
-    atomicAdd(&c->yielded_blocks, 1u);
-  } else {
-    if (begin == 0 && host) c->start_ns = global_ns();
-    stop = begin >= total;
-    end = begin + n < total ? begin + n : total;
-  }
-"""
-    src = src[:a] + body + src[b:]
-    return replace("  ls.min_chunk = 1;\n", "  ls.min_chunk = 1;\n  ls.chunk_begin = 0;\n")(src)
-
-
-CUTS["claim-beside-command"] = claim_beside_command
-CUTS["lean-step"] = chain(CUTS["ls-plain"], CUTS["claim-beside-command"])
+# The claim after the command's answer, as before claims went beside it: every step takes the
+# command-first branch (correct, one round trip more per chunk).
+CUTS["claim-after-command"] = replace(
+    "  if (ls.unreported && known < total && !after_cut && !ls.search_failed) {", "  if (false) {")
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
 # Everything above that keeps a launch outside the runtime correct, together.
-CUTS["lean-claims"] = chain(CUTS["tail-below-floor"], CUTS["no-seen-load"], CUTS["no-progress"],
+CUTS["lean-claims"] = chain(CUTS["tail-below-floor"], CUTS["no-progress"],
                             CUTS["no-host-progress"])
 CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes"],
                     CUTS["minimal-next-chunk"])

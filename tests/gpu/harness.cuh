@@ -152,10 +152,14 @@ class Harness {
       std::vector<Preemption> cycles;
       for (int k = 1; k <= 5; ++k) cycles.push_back({total_ * k / 6, CUPREEMPT_YIELD_ALL});
       scenario("cycles", persistent, 4, 1, cycles);
-      // Chunks of 16 tasks with looks inside: a yield mid-chunk gives the rest back.
+#ifdef CUPREEMPT_LOOKS
+      // Chunks of 16 tasks with looks inside: a yield mid-chunk gives the rest back. (Without
+      // looks a full grid claims every task in its first chunks, and the yields would land
+      // after the end: the scenarios above give back the chunks claimed beside a yield.)
       std::vector<Preemption> cuts;
       for (int k = 1; k <= 3; ++k) cuts.push_back({total_ * k / 4, CUPREEMPT_YIELD_ALL, true});
       scenario("cut", persistent, full_, 16, cuts);
+#endif
     }
     std::printf("%s %s: %d scenario(s) failed\n", failures_ ? "FAIL" : "PASS", name_.c_str(),
                 failures_);

@@ -61,10 +61,12 @@ pub(crate) fn timing() -> bool {
     EVENT_TIMING.load(Ordering::Relaxed)
 }
 
-/// Whether launches get leftover slots (`LaunchParams::leftover`), which kernels built with
-/// `CUPREEMPT_LOOKS` use to look at the command between the tasks of a chunk
-/// (docs/transformation.md, "The task loop"); other kernels ignore them. `CUPREEMPT_LOOKS=0`
-/// withholds them, so that such a build runs without looks.
+/// Whether launches get leftover slots (`LaunchParams::leftover`): a block that a command sends
+/// away gives back there the chunk it claimed beside the command, and kernels built with
+/// `CUPREEMPT_LOOKS` the rest of a chunk cut at a look between two tasks
+/// (docs/transformation.md, "The task loop"). `CUPREEMPT_LOOKS=0` withholds them: such a build
+/// then runs without looks, and a block runs a chunk it claimed beside a command before it
+/// leaves.
 pub(crate) fn leftover_slots() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| !switched_off("CUPREEMPT_LOOKS"))
