@@ -781,7 +781,14 @@ fn with_relocatable_device_code_the_task_loop_steps_are_inlined() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let dir = support::tempdir("nvcc-rdc");
     let bench = support::root().join("fixtures/bench");
-    let steps = ["5enter", "10next_chunk", "5leave", "4stay", "5split"];
+    let steps = [
+        "5enter",
+        "10next_chunk",
+        "5leave",
+        "5split",
+        "9give_back",
+        "13take_leftover",
+    ];
     for name in ["bitonic_sort", "grid3d"] {
         let src = std::fs::read_to_string(bench.join(format!("{name}.cu"))).unwrap();
         let t = cupreempt::transform(&src, name, &cupreempt::Options::default())

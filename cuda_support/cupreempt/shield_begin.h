@@ -61,8 +61,6 @@
 #undef Values
 #pragma push_macro("W")
 #undef W
-#pragma push_macro("after_cut")
-#undef after_cut
 #pragma push_macro("again")
 #undef again
 #pragma push_macro("all_trivially_destructible")
@@ -267,6 +265,8 @@
 #undef handles
 #pragma push_macro("held")
 #undef held
+#pragma push_macro("holds")
+#undef holds
 #pragma push_macro("holds_the_stream")
 #undef holds_the_stream
 #pragma push_macro("host")
@@ -599,6 +599,8 @@
 #undef sizes
 #pragma push_macro("slot")
 #undef slot
+#pragma push_macro("slot_free")
+#undef slot_free
 #pragma push_macro("sm")
 #undef sm
 #pragma push_macro("sm_id")

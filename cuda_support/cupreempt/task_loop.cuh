@@ -359,7 +359,10 @@ struct LeaderState {
   // TASK_LOOP_SHARED_BYTES, src/vocab.rs, and less than 2^32 tasks or ns go by between two).
   unsigned unposted, posted_ns;
   unsigned long long cut_word;  // the last command word a look inside a chunk judged
-  unsigned long long rest_begin, rest_end;  // a cut chunk's rest, for give_back (0: none)
+  // Tasks in the block's hands that it has not run (rest_end 0: none): a leftover it has
+  // taken, a cut chunk's rest, or a chunk claimed beside a command that sent it away. Its next
+  // step runs them, or leave() gives them back (give_back).
+  unsigned long long rest_begin, rest_end;
 };
 
 // The instance's part in its launch (cupreempt_launch.first, control.h). A gated link or the
@@ -540,11 +543,19 @@ __device__ __forceinline__ bool sent_away_mid_chunk(const cupreempt_control* c,
   return !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine);
 }
 
-// The leader's step after a chunk was cut, before the next one: the rest of it
-// ([ls.rest_begin, ls.rest_end)) goes into the lane's slot, which sent_away_mid_chunk() found
-// empty (only the lane's holder fills it). A step of its own at the top of the chunk loop: a
-// call right after the task loop, or this code inside next_chunk, raised the wrappers to 34-37
-// registers.
+// Whether the block's lane has a free slot for tasks it would give back: no leftover in it,
+// and nobody reading one (only the lane's holder fills it).
+__device__ __forceinline__ bool slot_free(const cupreempt_control* c,
+                                          const unsigned long long* leftover,
+                                          const volatile LeaderState& ls) {
+  const unsigned smid = ls.smid, lane = ls.lane;
+  if (!leftover || lane >= CUPREEMPT_LANES) return false;
+  const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
+  return !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine);
+}
+
+// A block that leaves with tasks in hand ([ls.rest_begin, ls.rest_end), which next_chunk made
+// sure its lane's slot is free for) puts them in that slot (leave()).
 static __device__ CUPREEMPT_STEP void give_back(cupreempt_control* c, unsigned long long* leftover,
                                                 volatile LeaderState& ls) {
   const unsigned smid = ls.smid, lane = ls.lane;
@@ -616,15 +627,17 @@ __device__ __forceinline__ unsigned long long find_leftover(cupreempt_control* c
   return 0;
 }
 
-// The leader's step after a next_chunk that found leftovers (ls.search_due): the block's chunk
-// is one of them. A step of its own, not a call inside next_chunk: nested there, it raised
-// the wrappers from 31 to 44-48 registers. When it finds none (all taken, or still being given
-// back, or on SMs beyond this search), the chunk stays empty and the next step claims new
+// The leader's step after a next_chunk that found leftovers (ls.search_due), whose chunk is
+// empty: one of them goes into the block's hands (ls.rest_*), and the next step runs it. A
+// step of its own, not a call inside next_chunk: nested there, it raised the wrappers from 31
+// to 44-48 registers. It writes no chunk itself: with the chunk's bounds and grid to split
+// its first task, its call from the task loop raised every wrapper of the benchmark programs
+// by 3-8 registers (the one-line kernel's to 35; nvcc 13.0, sm_90). When it finds none (all
+// taken, or still being given back, or on SMs beyond this search), the next step claims new
 // tasks, or leaves when there are none; the first instance's tail takes what is left.
 static __device__ CUPREEMPT_STEP void take_leftover(cupreempt_control* c,
                                                     const unsigned long long* leftover,
-                                                    unsigned gx, unsigned gy,
-                                                    volatile LeaderState& ls, BlockState& st) {
+                                                    volatile LeaderState& ls) {
   const unsigned long long v = find_leftover(c, leftover, ls);
   ls.search_due = 0;
   if (!v) {
@@ -632,10 +645,8 @@ static __device__ CUPREEMPT_STEP void take_leftover(cupreempt_control* c,
     return;
   }
   const unsigned long long begin = v >> kLeftoverCountBits;
-  st.begin = begin;
-  st.end = begin + (v & ((1ull << kLeftoverCountBits) - 1));
-  ls.chunk_begin = begin;
-  st.first = TaskCtx::split(begin, gx, gy);
+  ls.rest_begin = begin;
+  ls.rest_end = begin + (v & ((1ull << kLeftoverCountBits) - 1));
 }
 
 // The command in force as a gated link's (or the anchor's) block starts, into ls as
@@ -836,7 +847,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
                                      unsigned gy, unsigned gz, const unsigned long long* leftover,
-                                     bool after_cut, volatile LeaderState& ls, BlockState& st) {
+                                     volatile LeaderState& ls, BlockState& st) {
 #ifdef CUPREEMPT_AUDIT
   if (audit && ls.unreported) audit_chunk(audit, ls.chunk_begin, ls.unreported);
 #endif
@@ -885,7 +896,25 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   // was claimed before it was given back).
   const unsigned long long known = ls.chunk_begin + ls.unreported;
   bool stop;
-  if (ls.unreported && known < total && !after_cut && !ls.search_failed) {
+  if (ls.rest_end) {
+    // Tasks in hand (a leftover taken, or a cut chunk's rest): the command first. They are the
+    // chunk if it lets the block run; if it sends the block away they go back (leave()),
+    // unless the lane's slot is taken, and then they run first and the block leaves next.
+    stop = must_yield(c, host, ls);
+    if (stop && !slot_free(c, leftover, ls)) stop = false, ls.search_failed = 1;
+    if (stop) {
+      note_yield(c, total, audit, ls);
+    } else {
+      begin = ls.rest_begin, end = ls.rest_end;
+      ls.rest_end = 0;
+    }
+  } else if (ls.unreported && known >= total) {
+    // The block ran the chunk that holds the last task: every new task is taken, and it
+    // leaves without a load (a round trip on the launch's last block's way out). Leftovers,
+    // which a yield may have left, are taken by the other blocks, which look for them when
+    // their claims find no task left, or by the tail.
+    stop = true;
+  } else if (ls.unreported && !ls.search_failed) {
     // A block that has just run a chunk claims the next one beside the command's load, one
     // round trip for both, instead of claiming once the command has said to go on: that wait
     // was 3-8 points of a launch of short streaming tasks (scripts/probes/persistent_forms.cu,
@@ -919,10 +948,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
       // first and the block's next step looks at the command before it claims again
       // (search_failed), so that it leaves then.
       if (begin < total) {
-        const unsigned smid = ls.smid, lane = ls.lane;
-        const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
-        if (leftover && lane < CUPREEMPT_LANES &&
-            !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine)) {
+        if (slot_free(c, leftover, ls)) {
           ls.rest_begin = begin, ls.rest_end = end;
         } else {
           stop = false;
@@ -941,10 +967,8 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   } else {
     // The command first: the block's first step where enter() claimed nothing (a resumed
     // instance, a link, a launch outside the runtime, a block kept off its SM: it must take
-    // nothing where the command sends it away), a step after an empty chunk or after a look
-    // cut the chunk short (the command that sent the block away is still in force, and the
-    // lane's slot holds the rest), after a claim that a command found without a slot to give it
-    // back to, and where the block knows every new task to be taken. Both loads go out before
+    // nothing where the command sends it away), a step after an empty chunk, and after a
+    // claim that a command found without a slot to give it back to. Both loads go out before
     // either answer is needed: one wait instead of two. The counter and the count of leftovers
     // share 16 bytes: one load.
     unsigned long long seen, line;
@@ -1019,51 +1043,6 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   ls.last_ns = now;
 }
 
-// The leader's last step in a block: its tasks retire. Runtime launches (host mirror) count
-// them with an atomic, and a block of the instance that holds the stream (the first, or the
-// anchor) counts itself out of it beside that (main_left): both answers come back in one round
-// trip, and the last block out, the tail, knows from them whether every task has retired or it
-// must wait in stay(). Other launches have no such block, so the block that retires the last
-// task raises `finished`. Then the block stops counting itself (lane first, in host memory,
-// before another block can take the lane over; the GPU's stores to host memory arrive in the
-// order they were made). Returns the retired count as the block's atomic saw it, its own
-// tasks included (0 where it counted none).
-//
-// A gated link's block that retires the last task opens every gate (the top byte of
-// host->gate, a byte of its own: the host writes the low bits), so that the stream runs through
-// the remaining links, which find nothing to do, to the anchor, whose tail raises `finished`.
-static __device__ CUPREEMPT_STEP unsigned long long leave(cupreempt_control* c,
-                                                          cupreempt_host* host,
-                                                          unsigned long long* leftover,
-                                                          unsigned long long total,
-                                                          unsigned first,
-                                                          volatile LeaderState& ls) {
-  if (ls.rest_end) give_back(c, leftover, ls);  // a chunk claimed beside the command that sent
-                                                // the block away (next_chunk)
-  const unsigned long long ran = ls.ran;
-  unsigned long long retired = 0;
-  if (host) {
-    const bool count_out = holds_the_stream(first) && !ls.tail;
-    unsigned left = 0;
-    if (ran) retired = atomicAdd(&c->retired_tasks, ran) + ran;
-    if (count_out) left = atomicAdd(&c->main_left, 1u);  // both out before either answer
-    if (retired == total && first == CUPREEMPT_LINK)
-      reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;
-    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;
-  } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
-    __threadfence();
-    atomicExch(&c->finished, 1u);
-  }
-  if (ls.lane < CUPREEMPT_LANES) {
-    if (host) host->lanes[ls.smid][ls.lane] = 0;
-    atomicAnd(&c->sm_lanes[ls.smid], ~(1u << ls.lane));
-  }
-#ifdef CUPREEMPT_AUDIT
-  atomicSub(&c->running_blocks, 1u);
-#endif
-  return retired;
-}
-
 // Stream order. The application's stream runs its next work when the
 // launch's first instance ends, so that instance must not end before every task has retired,
 // whatever preemptions happen. Its last block to leave the loop (the tail) therefore stays: it
@@ -1078,13 +1057,10 @@ static __device__ CUPREEMPT_STEP unsigned long long leave(cupreempt_control* c,
 // At a launch's normal end the last retirements are still landing (microseconds): the tail
 // polls without sleeping for kSpinNs before it parks, so that the stream goes on at once.
 constexpr unsigned long long kSpinNs = 10000;
-static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host* host,
-                                  unsigned long long total, unsigned long long retired,
-                                  volatile LeaderState& ls) {
-  if (!ls.tail) return false;
+__device__ __forceinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
+                                     unsigned long long total, unsigned long long retired,
+                                     unsigned long long start_ns, volatile LeaderState& ls) {
   bool parked = false, again = false;
-  // Read now, used at the end: the load's round trip overlaps the first look at the count.
-  const unsigned long long start_ns = *(volatile unsigned long long*)&c->start_ns;
   const unsigned long long since = global_ns();
   // The count as leave()'s atomic saw it, then as loaded: at a launch's normal end the tail is
   // its last block out, and its atomic has usually seen every other block's retirement.
@@ -1111,9 +1087,9 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
   if (!again) {
     // No fence before `finished`: in a runtime launch nothing reads it to learn that the
     // results are visible; what follows the kernel in its stream waits for this block to end,
-    // and the kernel's end makes them visible (every block fenced its results before it
-    // retired them, and this block has seen every retirement). A fence here waited for the
-    // block's store to host memory (its lane, leave()) to land.
+    // and the kernel's end makes them visible (this instance's results at its end; other
+    // instances' blocks fenced theirs before they retired them, and this block has seen every
+    // retirement). A fence here waited for the block's store to host memory (its lane) to land.
     atomicExch(&c->finished, 1u);
     host->done_tasks = total;
     // How long the launch ran, for the runtime's choice of form for the next launches of
@@ -1123,6 +1099,51 @@ static __device__ CUPREEMPT_STEP bool stay(cupreempt_control* c, cupreempt_host*
   }
   if (parked) host->tail_parked = 0;
   return again;
+}
+
+// The leader's last step in a block: its tasks retire. Runtime launches (host mirror) count
+// them with an atomic, and a block of the instance that holds the stream (the first, or the
+// anchor) counts itself out of it beside that (main_left) and loads the launch's start time:
+// the answers come back in one round trip, and the last block out, the tail, knows from them
+// whether every task has retired or it must wait, and then stays (stay(), inlined here: as a
+// step of its own it loaded the start time after this step's round trip, on the launch's last
+// block's way out). Other launches have no such block, so the block that retires the last task
+// raises `finished`. Then the block stops counting itself (lane first, in host memory, before
+// another block can take the lane over; the GPU's stores to host memory arrive in the order
+// they were made). Returns whether the tail goes back to work.
+//
+// A gated link's block that retires the last task opens every gate (the top byte of
+// host->gate, a byte of its own: the host writes the low bits), so that the stream runs through
+// the remaining links, which find nothing to do, to the anchor, whose tail raises `finished`.
+static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host* host,
+                                            unsigned long long* leftover,
+                                            unsigned long long total, unsigned first,
+                                            volatile LeaderState& ls) {
+  if (ls.rest_end) give_back(c, leftover, ls);  // tasks in hand (next_chunk made room)
+  const unsigned long long ran = ls.ran;
+  unsigned long long retired = 0, start_ns = 0;
+  const bool holds = host && holds_the_stream(first);
+  if (host) {
+    const bool count_out = holds && !ls.tail;
+    unsigned left = 0;
+    if (ran) retired = atomicAdd(&c->retired_tasks, ran) + ran;
+    if (count_out) left = atomicAdd(&c->main_left, 1u);  // all out before any answer
+    if (holds) start_ns = *(volatile unsigned long long*)&c->start_ns;
+    if (retired == total && first == CUPREEMPT_LINK)
+      reinterpret_cast<volatile unsigned char*>(&host->gate)[3] = CUPREEMPT_GATES_OPEN;
+    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;
+  } else if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total) {
+    __threadfence();
+    atomicExch(&c->finished, 1u);
+  }
+  if (ls.lane < CUPREEMPT_LANES) {
+    if (host) host->lanes[ls.smid][ls.lane] = 0;
+    atomicAnd(&c->sm_lanes[ls.smid], ~(1u << ls.lane));
+  }
+#ifdef CUPREEMPT_AUDIT
+  atomicSub(&c->running_blocks, 1u);
+#endif
+  return holds && ls.tail && stay(c, host, total, retired, start_ns, ls);
 }
 
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
@@ -1191,11 +1212,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       starting = false;
     }
     if (leader && !claimed) {
-      const bool cut = kLooks && ls.rest_end;
-      if (cut) give_back(c, l.leftover, ls);
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
-                 l.grid_y, l.grid_z, l.leftover, cut, ls, st);
-      if (ls.search_due) take_leftover(c, l.leftover, l.grid_x, l.grid_y, ls, st);
+                 l.grid_y, l.grid_z, l.leftover, ls, st);
+      if (ls.search_due) take_leftover(c, l.leftover, ls);
     }
     claimed = false;
     __syncthreads();
@@ -1214,10 +1233,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       if (!(l.host && holds_the_stream(l.first))) __threadfence();
       __syncthreads();
       if (leader) {
-        const unsigned long long retired =
-            leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);
-        again = holds_the_stream(l.first) && l.host &&
-                stay(c, l.host, l.total_tasks, retired, ls);
+        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);
       }
       __syncthreads();
       if (!__shfl_sync(0xffffffffu, again, 0)) break;

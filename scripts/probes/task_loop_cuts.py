@@ -84,11 +84,13 @@ CUTS = {
     "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
-        "        const unsigned long long retired =\n"
-        "            leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);\n"
-        "        again = holds_the_stream(l.first) && l.host &&\n"
-        "                stay(c, l.host, l.total_tasks, retired, ls);",
+        "        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);",
         "        again = 0;"),
+    # enter() inlined: the block's first instructions in one run of code (its call jumps to
+    # code that a block's start must fetch).
+    "inline-enter": replace(
+        "static __device__ CUPREEMPT_STEP bool enter(",
+        "static __device__ __forceinline__ bool enter("),
     "inline-next-chunk": replace(
         "static __device__ CUPREEMPT_STEP void next_chunk(",
         "static __device__ __forceinline__ void next_chunk("),
@@ -124,8 +126,8 @@ CUTS = {
     "inline-steps": chain(
         replace("static __device__ CUPREEMPT_STEP void next_chunk(",
                 "static __device__ __forceinline__ void next_chunk("),
-        replace("static __device__ CUPREEMPT_STEP unsigned long long leave(",
-                "static __device__ __forceinline__ unsigned long long leave("),
+        replace("static __device__ CUPREEMPT_STEP bool leave(",
+                "static __device__ __forceinline__ bool leave("),
         replace("static __device__ CUPREEMPT_STEP bool enter(",
                 "static __device__ __forceinline__ bool enter(")),
     # Timing only: no smaller chunks near the end.
@@ -152,16 +154,16 @@ CUTS["no-step-timer"] = replace(
 # next_chunk, so that the compiler may keep fields in registers and batch the loads.
 CUTS["ls-plain"] = replace(
     "const unsigned long long* leftover,\n"
-    "                                     bool after_cut, volatile LeaderState& ls, BlockState& st) {\n",
+    "                                     volatile LeaderState& ls, BlockState& st) {\n",
     "const unsigned long long* leftover,\n"
-    "                                     bool after_cut, volatile LeaderState& ls_v, BlockState& st) {\n"
+    "                                     volatile LeaderState& ls_v, BlockState& st) {\n"
     "  LeaderState& ls = const_cast<LeaderState&>(ls_v);\n")
 
 
 # The claim after the command's answer, as before claims went beside it: every step takes the
 # command-first branch (correct, one round trip more per chunk).
 CUTS["claim-after-command"] = replace(
-    "  if (ls.unreported && known < total && !after_cut && !ls.search_failed) {", "  if (false) {")
+    "  } else if (ls.unreported && !ls.search_failed) {", "  } else if (false) {")
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
