@@ -231,14 +231,11 @@ const BLOCK_GROUP_QUERIES: &[&str] = &[
     "dim_blocks",
 ];
 
-/// `kernel`: whether returns matter (a helper's return only ends the helper, so its returns
-/// are not analysed for thread dependence).
-pub fn facts<'t>(
-    body: Node<'t>,
-    src: &'t str,
-    names: &FileNames<'t, '_>,
-    kernel: bool,
-) -> BodyFacts<'t> {
+/// `body`: a function body of the file that `names` was made from; `kernel`: whether returns
+/// matter (a helper's return only ends the helper, so its returns are not analysed for thread
+/// dependence).
+pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> BodyFacts<'t> {
+    let src = names.src();
     let k = kinds();
     let macros = names.macros();
     let nodes = descendants(body);

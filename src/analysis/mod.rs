@@ -237,7 +237,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     };
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
     let names = uniformity::FileNames::new(root, src, &macros);
-    let mut helpers = helper_plans(found.helpers, &found.declarations, src, &names);
+    let mut helpers = helper_plans(found.helpers, &found.declarations, &names);
     // Loops that wait for other blocks (CP014), in helpers (named from the kernels that reach
     // them, as their other refusals are) and kernels.
     let reads = spin::Reads::new(
@@ -311,7 +311,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros.definitions);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
-        let mut facts = body::facts(site.body, src, &names, true);
+        let mut facts = body::facts(site.body, &names, true);
         facts
             .refusals
             .extend(spin::waiting_loops(site.body, src, &reads));
@@ -695,13 +695,12 @@ fn template_declaration<'a, 't>(
 fn helper_plans<'t>(
     sites: Vec<FunctionSite<'t>>,
     declarations: &[FunctionSite<'t>],
-    src: &'t str,
     names: &uniformity::FileNames<'t, '_>,
 ) -> Vec<HelperPlan<'t>> {
     sites
         .into_iter()
         .map(|h| HelperPlan {
-            facts: body::facts(h.body, src, names, false),
+            facts: body::facts(h.body, names, false),
             prior_declarations: callgraph::prior_declarations(declarations, &h),
             site: h,
             needs_ctx: false,

@@ -50,6 +50,11 @@ impl<'t, 'm> FileNames<'t, 'm> {
         self.macros
     }
 
+    /// The file's text, as given to `new`.
+    pub fn src(&self) -> &'t str {
+        self.src
+    }
+
     fn uniform_helpers(&self) -> &std::collections::HashSet<String> {
         self.helpers.get_or_init(|| {
             helpers::uniform_helpers(self.root, self.src, &self.declared, self.macros)
