@@ -127,6 +127,8 @@
 #undef chunk_log
 #pragma push_macro("claim_lane")
 #undef claim_lane
+#pragma push_macro("claim_next")
+#undef claim_next
 #pragma push_macro("claimed")
 #undef claimed
 #pragma push_macro("cmd")
@@ -201,6 +203,8 @@
 #undef f
 #pragma push_macro("fair")
 #undef fair
+#pragma push_macro("fair_share")
+#undef fair_share
 #pragma push_macro("fence_due")
 #undef fence_due
 #pragma push_macro("find_leftover")
@@ -329,6 +333,8 @@
 #undef landed_seq
 #pragma push_macro("lane")
 #undef lane
+#pragma push_macro("lane_slot_empty")
+#undef lane_slot_empty
 #pragma push_macro("lanes")
 #undef lanes
 #pragma push_macro("last_error")
@@ -383,6 +389,8 @@
 #undef live_value
 #pragma push_macro("load_acquire_sys")
 #undef load_acquire_sys
+#pragma push_macro("log_claim")
+#undef log_claim
 #pragma push_macro("look_buf")
 #undef look_buf
 #pragma push_macro("look_every")
@@ -575,8 +583,6 @@
 #undef search
 #pragma push_macro("search_due")
 #undef search_due
-#pragma push_macro("search_failed")
-#undef search_failed
 #pragma push_macro("seen")
 #undef seen
 #pragma push_macro("self")
@@ -659,6 +665,8 @@
 #undef t
 #pragma push_macro("tail")
 #undef tail
+#pragma push_macro("tail_chunk")
+#undef tail_chunk
 #pragma push_macro("tail_parked")
 #undef tail_parked
 #pragma push_macro("take")

@@ -350,10 +350,10 @@ struct LeaderState {
   unsigned look_every;  // tasks between two looks inside a chunk (0: no looks)
   unsigned scan;       // where the next search for another SM's leftover starts
   unsigned search_due;     // next_chunk left the chunk to take_leftover (2: search every SM)
-  // And it found none: the next step claims new tasks. Also set where a command sent the block
-  // away with a chunk claimed and no free slot for it (next_chunk): the next step looks at the
-  // command before it claims.
-  unsigned search_failed;
+  // 1: the next step looks at the command and claims new tasks, without a search for
+  // leftovers: take_leftover found none, or a command sent the block away while it held tasks
+  // and its lane's slot was taken (next_chunk), so that it leaves at that next step.
+  unsigned claim_next;
   // Finished tasks not yet in done_tasks, and the low 32 bits of %globaltimer when the block
   // last counted (kProgressNs; 32 bits each keep the loop's shared memory within
   // TASK_LOOP_SHARED_BYTES, src/vocab.rs, and less than 2^32 tasks or ns go by between two).
@@ -526,6 +526,13 @@ __device__ __forceinline__ unsigned long long look_word(const unsigned long long
 // it empties: while it is 0 no slot holds one.
 constexpr unsigned kLeftoverCountBits = 17;
 
+// Whether lane `lane` of SM `smid` has its slot free: no leftover in it, and nobody reading one.
+__device__ __forceinline__ bool lane_slot_empty(const cupreempt_control* c, unsigned smid,
+                                                unsigned lane) {
+  const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
+  return !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine);
+}
+
 // A look inside a chunk found a new command (`word`, as the control block holds it): whether
 // the block leaves before its chunk's next task, giving the rest back. Inline: a call here,
 // in the task loop, kept the body's values live across it and raised the wrappers from 31
@@ -539,8 +546,7 @@ __device__ __forceinline__ bool sent_away_mid_chunk(const cupreempt_control* c,
   if (behind_host(host, (unsigned)(word >> 32), ls)) return false;
   const unsigned smid = ls.smid, lane = ls.lane;
   if (!sends_away((unsigned)word, c->sm_mask, smid)) return false;
-  const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
-  return !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine);
+  return lane_slot_empty(c, smid, lane);
 }
 
 // Whether the block's lane has a free slot for tasks it would give back: no leftover in it,
@@ -548,10 +554,8 @@ __device__ __forceinline__ bool sent_away_mid_chunk(const cupreempt_control* c,
 __device__ __forceinline__ bool slot_free(const cupreempt_control* c,
                                           const unsigned long long* leftover,
                                           const volatile LeaderState& ls) {
-  const unsigned smid = ls.smid, lane = ls.lane;
-  if (!leftover || lane >= CUPREEMPT_LANES) return false;
-  const unsigned long long mine = (1ull << lane) | (1ull << (32 + lane));
-  return !(*(const volatile unsigned long long*)&c->leftover_state[smid] & mine);
+  const unsigned lane = ls.lane;
+  return leftover && lane < CUPREEMPT_LANES && lane_slot_empty(c, ls.smid, lane);
 }
 
 // A block that leaves with tasks in hand ([ls.rest_begin, ls.rest_end), which next_chunk made
@@ -641,7 +645,7 @@ static __device__ CUPREEMPT_STEP void take_leftover(cupreempt_control* c,
   const unsigned long long v = find_leftover(c, leftover, ls);
   ls.search_due = 0;
   if (!v) {
-    ls.search_failed = 1;
+    ls.claim_next = 1;
     return;
   }
   const unsigned long long begin = v >> kLeftoverCountBits;
@@ -743,7 +747,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   ls.next = n;
   ls.min_chunk = 1;
   ls.lane = claim_lane(c, smid);
-  ls.search_due = ls.search_failed = 0;
+  ls.search_due = ls.claim_next = 0;
   ls.rest_end = 0;
   ls.scan = smid / 32;
   if (kLooks) {
@@ -812,6 +816,29 @@ static __device__ CUPREEMPT_STEP void audit_chunk(unsigned* audit, unsigned long
   for (unsigned long long t = begin; t < begin + n; ++t) atomicAdd(&audit[t], 1u);
 }
 #endif
+
+// A block's share of the `left` tasks near a launch's end: kTailShare chunks per block.
+__device__ __forceinline__ float fair_share(unsigned long long left) {
+  return __fdividef((float)left, kTailShare * gridDim.x * gridDim.y * gridDim.z);
+}
+
+// A chunk cut to the tail's share `fair`, not below the contention floor.
+__device__ __forceinline__ unsigned long long tail_chunk(float fair, const volatile LeaderState& ls) {
+#ifdef CUPREEMPT_CHUNK_LOG
+  atomicAdd(&chunk_log[31], 1ull);
+#endif
+  return fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
+}
+
+// A claim of `n` tasks, counted by size in CUPREEMPT_CHUNK_LOG builds.
+__device__ __forceinline__ void log_claim(unsigned long long n) {
+#ifdef CUPREEMPT_CHUNK_LOG
+  const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
+  atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
+#else
+  (void)n;
+#endif
+}
 
 // A block leaves because of a command: counted, and stamped for latency measurements.
 __device__ __forceinline__ void note_yield(cupreempt_control* c, unsigned long long total,
@@ -901,7 +928,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     // chunk if it lets the block run; if it sends the block away they go back (leave()),
     // unless the lane's slot is taken, and then they run first and the block leaves next.
     stop = must_yield(c, host, ls);
-    if (stop && !slot_free(c, leftover, ls)) stop = false, ls.search_failed = 1;
+    if (stop && !slot_free(c, leftover, ls)) stop = false, ls.claim_next = 1;
     if (stop) {
       note_yield(c, total, audit, ls);
     } else {
@@ -914,7 +941,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     // which a yield may have left, are taken by the other blocks, which look for them when
     // their claims find no task left, or by the tail.
     stop = true;
-  } else if (ls.unreported && !ls.search_failed) {
+  } else if (ls.unreported && !ls.claim_next) {
     // A block that has just run a chunk claims the next one beside the command's load, one
     // round trip for both, instead of claiming once the command has said to go on: that wait
     // was 3-8 points of a launch of short streaming tasks (scripts/probes/persistent_forms.cu,
@@ -924,20 +951,10 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     // counter's own load would be the round trip this saves. Near the end the count of
     // leftovers is loaded beside the claim, for a block that finds no new task left.
     unsigned long long n = ls.next;
-    const float fair = __fdividef((float)(total - known), kTailShare * gridDim.x * gridDim.y * gridDim.z);
+    const float fair = fair_share(total - known);
     const bool near_end = (float)n > fair;
-    if (!fixed && near_end) {
-#ifdef CUPREEMPT_CHUNK_LOG
-      atomicAdd(&chunk_log[31], 1ull);
-#endif
-      n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
-    }
-#ifdef CUPREEMPT_CHUNK_LOG
-    {
-      const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
-      atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
-    }
-#endif
+    if (!fixed && near_end) n = tail_chunk(fair, ls);
+    log_claim(n);
     begin = atomicAdd(&c->next_task, n);
     const int line = near_end && leftover ? *(volatile int*)&c->leftovers : 0;
     stop = must_yield(c, host, ls);
@@ -946,13 +963,13 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
       // Sent away with tasks in hand: they go back in the lane's slot, or where the slot
       // still holds an earlier leftover (its one writer is this lane's holder), they run
       // first and the block's next step looks at the command before it claims again
-      // (search_failed), so that it leaves then.
+      // (claim_next), so that it leaves then.
       if (begin < total) {
         if (slot_free(c, leftover, ls)) {
           ls.rest_begin = begin, ls.rest_end = end;
         } else {
           stop = false;
-          ls.search_failed = 1;
+          ls.claim_next = 1;
         }
       }
       if (stop) note_yield(c, total, audit, ls);
@@ -982,28 +999,18 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
       unsigned long long n = ls.next;
       // Leftovers first (take_leftover, the leader's next step): they are the oldest work, and
       // the runtime's stream order waits for them. An empty chunk until then.
-      const bool search = leftover && (int)(unsigned)line > 0 && !ls.search_failed;
-      ls.search_failed = 0;
+      const bool search = leftover && (int)(unsigned)line > 0 && !ls.claim_next;
+      ls.claim_next = 0;
       if (search) {
         ls.search_due = seen >= total ? 2 : 1;  // 2: no new task left, search every SM
       } else if (seen >= total) {
         stop = true;  // all taken: no atomic, the blocks of a launch all get here at its end
       } else {
         if (!fixed) {  // near the end, smaller chunks so that blocks finish together
-          const float fair = __fdividef((float)(total - seen), kTailShare * gridDim.x * gridDim.y * gridDim.z);
-          if ((float)n > fair) {
-#ifdef CUPREEMPT_CHUNK_LOG
-            atomicAdd(&chunk_log[31], 1ull);
-#endif
-            n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;
-          }
+          const float fair = fair_share(total - seen);
+          if ((float)n > fair) n = tail_chunk(fair, ls);
         }
-#ifdef CUPREEMPT_CHUNK_LOG
-        {
-          const int bin = 31 - __clz((unsigned)n);  // n is at most kMaxChunk = 2^16
-          atomicAdd(&chunk_log[bin < 30 ? bin : 30], 1ull);
-        }
-#endif
+        log_claim(n);
         begin = atomicAdd(&c->next_task, n);
         if (begin == 0 && host) c->start_ns = global_ns();  // the launch's run time starts
         stop = begin >= total;

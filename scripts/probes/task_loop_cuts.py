@@ -114,8 +114,8 @@ CUTS = {
     "no-start-off": replace("starts_off(l, smid),", "0u,"),
     # The last chunks may fall to one task, below the contention floor.
     "tail-below-floor": replace(
-        "n = fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;",
-        "n = fair >= 1.0f ? (unsigned long long)fair : 1ull;"),
+        "return fair >= (float)ls.min_chunk ? (unsigned long long)fair : ls.min_chunk;",
+        "return fair >= 1.0f ? (unsigned long long)fair : 1ull;"),
     # enter()'s fence moved to the block's first next_chunk where enter() claimed a chunk
     # (docs/bench/README.md: pathfinder gains, stencil small loses). The mark rides in
     # chunk_begin, so not for CUPREEMPT_AUDIT builds.
@@ -131,7 +131,10 @@ CUTS = {
         replace("static __device__ CUPREEMPT_STEP bool enter(",
                 "static __device__ __forceinline__ bool enter(")),
     # Timing only: no smaller chunks near the end.
-    "no-tail-shrink": replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
+    "no-tail-shrink": chain(
+        replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
+        replace("    if (!fixed && near_end) n = tail_chunk(fair, ls);",
+                "    if (false) n = tail_chunk(fair, ls);")),
     # Timing only: a block's first adaptive chunk is 3 tasks whatever an earlier launch measured
     # (too long for tasks of over 7 us).
     "first-chunk-3": replace("  if (!task_ns || !blocks) return 1u;",
@@ -163,7 +166,7 @@ CUTS["ls-plain"] = replace(
 # The claim after the command's answer, as before claims went beside it: every step takes the
 # command-first branch (correct, one round trip more per chunk).
 CUTS["claim-after-command"] = replace(
-    "  } else if (ls.unreported && !ls.search_failed) {", "  } else if (false) {")
+    "  } else if (ls.unreported && !ls.claim_next) {", "  } else if (false) {")
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
