@@ -440,12 +440,19 @@ __device__ __forceinline__ unsigned starts_off(const cupreempt_launch& l, unsign
 
 // A lane: a small number that no other block of the kernel on the same SM holds now, so that the
 // block can report itself in host memory with plain stores (host->lanes). The first try is a
-// guess, so that the usual start costs one atomic and no load: blocks b, b + SMs, ... share an
-// SM, and on the H100 (132 SMs) their b % 32 differ.
+// guess, so that the usual start costs one atomic and no load: the SM's warp slot of the
+// leader's warp (%warpid) over the block's warps. Blocks resident on an SM at once hold
+// different warp slots, which the H200 hands out a block's warps at a time (slots 0, 9, 18,
+// ... for blocks of 8 warps), so their guesses differ: a full grid of 256-thread blocks had
+// 0-128 of 1,056 blocks guess a lane already held, against 248-322 with blockIdx.x % 32
+// (scripts/probes/lane_guess.cu), and the slowest block's start fell from 3.1-5.8 to 2.2-2.6 us
+// (persistent_forms.cu's stamps). A wrong guess costs one more atomic, never a shared lane.
 __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned smid) {
   if (smid >= CUPREEMPT_MAX_SMS) return CUPREEMPT_LANES;
   unsigned* lanes = &c->sm_lanes[smid];
-  unsigned bit = blockIdx.x % 32;
+  unsigned slot;
+  asm("mov.u32 %0, %%warpid;" : "=r"(slot));
+  unsigned bit = (slot / ((blockDim.x * blockDim.y * blockDim.z + 31) / 32)) % 32;
   for (;;) {
     const unsigned held = atomicOr(lanes, 1u << bit);
     if (!(held & (1u << bit))) return bit;
@@ -1236,9 +1243,12 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       // Its results become visible device-wide: each thread's fence, except in the instance
       // that holds the stream, whose kernel ends only after every task has retired (its tail
       // stays), and that end makes them visible to whatever follows it. Nothing else reads
-      // them before then: the tasks of other instances are other original blocks.
-      if (!(l.host && holds_the_stream(l.first))) __threadfence();
-      __syncthreads();
+      // them before then: the tasks of other instances are other original blocks. The barrier
+      // orders the fences before the leader's retirement; without fences the leader goes on.
+      if (!(l.host && holds_the_stream(l.first))) {
+        __threadfence();
+        __syncthreads();
+      }
       if (leader) {
         again = leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);
       }

@@ -57,7 +57,8 @@ def minimal_next_chunk(src):
 
 CUTS = {
     "no-end-fence": replace(
-        "      if (!(l.host && holds_the_stream(l.first))) __threadfence();\n      __syncthreads();\n",
+        "      if (!(l.host && holds_the_stream(l.first))) {\n        __threadfence();\n"
+        "        __syncthreads();\n      }\n",
         "      __syncthreads();\n"),
     # Timing only: no fence between the block's lane and its first look at the command
     # (neither enter()'s nor the one it leaves to the first next_chunk).
@@ -144,8 +145,8 @@ CUTS = {
 # thread's fence before it: the barrier orders the threads' stores before the leader's fence,
 # and a fence is cumulative (the pattern of a cooperative grid's sync). Correct.
 CUTS["leader-end-fence"] = replace(
-    "      if (!(l.host && holds_the_stream(l.first))) __threadfence();\n      __syncthreads();\n"
-    "      if (leader) {\n",
+    "      if (!(l.host && holds_the_stream(l.first))) {\n        __threadfence();\n"
+    "        __syncthreads();\n      }\n      if (leader) {\n",
     "      __syncthreads();\n      if (leader) {\n"
     "        if (!(l.host && holds_the_stream(l.first))) __threadfence();\n")
 # Timing only, each one load or store of the leader's step between two chunks left out.
