@@ -440,19 +440,18 @@ __device__ __forceinline__ unsigned starts_off(const cupreempt_launch& l, unsign
 
 // A lane: a small number that no other block of the kernel on the same SM holds now, so that the
 // block can report itself in host memory with plain stores (host->lanes). The first try is a
-// guess, so that the usual start costs one atomic and no load: the SM's warp slot of the
-// leader's warp (%warpid) over the block's warps. Blocks resident on an SM at once hold
-// different warp slots, which the H200 hands out a block's warps at a time (slots 0, 9, 18,
-// ... for blocks of 8 warps), so their guesses differ: a full grid of 256-thread blocks had
-// 0-128 of 1,056 blocks guess a lane already held, against 248-322 with blockIdx.x % 32
-// (scripts/probes/lane_guess.cu), and the slowest block's start fell from 3.1-5.8 to 2.2-2.6 us
-// (persistent_forms.cu's stamps). A wrong guess costs one more atomic, never a shared lane.
+// guess, so that the usual start costs one atomic and no load: blocks b, b + SMs, ... share an
+// SM, and on the H100 (132 SMs) their b % 32 differ. The leader's warp slot (%warpid) over the
+// block's warps guesses better (no co-resident block of a full grid guessed a held lane on the
+// H200, scripts/probes/lane_guess.cu; the slowest block's start 2.2-2.6 us instead of 3.1-5.8),
+// but launch totals did not move, and preemption storms' p99 doubled (tests/runtime_gpu.rs, 20
+// us tasks: GPU 162-188 us against 76-89). A likely cause, not measured: a block that takes
+// over a departed block's warp slot takes its lane too, and with it a slot that may still hold
+// that block's leftover; sent away with a chunk in hand, it must run the chunk first.
 __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned smid) {
   if (smid >= CUPREEMPT_MAX_SMS) return CUPREEMPT_LANES;
   unsigned* lanes = &c->sm_lanes[smid];
-  unsigned slot;
-  asm("mov.u32 %0, %%warpid;" : "=r"(slot));
-  unsigned bit = (slot / ((blockDim.x * blockDim.y * blockDim.z + 31) / 32)) % 32;
+  unsigned bit = blockIdx.x % 32;
   for (;;) {
     const unsigned held = atomicOr(lanes, 1u << bit);
     if (!(held & (1u << bit))) return bit;
