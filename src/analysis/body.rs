@@ -310,13 +310,16 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
                 f.global_builtins.push(q);
             }
             identifier_refusals(&mut f, n, name, id == k.field_identifier);
-            // The name in a `#define` inside the body is no use of the macro.
-            let defined = n.parent().is_some_and(|p| {
-                p.kind_id() == k.preproc_def || p.kind_id() == k.preproc_function_def
-            });
-            if id == k.identifier && !defined {
+            // The name in a `#define` inside the body is no use of the macro. The parent is
+            // asked last: `Node::parent` searches down from the root.
+            if id == k.identifier {
                 if let Some(m) = macros.get(name) {
-                    record_macro_use(&mut f, n, name, m);
+                    let defined = n.parent().is_some_and(|p| {
+                        p.kind_id() == k.preproc_def || p.kind_id() == k.preproc_function_def
+                    });
+                    if !defined {
+                        record_macro_use(&mut f, n, name, m);
+                    }
                 }
             }
         } else if id == k.kernel_call_syntax {
@@ -561,11 +564,14 @@ fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
 fn global_builtin<'t>(n: Node<'t>, name: &str) -> Option<Node<'t>> {
     let k = kinds();
     let builtin = name == "threadIdx" || lang::VIRTUAL_BUILTINS.iter().any(|(v, _)| *v == name);
+    if !builtin || n.kind_id() != k.identifier {
+        return None; // before the parent: `Node::parent` searches down from the root
+    }
     let q = n.parent()?;
     let global = q.kind_id() == k.qualified_identifier
         && q.child_by_field_id(crate::lang::fields().scope).is_none()
         && q.child_by_field_id(crate::lang::fields().name) == Some(n);
-    (builtin && n.kind_id() == k.identifier && global).then_some(q)
+    global.then_some(q)
 }
 
 fn record_macro_use<'t>(f: &mut BodyFacts<'t>, n: Node<'t>, name: &str, m: &MacroFacts) {
