@@ -41,6 +41,9 @@
 // a barrier between tasks still need none: every task's last barrier comes after its last
 // read of shared memory, and its first store follows the previous task's last barrier).
 // Build: nvcc -O3 -arch=sm_90 -std=c++17 -I cuda_support scripts/probes/persistent_forms.cu
+// With -DPROBE_DRAIN as well, and built against task_loop_cuts.py's `drain-stamps` copy, the
+// run_tasks forms also print where their drain goes: the latest block's stamps in the task
+// loop's last steps (that copy's comment), against the last task's end.
 // With -DPROBE_STAMPS each block's thread 0 stamps %globaltimer at the block's entry, the start
 // of its first task, the end of each task and its exit, and each form prints, for its last
 // launch: the kernel's span (first entry to last exit), the ramp (entry to the first task's
@@ -444,6 +447,21 @@ int main(int argc, char** argv) {
       tasks_hi = std::max(tasks_hi, sm_tasks[m]);
     std::printf("  per SM: last task ends %.2f us apart (first to last SM), tasks %llu-%llu\n",
                 (last - end_lo) / 1e3, tasks_lo, tasks_hi);
+#ifdef PROBE_DRAIN
+    if (std::strncmp(names[form], "run_tasks", 9) == 0) {
+      std::vector<unsigned long long> drain(6 * 4096);
+      CHECK(cudaMemcpyFromSymbol(drain.data(), cupreempt::drain_stamps,
+                                 drain.size() * sizeof(unsigned long long)));
+      const char* what[6] = {"step", "stopping step's end", "leave", "its answers",
+                             "leave's end", "after stay"};
+      std::printf("  drain stamps (latest over blocks, us after the last task's end):");
+      for (int i = 0; i < 6; ++i) {
+        unsigned long long latest = 0;
+        for (unsigned b = 0; b < grid && b < 4096; ++b) latest = std::max(latest, drain[6 * b + i]);
+        std::printf(" %s %.2f%s", what[i], ((double)latest - (double)last) / 1e3, i < 5 ? "," : "\n");
+      }
+    }
+#endif
     std::printf("  stamps: span %.2f us, ramp mean %.2f max %.2f us, every block busy after "
                 "%.2f us, idle tail mean %.2f us, last task %.2f us, drain %.2f us, tasks per "
                 "block %llu-%llu\n",

@@ -164,6 +164,36 @@ CUTS["ls-plain"] = replace(
     "  LeaderState& ls = const_cast<LeaderState&>(ls_v);\n")
 
 
+# Instrumentation, not a cut: per block (the first 4,096), the time at which its leader last
+# entered its step between chunks (0), left a step that stops it (1), entered leave() (2), had
+# the answers of leave()'s round trip (3), left leave() before stay() (4) and after it (5), in
+# cupreempt::drain_stamps[6 * block + point] (%globaltimer; plain stores, no atomics to queue).
+# persistent_forms.cu built with -DPROBE_DRAIN -DPROBE_STAMPS prints, for the last launch, the
+# latest of each against the last task's end: where a launch's drain goes.
+CUTS["drain-stamps"] = chain(
+    replace("__device__ __forceinline__ unsigned long long global_ns() {",
+            "__device__ unsigned long long drain_stamps[6 * 4096];\n"
+            "#define CUPREEMPT_DRAIN_STAMP(i) \\\n"
+            "  if (blockIdx.x < 4096) drain_stamps[6 * blockIdx.x + (i)] = global_ns()\n"
+            "__device__ __forceinline__ unsigned long long global_ns() {"),
+    replace("  // Size this chunk (and the looks inside it) from the time the last ones took.\n",
+            "  CUPREEMPT_DRAIN_STAMP(0);\n"
+            "  // Size this chunk (and the looks inside it) from the time the last ones took.\n"),
+    replace("  ls.unreported = 0;\n  ls.last_ns = now;\n}",
+            "  ls.unreported = 0;\n  ls.last_ns = now;\n"
+            "  if (stop) CUPREEMPT_DRAIN_STAMP(1);\n}"),
+    replace("  if (ls.rest_end) give_back(c, leftover, ls);  // tasks in hand (next_chunk made room)\n",
+            "  CUPREEMPT_DRAIN_STAMP(2);\n"
+            "  if (ls.rest_end) give_back(c, leftover, ls);  // tasks in hand (next_chunk made room)\n"),
+    replace("    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;\n",
+            "    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;\n"
+            "    if (ls.tail || retired + start_ns) CUPREEMPT_DRAIN_STAMP(3);\n"),
+    replace("  return holds && ls.tail && stay(c, host, total, retired, start_ns, ls);\n}",
+            "  CUPREEMPT_DRAIN_STAMP(4);\n"
+            "  const bool again = holds && ls.tail && stay(c, host, total, retired, start_ns, ls);\n"
+            "  CUPREEMPT_DRAIN_STAMP(5);\n  return again;\n}"))
+
+
 # The claim after the command's answer, as before claims went beside it: every step takes the
 # command-first branch (correct, one round trip more per chunk).
 CUTS["claim-after-command"] = replace(
