@@ -250,6 +250,11 @@ fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) 
     let k = &plan.site;
     let kinds = crate::lang::kinds();
     let fields = crate::lang::fields();
+    // Stepping through every declaration beside each kernel template cost 2.3% of a transform
+    // of a file without any instantiation (docs/benchmarks.md): first a look at the text.
+    if !has_explicit_instantiation_text(src) {
+        return;
+    }
     let Some(parent) = k.outer.parent() else {
         return;
     };
@@ -303,6 +308,20 @@ fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) 
     }
 }
 
+/// Whether `src` has the word `template` followed by anything but `<` (comments and strings
+/// included): every explicit instantiation (`template __global__ void k<float>(float*);`,
+/// `extern template ...`) does.
+fn has_explicit_instantiation_text(src: &str) -> bool {
+    let b = src.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
+    src.match_indices("template").any(|(at, w)| {
+        let end = at + w.len();
+        let starts_word = at == 0 || !word(b[at - 1]);
+        let next = b[end..].iter().copied().find(|c| !c.is_ascii_whitespace());
+        starts_word && next.is_some_and(|c| c != b'<' && (c == b'_' || c.is_ascii_alphabetic()))
+    })
+}
+
 /// Explicit instantiations of the kernel template written in a macro's replacement (`#define
 /// MAKE_K(T) template __global__ void k<T, 4>(T* a, int n);`, used once per type, as a
 /// quantization library instantiates its optimizer kernels): the same instantiations of its
@@ -319,16 +338,24 @@ fn macro_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
     if !src.contains("#define") || !src.contains(k.name.as_str()) {
         return;
     }
-    let instantiation = regex::Regex::new(&format!(
-        r"\btemplate\b([^;{{}}<>()]*?)\b({})\s*<",
-        regex::escape(&k.name)
-    ))
-    .expect("valid regex");
+    // Compiled for the first replacement that could hold one: compiling it for every kernel
+    // of a file with `#define`s cost 1.5% of a transform (docs/benchmarks.md).
+    let mut instantiation: Option<regex::Regex> = None;
     let b = src.as_bytes();
     let defs = crate::parse::defines(src);
     let kernel_end = k.outer.end_byte();
     let mut first_define = None;
     for d in &defs {
+        if !d.body.contains("template") || !d.body.contains(k.name.as_str()) {
+            continue;
+        }
+        let instantiation = instantiation.get_or_insert_with(|| {
+            regex::Regex::new(&format!(
+                r"\btemplate\b([^;{{}}<>()]*?)\b({})\s*<",
+                regex::escape(&k.name)
+            ))
+            .expect("valid regex")
+        });
         let body_at = d.body.as_ptr() as usize - src.as_ptr() as usize;
         let define_at = src[..body_at].rfind('#').unwrap_or(body_at);
         let uses_after = crate::lang::word_indices(src, d.name)
