@@ -86,6 +86,10 @@ kinds! {
     field_declaration_list = "field_declaration_list",
     namespace_identifier = "namespace_identifier",
     array_declarator = "array_declarator",
+    alias_declaration = "alias_declaration",
+    type_definition = "type_definition",
+    class_specifier = "class_specifier",
+    struct_specifier = "struct_specifier",
 }
 
 /// The resolved kinds. Panics only if the compiled-in grammar lacks a kind, which the unit test

@@ -534,9 +534,11 @@ pub fn implicit_block_readers(
     // code reads the block index)
     let mut types: Vec<(String, Vec<String>, bool)> = Vec::new();
     crate::lang::visit(root, |n| {
-        if n.kind() == "alias_declaration" || n.kind() == "type_definition" {
+        // Kinds by id: this walk sees every node of the file.
+        let id = n.kind_id();
+        if id == k.alias_declaration || id == k.type_definition {
             // `using C = Cursor;`, `typedef Cursor C;`: the alias stands for the class.
-            let alias = if n.kind() == "alias_declaration" {
+            let alias = if id == k.alias_declaration {
                 n.child_by_field_id(f.name)
             } else {
                 n.child_by_field_id(f.declarator)
@@ -545,7 +547,7 @@ pub fn implicit_block_readers(
                 let alias = crate::lang::text(alias, src).to_string();
                 types.push((alias, type_names(ty, src), false));
             }
-        } else if n.kind_id() == k.function_definition {
+        } else if id == k.function_definition {
             // A free operator that reads the block index (`a + b` calls it by no name): the
             // types it takes count as such classes.
             let declarator = n.child_by_field_id(f.declarator);
@@ -563,7 +565,7 @@ pub fn implicit_block_readers(
                         .map(|t| (t, Vec::new(), true)),
                 );
             }
-        } else if n.kind() == "class_specifier" || n.kind() == "struct_specifier" {
+        } else if id == k.class_specifier || id == k.struct_specifier {
             if let Some(class) = class_reads_implicitly(n, src, &reads) {
                 types.push(class);
             }
