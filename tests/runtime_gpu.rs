@@ -550,14 +550,30 @@ fn queued(g: &Setup) -> Result<String, String> {
 /// alone, so that a kernel completes even when no other stream can run anything for it.
 fn tail_alone(g: &Setup) -> Result<String, String> {
     let job = Job::new([100_000, 1, 1], 64);
-    let mut k = job.launch(g, 10_000).map_err(|e| e.to_string())?;
-    std::thread::sleep(Duration::from_micros(50));
-    k.preempt(Target::All).map_err(|e| e.to_string())?;
-    k.wait_yielded().map_err(|e| e.to_string())?;
-    let p = k.progress().map_err(|e| e.to_string())?;
-    if p.done >= p.total {
-        return Err("finished before the preemption landed; make the kernel longer".into());
+    // A preemption that lands after the kernel's end proves nothing, and the host's call can
+    // come late (its thread descheduled: seen once in a run of every scenario on the H200).
+    // Such a launch is dropped while preempted, checked exact, and launched again.
+    let mut caught = None;
+    for _ in 0..3 {
+        let mut k = job.launch(g, 10_000).map_err(|e| e.to_string())?;
+        std::thread::sleep(Duration::from_micros(50));
+        k.preempt(Target::All).map_err(|e| e.to_string())?;
+        k.wait_yielded().map_err(|e| e.to_string())?;
+        let p = k.progress().map_err(|e| e.to_string())?;
+        if p.done < p.total {
+            caught = Some((k, p));
+            break;
+        }
+        drop(k);
+        sync_within(job.stream, Duration::from_secs(20))?;
+        job.check(g)?;
     }
+    let Some((mut k, p)) = caught else {
+        return Err(
+            "finished before the preemption landed in three launches; make the kernel longer"
+                .into(),
+        );
+    };
     g.rt.set_resume_launches(false);
     let t = Instant::now();
     let resumed = k.resume(Target::All);
