@@ -445,7 +445,7 @@ __device__ __forceinline__ unsigned starts_off(const cupreempt_launch& l, unsign
 // block's warps guesses better (no co-resident block of a full grid guessed a held lane on the
 // H200, scripts/probes/lane_guess.cu; the slowest block's start 2.2-2.6 us instead of 3.1-5.8),
 // but launch totals did not move, and preemption storms' p99 doubled (tests/runtime_gpu.rs, 20
-// us tasks: GPU 162-188 us against 76-89). A likely cause, not measured: a block that takes
+// us tasks: GPU 162-188 us against 76-101). A likely cause, not measured: a block that takes
 // over a departed block's warp slot takes its lane too, and with it a slot that may still hold
 // that block's leftover; sent away with a chunk in hand, it must run the chunk first.
 __device__ __forceinline__ unsigned claim_lane(cupreempt_control* c, unsigned smid) {
