@@ -564,6 +564,18 @@ __device__ __forceinline__ bool slot_free(const cupreempt_control* c,
   return leftover && lane < CUPREEMPT_LANES && lane_slot_empty(c, ls.smid, lane);
 }
 
+// A command sends the block away with tasks in hand: whether it leaves now, its lane's slot
+// free for them (give_back, from leave()). Where the slot still holds an earlier leftover (its
+// one writer is this lane's holder), the tasks run first, and the block's next step looks at
+// the command before it claims again (claim_next), so that it leaves then.
+__device__ __forceinline__ bool leaves_with_tasks(const cupreempt_control* c,
+                                                  const unsigned long long* leftover,
+                                                  volatile LeaderState& ls) {
+  if (slot_free(c, leftover, ls)) return true;
+  ls.claim_next = 1;
+  return false;
+}
+
 // A block that leaves with tasks in hand ([ls.rest_begin, ls.rest_end), which next_chunk made
 // sure its lane's slot is free for) puts them in that slot (leave()).
 static __device__ CUPREEMPT_STEP void give_back(cupreempt_control* c, unsigned long long* leftover,
@@ -931,10 +943,8 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   bool stop;
   if (ls.rest_end) {
     // Tasks in hand (a leftover taken, or a cut chunk's rest): the command first. They are the
-    // chunk if it lets the block run; if it sends the block away they go back (leave()),
-    // unless the lane's slot is taken, and then they run first and the block leaves next.
-    stop = must_yield(c, host, ls);
-    if (stop && !slot_free(c, leftover, ls)) stop = false, ls.claim_next = 1;
+    // chunk if it lets the block run or their slot is taken; else they go back (leave()).
+    stop = must_yield(c, host, ls) && leaves_with_tasks(c, leftover, ls);
     if (stop) {
       note_yield(c, total, audit, ls);
     } else {
@@ -966,17 +976,9 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     stop = must_yield(c, host, ls);
     end = begin + n < total ? begin + n : total;
     if (stop) {
-      // Sent away with tasks in hand: they go back in the lane's slot, or where the slot
-      // still holds an earlier leftover (its one writer is this lane's holder), they run
-      // first and the block's next step looks at the command before it claims again
-      // (claim_next), so that it leaves then.
-      if (begin < total) {
-        if (slot_free(c, leftover, ls)) {
-          ls.rest_begin = begin, ls.rest_end = end;
-        } else {
-          stop = false;
-          ls.claim_next = 1;
-        }
+      if (begin < total) {  // sent away with the chunk just claimed in hand
+        stop = leaves_with_tasks(c, leftover, ls);
+        if (stop) ls.rest_begin = begin, ls.rest_end = end;
       }
       if (stop) note_yield(c, total, audit, ls);
     } else if (begin >= total) {
