@@ -138,20 +138,20 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
     // As scripts/gpu-check.sh: each harness with looks inside chunks (a look cuts a chunk and
     // its rest goes back) and as the default build (a chunk claimed beside the command that
     // sends its block away goes back).
-    let builds: Vec<(String, PathBuf, PathBuf, bool)> = jobs
+    let builds: Vec<(String, PathBuf, PathBuf, &str)> = jobs
         .iter()
         .flat_map(|(stem, file, exe)| {
-            [(true, "looks"), (false, "plain")].map(|(looks, name)| {
+            ["looks", "plain"].map(|build| {
                 (
                     stem.clone(),
                     file.clone(),
-                    PathBuf::from(format!("{}.{name}.exe", exe.display())),
-                    looks,
+                    PathBuf::from(format!("{}.{build}.exe", exe.display())),
+                    build,
                 )
             })
         })
         .collect();
-    let build_failures = support::parallel(&builds, 8, |(stem, file, exe, looks)| {
+    let build_failures = support::parallel(&builds, 8, |(stem, file, exe, build)| {
         let o = Command::new(&nvcc)
             // Harnesses call the kernels directly; launch sites in the fixtures need no runtime.
             .args([
@@ -161,7 +161,7 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
                 "-lineinfo",
                 "-DCUPREEMPT_STANDALONE",
             ])
-            .args(looks.then_some("-DCUPREEMPT_LOOKS"))
+            .args((*build == "looks").then_some("-DCUPREEMPT_LOOKS"))
             .arg("-o")
             .arg(exe)
             .arg(format!(
@@ -191,20 +191,17 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
         report.push_str(text);
         let _ = std::io::stderr().write_all(text.as_bytes());
     };
-    for (stem, _, exe, looks) in &builds {
+    for (stem, _, exe, build) in &builds {
         let (ok, text) = run_with_timeout(Command::new(exe), 120);
         log(&text, &mut report);
         if !ok {
-            failed.push(format!(
-                "{stem} ({})",
-                if *looks { "looks" } else { "plain" }
-            ));
+            failed.push(format!("{stem} ({build})"));
         }
     }
     if std::env::var_os("CUPREEMPT_SANITIZE").is_some() {
         for (stem, _, exe, _) in builds
             .iter()
-            .filter(|(s, _, _, looks)| *looks && SANITIZED.contains(&s.as_str()))
+            .filter(|(s, _, _, build)| *build == "looks" && SANITIZED.contains(&s.as_str()))
         {
             for tool in ["memcheck", "racecheck", "synccheck"] {
                 let mut cmd = Command::new("compute-sanitizer");

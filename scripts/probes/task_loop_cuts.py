@@ -55,11 +55,13 @@ def minimal_next_chunk(src):
     return src[:b] + body + src[e:]
 
 
+# The end of a block's last chunk: every thread's fence and the barrier before the leader's
+# retirement, except in the instance that holds the stream.
+END_FENCE = ("      if (!(l.host && holds_the_stream(l.first))) {\n        __threadfence();\n"
+             "        __syncthreads();\n      }\n")
+
 CUTS = {
-    "no-end-fence": replace(
-        "      if (!(l.host && holds_the_stream(l.first))) {\n        __threadfence();\n"
-        "        __syncthreads();\n      }\n",
-        "      __syncthreads();\n"),
+    "no-end-fence": replace(END_FENCE, "      __syncthreads();\n"),
     # Timing only: no fence between the block's lane and its first look at the command
     # (neither enter()'s nor the one it leaves to the first next_chunk).
     "no-enter-fence": chain(
@@ -145,8 +147,7 @@ CUTS = {
 # thread's fence before it: the barrier orders the threads' stores before the leader's fence,
 # and a fence is cumulative (the pattern of a cooperative grid's sync). Correct.
 CUTS["leader-end-fence"] = replace(
-    "      if (!(l.host && holds_the_stream(l.first))) {\n        __threadfence();\n"
-    "        __syncthreads();\n      }\n      if (leader) {\n",
+    END_FENCE + "      if (leader) {\n",
     "      __syncthreads();\n      if (leader) {\n"
     "        if (!(l.host && holds_the_stream(l.first))) __threadfence();\n")
 # Timing only, each one load or store of the leader's step between two chunks left out.

@@ -308,17 +308,13 @@ fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) 
     }
 }
 
-/// Whether `src` has the word `template` followed by anything but `<` (comments and strings
-/// included): every explicit instantiation (`template __global__ void k<float>(float*);`,
-/// `extern template ...`) does.
+/// Whether `src` has the word `template` followed by a name rather than `<` (comments and
+/// strings included): every explicit instantiation (`template __global__ void
+/// k<float>(float*);`, `extern template ...`) does.
 fn has_explicit_instantiation_text(src: &str) -> bool {
-    let b = src.as_bytes();
-    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_';
-    src.match_indices("template").any(|(at, w)| {
-        let end = at + w.len();
-        let starts_word = at == 0 || !word(b[at - 1]);
-        let next = b[end..].iter().copied().find(|c| !c.is_ascii_whitespace());
-        starts_word && next.is_some_and(|c| c != b'<' && (c == b'_' || c.is_ascii_alphabetic()))
+    crate::lang::word_indices(src, "template").any(|at| {
+        let next = src[at + "template".len()..].trim_start().bytes().next();
+        next.is_some_and(|c| c == b'_' || c.is_ascii_alphabetic())
     })
 }
 
