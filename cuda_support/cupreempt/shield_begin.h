@@ -361,6 +361,8 @@
 #undef leader
 #pragma push_macro("leave")
 #undef leave
+#pragma push_macro("leaves_with_tasks")
+#undef leaves_with_tasks
 #pragma push_macro("left")
 #undef left
 #pragma push_macro("leftover")

@@ -200,6 +200,7 @@
 #pragma pop_macro("leftover_sms")
 #pragma pop_macro("leftover")
 #pragma pop_macro("left")
+#pragma pop_macro("leaves_with_tasks")
 #pragma pop_macro("leave")
 #pragma pop_macro("leader")
 #pragma pop_macro("launch_with")
