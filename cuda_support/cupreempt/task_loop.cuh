@@ -132,6 +132,29 @@ __device__ __forceinline__ unsigned long long global_ns() {
   return t;
 }
 
+// Programmatic dependent launch (sm_90 on; docs/runtime.md, "Launches that overlap"). The
+// runtime launches a first instance so that its blocks may start while the kernel before it in
+// the stream drains: they take their first chunk and lane from their own control block, and
+// every thread waits here for that kernel to end and its results to be visible before its
+// first task. Outside such a launch the wait returns at once. Only where the code is built for
+// sm_90 or later; the runtime sets the launch attribute only for functions built so (their
+// PTX version), so no launch runs early without the wait.
+__device__ __forceinline__ void wait_for_predecessor() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
+// The other half: once every block of this kernel has said so (or ended), the kernel after it
+// in the stream, if launched as above, may start its blocks. A block says so as it leaves for
+// good, and the tail only once every task has retired: a tail that stays while the kernel is
+// preempted must not let the next kernel's blocks wait on SMs it has yielded.
+__device__ __forceinline__ void let_successor_start() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // Whether command `cmd` with SM mask `mask` sends a block on SM `smid` away.
 __device__ __forceinline__ bool sends_away(unsigned cmd, const volatile unsigned* mask,
                                            unsigned smid) {
@@ -782,6 +805,10 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   atomicAdd(&c->running_blocks, 1u);
 #endif
   if (host && ls.lane < CUPREEMPT_LANES) host->lanes[smid][ls.lane] = 1;
+  // The claim and the lane came from this launch's own control block; the launch's run time
+  // and its stamps start once the kernel before it has ended (the other threads wait in
+  // run_tasks).
+  wait_for_predecessor();
   // `started` (the runtime's resume looks at it) and `entered_ns` (switches between kernels,
   // on the GPU's clock): in a first instance only the block with task 0 writes them (below).
   // Every block's three stores to host memory made its fence wait longer: a launch of 8,192
@@ -1158,7 +1185,12 @@ static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host
 #ifdef CUPREEMPT_AUDIT
   atomicSub(&c->running_blocks, 1u);
 #endif
-  return holds && ls.tail && stay(c, host, total, retired, start_ns, ls);
+  const bool tail = holds && ls.tail;
+  if (!tail || retired == total) let_successor_start();
+  if (!tail) return false;
+  const bool again = stay(c, host, total, retired, start_ns, ls);
+  if (!again) let_successor_start();
+  return again;
 }
 
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
@@ -1224,6 +1256,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     BlockState& st = states[parity];
     if (starting) {
       claimed = leader && enter_round();
+      // Every thread, the leader again (it waited in enter()): a branch around it for the
+      // leader raised most wrappers by 2 registers (nvcc 13.0, sm_90).
+      wait_for_predecessor();
       starting = false;
     }
     if (leader && !claimed) {

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Probe: the same benchmark programs built by several versions of cupreempt (GPU machine, nvcc
 # on PATH), to tell whether a change to the task loop or the runtime pays. Each VARIANT is
-# NAME=CUPREEMPT_BINARY,RUNTIME_LIB_DIR[,NVCC_FLAGS]: the binary transforms and writes the
-# device headers it ships (`cupreempt headers`), the library is linked. Prints, per program and
+# NAME=CUPREEMPT_BINARY,RUNTIME_LIB_DIR[,NVCC_FLAGS[,ENV]]: the binary transforms and writes the
+# device headers it ships (`cupreempt headers`), the library is linked, and the programs run
+# with ENV's assignments (space-separated, e.g. CUPREEMPT_OVERLAP=0) in their environment. Prints, per program and
 # size, the original's median and each variant's, with the overhead and, for builds that print
 # their plan counts, how many timed launches ran preemptible.
 # Usage: scripts/probes/compare_builds.sh VARIANT...
@@ -16,10 +17,12 @@ build=${PROBE_BUILD:-/tmp/cupreempt-compare}
 programs=${PROBE_PROGRAMS:-black_scholes convolution_separable pathfinder reduction vector_add}
 runs=${PROBE_RUNS:-10}
 names=()
+declare -A envs
 for v in "$@"; do
   name=${v%%=*}
-  IFS=, read -r cli lib flags <<<"${v#*=}"
+  IFS=, read -r cli lib flags env <<<"${v#*=}"
   names+=("$name")
+  envs[$name]=${env:-}
   mkdir -p "$build/$name"
   "$cli" headers --out "$build/$name/include" >/dev/null
   # Older binaries' `headers` command does not install runtime.h.
@@ -42,7 +45,8 @@ for p in $programs; do
     o=$(median "$build/${names[0]}/$p.orig" "$size")
     line="$p $size orig $o"
     for name in "${names[@]}"; do
-      read -r t pre <<<"$(median "$build/$name/$p.tr" "$size")"
+      # shellcheck disable=SC2086 # ENV's assignments, split on purpose
+      read -r t pre <<<"$(median env ${envs[$name]} "$build/$name/$p.tr" "$size")"
       line="$line | $name $t ($(awk -v t="$t" -v o="$o" 'BEGIN{printf "%+.1f%%", (t/o-1)*100}')${pre:+, $pre preemptible})"
     done
     echo "$line"

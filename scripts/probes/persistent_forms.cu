@@ -333,6 +333,10 @@ int main(int argc, char** argv) {
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const float c = 0.99980003f, s = 0.019998667f;
   cudaEvent_t a, b;
+#ifdef PROBE_PDL_EVENT
+  std::vector<cudaEvent_t> ends(LAUNCHES + 2);
+  for (auto& ev : ends) CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+#endif
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
   std::vector<float2> got(n);
@@ -389,7 +393,22 @@ int main(int argc, char** argv) {
       if (form == 14) claim<1, false, 150><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 5 || form == 6) {
         if (form == 6) l.host = mirrors_device + i, l.first = 1, l.progress_shift = 4;
+#ifdef PROBE_PDL
+        // Programmatic dependent launch: this launch may start while the one before it in the
+        // stream drains (the task loop waits for it before its first task).
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(grid), cfg.blockDim = dim3(BS);
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.attrs = attr, cfg.numAttrs = 1;
+        CHECK(cudaLaunchKernelEx(&cfg, wrapped, l, (const float2*)in, out, c, s, inner, tasks));
+#else
         wrapped<<<grid, BS>>>(l, in, out, c, s, inner, tasks);
+#endif
+#ifdef PROBE_PDL_EVENT
+        CHECK(cudaEventRecord(ends[i]));  // as the runtime records each instance's end
+#endif
       }
     };
     std::vector<double> means;

@@ -176,6 +176,19 @@ fn one_at_a_time(stream: CUstream, writes: &[(CUdeviceptr, u32)]) -> Result<()> 
     Ok(())
 }
 
+/// The driver's CUDA version (12080 for 12.8), 0 where it cannot say.
+pub fn version() -> i32 {
+    static VERSION: std::sync::OnceLock<i32> = std::sync::OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let mut v = 0;
+        // SAFETY: writes one int; needs no cuInit.
+        if unsafe { sys::cuDriverGetVersion(&mut v) } != sys::CUresult::CUDA_SUCCESS {
+            v = 0;
+        }
+        v
+    })
+}
+
 pub fn device_attribute(dev: CUdevice, attr: sys::CUdevice_attribute) -> Result<i32> {
     let mut v = 0;
     drv!(cuDeviceGetAttribute(&mut v, attr, dev))?;

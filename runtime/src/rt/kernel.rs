@@ -31,6 +31,7 @@ use crate::control::{
     progress_shift, ControlBlock, HostMirror, LaunchParams, ANCHOR, FIRST, LANES, LINK, RESUMED,
 };
 use crate::smset::{SmSet, MAX_SMS};
+use cudarc::driver::sys;
 use std::ffi::c_void;
 use std::mem::{offset_of, size_of, MaybeUninit};
 use std::ptr::{addr_of, addr_of_mut};
@@ -348,19 +349,53 @@ impl Kernel {
             .chain(self.args.values.iter().map(|v| v.as_ptr() as *mut c_void))
             .collect();
         let [bx, by, bz] = self.cfg.block;
-        drv!(cuLaunchKernel(
-            self.func.raw,
-            blocks,
-            1,
-            1,
-            bx,
-            by,
-            bz,
-            self.cfg.shared_mem_bytes,
-            stream,
-            ptrs.as_mut_ptr(),
-            std::ptr::null_mut()
-        ))?;
+        // A first instance may start while the kernel before it in the stream drains
+        // (docs/runtime.md, "Launches that overlap"). Not links and their anchor, which follow
+        // a wait on their gate, nor resumed instances, which run beside the first.
+        if self.params.first == FIRST
+            && super::overlap_launches()
+            && self.rt.waits_for_predecessor(self.func.raw)
+        {
+            let mut attr = sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue {
+                    programmaticStreamSerializationAllowed: 1,
+                },
+            };
+            let config = sys::CUlaunchConfig {
+                gridDimX: blocks,
+                gridDimY: 1,
+                gridDimZ: 1,
+                blockDimX: bx,
+                blockDimY: by,
+                blockDimZ: bz,
+                sharedMemBytes: self.cfg.shared_mem_bytes,
+                hStream: stream,
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            drv!(cuLaunchKernelEx(
+                &config,
+                self.func.raw,
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut()
+            ))?;
+        } else {
+            drv!(cuLaunchKernel(
+                self.func.raw,
+                blocks,
+                1,
+                1,
+                bx,
+                by,
+                bz,
+                self.cfg.shared_mem_bytes,
+                stream,
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut()
+            ))?;
+        }
         steps::lap(Step::LaunchCall);
         Ok(())
     }
@@ -392,7 +427,6 @@ impl Kernel {
     /// The launched function's name as the driver knows it (the wrapper's mangled name), or
     /// its handle where the driver cannot say.
     pub fn function_name(&self) -> String {
-        use cudarc::driver::sys;
         let mut version = 0;
         // SAFETY: writes one int. cuFuncGetName exists from CUDA 12.3 on; asking an older
         // driver for it would fail to load the symbol.

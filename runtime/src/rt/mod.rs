@@ -72,6 +72,14 @@ pub(crate) fn leftover_slots() -> bool {
     *ON.get_or_init(|| !switched_off("CUPREEMPT_LOOKS"))
 }
 
+/// Whether a launch's first instance may start while the kernel before it in its stream
+/// drains (programmatic dependent launch; docs/runtime.md, "Launches that overlap").
+/// `CUPREEMPT_OVERLAP=0` launches every instance after its predecessor has ended.
+pub(crate) fn overlap_launches() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !switched_off("CUPREEMPT_OVERLAP"))
+}
+
 /// Whether environment variable `name`, a switch that is on unless said, is `0`.
 pub(crate) fn switched_off(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| v.trim() == "0")

@@ -53,6 +53,8 @@ pub(crate) struct Inner {
     clocks: Mutex<Clocks>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
     occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
+    /// Per function: whether its code waits for the kernel before it (`waits_for_predecessor`).
+    waits: Mutex<HashMap<usize, bool>>,
     /// The launches that may still be queued or running (a bound on them: `queued.rs`).
     pub queued: super::queued::Queued,
     /// Last field: released after the streams above are destroyed.
@@ -157,6 +159,7 @@ impl Runtime {
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
                 occupancy: Mutex::new(HashMap::new()),
+                waits: Mutex::new(HashMap::new()),
                 queued: Default::default(),
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),
@@ -414,6 +417,27 @@ impl Inner {
         let n = per_sm.max(0) as u32;
         lock(&self.occupancy).insert(key, n);
         Ok(n)
+    }
+}
+
+impl Inner {
+    /// Whether wrapper `func` waits for the kernel before it in the stream before its first
+    /// task, so that it may be launched to start while that kernel drains. The task loop
+    /// waits where it is built for sm_90 or later (task_loop.cuh, `wait_for_predecessor`),
+    /// which the function's PTX version says: code generated from an older virtual
+    /// architecture (a JIT-compiled `compute_80`, say) has no wait, and must not start early.
+    pub(crate) fn waits_for_predecessor(&self, func: CUfunction) -> bool {
+        if let Some(&w) = lock(&self.waits).get(&(func as usize)) {
+            return w;
+        }
+        // cuLaunchKernelEx, which takes the launch attribute, exists from CUDA 12.0 on.
+        let mut ptx = 0i32;
+        let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PTX_VERSION;
+        let waits = driver::version() >= 12000
+            && drv!(cuFuncGetAttribute(&mut ptx, attr, func)).is_ok()
+            && ptx >= 90;
+        lock(&self.waits).insert(func as usize, waits);
+        waits
     }
 }
 
