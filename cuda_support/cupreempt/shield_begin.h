@@ -373,6 +373,8 @@
 #undef leftover_state
 #pragma push_macro("leftovers")
 #undef leftovers
+#pragma push_macro("let_successor_start")
+#undef let_successor_start
 #pragma push_macro("lib")
 #undef lib
 #pragma push_macro("link_announced")
@@ -731,6 +733,8 @@
 #undef values
 #pragma push_macro("w")
 #undef w
+#pragma push_macro("wait_for_predecessor")
+#undef wait_for_predecessor
 #pragma push_macro("want")
 #undef want
 #pragma push_macro("was")

@@ -50,6 +50,10 @@
 // start, mean and max over blocks), the idle tail (how long blocks wait after their last task
 // for the kernel's last task to end, mean) and the drain (last task's end to last exit). The
 // stamps cost every form the same few instructions per task.
+// With -DPROBE_PDL the run_tasks forms are launched as the runtime launches a first instance
+// (programmatic dependent launch: each may start while the launch before it drains), and with
+// -DPROBE_PDL_EVENT an event is recorded after each of them, as the runtime records an
+// instance's end.
 // INNER 0 makes the task a stream: each thread copies its float2 (BabelStream's shape; about
 // 1 us per task with 8 blocks per SM on the H200).
 // Usage: persistent_forms [TASKS [INNER [ROUNDS [CHUNK [BUDGET_NS]]]]]   (defaults 16384 256 7 0
