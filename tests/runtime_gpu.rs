@@ -241,11 +241,8 @@ impl Job {
 
     /// After the stream is idle: output, the copy made after the kernel, and exactly-once.
     fn check(&self, g: &Setup) -> Result<(), String> {
+        self.check_output(g)?;
         let want = self.expected();
-        let out = self.out.read(g.side);
-        if let Some(i) = (0..want.len()).find(|&i| out[i] != want[i]) {
-            return Err(format!("out[{i}] = {:#x}, expected {:#x}", out[i], want[i]));
-        }
         let snap = self.snap.read(g.side);
         if let Some(i) = (0..want.len()).find(|&i| snap[i] != want[i]) {
             return Err(format!(
@@ -253,11 +250,35 @@ impl Job {
                 snap[i]
             ));
         }
+        Ok(())
+    }
+
+    /// After the stream is idle: the kernel's output, and each task run exactly once.
+    fn check_output(&self, g: &Setup) -> Result<(), String> {
+        let want = self.expected();
+        let out = self.out.read(g.side);
+        if let Some(i) = (0..want.len()).find(|&i| out[i] != want[i]) {
+            return Err(format!("out[{i}] = {:#x}, expected {:#x}", out[i], want[i]));
+        }
         let runs = self.runs.read(g.side);
         if let Some(t) = runs.iter().position(|&r| times_run(r) != 1) {
             return Err(format!("task {t} ran {} times", times_run(runs[t])));
         }
         Ok(())
+    }
+
+    /// Poisons the outputs and launches spin_fill alone (no copy after it) on `stream`.
+    fn launch_alone(&self, g: &Setup, spin_ns: u64) -> Result<Kernel, Error> {
+        self.out.fill(POISON, self.stream);
+        self.runs.fill(0, self.stream);
+        let mut args = KernelArgs::new();
+        args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
+        g.rt.launch(
+            &g.spin,
+            &LaunchConfig::new(self.grid, [self.block, 1, 1], 0),
+            unsafe { StreamRef::from_raw(self.stream) },
+            &args,
+        )
     }
 }
 
@@ -543,6 +564,58 @@ fn queued(g: &Setup) -> Result<String, String> {
     b.check(g)?;
     Ok(format!(
         "both yielded within {us:.0} us; both complete and exact after resuming"
+    ))
+}
+
+/// Two launches back to back on one stream, the second launched to start while the first
+/// drains (docs/runtime.md, "Launches that overlap"). While the first is preempted its staying
+/// block must not let the second start: the second's blocks would wait on the SMs that the
+/// preemption freed until the first is resumed. Then both finish, each task once.
+fn overlap(g: &Setup) -> Result<String, String> {
+    // About 2.4 ms on the H100, as in `temporal`.
+    let a = Job::new([100_000, 1, 1], 64);
+    let b = Job {
+        stream: a.stream,
+        ..Job::new([2_000, 1, 1], 64)
+    };
+    let mut ka = a.launch_alone(g, 100_000).map_err(|e| e.to_string())?;
+    // The second job's fills go after the first kernel: they would stand between the two.
+    b.out.fill(POISON, g.side);
+    b.runs.fill(0, g.side);
+    sync_within(g.side, Duration::from_secs(10))?;
+    let mut args = KernelArgs::new();
+    args.push(b.out.ptr).push(b.runs.ptr).push(2_000u64);
+    let kb =
+        g.rt.launch(
+            &g.spin,
+            &LaunchConfig::new(b.grid, [b.block, 1, 1], 0),
+            unsafe { StreamRef::from_raw(b.stream) },
+            &args,
+        )
+        .map_err(|e| e.to_string())?;
+    if !kb.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v == "0") {
+        return Err("the second launch was not launched to overlap (sm_90 PTX, CUDA 12)".into());
+    }
+    std::thread::sleep(Duration::from_micros(300));
+    if ka.is_complete().map_err(|e| e.to_string())? {
+        return Err("the first kernel ended before its preemption".into());
+    }
+    ka.preempt(Target::All).map_err(|e| e.to_string())?;
+    ka.wait_yielded().map_err(|e| e.to_string())?;
+    std::thread::sleep(Duration::from_millis(2));
+    if !kb.holds_no_sm_but_a_parked_block() || kb.started() {
+        return Err("the second launch started while the first was preempted".into());
+    }
+    let p = ka.progress().map_err(|e| e.to_string())?;
+    ka.resume(Target::All).map_err(|e| e.to_string())?;
+    sync_within(a.stream, Duration::from_secs(10))?;
+    a.check_output(g)?;
+    b.check_output(g)?;
+    Ok(format!(
+        "overlapped launch {}; it held no SM while the first was preempted at {} of {} tasks",
+        kb.overlapped(),
+        p.done,
+        p.total
     ))
 }
 
@@ -1280,7 +1353,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 13] = [
+    let scenarios: [(&str, Scenario); 14] = [
         ("queued", queued),
         ("synchronous copy", synchronous_copy),
         ("free before preemption", free_before_preemption),
@@ -1294,6 +1367,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("kept off", kept_off),
         ("errors", errors),
         ("gated links", gated_links),
+        ("overlap", overlap),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").
     let chosen = std::env::var("CUPREEMPT_SCENARIOS").ok();

@@ -144,6 +144,9 @@ pub struct Kernel {
     for_resume: Option<(Event, Event)>,
     /// The highest progress seen (the mirror's stores may land out of order).
     progress_seen: AtomicU64,
+    /// The first instance was launched to start while the kernel before it drains
+    /// (`launch_grid`).
+    overlapped: bool,
 }
 
 // SAFETY: see runtime::Inner; a Kernel is used by one thread at a time (&mut self).
@@ -238,6 +241,7 @@ impl Runtime {
             last_request: None,
             for_resume: None,
             progress_seen: AtomicU64::new(0),
+            overlapped: false,
         };
         if let Some(sms) = off.filter(|s| !s.is_empty()) {
             let mut next = k.command;
@@ -381,6 +385,7 @@ impl Kernel {
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut()
             ))?;
+            self.overlapped = true;
         } else {
             drv!(cuLaunchKernel(
                 self.func.raw,
@@ -811,6 +816,13 @@ impl Kernel {
     /// the application's earlier work on its stream is done. A flag rather than an event
     /// recorded before the launch: one stream operation less per launch (an event record
     /// costs about 1.5 us of GPU time between back-to-back launches, H100).
+    /// Whether the first instance was launched so that its blocks may start while the kernel
+    /// before it in the stream drains (docs/runtime.md, "Launches that overlap"): a function
+    /// built for sm_90 or later, a CUDA 12 driver, `CUPREEMPT_OVERLAP` not `0`.
+    pub fn overlapped(&self) -> bool {
+        self.overlapped
+    }
+
     /// Whether a block of the kernel has begun taking tasks (set by its first block; a launch
     /// still queued behind earlier work on its stream has not).
     pub fn started(&self) -> bool {
