@@ -578,11 +578,11 @@ fn overlap(g: &Setup) -> Result<String, String> {
         stream: a.stream,
         ..Job::new([2_000, 1, 1], 64)
     };
+    // The second job's fills first: between the two kernels they would keep them apart, and
+    // on another stream they would wait for SMs until the first kernel's end.
+    b.out.fill(POISON, b.stream);
+    b.runs.fill(0, b.stream);
     let mut ka = a.launch_alone(g, 100_000).map_err(|e| e.to_string())?;
-    // The second job's fills go after the first kernel: they would stand between the two.
-    b.out.fill(POISON, g.side);
-    b.runs.fill(0, g.side);
-    sync_within(g.side, Duration::from_secs(10))?;
     let mut args = KernelArgs::new();
     args.push(b.out.ptr).push(b.runs.ptr).push(2_000u64);
     let kb =

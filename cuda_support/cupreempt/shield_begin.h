@@ -373,8 +373,6 @@
 #undef leftover_state
 #pragma push_macro("leftovers")
 #undef leftovers
-#pragma push_macro("let_successor_start")
-#undef let_successor_start
 #pragma push_macro("lib")
 #undef lib
 #pragma push_macro("link_announced")

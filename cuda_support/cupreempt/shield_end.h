@@ -196,7 +196,6 @@
 #pragma pop_macro("link_command")
 #pragma pop_macro("link_announced")
 #pragma pop_macro("lib")
-#pragma pop_macro("let_successor_start")
 #pragma pop_macro("leftovers")
 #pragma pop_macro("leftover_state")
 #pragma pop_macro("leftover_sms")

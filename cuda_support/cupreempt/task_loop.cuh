@@ -133,25 +133,20 @@ __device__ __forceinline__ unsigned long long global_ns() {
 }
 
 // Programmatic dependent launch (sm_90 on; docs/runtime.md, "Launches that overlap"). The
-// runtime launches a first instance so that its blocks may start while the kernel before it in
-// the stream drains: they take their first chunk and lane from their own control block, and
-// every thread waits here for that kernel to end and its results to be visible before its
-// first task. Outside such a launch the wait returns at once. Only where the code is built for
-// sm_90 or later; the runtime sets the launch attribute only for functions built so (their
-// PTX version), so no launch runs early without the wait.
+// runtime launches a first instance so that its blocks may start once every block of the
+// kernel before it in the stream has ended, before that kernel's end is complete: they take
+// their first chunk and lane from their own control block, and every thread waits here for
+// that kernel to end and its results to be visible before its first task. Outside such a
+// launch the wait returns at once. Only where the code is built for sm_90 or later; the
+// runtime sets the launch attribute only for functions built so (their PTX version), so no
+// launch runs early without the wait. The task loop never lets the next kernel start sooner
+// (griddepcontrol.launch_dependents): a block's end comes right after its last step anyway
+// (the leader's release there measured the same as none, persistent_forms), and a tail that
+// stays while its kernel is preempted, which has not ended, keeps the next kernel's blocks
+// off the SMs it yielded.
 __device__ __forceinline__ void wait_for_predecessor() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-}
-
-// The other half: once every block of this kernel has said so (or ended), the kernel after it
-// in the stream, if launched as above, may start its blocks. A block says so as it leaves for
-// good, and the tail only once every task has retired: a tail that stays while the kernel is
-// preempted must not let the next kernel's blocks wait on SMs it has yielded.
-__device__ __forceinline__ void let_successor_start() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
 
@@ -1185,12 +1180,7 @@ static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host
 #ifdef CUPREEMPT_AUDIT
   atomicSub(&c->running_blocks, 1u);
 #endif
-  const bool tail = holds && ls.tail;
-  if (!tail || retired == total) let_successor_start();
-  if (!tail) return false;
-  const bool again = stay(c, host, total, retired, start_ns, ls);
-  if (!again) let_successor_start();
-  return again;
+  return holds && ls.tail && stay(c, host, total, retired, start_ns, ls);
 }
 
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk

@@ -189,12 +189,10 @@ CUTS["drain-stamps"] = chain(
     replace("    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;\n",
             "    if (count_out) ls.tail = left + 1 == gridDim.x * gridDim.y * gridDim.z;\n"
             "    if (ls.tail || retired + start_ns) CUPREEMPT_DRAIN_STAMP(3);\n"),
-    replace("  const bool tail = holds && ls.tail;\n",
-            "  CUPREEMPT_DRAIN_STAMP(4);\n  const bool tail = holds && ls.tail;\n"),
-    replace("  if (!tail) return false;\n",
-            "  if (!tail) {\n    CUPREEMPT_DRAIN_STAMP(5);\n    return false;\n  }\n"),
-    replace("  if (!again) let_successor_start();\n  return again;\n}",
-            "  if (!again) let_successor_start();\n  CUPREEMPT_DRAIN_STAMP(5);\n  return again;\n}"))
+    replace("  return holds && ls.tail && stay(c, host, total, retired, start_ns, ls);\n}",
+            "  CUPREEMPT_DRAIN_STAMP(4);\n"
+            "  const bool again = holds && ls.tail && stay(c, host, total, retired, start_ns, ls);\n"
+            "  CUPREEMPT_DRAIN_STAMP(5);\n  return again;\n}"))
 
 
 # The claim after the command's answer, as before claims went beside it: every step takes the
