@@ -812,22 +812,21 @@ impl Kernel {
         super::links::instance_entered(announced, entered)
     }
 
-    /// Whether a block of the first instance has started (the host mirror's flag), so that
-    /// the application's earlier work on its stream is done. A flag rather than an event
-    /// recorded before the launch: one stream operation less per launch (an event record
-    /// costs about 1.5 us of GPU time between back-to-back launches, H100).
+    /// Whether a block of the kernel has begun taking tasks (the host mirror's flag, set by
+    /// its first block once the application's earlier work on its stream is done; a launch
+    /// still queued behind that work has not). A flag rather than an event recorded before the
+    /// launch: one stream operation less per launch (an event record costs about 1.5 us of GPU
+    /// time between back-to-back launches, H100).
+    pub fn started(&self) -> bool {
+        // SAFETY: as in resume.
+        unsafe { addr_of!((*self.mirror.host).started).read_volatile() != 0 }
+    }
+
     /// Whether the first instance was launched so that its blocks may start while the kernel
     /// before it in the stream drains (docs/runtime.md, "Launches that overlap"): a function
     /// built for sm_90 or later, a CUDA 12 driver, `CUPREEMPT_OVERLAP` not `0`.
     pub fn overlapped(&self) -> bool {
         self.overlapped
-    }
-
-    /// Whether a block of the kernel has begun taking tasks (set by its first block; a launch
-    /// still queued behind earlier work on its stream has not).
-    pub fn started(&self) -> bool {
-        // SAFETY: as in resume.
-        unsafe { addr_of!((*self.mirror.host).started).read_volatile() != 0 }
     }
 
     /// Whether the control block holds the newest command: the control stream has written

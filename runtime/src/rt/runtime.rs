@@ -418,9 +418,7 @@ impl Inner {
         lock(&self.occupancy).insert(key, n);
         Ok(n)
     }
-}
 
-impl Inner {
     /// Whether wrapper `func` waits for the kernel before it in the stream before its first
     /// task, so that it may be launched to start while that kernel drains. The task loop
     /// waits where it is built for sm_90 or later (task_loop.cuh, `wait_for_predecessor`),
