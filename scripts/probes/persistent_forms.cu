@@ -15,6 +15,8 @@
 //   claim_1bar   claim with the task loop's hand-over: the claimed chunk in one of two shared
 //                slots (alternating), one barrier per chunk, every thread reading the chunk
 //                from shared memory through a shuffle of lane 0's copy
+//   claim_2bar   claim_1bar with a second barrier once every thread has read the chunk (the
+//                claim loop's two barriers per claim)
 //   claim_ctx    claim_1bar with each task run through a lambda that takes a context holding
 //                a reference to the shared slot
 //   claim_tctx   claim_1bar with cupreempt's own task context (cupreempt::TaskCtx built from the
@@ -212,7 +214,8 @@ enum class Give { Number, Ctx, TaskCtx };
 // (alternating), one barrier per chunk, every thread reads the chunk through a shuffle of lane
 // 0's copy. Each task goes to `body` as its number (Give::Number), as a context that refers to
 // the slot (Give::Ctx), or as cupreempt's task context (Give::TaskCtx, from the launch `l`).
-template <Give G, class Body>
+// Second: a second barrier after every thread has read the chunk.
+template <Give G, bool Second = false, class Body>
 __device__ __forceinline__ void hand_over(const cupreempt_launch& l, unsigned tasks,
                                           unsigned* counter, Body&& body) {
   __shared__ Slot slots[2];
@@ -230,6 +233,7 @@ __device__ __forceinline__ void hand_over(const cupreempt_launch& l, unsigned ta
     __syncthreads();
     if (__shfl_sync(0xffffffffu, st.stop, 0)) break;
     const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
+    if (Second) __syncthreads();
 #pragma unroll 1
     for (unsigned i = 0; i < n; ++i) {
       if constexpr (G == Give::Ctx) {
@@ -249,6 +253,13 @@ __global__ void claim_1bar(cupreempt_launch l, const float2* in, float2* out, fl
                            int inner, unsigned tasks, unsigned* counter) {
   BLOCK_STAMP;
   hand_over<Give::Number>(l, tasks, counter, [&](unsigned t) { task(in, out, c, s, inner, t); });
+}
+
+__global__ void claim_2bar(cupreempt_launch l, const float2* in, float2* out, float c, float s,
+                           int inner, unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  hand_over<Give::Number, true>(l, tasks, counter,
+                                [&](unsigned t) { task(in, out, c, s, inner, t); });
 }
 
 __global__ void claim_ctx(cupreempt_launch l, const float2* in, float2* out, float c, float s,
@@ -361,8 +372,8 @@ int main(int argc, char** argv) {
   const char* names[] = {"original",  "stride",    "stride_sync", "claim",
                          "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
                          "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow",
-                         "claim_pad50", "claim_pad150"};
-  for (int form = 0; form < 15; ++form) {
+                         "claim_pad50", "claim_pad150", "claim_2bar"};
+  for (int form = 0; form < 16; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
@@ -376,6 +387,7 @@ int main(int argc, char** argv) {
                     : form == 12 ? (const void*)claim<1, true>
                     : form == 13 ? (const void*)claim<1, false, 50>
                     : form == 14 ? (const void*)claim<1, false, 150>
+                    : form == 15 ? (const void*)claim_2bar
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
@@ -388,6 +400,7 @@ int main(int argc, char** argv) {
       if (form == 4) claim<4><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       cupreempt_launch l = {controls + i, tasks, tasks, 1, 1, chunk, budget_ns, nullptr};
       if (form == 7) claim_1bar<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
+      if (form == 15) claim_2bar<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 8) claim_ctx<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 9) claim_tctx<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 10) claim_end<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);

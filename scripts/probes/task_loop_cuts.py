@@ -199,6 +199,12 @@ CUTS["drain-stamps"] = chain(
 # command-first branch (correct, one round trip more per chunk).
 CUTS["claim-after-command"] = replace(
     "  } else if (ls.unreported && !ls.claim_next) {", "  } else if (false) {")
+# A second barrier once every thread has read the chunk, as the plain claim loop has (correct:
+# the leader writes the other slot next).
+CUTS["second-barrier"] = replace(
+    "    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);\n",
+    "    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);\n"
+    "    __syncthreads();\n")
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
