@@ -432,12 +432,9 @@ impl Kernel {
     /// The launched function's name as the driver knows it (the wrapper's mangled name), or
     /// its handle where the driver cannot say.
     pub fn function_name(&self) -> String {
-        let mut version = 0;
-        // SAFETY: writes one int. cuFuncGetName exists from CUDA 12.3 on; asking an older
-        // driver for it would fail to load the symbol.
-        let new_enough = unsafe { sys::cuDriverGetVersion(&mut version) }
-            == sys::CUresult::CUDA_SUCCESS
-            && version >= 12030;
+        // cuFuncGetName exists from CUDA 12.3 on; asking an older driver for it would fail to
+        // load the symbol.
+        let new_enough = super::driver::version() >= 12030;
         let mut name: *const std::ffi::c_char = std::ptr::null();
         // SAFETY: the function handle lives as long as `self`; the driver writes a pointer to a
         // string it owns, or leaves it null.
