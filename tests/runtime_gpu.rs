@@ -203,21 +203,9 @@ impl Job {
         spin_ns: u64,
         off: Option<&SmSet>,
     ) -> Result<Kernel, Error> {
-        self.out.fill(POISON, self.stream);
         self.snap.fill(POISON, self.stream);
-        self.runs.fill(0, self.stream);
-        let mut args = KernelArgs::new();
-        args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
-        let k = g.rt.launch_kept_off(
-            &g.spin,
-            &LaunchConfig {
-                links: self.links,
-                ..LaunchConfig::new(self.grid, [self.block, 1, 1], 0)
-            },
-            unsafe { StreamRef::from_raw(self.stream) },
-            &args,
-            off,
-        )?;
+        self.poison(self.stream);
+        let k = self.launch_spin(g, spin_ns, off)?;
         let n = self.out.words as u32;
         let (mut src, mut dst, mut n) = (self.out.ptr, self.snap.ptr, n);
         let mut params = [
@@ -267,17 +255,26 @@ impl Job {
         Ok(())
     }
 
-    /// Poisons the outputs and launches spin_fill alone (no copy after it) on `stream`.
-    fn launch_alone(&self, g: &Setup, spin_ns: u64) -> Result<Kernel, Error> {
-        self.out.fill(POISON, self.stream);
-        self.runs.fill(0, self.stream);
+    /// Poisons spin_fill's output and clears its run counts, on stream `s`.
+    fn poison(&self, s: sys::CUstream) {
+        self.out.fill(POISON, s);
+        self.runs.fill(0, s);
+    }
+
+    /// Launches spin_fill on the job's stream, nothing before or after it, kept off the SMs
+    /// `off` from its start.
+    fn launch_spin(&self, g: &Setup, spin_ns: u64, off: Option<&SmSet>) -> Result<Kernel, Error> {
         let mut args = KernelArgs::new();
         args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
-        g.rt.launch(
+        g.rt.launch_kept_off(
             &g.spin,
-            &LaunchConfig::new(self.grid, [self.block, 1, 1], 0),
+            &LaunchConfig {
+                links: self.links,
+                ..LaunchConfig::new(self.grid, [self.block, 1, 1], 0)
+            },
             unsafe { StreamRef::from_raw(self.stream) },
             &args,
+            off,
         )
     }
 }
@@ -578,22 +575,13 @@ fn overlap(g: &Setup) -> Result<String, String> {
         stream: a.stream,
         ..Job::new([2_000, 1, 1], 64)
     };
-    // The second job's fills first: between the two kernels they would keep them apart, and
-    // on another stream they would wait for SMs until the first kernel's end.
-    b.out.fill(POISON, b.stream);
-    b.runs.fill(0, b.stream);
-    let mut ka = a.launch_alone(g, 100_000).map_err(|e| e.to_string())?;
-    let mut args = KernelArgs::new();
-    args.push(b.out.ptr).push(b.runs.ptr).push(2_000u64);
-    let kb =
-        g.rt.launch(
-            &g.spin,
-            &LaunchConfig::new(b.grid, [b.block, 1, 1], 0),
-            unsafe { StreamRef::from_raw(b.stream) },
-            &args,
-        )
-        .map_err(|e| e.to_string())?;
-    if !kb.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v == "0") {
+    // Both jobs' fills first: between the two kernels they would keep them apart, and on
+    // another stream they would wait for SMs until the first kernel's end.
+    a.poison(a.stream);
+    b.poison(a.stream);
+    let mut ka = a.launch_spin(g, 100_000, None).map_err(|e| e.to_string())?;
+    let kb = b.launch_spin(g, 2_000, None).map_err(|e| e.to_string())?;
+    if !kb.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v.trim() == "0") {
         return Err("the second launch was not launched to overlap (sm_90 PTX, CUDA 12)".into());
     }
     std::thread::sleep(Duration::from_micros(300));
