@@ -412,15 +412,26 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         .map(|(i, k)| (KernelId(kernels.len() + i), k))
         .collect();
     diagnostics.extend(lost_kernels.iter().map(|(id, k)| {
-        Diagnostic::new(
-            Code::ParseErrorInKernel,
-            format!(
-                "`{}` lies in a region the parser cannot read (a syntax error around it); it is left as it is",
-                k.name
-            ),
-        )
-        .label(k.at.clone(), "not read as a kernel")
-        .help("preprocessor branches that each open or close a brace are the usual cause: keep both braces of a block in the same branch")
+        match &k.in_macro {
+            None => Diagnostic::new(
+                Code::ParseErrorInKernel,
+                format!(
+                    "`{}` lies in a region the parser cannot read (a syntax error around it); it is left as it is",
+                    k.name
+                ),
+            )
+            .label(k.at.clone(), "not read as a kernel")
+            .help("preprocessor branches that each open or close a brace are the usual cause: keep both braces of a block in the same branch"),
+            Some(m) => Diagnostic::new(
+                Code::Unsupported,
+                format!(
+                    "kernel `{}` is defined in the body of the macro `{m}`: the kernels its uses define are left as they are",
+                    k.name
+                ),
+            )
+            .label(k.at.clone(), "each use of the macro defines this kernel as written")
+            .help("define the kernel outside the macro (a kernel template that takes the operation as a functor type, say) and let the macro launch it; it is then transformed like any other"),
+        }
         .kernel(*id, &k.name)
     }));
     Analysis {

@@ -16,7 +16,8 @@ use tree_sitter::Node;
 
 pub struct Found<'t> {
     pub kernels: Vec<FunctionSite<'t>>,
-    /// Kernel definitions that a syntax error hides from the parse (`lost_definitions`).
+    /// Kernel definitions that a syntax error hides from the parse (`lost_definitions`), then
+    /// those that a macro's body holds (`macro_kernels`).
     pub lost_kernels: Vec<LostDefinition>,
     /// Device functions that a syntax error hides from the parse (`lost_definitions` with
     /// `__device__`): what they read or call is unknown.
@@ -108,6 +109,8 @@ pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
         s.found.lost_kernels = lost_definitions(root, src, &s.found, "__global__");
         s.found.unread_helpers = lost_definitions(root, src, &s.found, "__device__");
     }
+    let in_macros = macro_kernels(root, src, &parsed.space_macros);
+    s.found.lost_kernels.extend(in_macros);
     for r in &errors {
         // An error that begins inside a kernel is that kernel's (CP001); one that begins
         // before a kernel and takes it in (`#ifdef` initializers that each open a brace) is the
@@ -162,6 +165,9 @@ pub struct LostDefinition {
     pub name: String,
     /// The name's bytes.
     pub at: Range<usize>,
+    /// The macro whose body holds the definition (`macro_kernels`), or none: a syntax error
+    /// hides it.
+    pub in_macro: Option<String>,
 }
 
 /// Every `keyword` (`__global__`, `__device__`) of the text that no kernel, helper or
@@ -218,6 +224,27 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
     lost
 }
 
+/// After an opening parenthesis at `i`: the index past its closing one, or none where a brace
+/// or `;` comes first.
+fn past_parens(bytes: &[u8], mut i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b'{' | b'}' | b';' => return None,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Reads `src` after a `__global__` ending at `from` as a definition's head: words (the return
 /// type, qualifiers, `__launch_bounds__(...)`, the name), a parameter list, then `{` or a
 /// macro of the file whose replacement opens with one. The kernel's name is the last word
@@ -229,25 +256,6 @@ fn lost_definition(
 ) -> Option<LostDefinition> {
     let bytes = src.as_bytes();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
-    // After an opening parenthesis at `i`: the index past its closing one.
-    let past_parens = |mut i: usize| {
-        let mut depth = 0usize;
-        while i < bytes.len() {
-            match bytes[i] {
-                b'(' => depth += 1,
-                b')' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        return Some(i + 1);
-                    }
-                }
-                b'{' | b'}' | b';' => return None,
-                _ => {}
-            }
-            i += 1;
-        }
-        None
-    };
     let mut i = from;
     let mut name: Option<Range<usize>> = None;
     loop {
@@ -262,7 +270,7 @@ fn lost_definition(
                     i += 1;
                 }
                 if bytes.get(i) == Some(&b'(') {
-                    i = past_parens(i)?;
+                    i = past_parens(bytes, i)?;
                 }
             } else {
                 name = Some(start..i);
@@ -276,7 +284,7 @@ fn lost_definition(
         }
     }
     let at = name?;
-    let mut i = past_parens(i)?;
+    let mut i = past_parens(bytes, i)?;
     // Blanks and whole preprocessor lines (`#endif` after a head chosen by `#ifdef`).
     loop {
         while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
@@ -305,7 +313,117 @@ fn lost_definition(
     opens.then(|| LostDefinition {
         name: src[at.clone()].to_string(),
         at,
+        in_macro: None,
     })
+}
+
+/// Kernels that a macro's body defines (`#define UNARY(name, op) __global__ void
+/// name##_kernel(...) { ... }`, or only the head: `#define HEAD(name) __global__ void
+/// name(float* x)`, its uses followed by the body). The grammar reads a macro's body as text,
+/// and each use expands to a kernel the rewrite never sees: the kernels are left as they are
+/// and reported (CP007), so that no kernel is silently missing from the report. A `__global__`
+/// (or a macro that stands for it, `space_macros`) in a body counts where what follows reads
+/// as a head (`macro_kernel_head`): a body that is only an execution space (`#define GLOBAL
+/// __global__`) or a declaration (ending with `;`) defines none.
+fn macro_kernels(root: Node, src: &str, space_macros: &parse::SpaceMacros) -> Vec<LostDefinition> {
+    let k = kinds();
+    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    let bytes = src.as_bytes();
+    let keywords = std::iter::once("__global__").chain(
+        space_macros
+            .iter()
+            .filter(|(_, words)| words.iter().any(|w| w == "__global__"))
+            .map(|(name, _)| name.as_str()),
+    );
+    let mut found: Vec<LostDefinition> = Vec::new();
+    for keyword in keywords {
+        for (i, _) in src.match_indices(keyword) {
+            let end = i + keyword.len();
+            if (i > 0 && word(bytes[i - 1])) || bytes.get(end).is_some_and(|&b| word(b)) {
+                continue;
+            }
+            let Some(token) = root.descendant_for_byte_range(i, end) else {
+                continue;
+            };
+            let Some(def) = std::iter::successors(Some(token), |n| n.parent())
+                .find(|n| n.kind_id() == k.preproc_def || n.kind_id() == k.preproc_function_def)
+            else {
+                continue;
+            };
+            let fields = lang::fields();
+            let (Some(name), Some(value)) = (
+                def.child_by_field_id(fields.name),
+                def.child_by_field_id(fields.value),
+            ) else {
+                continue;
+            };
+            if !value.byte_range().contains(&i) {
+                continue;
+            }
+            if let Some(at) = macro_kernel_head(src, end, value.end_byte()) {
+                if !found.iter().any(|f| f.at == at) {
+                    found.push(LostDefinition {
+                        name: src[at.clone()].to_string(),
+                        at,
+                        in_macro: Some(text(name, src).to_string()),
+                    });
+                }
+            }
+        }
+    }
+    found.sort_by_key(|f| f.at.start);
+    found
+}
+
+/// Reads a macro body's text after its `__global__` (ending at `from`, the body ending at
+/// `end`) as a kernel's head: words, token pastes (`name##_kernel`) and kernel attributes
+/// with their arguments, a parameter list, then `{` or the body's end (a head whose uses
+/// give the body). The kernel's name (as written, pastes included) is the last word before
+/// the parameter list. Line continuations read as blanks.
+fn macro_kernel_head(src: &str, from: usize, end: usize) -> Option<Range<usize>> {
+    let bytes = &src.as_bytes()[..end];
+    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    let blank = |b: u8| b.is_ascii_whitespace() || b == b'\\';
+    let mut i = from;
+    let mut name: Option<Range<usize>> = None;
+    loop {
+        let &b = bytes.get(i)?;
+        if word(b) || (b == b'#' && bytes.get(i + 1) == Some(&b'#')) {
+            // A name, with the pastes inside it: `name##_kernel`, `prefix##name`.
+            let start = i;
+            while let Some(&b) = bytes.get(i) {
+                if word(b) {
+                    i += 1;
+                } else if b == b'#' && bytes.get(i + 1) == Some(&b'#') {
+                    i += 2;
+                } else {
+                    break;
+                }
+            }
+            if lang::KERNEL_ATTRIBUTE_CALLS.contains(&&src[start..i]) {
+                while bytes.get(i).is_some_and(|&b| blank(b)) {
+                    i += 1;
+                }
+                if bytes.get(i) == Some(&b'(') {
+                    i = past_parens(bytes, i)?;
+                }
+            } else {
+                name = Some(start..i);
+            }
+            continue;
+        }
+        match b {
+            b'(' => break,
+            b'{' | b'}' | b';' | b'=' | b'#' => return None,
+            _ => i += 1,
+        }
+    }
+    let at = name?;
+    let mut i = past_parens(bytes, i)?;
+    while bytes.get(i).is_some_and(|&b| blank(b)) {
+        i += 1;
+    }
+    (i == bytes.len() || bytes[i] == b'{').then_some(at)
 }
 
 /// The launch `call` (a call with `<<<...>>>`) as the rewrite needs it; `errors`: the parse's
@@ -1294,6 +1412,35 @@ mod tests {
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["lost"]);
         assert_eq!(&src[found.lost_kernels[0].at.clone()], "lost");
+    }
+
+    #[test]
+    fn kernels_that_macro_bodies_define_are_reported_lost() {
+        let src = "#define GLOBAL __global__\n\
+                   #define BOUNDED(n) __global__ __launch_bounds__(n)\n\
+                   #define DECLARE(name) __global__ void name(float* x);\n\
+                   #define UNARY(name, op) \\\n  __global__ void name##_kernel(int n, float* x) \\\n  { op; }\n\
+                   #define HEAD(name) GLOBAL void name(float* x, int n)\n\
+                   #define PREFIXED(name) GLOBAL __launch_bounds__(256) void k_##name(int n)\\\n{}\n\
+                   // #define COMMENTED(name) __global__ void name() {}\n\
+                   GLOBAL void plain(float* x) { x[0] = 1; }\n";
+        let parsed = parse::parse(src);
+        let found = scan(&parsed, src);
+        let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["plain"]);
+        let lost: Vec<(&str, Option<&str>)> = found
+            .lost_kernels
+            .iter()
+            .map(|k| (&src[k.at.clone()], k.in_macro.as_deref()))
+            .collect();
+        assert_eq!(
+            lost,
+            [
+                ("name##_kernel", Some("UNARY")),
+                ("name", Some("HEAD")),
+                ("k_##name", Some("PREFIXED")),
+            ]
+        );
     }
 
     #[test]
