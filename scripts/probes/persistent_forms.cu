@@ -30,6 +30,19 @@
 //   claim_ahead  claim, but the leader takes the next task from the counter as the block starts
 //                the current one (its answer arrives while the task runs): no claim latency
 //                between two tasks, and each block holds one task more than it runs
+//   dispatch     not persistent: the original grid, and each block's leader reads a word (as a
+//                block would read the launch's command) and takes its task from a global counter
+//                (atomicAdd) before the block runs it, handing it over through shared memory
+//                and one barrier: tasks in the order blocks start, so a launch stopped at any
+//                moment has run a prefix of them, whatever order the hardware starts blocks in
+//   dispatch_end dispatch, and once the block's task is done it meets at a barrier and its
+//                leader counts it retired (a reduction, no answer awaited): what a launch that
+//                may have to wait for the rest of its tasks elsewhere would count
+//   dispatch_sms dispatch_end, and the leader also counts its block on its SM (%smid) as it
+//                starts and off as it ends: what the runtime would need to see which SMs a
+//                launch still holds
+//   dispatch_native  the original grid, each leader reading the word before its block runs
+//                its own task (blockIdx.x): what a check per block costs without the counter
 //   run_tasks    cupreempt's task loop itself (cuda_support/cupreempt/task_loop.cuh, built with
 //                -I cuda_support) around the same task, as a launch outside the runtime makes
 //                it: a zeroed control block per launch, no host mirror
@@ -308,6 +321,56 @@ __global__ void claim_ahead(const float2* in, float2* out, float c, float s, int
   }
 }
 
+// Dispatch: one task per block, taken from `counter` after a look at the word a command
+// would be in (counter + 1024, never all ones, but the compiler cannot know).
+__global__ void dispatch(const float2* in, float2* out, float c, float s, int inner,
+                         unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  __shared__ unsigned taken;
+  if (threadIdx.x == 0)
+    taken = *(volatile unsigned*)(counter + 1024) == ~0u ? tasks : atomicAdd(counter, 1u);
+  __syncthreads();
+  const unsigned t = __shfl_sync(0xffffffffu, taken, 0);
+  if (t >= tasks) return;
+  task(in, out, c, s, inner, t);
+}
+
+// Counts, 1,024 words per launch: counter[0] the tasks taken, counter[1] retired,
+// counter[2 + smid] blocks on the SM (dispatch_sms). The word read as the command,
+// counter + 1024, is the next launch's count of tasks taken: never all ones.
+template <bool OnSms>
+__global__ void dispatch_end(const float2* in, float2* out, float c, float s, int inner,
+                             unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  __shared__ unsigned taken;
+  unsigned smid = 0;
+  if (threadIdx.x == 0) {
+    if (OnSms) {
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      atomicAdd(counter + 2 + smid % 512, 1u);
+    }
+    taken = *(volatile unsigned*)(counter + 1024) == ~0u ? tasks : atomicAdd(counter, 1u);
+  }
+  __syncthreads();
+  const unsigned t = __shfl_sync(0xffffffffu, taken, 0);
+  if (t < tasks) task(in, out, c, s, inner, t);
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(counter + 1, 1u);  // no answer used: a reduction
+    if (OnSms) atomicSub(counter + 2 + smid % 512, 1u);
+  }
+}
+
+__global__ void dispatch_native(const float2* in, float2* out, float c, float s, int inner,
+                                unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  __shared__ unsigned stop;
+  if (threadIdx.x == 0) stop = *(volatile unsigned*)(counter + 1024) == ~0u;
+  __syncthreads();
+  if (__shfl_sync(0xffffffffu, stop, 0)) return;
+  task(in, out, c, s, inner, blockIdx.x);
+}
+
 #ifdef PROBE_BARRIER_TASK
 constexpr bool kTaskBarrier = true;  // the next task reuses this one's shared memory
 #else
@@ -342,7 +405,9 @@ int main(int argc, char** argv) {
   unsigned* counters;
   CHECK(cudaMalloc(&in, n * sizeof(float2)));
   CHECK(cudaMalloc(&out, n * sizeof(float2)));
-  CHECK(cudaMalloc(&counters, (LAUNCHES + 2 + 1024) * sizeof(unsigned)));
+  // One word per launch for the claim forms; 1,024 per launch for dispatch_end's counts.
+  constexpr size_t kCounters = (LAUNCHES + 2) * 1024 + 1024;
+  CHECK(cudaMalloc(&counters, kCounters * sizeof(unsigned)));
   CHECK(cudaMemcpy(in, h.data(), n * sizeof(float2), cudaMemcpyHostToDevice));
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -372,8 +437,9 @@ int main(int argc, char** argv) {
   const char* names[] = {"original",  "stride",    "stride_sync", "claim",
                          "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
                          "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow",
-                         "claim_pad50", "claim_pad150", "claim_2bar"};
-  for (int form = 0; form < 16; ++form) {
+                         "claim_pad50", "claim_pad150", "claim_2bar", "dispatch",
+                         "dispatch_native", "dispatch_end", "dispatch_sms"};
+  for (int form = 0; form < 20; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
@@ -388,10 +454,15 @@ int main(int argc, char** argv) {
                     : form == 13 ? (const void*)claim<1, false, 50>
                     : form == 14 ? (const void*)claim<1, false, 150>
                     : form == 15 ? (const void*)claim_2bar
+                    : form == 16 ? (const void*)dispatch
+                    : form == 17 ? (const void*)dispatch_native
+                    : form == 18 ? (const void*)dispatch_end<false>
+                    : form == 19 ? (const void*)dispatch_end<true>
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
-    const unsigned grid = form == 0 ? tasks : std::min<unsigned>(tasks, per_sm * sms);
+    const unsigned grid =
+        form == 0 || form >= 16 ? tasks : std::min<unsigned>(tasks, per_sm * sms);
     auto launch = [&](int i) {
       if (form == 0) original<<<grid, BS>>>(in, out, c, s, inner, tasks);
       if (form == 1) stride<<<grid, BS>>>(in, out, c, s, inner, tasks);
@@ -408,6 +479,12 @@ int main(int argc, char** argv) {
       if (form == 12) claim<1, true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 13) claim<1, false, 50><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 14) claim<1, false, 150><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 16) dispatch<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 17) dispatch_native<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 18)
+        dispatch_end<false><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + 1024 * i);
+      if (form == 19)
+        dispatch_end<true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + 1024 * i);
       if (form == 5 || form == 6) {
         if (form == 6) l.host = mirrors_device + i, l.first = 1, l.progress_shift = 4;
 #ifdef PROBE_PDL
@@ -430,7 +507,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> means;
     for (int round = 0; round < rounds; ++round) {
-      CHECK(cudaMemset(counters, 0, (LAUNCHES + 2 + 1024) * sizeof(unsigned)));
+      CHECK(cudaMemset(counters, 0, kCounters * sizeof(unsigned)));
       CHECK(cudaMemset(controls, 0, (LAUNCHES + 2) * sizeof(cupreempt_control)));
       std::memset(mirrors, 0, (LAUNCHES + 2) * sizeof(cupreempt_host));
       CHECK(cudaMemset(out, 0xff, n * sizeof(float2)));
