@@ -146,6 +146,9 @@ fn sync_within(s: sys::CUstream, limit: Duration) -> Result<(), String> {
 struct Setup {
     rt: Runtime,
     spin: Function,
+    /// spin_fill's wrapper with the first parameter of headers older than
+    /// `cupreempt_launch.launch_version` (tests/gpu/runtime_kernels.cu).
+    spin_older_headers: Function,
     spin_original: Function,
     copy: Function,
     side: sys::CUstream,
@@ -264,10 +267,21 @@ impl Job {
     /// Launches spin_fill on the job's stream, nothing before or after it, kept off the SMs
     /// `off` from its start.
     fn launch_spin(&self, g: &Setup, spin_ns: u64, off: Option<&SmSet>) -> Result<Kernel, Error> {
+        self.launch_wrapper(g, &g.spin, spin_ns, off)
+    }
+
+    /// As `launch_spin`, through `wrapper` (spin_fill's or one of its kind).
+    fn launch_wrapper(
+        &self,
+        g: &Setup,
+        wrapper: &Function,
+        spin_ns: u64,
+        off: Option<&SmSet>,
+    ) -> Result<Kernel, Error> {
         let mut args = KernelArgs::new();
         args.push(self.out.ptr).push(self.runs.ptr).push(spin_ns);
         g.rt.launch_kept_off(
-            &g.spin,
+            wrapper,
             &LaunchConfig {
                 links: self.links,
                 ..LaunchConfig::new(self.grid, [self.block, 1, 1], 0)
@@ -604,6 +618,42 @@ fn overlap(g: &Setup) -> Result<String, String> {
         kb.overlapped(),
         p.done,
         p.total
+    ))
+}
+
+/// A wrapper built with headers older than the wait for the kernel before it (its first
+/// parameter ends before `cupreempt_launch.launch_version`) is launched the old way, never to
+/// overlap, and computes what spin_fill computes; the current wrapper before it on the same
+/// stream is launched to overlap.
+fn older_headers(g: &Setup) -> Result<String, String> {
+    let a = Job::new([2_000, 1, 1], 64);
+    let b = Job {
+        stream: a.stream,
+        ..Job::new([2_000, 1, 1], 64)
+    };
+    a.poison(a.stream);
+    b.poison(a.stream);
+    let ka = a.launch_spin(g, 20_000, None).map_err(|e| e.to_string())?;
+    let kb = b
+        .launch_wrapper(g, &g.spin_older_headers, 20_000, None)
+        .map_err(|e| e.to_string())?;
+    if kb.overlapped() {
+        return Err(
+            "the older headers' wrapper was launched to overlap the kernel before it".into(),
+        );
+    }
+    if !ka.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v.trim() == "0") {
+        return Err(
+            "the current wrapper was not launched to overlap (sm_90 PTX, CUDA 12.4)".into(),
+        );
+    }
+    sync_within(a.stream, Duration::from_secs(10))?;
+    a.check_output(g)?;
+    b.check_output(g)?;
+    Ok(format!(
+        "current wrapper overlapped {}, older headers' wrapper {}; both exact",
+        ka.overlapped(),
+        kb.overlapped()
     ))
 }
 
@@ -1329,6 +1379,9 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
     ptx.push(0); // cuModuleLoadData reads PTX up to its NUL
     let g = Setup {
         spin: module.function("spin_fill__cupreempt").expect("wrapper"),
+        spin_older_headers: module
+            .function("spin_fill_older_headers")
+            .expect("older headers' wrapper"),
         spin_original: module.function("spin_fill").expect("original"),
         copy: module.function("copy_words").expect("copy_words"),
         side: stream(),
@@ -1341,7 +1394,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 14] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("queued", queued),
         ("synchronous copy", synchronous_copy),
         ("free before preemption", free_before_preemption),
@@ -1356,6 +1409,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("errors", errors),
         ("gated links", gated_links),
         ("overlap", overlap),
+        ("older headers", older_headers),
     ];
     // CUPREEMPT_SCENARIOS=name,name,...: only those (e.g. "queued,queued,storm").
     let chosen = std::env::var("CUPREEMPT_SCENARIOS").ok();

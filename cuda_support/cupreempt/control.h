@@ -135,6 +135,16 @@ typedef struct cupreempt_launch {
    * too and gives a cut chunk's rest back; without, a chunk claimed runs to its end before
    * the block leaves. */
   unsigned long long* leftover;
+  /* CUPREEMPT_LAUNCH_VERSION, written by the runtime; no kernel reads it. Its presence is the
+   * point: the runtime reads the size of a wrapper's first parameter (cuFuncGetParamInfo), and
+   * a wrapper built with headers whose struct ends before this field has a task loop that does
+   * not wait for the kernel before it (griddepcontrol.wait), so it is never launched to start
+   * while that kernel drains (docs/runtime.md, "Launches that overlap"). */
+  unsigned int launch_version;
+  unsigned int reserved;
 } cupreempt_launch;
+
+/* cupreempt_launch.launch_version of this build. */
+#define CUPREEMPT_LAUNCH_VERSION 1u
 
 #endif

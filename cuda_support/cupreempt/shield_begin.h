@@ -355,6 +355,8 @@
 #undef launch_through
 #pragma push_macro("launch_values")
 #undef launch_values
+#pragma push_macro("launch_version")
+#undef launch_version
 #pragma push_macro("launch_with")
 #undef launch_with
 #pragma push_macro("leader")
@@ -547,6 +549,8 @@
 #undef rem
 #pragma push_macro("remove_cv")
 #undef remove_cv
+#pragma push_macro("reserved")
+#undef reserved
 #pragma push_macro("rest_begin")
 #undef rest_begin
 #pragma push_macro("rest_end")

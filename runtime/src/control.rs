@@ -197,7 +197,15 @@ pub struct LaunchParams {
     /// looks at the command between two tasks of a chunk and gives the rest back when sent
     /// away; without, it runs every task of a chunk it took.
     pub leftover: u64,
+    /// [`LAUNCH_VERSION`]. No kernel reads it: a wrapper whose first parameter is shorter than
+    /// this struct was built with headers older than the field, whose task loop does not wait
+    /// for the kernel before it (`Inner::waits_for_predecessor`).
+    pub launch_version: u32,
+    pub reserved: u32,
 }
+
+/// `cupreempt_launch.launch_version` of this build (control.h, `CUPREEMPT_LAUNCH_VERSION`).
+pub const LAUNCH_VERSION: u32 = 1;
 
 /// Leftover slots per launch: one per lane of every SM (`cupreempt_launch.leftover`).
 pub const LEFTOVER_SLOTS: usize = MAX_SMS * LANES;
@@ -218,6 +226,8 @@ impl LaunchParams {
             task_ns: 0,
             start_off: [0; MAX_SMS / 32],
             leftover: 0,
+            launch_version: LAUNCH_VERSION,
+            reserved: 0,
         }
     }
 }
@@ -265,6 +275,7 @@ int main(void) {
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
   F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
   F(cupreempt_launch, task_ns); F(cupreempt_launch, start_off); F(cupreempt_launch, leftover);
+  F(cupreempt_launch, launch_version); F(cupreempt_launch, reserved);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
@@ -275,6 +286,7 @@ int main(void) {
   printf("const.RESUMED %u\n", CUPREEMPT_RESUMED); printf("const.FIRST %u\n", CUPREEMPT_FIRST);
   printf("const.LINK %u\n", CUPREEMPT_LINK); printf("const.ANCHOR %u\n", CUPREEMPT_ANCHOR);
   printf("const.GATES_OPEN %u\n", CUPREEMPT_GATES_OPEN);
+  printf("const.LAUNCH_VERSION %u\n", CUPREEMPT_LAUNCH_VERSION);
   return 0;
 }
 "#,
@@ -333,6 +345,8 @@ int main(void) {
             at!("cupreempt_launch", LaunchParams, task_ns),
             at!("cupreempt_launch", LaunchParams, start_off),
             at!("cupreempt_launch", LaunchParams, leftover),
+            at!("cupreempt_launch", LaunchParams, launch_version),
+            at!("cupreempt_launch", LaunchParams, reserved),
             ("sizeof.launch", size_of::<LaunchParams>()),
             at!("cupreempt_host", HostMirror, seq),
             at!("cupreempt_host", HostMirror, command),
@@ -354,6 +368,7 @@ int main(void) {
             ("const.LINK", LINK as usize),
             ("const.ANCHOR", ANCHOR as usize),
             ("const.GATES_OPEN", GATES_OPEN as usize),
+            ("const.LAUNCH_VERSION", LAUNCH_VERSION as usize),
         ];
         for (name, ours) in expected {
             let line = out

@@ -28,7 +28,8 @@ use super::pool::{Mirror, Retired};
 use super::runtime::{Function, Inner, Runtime};
 use super::steps::{self, Step};
 use crate::control::{
-    progress_shift, ControlBlock, HostMirror, LaunchParams, ANCHOR, FIRST, LANES, LINK, RESUMED,
+    progress_shift, ControlBlock, HostMirror, LaunchParams, ANCHOR, FIRST, LANES, LAUNCH_VERSION,
+    LINK, RESUMED,
 };
 use crate::smset::{SmSet, MAX_SMS};
 use cudarc::driver::sys;
@@ -226,6 +227,8 @@ impl Runtime {
                 } else {
                     0
                 },
+                launch_version: LAUNCH_VERSION,
+                reserved: 0,
             },
             mirror: slot.mirror,
             number,

@@ -424,19 +424,40 @@ impl Inner {
     /// waits where it is built for sm_90 or later (task_loop.cuh, `wait_for_predecessor`),
     /// which the function's PTX version says: code generated from an older virtual
     /// architecture (a JIT-compiled `compute_80`, say) has no wait, and must not start early.
+    /// And only headers that have the wait have `cupreempt_launch.launch_version`: a program
+    /// built with older ones, run with this library, passes a shorter first parameter
+    /// (`launch_waits`).
     pub(crate) fn waits_for_predecessor(&self, func: CUfunction) -> bool {
         if let Some(&w) = lock(&self.waits).get(&(func as usize)) {
             return w;
         }
-        // cuLaunchKernelEx, which takes the launch attribute, exists from CUDA 12.0 on.
+        // cuLaunchKernelEx, which takes the launch attribute, exists from CUDA 12.0 on;
+        // cuFuncGetParamInfo from 12.4.
         let mut ptx = 0i32;
         let attr = sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_PTX_VERSION;
-        let waits = driver::version() >= 12000
-            && drv!(cuFuncGetAttribute(&mut ptx, attr, func)).is_ok()
-            && ptx >= 90;
+        let ptx = (driver::version() >= 12000
+            && drv!(cuFuncGetAttribute(&mut ptx, attr, func)).is_ok())
+        .then_some(ptx);
+        let first_param = (ptx.is_some() && driver::has_call(b"cuFuncGetParamInfo\0"))
+            .then(|| {
+                let (mut offset, mut size) = (0usize, 0usize);
+                drv!(cuFuncGetParamInfo(func, 0, &mut offset, &mut size))
+                    .ok()
+                    .map(|()| size)
+            })
+            .flatten();
+        let waits = launch_waits(ptx, first_param);
         lock(&self.waits).insert(func as usize, waits);
         waits
     }
+}
+
+/// Whether a wrapper waits for the kernel before it (`Inner::waits_for_predecessor`), from its
+/// PTX version and the size of its first parameter (`None`: the driver could not say).
+fn launch_waits(ptx_version: Option<i32>, first_param_size: Option<usize>) -> bool {
+    ptx_version.is_some_and(|v| v >= 90)
+        && first_param_size
+            .is_some_and(|s| s >= std::mem::size_of::<crate::control::LaunchParams>())
 }
 
 impl Drop for Inner {
@@ -507,5 +528,29 @@ impl Function {
     }
     pub fn raw(&self) -> CUfunction {
         self.raw
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::launch_waits;
+    use crate::control::LaunchParams;
+    use std::mem::{offset_of, size_of};
+
+    #[test]
+    fn only_wrappers_of_headers_with_the_wait_overlap() {
+        let now = size_of::<LaunchParams>();
+        // The headers before `launch_version` ended the struct at it.
+        let older = offset_of!(LaunchParams, launch_version);
+        assert!(older < now);
+        assert!(launch_waits(Some(90), Some(now)));
+        assert!(launch_waits(Some(100), Some(now)));
+        assert!(!launch_waits(Some(90), Some(older)));
+        assert!(!launch_waits(Some(80), Some(now)), "no wait below sm_90");
+        assert!(!launch_waits(None, Some(now)));
+        assert!(
+            !launch_waits(Some(90), None),
+            "a driver without cuFuncGetParamInfo"
+        );
     }
 }
