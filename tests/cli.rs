@@ -242,6 +242,35 @@ fn check_reports_per_kernel_with_exit_code_and_json() {
         stdout(&o)
     );
     assert!(stdout(&o).contains("simple_copy: transformable (plain)"));
+    // The run ends with what it found, as `transform` does.
+    let kernels = stdout(&o).lines().count();
+    let refused = stdout(&o).matches(": left as it is: ").count();
+    assert!(refused >= 1 && kernels > refused, "{}", stdout(&o));
+    assert_eq!(
+        stderr(&o).lines().last(),
+        Some(
+            format!(
+                "cupreempt: 1 files checked; {kernels} kernels: {} transformable (0 predicated), {refused} refused (CP002 ×{refused}); 0 warnings",
+                kernels - refused
+            )
+            .as_str()
+        ),
+        "{}",
+        stderr(&o)
+    );
+    let o = cupreempt(
+        &[
+            "check",
+            &fixture("thread_return_before_barrier.cu"),
+            &fixture("grid_1d.cu"),
+        ],
+        &dir,
+    );
+    let last = stderr(&o).lines().last().unwrap_or_default().to_string();
+    assert!(
+        last.starts_with("cupreempt: 2 files checked; ") && !last.contains("(0 predicated)"),
+        "{last}"
+    );
 
     let o = cupreempt(
         &[

@@ -1,6 +1,7 @@
 //! `cupreempt check`
 
 use super::render::render;
+use super::tally::Tally;
 use super::{files, stderr_color, OutputFormat, SelectArgs};
 use clap::Args;
 use cupreempt::diagnostics::Diagnostic;
@@ -42,7 +43,9 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     let mut refused = false;
     let mut reports = Vec::new();
     let mut kernels = std::collections::BTreeSet::new();
+    let mut found = Tally::default();
     let inputs = files::inputs(&a.inputs, None)?;
+    let checked = inputs.len();
     // As `transform` sees the inputs: one program.
     let opts = super::transform::one_program(opts, &inputs);
     let known = super::transform::known_kernels(&inputs, &opts, a.select.include_dirs());
@@ -76,6 +79,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
         };
         kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
         refused |= t.diagnostics.iter().any(|d| d.is_refusal());
+        found.add(&t);
         match a.format {
             OutputFormat::Text => {
                 for k in &t.kernels {
@@ -119,10 +123,21 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     }
     for w in super::unmatched_selection(&opts, &kernels) {
         eprintln!("cupreempt: {w}");
+        found.warnings += 1;
     }
     if let OutputFormat::Json = a.format {
         println!("{}", serde_json::to_string_pretty(&reports)?);
     }
+    // The run's last line, as `transform` ends with its own: what a tree holds at a glance.
+    eprintln!(
+        "cupreempt: {checked} files checked; {} kernels: {} transformable ({} predicated), {} refused{}; {} warnings",
+        found.kernels,
+        found.transformed,
+        found.predicated,
+        found.refused,
+        found.by_code(),
+        found.warnings
+    );
     Ok(if refused {
         ExitCode::from(1)
     } else {

@@ -10,6 +10,7 @@ mod render;
 mod side_by_side;
 mod sim;
 mod split;
+mod tally;
 mod transform;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};

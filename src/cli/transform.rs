@@ -1,9 +1,9 @@
 //! `cupreempt transform`
 
 use super::render::render;
+use super::tally::Tally;
 use super::{files, stderr_color, SelectArgs};
 use clap::Args;
-use cupreempt::diagnostics::{Code, Level};
 use cupreempt::program::{self, KnownHelper, KnownKernel};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -43,28 +43,21 @@ struct Summary {
     written: usize,
     unchanged: usize,
     skipped: usize,
-    transformed: usize,
-    refused: usize,
-    /// Refusal codes and how many kernels (or files) each stopped.
-    codes: BTreeMap<&'static str, usize>,
-    warnings: usize,
+    found: Tally,
 }
 
 impl Summary {
     fn line(&self) -> String {
-        let codes: Vec<String> = self
-            .codes
-            .iter()
-            .map(|(c, n)| format!("{c} ×{n}"))
-            .collect();
-        let by_code = if codes.is_empty() {
-            String::new()
-        } else {
-            format!(" ({})", codes.join(", "))
-        };
+        let f = &self.found;
         format!(
-            "cupreempt: {} files written, {} unchanged, {} skipped; {} kernels transformed, {} refused{by_code}; {} warnings",
-            self.written, self.unchanged, self.skipped, self.transformed, self.refused, self.warnings
+            "cupreempt: {} files written, {} unchanged, {} skipped; {} kernels transformed, {} refused{}; {} warnings",
+            self.written,
+            self.unchanged,
+            self.skipped,
+            f.transformed,
+            f.refused,
+            f.by_code(),
+            f.warnings
         )
     }
 }
@@ -132,7 +125,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
             files::Source::Skipped(d, shown) => {
                 eprint!("{}", render(std::slice::from_ref(&d), &name, &shown, color));
                 sum.skipped += 1;
-                *sum.codes.entry(d.code.id()).or_default() += 1;
+                *sum.found.codes.entry(d.code.id()).or_default() += 1;
                 continue;
             }
         };
@@ -150,30 +143,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
         };
         eprint!("{}", render(&t.diagnostics, &name, &src, color));
         kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
-        sum.transformed += t.transformed_count();
-        // Refusals by code: each refused kernel once per code, and file-wide refusals
-        // (CP011) once per file.
-        let refusal = |id: &str| {
-            Code::ALL
-                .iter()
-                .any(|c| c.id() == id && c.severity() == Level::Error)
-        };
-        for k in t.kernels.iter().filter(|k| !k.transformed) {
-            let codes: Vec<&'static str> = k.codes.iter().copied().filter(|c| refusal(c)).collect();
-            sum.refused += usize::from(!codes.is_empty());
-            for c in codes {
-                *sum.codes.entry(c).or_default() += 1;
-            }
-        }
-        for d in &t.diagnostics {
-            match d.severity {
-                Level::Error if d.kernel.is_none() => {
-                    *sum.codes.entry(d.code.id()).or_default() += 1
-                }
-                Level::Warning => sum.warnings += 1,
-                _ => {}
-            }
-        }
+        sum.found.add(&t);
         // A syntax error outside kernels (CP100) is a warning: its region is copied as it is
         // and launches in it stay plain (CP101), so the output is as correct as the input.
         // Refused kernels keep the file from being written unless --keep-going.
@@ -191,7 +161,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
                 Err(d) => {
                     eprint!("{}", render(std::slice::from_ref(&d), &name, &src, color));
                     sum.skipped += 1;
-                    *sum.codes.entry(d.code.id()).or_default() += 1;
+                    *sum.found.codes.entry(d.code.id()).or_default() += 1;
                     continue;
                 }
             },
@@ -234,7 +204,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     }
     for w in super::unmatched_selection(&opts, &kernels) {
         eprintln!("cupreempt: {w}");
-        sum.warnings += 1;
+        sum.found.warnings += 1;
     }
     eprintln!("{}", sum.line());
     Ok(if sum.skipped > 0 {
