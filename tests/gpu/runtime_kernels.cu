@@ -31,7 +31,10 @@ extern "C" __global__ void copy_words(const unsigned* src, unsigned* dst, unsign
 // first parameter ends before that field. The runtime must not launch it to overlap the kernel
 // before it (such a task loop has no wait for that kernel); the scenario "older headers"
 // checks that it does not, and that the launch still computes what spin_fill computes. (This
-// task loop itself is the tree's, which waits: only the runtime's choice is tested.)
+// task loop itself is the tree's, which waits: only the runtime's choice is tested.) Only in
+// the transformed file, which includes cupreempt's headers: as written, the file compiles
+// without them (tests/nvcc.rs).
+#ifdef CUPREEMPT_LAUNCH_VERSION
 struct alignas(8) cupreempt_launch_before_version {
   unsigned char bytes[offsetof(cupreempt_launch, launch_version)];
 };
@@ -56,3 +59,4 @@ extern "C" __global__ void spin_fill_older_headers(cupreempt_launch_before_versi
     out[task * blockDim.x + threadIdx.x] = (task * 2654435761u) ^ (threadIdx.x * 40503u) ^ cp.gridDim.y;
   });
 }
+#endif  // CUPREEMPT_LAUNCH_VERSION
