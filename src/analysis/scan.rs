@@ -256,35 +256,7 @@ fn lost_definition(
 ) -> Option<LostDefinition> {
     let bytes = src.as_bytes();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
-    let mut i = from;
-    let mut name: Option<Range<usize>> = None;
-    loop {
-        let &b = bytes.get(i)?;
-        if word(b) {
-            let start = i;
-            while bytes.get(i).is_some_and(|&b| word(b)) {
-                i += 1;
-            }
-            if crate::lang::KERNEL_ATTRIBUTE_CALLS.contains(&&src[start..i]) {
-                while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
-                    i += 1;
-                }
-                if bytes.get(i) == Some(&b'(') {
-                    i = past_parens(bytes, i)?;
-                }
-            } else {
-                name = Some(start..i);
-            }
-            continue;
-        }
-        match b {
-            b'(' => break,
-            b'{' | b'}' | b';' | b'=' | b'#' => return None,
-            _ => i += 1,
-        }
-    }
-    let at = name?;
-    let mut i = past_parens(bytes, i)?;
+    let (at, mut i) = kernel_head(src, from, src.len(), false)?;
     // Blanks and whole preprocessor lines (`#endif` after a head chosen by `#ifdef`).
     loop {
         while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
@@ -315,6 +287,59 @@ fn lost_definition(
         at,
         in_macro: None,
     })
+}
+
+/// Reads `src[..end]` after a `__global__` ending at `from` as a kernel's head up to its
+/// parameter list: words (the return type, qualifiers, `__launch_bounds__(...)`, the name),
+/// then the list. Returns the name (the last word before the list) and the index past the
+/// list's `)`. In a macro's body (`in_macro`) a name may hold token pastes (`name##_kernel`)
+/// and line continuations read as blanks; elsewhere a `#` ends the head.
+fn kernel_head(
+    src: &str,
+    from: usize,
+    end: usize,
+    in_macro: bool,
+) -> Option<(Range<usize>, usize)> {
+    let bytes = &src.as_bytes()[..end];
+    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    let paste =
+        |i: usize| in_macro && bytes.get(i) == Some(&b'#') && bytes.get(i + 1) == Some(&b'#');
+    let blank = |b: u8| b.is_ascii_whitespace() || (in_macro && b == b'\\');
+    let mut i = from;
+    let mut name: Option<Range<usize>> = None;
+    loop {
+        let &b = bytes.get(i)?;
+        if word(b) || paste(i) {
+            let start = i;
+            loop {
+                if bytes.get(i).is_some_and(|&b| word(b)) {
+                    i += 1;
+                } else if paste(i) {
+                    i += 2;
+                } else {
+                    break;
+                }
+            }
+            if lang::KERNEL_ATTRIBUTE_CALLS.contains(&&src[start..i]) {
+                while bytes.get(i).is_some_and(|&b| blank(b)) {
+                    i += 1;
+                }
+                if bytes.get(i) == Some(&b'(') {
+                    i = past_parens(bytes, i)?;
+                }
+            } else {
+                name = Some(start..i);
+            }
+            continue;
+        }
+        match b {
+            b'(' => break,
+            b'{' | b'}' | b';' | b'=' | b'#' => return None,
+            _ => i += 1,
+        }
+    }
+    let at = name?;
+    Some((at, past_parens(bytes, i)?))
 }
 
 /// Kernels that a macro's body defines (`#define UNARY(name, op) __global__ void
@@ -376,51 +401,15 @@ fn macro_kernels(root: Node, src: &str, space_macros: &parse::SpaceMacros) -> Ve
 }
 
 /// Reads a macro body's text after its `__global__` (ending at `from`, the body ending at
-/// `end`) as a kernel's head: words, token pastes (`name##_kernel`) and kernel attributes
-/// with their arguments, a parameter list, then `{` or the body's end (a head whose uses
-/// give the body). The kernel's name (as written, pastes included) is the last word before
-/// the parameter list. Line continuations read as blanks.
+/// `end`) as a kernel's head (`kernel_head`), then `{` or the body's end (a head whose uses
+/// give the body). The kernel's name is as written, pastes included.
 fn macro_kernel_head(src: &str, from: usize, end: usize) -> Option<Range<usize>> {
     let bytes = &src.as_bytes()[..end];
-    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
-    let blank = |b: u8| b.is_ascii_whitespace() || b == b'\\';
-    let mut i = from;
-    let mut name: Option<Range<usize>> = None;
-    loop {
-        let &b = bytes.get(i)?;
-        if word(b) || (b == b'#' && bytes.get(i + 1) == Some(&b'#')) {
-            // A name, with the pastes inside it: `name##_kernel`, `prefix##name`.
-            let start = i;
-            while let Some(&b) = bytes.get(i) {
-                if word(b) {
-                    i += 1;
-                } else if b == b'#' && bytes.get(i + 1) == Some(&b'#') {
-                    i += 2;
-                } else {
-                    break;
-                }
-            }
-            if lang::KERNEL_ATTRIBUTE_CALLS.contains(&&src[start..i]) {
-                while bytes.get(i).is_some_and(|&b| blank(b)) {
-                    i += 1;
-                }
-                if bytes.get(i) == Some(&b'(') {
-                    i = past_parens(bytes, i)?;
-                }
-            } else {
-                name = Some(start..i);
-            }
-            continue;
-        }
-        match b {
-            b'(' => break,
-            b'{' | b'}' | b';' | b'=' | b'#' => return None,
-            _ => i += 1,
-        }
-    }
-    let at = name?;
-    let mut i = past_parens(bytes, i)?;
-    while bytes.get(i).is_some_and(|&b| blank(b)) {
+    let (at, mut i) = kernel_head(src, from, end, true)?;
+    while bytes
+        .get(i)
+        .is_some_and(|&b| b.is_ascii_whitespace() || b == b'\\')
+    {
         i += 1;
     }
     (i == bytes.len() || bytes[i] == b'{').then_some(at)
