@@ -245,6 +245,27 @@ fn past_parens(bytes: &[u8], mut i: usize) -> Option<usize> {
     None
 }
 
+/// After a `<` at `i`: the index past its matching `>`, or none where a brace or `;` comes
+/// first (a comparison, not template arguments).
+fn past_angles(bytes: &[u8], mut i: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'<' => depth += 1,
+            b'>' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            b'{' | b'}' | b';' => return None,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// Reads `src` after a `__global__` ending at `from` as a definition's head: words (the return
 /// type, qualifiers, `__launch_bounds__(...)`, the name), a parameter list, then `{` or a
 /// macro of the file whose replacement opens with one. The kernel's name is the last word
@@ -329,6 +350,15 @@ fn kernel_head(
                 }
             } else {
                 name = Some(start..i);
+                // A template's arguments after the name (`k<T>` of a specialization) are not
+                // a name of their own.
+                let mut j = i;
+                while bytes.get(j).is_some_and(|&b| blank(b)) {
+                    j += 1;
+                }
+                if bytes.get(j) == Some(&b'<') {
+                    i = past_angles(bytes, j)?;
+                }
             }
             continue;
         }
@@ -383,6 +413,19 @@ fn macro_kernels(root: Node, src: &str, space_macros: &parse::SpaceMacros) -> Ve
                 continue;
             };
             if !value.byte_range().contains(&i) {
+                continue;
+            }
+            // `template __global__ void k<T>(T*)`: an explicit instantiation, whose uses
+            // instantiate a kernel defined elsewhere (`template <...>` or `template <>` before
+            // `__global__` is a definition: the word before it is `>`).
+            let before = src[value.start_byte()..i]
+                .trim_end_matches(|c: char| c.is_ascii_whitespace() || c == '\\');
+            if before.ends_with("template")
+                && !before[..before.len() - "template".len()]
+                    .bytes()
+                    .last()
+                    .is_some_and(word)
+            {
                 continue;
             }
             if let Some(at) = macro_kernel_head(src, end, value.end_byte()) {
@@ -1411,6 +1454,8 @@ mod tests {
                    #define UNARY(name, op) \\\n  __global__ void name##_kernel(int n, float* x) \\\n  { op; }\n\
                    #define HEAD(name) GLOBAL void name(float* x, int n)\n\
                    #define PREFIXED(name) GLOBAL __launch_bounds__(256) void k_##name(int n)\\\n{}\n\
+                   #define INSTANTIATE(T) template __global__ void scale<T>(T* x)\n\
+                   #define SPECIALIZE(T) template <> __global__ void scale < T >(T* x) { x[0] = 0; }\n\
                    // #define COMMENTED(name) __global__ void name() {}\n\
                    GLOBAL void plain(float* x) { x[0] = 1; }\n";
         let parsed = parse::parse(src);
@@ -1428,6 +1473,7 @@ mod tests {
                 ("name##_kernel", Some("UNARY")),
                 ("name", Some("HEAD")),
                 ("k_##name", Some("PREFIXED")),
+                ("scale", Some("SPECIALIZE")),
             ]
         );
     }
