@@ -226,6 +226,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     qualifiers.extend(assertion_macro_uses(src, &defs, included_macros));
     let string_macros = string_macro_uses(src);
     let config_braces = braced_launch_configs(src);
+    let brace_defaults = empty_brace_defaults(src);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
@@ -254,6 +255,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && instantiations.is_empty()
         && string_macros.is_empty()
         && config_braces.is_empty()
+        && brace_defaults.is_empty()
         && head_pragmas.is_empty()
         && define_comments.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
@@ -389,6 +391,9 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     for (open, close) in config_braces {
         bytes[open] = b'(';
         bytes[close] = b')';
+    }
+    for (open, close) in brace_defaults {
+        bytes[open..=close].fill(b'0');
     }
     for r in string_macros {
         bytes[r.start] = b'"';
@@ -1390,6 +1395,53 @@ fn braced_launch_configs(src: &str) -> Vec<(usize, usize)> {
     out
 }
 
+/// Empty braces after `=` that a `,` or `)` follows: a parameter's default value written as a
+/// value-initialized object (`__global__ void k(float* x, Params p = {})`, `Span<float> w =
+/// {}` in a host function's list). The grammar reads only expressions there: such a kernel
+/// was a syntax error (CP001), such a function a syntax warning (CP100). The masked view reads
+/// the braces as one literal of their length (`00`), so that the default's node covers them
+/// both (a parameter copied with its default copies both braces); the output keeps them as
+/// written. Only empty braces, on one line: a list with values in it could hold a read the
+/// analysis must see. The positions of `{` and `}`.
+fn empty_brace_defaults(src: &str) -> Vec<(usize, usize)> {
+    if !src.contains('{') {
+        return Vec::new();
+    }
+    // In a comment or a literal the change is harmless: it stays a comment or a literal.
+    let c = src.as_bytes();
+    let mut out = Vec::new();
+    for (at, _) in src.match_indices('=') {
+        // Not `==`, `<=`, `+=` and the like.
+        if at > 0 && b"=<>!+-*/%&|^".contains(&c[at - 1]) || c.get(at + 1) == Some(&b'=') {
+            continue;
+        }
+        let mut i = at + 1;
+        while c.get(i).is_some_and(|x| x.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if c.get(i) != Some(&b'{') {
+            continue;
+        }
+        let open = i;
+        i += 1;
+        while c.get(i).is_some_and(|&x| x == b' ' || x == b'\t') {
+            i += 1;
+        }
+        if c.get(i) != Some(&b'}') {
+            continue;
+        }
+        let close = i;
+        i += 1;
+        while c.get(i).is_some_and(|x| x.is_ascii_whitespace()) {
+            i += 1;
+        }
+        if matches!(c.get(i), Some(b',' | b')')) {
+            out.push((open, close));
+        }
+    }
+    out
+}
+
 /// Uses of a macro that stands for a compile-time assertion or a type alias: every definition
 /// with a body, in the file or a header it includes, begins with `typedef` or `static_assert`
 /// (`#define CUB_STATIC_ASSERT(cond, msg) typedef int CUB_CAT(...)[(cond) ? 1 : -1]`, in every
@@ -2193,6 +2245,30 @@ pub fn error_count(src: &str) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn empty_brace_defaults_read_as_one_literal() {
+        let src =
+            "void f(P p = {}, Q q = { }, int n = {1}, bool b = x == {}) {\n  int a = {};\n}\n\
+                   void g(P p = {\n}) {}\n";
+        let found: Vec<&str> = empty_brace_defaults(src)
+            .into_iter()
+            .map(|(open, close)| &src[open..=close])
+            .collect();
+        assert_eq!(found, ["{}", "{ }"]);
+        let view = masked(src).expect("masked");
+        assert!(
+            view.starts_with("void f(P p = 00, Q q = 000, int n = {1}"),
+            "{view}"
+        );
+        // Read so, a list of such defaults parses (as written it is an error).
+        let defaults = "void f(P p = {}, Q q = { }) {\n  int a = {};\n}\n";
+        assert_eq!(error_count(defaults), 0);
+        let mut raw = Parser::new();
+        raw.set_language(&lang::language()).expect("grammar");
+        let unmasked = raw.parse(defaults, None).expect("parse");
+        assert!(unmasked.root_node().has_error(), "the grammar alone fails");
+    }
 
     #[test]
     fn carriage_returns_before_line_ends_become_blanks_and_continuations_stay_continuations() {

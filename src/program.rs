@@ -79,8 +79,9 @@ fn max_params(list: &[crate::analysis::Param]) -> Option<usize> {
 /// write them itself: a launch goes through a function pointer (launch.cuh), which takes every
 /// argument, so `k<<<g, b>>>(p)` of `k(uint32_t* p, uint32_t* sums = NULL)` (a public hashing
 /// miner's scan, an inference library's slice kernel with `bool on_top = true`) passes `NULL`
-/// itself. Only literals (a number, `true`, `false`, `nullptr`, `NULL`, a character), which
-/// mean the same at the launch as in the kernel's head, and only for parameters whose type
+/// itself. Only literals (a number, `true`, `false`, `nullptr`, `NULL`, a character) and
+/// empty braces (`Params p = {}`), which mean the same at the launch as in the kernel's head,
+/// and only for parameters whose type
 /// names no template parameter (a default takes no part in deduction, an argument does).
 /// Empty where any of those parameters is not such, or where a preprocessor group chooses
 /// among the parameters (`Param::before`).
@@ -108,7 +109,15 @@ fn launch_defaults(
             break;
         };
         let ty = crate::rewrite::strip_default(&p.text);
-        if !literal.is_match(value) || word.find_iter(&ty).any(|w| names.contains(&w.as_str())) {
+        // `{}` (`Params p = {}`) initializes the parameter as the same `{}` passed at the launch
+        // does (the launch's call takes the kernel's parameter types).
+        let value_initialized = value.starts_with('{')
+            && value.ends_with('}')
+            && value[1..value.len() - 1].trim().is_empty();
+        let value = if value_initialized { "{}" } else { value };
+        if !(literal.is_match(value) || value_initialized)
+            || word.find_iter(&ty).any(|w| names.contains(&w.as_str()))
+        {
             return Vec::new();
         }
         out.push(value.to_string());
