@@ -193,6 +193,20 @@ impl Job {
         }
     }
 
+    /// Two jobs of `first` and `second` tasks of 64 threads on one stream, their outputs
+    /// poisoned there before either is launched: fills between the two kernels would keep
+    /// them apart, and on another stream they would wait for SMs until the first kernel's end.
+    fn back_to_back(first: u32, second: u32) -> (Job, Job) {
+        let a = Job::new([first, 1, 1], 64);
+        let b = Job {
+            stream: a.stream,
+            ..Job::new([second, 1, 1], 64)
+        };
+        a.poison(a.stream);
+        b.poison(a.stream);
+        (a, b)
+    }
+
     /// Poisons the outputs, launches spin_fill, then (as the application's next work on the
     /// same stream) copy_words into `snap`.
     fn launch(&self, g: &Setup, spin_ns: u64) -> Result<Kernel, Error> {
@@ -584,15 +598,7 @@ fn queued(g: &Setup) -> Result<String, String> {
 /// preemption freed until the first is resumed. Then both finish, each task once.
 fn overlap(g: &Setup) -> Result<String, String> {
     // About 2.4 ms on the H100, as in `temporal`.
-    let a = Job::new([100_000, 1, 1], 64);
-    let b = Job {
-        stream: a.stream,
-        ..Job::new([2_000, 1, 1], 64)
-    };
-    // Both jobs' fills first: between the two kernels they would keep them apart, and on
-    // another stream they would wait for SMs until the first kernel's end.
-    a.poison(a.stream);
-    b.poison(a.stream);
+    let (a, b) = Job::back_to_back(100_000, 2_000);
     let mut ka = a.launch_spin(g, 100_000, None).map_err(|e| e.to_string())?;
     let kb = b.launch_spin(g, 2_000, None).map_err(|e| e.to_string())?;
     if !kb.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v.trim() == "0") {
@@ -626,13 +632,7 @@ fn overlap(g: &Setup) -> Result<String, String> {
 /// overlap, and computes what spin_fill computes; the current wrapper before it on the same
 /// stream is launched to overlap.
 fn older_headers(g: &Setup) -> Result<String, String> {
-    let a = Job::new([2_000, 1, 1], 64);
-    let b = Job {
-        stream: a.stream,
-        ..Job::new([2_000, 1, 1], 64)
-    };
-    a.poison(a.stream);
-    b.poison(a.stream);
+    let (a, b) = Job::back_to_back(2_000, 2_000);
     let ka = a.launch_spin(g, 20_000, None).map_err(|e| e.to_string())?;
     let kb = b
         .launch_wrapper(g, &g.spin_older_headers, 20_000, None)
