@@ -226,33 +226,24 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
 
 /// After an opening parenthesis at `i`: the index past its closing one, or none where a brace
 /// or `;` comes first.
-fn past_parens(bytes: &[u8], mut i: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'(' => depth += 1,
-            b')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i + 1);
-                }
-            }
-            b'{' | b'}' | b';' => return None,
-            _ => {}
-        }
-        i += 1;
-    }
-    None
+fn past_parens(bytes: &[u8], i: usize) -> Option<usize> {
+    past_closing(bytes, i, b'(', b')')
 }
 
 /// After a `<` at `i`: the index past its matching `>`, or none where a brace or `;` comes
 /// first (a comparison, not template arguments).
-fn past_angles(bytes: &[u8], mut i: usize) -> Option<usize> {
+fn past_angles(bytes: &[u8], i: usize) -> Option<usize> {
+    past_closing(bytes, i, b'<', b'>')
+}
+
+/// After `open` at `i`: the index past the `close` that matches it, or none where a brace or
+/// `;` comes first.
+fn past_closing(bytes: &[u8], mut i: usize, open: u8, close: u8) -> Option<usize> {
     let mut depth = 0usize;
     while i < bytes.len() {
         match bytes[i] {
-            b'<' => depth += 1,
-            b'>' => {
+            b if b == open => depth += 1,
+            b if b == close => {
                 depth -= 1;
                 if depth == 0 {
                     return Some(i + 1);
