@@ -601,7 +601,7 @@ fn overlap(g: &Setup) -> Result<String, String> {
     let (a, b) = Job::back_to_back(100_000, 2_000);
     let mut ka = a.launch_spin(g, 100_000, None).map_err(|e| e.to_string())?;
     let kb = b.launch_spin(g, 2_000, None).map_err(|e| e.to_string())?;
-    if !kb.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v.trim() == "0") {
+    if !kb.overlapped() && rt::overlap_launches() {
         return Err("the second launch was not launched to overlap (sm_90 PTX, CUDA 12)".into());
     }
     std::thread::sleep(Duration::from_micros(300));
@@ -642,7 +642,7 @@ fn older_headers(g: &Setup) -> Result<String, String> {
             "the older headers' wrapper was launched to overlap the kernel before it".into(),
         );
     }
-    if !ka.overlapped() && !std::env::var("CUPREEMPT_OVERLAP").is_ok_and(|v| v.trim() == "0") {
+    if !ka.overlapped() && rt::overlap_launches() {
         return Err(
             "the current wrapper was not launched to overlap (sm_90 PTX, CUDA 12.4)".into(),
         );

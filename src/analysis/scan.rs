@@ -193,15 +193,10 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
             f.outer.start_byte()..end
         })
         .collect();
-    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
-    let bytes = src.as_bytes();
     let mut lost = Vec::new();
-    for (i, _) in src.match_indices(keyword) {
+    for i in lang::word_indices(src, keyword) {
         let end = i + keyword_len;
-        if (i > 0 && word(bytes[i - 1]))
-            || bytes.get(end).is_some_and(|&b| word(b))
-            || covered.iter().any(|r| r.contains(&i))
-        {
+        if covered.iter().any(|r| r.contains(&i)) {
             continue;
         }
         let Some(token) = root.descendant_for_byte_range(i, end) else {
@@ -372,9 +367,11 @@ fn kernel_head(
 /// as a head (`macro_kernel_head`): a body that is only an execution space (`#define GLOBAL
 /// __global__`) or a declaration (ending with `;`) defines none.
 fn macro_kernels(root: Node, src: &str, space_macros: &parse::SpaceMacros) -> Vec<LostDefinition> {
+    if !src.contains("define") {
+        return Vec::new(); // no macro, nothing to read (most files of a tree)
+    }
     let k = kinds();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
-    let bytes = src.as_bytes();
     let keywords = std::iter::once("__global__").chain(
         space_macros
             .iter()
@@ -383,11 +380,8 @@ fn macro_kernels(root: Node, src: &str, space_macros: &parse::SpaceMacros) -> Ve
     );
     let mut found: Vec<LostDefinition> = Vec::new();
     for keyword in keywords {
-        for (i, _) in src.match_indices(keyword) {
+        for i in lang::word_indices(src, keyword) {
             let end = i + keyword.len();
-            if (i > 0 && word(bytes[i - 1])) || bytes.get(end).is_some_and(|&b| word(b)) {
-                continue;
-            }
             let Some(token) = root.descendant_for_byte_range(i, end) else {
                 continue;
             };

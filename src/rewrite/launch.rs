@@ -178,15 +178,7 @@ pub fn rewrite(
         .map(|t| super::one_line(t, t.byte_range(), src))
         .unwrap_or_default();
     // Comments between the arguments (`k<T, /*N=*/2>`) are no arguments.
-    let explicit_count = l
-        .template_args
-        .map(|t| {
-            let mut c = t.walk();
-            t.named_children(&mut c)
-                .filter(|a| a.kind_id() != crate::lang::kinds().comment)
-                .count()
-        })
-        .unwrap_or(0);
+    let explicit_count = l.template_args.map(crate::lang::count_named).unwrap_or(0);
     // One kernel of that name where the launch can see, not a template left to deduction: its
     // launch types by name (numbered where another file of the program has a namesake).
     let complete = targets.len() == 1

@@ -824,7 +824,8 @@ impl Kernel {
 
     /// Whether the first instance was launched so that its blocks may start while the kernel
     /// before it in the stream drains (docs/runtime.md, "Launches that overlap"): a function
-    /// built for sm_90 or later, a CUDA 12 driver, `CUPREEMPT_OVERLAP` not `0`.
+    /// built for sm_90 or later with headers that have the wait (`launch_version`), a CUDA
+    /// 12.4 driver, and `overlap_launches()`.
     pub fn overlapped(&self) -> bool {
         self.overlapped
     }

@@ -75,7 +75,7 @@ pub(crate) fn leftover_slots() -> bool {
 /// Whether a launch's first instance may start while the kernel before it in its stream
 /// drains (programmatic dependent launch; docs/runtime.md, "Launches that overlap").
 /// `CUPREEMPT_OVERLAP=0` launches every instance after its predecessor has ended.
-pub(crate) fn overlap_launches() -> bool {
+pub fn overlap_launches() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *ON.get_or_init(|| !switched_off("CUPREEMPT_OVERLAP"))
 }
