@@ -1,0 +1,342 @@
+//! The runtime's host path on a stand-in driver (`tests/driver_stub/driver_stub.c`), no GPU
+//! needed: which driver calls a preemptible launch makes once the runtime is warm, and how much
+//! host time the runtime spends around them.
+//!
+//! The test compiles the stub into a `libcuda.so` with the system's C compiler and runs its
+//! own binary again as a child, with that library first on `LD_LIBRARY_PATH`, so that the
+//! runtime (cudarc loads libcuda at run time) drives the stub. The child plans, launches and
+//! releases `LAUNCHES` launches of a 100,000-block grid through the C ABI the launch shim
+//! calls, and prints the driver calls per steady-state launch and the host time per launch
+//! (the stub's calls cost tens of nanoseconds, so the time is the runtime's own). The parent
+//! checks the calls; the time is printed, never asserted (docs/runtime.md, "Launch cost").
+
+use cupreempt_runtime::control::HostMirror;
+use cupreempt_runtime::LaunchParams;
+use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::mem::offset_of;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const CHILD: &str = "CUPREEMPT_HOST_PATH_CHILD";
+/// Launches before the ones counted: the runtime's setup, slabs of control blocks, pools.
+const WARMUP: usize = 2_000;
+/// Launches counted and timed.
+const LAUNCHES: usize = 20_000;
+
+extern "C" {
+    fn cupreempt_rt_plan(
+        original: *mut c_void,
+        grid: *const c_uint,
+        block: *const c_uint,
+        smem: usize,
+        stream: *mut c_void,
+    ) -> c_int;
+    fn cupreempt_rt_launch_planned(
+        func: *mut c_void,
+        original: *mut c_void,
+        grid: *const c_uint,
+        block: *const c_uint,
+        smem: usize,
+        stream: *mut c_void,
+        args: *const *const c_void,
+        sizes: *const usize,
+        nargs: usize,
+        chunk: c_uint,
+        budget_ns: c_uint,
+        out: *mut u64,
+    ) -> c_int;
+    fn cupreempt_rt_release(h: u64) -> c_int;
+    fn cupreempt_rt_last_error() -> *const c_char;
+}
+
+/// Builds the stub as `DIR/libcuda.so` with `$CC` (default `cc`).
+fn build_stub(dir: &Path) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/driver_stub/driver_stub.c");
+    std::fs::create_dir_all(dir).expect("stub directory");
+    let lib = dir.join("libcuda.so");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-O2", "-shared", "-fPIC", "-Wall", "-Werror", "-o"])
+        .arg(&lib)
+        .arg(&source)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs a C compiler ({cc}): {e}"));
+    assert!(
+        out.status.success(),
+        "{cc} failed on the driver stub:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    lib
+}
+
+/// The stub's call counters, from the libcuda the runtime loaded (the same library: a second
+/// dlopen of a loaded name returns it).
+struct Counts {
+    lib: libloading::Library,
+}
+
+impl Counts {
+    fn open() -> Self {
+        // SAFETY: the stub's constructors do nothing.
+        let lib = unsafe { libloading::Library::new("libcuda.so") }.expect("the stub libcuda");
+        Counts { lib }
+    }
+
+    fn calls(&self, name: &str) -> u64 {
+        let name = CString::new(name).expect("name");
+        // SAFETY: the stub exports this function with this signature.
+        unsafe {
+            let f: libloading::Symbol<unsafe extern "C" fn(*const c_char) -> u64> = self
+                .lib
+                .get(b"cupreempt_stub_calls\0")
+                .expect("a stub libcuda");
+            f(name.as_ptr())
+        }
+    }
+
+    fn reset(&self) {
+        // SAFETY: as above.
+        unsafe {
+            let f: libloading::Symbol<unsafe extern "C" fn()> = self
+                .lib
+                .get(b"cupreempt_stub_reset\0")
+                .expect("a stub libcuda");
+            f()
+        }
+    }
+}
+
+/// Every call the stub has (tests/driver_stub/driver_stub.c's list).
+const DRIVER_CALLS: &[&str] = &[
+    "cuInit",
+    "cuLaunchKernel",
+    "cuLaunchKernelEx",
+    "cuFuncGetName",
+    "cuCtxGetCurrent",
+    "cuCtxSetCurrent",
+    "cuCtxGetDevice",
+    "cuCtxGetStreamPriorityRange",
+    "cuMemFreeHost",
+    "cuMemHostAlloc",
+    "cuMemHostGetDevicePointer_v2",
+    "cuMemAlloc_v2",
+    "cuMemFree_v2",
+    "cuMemcpyHtoDAsync_v2",
+    "cuMemcpyDtoH_v2",
+    "cuLibraryLoadData",
+    "cuLibraryGetKernel",
+    "cuKernelGetFunction",
+    "cuFuncLoad",
+    "cuFuncGetParamInfo",
+    "cuFuncGetAttribute",
+    "cuFuncSetAttribute",
+    "cuThreadExchangeStreamCaptureMode",
+    "cuStreamWriteValue32",
+    "cuStreamWriteValue32_v2",
+    "cuStreamWaitValue32",
+    "cuStreamWaitValue32_v2",
+    "cuStreamBatchMemOp",
+    "cuStreamBatchMemOp_v2",
+    "cuStreamWaitEvent",
+    "cuStreamSynchronize",
+    "cuStreamIsCapturing",
+    "cuStreamGetPriority",
+    "cuStreamGetId",
+    "cuStreamCreateWithPriority",
+    "cuStreamDestroy_v2",
+    "cuModuleLoadData",
+    "cuModuleUnload",
+    "cuModuleGetFunction",
+    "cuEventCreate",
+    "cuEventRecord",
+    "cuEventQuery",
+    "cuEventSynchronize",
+    "cuEventElapsedTime",
+    "cuEventDestroy_v2",
+    "cuDriverGetVersion",
+    "cuDeviceGet",
+    "cuDeviceGetCount",
+    "cuDeviceGetAttribute",
+    "cuDevicePrimaryCtxRetain",
+    "cuDevicePrimaryCtxRelease_v2",
+    "cuDevicePrimaryCtxGetState",
+    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+    "cuGetErrorName",
+];
+
+fn last_error() -> String {
+    // SAFETY: the runtime returns a NUL-terminated string of this thread.
+    unsafe { std::ffi::CStr::from_ptr(cupreempt_rt_last_error()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// One planned, launched and released launch, as the shim makes it; panics on any status but OK.
+fn launch(original: *mut c_void, wrapper: *mut c_void, args: &[*const c_void], sizes: &[usize]) {
+    let grid = [100_000u32, 1, 1];
+    let block = [256u32, 1, 1];
+    let stream = std::ptr::null_mut();
+    // SAFETY: the pointers live across the calls; the stub takes any non-null function.
+    unsafe {
+        let plan = cupreempt_rt_plan(original, grid.as_ptr(), block.as_ptr(), 0, stream);
+        assert_eq!(plan, 0, "plan: {plan} {}", last_error());
+        let mut h = 0u64;
+        let r = cupreempt_rt_launch_planned(
+            wrapper,
+            original,
+            grid.as_ptr(),
+            block.as_ptr(),
+            0,
+            stream,
+            args.as_ptr(),
+            sizes.as_ptr(),
+            args.len(),
+            0,
+            0,
+            &mut h,
+        );
+        assert_eq!(r, 0, "launch: {}", last_error());
+        assert_eq!(cupreempt_rt_release(h), 0, "release: {}", last_error());
+    }
+}
+
+/// The child: launches on the stub and prints `calls NAME PER_LAUNCH` lines and the host time.
+fn child() {
+    let counts = Counts::open();
+    assert_ne!(
+        counts.calls("cuInit"),
+        u64::MAX,
+        "the libcuda loaded is not the stub"
+    );
+    // Two distinct non-null handles stand for the original kernel and its wrapper.
+    let handles: &'static mut [u64; 2] = Box::leak(Box::new([0; 2]));
+    let original = (&mut handles[0] as *mut u64).cast::<c_void>();
+    let wrapper = (&mut handles[1] as *mut u64).cast::<c_void>();
+    let (x, n) = (0x7000_0000u64, 1u32 << 20);
+    let args = [
+        (&x as *const u64).cast::<c_void>(),
+        (&n as *const u32).cast::<c_void>(),
+    ];
+    let sizes = [8usize, 4];
+    for _ in 0..WARMUP {
+        launch(original, wrapper, &args, &sizes);
+    }
+    counts.reset();
+    let t = Instant::now();
+    for _ in 0..LAUNCHES {
+        launch(original, wrapper, &args, &sizes);
+    }
+    let per_launch_ns = t.elapsed().as_nanos() as f64 / LAUNCHES as f64;
+    for name in DRIVER_CALLS {
+        let c = counts.calls(name);
+        if c > 0 {
+            println!("\n@@calls {name} {:.4}", c as f64 / LAUNCHES as f64);
+        }
+    }
+    println!("\n@@host_ns_per_launch {per_launch_ns:.0}");
+}
+
+#[test]
+fn preemptible_launch_on_a_stub_driver() {
+    if std::env::var_os(CHILD).is_some() {
+        child();
+        return;
+    }
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("driver_stub");
+    build_stub(&dir);
+    let ld = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(old) if !old.is_empty() => format!("{}:{old}", dir.display()),
+        _ => dir.display().to_string(),
+    };
+    let out = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "preemptible_launch_on_a_stub_driver",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, "1")
+        .env("LD_LIBRARY_PATH", ld)
+        .env("CUPREEMPT_PREEMPTIBLE", "1")
+        .env("CUPREEMPT_SHORT_US", "0")
+        .env("CUPREEMPT_SETUP", "wait")
+        .env_remove("CUPREEMPT_SCHEDULER")
+        .env_remove("CUPREEMPT_CHAOS")
+        .env_remove("CUPREEMPT_OVERLAP")
+        .env(
+            "CUPREEMPT_STUB_HOST_OFFSET",
+            offset_of!(LaunchParams, host).to_string(),
+        )
+        .env(
+            "CUPREEMPT_STUB_RUN_NS_OFFSET",
+            offset_of!(HostMirror, run_ns).to_string(),
+        )
+        .output()
+        .expect("run the child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    let calls: Vec<(&str, f64)> = stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("@@calls "))
+        .filter_map(|l| {
+            let (name, n) = l.split_once(' ')?;
+            Some((name, n.parse().ok()?))
+        })
+        .collect();
+    let host_ns = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("@@host_ns_per_launch "))
+        .unwrap_or("?");
+    println!("driver calls per steady-state preemptible launch (stub driver):");
+    for (name, n) in &calls {
+        println!("  {name:<44} {n:.4}");
+    }
+    println!("host time per launch, the runtime's own (stub driver): {host_ns} ns");
+    // CUPREEMPT_TRACE_LAUNCH=1 (inherited) makes the child print each step's time at exit.
+    if !stderr.trim().is_empty() {
+        println!("child's stderr:\n{stderr}");
+    }
+    let per = |name: &str| {
+        calls
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map_or(0.0, |&(_, c)| c)
+    };
+    // The driver calls a warm preemptible launch may make, at most this many per launch on
+    // average. Each is there for a reason (docs/runtime.md, "Launch cost"); a new one, or
+    // more of one, fails here: a driver call costs the launching thread 0.05-1 us.
+    let budget: &[(&str, f64)] = &[
+        // The wrapper's launch, overlapping the kernel before it (the stub's wrapper has
+        // today's launch parameters and PTX 9.0).
+        ("cuLaunchKernelEx", 1.0),
+        // The context: the plan's, the launch's and the runtime's current-context checks.
+        ("cuCtxGetCurrent", 3.0),
+        // The plan's capture query (a capture forbids what the runtime does).
+        ("cuStreamIsCapturing", 1.0),
+        // The end event, and every 16 launches a slab's zeroing event, each with its stream's
+        // id (the drained check's order of records).
+        ("cuEventRecord", 1.0 + 1.0 / 16.0),
+        ("cuStreamGetId", 1.0 + 1.0 / 16.0),
+        // Every 16 launches: the slab's zeroing copy and its drained check.
+        ("cuMemcpyHtoDAsync_v2", 1.0 / 16.0),
+        ("cuEventQuery", 2.0 / 16.0),
+    ];
+    for (name, n) in &calls {
+        let allowed = budget
+            .iter()
+            .find(|(b, _)| b == name)
+            .map_or(0.0, |&(_, a)| a);
+        assert!(
+            *n <= allowed + 1e-9,
+            "{name}: {n} calls per launch, at most {allowed} expected\n{stdout}"
+        );
+    }
+    // The launch itself happened, once per launch.
+    assert_eq!(
+        per("cuLaunchKernelEx") + per("cuLaunchKernel"),
+        1.0,
+        "{stdout}"
+    );
+}
