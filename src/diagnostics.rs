@@ -165,6 +165,11 @@ fn code_id<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(c.id())
 }
 
+/// Codes as their ids (`["CP004", "CP008"]`), as JSON reports show them.
+pub(crate) fn code_ids<S: serde::Serializer>(codes: &[Code], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(codes.iter().map(|c| c.id()))
+}
+
 impl Diagnostic {
     pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
         Diagnostic {

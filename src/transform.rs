@@ -22,8 +22,9 @@ pub struct KernelReport {
     /// Compiled-in chunk (0: adaptive) and budget (0: default 20 us).
     pub chunk: u32,
     pub budget_ns: u32,
-    /// Codes of the diagnostics about this kernel.
-    pub codes: Vec<&'static str>,
+    /// Codes of the diagnostics about this kernel (ids in JSON).
+    #[serde(serialize_with = "crate::diagnostics::code_ids")]
+    pub codes: Vec<Code>,
     /// The kernel's definition in the input.
     #[serde(skip)]
     pub source_range: Option<std::ops::Range<usize>>,
@@ -46,14 +47,13 @@ impl KernelReport {
 /// The codes of a kernel's diagnostics, first occurrence first: those labelled inside its
 /// definition (a refusal found in a helper it calls is labelled first at the kernel's call, so
 /// it counts for the kernel) and its launches left alone.
-fn codes(k: &KernelReport, diagnostics: &[Diagnostic]) -> Vec<&'static str> {
+fn codes(k: &KernelReport, diagnostics: &[Diagnostic]) -> Vec<Code> {
     let def = k.source_range.clone().unwrap_or_default();
     let mut out = Vec::new();
     for d in diagnostics.iter().filter(|d| k.is_about(d)) {
         let at = d.labels.first().map_or(0, |l| l.start);
-        let c = d.code.id();
-        if (d.code == Code::LaunchLeft || def.contains(&at)) && !out.contains(&c) {
-            out.push(c);
+        if (d.code == Code::LaunchLeft || def.contains(&at)) && !out.contains(&d.code) {
+            out.push(d.code);
         }
     }
     out

@@ -14,7 +14,7 @@ fn outcome(k: &cupreempt::KernelReport) -> String {
     match (k.transformed, k.mode) {
         (true, Some(cupreempt::analysis::SyncMode::Plain)) => "transformed plain".into(),
         (true, Some(cupreempt::analysis::SyncMode::Predicated)) => "transformed predicated".into(),
-        _ => format!("refused {}", k.codes.first().copied().unwrap_or("?")),
+        _ => format!("refused {}", k.codes.first().map_or("?", |c| c.id())),
     }
 }
 

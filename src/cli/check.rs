@@ -89,7 +89,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                         let why: Vec<String> = t
                             .diagnostics
                             .iter()
-                            .filter(|d| k.is_about(d) && k.codes.contains(&d.code.id()))
+                            .filter(|d| k.is_about(d) && k.codes.contains(&d.code))
                             .map(|d| format!("{} {}", d.code.id(), d.message))
                             .collect();
                         format!("left as it is: {}", why.join("; "))

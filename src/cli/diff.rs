@@ -74,7 +74,14 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
         for k in &t.kernels {
             let what = match (k.transformed, k.mode) {
                 (true, Some(m)) => format!("transformed ({})", m.as_str()),
-                _ => format!("left as it is ({})", k.codes.join(", ")),
+                _ => format!(
+                    "left as it is ({})",
+                    k.codes
+                        .iter()
+                        .map(|c| c.id())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
             };
             println!("  {}:{} {}  {what}", name, k.line, k.name);
         }

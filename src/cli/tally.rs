@@ -1,7 +1,7 @@
 //! What a run found, counted for its last line (`check`, `transform`).
 
 use cupreempt::analysis::SyncMode;
-use cupreempt::diagnostics::{Code, Level};
+use cupreempt::diagnostics::Level;
 use cupreempt::Transformed;
 use std::collections::BTreeMap;
 
@@ -22,11 +22,6 @@ impl Tally {
     /// Counts one file's result: each refused kernel once per code, file-wide refusals
     /// (CP011, CP013) once per file.
     pub fn add(&mut self, t: &Transformed) {
-        let refusal = |id: &str| {
-            Code::ALL
-                .iter()
-                .any(|c| c.id() == id && c.severity() == Level::Error)
-        };
         self.kernels += t.kernels.len();
         for k in &t.kernels {
             if k.transformed {
@@ -34,11 +29,12 @@ impl Tally {
                 self.predicated += usize::from(k.mode == Some(SyncMode::Predicated));
                 continue;
             }
-            let codes: Vec<&'static str> = k.codes.iter().copied().filter(|c| refusal(c)).collect();
-            self.refused += usize::from(!codes.is_empty());
-            for c in codes {
-                *self.codes.entry(c).or_default() += 1;
+            let mut refused = false;
+            for c in k.codes.iter().filter(|c| c.severity() == Level::Error) {
+                refused = true;
+                *self.codes.entry(c.id()).or_default() += 1;
             }
+            self.refused += usize::from(refused);
         }
         for d in &t.diagnostics {
             match d.severity {
