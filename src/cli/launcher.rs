@@ -1100,7 +1100,8 @@ fn prepare(
         std::collections::HashMap::new();
     let text = read_text(&source, &mut foreign)?;
     let project = |p: &Path| !system.iter().any(|d| p.starts_with(d));
-    let headers = program::include_closure(&source, &text, search, &project);
+    let resolver = program::IncludeResolver::new(search);
+    let headers = resolver.closure(&source, &text, &project);
     let mut files = vec![(source.clone(), text)];
     for h in &headers {
         let t = read_text(h, &mut foreign)?;
@@ -1141,7 +1142,7 @@ fn prepare(
             let c = if i == 0 {
                 headers.clone()
             } else {
-                program::include_closure(p, t, search, &project)
+                resolver.closure(p, t, &project)
             };
             (p.clone(), c)
         })

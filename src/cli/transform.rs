@@ -290,7 +290,8 @@ pub(super) fn known_kernels(
         .iter()
         .map(|(p, s)| (p.canonicalize().unwrap_or_else(|_| (*p).clone()), s.clone()))
         .collect();
-    let closure = |p: &Path, s: &str| program::include_closure(p, s, search, &|_| true);
+    let resolver = program::IncludeResolver::new(search);
+    let closure = |p: &Path, s: &str| resolver.closure(p, s, &|_| true);
     let mut graph: program::IncludeGraph = canonical
         .iter()
         .map(|(p, s)| (p.clone(), closure(p, s)))
@@ -367,14 +368,12 @@ pub(super) fn known_kernels(
         let namesakes = program::namesake_ordinals(&defines, c);
         let included_inputs: Vec<PathBuf> = graph
             .closure(c)
-            .iter()
             .filter_map(|d| given.get(d))
             .filter(|q| **q != *p)
             .map(|q| (*q).clone())
             .collect();
         let includes_transformed = graph
             .closure(c)
-            .iter()
             .filter(|d| *d != c && !given.contains_key(d))
             .any(|d| {
                 *transformed_on_disk.entry(d.clone()).or_insert_with(|| {
