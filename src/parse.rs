@@ -212,6 +212,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         &macros_defined_as(&defs, included_macros, |body, _| Some(body.is_empty())),
     ));
     qualifiers.extend(declarator_attributes(src));
+    qualifiers.extend(macro_uses(src, &visibility_macros(&defs, included_macros)));
     qualifiers.extend(class_instantiations(src));
     let attributes = attribute_macros(&defs, included_macros);
     qualifiers.extend(macro_uses_with_arguments(src, &attributes));
@@ -631,6 +632,93 @@ fn empty_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
     });
     names.retain(|n| !n.starts_with("__") && !n.chars().any(|c| c.is_ascii_lowercase()));
     names
+}
+
+/// Object-like macros that stand only for attributes: every definition is made of
+/// `__attribute__((...))`, `__declspec(...)` and such macros, or is empty, and one is not
+/// (`#define C10_CUDA_API C10_CUDA_EXPORT`, `#define C10_CUDA_EXPORT
+/// __attribute__((__visibility__("default")))`, `__declspec(dllexport)` under `_WIN32`).
+/// A library's export macro stands before a declaration's type or after `class`, where the
+/// grammar reads no macro: `class C10_CUDA_API CUDAError : ...` and `C10_CUDA_API void f(...)`
+/// in PyTorch's `c10/cuda/CUDAException.h` were three syntax warnings (CP100) in every unit
+/// of a PyTorch extension. An attribute changes linkage, alignment or diagnostics, nothing the
+/// analysis reads, so the masked view blanks the uses. Only names without lower-case letters
+/// that do not begin with `__`, as for empty macros.
+fn visibility_macros(defs: &[Define], included: &[(String, String)]) -> Vec<String> {
+    if defs.is_empty() && included.is_empty() {
+        return Vec::new();
+    }
+    let mut bodies: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    let mut function_like = std::collections::BTreeSet::new();
+    for (name, body, f) in included
+        .iter()
+        .map(|(n, b)| (n.as_str(), b.as_str(), false))
+        .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)))
+    {
+        if f {
+            function_like.insert(name);
+        }
+        bodies.entry(name).or_default().push(replacement_text(body));
+    }
+    let named = |n: &str| !n.starts_with("__") && !n.chars().any(|c| c.is_ascii_lowercase());
+    let candidates: Vec<&str> = bodies
+        .keys()
+        .copied()
+        .filter(|n| named(n) && !function_like.contains(n))
+        .filter(|n| bodies[n].iter().any(|b| !b.is_empty()))
+        .collect();
+    // The smallest set closed under "every definition is made of attributes and names of the
+    // set": names join as what they name joins, so aliases of each other (`#define FILE
+    // SYSACE_FILE` beside its reverse, an embedded platform's stdio wrapper) never do.
+    let mut set: std::collections::BTreeSet<&str> = Default::default();
+    loop {
+        let joining: Vec<&str> = candidates
+            .iter()
+            .copied()
+            .filter(|n| !set.contains(n) && bodies[n].iter().all(|b| attributes_only(b, &set)))
+            .collect();
+        if joining.is_empty() {
+            break;
+        }
+        set.extend(joining);
+    }
+    // Each name has a definition that says something, made of attributes and names that
+    // do: never a name empty in every definition shown, which a build may define as it likes
+    // (`-DCALLABLE=__device__`), so that blanking it could hide an execution space.
+    set.into_iter().map(str::to_string).collect()
+}
+
+/// Whether `body` is a sequence of `__attribute__((...))`, `__declspec(...)` and names of
+/// `set`, or nothing.
+fn attributes_only(body: &str, set: &std::collections::BTreeSet<&str>) -> bool {
+    let b = body.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if b[i].is_ascii_whitespace() {
+            i += 1;
+            continue;
+        }
+        if !(b[i].is_ascii_alphabetic() || b[i] == b'_') {
+            return false;
+        }
+        let start = i;
+        while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'_') {
+            i += 1;
+        }
+        let word = &body[start..i];
+        if word == "__attribute__" || word == "__declspec" {
+            while i < b.len() && b[i].is_ascii_whitespace() {
+                i += 1;
+            }
+            match closing_paren(b, i) {
+                Some(end) if b.get(i) == Some(&b'(') => i = end + 1,
+                _ => return false,
+            }
+        } else if !set.contains(word) {
+            return false;
+        }
+    }
+    true
 }
 
 /// Uses with arguments of macros every definition of which is empty, standing in a function's
@@ -2344,6 +2432,29 @@ FI_INLINE int row() { return blockIdx.x; }
             "the use is blanked in the masked view"
         );
         assert!(error_count_of(use_) > 0, "and an error as written");
+    }
+
+    #[test]
+    fn export_macros_are_attributes_through_chains_but_aliases_of_each_other_are_not() {
+        let src = "#ifdef _WIN32\n#define EXP __declspec(dllexport)\n#else\n\
+                   #define EXP __attribute__((visibility(\"default\")))\n#endif\n\
+                   #define IMP EXP\n#define API IMP\n#define QUIET\n#define LOUD QUIET EXP\n\
+                   #define FILE SYS_FILE\n#define SYS_FILE FILE\n#define ALIGNED __align__(16)\n\
+                   #define VALUE 1\n#define MAYBE\n#define F(x) __attribute__((x))\n\
+                   #define lower __attribute__((cold))\n";
+        // MAYBE is empty here and 4 elsewhere; VALUE and ALIGNED say something else; FILE and
+        // SYS_FILE name each other and no attribute; LOUD names QUIET, which a build may
+        // define; F takes arguments; `lower` has lower case.
+        let included = vec![("MAYBE".to_string(), "4".to_string())];
+        assert_eq!(
+            visibility_macros(&defines(src), &included),
+            ["API", "EXP", "IMP"]
+        );
+        // A use before a declaration's type and after `class` no longer hides the code.
+        let use_ = format!("{src}class API Box {{ int x; }};\nAPI int f(int x);\n");
+        let masked = masked_with(&use_, &[]).expect("a masked view");
+        assert_eq!(error_count_of(&masked), 0, "{masked}");
+        assert!(error_count_of(&use_) > 0, "and errors as written");
     }
 
     #[test]
