@@ -848,6 +848,74 @@ fn a_folder_walk_takes_headers_that_define_kernels() {
     }
 }
 
+/// A folder walk takes a header whose code reads the block index, whatever its extension (a
+/// rasterizer keeps the `__device__` bodies of its kernels in `.inl` files): its kernel's
+/// caller is transformable, where before the helper was of a file not transformed with it
+/// (CP008). The transformed header stays fit for a host-only source that includes it, its
+/// CUDA part under `#ifdef __CUDACC__`: cupreempt's header is empty for a host compiler.
+#[test]
+fn a_folder_walk_takes_headers_whose_code_reads_the_block_index() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-block-index-header");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("tile.inl"),
+        "#pragma once\n#ifdef __CUDACC__\n\
+         __device__ int tile_base() { return (int)(blockIdx.x * 4u); }\n#endif\n\
+         inline int host_side(int x) { return x + 1; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("paint.cu"),
+        "#include \"tile.inl\"\n\
+         __global__ void paint(int* out) { out[tile_base() + (int)threadIdx.x] = 1; }\n\
+         void run(int* out) { paint<<<64, 4>>>(out); }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("host.cc"),
+        "#include \"tile.inl\"\nint f() { return host_side(1); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert!(
+        stdout(&o).contains("paint.cu:2: paint: transformable"),
+        "{}",
+        stdout(&o)
+    );
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tile = std::fs::read_to_string(dir.join("out/tile.inl")).unwrap();
+    assert!(tile.contains("CupreemptCtx"), "{tile}");
+    // The host-only source, next to the transformed header, compiled by the host compiler.
+    std::fs::copy(dir.join("host.cc"), dir.join("out/host.cc")).unwrap();
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    let host = std::process::Command::new(&cxx)
+        .args(["-std=c++17", "-c", "-o"])
+        .arg(dir.join("host.o"))
+        .arg(format!(
+            "-I{}",
+            support::root().join("cuda_support").display()
+        ))
+        .arg(dir.join("out/host.cc"))
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs a C++ compiler ({cxx}): {e}"));
+    assert!(
+        host.status.success(),
+        "{}",
+        String::from_utf8_lossy(&host.stderr)
+    );
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("paint.o"))
+            .arg(format!("-I{}", dir.join("out").display()))
+            .arg(dir.join("out/paint.cu")),
+        "paint",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// A kernel header whose heads use a macro defined in a header outside the inputs (found
 /// through `-I`, as a parallel-primitives library's radix sort takes `LAUNCH_BOUNDS` from its
 /// utility header): the header's kernels are read with that macro when the files including it

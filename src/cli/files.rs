@@ -6,23 +6,31 @@ use std::path::{Path, PathBuf};
 
 pub const EXTENSIONS: &[&str] = &["cu", "cuh"];
 
-/// Header extensions a folder walk takes a file of where it defines or launches a kernel
-/// (`kernel_header`): kernels in `.hxx` or `.inl` headers (a public GPU primitives library
-/// keeps all of them there) were neither reported nor transformed, and launches of them from
-/// the walked files got CP101 (defined in a file not transformed with this one). Any other
-/// header is not taken: nothing in it can change, and a header of prototypes may be included
-/// by host-only sources, which its transformed form (cupreempt's header included, wrappers
-/// declared) would break.
+/// Header extensions a folder walk takes a file of where it defines or launches a kernel, or
+/// reads the block index in its code (`kernel_header`): kernels in `.hxx` or `.inl` headers (a
+/// public GPU primitives library keeps all of them there) were neither reported nor
+/// transformed, and launches of them from the walked files got CP101 (defined in a file not
+/// transformed with this one); a rasterizer's kernels that call `__device__` functions of its
+/// `.inl` files that read `blockIdx` (`CR::triangleSetupImpl(p)`) were refused (CP008: a
+/// helper of a file not transformed with this one), though the whole folder was given. Any
+/// other header is not taken: nothing in it can change, and a header of prototypes may be
+/// included by host-only sources, which its transformed form (cupreempt's header included,
+/// wrappers declared) would break; one whose code reads `blockIdx` compiles only with nvcc.
 pub const HEADER_EXTENSIONS: &[&str] = &["h", "hh", "hpp", "hxx", "inl", "inc", "ipp", "tcc"];
 
 /// Whether the file at `path` launches a kernel (`<<<`) or defines one (`__global__`, then `{`
 /// before any `;`), comments aside: the program's own test for kernels
-/// (`program::mentions_kernels`), then a definition's brace.
+/// (`program::mentions_kernels`), then a definition's brace; or names `blockIdx` or `gridDim`
+/// outside comments and preprocessor lines (a helper that a kernel elsewhere needs in its
+/// task-context form).
 fn kernel_header(path: &Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else {
         return false;
     };
     let text = String::from_utf8_lossy(&bytes);
+    if reads_block_ids_in_code(&text) {
+        return true;
+    }
     if !cupreempt::program::mentions_kernels(&text) {
         return false;
     }
@@ -33,6 +41,27 @@ fn kernel_header(path: &Path) -> bool {
             rest.find('{')
                 .is_some_and(|open| rest.find(';').is_none_or(|semi| open < semi))
         })
+}
+
+/// Whether `text` names `blockIdx` or `gridDim` in code: outside comments and preprocessor
+/// lines (a macro's definition is read with the files that use it).
+fn reads_block_ids_in_code(text: &str) -> bool {
+    if !text.contains("blockIdx") && !text.contains("gridDim") {
+        return false;
+    }
+    let code = cupreempt::lang::without_comments(text);
+    let mut directive = false;
+    for line in code.lines() {
+        let in_directive = directive || line.trim_start().starts_with('#');
+        if !in_directive
+            && (cupreempt::lang::has_word(line, "blockIdx")
+                || cupreempt::lang::has_word(line, "gridDim"))
+        {
+            return true;
+        }
+        directive = in_directive && line.trim_end().ends_with('\\');
+    }
+    false
 }
 
 /// Input files: each file as given, each folder walked for .cu/.cuh files and for headers
