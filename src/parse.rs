@@ -1389,12 +1389,15 @@ fn statement_macro_separators(
     let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
     let mut out = Vec::new();
     for name in names {
-        for (_, end) in uses_with_ends(src, name) {
+        for (at, end) in uses_with_ends(src, name) {
             // The gap up to the next token (blanks and comments: `CHECK // why` on its line, or
             // a comment line after it), that token, and the gap's first blank outside comments.
             let (next_at, blank) = past_blanks_and_comments(b, end);
             let next = b.get(next_at).copied();
-            let follows = next.is_some_and(|x| ident(x) || x == b'}');
+            // The file's end counts too: a file made of includes and one definition macro
+            // (`GN_FWD_BWD_ONE_PASS_DEFINITION(10, 640)`, as a normalization library stamps its
+            // kernels' entry points in 44 files) was a syntax warning at its last line.
+            let follows = next.is_none_or(|x| ident(x) || x == b'}');
             // `... } else`, `} while (...)` of a macro that closes a block: no `;` between.
             let word: String = b[next_at..]
                 .iter()
@@ -1404,14 +1407,47 @@ fn statement_macro_separators(
             if !follows || matches!(word.as_str(), "else" | "while" | "catch") {
                 continue;
             }
-            if let Some(blank) = blank {
-                out.push(blank);
+            // No blank on the way to the file's end: the line break after the use ends it.
+            // Only there: elsewhere a line taken out would move every later line's number
+            // (kernels are reported by their line in the masked view), and a break that ends
+            // a line comment the use stands in (`//CUDA_ERRCK`) would carry it on.
+            let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+            let commented = src[line_start..at].contains("//");
+            let line_break = || {
+                (next.is_none() && !commented)
+                    .then(|| b[end..next_at].iter().position(|&x| x == b'\n'))
+                    .flatten()
+                    .map(|i| end + i)
+                    .filter(|&at| !in_comment(b, end, at))
+            };
+            if let Some(at) = blank.or_else(line_break) {
+                out.push(at);
             }
         }
     }
     out.sort_unstable();
     out.dedup();
     out
+}
+
+/// Whether byte `at` of `b` lies in a comment that starts at or after `from` (the gap after a
+/// macro's use, which `past_blanks_and_comments` walked).
+fn in_comment(b: &[u8], from: usize, at: usize) -> bool {
+    let mut i = from;
+    while i < at {
+        match (b[i], b.get(i + 1)) {
+            (b'/', Some(b'/')) => match b[i..].iter().position(|&x| x == b'\n') {
+                Some(n) if i + n < at => i += n,
+                _ => return true,
+            },
+            (b'/', Some(b'*')) => match b[i + 2..].windows(2).position(|w| w == b"*/") {
+                Some(n) if i + 2 + n + 2 <= at => i += 2 + n + 2,
+                _ => return true,
+            },
+            _ => i += 1,
+        }
+    }
+    false
 }
 
 /// From `at`: the index of the next byte that is neither blank nor in a comment, and the first
