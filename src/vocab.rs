@@ -90,6 +90,8 @@ pub const LAUNCH: &str = "cupreempt::launch";
 pub const LAUNCH_THROUGH: &str = "cupreempt::launch_through";
 /// A launch through a kernel's pointer, the kernel known at run time only (launch.cuh).
 pub const LAUNCH_ANY: &str = "::cupreempt::launch_any";
+/// A macro's launch of the kernel a use names (launch.cuh): `CUPREEMPT_LAUNCH_ANY(k)(CONFIG)`.
+pub const LAUNCH_ANY_MACRO: &str = "CUPREEMPT_LAUNCH_ANY";
 /// The task's grid group (task_loop.cuh): what `cg::this_grid()` becomes before a query of the
 /// grid's shape or of a thread's place in it.
 pub const TASK_GRID: &str = "::cupreempt::task_grid";

@@ -547,4 +547,65 @@ detail::AnyLauncher<P...> launch_any(void (*original)(P...), dim3 grid, dim3 blo
   return {original, grid, block, smem, stream};
 }
 
+namespace detail {
+// A macro's launch of the kernel a use names, with the launch as written beside it: a call
+// through the kernel's pointer takes every argument, so a use that leaves out the kernel's
+// default arguments (`LAUNCH(k<DEV>, nx, ny, s, a, b)` of a kernel with two more, defaulted)
+// launches as written, the defaults applied by the kernel's own name. Uses with every
+// argument take the pointer's path, their arguments converted to the kernel's parameters.
+template <class AsWritten, class... P>
+struct CUPREEMPT_NODISCARD AnyLauncherOr : AnyLauncher<P...> {
+  AsWritten as_written;
+  AnyLauncherOr(const AnyLauncher<P...>& l, AsWritten w) : AnyLauncher<P...>(l), as_written(w) {}
+  using AnyLauncher<P...>::operator();
+  template <class... A, class = typename std::enable_if<sizeof...(A) != sizeof...(P)>::type>
+  void operator()(A&&... args) const {
+    as_written(this->grid, this->block, this->smem, this->stream, static_cast<A&&>(args)...);
+  }
+};
+
+template <class AsWritten, class... P>
+struct CUPREEMPT_NODISCARD AnyConfigOr {
+  void (*original)(P...);
+  AsWritten as_written;
+  AnyLauncherOr<AsWritten, P...> operator()(dim3 grid, dim3 block, size_t smem = 0,
+                                            cudaStream_t stream = 0) const {
+    return {AnyLauncher<P...>{original, grid, block, smem, stream}, as_written};
+  }
+};
+
+template <class... P>
+struct CUPREEMPT_NODISCARD AnyConfig {
+  void (*original)(P...);
+  AnyLauncher<P...> operator()(dim3 grid, dim3 block, size_t smem = 0,
+                               cudaStream_t stream = 0) const {
+    return {original, grid, block, smem, stream};
+  }
+};
+}  // namespace detail
+
+// `CUPREEMPT_LAUNCH_ANY(kernel)(CONFIG)(args)`: what a macro's `kernel<<<CONFIG>>>(args)`
+// becomes where `kernel` is the macro's parameter. From C++14 on, with the launch as written
+// for uses that leave out default arguments (a generic lambda); in C++11, through the pointer.
+template <class AsWritten, class... P>
+detail::AnyConfigOr<AsWritten, P...> launch_any_or(void (*original)(P...), AsWritten w) {
+  return {original, w};
+}
+template <class... P>
+detail::AnyConfig<P...> launch_any_of(void (*original)(P...)) {
+  return {original};
+}
+
 }  // namespace cupreempt
+
+#if __cplusplus >= 201402L
+#define CUPREEMPT_LAUNCH_ANY(...)                                                            \
+  ::cupreempt::launch_any_or(__VA_ARGS__, [&](const ::dim3& cupreempt_g_,                  \
+                                              const ::dim3& cupreempt_b_, ::size_t cupreempt_s_, \
+                                              ::cudaStream_t cupreempt_t_, auto&&... cupreempt_a_) { \
+    __VA_ARGS__<<<cupreempt_g_, cupreempt_b_, cupreempt_s_, cupreempt_t_>>>(                 \
+        static_cast<decltype(cupreempt_a_)&&>(cupreempt_a_)...);                           \
+  })
+#else
+#define CUPREEMPT_LAUNCH_ANY(...) ::cupreempt::launch_any_of(__VA_ARGS__)
+#endif

@@ -3,12 +3,20 @@
 // cupreempt.cuh reads them; shield_end.h restores them. No include guard: read once.
 #pragma push_macro("A")
 #undef A
+#pragma push_macro("AnyConfig")
+#undef AnyConfig
+#pragma push_macro("AnyConfigOr")
+#undef AnyConfigOr
 #pragma push_macro("AnyFn")
 #undef AnyFn
 #pragma push_macro("AnyLauncher")
 #undef AnyLauncher
+#pragma push_macro("AnyLauncherOr")
+#undef AnyLauncherOr
 #pragma push_macro("AnyPick")
 #undef AnyPick
+#pragma push_macro("AsWritten")
+#undef AsWritten
 #pragma push_macro("BlockState")
 #undef BlockState
 #pragma push_macro("Body")
@@ -73,6 +81,8 @@
 #undef api
 #pragma push_macro("args")
 #undef args
+#pragma push_macro("as_written")
+#undef as_written
 #pragma push_macro("attr")
 #undef attr
 #pragma push_macro("audit")
@@ -345,6 +355,10 @@
 #undef launch
 #pragma push_macro("launch_any")
 #undef launch_any
+#pragma push_macro("launch_any_of")
+#undef launch_any_of
+#pragma push_macro("launch_any_or")
+#undef launch_any_or
 #pragma push_macro("launch_erased")
 #undef launch_erased
 #pragma push_macro("launch_kernel")

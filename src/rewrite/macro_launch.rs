@@ -14,7 +14,7 @@ use crate::diagnostics::{Code, Diagnostic};
 use crate::edit::Edit;
 use crate::lang::kinds;
 use crate::program::KnownKernel;
-use crate::vocab::LAUNCH_ANY;
+use crate::vocab::LAUNCH_ANY_MACRO;
 use tree_sitter::Node;
 
 /// The head put before a body: it must fit in the bytes before it (`#define X` is 9 at least).
@@ -84,14 +84,15 @@ pub fn rewrite(
         .help("launch the kernel from a function, and call that function in the macro")
     };
     // `#define LAUNCH(kernel, n, args) kernel<<<grid(n), 256>>>args`: the kernel is whatever
-    // a use names, so the launch goes through the kernel's pointer (`cupreempt::launch_any`),
+    // a use names, so the launch goes through the kernel's pointer (`CUPREEMPT_LAUNCH_ANY`,
+    // with the launch as written for a use that leaves out default arguments),
     // whose wrapper the runtime finds by the kernel's name where the compiler launcher split
     // its unit (docs/transformation.md, "Launches in macros").
     if let Some(launches) = parameter_launches(src, m) {
         for l in launches {
             edits.push(Edit::replace(
                 l.kernel.start..l.open.end,
-                format!("{LAUNCH_ANY}({}, ", &src[l.kernel.clone()]),
+                format!("{LAUNCH_ANY_MACRO}({})(", &src[l.kernel.clone()]),
             ));
             edits.push(Edit::replace(l.close, ")"));
         }
