@@ -12,7 +12,7 @@
 
 use cupreempt_runtime::control::HostMirror;
 use cupreempt_runtime::LaunchParams;
-use std::ffi::{c_char, c_int, c_uint, c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CString};
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -24,31 +24,10 @@ const WARMUP: usize = 2_000;
 /// Launches counted and timed.
 const LAUNCHES: usize = 20_000;
 
-extern "C" {
-    fn cupreempt_rt_plan(
-        original: *mut c_void,
-        grid: *const c_uint,
-        block: *const c_uint,
-        smem: usize,
-        stream: *mut c_void,
-    ) -> c_int;
-    fn cupreempt_rt_launch_planned(
-        func: *mut c_void,
-        original: *mut c_void,
-        grid: *const c_uint,
-        block: *const c_uint,
-        smem: usize,
-        stream: *mut c_void,
-        args: *const *const c_void,
-        sizes: *const usize,
-        nargs: usize,
-        chunk: c_uint,
-        budget_ns: c_uint,
-        out: *mut u64,
-    ) -> c_int;
-    fn cupreempt_rt_release(h: u64) -> c_int;
-    fn cupreempt_rt_last_error() -> *const c_char;
-}
+// The C ABI the launch shim calls, as the shim calls it.
+use cupreempt_runtime::rt::capi::{
+    cupreempt_rt_last_error, cupreempt_rt_launch_planned, cupreempt_rt_plan, cupreempt_rt_release,
+};
 
 /// Builds the stub as `DIR/libcuda.so` with `$CC` (default `cc`).
 fn build_stub(dir: &Path) -> PathBuf {

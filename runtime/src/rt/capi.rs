@@ -3,7 +3,9 @@
 //! (`CUPREEMPT_ERROR_UNKNOWN_HANDLE`), not a crash. Every function checks its pointers before it
 //! touches anything, returns a status code, and never unwinds into C.
 
+// The plan's entry points live beside the launch history (`plan.rs`); they are the C ABI too.
 use super::history::LaunchKey;
+pub use super::plan::{cupreempt_rt_launch_planned, cupreempt_rt_plan};
 use super::steps::{self, Step};
 use super::{Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
 use crate::smset::{SmSet, MAX_SMS};
