@@ -661,36 +661,27 @@ fn visibility_macros(defs: &[Define], included: &[(String, String)]) -> Vec<Stri
         bodies.entry(name).or_default().push(replacement_text(body));
     }
     let named = |n: &str| !n.starts_with("__") && !n.chars().any(|c| c.is_ascii_lowercase());
-    let candidates: Vec<&str> = bodies
-        .keys()
-        .copied()
-        .filter(|n| named(n) && !function_like.contains(n))
-        .filter(|n| bodies[n].iter().any(|b| !b.is_empty()))
+    let candidates: Vec<(&str, Vec<String>)> = bodies
+        .into_iter()
+        .filter(|(n, b)| named(n) && !function_like.contains(n) && b.iter().any(|b| !b.is_empty()))
         .collect();
-    // The smallest set closed under "every definition is made of attributes and names of the
-    // set": names join as what they name joins, so aliases of each other (`#define FILE
-    // SYSACE_FILE` beside its reverse, an embedded platform's stdio wrapper) never do.
-    let mut set: std::collections::BTreeSet<&str> = Default::default();
-    loop {
-        let joining: Vec<&str> = candidates
-            .iter()
-            .copied()
-            .filter(|n| !set.contains(n) && bodies[n].iter().all(|b| attributes_only(b, &set)))
-            .collect();
-        if joining.is_empty() {
-            break;
-        }
-        set.extend(joining);
-    }
-    // Each name has a definition that says something, made of attributes and names that
-    // do: never a name empty in every definition shown, which a build may define as it likes
-    // (`-DCALLABLE=__device__`), so that blanking it could hide an execution space.
-    set.into_iter().map(str::to_string).collect()
+    // Names join as what they name joins, so aliases of each other (`#define FILE SYSACE_FILE`
+    // beside its reverse, an embedded platform's stdio wrapper) never do; nor a name empty in
+    // every definition shown, which a build may define as it likes (`-DCALLABLE=__device__`),
+    // so that blanking it could hide an execution space.
+    let mut names: Vec<String> = macros_closed_under(&candidates, |bodies, names| {
+        bodies.iter().all(|b| attributes_only(b, names))
+    })
+    .into_iter()
+    .map(str::to_string)
+    .collect();
+    names.sort_unstable();
+    names
 }
 
 /// Whether `body` is a sequence of `__attribute__((...))`, `__declspec(...)` and names of
 /// `set`, or nothing.
-fn attributes_only(body: &str, set: &std::collections::BTreeSet<&str>) -> bool {
+fn attributes_only(body: &str, set: &[&str]) -> bool {
     let b = body.as_bytes();
     let mut i = 0;
     while i < b.len() {
@@ -714,7 +705,7 @@ fn attributes_only(body: &str, set: &std::collections::BTreeSet<&str>) -> bool {
                 Some(end) if b.get(i) == Some(&b'(') => i = end + 1,
                 _ => return false,
             }
-        } else if !set.contains(word) {
+        } else if !set.contains(&word) {
             return false;
         }
     }
@@ -909,15 +900,15 @@ fn macros_defined_as(
 /// The names of `bodies` (name, replacement) whose replacement `is` accepts, given the names
 /// accepted so far, repeated until no more are: a macro that stands for such macros is one too
 /// (statement macros, declaration macros, pragma macros).
-fn macros_closed_under<'a, B: AsRef<str>>(
+fn macros_closed_under<'a, B>(
     bodies: &[(&'a str, B)],
-    is: impl Fn(&str, &[&'a str]) -> bool,
+    is: impl Fn(&B, &[&'a str]) -> bool,
 ) -> Vec<&'a str> {
     let mut names: Vec<&'a str> = Vec::new();
     loop {
         let before = names.len();
         for (name, body) in bodies {
-            if !names.contains(name) && is(body.as_ref(), &names) {
+            if !names.contains(name) && is(body, &names) {
                 names.push(name);
             }
         }
