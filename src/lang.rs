@@ -636,6 +636,17 @@ pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = us
     })
 }
 
+/// Each line of `code` (comments blanked: `without_comments`) with whether it belongs to a
+/// preprocessor directive, which goes on past a line that ends with a backslash.
+pub fn lines_in_directives(code: &str) -> impl Iterator<Item = (&str, bool)> {
+    let mut directive = false;
+    code.lines().map(move |line| {
+        let in_directive = directive || line.trim_start().starts_with('#');
+        directive = in_directive && line.trim_end().ends_with('\\');
+        (line, in_directive)
+    })
+}
+
 /// `src` with its comments blanked (a comment becomes one space; a block comment keeps its
 /// newlines), string and character literals read as such so that a `//` or `/*` inside one
 /// starts no comment. A `'` after a letter or digit is a digit separator (`1'000`) or a

@@ -833,17 +833,10 @@ pub fn mentions_kernels(src: &str) -> bool {
         return false;
     }
     let code = crate::lang::without_comments(src);
-    let mut directive = false;
-    for line in code.lines() {
-        let starts_directive = line.trim_start().starts_with('#');
-        let in_directive = directive || starts_directive;
-        if line.contains("<<<") || (!in_directive && crate::lang::has_word(line, "__global__")) {
-            return true;
-        }
-        // A directive goes on past a line that ends with a backslash.
-        directive = in_directive && line.trim_end().ends_with('\\');
-    }
-    false
+    let found = crate::lang::lines_in_directives(&code).any(|(line, in_directive)| {
+        line.contains("<<<") || (!in_directive && crate::lang::has_word(line, "__global__"))
+    });
+    found
 }
 
 /// Execution-space macros of `texts` (their `#define`s, `parse::execution_space_macros`): the

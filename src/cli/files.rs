@@ -50,18 +50,12 @@ fn reads_block_ids_in_code(text: &str) -> bool {
         return false;
     }
     let code = cupreempt::lang::without_comments(text);
-    let mut directive = false;
-    for line in code.lines() {
-        let in_directive = directive || line.trim_start().starts_with('#');
-        if !in_directive
+    let found = cupreempt::lang::lines_in_directives(&code).any(|(line, in_directive)| {
+        !in_directive
             && (cupreempt::lang::has_word(line, "blockIdx")
                 || cupreempt::lang::has_word(line, "gridDim"))
-        {
-            return true;
-        }
-        directive = in_directive && line.trim_end().ends_with('\\');
-    }
-    false
+    });
+    found
 }
 
 /// Input files: each file as given, each folder walked for .cu/.cuh files and for headers
