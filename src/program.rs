@@ -488,19 +488,15 @@ pub fn known_from(
             }
         }
         // The includer itself, then what it includes, in its closure's order.
+        let closure = graph.closure_numbers(includer);
         let mut here: Vec<(usize, &Vec<&KnownKernel>)> = beside_kernels
             .iter()
             .filter(|(f, _)| *f == includer || graph.includes(includer, *f))
-            .map(|(f, ks)| (usize::from(*f != includer), (*f, ks)))
-            .map(|(after, (f, ks))| {
-                let at = if after == 0 {
+            .map(|(f, ks)| {
+                let at = if *f == includer {
                     0
                 } else {
-                    let closure = graph.closure_numbers(includer);
-                    1 + closure
-                        .iter()
-                        .position(|&c| c == f)
-                        .unwrap_or(closure.len())
+                    1 + closure.iter().position(|c| c == f).unwrap_or(closure.len())
                 };
                 (at, ks)
             })
