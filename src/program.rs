@@ -312,6 +312,35 @@ pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf>
 /// helpers that read blockIdx/gridDim or synchronize.
 pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<KnownHelper>)>;
 
+/// Paths numbered in the order first met: the include graph and the resolver each hold many
+/// files, most of them named many times, and compare and store numbers instead.
+#[derive(Debug, Default, Clone)]
+struct PathNumbers {
+    numbers: std::collections::HashMap<PathBuf, u32>,
+    paths: Vec<PathBuf>,
+}
+
+impl PathNumbers {
+    /// `file`'s number, a new one (the next) where it was not met before.
+    fn number(&mut self, file: &Path) -> u32 {
+        if let Some(&n) = self.numbers.get(file) {
+            return n;
+        }
+        let n = self.paths.len() as u32;
+        self.numbers.insert(file.to_path_buf(), n);
+        self.paths.push(file.to_path_buf());
+        n
+    }
+
+    fn get(&self, file: &Path) -> Option<u32> {
+        self.numbers.get(file).copied()
+    }
+
+    fn path(&self, n: u32) -> &PathBuf {
+        &self.paths[n as usize]
+    }
+}
+
 /// A program's include graph: the files each file includes (`include_closure`) and, turned
 /// around, the files that include each, kept together as files are added. Files are numbered
 /// as they are first named: a unit that includes a large library's headers (a PyTorch
@@ -319,8 +348,7 @@ pub type Defines = std::collections::BTreeMap<PathBuf, (Vec<KnownKernel>, Vec<Kn
 /// of edges, which as paths cost seconds of comparisons and hundreds of megabytes.
 #[derive(Debug, Default, Clone)]
 pub struct IncludeGraph {
-    numbers: std::collections::HashMap<PathBuf, u32>,
-    paths: Vec<PathBuf>,
+    files: PathNumbers,
     /// By file number: the files it includes, in the order first reached (None: the file is
     /// only included, not in the graph itself).
     closures: Vec<Option<Vec<u32>>>,
@@ -331,15 +359,12 @@ pub struct IncludeGraph {
 
 impl IncludeGraph {
     fn number_of(&mut self, file: &Path) -> u32 {
-        if let Some(&n) = self.numbers.get(file) {
-            return n;
+        let n = self.files.number(file);
+        if n as usize == self.closures.len() {
+            self.closures.push(None);
+            self.sorted.push(Vec::new());
+            self.includers.push(Vec::new());
         }
-        let n = self.paths.len() as u32;
-        self.numbers.insert(file.to_path_buf(), n);
-        self.paths.push(file.to_path_buf());
-        self.closures.push(None);
-        self.sorted.push(Vec::new());
-        self.includers.push(Vec::new());
         n
     }
 
@@ -364,11 +389,11 @@ impl IncludeGraph {
 
     /// The number of `file`, where the graph names it (as a file or as one included).
     pub(crate) fn number(&self, file: &Path) -> Option<u32> {
-        self.numbers.get(file).copied()
+        self.files.get(file)
     }
 
     pub(crate) fn path(&self, n: u32) -> &PathBuf {
-        &self.paths[n as usize]
+        self.files.path(n)
     }
 
     pub(crate) fn closure_numbers(&self, n: u32) -> &[u32] {
@@ -682,8 +707,7 @@ pub struct IncludeResolver<'a> {
 /// The files an `IncludeResolver` has met, numbered.
 #[derive(Default)]
 struct ResolvedFiles {
-    numbers: std::collections::HashMap<PathBuf, u32>,
-    paths: Vec<PathBuf>,
+    files: PathNumbers,
     /// By number: the files its `#include`s name and the preprocessor would find, in the
     /// order of its lines (None: not read yet).
     direct: Vec<Option<std::rc::Rc<[u32]>>>,
@@ -692,14 +716,11 @@ struct ResolvedFiles {
 }
 
 impl ResolvedFiles {
-    fn number(&mut self, file: PathBuf) -> u32 {
-        if let Some(&n) = self.numbers.get(&file) {
-            return n;
+    fn number(&mut self, file: &Path) -> u32 {
+        let n = self.files.number(file);
+        if n as usize == self.direct.len() {
+            self.direct.push(None);
         }
-        let n = self.paths.len() as u32;
-        self.numbers.insert(file.clone(), n);
-        self.paths.push(file);
-        self.direct.push(None);
         n
     }
 }
@@ -720,7 +741,7 @@ impl<'a> IncludeResolver<'a> {
             .map(|found| found.canonicalize().unwrap_or(found))
             .collect();
         let mut files = self.files.borrow_mut();
-        found.into_iter().map(|f| files.number(f)).collect()
+        found.iter().map(|f| files.number(f)).collect()
     }
 
     /// The direct includes of file `n`, read from disk the first time it is asked.
@@ -730,7 +751,7 @@ impl<'a> IncludeResolver<'a> {
             if let Some(d) = &files.direct[n as usize] {
                 return d.clone();
             }
-            files.paths[n as usize].clone()
+            files.files.path(n).clone()
         };
         let text = std::fs::read(&path)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
@@ -745,7 +766,7 @@ impl<'a> IncludeResolver<'a> {
     pub fn closure(&self, path: &Path, src: &str, follow: &dyn Fn(&Path) -> bool) -> Vec<PathBuf> {
         let start = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         let first = self.resolved(src, start.parent().unwrap_or(Path::new(".")));
-        let me = self.files.borrow_mut().number(start);
+        let me = self.files.borrow_mut().number(&start);
         let mut seen = std::collections::HashSet::from([me]);
         let mut out = Vec::new();
         let mut todo = vec![first];
@@ -754,7 +775,7 @@ impl<'a> IncludeResolver<'a> {
                 if seen.contains(&found) {
                     continue;
                 }
-                let path = self.files.borrow().paths[found as usize].clone();
+                let path = self.files.borrow().files.path(found).clone();
                 if !follow(&path) {
                     continue;
                 }
