@@ -12,7 +12,7 @@
 
 use cupreempt_runtime::control::HostMirror;
 use cupreempt_runtime::LaunchParams;
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_uint, c_void, CString};
 use std::mem::offset_of;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -78,6 +78,23 @@ impl Counts {
         }
     }
 
+    /// Every call the stub has.
+    fn names(&self) -> Vec<String> {
+        // SAFETY: the stub exports this function with this signature; it returns static
+        // strings, then null.
+        unsafe {
+            let f: libloading::Symbol<unsafe extern "C" fn(c_uint) -> *const c_char> = self
+                .lib
+                .get(b"cupreempt_stub_call_name\0")
+                .expect("a stub libcuda");
+            (0..)
+                .map(|i| f(i))
+                .take_while(|p| !p.is_null())
+                .map(|p| std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())
+                .collect()
+        }
+    }
+
     fn reset(&self) {
         // SAFETY: as above.
         unsafe {
@@ -89,64 +106,6 @@ impl Counts {
         }
     }
 }
-
-/// Every call the stub has (tests/driver_stub/driver_stub.c's list).
-const DRIVER_CALLS: &[&str] = &[
-    "cuInit",
-    "cuLaunchKernel",
-    "cuLaunchKernelEx",
-    "cuFuncGetName",
-    "cuCtxGetCurrent",
-    "cuCtxSetCurrent",
-    "cuCtxGetDevice",
-    "cuCtxGetStreamPriorityRange",
-    "cuMemFreeHost",
-    "cuMemHostAlloc",
-    "cuMemHostGetDevicePointer_v2",
-    "cuMemAlloc_v2",
-    "cuMemFree_v2",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoH_v2",
-    "cuLibraryLoadData",
-    "cuLibraryGetKernel",
-    "cuKernelGetFunction",
-    "cuFuncLoad",
-    "cuFuncGetParamInfo",
-    "cuFuncGetAttribute",
-    "cuFuncSetAttribute",
-    "cuThreadExchangeStreamCaptureMode",
-    "cuStreamWriteValue32",
-    "cuStreamWriteValue32_v2",
-    "cuStreamWaitValue32",
-    "cuStreamWaitValue32_v2",
-    "cuStreamBatchMemOp",
-    "cuStreamBatchMemOp_v2",
-    "cuStreamWaitEvent",
-    "cuStreamSynchronize",
-    "cuStreamIsCapturing",
-    "cuStreamGetPriority",
-    "cuStreamGetId",
-    "cuStreamCreateWithPriority",
-    "cuStreamDestroy_v2",
-    "cuModuleLoadData",
-    "cuModuleUnload",
-    "cuModuleGetFunction",
-    "cuEventCreate",
-    "cuEventRecord",
-    "cuEventQuery",
-    "cuEventSynchronize",
-    "cuEventElapsedTime",
-    "cuEventDestroy_v2",
-    "cuDriverGetVersion",
-    "cuDeviceGet",
-    "cuDeviceGetCount",
-    "cuDeviceGetAttribute",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuDevicePrimaryCtxGetState",
-    "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-    "cuGetErrorName",
-];
 
 fn last_error() -> String {
     // SAFETY: the runtime returns a NUL-terminated string of this thread.
@@ -187,8 +146,8 @@ fn launch(original: *mut c_void, wrapper: *mut c_void, args: &[*const c_void], s
 /// What a child prints: each driver call's count per launch (`@@calls NAME N`) and the host
 /// time per launch (`@@host_ns_per_launch NS`), for the `LAUNCHES` after the warm-up.
 fn report(counts: &Counts, elapsed: std::time::Duration) {
-    for name in DRIVER_CALLS {
-        let c = counts.calls(name);
+    for name in counts.names() {
+        let c = counts.calls(&name);
         if c > 0 {
             println!("\n@@calls {name} {:.4}", c as f64 / LAUNCHES as f64);
         }

@@ -11,7 +11,7 @@
  * in the mirror).
  *
  * Exported beside the driver's calls: cupreempt_stub_calls(name) (how many times `name` was
- * called) and cupreempt_stub_reset(). */
+ * called), cupreempt_stub_call_name(i) (the calls it has) and cupreempt_stub_reset(). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -51,6 +51,9 @@ unsigned long long cupreempt_stub_calls(const char* name) {
     if (strcmp(NAMES[i], name) == 0) return __atomic_load_n(&counts[i], __ATOMIC_RELAXED);
   return ~0ull; /* not a call the stub has */
 }
+
+/* The calls the stub has, by index (null past the last), so that a test needs no list of its own. */
+const char* cupreempt_stub_call_name(unsigned i) { return i < N_CALLS ? NAMES[i] : 0; }
 
 void cupreempt_stub_reset(void) {
   for (int i = 0; i < N_CALLS; i++) __atomic_store_n(&counts[i], 0, __ATOMIC_RELAXED);
