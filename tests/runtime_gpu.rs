@@ -166,9 +166,6 @@ struct Job {
     stream: sys::CUstream,
     /// Gated links of each launch (LaunchConfig::links).
     links: u32,
-    /// Dispatch each launch's first instance (LaunchConfig::dispatch; by default as
-    /// CUPREEMPT_DISPATCH says).
-    dispatch: bool,
 }
 
 const POISON: u32 = 0xdeadbeef;
@@ -193,7 +190,6 @@ impl Job {
             block,
             stream: stream(),
             links: 0,
-            dispatch: LaunchConfig::new([1, 1, 1], [1, 1, 1], 0).dispatch,
         }
     }
 
@@ -302,7 +298,6 @@ impl Job {
             wrapper,
             &LaunchConfig {
                 links: self.links,
-                dispatch: self.dispatch,
                 ..LaunchConfig::new(self.grid, [self.block, 1, 1], 0)
             },
             unsafe { StreamRef::from_raw(self.stream) },
@@ -338,38 +333,11 @@ fn plain(g: &Setup) -> Result<String, String> {
 }
 
 fn temporal(g: &Setup) -> Result<String, String> {
-    temporal_with(g, Job::new([100_000, 1, 1], 64))
-}
-
-/// `temporal` with the first instance dispatched (docs/runtime.md, "Dispatched launches"): a
-/// grid of a block per task, whose blocks that start after the preemption must leave their
-/// tasks to the resume, and whose last block out must hold the stream meanwhile.
-fn temporal_dispatched(g: &Setup) -> Result<String, String> {
-    let job = Job {
-        dispatch: true,
-        ..Job::new([100_000, 1, 1], 64)
-    };
-    temporal_with(g, job)
-}
-
-/// The launch must be dispatched where its job asks (else a dispatched scenario proves nothing).
-fn dispatched_as_asked(job: &Job, k: &Kernel) -> Result<(), String> {
-    let tasks = job.grid.iter().product::<u32>();
-    if job.dispatch && k.persistent_blocks() != tasks {
-        return Err(format!(
-            "asked to dispatch, the first instance has {} blocks for {tasks} tasks",
-            k.persistent_blocks()
-        ));
-    }
-    Ok(())
-}
-
-fn temporal_with(g: &Setup, job: Job) -> Result<String, String> {
     rt::set_event_timing(true); // for the GPU-side latency below
                                 // About 2.4 ms on the H100 (4,224 resident blocks, 100 us tasks): 20,000 tasks (0.5 ms)
                                 // sometimes ended before the preemption 300 us in.
+    let job = Job::new([100_000, 1, 1], 64);
     let mut k = job.launch(g, 100_000).map_err(|e| e.to_string())?;
-    dispatched_as_asked(&job, &k)?;
     if k.is_complete().map_err(|e| e.to_string())? {
         return Err("launch blocked the caller until the kernel was done".into());
     }
@@ -1058,22 +1026,6 @@ fn storm(g: &Setup, cycles: usize) -> Result<String, String> {
     storm_with(g, cycles, 0, 20_000, 100_000).map(|(summary, _)| summary)
 }
 
-/// `storm` with every first instance dispatched, tasks of 10 us (the barrier-bound blocks that
-/// the dispatched form is for): preemptions land while the grid's later blocks are still to
-/// start, and those must leave their tasks to the resume.
-fn storm_dispatched(g: &Setup, cycles: usize) -> Result<String, String> {
-    storm_job(
-        g,
-        cycles,
-        Job {
-            dispatch: true,
-            ..Job::new([200_000, 1, 1], 32)
-        },
-        10_000,
-    )
-    .map(|(summary, _)| summary)
-}
-
 /// The chunks of `k` cut short by a command (its control block's `cut_chunks`).
 fn cut_chunks(k: &Kernel, side: sys::CUstream) -> u32 {
     let mut c = ControlBlock::zeroed();
@@ -1114,21 +1066,14 @@ fn storm_with(
     spin_ns: u64,
     tasks: u32,
 ) -> Result<(String, u64), String> {
+    rt::set_event_timing(true);
+    let mut next = xorshift(0x9e3779b97f4a7c15);
     // About 0.5 ms per launch on the H100 (4,224 resident blocks, 20 us tasks; 1,000,000 of
     // 2 us): most random gaps of up to 200 us fall while tasks are left.
     let job = Job {
         links,
         ..Job::new([tasks, 1, 1], 32)
     };
-    storm_job(g, cycles, job, spin_ns)
-}
-
-/// Launches `job` (tasks of `spin_ns`) again and again, each preempted and resumed at random
-/// moments until `cycles` preemptions have caught a launch with tasks left; every output must
-/// be exact. Returns its summary and how many chunks the preemptions cut short.
-fn storm_job(g: &Setup, cycles: usize, job: Job, spin_ns: u64) -> Result<(String, u64), String> {
-    rt::set_event_timing(true);
-    let mut next = xorshift(0x9e3779b97f4a7c15);
     let mut cuts = 0u64;
     // `done` counts only the cycles that caught the kernel with tasks left; one that yielded
     // at its end (it finished between the look and the command) proves nothing.
@@ -1136,7 +1081,6 @@ fn storm_job(g: &Setup, cycles: usize, job: Job, spin_ns: u64) -> Result<(String
     let (mut host, mut gpu) = (Vec::new(), Vec::new());
     while done < cycles {
         let mut k = job.launch(g, spin_ns).map_err(|e| e.to_string())?;
-        dispatched_as_asked(&job, &k)?;
         launches += 1;
         loop {
             let gap = Instant::now() + Duration::from_micros(next(200));
@@ -1450,7 +1394,7 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         .unwrap_or(1000);
     let mut failed = 0;
     type Scenario = fn(&Setup) -> Result<String, String>;
-    let scenarios: [(&str, Scenario); 16] = [
+    let scenarios: [(&str, Scenario); 15] = [
         ("queued", queued),
         ("synchronous copy", synchronous_copy),
         ("free before preemption", free_before_preemption),
@@ -1459,7 +1403,6 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
         ("launch cost", launch_cost),
         ("plain", plain),
         ("temporal", temporal),
-        ("temporal dispatched", temporal_dispatched),
         ("spatial", spatial),
         ("resumed on half", resumed_on_half),
         ("kept off", kept_off),
@@ -1479,7 +1422,6 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
                 "storm",
                 "storm of short tasks",
                 "storm with links",
-                "storm dispatched",
                 "many streams",
             ])
             .collect(),
@@ -1495,7 +1437,6 @@ fn runtime_launches_preempts_and_resumes_on_the_gpu() {
             None if name == "storm with links" => {
                 storm_with(&g, cycles / 4, 4, 20_000, 100_000).map(|(s, _)| s)
             }
-            None if name == "storm dispatched" => storm_dispatched(&g, cycles / 4),
             None if name == "many streams" => many_streams(&g, cycles / 2),
             None => Err(format!("no scenario called {name:?}")),
         };

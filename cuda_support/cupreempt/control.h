@@ -47,11 +47,7 @@ typedef struct cupreempt_control {
   unsigned int forward_seq;
   unsigned int forward_command;
   unsigned int forward_mask[CUPREEMPT_MAX_SMS / 32];
-  /* A dispatched first instance (cupreempt_launch.dispatch): its blocks that have left (low 32
-   * bits) and the tasks they ran (high 32), one atomic per block; the block that brings the
-   * low half to the grid's size is the tail, and retires the instance's tasks. */
-  unsigned long long dispatch_out;
-  unsigned int pad4[16];
+  unsigned int pad4[18];
   unsigned long long yield_ns; /* %globaltimer of the latest yield (latency measurements) */
   unsigned long long start_ns; /* %globaltimer when task 0 was taken (run-time measurement) */
   unsigned int yielded_blocks; /* blocks that left because of a command (cumulative) */
@@ -145,11 +141,7 @@ typedef struct cupreempt_launch {
    * not wait for the kernel before it (griddepcontrol.wait), so it is never launched to start
    * while that kernel drains (docs/runtime.md, "Launches that overlap"). */
   unsigned int launch_version;
-  /* 1: a dispatched first instance (docs/runtime.md, "Dispatched launches"): the grid has one
-   * block per task, and each block looks at the command, takes one task and leaves; the last
-   * block out is the tail. 0: the persistent grid. Headers older than this field run such a
-   * grid as a persistent one (correct: blocks that find no task leave). */
-  unsigned int dispatch;
+  unsigned int reserved;
 } cupreempt_launch;
 
 /* cupreempt_launch.launch_version of this build. */

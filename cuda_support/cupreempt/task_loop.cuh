@@ -376,9 +376,6 @@ struct LeaderState {
   // last counted (kProgressNs; 32 bits each keep the loop's shared memory within
   // TASK_LOOP_SHARED_BYTES, src/vocab.rs, and less than 2^32 tasks or ns go by between two).
   unsigned unposted, posted_ns;
-  // 1: a block of a dispatched first instance (cupreempt_launch.dispatch), not its tail: it
-  // looks at the command, runs one chunk and leaves, and counts itself out in dispatch_out.
-  unsigned dispatch;
   unsigned long long cut_word;  // the last command word a look inside a chunk judged
   // Tasks in the block's hands that it has not run (rest_end 0: none): a leftover it has
   // taken, a cut chunk's rest, or a chunk claimed beside a command that sent it away. Its next
@@ -772,23 +769,18 @@ __device__ __forceinline__ void link_command(cupreempt_control* c, cupreempt_hos
 // next_chunk looks at the command and claims).
 static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host* host,
                                           unsigned long long total, unsigned n,
-                                          unsigned first, unsigned dispatch, unsigned smid,
-                                          unsigned start_away,
+                                          unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
                                           unsigned task_ns, bool leftovers,
                                           volatile LeaderState& ls, BlockState& st) {
   // A runtime launch's first instance. Not its tail going back to work (stay()): that may be
-  // for leftovers, which next_chunk takes. A dispatched instance's blocks look first: the
-  // grid holds a block per task, and blocks that start after a command must take nothing, or
-  // none would ever yield.
-  const bool dispatched = dispatch && first == CUPREEMPT_FIRST && host && !ls.tail;
-  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !ls.tail && !dispatched;
+  // for leftovers, which next_chunk takes.
+  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !ls.tail;
   unsigned long long begin = 0;
   if (take) begin = atomicAdd(&c->next_task, (unsigned long long)n);  // answered below
   ls.spent_ns = ls.spent_tasks = ls.unreported = ls.ran = ls.unposted = 0;
   ls.posted_ns = (unsigned)global_ns();
-  ls.dispatch = dispatched;
-  ls.next = dispatched ? 1u : n;
+  ls.next = n;
   ls.min_chunk = 1;
   ls.lane = claim_lane(c, smid);
   ls.search_due = ls.claim_next = 0;
@@ -817,11 +809,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   // Every block's three stores to host memory made its fence wait longer: a launch of 8,192
   // short tasks ran 33 us per launch, 2.4 us less without `started` alone (H200,
   // scripts/probes/persistent_bisect.sh 8192 16 5, cut no-started).
-  // A dispatched instance's are written by its first block (the hardware starts a grid's
-  // blocks in order, and it is a block that runs a task or is sent away, either of which
-  // starts the launch); in next_chunk, with the claim of task 0, they raised the wrappers by
-  // 1-3 registers.
-  if (host && (dispatched ? blockIdx.x == 0 : !take || ls.tail)) {
+  if (host && (!take || ls.tail)) {
     if (first != CUPREEMPT_RESUMED) host->started = 1;
     host->entered_ns = global_ns();
   }
@@ -832,11 +820,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   // and priority_streams large 2 points faster without it, scripts/probes/compare_builds.sh).
   ls.fence_due = take;
   if (!take) {
-    // Not in a dispatched block: one fence per block held each block's look for the round
-    // trip to host memory, and a dispatched grid starts a block per task. Its lane's store
-    // lands within microseconds, inside wait_yielded's second look (as the first chunk of a
-    // persistent first instance, which runs before its fence).
-    if (!dispatched) __threadfence();
+    __threadfence();
     // A gated link or anchor starts when a gate opens, which the host does from host memory,
     // with the command that let it start possibly still on its way to the control block (or
     // held up behind this very stream's wait in a shared hardware queue): host memory decides
@@ -989,10 +973,6 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
       begin = ls.rest_begin, end = ls.rest_end;
       ls.rest_end = 0;
     }
-  } else if (ls.dispatch && ls.unreported) {
-    // A dispatched block has run its chunk (its task, or a leftover it took): it leaves, and
-    // counts its tasks in leave().
-    stop = true;
   } else if (ls.unreported && known >= total) {
     // The block ran the chunk that holds the last task: every new task is taken, and it
     // leaves without a load (a round trip on the launch's last block's way out). Leftovers,
@@ -1045,9 +1025,6 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
     stop = must_yield(c, host, ls);
     if (stop) {
       note_yield(c, total, audit, ls);
-      // A dispatched block sent away has started the launch as much as one that took task 0:
-      // the resume must launch an instance for the tasks it left.
-      if (ls.dispatch) host->started = 1;
     } else {
       unsigned long long n = ls.next;
       // Leftovers first (take_leftover, the leader's next step): they are the oldest work, and
@@ -1089,9 +1066,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   const unsigned long long done = ls.unreported, owed = ls.unposted + done;
   const unsigned since = (unsigned)now - ls.posted_ns;  // modulo 2^32
   const unsigned long long step = 1ull << progress_shift;
-  if (ls.dispatch) {
-    // Counted with the block's exit (dispatch_out): an atomic per block less.
-  } else if (host && owed && !stop && ((begin + step - 1) & ~(step - 1)) < end) {
+  if (host && owed && !stop && ((begin + step - 1) & ~(step - 1)) < end) {
     host->done_tasks = atomicAdd(&c->done_tasks, owed) + owed;
     ls.unposted = 0, ls.posted_ns = (unsigned)now;
   } else if (owed && (stop || fixed || since >= kProgressNs)) {
@@ -1180,27 +1155,12 @@ __device__ __forceinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
 static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host* host,
                                             unsigned long long* leftover,
                                             unsigned long long total, unsigned first,
-                                            unsigned progress_shift, volatile LeaderState& ls) {
+                                            volatile LeaderState& ls) {
   if (ls.rest_end) give_back(c, leftover, ls);  // tasks in hand (next_chunk made room)
   const unsigned long long ran = ls.ran;
   unsigned long long retired = 0, start_ns = 0;
   const bool holds = host && holds_the_stream(first);
-  if (host && ls.dispatch) {
-    // One atomic counts the block out and its tasks in; the last block out (the tail) retires
-    // the instance's tasks and counts them done, both at once. Every 2^progress_shift blocks
-    // out, the host mirror's progress gets the instance's tasks so far (a lower bound, as
-    // other instances' refreshes are: the runtime keeps the highest).
-    const unsigned long long out = atomicAdd(&c->dispatch_out, ran << 32 | 1ull);
-    const unsigned long long first_ran = (out >> 32) + ran;
-    if ((unsigned)out + 1 == gridDim.x * gridDim.y * gridDim.z) {
-      start_ns = *(volatile unsigned long long*)&c->start_ns;  // the tail's alone
-      retired = atomicAdd(&c->retired_tasks, first_ran) + first_ran;
-      host->done_tasks = atomicAdd(&c->done_tasks, first_ran) + first_ran;
-      ls.tail = 1;
-    } else if (!(((unsigned)out + 1) & ((1u << progress_shift) - 1))) {
-      host->done_tasks = first_ran;
-    }
-  } else if (host) {
+  if (host) {
     const bool count_out = holds && !ls.tail;
     unsigned left = 0;
     if (ran) retired = atomicAdd(&c->retired_tasks, ran) + ran;
@@ -1270,7 +1230,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     const unsigned n = fixed ? fixed
                              : first_chunk_size(budget, l.task_ns, l.total_tasks,
                                                 gridDim.x * gridDim.y * gridDim.z);
-    return enter(c, l.host, l.total_tasks, n, l.first, l.dispatch, smid, starts_off(l, smid), l.grid_x,
+    return enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), l.grid_x,
                  l.grid_y, l.grid_z, l.task_ns, l.leftover != nullptr, ls, states[0]);
   };
   bool claimed = false;  // the leader's first chunk of a round is in states[0]
@@ -1316,7 +1276,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
         __syncthreads();
       }
       if (leader) {
-        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, l.progress_shift, ls);
+        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);
       }
       __syncthreads();
       if (!__shfl_sync(0xffffffffu, again, 0)) break;

@@ -43,10 +43,7 @@ pub struct ControlBlock {
     pub forward_seq: u32,
     pub forward_command: u32,
     pub forward_mask: [u32; MAX_SMS / 32],
-    /// A dispatched first instance ([`LaunchParams::dispatch`]): its blocks that have left (low
-    /// 32 bits) and the tasks they ran (high 32 bits), one atomic per block.
-    pub dispatch_out: u64,
-    pub pad4: [u32; 16],
+    pub pad4: [u32; 18],
     /// `%globaltimer` of the latest yield (ns), for latency measurements.
     pub yield_ns: u64,
     /// `%globaltimer` when task 0 was taken (ns): the start of the launch's run time.
@@ -86,8 +83,7 @@ impl ControlBlock {
             forward_seq: 0,
             forward_command: 0,
             forward_mask: [0; MAX_SMS / 32],
-            dispatch_out: 0,
-            pad4: [0; 16],
+            pad4: [0; 18],
             yield_ns: 0,
             start_ns: 0,
             yielded_blocks: 0,
@@ -205,9 +201,7 @@ pub struct LaunchParams {
     /// this struct was built with headers older than the field, whose task loop does not wait
     /// for the kernel before it (`Inner::waits_for_predecessor`).
     pub launch_version: u32,
-    /// 1: a dispatched first instance, one block per task (docs/runtime.md, "Dispatched
-    /// launches"); 0: the persistent grid.
-    pub dispatch: u32,
+    pub reserved: u32,
 }
 
 /// `cupreempt_launch.launch_version` of this build (control.h, `CUPREEMPT_LAUNCH_VERSION`).
@@ -233,7 +227,7 @@ impl LaunchParams {
             start_off: [0; MAX_SMS / 32],
             leftover: 0,
             launch_version: LAUNCH_VERSION,
-            dispatch: 0,
+            reserved: 0,
         }
     }
 }
@@ -270,7 +264,7 @@ int main(void) {
   F(cupreempt_control, finished); F(cupreempt_control, main_left);
   F(cupreempt_control, link_entries); F(cupreempt_control, forward_ready);
   F(cupreempt_control, forward_seq); F(cupreempt_control, forward_command);
-  F(cupreempt_control, forward_mask); F(cupreempt_control, dispatch_out);
+  F(cupreempt_control, forward_mask);
   F(cupreempt_control, yield_ns); F(cupreempt_control, start_ns);
   F(cupreempt_control, sm_mask);
   F(cupreempt_control, sm_lanes); F(cupreempt_control, leftovers);
@@ -281,7 +275,7 @@ int main(void) {
   F(cupreempt_launch, chunk); F(cupreempt_launch, budget_ns); F(cupreempt_launch, audit);
   F(cupreempt_launch, host); F(cupreempt_launch, first); F(cupreempt_launch, progress_shift);
   F(cupreempt_launch, task_ns); F(cupreempt_launch, start_off); F(cupreempt_launch, leftover);
-  F(cupreempt_launch, launch_version); F(cupreempt_launch, dispatch);
+  F(cupreempt_launch, launch_version); F(cupreempt_launch, reserved);
   printf("sizeof.launch %zu\n", sizeof(cupreempt_launch));
   F(cupreempt_host, seq); F(cupreempt_host, command); F(cupreempt_host, sm_mask);
   F(cupreempt_host, tail_parked); F(cupreempt_host, started); F(cupreempt_host, done_tasks);
@@ -330,7 +324,6 @@ int main(void) {
             at!("cupreempt_control", ControlBlock, forward_seq),
             at!("cupreempt_control", ControlBlock, forward_command),
             at!("cupreempt_control", ControlBlock, forward_mask),
-            at!("cupreempt_control", ControlBlock, dispatch_out),
             at!("cupreempt_control", ControlBlock, yield_ns),
             at!("cupreempt_control", ControlBlock, start_ns),
             at!("cupreempt_control", ControlBlock, sm_mask),
@@ -353,7 +346,7 @@ int main(void) {
             at!("cupreempt_launch", LaunchParams, start_off),
             at!("cupreempt_launch", LaunchParams, leftover),
             at!("cupreempt_launch", LaunchParams, launch_version),
-            at!("cupreempt_launch", LaunchParams, dispatch),
+            at!("cupreempt_launch", LaunchParams, reserved),
             ("sizeof.launch", size_of::<LaunchParams>()),
             at!("cupreempt_host", HostMirror, seq),
             at!("cupreempt_host", HostMirror, command),

@@ -36,11 +36,6 @@ pub struct LaunchConfig {
     /// Gated links before the launch's last instance (rt::links; 0: none, the first instance's
     /// last block holds the stream while preempted).
     pub links: u32,
-    /// Dispatch the first instance where the launch may be (`dispatched_blocks`): one block
-    /// per task that looks at the command, runs its task and leaves, instead of the persistent
-    /// grid (docs/runtime.md, "Dispatched launches"). `new` takes it from
-    /// `CUPREEMPT_DISPATCH`.
-    pub dispatch: bool,
 }
 
 impl LaunchConfig {
@@ -53,7 +48,6 @@ impl LaunchConfig {
             budget_ns: 0,
             task_ns: 0,
             links: 0,
-            dispatch: super::dispatch_launches(),
         }
     }
 
@@ -102,57 +96,9 @@ pub fn persistent_blocks(per_sm: u32, sms: u32, tasks: u64) -> u32 {
     blocks.clamp(1, u32::MAX as u64) as u32
 }
 
-/// Blocks of a dispatched first instance (docs/runtime.md, "Dispatched launches"): one per
-/// task, where dispatching is on and the launch may be dispatched: more tasks than the
-/// persistent grid (else both grids are the same), a grid of one dimension can hold them, no
-/// gated links (each link is a persistent grid that leaves whole) and no SMs kept off from the
-/// start (their blocks would leave their tasks to the tail alone until the SMs are resumed).
-pub fn dispatched_blocks(
-    cfg: &LaunchConfig,
-    tasks: u64,
-    persistent: u32,
-    start_off: &[u32],
-) -> Option<u32> {
-    let eligible = cfg.dispatch
-        && tasks > persistent as u64
-        && tasks <= i32::MAX as u64
-        && cfg.links == 0
-        && start_off.iter().all(|&w| w == 0);
-    eligible.then_some(tasks as u32)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_launches_asked_to_and_larger_than_the_persistent_grid_are_dispatched() {
-        let mut c = LaunchConfig::new([5000, 1, 1], [256, 1, 1], 0);
-        c.dispatch = false;
-        let on = [0u32; 8];
-        assert_eq!(dispatched_blocks(&c, 5000, 1056, &on), None, "not asked");
-        c.dispatch = true;
-        assert_eq!(dispatched_blocks(&c, 5000, 1056, &on), Some(5000));
-        assert_eq!(
-            dispatched_blocks(&c, 1056, 1056, &on),
-            None,
-            "one grid either way"
-        );
-        assert_eq!(
-            dispatched_blocks(&c, 1 << 31, 1056, &on),
-            None,
-            "beyond grid.x"
-        );
-        let mut off = on;
-        off[3] = 1;
-        assert_eq!(
-            dispatched_blocks(&c, 5000, 1056, &off),
-            None,
-            "SMs kept off"
-        );
-        c.links = 2;
-        assert_eq!(dispatched_blocks(&c, 5000, 1056, &on), None, "gated links");
-    }
 
     #[test]
     fn tasks_multiply_the_grid() {

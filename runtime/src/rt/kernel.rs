@@ -21,7 +21,7 @@
 //! that `wait_yielded` reads no device memory through any stream.
 
 use super::command::{Command, Target};
-use super::config::{dispatched_blocks, persistent_blocks, LaunchConfig};
+use super::config::{persistent_blocks, LaunchConfig};
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
 use super::pool::{Mirror, Retired};
@@ -228,7 +228,7 @@ impl Runtime {
                     0
                 },
                 launch_version: LAUNCH_VERSION,
-                dispatch: 0,
+                reserved: 0,
             },
             mirror: slot.mirror,
             number,
@@ -255,14 +255,7 @@ impl Runtime {
             k.params.start_off = *sms.words();
         }
         // On error the handle drops here and retires the slot after what was enqueued.
-        let persistent = persistent_blocks(k.per_sm, rt.sm_count, tasks);
-        let blocks = match dispatched_blocks(cfg, tasks, persistent, &k.params.start_off) {
-            Some(blocks) => {
-                k.params.dispatch = 1;
-                blocks
-            }
-            None => persistent,
-        };
+        let blocks = persistent_blocks(k.per_sm, rt.sm_count, tasks);
         steps::lap(Step::Handle);
         let launched = if k.links > 0 {
             k.launch_links(stream, blocks)
@@ -279,7 +272,6 @@ impl Runtime {
         super::trace_setup("launch and end event");
         // Every later instance is a resumed one, launched after the newest command has landed.
         k.params.first = RESUMED;
-        k.params.dispatch = 0;
         k.params.start_off = [0; MAX_SMS / 32];
         Ok(k)
     }

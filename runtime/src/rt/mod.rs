@@ -80,14 +80,6 @@ pub fn overlap_launches() -> bool {
     *ON.get_or_init(|| !switched_off("CUPREEMPT_OVERLAP"))
 }
 
-/// Whether a launch's first instance may be dispatched: one block per task instead of the
-/// persistent grid (docs/runtime.md, "Dispatched launches"). `CUPREEMPT_DISPATCH=1` dispatches
-/// every launch that may be; otherwise none is.
-pub(crate) fn dispatch_launches() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("CUPREEMPT_DISPATCH").is_ok_and(|v| v.trim() == "1"))
-}
-
 /// Whether environment variable `name`, a switch that is on unless said, is `0`.
 pub(crate) fn switched_off(name: &str) -> bool {
     std::env::var(name).is_ok_and(|v| v.trim() == "0")
