@@ -1148,7 +1148,8 @@ fn prepare(
         })
         .collect();
     // Every file of the unit's closure within the project is in `files`.
-    let defines = program::defines_of(&files, &Default::default(), &graph, &opts);
+    let memo = program::MacroMemo::default();
+    let defines = program::defines_of(&files, &Default::default(), &graph, &opts, &memo);
     let spelled = spelled_names(spelled_source, &files, search);
     let color = super::stderr_color();
     let mut refused = false;
@@ -1183,7 +1184,7 @@ fn prepare(
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);
             o.namesakes = program::namesake_ordinals(&defines, p);
-            let included = program::macros_of(graph.closure(p), &|q| {
+            let included = memo.macros_of(graph.closure(p), &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });
             o.known_macros = included;

@@ -304,7 +304,8 @@ pub(super) fn known_kernels(
             }
         }
     }
-    let mut defines = program::defines_of(&canonical, &outside, &graph, opts);
+    let memo = program::MacroMemo::default();
+    let mut defines = program::defines_of(&canonical, &outside, &graph, opts, &memo);
     // What each input's included files define as macros (texts by path: a folder of a
     // thousand inputs asks for each of their closures' files).
     let input_texts: BTreeMap<&Path, &String> =
@@ -317,7 +318,7 @@ pub(super) fn known_kernels(
     };
     let macros: Vec<program::IncludedMacros> = canonical
         .iter()
-        .map(|(c, _)| program::macros_of(graph.closure(c), &text_of))
+        .map(|(c, _)| memo.macros_of(graph.closure(c), &text_of))
         .collect();
     if !outside.is_empty() {
         let outside: Vec<(PathBuf, String)> = outside.into_iter().collect();
@@ -329,7 +330,7 @@ pub(super) fn known_kernels(
             ..opts.clone()
         };
         let inputs: BTreeMap<PathBuf, String> = canonical.iter().cloned().collect();
-        for (p, (kernels, helpers)) in program::defines_of(&outside, &inputs, &graph, &o) {
+        for (p, (kernels, helpers)) in program::defines_of(&outside, &inputs, &graph, &o, &memo) {
             let helpers = helpers
                 .into_iter()
                 .map(|h| KnownHelper {
@@ -355,14 +356,14 @@ pub(super) fn known_kernels(
         }
     }
     // Each input's path as given, by its canonical path.
-    let given: BTreeMap<&PathBuf, &PathBuf> = canonical
+    let given: std::collections::HashMap<&PathBuf, &PathBuf> = canonical
         .iter()
         .zip(&texts)
         .map(|((c, _), (p, _))| (c, *p))
         .collect();
     // Whether a file that is no input already includes cupreempt's header: each read once,
     // however many inputs include it.
-    let mut transformed_on_disk: BTreeMap<PathBuf, bool> = BTreeMap::new();
+    let mut transformed_on_disk: std::collections::HashMap<PathBuf, bool> = Default::default();
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
         let (kernels, helpers) = program::known_from(&defines, &graph, c);
         let namesakes = program::namesake_ordinals(&defines, c);
