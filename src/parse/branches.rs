@@ -194,7 +194,13 @@ impl<'a> FileGroups<'a> {
                     && src
                         .get(e.start..g.span.start)
                         .is_some_and(|t| t.trim().is_empty());
-                overlaps || before
+                // Among the groups whose branches open or close braces alone, an error anywhere
+                // after one: read with every branch, the braces of all of them count, and the
+                // grammar may meet the brace left open only where the file ends (an `if (...)
+                // {` head in each branch of `#ifdef ENABLE_BF16` `#else` `#endif` in a host
+                // launcher, then the file's explicit instantiations: errors at its last lines).
+                let after = unbalanced_only && e.start >= g.span.end;
+                overlaps || before || after
             })
         };
         // Inside a block of statements; elsewhere (file, namespace or class scope) only where the
