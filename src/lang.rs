@@ -567,6 +567,17 @@ pub fn strip_parens(mut n: Node) -> Node {
     n
 }
 
+/// The 1-based line of byte `at` in `src`, the file as written. Not the tree's row: the masked
+/// view the grammar reads may turn a line break into a `;` (a statement macro's use followed by
+/// a closing brace, `parse::statement_macro_separators`), which would move every later row.
+pub fn line_at(src: &str, at: usize) -> usize {
+    src.as_bytes()[..at.min(src.len())]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }

@@ -1347,7 +1347,8 @@ fn uses<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = usize> + 'a {
 /// loops of benchmarks do), which the grammar reads as a declaration missing its `;`: for each
 /// use of an object-like macro of this file whose body ends a statement (`;` or `}`), followed
 /// by something that is no `;`, the first blank after it (on its line, or the indentation of
-/// the next) becomes a `;` in the masked view. Uses inside directive lines are left alone.
+/// the next), else the line break after it, becomes a `;` in the masked view. Uses inside
+/// directive lines are left alone.
 fn statement_macro_separators(
     src: &str,
     defs: &[Define],
@@ -1403,14 +1404,17 @@ fn statement_macro_separators(
             if !follows || matches!(word.as_str(), "else" | "while" | "catch") {
                 continue;
             }
-            // No blank on the way to the file's end: the line break after the use ends it.
-            // Only there: elsewhere a line taken out would move every later line's number
-            // (kernels are reported by their line in the masked view), and a break that ends
-            // a line comment the use stands in (`//CUDA_ERRCK`) would carry it on.
+            // No blank on the way to a closing brace (`PRINT_ENCODER(m_.useFP16)` then `}` at
+            // the start of the next line, as an inference library's plugin writes it) or to
+            // the file's end: the line break after the use ends it. (Before another use, the
+            // uses at file scope are empty declarations already: `instantiation_macro_uses`.) Lines are counted in the
+            // file as written, not in the masked view (`lang::line_at`), so no later line's
+            // number moves; but a break that ends a line comment the use stands in
+            // (`//CUDA_ERRCK`) would carry the comment on.
             let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
             let commented = src[line_start..at].contains("//");
             let line_break = || {
-                (next.is_none() && !commented)
+                (!commented && next.is_none_or(|x| x == b'}'))
                     .then(|| b[end..next_at].iter().position(|&x| x == b'\n'))
                     .flatten()
                     .map(|i| end + i)
@@ -2905,6 +2909,28 @@ void h(int* d) {
             !tree.root_node().has_error(),
             "{}",
             tree.root_node().to_sexp()
+        );
+    }
+
+    /// A statement macro's use with no `;` and no blank before the closing brace on the next
+    /// line: the line break becomes its `;`, and the kernels after it keep their lines.
+    #[test]
+    fn a_statement_macro_before_a_closing_brace_gets_the_line_break() {
+        let src = "#define LOG(x) printf(\"%d\", x);\nvoid f(int a) {\n  LOG(a)\n}\n\
+                   __global__ void k(float* p) { p[blockIdx.x] = 1.0f; }\n";
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(m.contains("  LOG(a);}"), "{m}");
+        assert_eq!(error_count(src), 0, "the grammar reads the masked view");
+        let t = crate::transform(src, "a.cu", &crate::Options::default()).expect("transform");
+        assert_eq!(t.kernels.len(), 1);
+        assert_eq!(
+            t.kernels[0].line, 5,
+            "the line as written, not the masked view's"
         );
     }
 

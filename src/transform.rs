@@ -348,7 +348,7 @@ fn transform_here(
         .map(|k| KernelReport {
             id: k.id,
             name: k.site.name.clone(),
-            line: k.site.name_node.start_position().row + 1,
+            line: crate::lang::line_at(src, k.site.name_node.start_byte()),
             transformed: k.transformed(),
             mode: k.mode,
             chunk: k.chunk,

@@ -377,7 +377,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         kernels.push(plan);
     }
     couple_specializations(&mut kernels, &found.declarations, &mut diagnostics, src);
-    couple_alternatives(&mut kernels, &mut diagnostics);
+    couple_alternatives(&mut kernels, &mut diagnostics, src);
     number_overloads(&mut kernels, &opts.namesakes);
     for i in 0..helpers.len() {
         helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
@@ -590,7 +590,7 @@ fn leave_together(
 /// a public hashing miner), and the transformed unit then launched wrappers its host pass
 /// lacked. Overloads with as many parameters are coupled too, which at worst leaves one as
 /// written.
-fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnostic>) {
+fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnostic>, src: &str) {
     let key = |k: &KernelPlan| {
         (
             k.site.scope.clone(),
@@ -615,7 +615,7 @@ fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnos
             }
             continue;
         };
-        let line = kernels[left].site.name_node.start_position().row + 1;
+        let line = crate::lang::line_at(src, kernels[left].site.name_node.start_byte());
         leave_together(
             kernels,
             &members,
