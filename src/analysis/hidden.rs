@@ -68,6 +68,27 @@ pub fn refusal(
         (site.outer.byte_range(), site.body.byte_range(), false)
     }));
     let has_returns = !plan.facts.returns.is_empty();
+    // A write (or a call that may write) in a hidden branch matters to the returns' analysis
+    // only where a return can run after it: one later in the text, or one in a loop around the
+    // branch, which brings control back to it; a `goto` may bring it back from anywhere. A
+    // correlation kernel's bounds return at its top and a warp reduction chosen by `#ifdef
+    // MMCV_WITH_HIP` far below it were a refusal (CP001).
+    let body_text = &src[plan.site.body.byte_range()];
+    let goes_back = crate::lang::word_indices(body_text, "goto")
+        .next()
+        .is_some();
+    let return_after = |r: &Range<usize>| {
+        goes_back
+            || plan.facts.returns.iter().any(|ret| {
+                let at = ret.range();
+                at.start >= r.start
+                    || plan
+                        .facts
+                        .loops
+                        .iter()
+                        .any(|l| within(l, &at) && within(l, r))
+            })
+    };
     let head_branches = plan
         .head_branches
         .as_ref()
@@ -78,7 +99,9 @@ pub fn refusal(
             Some((_, body, _)) if !within(body, r) => {
                 Some("part of the function's head".to_string())
             }
-            Some((_, _, own)) => unseen(&text, *own && has_returns, graph, macros),
+            Some((_, _, own)) => {
+                unseen(&text, *own && has_returns && return_after(r), graph, macros)
+            }
             None if inside_function(root, r) => None,
             None => unseen(&text, false, graph, macros),
         };
