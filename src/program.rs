@@ -297,15 +297,42 @@ pub fn has_unredirected_include(text: &str) -> bool {
 /// Where the preprocessor finds `inc` included from a file in `dir`: next to the including
 /// file first for a quoted name, then along `search` (the -I folders, in order).
 pub fn resolve(inc: &Include, dir: &Path, search: &[PathBuf]) -> Option<PathBuf> {
-    let name = Path::new(&inc.name);
-    if name.is_absolute() {
-        return name.is_file().then(|| name.to_path_buf());
+    match beside(inc, dir) {
+        Place::Found(p) => Some(p),
+        Place::Absent => None,
+        Place::Search => along(&inc.name, search),
     }
-    let local = inc.quoted.then(|| dir.join(name));
-    local
-        .into_iter()
-        .chain(search.iter().map(|d| d.join(name)))
-        .find(|p| p.is_file())
+}
+
+/// Where `resolve` looks first: the path itself for an absolute name, the includer's folder
+/// for a quoted one.
+enum Place {
+    Found(PathBuf),
+    /// An absolute name that is no file.
+    Absent,
+    /// Not decided here: the name is looked for along the -I folders.
+    Search,
+}
+
+fn beside(inc: &Include, dir: &Path) -> Place {
+    let name = Path::new(&inc.name);
+    let here = if name.is_absolute() {
+        name.to_path_buf()
+    } else if inc.quoted {
+        dir.join(name)
+    } else {
+        return Place::Search;
+    };
+    match (here.is_file(), name.is_absolute()) {
+        (true, _) => Place::Found(here),
+        (false, true) => Place::Absent,
+        (false, false) => Place::Search,
+    }
+}
+
+/// The first of `search`'s folders that holds `name`.
+fn along(name: &str, search: &[PathBuf]) -> Option<PathBuf> {
+    search.iter().map(|d| d.join(name)).find(|p| p.is_file())
 }
 
 /// What each file of a program defines for the files that include it: its kernels, and its
@@ -715,13 +742,12 @@ struct ResolvedFiles {
     direct: Vec<Option<std::rc::Rc<[u32]>>>,
     /// Files read from disk.
     reads: usize,
-    /// Where a quoted name next to its includer led (the folder's path joined with the name):
-    /// the file's number, or None where no file is there.
-    beside: std::collections::HashMap<PathBuf, Option<u32>>,
-    /// Where a name searched along the -I folders led (a quoted name not found beside its
-    /// includer, or any `<name>`): the same for every includer. Headers of a large library
-    /// include the same names many times over, and each search probes every folder and makes
-    /// the found path canonical (a `readlink` per component).
+    /// What `beside` found for a name in a folder, numbered; the same for every includer in
+    /// that folder.
+    beside: std::collections::HashMap<(PathBuf, String), Option<Option<u32>>>,
+    /// What `along` found for a name, numbered: the same for every includer. Headers of a
+    /// large library include the same names many times over, and each search probes every
+    /// folder and makes the found path canonical (a `readlink` per component).
     searched: std::collections::HashMap<String, Option<u32>>,
     /// Searches along the -I folders made (tests).
     searches: usize,
@@ -753,49 +779,41 @@ impl<'a> IncludeResolver<'a> {
             .collect()
     }
 
-    /// As [`resolve`], the found file canonical and numbered; each place probed once per run.
+    /// As [`resolve`], the found file canonical and numbered; each place probed once per run
+    /// (`beside`'s answer for a folder and name, `along`'s for a name).
     fn find(&self, inc: &Include, dir: &Path) -> Option<u32> {
-        let canonical = |found: PathBuf| {
+        let number = |found: PathBuf| {
             let found = found.canonicalize().unwrap_or(found);
             self.files.borrow_mut().number(&found)
         };
-        let name = Path::new(&inc.name);
-        if name.is_absolute() {
-            return name.is_file().then(|| canonical(name.to_path_buf()));
-        }
-        if inc.quoted {
-            let local = dir.join(name);
-            let known = self.files.borrow().beside.get(&local).copied();
-            let here = match known {
-                Some(here) => here,
-                None => {
-                    let here = local.is_file().then(|| canonical(local.clone()));
-                    self.files.borrow_mut().beside.insert(local, here);
-                    here
-                }
-            };
-            if here.is_some() {
+        // A quoted or absolute name: `beside` first (Some: decided there, None: look along the
+        // -I folders); a `<name>` only along them.
+        if inc.quoted || Path::new(&inc.name).is_absolute() {
+            let key = (dir.to_path_buf(), inc.name.clone());
+            let known = self.files.borrow().beside.get(&key).copied();
+            let here = known.unwrap_or_else(|| {
+                let here = match beside(inc, dir) {
+                    Place::Found(p) => Some(Some(number(p))),
+                    Place::Absent => Some(None),
+                    Place::Search => None,
+                };
+                self.files.borrow_mut().beside.insert(key, here);
+                here
+            });
+            if let Some(here) = here {
                 return here;
             }
         }
         let known = self.files.borrow().searched.get(&inc.name).copied();
-        match known {
-            Some(found) => found,
-            None => {
-                self.files.borrow_mut().searches += 1;
-                let found = self
-                    .search
-                    .iter()
-                    .map(|d| d.join(name))
-                    .find(|p| p.is_file())
-                    .map(canonical);
-                self.files
-                    .borrow_mut()
-                    .searched
-                    .insert(inc.name.clone(), found);
-                found
-            }
-        }
+        known.unwrap_or_else(|| {
+            self.files.borrow_mut().searches += 1;
+            let found = along(&inc.name, self.search).map(number);
+            self.files
+                .borrow_mut()
+                .searched
+                .insert(inc.name.clone(), found);
+            found
+        })
     }
 
     /// The direct includes of file `n`, read from disk the first time it is asked.
