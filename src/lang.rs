@@ -567,15 +567,26 @@ pub fn strip_parens(mut n: Node) -> Node {
     n
 }
 
-/// The 1-based line of byte `at` in `src`, the file as written. Not the tree's row: the masked
-/// view the grammar reads may turn a line break into a `;` (a statement macro's use followed by
-/// a closing brace, `parse::statement_macro_separators`), which would move every later row.
-pub fn line_at(src: &str, at: usize) -> usize {
-    src.as_bytes()[..at.min(src.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
+/// Where each line of a text starts, to give a byte's 1-based line in the file as written. Not
+/// the tree's rows: the masked view the grammar reads may turn a line break into a `;` (a
+/// statement macro's use followed by a closing brace, `parse::statement_macro_separators`),
+/// which would move every later row.
+pub struct LineStarts(Vec<usize>);
+
+impl LineStarts {
+    pub fn new(src: &str) -> LineStarts {
+        let breaks = src.bytes().enumerate().filter(|&(_, b)| b == b'\n');
+        LineStarts(
+            std::iter::once(0)
+                .chain(breaks.map(|(i, _)| i + 1))
+                .collect(),
+        )
+    }
+
+    /// The line of byte `at`.
+    pub fn line(&self, at: usize) -> usize {
+        self.0.partition_point(|&start| start <= at)
+    }
 }
 
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
@@ -740,6 +751,16 @@ pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn line_starts_count_lines_in_the_text() {
+        let lines = LineStarts::new("a\nbc\n\nd");
+        let at = |b: usize| lines.line(b);
+        assert_eq!(
+            [at(0), at(1), at(2), at(4), at(5), at(6), at(7)],
+            [1, 1, 2, 2, 3, 4, 4]
+        );
+    }
 
     #[test]
     fn block_barriers_in_ptx_are_told_from_fences_and_object_barriers() {

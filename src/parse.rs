@@ -1406,11 +1406,11 @@ fn statement_macro_separators(
             }
             // No blank on the way to a closing brace (`PRINT_ENCODER(m_.useFP16)` then `}` at
             // the start of the next line, as an inference library's plugin writes it) or to
-            // the file's end: the line break after the use ends it. (Before another use, the
-            // uses at file scope are empty declarations already: `instantiation_macro_uses`.) Lines are counted in the
-            // file as written, not in the masked view (`lang::line_at`), so no later line's
+            // the file's end: the line break after the use ends it. Lines are counted in the
+            // file as written, not in the masked view (`lang::LineStarts`), so no later line's
             // number moves; but a break that ends a line comment the use stands in
-            // (`//CUDA_ERRCK`) would carry the comment on.
+            // (`//CUDA_ERRCK`) would carry the comment on. Before another use, none: at file
+            // scope the uses are empty declarations already (`instantiation_macro_uses`).
             let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
             let commented = src[line_start..at].contains("//");
             let line_break = || {

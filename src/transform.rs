@@ -342,13 +342,14 @@ fn transform_here(
     let mut diagnostics = analysis.diagnostics;
     diagnostics.extend(rewrite.diagnostics);
     diagnostics.sort_by_key(|d| d.labels.first().map_or(0, |l| l.start));
+    let lines = crate::lang::LineStarts::new(src);
     let mut kernels = analysis
         .kernels
         .iter()
         .map(|k| KernelReport {
             id: k.id,
             name: k.site.name.clone(),
-            line: crate::lang::line_at(src, k.site.name_node.start_byte()),
+            line: lines.line(k.site.name_node.start_byte()),
             transformed: k.transformed(),
             mode: k.mode,
             chunk: k.chunk,

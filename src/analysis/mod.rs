@@ -615,7 +615,8 @@ fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnos
             }
             continue;
         };
-        let line = crate::lang::line_at(src, kernels[left].site.name_node.start_byte());
+        let line =
+            crate::lang::LineStarts::new(src).line(kernels[left].site.name_node.start_byte());
         leave_together(
             kernels,
             &members,
