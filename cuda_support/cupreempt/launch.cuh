@@ -574,14 +574,9 @@ struct CUPREEMPT_NODISCARD AnyConfigOr {
   }
 };
 
-template <class... P>
-struct CUPREEMPT_NODISCARD AnyConfig {
-  void (*original)(P...);
-  AnyLauncher<P...> operator()(dim3 grid, dim3 block, size_t smem = 0,
-                               cudaStream_t stream = 0) const {
-    return {original, grid, block, smem, stream};
-  }
-};
+// C++11's: no launch as written beside the pointer (no generic lambda to carry it), so a use
+// that leaves out default arguments does not compile, as through the pointer alone.
+struct NoAsWritten {};
 }  // namespace detail
 
 // `CUPREEMPT_LAUNCH_ANY(kernel)(CONFIG)(args)`: what a macro's `kernel<<<CONFIG>>>(args)`
@@ -592,8 +587,8 @@ detail::AnyConfigOr<AsWritten, P...> launch_any_or(void (*original)(P...), AsWri
   return {original, w};
 }
 template <class... P>
-detail::AnyConfig<P...> launch_any_of(void (*original)(P...)) {
-  return {original};
+detail::AnyConfigOr<detail::NoAsWritten, P...> launch_any_of(void (*original)(P...)) {
+  return {original, {}};
 }
 
 }  // namespace cupreempt

@@ -3,8 +3,6 @@
 // cupreempt.cuh reads them; shield_end.h restores them. No include guard: read once.
 #pragma push_macro("A")
 #undef A
-#pragma push_macro("AnyConfig")
-#undef AnyConfig
 #pragma push_macro("AnyConfigOr")
 #undef AnyConfigOr
 #pragma push_macro("AnyFn")
@@ -43,6 +41,8 @@
 #undef N
 #pragma push_macro("NativeCtx")
 #undef NativeCtx
+#pragma push_macro("NoAsWritten")
+#undef NoAsWritten
 #pragma push_macro("O")
 #undef O
 #pragma push_macro("Original")

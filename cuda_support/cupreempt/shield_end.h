@@ -370,6 +370,7 @@
 #pragma pop_macro("P")
 #pragma pop_macro("Original")
 #pragma pop_macro("O")
+#pragma pop_macro("NoAsWritten")
 #pragma pop_macro("NativeCtx")
 #pragma pop_macro("N")
 #pragma pop_macro("LeaderState")
@@ -389,5 +390,4 @@
 #pragma pop_macro("AnyLauncher")
 #pragma pop_macro("AnyFn")
 #pragma pop_macro("AnyConfigOr")
-#pragma pop_macro("AnyConfig")
 #pragma pop_macro("A")
