@@ -488,81 +488,103 @@ impl FromIterator<(PathBuf, Vec<PathBuf>)> for IncludeGraph {
 /// Not those of a name `file` defines a kernel of itself: its launches of that name launch its
 /// own (an application's variant headers, each defining `initialize`, included by one `.cu`
 /// under `#if VARIANT == ...`: every launch of them was CP101).
-pub fn known_from(
-    defines: &Defines,
-    graph: &IncludeGraph,
-    file: &Path,
-) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
-    let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
-    let Some(me) = graph.number(file) else {
-        return known;
-    };
-    let own: Vec<&str> = defines
-        .get(file)
-        .map(|(k, _)| k.iter().map(|k| k.name.as_str()).collect())
-        .unwrap_or_default();
-    // The files that define something, by number: most headers of a large program define
-    // nothing, and each is asked about once per file that includes it.
-    let defining: std::collections::HashMap<u32, &(Vec<KnownKernel>, Vec<KnownHelper>)> = defines
-        .iter()
-        .filter(|(_, (k, h))| !k.is_empty() || !h.is_empty())
-        .filter_map(|(p, d)| Some((graph.number(p)?, d)))
-        .collect();
-    if defining.is_empty() {
-        return known;
-    }
-    for f in graph.closure_numbers(me) {
-        if let Some((k, h)) = defining.get(f) {
-            known.0.extend(k.iter().cloned());
-            known.1.extend(h.iter().cloned());
-        }
-    }
-    // The files whose kernels a launch here may name once an includer has brought them in.
-    let beside_kernels: Vec<(u32, Vec<&KnownKernel>)> = defining
-        .iter()
-        .filter(|(&f, _)| f != me)
-        .map(|(&f, (kernels, _))| {
-            let ks = kernels
-                .iter()
-                .filter(|k| gives_launch_types(k) && !own.contains(&k.name.as_str()))
-                .collect();
-            (f, ks)
-        })
-        .filter(|(_, ks): &(u32, Vec<&KnownKernel>)| !ks.is_empty())
-        .collect();
-    for &includer in graph.includer_numbers(me) {
-        if let Some((_, h)) = defining.get(&includer) {
-            let members = h.iter().filter(|h| h.member && h.reads_block_ids);
-            for m in members {
-                if !known.1.contains(m) {
-                    known.1.push(m.clone());
-                }
-            }
-        }
-        // The includer itself, then what it includes, in its closure's order.
-        let closure = graph.closure_numbers(includer);
-        let mut here: Vec<(usize, &Vec<&KnownKernel>)> = beside_kernels
+///
+/// `KnownIndex` numbers the files that define something once, for all the files asked about.
+pub struct KnownIndex<'d> {
+    defines: &'d Defines,
+    graph: &'d IncludeGraph,
+    /// The files that define something, by number: most headers of a large program define
+    /// nothing, and each is asked about once per file that includes it.
+    defining: std::collections::HashMap<u32, &'d (Vec<KnownKernel>, Vec<KnownHelper>)>,
+}
+
+impl<'d> KnownIndex<'d> {
+    pub fn new(defines: &'d Defines, graph: &'d IncludeGraph) -> KnownIndex<'d> {
+        let defining = defines
             .iter()
-            .filter(|(f, _)| *f == includer || graph.includes(includer, *f))
-            .map(|(f, ks)| {
-                let at = if *f == includer {
-                    0
-                } else {
-                    1 + closure.iter().position(|c| c == f).unwrap_or(closure.len())
-                };
-                (at, ks)
-            })
+            .filter(|(_, (k, h))| !k.is_empty() || !h.is_empty())
+            .filter_map(|(p, d)| Some((graph.number(p)?, d)))
             .collect();
-        here.sort_by_key(|&(at, _)| at);
-        for (_, ks) in here {
-            for &k in ks {
-                if !known.0.contains(k) {
-                    known.0.push(k.clone());
+        KnownIndex {
+            defines,
+            graph,
+            defining,
+        }
+    }
+}
+
+impl KnownIndex<'_> {
+    /// What `file` knows of the program (above).
+    pub fn known_from(&self, file: &Path) -> (Vec<KnownKernel>, Vec<KnownHelper>) {
+        let KnownIndex {
+            defines,
+            graph,
+            defining,
+        } = self;
+        let mut known: (Vec<KnownKernel>, Vec<KnownHelper>) = Default::default();
+        let Some(me) = graph.number(file) else {
+            return known;
+        };
+        let own: Vec<&str> = defines
+            .get(file)
+            .map(|(k, _)| k.iter().map(|k| k.name.as_str()).collect())
+            .unwrap_or_default();
+        if defining.is_empty() {
+            return known;
+        }
+        for f in graph.closure_numbers(me) {
+            if let Some((k, h)) = defining.get(f) {
+                known.0.extend(k.iter().cloned());
+                known.1.extend(h.iter().cloned());
+            }
+        }
+        // The files whose kernels a launch here may name once an includer has brought them in.
+        let beside_kernels: Vec<(u32, Vec<&KnownKernel>)> = defining
+            .iter()
+            .filter(|(&f, _)| f != me)
+            .map(|(&f, (kernels, _))| {
+                let ks = kernels
+                    .iter()
+                    .filter(|k| gives_launch_types(k) && !own.contains(&k.name.as_str()))
+                    .collect();
+                (f, ks)
+            })
+            .filter(|(_, ks): &(u32, Vec<&KnownKernel>)| !ks.is_empty())
+            .collect();
+        for &includer in graph.includer_numbers(me) {
+            if let Some((_, h)) = defining.get(&includer) {
+                let members = h.iter().filter(|h| h.member && h.reads_block_ids);
+                for m in members {
+                    if !known.1.contains(m) {
+                        known.1.push(m.clone());
+                    }
+                }
+            }
+            // The includer itself, then what it includes, in its closure's order.
+            let closure = graph.closure_numbers(includer);
+            let mut here: Vec<(usize, &Vec<&KnownKernel>)> = beside_kernels
+                .iter()
+                .filter(|(f, _)| *f == includer || graph.includes(includer, *f))
+                .map(|(f, ks)| {
+                    let at = if *f == includer {
+                        0
+                    } else {
+                        1 + closure.iter().position(|c| c == f).unwrap_or(closure.len())
+                    };
+                    (at, ks)
+                })
+                .collect();
+            here.sort_by_key(|&(at, _)| at);
+            for (_, ks) in here {
+                for &k in ks {
+                    if !known.0.contains(k) {
+                        known.0.push(k.clone());
+                    }
                 }
             }
         }
+        known
     }
-    known
 }
 
 /// `Defines` of a program. `files`: its files, canonical, with their texts; `others`: files
@@ -620,8 +642,9 @@ pub fn defines_of(
     let mut last: std::collections::BTreeMap<&PathBuf, (Known, Option<Known>)> = Default::default();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
+        let index = KnownIndex::new(&defines, graph);
         for ((p, t), macros) in relevant.iter().zip(&included_macros) {
-            let known = known_from(&defines, graph, p);
+            let known = index.known_from(p);
             let result = match last.get(p) {
                 Some((with, result)) if *with == known => result.clone(),
                 _ => {

@@ -1150,6 +1150,7 @@ fn prepare(
     // Every file of the unit's closure within the project is in `files`.
     let memo = program::MacroMemo::default();
     let defines = program::defines_of(&files, &Default::default(), &graph, &opts, &memo);
+    let index = program::KnownIndex::new(&defines, &graph);
     let spelled = spelled_names(spelled_source, &files, search);
     let color = super::stderr_color();
     let mut refused = false;
@@ -1179,7 +1180,7 @@ fn prepare(
             .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
         let include_support = i == 0 && support;
         outputs[i] = if with_kernels[i] || gives_ctx || include_support {
-            let (k, h) = program::known_from(&defines, &graph, p);
+            let (k, h) = index.known_from(p);
             let mut o = opts.clone();
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);

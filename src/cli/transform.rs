@@ -364,8 +364,9 @@ pub(super) fn known_kernels(
     // Whether a file that is no input already includes cupreempt's header: each read once,
     // however many inputs include it.
     let mut transformed_on_disk: std::collections::HashMap<PathBuf, bool> = Default::default();
+    let index = program::KnownIndex::new(&defines, &graph);
     for (((p, _), (c, _)), macros) in texts.iter().zip(&canonical).zip(macros) {
-        let (kernels, helpers) = program::known_from(&defines, &graph, c);
+        let (kernels, helpers) = index.known_from(c);
         let namesakes = program::namesake_ordinals(&defines, c);
         let included_inputs: Vec<PathBuf> = graph
             .closure(c)
