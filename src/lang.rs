@@ -593,6 +593,24 @@ pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }
 
+/// The class a declared type names, without its template arguments or qualifiers: `Foo` for
+/// `Foo`, `Foo<64, 8>` and `ns::Foo<T>`. None for other types (built-in, `auto`, a
+/// dependent name).
+pub fn class_name_of_type<'a>(ty: Node, src: &'a str) -> Option<&'a str> {
+    let k = kinds();
+    let mut n = ty;
+    loop {
+        if n.kind_id() == k.type_identifier {
+            return Some(text(n, src));
+        }
+        if n.kind_id() == k.template_type || n.kind_id() == k.qualified_identifier {
+            n = n.child_by_field_id(fields().name)?;
+            continue;
+        }
+        return None;
+    }
+}
+
 /// The first descendant identifier of a declarator: the declared name.
 pub fn declarator_name(node: Node) -> Option<Node> {
     let k = kinds();

@@ -1366,24 +1366,52 @@ fn a_kernel_declared_in_a_plain_header_is_launched_preemptibly_and_the_header_le
     links_with_the_fill_wrapper_defined(&nvcc, &dir);
 }
 
-/// A helper of a header that reads the block index only through a member function
-/// (`Tile::origin()`, which is never given the task context) cannot be handed the context for
-/// a kernel of another file: its context form would call the member, which reads the
-/// hardware's index. The kernel is refused (CP008) rather than transformed into one that
-/// computes other elements.
+/// A helper of a header that reads the block index only through a member function defined
+/// outside its class (`Tile::origin()`, which cannot be given the task context) cannot be
+/// handed the context for a kernel of another file: its context form would call the member,
+/// which reads the hardware's index. The kernel is refused (CP008) rather than transformed
+/// into one that computes other elements. Defined in its class, the member takes the context,
+/// the helper passes it, and the kernel of the other file is transformed and compiles.
 #[test]
 fn a_header_helper_that_reads_the_block_index_through_a_member_is_not_given_the_context() {
     let dir = support::tempdir("cli-helper-through-member");
     let src = dir.join("src");
     std::fs::create_dir_all(&src).unwrap();
+    let kernel = "#include \"tile.cuh\"\n__global__ void kern(unsigned* out) { out[gidx()] = 1; }\nvoid host(unsigned* o) { kern<<<8, 64>>>(o); }\n";
     std::fs::write(
         src.join("tile.cuh"),
         "#pragma once\nstruct Tile {\n  __device__ static unsigned origin() { return blockIdx.x * 64u; }\n};\n__device__ unsigned gidx() { return Tile::origin() + threadIdx.x; }\n",
     )
     .unwrap();
+    std::fs::write(src.join("k.cu"), kernel).unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.contains(": kern:") && l.contains("transformable")),
+        "{out}"
+    );
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = std::fs::read_to_string(dir.join("out/tile.cuh")).unwrap();
+    assert!(
+        header.contains("return Tile::origin(__cp) + threadIdx.x;"),
+        "{header}"
+    );
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.o"))
+            .arg("-I")
+            .arg(dir.join("out"))
+            .arg(dir.join("out/k.cu")),
+        "out/k.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(dir.join("out")).unwrap();
+
     std::fs::write(
-        src.join("k.cu"),
-        "#include \"tile.cuh\"\n__global__ void kern(unsigned* out) { out[gidx()] = 1; }\nvoid host(unsigned* o) { kern<<<8, 64>>>(o); }\n",
+        src.join("tile.cuh"),
+        "#pragma once\nstruct Tile {\n  __device__ static unsigned origin();\n};\n__device__ unsigned Tile::origin() { return blockIdx.x * 64u; }\n__device__ unsigned gidx() { return Tile::origin() + threadIdx.x; }\n",
     )
     .unwrap();
     let o = cupreempt(&["check", "src"], &dir);

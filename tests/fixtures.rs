@@ -148,9 +148,9 @@ fn a_second_run_is_refused() {
     assert_eq!(twice.diagnostics[0].code.id(), "CP009");
 }
 
-/// A member that reads the block index, called through an object at three places of one body,
-/// is one refusal labelled at each call, not three copies of the same message (`check` joins a
-/// kernel's reasons into one line).
+/// A member that reads the block index, called at three places of one body through objects
+/// whose class the text does not say (an array's elements), is one refusal labelled at each
+/// call, not three copies of the same message (`check` joins a kernel's reasons into one line).
 #[test]
 fn calls_of_one_member_through_objects_are_one_refusal_labelled_at_each() {
     let src = r#"
@@ -158,10 +158,10 @@ struct Window {
   __device__ int first() const { return blockIdx.x * 64; }
 };
 __device__ void run(float* out, int w) {
-  Window win;
-  if (w > 2) out[win.first()] = 1.0f;
-  else if (w > 1) out[win.first() + 1] = 2.0f;
-  else out[win.first() + 2] = 3.0f;
+  Window wins[2];
+  if (w > 2) out[wins[0].first()] = 1.0f;
+  else if (w > 1) out[wins[1].first() + 1] = 2.0f;
+  else out[wins[w].first() + 2] = 3.0f;
 }
 __global__ void fill(float* out, int w) { run(out, w); }
 "#;

@@ -68,6 +68,9 @@ pub struct BodyFacts<'t> {
     pub calls: Vec<Call<'t>>,
     /// Calls of members (`x.f()`, `p->f()`): the member's name and the call.
     pub member_calls: Vec<(String, Node<'t>)>,
+    /// The calls (by name or through objects) that pass the task context to a member
+    /// (`CallGraph::ctx_member_calls`): filled once the file's call graph is known.
+    pub ctx_member_calls: Vec<(String, Node<'t>)>,
     /// `block.group_index()` of this thread block: the block's index, which the rewrite
     /// replaces with the task's (`::dim3(blockIdx)`).
     pub block_index_calls: Vec<Node<'t>>,
@@ -82,6 +85,9 @@ pub struct BodyFacts<'t> {
     /// Names of the variables the body declares (a call of one is a call of an object's
     /// `operator()`, or of a function pointer).
     pub declared: BTreeSet<String>,
+    /// The variables the body declares with a class type, and that class's name
+    /// (`lang::class_name_of_type`): whose member a call `x.f()` or `p->f()` names.
+    pub declared_classes: BTreeMap<String, String>,
     pub barriers: Vec<BarrierSite<'t>>,
     pub returns: Vec<ReturnSite<'t>>,
     /// Loops, to tell whether a barrier can run after a return.
@@ -200,6 +206,12 @@ fn member_call<'t, 's>(call: Node<'t>, src: &'s str) -> Option<(Node<'t>, &'s st
         .filter(|c| c.kind_id() == kinds().field_expression)?;
     let args = lang::count_named(call.child_by_field_id(fields.arguments)?);
     let field = callee.child_by_field_id(fields.field)?;
+    // `x.template f<true>()`: the grammar wraps the template method in a dependent name.
+    let field = if field.kind() == "dependent_name" {
+        field.named_child(0)?
+    } else {
+        field
+    };
     let name = (field.kind_id() == kinds().template_method)
         .then(|| field.child_by_field_id(fields.name))
         .flatten();
@@ -256,10 +268,12 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
         global_builtins: Vec::new(),
         calls: Vec::new(),
         member_calls: Vec::new(),
+        ctx_member_calls: Vec::new(),
         block_index_calls: Vec::new(),
         grid_queries: Vec::new(),
         indirect_calls: Vec::new(),
         declared: BTreeSet::new(),
+        declared_classes: BTreeMap::new(),
         barriers: Vec::new(),
         returns: Vec::new(),
         loops: Vec::new(),
@@ -282,6 +296,18 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
                 .filter_map(lang::declarator_name);
             f.declared
                 .extend(names.map(|name| text(name, src).to_string()));
+            let class = n
+                .child_by_field_id(crate::lang::fields().r#type)
+                .and_then(|t| lang::class_name_of_type(t, src));
+            if let Some(class) = class {
+                for name in lang::declarators(n)
+                    .into_iter()
+                    .filter_map(lang::declarator_name)
+                {
+                    f.declared_classes
+                        .insert(text(name, src).to_string(), class.to_string());
+                }
+            }
             if let Some(d) = lang::declarators(n)
                 .into_iter()
                 .find(|d| braces_elided(*d, src))

@@ -3,7 +3,7 @@
 //! Calls are matched by name because calls are rewritten by name: every overload of a name that
 //! needs the context gets it.
 
-use super::body::{BodyFacts, Call};
+use super::body::BodyFacts;
 use super::sites::FunctionSite;
 use super::HelperPlan;
 use std::collections::{BTreeMap, BTreeSet};
@@ -14,6 +14,9 @@ pub struct CallGraph {
     pub by_name: BTreeMap<String, Vec<usize>>,
     /// Names of helpers that take the task context.
     pub ctx_names: BTreeSet<String>,
+    /// Those of them that name a function other than a member (of this file, or of an
+    /// included file): calls by these names pass the context by name alone.
+    pub free_ctx_names: BTreeSet<String>,
     /// Names of helpers that synchronize the block, directly or through other helpers.
     pub barrier_names: BTreeSet<String>,
     /// Names of helpers that synchronize a warp's lanes by a fixed mask (`BodyFacts::
@@ -25,6 +28,10 @@ pub struct CallGraph {
     /// Names of the file's member functions (a call `x.f()` of another name may be a call of a
     /// functor held in a field `f`).
     pub member_names: BTreeSet<String>,
+    /// Members that take the task context (`FunctionSite::context_member`), by name: the
+    /// classes that define one so. A call of such a member passes the context where the class
+    /// it calls is certain (`passes_ctx`); elsewhere the kernel is refused.
+    pub ctx_members: CtxMembers,
     /// Names of helpers that take the task context and whose address the file takes (the name
     /// stands other than as a callee: `Index f = gid;`, `{gid}`, `&gid`): a call through a
     /// function pointer may reach them and cannot pass the context (`address_taken`).
@@ -99,16 +106,27 @@ impl CallGraph {
                 .map(|n| n.to_string())
                 .collect()
         };
-        let barrier_names = calling_closure(helpers, external(external_barriers, helpers), |f| {
-            !f.barriers.is_empty()
-        });
+        // Members that need the context: their calls through objects may now be followed.
+        let member_ctx: BTreeSet<String> = helpers
+            .iter()
+            .filter(|h| h.site.member && h.needs_ctx)
+            .map(|h| h.site.name.clone())
+            .collect();
+        let barrier_names = calling_closure(
+            helpers,
+            external(external_barriers, helpers),
+            &member_ctx,
+            |f| !f.barriers.is_empty(),
+        );
         for h in helpers.iter_mut() {
             h.synchronizes = barrier_names.contains(&h.site.name);
         }
-        let warp_sync_names =
-            calling_closure(helpers, external(external_warp_syncs, helpers), |f| {
-                !f.warp_syncs.is_empty()
-            });
+        let warp_sync_names = calling_closure(
+            helpers,
+            external(external_warp_syncs, helpers),
+            &member_ctx,
+            |f| !f.warp_syncs.is_empty(),
+        );
         for h in helpers.iter_mut() {
             h.synchronizes_warp = warp_sync_names.contains(&h.site.name);
         }
@@ -116,23 +134,52 @@ impl CallGraph {
         for (i, h) in helpers.iter().enumerate() {
             by_name.entry(h.site.name.clone()).or_default().push(i);
         }
-        let member_ctx = helpers
-            .iter()
-            .filter(|h| h.site.member && h.needs_ctx)
-            .map(|h| h.site.name.clone())
-            .collect();
         let member_names = helpers
             .iter()
             .filter(|h| h.site.member)
             .map(|h| h.site.name.clone())
             .collect();
+        let mut ctx_members = CtxMembers::new();
+        for h in helpers
+            .iter()
+            .filter(|h| h.needs_ctx && h.site.context_member())
+        {
+            if let Some(class) = &h.site.class {
+                ctx_members
+                    .entry(h.site.name.clone())
+                    .or_default()
+                    .insert(class.clone());
+            }
+        }
+        // A member that needs the context but cannot take it leaves its name unresolvable in
+        // its class: every call that may reach it is refused.
+        for h in helpers
+            .iter()
+            .filter(|h| h.needs_ctx && h.site.member && !h.site.context_member())
+        {
+            if let (Some(classes), Some(class)) = (ctx_members.get_mut(&h.site.name), &h.site.class)
+            {
+                classes.remove(class);
+            }
+        }
+        let free_ctx_names = ctx_names
+            .iter()
+            .filter(|n| {
+                by_name
+                    .get(*n)
+                    .is_none_or(|is| is.iter().any(|&i| !helpers[i].site.member))
+            })
+            .cloned()
+            .collect();
         CallGraph {
+            free_ctx_names,
             by_name,
             ctx_names,
             barrier_names,
             warp_sync_names,
             member_ctx,
             member_names,
+            ctx_members,
             address_taken: BTreeSet::new(),
             file_variables: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
@@ -178,9 +225,7 @@ impl CallGraph {
     /// `decide::body_blockers` (function pointers, implicit type code, local classes).
     fn blocks_context(&self, h: &HelperPlan, src: &str) -> bool {
         let f = &h.facts;
-        f.member_calls
-            .iter()
-            .any(|(m, _)| self.member_ctx.contains(m))
+        !self.unresolved_member_calls(f, &h.site, src).is_empty()
             || (h.call_defaults.is_none()
                 && h.declarations()
                     .any(|d| super::decide::default_reads_block_ids(d, &self.block_names)))
@@ -213,8 +258,8 @@ impl CallGraph {
             if found(&helpers[i]) {
                 return true;
             }
-            for c in &helpers[i].facts.calls {
-                for j in self.callees(&c.name) {
+            for name in self.called_names(&helpers[i].facts) {
+                for j in self.callees(name) {
                     if seen.insert(j) {
                         todo.push(j);
                     }
@@ -224,42 +269,193 @@ impl CallGraph {
         false
     }
 
+    /// The names a body calls: by name, and members that need the context through objects
+    /// (where the kernel is transformed, those calls are certain, `passes_ctx`).
+    fn called_names<'f>(&'f self, facts: &'f BodyFacts) -> impl Iterator<Item = &'f str> + 'f {
+        let members = facts
+            .member_calls
+            .iter()
+            .map(|(m, _)| m.as_str())
+            .filter(|m| self.member_ctx.contains(*m));
+        facts.calls.iter().map(|c| c.name.as_str()).chain(members)
+    }
+
+    /// The calls in a body of members that need the task context where the class called is
+    /// certain and its member takes the context (`passes_ctx`): by name (`Foo::f()`, `f()` in a
+    /// member of `Foo`) and through objects (`x.f()`). The rewrite passes the context there.
+    pub fn ctx_member_calls<'t>(
+        &self,
+        facts: &BodyFacts<'t>,
+        site: &FunctionSite,
+        src: &str,
+    ) -> Vec<(String, Node<'t>)> {
+        let by_name = facts
+            .calls
+            .iter()
+            .filter(|c| self.member_only_ctx(&c.name))
+            .map(|c| (c.name.as_str(), c.node));
+        let through_objects = facts.member_calls.iter().map(|(m, c)| (m.as_str(), *c));
+        by_name
+            .chain(through_objects)
+            .filter(|(m, call)| {
+                self.member_ctx.contains(*m)
+                    && passes_ctx(&self.ctx_members, m, *call, site, facts, src)
+            })
+            .map(|(m, call)| (m.to_string(), call))
+            .collect()
+    }
+
+    /// The calls in a body of members that need the task context where it cannot be passed:
+    /// the class called is not certain (`called_class`), or its member cannot take the context.
+    /// A kernel that reaches one is refused.
+    pub fn unresolved_member_calls<'f, 't>(
+        &self,
+        facts: &'f BodyFacts<'t>,
+        site: &FunctionSite,
+        src: &str,
+    ) -> Vec<(&'f str, Node<'t>)> {
+        let by_name = facts
+            .calls
+            .iter()
+            .filter(|c| self.member_only_ctx(&c.name))
+            .map(|c| (c.name.as_str(), c.node));
+        let through_objects = facts.member_calls.iter().map(|(m, c)| (m.as_str(), *c));
+        by_name
+            .chain(through_objects)
+            .filter(|(m, call)| {
+                self.member_ctx.contains(*m)
+                    && !passes_ctx(&self.ctx_members, m, *call, site, facts, src)
+            })
+            .collect()
+    }
+
+    /// A name that needs the task context only as a member's: its calls by name are rewritten
+    /// only where they certainly call that member (`ctx_member_calls`).
+    pub fn member_only_ctx(&self, name: &str) -> bool {
+        self.member_ctx.contains(name) && !self.free_ctx_names.contains(name)
+    }
+
     /// The file's helpers that a body with these facts calls, directly or through others.
     pub fn reachable(&self, facts: &BodyFacts, helpers: &[HelperPlan]) -> BTreeSet<usize> {
         let mut seen = BTreeSet::new();
-        let mut calls: Vec<&str> = facts.calls.iter().map(|c| c.name.as_str()).collect();
+        let mut calls: Vec<&str> = self.called_names(facts).collect();
         while let Some(name) = calls.pop() {
             for i in self.callees(name) {
                 if seen.insert(i) {
-                    calls.extend(helpers[i].facts.calls.iter().map(|c| c.name.as_str()));
+                    calls.extend(self.called_names(&helpers[i].facts));
                 }
             }
         }
         seen
     }
-
-    /// Whether a call goes to a helper that synchronizes the block.
-    pub fn synchronizes(&self, call: &Call) -> bool {
-        self.barrier_names.contains(&call.name)
-    }
-
-    /// Whether a call goes to a helper that synchronizes a warp's lanes by a fixed mask.
-    pub fn synchronizes_warp(&self, call: &Call) -> bool {
-        self.warp_sync_names.contains(&call.name)
-    }
 }
 
 /// `names` and the names of the helpers whose own body satisfies `direct` or that call one of
 /// those, to a fixed point: the helpers that synchronize, directly or through others.
+/// Member names, each with the classes whose member of that name takes the task context.
+pub type CtxMembers = BTreeMap<String, BTreeSet<String>>;
+
+/// The class whose member a call names, where the text leaves no doubt: `this->f()`, and `f()`
+/// unqualified in a member (the caller's own class, whose scope is searched first); `x.f()` and
+/// `p->f()` for a local or parameter declared with a class type (`Foo<8> x`, `Foo* p`);
+/// `Foo::f()` and `ns::Foo<T>::f()`. None for any other object (an element, a call's result,
+/// a field) and for an unqualified call outside a member.
+pub fn called_class(
+    call: Node,
+    caller: &FunctionSite,
+    facts: &BodyFacts,
+    src: &str,
+) -> Option<String> {
+    let k = crate::lang::kinds();
+    let f = crate::lang::fields();
+    let callee = call.child_by_field_id(f.function)?;
+    if callee.kind_id() == k.field_expression {
+        let object = callee.child_by_field_id(f.argument)?;
+        if object.kind() == "this" {
+            return caller.class.clone();
+        }
+        if object.kind_id() != k.identifier {
+            return None;
+        }
+        let name = crate::lang::text(object, src);
+        if let Some(class) = facts.declared_classes.get(name) {
+            return Some(class.clone());
+        }
+        if facts.declared.contains(name) {
+            return None;
+        }
+        let mut c = caller.params.walk();
+        let class = caller.params.named_children(&mut c).find_map(|p| {
+            let declared = p
+                .child_by_field_id(f.declarator)
+                .and_then(crate::lang::declarator_name)
+                .is_some_and(|n| crate::lang::text(n, src) == name);
+            let ty = p.child_by_field_id(f.r#type)?;
+            declared
+                .then(|| crate::lang::class_name_of_type(ty, src))
+                .flatten()
+        });
+        return class.map(str::to_string);
+    }
+    if callee.kind_id() == k.qualified_identifier {
+        // `ns::Foo<T>::f`: the innermost qualifier names the class.
+        let mut q = callee;
+        while let Some(inner) = q
+            .child_by_field_id(f.name)
+            .filter(|n| n.kind_id() == k.qualified_identifier)
+        {
+            q = inner;
+        }
+        let scope = q.child_by_field_id(f.scope)?;
+        return match crate::lang::class_name_of_type(scope, src) {
+            Some(class) => Some(class.to_string()),
+            None if scope.kind() == "namespace_identifier" => {
+                Some(crate::lang::text(scope, src).to_string())
+            }
+            None => None,
+        };
+    }
+    if callee.kind_id() == k.identifier || callee.kind_id() == k.template_function {
+        return caller.class.clone();
+    }
+    None
+}
+
+/// Whether a call of member `name` certainly calls a member that takes the task context
+/// (`called_class`).
+pub fn passes_ctx(
+    members: &CtxMembers,
+    name: &str,
+    call: Node,
+    caller: &FunctionSite,
+    facts: &BodyFacts,
+    src: &str,
+) -> bool {
+    members.get(name).is_some_and(|classes| {
+        called_class(call, caller, facts, src).is_some_and(|c| classes.contains(&c))
+    })
+}
+
+/// The names of helpers that `direct` holds for, or that call one by name (or call a member
+/// named in `members` through an object), closed under calls.
 fn calling_closure(
     helpers: &[HelperPlan],
     mut names: BTreeSet<String>,
+    members: &BTreeSet<String>,
     direct: impl Fn(&BodyFacts) -> bool,
 ) -> BTreeSet<String> {
     loop {
         let before = names.len();
         for h in helpers {
-            if direct(&h.facts) || h.facts.calls.iter().any(|c| names.contains(&c.name)) {
+            let calls_member = h
+                .facts
+                .member_calls
+                .iter()
+                .any(|(m, _)| members.contains(m) && names.contains(m));
+            if direct(&h.facts)
+                || calls_member
+                || h.facts.calls.iter().any(|c| names.contains(&c.name))
+            {
                 names.insert(h.site.name.clone());
             }
         }

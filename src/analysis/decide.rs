@@ -52,7 +52,14 @@ pub fn decide<'t>(
         .facts
         .calls
         .iter()
-        .map(|c| (c.name.as_str(), c.node.byte_range(), Vec::new()))
+        .map(|c| (c.name.as_str(), c.node.byte_range()))
+        .chain(
+            plan.facts
+                .ctx_member_calls
+                .iter()
+                .map(|(m, c)| (m.as_str(), c.byte_range())),
+        )
+        .map(|(name, call)| (name, call, Vec::new()))
         .collect();
     let mut external: BTreeSet<&str> = BTreeSet::new();
     while let Some((name, call_site, via)) = stack.pop() {
@@ -101,10 +108,11 @@ pub fn decide<'t>(
                     // The context form is a template, and templates have C++ linkage.
                     "a helper with `extern \"C\"` linkage cannot take the task context".to_string()
                 } else if h.site.member {
-                    // Calls are rewritten by name, and a member's name may also stand for a
-                    // free function or another class's member at other call sites.
-                    "a member function cannot take the task context; make it a free \
-                     `__device__` function, or pass it the block index as an argument"
+                    // Its context form would have to be declared in the class as well.
+                    "a member function defined outside its class, virtual, or an operator, \
+                     constructor or destructor cannot take the task context; define it in its \
+                     class, make it a free `__device__` function, or pass it the block index \
+                     as an argument"
                         .to_string()
                 } else {
                     h.site
@@ -127,6 +135,9 @@ pub fn decide<'t>(
             next.push(h.site.name.as_str());
             for c in &h.facts.calls {
                 stack.push((c.name.as_str(), call_site.clone(), next.clone()));
+            }
+            for (m, _) in &h.facts.ctx_member_calls {
+                stack.push((m.as_str(), call_site.clone(), next.clone()));
             }
         }
     }
@@ -151,9 +162,29 @@ pub fn decide<'t>(
                 Some((_, calls)) => calls.push(call),
                 None => found.push((member.to_string(), vec![call])),
             };
+            // A call by name that reaches a member that cannot take the context at all, or an
+            // included file's, is refused with that member named (the loop above), not twice.
+            let unusable = |name: &str| {
+                graph
+                    .callees(name)
+                    .any(|i| helpers[i].needs_ctx && !helpers[i].site.can_take_ctx())
+                    || (graph.callees(name).next().is_none()
+                        && opts
+                            .known_helpers
+                            .iter()
+                            .any(|h| h.name == name && h.reads_block_ids && !h.with_ctx))
+            };
+            for (member, call) in graph.unresolved_member_calls(facts, site, src) {
+                let by_name = call
+                    .child_by_field_id(crate::lang::fields().function)
+                    .is_some_and(|f| f.kind_id() != crate::lang::kinds().field_expression);
+                if !(by_name && unusable(member)) {
+                    add(member, call.byte_range());
+                }
+            }
             for (member, call) in &facts.member_calls {
                 if graph.member_ctx.contains(member) {
-                    add(member.as_str(), call.byte_range());
+                    // Above: refused where the context cannot be passed.
                 } else if functors && !graph.member_names.contains(member) {
                     // `p.op(x)`: no member function of that name, so a functor held in a field.
                     add("operator()", call.byte_range());
@@ -221,11 +252,17 @@ pub fn decide<'t>(
     // Barriers: those in the body, plus calls to helpers that synchronize (never rewritten).
     let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
     let mut syncing_helpers: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
-    for c in &plan.facts.calls {
-        if graph.synchronizes(c) {
-            syncing_helpers.push((c.node.byte_range(), c.name.as_str()));
+    let member_calls = plan
+        .facts
+        .ctx_member_calls
+        .iter()
+        .map(|(m, c)| (m.as_str(), *c));
+    let calls = plan.facts.calls.iter().map(|c| (c.name.as_str(), c.node));
+    for (name, node) in calls.clone().chain(member_calls.clone()) {
+        if graph.barrier_names.contains(name) {
+            syncing_helpers.push((node.byte_range(), name));
             barriers.push(BarrierSite {
-                node: c.node,
+                node,
                 method: "sync",
                 visible: false,
             });
@@ -264,9 +301,9 @@ pub fn decide<'t>(
         .iter()
         .map(|w| (w.byte_range(), None))
         .collect();
-    for c in &plan.facts.calls {
-        if graph.synchronizes_warp(c) {
-            warp_syncs.push((c.node.byte_range(), Some(c.name.as_str())));
+    for (name, node) in calls.chain(member_calls) {
+        if graph.warp_sync_names.contains(name) {
+            warp_syncs.push((node.byte_range(), Some(name)));
         }
     }
     let what = |helper: Option<&str>| match helper {
@@ -583,12 +620,12 @@ fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize
 fn member_reads_block_ids(member: &str, calls: Vec<std::ops::Range<usize>>) -> Diagnostic {
     let mut d = Diagnostic::new(
         Code::Helper,
-        format!("member function `{member}` reads blockIdx/gridDim, and a call through an object cannot be given the task's values"),
+        format!("member function `{member}` reads blockIdx/gridDim, and this call cannot pass it the task's values"),
     );
     for call in calls {
         d = d.label(call, "called here");
     }
-    d.help("pass the block index to the member as an argument, or make it a free `__device__` function")
+    d.help("a member defined in its class (named, not virtual) takes the task's values where the call says its class: through a local or parameter declared with it, `this->`, `Class::f()`, or unqualified inside the class. Otherwise pass the block index to the member as an argument, or make it a free `__device__` function")
 }
 
 /// Whether a default argument of `site`'s parameters names `blockIdx` or `gridDim`, or a name

@@ -307,11 +307,15 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .filter(|h| h.member && h.reads_block_ids)
             .map(|h| h.name.clone()),
     );
+    for h in &mut helpers {
+        h.facts.ctx_member_calls = graph.ctx_member_calls(&h.facts, &h.site, src);
+    }
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
     let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros.definitions);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
         let mut facts = body::facts(site.body, &names, true);
+        facts.ctx_member_calls = graph.ctx_member_calls(&facts, &site, src);
         facts
             .refusals
             .extend(spin::waiting_loops(site.body, src, &reads));
@@ -384,10 +388,12 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     }
     if opts.helpers_for_other_files {
         // Kernels of other files in the run may call them (`KnownHelper::with_ctx`): those whose
-        // every path to a block index the context can follow. One that reaches a member, or a
-        // helper that cannot take the context, would pass the context on to a call that drops
-        // it; the other file's kernel is then refused, as for any helper that reads the index
-        // without taking the context.
+        // every path to a block index the context can follow. One that reaches a member call of
+        // uncertain class, or a helper that cannot take the context, would pass the context on
+        // to a call that drops it; the other file's kernel is then refused, as for any helper
+        // that reads the index without taking the context. Members that take the context get
+        // their context form here too, for the helpers that call them; other files call them
+        // by name only through such helpers (`KnownHelper::of_all` gives members no context).
         // Nor one with a branch the grammar did not read (`hidden::unread_in`): its context
         // form would be made from the branches that were read.
         let exported: Vec<usize> = (0..helpers.len())
@@ -395,7 +401,6 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 let h = &helpers[i];
                 h.needs_ctx
                     && h.site.can_take_ctx()
-                    && !h.site.member
                     && graph.context_reaches_every_read(i, &helpers, src)
                     && !hidden::unread_in(&h.site, &parsed.hidden, &graph, &macros, src)
             })

@@ -810,6 +810,16 @@ impl<'t> Scanner<'t, '_> {
                 && declarator
                     .child_by_field_id(crate::lang::fields().declarator)
                     .is_some_and(|d| d.kind_id() == k.qualified_identifier));
+        // The class it is defined in: the nearest class body around it, and that class's name.
+        let class = self
+            .ancestors
+            .iter()
+            .rev()
+            .find(|a| a.kind_id() == kinds().field_declaration_list)
+            .and_then(|list| list.parent())
+            .and_then(|c| c.child_by_field_id(crate::lang::fields().name))
+            .and_then(|n| crate::lang::class_name_of_type(n, self.src))
+            .map(str::to_string);
         let specialized_name = declarator
             .child_by_field_id(crate::lang::fields().declarator)
             .filter(|d| d.kind_id() == k.template_function);
@@ -826,6 +836,13 @@ impl<'t> Scanner<'t, '_> {
             scope: full_scope,
             qualified,
             member,
+            class,
+            is_virtual: crate::lang::word_indices(
+                &self.src[outer.start_byte()..name_node.start_byte()],
+                "virtual",
+            )
+            .next()
+            .is_some(),
             specialization,
             specialized_args,
             outer,

@@ -134,6 +134,10 @@ pub struct FunctionSite<'t> {
     /// `x.f()`, `p->f()` or, for `operator()`, `x(...)`, which calls by name do not see, so it
     /// can never be given the task context.
     pub member: bool,
+    /// For a member defined in its class, that class's name (without template arguments).
+    pub class: Option<String>,
+    /// Declared `virtual`.
+    pub is_virtual: bool,
     /// An explicit specialization (`template <> __global__ void k<float>(...)`).
     pub specialization: bool,
     /// An explicit specialization's written template arguments, `<float>`, with the brackets
@@ -246,9 +250,26 @@ impl FunctionSite<'_> {
 
     /// Whether, as a helper, it can be given the task context (its context form is a template
     /// with a context parameter): not `__host__ __device__`, not `extern "C"` (templates have C++
-    /// linkage), and a header the rewrite can read.
+    /// linkage), and a header the rewrite can read. A member only where it is a named function
+    /// defined in its class (`context_member`).
     pub fn can_take_ctx(&self) -> bool {
-        self.problems.is_empty() && !self.host && self.linkage.is_none() && !self.member
+        self.problems.is_empty()
+            && !self.host
+            && self.linkage.is_none()
+            && (!self.member || self.context_member())
+    }
+    /// A member that can take the task context: defined in its class (its context form and
+    /// the forwarder go beside it there), named (not an operator, which calls reach without
+    /// its name; not a constructor or destructor, which run implicitly), and not virtual (a
+    /// member template cannot be). Its calls pass the context only where the class they call
+    /// is certain (`callgraph::called_class`).
+    pub fn context_member(&self) -> bool {
+        let Some(class) = &self.class else {
+            return false;
+        };
+        let k = crate::lang::kinds();
+        let named = [k.identifier, k.field_identifier].contains(&self.name_node.kind_id());
+        self.member && self.qualified.is_none() && named && self.name != *class && !self.is_virtual
     }
     /// Whether preprocessor lines choose some of its parameters.
     pub fn has_conditional_params(&self) -> bool {

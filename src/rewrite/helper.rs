@@ -40,6 +40,19 @@ pub fn rewrite(
                 &template_text[cut..]
             )
         }
+        None if s.member => {
+            // A member template, inside its class (which has C++ linkage already).
+            let t = format!("template <class {CTX_TYPE}>\n");
+            let line_start = src[..s.head].rfind('\n').map_or(0, |i| i + 1);
+            let indent = &src[line_start..s.head];
+            let head = if compact || !indent.trim().is_empty() {
+                format!("template <class {CTX_TYPE}> ")
+            } else {
+                format!("{t}{indent}")
+            };
+            edits.push(Edit::insert(s.head, head));
+            t
+        }
         None => {
             // A template needs C++ linkage, also where this file lies inside another file's
             // `extern "C" {` block (closed after the body, below).
@@ -52,7 +65,7 @@ pub fn rewrite(
     };
     context_param(s, src, edits);
     prologue(&h.facts, s.body, src, false, ctx_helpers, edits);
-    context_calls(&h.facts.calls, ctx_helpers, call_defaults, edits);
+    context_calls(&h.facts, ctx_helpers, call_defaults, edits);
     super::block_index_calls(&h.facts, edits);
 
     let specifiers = &src[s.head..s.name_node.start_byte()];
@@ -75,6 +88,7 @@ pub fn rewrite(
     let sep = if args.is_empty() { "" } else { ", " };
     // A `static` function that no other caller needs is one nvcc warns about (#177).
     let unused_ok = if !s.is_template()
+        && !s.member
         && crate::lang::word_indices(specifiers, "static")
             .next()
             .is_some()
@@ -88,7 +102,7 @@ pub fn rewrite(
          {unused_ok}{template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
-    let close = if s.template.is_none() {
+    let close = if s.template.is_none() && !s.member {
         if compact {
             " }"
         } else {

@@ -168,7 +168,7 @@ pub fn rewrite(
 
     // 2. Inside the body: the task's blockIdx/gridDim, context-taking helpers, barriers.
     prologue(&plan.facts, k.body, src, true, ctx_helpers, edits);
-    context_calls(&plan.facts.calls, ctx_helpers, call_defaults, edits);
+    context_calls(&plan.facts, ctx_helpers, call_defaults, edits);
     super::block_index_calls(&plan.facts, edits);
     if let Some(p) = &plan.predication {
         super::predicate::rewrite(p, k.body, src, edits);

@@ -9,7 +9,7 @@ mod launch;
 pub(crate) mod macro_launch;
 mod predicate;
 
-use crate::analysis::{Analysis, BodyFacts, Call};
+use crate::analysis::{Analysis, BodyFacts};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
 use crate::vocab::{CTX, CTX_TYPE, INCLUDE, TASK_GRID};
@@ -145,7 +145,12 @@ fn prologue(
     edits: &mut Vec<Edit>,
 ) {
     let shadowed = shadowed(facts, thread_index);
-    lambda_captures(body, src, &shadowed, ctx_helpers, edits);
+    let member_calls: Vec<std::ops::Range<usize>> = facts
+        .ctx_member_calls
+        .iter()
+        .map(|(_, c)| c.byte_range())
+        .collect();
+    lambda_captures(body, src, &shadowed, ctx_helpers, &member_calls, edits);
     if shadowed.is_empty() {
         return;
     }
@@ -216,6 +221,7 @@ fn lambda_captures(
     src: &str,
     shadowed: &[&str],
     ctx_helpers: &BTreeSet<&str>,
+    member_calls: &[std::ops::Range<usize>],
     edits: &mut Vec<Edit>,
 ) {
     let k = crate::lang::kinds();
@@ -256,6 +262,14 @@ fn lambda_captures(
             }
             true
         });
+        // A call that passes the context to a member (`tile.origin()`), which the names above
+        // do not show.
+        let within =
+            |r: &std::ops::Range<usize>| n.start_byte() <= r.start && r.end <= n.end_byte();
+        let passes = format!("&{CTX}");
+        if member_calls.iter().any(within) && !reads.contains(&passes) && !captured.contains(CTX) {
+            reads.push(passes);
+        }
         if !reads.is_empty() {
             reads.sort();
             let list = reads.join(", ");
@@ -331,15 +345,32 @@ pub(crate) fn body_indent(body: Node, src: &str) -> String {
 /// out arguments whose defaults read blockIdx/gridDim passes them (`HelperPlan::call_defaults`:
 /// `f(p)` → `f(__cp, p, __cp.blockIdx.x)`, the task's).
 fn context_calls(
-    calls: &[Call],
+    facts: &BodyFacts,
     ctx_helpers: &BTreeSet<&str>,
     call_defaults: &BTreeMap<&str, &[Option<String>]>,
     edits: &mut Vec<Edit>,
 ) {
-    for c in calls
+    // Calls of members that take the context, where the class called is certain
+    // (`CallGraph::ctx_member_calls`): by name (`Foo::run(...)`) or through an object.
+    let to_members: Vec<std::ops::Range<usize>> = facts
+        .ctx_member_calls
         .iter()
-        .filter(|c| ctx_helpers.contains(c.name.as_str()))
-    {
+        .map(|(_, c)| c.byte_range())
+        .collect();
+    for (_, call) in &facts.ctx_member_calls {
+        let Some(args) = call.child_by_field_id(crate::lang::fields().arguments) else {
+            continue;
+        };
+        let sep = if crate::lang::count_named(args) > 0 {
+            ", "
+        } else {
+            ""
+        };
+        edits.push(Edit::insert(args.start_byte() + 1, format!("{CTX}{sep}")));
+    }
+    for c in facts.calls.iter().filter(|c| {
+        ctx_helpers.contains(c.name.as_str()) && !to_members.contains(&c.node.byte_range())
+    }) {
         let sep = if c.arg_count > 0 { ", " } else { "" };
         edits.push(Edit::insert(c.args.start_byte() + 1, format!("{CTX}{sep}")));
         if let Some(passed) = call_defaults
