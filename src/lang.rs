@@ -430,6 +430,47 @@ pub const PURE_FUNCTIONS: &[&str] = &[
     "min",
     "rsqrtf",
     "sqrtf",
+    // Math and conversion intrinsics: arithmetic on their arguments alone.
+    "__bfloat162float",
+    "__brev",
+    "__byte_perm",
+    "__clz",
+    "__expf",
+    "__fdividef",
+    "__float22half2_rn",
+    "__float2bfloat16",
+    "__float2half",
+    "__float2half_rn",
+    "__float_as_int",
+    "__float_as_uint",
+    "__floats2half2_rn",
+    "__fmaf_rn",
+    "__ffs",
+    "__funnelshift_l",
+    "__funnelshift_r",
+    "__half22float2",
+    "__half2float",
+    "__halves2half2",
+    "__high2float",
+    "__high2half",
+    "__int_as_float",
+    "__logf",
+    "__low2float",
+    "__low2half",
+    "__mul24",
+    "__popc",
+    "__popcll",
+    "__saturatef",
+    "__uint_as_float",
+    "__umul24",
+    "__umulhi",
+    "expf",
+    "exp2f",
+    "fmaf",
+    "log2f",
+    "logf",
+    "powf",
+    "tanhf",
 ];
 
 /// Whether `name` is one of CUDA's built-in vector types (`float4`, `uint3`, `dim3`, ...),
@@ -592,6 +633,23 @@ impl LineStarts {
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }
+
+/// The standard headers' aliases of scalar types (`<stdint.h>`, `<stddef.h>`): not classes.
+pub const SCALAR_TYPEDEFS: &[&str] = &[
+    "int8_t",
+    "int16_t",
+    "int32_t",
+    "int64_t",
+    "uint8_t",
+    "uint16_t",
+    "uint32_t",
+    "uint64_t",
+    "size_t",
+    "ptrdiff_t",
+    "intptr_t",
+    "uintptr_t",
+    "ssize_t",
+];
 
 /// The class a declared type names, without its template arguments or qualifiers: `Foo` for
 /// `Foo`, `Foo<64, 8>` and `ns::Foo<T>`. None for other types (built-in, `auto`, a

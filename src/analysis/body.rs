@@ -310,7 +310,7 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
             }
             if let Some(d) = lang::declarators(n)
                 .into_iter()
-                .find(|d| braces_elided(*d, src))
+                .find(|d| braces_elided(n, *d, src))
             {
                 f.refusals.push(
                     Diagnostic::new(
@@ -484,9 +484,21 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
 /// its elements (`const uint2 mask[2] = {32u, 0u, 8u, 0u};`, public hashing kernels). nvcc
 /// takes it in a function, and refuses it ("too many initializer values") in a function
 /// template, which a transformed body is.
-fn braces_elided(d: Node, src: &str) -> bool {
+fn braces_elided(decl: Node, d: Node, src: &str) -> bool {
     let k = kinds();
     if d.kind_id() != k.init_declarator {
+        return false;
+    }
+    // Scalar elements (`uint32_t x[2][2] = {1, 2, 3, 4}`) fill a template's array as they fill a
+    // function's; nvcc's template parse rejects the elision for elements of class type only.
+    let scalar = decl
+        .child_by_field_id(crate::lang::fields().r#type)
+        .is_some_and(|t| {
+            t.kind() == "primitive_type"
+                || t.kind() == "sized_type_specifier"
+                || lang::SCALAR_TYPEDEFS.contains(&text(t, src))
+        });
+    if scalar {
         return false;
     }
     let (Some(array), Some(value)) = (
