@@ -32,6 +32,8 @@ pub struct CallGraph {
     /// classes that define one so. A call of such a member passes the context where the class
     /// it calls is certain (`passes_ctx`); elsewhere the kernel is refused.
     pub ctx_members: CtxMembers,
+    /// The file's type aliases and classes' fields (`called_class`).
+    pub classes: super::classes::Classes,
     /// Names of helpers that take the task context and whose address the file takes (the name
     /// stands other than as a callee: `Index f = gid;`, `{gid}`, `&gid`): a call through a
     /// function pointer may reach them and cannot pass the context (`address_taken`).
@@ -180,6 +182,7 @@ impl CallGraph {
             member_ctx,
             member_names,
             ctx_members,
+            classes: Default::default(),
             address_taken: BTreeSet::new(),
             file_variables: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
@@ -298,8 +301,7 @@ impl CallGraph {
         by_name
             .chain(through_objects)
             .filter(|(m, call)| {
-                self.member_ctx.contains(*m)
-                    && passes_ctx(&self.ctx_members, m, *call, site, facts, src)
+                self.member_ctx.contains(*m) && passes_ctx(self, m, *call, site, facts, src)
             })
             .map(|(m, call)| (m.to_string(), call))
             .collect()
@@ -323,8 +325,7 @@ impl CallGraph {
         by_name
             .chain(through_objects)
             .filter(|(m, call)| {
-                self.member_ctx.contains(*m)
-                    && !passes_ctx(&self.ctx_members, m, *call, site, facts, src)
+                self.member_ctx.contains(*m) && !passes_ctx(self, m, *call, site, facts, src)
             })
             .collect()
     }
@@ -357,14 +358,27 @@ pub type CtxMembers = BTreeMap<String, BTreeSet<String>>;
 
 /// The class whose member a call names, where the text leaves no doubt: `this->f()`, and `f()`
 /// unqualified in a member (the caller's own class, whose scope is searched first); `x.f()` and
-/// `p->f()` for a local or parameter declared with a class type (`Foo<8> x`, `Foo* p`);
-/// `Foo::f()` and `ns::Foo<T>::f()`. None for any other object (an element, a call's result,
-/// a field) and for an unqualified call outside a member.
+/// `p->f()` for a local or parameter declared with a class type (`Foo<8> x`, `Foo* p`) or, in a
+/// member, a field of its class declared so (`local.f()`, `this->local.f()`); `Foo::f()` and
+/// `ns::Foo<T>::f()`. Type aliases are followed (`classes`). None for any other object (an
+/// element, a call's result) and for an unqualified call outside a member.
 pub fn called_class(
     call: Node,
     caller: &FunctionSite,
     facts: &BodyFacts,
     src: &str,
+    classes: &super::classes::Classes,
+) -> Option<String> {
+    let class = written_class(call, caller, facts, src, classes)?;
+    classes.resolve(&class)
+}
+
+fn written_class(
+    call: Node,
+    caller: &FunctionSite,
+    facts: &BodyFacts,
+    src: &str,
+    classes: &super::classes::Classes,
 ) -> Option<String> {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
@@ -373,6 +387,17 @@ pub fn called_class(
         let object = callee.child_by_field_id(f.argument)?;
         if object.kind() == "this" {
             return caller.class.clone();
+        }
+        // `this->local.f()`: a field of the caller's class.
+        if object.kind_id() == k.field_expression {
+            let of_this = object
+                .child_by_field_id(f.argument)
+                .is_some_and(|a| a.kind() == "this");
+            let field = object.child_by_field_id(f.field)?;
+            return match (of_this, &caller.class) {
+                (true, Some(class)) => classes.field_class(class, crate::lang::text(field, src)),
+                _ => None,
+            };
         }
         if object.kind_id() != k.identifier {
             return None;
@@ -385,17 +410,21 @@ pub fn called_class(
             return None;
         }
         let mut c = caller.params.walk();
-        let class = caller.params.named_children(&mut c).find_map(|p| {
-            let declared = p
-                .child_by_field_id(f.declarator)
+        let mut params = caller.params.named_children(&mut c);
+        let param = params.find(|p| {
+            p.child_by_field_id(f.declarator)
                 .and_then(crate::lang::declarator_name)
-                .is_some_and(|n| crate::lang::text(n, src) == name);
-            let ty = p.child_by_field_id(f.r#type)?;
-            declared
-                .then(|| crate::lang::class_name_of_type(ty, src))
-                .flatten()
+                .is_some_and(|n| crate::lang::text(n, src) == name)
         });
-        return class.map(str::to_string);
+        return match (param, &caller.class) {
+            (Some(p), _) => p
+                .child_by_field_id(f.r#type)
+                .and_then(|t| crate::lang::class_name_of_type(t, src))
+                .map(str::to_string),
+            // Neither a local nor a parameter: in a member, a field of its class.
+            (None, Some(class)) => classes.field_class(class, name),
+            (None, None) => None,
+        };
     }
     if callee.kind_id() == k.qualified_identifier {
         // `ns::Foo<T>::f`: the innermost qualifier names the class.
@@ -424,15 +453,15 @@ pub fn called_class(
 /// Whether a call of member `name` certainly calls a member that takes the task context
 /// (`called_class`).
 pub fn passes_ctx(
-    members: &CtxMembers,
+    graph: &CallGraph,
     name: &str,
     call: Node,
     caller: &FunctionSite,
     facts: &BodyFacts,
     src: &str,
 ) -> bool {
-    members.get(name).is_some_and(|classes| {
-        called_class(call, caller, facts, src).is_some_and(|c| classes.contains(&c))
+    graph.ctx_members.get(name).is_some_and(|members| {
+        called_class(call, caller, facts, src, &graph.classes).is_some_and(|c| members.contains(&c))
     })
 }
 

@@ -20,6 +20,7 @@
 
 mod body;
 mod callgraph;
+mod classes;
 mod decide;
 mod effects;
 mod flow;
@@ -307,6 +308,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .filter(|h| h.member && h.reads_block_ids)
             .map(|h| h.name.clone()),
     );
+    graph.classes = classes::Classes::new(root, src);
     for h in &mut helpers {
         h.facts.ctx_member_calls = graph.ctx_member_calls(&h.facts, &h.site, src);
     }
