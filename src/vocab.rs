@@ -31,6 +31,11 @@ pub const LAUNCH_PARAM: &str = "__cp_launch";
 /// where asking for 2 is out of range.
 pub const R32_MIN_BLOCKS: &str = "CUPREEMPT_R32_MIN_BLOCKS";
 
+/// The capped wrapper's blocks per SM for a kernel with its own `__launch_bounds__(T, M)`
+/// (task_loop.cuh): `CUPREEMPT_R32_BLOCKS_OF((T), (M))`, as many blocks of T threads as an SM
+/// holds, never fewer than M.
+pub const R32_BLOCKS_OF: &str = "CUPREEMPT_R32_BLOCKS_OF";
+
 /// Defined by the compiler launcher once ptxas has told it the kernels' register counts
 /// (src/cli/capped.rs): then only the kernels named by `capped_macro` get the capped wrapper,
 /// those whose original needs at most 32 registers and plain wrapper more, the only ones

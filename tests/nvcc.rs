@@ -769,6 +769,60 @@ fn wrappers_use_no_local_memory_where_their_kernels_use_none() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// A kernel with its own `__launch_bounds__(1024, 1)` that needs at most 32 registers as written
+/// gets a capped wrapper that needs at most 32 too (its bounds raised to two blocks per SM on
+/// sm_90), so that the launch keeps the original's two 1,024-thread blocks per SM; its plain
+/// wrapper keeps the bounds as written (fixtures/launch_bounds_raised_in_capped_wrapper.cu).
+#[test]
+fn a_kernels_own_launch_bounds_are_raised_to_32_registers_in_its_capped_wrapper() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-own-bounds");
+    let path = support::root().join("fixtures/launch_bounds_raised_in_capped_wrapper.cu");
+    let src = std::fs::read_to_string(&path).unwrap();
+    let t = cupreempt::transform(&src, "bounds.cu", &cupreempt::Options::default()).unwrap();
+    let cu = dir.join("bounds.cu");
+    std::fs::write(&cu, &t.output).unwrap();
+    let o = support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("bounds.o"))
+            .args(["-O3", "-Xptxas", "-v"])
+            .arg(&cu),
+        "bounds.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let log = String::from_utf8_lossy(&o.stderr).to_string();
+    // Each entry's register count, by the entry's mangled name.
+    let mut registers: Vec<(String, u32)> = Vec::new();
+    let mut entry = String::new();
+    for line in log.lines() {
+        if let Some(at) = line.find("Compiling entry function '") {
+            entry = line[at + 26..].split('\'').next().unwrap_or("").to_string();
+        } else if let Some(at) = line.find("Used ") {
+            let n = line[at + 5..]
+                .split(' ')
+                .next()
+                .and_then(|n| n.parse().ok());
+            if let Some(n) = n {
+                registers.push((entry.clone(), n));
+            }
+        }
+    }
+    let of = |suffix: &str| {
+        registers
+            .iter()
+            .find(|(e, _)| e.contains(&format!("scale_rows{suffix}")))
+            .map(|(_, n)| *n)
+            .unwrap_or_else(|| panic!("no entry scale_rows{suffix}:\n{log}"))
+    };
+    assert!(
+        of("PKf") <= 32,
+        "the original needs more than 32 registers:\n{log}"
+    );
+    assert!(
+        of("__cupreempt_r32") <= 32,
+        "the capped wrapper needs more than 32:\n{log}"
+    );
+}
+
 /// With relocatable device code (`-rdc=true`, CMake's CUDA_SEPARABLE_COMPILATION) the task
 /// loop's steps are inlined into the wrappers: compiled as separate functions they go through
 /// the call ABI there, and the device link gives every wrapper the callees' registers and a

@@ -37,6 +37,8 @@
 #undef Launcher
 #pragma push_macro("LeaderState")
 #undef LeaderState
+#pragma push_macro("M")
+#undef M
 #pragma push_macro("N")
 #undef N
 #pragma push_macro("NativeCtx")

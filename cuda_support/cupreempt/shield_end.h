@@ -373,6 +373,7 @@
 #pragma pop_macro("NoAsWritten")
 #pragma pop_macro("NativeCtx")
 #pragma pop_macro("N")
+#pragma pop_macro("M")
 #pragma pop_macro("LeaderState")
 #pragma pop_macro("Launcher")
 #pragma pop_macro("Kernels")

@@ -22,6 +22,24 @@
 #else
 #define CUPREEMPT_R32_MIN_BLOCKS 2
 #endif
+// Threads an SM holds: 65,536 registers over these threads is the most each may use for full
+// occupancy (32 where it holds 2,048).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 750
+#define CUPREEMPT_SM_THREADS 1024
+#elif defined(__CUDA_ARCH__) && (__CUDA_ARCH__ == 860 || __CUDA_ARCH__ == 870 || \
+                                 __CUDA_ARCH__ == 890 || __CUDA_ARCH__ == 1200 || __CUDA_ARCH__ == 1210)
+#define CUPREEMPT_SM_THREADS 1536
+#else
+#define CUPREEMPT_SM_THREADS 2048
+#endif
+// The capped wrapper of a kernel with its own __launch_bounds__(T, M) keeps T and asks for as
+// many blocks of T threads per SM as the SM holds (never fewer than M): with 2,048 threads, 32
+// registers, as `__launch_bounds__(1024, 2)` gives any block size. Without it such a kernel's
+// wrapper, a few registers over 32, ran half as many 1,024-thread blocks per SM as the original
+// (COLMAP's generated solver kernels: `__launch_bounds__(1024, 1)`, 14-21 registers as written,
+// 35-43 in the wrapper). Spelled in src/vocab.rs too (R32_BLOCKS_OF).
+#define CUPREEMPT_R32_BLOCKS_OF(T, M) \
+  ((M) > CUPREEMPT_SM_THREADS / (T) ? (M) : CUPREEMPT_SM_THREADS / (T))
 
 // The task loop's out-of-line steps (see "The leader's steps below are calls" further down).
 #ifdef __CUDACC_RDC__

@@ -104,8 +104,12 @@ pub struct KernelPlan<'t> {
     /// The kernel may use shared memory (keep the barrier between tasks).
     pub may_use_shared: bool,
     /// It gets the second wrapper held to 32 registers: it has no launch bounds of its own
-    /// (two sets would not compile) and may fit in 32 registers (`registers.rs`).
+    /// (two sets would not compile), or bounds the capped wrapper raises (`own_bounds_capped`),
+    /// and may fit in 32 registers (`registers.rs`).
     pub capped_wrapper: bool,
+    /// The capped wrapper is the kernel's own `__launch_bounds__` with more blocks per SM
+    /// (`rewrite::kernel`, `vocab::R32_BLOCKS_OF`).
+    pub capped_by_own_bounds: bool,
     /// An explicit specialization's number among its template's (from 1; 0 for any other
     /// kernel): the name of its own body (`couple_specializations`).
     pub specialization_ordinal: usize,
@@ -146,6 +150,7 @@ impl<'t> KernelPlan<'t> {
             prior_declarations: callgraph::prior_declarations(declarations, &site),
             may_use_shared,
             capped_wrapper,
+            capped_by_own_bounds: false,
             chunk: 0,
             budget_ns: 0,
             mode: None,
@@ -330,8 +335,13 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 .any(|h| registers::tensor_core(text(helpers[h].site.body, src)));
         let head_branches =
             hidden::head_branches(&site, &parsed.hidden, &parsed.hidden_groups, src);
-        // Bounds in a branch the grammar did not read would meet the cap's.
-        let capped_wrapper = site.launch_bounds.is_empty()
+        // Bounds in a branch the grammar did not read would meet the cap's. A kernel's own
+        // `__launch_bounds__(T)` or `(T, M)` are raised to 32 registers in the capped wrapper
+        // (`own_bounds_capped`).
+        // Not where the preprocessor chooses the head: another configuration's bounds (or
+        // none) would not be the ones raised.
+        let own_bounds = own_bounds_capped(&site, src) && head_branches.is_none();
+        let capped_wrapper = (site.launch_bounds.is_empty() || own_bounds)
             && site.head_attributes.is_empty()
             && !tensor_core
             && !head_branches.as_ref().is_some_and(|h| h.bounds);
@@ -343,6 +353,11 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             may_use_shared,
             capped_wrapper,
         );
+        // An earlier declaration would carry the wrapper's declaration with bounds of its own.
+        if own_bounds && !plan.prior_declarations.is_empty() {
+            plan.capped_wrapper = false;
+        }
+        plan.capped_by_own_bounds = own_bounds && plan.capped_wrapper;
         plan.head_branches = head_branches;
         // Branches of conditionals the grammar did not read (`Parsed::hidden`).
         let decided =
@@ -616,7 +631,7 @@ fn couple_alternatives(kernels: &mut [KernelPlan], diagnostics: &mut Vec<Diagnos
         let Some(&left) = members.iter().find(|&&i| !kernels[i].transformed()) else {
             // One wrapper set for all: the capped one only where every definition can have it
             // (a launch type in one pass names the capped wrapper the other pass defines).
-            let capped = members.iter().all(|&i| kernels[i].capped_wrapper);
+            let capped = capped_together(kernels, &members);
             for &i in &members {
                 kernels[i].capped_wrapper = capped;
             }
@@ -678,7 +693,7 @@ fn couple_specializations<'t>(
         }
         // One wrapper set for the family: the capped one only where every member can have it
         // (a member's own launch bounds would meet the cap's).
-        let capped = members.iter().all(|&i| kernels[i].capped_wrapper);
+        let capped = capped_together(kernels, &members);
         let mut ordinal = 0;
         for &i in &members {
             kernels[i].capped_wrapper = capped;
@@ -807,4 +822,27 @@ fn number_overloads(
         kernels[i].overloaded_here = here;
         kernels[i].ordinal = ordinal;
     }
+}
+
+/// Whether a kernel's own launch bounds can be raised to 32 registers in its capped wrapper:
+/// one `__launch_bounds__(T)` or `(T, M)` (not a cluster's third argument), written among the
+/// specifiers before its name, where the wrapper's copy of them is made, with no preprocessor
+/// line among them (a configuration without them would get a wrapper capped at nothing).
+fn own_bounds_capped(site: &FunctionSite, src: &str) -> bool {
+    let [bounds] = site.launch_bounds.as_slice() else {
+        return false;
+    };
+    let head = site.head..site.written_name().start;
+    let before_name = head.start <= bounds.start_byte() && bounds.end_byte() <= head.end;
+    before_name && !src[head].contains('#') && (1..=2).contains(&crate::lang::count_named(*bounds))
+}
+
+/// Whether the definitions that share one wrapper set (a template and its explicit
+/// specializations, or the preprocessor's alternatives) all get the capped wrapper: each can,
+/// and none raises its own bounds (the members' capped wrappers would then differ in their
+/// attributes).
+fn capped_together(kernels: &[KernelPlan], members: &[usize]) -> bool {
+    members
+        .iter()
+        .all(|&i| kernels[i].capped_wrapper && !kernels[i].capped_by_own_bounds)
 }

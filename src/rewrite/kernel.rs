@@ -15,8 +15,9 @@
 //! holds fewer threads. Which one keeps the original's occupancy is known only once both are
 //! compiled, so launch.cuh picks at the first launch (`pick_wrapper`). `__launch_bounds__(1024,
 //! 2)` means 32 registers for any block size (2048 threads per SM), and unlike `__maxnreg__`
-//! our grammar knows it. A kernel with its own `__launch_bounds__` keeps them and gets no
-//! second wrapper.
+//! our grammar knows it. A kernel with its own `__launch_bounds__(T, M)` keeps them in the plain
+//! wrapper, and the capped one raises them to `(T, CUPREEMPT_R32_BLOCKS_OF((T), (M)))`
+//! (`capped_specifiers`; where `analysis::own_bounds_capped` allows).
 //!
 //! The body stays where it was, so the user's formatting and line numbers inside it survive;
 //! only its header changes and generated code follows it.
@@ -28,8 +29,8 @@ use crate::edit::Edit;
 use crate::vocab::{
     any_registration_name, body_name, capped_wrapper_name, kernels_struct_name, selector_name,
     wrapper_name, BODY_PARAM, CTX, CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE,
-    MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_MIN_BLOCKS, RUN_TASKS,
-    TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
+    MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_BLOCKS_OF, R32_MIN_BLOCKS,
+    RUN_TASKS, TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
 };
 use std::collections::BTreeSet;
 use tree_sitter::Node;
@@ -537,6 +538,9 @@ struct Header {
     linkage: String,
     /// `static __global__ void __launch_bounds__(256) ` (all before the name).
     specifiers: String,
+    /// The same with the kernel's own `__launch_bounds__(T, M)` raised to 32 registers, for the
+    /// capped wrapper (`capped_specifiers`), where it has such bounds.
+    capped_specifiers: Option<String>,
     name: String,
     /// An explicit specialization's template arguments, `<float>` (or empty): what the
     /// generated kernels' names take, as explicit specializations of the template's.
@@ -560,6 +564,7 @@ impl Header {
                 .unwrap_or_default(),
             // Up to the name's qualifier: the generated kernels are in its namespace.
             specifiers: src[k.head..k.written_name().start].to_string(),
+            capped_specifiers: capped_specifiers(k, src),
             name: k.name.clone(),
             targs: k
                 .specialized_args
@@ -574,6 +579,45 @@ impl Header {
     fn prefix(&self) -> String {
         format!("{}{}{}", self.template, self.linkage, self.specifiers)
     }
+
+    /// Everything before a wrapper's name: for the capped one, its register cap (the kernel's
+    /// own bounds raised, or added where it has none).
+    fn wrapper_prefix(&self, cap: bool) -> String {
+        match (&self.capped_specifiers, cap) {
+            (Some(raised), true) => format!("{}{}{raised}", self.template, self.linkage),
+            (None, true) => format!("{}{}", self.prefix(), cap_32_registers()),
+            (_, false) => self.prefix(),
+        }
+    }
+}
+
+/// The specifiers before `k`'s name with its own `__launch_bounds__(T)` or `(T, M)` made
+/// `__launch_bounds__(T, CUPREEMPT_R32_BLOCKS_OF((T), (M)))`: the same block size, and as many
+/// blocks per SM as make 32 registers (`analysis::own_bounds_capped` says where).
+fn capped_specifiers(k: &FunctionSite, src: &str) -> Option<String> {
+    let [bounds] = k.launch_bounds.as_slice() else {
+        return None;
+    };
+    let (start, end) = (k.head, k.written_name().start);
+    if bounds.start_byte() < start || bounds.end_byte() > end {
+        return None;
+    }
+    let mut c = bounds.walk();
+    let args: Vec<&str> = bounds
+        .named_children(&mut c)
+        .filter(|a| a.kind() != "comment")
+        .map(|a| crate::lang::text(a, src))
+        .collect();
+    let (threads, min_blocks) = match args.as_slice() {
+        [t] => (*t, "1"),
+        [t, m] => (*t, *m),
+        _ => return None,
+    };
+    Some(format!(
+        "{}__launch_bounds__({threads}, {R32_BLOCKS_OF}(({threads}), ({min_blocks}))){}",
+        &src[start..bounds.start_byte()],
+        &src[bounds.end_byte()..end]
+    ))
 }
 
 /// `template <bool B = false, int N>` → `template <bool B, int N>`: the text from the template
@@ -744,12 +788,12 @@ fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
     [false, true].into_iter().filter(move |&cap| !cap || capped)
 }
 
-/// A wrapper's attribute (the register cap, or none) and name.
-fn wrapper_head(kernel: &str, cap: bool) -> (String, String) {
+/// A wrapper's name.
+fn wrapper_head(kernel: &str, cap: bool) -> String {
     if cap {
-        (cap_32_registers(), capped_wrapper_name(kernel))
+        capped_wrapper_name(kernel)
     } else {
-        (String::new(), wrapper_name(kernel))
+        wrapper_name(kernel)
     }
 }
 
@@ -757,7 +801,7 @@ fn wrapper_head(kernel: &str, cap: bool) -> (String, String) {
 /// would name the lambda).
 fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     let predicated = plan.mode == Some(SyncMode::Predicated);
-    let (cap_attr, wrapper) = wrapper_head(&h.name, cap);
+    let wrapper = wrapper_head(&h.name, cap);
     let comment = if cap {
         format!("// cupreempt: the same, held to 32 registers (launch.cuh picks it where that keeps `{}`'s occupancy).\n", h.name)
     } else {
@@ -773,10 +817,10 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     };
     format!(
         "{comment}\
-         {prefix}{cap_attr}{wrapper}{targs}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  {function}\
+         {prefix}{wrapper}{targs}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  {function}\
          {RUN_TASKS}<{CTX_TYPE}, /*task_barrier=*/{barrier}>({LAUNCH_PARAM}, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
-        prefix = h.prefix(),
+        prefix = h.wrapper_prefix(cap),
         targs = h.targs,
         params = wrapper_params(&h.params),
         chunk = plan.chunk,
@@ -796,10 +840,10 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
 fn wrapper_declarations(plan: &KernelPlan, h: &Header) -> String {
     let mut out = String::new();
     for cap in wrapper_kinds(plan) {
-        let (attr, name) = wrapper_head(&h.name, cap);
+        let name = wrapper_head(&h.name, cap);
         let line = format!(
-            "{}{attr}{name}({});\n",
-            h.prefix(),
+            "{}{name}({});\n",
+            h.wrapper_prefix(cap),
             wrapper_params(&h.params)
         );
         out.push_str(&if cap {
