@@ -231,6 +231,12 @@ split_e2e "launches through a kernel's local pointer, split by the launcher" \
 whole_file_e2e "launches through a kernel's local pointer, one file" \
   tests/gpu/pointer_launch.cu $e2e/pointer_launch_whole \
   "120 launches planned: preemptible 120" '^pointer_launch\|launches planned\|chaos:'
+# A kernel with its own __launch_bounds__(1024, 1) (tests/gpu/bounded_kernels.cu): its launches
+# run the capped wrapper, whose bounds are raised to 32 registers; the program checks every
+# output, that the capped wrapper was chosen and its register count.
+whole_file_e2e "a kernel's own launch bounds raised in its capped wrapper, one file" \
+  tests/gpu/bounded_kernels.cu $e2e/bounded_kernels \
+  "20 launches planned: preemptible 20" '^bounded_kernels\|launches planned\|chaos:'
 # A kernel template declared in one file and defined, with explicit instantiations, in another
 # (tests/gpu/declared_template*.cu; `-static-global-template-stub=false`, which CUDA 13 needs for
 # a template kernel of another unit): each file through `cupreempt transform`, then linked,
