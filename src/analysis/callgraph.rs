@@ -1,7 +1,9 @@
 //! Calls between the file's device functions, by name: which helpers need the task context
 //! (they read blockIdx/gridDim, maybe through other helpers) and which synchronize the block.
 //! Calls are matched by name because calls are rewritten by name: every overload of a name that
-//! needs the context gets it.
+//! needs the context gets it. Calls of members are the exception: they pass the context only
+//! where the text says which class they call (`called_class`), since a member's name may stand
+//! for another class's member, or a free function, at other call sites.
 
 use super::body::BodyFacts;
 use super::sites::FunctionSite;
