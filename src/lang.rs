@@ -203,9 +203,15 @@ pub const STANDARD_CONSTANTS: &[&str] = &[
     "CUDART_PI_F",
 ];
 
-/// Words in a macro's replacement text that name no value: types, qualifiers, casts, literals.
-/// `sizeof`/`alignof` are handled apart (what they measure is not read).
-pub const VALUELESS_WORDS: &[&str] = &[
+/// Whether a word of a macro's replacement text names no value: a type, a qualifier, a cast, a
+/// literal (`VALUELESS_WORDS`, `SCALAR_TYPEDEFS`). `sizeof`/`alignof` are handled apart (what
+/// they measure is not read).
+pub fn valueless_word(w: &str) -> bool {
+    VALUELESS_WORDS.contains(&w) || SCALAR_TYPEDEFS.contains(&w)
+}
+
+/// Words that name no value, besides the standard headers' scalar aliases (`valueless_word`).
+const VALUELESS_WORDS: &[&str] = &[
     "bool",
     "char",
     "short",
@@ -217,16 +223,6 @@ pub const VALUELESS_WORDS: &[&str] = &[
     "double",
     "void",
     "const",
-    "size_t",
-    "ptrdiff_t",
-    "int8_t",
-    "int16_t",
-    "int32_t",
-    "int64_t",
-    "uint8_t",
-    "uint16_t",
-    "uint32_t",
-    "uint64_t",
     "static_cast",
     "true",
     "false",

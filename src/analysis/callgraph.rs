@@ -294,6 +294,18 @@ impl CallGraph {
         site: &FunctionSite,
         src: &str,
     ) -> Vec<(String, Node<'t>)> {
+        self.member_calls_of(facts)
+            .filter(|(m, call)| passes_ctx(self, m, *call, site, facts, src))
+            .map(|(m, call)| (m.to_string(), call))
+            .collect()
+    }
+
+    /// The calls in a body of members that need the task context: by name where the name is
+    /// only a member's (`member_only_ctx`), and through objects.
+    fn member_calls_of<'f, 't>(
+        &'f self,
+        facts: &'f BodyFacts<'t>,
+    ) -> impl Iterator<Item = (&'f str, Node<'t>)> + 'f {
         let by_name = facts
             .calls
             .iter()
@@ -302,33 +314,20 @@ impl CallGraph {
         let through_objects = facts.member_calls.iter().map(|(m, c)| (m.as_str(), *c));
         by_name
             .chain(through_objects)
-            .filter(|(m, call)| {
-                self.member_ctx.contains(*m) && passes_ctx(self, m, *call, site, facts, src)
-            })
-            .map(|(m, call)| (m.to_string(), call))
-            .collect()
+            .filter(|(m, _)| self.member_ctx.contains(*m))
     }
 
     /// The calls in a body of members that need the task context where it cannot be passed:
     /// the class called is not certain (`called_class`), or its member cannot take the context.
     /// A kernel that reaches one is refused.
     pub fn unresolved_member_calls<'f, 't>(
-        &self,
+        &'f self,
         facts: &'f BodyFacts<'t>,
         site: &FunctionSite,
         src: &str,
     ) -> Vec<(&'f str, Node<'t>)> {
-        let by_name = facts
-            .calls
-            .iter()
-            .filter(|c| self.member_only_ctx(&c.name))
-            .map(|c| (c.name.as_str(), c.node));
-        let through_objects = facts.member_calls.iter().map(|(m, c)| (m.as_str(), *c));
-        by_name
-            .chain(through_objects)
-            .filter(|(m, call)| {
-                self.member_ctx.contains(*m) && !passes_ctx(self, m, *call, site, facts, src)
-            })
+        self.member_calls_of(facts)
+            .filter(|(m, call)| !passes_ctx(self, m, *call, site, facts, src))
             .collect()
     }
 

@@ -860,7 +860,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 // `#define x x`: the variable of that name.
                 !self.value_uniform(i, at)
             } else {
-                !lang::VALUELESS_WORDS.contains(&i) && self.name_varying(i, at, depth + 1)
+                !lang::valueless_word(i) && self.name_varying(i, at, depth + 1)
             }
         })
     }

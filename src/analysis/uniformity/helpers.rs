@@ -301,7 +301,7 @@ impl Rules<'_> {
         self.names.contains(name)
             || lang::UNIFORM_BUILTINS.contains(&name)
             || lang::STANDARD_CONSTANTS.contains(&name)
-            || lang::VALUELESS_WORDS.contains(&name)
+            || lang::valueless_word(name)
             || self.file.uniform.contains(name) && !self.file.other.contains(name)
     }
 
@@ -337,8 +337,7 @@ impl Rules<'_> {
             && !reads_memory(&m.text)
             && macro_value_names(&m.text).into_iter().all(|i| {
                 params.iter().any(|p| p == i)
-                    || i != name
-                        && (lang::VALUELESS_WORDS.contains(&i) || self.name_allowed(i, depth + 1))
+                    || i != name && (lang::valueless_word(i) || self.name_allowed(i, depth + 1))
             })
     }
 }
