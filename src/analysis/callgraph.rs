@@ -352,8 +352,6 @@ impl CallGraph {
     }
 }
 
-/// `names` and the names of the helpers whose own body satisfies `direct` or that call one of
-/// those, to a fixed point: the helpers that synchronize, directly or through others.
 /// Member names, each with the classes whose member of that name takes the task context.
 pub type CtxMembers = BTreeMap<String, BTreeSet<String>>;
 
@@ -466,8 +464,9 @@ pub fn passes_ctx(
     })
 }
 
-/// The names of helpers that `direct` holds for, or that call one by name (or call a member
-/// named in `members` through an object), closed under calls.
+/// `names` and the names of the helpers whose own body satisfies `direct` or that call one of
+/// those (by name, or a member named in `members` through an object), to a fixed point: the
+/// helpers that synchronize, directly or through others.
 fn calling_closure(
     helpers: &[HelperPlan],
     mut names: BTreeSet<String>,
