@@ -372,6 +372,7 @@ pub fn called_class(
     classes.resolve(&class)
 }
 
+/// The class's name as the text gives it (an alias not followed): `called_class`'s cases.
 fn written_class(
     call: Node,
     caller: &FunctionSite,
