@@ -849,8 +849,9 @@ fn a_folder_walk_takes_headers_that_define_kernels() {
 }
 
 /// A folder walk takes a header whose code reads the block index, whatever its extension (a
-/// rasterizer keeps the `__device__` bodies of its kernels in `.inl` files): its kernel's
-/// caller is transformable, where before the helper was of a file not transformed with it
+/// rasterizer keeps the `__device__` bodies of its kernels in `.inl` files) and however it
+/// reads it (through cooperative groups' `group_index()` in a `.h`): its kernel's caller is
+/// transformable, where before the helper was of a file not transformed with it
 /// (CP008). The transformed header stays fit for a host-only source that includes it, its
 /// CUDA part under `#ifdef __CUDACC__`: cupreempt's header is empty for a host compiler.
 #[test]
@@ -878,10 +879,31 @@ fn a_folder_walk_takes_headers_whose_code_reads_the_block_index() {
         "#include \"tile.inl\"\nint f() { return host_side(1); }\n",
     )
     .unwrap();
+    // A `.h` whose helper reads the block index through cooperative groups only.
+    std::fs::write(
+        src.join("groups.h"),
+        "#pragma once
+#include <cooperative_groups.h>
+         __device__ int group_base() { return (int)cooperative_groups::this_thread_block().group_index().x * 4; }
+",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("shade.cu"),
+        "#include \"groups.h\"
+         __global__ void shade(int* out) { out[group_base() + (int)threadIdx.x] = 2; }
+",
+    )
+    .unwrap();
     let o = cupreempt(&["check", "src"], &dir);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert!(
         stdout(&o).contains("paint.cu:2: paint: transformable"),
+        "{}",
+        stdout(&o)
+    );
+    assert!(
+        stdout(&o).contains("shade.cu:2: shade: transformable"),
         "{}",
         stdout(&o)
     );

@@ -20,9 +20,9 @@ pub const HEADER_EXTENSIONS: &[&str] = &["h", "hh", "hpp", "hxx", "inl", "inc", 
 
 /// Whether the file at `path` launches a kernel (`<<<`) or defines one (`__global__`, then `{`
 /// before any `;`), comments aside: the program's own test for kernels
-/// (`program::mentions_kernels`), then a definition's brace; or names `blockIdx` or `gridDim`
-/// outside comments and preprocessor lines (a helper that a kernel elsewhere needs in its
-/// task-context form).
+/// (`program::mentions_kernels`), then a definition's brace; or reads the block index outside
+/// comments and preprocessor lines (`reads_block_ids_in_code`: a helper that a kernel
+/// elsewhere needs in its task-context form).
 fn kernel_header(path: &Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else {
         return false;
@@ -43,17 +43,31 @@ fn kernel_header(path: &Path) -> bool {
         })
 }
 
-/// Whether `text` names `blockIdx` or `gridDim` in code: outside comments and preprocessor
-/// lines (a macro's definition is read with the files that use it).
+/// Words whose use in code reads the block index: the built-ins, and cooperative groups' block
+/// and grid queries (`tb.group_index()`, `cg::this_grid().block_rank()`; a quantization
+/// library's `__device__` helpers in a `.h` read the block index only so, and its kernels were
+/// refused, CP008, though the whole folder was given).
+const BLOCK_INDEX_WORDS: &[&str] = &[
+    "blockIdx",
+    "gridDim",
+    "group_index",
+    "block_index",
+    "block_rank",
+    "this_grid",
+];
+
+/// Whether `text` names the block index in code (`BLOCK_INDEX_WORDS`): outside comments and
+/// preprocessor lines (a macro's definition is read with the files that use it).
 fn reads_block_ids_in_code(text: &str) -> bool {
-    if !text.contains("blockIdx") && !text.contains("gridDim") {
+    if !BLOCK_INDEX_WORDS.iter().any(|w| text.contains(w)) {
         return false;
     }
     let code = cupreempt::lang::without_comments(text);
     let found = cupreempt::lang::lines_in_directives(&code).any(|(line, in_directive)| {
         !in_directive
-            && (cupreempt::lang::has_word(line, "blockIdx")
-                || cupreempt::lang::has_word(line, "gridDim"))
+            && BLOCK_INDEX_WORDS
+                .iter()
+                .any(|w| cupreempt::lang::has_word(line, w))
     });
     found
 }
