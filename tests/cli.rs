@@ -907,6 +907,17 @@ fn a_folder_walk_takes_headers_whose_code_reads_the_block_index() {
         "{}",
         stdout(&o)
     );
+    // A host header whose parameter is named like a query (not called) is not taken.
+    std::fs::write(
+        src.join("host_only.h"),
+        "#pragma once\ninline int pick(int block_index) { return block_index + 1; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "--format", "json", "src"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("groups.h"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains("host_only.h"), "{}", stdout(&o));
+    std::fs::remove_file(src.join("host_only.h")).unwrap();
     let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
     assert!(o.status.success(), "{}", stderr(&o));
     let tile = std::fs::read_to_string(dir.join("out/tile.inl")).unwrap();

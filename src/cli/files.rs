@@ -43,31 +43,35 @@ fn kernel_header(path: &Path) -> bool {
         })
 }
 
-/// Words whose use in code reads the block index: the built-ins, and cooperative groups' block
-/// and grid queries (`tb.group_index()`, `cg::this_grid().block_rank()`; a quantization
-/// library's `__device__` helpers in a `.h` read the block index only so, and its kernels were
-/// refused, CP008, though the whole folder was given).
-const BLOCK_INDEX_WORDS: &[&str] = &[
-    "blockIdx",
-    "gridDim",
-    "group_index",
-    "block_index",
-    "block_rank",
-    "this_grid",
-];
+/// The built-ins that hold the block index.
+const BLOCK_INDEX_BUILTINS: &[&str] = &["blockIdx", "gridDim"];
 
-/// Whether `text` names the block index in code (`BLOCK_INDEX_WORDS`): outside comments and
-/// preprocessor lines (a macro's definition is read with the files that use it).
+/// Cooperative groups' block and grid queries, which read the block index where called
+/// (`tb.group_index()`, `cg::this_grid().block_rank()`; a quantization library's `__device__`
+/// helpers in a `.h` read it only so, and its kernels were refused, CP008, though the whole
+/// folder was given). A name that is not called (a host function's `block_index` parameter)
+/// does not count.
+const BLOCK_INDEX_QUERIES: &[&str] = &["group_index", "block_index", "block_rank", "this_grid"];
+
+/// Whether `text` reads the block index in code (`BLOCK_INDEX_BUILTINS`, `BLOCK_INDEX_QUERIES`):
+/// outside comments and preprocessor lines (a macro's definition is read with the files that
+/// use it).
 fn reads_block_ids_in_code(text: &str) -> bool {
-    if !BLOCK_INDEX_WORDS.iter().any(|w| text.contains(w)) {
+    let words = || BLOCK_INDEX_BUILTINS.iter().chain(BLOCK_INDEX_QUERIES);
+    if !words().any(|w| text.contains(w)) {
         return false;
     }
+    let called = |line: &str, w: &str| {
+        cupreempt::lang::word_indices(line, w)
+            .any(|at| line[at + w.len()..].trim_start().starts_with('('))
+    };
     let code = cupreempt::lang::without_comments(text);
     let found = cupreempt::lang::lines_in_directives(&code).any(|(line, in_directive)| {
         !in_directive
-            && BLOCK_INDEX_WORDS
+            && (BLOCK_INDEX_BUILTINS
                 .iter()
                 .any(|w| cupreempt::lang::has_word(line, w))
+                || BLOCK_INDEX_QUERIES.iter().any(|w| called(line, w)))
     });
     found
 }
