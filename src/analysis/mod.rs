@@ -104,7 +104,7 @@ pub struct KernelPlan<'t> {
     /// The kernel may use shared memory (keep the barrier between tasks).
     pub may_use_shared: bool,
     /// It gets the second wrapper held to 32 registers: it has no launch bounds of its own
-    /// (two sets would not compile), or bounds the capped wrapper raises (`own_bounds_capped`),
+    /// (two sets would not compile), or bounds the capped wrapper raises (`FunctionSite::raisable_bounds`),
     /// and may fit in 32 registers (`registers.rs`).
     pub capped_wrapper: bool,
     /// The capped wrapper is the kernel's own `__launch_bounds__` with more blocks per SM
@@ -337,10 +337,10 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             hidden::head_branches(&site, &parsed.hidden, &parsed.hidden_groups, src);
         // Bounds in a branch the grammar did not read would meet the cap's. A kernel's own
         // `__launch_bounds__(T)` or `(T, M)` are raised to 32 registers in the capped wrapper
-        // (`own_bounds_capped`).
+        // (`FunctionSite::raisable_bounds`).
         // Not where the preprocessor chooses the head: another configuration's bounds (or
         // none) would not be the ones raised.
-        let own_bounds = own_bounds_capped(&site, src) && head_branches.is_none();
+        let own_bounds = site.raisable_bounds(src).is_some() && head_branches.is_none();
         let capped_wrapper = (site.launch_bounds.is_empty() || own_bounds)
             && site.head_attributes.is_empty()
             && !tensor_core
@@ -822,19 +822,6 @@ fn number_overloads(
         kernels[i].overloaded_here = here;
         kernels[i].ordinal = ordinal;
     }
-}
-
-/// Whether a kernel's own launch bounds can be raised to 32 registers in its capped wrapper:
-/// one `__launch_bounds__(T)` or `(T, M)` (not a cluster's third argument), written among the
-/// specifiers before its name, where the wrapper's copy of them is made, with no preprocessor
-/// line among them (a configuration without them would get a wrapper capped at nothing).
-fn own_bounds_capped(site: &FunctionSite, src: &str) -> bool {
-    let [bounds] = site.launch_bounds.as_slice() else {
-        return false;
-    };
-    let head = site.head..site.written_name().start;
-    let before_name = head.start <= bounds.start_byte() && bounds.end_byte() <= head.end;
-    before_name && !src[head].contains('#') && (1..=2).contains(&crate::lang::count_named(*bounds))
 }
 
 /// Whether the definitions that share one wrapper set (a template and its explicit

@@ -179,7 +179,7 @@ pub struct FunctionSite<'t> {
     pub problems: Vec<Diagnostic>,
 }
 
-impl FunctionSite<'_> {
+impl<'t> FunctionSite<'t> {
     pub fn is_template(&self) -> bool {
         self.template.is_some()
     }
@@ -270,6 +270,28 @@ impl FunctionSite<'_> {
         let k = crate::lang::kinds();
         let named = [k.identifier, k.field_identifier].contains(&self.name_node.kind_id());
         self.member && self.qualified.is_none() && named && self.name != *class && !self.is_virtual
+    }
+    /// Its own launch bounds where the capped wrapper can raise them: one `__launch_bounds__(T)`
+    /// or `(T, M)` (not a cluster's third argument), written among the specifiers before its
+    /// name, with no preprocessor line among them (a configuration without them would get a
+    /// wrapper capped at nothing). The node and its arguments, T then M if written.
+    pub fn raisable_bounds(&self, src: &str) -> Option<(Node<'t>, Vec<Node<'t>>)> {
+        let [bounds] = self.launch_bounds.as_slice() else {
+            return None;
+        };
+        let head = self.head..self.written_name().start;
+        if bounds.start_byte() < head.start
+            || bounds.end_byte() > head.end
+            || src[head].contains('#')
+        {
+            return None;
+        }
+        let mut c = bounds.walk();
+        let args: Vec<Node<'t>> = bounds
+            .named_children(&mut c)
+            .filter(|a| a.kind() != "comment")
+            .collect();
+        (1..=2).contains(&args.len()).then_some((*bounds, args))
     }
     /// Whether preprocessor lines choose some of its parameters.
     pub fn has_conditional_params(&self) -> bool {

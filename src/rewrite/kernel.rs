@@ -17,7 +17,7 @@
 //! 2)` means 32 registers for any block size (2048 threads per SM), and unlike `__maxnreg__`
 //! our grammar knows it. A kernel with its own `__launch_bounds__(T, M)` keeps them in the plain
 //! wrapper, and the capped one raises them to `(T, CUPREEMPT_R32_BLOCKS_OF((T), (M)))`
-//! (`capped_specifiers`; where `analysis::own_bounds_capped` allows).
+//! (`capped_specifiers`; where `FunctionSite::raisable_bounds` allows).
 //!
 //! The body stays where it was, so the user's formatting and line numbers inside it survive;
 //! only its header changes and generated code follows it.
@@ -593,30 +593,15 @@ impl Header {
 
 /// The specifiers before `k`'s name with its own `__launch_bounds__(T)` or `(T, M)` made
 /// `__launch_bounds__(T, CUPREEMPT_R32_BLOCKS_OF((T), (M)))`: the same block size, and as many
-/// blocks per SM as make 32 registers (`analysis::own_bounds_capped` says where).
+/// blocks per SM as make 32 registers (`FunctionSite::raisable_bounds` says where).
 fn capped_specifiers(k: &FunctionSite, src: &str) -> Option<String> {
-    let [bounds] = k.launch_bounds.as_slice() else {
-        return None;
-    };
-    let (start, end) = (k.head, k.written_name().start);
-    if bounds.start_byte() < start || bounds.end_byte() > end {
-        return None;
-    }
-    let mut c = bounds.walk();
-    let args: Vec<&str> = bounds
-        .named_children(&mut c)
-        .filter(|a| a.kind() != "comment")
-        .map(|a| crate::lang::text(a, src))
-        .collect();
-    let (threads, min_blocks) = match args.as_slice() {
-        [t] => (*t, "1"),
-        [t, m] => (*t, *m),
-        _ => return None,
-    };
+    let (bounds, args) = k.raisable_bounds(src)?;
+    let threads = crate::lang::text(args[0], src);
+    let min_blocks = args.get(1).map_or("1", |m| crate::lang::text(*m, src));
     Some(format!(
         "{}__launch_bounds__({threads}, {R32_BLOCKS_OF}(({threads}), ({min_blocks}))){}",
-        &src[start..bounds.start_byte()],
-        &src[bounds.end_byte()..end]
+        &src[k.head..bounds.start_byte()],
+        &src[bounds.end_byte()..k.written_name().start]
     ))
 }
 
