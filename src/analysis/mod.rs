@@ -313,7 +313,11 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .filter(|h| h.member && h.reads_block_ids)
             .map(|h| h.name.clone()),
     );
-    graph.classes = classes::Classes::new(root, src);
+    // Read only where a member call can need it (`CallGraph::member_calls_of` looks at the
+    // calls of members in `member_ctx` alone): most files have none, and this walks the tree.
+    if !graph.member_ctx.is_empty() {
+        graph.classes = classes::Classes::new(root, src);
+    }
     for h in &mut helpers {
         h.facts.ctx_member_calls = graph.ctx_member_calls(&h.facts, &h.site, src);
     }
