@@ -237,6 +237,16 @@ whole_file_e2e "launches through a kernel's local pointer, one file" \
 whole_file_e2e "a kernel's own launch bounds raised in its capped wrapper, one file" \
   tests/gpu/bounded_kernels.cu $e2e/bounded_kernels \
   "20 launches planned: preemptible 20" '^bounded_kernels\|launches planned\|chaos:'
+# Kernels whose static shared memory fills the 48 KB (tests/gpu/full_shared_kernels.cu): the
+# task loop keeps its state in dynamic shared memory, which their launches add (one of them
+# with dynamic shared memory of its own, past which the state goes); through `cupreempt
+# transform`, and split by the launcher (those wrappers stay in the unit's object, the two
+# ordinary kernels' go to the wrapper module).
+whole_file_e2e "kernels that fill static shared memory, the loop's state in dynamic shared memory, one file" \
+  tests/gpu/full_shared_kernels.cu $e2e/full_shared \
+  "40 launches planned: preemptible 40" '^full_shared_kernels\|launches planned\|chaos:'
+split_e2e "kernels that fill static shared memory, split by the launcher" tests/gpu/full_shared_kernels.cu \
+  $e2e/full_shared-split 2 '^full_shared_kernels\|wrapper modules\|launches planned\|chaos:'
 # A kernel template declared in one file and defined, with explicit instantiations, in another
 # (tests/gpu/declared_template*.cu; `-static-global-template-stub=false`, which CUDA 13 needs for
 # a template kernel of another unit): each file through `cupreempt transform`, then linked,

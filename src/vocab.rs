@@ -8,8 +8,9 @@ pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
 
 /// An upper bound of the static shared memory the task loop itself declares in a wrapper
 /// (`run_tasks` in cuda_support/cupreempt/task_loop.cuh: 232 bytes on sm_90, 256 in a build
-/// with looks inside chunks, CUPREEMPT_LOOKS). A kernel whose
-/// own static shared memory leaves less than this under 48 KB is left as written
+/// with looks inside chunks, CUPREEMPT_LOOKS), and the dynamic shared memory a launch adds
+/// where the loop keeps it there (CUPREEMPT_LOOP_SHARED_BYTES, control.h). A kernel whose own
+/// static shared memory leaves less than this under 48 KB gets that form
 /// (`analysis::shared_size`); fixtures/shared_memory_at_the_limit.cu compiles a wrapper at
 /// exactly this bound, so the bound is checked whenever the task loop changes.
 pub const TASK_LOOP_SHARED_BYTES: u64 = 256;
@@ -120,6 +121,23 @@ pub fn wrapper_name(kernel: &str) -> String {
 pub fn capped_wrapper_name(kernel: &str) -> String {
     format!("{kernel}__cupreempt_r32")
 }
+
+/// The wrappers of a kernel whose task loop keeps its state in dynamic shared memory
+/// (`KernelPlan::loop_state_dynamic`): names of their own, so that no launch finds them by the
+/// usual names without adding the state's bytes (another unit's weak declarations, the compiler
+/// launcher's table of a wrapper module).
+pub fn dynamic_wrapper_name(kernel: &str, capped: bool) -> String {
+    format!(
+        "{kernel}__cupreempt_dyn{}",
+        if capped { "_r32" } else { "" }
+    )
+}
+
+/// The launch types' member that says the wrappers add the loop's state to a launch's dynamic
+/// shared memory (launch.cuh, `loop_shared_bytes`).
+pub const MEMBER_LOOP_STATE_DYNAMIC: &str = "loop_state_dynamic";
+/// `run_tasks`' third template argument for that form (task_loop.cuh).
+pub const IN_DYNAMIC_SHARED: &str = "cupreempt::InDynamicShared";
 
 /// The struct of launch types that launch sites name; overloads are numbered.
 /// The static initializer that registers a kernel's launch types for launches that know the

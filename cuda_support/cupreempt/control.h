@@ -147,4 +147,10 @@ typedef struct cupreempt_launch {
 /* cupreempt_launch.launch_version of this build. */
 #define CUPREEMPT_LAUNCH_VERSION 1u
 
+/* Dynamic shared memory a launch adds, past the kernel's own rounded up to 16 bytes, for a
+ * wrapper that keeps the task loop's state there (task_loop.cuh, InDynamicShared; launch.cuh):
+ * a kernel whose own static shared memory leaves no room for the loop's under the 48 KB a
+ * block may declare statically. Spelled in src/vocab.rs too (TASK_LOOP_SHARED_BYTES). */
+#define CUPREEMPT_LOOP_SHARED_BYTES 256u
+
 #endif

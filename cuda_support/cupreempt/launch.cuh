@@ -82,14 +82,36 @@ inline unsigned env_u32(const char* name) {
   return v ? (unsigned)std::strtoul(v, nullptr, 10) : 0u;
 }
 
-// A program that raised the original's dynamic shared-memory limit expects the launch to work.
+// Dynamic shared memory a launch of `Kernels`' wrappers adds for the task loop's state: none,
+// or CUPREEMPT_LOOP_SHARED_BYTES where the transformation put that state there
+// (`loop_state_dynamic` in the launch types; task_loop.cuh, InDynamicShared).
+template <class Kernels, class = void>
+struct loop_shared_bytes {
+  static constexpr unsigned value = 0;
+};
+template <class Kernels>
+struct loop_shared_bytes<Kernels, decltype((void)Kernels::loop_state_dynamic)> {
+  static constexpr unsigned value = CUPREEMPT_LOOP_SHARED_BYTES;
+};
+
+// A wrapper launch's dynamic shared memory: the original's `smem`, then, where the wrapper
+// keeps the loop's state there (`loop_bytes`), the state past it rounded up to 16 bytes.
+inline size_t wrapper_smem(size_t smem, unsigned loop_bytes) {
+  return loop_bytes ? ((smem + 15) & ~size_t(15)) + loop_bytes : smem;
+}
+
+// A program that raised the original's dynamic shared-memory limit expects the launch to work;
+// a wrapper that adds the loop's state to it (`wsmem` above `smem`) needs its own limit raised,
+// since its static shared memory already fills the 48 KB (`wrapper_smem`).
 template <class O, class W>
-void copy_smem_limit(O original, W wrapper, size_t smem) {
-  if (smem <= 48 * 1024) return;
+void copy_smem_limit(O original, W wrapper, size_t smem, size_t wsmem) {
+  if (wsmem <= 48 * 1024 && wsmem == smem) return;
   cudaFuncAttributes attr;
-  if (cudaFuncGetAttributes(&attr, original) == cudaSuccess)
-    (void)cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               attr.maxDynamicSharedSizeBytes);
+  if (cudaFuncGetAttributes(&attr, original) == cudaSuccess) {
+    size_t limit = (size_t)attr.maxDynamicSharedSizeBytes;
+    if (wsmem > smem && limit < wsmem) limit = wsmem;
+    (void)cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
+  }
   (void)cudaGetLastError();  // our query's error is not the program's
 }
 
@@ -217,9 +239,11 @@ inline HandleSink*& captured() {
 inline AnyPick any_pick_of(AnyFn original) {
   return runtime().any_pick ? runtime().any_pick(original) : nullptr;
 }
+// A kernel whose wrappers add the loop's state to the launch's shared memory is not
+// registered: the table has no room for the bytes, so its launches by pointer run as written.
 template <class Kernels>
 bool register_any() {
-  if (runtime().register_any)
+  if (runtime().register_any && !loop_shared_bytes<Kernels>::value)
     runtime().register_any(reinterpret_cast<AnyFn>(Kernels::original), &any_pick<Kernels>);
   return true;
 }
@@ -276,9 +300,12 @@ const bool Preload<Kernels>::registered =
 // arguments). Instantiated per launch, its body cost about 0.1 s of host compile each (gcc -O2:
 // a unit with 24 launches of a declared template kernel, 0.2 s as written, 2.5 s transformed).
 // Static, as `split_unit` is: each unit's copy asks for its own wrapper module.
+// `loop_bytes`: what the wrapper adds to the launch's dynamic shared memory (`wrapper_smem`);
+// such a wrapper is never looked up by name (the compiler launcher keeps it out of the wrapper
+// module, so that no launch finds it without the bytes).
 static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, dim3 block,
                           size_t smem, cudaStream_t stream, void** ptrs, size_t* sizes,
-                          unsigned nargs) {
+                          unsigned nargs, unsigned loop_bytes) {
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
@@ -294,14 +321,15 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
   if (planned) status = rt.plan((void*)o, g, b, smem, (void*)stream);
   if (status == CUPREEMPT_OK) {
     const void* wrapper = pick ? reinterpret_cast<const void*>(pick()) : nullptr;
+    const size_t wsmem = wrapper_smem(smem, loop_bytes);
     cudaFunction_t f = nullptr;
     if (wrapper) {
-      copy_smem_limit(original, wrapper, smem);
+      copy_smem_limit(original, wrapper, smem, wsmem);
       if (cudaGetFuncBySymbol(&f, wrapper) != cudaSuccess) {
         (void)cudaGetLastError();  // our lookup's error is not the program's
         f = nullptr;
       }
-    } else if (o) {
+    } else if (o && !loop_bytes) {
       // No wrapper symbol here: the unit's wrappers are in a module of their own (the compiler
       // launcher's split units, docs/build.md), found by the original's name.
       f = (cudaFunction_t)rt.module_wrapper((void*)o, smem, split_unit());
@@ -314,10 +342,10 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
                      "cupreempt: launching the original kernel: its wrappers are not linked (the "
                      "file that defines it was not transformed, or refused it)\n");
     } else if (planned) {
-      status = rt.launch_planned((void*)f, (void*)o, g, b, smem, (void*)stream, ptrs, sizes,
+      status = rt.launch_planned((void*)f, (void*)o, g, b, wsmem, (void*)stream, ptrs, sizes,
                                  nargs, chunk, budget_ns, &h);
     } else {
-      status = rt.launch((void*)f, g, b, smem, (void*)stream, ptrs, sizes, nargs, chunk,
+      status = rt.launch((void*)f, g, b, wsmem, (void*)stream, ptrs, sizes, nargs, chunk,
                          budget_ns, &h);
     }
     if (status == CUPREEMPT_OK) {
@@ -344,11 +372,11 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
 // launches ran the first unit's kernel).
 template <class... P, class Values, size_t... I>
 static void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Values& values, indices<I...>) {
+                   cudaStream_t stream, Values& values, indices<I...>, unsigned loop_bytes) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
   launch_erased(reinterpret_cast<const void*>(original), pick, grid, block, smem, stream, ptrs,
-                sizes, (unsigned)sizeof...(P));
+                sizes, (unsigned)sizeof...(P), loop_bytes);
 }
 }  // namespace detail
 
@@ -384,7 +412,8 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
   // The arguments converted to the parameter types, as the original launch converts them.
   auto values = std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...);
   detail::launch_values(original, &detail::any_pick<Kernels>, grid, block, smem, stream, values,
-                        typename detail::indices_for<P...>::type{});
+                        typename detail::indices_for<P...>::type{},
+                        detail::loop_shared_bytes<Kernels>::value);
 }
 
 namespace detail {
@@ -428,10 +457,11 @@ void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... a
     Kernels::original<<<grid, block, smem, stream>>>(args...);
     return;
   }
-  detail::copy_smem_limit(Kernels::original, wrapper, smem);
+  const size_t wsmem = detail::wrapper_smem(smem, detail::loop_shared_bytes<Kernels>::value);
+  detail::copy_smem_limit(Kernels::original, wrapper, smem, wsmem);
   const unsigned long long tasks = (unsigned long long)grid.x * grid.y * grid.z;
   const unsigned threads = block.x * block.y * block.z;
-  unsigned blocks = tasks ? persistent_blocks(wrapper, threads, smem) : 0;
+  unsigned blocks = tasks ? persistent_blocks(wrapper, threads, wsmem) : 0;
   if (blocks == 0 || blocks > tasks) blocks = (unsigned)(tasks < 0xffffffffull ? tasks : 0xffffffffull);
 
   cupreempt_control* control = nullptr;
@@ -444,7 +474,7 @@ void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... a
   const cupreempt_launch l = {control, tasks, grid.x, grid.y, grid.z, chunk, budget_ns, nullptr};
   // An empty or invalid original grid is launched as is, so the error is the original's.
   const dim3 persistent = tasks && blocks ? dim3(blocks) : grid;
-  wrapper<<<persistent, block, smem, stream>>>(l, args...);
+  wrapper<<<persistent, block, wsmem, stream>>>(l, args...);
   (void)cudaFreeAsync(control, stream);
 }
 }  // namespace detail
@@ -532,7 +562,7 @@ struct CUPREEMPT_NODISCARD AnyLauncher {
     if (pick || split_unit()) {
       auto values = std::tuple<typename std::decay<P>::type...>(args...);
       launch_values(original, pick, grid, block, smem, stream, values,
-                    typename indices_for<P...>::type{});
+                    typename indices_for<P...>::type{}, 0u);
       return;
     }
 #endif

@@ -1201,6 +1201,41 @@ static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host
   return holds && ls.tail && stay(c, host, total, retired, start_ns, ls);
 }
 
+// The task loop's shared state, one per block (run_tasks).
+struct LoopShared {
+  // Two copies, used by alternate chunks: the leader writes the next chunk's bounds while slow
+  // threads may still be reading this chunk's (one-task chunks have no barrier in between).
+  BlockState states[2];
+  unsigned again;  // the tail goes back to work (stay())
+#ifdef CUPREEMPT_LOOKS
+  alignas(16) unsigned long long look_buf[2];  // the leader's look inside a chunk
+#endif
+  // Volatile: only the leader may touch it, and the compiler must not read it speculatively
+  // in the other threads either (compute-sanitizer's racecheck reports such reads).
+  volatile LeaderState ls;
+};
+static_assert(sizeof(LoopShared) <= CUPREEMPT_LOOP_SHARED_BYTES,
+              "the launch adds CUPREEMPT_LOOP_SHARED_BYTES for InDynamicShared (control.h)");
+
+// The loop's state in static `__shared__` variables (one set per kernel that runs the loop).
+struct InStaticShared {
+  static __device__ __forceinline__ LoopShared* dynamic() { return nullptr; }
+};
+
+// The loop's state in the last CUPREEMPT_LOOP_SHARED_BYTES of the launch's dynamic shared
+// memory, past the kernel's own (launch.cuh adds them, after rounding the kernel's bytes up to
+// 16). The kernel's `extern __shared__` arrays start at the same address as this one and
+// never reach past the bytes its launch asked for.
+struct InDynamicShared {
+  static __device__ __forceinline__ LoopShared* dynamic() {
+    extern __shared__ __align__(16) unsigned char cupreempt_dynamic_shared[];
+    unsigned bytes;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+    return reinterpret_cast<LoopShared*>(cupreempt_dynamic_shared + bytes -
+                                         CUPREEMPT_LOOP_SHARED_BYTES);
+  }
+};
+
 // The persistent loop. One leader thread per block looks at the control word and takes a chunk
 // of tasks from the counter; the decision reaches the block through shared memory and one
 // barrier. Tasks taken are always finished, or given back as a leftover, which the next claims
@@ -1223,19 +1258,31 @@ static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host
 // visible once per block, when it leaves (every thread fences; in the instance that holds the
 // stream, its kernel's end does it); retired_tasks then counts the block's tasks, and
 // `finished` is raised once it reaches the total (leave(), stay()).
-template <class Ctx, bool TaskBarrier = true, class Body>
+//
+// Where the loop keeps its block's state (LoopShared): `State` is InStaticShared (a static
+// `__shared__` variable, every wrapper but the next) or InDynamicShared (the last
+// CUPREEMPT_LOOP_SHARED_BYTES of the launch's dynamic shared memory, which launch.cuh adds to
+// the launch: for kernels whose own static shared memory leaves no room under the 48 KB a
+// block may declare statically; docs/transformation.md, "Shared memory at the limit").
+template <class Ctx, bool TaskBarrier = true, class State = InStaticShared, class Body>
 __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned chunk,
                                           unsigned budget_ns, Body&& body) {
-  // Two copies, used by alternate chunks: the leader writes the next chunk's bounds while slow
-  // threads may still be reading this chunk's (one-task chunks have no barrier in between).
-  __shared__ BlockState states[2];
-  __shared__ unsigned again;  // the tail goes back to work (stay())
+  // The static form's variables, each its own (a LoopShared of them moved the benchmark
+  // wrappers' code around: nvcc 13.0, sm_90). The dynamic form names none of them, and the
+  // compiler leaves them out.
+  __shared__ BlockState static_states[2];
+  __shared__ unsigned static_again;
 #ifdef CUPREEMPT_LOOKS
-  __shared__ alignas(16) unsigned long long look_buf[2];  // the leader's look inside a chunk
+  __shared__ alignas(16) unsigned long long static_look_buf[2];
 #endif
-  // Volatile: only the leader may touch it, and the compiler must not read it speculatively
-  // in the other threads either (compute-sanitizer's racecheck reports such reads).
-  __shared__ volatile LeaderState ls;
+  __shared__ volatile LeaderState static_ls;
+  LoopShared* const dynamic = State::dynamic();  // null: the static form
+  BlockState* const states = dynamic ? dynamic->states : static_states;
+  unsigned& again = dynamic ? dynamic->again : static_again;
+#ifdef CUPREEMPT_LOOKS
+  unsigned long long* const look_buf = dynamic ? dynamic->look_buf : static_look_buf;
+#endif
+  volatile LeaderState& ls = dynamic ? dynamic->ls : static_ls;
   cupreempt_control* const c = l.control;
   const bool leader = threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0;
   const unsigned fixed = l.chunk ? l.chunk : chunk;

@@ -122,6 +122,11 @@ pub struct KernelPlan<'t> {
     /// the rewrite gives the branches the grammar did not read the body's head too, and copies
     /// the groups into the generated kernels' heads.
     pub head_branches: Option<HeadBranches>,
+    /// Its own static shared memory leaves no room for the task loop's under the 48 KB a block
+    /// may declare statically: the loop keeps its state in dynamic shared memory, which the
+    /// launches add (`shared_size::loop_state_dynamic`), and the wrappers have names of their
+    /// own (`vocab::dynamic_wrapper_name`).
+    pub loop_state_dynamic: bool,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -161,6 +166,7 @@ impl<'t> KernelPlan<'t> {
             specialization_ordinal: 0,
             family_declaration: None,
             head_branches: None,
+            loop_state_dynamic: false,
             site,
             facts,
         }
@@ -363,6 +369,9 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         }
         plan.capped_by_own_bounds = own_bounds && plan.capped_wrapper;
         plan.head_branches = head_branches;
+        let loop_state =
+            shared_size::loop_state_dynamic(&plan, &helpers, &graph, src, &file_shared_sizes);
+        plan.loop_state_dynamic = loop_state.as_ref().is_ok_and(|d| *d);
         // Branches of conditionals the grammar did not read (`Parsed::hidden`).
         let decided =
             match hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src)
@@ -375,7 +384,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                         src,
                     )
                 })
-                .or_else(|| shared_size::refusal(&plan, &helpers, &graph, src, &file_shared_sizes))
+                .or_else(|| loop_state.err())
             {
                 Some(d) => Err(vec![d]),
                 None => decide::decide(&plan, opts, &helpers, &graph, src),

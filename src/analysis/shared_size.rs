@@ -2,12 +2,14 @@
 //! wrapper adds the task loop's own (`vocab::TASK_LOOP_SHARED_BYTES`), and a kernel whose
 //! arrays already fill the 48 KB that a block may declare statically would leave a wrapper
 //! that ptxas rejects ("uses too much shared data"), and the whole file with it (a
-//! graph-analytics suite's BFS declares `__shared__ int changed[12 * 1024]`, 49,152 bytes).
-//! Such a kernel is left as written, with the reason.
+//! graph-analytics suite's BFS declares `__shared__ int changed[12 * 1024]`, 49,152 bytes;
+//! mmcv's CARAFE and DeepSpeed's transposes are others). Such a kernel's task loop keeps its
+//! state in dynamic shared memory instead, which its launches add (`KernelPlan::
+//! loop_state_dynamic`; task_loop.cuh, `InDynamicShared`).
 //!
 //! Only a lower bound is computed: arrays whose element type or size this text does not
-//! settle (a template parameter, a struct, a name defined elsewhere) count nothing, so a
-//! kernel is refused only where the bytes that are certain pass the limit.
+//! settle (a template parameter, a struct, a name defined elsewhere) count nothing, so only
+//! a kernel whose certain bytes pass the limit gets that form.
 
 use super::callgraph::CallGraph;
 use super::{HelperPlan, KernelPlan};
@@ -326,18 +328,22 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
         .fold(0u64, u64::saturating_add)
 }
 
-/// The kernel is left as written where the static shared memory it certainly declares (its
-/// body, the helpers it reaches, file-scope arrays they name) leaves less than the task loop's
-/// own under the limit.
-pub fn refusal(
+/// Where the kernel's task loop keeps its state: `Ok(false)` in static shared memory,
+/// `Ok(true)` in dynamic shared memory, where the static shared memory the kernel certainly
+/// declares (its body, the helpers it reaches, file-scope arrays they name) leaves less than
+/// the loop's own under the limit. Left as written where even that form would not do: the
+/// kernel alone passes the limit (then the count is wrong, or the original does not compile
+/// either), or other declarations of its wrappers would name them as the static form does (an
+/// earlier declaration, an explicit specialization).
+pub fn loop_state_dynamic(
     plan: &KernelPlan,
     helpers: &[HelperPlan],
     graph: &CallGraph,
     src: &str,
     file: &FileShared,
-) -> Option<Diagnostic> {
+) -> Result<bool, Diagnostic> {
     if !src.contains("__shared__") {
-        return None;
+        return Ok(false);
     }
     let mut bodies = vec![plan.site.body];
     bodies.extend(
@@ -365,19 +371,24 @@ pub fn refusal(
         .fold(in_bodies, u64::saturating_add);
     let reserve = crate::vocab::TASK_LOOP_SHARED_BYTES;
     if bytes + reserve <= STATIC_SHARED_LIMIT {
-        return None;
+        return Ok(false);
     }
-    Some(
-        Diagnostic::new(
-            Code::Unsupported,
-            format!(
-                "kernel `{}` declares {bytes} bytes of static shared memory: with the persistent loop's own (at most {reserve} bytes) its wrapper would pass the {STATIC_SHARED_LIMIT} bytes a block may declare statically, and would not compile",
-                plan.site.name
-            ),
-        )
-        .label(plan.site.name_node.byte_range(), "left as written")
-        .help("declare the largest array `extern __shared__` and pass its size at launch (dynamic shared memory has no such limit once raised with cudaFuncSetAttribute)"),
-    )
+    let name = &plan.site.name;
+    let room = format!(
+        "kernel `{name}` declares {bytes} bytes of static shared memory, which leaves no room for the persistent loop's own under the {STATIC_SHARED_LIMIT} a block may declare statically; the loop would keep its state in dynamic shared memory, in wrappers named apart"
+    );
+    let message = if bytes > STATIC_SHARED_LIMIT {
+        format!("kernel `{name}` declares {bytes} bytes of static shared memory, more than the {STATIC_SHARED_LIMIT} a block may declare statically")
+    } else if !plan.prior_declarations.is_empty() {
+        format!("{room}, but the kernel's earlier declaration declares the usual ones")
+    } else if plan.site.specialization {
+        format!("{room}, but an explicit specialization's wrappers are named after its template's")
+    } else {
+        return Ok(true);
+    };
+    Err(Diagnostic::new(Code::Unsupported, message)
+    .label(plan.site.name_node.byte_range(), "left as written")
+    .help("declare the largest array `extern __shared__` and pass its size at launch (dynamic shared memory has no such limit once raised with cudaFuncSetAttribute)"))
 }
 
 #[cfg(test)]

@@ -27,10 +27,11 @@ use super::{context_calls, context_params, prologue};
 use crate::analysis::{names_inserted, FunctionSite, KernelPlan, Param, SyncMode, TemplateParam};
 use crate::edit::Edit;
 use crate::vocab::{
-    any_registration_name, body_name, capped_wrapper_name, kernels_struct_name, selector_name,
-    wrapper_name, BODY_PARAM, CTX, CTX_TYPE, FUNCTION_PARAM, LAUNCH_PARAM, LAUNCH_TYPE,
-    MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_BLOCKS_OF, R32_MIN_BLOCKS,
-    RUN_TASKS, TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
+    any_registration_name, body_name, capped_wrapper_name, dynamic_wrapper_name,
+    kernels_struct_name, selector_name, wrapper_name, BODY_PARAM, CTX, CTX_TYPE, FUNCTION_PARAM,
+    IN_DYNAMIC_SHARED, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_LOOP_STATE_DYNAMIC, MEMBER_ORIGINAL,
+    MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_BLOCKS_OF, R32_MIN_BLOCKS, RUN_TASKS,
+    TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
 };
 use std::collections::BTreeSet;
 use tree_sitter::Node;
@@ -199,7 +200,13 @@ pub fn rewrite(
         let w = wrapper(plan, &h, cap, named);
         definitions.push_str(&if cap { where_capped(&k.name, &w) } else { w });
     }
-    out.push_str(&unless_split(&definitions, ""));
+    if plan.loop_state_dynamic {
+        // In the unit's own object even where the compiler launcher splits it: a wrapper module's
+        // wrappers are found by name, by launches that know nothing of the state's bytes.
+        out.push_str(&only_if(&not_in_wrapper_module(), &definitions));
+    } else {
+        out.push_str(&unless_split(&definitions, ""));
+    }
     if let Some(first) = plan
         .prior_declarations
         .first()
@@ -249,6 +256,11 @@ pub fn rewrite(
 /// not one inside a macro's body (the grammar does not read it).
 fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
     let k = &plan.site;
+    // Other units never launch wrappers that keep the loop's state in dynamic shared memory
+    // (their declarations name the usual wrappers, `vocab::dynamic_wrapper_name`).
+    if plan.loop_state_dynamic {
+        return;
+    }
     let kinds = crate::lang::kinds();
     let fields = crate::lang::fields();
     // Stepping through every declaration beside each kernel template cost 2.3% of a transform
@@ -332,6 +344,9 @@ fn has_explicit_instantiation_text(src: &str) -> bool {
 /// namespace).
 fn macro_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
     let k = &plan.site;
+    if plan.loop_state_dynamic {
+        return; // as explicit_instantiations
+    }
     if !src.contains("#define") || !src.contains(k.name.as_str()) {
         return;
     }
@@ -773,20 +788,29 @@ fn wrapper_kinds(plan: &KernelPlan) -> impl Iterator<Item = bool> {
     [false, true].into_iter().filter(move |&cap| !cap || capped)
 }
 
-/// A wrapper's name.
-fn wrapper_head(kernel: &str, cap: bool) -> String {
-    if cap {
+/// A wrapper's name; `dynamic`: the loop keeps its state in dynamic shared memory
+/// (`KernelPlan::loop_state_dynamic`).
+fn wrapper_head(kernel: &str, cap: bool, dynamic: bool) -> String {
+    if dynamic {
+        dynamic_wrapper_name(kernel, cap)
+    } else if cap {
         capped_wrapper_name(kernel)
     } else {
         wrapper_name(kernel)
     }
 }
 
+/// Where wrappers that keep the loop's state in dynamic shared memory are defined: everywhere
+/// but a split unit's wrapper module (`vocab::WRAPPER_MODULE`).
+fn not_in_wrapper_module() -> String {
+    format!("!defined({})", crate::vocab::WRAPPER_MODULE)
+}
+
 /// `named`: the body takes the running kernel's pretty name (the wrapper's own; a lambda's
 /// would name the lambda).
 fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     let predicated = plan.mode == Some(SyncMode::Predicated);
-    let wrapper = wrapper_head(&h.name, cap);
+    let wrapper = wrapper_head(&h.name, cap, plan.loop_state_dynamic);
     let comment = if cap {
         format!("// cupreempt: the same, held to 32 registers (launch.cuh picks it where that keeps `{}`'s occupancy).\n", h.name)
     } else {
@@ -803,7 +827,7 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
     format!(
         "{comment}\
          {prefix}{wrapper}{targs}({params}) {{\n  using {CTX_TYPE} = {TASK_CTX};\n  {function}\
-         {RUN_TASKS}<{CTX_TYPE}, /*task_barrier=*/{barrier}>({LAUNCH_PARAM}, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
+         {RUN_TASKS}<{CTX_TYPE}, /*task_barrier=*/{barrier}{state}>({LAUNCH_PARAM}, /*chunk=*/{chunk}, /*budget_ns=*/{budget}, [&]({CTX_TYPE}& {CTX}) {{\n    \
          {call}\n  }});\n}}\n",
         prefix = h.wrapper_prefix(cap),
         targs = h.targs,
@@ -811,6 +835,11 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
         chunk = plan.chunk,
         budget = plan.budget_ns,
         barrier = plan.may_use_shared,
+        state = if plan.loop_state_dynamic {
+            format!(", /*loop_state=*/{IN_DYNAMIC_SHARED}")
+        } else {
+            String::new()
+        },
         call = body_call(plan, CTX_TYPE, named.then_some(FUNCTION_PARAM), true),
         function = if named {
             format!("const char* const {FUNCTION_PARAM} = __PRETTY_FUNCTION__;\n  ")
@@ -825,7 +854,7 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
 fn wrapper_declarations(plan: &KernelPlan, h: &Header) -> String {
     let mut out = String::new();
     for cap in wrapper_kinds(plan) {
-        let name = wrapper_head(&h.name, cap);
+        let name = wrapper_head(&h.name, cap, plan.loop_state_dynamic);
         let line = format!(
             "{}{name}({});\n",
             h.wrapper_prefix(cap),
@@ -855,6 +884,7 @@ fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String 
         overloaded: false,
         capped: plan.capped_wrapper,
         selector: true,
+        dynamic: plan.loop_state_dynamic,
     };
     out.push_str(&types.text(&h));
     trim_last_newline(out)
@@ -868,6 +898,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         overloaded: plan.overloaded,
         capped: plan.capped_wrapper,
         selector: needs_selector(plan),
+        dynamic: plan.loop_state_dynamic,
     };
     types.text(h)
 }
@@ -880,6 +911,9 @@ struct LaunchTypes<'a, 't> {
     overloaded: bool,
     capped: bool,
     selector: bool,
+    /// The wrappers keep the loop's state in dynamic shared memory (`KernelPlan::
+    /// loop_state_dynamic`).
+    dynamic: bool,
 }
 
 impl LaunchTypes<'_, '_> {
@@ -907,12 +941,8 @@ impl LaunchTypes<'_, '_> {
         let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), self.overloaded);
         let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), self.overloaded);
         let amp = if self.overloaded { "" } else { "&" };
-        let capped_wrapper = if self.capped {
-            capped_wrapper_name(&k.name)
-        } else {
-            wrapper_name(&k.name)
-        };
-        let wrapper = wrapper_name(&k.name);
+        let capped_wrapper = wrapper_head(&k.name, self.capped, self.dynamic);
+        let wrapper = wrapper_head(&k.name, false, self.dynamic);
         let capped_line =
             |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
         let capped_member = if self.capped {
@@ -933,14 +963,23 @@ impl LaunchTypes<'_, '_> {
             format!("  static constexpr void (*{member})({params}) = nullptr;\n")
         };
         let wrapper_types = wrapper_params(&types);
-        let wrapper_members = unless_split(
-            &format!("  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}"),
-            &format!(
-                "{}{}",
-                null_member(MEMBER_WRAPPER, &wrapper_types),
-                null_member(MEMBER_WRAPPER_R32, &wrapper_types)
-            ),
+        let whole =
+            format!("  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}");
+        let null = format!(
+            "{}{}",
+            null_member(MEMBER_WRAPPER, &wrapper_types),
+            null_member(MEMBER_WRAPPER_R32, &wrapper_types)
         );
+        let wrapper_members = if self.dynamic {
+            // The wrappers are defined in a split unit's object too (`rewrite`), and the
+            // launches add the state's bytes (launch.cuh, `loop_shared_bytes`).
+            format!(
+                "  static constexpr bool {MEMBER_LOOP_STATE_DYNAMIC} = true;\n{}",
+                choose(&not_in_wrapper_module(), &whole, &null)
+            )
+        } else {
+            unless_split(&whole, &null)
+        };
         let mut out = format!(
         "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n{wrapper_members}}};\n",
         template = h.class_template,
