@@ -1047,6 +1047,45 @@ fn wrappers_go_to_a_module_of_their_own_unless_the_unit_has_device_variables() {
     );
 }
 
+/// A kernel whose static shared memory fills the 48 KB keeps the task loop's state in dynamic
+/// shared memory; its wrappers (`K__cupreempt_dyn`) stay in the object where the launcher splits
+/// the unit, and the wrapper module's table never names them: a launch that found them there by
+/// name would not add the state's bytes. The other kernel's wrapper goes to the module.
+#[test]
+fn wrappers_that_keep_the_loop_state_in_dynamic_shared_memory_stay_in_the_object() {
+    let source = "__global__ void full(int* out) {\n  __shared__ int cells[12 * 1024];\n  cells[threadIdx.x] = threadIdx.x;\n  __syncthreads();\n  out[blockIdx.x * blockDim.x + threadIdx.x] = cells[(threadIdx.x + 1) % blockDim.x];\n}\n\
+                  __global__ void fill(unsigned* out) { out[blockIdx.x] = blockIdx.x; }\n\
+                  void run(int* a, unsigned* o) { full<<<64, 256>>>(a); fill<<<64, 1>>>(o); }\n";
+    let verbose = [("CUPREEMPT_VERBOSE", "1")];
+    let (obj, out) = launcher_object_with("launcher-split-dynamic", &[("k.cu", source)], &verbose);
+    assert!(
+        out.contains("wrappers of 1 kernel in a module of their own"),
+        "{out}"
+    );
+    let e = entries(&obj);
+    assert!(
+        e.contains(&"_Z19full__cupreempt_dyn16cupreempt_launchPi".to_string()),
+        "the object lacks the wrapper that keeps the state in dynamic shared memory: {e:?}"
+    );
+    assert!(
+        !e.iter().any(|n| n.contains("fill__cupreempt")),
+        "the object's module holds fill's wrapper: {e:?}"
+    );
+    let module = walk(obj.parent().unwrap())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "fatbin"))
+        .unwrap_or_else(|| panic!("no wrapper module near {}", obj.display()));
+    let in_module = entries(&module);
+    assert!(
+        in_module.iter().any(|n| n.contains("fill__cupreempt")),
+        "{in_module:?}"
+    );
+    assert!(
+        !in_module.iter().any(|n| n.contains("full__cupreempt")),
+        "the wrapper module holds full's wrappers: {in_module:?}"
+    );
+}
+
 /// A launch macro whose kernel is one of its parameters (NVIDIA Warp's `wp_launch_device`
 /// shape: the kernel and its parenthesized arguments passed in): in a unit the launcher
 /// splits, its launches go through the kernel's pointer to the runtime, which finds the
