@@ -7,9 +7,12 @@
 //! state in dynamic shared memory instead, which its launches add (`KernelPlan::
 //! loop_state_dynamic`; task_loop.cuh, `InDynamicShared`).
 //!
-//! Only a lower bound is computed: arrays whose element type or size this text does not
-//! settle (a template parameter, a struct, a name defined elsewhere) count nothing, so only
-//! a kernel whose certain bytes pass the limit gets that form.
+//! The bytes counted are those the text settles. An array whose size it does not settle (a
+//! name defined elsewhere) counts nothing; one whose element type it does not size (a
+//! template parameter, a struct) counts `ASSUMED_ELEMENT_BYTES` an element towards what the
+//! kernel may declare, and where that may fill the limit the kernel gets the dynamic form too
+//! (it compiles either way). Only where the certain bytes alone pass the limit, or leave no
+//! room and the dynamic form cannot be had, is the kernel left as written.
 
 use super::callgraph::CallGraph;
 use super::{HelperPlan, KernelPlan};
@@ -23,10 +26,10 @@ use tree_sitter::Node;
 const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
 
 /// A file's facts for the sizes: the names sizes may use, and its file-scope static shared
-/// arrays (name and certain bytes), found once for all its kernels.
+/// arrays (name and bytes), found once for all its kernels.
 pub struct FileShared<'s> {
     names: SizeNames,
-    arrays: Vec<(&'s str, u64)>,
+    arrays: Vec<(&'s str, Bytes)>,
 }
 
 impl<'s> FileShared<'s> {
@@ -44,7 +47,7 @@ impl<'s> FileShared<'s> {
                         .first()
                         .and_then(|d| crate::lang::declarator_name(*d))
                         .map(|d| text(d, src));
-                    if let (true, Some(name)) = (bytes > 0, name) {
+                    if let (true, Some(name)) = (bytes.possible > 0, name) {
                         arrays.push((name, bytes));
                     }
                 } else if crate::lang::scope_container(n.kind(), false) {
@@ -273,9 +276,30 @@ fn element_bytes(ty: &str) -> Option<u64> {
     })
 }
 
-/// The certain bytes of the static `__shared__` variables a declaration defines (none where it
-/// is not one: `extern`, or no `__shared__`).
-fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
+/// What an element of a type this text does not size (a template parameter, a struct) may
+/// take, for `Bytes::possible`: a `double2` or `float4`.
+const ASSUMED_ELEMENT_BYTES: u64 = 16;
+
+/// The bytes of static `__shared__` variables: those the text settles, and those it may come
+/// to where an element's type is not settled (`ASSUMED_ELEMENT_BYTES` each).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Bytes {
+    certain: u64,
+    possible: u64,
+}
+
+impl Bytes {
+    fn add(self, other: Bytes) -> Bytes {
+        Bytes {
+            certain: self.certain.saturating_add(other.certain),
+            possible: self.possible.saturating_add(other.possible),
+        }
+    }
+}
+
+/// The bytes of the static `__shared__` variables a declaration defines (none where it is not
+/// one: `extern`, or no `__shared__`; none possible where a count is not settled either).
+fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> Bytes {
     let mut shared = false;
     let mut c = decl.walk();
     for child in decl.children(&mut c) {
@@ -283,20 +307,17 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
             "type_qualifier" | "attribute_specifier" if text(child, src) == "__shared__" => {
                 shared = true
             }
-            "storage_class_specifier" if text(child, src) == "extern" => return 0,
+            "storage_class_specifier" if text(child, src) == "extern" => return Bytes::default(),
             _ => {}
         }
     }
     if !shared {
-        return 0;
+        return Bytes::default();
     }
-    let Some(element) = decl
+    let element = decl
         .child_by_field_name("type")
-        .and_then(|t| element_bytes(text(t, src)))
-    else {
-        return 0;
-    };
-    crate::lang::declarators(decl)
+        .and_then(|t| element_bytes(text(t, src)));
+    let count = crate::lang::declarators(decl)
         .into_iter()
         .map(|d| {
             let mut d = d;
@@ -323,9 +344,19 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> u64 {
             if d.kind() == "pointer_declarator" {
                 return 0; // a pointer in shared memory: the size is not the array's
             }
-            count.saturating_mul(element)
+            count
         })
-        .fold(0u64, u64::saturating_add)
+        .fold(0u64, u64::saturating_add);
+    match element {
+        Some(e) => Bytes {
+            certain: count.saturating_mul(e),
+            possible: count.saturating_mul(e),
+        },
+        None => Bytes {
+            certain: 0,
+            possible: count.saturating_mul(ASSUMED_ELEMENT_BYTES),
+        },
+    }
 }
 
 /// Where the kernel's task loop keeps its state: `Ok(false)` in static shared memory,
@@ -352,14 +383,14 @@ pub fn loop_state_dynamic(
             .into_iter()
             .map(|h| helpers[h].site.body),
     );
-    let in_bodies: u64 = bodies
+    let in_bodies = bodies
         .iter()
         .flat_map(|b| super::flow::descendants(*b))
         .filter(|n| n.kind_id() == kinds().declaration)
         .map(|d| declared_bytes(d, src, &file.names))
-        .fold(0, u64::saturating_add);
+        .fold(Bytes::default(), Bytes::add);
     // File-scope arrays: each kernel that names one has its own.
-    let bytes = file
+    let all = file
         .arrays
         .iter()
         .filter(|(name, _)| {
@@ -368,10 +399,15 @@ pub fn loop_state_dynamic(
                 .any(|b| crate::lang::has_word(text(*b, src), name))
         })
         .map(|(_, bytes)| *bytes)
-        .fold(in_bodies, u64::saturating_add);
+        .fold(in_bodies, Bytes::add);
     let reserve = crate::vocab::TASK_LOOP_SHARED_BYTES;
+    let bytes = all.certain;
+    let other_declarations = !plan.prior_declarations.is_empty() || plan.site.specialization;
     if bytes + reserve <= STATIC_SHARED_LIMIT {
-        return Ok(false);
+        // Arrays of a type the text does not size may come to the limit (a template's
+        // `__shared__ scalar_t buf[6144]`, sized for 8-byte elements): the dynamic form then,
+        // which compiles either way, where nothing else names the usual wrappers.
+        return Ok(all.possible + reserve > STATIC_SHARED_LIMIT && !other_declarations);
     }
     let name = &plan.site.name;
     let room = format!(
