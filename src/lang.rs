@@ -151,6 +151,12 @@ pub fn fields() -> &'static Fields {
     })
 }
 
+/// Cooperative groups' queries of a thread block or of the grid that read the block index
+/// (`tb.group_index()`, `cg::this_grid().block_rank()`).
+pub const BLOCK_INDEX_QUERIES: &[&str] = &["group_index", "block_index", "block_rank"];
+/// Cooperative groups' queries of the grid's shape in blocks (`cg::this_grid().num_blocks()`).
+pub const GRID_SHAPE_QUERIES: &[&str] = &["num_blocks", "dim_blocks"];
+
 /// Built-in variables whose value differs between an original block and a persistent block.
 pub const VIRTUAL_BUILTINS: [(&str, &str); 2] = [("blockIdx", "uint3"), ("gridDim", "dim3")];
 
@@ -391,10 +397,9 @@ pub const BY_VALUE_FUNCTIONS: &[&str] = &[
     "printf",
 ];
 
-/// Functions without side effects that read no memory (for what returned threads may evaluate).
-/// With the standard integer types, whose functional casts (`int64_t(blockIdx.x)`) read as
-/// calls.
-pub const PURE_FUNCTIONS: &[&str] = &[
+/// Functions without side effects that read no memory (for what returned threads may evaluate;
+/// `is_pure_function`).
+const PURE_FUNCTIONS: &[&str] = &[
     "abs",
     "ceilf",
     "dim3",
@@ -402,18 +407,6 @@ pub const PURE_FUNCTIONS: &[&str] = &[
     "floorf",
     "fmaxf",
     "fminf",
-    "int8_t",
-    "int16_t",
-    "int32_t",
-    "int64_t",
-    "intptr_t",
-    "ptrdiff_t",
-    "size_t",
-    "uint8_t",
-    "uint16_t",
-    "uint32_t",
-    "uint64_t",
-    "uintptr_t",
     "make_float2",
     "make_float3",
     "make_float4",
@@ -628,6 +621,13 @@ impl LineStarts {
 
 pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
+}
+
+/// Whether a call of `name` has no side effect and reads no memory: `PURE_FUNCTIONS`, and the
+/// functional casts to the standard integer types (`int64_t(blockIdx.x)`, `SCALAR_TYPEDEFS`),
+/// which read as calls.
+pub fn is_pure_function(name: &str) -> bool {
+    PURE_FUNCTIONS.contains(&name) || SCALAR_TYPEDEFS.contains(&name)
 }
 
 /// The standard headers' aliases of scalar types (`<stdint.h>`, `<stddef.h>`): not classes.

@@ -235,14 +235,6 @@ pub fn block_uniform_query(call: Node, src: &str, block_vars: &BTreeSet<String>)
             && is_this_grid(object, src)
 }
 
-const BLOCK_GROUP_QUERIES: &[&str] = &[
-    "group_index",
-    "block_index",
-    "block_rank",
-    "num_blocks",
-    "dim_blocks",
-];
-
 /// `body`: a function body of the file that `names` was made from; `kernel`: whether returns
 /// matter (a helper's return only ends the helper, so its returns are not analysed for thread
 /// dependence).
@@ -585,7 +577,9 @@ fn identifier_refusals(f: &mut BodyFacts, n: Node, name: &str, field: bool) {
             .iter()
             .any(|c| c.byte_range().contains(&n.start_byte()))
     };
-    if field && BLOCK_GROUP_QUERIES.contains(&name) && !rewritten() && !grid_query {
+    let block_group_query =
+        lang::BLOCK_INDEX_QUERIES.contains(&name) || lang::GRID_SHAPE_QUERIES.contains(&name);
+    if field && block_group_query && !rewritten() && !grid_query {
         f.refusals.push(
             Diagnostic::new(
                 Code::Unsupported,

@@ -131,7 +131,7 @@ impl<'a, 't> Effects<'a, 't> {
                 _ if id == k.call_expression => {
                     ok = n
                         .child_by_field_id(f.function)
-                        .is_some_and(|c| lang::PURE_FUNCTIONS.contains(&text(c, self.src)));
+                        .is_some_and(|c| lang::is_pure_function(text(c, self.src)));
                     ok
                 }
                 _ if id == k.argument_list => true,

@@ -433,7 +433,7 @@ fn unseen_word(
 
 /// Math and constructor functions without side effects (`lang`'s lists).
 fn pure(word: &str) -> bool {
-    lang::PURE_FUNCTIONS.contains(&word) || lang::UNIFORM_FUNCTIONS.contains(&word)
+    lang::is_pure_function(word) || lang::UNIFORM_FUNCTIONS.contains(&word)
 }
 
 /// Where `text` first assigns, steps (`++`, `--`) or takes an address (`&x`).

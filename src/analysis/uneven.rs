@@ -415,8 +415,7 @@ impl<'s> Threadness<'s> {
                     .map_or("", |f| text(f, self.src));
                 // A pure function's result is its arguments'; any other call's is not known
                 // to be the thread's.
-                return lang::PURE_FUNCTIONS.contains(&callee)
-                    || lang::UNIFORM_FUNCTIONS.contains(&callee);
+                return lang::is_pure_function(callee) || lang::UNIFORM_FUNCTIONS.contains(&callee);
             }
             // Nor is a load's value, even at the thread's own index (a block's threads may
             // read one value there: ggml reduces a flag through shared memory and reads it

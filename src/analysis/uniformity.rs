@@ -473,7 +473,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         }
         let name = text(callee, self.src);
         if lang::UNIFORM_FUNCTIONS.contains(&name)
-            || lang::PURE_FUNCTIONS.contains(&name)
+            || lang::is_pure_function(name)
             || lang::BY_VALUE_FUNCTIONS.contains(&name)
             || lang::BARRIER_FUNCTIONS.iter().any(|(b, _)| *b == name)
         {
@@ -762,7 +762,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     .is_some_and(|n| self.uniform_helper(n));
                 let pure = helper
                     || name.is_some_and(|n| {
-                        lang::UNIFORM_FUNCTIONS.contains(&n) || lang::PURE_FUNCTIONS.contains(&n)
+                        lang::UNIFORM_FUNCTIONS.contains(&n) || lang::is_pure_function(n)
                     });
                 if !read_only_load && !pure {
                     return true;

@@ -46,18 +46,22 @@ fn kernel_header(path: &Path) -> bool {
 /// The built-ins that hold the block index.
 const BLOCK_INDEX_BUILTINS: &[&str] = &["blockIdx", "gridDim"];
 
-/// Cooperative groups' block and grid queries, which read the block index where called
-/// (`tb.group_index()`, `cg::this_grid().block_rank()`; a quantization library's `__device__`
-/// helpers in a `.h` read it only so, and its kernels were refused, CP008, though the whole
-/// folder was given). A name that is not called (a host function's `block_index` parameter)
-/// does not count.
-const BLOCK_INDEX_QUERIES: &[&str] = &["group_index", "block_index", "block_rank", "this_grid"];
+/// Calls that read the block index: cooperative groups' block and grid queries
+/// (`lang::BLOCK_INDEX_QUERIES`) and `this_grid()`, whose queries read it (a quantization
+/// library's `__device__` helpers in a `.h` read it only so, and its kernels were refused,
+/// CP008, though the whole folder was given). A name that is not called (a host function's
+/// `block_index` parameter) does not count.
+fn block_index_calls() -> impl Iterator<Item = &'static &'static str> {
+    cupreempt::lang::BLOCK_INDEX_QUERIES
+        .iter()
+        .chain(&["this_grid"])
+}
 
-/// Whether `text` reads the block index in code (`BLOCK_INDEX_BUILTINS`, `BLOCK_INDEX_QUERIES`):
+/// Whether `text` reads the block index in code (`BLOCK_INDEX_BUILTINS`, `block_index_calls`):
 /// outside comments and preprocessor lines (a macro's definition is read with the files that
 /// use it).
 fn reads_block_ids_in_code(text: &str) -> bool {
-    let words = || BLOCK_INDEX_BUILTINS.iter().chain(BLOCK_INDEX_QUERIES);
+    let words = || BLOCK_INDEX_BUILTINS.iter().chain(block_index_calls());
     if !words().any(|w| text.contains(w)) {
         return false;
     }
@@ -71,7 +75,7 @@ fn reads_block_ids_in_code(text: &str) -> bool {
             && (BLOCK_INDEX_BUILTINS
                 .iter()
                 .any(|w| cupreempt::lang::has_word(line, w))
-                || BLOCK_INDEX_QUERIES.iter().any(|w| called(line, w)))
+                || block_index_calls().any(|w| called(line, w)))
     });
     found
 }

@@ -58,7 +58,7 @@ pub(super) fn uniform_helpers(
             .filter(|h| {
                 calls[*h].iter().any(|c| {
                     !helpers.contains(c)
-                        && !lang::PURE_FUNCTIONS.contains(&c.as_str())
+                        && !lang::is_pure_function(c.as_str())
                         && !lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
                 })
             })
