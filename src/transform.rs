@@ -22,6 +22,10 @@ pub struct KernelReport {
     /// Compiled-in chunk (0: adaptive) and budget (0: default 20 us).
     pub chunk: u32,
     pub budget_ns: u32,
+    /// The task loop keeps its state in dynamic shared memory, which the launches add
+    /// (`KernelPlan::loop_state_dynamic`); in JSON only where true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub loop_state_dynamic: bool,
     /// Codes of the diagnostics about this kernel (ids in JSON).
     #[serde(serialize_with = "crate::diagnostics::code_ids")]
     pub codes: Vec<Code>,
@@ -354,6 +358,7 @@ fn transform_here(
             mode: k.mode,
             chunk: k.chunk,
             budget_ns: k.budget_ns,
+            loop_state_dynamic: k.transformed() && k.loop_state_dynamic,
             codes: Vec::new(),
             source_range: Some(k.site.outer.byte_range()),
             output_range: (!opts.line_directives).then(|| {
@@ -370,6 +375,7 @@ fn transform_here(
         mode: None,
         chunk: 0,
         budget_ns: 0,
+        loop_state_dynamic: false,
         codes: Vec::new(),
         source_range: Some(k.at.clone()),
         output_range: None,

@@ -291,6 +291,36 @@ fn check_reports_per_kernel_with_exit_code_and_json() {
     assert_eq!(d["code"], "CP002");
     assert_eq!(d["severity"], "error");
     assert!(d["line"].as_u64().unwrap() > 1);
+    assert!(files[0]["kernels"][0].get("loop_state_dynamic").is_none());
+
+    // A kernel whose static shared memory fills the 48 KB: its loop keeps its state in dynamic
+    // shared memory, and both outputs say so (only for such kernels in JSON).
+    let limit = fixture("shared_memory_at_the_limit.cu");
+    let o = cupreempt(&["check", &limit], &dir);
+    let out = stdout(&o);
+    assert!(
+        out.contains("full: transformable (plain; the loop's state in dynamic shared memory)")
+            && out.contains("edge: transformable (plain)\n"),
+        "{out}"
+    );
+    let o = cupreempt(&["check", "--format", "json", &limit], &dir);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let kernels = v[0]["kernels"].as_array().unwrap();
+    let dynamic: Vec<&str> = kernels
+        .iter()
+        .filter(|k| k["loop_state_dynamic"] == true)
+        .map(|k| k["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        dynamic,
+        [
+            "full",
+            "with_helper",
+            "with_file_array",
+            "mixed",
+            "scalar_limit"
+        ]
+    );
 }
 
 #[test]

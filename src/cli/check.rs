@@ -84,7 +84,15 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
             OutputFormat::Text => {
                 for k in &t.kernels {
                     let outcome = if k.transformed {
-                        format!("transformable ({})", k.mode.map_or("plain", |m| m.as_str()))
+                        format!(
+                            "transformable ({}{})",
+                            k.mode.map_or("plain", |m| m.as_str()),
+                            if k.loop_state_dynamic {
+                                "; the loop's state in dynamic shared memory"
+                            } else {
+                                ""
+                            }
+                        )
                     } else {
                         let why: Vec<String> = t
                             .diagnostics
