@@ -237,7 +237,14 @@ impl KnownHelper {
                 reads_block_ids: h.needs_ctx || h.unfollowed_read,
                 synchronizes: h.synchronizes,
                 synchronizes_warp: h.synchronizes_warp,
-                with_ctx: h.needs_ctx && h.reached && !h.site.member && !h.unfollowed_read,
+                // Members only as functors, whose calls of any class pass the context
+                // (`CallGraph::functor_calls`); other members take it only where the call
+                // names their class, which another file's calls cannot be known to do.
+                with_ctx: h.needs_ctx
+                    && h.reached
+                    && (!h.site.member
+                        || h.site.name == crate::analysis::FUNCTOR_CALL && h.site.context_member())
+                    && !h.unfollowed_read,
                 member: h.site.member,
                 unread: false,
             })

@@ -83,6 +83,9 @@ pub const THREAD_INDEX: &str = "thread_index";
 pub const TASK_CTX: &str = "cupreempt::TaskCtx";
 /// The persistent loop over tasks that a wrapper runs (task_loop.cuh).
 pub const RUN_TASKS: &str = "cupreempt::run_tasks";
+/// Calls a functor's context form where its class has one, else the functor as written
+/// (task_loop.cuh; `CallGraph::functor_calls`).
+pub const CALL_FUNCTOR: &str = "::cupreempt::call_functor";
 /// Evaluates an initializer only in threads that have not returned (task_loop.cuh).
 pub const LIVE_VALUE: &str = "cupreempt::live_value";
 /// The shared body's type for a kernel parameter of class type passed by value, and what the

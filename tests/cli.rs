@@ -1972,3 +1972,69 @@ fn transformed_and_compiled(name: &str, extra: &[&str], src: &str) -> String {
     .unwrap_or_else(|e| panic!("{e}"));
     std::fs::read_to_string(dir.join("out.cu")).unwrap()
 }
+
+/// `multi_tensor_apply`'s shape across files: a header's kernel template calls a functor of its
+/// template parameter's type (`callable(n, out)`), and the file that includes it defines the
+/// functor, whose `operator()` reads blockIdx, and launches the kernel with it. The functor
+/// gets its context form in its own file, the header's call passes the context through
+/// `cupreempt::call_functor`, and both compile. Where the operator() is defined outside its
+/// class (it cannot take the context), the kernel is refused (CP008), as every such call was.
+#[test]
+fn a_functor_of_a_template_parameter_takes_the_context_across_files() {
+    let dir = support::tempdir("cli-functor-across-files");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("apply.cuh"),
+        "#pragma once\ntemplate <typename U>\n__global__ void apply_kernel(int n, float* out, U callable) { callable(n, out); }\n",
+    )
+    .unwrap();
+    let functor = "#include \"apply.cuh\"\nstruct Scale {\n  float s;\n  __device__ void operator()(int n, float* out) const {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * i;\n  }\n};\nvoid run(int n, float* out) { apply_kernel<<<(n + 255) / 256, 256>>>(n, out, Scale{2.0f}); }\n";
+    std::fs::write(src.join("scale.cu"), functor).unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.contains(": apply_kernel:") && l.contains("transformable")),
+        "{out}\n{}",
+        stderr(&o)
+    );
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = std::fs::read_to_string(dir.join("out/apply.cuh")).unwrap();
+    assert!(
+        header.contains("::cupreempt::call_functor(__cp, callable, n, out);"),
+        "{header}"
+    );
+    let scale = std::fs::read_to_string(dir.join("out/scale.cu")).unwrap();
+    assert!(
+        scale.contains("operator()(CupreemptCtx& __cp, int n, float* out) const"),
+        "{scale}"
+    );
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("scale.o"))
+            .arg("-I")
+            .arg(dir.join("out"))
+            .arg(dir.join("out/scale.cu")),
+        "out/scale.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::remove_dir_all(dir.join("out")).unwrap();
+
+    std::fs::write(
+        src.join("scale.cu"),
+        functor.replace(
+            "  __device__ void operator()(int n, float* out) const {\n    int i = blockIdx.x * blockDim.x + threadIdx.x;\n    if (i < n) out[i] = s * i;\n  }\n};\n",
+            "  __device__ void operator()(int n, float* out) const;\n};\n__device__ void Scale::operator()(int n, float* out) const {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = s * i;\n}\n",
+        ),
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    let line = out
+        .lines()
+        .find(|l| l.contains(": apply_kernel:"))
+        .unwrap_or_else(|| panic!("no line for apply_kernel:\n{out}"));
+    assert!(line.contains("CP008"), "{out}");
+}

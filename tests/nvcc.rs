@@ -141,6 +141,7 @@ fn kernels_compile_as_cxx11_and_cxx14() {
         "grid_3d",
         "multiple_kernels",
         "launch_with_null_argument",
+        "functor_of_template_parameter",
     ];
     let jobs: Vec<(std::path::PathBuf, &str)> = names
         .iter()
@@ -292,6 +293,37 @@ fn runs_on_host(name: &str, src: &str) {
         .unwrap_or_else(|e| panic!("{e}"));
     let o = std::process::Command::new(&exe).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}
+
+/// `cupreempt::call_functor` (task_loop.cuh) calls a functor's context form where its class has
+/// one, and the callable as written where not (a functor without one, a lambda, a function
+/// pointer), in C++11 as in C++17: checked by the return types, which differ here.
+#[test]
+fn call_functor_calls_the_context_form_where_there_is_one() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("nvcc-call-functor");
+    let src = "#include \"cupreempt.cuh\"\n#include <type_traits>\n\
+               struct WithCtx {\n  template <class C> __device__ int operator()(C&, int) const { return 1; }\n  __device__ void operator()(int) const {}\n};\n\
+               struct Plain { __device__ void operator()(int) const {} };\n\
+               __device__ float by_pointer(int) { return 0.0f; }\n\
+               __global__ void probe(int x) {\n  cupreempt::NativeCtx cp;\n  const WithCtx w{};\n  Plain p;\n  auto l = [](int) { return 'c'; };\n  auto fp = &by_pointer;\n\
+               static_assert(std::is_same<decltype(cupreempt::call_functor(cp, w, x)), int>::value, \"context form\");\n\
+               static_assert(std::is_same<decltype(cupreempt::call_functor(cp, p, x)), void>::value, \"as written\");\n\
+               static_assert(std::is_same<decltype(cupreempt::call_functor(cp, l, x)), char>::value, \"a lambda\");\n\
+               static_assert(std::is_same<decltype(cupreempt::call_functor(cp, fp, x)), float>::value, \"a pointer\");\n\
+               cupreempt::call_functor(cp, w, x);\n}\n";
+    let cu = dir.join("call_functor.cu");
+    std::fs::write(&cu, src).unwrap();
+    for std in ["c++11", "c++17"] {
+        support::compiles(
+            support::nvcc_compile_as(&nvcc, &dir.join(format!("call_functor.{std}.o")), std)
+                .arg("-I")
+                .arg(support::root().join("cuda_support"))
+                .arg(&cu),
+            &format!("call_functor.cu (-std={std})"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
 }
 
 /// Launches that know a kernel only by its pointer (`cupreempt::launch_any`, a macro's launch of

@@ -79,6 +79,8 @@
 #undef Values
 #pragma push_macro("W")
 #undef W
+#pragma push_macro("a")
+#undef a
 #pragma push_macro("again")
 #undef again
 #pragma push_macro("all_trivially_destructible")
@@ -135,6 +137,10 @@
 #undef bytes
 #pragma push_macro("c")
 #undef c
+#pragma push_macro("call")
+#undef call
+#pragma push_macro("call_functor")
+#undef call_functor
 #pragma push_macro("captured")
 #undef captured
 #pragma push_macro("chosen_wrapper")
@@ -171,6 +177,8 @@
 #undef count_out
 #pragma push_macro("counts")
 #undef counts
+#pragma push_macro("cp")
+#undef cp
 #pragma push_macro("ctx")
 #undef ctx
 #pragma push_macro("cut")
@@ -257,6 +265,8 @@
 #undef full
 #pragma push_macro("func")
 #undef func
+#pragma push_macro("functor_detail")
+#undef functor_detail
 #pragma push_macro("g")
 #undef g
 #pragma push_macro("gate")

@@ -365,6 +365,29 @@ __device__ __forceinline__ auto live_value(bool live, F f) -> decltype(f()) {
   return decltype(f())();
 }
 
+// A call of a functor whose class the transformer may not know (`f(x)` of a template
+// parameter's type, as `multi_tensor_apply`'s kernel calls the optimizer's functor): where the
+// class's `operator()` reads blockIdx/gridDim, the transformer gave it a context form
+// (`operator()(Ctx& __cp, x)`), which this calls with the task's context; any other callable
+// (a functor that reads no block index, a lambda, a function pointer) is called as written.
+namespace functor_detail {
+template <class Ctx, class F, class... A>
+__device__ __forceinline__ auto call(int, Ctx& cp, F&& f, A&&... a)
+    -> decltype(static_cast<F&&>(f)(cp, static_cast<A&&>(a)...)) {
+  return static_cast<F&&>(f)(cp, static_cast<A&&>(a)...);
+}
+template <class Ctx, class F, class... A>
+__device__ __forceinline__ auto call(long, Ctx&, F&& f, A&&... a)
+    -> decltype(static_cast<F&&>(f)(static_cast<A&&>(a)...)) {
+  return static_cast<F&&>(f)(static_cast<A&&>(a)...);
+}
+}  // namespace functor_detail
+template <class Ctx, class F, class... A>
+__device__ __forceinline__ auto call_functor(Ctx& cp, F&& f, A&&... a)
+    -> decltype(functor_detail::call(0, cp, static_cast<F&&>(f), static_cast<A&&>(a)...)) {
+  return functor_detail::call(0, cp, static_cast<F&&>(f), static_cast<A&&>(a)...);
+}
+
 // State of the leader thread, kept in shared memory rather than registers: the body runs with
 // only a handful of the loop's registers live, so the wrapper keeps the original kernel's
 // occupancy (on the benchmark programs: at most 32 registers, full occupancy; see

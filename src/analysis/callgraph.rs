@@ -49,6 +49,12 @@ pub struct CallGraph {
     /// Names whose use reads blockIdx/gridDim: the file's macros (and its includes') that read
     /// them, maybe through others, and the helpers that do (`ctx_names`).
     pub block_names: BTreeSet<String>,
+    /// Some functor's `operator()` reads blockIdx/gridDim, and every one that does takes the
+    /// task context (`FunctionSite::context_member`, here and in the files the analysis knows):
+    /// a call of a local or parameter by name (`f(x)`, of a class the text may not tell, such as
+    /// a template parameter) passes the context through `cupreempt::call_functor`, which calls
+    /// the context form where the class has one (`functor_calls`).
+    pub functors_take_ctx: bool,
 }
 
 impl CallGraph {
@@ -189,6 +195,7 @@ impl CallGraph {
             file_variables: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
             block_names: BTreeSet::new(),
+            functors_take_ctx: false,
         }
     }
 
@@ -282,7 +289,17 @@ impl CallGraph {
             .iter()
             .map(|(m, _)| m.as_str())
             .filter(|m| self.member_ctx.contains(*m));
-        facts.calls.iter().map(|c| c.name.as_str()).chain(members)
+        let functors = facts
+            .ctx_member_calls
+            .iter()
+            .map(|(m, _)| m.as_str())
+            .filter(|m| *m == FUNCTOR_CALL);
+        facts
+            .calls
+            .iter()
+            .map(|c| c.name.as_str())
+            .chain(members)
+            .chain(functors)
     }
 
     /// The calls in a body of members that need the task context where the class called is
@@ -297,7 +314,33 @@ impl CallGraph {
         self.member_calls_of(facts)
             .filter(|(m, call)| passes_ctx(self, m, *call, site, facts, src))
             .map(|(m, call)| (m.to_string(), call))
+            .chain(
+                self.functor_calls(facts, site)
+                    .map(|call| (FUNCTOR_CALL.to_string(), call)),
+            )
             .collect()
+    }
+
+    /// Calls of a local or parameter by name (`f(x)`: an object's `operator()`, or a function
+    /// pointer's call), where functors take the context (`functors_take_ctx`). The rewrite
+    /// makes them `cupreempt::call_functor(__cp, f, x)`.
+    fn functor_calls<'f, 't>(
+        &'f self,
+        facts: &'f BodyFacts<'t>,
+        site: &'f FunctionSite,
+    ) -> impl Iterator<Item = Node<'t>> + 'f {
+        facts
+            .calls
+            .iter()
+            .filter(move |c| {
+                self.functors_take_ctx
+                    && (facts.declared.contains(&c.name)
+                        || site.param_list.iter().any(|p| p.name == c.name))
+                    && c.node
+                        .child_by_field_id(crate::lang::fields().function)
+                        .is_some_and(|f| f.kind_id() == crate::lang::kinds().identifier)
+            })
+            .map(|c| c.node)
     }
 
     /// The calls in a body of members that need the task context: by name where the name is
@@ -351,6 +394,9 @@ impl CallGraph {
         seen
     }
 }
+
+/// The member a functor call reaches (`CallGraph::functor_calls`).
+pub const FUNCTOR_CALL: &str = "operator()";
 
 /// Member names, each with the classes whose member of that name takes the task context.
 pub type CtxMembers = BTreeMap<String, BTreeSet<String>>;

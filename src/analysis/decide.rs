@@ -191,9 +191,18 @@ pub fn decide<'t>(
                 }
             }
             if functors {
+                // Those that pass the context through `cupreempt::call_functor` are fine
+                // (`CallGraph::functor_calls`, among `ctx_member_calls`).
+                let passed = |c: &super::Call| {
+                    facts
+                        .ctx_member_calls
+                        .iter()
+                        .any(|(_, n)| n.id() == c.node.id())
+                };
                 let objects = facts.calls.iter().filter(|c| {
-                    facts.declared.contains(&c.name)
-                        || site.param_list.iter().any(|p| p.name == c.name)
+                    (facts.declared.contains(&c.name)
+                        || site.param_list.iter().any(|p| p.name == c.name))
+                        && !passed(c)
                 });
                 for c in objects {
                     add("operator()", c.node.byte_range());

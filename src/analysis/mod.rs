@@ -40,6 +40,7 @@ mod uneven;
 mod uniformity;
 
 pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
+pub use callgraph::FUNCTOR_CALL;
 pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
 pub use predicate::{Predication, Step};
@@ -319,6 +320,15 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .filter(|h| h.member && h.reads_block_ids)
             .map(|h| h.name.clone()),
     );
+    let functor = callgraph::FUNCTOR_CALL;
+    graph.functors_take_ctx = graph.member_ctx.contains(functor)
+        && !helpers
+            .iter()
+            .any(|h| h.site.name == functor && h.needs_ctx && !h.site.context_member())
+        && !opts
+            .known_helpers
+            .iter()
+            .any(|h| h.name == functor && h.member && h.reads_block_ids && !h.with_ctx);
     // Read only where a member call can need it (`CallGraph::member_calls_of` looks at the
     // calls of members in `member_ctx` alone): most files have none, and this walks the tree.
     if !graph.member_ctx.is_empty() {

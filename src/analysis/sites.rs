@@ -259,8 +259,9 @@ impl<'t> FunctionSite<'t> {
             && (!self.member || self.context_member())
     }
     /// A member that can take the task context: defined in its class (its context form and
-    /// the forwarder go beside it there), named (not an operator, which calls reach without
-    /// its name; not a constructor or destructor, which run implicitly), and not virtual (a
+    /// the forwarder go beside it there), named or the function-call operator (not another
+    /// operator, which calls reach without its name; not a constructor or destructor, which
+    /// run implicitly), and not virtual (a
     /// member template cannot be). Its calls pass the context only where the class they call
     /// is certain (`callgraph::called_class`).
     pub fn context_member(&self) -> bool {
@@ -268,7 +269,10 @@ impl<'t> FunctionSite<'t> {
             return false;
         };
         let k = crate::lang::kinds();
-        let named = [k.identifier, k.field_identifier].contains(&self.name_node.kind_id());
+        // The function-call operator too: its calls (`f(x)` of an object) pass the context
+        // through `cupreempt::call_functor` (`CallGraph::functor_calls`).
+        let named = [k.identifier, k.field_identifier].contains(&self.name_node.kind_id())
+            || self.name == super::callgraph::FUNCTOR_CALL;
         self.member && self.qualified.is_none() && named && self.name != *class && !self.is_virtual
     }
     /// Its own launch bounds where the capped wrapper can raise them: one `__launch_bounds__(T)`

@@ -9,10 +9,10 @@ mod launch;
 pub(crate) mod macro_launch;
 mod predicate;
 
-use crate::analysis::{Analysis, BodyFacts};
+use crate::analysis::{Analysis, BodyFacts, FUNCTOR_CALL};
 use crate::diagnostics::Diagnostic;
 use crate::edit::Edit;
-use crate::vocab::{CTX, CTX_TYPE, INCLUDE, TASK_GRID};
+use crate::vocab::{CALL_FUNCTOR, CTX, CTX_TYPE, INCLUDE, TASK_GRID};
 use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
@@ -357,7 +357,7 @@ fn context_calls(
         .iter()
         .map(|(_, c)| c.byte_range())
         .collect();
-    for (_, call) in &facts.ctx_member_calls {
+    for (member, call) in &facts.ctx_member_calls {
         let Some(args) = call.child_by_field_id(crate::lang::fields().arguments) else {
             continue;
         };
@@ -366,7 +366,21 @@ fn context_calls(
         } else {
             ""
         };
-        edits.push(Edit::insert(args.start_byte() + 1, format!("{CTX}{sep}")));
+        // `f(x)` of an object whose class the text may not tell (`CallGraph::functor_calls`):
+        // `cupreempt::call_functor(__cp, f, x)` calls its context form where it has one.
+        let object = call
+            .child_by_field_id(crate::lang::fields().function)
+            .filter(|f| member == FUNCTOR_CALL && f.kind_id() == crate::lang::kinds().identifier);
+        match object {
+            Some(f) => {
+                edits.push(Edit::insert(
+                    f.start_byte(),
+                    format!("{CALL_FUNCTOR}({CTX}, "),
+                ));
+                edits.push(Edit::replace(f.end_byte()..args.start_byte() + 1, sep));
+            }
+            None => edits.push(Edit::insert(args.start_byte() + 1, format!("{CTX}{sep}"))),
+        }
     }
     for c in facts.calls.iter().filter(|c| {
         ctx_helpers.contains(c.name.as_str()) && !to_members.contains(&c.node.byte_range())
