@@ -1631,18 +1631,18 @@ fn members_are_not_given_the_context_for_other_files() {
 
 /// A kernel template in a header that calls a functor of its template type, and a file that
 /// includes the header and passes it a functor whose `operator()` reads `blockIdx` (a fused
-/// optimizer's shape): transformed together, the header's kernel is refused (CP008) instead of
-/// giving the functor the persistent block's index; with a functor that reads no block index,
-/// it is transformed.
+/// optimizer's shape): transformed together, the header's kernel passes the functor the task's
+/// context (`a_functor_of_a_template_parameter_takes_the_context_across_files`); where the
+/// functor is virtual, so that it cannot take the context, the kernel is refused (CP008)
+/// instead of giving it the persistent block's index; with a functor that reads no block
+/// index, it is transformed.
 #[test]
 fn functors_of_the_files_that_include_a_header_count_for_its_kernels() {
-    for (tag, body, refused) in [
-        (
-            "reads",
-            "p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f;",
-            true,
-        ),
-        ("plain", "p[threadIdx.x] += 1.0f;", false),
+    let reads = "p[blockIdx.x * blockDim.x + threadIdx.x] += 1.0f;";
+    for (tag, head, body, refused) in [
+        ("reads", "", reads, false),
+        ("virtual", "virtual ", reads, true),
+        ("plain", "", "p[threadIdx.x] += 1.0f;", false),
     ] {
         let dir = support::tempdir(&format!("cli-functor-includer-{tag}"));
         std::fs::write(
@@ -1654,7 +1654,7 @@ fn functors_of_the_files_that_include_a_header_count_for_its_kernels() {
         std::fs::write(
             dir.join("user.cu"),
             format!(
-                "#include \"apply.cuh\"\nstruct Op {{\n  __device__ void operator()(float* p) const {{ {body} }}\n}};\n\
+                "#include \"apply.cuh\"\nstruct Op {{\n  {head}__device__ void operator()(float* p) const {{ {body} }}\n}};\n\
                  void run(float* p, int blocks) {{ apply(p, blocks, Op()); }}\n"
             ),
         )

@@ -44,7 +44,8 @@ pub struct CallGraph {
     /// a call of one by name is a call through a function pointer (`file_variables`).
     pub file_variables: BTreeSet<String>,
     /// Classes whose objects read blockIdx/gridDim in code that runs without a call by name
-    /// (`implicit_block_readers`).
+    /// (`implicit_block_readers`); where functors take the context (`functors_take_ctx`), not
+    /// those that read it only in their function-call operator.
     pub implicit_readers: BTreeSet<String>,
     /// Names whose use reads blockIdx/gridDim: the file's macros (and its includes') that read
     /// them, maybe through others, and the helpers that do (`ctx_names`).
@@ -322,25 +323,29 @@ impl CallGraph {
     }
 
     /// Calls of a local or parameter by name (`f(x)`: an object's `operator()`, or a function
-    /// pointer's call), where functors take the context (`functors_take_ctx`). The rewrite
-    /// makes them `cupreempt::call_functor(__cp, f, x)`.
+    /// pointer's call) and of an expression, where functors take the context
+    /// (`functors_take_ctx`). The rewrite makes them `cupreempt::call_functor(__cp, f, x)`.
     fn functor_calls<'f, 't>(
         &'f self,
         facts: &'f BodyFacts<'t>,
         site: &'f FunctionSite,
     ) -> impl Iterator<Item = Node<'t>> + 'f {
-        facts
+        let objects = facts
             .calls
             .iter()
             .filter(move |c| {
-                self.functors_take_ctx
-                    && (facts.declared.contains(&c.name)
-                        || site.param_list.iter().any(|p| p.name == c.name))
+                (facts.declared.contains(&c.name)
+                    || site.param_list.iter().any(|p| p.name == c.name))
                     && c.node
                         .child_by_field_id(crate::lang::fields().function)
                         .is_some_and(|f| f.kind_id() == crate::lang::kinds().identifier)
             })
-            .map(|c| c.node)
+            .map(|c| c.node);
+        // And calls of an expression (`Scale{2.0f}(x)`, `ops[i](x)`, `(*fp)(x)`).
+        let expressions = facts.indirect_calls.iter().copied();
+        objects
+            .chain(expressions)
+            .filter(move |_| self.functors_take_ctx)
     }
 
     /// The calls in a body of members that need the task context: by name where the name is
@@ -794,10 +799,15 @@ fn type_names(n: Node, src: &str) -> Vec<String> {
 /// that reads one takes; and aliases of them. A kernel that uses such a type runs that code
 /// where no task context can reach it (`decide`). `block_names`: macros and helpers that read
 /// the block index.
+///
+/// `call_operator`: whether a function-call operator that reads the block index counts. It
+/// runs only where the text calls the object (`f(x)`, `T{}(x)`), and where every functor takes
+/// the context those calls pass it (`CallGraph::functors_take_ctx`, `functor_calls`).
 pub fn implicit_block_readers(
     root: Node,
     src: &str,
     block_names: &BTreeSet<String>,
+    call_operator: bool,
 ) -> BTreeSet<String> {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
@@ -838,7 +848,7 @@ pub fn implicit_block_readers(
                 );
             }
         } else if id == k.class_specifier || id == k.struct_specifier {
-            if let Some(class) = class_reads_implicitly(n, src, &reads) {
+            if let Some(class) = class_reads_implicitly(n, src, &reads, call_operator) {
                 types.push(class);
             }
         }
@@ -864,6 +874,7 @@ fn class_reads_implicitly(
     n: Node,
     src: &str,
     reads: &dyn Fn(Node) -> bool,
+    call_operator: bool,
 ) -> Option<(String, Vec<String>, bool)> {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
@@ -894,7 +905,9 @@ fn class_reads_implicitly(
                 .child_by_field_id(f.declarator)
                 .map_or("", |d| crate::lang::text(d, src));
             let head = declarator.split('(').next().unwrap_or("").trim();
-            head == last || head.starts_with('~') || head.contains("operator")
+            let operator = head.contains("operator")
+                && (call_operator || head.split_whitespace().collect::<String>() != "operator");
+            head == last || head.starts_with('~') || operator
         } else {
             false
         };

@@ -145,12 +145,14 @@ pub fn decide<'t>(
     // it reaches: they would read the hardware's values (the persistent block's, not the
     // task's) and calls through objects cannot be rewritten: refuse rather than miscompile.
     if !graph.member_ctx.is_empty() {
-        let bodies = std::iter::once((&plan.facts, k, None)).chain(
-            reach
-                .iter()
-                .map(|(&i, call)| (&helpers[i].facts, &helpers[i].site, Some(call))),
-        );
-        for (facts, site, via) in bodies {
+        // Each body with whether it is rewritten to take the context (the kernel's, or a
+        // helper's that needs it): only there are its functor calls passed it.
+        let bodies =
+            std::iter::once((&plan.facts, k, None, true)).chain(reach.iter().map(|(&i, call)| {
+                let h = &helpers[i];
+                (&h.facts, &h.site, Some(call), h.needs_ctx)
+            }));
+        for (facts, site, via, takes_ctx) in bodies {
             let functors = graph.member_ctx.contains("operator()");
             // Each member's calls in this body, in order of first call: one refusal per
             // member, labelled at every call.
@@ -194,10 +196,11 @@ pub fn decide<'t>(
                 // Those that pass the context through `cupreempt::call_functor` are fine
                 // (`CallGraph::functor_calls`, among `ctx_member_calls`).
                 let passed = |c: &super::Call| {
-                    facts
-                        .ctx_member_calls
-                        .iter()
-                        .any(|(_, n)| n.id() == c.node.id())
+                    takes_ctx
+                        && facts
+                            .ctx_member_calls
+                            .iter()
+                            .any(|(_, n)| n.id() == c.node.id())
                 };
                 let objects = facts.calls.iter().filter(|c| {
                     (facts.declared.contains(&c.name)
@@ -206,6 +209,14 @@ pub fn decide<'t>(
                 });
                 for c in objects {
                     add("operator()", c.node.byte_range());
+                }
+                // A call of an expression (`Scale{2.0f}(x)`, `ops[i](x)`) may call a functor
+                // too, whose class the text need not name.
+                let expressions = facts.indirect_calls.iter().filter(|n| {
+                    !(takes_ctx && facts.ctx_member_calls.iter().any(|(_, c)| c.id() == n.id()))
+                });
+                for n in expressions {
+                    add("operator()", n.byte_range());
                 }
             }
             let found = found

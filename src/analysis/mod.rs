@@ -307,7 +307,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         .map(|(name, _)| name.clone())
         .chain(graph.ctx_names.iter().cloned())
         .collect();
-    graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_names);
+    graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_names, true);
     let call_defaults: Vec<_> = helpers.iter().map(|h| graph.block_defaults(h)).collect();
     for (h, d) in helpers.iter_mut().zip(call_defaults) {
         h.call_defaults = d;
@@ -329,6 +329,12 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .known_helpers
             .iter()
             .any(|h| h.name == functor && h.member && h.reads_block_ids && !h.with_ctx);
+    if graph.functors_take_ctx {
+        // Calls of functors pass the context: a type whose function-call operator reads the
+        // block index is no longer one whose objects read it unseen.
+        graph.implicit_readers =
+            callgraph::implicit_block_readers(root, src, &graph.block_names, false);
+    }
     // Read only where a member call can need it (`CallGraph::member_calls_of` looks at the
     // calls of members in `member_ctx` alone): most files have none, and this walks the tree.
     if !graph.member_ctx.is_empty() {

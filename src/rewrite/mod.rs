@@ -366,11 +366,14 @@ fn context_calls(
         } else {
             ""
         };
-        // `f(x)` of an object whose class the text may not tell (`CallGraph::functor_calls`):
-        // `cupreempt::call_functor(__cp, f, x)` calls its context form where it has one.
+        // `f(x)` of an object, or of an expression, whose class the text may not tell
+        // (`CallGraph::functor_calls`): `cupreempt::call_functor(__cp, f, x)` calls its context
+        // form where it has one. (`x.operator()(y)` names the member: it takes the context.)
         let object = call
             .child_by_field_id(crate::lang::fields().function)
-            .filter(|f| member == FUNCTOR_CALL && f.kind_id() == crate::lang::kinds().identifier);
+            .filter(|f| {
+                member == FUNCTOR_CALL && f.kind_id() != crate::lang::kinds().field_expression
+            });
         match object {
             Some(f) => {
                 edits.push(Edit::insert(
