@@ -64,12 +64,15 @@ impl CallGraph {
     /// call to one is a barrier like a call to a helper of this file that synchronizes.
     /// `external_warp_syncs`: those that synchronize the lanes of a warp by a fixed mask.
     /// `external_ctx`: functions of included files that take the task context
-    /// (`KnownHelper::with_ctx`); a helper here that calls one needs the context too.
+    /// (`KnownHelper::with_ctx`); a helper here that calls one needs the context too. `forced`:
+    /// helpers that need it for calls the graph does not follow by name (functor calls, once
+    /// functors take the context: `functor_helpers`).
     pub fn build(
         helpers: &mut [HelperPlan],
         external_barriers: &[&str],
         external_warp_syncs: &[&str],
         external_ctx: &[&str],
+        forced: &BTreeSet<String>,
     ) -> CallGraph {
         let mut ctx_names: BTreeSet<String> = external_ctx
             .iter()
@@ -88,6 +91,7 @@ impl CallGraph {
                     .declarations()
                     .any(|d| super::decide::default_reads_block_ids(d, &BTreeSet::new()));
                 let needs = !h.facts.virtual_reads.is_empty()
+                    || forced.contains(&h.site.name)
                     || reading_default
                     || h.facts.calls.iter().any(|c| ctx_names.contains(&c.name))
                     || h.facts
@@ -346,6 +350,16 @@ impl CallGraph {
         objects
             .chain(expressions)
             .filter(move |_| self.functors_take_ctx)
+    }
+
+    /// Helpers that do not take the task context and call a functor (`functor_calls`), where
+    /// functors take it: they must, to pass it on.
+    pub fn functor_helpers(&self, helpers: &[HelperPlan]) -> BTreeSet<String> {
+        helpers
+            .iter()
+            .filter(|h| !h.needs_ctx && self.functor_calls(&h.facts, &h.site).next().is_some())
+            .map(|h| h.site.name.clone())
+            .collect()
     }
 
     /// The calls in a body of members that need the task context: by name where the name is

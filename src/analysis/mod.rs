@@ -291,49 +291,64 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .map(|h| h.name.as_str())
             .collect()
     };
-    let mut graph = CallGraph::build(
-        &mut helpers,
-        &known_where(|h| h.synchronizes),
-        &known_where(|h| h.synchronizes_warp),
-        &known_where(|h| h.reads_block_ids && h.with_ctx),
-    );
-    graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
-    graph.file_variables = callgraph::file_variables(root, src);
-    // Names whose use reads the block index: macros that read it, and helpers that do (a call
-    // from implicit code or a default argument passes no context).
-    graph.block_names = macros
-        .iter()
-        .filter(|(_, m)| !m.virtual_reads.is_empty())
-        .map(|(name, _)| name.clone())
-        .chain(graph.ctx_names.iter().cloned())
-        .collect();
-    graph.implicit_readers = callgraph::implicit_block_readers(root, src, &graph.block_names, true);
-    let call_defaults: Vec<_> = helpers.iter().map(|h| graph.block_defaults(h)).collect();
-    for (h, d) in helpers.iter_mut().zip(call_defaults) {
-        h.call_defaults = d;
-    }
-    // Members of the files that include this one (`program::known_from`), which a kernel
-    // template here may call through a functor of its template type.
-    graph.member_ctx.extend(
-        opts.known_helpers
+    let build = |helpers: &mut Vec<HelperPlan<'_>>, forced: &BTreeSet<String>| {
+        let mut graph = CallGraph::build(
+            helpers,
+            &known_where(|h| h.synchronizes),
+            &known_where(|h| h.synchronizes_warp),
+            &known_where(|h| h.reads_block_ids && h.with_ctx),
+            forced,
+        );
+        graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
+        graph.file_variables = callgraph::file_variables(root, src);
+        // Names whose use reads the block index: macros that read it, and helpers that do (a
+        // call from implicit code or a default argument passes no context).
+        graph.block_names = macros
             .iter()
-            .filter(|h| h.member && h.reads_block_ids)
-            .map(|h| h.name.clone()),
-    );
-    let functor = callgraph::FUNCTOR_CALL;
-    graph.functors_take_ctx = graph.member_ctx.contains(functor)
-        && !helpers
-            .iter()
-            .any(|h| h.site.name == functor && h.needs_ctx && !h.site.context_member())
-        && !opts
-            .known_helpers
-            .iter()
-            .any(|h| h.name == functor && h.member && h.reads_block_ids && !h.with_ctx);
-    if graph.functors_take_ctx {
-        // Calls of functors pass the context: a type whose function-call operator reads the
-        // block index is no longer one whose objects read it unseen.
+            .filter(|(_, m)| !m.virtual_reads.is_empty())
+            .map(|(name, _)| name.clone())
+            .chain(graph.ctx_names.iter().cloned())
+            .collect();
         graph.implicit_readers =
-            callgraph::implicit_block_readers(root, src, &graph.block_names, false);
+            callgraph::implicit_block_readers(root, src, &graph.block_names, true);
+        let call_defaults: Vec<_> = helpers.iter().map(|h| graph.block_defaults(h)).collect();
+        for (h, d) in helpers.iter_mut().zip(call_defaults) {
+            h.call_defaults = d;
+        }
+        // Members of the files that include this one (`program::known_from`), which a kernel
+        // template here may call through a functor of its template type.
+        graph.member_ctx.extend(
+            opts.known_helpers
+                .iter()
+                .filter(|h| h.member && h.reads_block_ids)
+                .map(|h| h.name.clone()),
+        );
+        let functor = callgraph::FUNCTOR_CALL;
+        graph.functors_take_ctx = graph.member_ctx.contains(functor)
+            && !helpers
+                .iter()
+                .any(|h| h.site.name == functor && h.needs_ctx && !h.site.context_member())
+            && !opts
+                .known_helpers
+                .iter()
+                .any(|h| h.name == functor && h.member && h.reads_block_ids && !h.with_ctx);
+        if graph.functors_take_ctx {
+            // Calls of functors pass the context: a type whose function-call operator reads
+            // the block index is no longer one whose objects read it unseen.
+            graph.implicit_readers =
+                callgraph::implicit_block_readers(root, src, &graph.block_names, false);
+        }
+        graph
+    };
+    let mut graph = build(&mut helpers, &BTreeSet::new());
+    // Helpers that call functors take the context to pass it on (`CallGraph::functor_helpers`),
+    // and so do their callers: the graph again, with them.
+    let forced = graph.functor_helpers(&helpers);
+    if !forced.is_empty() {
+        for h in &mut helpers {
+            h.needs_ctx = false;
+        }
+        graph = build(&mut helpers, &forced);
     }
     // Read only where a member call can need it (`CallGraph::member_calls_of` looks at the
     // calls of members in `member_ctx` alone): most files have none, and this walks the tree.
