@@ -338,8 +338,7 @@ impl CallGraph {
             .calls
             .iter()
             .filter(move |c| {
-                (facts.declared.contains(&c.name)
-                    || site.param_list.iter().any(|p| p.name == c.name))
+                names_local(facts, site, &c.name)
                     && c.node
                         .child_by_field_id(crate::lang::fields().function)
                         .is_some_and(|f| f.kind_id() == crate::lang::kinds().identifier)
@@ -412,6 +411,12 @@ impl CallGraph {
         }
         seen
     }
+}
+
+/// Whether `name` is a variable or parameter of the body: a call of it by name calls an
+/// object's `operator()` or a function pointer.
+pub fn names_local(facts: &BodyFacts, site: &FunctionSite, name: &str) -> bool {
+    facts.declared.contains(name) || site.param_list.iter().any(|p| p.name == name)
 }
 
 /// The member a functor call reaches (`CallGraph::functor_calls`).

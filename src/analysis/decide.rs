@@ -202,11 +202,10 @@ pub fn decide<'t>(
                             .iter()
                             .any(|(_, n)| n.id() == c.node.id())
                 };
-                let objects = facts.calls.iter().filter(|c| {
-                    (facts.declared.contains(&c.name)
-                        || site.param_list.iter().any(|p| p.name == c.name))
-                        && !passed(c)
-                });
+                let objects = facts
+                    .calls
+                    .iter()
+                    .filter(|c| super::callgraph::names_local(facts, site, &c.name) && !passed(c));
                 for c in objects {
                     add("operator()", c.node.byte_range());
                 }
@@ -796,8 +795,7 @@ pub(super) fn body_blockers(
     // go through one (a call of an expression, or of a variable or parameter of the body).
     if let Some(taken) = graph.address_taken.iter().next() {
         let by_name = facts.calls.iter().filter(|c| {
-            facts.declared.contains(&c.name)
-                || site.param_list.iter().any(|p| p.name == c.name)
+            super::callgraph::names_local(facts, site, &c.name)
                 || graph.file_variables.contains(&c.name)
         });
         let calls = facts
