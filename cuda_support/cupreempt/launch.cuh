@@ -29,6 +29,7 @@
 // control block from the stream-ordered allocator and runs to completion.
 #pragma once
 #include <cuda_runtime.h>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -100,17 +101,45 @@ inline size_t wrapper_smem(size_t smem, unsigned loop_bytes) {
   return loop_bytes ? ((smem + 15) & ~size_t(15)) + loop_bytes : smem;
 }
 
+// The limit last set on a wrapper that keeps the loop's state in dynamic shared memory, per
+// device (a function's attributes are its context's): its launches raise it only when they need
+// more, not on every launch (two driver calls each). Devices past the table ask every time.
+constexpr int kRaisedLimitDevices = 32;
+struct RaisedLimits {
+  std::atomic<size_t> bytes[kRaisedLimitDevices];
+};
+// Static, as `launch_erased` is: two units' `static` kernels of one name share no table.
+template <class Kernels>
+static RaisedLimits* raised_limits() {
+  static RaisedLimits limits;  // static storage: zero before any launch
+  return &limits;
+}
+
 // A program that raised the original's dynamic shared-memory limit expects the launch to work;
 // a wrapper that adds the loop's state to it (`wsmem` above `smem`) needs its own limit raised,
-// since its static shared memory already fills the 48 KB (`wrapper_smem`).
+// since its static shared memory already fills the 48 KB (`wrapper_smem`). `raised`: where such
+// a wrapper's limit is remembered (`raised_limits`), or null.
 template <class O, class W>
-void copy_smem_limit(O original, W wrapper, size_t smem, size_t wsmem) {
+void copy_smem_limit(O original, W wrapper, size_t smem, size_t wsmem, RaisedLimits* raised) {
   if (wsmem <= 48 * 1024 && wsmem == smem) return;
+  std::atomic<size_t>* set = nullptr;
+  int device = -1;
+  if (raised && wsmem > smem && cudaGetDevice(&device) == cudaSuccess && device >= 0 &&
+      device < kRaisedLimitDevices) {
+    set = &raised->bytes[device];
+    if (wsmem <= set->load(std::memory_order_acquire)) return;
+  }
   cudaFuncAttributes attr;
   if (cudaFuncGetAttributes(&attr, original) == cudaSuccess) {
     size_t limit = (size_t)attr.maxDynamicSharedSizeBytes;
     if (wsmem > smem && limit < wsmem) limit = wsmem;
-    (void)cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit);
+    if (cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit) ==
+            cudaSuccess &&
+        set) {
+      size_t seen = set->load(std::memory_order_relaxed);
+      while (seen < limit && !set->compare_exchange_weak(seen, limit, std::memory_order_release)) {
+      }
+    }
   }
   (void)cudaGetLastError();  // our query's error is not the program's
 }
@@ -305,7 +334,7 @@ const bool Preload<Kernels>::registered =
 // module, so that no launch finds it without the bytes).
 static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, dim3 block,
                           size_t smem, cudaStream_t stream, void** ptrs, size_t* sizes,
-                          unsigned nargs, unsigned loop_bytes) {
+                          unsigned nargs, unsigned loop_bytes, RaisedLimits* raised) {
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
@@ -324,7 +353,7 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
     const size_t wsmem = wrapper_smem(smem, loop_bytes);
     cudaFunction_t f = nullptr;
     if (wrapper) {
-      copy_smem_limit(original, wrapper, smem, wsmem);
+      copy_smem_limit(original, wrapper, smem, wsmem, raised);
       if (cudaGetFuncBySymbol(&f, wrapper) != cudaSuccess) {
         (void)cudaGetLastError();  // our lookup's error is not the program's
         f = nullptr;
@@ -372,11 +401,12 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
 // launches ran the first unit's kernel).
 template <class... P, class Values, size_t... I>
 static void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Values& values, indices<I...>, unsigned loop_bytes) {
+                   cudaStream_t stream, Values& values, indices<I...>, unsigned loop_bytes,
+                   RaisedLimits* raised) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
   launch_erased(reinterpret_cast<const void*>(original), pick, grid, block, smem, stream, ptrs,
-                sizes, (unsigned)sizeof...(P), loop_bytes);
+                sizes, (unsigned)sizeof...(P), loop_bytes, raised);
 }
 }  // namespace detail
 
@@ -413,7 +443,10 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
   auto values = std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...);
   detail::launch_values(original, &detail::any_pick<Kernels>, grid, block, smem, stream, values,
                         typename detail::indices_for<P...>::type{},
-                        detail::loop_shared_bytes<Kernels>::value);
+                        detail::loop_shared_bytes<Kernels>::value,
+                        detail::loop_shared_bytes<Kernels>::value
+                            ? detail::raised_limits<Kernels>()
+                            : nullptr);
 }
 
 namespace detail {
@@ -458,7 +491,10 @@ void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... a
     return;
   }
   const size_t wsmem = detail::wrapper_smem(smem, detail::loop_shared_bytes<Kernels>::value);
-  detail::copy_smem_limit(Kernels::original, wrapper, smem, wsmem);
+  detail::copy_smem_limit(Kernels::original, wrapper, smem, wsmem,
+                          detail::loop_shared_bytes<Kernels>::value
+                              ? detail::raised_limits<Kernels>()
+                              : nullptr);
   const unsigned long long tasks = (unsigned long long)grid.x * grid.y * grid.z;
   const unsigned threads = block.x * block.y * block.z;
   unsigned blocks = tasks ? persistent_blocks(wrapper, threads, wsmem) : 0;

@@ -63,6 +63,8 @@
 #undef Preload
 #pragma push_macro("R")
 #undef R
+#pragma push_macro("RaisedLimits")
+#undef RaisedLimits
 #pragma push_macro("RuntimeApi")
 #undef RuntimeApi
 #pragma push_macro("State")
@@ -163,6 +165,8 @@
 #undef command
 #pragma push_macro("command_seq")
 #undef command_seq
+#pragma push_macro("compare_exchange_weak")
+#undef compare_exchange_weak
 #pragma push_macro("complete")
 #undef complete
 #pragma push_macro("conditional")
@@ -351,6 +355,8 @@
 #undef kParkSleepNs
 #pragma push_macro("kProgressNs")
 #undef kProgressNs
+#pragma push_macro("kRaisedLimitDevices")
+#undef kRaisedLimitDevices
 #pragma push_macro("kSpinNs")
 #undef kSpinNs
 #pragma push_macro("kTailShare")
@@ -415,6 +421,8 @@
 #undef lib
 #pragma push_macro("limit")
 #undef limit
+#pragma push_macro("limits")
+#undef limits
 #pragma push_macro("link_announced")
 #undef link_announced
 #pragma push_macro("link_command")
@@ -429,6 +437,8 @@
 #undef live
 #pragma push_macro("live_value")
 #undef live_value
+#pragma push_macro("load")
+#undef load
 #pragma push_macro("load_acquire_sys")
 #undef load_acquire_sys
 #pragma push_macro("log_claim")
@@ -465,6 +475,12 @@
 #undef mask
 #pragma push_macro("maxDynamicSharedSizeBytes")
 #undef maxDynamicSharedSizeBytes
+#pragma push_macro("memory_order_acquire")
+#undef memory_order_acquire
+#pragma push_macro("memory_order_relaxed")
+#undef memory_order_relaxed
+#pragma push_macro("memory_order_release")
+#undef memory_order_release
 #pragma push_macro("min_chunk")
 #undef min_chunk
 #pragma push_macro("mine")
@@ -577,6 +593,10 @@
 #undef q
 #pragma push_macro("r")
 #undef r
+#pragma push_macro("raised")
+#undef raised
+#pragma push_macro("raised_limits")
+#undef raised_limits
 #pragma push_macro("ran")
 #undef ran
 #pragma push_macro("read_host_command")
@@ -643,6 +663,8 @@
 #undef sent_away_mid_chunk
 #pragma push_macro("seq")
 #undef seq
+#pragma push_macro("set")
+#undef set
 #pragma push_macro("since")
 #undef since
 #pragma push_macro("sink")

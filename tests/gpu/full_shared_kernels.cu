@@ -1,8 +1,9 @@
 // Kernels whose static shared memory fills the 48 KB a block may declare, so that the task
 // loop keeps its state in dynamic shared memory (transformation.md, "Shared memory at the
 // limit"): a tiled transpose template (48 KB of tiles), and a kernel with 48,952 bytes of
-// static shared memory and 4,096 of its own dynamic shared memory, whose limit the program
-// raises as a program must (48,952 + 4,096 is over 48 KB). Beside them two ordinary kernels,
+// static shared memory and up to 4,096 of its own dynamic shared memory, whose limit the
+// program raises as a program must (48,952 + 4,096 is over 48 KB). Its launches ask for 1,024
+// bytes first, then 4,096: the wrapper's limit, raised for the first, must be raised again. Beside them two ordinary kernels,
 // whose wrappers the compiler launcher moves to a module of their own; the others stay in
 // the unit's object. gpu-check transforms it (`cupreempt transform`, and the compiler launcher
 // split), runs every launch preemptible, then under chaos mode. Exit status 0 when every
@@ -36,15 +37,16 @@ __global__ void transpose_tiles(const T* in, T* out, int n, T k) {
 
 constexpr int kWords = (48 * 1024 - 200) / 4;
 
-// Static words and the launch's own dynamic bytes (4,096): the loop's state goes past them.
-__global__ void words_and_bytes(const unsigned* in, unsigned* out, int n, unsigned salt) {
+// Static words and the launch's own dynamic words (`extra_words`): the loop's state goes past them.
+__global__ void words_and_bytes(const unsigned* in, unsigned* out, int n, unsigned salt,
+                                int extra_words) {
   __shared__ unsigned words[kWords];
   extern __shared__ unsigned extra[];
   for (int i = threadIdx.x; i < kWords; i += blockDim.x) words[i] = salt ^ (unsigned)(i * 40503u);
-  for (int i = threadIdx.x; i < 1024; i += blockDim.x) extra[i] = blockIdx.x + (unsigned)i;
+  for (int i = threadIdx.x; i < extra_words; i += blockDim.x) extra[i] = blockIdx.x + (unsigned)i;
   __syncthreads();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
-  if (g < n) out[g] = in[g] + words[(threadIdx.x * 7 + blockIdx.x) % kWords] + extra[(threadIdx.x * 3) % 1024];
+  if (g < n) out[g] = in[g] + words[(threadIdx.x * 7 + blockIdx.x) % kWords] + extra[(threadIdx.x * 3) % extra_words];
 }
 
 __global__ void ordinary(const unsigned* in, unsigned* out, int n) {
@@ -87,12 +89,13 @@ int main() {
 
     const unsigned salt = 0x9e3779b9u * (unsigned)(l + 1);
     cudaMemset(dv, 0xcd, m * sizeof(unsigned));
-    words_and_bytes<<<(m + 255) / 256, 256, extra>>>(du, dv, m, salt);
+    const int extra_words = l < launches / 2 ? 256 : (int)(extra / 4);
+    words_and_bytes<<<(m + 255) / 256, 256, extra_words * 4>>>(du, dv, m, salt, extra_words);
     cudaMemcpy(got.data(), dv, m * sizeof(unsigned), cudaMemcpyDeviceToHost);
     for (int g = 0; g < m; ++g) {
       const unsigned b = (unsigned)(g / 256), t = (unsigned)(g % 256);
       const unsigned w = salt ^ (unsigned)(((t * 7 + b) % kWords) * 40503u);
-      if (got[g] != u[g] + w + b + (t * 3) % 1024) ++wrong;
+      if (got[g] != u[g] + w + b + (t * 3) % (unsigned)extra_words) ++wrong;
     }
 
     cudaMemset(dv, 0xcd, m * sizeof(unsigned));
