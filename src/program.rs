@@ -905,6 +905,9 @@ pub struct IncludedMacros {
     pub definitions: Vec<(String, String)>,
     /// The function-like ones' parameters, in the same order.
     pub parameters: Vec<(String, Vec<String>)>,
+    /// The files' functions, as the uniformity analysis reads a call of one
+    /// (`uniformity::IncludedFunctions`).
+    pub functions: crate::analysis::IncludedFunctions,
 }
 
 /// The parameters of a text's function-like `#define`s (`...` as `__VA_ARGS__`).
@@ -923,6 +926,7 @@ fn included_macros(text: &str) -> IncludedMacros {
             out.parameters.push((d.name.to_string(), params));
         }
     }
+    out.functions = crate::analysis::IncludedFunctions::of(text);
     out
 }
 
@@ -956,6 +960,7 @@ impl MacroMemo {
             };
             out.definitions.extend(m.definitions.iter().cloned());
             out.parameters.extend(m.parameters.iter().cloned());
+            out.functions.merge(&m.functions);
         }
         out
     }

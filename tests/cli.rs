@@ -2038,3 +2038,33 @@ fn a_functor_of_a_template_parameter_takes_the_context_across_files() {
         .unwrap_or_else(|| panic!("no line for apply_kernel:\n{out}"));
     assert!(line.contains("CP008"), "{out}");
 }
+
+/// A batched kernel bounds its blocks with a helper of a header it includes
+/// (`if (blockIdx.x >= ceil_div(n, 128)) return;` before a barrier): the header's function,
+/// arithmetic on its by-value parameters, gives every thread of the block the same value, so
+/// the return is block-uniform and the kernel keeps the plain form. A header helper that reads
+/// the thread's index, or one the header only declares, is no such helper.
+#[test]
+fn an_included_files_uniform_helper_keeps_a_return_block_uniform() {
+    let dir = support::tempdir("cli-included-uniform-helper");
+    let kernel = "#include \"sizes.h\"\n__global__ void tiles(int* sizes, float* out) {\n  __shared__ float s[128];\n  int n = sizes[blockIdx.y];\n  if (blockIdx.x >= ceil_div(n, 128)) return;\n  s[threadIdx.x] = n;\n  __syncthreads();\n  out[blockIdx.y * gridDim.x + blockIdx.x] = s[127 - threadIdx.x];\n}\n";
+    std::fs::write(dir.join("tiles.cu"), kernel).unwrap();
+    let cases = [
+        ("{ return (a + b - 1) / b; }", "plain"),
+        ("{ return (a + (int)threadIdx.x) / b; }", "predicated"),
+        (";", "predicated"),
+    ];
+    for (body, form) in cases {
+        let header =
+            format!("#pragma once\n__host__ __device__ int ceil_div(int a, int b){body}\n");
+        std::fs::write(dir.join("sizes.h"), header).unwrap();
+        let o = cupreempt(&["check", "tiles.cu"], &dir);
+        let out = stdout(&o);
+        assert!(
+            out.lines()
+                .any(|l| l.contains(": tiles:") && l.contains(&format!("transformable ({form})"))),
+            "{body}: {out}\n{}",
+            stderr(&o)
+        );
+    }
+}

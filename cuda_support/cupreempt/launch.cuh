@@ -598,7 +598,7 @@ struct CUPREEMPT_NODISCARD AnyLauncher {
     if (pick || split_unit()) {
       auto values = std::tuple<typename std::decay<P>::type...>(args...);
       launch_values(original, pick, grid, block, smem, stream, values,
-                    typename indices_for<P...>::type{}, 0u);
+                    typename indices_for<P...>::type{}, 0u, nullptr);
       return;
     }
 #endif

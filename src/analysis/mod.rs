@@ -48,6 +48,7 @@ pub use sites::{
     names_inserted, unconditional_params, FunctionSite, GridConstant, LaunchSite, Linkage, Param,
     TemplateParam,
 };
+pub use uniformity::IncludedFunctions;
 
 pub use crate::diagnostics::KernelId;
 
@@ -249,7 +250,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         macros::close(all)
     };
     let macros = body::with_body_macros(file_macros, &found.kernels, &found.helpers, src);
-    let names = uniformity::FileNames::new(root, src, &macros);
+    let names = uniformity::FileNames::new(root, src, &macros, &opts.known_macros.functions);
     let mut helpers = helper_plans(found.helpers, &found.declarations, &names);
     // Loops that wait for other blocks (CP014), in helpers (named from the kernels that reach
     // them, as their other refusals are) and kernels.

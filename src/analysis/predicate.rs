@@ -570,7 +570,9 @@ mod tests {
         assert!(!predicated("  for (int t = 0; t < m; ++t) {\n    int n = lens[blockIdx.x + t];\n    if ((int)threadIdx.x >= n) return;\n    for (int r = 0; r < n; ++r) __syncthreads();\n  }"));
         // Through a parameter the kernel may write, or at a thread's index: not uniform.
         assert!(!predicated("  int n = lens[threadIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();"));
-        assert!(!predicated("  int n = (int)out[blockIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();"));
+        assert!(!predicated("  int n = (int)out[blockIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();\n  out[threadIdx.x] = 0;"));
+        // Not `const`, but never written by the kernel: as constant as a `const` one.
+        assert!(predicated("  int n = (int)out[blockIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();"));
     }
 
     #[test]

@@ -18,6 +18,82 @@ use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tree_sitter::Node;
 
+/// The functions of the files a file includes, as a call of one reads here: which arguments
+/// each overload may write (a reference to non-`const`), and which are uniform helpers
+/// (`helpers::uniform_helpers`, every definition in its file one). Batched kernels compute
+/// their block's bounds with a header's helper (`blockIdx.x >= ceildiv(m, NB)`); unknown, its
+/// call was a value that differs between threads, and a call that may write its arguments made
+/// them so.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IncludedFunctions {
+    /// By unqualified name, one entry per overload: for each parameter whether the function may
+    /// write the caller's variable through it.
+    pub parameters: BTreeMap<String, Vec<Vec<bool>>>,
+    /// Uniform helpers, by name.
+    pub uniform: BTreeSet<String>,
+    /// Names some file defines as a function that is no uniform helper.
+    pub not_uniform: BTreeSet<String>,
+}
+
+impl IncludedFunctions {
+    /// The functions one file's text defines or declares. Only a text that names `__device__`
+    /// is parsed: a function without it is no device code's to call, and most of a large
+    /// program's headers have none.
+    pub fn of(text: &str) -> IncludedFunctions {
+        let mut out = IncludedFunctions::default();
+        if !text.contains("__device__") {
+            return out;
+        }
+        let src = crate::parse::without_carriage_returns(text);
+        let parsed = crate::parse::parse(&src);
+        let root = parsed.tree.root_node();
+        let mut macros = BTreeMap::new();
+        for d in crate::parse::defines(&src) {
+            super::macros::define(&mut macros, d.name, d.body);
+            if let Some(list) = d.params {
+                super::macros::set_params(
+                    &mut macros,
+                    d.name,
+                    crate::parse::macro_parameter_list(list),
+                );
+            }
+        }
+        let macros = super::macros::close(macros);
+        let declared = file_declared(root, &src);
+        let uniform = helpers::uniform_helpers(
+            root,
+            &src,
+            &declared,
+            &macros,
+            &IncludedFunctions::default(),
+        );
+        for (name, overloads) in file_functions(root, &src) {
+            if uniform.contains(&name) {
+                out.uniform.insert(name.clone());
+            } else {
+                out.not_uniform.insert(name.clone());
+            }
+            out.parameters.insert(name, overloads);
+        }
+        out
+    }
+
+    /// `other`'s functions beside these: overloads add up, and a name is a uniform helper only
+    /// if no file defines it otherwise.
+    pub fn merge(&mut self, other: &IncludedFunctions) {
+        for (name, overloads) in &other.parameters {
+            self.parameters
+                .entry(name.clone())
+                .or_default()
+                .extend(overloads.iter().cloned());
+        }
+        self.not_uniform.extend(other.not_uniform.iter().cloned());
+        self.uniform.extend(other.uniform.iter().cloned());
+        let not = &self.not_uniform;
+        self.uniform.retain(|n| !not.contains(n));
+    }
+}
+
 /// What every kernel's analysis reads of the whole file, read once per file: its declarations
 /// (`file_declared`), its functions' reference parameters (`file_functions`) and, on first
 /// need, its uniform helpers (`helpers::uniform_helpers`). Read per kernel, a file of 1,600
@@ -27,20 +103,36 @@ pub struct FileNames<'t, 'm> {
     src: &'t str,
     macros: &'m BTreeMap<String, MacroFacts>,
     declared: Declared,
+    /// The file's functions and the included files' (`IncludedFunctions::parameters`).
     functions: HashMap<String, Vec<Vec<bool>>>,
+    included: &'m IncludedFunctions,
     helpers: std::cell::OnceCell<std::collections::HashSet<String>>,
 }
 
 impl<'t, 'm> FileNames<'t, 'm> {
     /// `root`: the file's syntax tree; `macros`: the file's macros, as the kernels' analyses
     /// read them.
-    pub fn new(root: Node<'t>, src: &'t str, macros: &'m BTreeMap<String, MacroFacts>) -> Self {
+    /// `included`: the functions of the files it includes (`IncludedFunctions`).
+    pub fn new(
+        root: Node<'t>,
+        src: &'t str,
+        macros: &'m BTreeMap<String, MacroFacts>,
+        included: &'m IncludedFunctions,
+    ) -> Self {
+        let mut functions = file_functions(root, src);
+        for (name, overloads) in &included.parameters {
+            functions
+                .entry(name.clone())
+                .or_default()
+                .extend(overloads.iter().cloned());
+        }
         FileNames {
             root,
             src,
             macros,
             declared: file_declared(root, src),
-            functions: file_functions(root, src),
+            functions,
+            included,
             helpers: std::cell::OnceCell::new(),
         }
     }
@@ -57,7 +149,23 @@ impl<'t, 'm> FileNames<'t, 'm> {
 
     fn uniform_helpers(&self) -> &std::collections::HashSet<String> {
         self.helpers.get_or_init(|| {
-            helpers::uniform_helpers(self.root, self.src, &self.declared, self.macros)
+            let mut own = helpers::uniform_helpers(
+                self.root,
+                self.src,
+                &self.declared,
+                self.macros,
+                self.included,
+            );
+            // An included file's, unless this file defines or declares the name too.
+            let defined_here = file_functions(self.root, self.src);
+            own.extend(
+                self.included
+                    .uniform
+                    .iter()
+                    .filter(|n| !defined_here.contains_key(*n))
+                    .cloned(),
+            );
+            own
         })
     }
 }
@@ -154,6 +262,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         if let Some(function) = body.parent() {
             u.constants = constant_names(function, all, src, &file.declared.other);
             u.read_only = read_only_parameters(function, src);
+            u.read_only
+                .extend(unwritten_parameters(function, all, src, file.macros));
             if !u.read_only.is_empty() {
                 let locals = read_only_locals(all, src, &u.read_only, function);
                 u.read_only.extend(locals);
@@ -479,6 +589,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         {
             return;
         }
+        if self.macro_writes_nothing(name, 0) {
+            return;
+        }
         let Some(args) = call.child_by_field_id(f.arguments) else {
             return;
         };
@@ -762,7 +875,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     .is_some_and(|n| self.uniform_helper(n));
                 let pure = helper
                     || name.is_some_and(|n| {
-                        lang::UNIFORM_FUNCTIONS.contains(&n) || lang::is_pure_function(n)
+                        lang::UNIFORM_FUNCTIONS.contains(&n)
+                            || lang::is_pure_function(n)
+                            || self.pure_function_macro(n, &at, 0)
                     });
                 if !read_only_load && !pure {
                     return true;
@@ -863,6 +978,58 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 !lang::valueless_word(i) && self.name_varying(i, at, depth + 1)
             }
         })
+    }
+
+    /// Whether `name` is a function-like macro of this file whose expansion is a value computed
+    /// from its arguments alone (`#define ceildiv(a, b) (((a) + (b) - 1) / (b))`): one
+    /// definition, no thread-dependent name, no memory read, no write, calls of pure functions
+    /// and such macros only, and every other name it reads uniform. Its call is then uniform
+    /// where its arguments are (checked as the call's parts).
+    fn pure_function_macro(&self, name: &str, at: &Branches, depth: usize) -> bool {
+        let Some(m) = self.macros.get(name) else {
+            return false;
+        };
+        let Some(params) = m.params.as_ref() else {
+            return false;
+        };
+        if depth > 16 || m.thread_varying || m.redefined || reads_memory(&m.text) || writes(&m.text)
+        {
+            return false;
+        }
+        let calls_pure = m.calls.iter().all(|c| {
+            lang::UNEVALUATED_OPERATORS.contains(&c.as_str())
+                || lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
+                || lang::is_pure_function(c)
+                || c != name && self.pure_function_macro(c, at, depth + 1)
+        });
+        calls_pure
+            && macro_value_names(&m.text).into_iter().all(|i| {
+                params.iter().any(|p| p == i)
+                    || m.calls.iter().any(|c| c == i)
+                    || lang::valueless_word(i)
+                    || !self.name_varying(i, at, depth + 1)
+            })
+    }
+
+    /// Whether `name` is a function-like macro of this file (one definition) whose expansion
+    /// cannot write its arguments: no assignment or step in its text, and no call but of pure
+    /// functions and other such macros (a call could take an argument by reference).
+    fn macro_writes_nothing(&self, name: &str, depth: usize) -> bool {
+        let Some(m) = self
+            .macros
+            .get(name)
+            .filter(|m| m.params.is_some() && !m.redefined)
+        else {
+            return false;
+        };
+        depth <= 16
+            && !writes(&m.text)
+            && m.calls.iter().all(|c| {
+                lang::UNEVALUATED_OPERATORS.contains(&c.as_str())
+                    || lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
+                    || lang::is_pure_function(c)
+                    || c != name && self.macro_writes_nothing(c, depth + 1)
+            })
     }
 
     /// The names whose reads are uniform unless written otherwise: the kernel's parameters
@@ -1031,6 +1198,24 @@ fn reads_memory(t: &str) -> bool {
                 .last()
                 .is_some_and(|p| p.is_ascii_alphanumeric() || p == b'_' || p == b')' || p == b']')
     })
+}
+
+/// Whether a macro's replacement text assigns or steps a variable (`=`, `+=`, `++`, ...).
+fn writes(t: &str) -> bool {
+    if t.contains("++") || t.contains("--") {
+        return true;
+    }
+    let b = t.as_bytes();
+    b.iter().enumerate().any(|(i, &c)| {
+        c == b'='
+            && b.get(i + 1) != Some(&b'=')
+            && !(i > 0 && matches!(b[i - 1], b'=' | b'!' | b'<' | b'>') && !shift_assign(b, i))
+    })
+}
+
+/// Whether the `=` at `i` ends `<<=` or `>>=` (an assignment, not a comparison).
+fn shift_assign(b: &[u8], i: usize) -> bool {
+    i >= 2 && matches!(&b[i - 2..i], b"<<" | b">>")
 }
 
 /// Every identifier in `n`.

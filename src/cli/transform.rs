@@ -388,6 +388,7 @@ pub(super) fn known_kernels(
         if !kernels.is_empty()
             || !helpers.is_empty()
             || !macros.definitions.is_empty()
+            || !macros.functions.parameters.is_empty()
             || !namesakes.is_empty()
             || !included_inputs.is_empty()
             || includes_transformed

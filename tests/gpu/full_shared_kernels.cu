@@ -31,7 +31,7 @@ __global__ void transpose_tiles(const T* in, T* out, int n, T k) {
   for (int r = threadIdx.y; r < kTile * kRows; r += blockDim.y)
     for (int c = threadIdx.x; c < kTile; c += blockDim.x) {
       const int row = bx + c, col = by + r;
-      if (row < n && col < n) out[(size_t)col * n + row] = (T)tile[r / kTile][r % kTile][c] + k;
+      if (row < n && col < n) out[(size_t)row * n + col] = (T)tile[r / kTile][r % kTile][c] + k;
     }
 }
 

@@ -22,6 +22,7 @@ pub(super) fn uniform_helpers(
     src: &str,
     file: &Declared,
     macros: &BTreeMap<String, MacroFacts>,
+    included: &IncludedFunctions,
 ) -> HashSet<String> {
     let (definitions, declared): (Vec<_>, Vec<_>) = function_sites(root, src)
         .into_iter()
@@ -58,6 +59,7 @@ pub(super) fn uniform_helpers(
             .filter(|h| {
                 calls[*h].iter().any(|c| {
                     !helpers.contains(c)
+                        && !(included.uniform.contains(c) && !calls.contains_key(c))
                         && !lang::is_pure_function(c.as_str())
                         && !lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
                 })

@@ -298,6 +298,177 @@ pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String
     out
 }
 
+/// A kernel's pointer parameters (`T* p`, `T** p`, `T p[]`; nothing `volatile`) whose first
+/// level the kernel never writes: every mention of the name in the body loads an element
+/// (`p[i]`, `*p`) and uses it as a value, or reads deeper levels through it (`p[i][j] = x`
+/// writes the second level, not `p`'s elements), or compares the pointer. No mention passes
+/// `p` or `&p[i]` to a call, assigns through `p`, moves `p`, binds a reference to `p[i]`, or
+/// sits in the replacement text of a macro the body names (`macros`; a function-like macro's
+/// parameter of that name is the macro's own). Such an element is as constant through the
+/// kernel as a `const` one (`read_only_parameters`): batched kernels load their sizes and
+/// matrix pointers this way (`int* M; int m = M[blockIdx.z];`, `T** C; C[blockIdx.z]`).
+pub(super) fn unwritten_parameters(
+    function: Node,
+    all: &[Node],
+    src: &str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> BTreeSet<String> {
+    let f = crate::lang::fields();
+    let mut out = BTreeSet::new();
+    let head_end = function
+        .child_by_field_id(f.body)
+        .map_or(function.end_byte(), |b| b.start_byte());
+    if !src[function.start_byte()..head_end].contains("__global__") {
+        return out;
+    }
+    let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
+    else {
+        return out;
+    };
+    let mut c = list.walk();
+    for p in list.named_children(&mut c) {
+        if p.kind() != "parameter_declaration" || text(p, src).contains("volatile") {
+            continue;
+        }
+        let Some(name) = p.child_by_field_id(f.declarator).and_then(pointer_name) else {
+            continue;
+        };
+        out.insert(text(name, src).to_string());
+    }
+    if out.is_empty() {
+        return out;
+    }
+    // The macros the body names (with what they reach, `macros::close`).
+    let used: Vec<&MacroFacts> = all
+        .iter()
+        .filter(|n| n.kind_id() == kinds().identifier)
+        .filter_map(|n| macros.get(text(*n, src)))
+        .collect();
+    out.retain(|name| {
+        !used.iter().any(|m| {
+            m.idents.iter().any(|i| i == name)
+                && !m.params.as_ref().is_some_and(|p| p.contains(name))
+        }) && all.iter().all(|&n| {
+            n.kind_id() != kinds().identifier
+                || text(n, src) != name
+                || n.parent()
+                    .is_some_and(|p| p.kind() == "parameter_declaration")
+                || first_level_read(n, src, macros)
+        })
+    });
+    out
+}
+
+/// The identifier a pointer parameter's declarator names: under one or more pointer levels,
+/// or one array level.
+fn pointer_name(declarator: Node) -> Option<Node> {
+    let f = crate::lang::fields();
+    if declarator.kind() == "array_declarator" {
+        return declarator
+            .child_by_field_id(f.declarator)
+            .filter(|n| n.kind_id() == kinds().identifier);
+    }
+    let mut d = declarator;
+    let mut levels = 0;
+    while d.kind() == "pointer_declarator" {
+        levels += 1;
+        d = d.child_by_field_id(f.declarator)?;
+    }
+    (levels > 0 && d.kind_id() == kinds().identifier).then_some(d)
+}
+
+/// Whether this mention of a pointer (`p`) only reads its first level: `p[i]` or `*p` used as
+/// a value (`value_use`), or a comparison of `p`.
+fn first_level_read(p: Node, src: &str, macros: &BTreeMap<String, MacroFacts>) -> bool {
+    let f = crate::lang::fields();
+    let k = kinds();
+    let Some(parent) = p.parent() else {
+        return false;
+    };
+    let is_base = |field| {
+        parent
+            .child_by_field_id(field)
+            .is_some_and(|b| b.id() == p.id())
+    };
+    let operator = parent
+        .child_by_field_id(f.operator)
+        .map(|o| text(o, src))
+        .unwrap_or("");
+    if parent.kind_id() == k.subscript_expression && is_base(f.argument)
+        || parent.kind_id() == k.pointer_expression && operator == "*"
+    {
+        return value_use(parent, src, macros);
+    }
+    parent.kind() == "binary_expression" && matches!(operator, "==" | "!=")
+}
+
+/// Whether an element loaded from a pointer's first level (`e`: `p[i]`, `*p`) is only used as a
+/// value, or to reach a deeper level: not written, not moved, not bound to a reference or
+/// passed where a callee could write it.
+fn value_use(e: Node, src: &str, macros: &BTreeMap<String, MacroFacts>) -> bool {
+    let f = crate::lang::fields();
+    let k = kinds();
+    let mut e = e;
+    let mut parent = e.parent();
+    while let Some(p) = parent.filter(|p| p.kind() == "parenthesized_expression") {
+        e = p;
+        parent = p.parent();
+    }
+    let Some(parent) = parent else {
+        return false;
+    };
+    let is = |field| {
+        parent
+            .child_by_field_id(field)
+            .is_some_and(|b| b.id() == e.id())
+    };
+    let operator = parent
+        .child_by_field_id(f.operator)
+        .map(|o| text(o, src))
+        .unwrap_or("");
+    match parent.kind() {
+        "assignment_expression" => is(f.right),
+        "subscript_expression"
+        | "cast_expression"
+        | "binary_expression"
+        | "condition_clause"
+        | "return_statement"
+        | "expression_statement"
+        | "subscript_argument_list" => true,
+        // `e->x`: a deeper level.
+        "field_expression" => operator == "->",
+        "pointer_expression" => operator == "*",
+        "unary_expression" => true, // `!e`, `-e`, `~e`: values
+        "conditional_expression" => is(f.condition),
+        "init_declarator" => {
+            is(f.value)
+                && parent
+                    .child_by_field_id(f.declarator)
+                    .is_some_and(|d| d.kind() != "reference_declarator")
+        }
+        // An argument of a pure function (`min(p[i], n)`) or of a function-like macro that
+        // writes nothing and calls nothing else is a value.
+        "argument_list" => parent
+            .parent()
+            .filter(|call| call.kind_id() == k.call_expression)
+            .and_then(|call| call.child_by_field_id(f.function))
+            .is_some_and(|callee| {
+                let name = text(callee, src);
+                lang::is_pure_function(name)
+                    || macros.get(name).is_some_and(|m| {
+                        m.params.is_some()
+                            && !m.redefined
+                            && !writes(&m.text)
+                            && m.calls.iter().all(|c| {
+                                lang::is_pure_function(c)
+                                    || lang::UNEVALUATED_OPERATORS.contains(&c.as_str())
+                            })
+                    })
+            }),
+        _ => false,
+    }
+}
+
 /// The body's locals that alias a read-only pointer (`read_only`): one pointer level whose
 /// pointee is `const` and nothing `volatile` (`const T* q = p;`, `const T* __restrict__ q =
 /// p + n;`), initialized from such a pointer (`based_on`), declared once in the body and not
