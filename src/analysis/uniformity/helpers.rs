@@ -58,8 +58,9 @@ pub(super) fn uniform_helpers(
             .iter()
             .filter(|h| {
                 calls[*h].iter().any(|c| {
+                    let included_helper = included.uniform.contains(c) && !calls.contains_key(c);
                     !helpers.contains(c)
-                        && !(included.uniform.contains(c) && !calls.contains_key(c))
+                        && !included_helper
                         && !lang::is_pure_function(c.as_str())
                         && !lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
                 })
