@@ -632,7 +632,7 @@ pub fn defines_of(
         .iter()
         .map(|(p, _)| {
             if opts.known_macros.definitions.is_empty() {
-                memo.macros_of(graph.closure(p), &|q| {
+                memo.macros_in_context(graph, p, &|q| {
                     texts
                         .get(q)
                         .map(|t| (*t).clone())
@@ -936,6 +936,10 @@ fn included_macros(text: &str) -> IncludedMacros {
 #[derive(Default)]
 pub struct MacroMemo {
     by_file: std::cell::RefCell<std::collections::HashMap<PathBuf, std::rc::Rc<IncludedMacros>>>,
+    /// Per translation unit, the functions it and its includes declare (`macros_in_context`).
+    unit_functions: std::cell::RefCell<
+        std::collections::HashMap<PathBuf, std::rc::Rc<crate::analysis::IncludedFunctions>>,
+    >,
 }
 
 impl MacroMemo {
@@ -961,6 +965,54 @@ impl MacroMemo {
             out.definitions.extend(m.definitions.iter().cloned());
             out.parameters.extend(m.parameters.iter().cloned());
             out.functions.merge(&m.functions);
+        }
+        out
+    }
+
+    /// `macros_of` the files `file` includes, with the functions that every translation unit
+    /// including it (a file of `graph` that no file of it includes) declares, itself or
+    /// through its includes: a header of kernels is compiled only inside those units, after
+    /// what they include first (MAGMA's `*_template_kernel_vbatched.cuh` call `magma_ceildiv`
+    /// of `magma_internal.h`, which only their includers include). A name is a uniform helper
+    /// there only if it is one in every unit (`IncludedFunctions::meet`). Asked only for files
+    /// that may define kernels (`mentions_kernels`): only kernels' analyses read functions.
+    pub fn macros_in_context(
+        &self,
+        graph: &IncludeGraph,
+        file: &Path,
+        text_of: &dyn Fn(&Path) -> Option<String>,
+    ) -> IncludedMacros {
+        let mut out = self.macros_of(graph.closure(file), text_of);
+        let units: Vec<&PathBuf> = graph
+            .includers(file)
+            .filter(|u| graph.includers(u).next().is_none())
+            .collect();
+        if units.is_empty() || !text_of(file).is_some_and(|t| mentions_kernels(&t)) {
+            return out;
+        }
+        let mut shared: Option<crate::analysis::IncludedFunctions> = None;
+        for u in units {
+            let cached = self.unit_functions.borrow().get(u).cloned();
+            let f = match cached {
+                Some(f) => f,
+                None => {
+                    let f = std::rc::Rc::new(
+                        self.macros_of(graph.closure(u).chain([u]), text_of)
+                            .functions,
+                    );
+                    self.unit_functions
+                        .borrow_mut()
+                        .insert(u.clone(), f.clone());
+                    f
+                }
+            };
+            shared = Some(match shared {
+                None => (*f).clone(),
+                Some(s) => s.meet(&f),
+            });
+        }
+        if let Some(shared) = shared {
+            out.functions.merge(&shared);
         }
         out
     }

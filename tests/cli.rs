@@ -2068,3 +2068,63 @@ fn an_included_files_uniform_helper_keeps_a_return_block_uniform() {
         );
     }
 }
+
+/// A header of kernels is compiled only inside the units that include it, after what they
+/// include first: MAGMA's variable-size batched headers call `magma_ceildiv` from a header
+/// only their includers include. Read alone, the header's call is unknown (predicated); read
+/// with the folder, the helper every including unit declares is known, and uniform only if it
+/// is so in every unit.
+#[test]
+fn a_headers_kernels_know_the_functions_of_the_units_that_include_it() {
+    let dir = support::tempdir("cli-header-unit-context");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let kernels = "#pragma once\n__global__ void tiles(int* sizes, float* out) {\n  __shared__ float s[128];\n  int n = sizes[blockIdx.y];\n  if (blockIdx.x >= ceil_div(n, 128)) return;\n  s[threadIdx.x] = n;\n  __syncthreads();\n  out[blockIdx.y * gridDim.x + blockIdx.x] = s[127 - threadIdx.x];\n}\n";
+    std::fs::write(src.join("tiles.cuh"), kernels).unwrap();
+    std::fs::write(
+        src.join("util.h"),
+        "#pragma once\n__host__ __device__ inline int ceil_div(int a, int b) { return (a + b - 1) / b; }\n",
+    )
+    .unwrap();
+    let unit = |util: &str| {
+        format!("#include \"{util}\"\n#include \"tiles.cuh\"\nvoid run(int* s, float* o) {{ tiles<<<dim3(4, 8), 128>>>(s, o); }}\n")
+    };
+    std::fs::write(src.join("a.cu"), unit("util.h")).unwrap();
+    let form = |args: &[&str]| {
+        let o = cupreempt(args, &dir);
+        let out = stdout(&o);
+        let line = out
+            .lines()
+            .find(|l| l.contains("tiles.cuh") && l.contains(": tiles:"))
+            .unwrap_or_else(|| panic!("{out}\n{}", stderr(&o)))
+            .to_string();
+        line
+    };
+    assert!(form(&["check", "src"]).contains("transformable (plain)"));
+    assert!(form(&["check", "src/tiles.cuh"]).contains("transformable (predicated)"));
+    // A second unit whose `ceil_div` reads the thread's index: not uniform in every unit.
+    std::fs::write(
+        src.join("util2.h"),
+        "#pragma once\n__host__ __device__ inline int ceil_div(int a, int b) { return (a + (int)threadIdx.x) / b; }\n",
+    )
+    .unwrap();
+    std::fs::write(src.join("b.cu"), unit("util2.h")).unwrap();
+    assert!(form(&["check", "src"]).contains("transformable (predicated)"));
+    std::fs::remove_file(src.join("b.cu")).unwrap();
+    let o = cupreempt(&["transform", "src", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = std::fs::read_to_string(dir.join("out/tiles.cuh")).unwrap();
+    assert!(header.contains("tiles__cupreempt"), "{header}");
+    assert!(!header.contains("__cp_live"), "plain form: {header}");
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("a.o"))
+            .arg("-I")
+            .arg(dir.join("out"))
+            .arg("-I")
+            .arg(&src)
+            .arg(dir.join("out/a.cu")),
+        "out/a.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -92,6 +92,17 @@ impl IncludedFunctions {
         let not = &self.not_uniform;
         self.uniform.retain(|n| !not.contains(n));
     }
+
+    /// What two contexts share: every overload of either, and as uniform helpers only the
+    /// names that are one in both.
+    pub fn meet(mut self, other: &IncludedFunctions) -> IncludedFunctions {
+        self.uniform.retain(|n| other.uniform.contains(n));
+        self.merge(&IncludedFunctions {
+            uniform: BTreeSet::new(),
+            ..other.clone()
+        });
+        self
+    }
 }
 
 /// What every kernel's analysis reads of the whole file, read once per file: its declarations

@@ -1185,7 +1185,7 @@ fn prepare(
             o.known_kernels.extend(k);
             o.known_helpers.extend(h);
             o.namesakes = program::namesake_ordinals(&defines, p);
-            let included = memo.macros_of(graph.closure(p), &|q| {
+            let included = memo.macros_in_context(&graph, p, &|q| {
                 files.iter().find(|(f, _)| f == q).map(|(_, t)| t.clone())
             });
             o.known_macros = included;

@@ -318,7 +318,7 @@ pub(super) fn known_kernels(
     };
     let macros: Vec<program::IncludedMacros> = canonical
         .iter()
-        .map(|(c, _)| memo.macros_of(graph.closure(c), &text_of))
+        .map(|(c, _)| memo.macros_in_context(&graph, c, &text_of))
         .collect();
     if !outside.is_empty() {
         let outside: Vec<(PathBuf, String)> = outside.into_iter().collect();
