@@ -9,9 +9,9 @@
 //!
 //! The bytes counted are those the text settles. An array whose size it does not settle (a
 //! name defined elsewhere) counts nothing; one whose element type it does not size (a
-//! template parameter, a struct) counts `ASSUMED_ELEMENT_BYTES` an element towards what the
-//! kernel may declare, and where that may fill the limit the kernel gets the dynamic form too
-//! (it compiles either way). Only where the certain bytes alone pass the limit, or leave no
+//! template parameter, a struct) may take one of the usual sizes per element: where some
+//! size (`ELEMENT_BYTES`) would let the original compile and not the static form, the kernel
+//! gets the dynamic form too (it compiles whatever the type). Only where the certain bytes alone pass the limit, or leave no
 //! room and the dynamic form cannot be had, is the kernel left as written.
 
 use super::callgraph::CallGraph;
@@ -47,7 +47,8 @@ impl<'s> FileShared<'s> {
                         .first()
                         .and_then(|d| crate::lang::declarator_name(*d))
                         .map(|d| text(d, src));
-                    if let (true, Some(name)) = (bytes.possible > 0, name) {
+                    let some = bytes.certain > 0 || bytes.unsized_elements > 0;
+                    if let (true, Some(name)) = (some, name) {
                         arrays.push((name, bytes));
                     }
                 } else if crate::lang::scope_container(n.kind(), false) {
@@ -276,24 +277,42 @@ fn element_bytes(ty: &str) -> Option<u64> {
     })
 }
 
-/// What an element of a type this text does not size (a template parameter, a struct) may
-/// take, for `Bytes::possible`: a `double2` or `float4`.
-const ASSUMED_ELEMENT_BYTES: u64 = 16;
+/// The sizes an element of a type this text does not size (a template parameter, a struct)
+/// is taken to have (`Bytes::fills_the_limit`): the scalars, CUDA's vector types of three and
+/// four (`float3`, `double3`, `double4`), complex doubles. Every size would make nearly any
+/// such array "fill" the limit for some struct, and the dynamic form is not launched through
+/// a kernel's address (`launch_any` runs those as written).
+const ELEMENT_BYTES: &[u64] = &[1, 2, 4, 8, 12, 16, 24, 32];
 
-/// The bytes of static `__shared__` variables: those the text settles, and those it may come
-/// to where an element's type is not settled (`ASSUMED_ELEMENT_BYTES` each).
+/// The bytes of static `__shared__` variables: those the text settles, and the elements of
+/// arrays whose type it does not size (each `E` bytes, for some `E` it cannot know).
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 struct Bytes {
     certain: u64,
-    possible: u64,
+    unsized_elements: u64,
 }
 
 impl Bytes {
     fn add(self, other: Bytes) -> Bytes {
         Bytes {
             certain: self.certain.saturating_add(other.certain),
-            possible: self.possible.saturating_add(other.possible),
+            unsized_elements: self.unsized_elements.saturating_add(other.unsized_elements),
         }
+    }
+
+    /// Whether some size of the unsized elements (one of `ELEMENT_BYTES`, the same for all)
+    /// puts the total in the window where the original compiles (at most `limit`) and the
+    /// static form, `reserve` more, does not: a template's `__shared__ scalar_t buf[6144]` for
+    /// 8-byte elements, `T tile[1536]` for 32-byte ones. A size past the window is one the
+    /// original does not compile with either.
+    fn fills_the_limit(self, reserve: u64, limit: u64) -> bool {
+        self.unsized_elements > 0
+            && ELEMENT_BYTES.iter().any(|&e| {
+                let total = self
+                    .certain
+                    .saturating_add(self.unsized_elements.saturating_mul(e));
+                total <= limit && total.saturating_add(reserve) > limit
+            })
     }
 }
 
@@ -350,11 +369,11 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> Bytes {
     match element {
         Some(e) => Bytes {
             certain: count.saturating_mul(e),
-            possible: count.saturating_mul(e),
+            unsized_elements: 0,
         },
         None => Bytes {
             certain: 0,
-            possible: count.saturating_mul(ASSUMED_ELEMENT_BYTES),
+            unsized_elements: count,
         },
     }
 }
@@ -406,8 +425,8 @@ pub fn loop_state_dynamic(
     if bytes + reserve <= STATIC_SHARED_LIMIT {
         // Arrays of a type the text does not size may come to the limit (a template's
         // `__shared__ scalar_t buf[6144]`, sized for 8-byte elements): the dynamic form then,
-        // which compiles either way, where nothing else names the usual wrappers.
-        return Ok(all.possible + reserve > STATIC_SHARED_LIMIT && !other_declarations);
+        // which compiles whatever the type, where nothing else names the usual wrappers.
+        return Ok(all.fills_the_limit(reserve, STATIC_SHARED_LIMIT) && !other_declarations);
     }
     let name = &plan.site.name;
     let room = format!(
