@@ -241,6 +241,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let extended_lambdas = src.contains("__device__") && extended_lambda.is_match(src);
     if !src.contains("__align__")
         && !src.contains("__builtin_align__")
+        && !src.contains("alignas")
         && !src.contains("__maxnreg__")
         && !src.contains("__restrict")
         && !src.contains("new ")
@@ -327,9 +328,11 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         }
     }
     // `__align__(N)` (and its `__builtin_align__(N)` spelling, which the CUDA headers define
-    // it as), and `__maxnreg__(N)` (a kernel's register cap, which the grammar does
-    // not know; the scan finds it in the kernel's head, `analysis::scan`): the whole call.
-    for word in ["__align__", "__builtin_align__", "__maxnreg__"] {
+    // it as), `alignas(T)` (which the grammar reads before a declaration, not after the
+    // declarator's name: `char buffer alignas(int)[4];`, OpenCV's connected components) and
+    // `__maxnreg__(N)` (a kernel's register cap, which the grammar does not know; the scan
+    // finds it in the kernel's head, `analysis::scan`): the whole call.
+    for word in ["__align__", "__builtin_align__", "alignas", "__maxnreg__"] {
         for (at, _) in src.match_indices(word).filter(|(at, _)| word_at(*at, word)) {
             let rest = &src.as_bytes()[at + word.len()..];
             let Some(open) = rest.iter().position(|b| !b.is_ascii_whitespace()) else {

@@ -29,7 +29,6 @@
 // control block from the stream-ordered allocator and runs to completion.
 #pragma once
 #include <cuda_runtime.h>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,9 +103,11 @@ inline size_t wrapper_smem(size_t smem, unsigned loop_bytes) {
 // The limit last set on a wrapper that keeps the loop's state in dynamic shared memory, per
 // device (a function's attributes are its context's): its launches raise it only when they need
 // more, not on every launch (two driver calls each). Devices past the table ask every time.
+// Read and raised with the compiler's atomic built-ins (threads may launch at once): <atomic>
+// is not among the cheap headers a transformed unit may include (tests/support_headers.rs).
 constexpr int kRaisedLimitDevices = 32;
 struct RaisedLimits {
-  std::atomic<size_t> bytes[kRaisedLimitDevices];
+  size_t bytes[kRaisedLimitDevices];
 };
 // Static, as `launch_erased` is: two units' `static` kernels of one name share no table.
 template <class Kernels>
@@ -122,12 +123,12 @@ static RaisedLimits* raised_limits() {
 template <class O, class W>
 void copy_smem_limit(O original, W wrapper, size_t smem, size_t wsmem, RaisedLimits* raised) {
   if (wsmem <= 48 * 1024 && wsmem == smem) return;
-  std::atomic<size_t>* set = nullptr;
+  size_t* set = nullptr;
   int device = -1;
   if (raised && wsmem > smem && cudaGetDevice(&device) == cudaSuccess && device >= 0 &&
       device < kRaisedLimitDevices) {
     set = &raised->bytes[device];
-    if (wsmem <= set->load(std::memory_order_acquire)) return;
+    if (wsmem <= __atomic_load_n(set, __ATOMIC_ACQUIRE)) return;
   }
   cudaFuncAttributes attr;
   if (cudaFuncGetAttributes(&attr, original) == cudaSuccess) {
@@ -136,8 +137,9 @@ void copy_smem_limit(O original, W wrapper, size_t smem, size_t wsmem, RaisedLim
     if (cudaFuncSetAttribute(wrapper, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit) ==
             cudaSuccess &&
         set) {
-      size_t seen = set->load(std::memory_order_relaxed);
-      while (seen < limit && !set->compare_exchange_weak(seen, limit, std::memory_order_release)) {
+      size_t seen = __atomic_load_n(set, __ATOMIC_RELAXED);
+      while (seen < limit && !__atomic_compare_exchange_n(set, &seen, limit, true,
+                                                          __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
       }
     }
   }
