@@ -165,8 +165,6 @@
 #undef command
 #pragma push_macro("command_seq")
 #undef command_seq
-#pragma push_macro("compare_exchange_weak")
-#undef compare_exchange_weak
 #pragma push_macro("complete")
 #undef complete
 #pragma push_macro("conditional")
@@ -437,8 +435,6 @@
 #undef live
 #pragma push_macro("live_value")
 #undef live_value
-#pragma push_macro("load")
-#undef load
 #pragma push_macro("load_acquire_sys")
 #undef load_acquire_sys
 #pragma push_macro("log_claim")
@@ -475,12 +471,6 @@
 #undef mask
 #pragma push_macro("maxDynamicSharedSizeBytes")
 #undef maxDynamicSharedSizeBytes
-#pragma push_macro("memory_order_acquire")
-#undef memory_order_acquire
-#pragma push_macro("memory_order_relaxed")
-#undef memory_order_relaxed
-#pragma push_macro("memory_order_release")
-#undef memory_order_release
 #pragma push_macro("min_chunk")
 #undef min_chunk
 #pragma push_macro("mine")
