@@ -250,7 +250,13 @@ impl<'a, 't> Walker<'a, 't> {
             return Ok(Class::Apart);
         }
         if matches!(s.kind(), "preproc_if" | "preproc_ifdef") {
-            return Err(self.refusal(range, "conditional compilation follows it"));
+            // Guarded whole, as one statement: whichever branch is compiled runs only while
+            // live (`#if __CUDA_ARCH__ >= 300` around a store before a barrier, OpenCV's
+            // pyramidal Lucas-Kanade). A return inside would need its own steps, and a
+            // declaration would end up inside the guard's braces, out of reach of what follows.
+            if has_return || declares_in_branches(s) {
+                return Err(self.refusal(range, "conditional compilation follows it"));
+            }
         }
         if s.kind() == "expression_statement" && self.effects.local_writes_only(s) {
             return Ok(Class::Apart); // returned threads compute it too: it may feed a condition
@@ -504,6 +510,20 @@ impl<'a, 't> Walker<'a, 't> {
             .copied()
             .find(|b| b.node.id() == e.id())
     }
+}
+
+/// Whether a branch of a preprocessor conditional (or of one nested in it) declares a name
+/// as one of its own statements.
+fn declares_in_branches(n: Node) -> bool {
+    let mut c = n.walk();
+    let found = n.named_children(&mut c).any(|x| match x.kind() {
+        "declaration" => true,
+        "preproc_if" | "preproc_ifdef" | "preproc_else" | "preproc_elif" | "preproc_elifdef" => {
+            declares_in_branches(x)
+        }
+        _ => false,
+    });
+    found
 }
 
 #[cfg(test)]

@@ -50,12 +50,19 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                 } else {
                     above_pragmas(src, range.start)
                 };
+                // At a directive's line start, the guard gets a line of its own, indented as
+                // the first line of code in the range.
+                let indent = if src[..start].ends_with('\n') {
+                    code_indent(&src[start..range.end])
+                } else {
+                    ""
+                };
                 if !head.is_empty() && src[start..].trim_start().starts_with('#') {
                     head.truncate(head.trim_end().len());
-                    head.push('\n');
+                    head = format!("{indent}{head}\n");
                 }
                 if !tail.is_empty() && ends_in_directive(src, range.end) {
-                    tail.insert(0, '\n');
+                    tail = format!("\n{indent}{}", tail.trim_start());
                 }
                 edits.push(Edit::insert(start, head));
                 edits.push(Edit::insert(range.end, tail));
@@ -114,6 +121,13 @@ fn above_pragmas(src: &str, at: usize) -> usize {
         }
         start = prev_start;
     }
+}
+
+/// The leading blanks of the first line of `text` that is code, not a directive.
+fn code_indent(text: &str) -> &str {
+    text.lines()
+        .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map_or("", |l| &l[..l.len() - l.trim_start().len()])
 }
 
 /// Whether the line that `at` ends (or lies in) is a preprocessor directive: text inserted at
@@ -192,6 +206,24 @@ mod tests {
             out.contains("if (__cp_live) { s[threadIdx.x] += in[i]; }"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn a_preprocessor_conditional_after_a_return_is_guarded_whole() {
+        let out = predicated(&format!(
+            "{HEAD}#if __CUDA_ARCH__ >= 300\n  if (threadIdx.x == 0) s[0] = in[i];\n#else\n  s[threadIdx.x] = in[i];\n#endif\n  __syncthreads();\n  out[i] = s[0];"
+        ));
+        assert!(
+            out.contains("\n  if (__cp_live) {\n#if __CUDA_ARCH__ >= 300\n"),
+            "{out}"
+        );
+        assert!(out.contains("#endif\n  }\n  __syncthreads();"), "{out}");
+        // A declaration in a branch would be out of reach behind the guard's braces.
+        let src = format!(
+            "__global__ void k(const float* in, float* out, int n, int m) {{\n{HEAD}#ifdef WIDE\n  float v = in[i];\n#else\n  float v = 0;\n#endif\n  __syncthreads();\n  out[i] = v;\n}}\n"
+        );
+        let t = transform(&src, "t.cu", &Options::default()).expect("transform");
+        assert_eq!(t.transformed_count(), 0);
     }
 
     #[test]
