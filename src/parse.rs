@@ -223,6 +223,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let space_macros = execution_space_macro_uses(src, &space_table);
     let mut type_arguments = keyword_type_arguments(src);
     type_arguments.extend(keyword_functional_casts(src));
+    type_arguments.extend(type_macro_uses(src, &defs, included_macros));
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     qualifiers.extend(assertion_macro_uses(src, &defs, included_macros));
     let string_macros = string_macro_uses(src);
@@ -1130,6 +1131,41 @@ fn keyword_type_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
             continue;
         }
         out.push(word.range());
+    }
+    out
+}
+
+/// Uses of a function-like macro whose replacement text is a dependent type (`#define
+/// MAKE_VEC(T, cn) typename MakeVec<T, cn>::type`, OpenCV's arithmetic kernels) where a
+/// declaration's type stands: followed by a declarator's name, `*` or `&` (`MAKE_VEC(T, 2)
+/// val;`). The grammar reads a call there, and each such declaration was a syntax error
+/// (CP100, CP001 in a kernel). In the masked view the use becomes an identifier of the same
+/// length, a type's name. Uses over several lines are left alone (the view keeps every
+/// newline where it is).
+fn type_macro_uses(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("typename") && included_macros.is_empty() {
+        return Vec::new();
+    }
+    let names = macros_defined_as(defs, included_macros, |body, function_like| {
+        (function_like && body.trim_start().starts_with("typename ")).then_some(true)
+    });
+    let mut out = Vec::new();
+    for name in &names {
+        for (at, end) in uses_with_ends(src, name) {
+            if end == at + name.len() || src[at..end].contains('\n') {
+                continue; // no arguments: not this macro's use
+            }
+            let next = src[end..].trim_start_matches([' ', '\t']);
+            if next
+                .starts_with(|c: char| c == '_' || c == '*' || c == '&' || c.is_ascii_alphabetic())
+            {
+                out.push(at..end);
+            }
+        }
     }
     out
 }
