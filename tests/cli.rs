@@ -318,7 +318,8 @@ fn check_reports_per_kernel_with_exit_code_and_json() {
             "with_helper",
             "with_file_array",
             "mixed",
-            "scalar_limit"
+            "scalar_limit",
+            "quad_limit"
         ]
     );
 }
