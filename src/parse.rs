@@ -214,6 +214,8 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     qualifiers.extend(declarator_attributes(src));
     qualifiers.extend(macro_uses(src, &visibility_macros(&defs, included_macros)));
     qualifiers.extend(class_instantiations(src));
+    qualifiers.extend(instantiation_attribute_words(src));
+    qualifiers.extend(operator_instantiations(src));
     let attributes = attribute_macros(&defs, included_macros);
     qualifiers.extend(macro_uses_with_arguments(src, &attributes));
     qualifiers.extend(macro_uses_with_arguments(
@@ -971,6 +973,60 @@ fn class_instantiations(src: &str) -> Vec<std::ops::Range<usize>> {
         .collect()
 }
 
+/// An upper-case word between `template` and the return type of an explicit instantiation
+/// (`template CV_EXPORTS void aggregate<64u>(...);`, OpenCV's stereo matching): an export
+/// macro from a header the analysis may not read. The grammar reads a type there, then a
+/// second one, and the whole instantiation was a syntax error (CP100, 48 of them in one file).
+/// Blanked in the masked view where a return type and the function's name still follow, so a
+/// return type spelled in capitals (`template REAL f<float>(...)`) is left alone.
+fn instantiation_attribute_words(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("template") {
+        return Vec::new();
+    }
+    static WORD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = WORD.get_or_init(|| {
+        regex::Regex::new(
+            r"(?m)(?:^|[;{}])[ \t]*template[ \t]+([A-Z][A-Z0-9_]*)[ \t]+(?:[A-Za-z_][A-Za-z0-9_:]*[ \t*&]+)+[A-Za-z_][A-Za-z0-9_:]*[ \t]*[<(]",
+        )
+        .expect("valid regex")
+    });
+    re.captures_iter(src)
+        .filter_map(|c| c.get(1).map(|m| m.range()))
+        .collect()
+}
+
+/// Explicit instantiations of a member operator template, one line each (`template void
+/// PathAggregation::operator()<64>(const GpuMat& left, ...);`, OpenCV's stereo matching): the
+/// grammar reads no template arguments after `operator()`, and each line was a syntax error
+/// (CP100). They name no kernel (a line with `__global__` is left alone) and only ask the
+/// compiler for an instance of what the file defines. Blanked in the masked view.
+fn operator_instantiations(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("operator") {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    let mut at = 0;
+    for line in src.split_inclusive('\n') {
+        let code = line.trim();
+        let start = at + (line.len() - line.trim_start().len());
+        at += line.len();
+        let Some(rest) = code.strip_prefix("template") else {
+            continue;
+        };
+        if rest.trim_start().starts_with('<')
+            || !rest.starts_with([' ', '\t'])
+            || !code.ends_with(';')
+            || code.contains('{')
+            || code.contains("__global__")
+            || !lang::has_word(code, "operator")
+        {
+            continue;
+        }
+        out.push(start..start + code.len());
+    }
+    out
+}
+
 /// `macro_uses`, each with its arguments where `(` follows the name on its line.
 fn macro_uses_with_arguments(src: &str, names: &[String]) -> Vec<std::ops::Range<usize>> {
     let b = src.as_bytes();
@@ -1644,10 +1700,32 @@ fn assertion_macro_uses(
     out
 }
 
+/// Whether a macro's replacement text is one host function's definition (`#define
+/// implementNppDecimate(bit, typ) NCVStatus nppiStDecimate_##bit##typ##_C1R(...) { ... }`,
+/// OpenCV's legacy module, whose uses stand on lines of their own at file scope): a return
+/// type, a name, parameters, then a body to the end. Nothing of the device (`__global__`,
+/// `__device__`, a launch), so that the analysis loses nothing by not reading it.
+fn host_function(body: &str) -> bool {
+    static HEAD: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let head = HEAD.get_or_init(|| {
+        regex::Regex::new(
+            r"^(?:(?:static|inline|extern|__host__|__forceinline__)\s+)*[A-Za-z_][A-Za-z0-9_:#]*(?:\s*<[^;{}()]*>)?[\s*&]+[A-Za-z_][A-Za-z0-9_:#]*\s*\([^;{}]*\)\s*(?:const\s*)?\{",
+        )
+        .expect("valid regex")
+    });
+    let body = body.trim();
+    body.ends_with('}')
+        && !body.contains("<<<")
+        && !body.contains("__global__")
+        && !body.contains("__device__")
+        && head.is_match(body)
+}
+
 /// Uses of a macro whose replacement can only stand where declarations do, never among a
 /// body's statements: it begins with `template` (`#define INSTANTIATE(T) template void
 /// launch<T>(T*, int);`, as libraries instantiate their launchers per type), `extern template`,
-/// `extern "C"` or `namespace`, or with such a macro, `extern` or not (`#define DECL_ALL(n)
+/// `extern "C"` or `namespace`, or is a host function's definition (`host_function`), or with
+/// such a macro, `extern` or not (`#define DECL_ALL(n)
 /// extern DECL(n, 8); extern DECL(n, 16);`, a public inference library's attention kernels),
 /// worked out to a fixpoint. Written at file scope without a `;` after them, the grammar reads
 /// the uses and what follows as one declaration: a kernel defined there was missing from the
@@ -1696,7 +1774,7 @@ fn instantiation_macro_uses(
         }
         let macro_use = names.contains(&word.as_str())
             && (after.is_empty() || after.trim_start().starts_with('('));
-        matches!(word.as_str(), "template" | "namespace") || macro_use
+        matches!(word.as_str(), "template" | "namespace") || macro_use || host_function(body)
     });
     let b = src.as_bytes();
     let mut out = Vec::new();
@@ -2700,6 +2778,32 @@ FI_INLINE int row() { return blockIdx.x; }
         let open = "void f(int a\n#if X\n, int b);\n#endif\n";
         assert!(blanked(open).is_empty());
         assert!(!parse(src).tree.root_node().has_error());
+    }
+
+    #[test]
+    fn explicit_instantiations_and_function_macros_of_host_code_parse() {
+        let fails_alone = |src: &str| {
+            let mut raw = Parser::new();
+            raw.set_language(&lang::language()).expect("grammar");
+            let unmasked = raw.parse(src, None).expect("parse");
+            assert!(
+                unmasked.root_node().has_error(),
+                "the grammar alone fails: {src}"
+            );
+            assert!(!parse(src).tree.root_node().has_error(), "{src}");
+        };
+        // An export macro the file does not define, between `template` and the return type.
+        fails_alone("template <int N> void agg(const int& x) { }\ntemplate CV_EXPORTS void agg<64>(const int& x);\n");
+        // A member operator template's instantiation.
+        fails_alone("struct P { template <int N> void operator()(int a); };\ntemplate void P::operator()<64>(int a);\n");
+        // A macro that defines a host function, used on its own line.
+        fails_alone("#define IMPL(bit) int decimate_##bit(int* p, int n) { \\\n  return n * bit; }\nIMPL(32)\nIMPL(64)\nint after(int x) { return x; }\n");
+        // A dependent type through a macro.
+        fails_alone("template <typename T, int N> struct V { typedef T type; };\n#define VEC(T, n) typename V<T, n>::type\ntemplate <typename T> void f() { VEC(T, 2) v; v = 0; }\n");
+        // A return type in capitals stays one.
+        let real = "typedef float REAL;\ntemplate <typename T> REAL g(T x) { return x; }\ntemplate REAL g<float>(float x);\n";
+        assert!(!parse(real).tree.root_node().has_error());
+        assert!(instantiation_attribute_words(real).is_empty());
     }
 
     #[test]
