@@ -269,33 +269,36 @@ pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
 /// memory, so every thread of a block that loads the same element of it reads the same value
 /// (another thread's write in between would be a data race in the original too).
 pub(super) fn read_only_parameters(function: Node, src: &str) -> BTreeSet<String> {
+    kernel_parameters(function, src)
+        .into_iter()
+        // The pointee's `const` stands beside the type, outside the declarator.
+        .filter_map(|(p, d)| one_pointer_level(d, true).filter(|_| has_const(p, src)))
+        .map(|name| text(name, src).to_string())
+        .collect()
+}
+
+/// A kernel's parameters that declare something and say nothing `volatile`, each with its
+/// declarator; none for a function that is no kernel (a helper's pointer may point at anything
+/// its caller has).
+fn kernel_parameters<'t>(function: Node<'t>, src: &str) -> Vec<(Node<'t>, Node<'t>)> {
     let f = crate::lang::fields();
-    let mut out = BTreeSet::new();
     let head_end = function
         .child_by_field_id(f.body)
         .map_or(function.end_byte(), |b| b.start_byte());
-    // Only a kernel's: a helper's pointer may point at anything its caller has.
     if !src[function.start_byte()..head_end].contains("__global__") {
-        return out;
+        return Vec::new();
     }
     let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
     else {
-        return out;
+        return Vec::new();
     };
     let mut c = list.walk();
-    for p in list.named_children(&mut c) {
-        if p.kind() != "parameter_declaration" || text(p, src).contains("volatile") {
-            continue;
-        }
-        let Some(d) = p.child_by_field_id(f.declarator) else {
-            continue;
-        };
-        // The pointee's `const` stands beside the type, outside the declarator.
-        if let Some(name) = one_pointer_level(d, true).filter(|_| has_const(p, src)) {
-            out.insert(text(name, src).to_string());
-        }
-    }
-    out
+    let params = list
+        .named_children(&mut c)
+        .filter(|p| p.kind() == "parameter_declaration" && !text(*p, src).contains("volatile"))
+        .filter_map(|p| Some((p, p.child_by_field_id(f.declarator)?)))
+        .collect();
+    params
 }
 
 /// A kernel's pointer parameters (`T* p`, `T** p`, `T p[]`; nothing `volatile`) whose first
@@ -313,28 +316,11 @@ pub(super) fn unwritten_parameters(
     src: &str,
     macros: &BTreeMap<String, MacroFacts>,
 ) -> BTreeSet<String> {
-    let f = crate::lang::fields();
-    let mut out = BTreeSet::new();
-    let head_end = function
-        .child_by_field_id(f.body)
-        .map_or(function.end_byte(), |b| b.start_byte());
-    if !src[function.start_byte()..head_end].contains("__global__") {
-        return out;
-    }
-    let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
-    else {
-        return out;
-    };
-    let mut c = list.walk();
-    for p in list.named_children(&mut c) {
-        if p.kind() != "parameter_declaration" || text(p, src).contains("volatile") {
-            continue;
-        }
-        let Some(name) = p.child_by_field_id(f.declarator).and_then(pointer_name) else {
-            continue;
-        };
-        out.insert(text(name, src).to_string());
-    }
+    let mut out: BTreeSet<String> = kernel_parameters(function, src)
+        .into_iter()
+        .filter_map(|(_, d)| pointer_name(d))
+        .map(|name| text(name, src).to_string())
+        .collect();
     if out.is_empty() {
         return out;
     }
