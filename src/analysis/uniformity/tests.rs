@@ -208,6 +208,18 @@ fn loads_through_pointer_parameters_the_kernel_never_writes_are_uniform() {
 }
 
 #[test]
+fn double_precision_math_and_complex_values_of_uniform_arguments_are_uniform() {
+    uniform("", ", double x", "", "sqrt(fabs(x)) + floor(x) > 1.0");
+    uniform(
+        "",
+        ", double re",
+        "",
+        "cuCreal(cuCmul(make_cuDoubleComplex(re, 1.0), make_cuDoubleComplex(2.0, re))) > 0.0",
+    );
+    varying("", ", double x", "", "sqrt(x + threadIdx.x) > 1.0");
+}
+
+#[test]
 fn function_like_macros_of_arithmetic_give_uniform_values_of_uniform_arguments() {
     let ceil = "#define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))";
     uniform(ceil, ", int n", "", "blockIdx.x >= CEIL_DIV(n, 4)");
