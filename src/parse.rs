@@ -226,7 +226,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let space_macros = execution_space_macro_uses(src, &space_table);
     let mut type_arguments = keyword_type_arguments(src);
     type_arguments.extend(keyword_functional_casts(src));
-    type_arguments.extend(type_macro_uses(src, &defs, included_macros));
+    type_arguments.extend(type_macro_uses(src, &defs));
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     qualifiers.extend(assertion_macro_uses(src, &defs, included_macros));
     let string_macros = string_macro_uses(src);
@@ -1033,9 +1033,6 @@ fn operator_instantiations(src: &str) -> Vec<std::ops::Range<usize>> {
 /// a syntax error (CP100). The comma is blanked in the masked view, a call of one argument
 /// fewer.
 fn empty_last_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
-    if !src.contains(',') {
-        return Vec::new();
-    }
     let b = src.as_bytes();
     let mut out = Vec::new();
     for (at, _) in src.match_indices(',') {
@@ -1217,16 +1214,13 @@ fn keyword_type_arguments(src: &str) -> Vec<std::ops::Range<usize>> {
 /// val;`). The grammar reads a call there, and each such declaration was a syntax error
 /// (CP100, CP001 in a kernel). In the masked view the use becomes an identifier of the same
 /// length, a type's name. Uses over several lines are left alone (the view keeps every
-/// newline where it is).
-fn type_macro_uses(
-    src: &str,
-    defs: &[Define],
-    included_macros: &[(String, String)],
-) -> Vec<std::ops::Range<usize>> {
-    if !src.contains("typename") && included_macros.is_empty() {
+/// newline where it is). Only the file's own macros: an included one's parameters are not kept
+/// (`program::macro_definitions`), so it is not known to be function-like.
+fn type_macro_uses(src: &str, defs: &[Define]) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("typename") {
         return Vec::new();
     }
-    let names = macros_defined_as(defs, included_macros, |body, function_like| {
+    let names = macros_defined_as(defs, &[], |body, function_like| {
         (function_like && body.trim_start().starts_with("typename ")).then_some(true)
     });
     let mut out = Vec::new();

@@ -915,7 +915,8 @@ pub fn macro_parameters(text: &str) -> Vec<(String, Vec<String>)> {
     included_macros(text).parameters
 }
 
-/// A text's `#define`s, both lists from one reading.
+/// A text's `#define`s, both lists from one reading (its functions are the memo's to read,
+/// `MacroMemo::macros_of`: `macro_definitions` serves callers that want the macros alone).
 fn included_macros(text: &str) -> IncludedMacros {
     let mut out = IncludedMacros::default();
     for d in crate::parse::defines(&crate::parse::without_carriage_returns(text)) {
@@ -926,7 +927,6 @@ fn included_macros(text: &str) -> IncludedMacros {
             out.parameters.push((d.name.to_string(), params));
         }
     }
-    out.functions = crate::analysis::IncludedFunctions::of(text);
     out
 }
 
@@ -957,7 +957,10 @@ impl MacroMemo {
                 Some(m) => m,
                 None => {
                     let Some(t) = text_of(p) else { continue };
-                    let m = std::rc::Rc::new(included_macros(&t));
+                    let mut m = included_macros(&t);
+                    m.functions =
+                        crate::analysis::IncludedFunctions::of(&t, &m.definitions, &m.parameters);
+                    let m = std::rc::Rc::new(m);
                     self.by_file.borrow_mut().insert(p.clone(), m.clone());
                     m
                 }

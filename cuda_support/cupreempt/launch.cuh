@@ -109,11 +109,13 @@ constexpr int kRaisedLimitDevices = 32;
 struct RaisedLimits {
   size_t bytes[kRaisedLimitDevices];
 };
-// Static, as `launch_erased` is: two units' `static` kernels of one name share no table.
+// `Kernels`' table, or null where its wrappers keep the loop's state in static shared memory
+// (`loop_shared_bytes`): a launch given a table adds the state's bytes. Static, as
+// `launch_erased` is: two units' `static` kernels of one name share no table.
 template <class Kernels>
 static RaisedLimits* raised_limits() {
   static RaisedLimits limits;  // static storage: zero before any launch
-  return &limits;
+  return loop_shared_bytes<Kernels>::value ? &limits : nullptr;
 }
 
 // A program that raised the original's dynamic shared-memory limit expects the launch to work;
@@ -331,12 +333,14 @@ const bool Preload<Kernels>::registered =
 // arguments). Instantiated per launch, its body cost about 0.1 s of host compile each (gcc -O2:
 // a unit with 24 launches of a declared template kernel, 0.2 s as written, 2.5 s transformed).
 // Static, as `split_unit` is: each unit's copy asks for its own wrapper module.
-// `loop_bytes`: what the wrapper adds to the launch's dynamic shared memory (`wrapper_smem`);
-// such a wrapper is never looked up by name (the compiler launcher keeps it out of the wrapper
-// module, so that no launch finds it without the bytes).
+// `raised`: the kernel's table where its wrappers keep the loop's state in dynamic shared
+// memory (`raised_limits`), which the launch then adds (`wrapper_smem`); such a wrapper is
+// never looked up by name (the compiler launcher keeps it out of the wrapper module, so that
+// no launch finds it without the bytes).
 static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, dim3 block,
                           size_t smem, cudaStream_t stream, void** ptrs, size_t* sizes,
-                          unsigned nargs, unsigned loop_bytes, RaisedLimits* raised) {
+                          unsigned nargs, RaisedLimits* raised) {
+  const unsigned loop_bytes = raised ? CUPREEMPT_LOOP_SHARED_BYTES : 0u;
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
@@ -403,12 +407,11 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
 // launches ran the first unit's kernel).
 template <class... P, class Values, size_t... I>
 static void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Values& values, indices<I...>, unsigned loop_bytes,
-                   RaisedLimits* raised) {
+                   cudaStream_t stream, Values& values, indices<I...>, RaisedLimits* raised) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
   launch_erased(reinterpret_cast<const void*>(original), pick, grid, block, smem, stream, ptrs,
-                sizes, (unsigned)sizeof...(P), loop_bytes, raised);
+                sizes, (unsigned)sizeof...(P), raised);
 }
 }  // namespace detail
 
@@ -445,10 +448,7 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
   auto values = std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...);
   detail::launch_values(original, &detail::any_pick<Kernels>, grid, block, smem, stream, values,
                         typename detail::indices_for<P...>::type{},
-                        detail::loop_shared_bytes<Kernels>::value,
-                        detail::loop_shared_bytes<Kernels>::value
-                            ? detail::raised_limits<Kernels>()
-                            : nullptr);
+                        detail::raised_limits<Kernels>());
 }
 
 namespace detail {
@@ -494,9 +494,7 @@ void launch_with(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, P... a
   }
   const size_t wsmem = detail::wrapper_smem(smem, detail::loop_shared_bytes<Kernels>::value);
   detail::copy_smem_limit(Kernels::original, wrapper, smem, wsmem,
-                          detail::loop_shared_bytes<Kernels>::value
-                              ? detail::raised_limits<Kernels>()
-                              : nullptr);
+                          detail::raised_limits<Kernels>());
   const unsigned long long tasks = (unsigned long long)grid.x * grid.y * grid.z;
   const unsigned threads = block.x * block.y * block.z;
   unsigned blocks = tasks ? persistent_blocks(wrapper, threads, wsmem) : 0;
@@ -600,7 +598,7 @@ struct CUPREEMPT_NODISCARD AnyLauncher {
     if (pick || split_unit()) {
       auto values = std::tuple<typename std::decay<P>::type...>(args...);
       launch_values(original, pick, grid, block, smem, stream, values,
-                    typename indices_for<P...>::type{}, 0u, nullptr);
+                    typename indices_for<P...>::type{}, nullptr);
       return;
     }
 #endif

@@ -43,6 +43,22 @@ pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str)
     macros.insert(name.to_string(), f);
 }
 
+/// The facts of a list of `#define`s (name, replacement text) and the function-like ones'
+/// parameters, as another file gives them (`program::IncludedMacros`), not yet `close`d.
+pub fn of_lists(
+    definitions: &[(String, String)],
+    parameters: &[(String, Vec<String>)],
+) -> BTreeMap<String, MacroFacts> {
+    let mut all = BTreeMap::new();
+    for (name, text) in definitions {
+        define(&mut all, name, text);
+    }
+    for (name, params) in parameters {
+        set_params(&mut all, name, params.clone());
+    }
+    all
+}
+
 /// Records a `#define` of the file (`preproc_def` or `preproc_function_def`, at file scope or
 /// in a body): its replacement text and, for a function-like macro, its parameters.
 pub fn define_node(macros: &mut BTreeMap<String, MacroFacts>, node: tree_sitter::Node, src: &str) {

@@ -239,13 +239,10 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     let file_macros = if opts.known_macros.definitions.is_empty() {
         found.macros
     } else {
-        let mut all = std::collections::BTreeMap::new();
-        for (name, text) in &opts.known_macros.definitions {
-            macros::define(&mut all, name, text);
-        }
-        for (name, params) in &opts.known_macros.parameters {
-            macros::set_params(&mut all, name, params.clone());
-        }
+        let mut all = macros::of_lists(
+            &opts.known_macros.definitions,
+            &opts.known_macros.parameters,
+        );
         all.extend(found.macros);
         macros::close(all)
     };

@@ -11,8 +11,9 @@
 //! name defined elsewhere) counts nothing; one whose element type it does not size (a
 //! template parameter, a struct) may take one of the usual sizes per element: where some
 //! size (`ELEMENT_BYTES`) would let the original compile and not the static form, the kernel
-//! gets the dynamic form too (it compiles whatever the type). Only where the certain bytes alone pass the limit, or leave no
-//! room and the dynamic form cannot be had, is the kernel left as written.
+//! gets the dynamic form too (it compiles whatever the type). Only where the certain bytes
+//! alone pass the limit, or leave no room and the dynamic form cannot be had, is the kernel
+//! left as written.
 
 use super::callgraph::CallGraph;
 use super::{HelperPlan, KernelPlan};

@@ -36,10 +36,15 @@ pub struct IncludedFunctions {
 }
 
 impl IncludedFunctions {
-    /// The functions one file's text defines or declares. Only a text that names `__device__`
-    /// is parsed: a function without it is no device code's to call, and most of a large
-    /// program's headers have none.
-    pub fn of(text: &str) -> IncludedFunctions {
+    /// The functions one file's text defines or declares; `definitions` and `parameters`: its
+    /// `#define`s (`program::IncludedMacros`). Only a text that names `__device__` is parsed:
+    /// a function without it is no device code's to call, and most of a large program's
+    /// headers have none.
+    pub fn of(
+        text: &str,
+        definitions: &[(String, String)],
+        parameters: &[(String, Vec<String>)],
+    ) -> IncludedFunctions {
         let mut out = IncludedFunctions::default();
         if !text.contains("__device__") {
             return out;
@@ -47,26 +52,9 @@ impl IncludedFunctions {
         let src = crate::parse::without_carriage_returns(text);
         let parsed = crate::parse::parse(&src);
         let root = parsed.tree.root_node();
-        let mut macros = BTreeMap::new();
-        for d in crate::parse::defines(&src) {
-            super::macros::define(&mut macros, d.name, d.body);
-            if let Some(list) = d.params {
-                super::macros::set_params(
-                    &mut macros,
-                    d.name,
-                    crate::parse::macro_parameter_list(list),
-                );
-            }
-        }
-        let macros = super::macros::close(macros);
+        let macros = super::macros::close(super::macros::of_lists(definitions, parameters));
         let declared = file_declared(root, &src);
-        let uniform = helpers::uniform_helpers(
-            root,
-            &src,
-            &declared,
-            &macros,
-            &IncludedFunctions::default(),
-        );
+        let uniform = helpers::uniform_helpers(root, &src, &declared, &macros, &BTreeSet::new());
         for (name, overloads) in file_functions(root, &src) {
             if uniform.contains(&name) {
                 out.uniform.insert(name.clone());
@@ -81,6 +69,20 @@ impl IncludedFunctions {
     /// `other`'s functions beside these: overloads add up, and a name is a uniform helper only
     /// if no file defines it otherwise.
     pub fn merge(&mut self, other: &IncludedFunctions) {
+        self.uniform.extend(other.uniform.iter().cloned());
+        self.add_declarations(other);
+    }
+
+    /// What two contexts share: every overload of either, and as uniform helpers only the
+    /// names that are one in both.
+    pub fn meet(mut self, other: &IncludedFunctions) -> IncludedFunctions {
+        self.uniform.retain(|n| other.uniform.contains(n));
+        self.add_declarations(other);
+        self
+    }
+
+    /// `other`'s overloads and the names it defines otherwise than as uniform helpers.
+    fn add_declarations(&mut self, other: &IncludedFunctions) {
         for (name, overloads) in &other.parameters {
             self.parameters
                 .entry(name.clone())
@@ -88,20 +90,8 @@ impl IncludedFunctions {
                 .extend(overloads.iter().cloned());
         }
         self.not_uniform.extend(other.not_uniform.iter().cloned());
-        self.uniform.extend(other.uniform.iter().cloned());
         let not = &self.not_uniform;
         self.uniform.retain(|n| !not.contains(n));
-    }
-
-    /// What two contexts share: every overload of either, and as uniform helpers only the
-    /// names that are one in both.
-    pub fn meet(mut self, other: &IncludedFunctions) -> IncludedFunctions {
-        self.uniform.retain(|n| other.uniform.contains(n));
-        self.merge(&IncludedFunctions {
-            uniform: BTreeSet::new(),
-            ..other.clone()
-        });
-        self
     }
 }
 
@@ -116,7 +106,8 @@ pub struct FileNames<'t, 'm> {
     declared: Declared,
     /// The file's functions and the included files' (`IncludedFunctions::parameters`).
     functions: HashMap<String, Vec<Vec<bool>>>,
-    included: &'m IncludedFunctions,
+    /// The included files' uniform helpers whose names this file neither defines nor declares.
+    included_helpers: BTreeSet<String>,
     helpers: std::cell::OnceCell<std::collections::HashSet<String>>,
 }
 
@@ -131,6 +122,12 @@ impl<'t, 'm> FileNames<'t, 'm> {
         included: &'m IncludedFunctions,
     ) -> Self {
         let mut functions = file_functions(root, src);
+        let included_helpers = included
+            .uniform
+            .iter()
+            .filter(|n| !functions.contains_key(*n))
+            .cloned()
+            .collect();
         for (name, overloads) in &included.parameters {
             functions
                 .entry(name.clone())
@@ -143,7 +140,7 @@ impl<'t, 'm> FileNames<'t, 'm> {
             macros,
             declared: file_declared(root, src),
             functions,
-            included,
+            included_helpers,
             helpers: std::cell::OnceCell::new(),
         }
     }
@@ -165,17 +162,9 @@ impl<'t, 'm> FileNames<'t, 'm> {
                 self.src,
                 &self.declared,
                 self.macros,
-                self.included,
+                &self.included_helpers,
             );
-            // An included file's, unless this file defines or declares the name too.
-            let defined_here = file_functions(self.root, self.src);
-            own.extend(
-                self.included
-                    .uniform
-                    .iter()
-                    .filter(|n| !defined_here.contains_key(*n))
-                    .cloned(),
-            );
+            own.extend(self.included_helpers.iter().cloned());
             own
         })
     }
@@ -600,7 +589,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         {
             return;
         }
-        if self.macro_writes_nothing(name, 0) {
+        if macro_writes_nothing(self.macros, name, 0) {
             return;
         }
         let Some(args) = call.child_by_field_id(f.arguments) else {
@@ -1022,27 +1011,6 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             })
     }
 
-    /// Whether `name` is a function-like macro of this file (one definition) whose expansion
-    /// cannot write its arguments: no assignment or step in its text, and no call but of pure
-    /// functions and other such macros (a call could take an argument by reference).
-    fn macro_writes_nothing(&self, name: &str, depth: usize) -> bool {
-        let Some(m) = self
-            .macros
-            .get(name)
-            .filter(|m| m.params.is_some() && !m.redefined)
-        else {
-            return false;
-        };
-        depth <= 16
-            && !writes(&m.text)
-            && m.calls.iter().all(|c| {
-                lang::UNEVALUATED_OPERATORS.contains(&c.as_str())
-                    || lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
-                    || lang::is_pure_function(c)
-                    || c != name && self.macro_writes_nothing(c, depth + 1)
-            })
-    }
-
     /// The names whose reads are uniform unless written otherwise: the kernel's parameters
     /// passed by value and template parameters, the body's locals and enumerators, and the
     /// file's constants and enumerators. A name the file also declares as something else
@@ -1209,6 +1177,26 @@ fn reads_memory(t: &str) -> bool {
                 .last()
                 .is_some_and(|p| p.is_ascii_alphanumeric() || p == b'_' || p == b')' || p == b']')
     })
+}
+
+/// Whether `name` is a function-like macro (one definition) whose expansion cannot write its
+/// arguments: no assignment or step in its text, and no call but of pure functions and other
+/// such macros (a call could take an argument by reference).
+fn macro_writes_nothing(macros: &BTreeMap<String, MacroFacts>, name: &str, depth: usize) -> bool {
+    let Some(m) = macros
+        .get(name)
+        .filter(|m| m.params.is_some() && !m.redefined)
+    else {
+        return false;
+    };
+    depth <= 16
+        && !writes(&m.text)
+        && m.calls.iter().all(|c| {
+            lang::UNEVALUATED_OPERATORS.contains(&c.as_str())
+                || lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
+                || lang::is_pure_function(c)
+                || c != name && macro_writes_nothing(macros, c, depth + 1)
+        })
 }
 
 /// Whether a macro's replacement text assigns or steps a variable (`=`, `+=`, `++`, ...).

@@ -16,13 +16,14 @@ use std::collections::HashSet;
 /// must be one (a call is matched by name, not by overload), and every declaration of it must
 /// have a definition here with as many parameters (an overload only declared is defined in
 /// another file, unseen); a function template's non-type parameters, a member's fields and
-/// anything the file does not declare make it none.
+/// anything the file does not declare make it none. `included`: the included files' uniform
+/// helpers that this file does not define, which a helper here may call.
 pub(super) fn uniform_helpers(
     root: Node,
     src: &str,
     file: &Declared,
     macros: &BTreeMap<String, MacroFacts>,
-    included: &IncludedFunctions,
+    included: &BTreeSet<String>,
 ) -> HashSet<String> {
     let (definitions, declared): (Vec<_>, Vec<_>) = function_sites(root, src)
         .into_iter()
@@ -58,9 +59,8 @@ pub(super) fn uniform_helpers(
             .iter()
             .filter(|h| {
                 calls[*h].iter().any(|c| {
-                    let included_helper = included.uniform.contains(c) && !calls.contains_key(c);
                     !helpers.contains(c)
-                        && !included_helper
+                        && !included.contains(c)
                         && !lang::is_pure_function(c.as_str())
                         && !lang::UNIFORM_FUNCTIONS.contains(&c.as_str())
                 })

@@ -433,23 +433,14 @@ fn value_use(e: Node, src: &str, macros: &BTreeMap<String, MacroFacts>) -> bool 
                     .is_some_and(|d| d.kind() != "reference_declarator")
         }
         // An argument of a pure function (`min(p[i], n)`) or of a function-like macro that
-        // writes nothing and calls nothing else is a value.
+        // writes nothing is a value.
         "argument_list" => parent
             .parent()
             .filter(|call| call.kind_id() == k.call_expression)
             .and_then(|call| call.child_by_field_id(f.function))
             .is_some_and(|callee| {
                 let name = text(callee, src);
-                lang::is_pure_function(name)
-                    || macros.get(name).is_some_and(|m| {
-                        m.params.is_some()
-                            && !m.redefined
-                            && !writes(&m.text)
-                            && m.calls.iter().all(|c| {
-                                lang::is_pure_function(c)
-                                    || lang::UNEVALUATED_OPERATORS.contains(&c.as_str())
-                            })
-                    })
+                lang::is_pure_function(name) || macro_writes_nothing(macros, name, 0)
             }),
         _ => false,
     }
