@@ -53,7 +53,10 @@ for build in ${GPU_CHECK_BUILDS:-looks plain}; do
   echo "== harnesses, $build build" >>"$log"
   xargs -P "$(nproc)" -I{} sh -c "nvcc $bflags -o {}.$build.exe {}.cu >{}.$build.build 2>&1 || { echo 'BUILD FAILED {} ($build)'; head -30 {}.$build.build; }" <list | tee -a "$log"
   for h in $(cat list); do
-    timeout -s KILL 60 "./$h.$build.exe" >>"$log" 2>&1 || { echo "FAIL $h, $build build (exit $?: 137 = killed after 60 s)" >>"$log"; status=1; }
+    timeout -s KILL 60 "./$h.$build.exe" >>"$log" 2>&1
+    rc=$?
+    if [ $rc -eq 137 ]; then echo "FAIL $h, $build build (killed after 60 s)" >>"$log"; status=1
+    elif [ $rc -ne 0 ]; then echo "FAIL $h, $build build (exit $rc)" >>"$log"; status=1; fi
   done
 done
 grep -q '^FAIL\|BUILD FAILED' "$log" && status=1
