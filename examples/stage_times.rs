@@ -11,7 +11,7 @@ fn main() {
     let a = cupreempt::analysis::analyze(&parsed, &src, &opts);
     let t_an = t.elapsed();
     let t = std::time::Instant::now();
-    let r = cupreempt::rewrite::rewrite(&a, &src, &opts);
+    let r = cupreempt::rewrite::rewrite(&a, &src, &opts).expect("edits do not overlap");
     let t_rw = t.elapsed();
     let t = std::time::Instant::now();
     let out = cupreempt::edit::apply(&src, &r.edits, None).unwrap();

@@ -270,7 +270,7 @@ fn transform_here(
         });
     }
     let analysis = analysis::analyze(&parsed, src, opts);
-    let rewrite = crate::rewrite::rewrite(&analysis, src, opts);
+    let rewrite = crate::rewrite::rewrite(&analysis, src, opts)?;
     let mut edits = rewrite.edits;
     // Generated text takes the file's line ends, so that the output never mixes them. What
     // it copies from the `\r\n` file's view carries the view's blank for each `\r`: the

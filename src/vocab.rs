@@ -88,6 +88,12 @@ pub const RUN_TASKS: &str = "cupreempt::run_tasks";
 pub const CALL_FUNCTOR: &str = "::cupreempt::call_functor";
 /// Evaluates an initializer only in threads that have not returned (task_loop.cuh).
 pub const LIVE_VALUE: &str = "cupreempt::live_value";
+/// The live copy of a synchronizing helper `f` that returned threads call in the predicated
+/// form (`analysis::predicate`): `f__cp_live(__cp_live, ...)`.
+pub const LIVE_COPY_SUFFIX: &str = "__cp_live";
+pub fn live_copy_name(helper: &str) -> String {
+    format!("{helper}{LIVE_COPY_SUFFIX}")
+}
 /// The shared body's type for a kernel parameter of class type passed by value, and what the
 /// wrapper passes for it per task (task_loop.cuh).
 pub const BODY_PARAM: &str = "cupreempt::body_param_t";

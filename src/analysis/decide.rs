@@ -406,7 +406,15 @@ pub fn decide<'t>(
                 .help("in the predicated form every return is rewritten; expand the macro by hand"),
             );
         }
-        if let Some(stuck) = barriers.iter().find(|b| !b.rewritable()) {
+        // A call by name of a helper that synchronizes: the predicated form calls its live
+        // copy, which `predicate::plan` plans or refuses.
+        let live_copy = |b: &BarrierSite| {
+            plan.facts
+                .calls
+                .iter()
+                .any(|c| c.node.id() == b.node.id() && graph.barrier_names.contains(&c.name))
+        };
+        if let Some(stuck) = barriers.iter().find(|b| !b.rewritable() && !live_copy(b)) {
             let mut d = match syncing_helpers.iter().find(|(r, _)| *r == stuck.range()) {
                 // The barrier is a call to a helper that synchronizes: name the helper.
                 Some((_, helper)) => Diagnostic::new(

@@ -43,7 +43,7 @@ pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
 pub use callgraph::FUNCTOR_CALL;
 pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
-pub use predicate::{Predication, Step};
+pub use predicate::{LiveHelper, Predication, Step};
 pub use sites::{
     names_inserted, unconditional_params, FunctionSite, GridConstant, LaunchSite, Linkage, Param,
     TemplateParam,
@@ -429,7 +429,11 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 for i in reach {
                     helpers[i].reached = true;
                 }
-                let note = transformed(&mut plan, mode, hazard, opts, src, &names);
+                let helpers = predicate::Helpers {
+                    plans: &helpers,
+                    graph: &graph,
+                };
+                let note = transformed(&mut plan, mode, hazard, opts, src, &names, helpers);
                 diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
             }
             Err(refusals) => {
@@ -799,6 +803,7 @@ fn transformed<'t>(
     opts: &Options,
     src: &'t str,
     names: &uniformity::FileNames<'t, '_>,
+    helpers: predicate::Helpers<'_, 't>,
 ) -> Option<Diagnostic> {
     plan.mode = Some(mode);
     (plan.chunk, plan.budget_ns) = pragmas::chunking(opts, &plan.site.name, &plan.site.pragmas);
@@ -818,6 +823,7 @@ fn transformed<'t>(
         &plan.facts,
         src,
         names,
+        helpers,
         (ret.range(), bar.range()),
     ) {
         Ok(p) => {

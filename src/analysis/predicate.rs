@@ -12,15 +12,29 @@
 //! conditions are block-uniform and read no memory (so returned threads compute the same
 //! values), or are block reductions themselves. Anything else is refused (CP004), labelled.
 //!
+//! Synchronizing helpers. A call after the return of a helper of this file that synchronizes
+//! the block (`stage(s, v, i);`, `x = block_sum(x);`) is a barrier the returned threads must
+//! reach too: it calls the helper's live copy, `stage__cp_live(__cp_live, s, v, i)`, whose
+//! body is predicated as a kernel's is, every statement exposed (a thread may enter it
+//! returned). Its own returns clear its copy of the flag; a value-returning helper returns
+//! once, at its end, a value that returned threads do not compute (`live_value`). Arguments
+//! that read memory are evaluated only while live. Its parameters are uniform where the call
+//! passes uniform values, its conditions are checked as the kernel's are, and the synchronizing
+//! helpers it calls get live copies in turn. A helper that reads blockIdx/gridDim (it takes the
+//! task context), a member, one defined after its caller or in another file, one of several
+//! overloads, or a recursive one is refused, labelled.
+//!
 //! This module only decides; `rewrite::predicate` turns the steps into edits.
 
-use super::body::{BarrierSite, BodyFacts};
+use super::body::{BarrierSite, BodyFacts, Call};
+use super::callgraph::CallGraph;
 use super::effects::Effects;
 use super::flow::{children, descendants, ends, escapes};
 use super::uniformity::{FileNames, Uniformity};
+use super::HelperPlan;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, fields, kinds, text};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -42,53 +56,75 @@ pub enum Step<'t> {
     LiveInit { value: Node<'t> },
     /// A block reduction's argument list: returned threads vote the neutral value.
     NeutralVote { args: Node<'t>, and: bool },
+    /// A call of a synchronizing helper: it calls the live copy (`name`: the callee's name),
+    /// passing the flag first; the arguments in `wrap` read memory and are evaluated only while
+    /// live.
+    LiveCall {
+        name: Range<usize>,
+        args: Node<'t>,
+        wrap: Vec<Node<'t>>,
+    },
 }
 
 #[derive(Debug, Clone, Default)]
 pub struct Predication<'t> {
     pub steps: Vec<Step<'t>>,
+    /// The live copies the steps call, directly or through other copies, callees first.
+    pub live_helpers: Vec<LiveHelper<'t>>,
+}
+
+/// A synchronizing helper's live copy: the helper (an index into the analysis' helpers) and
+/// how its body is predicated.
+#[derive(Debug, Clone)]
+pub struct LiveHelper<'t> {
+    pub helper: usize,
+    pub steps: Vec<Step<'t>>,
+}
+
+/// Where the calls of synchronizing helpers lead: the file's helpers and their call graph.
+#[derive(Clone, Copy)]
+pub struct Helpers<'a, 't> {
+    pub plans: &'a [HelperPlan<'t>],
+    pub graph: &'a CallGraph,
+}
+
+/// A function body the walker predicates: a kernel's, or a helper's live copy.
+enum Body<'t> {
+    Kernel,
+    /// Every statement is exposed; `result`: the return at its end, of a value-returning
+    /// helper, whose value returned threads do not compute.
+    LiveCopy {
+        result: Option<Node<'t>>,
+    },
 }
 
 /// Plans the predicated form of `body`; Err: why it cannot be predicated.
+#[allow(clippy::too_many_arguments)]
 pub fn plan<'t>(
     body: Node<'t>,
     params: &[String],
     facts: &BodyFacts<'t>,
     src: &'t str,
     names: &FileNames<'t, '_>,
+    helpers: Helpers<'_, 't>,
     hazard: (Range<usize>, Range<usize>),
 ) -> Result<Predication<'t>, Diagnostic> {
-    let all = &facts.nodes;
-    let mut w = Walker {
-        src,
-        facts,
-        uni: None,
+    let mut w = Walker::new(
         body,
+        &facts.nodes,
+        params,
+        facts,
+        src,
         names,
-        returns: facts
-            .returns
-            .iter()
-            .filter(|r| r.node.kind_id() == kinds().return_statement)
-            .map(|r| r.node)
-            .collect(),
-        effects: Effects::new(all, src, params),
-        all,
-        control: BTreeMap::new(),
-        guarded: Vec::new(),
-        steps: Vec::new(),
-        labels: 0,
+        helpers,
         hazard,
-    };
-    let (goto, label) = (kinds().goto_statement, kinds().labeled_statement);
-    if let Some(g) = all
-        .iter()
-        .find(|n| n.kind_id() == goto || n.kind_id() == label)
-    {
-        return Err(w.refusal(g.byte_range(), "`goto` and labels are not predicated"));
-    }
-    w.sequence(&children(body), false, false)?;
-    w.check_control_writes()?;
-    Ok(Predication { steps: w.steps })
+        Body::Kernel,
+    );
+    w.walk()?;
+    Ok(Predication {
+        steps: w.steps,
+        live_helpers: w.live,
+    })
 }
 
 struct Walker<'a, 't> {
@@ -111,6 +147,17 @@ struct Walker<'a, 't> {
     steps: Vec<Step<'t>>,
     labels: u32,
     hazard: (Range<usize>, Range<usize>),
+    helpers: Helpers<'a, 't>,
+    /// The body's calls of helpers that synchronize the block (`CallGraph::barrier_names`).
+    syncing_calls: Vec<&'a Call<'t>>,
+    kind: Body<'t>,
+    /// For a live copy: its parameters that some call passes a value that may differ between
+    /// threads (`Uniformity::for_live_helper`).
+    varying_params: BTreeSet<String>,
+    /// The live copies planned so far (callees first), and the helpers being planned (a
+    /// recursive call is refused).
+    live: Vec<LiveHelper<'t>>,
+    planning: Vec<usize>,
 }
 
 /// What a statement needs.
@@ -130,6 +177,68 @@ struct OpenRun<'t> {
 }
 
 impl<'a, 't> Walker<'a, 't> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        body: Node<'t>,
+        all: &'a [Node<'t>],
+        params: &'a [String],
+        facts: &'a BodyFacts<'t>,
+        src: &'t str,
+        names: &'a FileNames<'t, 'a>,
+        helpers: Helpers<'a, 't>,
+        hazard: (Range<usize>, Range<usize>),
+        kind: Body<'t>,
+    ) -> Self {
+        let result = match &kind {
+            Body::LiveCopy { result } => result.map(|r| r.id()),
+            Body::Kernel => None,
+        };
+        Walker {
+            src,
+            facts,
+            uni: None,
+            body,
+            names,
+            returns: facts
+                .returns
+                .iter()
+                .filter(|r| r.node.kind_id() == kinds().return_statement)
+                .filter(|r| Some(r.node.id()) != result)
+                .map(|r| r.node)
+                .collect(),
+            effects: Effects::new(all, src, params),
+            all,
+            control: BTreeMap::new(),
+            guarded: Vec::new(),
+            steps: Vec::new(),
+            labels: 0,
+            hazard,
+            helpers,
+            syncing_calls: facts
+                .calls
+                .iter()
+                .filter(|c| helpers.graph.barrier_names.contains(&c.name))
+                .collect(),
+            kind,
+            varying_params: BTreeSet::new(),
+            live: Vec::new(),
+            planning: Vec::new(),
+        }
+    }
+
+    fn walk(&mut self) -> Result<(), Diagnostic> {
+        let (goto, label) = (kinds().goto_statement, kinds().labeled_statement);
+        if let Some(g) = self
+            .all
+            .iter()
+            .find(|n| n.kind_id() == goto || n.kind_id() == label)
+        {
+            return Err(self.refusal(g.byte_range(), "`goto` and labels are not predicated"));
+        }
+        self.sequence(&children(self.body), false, false)?;
+        self.check_control_writes()
+    }
+
     fn refusal(&self, at: Range<usize>, why: &str) -> Diagnostic {
         Diagnostic::new(
             Code::BarrierHazard,
@@ -230,6 +339,18 @@ impl<'a, 't> Walker<'a, 't> {
         let range = s.byte_range();
         let has_return = self.returns.iter().any(|r| range.contains(&r.start_byte()));
         let exposed = self.exposed(&range);
+        if let Body::LiveCopy {
+            result: Some(result),
+        } = self.kind
+        {
+            if result.id() == s.id() {
+                // Returned threads return a value-initialized one and compute nothing.
+                if let Some(v) = s.named_child(0).filter(|v| !self.effects.pure(*v)) {
+                    self.steps.push(Step::LiveInit { value: v });
+                }
+                return Ok(Class::Apart);
+            }
+        }
         if s.kind_id() == k.return_statement {
             self.steps.push(Step::Return {
                 node: s,
@@ -389,6 +510,9 @@ impl<'a, 't> Walker<'a, 't> {
     fn condition(&mut self, c: Node<'t>) -> Result<(), Diagnostic> {
         let e = lang::strip_parens(c);
         if let Some(b) = self.barrier_call(e) {
+            if b.method == LIVE_CALL {
+                return Err(self.refusal(c.byte_range(), "this condition is the value of a helper that synchronizes the block, which may differ between threads"));
+            }
             return self.vote(b);
         }
         if self.effects.pure(e) && !self.uniformity().expr_varying(e) {
@@ -409,16 +533,25 @@ impl<'a, 't> Walker<'a, 't> {
 
     fn uniformity(&mut self) -> &Uniformity<'t, 'a> {
         let (body, src, names) = (self.body, self.src, self.names);
-        let all = self.all;
+        let (all, live_copy, varying) = (
+            self.all,
+            matches!(self.kind, Body::LiveCopy { .. }),
+            &self.varying_params,
+        );
         self.uni.get_or_insert_with(|| {
             let blocks = super::body::thread_block_variables(all, src);
-            Uniformity::with_exits(body, all, names, blocks, false)
+            if live_copy {
+                Uniformity::for_live_helper(body, all, names, blocks, varying)
+            } else {
+                Uniformity::with_exits(body, all, names, blocks, false)
+            }
         })
     }
 
     fn vote(&mut self, b: BarrierSite<'t>) -> Result<(), Diagnostic> {
         let and = match b.method {
             "sync" => return Ok(()),
+            LIVE_CALL => return self.live_call(b.node),
             "sync_and" => true,
             _ => false,
         };
@@ -491,9 +624,11 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     fn exposed(&self, range: &Range<usize>) -> bool {
-        self.returns
-            .iter()
-            .any(|r| self.facts.reaches(&r.byte_range(), range))
+        matches!(self.kind, Body::LiveCopy { .. })
+            || self
+                .returns
+                .iter()
+                .any(|r| self.facts.reaches(&r.byte_range(), range))
     }
 
     fn has_barrier(&self, range: &Range<usize>) -> bool {
@@ -501,15 +636,205 @@ impl<'a, 't> Walker<'a, 't> {
             .barriers
             .iter()
             .any(|b| range.contains(&b.node.start_byte()))
+            || self
+                .syncing_calls
+                .iter()
+                .any(|c| range.contains(&c.node.start_byte()))
     }
 
+    /// `e` as a barrier: a barrier call, or a call of a synchronizing helper (`LIVE_CALL`).
     fn barrier_call(&self, e: Node<'t>) -> Option<BarrierSite<'t>> {
+        let call = self.syncing_calls.iter().find(|c| c.node.id() == e.id());
         self.facts
             .barriers
             .iter()
             .copied()
             .find(|b| b.node.id() == e.id())
+            .or(call.map(|c| BarrierSite {
+                node: c.node,
+                method: LIVE_CALL,
+                visible: true,
+            }))
     }
+
+    /// A call of a synchronizing helper that returned threads reach: it calls the helper's
+    /// live copy, planned here (with the copies of the helpers it calls in turn).
+    fn live_call(&mut self, node: Node<'t>) -> Result<(), Diagnostic> {
+        let Some(call) = self
+            .syncing_calls
+            .iter()
+            .copied()
+            .find(|c| c.node.id() == node.id())
+        else {
+            return Err(self.refusal(node.byte_range(), "this call synchronizes the block"));
+        };
+        let name = call.name.as_str();
+        let refuse = |w: &Self, why: String| {
+            Err(w.refusal(
+                node.byte_range(),
+                &format!("`{name}`, which synchronizes the block, gets no live copy: {why}"),
+            ))
+        };
+        let found = self.helpers.graph.by_name.get(name);
+        let index = match found.map(Vec::as_slice) {
+            Some([i]) => *i,
+            Some(_) => return refuse(self, "it has several overloads".into()),
+            None => {
+                return refuse(
+                    self,
+                    "it is defined in another file (the copy is made beside the definition)".into(),
+                )
+            }
+        };
+        let h: &'a HelperPlan<'t> = &self.helpers.plans[index];
+        if h.needs_ctx {
+            return refuse(
+                self,
+                "it reads blockIdx/gridDim (it takes the task context)".into(),
+            );
+        }
+        if h.site.member {
+            return refuse(self, "it is a member function".into());
+        }
+        if h.facts.barriers.iter().any(|b| !b.rewritable()) {
+            return refuse(
+                self,
+                "a barrier in it is inside a macro or inline PTX".into(),
+            );
+        }
+        if let Some(m) = h.facts.macro_uses.iter().find(|m| m.facts.returns) {
+            return refuse(self, format!("macro `{}` in it returns", m.name));
+        }
+        if h.site.outer.end_byte() > node.start_byte() {
+            return refuse(
+                self,
+                "it is defined after this call (the copy follows the definition)".into(),
+            );
+        }
+        if self.planning.contains(&index) {
+            return refuse(self, "it calls itself".into());
+        }
+        let Some(callee) = node.child_by_field_id(fields().function) else {
+            return refuse(self, "its callee has no name we can read".into());
+        };
+        let Some(name_range) = callee_name(callee, self.src, name) else {
+            return refuse(self, "its callee has no name we can read".into());
+        };
+        let params = &h.site.param_list;
+        let args: Vec<Node<'t>> = children(call.args)
+            .into_iter()
+            .filter(|a| a.kind_id() != kinds().comment)
+            .collect();
+        if params.iter().any(|p| p.pack) || args.len() > params.len() {
+            return refuse(
+                self,
+                "its parameters do not match this call's arguments one to one".into(),
+            );
+        }
+        let result = match live_result(h, self.src) {
+            Ok(r) => r,
+            Err(why) => return refuse(self, why),
+        };
+        let mut wrap = Vec::new();
+        let mut varying_params: BTreeSet<String> = params.iter().map(|p| p.name.clone()).collect();
+        for (a, p) in args.iter().zip(params) {
+            if !self.effects.pure(*a) {
+                if p.text.contains('&') {
+                    return Err(self.refusal(a.byte_range(), &format!("this argument reads memory, and `{name}` takes it by reference (returned threads must not evaluate it)")));
+                }
+                wrap.push(*a);
+            }
+            if !self.uniformity().expr_varying(*a) {
+                varying_params.remove(&p.name);
+            }
+        }
+        let by_value: Vec<String> = params
+            .iter()
+            .filter(|p| !p.text.contains('&'))
+            .map(|p| p.name.clone())
+            .collect();
+        let all = descendants(h.site.body);
+        let mut inner = Walker::new(
+            h.site.body,
+            &all,
+            &by_value,
+            &h.facts,
+            self.src,
+            self.names,
+            self.helpers,
+            self.hazard.clone(),
+            Body::LiveCopy { result },
+        );
+        inner.varying_params = varying_params;
+        inner.planning = self.planning.clone();
+        inner.planning.push(index);
+        inner.walk().map_err(|d| {
+            d.label(
+                node.byte_range(),
+                format!("in `{name}`'s live copy, which this call calls"),
+            )
+        })?;
+        self.live.append(&mut inner.live);
+        self.live.push(LiveHelper {
+            helper: index,
+            steps: inner.steps,
+        });
+        self.steps.push(Step::LiveCall {
+            name: name_range,
+            args: call.args,
+            wrap,
+        });
+        Ok(())
+    }
+}
+
+/// The `method` of a call of a synchronizing helper taken as a barrier (`Walker::barrier_call`).
+const LIVE_CALL: &str = "live";
+
+/// The byte range of a callee's own name, `f` of `f`, `f<T>` or `ns::f`.
+fn callee_name(callee: Node, src: &str, name: &str) -> Option<Range<usize>> {
+    let f = fields();
+    let mut n = callee;
+    loop {
+        match n.kind() {
+            "identifier" => return (text(n, src) == name).then(|| n.byte_range()),
+            "template_function" | "qualified_identifier" => n = n.child_by_field_id(f.name)?,
+            _ => return None,
+        }
+    }
+}
+
+/// For a helper's live copy: the return at the end of a value-returning helper (`None` for a
+/// `void` one). Err: why the copy cannot return the helper's value.
+fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<Option<Node<'t>>, String> {
+    let f = fields();
+    let func = h.site.func;
+    let declarator = func.child_by_field_id(f.declarator);
+    let void = func
+        .child_by_field_id(f.r#type)
+        .is_some_and(|t| text(t, src) == "void")
+        && declarator.is_some_and(|d| d.kind() == "function_declarator");
+    if declarator.is_some_and(|d| d.kind() == "reference_declarator") {
+        return Err("it returns a reference".into());
+    }
+    if void {
+        return Ok(None);
+    }
+    let last = children(h.site.body)
+        .into_iter()
+        .rfind(|n| n.kind_id() != kinds().comment);
+    let Some(last) = last.filter(|l| l.kind_id() == kinds().return_statement) else {
+        return Err("it returns a value other than by one `return` at its end".into());
+    };
+    let others = h
+        .facts
+        .returns
+        .iter()
+        .any(|r| r.node.kind_id() == kinds().return_statement && r.node.id() != last.id());
+    if others {
+        return Err("it returns a value other than by one `return` at its end".into());
+    }
+    Ok(Some(last))
 }
 
 /// Whether a branch of a preprocessor conditional (or of one nested in it) declares a name

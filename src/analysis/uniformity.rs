@@ -236,6 +236,32 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         thread_blocks: BTreeSet<String>,
         returns_exit: bool,
     ) -> Self {
+        Self::build(body, all, file, thread_blocks, returns_exit, None)
+    }
+
+    /// A helper's body as its live copy runs it (`predicate`, "synchronizing helpers"):
+    /// threads may enter it returned, so no load in it is made by every thread, and its
+    /// parameters are uniform only where every call passes a uniform value (those in
+    /// `varying_params` are not). Pointer parameters give no uniform loads: the caller may
+    /// write what they point at.
+    pub fn for_live_helper(
+        body: Node<'t>,
+        all: &[Node<'t>],
+        file: &'m FileNames<'t, 'm>,
+        thread_blocks: BTreeSet<String>,
+        varying_params: &BTreeSet<String>,
+    ) -> Self {
+        Self::build(body, all, file, thread_blocks, false, Some(varying_params))
+    }
+
+    fn build(
+        body: Node<'t>,
+        all: &[Node<'t>],
+        file: &'m FileNames<'t, 'm>,
+        thread_blocks: BTreeSet<String>,
+        returns_exit: bool,
+        helper_varying: Option<&BTreeSet<String>>,
+    ) -> Self {
         let (src, macros) = (file.src, file.macros);
         let mut u = Uniformity {
             src,
@@ -259,7 +285,13 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 && n.child_by_field_id(crate::lang::fields().function)
                     .is_some_and(|c| file.functions.contains_key(text(c, src)))
         });
-        if let Some(function) = body.parent() {
+        if let Some(varying) = helper_varying {
+            u.known.retain(|n| !varying.contains(n));
+            if let Some(function) = body.parent() {
+                u.constants = constant_names(function, all, src, &file.declared.other);
+            }
+            u.loads_by_all = Some((0, Vec::new()));
+        } else if let Some(function) = body.parent() {
             u.constants = constant_names(function, all, src, &file.declared.other);
             u.read_only = read_only_parameters(function, src);
             u.read_only

@@ -26,7 +26,11 @@ pub struct Rewrite {
 /// `opts.known_kernels`: kernels defined in files this one includes; `opts.known_helpers`: their
 /// helpers, those with the task-context form called with the context. With
 /// `opts.line_directives` generated code is compact (one line per original line).
-pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
+pub fn rewrite(
+    a: &Analysis,
+    src: &str,
+    opts: &crate::Options,
+) -> Result<Rewrite, crate::edit::OverlapError> {
     let (compact, known) = (opts.line_directives, opts.known_kernels.as_slice());
     let mut edits = Vec::new();
     let mut diagnostics = Vec::new();
@@ -61,7 +65,7 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
         if shim || opts.include_support {
             edits.push(Edit::insert(a.include_at, INCLUDE));
         }
-        return Rewrite { edits, diagnostics };
+        return Ok(Rewrite { edits, diagnostics });
     }
     edits.push(Edit::insert(a.include_at, INCLUDE));
     // Helpers of this file that take the context, and those of included files whose files
@@ -88,6 +92,22 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
     for k in a.kernels.iter().filter(|k| k.transformed()) {
         kernel::rewrite(k, src, &ctx_helpers, &call_defaults, compact, &mut edits);
     }
+    // The live copies of synchronizing helpers that predicated kernels call, each once, after
+    // its helper's definition.
+    let mut copied = BTreeSet::new();
+    let live = a
+        .kernels
+        .iter()
+        .filter(|k| k.transformed())
+        .filter_map(|k| k.predication.as_ref())
+        .flat_map(|p| &p.live_helpers);
+    for l in live {
+        if copied.insert(l.helper) {
+            let h = &a.helpers[l.helper];
+            let copy = predicate::live_copy(h, &l.steps, src)?;
+            edits.push(Edit::insert(h.site.outer.end_byte(), copy));
+        }
+    }
     for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
         helper::rewrite(h, src, &ctx_helpers, &call_defaults, compact, &mut edits);
     }
@@ -97,7 +117,7 @@ pub fn rewrite(a: &Analysis, src: &str, opts: &crate::Options) -> Rewrite {
     for m in &a.macro_launches {
         macro_launch::rewrite(m, a, src, known, &mut edits, &mut diagnostics);
     }
-    Rewrite { edits, diagnostics }
+    Ok(Rewrite { edits, diagnostics })
 }
 
 /// Shadows of the virtual built-ins at the top of a body, so that every use (macros included)

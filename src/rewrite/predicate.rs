@@ -1,9 +1,10 @@
 //! Edits of the predicated form (see `analysis::predicate` for why and when).
 
 use super::{body_indent, opens_own_line};
-use crate::analysis::{Predication, Step};
+use crate::analysis::{HelperPlan, Predication, Step};
 use crate::edit::Edit;
-use crate::vocab::{after_label, CTX_LIVE, LIVE_VALUE};
+use crate::lang;
+use crate::vocab::{after_label, live_copy_name, CTX_LIVE, LIVE_COPY_SUFFIX, LIVE_VALUE};
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
@@ -19,7 +20,45 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
             format!(" bool {CTX_LIVE} = true;")
         },
     ));
-    for step in &p.steps {
+    steps(&p.steps, src, edits);
+}
+
+/// The live copy of a synchronizing helper (`analysis::predicate`, "synchronizing helpers"),
+/// to follow its definition: the helper's text renamed, the flag its first parameter, its
+/// body predicated by `steps`.
+pub fn live_copy(
+    h: &HelperPlan,
+    steps_of_copy: &[Step],
+    src: &str,
+) -> Result<String, crate::edit::OverlapError> {
+    let s = &h.site;
+    let start = s.outer.start_byte().min(s.head);
+    let end = s.outer.end_byte();
+    let mut edits = vec![Edit::replace(
+        s.name_node.byte_range(),
+        live_copy_name(&s.name),
+    )];
+    let flag = format!("bool {CTX_LIVE}");
+    if s.param_list.is_empty() {
+        edits.push(Edit::replace(s.params.byte_range(), format!("({flag})")));
+    } else {
+        edits.push(Edit::insert(s.params.start_byte() + 1, format!("{flag}, ")));
+    }
+    steps(steps_of_copy, src, &mut edits);
+    for e in &mut edits {
+        e.start -= start;
+        e.end -= start;
+    }
+    let text = crate::edit::apply(&src[start..end], &edits, None)?;
+    Ok(format!(
+        "\n// cupreempt: `{}` for threads that may have returned (the predicated form): they pass\n\
+         // its barriers with `{CTX_LIVE}` cleared and skip its work.\n{text}",
+        s.name
+    ))
+}
+
+fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
+    for step in steps {
         match step {
             Step::Run {
                 range,
@@ -88,6 +127,22 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
                     format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
                 ));
                 edits.push(Edit::insert(value.end_byte(), "; })"));
+            }
+            Step::LiveCall { name, args, wrap } => {
+                edits.push(Edit::insert(name.end, LIVE_COPY_SUFFIX));
+                let flag = if lang::count_named(*args) == 0 {
+                    CTX_LIVE.to_string()
+                } else {
+                    format!("{CTX_LIVE}, ")
+                };
+                edits.push(Edit::insert(args.start_byte() + 1, flag));
+                for a in wrap {
+                    edits.push(Edit::insert(
+                        a.start_byte(),
+                        format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
+                    ));
+                    edits.push(Edit::insert(a.end_byte(), "; })"));
+                }
             }
             Step::NeutralVote { args, and } => {
                 let head = if *and {
