@@ -20,9 +20,10 @@
 //! once, at its end, a value that returned threads do not compute (`live_value`). Arguments
 //! that read memory are evaluated only while live. Its parameters are uniform where the call
 //! passes uniform values, its conditions are checked as the kernel's are, and the synchronizing
-//! helpers it calls get live copies in turn. A helper that reads blockIdx/gridDim (it takes the
-//! task context), a member, one defined after its caller or in another file, one of several
-//! overloads, or a recursive one is refused, labelled.
+//! helpers it calls get live copies in turn. A helper that reads blockIdx/gridDim gets a copy of
+//! its task-context form (`H__cp_live(__cp, __cp_live, ...)`). A member, a helper defined after
+//! its caller or in another file, one of several overloads, a recursive one, or one whose
+//! default arguments read blockIdx is refused, labelled.
 //!
 //! This module only decides; `rewrite::predicate` turns the steps into edits.
 
@@ -63,6 +64,8 @@ pub enum Step<'t> {
         name: Range<usize>,
         args: Node<'t>,
         wrap: Vec<Node<'t>>,
+        /// The helper takes the task context, which the call passes first (the flag follows).
+        ctx: bool,
     },
 }
 
@@ -687,11 +690,8 @@ impl<'a, 't> Walker<'a, 't> {
             }
         };
         let h: &'a HelperPlan<'t> = &self.helpers.plans[index];
-        if h.needs_ctx {
-            return refuse(
-                self,
-                "it reads blockIdx/gridDim (it takes the task context)".into(),
-            );
+        if h.call_defaults.is_some() {
+            return refuse(self, "a default argument of it reads blockIdx/gridDim".into());
         }
         if h.site.member {
             return refuse(self, "it is a member function".into());
@@ -783,6 +783,7 @@ impl<'a, 't> Walker<'a, 't> {
             name: name_range,
             args: call.args,
             wrap,
+            ctx: h.needs_ctx,
         });
         Ok(())
     }

@@ -92,6 +92,9 @@ pub fn rewrite(
     for k in a.kernels.iter().filter(|k| k.transformed()) {
         kernel::rewrite(k, src, &ctx_helpers, &call_defaults, compact, &mut edits);
     }
+    for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
+        helper::rewrite(h, src, &ctx_helpers, &call_defaults, compact, &mut edits);
+    }
     // The live copies of synchronizing helpers that predicated kernels call, each once, after
     // its helper's definition.
     let mut copied = BTreeSet::new();
@@ -104,12 +107,9 @@ pub fn rewrite(
     for l in live {
         if copied.insert(l.helper) {
             let h = &a.helpers[l.helper];
-            let copy = predicate::live_copy(h, &l.steps, src)?;
+            let copy = predicate::live_copy(h, &l.steps, src, &ctx_helpers)?;
             edits.push(Edit::insert(h.site.outer.end_byte(), copy));
         }
-    }
-    for h in a.helpers.iter().filter(|h| h.needs_ctx && h.reached) {
-        helper::rewrite(h, src, &ctx_helpers, &call_defaults, compact, &mut edits);
     }
     for l in &a.launches {
         launch::rewrite(l, a, src, known, false, &mut edits, &mut diagnostics);
@@ -134,7 +134,7 @@ pub fn rewrite(
 /// (the body's `blockIdx` is the task's; the query's type, `dim3`, is kept).
 /// `cg::this_grid()` before a query of the grid's shape or of this thread's place in it
 /// becomes the task's grid, made from the body's (the task's) blockIdx, gridDim and threadIdx.
-fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
+pub(super) fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
     for c in &facts.block_index_calls {
         edits.push(Edit::replace(c.byte_range(), "::dim3(blockIdx)"));
     }
@@ -156,7 +156,7 @@ fn block_index_calls(facts: &BodyFacts, edits: &mut Vec<Edit>) {
 /// the body's lambdas given what they need of them (`lambda_captures`). `thread_index`: a
 /// kernel's body (blockIdx and gridDim always, threadIdx where read), else a helper's (what it
 /// reads).
-fn prologue(
+pub(super) fn prologue(
     facts: &BodyFacts,
     body: Node,
     src: &str,
@@ -364,7 +364,7 @@ pub(crate) fn body_indent(body: Node, src: &str) -> String {
 /// `f(x)` → `f(__cp, x)` for calls to helpers that take the task context; a call that leaves
 /// out arguments whose defaults read blockIdx/gridDim passes them (`HelperPlan::call_defaults`:
 /// `f(p)` → `f(__cp, p, __cp.blockIdx.x)`, the task's).
-fn context_calls(
+pub(super) fn context_calls(
     facts: &BodyFacts,
     ctx_helpers: &BTreeSet<&str>,
     call_defaults: &BTreeMap<&str, &[Option<String>]>,
@@ -465,7 +465,7 @@ fn context_param(site: &crate::analysis::FunctionSite, src: &str, edits: &mut Ve
 
 /// Inserts the context parameter first in a parameter list, and `extra` (a declaration) after
 /// it.
-fn context_params(
+pub(super) fn context_params(
     site: &crate::analysis::FunctionSite,
     src: &str,
     extra: Option<&str>,

@@ -3,8 +3,11 @@
 use super::{body_indent, opens_own_line};
 use crate::analysis::{HelperPlan, Predication, Step};
 use crate::edit::Edit;
-use crate::lang;
-use crate::vocab::{after_label, live_copy_name, CTX_LIVE, LIVE_COPY_SUFFIX, LIVE_VALUE};
+use crate::lang::{self, fields};
+use std::collections::{BTreeMap, BTreeSet};
+use crate::vocab::{
+    after_label, live_copy_name, CTX_LIVE, CTX_TYPE, LIVE_COPY_SUFFIX, LIVE_VALUE,
+};
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
@@ -30,6 +33,7 @@ pub fn live_copy(
     h: &HelperPlan,
     steps_of_copy: &[Step],
     src: &str,
+    ctx_helpers: &BTreeSet<&str>,
 ) -> Result<String, crate::edit::OverlapError> {
     let s = &h.site;
     let start = s.outer.start_byte().min(s.head);
@@ -39,7 +43,28 @@ pub fn live_copy(
         live_copy_name(&s.name),
     )];
     let flag = format!("bool {CTX_LIVE}");
-    if s.param_list.is_empty() {
+    let mut close = "";
+    if h.needs_ctx {
+        // A copy of the task-context form (`rewrite::helper`), the flag after the context.
+        match s.template.and_then(|t| t.child_by_field_id(fields().parameters)) {
+            Some(list) => edits.push(Edit::insert(
+                list.end_byte() - 1,
+                format!(", class {CTX_TYPE}"),
+            )),
+            None => {
+                edits.push(Edit::insert(
+                    s.head,
+                    format!("extern \"C++\" {{ template <class {CTX_TYPE}> "),
+                ));
+                close = " }  // extern \"C++\"";
+            }
+        }
+        super::context_params(s, src, Some(&flag), &mut edits);
+        super::prologue(&h.facts, s.body, src, false, ctx_helpers, &mut edits);
+        // No block defaults: the analysis gives no copy to a helper with any.
+        super::context_calls(&h.facts, ctx_helpers, &BTreeMap::new(), &mut edits);
+        super::block_index_calls(&h.facts, &mut edits);
+    } else if s.param_list.is_empty() {
         edits.push(Edit::replace(s.params.byte_range(), format!("({flag})")));
     } else {
         edits.push(Edit::insert(s.params.start_byte() + 1, format!("{flag}, ")));
@@ -52,7 +77,7 @@ pub fn live_copy(
     let text = crate::edit::apply(&src[start..end], &edits, None)?;
     Ok(format!(
         "\n// cupreempt: `{}` for threads that may have returned (the predicated form): they pass\n\
-         // its barriers with `{CTX_LIVE}` cleared and skip its work.\n{text}",
+         // its barriers with `{CTX_LIVE}` cleared and skip its work.\n{text}{close}",
         s.name
     ))
 }
@@ -128,12 +153,19 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
                 ));
                 edits.push(Edit::insert(value.end_byte(), "; })"));
             }
-            Step::LiveCall { name, args, wrap } => {
+            Step::LiveCall {
+                name,
+                args,
+                wrap,
+                ctx,
+            } => {
                 edits.push(Edit::insert(name.end, LIVE_COPY_SUFFIX));
-                let flag = if lang::count_named(*args) == 0 {
-                    CTX_LIVE.to_string()
-                } else {
-                    format!("{CTX_LIVE}, ")
+                // After the context where the call passes it (`context_calls`: same offset,
+                // collected first).
+                let flag = match (lang::count_named(*args) == 0, *ctx) {
+                    (true, true) => format!(", {CTX_LIVE}"),
+                    (true, false) => CTX_LIVE.to_string(),
+                    (false, _) => format!("{CTX_LIVE}, "),
                 };
                 edits.push(Edit::insert(args.start_byte() + 1, flag));
                 for a in wrap {
