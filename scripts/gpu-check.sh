@@ -250,6 +250,11 @@ whole_file_e2e "kernels that fill static shared memory, the loop's state in dyna
   "40 launches planned: preemptible 40" '^full_shared_kernels\|launches planned\|chaos:'
 split_e2e "kernels that fill static shared memory, split by the launcher" tests/gpu/full_shared_kernels.cu \
   $e2e/full_shared-split 2 '^full_shared_kernels\|wrapper modules\|launches planned\|chaos:'
+# Predicated kernels calling synchronizing helpers of a header after their returns
+# (tests/gpu/header_sync_helpers.cu): the launcher transforms the header with the unit, which
+# makes the helpers' live copies; split, every launch preemptible, then chaos.
+split_e2e "synchronizing helpers of a header (live copies), split by the launcher" \
+  tests/gpu/header_sync_helpers.cu $e2e/header_sync 3 '^header_sync_helpers\|launches planned\|chaos:'
 # A kernel template declared in one file and defined, with explicit instantiations, in another
 # (tests/gpu/declared_template*.cu; `-static-global-template-stub=false`, which CUDA 13 needs for
 # a template kernel of another unit): each file through `cupreempt transform`, then linked,

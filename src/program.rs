@@ -211,6 +211,22 @@ pub struct KnownHelper {
     /// A definition in a region its file's parser cannot read (`Found::unread_helpers`): what
     /// it reads is unknown, so it counts as reading blockIdx/gridDim and synchronizing.
     pub unread: bool,
+    /// Its file, transformed in the same run, makes its live copy (`analysis::predicate`,
+    /// "synchronizing helpers"): a predicated kernel here that calls it after a return calls
+    /// the copy. Per parameter, what the call must give.
+    pub live_copy: Option<Vec<LiveParam>>,
+    /// Why its file makes no live copy of it, where it synchronizes the block.
+    pub no_live_copy: Option<String>,
+}
+
+/// A parameter of a helper's live copy, as another file's call must fill it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveParam {
+    /// A condition of a barrier in the copy reads it: the value must be the same in every
+    /// thread of the block.
+    pub uniform: bool,
+    /// Taken by reference: the argument cannot be evaluated only while live.
+    pub by_reference: bool,
 }
 
 impl KnownHelper {
@@ -226,6 +242,8 @@ impl KnownHelper {
             with_ctx: false,
             member: false,
             unread: true,
+            live_copy: None,
+            no_live_copy: None,
         }
     }
 
@@ -247,6 +265,18 @@ impl KnownHelper {
                     && !h.unfollowed_read,
                 member: h.site.member,
                 unread: false,
+                live_copy: h.live_params.as_ref().map(|uniform| {
+                    h.site
+                        .param_list
+                        .iter()
+                        .zip(uniform)
+                        .map(|(p, &uniform)| LiveParam {
+                            uniform,
+                            by_reference: p.text.contains('&'),
+                        })
+                        .collect()
+                }),
+                no_live_copy: h.no_live_copy.clone(),
             })
             .filter(|h| h.reads_block_ids || h.synchronizes || h.synchronizes_warp)
             .collect()

@@ -198,6 +198,11 @@ pub struct HelperPlan<'t> {
     /// transformed function passes them itself (`CallGraph::block_defaults`): in the helper
     /// they would read the hardware's values, at the call they read the task's.
     pub call_defaults: Option<Vec<Option<String>>>,
+    /// Its live copy is made for other files' kernels (`Analysis::live_exports`): for each
+    /// parameter, whether their calls must pass a value that is the same in every thread.
+    pub live_params: Option<Vec<bool>>,
+    /// Why it gets no live copy for other files' kernels, where it synchronizes the block.
+    pub no_live_copy: Option<String>,
 }
 
 impl<'t> HelperPlan<'t> {
@@ -226,6 +231,9 @@ pub struct Analysis<'t> {
     pub unread_helpers: Vec<scan::LostDefinition>,
     /// Where `#include "cupreempt.cuh"` goes: after the leading comments.
     pub include_at: usize,
+    /// Live copies of synchronizing helpers made for other files' kernels
+    /// (`Options::helpers_for_other_files`, `predicate::exported_copy`).
+    pub live_exports: Vec<LiveHelper<'t>>,
 }
 
 /// Analyzes `src` through its parse (the tree, and the execution-space macros it read).
@@ -432,6 +440,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 let helpers = predicate::Helpers {
                     plans: &helpers,
                     graph: &graph,
+                    known: &opts.known_helpers,
                 };
                 let note = transformed(&mut plan, mode, hazard, opts, src, &names, helpers);
                 diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
@@ -449,6 +458,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
     for i in 0..helpers.len() {
         helpers[i].unfollowed_read = graph.reaches_unfollowed_read(i, &helpers, src);
     }
+    let mut live_exports = Vec::new();
     if opts.helpers_for_other_files {
         // Kernels of other files in the run may call them (`KnownHelper::with_ctx`): those whose
         // every path to a block index the context can follow. One that reaches a member call of
@@ -468,8 +478,42 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                     && !hidden::unread_in(&h.site, &parsed.hidden, &graph, &macros, src)
             })
             .collect();
-        for i in exported {
+        for &i in &exported {
             helpers[i].reached = true;
+        }
+        // Their live copies, for other files' predicated kernels that call them after a
+        // return (`predicate::exported_copy`, `KnownHelper::live_copy`): of those that
+        // synchronize the block, one definition of their name, and, where they read the
+        // block index, whose context form is given to other files.
+        type Copy<'t> = Result<(Vec<LiveHelper<'t>>, Vec<bool>), String>;
+        let live: Vec<(usize, Copy<'t>)> = (0..helpers.len())
+            .filter(|&i| {
+                let h = &helpers[i];
+                h.synchronizes
+                    && graph
+                        .by_name
+                        .get(&h.site.name)
+                        .is_some_and(|v| v.len() == 1)
+                    && (!h.needs_ctx || exported.contains(&i))
+                    && !hidden::unread_in(&h.site, &parsed.hidden, &graph, &macros, src)
+            })
+            .map(|i| {
+                let known = predicate::Helpers {
+                    plans: &helpers,
+                    graph: &graph,
+                    known: &opts.known_helpers,
+                };
+                (i, predicate::exported_copy(i, known, src, &names))
+            })
+            .collect();
+        for (i, copy) in live {
+            match copy {
+                Ok((copies, uniform)) => {
+                    helpers[i].live_params = Some(uniform);
+                    live_exports.extend(copies);
+                }
+                Err(why) => helpers[i].no_live_copy = Some(why),
+            }
         }
     }
     let lost_kernels: Vec<(KernelId, scan::LostDefinition)> = found
@@ -512,6 +556,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         lost_kernels,
         unread_helpers,
         include_at: found.include_at,
+        live_exports,
     }
 }
 
@@ -789,6 +834,8 @@ fn helper_plans<'t>(
             reached: false,
             unfollowed_read: false,
             call_defaults: None,
+            live_params: None,
+            no_live_copy: None,
         })
         .collect()
 }

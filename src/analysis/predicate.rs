@@ -35,6 +35,7 @@ use super::uniformity::{FileNames, Uniformity};
 use super::HelperPlan;
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, fields, kinds, text};
+use crate::program::KnownHelper;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use tree_sitter::Node;
@@ -89,6 +90,8 @@ pub struct LiveHelper<'t> {
 pub struct Helpers<'a, 't> {
     pub plans: &'a [HelperPlan<'t>],
     pub graph: &'a CallGraph,
+    /// The functions of other files in the run (`Options::known_helpers`).
+    pub known: &'a [KnownHelper],
 }
 
 /// A function body the walker predicates: a kernel's, or a helper's live copy.
@@ -161,6 +164,8 @@ struct Walker<'a, 't> {
     /// recursive call is refused).
     live: Vec<LiveHelper<'t>>,
     planning: Vec<usize>,
+    /// For a live copy: the helper's name (refusals name it).
+    copy_of: Option<&'a str>,
 }
 
 /// What a statement needs.
@@ -226,6 +231,7 @@ impl<'a, 't> Walker<'a, 't> {
             varying_params: BTreeSet::new(),
             live: Vec::new(),
             planning: Vec::new(),
+            copy_of: None,
         }
     }
 
@@ -243,10 +249,11 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     fn refusal(&self, at: Range<usize>, why: &str) -> Diagnostic {
-        Diagnostic::new(
-            Code::BarrierHazard,
-            format!("a thread-dependent return reaches a barrier, and {why}"),
-        )
+        let message = match self.copy_of {
+            Some(h) => format!("a thread-dependent return reaches `{h}`, which synchronizes the block, and in its live copy {why}"),
+            None => format!("a thread-dependent return reaches a barrier, and {why}"),
+        };
+        Diagnostic::new(Code::BarrierHazard, message)
         .label(self.hazard.0.clone(), "this return depends on the thread")
         .label(self.hazard.1.clone(), "and can reach this barrier")
         .label(at, "returned threads cannot follow the live ones here")
@@ -661,7 +668,9 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     /// A call of a synchronizing helper that returned threads reach: it calls the helper's
-    /// live copy, planned here (with the copies of the helpers it calls in turn).
+    /// live copy, planned here (with the copies of the helpers it calls in turn), or the one
+    /// the helper's own file makes where another file of the run defines it
+    /// (`KnownHelper::live_copy`).
     fn live_call(&mut self, node: Node<'t>) -> Result<(), Diagnostic> {
         let Some(call) = self
             .syncing_calls
@@ -672,75 +681,48 @@ impl<'a, 't> Walker<'a, 't> {
             return Err(self.refusal(node.byte_range(), "this call synchronizes the block"));
         };
         let name = call.name.as_str();
-        let refuse = |w: &Self, why: String| {
+        let refuse = |w: &Self, why: &str| {
             Err(w.refusal(
                 node.byte_range(),
                 &format!("`{name}`, which synchronizes the block, gets no live copy: {why}"),
             ))
         };
-        let found = self.helpers.graph.by_name.get(name);
-        let index = match found.map(Vec::as_slice) {
-            Some([i]) => *i,
-            Some(_) => return refuse(self, "it has several overloads".into()),
-            None => {
-                return refuse(
-                    self,
-                    "it is defined in another file (the copy is made beside the definition)".into(),
-                )
-            }
+        let name_range = node
+            .child_by_field_id(fields().function)
+            .and_then(|callee| callee_name(callee, self.src, name));
+        let Some(name_range) = name_range else {
+            return refuse(self, "its callee has no name we can read");
         };
-        let h: &'a HelperPlan<'t> = &self.helpers.plans[index];
-        if h.call_defaults.is_some() {
-            return refuse(self, "a default argument of it reads blockIdx/gridDim".into());
-        }
-        if h.site.member {
-            return refuse(self, "it is a member function".into());
-        }
-        if h.facts.barriers.iter().any(|b| !b.rewritable()) {
-            return refuse(
-                self,
-                "a barrier in it is inside a macro or inline PTX".into(),
-            );
-        }
-        if let Some(m) = h.facts.macro_uses.iter().find(|m| m.facts.returns) {
-            return refuse(self, format!("macro `{}` in it returns", m.name));
-        }
-        if h.site.outer.end_byte() > node.start_byte() {
-            return refuse(
-                self,
-                "it is defined after this call (the copy follows the definition)".into(),
-            );
-        }
-        if self.planning.contains(&index) {
-            return refuse(self, "it calls itself".into());
-        }
-        let Some(callee) = node.child_by_field_id(fields().function) else {
-            return refuse(self, "its callee has no name we can read".into());
-        };
-        let Some(name_range) = callee_name(callee, self.src, name) else {
-            return refuse(self, "its callee has no name we can read".into());
-        };
-        let params = &h.site.param_list;
         let args: Vec<Node<'t>> = children(call.args)
             .into_iter()
             .filter(|a| a.kind_id() != kinds().comment)
             .collect();
+        let found = self.helpers.graph.by_name.get(name);
+        let index = match found.map(Vec::as_slice) {
+            Some([i]) => *i,
+            Some(_) => return refuse(self, "it has several overloads"),
+            None => return self.known_live_call(node, call, name_range, &args),
+        };
+        let h: &'a HelperPlan<'t> = &self.helpers.plans[index];
+        if h.site.outer.end_byte() > node.start_byte() {
+            return refuse(
+                self,
+                "it is defined after this call (the copy follows the definition)",
+            );
+        }
+        let params = &h.site.param_list;
         if params.iter().any(|p| p.pack) || args.len() > params.len() {
             return refuse(
                 self,
-                "its parameters do not match this call's arguments one to one".into(),
+                "its parameters do not match this call's arguments one to one",
             );
         }
-        let result = match live_result(h, self.src) {
-            Ok(r) => r,
-            Err(why) => return refuse(self, why),
-        };
         let mut wrap = Vec::new();
         let mut varying_params: BTreeSet<String> = params.iter().map(|p| p.name.clone()).collect();
         for (a, p) in args.iter().zip(params) {
             if !self.effects.pure(*a) {
                 if p.text.contains('&') {
-                    return Err(self.refusal(a.byte_range(), &format!("this argument reads memory, and `{name}` takes it by reference (returned threads must not evaluate it)")));
+                    return Err(self.by_reference(*a, name));
                 }
                 wrap.push(*a);
             }
@@ -748,37 +730,25 @@ impl<'a, 't> Walker<'a, 't> {
                 varying_params.remove(&p.name);
             }
         }
-        let by_value: Vec<String> = params
-            .iter()
-            .filter(|p| !p.text.contains('&'))
-            .map(|p| p.name.clone())
-            .collect();
-        let all = descendants(h.site.body);
-        let mut inner = Walker::new(
-            h.site.body,
-            &all,
-            &by_value,
-            &h.facts,
+        let copy = plan_copy(
+            index,
+            self.helpers,
             self.src,
             self.names,
-            self.helpers,
             self.hazard.clone(),
-            Body::LiveCopy { result },
+            varying_params,
+            &self.planning,
         );
-        inner.varying_params = varying_params;
-        inner.planning = self.planning.clone();
-        inner.planning.push(index);
-        inner.walk().map_err(|d| {
-            d.label(
-                node.byte_range(),
-                format!("in `{name}`'s live copy, which this call calls"),
-            )
-        })?;
-        self.live.append(&mut inner.live);
-        self.live.push(LiveHelper {
-            helper: index,
-            steps: inner.steps,
-        });
+        match copy {
+            Ok(mut copies) => self.live.append(&mut copies),
+            Err(CopyRefusal::Helper(why)) => return refuse(self, &why),
+            Err(CopyRefusal::Body(d)) => {
+                return Err(d.label(
+                    node.byte_range(),
+                    format!("in `{name}`'s live copy, which this call calls"),
+                ))
+            }
+        }
         self.steps.push(Step::LiveCall {
             name: name_range,
             args: call.args,
@@ -787,6 +757,180 @@ impl<'a, 't> Walker<'a, 't> {
         });
         Ok(())
     }
+
+    /// `live_call` of a helper another file of the run defines: the copy its file makes, if
+    /// it makes one, whose parameters that its conditions read get uniform values here.
+    fn known_live_call(
+        &mut self,
+        node: Node<'t>,
+        call: &Call<'t>,
+        name_range: Range<usize>,
+        args: &[Node<'t>],
+    ) -> Result<(), Diagnostic> {
+        let name = call.name.as_str();
+        let mut known = self.helpers.known.iter().filter(|k| k.name == name);
+        let (known, params) = match (known.next(), known.next()) {
+            (Some(k), None) => match (&k.live_copy, &k.no_live_copy) {
+                (Some(c), _) => (k, c),
+                (None, Some(why)) => return Err(self.refusal(
+                    node.byte_range(),
+                    &format!("`{name}`, which synchronizes the block, gets no live copy in its file: {why}"),
+                )),
+                (None, None) => return Err(self.refusal(
+                    node.byte_range(),
+                    &format!("`{name}`, which synchronizes the block, gets no live copy: it is defined in another file that is not transformed in the same run"),
+                )),
+            },
+            (Some(_), Some(_)) => return Err(self.refusal(
+                node.byte_range(),
+                &format!("`{name}`, which synchronizes the block, gets no live copy: other files define several functions of that name"),
+            )),
+            (None, _) => return Err(self.refusal(
+                node.byte_range(),
+                &format!("`{name}`, which synchronizes the block, gets no live copy: it is defined in another file that is not transformed in the same run"),
+            )),
+        };
+        if args.len() > params.len() {
+            return Err(self.refusal(
+                node.byte_range(),
+                &format!("`{name}`, which synchronizes the block, gets no live copy: its parameters do not match this call's arguments one to one"),
+            ));
+        }
+        let mut wrap = Vec::new();
+        for (a, p) in args.iter().zip(params) {
+            if !self.effects.pure(*a) {
+                if p.by_reference {
+                    return Err(self.by_reference(*a, name));
+                }
+                wrap.push(*a);
+            }
+            if p.uniform && self.uniformity().expr_varying(*a) {
+                return Err(self.refusal(a.byte_range(), &format!("this argument may differ between threads, where a barrier's condition in `{name}` reads the parameter")));
+            }
+        }
+        self.steps.push(Step::LiveCall {
+            name: name_range,
+            args: call.args,
+            wrap,
+            ctx: known.with_ctx && known.reads_block_ids,
+        });
+        Ok(())
+    }
+
+    fn by_reference(&self, arg: Node<'t>, helper: &str) -> Diagnostic {
+        self.refusal(
+            arg.byte_range(),
+            &format!("this argument reads memory, and `{helper}` takes it by reference (returned threads must not evaluate it)"),
+        )
+    }
+}
+
+/// Why a helper gets no live copy: something of the helper itself, or a statement of its body
+/// that returned threads cannot pass (the walker's refusal).
+enum CopyRefusal {
+    Helper(String),
+    Body(Diagnostic),
+}
+
+/// The live copy of helper `index`, its parameters in `varying_params` taking values that may
+/// differ between threads: the copies to make, those it calls first, itself last. `planning`:
+/// the helpers whose copies are being planned around this one (a recursive call is refused).
+fn plan_copy<'a, 't>(
+    index: usize,
+    helpers: Helpers<'a, 't>,
+    src: &'t str,
+    names: &'a FileNames<'t, 'a>,
+    hazard: (Range<usize>, Range<usize>),
+    varying_params: BTreeSet<String>,
+    planning: &[usize],
+) -> Result<Vec<LiveHelper<'t>>, CopyRefusal> {
+    let h: &'a HelperPlan<'t> = &helpers.plans[index];
+    let refuse = |why: &str| Err(CopyRefusal::Helper(why.to_string()));
+    if h.call_defaults.is_some() {
+        return refuse("a default argument of it reads blockIdx/gridDim");
+    }
+    if h.site.member {
+        return refuse("it is a member function");
+    }
+    if h.facts.barriers.iter().any(|b| !b.rewritable()) {
+        return refuse("a barrier in it is inside a macro or inline PTX");
+    }
+    if let Some(m) = h.facts.macro_uses.iter().find(|m| m.facts.returns) {
+        return refuse(&format!("macro `{}` in it returns", m.name));
+    }
+    if planning.contains(&index) {
+        return refuse("it calls itself");
+    }
+    if h.site.param_list.iter().any(|p| p.pack) {
+        return refuse("it takes a parameter pack");
+    }
+    let result = live_result(h, src).map_err(CopyRefusal::Helper)?;
+    let by_value: Vec<String> = h
+        .site
+        .param_list
+        .iter()
+        .filter(|p| !p.text.contains('&'))
+        .map(|p| p.name.clone())
+        .collect();
+    let all = descendants(h.site.body);
+    let mut inner = Walker::new(
+        h.site.body,
+        &all,
+        &by_value,
+        &h.facts,
+        src,
+        names,
+        helpers,
+        hazard,
+        Body::LiveCopy { result },
+    );
+    inner.varying_params = varying_params;
+    inner.planning = planning.to_vec();
+    inner.copy_of = Some(&h.site.name);
+    inner.planning.push(index);
+    inner.walk().map_err(CopyRefusal::Body)?;
+    let mut copies = inner.live;
+    copies.push(LiveHelper {
+        helper: index,
+        steps: inner.steps,
+    });
+    Ok(copies)
+}
+
+/// For other files' calls (`Options::helpers_for_other_files`): the live copy of helper
+/// `index`, planned with every parameter uniform, and which parameters must stay uniform for
+/// it (one at a time taken as varying, the copy is refused). None: it gets no copy.
+pub fn exported_copy<'t>(
+    index: usize,
+    helpers: Helpers<'_, 't>,
+    src: &'t str,
+    names: &FileNames<'t, '_>,
+) -> Result<(Vec<LiveHelper<'t>>, Vec<bool>), String> {
+    let h = &helpers.plans[index];
+    let hazard = (h.site.name_node.byte_range(), h.site.body.byte_range());
+    let plan = |varying: BTreeSet<String>| {
+        plan_copy(index, helpers, src, names, hazard.clone(), varying, &[])
+    };
+    let copies = match plan(BTreeSet::new()) {
+        Ok(c) => c,
+        Err(CopyRefusal::Helper(why)) => return Err(why),
+        Err(CopyRefusal::Body(d)) => {
+            let why = d
+                .message
+                .split_once(" in its live copy ")
+                .map_or(d.message.as_str(), |(_, why)| why);
+            let at = d.labels.last().map_or(0, |l| l.start);
+            let line = src[..at].matches('\n').count() + 1;
+            return Err(format!("{why} (line {line} of its file)"));
+        }
+    };
+    let uniform = h
+        .site
+        .param_list
+        .iter()
+        .map(|p| plan(BTreeSet::from([p.name.clone()])).is_err())
+        .collect();
+    Ok((copies, uniform))
 }
 
 /// The `method` of a call of a synchronizing helper taken as a barrier (`Walker::barrier_call`).

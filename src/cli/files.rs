@@ -22,13 +22,14 @@ pub const HEADER_EXTENSIONS: &[&str] = &["h", "hh", "hpp", "hxx", "inl", "inc", 
 /// before any `;`), comments aside: the program's own test for kernels
 /// (`program::mentions_kernels`), then a definition's brace; or reads the block index outside
 /// comments and preprocessor lines (`reads_block_ids_in_code`: a helper that a kernel
-/// elsewhere needs in its task-context form).
+/// elsewhere needs in its task-context form); or calls `__syncthreads` there
+/// (`synchronizes_in_code`: a helper whose live copy a predicated kernel elsewhere calls).
 fn kernel_header(path: &Path) -> bool {
     let Ok(bytes) = std::fs::read(path) else {
         return false;
     };
     let text = String::from_utf8_lossy(&bytes);
-    if reads_block_ids_in_code(&text) {
+    if reads_block_ids_in_code(&text) || synchronizes_in_code(&text) {
         return true;
     }
     if !cupreempt::program::mentions_kernels(&text) {
@@ -55,6 +56,24 @@ fn block_index_calls() -> impl Iterator<Item = &'static &'static str> {
     cupreempt::lang::BLOCK_INDEX_QUERIES
         .iter()
         .chain(&["this_grid"])
+}
+
+/// Whether `text` calls a block barrier (`lang::BARRIER_FUNCTIONS`) outside comments and
+/// preprocessor lines.
+fn synchronizes_in_code(text: &str) -> bool {
+    let barriers = || cupreempt::lang::BARRIER_FUNCTIONS.iter().map(|(b, _)| *b);
+    if !barriers().any(|b| text.contains(b)) {
+        return false;
+    }
+    let code = cupreempt::lang::without_comments(text);
+    let found = cupreempt::lang::lines_in_directives(&code).any(|(line, in_directive)| {
+        !in_directive
+            && barriers().any(|b| {
+                cupreempt::lang::word_indices(line, b)
+                    .any(|at| line[at + b.len()..].trim_start().starts_with('('))
+            })
+    });
+    found
 }
 
 /// Whether `text` reads the block index in code (`BLOCK_INDEX_BUILTINS`, `block_index_calls`):

@@ -1177,7 +1177,7 @@ fn prepare(
         let name = &names[i];
         let gives_ctx = defines
             .get(p)
-            .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx));
+            .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx || h.live_copy.is_some()));
         let include_support = i == 0 && support;
         outputs[i] = if with_kernels[i] || gives_ctx || include_support {
             let (k, h) = index.known_from(p);

@@ -335,6 +335,8 @@ pub(super) fn known_kernels(
                 .into_iter()
                 .map(|h| KnownHelper {
                     with_ctx: false,
+                    live_copy: None,
+                    no_live_copy: None,
                     ..h
                 })
                 .collect();

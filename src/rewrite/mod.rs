@@ -50,7 +50,8 @@ pub fn rewrite(
     }
     let included_declared = declared::rewrite_included(a, known, &mut edits);
     let local_ctx_helpers = a.helpers.iter().any(|h| h.needs_ctx && h.reached);
-    if !a.kernels.iter().any(|k| k.transformed()) && !local_ctx_helpers {
+    if !a.kernels.iter().any(|k| k.transformed()) && !local_ctx_helpers && a.live_exports.is_empty()
+    {
         // Launches of kernels defined elsewhere are still rewritten or explained; the launch
         // shim comes with the including of the file that defines them, or with the include
         // below for kernels only declared (here or in an included file).
@@ -103,7 +104,8 @@ pub fn rewrite(
         .iter()
         .filter(|k| k.transformed())
         .filter_map(|k| k.predication.as_ref())
-        .flat_map(|p| &p.live_helpers);
+        .flat_map(|p| &p.live_helpers)
+        .chain(&a.live_exports);
     for l in live {
         if copied.insert(l.helper) {
             let h = &a.helpers[l.helper];

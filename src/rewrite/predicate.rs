@@ -4,10 +4,8 @@ use super::{body_indent, opens_own_line};
 use crate::analysis::{HelperPlan, Predication, Step};
 use crate::edit::Edit;
 use crate::lang::{self, fields};
+use crate::vocab::{after_label, live_copy_name, CTX_LIVE, CTX_TYPE, LIVE_COPY_SUFFIX, LIVE_VALUE};
 use std::collections::{BTreeMap, BTreeSet};
-use crate::vocab::{
-    after_label, live_copy_name, CTX_LIVE, CTX_TYPE, LIVE_COPY_SUFFIX, LIVE_VALUE,
-};
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
@@ -46,7 +44,10 @@ pub fn live_copy(
     let mut close = "";
     if h.needs_ctx {
         // A copy of the task-context form (`rewrite::helper`), the flag after the context.
-        match s.template.and_then(|t| t.child_by_field_id(fields().parameters)) {
+        match s
+            .template
+            .and_then(|t| t.child_by_field_id(fields().parameters))
+        {
             Some(list) => edits.push(Edit::insert(
                 list.end_byte() - 1,
                 format!(", class {CTX_TYPE}"),
