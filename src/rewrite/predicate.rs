@@ -65,10 +65,18 @@ pub fn live_copy(
         // No block defaults: the analysis gives no copy to a helper with any.
         super::context_calls(&h.facts, ctx_helpers, &BTreeMap::new(), &mut edits);
         super::block_index_calls(&h.facts, &mut edits);
-    } else if s.param_list.is_empty() {
-        edits.push(Edit::replace(s.params.byte_range(), format!("({flag})")));
     } else {
-        edits.push(Edit::insert(s.params.start_byte() + 1, format!("{flag}, ")));
+        if s.param_list.is_empty() {
+            edits.push(Edit::replace(s.params.byte_range(), format!("({flag})")));
+        } else {
+            edits.push(Edit::insert(s.params.start_byte() + 1, format!("{flag}, ")));
+        }
+        // A `static` copy that no kernel of a unit calls (one made for other files) is one
+        // nvcc warns about, as the context form's forwarder (`rewrite::helper`).
+        let specifiers = &src[s.head..s.name_node.start_byte()];
+        if !s.is_template() && lang::word_indices(specifiers, "static").next().is_some() {
+            edits.push(Edit::insert(s.head, "[[maybe_unused]] "));
+        }
     }
     steps(steps_of_copy, src, &mut edits);
     for e in &mut edits {
