@@ -55,7 +55,7 @@ impl IncludedFunctions {
         let macros = super::macros::close(super::macros::of_lists(definitions, parameters));
         let declared = file_declared(root, &src);
         let uniform = helpers::uniform_helpers(root, &src, &declared, &macros, &BTreeSet::new());
-        for (name, overloads) in file_functions(root, &src) {
+        for (name, overloads) in file_functions(root, &src, &macros) {
             if uniform.contains(&name) {
                 out.uniform.insert(name.clone());
             } else {
@@ -121,7 +121,7 @@ impl<'t, 'm> FileNames<'t, 'm> {
         macros: &'m BTreeMap<String, MacroFacts>,
         included: &'m IncludedFunctions,
     ) -> Self {
-        let mut functions = file_functions(root, src);
+        let mut functions = file_functions(root, src, macros);
         let included_helpers = included
             .uniform
             .iter()

@@ -583,9 +583,14 @@ pub(super) fn based_on(value: Node, read_only: &BTreeSet<String>, src: &str) -> 
 
 /// For each function the file defines or declares outside function bodies, by its unqualified
 /// name, one entry per overload: for each parameter whether the function may write the caller's
-/// variable through it (a reference to non-`const`). Arguments past an overload's last
-/// parameter (a pack, C's `...`) count as written.
-pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<bool>>> {
+/// variable through it (a reference to non-`const` that a definition's body may write:
+/// `reference_only_read`). Arguments past an overload's last parameter (a pack, C's `...`)
+/// count as written.
+pub(super) fn file_functions(
+    root: Node,
+    src: &str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> HashMap<String, Vec<Vec<bool>>> {
     let k = kinds();
     let f = crate::lang::fields();
     let mut out: HashMap<String, Vec<Vec<bool>>> = HashMap::new();
@@ -601,15 +606,108 @@ pub(super) fn file_functions(root: Node, src: &str) -> HashMap<String, Vec<Vec<b
                 continue;
             }
             let is_const = has_const(p, src);
-            let by_reference = p
-                .child_by_field_id(f.declarator)
-                .is_some_and(|d| contains_kind(d, k.reference_declarator));
+            let declarator = p.child_by_field_id(f.declarator);
+            let by_reference = declarator.is_some_and(|d| contains_kind(d, k.reference_declarator));
             // A pack of references (`Args&... a`) counts as one parameter of its kind.
-            writes.push(by_reference && !is_const);
+            let read_only = || {
+                let name = declarator.and_then(lang::declarator_name);
+                let body = n.child_by_field_id(f.body);
+                match (name, body) {
+                    (Some(name), Some(body)) => {
+                        reference_only_read(body, text(name, src), src, macros)
+                    }
+                    _ => false,
+                }
+            };
+            writes.push(by_reference && !is_const && !read_only());
         }
         out.entry(name).or_default().push(writes);
     }
     out
+}
+
+/// Whether a function body only reads its reference parameter `name`: every mention is a value
+/// in an arithmetic or comparison, a unary operator's operand (not `&`, `++`, `--`), a cast's
+/// value, an index, a condition's test, the right side of an assignment, or a plain copy's
+/// initializer; no local hides it, and no macro the body uses names it and may write (MAGMA's
+/// `multiply_partial_block(int &kk, ...)` loops `for (k = 0; k < kk; k++)`). A call argument,
+/// a member access, a subscripted base or a returned value counts as a write: each may bind or
+/// reach the caller's variable.
+fn reference_only_read(
+    body: Node,
+    name: &str,
+    src: &str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> bool {
+    let k = kinds();
+    let mut ok = true;
+    lang::visit(body, |n| {
+        if !ok {
+            return false;
+        }
+        let id = n.kind_id();
+        if id == k.identifier {
+            let t = text(n, src);
+            if t == name {
+                ok = read_context(n, src);
+            } else if let Some(m) = macros.get(t) {
+                // Named by a macro: only one that writes nothing, takes no address and uses no
+                // other macro.
+                ok = !lang::has_word(&m.text, name)
+                    || !super::writes(&m.text)
+                        && !m.text.contains('&')
+                        && m.idents.iter().all(|c| macros.get(c).is_none());
+            }
+        } else if id == k.declaration || n.kind() == "parameter_declaration" {
+            // A local of the same name hides the parameter: its mentions are not followed.
+            ok = !lang::declarators(n)
+                .into_iter()
+                .filter_map(lang::declarator_name)
+                .any(|d| text(d, src) == name);
+        } else if id == k.lambda_expression {
+            ok = !lang::has_word(text(n, src), name);
+            return false;
+        }
+        ok
+    });
+    ok
+}
+
+/// Whether `n`, a mention of a variable, only reads its value where it stands.
+fn read_context(n: Node, src: &str) -> bool {
+    let f = crate::lang::fields();
+    let mut at = n;
+    let mut parent = n.parent();
+    while let Some(p) = parent.filter(|p| p.kind() == "parenthesized_expression") {
+        at = p;
+        parent = p.parent();
+    }
+    let Some(p) = parent else {
+        return false;
+    };
+    let is = |field: u16| {
+        p.child_by_field_id(field)
+            .is_some_and(|c| c.id() == at.id())
+    };
+    match p.kind() {
+        "binary_expression" => true,
+        "unary_expression" => !matches!(
+            p.child_by_field_id(f.operator).map(|o| text(o, src)),
+            Some("&") | Some("*")
+        ),
+        "cast_expression" => true,
+        "subscript_expression" => !is(f.argument),
+        "subscript_argument_list" => true,
+        "condition_clause" => true,
+        "conditional_expression" => is(f.condition),
+        "assignment_expression" => is(f.right),
+        "init_declarator" => {
+            is(f.value)
+                && p.child_by_field_id(f.declarator)
+                    .is_some_and(|d| d.kind() == "identifier")
+        }
+        _ => false,
+    }
 }
 
 /// Every function the file defines or declares outside function bodies (namespaces, `extern

@@ -889,3 +889,36 @@ fn a_uniform_helper_writes_out_pointers_as_it_writes_references() {
         "r != c",
     );
 }
+
+#[test]
+fn reference_parameters_a_function_only_reads_leave_the_argument_uniform() {
+    let body = "  int kk = 4;\n  use_kk(kk, out);";
+    // Read in a loop bound, an index, a condition, a cast, by a helper that reads threadIdx
+    // and memory (no uniform helper): the call writes nothing.
+    uniform(
+        "__device__ void use_kk(int& kk, float* o) { for (int k = 0; k < kk; k++) { if (kk) { o[threadIdx.x] += (float)kk; } } }",
+        "",
+        body,
+        "kk > 1",
+    );
+    uniform(
+        "#define BOUND(x) ((x) + kk)\n__device__ float use_kk(int& kk, float* o) { return o[(threadIdx.x + kk) & 3] + BOUND(1); }",
+        "",
+        body,
+        "kk > 1",
+    );
+    // Written, handed on, aliased, its address taken, or written by a macro or a lambda, with
+    // a thread's value: varying.
+    for def in [
+        "__device__ void use_kk(int& kk, float* o) { kk += threadIdx.x; }",
+        "__device__ void bump(int& v) { v = threadIdx.x; }\n__device__ void use_kk(int& kk, float* o) { bump(kk); }",
+        "__device__ void use_kk(int& kk, float* o) { int& r = kk; r = threadIdx.x; }",
+        "__device__ void use_kk(int& kk, float* o) { int* p = &kk; *p = threadIdx.x; }",
+        "#define RESET kk = threadIdx.x\n__device__ void use_kk(int& kk, float* o) { RESET; }",
+        "__device__ void use_kk(int& kk, float* o) { auto f = [&] { kk = threadIdx.x; }; f(); }",
+        // Only declared here: its body is unknown.
+        "__device__ void use_kk(int& kk, float* o);",
+    ] {
+        varying(def, "", body, "kk > 1");
+    }
+}
