@@ -10,7 +10,7 @@
 use crate::analysis::{FunctionSite, HelperPlan, KernelPlan};
 use crate::vocab::kernels_struct_name;
 use regex::Regex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -1016,11 +1016,12 @@ impl MacroMemo {
         text_of: &dyn Fn(&Path) -> Option<String>,
     ) -> IncludedMacros {
         let mut out = self.macros_of(graph.closure(file), text_of);
-        let units: Vec<&PathBuf> = graph
-            .includers(file)
-            .filter(|u| graph.includers(u).next().is_none())
-            .collect();
-        if units.is_empty() || !text_of(file).is_some_and(|t| mentions_kernels(&t)) {
+        let analysed = |t: String| mentions_kernels(&t) || t.contains("__syncthreads");
+        if !text_of(file).is_some_and(analysed) {
+            return out;
+        }
+        let units = translation_units(graph, file);
+        if units.is_empty() {
             return out;
         }
         let mut shared: Option<crate::analysis::IncludedFunctions> = None;
@@ -1049,6 +1050,26 @@ impl MacroMemo {
         }
         out
     }
+}
+
+/// The files of `graph` that include `file`, directly or through other files, and that no file
+/// includes: the translation units it is compiled in (a header of helpers that only a header
+/// of kernels includes is compiled in that header's units).
+fn translation_units<'g>(graph: &'g IncludeGraph, file: &Path) -> Vec<&'g PathBuf> {
+    let mut seen: BTreeSet<&PathBuf> = BTreeSet::new();
+    let mut stack: Vec<&PathBuf> = graph.includers(file).collect();
+    let mut units = Vec::new();
+    while let Some(f) = stack.pop() {
+        if !seen.insert(f) {
+            continue;
+        }
+        let mut up = graph.includers(f).peekable();
+        if up.peek().is_none() {
+            units.push(f);
+        }
+        stack.extend(up);
+    }
+    units
 }
 
 /// Whether a file may define or launch kernels, by its text (cheap, before any parse): a `<<<`

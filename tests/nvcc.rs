@@ -204,13 +204,40 @@ fn gpu_check_programs_compile_as_written_and_transformed() {
     let failures = support::parallel(&programs, 2, |path| {
         let src = std::fs::read_to_string(path).unwrap();
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
-        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-            .map_err(|e| e.to_string())?;
-        if t.output == src {
-            return Err(format!("{name}: no kernel transformed"));
-        }
-        let out = dir.join(format!("{name}.transformed.cu"));
-        std::fs::write(&out, &t.output).unwrap();
+        // A program with a header of its own (`NAME.cuh`) is transformed with it, as the
+        // compiler launcher transforms a unit's headers: the header's transform makes what
+        // the program's kernels call (live copies of synchronizing helpers).
+        let header = path.with_extension("cuh");
+        let out = if header.exists() {
+            let folder = dir.join(&name);
+            let o = support::cupreempt(
+                &[
+                    "transform",
+                    "--out-dir",
+                    &folder.to_string_lossy(),
+                    &path.to_string_lossy(),
+                    &header.to_string_lossy(),
+                ],
+                &dir,
+            );
+            if !o.status.success() {
+                return Err(format!("{name}: {}", support::stderr(&o)));
+            }
+            let out = folder.join(format!("{name}.cu"));
+            if std::fs::read_to_string(&out).map_err(|e| e.to_string())? == src {
+                return Err(format!("{name}: no kernel transformed"));
+            }
+            out
+        } else {
+            let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
+                .map_err(|e| e.to_string())?;
+            if t.output == src {
+                return Err(format!("{name}: no kernel transformed"));
+            }
+            let out = dir.join(format!("{name}.transformed.cu"));
+            std::fs::write(&out, &t.output).unwrap();
+            out
+        };
         for (what, file) in [("original", path.clone()), ("transformed", out)] {
             support::compiles(
                 support::nvcc_compile(&nvcc, &dir.join(format!("{name}.{what}.o"))).arg(&file),
