@@ -1377,6 +1377,61 @@ fn a_headers_synchronizing_helpers_get_live_copies_for_other_files_kernels() {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// A header of synchronizing helpers that includes nothing, compiled in units that include
+/// first what it calls (MAGMA's `gemm_template_device.cuh` and `gemm_template_device_defs.cuh`),
+/// through a header of kernels: its copies are planned with the functions of those units.
+#[test]
+fn a_helper_headers_copies_know_the_functions_of_the_units_it_is_compiled_in() {
+    let dir = support::tempdir("cli-helper-header-units");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    // Reads its reference parameter only (and is no uniform helper: it reads threadIdx).
+    std::fs::write(
+        src.join("defs.cuh"),
+        "#pragma once\n__device__ void rows_of(int& r, float* o) { o[threadIdx.x] = (float)r; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("stages.cuh"),
+        "#pragma once\n\
+         __device__ void staged_rows(float* s, int rows) {\n\
+           int r = rows;\n\
+           rows_of(r, s);\n\
+           for (int k = 0; k < r; ++k) { s[threadIdx.x] += k; __syncthreads(); }\n\
+         }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("kernels.cuh"),
+        "#pragma once\n#include \"stages.cuh\"\n\
+         __global__ void rows_after_return(float* o, int n, int rows) { __shared__ float s[128]; int i = blockIdx.x * blockDim.x + threadIdx.x; if (i >= n) return; staged_rows(s, rows); o[i] = s[threadIdx.x]; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("unit.cu"),
+        "#include \"defs.cuh\"\n#include \"kernels.cuh\"\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.contains(": rows_after_return: transformable (predicated)")),
+        "{out}{}",
+        stderr(&o)
+    );
+    // Without the unit, `rows_of` is unknown: it may write `r`, and the copy is refused.
+    std::fs::remove_file(src.join("unit.cu")).unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    assert!(
+        out.lines()
+            .any(|l| l.contains(": rows_after_return: left as it is: CP004")
+                && l.contains("`staged_rows`")),
+        "{out}"
+    );
+}
+
 /// Compiles `out/main.cu` and `out/kernels.cu` under `dir`, links them, and checks that the
 /// program defines `ops::fill`'s wrapper (the launch in main went through it).
 fn links_with_the_fill_wrapper_defined(nvcc: &std::path::Path, dir: &std::path::Path) {
