@@ -10,7 +10,7 @@
 use crate::analysis::{FunctionSite, HelperPlan, KernelPlan};
 use crate::vocab::kernels_struct_name;
 use regex::Regex;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -1008,7 +1008,9 @@ impl MacroMemo {
     /// what they include first (MAGMA's `*_template_kernel_vbatched.cuh` call `magma_ceildiv`
     /// of `magma_internal.h`, which only their includers include). A name is a uniform helper
     /// there only if it is one in every unit (`IncludedFunctions::meet`). Asked only for files
-    /// that may define kernels (`mentions_kernels`): only kernels' analyses read functions.
+    /// that may define kernels (`mentions_kernels`) or call `__syncthreads` (a helper's live
+    /// copy is planned with them: MAGMA's `gemm_template_device.cuh` includes nothing and calls
+    /// `gemm_template_device_defs.cuh`'s functions): only those analyses read functions.
     pub fn macros_in_context(
         &self,
         graph: &IncludeGraph,
@@ -1020,7 +1022,11 @@ impl MacroMemo {
         if !text_of(file).is_some_and(analysed) {
             return out;
         }
-        let units = translation_units(graph, file);
+        // Every file whose closure holds it (`includers` is transitive) that no file includes.
+        let units: Vec<&PathBuf> = graph
+            .includers(file)
+            .filter(|u| graph.includers(u).next().is_none())
+            .collect();
         if units.is_empty() {
             return out;
         }
@@ -1050,26 +1056,6 @@ impl MacroMemo {
         }
         out
     }
-}
-
-/// The files of `graph` that include `file`, directly or through other files, and that no file
-/// includes: the translation units it is compiled in (a header of helpers that only a header
-/// of kernels includes is compiled in that header's units).
-fn translation_units<'g>(graph: &'g IncludeGraph, file: &Path) -> Vec<&'g PathBuf> {
-    let mut seen: BTreeSet<&PathBuf> = BTreeSet::new();
-    let mut stack: Vec<&PathBuf> = graph.includers(file).collect();
-    let mut units = Vec::new();
-    while let Some(f) = stack.pop() {
-        if !seen.insert(f) {
-            continue;
-        }
-        let mut up = graph.includers(f).peekable();
-        if up.peek().is_none() {
-            units.push(f);
-        }
-        stack.extend(up);
-    }
-    units
 }
 
 /// Whether a file may define or launch kernels, by its text (cheap, before any parse): a `<<<`
