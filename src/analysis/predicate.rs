@@ -147,7 +147,7 @@ struct Walker<'a, 't> {
     /// What the body's expressions read and write.
     effects: Effects<'a, 't>,
     /// Variables read by conditions that returned threads evaluate, and where.
-    control: BTreeMap<String, Range<usize>>,
+    control: BTreeMap<String, Vec<Range<usize>>>,
     /// Ranges that returned threads skip.
     guarded: Vec<Range<usize>>,
     steps: Vec<Step<'t>>,
@@ -530,7 +530,8 @@ impl<'a, 't> Walker<'a, 't> {
                 if n.kind_id() == kinds().identifier {
                     self.control
                         .entry(text(n, self.src).to_string())
-                        .or_insert(n.byte_range());
+                        .or_default()
+                        .push(n.byte_range());
                 }
             }
             return Ok(());
@@ -624,10 +625,19 @@ impl<'a, 't> Walker<'a, 't> {
                 .child_by_field_id(fields().left)
                 .or_else(|| n.child_by_field_id(fields().argument))
                 .map(|t| text(lang::strip_parens(t), self.src));
-            if let Some(cond) = target.and_then(|t| self.control.get(t)) {
+            let Some((name, reads)) = target.and_then(|t| Some((t, self.control.get(t)?))) else {
+                continue;
+            };
+            // A variable of the same name declared in a scope around the write that holds no
+            // such read is another variable (`for (int i ...)` loops side by side).
+            let scope = declaring_scope(*n, name, self.body, self.src);
+            let read = reads
+                .iter()
+                .find(|r| scope.as_ref().is_none_or(|s| s.contains(&r.start)));
+            if let Some(read) = read {
                 return Err(self
                     .refusal(n.byte_range(), "this write, which returned threads skip, changes a value that a barrier's condition reads")
-                    .label(cond.clone(), "read here"));
+                    .label(read.clone(), "read here"));
             }
         }
         Ok(())
@@ -933,6 +943,39 @@ pub fn exported_copy<'t>(
     Ok((copies, uniform))
 }
 
+/// The innermost scope around `at` (up to `body`) that declares `name`: a `for` loop's
+/// initializer or a block's own declaration before `at`. None: declared outside the scopes
+/// around it (a parameter, or a local of an enclosing scope further out than `body`).
+fn declaring_scope(at: Node, name: &str, body: Node, src: &str) -> Option<Range<usize>> {
+    let k = kinds();
+    let declares = |d: Node| {
+        d.kind_id() == k.declaration
+            && lang::declarators(d)
+                .into_iter()
+                .filter_map(lang::declarator_name)
+                .any(|x| text(x, src) == name)
+    };
+    let mut n = at;
+    while let Some(p) = n.parent() {
+        if p.kind_id() == k.for_statement {
+            if p.child_by_field_id(fields().initializer).is_some_and(declares) {
+                return Some(p.byte_range());
+            }
+        } else if p.kind_id() == k.compound_statement
+            && children(p)
+                .into_iter()
+                .any(|c| c.start_byte() < at.start_byte() && declares(c))
+        {
+            return Some(p.byte_range());
+        }
+        if p.id() == body.id() {
+            break;
+        }
+        n = p;
+    }
+    None
+}
+
 /// The `method` of a call of a synchronizing helper taken as a barrier (`Walker::barrier_call`).
 const LIVE_CALL: &str = "live";
 
@@ -1077,6 +1120,22 @@ mod tests {
     fn a_skipped_write_to_a_barrier_condition_is_refused() {
         refused_because(&format!("{HEAD}  int rounds = m;\n  if (in[i] > 0) rounds = 3;\n  for (int r = 0; r < rounds; ++r) __syncthreads();"), "condition may differ");
         refused_because(&format!("{HEAD}  int rounds = m;\n  if (m > 2) {{ out[i] = 1; rounds = 3; }}\n  for (int r = 0; r < rounds; ++r) __syncthreads();"), "returned threads skip");
+    }
+
+    #[test]
+    fn a_skipped_loop_of_its_own_counter_leaves_a_barrier_loop_of_the_same_name_alone() {
+        // Side by side, each `r` its own: the skipped loop's `++r` is not the barrier loop's.
+        assert!(predicated(&format!(
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= m) return;\n  for (int r = 0; r < 4; ++r) out[i] += in[r];\n  for (int r = 0; r < m; ++r) __syncthreads();"
+        )));
+        assert!(predicated(&format!(
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= m) return;\n  {{ int r = 2; out[i] = r; r = 5; out[i] += r; }}\n  for (int r = 0; r < m; ++r) __syncthreads();"
+        )));
+        // The same variable: refused.
+        refused_because(
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  int r = 0;\n  for (r = 0; r < 4; ++r) out[i] += in[r];\n  for (; r < m; ++r) __syncthreads();",
+            "returned threads skip",
+        );
     }
 
     #[test]
