@@ -958,7 +958,9 @@ fn declaring_scope(at: Node, name: &str, body: Node, src: &str) -> Option<Range<
     let mut n = at;
     while let Some(p) = n.parent() {
         if p.kind_id() == k.for_statement {
-            if p.child_by_field_id(fields().initializer).is_some_and(declares) {
+            if p.child_by_field_id(fields().initializer)
+                .is_some_and(declares)
+            {
                 return Some(p.byte_range());
             }
         } else if p.kind_id() == k.compound_statement
