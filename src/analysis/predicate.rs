@@ -1127,12 +1127,12 @@ mod tests {
     #[test]
     fn a_skipped_loop_of_its_own_counter_leaves_a_barrier_loop_of_the_same_name_alone() {
         // Side by side, each `r` its own: the skipped loop's `++r` is not the barrier loop's.
-        assert!(predicated(&format!(
+        assert!(predicated(
             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= m) return;\n  for (int r = 0; r < 4; ++r) out[i] += in[r];\n  for (int r = 0; r < m; ++r) __syncthreads();"
-        )));
-        assert!(predicated(&format!(
-            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= m) return;\n  {{ int r = 2; out[i] = r; r = 5; out[i] += r; }}\n  for (int r = 0; r < m; ++r) __syncthreads();"
-        )));
+        ));
+        assert!(predicated(
+            "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= m) return;\n  { int r = 2; out[i] = r; r = 5; out[i] += r; }\n  for (int r = 0; r < m; ++r) __syncthreads();"
+        ));
         // The same variable: refused.
         refused_because(
             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= n) return;\n  int r = 0;\n  for (r = 0; r < 4; ++r) out[i] += in[r];\n  for (; r < m; ++r) __syncthreads();",
