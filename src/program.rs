@@ -213,10 +213,9 @@ pub struct KnownHelper {
     pub unread: bool,
     /// Its file, transformed in the same run, makes its live copy (`analysis::predicate`,
     /// "synchronizing helpers"): a predicated kernel here that calls it after a return calls
-    /// the copy. Per parameter, what the call must give.
-    pub live_copy: Option<Vec<LiveParam>>,
-    /// Why its file makes no live copy of it, where it synchronizes the block.
-    pub no_live_copy: Option<String>,
+    /// the copy. Ok: per parameter, what the call must give; Err: why the file makes none.
+    /// None: not a synchronizing helper of a file transformed in the run.
+    pub live_copy: Option<Result<Vec<LiveParam>, String>>,
 }
 
 /// A parameter of a helper's live copy, as another file's call must fill it.
@@ -243,7 +242,6 @@ impl KnownHelper {
             member: false,
             unread: true,
             live_copy: None,
-            no_live_copy: None,
         }
     }
 
@@ -265,18 +263,19 @@ impl KnownHelper {
                     && !h.unfollowed_read,
                 member: h.site.member,
                 unread: false,
-                live_copy: h.live_params.as_ref().map(|uniform| {
-                    h.site
-                        .param_list
-                        .iter()
-                        .zip(uniform)
-                        .map(|(p, &uniform)| LiveParam {
-                            uniform,
-                            by_reference: p.text.contains('&'),
-                        })
-                        .collect()
+                live_copy: h.live_copy.as_ref().map(|copy| {
+                    copy.as_ref().map_err(Clone::clone).map(|uniform| {
+                        h.site
+                            .param_list
+                            .iter()
+                            .zip(uniform)
+                            .map(|(p, &uniform)| LiveParam {
+                                uniform,
+                                by_reference: p.text.contains('&'),
+                            })
+                            .collect()
+                    })
                 }),
-                no_live_copy: h.no_live_copy.clone(),
             })
             .filter(|h| h.reads_block_ids || h.synchronizes || h.synchronizes_warp)
             .collect()

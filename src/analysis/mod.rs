@@ -198,11 +198,10 @@ pub struct HelperPlan<'t> {
     /// transformed function passes them itself (`CallGraph::block_defaults`): in the helper
     /// they would read the hardware's values, at the call they read the task's.
     pub call_defaults: Option<Vec<Option<String>>>,
-    /// Its live copy is made for other files' kernels (`Analysis::live_exports`): for each
-    /// parameter, whether their calls must pass a value that is the same in every thread.
-    pub live_params: Option<Vec<bool>>,
-    /// Why it gets no live copy for other files' kernels, where it synchronizes the block.
-    pub no_live_copy: Option<String>,
+    /// Where it synchronizes the block and other files' kernels may call it: Ok, its live copy
+    /// is made for them (`Analysis::live_exports`), with for each parameter whether their calls
+    /// must pass a value that is the same in every thread; Err, why none is made.
+    pub live_copy: Option<Result<Vec<bool>, String>>,
 }
 
 impl<'t> HelperPlan<'t> {
@@ -507,13 +506,10 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             })
             .collect();
         for (i, copy) in live {
-            match copy {
-                Ok((copies, uniform)) => {
-                    helpers[i].live_params = Some(uniform);
-                    live_exports.extend(copies);
-                }
-                Err(why) => helpers[i].no_live_copy = Some(why),
-            }
+            helpers[i].live_copy = Some(copy.map(|(copies, uniform)| {
+                live_exports.extend(copies);
+                uniform
+            }));
         }
     }
     let lost_kernels: Vec<(KernelId, scan::LostDefinition)> = found
@@ -834,8 +830,7 @@ fn helper_plans<'t>(
             reached: false,
             unfollowed_read: false,
             call_defaults: None,
-            live_params: None,
-            no_live_copy: None,
+            live_copy: None,
         })
         .collect()
 }

@@ -780,13 +780,13 @@ impl<'a, 't> Walker<'a, 't> {
         let name = call.name.as_str();
         let mut known = self.helpers.known.iter().filter(|k| k.name == name);
         let (known, params) = match (known.next(), known.next()) {
-            (Some(k), None) => match (&k.live_copy, &k.no_live_copy) {
-                (Some(c), _) => (k, c),
-                (None, Some(why)) => return Err(self.refusal(
+            (Some(k), None) => match &k.live_copy {
+                Some(Ok(c)) => (k, c),
+                Some(Err(why)) => return Err(self.refusal(
                     node.byte_range(),
                     &format!("`{name}`, which synchronizes the block, gets no live copy in its file: {why}"),
                 )),
-                (None, None) => return Err(self.refusal(
+                None => return Err(self.refusal(
                     node.byte_range(),
                     &format!("`{name}`, which synchronizes the block, gets no live copy: it is defined in another file that is not transformed in the same run"),
                 )),

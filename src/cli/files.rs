@@ -62,18 +62,23 @@ fn block_index_calls() -> impl Iterator<Item = &'static &'static str> {
 /// preprocessor lines.
 fn synchronizes_in_code(text: &str) -> bool {
     let barriers = || cupreempt::lang::BARRIER_FUNCTIONS.iter().map(|(b, _)| *b);
-    if !barriers().any(|b| text.contains(b)) {
-        return false;
-    }
+    barriers().any(|b| text.contains(b))
+        && any_code_line(text, |line| barriers().any(|b| called(line, b)))
+}
+
+/// Whether `line` calls `name` (the word followed by `(`).
+fn called(line: &str, name: &str) -> bool {
+    cupreempt::lang::word_indices(line, name)
+        .any(|at| line[at + name.len()..].trim_start().starts_with('('))
+}
+
+/// Whether a line of `text`'s code, comments aside and outside preprocessor lines, satisfies
+/// `found`.
+fn any_code_line(text: &str, found: impl Fn(&str) -> bool) -> bool {
     let code = cupreempt::lang::without_comments(text);
-    let found = cupreempt::lang::lines_in_directives(&code).any(|(line, in_directive)| {
-        !in_directive
-            && barriers().any(|b| {
-                cupreempt::lang::word_indices(line, b)
-                    .any(|at| line[at + b.len()..].trim_start().starts_with('('))
-            })
-    });
-    found
+    let any = cupreempt::lang::lines_in_directives(&code)
+        .any(|(line, in_directive)| !in_directive && found(line));
+    any
 }
 
 /// Whether `text` reads the block index in code (`BLOCK_INDEX_BUILTINS`, `block_index_calls`):
@@ -84,19 +89,12 @@ fn reads_block_ids_in_code(text: &str) -> bool {
     if !words().any(|w| text.contains(w)) {
         return false;
     }
-    let called = |line: &str, w: &str| {
-        cupreempt::lang::word_indices(line, w)
-            .any(|at| line[at + w.len()..].trim_start().starts_with('('))
-    };
-    let code = cupreempt::lang::without_comments(text);
-    let found = cupreempt::lang::lines_in_directives(&code).any(|(line, in_directive)| {
-        !in_directive
-            && (BLOCK_INDEX_BUILTINS
-                .iter()
-                .any(|w| cupreempt::lang::has_word(line, w))
-                || block_index_calls().any(|w| called(line, w)))
-    });
-    found
+    any_code_line(text, |line| {
+        BLOCK_INDEX_BUILTINS
+            .iter()
+            .any(|w| cupreempt::lang::has_word(line, w))
+            || block_index_calls().any(|w| called(line, w))
+    })
 }
 
 /// Input files: each file as given, each folder walked for .cu/.cuh files and for headers

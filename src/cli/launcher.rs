@@ -1175,9 +1175,10 @@ fn prepare(
     for i in (1..files.len()).chain([0]) {
         let (p, text) = &files[i];
         let name = &names[i];
-        let gives_ctx = defines
-            .get(p)
-            .is_some_and(|(_, h)| h.iter().any(|h| h.with_ctx || h.live_copy.is_some()));
+        let gives_ctx = defines.get(p).is_some_and(|(_, h)| {
+            h.iter()
+                .any(|h| h.with_ctx || matches!(h.live_copy, Some(Ok(_))))
+        });
         let include_support = i == 0 && support;
         outputs[i] = if with_kernels[i] || gives_ctx || include_support {
             let (k, h) = index.known_from(p);

@@ -336,7 +336,6 @@ pub(super) fn known_kernels(
                 .map(|h| KnownHelper {
                     with_ctx: false,
                     live_copy: None,
-                    no_live_copy: None,
                     ..h
                 })
                 .collect();

@@ -86,17 +86,7 @@ pub fn rewrite(
     };
     let args = s.forward_args();
     let sep = if args.is_empty() { "" } else { ", " };
-    // A `static` function that no other caller needs is one nvcc warns about (#177).
-    let unused_ok = if !s.is_template()
-        && !s.member
-        && crate::lang::word_indices(specifiers, "static")
-            .next()
-            .is_some()
-    {
-        "[[maybe_unused]] "
-    } else {
-        ""
-    };
+    let unused_ok = unused_static_attribute(s, src);
     let forwarder = format!(
         "\n// cupreempt: `{name}` with the hardware's blockIdx/gridDim, for other callers.\n\
          {unused_ok}{template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
@@ -123,5 +113,25 @@ pub fn rewrite(
             name = s.name,
         );
         edits.push(Edit::insert(first.outer.end_byte(), decl));
+    }
+}
+
+/// `[[maybe_unused]] ` for a function written beside `s` with its specifiers where they hold
+/// `static` (not in a template or a class): one that no other caller needs is one nvcc warns
+/// about (#177). Empty otherwise.
+pub(super) fn unused_static_attribute(
+    s: &crate::analysis::FunctionSite,
+    src: &str,
+) -> &'static str {
+    let specifiers = &src[s.head..s.name_node.start_byte()];
+    if !s.is_template()
+        && !s.member
+        && crate::lang::word_indices(specifiers, "static")
+            .next()
+            .is_some()
+    {
+        "[[maybe_unused]] "
+    } else {
+        ""
     }
 }

@@ -473,13 +473,24 @@ pub(super) fn context_params(
     extra: Option<&str>,
     edits: &mut Vec<Edit>,
 ) {
-    let params = site.params;
-    let inner = params.start_byte() + 1..params.end_byte() - 1;
     let mut decl = format!("{CTX_TYPE}& {CTX}");
     if let Some(extra) = extra {
         decl.push_str(", ");
         decl.push_str(extra);
     }
+    first_params(site, src, &decl, edits);
+}
+
+/// Inserts `decl` (one or more parameter declarations) first in a parameter list.
+pub(super) fn first_params(
+    site: &crate::analysis::FunctionSite,
+    src: &str,
+    decl: &str,
+    edits: &mut Vec<Edit>,
+) {
+    let params = site.params;
+    let inner = params.start_byte() + 1..params.end_byte() - 1;
+    let decl = decl.to_string();
     if src[inner.clone()].trim() == "void" {
         edits.push(Edit::replace(inner, decl));
     } else if site.param_list.is_empty() {

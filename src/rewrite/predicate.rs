@@ -66,17 +66,12 @@ pub fn live_copy(
         super::context_calls(&h.facts, ctx_helpers, &BTreeMap::new(), &mut edits);
         super::block_index_calls(&h.facts, &mut edits);
     } else {
-        if s.param_list.is_empty() {
-            edits.push(Edit::replace(s.params.byte_range(), format!("({flag})")));
-        } else {
-            edits.push(Edit::insert(s.params.start_byte() + 1, format!("{flag}, ")));
-        }
-        // A `static` copy that no kernel of a unit calls (one made for other files) is one
-        // nvcc warns about, as the context form's forwarder (`rewrite::helper`).
-        let specifiers = &src[s.head..s.name_node.start_byte()];
-        if !s.is_template() && lang::word_indices(specifiers, "static").next().is_some() {
-            edits.push(Edit::insert(s.head, "[[maybe_unused]] "));
-        }
+        super::first_params(s, src, &flag, &mut edits);
+        // A `static` copy that no kernel of a unit calls (one made for other files).
+        edits.push(Edit::insert(
+            s.head,
+            super::helper::unused_static_attribute(s, src),
+        ));
     }
     steps(steps_of_copy, src, &mut edits);
     for e in &mut edits {
@@ -155,13 +150,7 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
                 }
                 edits.push(Edit::replace(node.byte_range(), text));
             }
-            Step::LiveInit { value } => {
-                edits.push(Edit::insert(
-                    value.start_byte(),
-                    format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
-                ));
-                edits.push(Edit::insert(value.end_byte(), "; })"));
-            }
+            Step::LiveInit { value } => live_value_around(*value, edits),
             Step::LiveCall {
                 name,
                 args,
@@ -178,11 +167,7 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
                 };
                 edits.push(Edit::insert(args.start_byte() + 1, flag));
                 for a in wrap {
-                    edits.push(Edit::insert(
-                        a.start_byte(),
-                        format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
-                    ));
-                    edits.push(Edit::insert(a.end_byte(), "; })"));
+                    live_value_around(*a, edits);
                 }
             }
             Step::NeutralVote { args, and } => {
@@ -196,6 +181,15 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
             }
         }
     }
+}
+
+/// `e` evaluated only while the thread is live: `live_value(__cp_live, [&] { return e; })`.
+fn live_value_around(e: Node, edits: &mut Vec<Edit>) {
+    edits.push(Edit::insert(
+        e.start_byte(),
+        format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
+    ));
+    edits.push(Edit::insert(e.end_byte(), "; })"));
 }
 
 /// Where a statement at `at` begins once the `#pragma` lines right above it are counted in: the
