@@ -42,7 +42,13 @@ impl<'a, 't> Effects<'a, 't> {
     }
 
     pub fn local_effects_only(&self, e: Node) -> bool {
-        self.writes_locals_only(e) && self.pure_inner(e, true)
+        self.local_effects_only_around(e, &[])
+    }
+
+    /// As `local_effects_only`, taking each of `holes` (subexpressions the caller handles
+    /// itself: calls of synchronizing helpers) as neither reading nor writing.
+    pub fn local_effects_only_around(&self, e: Node, holes: &[Node]) -> bool {
+        self.writes_locals_only(e) && self.pure_inner(e, true, holes)
     }
 
     fn writes_locals_only(&self, e: Node) -> bool {
@@ -66,16 +72,21 @@ impl<'a, 't> Effects<'a, 't> {
 
     /// Reads no memory, calls nothing with effects, writes nothing.
     pub fn pure(&self, e: Node) -> bool {
-        self.pure_inner(e, false)
+        self.pure_inner(e, false, &[])
     }
 
-    fn pure_inner(&self, e: Node, writes_ok: bool) -> bool {
+    /// As `pure`, taking each of `holes` as pure.
+    pub fn pure_around(&self, e: Node, holes: &[Node]) -> bool {
+        self.pure_inner(e, false, holes)
+    }
+
+    fn pure_inner(&self, e: Node, writes_ok: bool, holes: &[Node]) -> bool {
         let k = kinds();
         let f = fields();
         let mut ok = true;
         lang::visit(e, |n| {
-            if !ok {
-                return false;
+            if !ok || holes.iter().any(|h| h.id() == n.id()) {
+                return false; // a hole's subtree is not looked at
             }
             let id = n.kind_id();
             match n.kind() {

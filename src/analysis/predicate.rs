@@ -416,9 +416,10 @@ impl<'a, 't> Walker<'a, 't> {
                             .and_then(|r| self.barrier_call(r))
                     })
                 });
-                match call {
-                    Some(b) => self.vote(b),
-                    None => Err(self.refusal(s.byte_range(), "this statement does more than synchronize (write `int c = __syncthreads_count(p);` on its own line)")),
+                match (call, e) {
+                    (Some(b), _) => self.vote(b),
+                    (None, Some(e)) => self.live_calls_in(e, true, "this statement does more than synchronize (write `int c = __syncthreads_count(p);` on its own line)"),
+                    (None, None) => Err(self.refusal(s.byte_range(), "this statement does more than synchronize")),
                 }
             }
             "declaration" => self.declaration(s),
@@ -591,10 +592,8 @@ impl<'a, 't> Walker<'a, 't> {
                 continue;
             }
             if self.has_barrier(&value.byte_range()) {
-                return Err(self.refusal(
-                    value.byte_range(),
-                    "this initializer does more than synchronize",
-                ));
+                self.live_calls_in(value, false, "this initializer does more than synchronize")?;
+                continue;
             }
             if self.effects.pure(value) {
                 continue; // returned threads compute it too, harmlessly
@@ -607,6 +606,65 @@ impl<'a, 't> Walker<'a, 't> {
                 return Err(self.refusal(decl.byte_range(), "this declaration reads memory in a form that cannot be made conditional (write `T x = expr;`)"));
             }
             self.steps.push(Step::LiveInit { value });
+        }
+        Ok(())
+    }
+
+    /// An expression that returned threads evaluate whole because it calls helpers that
+    /// synchronize the block (`float mean = row_sum(s, v) / n;`): each call goes to the
+    /// helper's live copy, and the rest must read no memory and write, with `writes_ok`, only
+    /// locals. `why` refuses one that holds a barrier of its own.
+    fn live_calls_in(&mut self, e: Node<'t>, writes_ok: bool, why: &str) -> Result<(), Diagnostic> {
+        let range = e.byte_range();
+        let barrier = |b: &BarrierSite| range.contains(&b.node.start_byte());
+        if self.facts.barriers.iter().any(barrier) {
+            return Err(self.refusal(range, why));
+        }
+        let calls: Vec<Node<'t>> = self
+            .syncing_calls
+            .iter()
+            .map(|c| c.node)
+            .filter(|n| range.contains(&n.start_byte()))
+            .collect();
+        let inside = |outer: Node, inner: Node| {
+            outer.id() != inner.id() && outer.byte_range().contains(&inner.start_byte())
+        };
+        if let Some(&inner) = calls.iter().find(|&&c| calls.iter().any(|&o| inside(o, c))) {
+            return Err(self.refusal(
+                inner.byte_range(),
+                "this call of a helper that synchronizes the block is an argument of another",
+            ));
+        }
+        // Every thread must make the call: none may sit where only some threads evaluate.
+        for n in descendants(e) {
+            let branches = n.kind() == "conditional_expression"
+                || (n.kind() == "binary_expression"
+                    && n.child_by_field_id(fields().operator)
+                        .is_some_and(|o| matches!(text(o, self.src), "&&" | "||")));
+            if let Some(&c) = calls.iter().find(|&&c| branches && inside(n, c)) {
+                return Err(self
+                    .refusal(
+                        c.byte_range(),
+                        "this call synchronizes the block, and only some threads may make it",
+                    )
+                    .label(n.byte_range(), "it is one branch of this expression"));
+            }
+        }
+        let clean = if writes_ok {
+            self.effects.local_effects_only_around(e, &calls)
+        } else {
+            self.effects.pure_around(e, &calls)
+        };
+        if !clean {
+            let Some(&first) = calls.first() else {
+                return Err(self.refusal(range, why));
+            };
+            return Err(self
+                .refusal(range, "returned threads evaluate this expression, for its call of a helper that synchronizes the block, and the rest of it reads memory or writes it (give the call's value a variable of its own first: `float t = helper(...);`)")
+                .label(first.byte_range(), "the call"));
+        }
+        for c in calls {
+            self.live_call(c)?;
         }
         Ok(())
     }
@@ -727,6 +785,7 @@ impl<'a, 't> Walker<'a, 't> {
                 "its parameters do not match this call's arguments one to one",
             );
         }
+        self.no_barrier_in_arguments(&args)?;
         let mut wrap = Vec::new();
         let mut varying_params: BTreeSet<String> = params.iter().map(|p| p.name.clone()).collect();
         for (a, p) in args.iter().zip(params) {
@@ -806,6 +865,7 @@ impl<'a, 't> Walker<'a, 't> {
                 &format!("`{name}`, which synchronizes the block, gets no live copy: its parameters do not match this call's arguments one to one"),
             ));
         }
+        self.no_barrier_in_arguments(args)?;
         let mut wrap = Vec::new();
         for (a, p) in args.iter().zip(params) {
             if !self.effects.pure(*a) {
@@ -825,6 +885,18 @@ impl<'a, 't> Walker<'a, 't> {
             ctx: known.with_ctx && known.reads_block_ids,
         });
         Ok(())
+    }
+
+    /// A live call's arguments that read memory are evaluated only while live: a barrier
+    /// among them would be passed by live threads alone.
+    fn no_barrier_in_arguments(&self, args: &[Node<'t>]) -> Result<(), Diagnostic> {
+        match args.iter().find(|a| self.has_barrier(&a.byte_range())) {
+            Some(a) => Err(self.refusal(
+                a.byte_range(),
+                "this argument of a call of a helper that synchronizes the block synchronizes it too (give it a variable of its own first)",
+            )),
+            None => Ok(()),
+        }
     }
 
     fn by_reference(&self, arg: Node<'t>, helper: &str) -> Diagnostic {
