@@ -21,6 +21,8 @@ pub const CTX: &str = "__cp";
 pub const CTX_TYPE: &str = "CupreemptCtx";
 /// The predicated form's flag: the thread has not returned from the task.
 pub const CTX_LIVE: &str = "__cp_live";
+/// A live copy's result where its helper returns a value in several places.
+pub const LIVE_RESULT: &str = "__cp_ret";
 /// The shared body's parameter that carries the running kernel's `__PRETTY_FUNCTION__` (where
 /// the body names its function; rewrite/function_name.rs).
 pub const FUNCTION_PARAM: &str = "__cp_function";

@@ -869,19 +869,38 @@ fn transformed<'t>(
         (ret.range(), bar.range()),
     ) {
         Ok(p) => {
-            plan.predication = Some(p);
-            Some(
-                Diagnostic::new(
-                    Code::PredicatedRewrite,
-                    format!(
-                        "kernel `{}`: a thread-dependent return reaches a barrier; the body is rewritten into the predicated form",
-                        plan.site.name
-                    ),
-                )
-                .label(ret.range(), "this return depends on the thread")
-                .label(bar.range(), "and this barrier can follow it")
-                .help(format!("a returned thread stays with `{CTX_LIVE}` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions")),
+            let mut note = Diagnostic::new(
+                Code::PredicatedRewrite,
+                format!(
+                    "kernel `{}`: a thread-dependent return reaches a barrier; the body is rewritten into the predicated form",
+                    plan.site.name
+                ),
             )
+            .label(ret.range(), "this return depends on the thread")
+            .label(bar.range(), "and this barrier can follow it");
+            let mut help = format!("a returned thread stays with `{CTX_LIVE}` cleared: it skips the work after its return, passes the remaining barriers and votes the neutral value in block reductions");
+            // A skipped call that synchronizes would leave the live threads waiting: say which
+            // calls the run cannot vouch for.
+            let mut unseen: Vec<&predicate::UnseenCall> = Vec::new();
+            for c in &p.unseen_calls {
+                if !unseen.iter().any(|u| u.range == c.range) {
+                    unseen.push(c);
+                }
+            }
+            for c in unseen.iter().take(3) {
+                note = note.label(
+                    c.range.clone(),
+                    format!(
+                        "returned threads skip this call of `{}`, which this file does not define",
+                        c.name
+                    ),
+                );
+            }
+            if !unseen.is_empty() {
+                help.push_str("; a skipped function that synchronizes the block would leave the live threads waiting at its barrier: the tool sees the barriers of the files it reads (included ones found through `-I`, and the other inputs of the run) and refuses where they would be skipped");
+            }
+            plan.predication = Some(p);
+            Some(note.help(help))
         }
         Err(d) => {
             plan.mode = None;

@@ -52,8 +52,14 @@ pub enum Step<'t> {
         label: Option<u32>,
         braced: bool,
     },
-    /// A `return`: clears `__cp_live`, then jumps to `label` when it is inside a run.
-    Return { node: Node<'t>, label: Option<u32> },
+    /// A `return`: clears `__cp_live`, then jumps to `label` when it is inside a run. `hold`:
+    /// in a live copy that returns at its end what its returns stored, a live thread first
+    /// stores the value in `__cp_ret`.
+    Return {
+        node: Node<'t>,
+        label: Option<u32>,
+        hold: bool,
+    },
     /// A declaration's initializer that reads memory or calls: evaluated only while live.
     LiveInit { value: Node<'t> },
     /// A block reduction's argument list: returned threads vote the neutral value.
@@ -75,6 +81,17 @@ pub struct Predication<'t> {
     pub steps: Vec<Step<'t>>,
     /// The live copies the steps call, directly or through other copies, callees first.
     pub live_helpers: Vec<LiveHelper<'t>>,
+    /// Calls that returned threads skip (in the body or a live copy) of functions this file
+    /// does not define: whether they synchronize the block the analysis may not know (the
+    /// CP200 note names them).
+    pub unseen_calls: Vec<UnseenCall>,
+}
+
+/// A call of a function this file does not define, which returned threads skip.
+#[derive(Debug, Clone)]
+pub struct UnseenCall {
+    pub name: String,
+    pub range: Range<usize>,
 }
 
 /// A synchronizing helper's live copy: the helper (an index into the analysis' helpers) and
@@ -83,6 +100,11 @@ pub struct Predication<'t> {
 pub struct LiveHelper<'t> {
     pub helper: usize,
     pub steps: Vec<Step<'t>>,
+    /// Calls of unseen functions its body skips in returned threads (`Predication::unseen_calls`).
+    pub unseen_calls: Vec<UnseenCall>,
+    /// The type of `__cp_ret`, where the helper returns a value in several places
+    /// (`CopyResult::Held`).
+    pub result_type: Option<String>,
 }
 
 /// Where the calls of synchronizing helpers lead: the file's helpers and their call graph.
@@ -97,11 +119,22 @@ pub struct Helpers<'a, 't> {
 /// A function body the walker predicates: a kernel's, or a helper's live copy.
 enum Body<'t> {
     Kernel,
-    /// Every statement is exposed; `result`: the return at its end, of a value-returning
-    /// helper, whose value returned threads do not compute.
+    /// Every statement is exposed; `result`: how the copy returns the helper's value.
     LiveCopy {
-        result: Option<Node<'t>>,
+        result: CopyResult<'t>,
     },
+}
+
+/// How a live copy returns its helper's value; returned threads compute none and get a
+/// value-initialized one.
+enum CopyResult<'t> {
+    /// A `void` helper.
+    Void,
+    /// One `return` at the end: its value goes through `live_value`.
+    AtEnd(Node<'t>),
+    /// Returns in several places: each stores its value in `__cp_ret` (of this type, declared
+    /// value-initialized at the top) while live, and the copy returns `__cp_ret` at its end.
+    Held(String),
 }
 
 /// Plans the predicated form of `body`; Err: why it cannot be predicated.
@@ -127,9 +160,14 @@ pub fn plan<'t>(
         Body::Kernel,
     );
     w.walk()?;
+    let mut unseen_calls = w.unseen_calls();
+    for l in &w.live {
+        unseen_calls.extend(l.unseen_calls.iter().cloned());
+    }
     Ok(Predication {
         steps: w.steps,
         live_helpers: w.live,
+        unseen_calls,
     })
 }
 
@@ -198,8 +236,10 @@ impl<'a, 't> Walker<'a, 't> {
         kind: Body<'t>,
     ) -> Self {
         let result = match &kind {
-            Body::LiveCopy { result } => result.map(|r| r.id()),
-            Body::Kernel => None,
+            Body::LiveCopy {
+                result: CopyResult::AtEnd(r),
+            } => Some(r.id()),
+            _ => None,
         };
         Walker {
             src,
@@ -246,6 +286,36 @@ impl<'a, 't> Walker<'a, 't> {
         }
         self.sequence(&children(self.body), false, false)?;
         self.check_control_writes()
+    }
+
+    /// The body's calls that returned threads skip, of functions that neither this file, a
+    /// macro nor CUDA's built-ins define, and that no other file of the run defines as one that
+    /// synchronizes (`Options::known_helpers` holds only those that matter to callers).
+    fn unseen_calls(&self) -> Vec<UnseenCall> {
+        let seen = |name: &str| {
+            matches!(
+                name,
+                "static_cast" | "reinterpret_cast" | "const_cast" | "dynamic_cast"
+            ) || self.helpers.graph.by_name.contains_key(name)
+                || self.helpers.known.iter().any(|k| k.name == name)
+                || self.facts.macro_uses.iter().any(|m| m.name == name)
+                || super::shared::builtin(name)
+                || lang::is_pure_function(name)
+        };
+        self.facts
+            .calls
+            .iter()
+            .filter(|c| {
+                self.guarded
+                    .iter()
+                    .any(|g| g.contains(&c.node.start_byte()))
+            })
+            .filter(|c| !seen(&c.name))
+            .map(|c| UnseenCall {
+                name: c.name.clone(),
+                range: c.node.byte_range(),
+            })
+            .collect()
     }
 
     fn refusal(&self, at: Range<usize>, why: &str) -> Diagnostic {
@@ -325,10 +395,12 @@ impl<'a, 't> Walker<'a, 't> {
             self.labels += 1;
             self.labels
         });
+        let hold = self.holds_result();
         for (x, jump) in inside.into_iter().zip(needs_jump) {
             self.steps.push(Step::Return {
                 node: x,
                 label: if jump { label } else { None },
+                hold,
             });
         }
         if r.exposed {
@@ -350,7 +422,7 @@ impl<'a, 't> Walker<'a, 't> {
         let has_return = self.returns.iter().any(|r| range.contains(&r.start_byte()));
         let exposed = self.exposed(&range);
         if let Body::LiveCopy {
-            result: Some(result),
+            result: CopyResult::AtEnd(result),
         } = self.kind
         {
             if result.id() == s.id() {
@@ -365,6 +437,7 @@ impl<'a, 't> Walker<'a, 't> {
             self.steps.push(Step::Return {
                 node: s,
                 label: None,
+                hold: self.holds_result(),
             });
             return Ok(Class::Apart);
         }
@@ -383,9 +456,10 @@ impl<'a, 't> Walker<'a, 't> {
         if matches!(s.kind(), "preproc_if" | "preproc_ifdef") {
             // Guarded whole, as one statement: whichever branch is compiled runs only while
             // live (`#if __CUDA_ARCH__ >= 300` around a store before a barrier, OpenCV's
-            // pyramidal Lucas-Kanade). A return inside would need its own steps, and a
-            // declaration would end up inside the guard's braces, out of reach of what follows.
-            if has_return || declares_in_branches(s) {
+            // pyramidal Lucas-Kanade). A return inside gets its step as one in any guarded
+            // statement does (`close`); a declaration would end up inside the guard's braces,
+            // out of reach of what follows.
+            if declares_in_branches(s) {
                 return Err(self.refusal(range, "conditional compilation follows it"));
             }
         }
@@ -701,6 +775,15 @@ impl<'a, 't> Walker<'a, 't> {
         Ok(())
     }
 
+    fn holds_result(&self) -> bool {
+        matches!(
+            self.kind,
+            Body::LiveCopy {
+                result: CopyResult::Held(_)
+            }
+        )
+    }
+
     fn exposed(&self, range: &Range<usize>) -> bool {
         matches!(self.kind, Body::LiveCopy { .. })
             || self
@@ -947,6 +1030,10 @@ fn plan_copy<'a, 't>(
         return refuse("it takes a parameter pack");
     }
     let result = live_result(h, src).map_err(CopyRefusal::Helper)?;
+    let result_type = match &result {
+        CopyResult::Held(t) => Some(t.clone()),
+        _ => None,
+    };
     let by_value: Vec<String> = h
         .site
         .param_list
@@ -971,10 +1058,13 @@ fn plan_copy<'a, 't>(
     inner.copy_of = Some(&h.site.name);
     inner.planning.push(index);
     inner.walk().map_err(CopyRefusal::Body)?;
+    let unseen_calls = inner.unseen_calls();
     let mut copies = inner.live;
     copies.push(LiveHelper {
         helper: index,
+        unseen_calls,
         steps: inner.steps,
+        result_type,
     });
     Ok(copies)
 }
@@ -1066,9 +1156,8 @@ fn callee_name(callee: Node, src: &str, name: &str) -> Option<Range<usize>> {
     }
 }
 
-/// For a helper's live copy: the return at the end of a value-returning helper (`None` for a
-/// `void` one). Err: why the copy cannot return the helper's value.
-fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<Option<Node<'t>>, String> {
+/// How a helper's live copy returns the helper's value. Err: why it cannot.
+fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<CopyResult<'t>, String> {
     let f = fields();
     let func = h.site.func;
     let declarator = func.child_by_field_id(f.declarator);
@@ -1080,23 +1169,36 @@ fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<Option<Node<'t>>, St
         return Err("it returns a reference".into());
     }
     if void {
-        return Ok(None);
+        return Ok(CopyResult::Void);
     }
     let last = children(h.site.body)
         .into_iter()
-        .rfind(|n| n.kind_id() != kinds().comment);
-    let Some(last) = last.filter(|l| l.kind_id() == kinds().return_statement) else {
-        return Err("it returns a value other than by one `return` at its end".into());
+        .rfind(|n| n.kind_id() != kinds().comment)
+        .filter(|l| l.kind_id() == kinds().return_statement);
+    let others = |last: Node| {
+        h.facts
+            .returns
+            .iter()
+            .any(|r| r.node.kind_id() == kinds().return_statement && r.node.id() != last.id())
     };
-    let others = h
-        .facts
-        .returns
-        .iter()
-        .any(|r| r.node.kind_id() == kinds().return_statement && r.node.id() != last.id());
-    if others {
-        return Err("it returns a value other than by one `return` at its end".into());
+    if let Some(last) = last.filter(|l| !others(*l)) {
+        return Ok(CopyResult::AtEnd(last));
     }
-    Ok(Some(last))
+    // `__cp_ret` needs the return type spelled as a type: not deduced, not a pointer's or a
+    // function pointer's, which the declarator spells.
+    let ty = func
+        .child_by_field_id(f.r#type)
+        .map(|t| text(t, src))
+        .filter(|t| !t.contains("auto") && !t.contains("decltype"));
+    match (ty, declarator) {
+        (Some(t), Some(d)) if d.kind() == "function_declarator" => {
+            Ok(CopyResult::Held(t.to_string()))
+        }
+        _ => Err(
+            "it returns a value in several places, and its return type is deduced or a pointer"
+                .into(),
+        ),
+    }
 }
 
 /// Whether a branch of a preprocessor conditional (or of one nested in it) declares a name
@@ -1222,5 +1324,42 @@ mod tests {
             &format!("{HEAD}  switch (m) {{ case 1: __syncthreads(); }}"),
             "switch statement",
         );
+    }
+
+    /// The predicated form's note names the skipped calls of functions the file does not
+    /// define (a barrier in one would be skipped too), and only those: not the file's own
+    /// helpers, built-ins, pure math or casts, nor calls every thread makes.
+    #[test]
+    fn the_note_names_skipped_calls_of_functions_the_file_does_not_define() {
+        let src = "__device__ float twice(float v) { return 2.0f * v; }\n\
+            __global__ void k(const float* in, float* out, int n) {\n\
+            __shared__ float s[64];\n\
+            int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+            external_before(s);\n\
+            if (i >= n) return;\n\
+            s[threadIdx.x] = twice(sqrtf(in[i])) + static_cast<float>(i);\n\
+            atomicAdd(out, 1.0f);\n\
+            external_reduce(s, in[i]);\n\
+            __syncthreads();\n\
+            out[i] = s[0];\n}\n";
+        let parsed = crate::parse::parse(src);
+        let a = analyze(&parsed, src, &Options::default());
+        assert!(a.kernels[0].transformed());
+        let note = a
+            .diagnostics
+            .iter()
+            .find(|d| d.code.id() == "CP200")
+            .expect("the predicated form's note");
+        let named: Vec<&str> = note
+            .labels
+            .iter()
+            .filter(|l| l.message.contains("which this file does not define"))
+            .map(|l| &src[l.start..l.end])
+            .collect();
+        assert_eq!(named, ["external_reduce(s, in[i])"], "{note:?}");
+        assert!(note
+            .help
+            .as_deref()
+            .is_some_and(|h| h.contains("live threads waiting")));
     }
 }

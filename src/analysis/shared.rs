@@ -116,7 +116,7 @@ const BUILTINS: &[&str] = &[
     "umin",
 ];
 
-fn builtin(name: &str) -> bool {
+pub(super) fn builtin(name: &str) -> bool {
     name.starts_with("__")
         || name.starts_with("atomic")
         || name.starts_with("make_")

@@ -109,7 +109,7 @@ pub fn rewrite(
     for l in live {
         if copied.insert(l.helper) {
             let h = &a.helpers[l.helper];
-            let copy = predicate::live_copy(h, &l.steps, src, &ctx_helpers)?;
+            let copy = predicate::live_copy(h, l, src, &ctx_helpers)?;
             edits.push(Edit::insert(h.site.outer.end_byte(), copy));
         }
     }

@@ -1,10 +1,12 @@
 //! Edits of the predicated form (see `analysis::predicate` for why and when).
 
 use super::{body_indent, opens_own_line};
-use crate::analysis::{HelperPlan, Predication, Step};
+use crate::analysis::{HelperPlan, LiveHelper, Predication, Step};
 use crate::edit::Edit;
 use crate::lang::{self, fields};
-use crate::vocab::{after_label, live_copy_name, CTX_LIVE, CTX_TYPE, LIVE_COPY_SUFFIX, LIVE_VALUE};
+use crate::vocab::{
+    after_label, live_copy_name, CTX_LIVE, CTX_TYPE, LIVE_COPY_SUFFIX, LIVE_RESULT, LIVE_VALUE,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
@@ -29,7 +31,7 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
 /// body predicated by `steps`.
 pub fn live_copy(
     h: &HelperPlan,
-    steps_of_copy: &[Step],
+    copy: &LiveHelper,
     src: &str,
     ctx_helpers: &BTreeSet<&str>,
 ) -> Result<String, crate::edit::OverlapError> {
@@ -73,7 +75,30 @@ pub fn live_copy(
             super::helper::unused_static_attribute(s, src),
         ));
     }
-    steps(steps_of_copy, src, &mut edits);
+    if let Some(t) = &copy.result_type {
+        // What the returns store (`Step::Return`'s `hold`), returned at the end.
+        let body = s.body.byte_range();
+        let (head, tail) = if opens_own_line(s.body, src) {
+            let indent = body_indent(s.body, src);
+            (
+                format!("\n{indent}{t} {LIVE_RESULT}{{}};  // cupreempt: what the returns store"),
+                format!("{indent}return {LIVE_RESULT};\n"),
+            )
+        } else {
+            (
+                format!(" {t} {LIVE_RESULT}{{}};"),
+                format!(" return {LIVE_RESULT}; "),
+            )
+        };
+        let tail = if src[..body.end - 1].ends_with('\n') {
+            tail
+        } else {
+            format!(" return {LIVE_RESULT}; ")
+        };
+        edits.push(Edit::insert(body.start + 1, head));
+        edits.push(Edit::insert(body.end - 1, tail));
+    }
+    steps(&copy.steps, src, &mut edits);
     for e in &mut edits {
         e.start -= start;
         e.end -= start;
@@ -135,11 +160,16 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
                 edits.push(Edit::insert(start, head));
                 edits.push(Edit::insert(range.end, tail));
             }
-            Step::Return { node, label } => {
+            Step::Return { node, label, hold } => {
                 let value = node.named_child(0).filter(|v| v.kind() != "comment");
                 let mut text = String::new();
-                if let Some(v) = value {
-                    text.push_str(&format!("{}; ", crate::lang::text(v, src)));
+                match value {
+                    Some(v) if *hold => text.push_str(&format!(
+                        "if ({CTX_LIVE}) {LIVE_RESULT} = {}; ",
+                        crate::lang::text(v, src)
+                    )),
+                    Some(v) => text.push_str(&format!("{}; ", crate::lang::text(v, src))),
+                    None => {}
                 }
                 text.push_str(&format!("{CTX_LIVE} = false;"));
                 if let Some(n) = label {
