@@ -119,9 +119,14 @@ pub struct Helpers<'a, 't> {
 /// A function body the walker predicates: a kernel's, or a helper's live copy.
 enum Body<'t> {
     Kernel,
-    /// Every statement is exposed; `result`: how the copy returns the helper's value.
+    /// A helper's live copy: every statement is exposed; `result`: how the copy returns the
+    /// helper's value; `helper`: its name (refusals name it); `varying_params`: its parameters
+    /// that some call passes a value that may differ between threads
+    /// (`Uniformity::for_live_helper`).
     LiveCopy {
         result: CopyResult<'t>,
+        helper: String,
+        varying_params: BTreeSet<String>,
     },
 }
 
@@ -195,15 +200,10 @@ struct Walker<'a, 't> {
     /// The body's calls of helpers that synchronize the block (`CallGraph::barrier_names`).
     syncing_calls: Vec<&'a Call<'t>>,
     kind: Body<'t>,
-    /// For a live copy: its parameters that some call passes a value that may differ between
-    /// threads (`Uniformity::for_live_helper`).
-    varying_params: BTreeSet<String>,
     /// The live copies planned so far (callees first), and the helpers being planned (a
     /// recursive call is refused).
     live: Vec<LiveHelper<'t>>,
     planning: Vec<usize>,
-    /// For a live copy: the helper's name (refusals name it).
-    copy_of: Option<&'a str>,
 }
 
 /// What a statement needs.
@@ -238,6 +238,7 @@ impl<'a, 't> Walker<'a, 't> {
         let result = match &kind {
             Body::LiveCopy {
                 result: CopyResult::AtEnd(r),
+                ..
             } => Some(r.id()),
             _ => None,
         };
@@ -268,10 +269,8 @@ impl<'a, 't> Walker<'a, 't> {
                 .filter(|c| helpers.graph.barrier_names.contains(&c.name))
                 .collect(),
             kind,
-            varying_params: BTreeSet::new(),
             live: Vec::new(),
             planning: Vec::new(),
-            copy_of: None,
         }
     }
 
@@ -319,9 +318,9 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     fn refusal(&self, at: Range<usize>, why: &str) -> Diagnostic {
-        let message = match self.copy_of {
-            Some(h) => format!("a thread-dependent return reaches `{h}`, which synchronizes the block, and in its live copy {why}"),
-            None => format!("a thread-dependent return reaches a barrier, and {why}"),
+        let message = match &self.kind {
+            Body::LiveCopy { helper: h, .. } => format!("a thread-dependent return reaches `{h}`, which synchronizes the block, and in its live copy {why}"),
+            Body::Kernel => format!("a thread-dependent return reaches a barrier, and {why}"),
         };
         Diagnostic::new(Code::BarrierHazard, message)
         .label(self.hazard.0.clone(), "this return depends on the thread")
@@ -423,6 +422,7 @@ impl<'a, 't> Walker<'a, 't> {
         let exposed = self.exposed(&range);
         if let Body::LiveCopy {
             result: CopyResult::AtEnd(result),
+            ..
         } = self.kind
         {
             if result.id() == s.id() {
@@ -618,18 +618,15 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     fn uniformity(&mut self) -> &Uniformity<'t, 'a> {
-        let (body, src, names) = (self.body, self.src, self.names);
-        let (all, live_copy, varying) = (
-            self.all,
-            matches!(self.kind, Body::LiveCopy { .. }),
-            &self.varying_params,
-        );
+        let (body, src, names, all) = (self.body, self.src, self.names, self.all);
+        let kind = &self.kind;
         self.uni.get_or_insert_with(|| {
             let blocks = super::body::thread_block_variables(all, src);
-            if live_copy {
-                Uniformity::for_live_helper(body, all, names, blocks, varying)
-            } else {
-                Uniformity::with_exits(body, all, names, blocks, false)
+            match kind {
+                Body::LiveCopy { varying_params, .. } => {
+                    Uniformity::for_live_helper(body, all, names, blocks, varying_params)
+                }
+                Body::Kernel => Uniformity::with_exits(body, all, names, blocks, false),
             }
         })
     }
@@ -779,7 +776,8 @@ impl<'a, 't> Walker<'a, 't> {
         matches!(
             self.kind,
             Body::LiveCopy {
-                result: CopyResult::Held(_)
+                result: CopyResult::Held(_),
+                ..
             }
         )
     }
@@ -1051,11 +1049,13 @@ fn plan_copy<'a, 't>(
         names,
         helpers,
         hazard,
-        Body::LiveCopy { result },
+        Body::LiveCopy {
+            result,
+            helper: h.site.name.clone(),
+            varying_params,
+        },
     );
-    inner.varying_params = varying_params;
     inner.planning = planning.to_vec();
-    inner.copy_of = Some(&h.site.name);
     inner.planning.push(index);
     inner.walk().map_err(CopyRefusal::Body)?;
     let unseen_calls = inner.unseen_calls();
