@@ -196,6 +196,11 @@ impl KnownKernel {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KnownHelper {
     pub name: String,
+    /// The class that defines it, else its innermost namespace: a qualified call `X::f` in
+    /// another file reaches X's own `f` (`CallGraph::calls_barrier`). The file's functions
+    /// with an owner are listed even where they matter to callers for nothing else, so that
+    /// such a call can tell that it does not reach another class's `f` that synchronizes.
+    pub owner: Option<String>,
     pub reads_block_ids: bool,
     pub synchronizes: bool,
     /// Synchronizes the lanes of a warp by a fixed mask (a shuffle, a vote, `__syncwarp`),
@@ -235,6 +240,7 @@ impl KnownHelper {
     pub fn unread(name: &str) -> KnownHelper {
         KnownHelper {
             name: name.to_string(),
+            owner: None,
             reads_block_ids: true,
             synchronizes: true,
             synchronizes_warp: true,
@@ -250,6 +256,7 @@ impl KnownHelper {
             .iter()
             .map(|h| KnownHelper {
                 name: h.site.name.clone(),
+                owner: crate::analysis::helper_owner(&h.site).map(str::to_string),
                 reads_block_ids: h.needs_ctx || h.unfollowed_read,
                 synchronizes: h.synchronizes,
                 synchronizes_warp: h.synchronizes_warp,
@@ -277,7 +284,9 @@ impl KnownHelper {
                     })
                 }),
             })
-            .filter(|h| h.reads_block_ids || h.synchronizes || h.synchronizes_warp)
+            .filter(|h| {
+                h.reads_block_ids || h.synchronizes || h.synchronizes_warp || h.owner.is_some()
+            })
             .collect()
     }
 }

@@ -2290,3 +2290,72 @@ fn a_headers_kernels_know_the_functions_of_the_units_that_include_it() {
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// Another file's functions carry their class (`KnownHelper::owner`): a qualified call of a
+/// class's own `add` that does not synchronize is plain work even where another class's `add`
+/// synchronizes the warp, and a call through an object of a written class reaches that class's
+/// member only. Without the header, the calls are unseen.
+#[test]
+fn qualified_and_object_calls_reach_the_named_class_of_another_file() {
+    let dir = support::tempdir("cli-owner-across-files");
+    let src = dir.join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    std::fs::write(
+        src.join("ops.cuh"),
+        "#pragma once\n\
+         template <class T> struct Math { static __device__ T add(T a, T b) { return a + b; } };\n\
+         struct Heap {\n\
+           float top;\n\
+           __device__ void add(float v) { top = __shfl_sync(0xffffffff, v > top ? v : top, 0); }\n\
+           __device__ void reduce(float* s) { s[threadIdx.x] = top; __syncthreads(); }\n\
+         };\n\
+         struct Lane {\n\
+           float top;\n\
+           __device__ void reduce(float* s) { s[threadIdx.x] = top; }\n\
+         };\n",
+    )
+    .unwrap();
+    std::fs::write(
+        src.join("k.cu"),
+        "#include \"ops.cuh\"\n\
+         __global__ void sums(const float* in, float* out, int n) {\n\
+           for (int i = threadIdx.x; i < n; i += blockDim.x) out[i] = Math<float>::add(in[i], 1.0f);\n\
+         }\n\
+         __global__ void heaps(const float* in, float* out, int n) {\n\
+           Heap heap{0.0f};\n\
+           for (int i = threadIdx.x; i < n; i += blockDim.x) heap.add(in[i]);\n\
+           out[threadIdx.x] = heap.top;\n\
+         }\n\
+         __global__ void lanes(const float* in, float* out, int n) {\n\
+           __shared__ float s[128];\n\
+           int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           if (i >= n) return;\n\
+           Lane lane{in[i]};\n\
+           lane.reduce(s);\n\
+           out[i] = s[threadIdx.x];\n\
+         }\n\
+         __global__ void staged(const float* in, float* out, int n) {\n\
+           __shared__ float s[128];\n\
+           int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           if (i >= n) return;\n\
+           Heap heap{in[i]};\n\
+           heap.reduce(s);\n\
+           out[i] = s[threadIdx.x ^ 1];\n\
+         }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src"], &dir);
+    let out = stdout(&o);
+    for want in [
+        ": sums: transformable (plain)",
+        ": heaps: left as it is: CP004",
+        ": lanes: transformable (plain)",
+        ": staged: left as it is: CP004",
+    ] {
+        assert!(
+            out.lines().any(|l| l.contains(want)),
+            "{want}\n{out}{}",
+            stderr(&o)
+        );
+    }
+}

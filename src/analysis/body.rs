@@ -14,6 +14,9 @@ use tree_sitter::Node;
 #[derive(Debug, Clone)]
 pub struct Call<'t> {
     pub name: String,
+    /// The class or namespace that qualifies the callee's name, without template arguments
+    /// (`Math` for `Math<T>::add(a, b)`, `b` for `a::b::f(x)`); None for an unqualified call.
+    pub qualifier: Option<String>,
     pub node: Node<'t>,
     pub args: Node<'t>,
     pub arg_count: usize,
@@ -391,14 +394,18 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
     f.returns.sort_by_key(|r| r.node.start_byte());
     f.barriers.sort_by_key(|b| b.node.start_byte());
     if kernel {
-        // Loops that may synchronize the block (a barrier, a call: a helper may, or a macro in
-        // them) or a warp (a warp sync or a call), and the returns a warp sync may follow.
+        // Loops that may synchronize the block (a barrier, a call: a helper may, a member
+        // called through an object may, or a macro in them) or a warp (a warp sync or a call),
+        // and the returns a warp sync may follow.
         let loops: Vec<Node> = nodes.iter().copied().filter(|n| is_loop(*n)).collect();
         let holding = |at: &dyn Fn(&Node) -> bool| -> Vec<Node> {
             loops.iter().copied().filter(|l| at(l)).collect()
         };
         let holds = |l: &Node, n: &Node| l.byte_range().contains(&n.start_byte());
-        let holds_call = |l: &Node| f.calls.iter().any(|c| holds(l, &c.node));
+        let holds_call = |l: &Node| {
+            f.calls.iter().any(|c| holds(l, &c.node))
+                || f.member_calls.iter().any(|(_, c)| holds(l, c))
+        };
         let block_loops = holding(&|l| {
             holds_call(l)
                 || f.barriers.iter().any(|b| holds(l, &b.node))
@@ -406,7 +413,8 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
         });
         let warp_loops = holding(&|l| holds_call(l) || f.warp_syncs.iter().any(|w| holds(l, w)));
         // A return matters only where a warp sync, or a call that may do one, can follow it.
-        let may_sync_warp = !f.warp_syncs.is_empty() || !f.calls.is_empty();
+        let may_sync_warp =
+            !f.warp_syncs.is_empty() || !f.calls.is_empty() || !f.member_calls.is_empty();
         let returns: Vec<Node> = f
             .returns
             .iter()
@@ -436,6 +444,14 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
                     .filter(by_mask)
                     .copied()
                     .chain(f.calls.iter().map(|c| c.node))
+                    // A member the file defines may synchronize the warp too; a tile's own
+                    // collectives (`tile.shfl_down`) are warp syncs, left out above.
+                    .chain(
+                        f.member_calls
+                            .iter()
+                            .map(|(_, c)| *c)
+                            .filter(|c| !f.warp_syncs.iter().any(|w| w.id() == c.id())),
+                    )
                     .collect();
                 let lanes = rounds.lane_dependent(&warp_loops, &returns, &syncs);
                 f.lane_uneven_loops = lanes.loops;
@@ -674,6 +690,36 @@ fn callee_name<'t>(callee: Node<'t>) -> Option<Node<'t>> {
     }
 }
 
+/// The class or namespace right before the name of a qualified callee (`Call::qualifier`).
+fn callee_qualifier(callee: Node, src: &str) -> Option<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut n = callee;
+    let mut scope = None;
+    loop {
+        if n.kind_id() == k.qualified_identifier {
+            scope = n.child_by_field_id(f.scope);
+            n = n.child_by_field_id(f.name)?;
+        } else if n.kind_id() == k.template_function {
+            n = n.child_by_field_id(f.name)?;
+        } else {
+            break;
+        }
+    }
+    let scope = scope?;
+    // `Math<T>`: the template's name.
+    let named = if scope.kind() == "template_type" {
+        scope.child_by_field_id(f.name)?
+    } else {
+        scope
+    };
+    matches!(
+        named.kind(),
+        "namespace_identifier" | "type_identifier" | "identifier"
+    )
+    .then(|| text(named, src).to_string())
+}
+
 fn record_call<'t>(
     f: &mut BodyFacts<'t>,
     call: Node<'t>,
@@ -745,6 +791,7 @@ fn record_call<'t>(
     }
     f.calls.push(Call {
         name: name.to_string(),
+        qualifier: callee_qualifier(callee, src),
         node: call,
         args,
         arg_count,

@@ -24,6 +24,20 @@ pub struct CallGraph {
     /// Names of helpers that synchronize a warp's lanes by a fixed mask (`BodyFacts::
     /// warp_syncs`), directly or through other helpers: `warpReduceSum` and the like.
     pub warp_sync_names: BTreeSet<String>,
+    /// Helpers by the class or namespace that defines them and their name (`owner`): a
+    /// qualified call `X::f` where X defines its own `f` here calls one of those, and no other
+    /// `f` (`calls_barrier`, `calls_warp_sync`).
+    pub owned: BTreeMap<(String, String), Vec<usize>>,
+    /// The same for other files' functions (`KnownHelper::owner`): whether any of X's `f`
+    /// synchronizes the block, and whether any synchronizes a warp. Used where X defines no
+    /// `f` here.
+    pub external_owned: BTreeMap<(String, String), (bool, bool)>,
+    /// Names that a call through an object (`x.f()`, `p->f()`) may reach a function that
+    /// synchronizes the block by: the file's members that do, and other files' functions
+    /// that do (of whatever class: the object's type is not followed).
+    pub member_barrier_names: BTreeSet<String>,
+    /// The same for functions that synchronize a warp's lanes.
+    pub member_warp_sync_names: BTreeSet<String>,
     /// Names of member functions that read blockIdx/gridDim, maybe through others (`operator()`
     /// for a functor's): called through an object, they cannot be given the task context.
     pub member_ctx: BTreeSet<String>,
@@ -67,10 +81,12 @@ impl CallGraph {
     /// (`KnownHelper::with_ctx`); a helper here that calls one needs the context too. `forced`:
     /// helpers that need it for calls the graph does not follow by name (functor calls, once
     /// functors take the context: `functor_helpers`).
+    #[allow(clippy::too_many_arguments)]
     pub fn build(
         helpers: &mut [HelperPlan],
         external_barriers: &[&str],
         external_warp_syncs: &[&str],
+        external_owned: BTreeMap<(String, String), (bool, bool)>,
         external_ctx: &[&str],
         forced: &BTreeSet<String>,
     ) -> CallGraph {
@@ -127,23 +143,46 @@ impl CallGraph {
             .filter(|h| h.site.member && h.needs_ctx)
             .map(|h| h.site.name.clone())
             .collect();
-        let barrier_names = calling_closure(
-            helpers,
-            external(external_barriers, helpers),
-            &member_ctx,
-            |f| !f.barriers.is_empty(),
-        );
-        for h in helpers.iter_mut() {
-            h.synchronizes = barrier_names.contains(&h.site.name);
+        let mut owned: BTreeMap<(String, String), Vec<usize>> = BTreeMap::new();
+        for (i, h) in helpers.iter().enumerate() {
+            if let Some(o) = owner(&h.site) {
+                owned
+                    .entry((o.to_string(), h.site.name.clone()))
+                    .or_default()
+                    .push(i);
+            }
         }
-        let warp_sync_names = calling_closure(
-            helpers,
-            external(external_warp_syncs, helpers),
-            &member_ctx,
-            |f| !f.warp_syncs.is_empty(),
-        );
-        for h in helpers.iter_mut() {
-            h.synchronizes_warp = warp_sync_names.contains(&h.site.name);
+        let external_barriers = external(external_barriers, helpers);
+        let resolve = Resolve {
+            owned: &owned,
+            external_owned: &external_owned,
+        };
+        let syncing = calling_closure(helpers, &external_barriers, resolve, false, |f| {
+            !f.barriers.is_empty()
+        });
+        let external_warp_syncs = external(external_warp_syncs, helpers);
+        let warp_syncing = calling_closure(helpers, &external_warp_syncs, resolve, true, |f| {
+            !f.warp_syncs.is_empty()
+        });
+        let mut member_barrier_names = external_barriers.clone();
+        let mut member_warp_sync_names = external_warp_syncs.clone();
+        let mut barrier_names = external_barriers;
+        let mut warp_sync_names = external_warp_syncs;
+        for ((h, s), w) in helpers.iter_mut().zip(syncing).zip(warp_syncing) {
+            h.synchronizes = s;
+            h.synchronizes_warp = w;
+            if s {
+                barrier_names.insert(h.site.name.clone());
+                if h.site.member {
+                    member_barrier_names.insert(h.site.name.clone());
+                }
+            }
+            if w {
+                warp_sync_names.insert(h.site.name.clone());
+                if h.site.member {
+                    member_warp_sync_names.insert(h.site.name.clone());
+                }
+            }
         }
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (i, h) in helpers.iter().enumerate() {
@@ -192,6 +231,10 @@ impl CallGraph {
             ctx_names,
             barrier_names,
             warp_sync_names,
+            owned,
+            external_owned,
+            member_barrier_names,
+            member_warp_sync_names,
             member_ctx,
             member_names,
             ctx_members,
@@ -540,27 +583,154 @@ pub fn passes_ctx(
 /// helpers that synchronize, directly or through others.
 fn calling_closure(
     helpers: &[HelperPlan],
-    mut names: BTreeSet<String>,
-    members: &BTreeSet<String>,
+    external: &BTreeSet<String>,
+    resolve: Resolve,
+    warp: bool,
     direct: impl Fn(&BodyFacts) -> bool,
-) -> BTreeSet<String> {
+) -> Vec<bool> {
+    let mut marked: Vec<bool> = helpers.iter().map(|h| direct(&h.facts)).collect();
     loop {
-        let before = names.len();
-        for h in helpers {
-            let calls_member = h
-                .facts
-                .member_calls
-                .iter()
-                .any(|(m, _)| members.contains(m) && names.contains(m));
-            if direct(&h.facts)
-                || calls_member
-                || h.facts.calls.iter().any(|c| names.contains(&c.name))
-            {
-                names.insert(h.site.name.clone());
+        let mut changed = false;
+        for i in 0..helpers.len() {
+            if marked[i] {
+                continue;
+            }
+            let by_name = |name: &str| {
+                external.contains(name)
+                    || helpers
+                        .iter()
+                        .zip(&marked)
+                        .any(|(h, &m)| m && h.site.name == name)
+            };
+            let facts = &helpers[i].facts;
+            // A call through an object may reach any member of that name (its class is not
+            // followed), or another file's function of that name.
+            let calls_member = facts.member_calls.iter().any(|(m, _)| {
+                external.contains(m)
+                    || helpers
+                        .iter()
+                        .zip(&marked)
+                        .any(|(h, &mk)| mk && h.site.member && h.site.name == *m)
+            });
+            let calls = facts.calls.iter().any(|c| match resolve.call(c) {
+                Callee::Here(is) => is.iter().any(|&j| marked[j]),
+                Callee::Elsewhere(block, lanes) => {
+                    if warp {
+                        lanes
+                    } else {
+                        block
+                    }
+                }
+                Callee::ByName => by_name(&c.name),
+            });
+            if calls_member || calls {
+                marked[i] = true;
+                changed = true;
             }
         }
-        if names.len() == before {
-            return names;
+        if !changed {
+            return marked;
+        }
+    }
+}
+
+/// Whose function a helper is, for qualified calls: the class it is defined in, else its
+/// innermost namespace.
+pub fn owner<'a>(site: &'a FunctionSite) -> Option<&'a str> {
+    site.class
+        .as_deref()
+        .or(site.scope.last().map(String::as_str))
+}
+
+/// Where a qualified call `X::f` leads when X defines its own `f`: name lookup in X finds
+/// those and stops there, so another class's `f` that synchronizes is not reached.
+#[derive(Clone, Copy)]
+struct Resolve<'m> {
+    owned: &'m BTreeMap<(String, String), Vec<usize>>,
+    external_owned: &'m BTreeMap<(String, String), (bool, bool)>,
+}
+
+enum Callee<'m> {
+    /// X's own `f`s of this file.
+    Here(&'m [usize]),
+    /// X's own `f`s are another file's: whether one synchronizes the block, and a warp.
+    Elsewhere(bool, bool),
+    /// Unqualified, or X defines no `f` the analysis knows (a base class's, a namespace's of
+    /// a file it does not read): whatever the name reaches.
+    ByName,
+}
+
+impl<'m> Resolve<'m> {
+    fn call(&self, c: &super::body::Call) -> Callee<'m> {
+        let Some(q) = c.qualifier.as_ref() else {
+            return Callee::ByName;
+        };
+        let key = (q.clone(), c.name.clone());
+        if let Some(is) = self.owned.get(&key) {
+            return Callee::Here(is);
+        }
+        match self.external_owned.get(&key) {
+            Some(&(block, lanes)) => Callee::Elsewhere(block, lanes),
+            None => Callee::ByName,
+        }
+    }
+}
+
+impl CallGraph {
+    fn resolve(&self) -> Resolve<'_> {
+        Resolve {
+            owned: &self.owned,
+            external_owned: &self.external_owned,
+        }
+    }
+
+    /// Whether call `c` may reach a helper that synchronizes the block (a qualified call only
+    /// its owner's: `Resolve`), or another file's function that does.
+    pub fn calls_barrier(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> bool {
+        match self.resolve().call(c) {
+            Callee::Here(is) => is.iter().any(|&i| helpers[i].synchronizes),
+            Callee::Elsewhere(block, _) => block,
+            Callee::ByName => self.barrier_names.contains(&c.name),
+        }
+    }
+
+    /// Whether a call through an object, `x.m(...)` made in `caller`, may reach a member that
+    /// synchronizes the block, and one that synchronizes a warp: those of the object's class
+    /// where the text tells it (`called_class`) and the class defines its own `m`, else any
+    /// member of that name (`member_barrier_names`).
+    pub fn member_call_syncs(
+        &self,
+        call: Node,
+        m: &str,
+        caller: &FunctionSite,
+        facts: &BodyFacts,
+        src: &str,
+        helpers: &[HelperPlan],
+    ) -> (bool, bool) {
+        if let Some(class) = called_class(call, caller, facts, src, &self.classes) {
+            let key = (class, m.to_string());
+            if let Some(is) = self.owned.get(&key) {
+                return (
+                    is.iter().any(|&i| helpers[i].synchronizes),
+                    is.iter().any(|&i| helpers[i].synchronizes_warp),
+                );
+            }
+            if let Some(&flags) = self.external_owned.get(&key) {
+                return flags;
+            }
+        }
+        (
+            self.member_barrier_names.contains(m),
+            self.member_warp_sync_names.contains(m),
+        )
+    }
+
+    /// The same for helpers that synchronize a warp's lanes.
+    pub fn calls_warp_sync(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> bool {
+        match self.resolve().call(c) {
+            Callee::Here(is) => is.iter().any(|&i| helpers[i].synchronizes_warp),
+            Callee::Elsewhere(_, lanes) => lanes,
+            Callee::ByName => self.warp_sync_names.contains(&c.name),
         }
     }
 }

@@ -271,14 +271,33 @@ pub fn decide<'t>(
     // Barriers: those in the body, plus calls to helpers that synchronize (never rewritten).
     let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
     let mut syncing_helpers: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
-    let member_calls = plan
+    // Calls through objects (and the calls by name that pass the context to a member), each
+    // with whether it may reach a member that synchronizes the block, or a warp.
+    let mut seen_member_calls = BTreeSet::new();
+    let member_calls: Vec<(&str, Node<'t>)> = plan
         .facts
-        .ctx_member_calls
+        .member_calls
         .iter()
-        .map(|(m, c)| (m.as_str(), *c));
-    let calls = plan.facts.calls.iter().map(|c| (c.name.as_str(), c.node));
-    for (name, node) in calls.clone().chain(member_calls.clone()) {
-        if graph.barrier_names.contains(name) {
+        .chain(&plan.facts.ctx_member_calls)
+        .filter(|(_, n)| seen_member_calls.insert(n.id()))
+        .map(|(m, n)| (m.as_str(), *n))
+        .collect();
+    // Calls by name, each with whether it may reach a helper that synchronizes the block, or
+    // a warp (a qualified call only its owner's: `CallGraph::calls_barrier`).
+    let calls = plan.facts.calls.iter().map(|c| {
+        (
+            c.name.as_str(),
+            c.node,
+            graph.calls_barrier(c, helpers),
+            graph.calls_warp_sync(c, helpers),
+        )
+    });
+    let member_calls = member_calls.iter().map(|&(m, n)| {
+        let (block, lanes) = graph.member_call_syncs(n, m, k, &plan.facts, src, helpers);
+        (m, n, block, lanes)
+    });
+    for (name, node, syncs, _) in calls.clone().chain(member_calls.clone()) {
+        if syncs {
             syncing_helpers.push((node.byte_range(), name));
             barriers.push(BarrierSite {
                 node,
@@ -320,8 +339,8 @@ pub fn decide<'t>(
         .iter()
         .map(|w| (w.byte_range(), None))
         .collect();
-    for (name, node) in calls.chain(member_calls) {
-        if graph.warp_sync_names.contains(name) {
+    for (name, node, _, syncs_warp) in calls.chain(member_calls) {
+        if syncs_warp {
             warp_syncs.push((node.byte_range(), Some(name)));
         }
     }
@@ -412,7 +431,7 @@ pub fn decide<'t>(
             plan.facts
                 .calls
                 .iter()
-                .any(|c| c.node.id() == b.node.id() && graph.barrier_names.contains(&c.name))
+                .any(|c| c.node.id() == b.node.id() && graph.calls_barrier(c, helpers))
         };
         if let Some(stuck) = barriers.iter().find(|b| !b.rewritable() && !live_copy(b)) {
             let mut d = match syncing_helpers.iter().find(|(r, _)| *r == stuck.range()) {

@@ -40,7 +40,7 @@ mod uneven;
 mod uniformity;
 
 pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
-pub use callgraph::FUNCTOR_CALL;
+pub use callgraph::{owner as helper_owner, FUNCTOR_CALL};
 pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
 pub use predicate::{LiveHelper, Predication, Step};
@@ -297,10 +297,21 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             .collect()
     };
     let build = |helpers: &mut Vec<HelperPlan<'_>>, forced: &BTreeSet<String>| {
+        let mut external_owned: BTreeMap<(String, String), (bool, bool)> = BTreeMap::new();
+        for h in &opts.known_helpers {
+            if let Some(o) = &h.owner {
+                let e = external_owned
+                    .entry((o.clone(), h.name.clone()))
+                    .or_default();
+                e.0 |= h.synchronizes;
+                e.1 |= h.synchronizes_warp;
+            }
+        }
         let mut graph = CallGraph::build(
             helpers,
             &known_where(|h| h.synchronizes),
             &known_where(|h| h.synchronizes_warp),
+            external_owned,
             &known_where(|h| h.reads_block_ids && h.with_ctx),
             forced,
         );

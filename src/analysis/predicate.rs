@@ -266,7 +266,7 @@ impl<'a, 't> Walker<'a, 't> {
             syncing_calls: facts
                 .calls
                 .iter()
-                .filter(|c| helpers.graph.barrier_names.contains(&c.name))
+                .filter(|c| helpers.graph.calls_barrier(c, helpers.plans))
                 .collect(),
             kind,
             live: Vec::new(),
@@ -918,7 +918,11 @@ impl<'a, 't> Walker<'a, 't> {
         args: &[Node<'t>],
     ) -> Result<(), Diagnostic> {
         let name = call.name.as_str();
-        let mut known = self.helpers.known.iter().filter(|k| k.name == name);
+        let mut known = self
+            .helpers
+            .known
+            .iter()
+            .filter(|k| k.name == name && k.synchronizes);
         let (known, params) = match (known.next(), known.next()) {
             (Some(k), None) => match &k.live_copy {
                 Some(Ok(c)) => (k, c),
