@@ -871,7 +871,7 @@ fn transformed<'t>(
         .map(|p| p.name.clone())
         .collect();
     match predicate::plan(
-        plan.site.body,
+        &plan.site,
         &params,
         &plan.facts,
         src,

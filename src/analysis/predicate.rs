@@ -32,7 +32,7 @@ use super::callgraph::CallGraph;
 use super::effects::Effects;
 use super::flow::{children, descendants, ends, escapes};
 use super::uniformity::{FileNames, Uniformity};
-use super::HelperPlan;
+use super::{FunctionSite, HelperPlan};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::lang::{self, fields, kinds, text};
 use crate::program::KnownHelper;
@@ -145,7 +145,7 @@ enum CopyResult<'t> {
 /// Plans the predicated form of `body`; Err: why it cannot be predicated.
 #[allow(clippy::too_many_arguments)]
 pub fn plan<'t>(
-    body: Node<'t>,
+    site: &FunctionSite<'t>,
     params: &[String],
     facts: &BodyFacts<'t>,
     src: &'t str,
@@ -154,7 +154,7 @@ pub fn plan<'t>(
     hazard: (Range<usize>, Range<usize>),
 ) -> Result<Predication<'t>, Diagnostic> {
     let mut w = Walker::new(
-        body,
+        site,
         &facts.nodes,
         params,
         facts,
@@ -181,6 +181,8 @@ struct Walker<'a, 't> {
     facts: &'a BodyFacts<'t>,
     /// Built on first use: most predicated kernels have no condition to check.
     uni: Option<Uniformity<'t, 'a>>,
+    /// The function whose body is walked (the kernel, or the helper of a live copy).
+    site: &'a FunctionSite<'t>,
     body: Node<'t>,
     /// The file's names, for the uniformity analysis.
     names: &'a FileNames<'t, 'a>,
@@ -225,7 +227,7 @@ struct OpenRun<'t> {
 impl<'a, 't> Walker<'a, 't> {
     #[allow(clippy::too_many_arguments)]
     fn new(
-        body: Node<'t>,
+        site: &'a FunctionSite<'t>,
         all: &'a [Node<'t>],
         params: &'a [String],
         facts: &'a BodyFacts<'t>,
@@ -246,7 +248,8 @@ impl<'a, 't> Walker<'a, 't> {
             src,
             facts,
             uni: None,
-            body,
+            site,
+            body: site.body,
             names,
             returns: facts
                 .returns
@@ -282,6 +285,21 @@ impl<'a, 't> Walker<'a, 't> {
             .find(|n| n.kind_id() == goto || n.kind_id() == label)
         {
             return Err(self.refusal(g.byte_range(), "`goto` and labels are not predicated"));
+        }
+        // A member that synchronizes, called through an object where returned threads reach
+        // the call: no live copy is made of a member, and guarded, the call would be skipped.
+        let graph = self.helpers.graph;
+        let member_barrier = self.facts.member_calls.iter().find(|(m, n)| {
+            self.exposed(&n.byte_range())
+                && graph
+                    .member_call_syncs(*n, m, self.site, self.facts, self.src, self.helpers.plans)
+                    .0
+        });
+        if let Some((m, n)) = member_barrier {
+            return Err(self.refusal(
+                n.byte_range(),
+                &format!("this call of member `{m}` synchronizes the block, and a member gets no live copy"),
+            ));
         }
         self.sequence(&children(self.body), false, false)?;
         self.check_control_writes()
@@ -1045,7 +1063,7 @@ fn plan_copy<'a, 't>(
         .collect();
     let all = descendants(h.site.body);
     let mut inner = Walker::new(
-        h.site.body,
+        &h.site,
         &all,
         &by_value,
         &h.facts,
