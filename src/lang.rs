@@ -670,6 +670,19 @@ pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
 /// Whether a call of `name` has no side effect and reads no memory: `PURE_FUNCTIONS`, and the
 /// functional casts to the standard integer types (`int64_t(blockIdx.x)`, `SCALAR_TYPEDEFS`),
 /// which read as calls.
+/// `static_cast<T>`, `const_cast<T>`, `reinterpret_cast<T>` as a call's callee (the grammar
+/// reads `static_cast<int>(x)` as a call of a template function): a conversion of its argument,
+/// which reads nothing else.
+pub fn is_named_cast(callee: Node, src: &str) -> bool {
+    callee.kind() == "template_function"
+        && callee.child_by_field_id(fields().name).is_some_and(|n| {
+            matches!(
+                text(n, src),
+                "static_cast" | "const_cast" | "reinterpret_cast"
+            )
+        })
+}
+
 pub fn is_pure_function(name: &str) -> bool {
     PURE_FUNCTIONS.contains(&name) || SCALAR_TYPEDEFS.contains(&name)
 }

@@ -216,6 +216,9 @@ pub struct KnownHelper {
     /// A definition in a region its file's parser cannot read (`Found::unread_helpers`): what
     /// it reads is unknown, so it counts as reading blockIdx/gridDim and synchronizing.
     pub unread: bool,
+    /// It returns a block reduction's value (`HelperPlan::returns_block_vote`): the same in every
+    /// thread, so a condition on it is block-uniform.
+    pub returns_block_vote: bool,
     /// Its file, transformed in the same run, makes its live copy (`analysis::predicate`,
     /// "synchronizing helpers"): a predicated kernel here that calls it after a return calls
     /// the copy. Ok: per parameter, what the call must give; Err: why the file makes none.
@@ -247,6 +250,7 @@ impl KnownHelper {
             with_ctx: false,
             member: false,
             unread: true,
+            returns_block_vote: false,
             live_copy: None,
         }
     }
@@ -270,6 +274,7 @@ impl KnownHelper {
                     && !h.unfollowed_read,
                 member: h.site.member,
                 unread: false,
+                returns_block_vote: h.returns_block_vote(),
                 live_copy: h.live_copy.as_ref().map(|copy| {
                     copy.as_ref().map_err(Clone::clone).map(|uniform| {
                         h.site

@@ -140,9 +140,15 @@ impl<'a, 't> Effects<'a, 't> {
                     ok
                 }
                 _ if id == k.call_expression => {
-                    ok = n
-                        .child_by_field_id(f.function)
-                        .is_some_and(|c| lang::is_pure_function(text(c, self.src)));
+                    let callee = n.child_by_field_id(f.function);
+                    if callee.is_some_and(|c| lang::is_named_cast(c, self.src)) {
+                        // Only the argument list is looked at (the callee names a type).
+                        if let Some(args) = n.child_by_field_id(f.arguments) {
+                            ok = self.pure_inner(args, writes_ok, holes);
+                        }
+                        return false;
+                    }
+                    ok = callee.is_some_and(|c| lang::is_pure_function(text(c, self.src)));
                     ok
                 }
                 _ if id == k.argument_list => true,

@@ -209,6 +209,34 @@ impl<'t> HelperPlan<'t> {
     pub fn declarations(&self) -> impl Iterator<Item = &FunctionSite<'t>> {
         std::iter::once(&self.site).chain(self.prior_declarations.iter())
     }
+
+    /// It returns a block reduction's value, once, at its end (`return __syncthreads_count(p);`,
+    /// gsplat's `cta_sync_count`): the same in every thread of the block, returned threads
+    /// included where its live copy is called (they vote the neutral value).
+    pub fn returns_block_vote(&self) -> bool {
+        let k = crate::lang::kinds();
+        let returns = || {
+            self.facts
+                .returns
+                .iter()
+                .filter(|r| r.node.kind_id() == k.return_statement)
+        };
+        let last = flow::children(self.site.body)
+            .into_iter()
+            .rfind(|n| n.kind_id() != k.comment)
+            .filter(|l| l.kind_id() == k.return_statement);
+        let Some(last) = last else {
+            return false;
+        };
+        let value = last.named_child(0).map(crate::lang::strip_parens);
+        returns().count() == 1
+            && value.is_some_and(|v| {
+                self.facts
+                    .barriers
+                    .iter()
+                    .any(|b| b.node.id() == v.id() && b.method != "sync")
+            })
+    }
 }
 
 pub struct Analysis<'t> {

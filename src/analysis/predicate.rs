@@ -301,6 +301,9 @@ impl<'a, 't> Walker<'a, 't> {
                 &format!("this call of member `{m}` synchronizes the block, and a member gets no live copy"),
             ));
         }
+        for &r in &self.returns {
+            self.no_barrier_in_return(r)?;
+        }
         self.sequence(&children(self.body), false, false)?;
         self.check_control_writes()
     }
@@ -444,9 +447,26 @@ impl<'a, 't> Walker<'a, 't> {
         } = self.kind
         {
             if result.id() == s.id() {
-                // Returned threads return a value-initialized one and compute nothing.
-                if let Some(v) = s.named_child(0).filter(|v| !self.effects.pure(*v)) {
-                    self.steps.push(Step::LiveInit { value: v });
+                let value = s.named_child(0).filter(|v| v.kind() != "comment");
+                match value {
+                    // A block reduction's value (`return __syncthreads_count(p);`), or a
+                    // synchronizing helper's: every thread computes it, the returned ones
+                    // voting the neutral value.
+                    Some(v) if self.has_barrier(&v.byte_range()) => {
+                        match self.barrier_call(lang::strip_parens(v)) {
+                            Some(b) => self.vote(b)?,
+                            None => self.live_calls_in(
+                                v,
+                                false,
+                                "this return's value does more than synchronize",
+                            )?,
+                        }
+                    }
+                    // Returned threads return a value-initialized one and compute nothing.
+                    Some(v) if !self.effects.pure(v) => {
+                        self.steps.push(Step::LiveInit { value: v })
+                    }
+                    _ => {}
                 }
                 return Ok(Class::Apart);
             }
@@ -612,27 +632,101 @@ impl<'a, 't> Walker<'a, 't> {
     /// everywhere) or a block-uniform expression that reads no memory.
     fn condition(&mut self, c: Node<'t>) -> Result<(), Diagnostic> {
         let e = lang::strip_parens(c);
-        if let Some(b) = self.barrier_call(e) {
-            if b.method == LIVE_CALL {
+        // Block reductions, and calls of helpers that return one (`cta_sync_count(p) >= n`),
+        // hand every thread the same value; the rest must be uniform and read no memory.
+        let range = e.byte_range();
+        let mut votes: Vec<BarrierSite<'t>> = Vec::new();
+        for b in self
+            .facts
+            .barriers
+            .iter()
+            .filter(|b| range.contains(&b.node.start_byte()))
+        {
+            votes.push(*b);
+        }
+        for call in self
+            .syncing_calls
+            .iter()
+            .filter(|c| range.contains(&c.node.start_byte()))
+        {
+            if !self.returns_block_vote(call) {
                 return Err(self.refusal(c.byte_range(), "this condition is the value of a helper that synchronizes the block, which may differ between threads"));
             }
-            return self.vote(b);
+            votes.push(BarrierSite {
+                node: call.node,
+                method: LIVE_CALL,
+                visible: true,
+            });
         }
-        if self.effects.pure(e) && !self.uniformity().expr_varying(e) {
-            for n in descendants(e) {
-                if n.kind_id() == kinds().identifier {
+        let inside = |outer: Node, inner: Node| {
+            outer.id() != inner.id() && outer.byte_range().contains(&inner.start_byte())
+        };
+        let nested = votes
+            .iter()
+            .any(|a| votes.iter().any(|b| inside(b.node, a.node)));
+        let holes: Vec<Node<'t>> = votes.iter().map(|b| b.node).collect();
+        let uniform_around = |w: &mut Self| {
+            // The names of `static_cast<T>` and its kind are no values.
+            let casts: Vec<Range<usize>> = descendants(e)
+                .into_iter()
+                .filter(|n| lang::is_named_cast(*n, w.src))
+                .map(|n| n.byte_range())
+                .collect();
+            let names: Vec<Node<'t>> = descendants(e)
+                .into_iter()
+                .filter(|n| n.kind_id() == kinds().identifier)
+                .filter(|n| {
+                    !holes
+                        .iter()
+                        .any(|h| h.byte_range().contains(&n.start_byte()))
+                })
+                .filter(|n| !casts.iter().any(|c| c.contains(&n.start_byte())))
+                .collect();
+            let uniform = names.iter().all(|n| !w.uniformity().expr_varying(*n));
+            (uniform, names)
+        };
+        if !nested && self.effects.pure_around(e, &holes) {
+            let (uniform, names) = uniform_around(self);
+            if uniform {
+                for n in names {
                     self.control
                         .entry(text(n, self.src).to_string())
                         .or_default()
                         .push(n.byte_range());
                 }
+                for v in votes {
+                    self.vote(v)?;
+                }
+                return Ok(());
             }
-            return Ok(());
         }
         Err(self.refusal(
             c.byte_range(),
             "this condition may differ between threads or reads memory",
         ))
+    }
+
+    /// A call of a synchronizing helper whose value is a block reduction's (`returns_block_vote`
+    /// here, `KnownHelper::returns_block_vote` of another file's).
+    fn returns_block_vote(&self, call: &Call<'t>) -> bool {
+        match self
+            .helpers
+            .graph
+            .by_name
+            .get(&call.name)
+            .map(Vec::as_slice)
+        {
+            Some([i]) => self.helpers.plans[*i].returns_block_vote(),
+            Some(_) => false,
+            None => {
+                let mut known = self
+                    .helpers
+                    .known
+                    .iter()
+                    .filter(|k| k.name == call.name && k.synchronizes);
+                matches!((known.next(), known.next()), (Some(k), None) if k.returns_block_vote)
+            }
+        }
     }
 
     fn uniformity(&mut self) -> &Uniformity<'t, 'a> {
@@ -788,6 +882,19 @@ impl<'a, 't> Walker<'a, 't> {
             }
         }
         Ok(())
+    }
+
+    /// A return other than a live copy's at its end runs only in the threads that take it: a
+    /// barrier in its value (`return __syncthreads_count(p);` among several returns) would be
+    /// passed by those alone.
+    fn no_barrier_in_return(&self, r: Node<'t>) -> Result<(), Diagnostic> {
+        match r.named_child(0) {
+            Some(v) if self.has_barrier(&v.byte_range()) => Err(self.refusal(
+                v.byte_range(),
+                "this return's value synchronizes the block, and only the threads that return compute it",
+            )),
+            _ => Ok(()),
+        }
     }
 
     fn holds_result(&self) -> bool {

@@ -33,6 +33,8 @@ pub struct IncludedFunctions {
     pub uniform: BTreeSet<String>,
     /// Names some file defines as a function that is no uniform helper.
     pub not_uniform: BTreeSet<String>,
+    /// Functions that return a block reduction's value (`helpers::vote_helpers`), by name.
+    pub votes: BTreeSet<String>,
 }
 
 impl IncludedFunctions {
@@ -55,6 +57,7 @@ impl IncludedFunctions {
         let macros = super::macros::close(super::macros::of_lists(definitions, parameters));
         let declared = file_declared(root, &src);
         let uniform = helpers::uniform_helpers(root, &src, &declared, &macros, &BTreeSet::new());
+        out.votes = helpers::vote_helpers(root, &src).into_iter().collect();
         for (name, overloads) in file_functions(root, &src, &macros) {
             if uniform.contains(&name) {
                 out.uniform.insert(name.clone());
@@ -70,6 +73,7 @@ impl IncludedFunctions {
     /// if no file defines it otherwise.
     pub fn merge(&mut self, other: &IncludedFunctions) {
         self.uniform.extend(other.uniform.iter().cloned());
+        self.votes.extend(other.votes.iter().cloned());
         self.add_declarations(other);
     }
 
@@ -77,6 +81,7 @@ impl IncludedFunctions {
     /// names that are one in both.
     pub fn meet(mut self, other: &IncludedFunctions) -> IncludedFunctions {
         self.uniform.retain(|n| other.uniform.contains(n));
+        self.votes.retain(|n| other.votes.contains(n));
         self.add_declarations(other);
         self
     }
@@ -92,6 +97,9 @@ impl IncludedFunctions {
         self.not_uniform.extend(other.not_uniform.iter().cloned());
         let not = &self.not_uniform;
         self.uniform.retain(|n| !not.contains(n));
+        let voting = &other.votes;
+        self.votes
+            .retain(|n| voting.contains(n) || !other.parameters.contains_key(n));
     }
 }
 
@@ -109,6 +117,10 @@ pub struct FileNames<'t, 'm> {
     /// The included files' uniform helpers whose names this file neither defines nor declares.
     included_helpers: BTreeSet<String>,
     helpers: std::cell::OnceCell<std::collections::HashSet<String>>,
+    /// The included files' functions that return a block reduction's value, which this file
+    /// does not define.
+    included_votes: BTreeSet<String>,
+    votes: std::cell::OnceCell<std::collections::HashSet<String>>,
 }
 
 impl<'t, 'm> FileNames<'t, 'm> {
@@ -128,6 +140,12 @@ impl<'t, 'm> FileNames<'t, 'm> {
             .filter(|n| !functions.contains_key(*n))
             .cloned()
             .collect();
+        let included_votes = included
+            .votes
+            .iter()
+            .filter(|n| !functions.contains_key(*n))
+            .cloned()
+            .collect();
         for (name, overloads) in &included.parameters {
             functions
                 .entry(name.clone())
@@ -142,6 +160,8 @@ impl<'t, 'm> FileNames<'t, 'm> {
             functions,
             included_helpers,
             helpers: std::cell::OnceCell::new(),
+            included_votes,
+            votes: std::cell::OnceCell::new(),
         }
     }
 
@@ -153,6 +173,16 @@ impl<'t, 'm> FileNames<'t, 'm> {
     /// The file's text, as given to `new`.
     pub fn src(&self) -> &'t str {
         self.src
+    }
+
+    /// The functions that return a block reduction's value (`helpers::vote_helpers`), this
+    /// file's and the included files'.
+    fn vote_helpers(&self) -> &std::collections::HashSet<String> {
+        self.votes.get_or_init(|| {
+            let mut own = helpers::vote_helpers(self.root, self.src);
+            own.extend(self.included_votes.iter().cloned());
+            own
+        })
     }
 
     fn uniform_helpers(&self) -> &std::collections::HashSet<String> {
@@ -900,6 +930,20 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                                 .named_child(0)
                                 .is_some_and(|a| self.read_only_address(a))
                     });
+                // A block reduction, or a function that returns one, gives every thread of the
+                // block one value, whatever its arguments.
+                let vote = name.is_some_and(|n| helpers::BLOCK_VOTES.contains(&n))
+                    || callee
+                        .and_then(|c| unqualified_callee(c, self.src))
+                        .is_some_and(|n| self.file.vote_helpers().contains(n));
+                if vote {
+                    continue;
+                }
+                // `static_cast<T>(v)`: the value decides, as for `(T)v`.
+                if callee.is_some_and(|c| lang::is_named_cast(c, self.src)) {
+                    stack.extend(x.child_by_field_id(f.arguments));
+                    continue;
+                }
                 // A pure function (math, constructors) or a uniform helper of uniform arguments
                 // gives one value.
                 let helper = callee

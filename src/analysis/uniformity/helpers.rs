@@ -344,3 +344,53 @@ impl Rules<'_> {
             })
     }
 }
+
+/// The block reductions, whose value is the same in every thread of the block.
+pub(super) const BLOCK_VOTES: &[&str] = &[
+    "__syncthreads_count",
+    "__syncthreads_and",
+    "__syncthreads_or",
+];
+
+/// The names of the file's functions that return a block reduction's value, once, at their end
+/// (`return __syncthreads_count(p ? 1 : 0);`, gsplat's `cta_sync_count`): their value is the
+/// same in every thread of the block, whatever the arguments. Every definition of the name
+/// must be one.
+pub(super) fn vote_helpers(root: Node, src: &str) -> HashSet<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut votes = HashSet::new();
+    let mut others = HashSet::new();
+    for (name, n) in function_sites(root, src) {
+        if n.kind() != "function_definition" {
+            continue;
+        }
+        let returns_vote = n.child_by_field_id(f.body).is_some_and(|body| {
+            let mut returns = 0;
+            crate::lang::visit(body, |x| {
+                returns += usize::from(x.kind_id() == k.return_statement);
+                x.kind() != "lambda_expression"
+            });
+            let mut c = body.walk();
+            let last = body
+                .named_children(&mut c)
+                .filter(|x| x.kind_id() != k.comment)
+                .last();
+            returns == 1
+                && last
+                    .filter(|l| l.kind_id() == k.return_statement)
+                    .and_then(|l| l.named_child(0))
+                    .map(crate::lang::strip_parens)
+                    .filter(|v| v.kind_id() == k.call_expression)
+                    .and_then(|v| v.child_by_field_id(f.function))
+                    .is_some_and(|callee| BLOCK_VOTES.contains(&text(callee, src)))
+        });
+        if returns_vote {
+            votes.insert(name);
+        } else {
+            others.insert(name);
+        }
+    }
+    votes.retain(|n| !others.contains(n));
+    votes
+}
