@@ -799,8 +799,16 @@ impl<'a, 't> Walker<'a, 't> {
     /// locals. `why` refuses one that holds a barrier of its own.
     fn live_calls_in(&mut self, e: Node<'t>, writes_ok: bool, why: &str) -> Result<(), Diagnostic> {
         let range = e.byte_range();
-        let barrier = |b: &BarrierSite| range.contains(&b.node.start_byte());
-        if self.facts.barriers.iter().any(barrier) {
+        // Block reductions (`__syncthreads_count(p) > 0`) vote as they do standing alone; a
+        // plain barrier is no value.
+        let votes: Vec<BarrierSite<'t>> = self
+            .facts
+            .barriers
+            .iter()
+            .filter(|b| range.contains(&b.node.start_byte()))
+            .copied()
+            .collect();
+        if votes.iter().any(|b| b.method == "sync" || !b.rewritable()) {
             return Err(self.refusal(range, why));
         }
         let calls: Vec<Node<'t>> = self
@@ -809,13 +817,18 @@ impl<'a, 't> Walker<'a, 't> {
             .map(|c| c.node)
             .filter(|n| range.contains(&n.start_byte()))
             .collect();
+        let holes: Vec<Node<'t>> = calls
+            .iter()
+            .copied()
+            .chain(votes.iter().map(|b| b.node))
+            .collect();
         let inside = |outer: Node, inner: Node| {
             outer.id() != inner.id() && outer.byte_range().contains(&inner.start_byte())
         };
-        if let Some(&inner) = calls.iter().find(|&&c| calls.iter().any(|&o| inside(o, c))) {
+        if let Some(&inner) = holes.iter().find(|&&c| holes.iter().any(|&o| inside(o, c))) {
             return Err(self.refusal(
                 inner.byte_range(),
-                "this call of a helper that synchronizes the block is an argument of another",
+                "this call that synchronizes the block is an argument of another",
             ));
         }
         // Every thread must make the call: none may sit where only some threads evaluate.
@@ -824,7 +837,7 @@ impl<'a, 't> Walker<'a, 't> {
                 || (n.kind() == "binary_expression"
                     && n.child_by_field_id(fields().operator)
                         .is_some_and(|o| matches!(text(o, self.src), "&&" | "||")));
-            if let Some(&c) = calls.iter().find(|&&c| branches && inside(n, c)) {
+            if let Some(&c) = holes.iter().find(|&&c| branches && inside(n, c)) {
                 return Err(self
                     .refusal(
                         c.byte_range(),
@@ -834,17 +847,21 @@ impl<'a, 't> Walker<'a, 't> {
             }
         }
         let clean = if writes_ok {
-            self.effects.local_effects_only_around(e, &calls)
+            self.effects.local_effects_only_around(e, &holes)
         } else {
-            self.effects.pure_around(e, &calls)
+            self.effects.pure_around(e, &holes)
         };
         if !clean {
+            // Block reductions alone: the caller's own words say how to write it.
             let Some(&first) = calls.first() else {
                 return Err(self.refusal(range, why));
             };
             return Err(self
                 .refusal(range, "returned threads evaluate this expression, for its call of a helper that synchronizes the block, and the rest of it reads memory or writes it (give the call's value a variable of its own first: `float t = helper(...);`)")
                 .label(first.byte_range(), "the call"));
+        }
+        for b in votes {
+            self.vote(b)?;
         }
         for c in calls {
             self.live_call(c)?;
