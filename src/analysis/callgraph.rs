@@ -604,14 +604,21 @@ fn calling_closure(
             };
             let facts = &helpers[i].facts;
             // A call through an object may reach any member of that name (its class is not
-            // followed), or another file's function of that name.
-            let calls_member = facts.member_calls.iter().any(|(m, _)| {
+            // followed), or another file's function of that name; a call of a local or
+            // parameter by name, any function-call operator.
+            let member = |m: &str| {
                 external.contains(m)
                     || helpers
                         .iter()
                         .zip(&marked)
-                        .any(|(h, &mk)| mk && h.site.member && h.site.name == *m)
-            });
+                        .any(|(h, &mk)| mk && h.site.member && h.site.name == m)
+            };
+            let site = &helpers[i].site;
+            let calls_member = facts.member_calls.iter().any(|(m, _)| member(m))
+                || facts
+                    .calls
+                    .iter()
+                    .any(|c| names_local(facts, site, &c.name) && member(FUNCTOR_CALL));
             let calls = facts.calls.iter().any(|c| match resolve.call(c) {
                 Callee::Here(is) => is.iter().any(|&j| marked[j]),
                 Callee::Elsewhere(block, lanes) => {
@@ -1103,6 +1110,51 @@ fn class_reads_implicitly(
         runs_implicitly && reads(def)
     });
     Some((last, bases, implicit))
+}
+
+/// The body's local lambdas (`auto stage = [&](float v) { ...; __syncthreads(); };`) by name:
+/// whether each may synchronize the block, and a warp (a barrier or warp sync in its body, or a
+/// call there of a helper that does one).
+pub fn lambda_syncs<'s>(
+    facts: &BodyFacts,
+    graph: &CallGraph,
+    helpers: &[HelperPlan],
+    src: &'s str,
+) -> BTreeMap<&'s str, (bool, bool)> {
+    let k = crate::lang::kinds();
+    let f = crate::lang::fields();
+    let mut out = BTreeMap::new();
+    for d in facts
+        .nodes
+        .iter()
+        .filter(|n| n.kind_id() == k.init_declarator)
+    {
+        let Some(lambda) = d
+            .child_by_field_id(f.value)
+            .map(crate::lang::strip_parens)
+            .filter(|v| v.kind() == "lambda_expression")
+        else {
+            continue;
+        };
+        let Some(name) = d
+            .child_by_field_id(f.declarator)
+            .filter(|n| n.kind_id() == k.identifier)
+        else {
+            continue;
+        };
+        let inside = |n: &Node| lambda.byte_range().contains(&n.start_byte());
+        let calls = facts.calls.iter().filter(|c| inside(&c.node));
+        let block = facts.barriers.iter().any(|b| inside(&b.node))
+            || calls.clone().any(|c| graph.calls_barrier(c, helpers));
+        let lanes = facts.warp_syncs.iter().any(inside)
+            || calls.clone().any(|c| graph.calls_warp_sync(c, helpers));
+        let e = out
+            .entry(crate::lang::text(name, src))
+            .or_insert((false, false));
+        e.0 |= block;
+        e.1 |= lanes;
+    }
+    out
 }
 
 #[cfg(test)]

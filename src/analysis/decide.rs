@@ -3,11 +3,11 @@
 //! barrier (the predicated form, or a refusal when a barrier or return cannot be rewritten).
 
 use super::body::{BarrierSite, ReturnSite};
-use super::callgraph::CallGraph;
+use super::callgraph::{self, CallGraph};
 use super::{HelperPlan, KernelPlan, SyncMode};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::options::Options;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Range;
 use tree_sitter::Node;
 
@@ -286,9 +286,21 @@ pub fn decide<'t>(
     // a warp (a qualified call only its owner's: `CallGraph::calls_barrier`).
     // A call of a local lambda synchronizes where the lambda's body does: its barrier stands
     // where the lambda is defined, perhaps before a return that its call follows.
-    let lambdas = lambda_syncs(&plan.facts, graph, helpers, src);
+    let lambdas = callgraph::lambda_syncs(&plan.facts, graph, helpers, src);
+    // A call of a local or parameter that is no lambda calls an object's `operator()`.
     let calls = plan.facts.calls.iter().map(|c| {
-        let (block, lanes) = lambdas.get(c.name.as_str()).copied().unwrap_or_default();
+        let (block, lanes) = match lambdas.get(c.name.as_str()) {
+            Some(&flags) => flags,
+            None if callgraph::names_local(&plan.facts, k, &c.name) => graph.member_call_syncs(
+                c.node,
+                callgraph::FUNCTOR_CALL,
+                k,
+                &plan.facts,
+                src,
+                helpers,
+            ),
+            None => (false, false),
+        };
         (
             c.name.as_str(),
             c.node,
@@ -876,51 +888,6 @@ pub(super) fn body_blockers(
 
 /// Whether byte `at` lies in loop `l` but not in a `for`'s initializer, which runs once,
 /// before any thread leaves.
-/// The body's local lambdas (`auto stage = [&](float v) { ...; __syncthreads(); };`) by name:
-/// whether each may synchronize the block, and a warp (a barrier or warp sync in its body, or a
-/// call there of a helper that does one).
-fn lambda_syncs<'s>(
-    facts: &super::BodyFacts,
-    graph: &CallGraph,
-    helpers: &[HelperPlan],
-    src: &'s str,
-) -> BTreeMap<&'s str, (bool, bool)> {
-    let k = crate::lang::kinds();
-    let f = crate::lang::fields();
-    let mut out = BTreeMap::new();
-    for d in facts
-        .nodes
-        .iter()
-        .filter(|n| n.kind_id() == k.init_declarator)
-    {
-        let Some(lambda) = d
-            .child_by_field_id(f.value)
-            .map(crate::lang::strip_parens)
-            .filter(|v| v.kind() == "lambda_expression")
-        else {
-            continue;
-        };
-        let Some(name) = d
-            .child_by_field_id(f.declarator)
-            .filter(|n| n.kind_id() == k.identifier)
-        else {
-            continue;
-        };
-        let inside = |n: &Node| lambda.byte_range().contains(&n.start_byte());
-        let calls = facts.calls.iter().filter(|c| inside(&c.node));
-        let block = facts.barriers.iter().any(|b| inside(&b.node))
-            || calls.clone().any(|c| graph.calls_barrier(c, helpers));
-        let lanes = facts.warp_syncs.iter().any(inside)
-            || calls.clone().any(|c| graph.calls_warp_sync(c, helpers));
-        let e = out
-            .entry(crate::lang::text(name, src))
-            .or_insert((false, false));
-        e.0 |= block;
-        e.1 |= lanes;
-    }
-    out
-}
-
 fn in_rounds(l: Node, at: usize) -> bool {
     let once = l.child_by_field_id(crate::lang::fields().initializer);
     l.byte_range().contains(&at) && !once.is_some_and(|i| i.byte_range().contains(&at))

@@ -286,19 +286,39 @@ impl<'a, 't> Walker<'a, 't> {
         {
             return Err(self.refusal(g.byte_range(), "`goto` and labels are not predicated"));
         }
-        // A member that synchronizes, called through an object where returned threads reach
-        // the call: no live copy is made of a member, and guarded, the call would be skipped.
+        // A member that synchronizes, called through an object (`x.f()`, or a functor `op(v)`),
+        // or a local lambda that does, where returned threads reach the call: no live copy is
+        // made of either, and guarded, the call would be skipped.
         let graph = self.helpers.graph;
-        let member_barrier = self.facts.member_calls.iter().find(|(m, n)| {
-            self.exposed(&n.byte_range())
-                && graph
-                    .member_call_syncs(*n, m, self.site, self.facts, self.src, self.helpers.plans)
-                    .0
-        });
+        let syncs = |m: &str, n: Node<'t>| {
+            graph
+                .member_call_syncs(n, m, self.site, self.facts, self.src, self.helpers.plans)
+                .0
+        };
+        let lambdas =
+            super::callgraph::lambda_syncs(self.facts, graph, self.helpers.plans, self.src);
+        let functors = self
+            .facts
+            .calls
+            .iter()
+            .filter_map(|c| match lambdas.get(c.name.as_str()) {
+                Some(&(block, _)) => block.then_some((c.name.as_str(), c.node)),
+                None => (super::callgraph::names_local(self.facts, self.site, &c.name)
+                    && syncs(super::callgraph::FUNCTOR_CALL, c.node))
+                .then_some((c.name.as_str(), c.node)),
+            });
+        let member_barrier = self
+            .facts
+            .member_calls
+            .iter()
+            .filter(|(m, n)| syncs(m, *n))
+            .map(|(m, n)| (m.as_str(), *n))
+            .chain(functors)
+            .find(|(_, n)| self.exposed(&n.byte_range()));
         if let Some((m, n)) = member_barrier {
             return Err(self.refusal(
                 n.byte_range(),
-                &format!("this call of member `{m}` synchronizes the block, and a member gets no live copy"),
+                &format!("this call of `{m}`, a member, functor or lambda, synchronizes the block, and none of those gets a live copy"),
             ));
         }
         for &r in &self.returns {
