@@ -411,10 +411,16 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
                 || f.barriers.iter().any(|b| holds(l, &b.node))
                 || f.macro_uses.iter().any(|m| holds(l, &m.node))
         });
-        let warp_loops = holding(&|l| holds_call(l) || f.warp_syncs.iter().any(|w| holds(l, w)));
+        let warp_loops = holding(&|l| {
+            holds_call(l)
+                || f.warp_syncs.iter().any(|w| holds(l, w))
+                || f.macro_uses.iter().any(|m| holds(l, &m.node))
+        });
         // A return matters only where a warp sync, or a call that may do one, can follow it.
-        let may_sync_warp =
-            !f.warp_syncs.is_empty() || !f.calls.is_empty() || !f.member_calls.is_empty();
+        let may_sync_warp = !f.warp_syncs.is_empty()
+            || !f.calls.is_empty()
+            || !f.member_calls.is_empty()
+            || !f.macro_uses.is_empty();
         let returns: Vec<Node> = f
             .returns
             .iter()
@@ -452,6 +458,8 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
                             .map(|(_, c)| *c)
                             .filter(|c| !f.warp_syncs.iter().any(|w| w.id() == c.id())),
                     )
+                    // A macro may call a helper that synchronizes the warp.
+                    .chain(f.macro_uses.iter().map(|m| m.node))
                     .collect();
                 let lanes = rounds.lane_dependent(&warp_loops, &returns, &syncs);
                 f.lane_uneven_loops = lanes.loops;

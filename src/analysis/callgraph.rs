@@ -619,6 +619,11 @@ fn calling_closure(
                     .calls
                     .iter()
                     .any(|c| names_local(facts, site, &c.name) && member(FUNCTOR_CALL));
+            // A macro's text calls by name (`#define REDUCE(s, v) block_sum(s, v)`).
+            let calls_in_macro = facts
+                .macro_uses
+                .iter()
+                .any(|m| m.facts.calls.iter().any(|c| by_name(c)));
             let calls = facts.calls.iter().any(|c| match resolve.call(c) {
                 Callee::Here(is) => is.iter().any(|&j| marked[j]),
                 Callee::Elsewhere(block, lanes) => {
@@ -630,7 +635,7 @@ fn calling_closure(
                 }
                 Callee::ByName => by_name(&c.name),
             });
-            if calls_member || calls {
+            if calls_member || calls || calls_in_macro {
                 marked[i] = true;
                 changed = true;
             }

@@ -312,6 +312,18 @@ pub fn decide<'t>(
         let (block, lanes) = graph.member_call_syncs(n, m, k, &plan.facts, src, helpers);
         (m, n, block, lanes)
     });
+    // A macro whose text calls a helper that synchronizes (`#define REDUCE(s, v)
+    // block_sum(s, v)`) is a barrier, or a warp sync, where it is used.
+    let macro_calls = plan.facts.macro_uses.iter().map(|m| {
+        let named = |names: &BTreeSet<String>| m.facts.calls.iter().any(|c| names.contains(c));
+        (
+            m.name.as_str(),
+            m.node,
+            named(&graph.barrier_names),
+            named(&graph.warp_sync_names),
+        )
+    });
+    let member_calls = member_calls.chain(macro_calls);
     for (name, node, syncs, _) in calls.clone().chain(member_calls.clone()) {
         if syncs {
             syncing_helpers.push((node.byte_range(), name));

@@ -307,6 +307,18 @@ impl<'a, 't> Walker<'a, 't> {
                     && syncs(super::callgraph::FUNCTOR_CALL, c.node))
                 .then_some((c.name.as_str(), c.node)),
             });
+        // A macro whose text calls a helper that synchronizes: the call is not rewritten.
+        let macros = self
+            .facts
+            .macro_uses
+            .iter()
+            .filter(|m| {
+                m.facts
+                    .calls
+                    .iter()
+                    .any(|c| graph.barrier_names.contains(c))
+            })
+            .map(|m| (m.name.as_str(), m.node));
         let member_barrier = self
             .facts
             .member_calls
@@ -314,11 +326,12 @@ impl<'a, 't> Walker<'a, 't> {
             .filter(|(m, n)| syncs(m, *n))
             .map(|(m, n)| (m.as_str(), *n))
             .chain(functors)
+            .chain(macros)
             .find(|(_, n)| self.exposed(&n.byte_range()));
         if let Some((m, n)) = member_barrier {
             return Err(self.refusal(
                 n.byte_range(),
-                &format!("this call of `{m}`, a member, functor or lambda, synchronizes the block, and none of those gets a live copy"),
+                &format!("this use of `{m}`, a member, functor, lambda or macro, synchronizes the block, and none of those gets a live copy"),
             ));
         }
         for &r in &self.returns {
