@@ -254,7 +254,7 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
         has_return |= id == k.return_statement;
         has_lambda |= id == k.lambda_expression;
     }
-    let block_vars = thread_block_variables(&nodes, src);
+    let block_vars = thread_block_variables(body, &nodes, src);
     let uni =
         (kernel && has_return).then(|| Uniformity::new(body, &nodes, names, block_vars.clone()));
     let mut f = BodyFacts {
@@ -865,12 +865,20 @@ fn warp_sync(call: Node, src: &str, tile_vars: &BTreeSet<String>) -> bool {
 /// Variables and parameters that hold a cooperative-groups tile of fixed lanes: declared as a
 /// `thread_block_tile<...>` or from `tiled_partition`.
 fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
-    let fields = crate::lang::fields();
     let is_tile_type = |t: &str| t.contains("thread_block_tile");
     let mut out = declared_names(nodes, src, |ty, value| {
         is_tile_type(ty) || value.contains("tiled_partition")
     });
     // Parameters: `cg::thread_block_tile<32> warp`, `const thread_block_tile<32>& g`.
+    out.extend(typed_parameters(body, src, is_tile_type));
+    out
+}
+
+/// The parameters of the function whose body is `body` that are declared with a type `keep`
+/// accepts.
+fn typed_parameters(body: Node, src: &str, keep: impl Fn(&str) -> bool) -> Vec<String> {
+    let fields = crate::lang::fields();
+    let mut out = Vec::new();
     if let Some(params) = body
         .parent()
         .and_then(|f| f.child_by_field_id(fields.declarator))
@@ -881,12 +889,12 @@ fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
             let ty = p
                 .child_by_field_id(fields.r#type)
                 .map_or("", |t| text(t, src));
-            if is_tile_type(ty) {
+            if keep(ty) {
                 if let Some(name) = p
                     .child_by_field_id(fields.declarator)
                     .and_then(lang::declarator_name)
                 {
-                    out.insert(text(name, src).to_string());
+                    out.push(text(name, src).to_string());
                 }
             }
         }
@@ -894,12 +902,16 @@ fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
     out
 }
 
-/// Locals that hold this thread block: `thread_block b = ...`, `auto b = this_thread_block()`.
-pub fn thread_block_variables(nodes: &[Node], src: &str) -> BTreeSet<String> {
-    declared_names(nodes, src, |ty, value| {
+/// Locals and parameters that hold this thread block: `thread_block b = ...`, `auto b =
+/// this_thread_block()`, a helper's `cg::thread_block block` or `const thread_block& b`.
+pub fn thread_block_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
+    let block_type = |ty: &str| ty.ends_with("thread_block") && !ty.contains("tile");
+    let mut out = declared_names(nodes, src, |ty, value| {
         let from_call = value.contains("this_thread_block()") && !value.contains("tiled_partition");
-        (ty.ends_with("thread_block") && !ty.contains("tile")) || (ty == "auto" && from_call)
-    })
+        block_type(ty) || (ty == "auto" && from_call)
+    });
+    out.extend(typed_parameters(body, src, block_type));
+    out
 }
 
 /// Names declared in `nodes` whose declaration's type and initializer's text satisfy `keep`.

@@ -766,7 +766,7 @@ impl<'a, 't> Walker<'a, 't> {
         let (body, src, names, all) = (self.body, self.src, self.names, self.all);
         let kind = &self.kind;
         self.uni.get_or_insert_with(|| {
-            let blocks = super::body::thread_block_variables(all, src);
+            let blocks = super::body::thread_block_variables(body, all, src);
             match kind {
                 Body::LiveCopy { varying_params, .. } => {
                     Uniformity::for_live_helper(body, all, names, blocks, varying_params)
