@@ -667,9 +667,6 @@ pub fn text<'a>(node: Node, src: &'a str) -> &'a str {
     &src[node.byte_range()]
 }
 
-/// Whether a call of `name` has no side effect and reads no memory: `PURE_FUNCTIONS`, and the
-/// functional casts to the standard integer types (`int64_t(blockIdx.x)`, `SCALAR_TYPEDEFS`),
-/// which read as calls.
 /// `static_cast<T>`, `const_cast<T>`, `reinterpret_cast<T>` as a call's callee (the grammar
 /// reads `static_cast<int>(x)` as a call of a template function): a conversion of its argument,
 /// which reads nothing else.
@@ -683,8 +680,18 @@ pub fn is_named_cast(callee: Node, src: &str) -> bool {
         })
 }
 
+/// Whether a call of `name` has no side effect and reads no memory: `PURE_FUNCTIONS`, and the
+/// functional casts to the standard integer types (`int64_t(blockIdx.x)`, `SCALAR_TYPEDEFS`),
+/// which read as calls; `this_thread_block()` of cooperative groups (`cg::`,
+/// `cooperative_groups::` or unqualified), a handle to the block.
 pub fn is_pure_function(name: &str) -> bool {
-    PURE_FUNCTIONS.contains(&name) || SCALAR_TYPEDEFS.contains(&name)
+    let group = ["cg::", "cooperative_groups::", "::cooperative_groups::"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
+    group == "this_thread_block"
+        || PURE_FUNCTIONS.contains(&name)
+        || SCALAR_TYPEDEFS.contains(&name)
 }
 
 /// The standard headers' aliases of scalar types (`<stdint.h>`, `<stddef.h>`): not classes.

@@ -903,12 +903,17 @@ fn typed_parameters(body: Node, src: &str, keep: impl Fn(&str) -> bool) -> Vec<S
 }
 
 /// Locals and parameters that hold this thread block: `thread_block b = ...`, `auto b =
-/// this_thread_block()`, a helper's `cg::thread_block block` or `const thread_block& b`.
+/// this_thread_block()`, a helper's `cg::thread_block block` or `const thread_block& b`. A
+/// `thread_group` may hold the block too: its `sync()` counts as the block's barrier, which
+/// is what it is or more than it needs (a tile's).
 pub fn thread_block_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
-    let block_type = |ty: &str| ty.ends_with("thread_block") && !ty.contains("tile");
+    let block_type = |ty: &str| {
+        (ty.ends_with("thread_block") || ty.ends_with("thread_group")) && !ty.contains("tile")
+    };
     let mut out = declared_names(nodes, src, |ty, value| {
-        let from_call = value.contains("this_thread_block()") && !value.contains("tiled_partition");
-        block_type(ty) || (ty == "auto" && from_call)
+        let tile = value.contains("tiled_partition");
+        let from_call = value.contains("this_thread_block()") && !tile;
+        (block_type(ty) && !tile) || (ty == "auto" && from_call)
     });
     out.extend(typed_parameters(body, src, block_type));
     out
