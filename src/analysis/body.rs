@@ -405,6 +405,7 @@ pub fn facts<'t>(body: Node<'t>, names: &FileNames<'t, '_>, kernel: bool) -> Bod
         let holds_call = |l: &Node| {
             f.calls.iter().any(|c| holds(l, &c.node))
                 || f.member_calls.iter().any(|(_, c)| holds(l, c))
+                || f.indirect_calls.iter().any(|c| holds(l, c))
         };
         let block_loops = holding(&|l| {
             holds_call(l)

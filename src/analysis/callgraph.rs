@@ -54,6 +54,10 @@ pub struct CallGraph {
     /// stands other than as a callee: `Index f = gid;`, `{gid}`, `&gid`): a call through a
     /// function pointer may reach them and cannot pass the context (`address_taken`).
     pub address_taken: BTreeSet<String>,
+    /// The file takes the address of a helper that synchronizes the block, or of one that
+    /// synchronizes a warp (`address_taken` of `barrier_names`, `warp_sync_names`): a call
+    /// through a pointer (a local or parameter called by name, `(&f)(x)`) may reach it.
+    pub pointer_syncs: (bool, bool),
     /// Names of the variables declared at namespace scope (`__device__ int (*pick)() = f;`):
     /// a call of one by name is a call through a function pointer (`file_variables`).
     pub file_variables: BTreeSet<String>,
@@ -240,6 +244,7 @@ impl CallGraph {
             ctx_members,
             classes: Default::default(),
             address_taken: BTreeSet::new(),
+            pointer_syncs: (false, false),
             file_variables: BTreeSet::new(),
             implicit_readers: BTreeSet::new(),
             block_names: BTreeSet::new(),

@@ -291,14 +291,21 @@ pub fn decide<'t>(
     let calls = plan.facts.calls.iter().map(|c| {
         let (block, lanes) = match lambdas.get(c.name.as_str()) {
             Some(&flags) => flags,
-            None if callgraph::names_local(&plan.facts, k, &c.name) => graph.member_call_syncs(
-                c.node,
-                callgraph::FUNCTOR_CALL,
-                k,
-                &plan.facts,
-                src,
-                helpers,
-            ),
+            None if callgraph::names_local(&plan.facts, k, &c.name) => {
+                let (block, lanes) = graph.member_call_syncs(
+                    c.node,
+                    callgraph::FUNCTOR_CALL,
+                    k,
+                    &plan.facts,
+                    src,
+                    helpers,
+                );
+                // Or a function pointer, to a helper whose address the file takes.
+                (
+                    block || graph.pointer_syncs.0,
+                    lanes || graph.pointer_syncs.1,
+                )
+            }
             None => (false, false),
         };
         (
@@ -323,7 +330,15 @@ pub fn decide<'t>(
             named(&graph.warp_sync_names),
         )
     });
-    let member_calls = member_calls.chain(macro_calls);
+    // A call of an expression (`(&stage)(s, v)`, `ops[i](v)`) may reach a synchronizing
+    // helper whose address the file takes.
+    let (pointer_block, pointer_lanes) = graph.pointer_syncs;
+    let indirect = plan
+        .facts
+        .indirect_calls
+        .iter()
+        .map(move |&n| ("a function pointer", n, pointer_block, pointer_lanes));
+    let member_calls = member_calls.chain(macro_calls).chain(indirect);
     for (name, node, syncs, _) in calls.clone().chain(member_calls.clone()) {
         if syncs {
             syncing_helpers.push((node.byte_range(), name));

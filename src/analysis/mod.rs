@@ -344,6 +344,10 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
             forced,
         );
         graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
+        graph.pointer_syncs = (
+            !callgraph::address_taken(root, src, &graph.barrier_names).is_empty(),
+            !callgraph::address_taken(root, src, &graph.warp_sync_names).is_empty(),
+        );
         graph.file_variables = callgraph::file_variables(root, src);
         // Names whose use reads the block index: macros that read it, and helpers that do (a
         // call from implicit code or a default argument passes no context).

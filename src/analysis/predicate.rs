@@ -303,8 +303,9 @@ impl<'a, 't> Walker<'a, 't> {
             .iter()
             .filter_map(|c| match lambdas.get(c.name.as_str()) {
                 Some(&(block, _)) => block.then_some((c.name.as_str(), c.node)),
+                // A functor, or a pointer to a helper whose address the file takes.
                 None => (super::callgraph::names_local(self.facts, self.site, &c.name)
-                    && syncs(super::callgraph::FUNCTOR_CALL, c.node))
+                    && (graph.pointer_syncs.0 || syncs(super::callgraph::FUNCTOR_CALL, c.node)))
                 .then_some((c.name.as_str(), c.node)),
             });
         // A macro whose text calls a helper that synchronizes: the call is not rewritten.
@@ -327,11 +328,18 @@ impl<'a, 't> Walker<'a, 't> {
             .map(|(m, n)| (m.as_str(), *n))
             .chain(functors)
             .chain(macros)
+            .chain(
+                self.facts
+                    .indirect_calls
+                    .iter()
+                    .filter(|_| graph.pointer_syncs.0)
+                    .map(|&n| ("a function pointer", n)),
+            )
             .find(|(_, n)| self.exposed(&n.byte_range()));
         if let Some((m, n)) = member_barrier {
             return Err(self.refusal(
                 n.byte_range(),
-                &format!("this use of `{m}`, a member, functor, lambda or macro, synchronizes the block, and none of those gets a live copy"),
+                &format!("this use of `{m}`, a member, functor, lambda, macro or function pointer, synchronizes the block, and none of those gets a live copy"),
             ));
         }
         for &r in &self.returns {
