@@ -742,6 +742,62 @@ impl CallGraph {
         )
     }
 
+    /// The body's calls that may synchronize the block or a warp and that no live copy can
+    /// stand in for, each with its name and whether it may do either: a local lambda's
+    /// (`lambda_syncs`), a functor's or function pointer's called by name (a local or
+    /// parameter), a call through an object (`member_call_syncs`), a macro whose text calls a
+    /// helper that does, and a call of an expression (`(&stage)(s, v)`) where the file takes
+    /// such a helper's address (`pointer_syncs`). Only those that may.
+    pub fn hidden_syncs<'t, 's>(
+        &self,
+        facts: &'s BodyFacts<'t>,
+        caller: &FunctionSite,
+        src: &'s str,
+        helpers: &[HelperPlan],
+    ) -> Vec<(&'s str, Node<'t>, bool, bool)> {
+        let lambdas = lambda_syncs(facts, self, helpers, src);
+        let (pointer_block, pointer_lanes) = self.pointer_syncs;
+        let by_local_name = facts.calls.iter().filter_map(|c| {
+            let flags = match lambdas.get(c.name.as_str()) {
+                Some(&flags) => flags,
+                None if names_local(facts, caller, &c.name) => {
+                    let (block, lanes) =
+                        self.member_call_syncs(c.node, FUNCTOR_CALL, caller, facts, src, helpers);
+                    (block || pointer_block, lanes || pointer_lanes)
+                }
+                None => return None,
+            };
+            Some((c.name.as_str(), c.node, flags))
+        });
+        // Calls through objects, and the calls by name that pass the context to a member.
+        let mut seen = BTreeSet::new();
+        let through_objects = facts
+            .member_calls
+            .iter()
+            .chain(&facts.ctx_member_calls)
+            .filter(|(_, n)| seen.insert(n.id()))
+            .map(|(m, n)| {
+                let flags = self.member_call_syncs(*n, m, caller, facts, src, helpers);
+                (m.as_str(), *n, flags)
+            });
+        let macros = facts.macro_uses.iter().map(|m| {
+            let named = |names: &BTreeSet<String>| m.facts.calls.iter().any(|c| names.contains(c));
+            let flags = (named(&self.barrier_names), named(&self.warp_sync_names));
+            (m.name.as_str(), m.node, flags)
+        });
+        let expressions = facts
+            .indirect_calls
+            .iter()
+            .map(|&n| ("a function pointer", n, self.pointer_syncs));
+        by_local_name
+            .chain(through_objects)
+            .chain(macros)
+            .chain(expressions)
+            .filter(|(_, _, (block, lanes))| *block || *lanes)
+            .map(|(name, n, (block, lanes))| (name, n, block, lanes))
+            .collect()
+    }
+
     /// The same for helpers that synchronize a warp's lanes.
     pub fn calls_warp_sync(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> bool {
         match self.resolve().call(c) {
@@ -1125,7 +1181,7 @@ fn class_reads_implicitly(
 /// The body's local lambdas (`auto stage = [&](float v) { ...; __syncthreads(); };`) by name:
 /// whether each may synchronize the block, and a warp (a barrier or warp sync in its body, or a
 /// call there of a helper that does one).
-pub fn lambda_syncs<'s>(
+fn lambda_syncs<'s>(
     facts: &BodyFacts,
     graph: &CallGraph,
     helpers: &[HelperPlan],

@@ -3,7 +3,7 @@
 //! barrier (the predicated form, or a refusal when a barrier or return cannot be rewritten).
 
 use super::body::{BarrierSite, ReturnSite};
-use super::callgraph::{self, CallGraph};
+use super::callgraph::CallGraph;
 use super::{HelperPlan, KernelPlan, SyncMode};
 use crate::diagnostics::{Code, Diagnostic};
 use crate::options::Options;
@@ -271,74 +271,19 @@ pub fn decide<'t>(
     // Barriers: those in the body, plus calls to helpers that synchronize (never rewritten).
     let mut barriers: Vec<BarrierSite<'t>> = plan.facts.barriers.clone();
     let mut syncing_helpers: Vec<(std::ops::Range<usize>, &str)> = Vec::new();
-    // Calls through objects (and the calls by name that pass the context to a member), each
-    // with whether it may reach a member that synchronizes the block, or a warp.
-    let mut seen_member_calls = BTreeSet::new();
-    let member_calls: Vec<(&str, Node<'t>)> = plan
-        .facts
-        .member_calls
-        .iter()
-        .chain(&plan.facts.ctx_member_calls)
-        .filter(|(_, n)| seen_member_calls.insert(n.id()))
-        .map(|(m, n)| (m.as_str(), *n))
-        .collect();
     // Calls by name, each with whether it may reach a helper that synchronizes the block, or
-    // a warp (a qualified call only its owner's: `CallGraph::calls_barrier`).
-    // A call of a local lambda synchronizes where the lambda's body does: its barrier stands
-    // where the lambda is defined, perhaps before a return that its call follows.
-    let lambdas = callgraph::lambda_syncs(&plan.facts, graph, helpers, src);
-    // A call of a local or parameter that is no lambda calls an object's `operator()`.
+    // a warp (a qualified call only its owner's: `CallGraph::calls_barrier`); then the calls
+    // no live copy can stand in for (`CallGraph::hidden_syncs`).
     let calls = plan.facts.calls.iter().map(|c| {
-        let (block, lanes) = match lambdas.get(c.name.as_str()) {
-            Some(&flags) => flags,
-            None if callgraph::names_local(&plan.facts, k, &c.name) => {
-                let (block, lanes) = graph.member_call_syncs(
-                    c.node,
-                    callgraph::FUNCTOR_CALL,
-                    k,
-                    &plan.facts,
-                    src,
-                    helpers,
-                );
-                // Or a function pointer, to a helper whose address the file takes.
-                (
-                    block || graph.pointer_syncs.0,
-                    lanes || graph.pointer_syncs.1,
-                )
-            }
-            None => (false, false),
-        };
         (
             c.name.as_str(),
             c.node,
-            block || graph.calls_barrier(c, helpers),
-            lanes || graph.calls_warp_sync(c, helpers),
+            graph.calls_barrier(c, helpers),
+            graph.calls_warp_sync(c, helpers),
         )
     });
-    let member_calls = member_calls.iter().map(|&(m, n)| {
-        let (block, lanes) = graph.member_call_syncs(n, m, k, &plan.facts, src, helpers);
-        (m, n, block, lanes)
-    });
-    // A macro whose text calls a helper that synchronizes (`#define REDUCE(s, v)
-    // block_sum(s, v)`) is a barrier, or a warp sync, where it is used.
-    let macro_calls = plan.facts.macro_uses.iter().map(|m| {
-        let named = |names: &BTreeSet<String>| m.facts.calls.iter().any(|c| names.contains(c));
-        (
-            m.name.as_str(),
-            m.node,
-            named(&graph.barrier_names),
-            named(&graph.warp_sync_names),
-        )
-    });
-    // A call of an expression (`(&stage)(s, v)`, `ops[i](v)`) may reach a synchronizing
-    // helper whose address the file takes.
-    let (pointer_block, pointer_lanes) = graph.pointer_syncs;
-    let indirect = plan
-        .facts
-        .indirect_calls
-        .iter()
-        .map(move |&n| ("a function pointer", n, pointer_block, pointer_lanes));
-    let member_calls = member_calls.chain(macro_calls).chain(indirect);
+    let hidden = graph.hidden_syncs(&plan.facts, k, src, helpers);
+    let member_calls = hidden.iter().copied();
     for (name, node, syncs, _) in calls.clone().chain(member_calls.clone()) {
         if syncs {
             syncing_helpers.push((node.byte_range(), name));

@@ -286,56 +286,17 @@ impl<'a, 't> Walker<'a, 't> {
         {
             return Err(self.refusal(g.byte_range(), "`goto` and labels are not predicated"));
         }
-        // A member that synchronizes, called through an object (`x.f()`, or a functor `op(v)`),
-        // or a local lambda that does, where returned threads reach the call: no live copy is
-        // made of either, and guarded, the call would be skipped.
-        let graph = self.helpers.graph;
-        let syncs = |m: &str, n: Node<'t>| {
-            graph
-                .member_call_syncs(n, m, self.site, self.facts, self.src, self.helpers.plans)
-                .0
-        };
-        let lambdas =
-            super::callgraph::lambda_syncs(self.facts, graph, self.helpers.plans, self.src);
-        let functors = self
-            .facts
-            .calls
+        // A member, functor, lambda, macro or function pointer that synchronizes, where
+        // returned threads reach the call: no live copy is made of any, and guarded, the call
+        // would be skipped.
+        let hidden =
+            self.helpers
+                .graph
+                .hidden_syncs(self.facts, self.site, self.src, self.helpers.plans);
+        let member_barrier = hidden
             .iter()
-            .filter_map(|c| match lambdas.get(c.name.as_str()) {
-                Some(&(block, _)) => block.then_some((c.name.as_str(), c.node)),
-                // A functor, or a pointer to a helper whose address the file takes.
-                None => (super::callgraph::names_local(self.facts, self.site, &c.name)
-                    && (graph.pointer_syncs.0 || syncs(super::callgraph::FUNCTOR_CALL, c.node)))
-                .then_some((c.name.as_str(), c.node)),
-            });
-        // A macro whose text calls a helper that synchronizes: the call is not rewritten.
-        let macros = self
-            .facts
-            .macro_uses
-            .iter()
-            .filter(|m| {
-                m.facts
-                    .calls
-                    .iter()
-                    .any(|c| graph.barrier_names.contains(c))
-            })
-            .map(|m| (m.name.as_str(), m.node));
-        let member_barrier = self
-            .facts
-            .member_calls
-            .iter()
-            .filter(|(m, n)| syncs(m, *n))
-            .map(|(m, n)| (m.as_str(), *n))
-            .chain(functors)
-            .chain(macros)
-            .chain(
-                self.facts
-                    .indirect_calls
-                    .iter()
-                    .filter(|_| graph.pointer_syncs.0)
-                    .map(|&n| ("a function pointer", n)),
-            )
-            .find(|(_, n)| self.exposed(&n.byte_range()));
+            .find(|&&(_, n, block, _)| block && self.exposed(&n.byte_range()))
+            .map(|&(m, n, _, _)| (m, n));
         if let Some((m, n)) = member_barrier {
             return Err(self.refusal(
                 n.byte_range(),
