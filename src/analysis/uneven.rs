@@ -15,6 +15,8 @@
 //! loop over tasks that thread 0 claims into shared memory is uniform in fact, and such kernels
 //! run correctly transformed).
 
+mod warp_stride;
+
 use super::flow::{guards, is_loop, Guard};
 use super::uniformity::parents_within;
 use crate::lang::{self, kinds, text};
@@ -122,7 +124,13 @@ fn leaving_unevenly<'t>(
             let cond = l
                 .child_by_field_id(f.condition)
                 .or_else(|| l.child_by_field_id(f.right));
-            if cond.is_some_and(uses_thread) && !counted_evenly(*l, src, thread) {
+            if cond.is_some_and(uses_thread)
+                && !counted_evenly(*l, src, thread)
+                && !thread
+                    .strides
+                    .as_ref()
+                    .is_some_and(|s| s.keeps_lanes_together(thread, *l))
+            {
                 return true;
             }
             let range = l.byte_range();
@@ -179,6 +187,9 @@ struct Threadness<'s> {
     /// Names a `static_assert` of the body says are multiples of a warp's width
     /// (`asserted_warp_multiples`).
     warp_multiples: BTreeSet<String>,
+    /// At a warp's scale, the variables that keep a warp's lanes together and the bounds at a
+    /// warp's edge (`warp_stride`).
+    strides: Option<warp_stride::WarpStrides>,
 }
 
 impl<'s> Threadness<'s> {
@@ -204,6 +215,7 @@ impl<'s> Threadness<'s> {
                 .collect(),
             thread_index_copy: Vec::new(),
             warp_multiples: asserted_warp_multiples(nodes, src),
+            strides: None,
         };
         // Each write: the name written and the value it gets.
         let mut writes: Vec<(Node, Node)> = Vec::new();
@@ -260,6 +272,7 @@ impl<'s> Threadness<'s> {
         for (i, copy) in copies {
             t.thread_index_copy[i] = copy;
         }
+        let declared = t.variables.len();
         loop {
             let mut changed = false;
             for (target, value) in &writes {
@@ -279,9 +292,13 @@ impl<'s> Threadness<'s> {
                 }
             }
             if !changed {
-                return t;
+                break;
             }
         }
+        if level == Level::Lane {
+            t.strides = Some(warp_stride::WarpStrides::new(&t, nodes, parent, declared));
+        }
+        t
     }
 
     /// Adds `v`, not the thread's; its index.
@@ -543,11 +560,32 @@ fn warps_wide(t: &str) -> bool {
 
 /// `warpSize`, `WARP_SIZE`, `warp_size`, `WARP_SZ`: a warp's width by name (32; 64 on AMD
 /// hardware where a HIP build defines it so, a multiple of 32 either way).
+///
+/// Also with a constant's `k` (`kWarpSize`) or a project's prefix (`C10_WARP_SIZE`), but not a
+/// part of a warp (`HALF_WARP_SIZE`, `kSubWarpSize`).
 fn warp_width_name(t: &str) -> bool {
-    matches!(
-        t.to_ascii_lowercase().as_str(),
-        "warpsize" | "warp_size" | "warp_sz"
-    )
+    let bare = |w: &str| {
+        matches!(
+            w.to_ascii_lowercase().as_str(),
+            "warpsize" | "warp_size" | "warp_sz"
+        )
+    };
+    if bare(t) {
+        return true;
+    }
+    let constant = t
+        .strip_prefix('k')
+        .filter(|r| r.starts_with(|c: char| c.is_ascii_uppercase()));
+    if constant.is_some_and(bare) {
+        return true;
+    }
+    let lower = t.to_ascii_lowercase();
+    let part = ["half", "quarter", "sub", "lane", "group"];
+    t.rsplit_once('_').is_some_and(|(prefix, _)| {
+        lower.ends_with("_warp_size")
+            && !prefix.is_empty()
+            && !part.iter().any(|p| prefix.to_ascii_lowercase().contains(p))
+    })
 }
 
 /// Whether `e` divides by a warp's width or more (`x / 32`, `x >> 5`, `x / WARP_SIZE`,
@@ -879,6 +917,77 @@ mod tests {
                 "{ const int D = a[0]; if (tid >= D) return; }",
             ]
         );
+    }
+
+    #[test]
+    fn block_strides_to_a_warp_edge_keep_lanes_together() {
+        let src = "template <int D> __global__ void k(float* a, int n, int p) {
+  static_assert(D % 64 == 0, \"D\");
+  const int tid = threadIdx.x;
+  const int limit = roundDown(n, kWarpSize);
+  const int masked = n & ~(WARP_SIZE - 1);
+  int i = threadIdx.x;
+  for (; i < limit; i += blockDim.x) { a[i] = 0; }
+  for (int j = tid; j < masked; j += blockDim.x) { a[j] = 0; }
+  for (int j = tid; j < (n / 32) * 32; j += 2 * blockDim.x) { a[j] = 0; }
+  for (int j = tid; j < n - n % C10_WARP_SIZE; j += 64) { a[j] = 0; }
+  for (int j = tid; j < (n & -32); j += D) { a[j] = 0; }
+  for (int j = tid; j < utils::round_down(n, (int)32); j += blockDim.x) { a[j] = 0; }
+  for (int j = tid; j < n; j += blockDim.x) { a[j] = 0; }
+  for (int j = tid; j < roundDown(n, 16); j += blockDim.x) { a[j] = 0; }
+  for (int j = tid; j < roundDown(n, HALF_WARP_SIZE); j += blockDim.x) { a[j] = 0; }
+  for (int j = tid; j < limit; j += blockDim.x / 2) { a[j] = 0; }
+  for (int j = tid; j < limit; j++) { a[j] = 0; }
+  for (int j = tid; j < limit; j += blockDim.x) { j += 1; a[j] = 0; }
+  for (int j = tid; j < (n & ~15); j += blockDim.x) { a[j] = 0; }
+  for (int j = tid + p; j < limit; j += blockDim.x) { a[j] = 0; }
+  int h = threadIdx.x;
+  if (tid < 5) { for (; h < limit; h += blockDim.x) { a[h] = 0; } }
+  for (; h < limit; h += blockDim.x) { a[h] = 0; }
+  int bumped = roundDown(n, 32);
+  bumped += 3;
+  for (int j = tid; j < bumped; j += blockDim.x) { a[j] = 0; }
+}
+";
+        let (loops, _) = lane_dependent(src);
+        assert_eq!(
+            loops,
+            [
+                "for (int j = tid; j < n; j += blockDim.x) { a[j] = 0; }",
+                "for (int j = tid; j < roundDown(n, 16); j += blockDim.x) { a[j] = 0; }",
+                "for (int j = tid; j < roundDown(n, HALF_WARP_SIZE); j += blockDim.x) { a[j] = 0; }",
+                "for (int j = tid; j < limit; j += blockDim.x / 2) { a[j] = 0; }",
+                "for (int j = tid; j < limit; j++) { a[j] = 0; }",
+                "for (int j = tid; j < limit; j += blockDim.x) { j += 1; a[j] = 0; }",
+                "for (int j = tid; j < (n & ~15); j += blockDim.x) { a[j] = 0; }",
+                "for (int j = tid + p; j < limit; j += blockDim.x) { a[j] = 0; }",
+                "for (; h < limit; h += blockDim.x) { a[h] = 0; }",
+                "for (; h < limit; h += blockDim.x) { a[h] = 0; }",
+                "for (int j = tid; j < bumped; j += blockDim.x) { a[j] = 0; }",
+            ]
+        );
+    }
+
+    #[test]
+    fn warp_width_names() {
+        for t in [
+            "warpSize",
+            "WARP_SIZE",
+            "kWarpSize",
+            "C10_WARP_SIZE",
+            "warp_sz",
+        ] {
+            assert!(warp_width_name(t), "{t}");
+        }
+        for t in [
+            "HALF_WARP_SIZE",
+            "kHalfWarpSize",
+            "SUB_WARP_SIZE",
+            "keyWarpSize",
+            "warp",
+        ] {
+            assert!(!warp_width_name(t), "{t}");
+        }
     }
 
     #[test]
