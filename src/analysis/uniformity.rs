@@ -121,6 +121,8 @@ pub struct FileNames<'t, 'm> {
     /// does not define.
     included_votes: BTreeSet<String>,
     votes: std::cell::OnceCell<std::collections::HashSet<String>>,
+    /// The type names the file declares (`names::file_type_names`).
+    types: std::cell::OnceCell<BTreeSet<String>>,
 }
 
 impl<'t, 'm> FileNames<'t, 'm> {
@@ -162,7 +164,28 @@ impl<'t, 'm> FileNames<'t, 'm> {
             helpers: std::cell::OnceCell::new(),
             included_votes,
             votes: std::cell::OnceCell::new(),
+            types: std::cell::OnceCell::new(),
         }
+    }
+
+    /// Whether `callee`, the callee of a call, is a type in parentheses: `(scalar_t)(p.f)[i]`
+    /// is a C cast of `(p.f)[i]`, which the grammar reads as a call of `(scalar_t)`. A type:
+    /// one the file declares (`names::file_type_names`: classes, `typedef`s, `using` aliases,
+    /// template type parameters) or a standard scalar alias. A conversion writes nothing and
+    /// its value is its operand's.
+    fn parenthesized_type(&self, callee: Node) -> bool {
+        let inner = lang::strip_parens(callee);
+        if callee.kind() != "parenthesized_expression"
+            || !matches!(inner.kind(), "identifier" | "type_identifier")
+        {
+            return false;
+        }
+        let name = text(inner, self.src);
+        lang::SCALAR_TYPEDEFS.contains(&name)
+            || self
+                .types
+                .get_or_init(|| file_type_names(self.root, self.src))
+                .contains(name)
     }
 
     /// The file's macros, as given to `new`.
@@ -645,6 +668,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         }
         let name = text(callee, self.src);
         if lang::UNIFORM_FUNCTIONS.contains(&name)
+            || self.file.parenthesized_type(callee)
             || lang::is_pure_function(name)
             || lang::BY_VALUE_FUNCTIONS.contains(&name)
             || lang::BARRIER_FUNCTIONS.iter().any(|(b, _)| *b == name)
@@ -939,8 +963,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 if vote {
                     continue;
                 }
-                // `static_cast<T>(v)`: the value decides, as for `(T)v`.
-                if callee.is_some_and(|c| lang::is_named_cast(c, self.src)) {
+                // `static_cast<T>(v)`: the value decides, as for `(T)v`; so does `(T)(v)`.
+                if callee.is_some_and(|c| {
+                    lang::is_named_cast(c, self.src) || self.file.parenthesized_type(c)
+                }) {
                     stack.extend(x.child_by_field_id(f.arguments));
                     continue;
                 }

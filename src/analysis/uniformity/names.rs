@@ -755,3 +755,42 @@ pub(super) fn function_declarator(n: Node) -> Option<Node> {
     );
     found
 }
+
+/// The type names a file declares anywhere: classes, structs, unions and enums by name,
+/// `typedef`s and `using` aliases (in function bodies too: `typedef typename
+/// Traits<T>::scalar_t scalar_t;`), and template type parameters (`typename T`). A name in
+/// parentheses before an operand is then a cast, not a call (`FileNames::parenthesized_type`).
+pub(super) fn file_type_names(root: Node, src: &str) -> BTreeSet<String> {
+    let f = crate::lang::fields();
+    let mut out = BTreeSet::new();
+    crate::lang::visit(root, |n| {
+        let named = match n.kind() {
+            "class_specifier" | "struct_specifier" | "union_specifier" | "enum_specifier" => {
+                n.child_by_field_id(f.name)
+            }
+            "alias_declaration" => n.child_by_field_id(f.name),
+            "type_definition" => {
+                let mut c = n.walk();
+                let declarators: Vec<Node> = n
+                    .children_by_field_name("declarator", &mut c)
+                    .filter(|d| d.kind() == "type_identifier")
+                    .collect();
+                out.extend(declarators.iter().map(|d| text(*d, src).to_string()));
+                None
+            }
+            "type_parameter_declaration"
+            | "variadic_type_parameter_declaration"
+            | "optional_type_parameter_declaration" => {
+                let mut c = n.walk();
+                let name = n.children(&mut c).find(|d| d.kind() == "type_identifier");
+                name.or_else(|| n.child_by_field_id(f.name))
+            }
+            _ => None,
+        };
+        if let Some(name) = named.filter(|d| d.kind() == "type_identifier") {
+            out.insert(text(name, src).to_string());
+        }
+        true
+    });
+    out
+}

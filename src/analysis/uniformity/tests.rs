@@ -922,3 +922,36 @@ fn reference_parameters_a_function_only_reads_leave_the_argument_uniform() {
         varying(def, "", body, "kk > 1");
     }
 }
+
+#[test]
+fn a_type_in_parentheses_before_an_operand_is_a_cast() {
+    // The grammar reads `(real)(p.f)[i]` as a call of `(real)` with `p.f`, which a call may
+    // write through a reference; as a cast it writes nothing.
+    let file = "struct P { const float* f; int n; };\ntypedef float real_t;";
+    uniform(
+        file,
+        ", P p",
+        "  typedef float real;\n  if (threadIdx.x < 7) out[0] = (real)(p.f)[threadIdx.x];",
+        "p.n > 1",
+    );
+    uniform(
+        file,
+        ", P p",
+        "  if (threadIdx.x < 7) out[0] = (real_t)(p.f)[threadIdx.x];",
+        "p.n > 1",
+    );
+    uniform(
+        &format!("{file}\nusing index_t = int;"),
+        ", P p",
+        "  int b = (index_t)(blockIdx.x);",
+        "b > 1",
+    );
+    // Not a type: a call through a parenthesized name, which may write `p`.
+    varying(
+        file,
+        ", P p",
+        "  if (threadIdx.x < 7) out[0] = (convert)(p.f)[threadIdx.x];",
+        "p.n > 1",
+    );
+    varying(file, "", "  int b = (convert)(blockIdx.x);", "b > 1");
+}
