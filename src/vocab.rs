@@ -99,6 +99,7 @@ pub fn live_copy_name(helper: &str) -> String {
 /// The shared body's type for a kernel parameter of class type passed by value, and what the
 /// wrapper passes for it per task (task_loop.cuh).
 pub const BODY_PARAM: &str = "cupreempt::body_param_t";
+pub const BODY_CONST_PARAM: &str = "cupreempt::body_const_param_t";
 pub const TASK_PARAM: &str = "cupreempt::task_param";
 pub const TRIVIAL_PARAMS: &str = "cupreempt::all_trivially_destructible";
 /// What a rewritten launch site calls (launch.cuh).

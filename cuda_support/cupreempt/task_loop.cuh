@@ -323,6 +323,11 @@ struct TaskCtx {
 // host-only does not compile there. Other types are taken by value, as written.
 template <class T>
 using body_param_t = typename std::conditional<std::is_trivially_destructible<T>::value, T, T&>::type;
+// A `const` one by reference whatever its type: the body cannot change it, and a copy would
+// need a copy constructor that takes `const T&`, which a class may not have (one taking `T&`
+// copies only what is not `const`).
+template <class T>
+using body_const_param_t = const T&;
 
 // What the persistent wrapper passes for such a parameter where one of them is not trivially
 // destructible (`all_trivially_destructible` chooses the call): for each task a fresh bitwise copy

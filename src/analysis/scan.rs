@@ -137,11 +137,7 @@ pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
 /// type (`AllocatorT a`, `Params p`, `ns::Pool<T> pool`): the declarator is the name alone and
 /// no qualifier (`const`, `volatile`) or attribute stands beside the type. Such a type may
 /// have a destructor, which the shared body must not run (`Param::value_type`).
-fn by_value_named_type(
-    p: Node,
-    decl: Option<Node>,
-    src: &str,
-) -> Option<(std::ops::Range<usize>, String)> {
+fn by_value_named_type(p: Node, decl: Option<Node>, src: &str) -> Option<super::sites::ValueType> {
     let k = kinds();
     let ty = p.child_by_field_id(crate::lang::fields().r#type)?;
     let named_type = ty.kind_id() == k.type_identifier
@@ -149,10 +145,19 @@ fn by_value_named_type(
         || ty.kind_id() == k.qualified_identifier;
     let plain = decl.is_some_and(|d| d.kind_id() == k.identifier);
     let mut c = p.walk();
-    let qualified = p
+    let qualifiers: Vec<Node> = p
         .children(&mut c)
-        .any(|ch| ch.kind_id() == k.type_qualifier || ch.kind_id() == k.attribute_specifier);
-    (named_type && plain && !qualified).then(|| (ty.byte_range(), text(ty, src).to_string()))
+        .filter(|ch| ch.kind_id() == k.type_qualifier || ch.kind_id() == k.attribute_specifier)
+        .collect();
+    let constant = (qualifiers.len() == 1 && text(qualifiers[0], src) == "const")
+        .then(|| qualifiers[0].byte_range());
+    (named_type && plain && (qualifiers.is_empty() || constant.is_some())).then(|| {
+        super::sites::ValueType {
+            range: ty.byte_range(),
+            text: text(ty, src).to_string(),
+            constant,
+        }
+    })
 }
 
 /// A definition that the parse does not hold as one: its `__global__` (a kernel) or

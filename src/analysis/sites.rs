@@ -30,11 +30,25 @@ pub struct Param {
     /// and takes the parameter by reference instead (`GridConstant`).
     pub grid_constant: Option<GridConstant>,
     /// A parameter passed by value whose type is named (a class, a template parameter, an
-    /// alias), with no qualifier and a plain name as declarator: the byte range of that type's
-    /// name. The shared body takes it as `body_param_t<T>` (task_loop.cuh: by reference where
-    /// `T` is not trivially destructible), and the wrapper passes a fresh copy per task. The
-    /// range and the type's text.
-    pub value_type: Option<(std::ops::Range<usize>, String)>,
+    /// alias), with no qualifier but `const` and a plain name as declarator (`ValueType`).
+    pub value_type: Option<ValueType>,
+}
+
+/// A kernel parameter of a named type passed by value (`Param::value_type`). The shared body
+/// takes it as `body_param_t<T>` (task_loop.cuh: by reference where `T` is not trivially
+/// destructible), or as `body_const_param_t<T>` where it is `const` (by reference always: a
+/// class's copy constructor may take `T&`, which a `const` object cannot bind, as faiss's
+/// `Tensor` does); the wrapper passes a fresh copy per task where one is not trivially
+/// destructible.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValueType {
+    /// The byte range of the type's name.
+    pub range: std::ops::Range<usize>,
+    /// The type's text.
+    pub text: String,
+    /// Where the parameter is `const`: the qualifier's byte range (the body's alias says it
+    /// instead, and a `const` beside a reference type is a warning).
+    pub constant: Option<std::ops::Range<usize>>,
 }
 
 /// How many of `list`'s parameters every configuration has: those outside every preprocessor

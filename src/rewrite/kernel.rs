@@ -28,10 +28,10 @@ use crate::analysis::{names_inserted, FunctionSite, KernelPlan, Param, SyncMode,
 use crate::edit::Edit;
 use crate::vocab::{
     any_registration_name, body_name, capped_wrapper_name, dynamic_wrapper_name,
-    kernels_struct_name, selector_name, wrapper_name, BODY_PARAM, CTX, CTX_TYPE, FUNCTION_PARAM,
-    IN_DYNAMIC_SHARED, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_LOOP_STATE_DYNAMIC, MEMBER_ORIGINAL,
-    MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_BLOCKS_OF, R32_MIN_BLOCKS, RUN_TASKS,
-    TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
+    kernels_struct_name, selector_name, wrapper_name, BODY_CONST_PARAM, BODY_PARAM, CTX, CTX_TYPE,
+    FUNCTION_PARAM, IN_DYNAMIC_SHARED, LAUNCH_PARAM, LAUNCH_TYPE, MEMBER_LOOP_STATE_DYNAMIC,
+    MEMBER_ORIGINAL, MEMBER_WRAPPER, MEMBER_WRAPPER_R32, NATIVE_CTX, R32_BLOCKS_OF, R32_MIN_BLOCKS,
+    RUN_TASKS, TASK_CTX, TASK_PARAM, TRIVIAL_PARAMS,
 };
 use std::collections::BTreeSet;
 use tree_sitter::Node;
@@ -149,9 +149,20 @@ pub fn rewrite(
     };
     edits.push(Edit::replace(written, plan_body_name(plan)));
     // A parameter of a named type passed by value: the body takes it as `body_param_t<T>`, by
-    // reference where `T` has a destructor to run (task_loop.cuh).
-    for (r, ty) in k.param_list.iter().filter_map(|p| p.value_type.clone()) {
-        edits.push(Edit::replace(r, format!("{BODY_PARAM}<{ty}>")));
+    // reference where `T` has a destructor to run, and a `const` one always by reference
+    // (task_loop.cuh).
+    for v in k.param_list.iter().filter_map(|p| p.value_type.as_ref()) {
+        let alias = match &v.constant {
+            Some(q) => {
+                edits.push(Edit::delete(q.start..attribute_end(src, q.end)));
+                BODY_CONST_PARAM
+            }
+            None => BODY_PARAM,
+        };
+        edits.push(Edit::replace(
+            v.range.clone(),
+            format!("{alias}<{}>", v.text),
+        ));
     }
     for g in k.param_list.iter().filter_map(|p| p.grid_constant.as_ref()) {
         edits.push(Edit::delete(g.qualifier.clone()));
@@ -692,7 +703,7 @@ fn body_call(plan: &KernelPlan, ctx_type: &str, function: Option<&str>, per_task
     let types: Vec<&str> = k
         .param_list
         .iter()
-        .filter_map(|p| p.value_type.as_ref().map(|(_, t)| t.as_str()))
+        .filter_map(|p| p.value_type.as_ref().map(|v| v.text.as_str()))
         .collect();
     if !per_task || types.is_empty() {
         return call(false);
