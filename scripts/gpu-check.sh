@@ -63,7 +63,7 @@ grep -q '^FAIL\|BUILD FAILED' "$log" && status=1
 
 # The sanitizers run the first build's harnesses.
 sanitized=$(echo ${GPU_CHECK_BUILDS:-looks plain} | cut -d' ' -f1)
-for f in thread_return_before_barrier syncthreads_count cg_block_sync return_in_barrier_loop reduction_loop_after_return uniform_return_before_barrier shared_static ragged_rows_bound_loaded_before_return synchronizing_helper_after_return synchronizing_helper_in_expression synchronizing_helper_several_returns block_vote_helper_after_return; do
+for f in thread_return_before_barrier syncthreads_count cg_block_sync return_in_barrier_loop reduction_loop_after_return uniform_return_before_barrier shared_static ragged_rows_bound_loaded_before_return synchronizing_helper_after_return synchronizing_helper_in_expression synchronizing_helper_several_returns block_vote_helper_after_return warp_stride_loop_to_warp_edge loop_counter_reused_under_lane_condition; do
   # A subset's harness folder (GPU_CHECK_SUBSET=1: a few fixtures) may hold none of these;
   # a full one must hold them all.
   if [ ! -f "$f.harness0.cu" ]; then

@@ -256,6 +256,10 @@ pub struct Uniformity<'t, 'm> {
     /// Locals that hold this thread block (`body::thread_block_variables`): their queries of
     /// the block's index and shape are uniform (`body::block_uniform_query`).
     thread_blocks: BTreeSet<String>,
+    /// The variables a `for` declares in its head (`int i = 0`, `auto x : v`), by name: the
+    /// loop's byte range. Each is a variable of its own (`scoped`): a second loop's `i`,
+    /// counted under a thread-dependent condition, does not make the first loop's `i` vary.
+    loop_scoped: HashMap<String, Vec<std::ops::Range<usize>>>,
     /// The parent of every node inside the body (by node id). tree-sitter finds a node's
     /// parent by descending from the root, so walking up with `Node::parent` costs the depth
     /// squared: a host-side mutant with 370 nested loops made `controlled` take 11 s.
@@ -330,6 +334,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             loads_by_all: None,
             calls_file_function: false,
             thread_blocks,
+            loop_scoped: loop_scoped_variables(all, src),
             parents: parents_within(body),
         };
         u.known = u.known_names(&file.declared, all);
@@ -400,11 +405,12 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             let mut changed = false;
             for a in &assignments {
                 let at = u.branches(a.at);
-                if u.varying.covers(&a.target, &at) {
+                let target = u.scoped(&a.target, a.at.start_byte());
+                if u.varying.covers(&target, &at) {
                     continue;
                 }
                 if a.value.is_some_and(|v| u.expr_varying(v)) || u.controlled(a.at, None) {
-                    u.varying.insert(a.target.clone(), at.clone());
+                    u.varying.insert(target, at.clone());
                     for (x, y) in &u.aliases {
                         if *x == a.target {
                             u.varying.insert(y.clone(), at.clone());
@@ -871,8 +877,23 @@ impl<'t, 'm> Uniformity<'t, 'm> {
 
     /// `name` is varying where `at` is compiled (a write the analysis cannot follow).
     fn mark(&mut self, name: String, at: Node) {
+        let name = self.scoped(&name, at.start_byte());
         let at = self.branches(at);
         self.varying.insert(name, at);
+    }
+
+    /// The variable `name` names at byte `at`: the innermost `for` around `at` that declares
+    /// it in its head (`name@start`), else the body's or the file's `name`.
+    fn scoped(&self, name: &str, at: usize) -> String {
+        self.loop_scoped
+            .get(name)
+            .and_then(|ranges| {
+                ranges
+                    .iter()
+                    .filter(|r| r.contains(&at))
+                    .min_by_key(|r| r.len())
+            })
+            .map_or_else(|| name.to_string(), |r| format!("{name}@{}", r.start))
     }
 
     /// Where `n` is compiled: the body's `#if` chains that hold it and in which branch
@@ -907,7 +928,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             let id = x.kind_id();
             let operator = || x.child_by_field_id(f.operator).map(|o| text(o, self.src));
             if id == k.identifier {
-                if self.name_varying(text(x, self.src), &at, 0) {
+                let name = text(x, self.src);
+                let key = self.scoped(name, x.start_byte());
+                if self.keyed_varying(name, &key, &at) {
                     return true;
                 }
                 continue;
@@ -1048,6 +1071,17 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             Some(m) => self.macro_varying(name, m, at, depth),
             None => !self.value_uniform(name, at),
         }
+    }
+
+    /// `name_varying` for a read of `name` that names the variable `key` (`scoped`): a
+    /// variable of a loop's head is varying only by its own writes.
+    fn keyed_varying(&self, name: &str, key: &str, at: &Branches) -> bool {
+        if key == name {
+            return self.name_varying(name, at, 0);
+        }
+        lang::THREAD_VARYING.contains(&name)
+            || self.varying.contains(key, at)
+            || !(self.known.contains(name) || self.constants.contains(name))
     }
 
     /// A name (not a macro) whose reads are uniform unless it is written so.
@@ -1333,6 +1367,44 @@ fn identifiers(n: Node, src: &str) -> Vec<String> {
 }
 
 /// The names a declarator declares: one, or several for a structured binding.
+/// The variables the `for` loops among `all` declare in their heads, with each loop's range
+/// (`Uniformity::loop_scoped`).
+fn loop_scoped_variables(all: &[Node], src: &str) -> HashMap<String, Vec<std::ops::Range<usize>>> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let mut out: HashMap<String, Vec<std::ops::Range<usize>>> = HashMap::new();
+    for l in all {
+        let declarators: Vec<Node> = if l.kind_id() == k.for_statement {
+            let Some(init) = l.child_by_field_id(f.initializer) else {
+                continue;
+            };
+            if init.kind_id() != k.declaration {
+                continue;
+            }
+            lang::declarators(init)
+                .into_iter()
+                .chain({
+                    let mut c = init.walk();
+                    init.named_children(&mut c)
+                        .filter(|d| d.kind_id() == k.init_declarator)
+                        .filter_map(|d| d.child_by_field_id(f.declarator))
+                        .collect::<Vec<_>>()
+                })
+                .collect()
+        } else if l.kind_id() == k.for_range_loop {
+            l.child_by_field_id(f.declarator).into_iter().collect()
+        } else {
+            continue;
+        };
+        for d in declarators {
+            for name in declared_names(d, src) {
+                out.entry(name).or_default().push(l.byte_range());
+            }
+        }
+    }
+    out
+}
+
 fn declared_names(declarator: Node, src: &str) -> Vec<String> {
     let k = kinds();
     let mut binding = None;

@@ -955,3 +955,44 @@ fn a_type_in_parentheses_before_an_operand_is_a_cast() {
     );
     varying(file, "", "  int b = (convert)(blockIdx.x);", "b > 1");
 }
+
+#[test]
+fn a_loop_heads_variable_is_its_own() {
+    // The second loop's `i`, counted only where `threadIdx.x < 32`, is another variable than
+    // the barrier loop's: that loop's rounds stay the same in every thread.
+    let kernel = |second: &str| {
+        format!(
+            "__global__ void k(float* out, const int* flag) {{
+  __shared__ float s[512];
+  if (flag[threadIdx.x] > 0) return;
+  const int tid = threadIdx.x;
+  s[tid] = out[tid];
+  __syncthreads();
+  for (int i = blockDim.x >> 1; i >= 64; i >>= 1) {{
+    if (tid < i) s[tid] += s[tid + i];
+    __syncthreads();
+  }}
+  float v = s[tid];
+  if (tid < 32) {{
+    {second}
+  }}
+  out[tid] = v;
+}}
+"
+        )
+    };
+    assert_eq!(
+        mode_of(&kernel(
+            "for (int i = 16; i > 0; i >>= 1) v += __shfl_down_sync(0xffffffff, v, i);"
+        )),
+        Some(SyncMode::Predicated)
+    );
+    // The same name written where it is the barrier loop's own variable: refused.
+    assert_eq!(
+        mode_of(&kernel("for (int j = 16; j > 0; j >>= 1) v += j;").replace(
+            "for (int i = blockDim.x >> 1; i >= 64; i >>= 1) {\n    if (tid < i) s[tid] += s[tid + i];",
+            "for (int i = blockDim.x >> 1; i >= 64; i >>= 1) {\n    if (tid < i) s[tid] += s[tid + i];\n    if (tid == 0) i -= 0;"
+        )),
+        None
+    );
+}
