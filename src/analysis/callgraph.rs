@@ -701,14 +701,26 @@ impl CallGraph {
         }
     }
 
-    /// Whether call `c` may reach a helper that synchronizes the block (a qualified call only
-    /// its owner's: `Resolve`), or another file's function that does.
-    pub fn calls_barrier(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> bool {
+    /// Whether call `c` may reach a helper that synchronizes the block, and one that
+    /// synchronizes a warp's lanes (a qualified call only its owner's: `Resolve`), or another
+    /// file's function that does.
+    pub fn call_syncs(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> (bool, bool) {
         match self.resolve().call(c) {
-            Callee::Here(is) => is.iter().any(|&i| helpers[i].synchronizes),
-            Callee::Elsewhere(block, _) => block,
-            Callee::ByName => self.barrier_names.contains(&c.name),
+            Callee::Here(is) => (
+                is.iter().any(|&i| helpers[i].synchronizes),
+                is.iter().any(|&i| helpers[i].synchronizes_warp),
+            ),
+            Callee::Elsewhere(block, lanes) => (block, lanes),
+            Callee::ByName => (
+                self.barrier_names.contains(&c.name),
+                self.warp_sync_names.contains(&c.name),
+            ),
         }
+    }
+
+    /// Whether call `c` may synchronize the block (`call_syncs`).
+    pub fn calls_barrier(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> bool {
+        self.call_syncs(c, helpers).0
     }
 
     /// Whether a call through an object, `x.m(...)` made in `caller`, may reach a member that
@@ -798,13 +810,9 @@ impl CallGraph {
             .collect()
     }
 
-    /// The same for helpers that synchronize a warp's lanes.
+    /// Whether call `c` may synchronize a warp's lanes (`call_syncs`).
     pub fn calls_warp_sync(&self, c: &super::body::Call, helpers: &[HelperPlan]) -> bool {
-        match self.resolve().call(c) {
-            Callee::Here(is) => is.iter().any(|&i| helpers[i].synchronizes_warp),
-            Callee::Elsewhere(_, lanes) => lanes,
-            Callee::ByName => self.warp_sync_names.contains(&c.name),
-        }
+        self.call_syncs(c, helpers).1
     }
 }
 

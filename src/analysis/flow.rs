@@ -84,6 +84,27 @@ pub fn children<'t>(n: Node<'t>) -> Vec<Node<'t>> {
     n.named_children(&mut c).collect()
 }
 
+/// The value of a function body's one `return`, where that return is the body's last statement
+/// (returns inside lambdas are the lambdas'): `return __syncthreads_count(p);` at the end of a
+/// helper whose value is then the block reduction's (`HelperPlan::returns_block_vote`,
+/// `uniformity::helpers::vote_helpers`). Parentheses stripped.
+pub fn only_final_return_value(body: Node) -> Option<Node> {
+    let k = kinds();
+    let mut returns = 0;
+    lang::visit(body, |x| {
+        returns += usize::from(x.kind_id() == k.return_statement);
+        x.kind() != "lambda_expression"
+    });
+    let last = children(body)
+        .into_iter()
+        .rfind(|n| n.kind_id() != k.comment)
+        .filter(|l| l.kind_id() == k.return_statement)?;
+    (returns == 1)
+        .then(|| last.named_child(0))
+        .flatten()
+        .map(lang::strip_parens)
+}
+
 /// Whether `ret` is the last thing `last` does on its path: nothing after it in `last` would run.
 pub fn ends(ret: Node, last: Node) -> bool {
     let k = kinds();

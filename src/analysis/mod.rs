@@ -214,28 +214,12 @@ impl<'t> HelperPlan<'t> {
     /// gsplat's `cta_sync_count`): the same in every thread of the block, returned threads
     /// included where its live copy is called (they vote the neutral value).
     pub fn returns_block_vote(&self) -> bool {
-        let k = crate::lang::kinds();
-        let returns = || {
+        flow::only_final_return_value(self.site.body).is_some_and(|v| {
             self.facts
-                .returns
+                .barriers
                 .iter()
-                .filter(|r| r.node.kind_id() == k.return_statement)
-        };
-        let last = flow::children(self.site.body)
-            .into_iter()
-            .rfind(|n| n.kind_id() != k.comment)
-            .filter(|l| l.kind_id() == k.return_statement);
-        let Some(last) = last else {
-            return false;
-        };
-        let value = last.named_child(0).map(crate::lang::strip_parens);
-        returns().count() == 1
-            && value.is_some_and(|v| {
-                self.facts
-                    .barriers
-                    .iter()
-                    .any(|b| b.node.id() == v.id() && b.method != "sync")
-            })
+                .any(|b| b.node.id() == v.id() && b.method != "sync")
+        })
     }
 }
 

@@ -365,26 +365,12 @@ pub(super) fn vote_helpers(root: Node, src: &str) -> HashSet<String> {
         if n.kind() != "function_definition" {
             continue;
         }
-        let returns_vote = n.child_by_field_id(f.body).is_some_and(|body| {
-            let mut returns = 0;
-            crate::lang::visit(body, |x| {
-                returns += usize::from(x.kind_id() == k.return_statement);
-                x.kind() != "lambda_expression"
-            });
-            let mut c = body.walk();
-            let last = body
-                .named_children(&mut c)
-                .filter(|x| x.kind_id() != k.comment)
-                .last();
-            returns == 1
-                && last
-                    .filter(|l| l.kind_id() == k.return_statement)
-                    .and_then(|l| l.named_child(0))
-                    .map(crate::lang::strip_parens)
-                    .filter(|v| v.kind_id() == k.call_expression)
-                    .and_then(|v| v.child_by_field_id(f.function))
-                    .is_some_and(|callee| BLOCK_VOTES.contains(&text(callee, src)))
-        });
+        let returns_vote = n
+            .child_by_field_id(f.body)
+            .and_then(crate::analysis::flow::only_final_return_value)
+            .filter(|v| v.kind_id() == k.call_expression)
+            .and_then(|v| v.child_by_field_id(f.function))
+            .is_some_and(|callee| BLOCK_VOTES.contains(&text(callee, src)));
         if returns_vote {
             votes.insert(name);
         } else {
