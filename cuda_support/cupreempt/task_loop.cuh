@@ -364,10 +364,28 @@ task_param(T& v) {
 // thread skips the rest of the task's work (`if (__cp_live)`) but passes the same barriers as
 // the live threads, converged with its warp. A declaration after a return that reads memory is
 // initialized through live_value(), so that returned threads read nothing.
+// A returned thread's value is never read: a value-initialized one, or for a type without a
+// default constructor (`Span(float, float)` only) its bytes set to zero, copied.
+template <class R>
+__device__ __forceinline__ typename std::enable_if<std::is_default_constructible<R>::value, R>::type
+unread_value() {
+  return R();
+}
+template <class R>
+__device__ __forceinline__ typename std::enable_if<!std::is_default_constructible<R>::value, R>::type
+unread_value() {
+  union Bytes {
+    unsigned char zero[sizeof(R)];
+    R value;
+    __device__ Bytes() : zero() {}
+    __device__ ~Bytes() {}
+  } bytes;
+  return bytes.value;
+}
 template <class F>
 __device__ __forceinline__ auto live_value(bool live, F f) -> decltype(f()) {
   if (live) return f();
-  return decltype(f())();
+  return unread_value<decltype(f())>();
 }
 
 // A call of a functor whose class the transformer may not know (`f(x)` of a template

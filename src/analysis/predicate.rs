@@ -62,6 +62,15 @@ pub enum Step<'t> {
     },
     /// A declaration's initializer that reads memory or calls: evaluated only while live.
     LiveInit { value: Node<'t> },
+    /// A declaration that constructs its variable from arguments that read memory or call
+    /// (`Span s(in[i], in[j]);`, `T x{a, b};`): it becomes `T x = live_value(__cp_live, [&] {
+    /// return T(...); })`. `value`: the argument or initializer list; `ty`: the declared type's
+    /// text; `assigned`: the declarator already has `=` (`T x = {a, b}`).
+    LiveConstruct {
+        value: Node<'t>,
+        ty: String,
+        assigned: bool,
+    },
     /// A block reduction's argument list: returned threads vote the neutral value.
     NeutralVote { args: Node<'t>, and: bool },
     /// A call of a synchronizing helper: it calls the live copy (`name`: the callee's name),
@@ -787,8 +796,39 @@ impl<'a, 't> Walker<'a, 't> {
                 .child_by_field_id(f.declarator)
                 .is_some_and(|x| matches!(x.kind(), "identifier" | "pointer_declarator"));
             let list = value.kind() == "initializer_list" || value.kind_id() == k.argument_list;
-            if !plain || list {
-                return Err(self.refusal(decl.byte_range(), "this declaration reads memory in a form that cannot be made conditional (write `T x = expr;`)"));
+            let refused = || {
+                self.refusal(decl.byte_range(), "this declaration reads memory in a form that cannot be made conditional (write `T x = expr;`)")
+            };
+            if !plain {
+                return Err(refused());
+            }
+            if list {
+                // `T x(args)`, `T x{args}`, `T x = {args}`: constructed while live, where the
+                // variable is a name and its type can be named again (not `auto`, no storage
+                // class: a `static` is initialized once).
+                let named = decl
+                    .child_by_field_id(f.declarator)
+                    .is_some_and(|x| x.kind() == "identifier");
+                let ty = d.child_by_field_id(f.r#type);
+                let nameable = ty.is_some_and(|t| {
+                    let t = lang::text(t, self.src);
+                    !t.contains("auto") && !t.contains("decltype")
+                });
+                let mut c = d.walk();
+                let stored = d
+                    .children(&mut c)
+                    .any(|x| x.kind() == "storage_class_specifier");
+                let (Some(ty), true, true, false) = (ty, named, nameable, stored) else {
+                    return Err(refused());
+                };
+                let mut c = decl.walk();
+                let assigned = decl.children(&mut c).any(|x| x.kind() == "=");
+                self.steps.push(Step::LiveConstruct {
+                    value,
+                    ty: lang::text(ty, self.src).to_string(),
+                    assigned,
+                });
+                continue;
             }
             self.steps.push(Step::LiveInit { value });
         }

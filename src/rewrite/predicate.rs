@@ -181,6 +181,18 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
                 edits.push(Edit::replace(node.byte_range(), text));
             }
             Step::LiveInit { value } => live_value_around(*value, edits),
+            Step::LiveConstruct {
+                value,
+                ty,
+                assigned,
+            } => {
+                let assign = if *assigned { "" } else { " = " };
+                edits.push(Edit::insert(
+                    value.start_byte(),
+                    format!("{assign}{LIVE_VALUE}({CTX_LIVE}, [&] {{ return {ty}"),
+                ));
+                edits.push(Edit::insert(value.end_byte(), "; })"));
+            }
             Step::LiveCall {
                 name,
                 args,
