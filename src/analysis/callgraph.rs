@@ -93,6 +93,7 @@ impl CallGraph {
         external_owned: BTreeMap<(String, String), (bool, bool)>,
         external_ctx: &[&str],
         forced: &BTreeSet<String>,
+        pointers: (bool, bool),
     ) -> CallGraph {
         let mut ctx_names: BTreeSet<String> = external_ctx
             .iter()
@@ -161,12 +162,14 @@ impl CallGraph {
             owned: &owned,
             external_owned: &external_owned,
         };
-        let syncing = calling_closure(helpers, &external_barriers, resolve, false, |f| {
-            !f.barriers.is_empty()
+        // `pointers`: the file takes the address of a helper that synchronizes the block, or a
+        // warp (`pointer_syncs`): a call through a function pointer may reach it.
+        let syncing = calling_closure(helpers, &external_barriers, resolve, false, |h| {
+            !h.facts.barriers.is_empty() || (pointers.0 && calls_through_pointer(h))
         });
         let external_warp_syncs = external(external_warp_syncs, helpers);
-        let warp_syncing = calling_closure(helpers, &external_warp_syncs, resolve, true, |f| {
-            !f.warp_syncs.is_empty()
+        let warp_syncing = calling_closure(helpers, &external_warp_syncs, resolve, true, |h| {
+            !h.facts.warp_syncs.is_empty() || (pointers.1 && calls_through_pointer(h))
         });
         let mut member_barrier_names = external_barriers.clone();
         let mut member_warp_sync_names = external_warp_syncs.clone();
@@ -463,6 +466,17 @@ impl CallGraph {
 
 /// Whether `name` is a variable or parameter of the body: a call of it by name calls an
 /// object's `operator()` or a function pointer.
+/// Whether helper `h` calls through a function pointer: a call of an expression
+/// (`(*f)(x)`, `table[i](x)`) or of a local or parameter by name (`f(x)`, where `f` is a
+/// pointer, a functor or a lambda).
+pub fn calls_through_pointer(h: &HelperPlan) -> bool {
+    !h.facts.indirect_calls.is_empty()
+        || h.facts
+            .calls
+            .iter()
+            .any(|c| names_local(&h.facts, &h.site, &c.name))
+}
+
 pub fn names_local(facts: &BodyFacts, site: &FunctionSite, name: &str) -> bool {
     facts.declared.contains(name) || site.param_list.iter().any(|p| p.name == name)
 }
@@ -591,9 +605,9 @@ fn calling_closure(
     external: &BTreeSet<String>,
     resolve: Resolve,
     warp: bool,
-    direct: impl Fn(&BodyFacts) -> bool,
+    direct: impl Fn(&HelperPlan) -> bool,
 ) -> Vec<bool> {
-    let mut marked: Vec<bool> = helpers.iter().map(|h| direct(&h.facts)).collect();
+    let mut marked: Vec<bool> = helpers.iter().map(&direct).collect();
     loop {
         let mut changed = false;
         for i in 0..helpers.len() {

@@ -319,14 +319,30 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 e.1 |= h.synchronizes_warp;
             }
         }
-        let mut graph = CallGraph::build(
-            helpers,
-            &known_where(|h| h.synchronizes),
-            &known_where(|h| h.synchronizes_warp),
-            external_owned,
-            &known_where(|h| h.reads_block_ids && h.with_ctx),
-            forced,
-        );
+        // Where the file takes the address of a helper that synchronizes, a helper that calls
+        // through a function pointer may too, and so may its callers: built again with that
+        // known until the answer stays (it only grows).
+        let mut pointers = (false, false);
+        let mut graph = loop {
+            let graph = CallGraph::build(
+                helpers,
+                &known_where(|h| h.synchronizes),
+                &known_where(|h| h.synchronizes_warp),
+                external_owned.clone(),
+                &known_where(|h| h.reads_block_ids && h.with_ctx),
+                forced,
+                pointers,
+            );
+            let taken = (
+                !callgraph::address_taken(root, src, &graph.barrier_names).is_empty(),
+                !callgraph::address_taken(root, src, &graph.warp_sync_names).is_empty(),
+            );
+            let calls_pointers = helpers.iter().any(|h| callgraph::calls_through_pointer(h));
+            if taken == pointers || !calls_pointers {
+                break graph;
+            }
+            pointers = taken;
+        };
         graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
         graph.pointer_syncs = (
             !callgraph::address_taken(root, src, &graph.barrier_names).is_empty(),
