@@ -410,14 +410,14 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     continue;
                 }
                 if a.value.is_some_and(|v| u.expr_varying(v)) || u.controlled(a.at, None) {
-                    u.varying.insert(target, at.clone());
                     for (x, y) in &u.aliases {
-                        if *x == a.target {
+                        if *x == target {
                             u.varying.insert(y.clone(), at.clone());
-                        } else if *y == a.target {
+                        } else if *y == target {
                             u.varying.insert(x.clone(), at.clone());
                         }
                     }
+                    u.varying.insert(target, at.clone());
                     changed = true;
                 }
             }
@@ -484,13 +484,24 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 if contains_kind(declarator, k.reference_declarator) {
                     // `T& r = x`, `auto& [a, b] = s`, `for (auto& x : xs)`: the names alias
                     // whatever the initializer names.
+                    // Each name as the variable it is there (`scoped`: a range-`for`'s own).
+                    let bound_at = value.map_or(n.start_byte(), |v| v.start_byte());
                     for v in value.map(|v| identifiers(v, self.src)).unwrap_or_default() {
                         for name in &names {
-                            aliases.push((name.clone(), v.clone()));
+                            aliases.push((
+                                self.scoped(name, n.start_byte()),
+                                self.scoped(&v, bound_at),
+                            ));
                         }
                     }
                 }
                 for target in names {
+                    if id == k.for_range_loop {
+                        // Each round's value is an element of the range, read from memory
+                        // that writes through subscripts change unseen (`a[0] = tid;`).
+                        self.mark(target, n);
+                        continue;
+                    }
                     out.push(Assignment {
                         target,
                         value,
@@ -619,9 +630,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         // A write to one name of an alias group is a write to all of them.
         let mut extra = Vec::new();
         for a in &out {
+            let target = self.scoped(&a.target, a.at.start_byte());
             for (x, y) in &aliases {
                 for (from, to) in [(x, y), (y, x)] {
-                    if *from == a.target {
+                    if *from == target {
                         extra.push(Assignment {
                             target: to.clone(),
                             value: a.value,

@@ -996,3 +996,36 @@ fn a_loop_heads_variable_is_its_own() {
         None
     );
 }
+
+#[test]
+fn a_range_for_reference_aliases_its_range() {
+    // `e` is the loop's own variable and an alias of `a`'s elements: a call that may write `e`
+    // may write `a`, and a write to an element of `a` reaches `e`.
+    // A reference to a loop's own variable: a call that may write the reference may write it.
+    let src = "__global__ void k(float* out) {
+  __shared__ float s[128];
+  for (int i = 0; i < 4; ++i) {
+    int& r = i;
+    elsewhere(r);
+    if (i == 2) return;
+  }
+  s[threadIdx.x] = out[threadIdx.x];
+  __syncthreads();
+  out[threadIdx.x] = s[0];
+}
+";
+    assert_eq!(mode_of(src), Some(SyncMode::Predicated));
+    varying(
+        "",
+        "",
+        "  int a[4] = {1, 2, 3, 4};\n  int b = 0;\n  for (auto& e : a) { a[0] = threadIdx.x; b += e; }",
+        "b > 1",
+    );
+    // Each round reads an element: as a load is, varying.
+    varying(
+        "",
+        "",
+        "  int a[4] = {1, 2, 3, 4};\n  int b = 0;\n  for (auto e : a) { b += e; }",
+        "b > 1",
+    );
+}
