@@ -19,6 +19,8 @@
 #undef BlockState
 #pragma push_macro("Body")
 #undef Body
+#pragma push_macro("Bytes")
+#undef Bytes
 #pragma push_macro("CaptureLaunches")
 #undef CaptureLaunches
 #pragma push_macro("Ctx")
@@ -127,6 +129,8 @@
 #undef blocks
 #pragma push_macro("body")
 #undef body
+#pragma push_macro("body_const_param_t")
+#undef body_const_param_t
 #pragma push_macro("body_param_t")
 #undef body_param_t
 #pragma push_macro("budget")
@@ -329,6 +333,8 @@
 #undef instance
 #pragma push_macro("integral_constant")
 #undef integral_constant
+#pragma push_macro("is_default_constructible")
+#undef is_default_constructible
 #pragma push_macro("is_trivially_destructible")
 #undef is_trivially_destructible
 #pragma push_macro("k")
@@ -783,6 +789,8 @@
 #undef unit
 #pragma push_macro("unposted")
 #undef unposted
+#pragma push_macro("unread_value")
+#undef unread_value
 #pragma push_macro("unreported")
 #undef unreported
 #pragma push_macro("unroll")
@@ -837,3 +845,5 @@
 #undef yields
 #pragma push_macro("z")
 #undef z
+#pragma push_macro("zero")
+#undef zero
