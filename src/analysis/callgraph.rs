@@ -464,8 +464,6 @@ impl CallGraph {
     }
 }
 
-/// Whether `name` is a variable or parameter of the body: a call of it by name calls an
-/// object's `operator()` or a function pointer.
 /// Whether helper `h` calls through a function pointer: a call of an expression
 /// (`(*f)(x)`, `table[i](x)`) or of a local or parameter by name (`f(x)`, where `f` is a
 /// pointer, a functor or a lambda).
@@ -477,6 +475,8 @@ pub fn calls_through_pointer(h: &HelperPlan) -> bool {
             .any(|c| names_local(&h.facts, &h.site, &c.name))
 }
 
+/// Whether `name` is a variable or parameter of the body: a call of it by name calls an
+/// object's `operator()` or a function pointer.
 pub fn names_local(facts: &BodyFacts, site: &FunctionSite, name: &str) -> bool {
     facts.declared.contains(name) || site.param_list.iter().any(|p| p.name == name)
 }

@@ -283,8 +283,8 @@ pub fn decide<'t>(
         )
     });
     let hidden = graph.hidden_syncs(&plan.facts, k, src, helpers);
-    let member_calls = hidden.iter().copied();
-    for (name, node, syncs, _) in calls.clone().chain(member_calls.clone()) {
+    let hidden = hidden.iter().copied();
+    for (name, node, syncs, _) in calls.clone().chain(hidden.clone()) {
         if syncs {
             syncing_helpers.push((node.byte_range(), name));
             barriers.push(BarrierSite {
@@ -327,7 +327,7 @@ pub fn decide<'t>(
         .iter()
         .map(|w| (w.byte_range(), None))
         .collect();
-    for (name, node, _, syncs_warp) in calls.chain(member_calls) {
+    for (name, node, _, syncs_warp) in calls.chain(hidden) {
         if syncs_warp {
             warp_syncs.push((node.byte_range(), Some(name)));
         }

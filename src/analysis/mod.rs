@@ -322,8 +322,9 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         // Where the file takes the address of a helper that synchronizes, a helper that calls
         // through a function pointer may too, and so may its callers: built again with that
         // known until the answer stays (it only grows).
+        let calls_pointers = helpers.iter().any(|h| callgraph::calls_through_pointer(h));
         let mut pointers = (false, false);
-        let mut graph = loop {
+        let (mut graph, taken) = loop {
             let graph = CallGraph::build(
                 helpers,
                 &known_where(|h| h.synchronizes),
@@ -337,17 +338,13 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 !callgraph::address_taken(root, src, &graph.barrier_names).is_empty(),
                 !callgraph::address_taken(root, src, &graph.warp_sync_names).is_empty(),
             );
-            let calls_pointers = helpers.iter().any(|h| callgraph::calls_through_pointer(h));
             if taken == pointers || !calls_pointers {
-                break graph;
+                break (graph, taken);
             }
             pointers = taken;
         };
         graph.address_taken = callgraph::address_taken(root, src, &graph.ctx_names);
-        graph.pointer_syncs = (
-            !callgraph::address_taken(root, src, &graph.barrier_names).is_empty(),
-            !callgraph::address_taken(root, src, &graph.warp_sync_names).is_empty(),
-        );
+        graph.pointer_syncs = taken;
         graph.file_variables = callgraph::file_variables(root, src);
         // Names whose use reads the block index: macros that read it, and helpers that do (a
         // call from implicit code or a default argument passes no context).

@@ -133,10 +133,11 @@ pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
     s.found
 }
 
-/// The byte range of a parameter's type where the parameter is passed by value under a named
-/// type (`AllocatorT a`, `Params p`, `ns::Pool<T> pool`): the declarator is the name alone and
-/// no qualifier (`const`, `volatile`) or attribute stands beside the type. Such a type may
-/// have a destructor, which the shared body must not run (`Param::value_type`).
+/// A parameter passed by value under a named type (`AllocatorT a`, `Params p`, `ns::Pool<T>
+/// pool`, `const Tensor<T> t`): the declarator is the name alone, and no qualifier but one
+/// `const` (no `volatile`) nor an attribute stands beside the type. Such a type may have a
+/// destructor, which the shared body must not run, or copy only from a non-const reference
+/// (`Param::value_type`, `ValueType`).
 fn by_value_named_type(p: Node, decl: Option<Node>, src: &str) -> Option<super::sites::ValueType> {
     let k = kinds();
     let ty = p.child_by_field_id(crate::lang::fields().r#type)?;

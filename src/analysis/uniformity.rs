@@ -405,19 +405,18 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             let mut changed = false;
             for a in &assignments {
                 let at = u.branches(a.at);
-                let target = u.scoped(&a.target, a.at.start_byte());
-                if u.varying.covers(&target, &at) {
+                if u.varying.covers(&a.target, &at) {
                     continue;
                 }
                 if a.value.is_some_and(|v| u.expr_varying(v)) || u.controlled(a.at, None) {
+                    u.varying.insert(a.target.clone(), at.clone());
                     for (x, y) in &u.aliases {
-                        if *x == target {
+                        if *x == a.target {
                             u.varying.insert(y.clone(), at.clone());
-                        } else if *y == target {
+                        } else if *y == a.target {
                             u.varying.insert(x.clone(), at.clone());
                         }
                     }
-                    u.varying.insert(target, at.clone());
                     changed = true;
                 }
             }
@@ -627,13 +626,16 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 self.call_writes(n, &mut out);
             }
         }
+        // Each target as the variable it names there (`scoped`), once.
+        for a in &mut out {
+            a.target = self.scoped(&a.target, a.at.start_byte());
+        }
         // A write to one name of an alias group is a write to all of them.
         let mut extra = Vec::new();
         for a in &out {
-            let target = self.scoped(&a.target, a.at.start_byte());
             for (x, y) in &aliases {
                 for (from, to) in [(x, y), (y, x)] {
-                    if *from == target {
+                    if *from == a.target {
                         extra.push(Assignment {
                             target: to.clone(),
                             value: a.value,
@@ -942,7 +944,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             if id == k.identifier {
                 let name = text(x, self.src);
                 let key = self.scoped(name, x.start_byte());
-                if self.keyed_varying(name, &key, &at) {
+                if self.variable_varying(name, &key, &at, 0) {
                     return true;
                 }
                 continue;
@@ -1076,29 +1078,29 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// analysis cannot prove uniform.
     /// `at`: where the read is compiled (`branches`).
     fn name_varying(&self, name: &str, at: &Branches, depth: usize) -> bool {
-        if depth > 16 || lang::THREAD_VARYING.contains(&name) || self.varying.contains(name, at) {
+        self.variable_varying(name, name, at, depth)
+    }
+
+    /// `name_varying` for a read of `name` that names the variable `key` (`scoped`: a
+    /// variable of a loop's head is varying only by its own writes).
+    fn variable_varying(&self, name: &str, key: &str, at: &Branches, depth: usize) -> bool {
+        if depth > 16 || lang::THREAD_VARYING.contains(&name) || self.varying.contains(key, at) {
             return true;
         }
         match self.macros.get(name) {
-            Some(m) => self.macro_varying(name, m, at, depth),
-            None => !self.value_uniform(name, at),
+            Some(m) if key == name => self.macro_varying(name, m, at, depth),
+            _ => !self.value_uniform_as(name, key, at),
         }
-    }
-
-    /// `name_varying` for a read of `name` that names the variable `key` (`scoped`): a
-    /// variable of a loop's head is varying only by its own writes.
-    fn keyed_varying(&self, name: &str, key: &str, at: &Branches) -> bool {
-        if key == name {
-            return self.name_varying(name, at, 0);
-        }
-        lang::THREAD_VARYING.contains(&name)
-            || self.varying.contains(key, at)
-            || !(self.known.contains(name) || self.constants.contains(name))
     }
 
     /// A name (not a macro) whose reads are uniform unless it is written so.
     fn value_uniform(&self, name: &str, at: &Branches) -> bool {
-        !self.varying.contains(name, at)
+        self.value_uniform_as(name, name, at)
+    }
+
+    /// `value_uniform` for the variable `key` that `name` names (`scoped`).
+    fn value_uniform_as(&self, name: &str, key: &str, at: &Branches) -> bool {
+        !self.varying.contains(key, at)
             && (self.known.contains(name)
                 || lang::UNIFORM_BUILTINS.contains(&name)
                 || lang::STANDARD_CONSTANTS.contains(&name))
@@ -1378,7 +1380,6 @@ fn identifiers(n: Node, src: &str) -> Vec<String> {
     out
 }
 
-/// The names a declarator declares: one, or several for a structured binding.
 /// The variables the `for` loops among `all` declare in their heads, with each loop's range
 /// (`Uniformity::loop_scoped`).
 fn loop_scoped_variables(all: &[Node], src: &str) -> HashMap<String, Vec<std::ops::Range<usize>>> {
@@ -1417,6 +1418,7 @@ fn loop_scoped_variables(all: &[Node], src: &str) -> HashMap<String, Vec<std::op
     out
 }
 
+/// The names a declarator declares: one, or several for a structured binding.
 fn declared_names(declarator: Node, src: &str) -> Vec<String> {
     let k = kinds();
     let mut binding = None;

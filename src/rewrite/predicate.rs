@@ -189,9 +189,9 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
                 let assign = if *assigned { "" } else { " = " };
                 edits.push(Edit::insert(
                     value.start_byte(),
-                    format!("{assign}{LIVE_VALUE}({CTX_LIVE}, [&] {{ return {ty}"),
+                    format!("{assign}{}{ty}", live_value_open()),
                 ));
-                edits.push(Edit::insert(value.end_byte(), "; })"));
+                edits.push(Edit::insert(value.end_byte(), LIVE_VALUE_CLOSE));
             }
             Step::LiveCall {
                 name,
@@ -227,12 +227,15 @@ fn steps(steps: &[Step], src: &str, edits: &mut Vec<Edit>) {
 
 /// `e` evaluated only while the thread is live: `live_value(__cp_live, [&] { return e; })`.
 fn live_value_around(e: Node, edits: &mut Vec<Edit>) {
-    edits.push(Edit::insert(
-        e.start_byte(),
-        format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return "),
-    ));
-    edits.push(Edit::insert(e.end_byte(), "; })"));
+    edits.push(Edit::insert(e.start_byte(), live_value_open()));
+    edits.push(Edit::insert(e.end_byte(), LIVE_VALUE_CLOSE));
 }
+
+/// The text before a value evaluated only while live (`live_value_around`), and after it.
+fn live_value_open() -> String {
+    format!("{LIVE_VALUE}({CTX_LIVE}, [&] {{ return ")
+}
+const LIVE_VALUE_CLOSE: &str = "; })";
 
 /// Where a statement at `at` begins once the `#pragma` lines right above it are counted in: the
 /// start of the first of them (`at` itself where there are none, or where text precedes `at`
