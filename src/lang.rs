@@ -630,6 +630,14 @@ fn inside_kind(n: Node, stop: Node, of: &[u16]) -> bool {
     false
 }
 
+/// Whether an `if_statement` is an `if constexpr`: its condition is a constant expression, the
+/// same in every thread whatever it calls.
+pub fn is_if_constexpr(n: Node) -> bool {
+    let mut c = n.walk();
+    let found = n.children(&mut c).any(|x| !x.is_named() && x.kind() == "constexpr");
+    found
+}
+
 /// The expression inside any number of parentheses.
 pub fn strip_parens(mut n: Node) -> Node {
     while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {

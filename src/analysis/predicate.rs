@@ -561,7 +561,10 @@ impl<'a, 't> Walker<'a, 't> {
                 let Some(cond) = cond else {
                     return Err(self.refusal(s.byte_range(), "this `if` declares in its condition"));
                 };
-                self.condition(cond)?;
+                // A constant expression takes returned threads the same way as live ones.
+                if !lang::is_if_constexpr(s) {
+                    self.condition(cond)?;
+                }
                 if let Some(then) = s.child_by_field_id(f.consequence) {
                     self.branch(then, in_loop)?;
                 }
