@@ -509,6 +509,12 @@ impl<'a, 't> Walker<'a, 't> {
             // statement does (`close`); a declaration would end up inside the guard's braces,
             // out of reach of what follows.
             if declares_in_branches(s) {
+                // Branches of constants and pure values only (`#if ARCH` around `constexpr int
+                // ne_block = ...;`, llama.cpp's mul_mat_q): whichever is compiled runs for
+                // every thread, outside any guard, so what follows sees its names.
+                if !has_return && self.computed_by_all(s) {
+                    return Ok(Class::Apart);
+                }
                 return Err(self.refusal(range, "conditional compilation follows it"));
             }
         }
@@ -773,9 +779,49 @@ impl<'a, 't> Walker<'a, 't> {
         }
     }
 
+    /// Whether every branch of a conditional-compilation chain holds only what returned
+    /// threads may compute as well: declarations that are `constexpr`, declare without a value
+    /// or take pure values, and nested chains of the same. No barrier, no call, no store.
+    fn computed_by_all(&self, chain: Node<'t>) -> bool {
+        if self.has_barrier(&chain.byte_range()) {
+            return false;
+        }
+        let k = kinds();
+        let f = fields();
+        let mut c = chain.walk();
+        let all = chain.named_children(&mut c).all(|x| match x.kind() {
+            "declaration" => {
+                is_constexpr(x, self.src)
+                    || lang::declarators(x).into_iter().all(|decl| {
+                        decl.kind_id() != k.init_declarator
+                            || decl
+                                .child_by_field_id(f.value)
+                                .is_some_and(|v| self.effects.pure(v))
+                    })
+            }
+            "preproc_if" | "preproc_ifdef" | "preproc_else" | "preproc_elif" | "preproc_elifdef" => {
+                self.computed_by_all(x)
+            }
+            // The chain's own parts: its condition, its name, comments.
+            "identifier" | "comment" | "preproc_defined" | "binary_expression"
+            | "unary_expression" | "parenthesized_expression" | "number_literal"
+            | "call_expression" | "char_literal" => {
+                chain.child_by_field_id(f.condition).is_some_and(|cond| cond.id() == x.id())
+                    || chain.child_by_field_id(f.name).is_some_and(|n| n.id() == x.id())
+                    || x.kind() == "comment"
+            }
+            _ => false,
+        });
+        all
+    }
+
     fn declaration(&mut self, d: Node<'t>) -> Result<(), Diagnostic> {
         let k = kinds();
         let f = fields();
+        if is_constexpr(d, self.src) {
+            // A constant expression: returned threads compute it too, reading nothing.
+            return Ok(());
+        }
         for decl in lang::declarators(d) {
             if decl.kind_id() != k.init_declarator {
                 continue;
@@ -1394,6 +1440,13 @@ fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<CopyResult<'t>, Stri
 
 /// Whether a branch of a preprocessor conditional (or of one nested in it) declares a name
 /// as one of its own statements.
+/// Whether a declaration is `constexpr` (its values are constant expressions).
+fn is_constexpr(d: Node, src: &str) -> bool {
+    let mut c = d.walk();
+    let found = d.children(&mut c).any(|w| lang::text(w, src) == "constexpr");
+    found
+}
+
 fn declares_in_branches(n: Node) -> bool {
     let mut c = n.walk();
     let found = n.named_children(&mut c).any(|x| match x.kind() {
