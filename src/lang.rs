@@ -700,7 +700,14 @@ pub fn is_pure_function(name: &str) -> bool {
     group == "this_thread_block"
         || PURE_FUNCTIONS.contains(&name)
         || SCALAR_TYPEDEFS.contains(&name)
+        || SCALAR_KEYWORDS.contains(&name)
 }
+
+/// Built-in scalar types, whose functional casts (`unsigned(a + b)`, `int(n)`, `float(x)`) the
+/// grammar reads as calls: a conversion reads nothing but its operand and writes nothing.
+const SCALAR_KEYWORDS: &[&str] = &[
+    "bool", "char", "short", "int", "long", "unsigned", "signed", "float", "double",
+];
 
 /// The standard headers' aliases of scalar types (`<stdint.h>`, `<stddef.h>`): not classes.
 pub const SCALAR_TYPEDEFS: &[&str] = &[
