@@ -634,7 +634,9 @@ fn inside_kind(n: Node, stop: Node, of: &[u16]) -> bool {
 /// same in every thread whatever it calls.
 pub fn is_if_constexpr(n: Node) -> bool {
     let mut c = n.walk();
-    let found = n.children(&mut c).any(|x| !x.is_named() && x.kind() == "constexpr");
+    let found = n
+        .children(&mut c)
+        .any(|x| !x.is_named() && x.kind() == "constexpr");
     found
 }
 

@@ -799,15 +799,24 @@ impl<'a, 't> Walker<'a, 't> {
                                 .is_some_and(|v| self.effects.pure(v))
                     })
             }
-            "preproc_if" | "preproc_ifdef" | "preproc_else" | "preproc_elif" | "preproc_elifdef" => {
-                self.computed_by_all(x)
-            }
+            "preproc_if" | "preproc_ifdef" | "preproc_else" | "preproc_elif"
+            | "preproc_elifdef" => self.computed_by_all(x),
             // The chain's own parts: its condition, its name, comments.
-            "identifier" | "comment" | "preproc_defined" | "binary_expression"
-            | "unary_expression" | "parenthesized_expression" | "number_literal"
-            | "call_expression" | "char_literal" => {
-                chain.child_by_field_id(f.condition).is_some_and(|cond| cond.id() == x.id())
-                    || chain.child_by_field_id(f.name).is_some_and(|n| n.id() == x.id())
+            "identifier"
+            | "comment"
+            | "preproc_defined"
+            | "binary_expression"
+            | "unary_expression"
+            | "parenthesized_expression"
+            | "number_literal"
+            | "call_expression"
+            | "char_literal" => {
+                chain
+                    .child_by_field_id(f.condition)
+                    .is_some_and(|cond| cond.id() == x.id())
+                    || chain
+                        .child_by_field_id(f.name)
+                        .is_some_and(|n| n.id() == x.id())
                     || x.kind() == "comment"
             }
             _ => false,
@@ -1443,7 +1452,9 @@ fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<CopyResult<'t>, Stri
 /// Whether a declaration is `constexpr` (its values are constant expressions).
 fn is_constexpr(d: Node, src: &str) -> bool {
     let mut c = d.walk();
-    let found = d.children(&mut c).any(|w| lang::text(w, src) == "constexpr");
+    let found = d
+        .children(&mut c)
+        .any(|w| lang::text(w, src) == "constexpr");
     found
 }
 

@@ -574,6 +574,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                         });
                     }
                     Written::Memory => {}
+                    // `sAB(i, j) = v` through `#define sAB(i, j) sAB[(j)*ld + (i)]`: an element.
+                    Written::Unknown if self.subscript_macro_use(target) => {}
                     // `(c ? a : b) = v`, `reinterpret_cast<int&>(t) = v`: any of them.
                     Written::Unknown => {
                         for name in identifiers(target, self.src) {
@@ -608,6 +610,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     .map(|a| (a, written_local(a, self.src)))
                 {
                     Some((_, Written::Local(name))) => self.mark(name, n),
+                    // `&sAB(kv, j)`: an element's address, as `&a[i]`'s.
+                    Some((a, Written::Unknown)) if self.subscript_macro_use(a) => {}
                     Some((a, Written::Unknown)) => {
                         for name in identifiers(a, self.src) {
                             self.mark(name, n);
@@ -839,6 +843,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         match written_local(a, self.src) {
             Written::Local(name) => self.mark(name, a),
             Written::Memory => {}
+            // `&sAB(kv, j)`: the element's address, as `&a[i]`'s.
+            Written::Unknown if self.subscript_macro_use(a) => {}
             Written::Unknown => {
                 // An expression yields a temporary; only an lvalue can bind to a reference.
                 if pointed || is_lvalue_shape(a) {
@@ -850,6 +856,25 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 }
             }
         }
+    }
+
+    /// Whether `target` is a use of a function-like macro of one definition that writes
+    /// nothing and stands for one array element (`subscript_text`): assigning it writes that
+    /// element, not the macro's arguments.
+    fn subscript_macro_use(&self, target: Node) -> bool {
+        let target = lang::strip_parens(target);
+        if target.kind_id() != kinds().call_expression {
+            return false;
+        }
+        let Some(callee) = target.child_by_field_id(crate::lang::fields().function) else {
+            return false;
+        };
+        let name = text(callee, self.src);
+        macro_writes_nothing(self.macros, name, 0)
+            && self
+                .macros
+                .get(name)
+                .is_some_and(|m| subscript_text(&m.text))
     }
 
     /// Whether `n` names a constant variable itself (`constants`) or takes its address,
@@ -1347,6 +1372,53 @@ fn macro_writes_nothing(macros: &BTreeMap<String, MacroFacts>, name: &str, depth
                 || lang::is_pure_function(c)
                 || c != name && macro_writes_nothing(macros, c, depth + 1)
         })
+}
+
+/// Whether a replacement text is one element of an array or pointer: a name and one or more
+/// bracketed subscripts (`sAB[(j)*sldab + (i)]`, `A[i][j]`), in parentheses or not.
+fn subscript_text(t: &str) -> bool {
+    let mut t = t.trim();
+    while t.starts_with('(') && t.ends_with(')') && balanced_group(t, b'(', b')') == Some(t.len()) {
+        t = t[1..t.len() - 1].trim();
+    }
+    let name_end = t
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(t.len());
+    if name_end == 0 || t[..1].chars().all(|c| c.is_ascii_digit()) {
+        return false;
+    }
+    let mut rest = t[name_end..].trim_start();
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        match balanced_group(rest, b'[', b']') {
+            Some(end) => rest = rest[end..].trim_start(),
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Where the group that opens `t` (with `open`) closes, one past its closing byte; None when
+/// `t` does not open with it or it never closes.
+fn balanced_group(t: &str, open: u8, close: u8) -> Option<usize> {
+    let b = t.as_bytes();
+    if b.first() != Some(&open) {
+        return None;
+    }
+    let mut depth = 0usize;
+    for (i, &c) in b.iter().enumerate() {
+        if c == open {
+            depth += 1;
+        } else if c == close {
+            depth -= 1;
+            if depth == 0 {
+                return Some(i + 1);
+            }
+        }
+    }
+    None
 }
 
 /// Whether a macro's replacement text assigns or steps a variable (`=`, `+=`, `++`, ...).

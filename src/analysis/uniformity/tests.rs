@@ -1029,3 +1029,40 @@ fn a_range_for_reference_aliases_its_range() {
         "b > 1",
     );
 }
+
+#[test]
+fn element_macro_text() {
+    use super::subscript_text;
+    assert!(subscript_text("sAB[(j)*sldab + (i)]"));
+    assert!(subscript_text(" (A[i][j]) "));
+    assert!(!subscript_text("(x)"));
+    assert!(!subscript_text("a[i] = 0"));
+    assert!(!subscript_text("a[i] + b[j]"));
+    assert!(!subscript_text("f(i)[j]"));
+    assert!(!subscript_text("3[a]"));
+    assert!(!subscript_text("a[i"));
+}
+
+#[test]
+fn element_macro_assignment_writes_memory() {
+    // The loop's `j` stays uniform through `sA(tx, j) = v` and `&sA(0, j)`; a macro that
+    // stands for a local (`#define ROW(i) j`) still writes it.
+    let body = |m: &str, write: &str| {
+        format!(
+            "{m}\n__global__ void k(float* out, int n, int lda) {{\n  extern __shared__ float sA[];\n  if (threadIdx.y >= n) return;\n  int j = 0;\n  for (; j < n; j++) {{\n    {write}\n    __syncthreads();\n  }}\n}}\n"
+        )
+    };
+    let element = "#define S(i, j) sA[(j) * lda + (i)]";
+    assert_eq!(
+        mode_of(&body(element, "S(threadIdx.x, j) = 1.0f;")),
+        Some(SyncMode::Predicated)
+    );
+    assert_eq!(
+        mode_of(&body(element, "float* c = &S(threadIdx.x, j); *c = 0.0f;")),
+        Some(SyncMode::Predicated)
+    );
+    assert_eq!(
+        mode_of(&body("#define S(i, v) v", "S(0, j) = threadIdx.x;")),
+        None
+    );
+}
