@@ -649,14 +649,20 @@ fn reference_only_read(
         if id == k.identifier {
             let t = text(n, src);
             if t == name {
-                ok = read_context(n, src);
+                ok = read_context(n, src) || element_macro_argument(n, src, macros);
             } else if let Some(m) = macros.get(t) {
                 // Named by a macro: only one that writes nothing, takes no address and uses no
-                // other macro.
-                ok = !lang::has_word(&m.text, name)
+                // other macro (its own name, which does not expand again, aside). A parameter
+                // of the macro by that name is the argument's place, not the variable.
+                let names_it = lang::has_word(&m.text, name)
+                    && !m
+                        .params
+                        .as_ref()
+                        .is_some_and(|ps| ps.iter().any(|p| p == name));
+                ok = !names_it
                     || !super::writes(&m.text)
                         && !m.text.contains('&')
-                        && m.idents.iter().all(|c| macros.get(c).is_none());
+                        && m.idents.iter().all(|c| c == t || macros.get(c).is_none());
             }
         } else if id == k.declaration || n.kind() == "parameter_declaration" {
             // A local of the same name hides the parameter: its mentions are not followed.
@@ -671,6 +677,29 @@ fn reference_only_read(
         ok
     });
     ok
+}
+
+/// Whether `n` is an argument of a function-like macro that stands for one array element
+/// (`sA(i, j)` through `#define sA(i, j) sA[(j)*slda + (i)]`): an index, read where the
+/// element is read or written.
+fn element_macro_argument(n: Node, src: &str, macros: &BTreeMap<String, MacroFacts>) -> bool {
+    let Some(args) = n.parent().filter(|p| p.kind() == "argument_list") else {
+        return false;
+    };
+    let Some(callee) = args
+        .parent()
+        .filter(|c| c.kind_id() == kinds().call_expression)
+        .and_then(|c| c.child_by_field_id(crate::lang::fields().function))
+    else {
+        return false;
+    };
+    macros.get(text(callee, src)).is_some_and(|m| {
+        m.params.is_some()
+            && !m.redefined
+            && !super::writes(&m.text)
+            && !m.text.contains('&')
+            && super::subscript_text(&m.text)
+    })
 }
 
 /// Whether `n`, a mention of a variable, only reads its value where it stands.

@@ -1066,3 +1066,23 @@ fn element_macro_assignment_writes_memory() {
         None
     );
 }
+
+#[test]
+fn reference_read_through_element_macro() {
+    // `j`, a reference parameter, appears only as an element macro's index (and in the macro's
+    // text as its parameter): the helper reads it, and the caller's loop counter stays uniform.
+    // A macro whose text names the variable itself and writes it still counts as a write.
+    let src = |m: &str, use_j: &str| {
+        format!(
+            "{m}\n__device__ void col(int& j, float* sA, int ld, float* out) {{\n  out[threadIdx.x] = {use_j};\n}}\n__global__ void k(float* out, int n, int ld) {{\n  extern __shared__ float sA[];\n  if (threadIdx.y >= n) return;\n  for (int j = 0; j < n; j++) {{\n    col(j, sA, ld, out);\n    __syncthreads();\n  }}\n}}\n"
+        )
+    };
+    assert_eq!(
+        mode_of(&src(
+            "#define sA(i, j) sA[(j) * ld + (i)]",
+            "sA(threadIdx.x, j)"
+        )),
+        Some(SyncMode::Predicated)
+    );
+    assert_eq!(mode_of(&src("#define BUMP(v) (v += 1)", "BUMP(j)")), None);
+}
