@@ -344,6 +344,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                     .is_some_and(|c| file.functions.contains_key(text(c, src)))
         });
         if let Some(varying) = helper_varying {
+            if let Some(function) = body.parent() {
+                u.known
+                    .extend(const_value_reference_parameters(function, src));
+            }
             u.known.retain(|n| !varying.contains(n));
             if let Some(function) = body.parent() {
                 u.constants = constant_names(function, all, src, &file.declared.other);

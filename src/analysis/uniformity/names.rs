@@ -263,6 +263,34 @@ pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
     out
 }
 
+/// A function's `const` lvalue references to a value (`const int &ntx`, not to a pointer,
+/// nothing `volatile`): in a helper's live copy, whose every call passes such a parameter a
+/// pure argument (the caller's local or a temporary), the argument's value.
+pub(super) fn const_value_reference_parameters(function: Node, src: &str) -> Vec<String> {
+    let k = kinds();
+    let f = crate::lang::fields();
+    let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut c = list.walk();
+    for p in list.named_children(&mut c) {
+        let t = text(p, src);
+        let value_reference = lang::has_word(t, "const")
+            && t.matches('&').count() == 1
+            && !t.contains('*')
+            && !lang::has_word(t, "volatile");
+        if let Some(d) = p
+            .child_by_field_id(f.declarator)
+            .filter(|d| value_reference && contains_kind(*d, k.reference_declarator))
+        {
+            out.extend(declared_names(d, src));
+        }
+    }
+    out
+}
+
 /// A kernel's parameters that point at memory it only reads: one pointer level (`const T* p`,
 /// `T const* __restrict__ p`, `const T p[]`) whose pointee is `const` and nothing `volatile`.
 /// The host passes only device memory to a kernel, never a thread's locals or a block's shared
