@@ -246,21 +246,9 @@ pub(super) fn pointers_const(declarator: Node, src: &str) -> Option<bool> {
 /// A function's parameters passed by value (a reference may see writes by other threads).
 pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
     let k = kinds();
-    let f = crate::lang::fields();
-    let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
-    else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    let mut c = list.walk();
-    for p in list.named_children(&mut c) {
-        if let Some(d) = p.child_by_field_id(f.declarator) {
-            if !contains_kind(d, k.reference_declarator) {
-                out.extend(declared_names(d, src));
-            }
-        }
-    }
-    out
+    parameter_names_where(function, src, |_, d| {
+        !contains_kind(d, k.reference_declarator)
+    })
 }
 
 /// A function's `const` lvalue references to a value (`const int &ntx`, not to a pointer,
@@ -268,6 +256,23 @@ pub(super) fn parameters(function: Node, src: &str) -> Vec<String> {
 /// pure argument (the caller's local or a temporary), the argument's value.
 pub(super) fn const_value_reference_parameters(function: Node, src: &str) -> Vec<String> {
     let k = kinds();
+    parameter_names_where(function, src, |p, d| {
+        let t = text(p, src);
+        lang::has_word(t, "const")
+            && t.matches('&').count() == 1
+            && !t.contains('*')
+            && !lang::has_word(t, "volatile")
+            && contains_kind(d, k.reference_declarator)
+    })
+}
+
+/// The names of a function's parameters whose declaration `keep` accepts (given the parameter
+/// and its declarator).
+fn parameter_names_where(
+    function: Node,
+    src: &str,
+    keep: impl Fn(Node, Node) -> bool,
+) -> Vec<String> {
     let f = crate::lang::fields();
     let Some(list) = function_declarator(function).and_then(|d| d.child_by_field_id(f.parameters))
     else {
@@ -276,15 +281,7 @@ pub(super) fn const_value_reference_parameters(function: Node, src: &str) -> Vec
     let mut out = Vec::new();
     let mut c = list.walk();
     for p in list.named_children(&mut c) {
-        let t = text(p, src);
-        let value_reference = lang::has_word(t, "const")
-            && t.matches('&').count() == 1
-            && !t.contains('*')
-            && !lang::has_word(t, "volatile");
-        if let Some(d) = p
-            .child_by_field_id(f.declarator)
-            .filter(|d| value_reference && contains_kind(*d, k.reference_declarator))
-        {
+        if let Some(d) = p.child_by_field_id(f.declarator).filter(|d| keep(p, *d)) {
             out.extend(declared_names(d, src));
         }
     }
