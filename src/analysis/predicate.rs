@@ -870,7 +870,7 @@ impl<'a, 't> Walker<'a, 't> {
                 let ty = d.child_by_field_id(f.r#type);
                 let nameable = ty.is_some_and(|t| {
                     let t = lang::text(t, self.src);
-                    !t.contains("auto") && !t.contains("decltype")
+                    !lang::has_word(t, "auto") && !lang::has_word(t, "decltype")
                 });
                 let mut c = d.walk();
                 let stored = d
@@ -1435,7 +1435,7 @@ fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<CopyResult<'t>, Stri
     let ty = func
         .child_by_field_id(f.r#type)
         .map(|t| text(t, src))
-        .filter(|t| !t.contains("auto") && !t.contains("decltype"));
+        .filter(|t| !lang::has_word(t, "auto") && !lang::has_word(t, "decltype"));
     match (ty, declarator) {
         (Some(t), Some(d)) if d.kind() == "function_declarator" => {
             Ok(CopyResult::Held(t.to_string()))
@@ -1537,6 +1537,23 @@ mod tests {
         assert!(!predicated("  int n = (int)out[blockIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();\n  out[threadIdx.x] = 0;"));
         // Not `const`, but never written by the kernel: as constant as a `const` one.
         assert!(predicated("  int n = (int)out[blockIdx.x];\n  if ((int)threadIdx.x >= m) return;\n  for (int r = 0; r < n; ++r) __syncthreads();"));
+    }
+
+    #[test]
+    fn a_constructed_value_of_a_type_whose_name_holds_auto_is_made_live() {
+        // `autoscale_span s(...)` names its type again (`live_value`); `auto s(...)` cannot.
+        let head = "struct autoscale_span { float lo, hi; __device__ autoscale_span(float a, float b) : lo(a), hi(b) {} };\n";
+        let kernel = |decl: &str| {
+            format!("{head}__global__ void k(const float* in, float* out, int m) {{\n  __shared__ float s[128];\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i >= m) return;\n  {decl}\n  s[threadIdx.x] = v.hi - v.lo;\n  __syncthreads();\n  out[i] = s[threadIdx.x];\n}}\n")
+        };
+        let transformed = |src: String| {
+            let parsed = crate::parse::parse(&src);
+            analyze(&parsed, &src, &Options::default()).kernels[0].transformed()
+        };
+        assert!(transformed(kernel("autoscale_span v{in[i], in[i + 1]};")));
+        assert!(!transformed(kernel(
+            "const auto v(autoscale_span(in[i], in[i + 1]));"
+        )));
     }
 
     #[test]
