@@ -213,27 +213,12 @@ pub const STANDARD_CONSTANTS: &[&str] = &[
 /// literal (`VALUELESS_WORDS`, `SCALAR_TYPEDEFS`). `sizeof`/`alignof` are handled apart (what
 /// they measure is not read).
 pub fn valueless_word(w: &str) -> bool {
-    VALUELESS_WORDS.contains(&w) || SCALAR_TYPEDEFS.contains(&w)
+    VALUELESS_WORDS.contains(&w) || SCALAR_KEYWORDS.contains(&w) || SCALAR_TYPEDEFS.contains(&w)
 }
 
-/// Words that name no value, besides the standard headers' scalar aliases (`valueless_word`).
-const VALUELESS_WORDS: &[&str] = &[
-    "bool",
-    "char",
-    "short",
-    "int",
-    "long",
-    "signed",
-    "unsigned",
-    "float",
-    "double",
-    "void",
-    "const",
-    "static_cast",
-    "true",
-    "false",
-    "nullptr",
-];
+/// Words that name no value, besides the built-in scalar types and the standard headers'
+/// scalar aliases (`valueless_word`).
+const VALUELESS_WORDS: &[&str] = &["void", "const", "static_cast", "true", "false", "nullptr"];
 
 /// The attributes of a kernel's head that take arguments and shape its launch: what a head
 /// group may choose (`analysis::hidden`), what a macro may stand for (`parse::attribute_macros`),
@@ -628,6 +613,14 @@ fn inside_kind(n: Node, stop: Node, of: &[u16]) -> bool {
         a = p.parent();
     }
     false
+}
+
+/// Whether a declaration is `constexpr` (its values are constant expressions, the same in every
+/// thread whatever they call).
+pub fn is_constexpr_declaration(d: Node, src: &str) -> bool {
+    let mut c = d.walk();
+    let found = d.children(&mut c).any(|w| text(w, src) == "constexpr");
+    found
 }
 
 /// Whether an `if_statement` is an `if constexpr`: its condition is a constant expression, the

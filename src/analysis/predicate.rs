@@ -788,10 +788,19 @@ impl<'a, 't> Walker<'a, 't> {
         }
         let k = kinds();
         let f = fields();
+        // The chain's own parts (its condition or name) and comments hold no statement.
+        let own = |x: Node| {
+            [f.condition, f.name].iter().any(|&field| {
+                chain
+                    .child_by_field_id(field)
+                    .is_some_and(|c| c.id() == x.id())
+            }) || x.kind() == "comment"
+        };
         let mut c = chain.walk();
         let all = chain.named_children(&mut c).all(|x| match x.kind() {
+            _ if own(x) => true,
             "declaration" => {
-                is_constexpr(x, self.src)
+                lang::is_constexpr_declaration(x, self.src)
                     || lang::declarators(x).into_iter().all(|decl| {
                         decl.kind_id() != k.init_declarator
                             || decl
@@ -801,24 +810,6 @@ impl<'a, 't> Walker<'a, 't> {
             }
             "preproc_if" | "preproc_ifdef" | "preproc_else" | "preproc_elif"
             | "preproc_elifdef" => self.computed_by_all(x),
-            // The chain's own parts: its condition, its name, comments.
-            "identifier"
-            | "comment"
-            | "preproc_defined"
-            | "binary_expression"
-            | "unary_expression"
-            | "parenthesized_expression"
-            | "number_literal"
-            | "call_expression"
-            | "char_literal" => {
-                chain
-                    .child_by_field_id(f.condition)
-                    .is_some_and(|cond| cond.id() == x.id())
-                    || chain
-                        .child_by_field_id(f.name)
-                        .is_some_and(|n| n.id() == x.id())
-                    || x.kind() == "comment"
-            }
             _ => false,
         });
         all
@@ -827,7 +818,7 @@ impl<'a, 't> Walker<'a, 't> {
     fn declaration(&mut self, d: Node<'t>) -> Result<(), Diagnostic> {
         let k = kinds();
         let f = fields();
-        if is_constexpr(d, self.src) {
+        if lang::is_constexpr_declaration(d, self.src) {
             // A constant expression: returned threads compute it too, reading nothing.
             return Ok(());
         }
@@ -1449,15 +1440,6 @@ fn live_result<'t>(h: &HelperPlan<'t>, src: &str) -> Result<CopyResult<'t>, Stri
 
 /// Whether a branch of a preprocessor conditional (or of one nested in it) declares a name
 /// as one of its own statements.
-/// Whether a declaration is `constexpr` (its values are constant expressions).
-fn is_constexpr(d: Node, src: &str) -> bool {
-    let mut c = d.walk();
-    let found = d
-        .children(&mut c)
-        .any(|w| lang::text(w, src) == "constexpr");
-    found
-}
-
 fn declares_in_branches(n: Node) -> bool {
     let mut c = n.walk();
     let found = n.named_children(&mut c).any(|x| match x.kind() {

@@ -479,9 +479,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 let constant = id == k.init_declarator
                     && !contains_kind(declarator, k.reference_declarator)
                     && self.parents.get(&n.id()).is_some_and(|d| {
-                        let mut c = d.walk();
-                        d.kind_id() == k.declaration
-                            && d.children(&mut c).any(|w| text(w, self.src) == "constexpr")
+                        d.kind_id() == k.declaration && lang::is_constexpr_declaration(*d, self.src)
                     });
                 let value = if constant { None } else { value };
                 if contains_kind(declarator, k.reference_declarator) {
@@ -873,12 +871,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
         let Some(callee) = target.child_by_field_id(crate::lang::fields().function) else {
             return false;
         };
-        let name = text(callee, self.src);
-        macro_writes_nothing(self.macros, name, 0)
-            && self
-                .macros
-                .get(name)
-                .is_some_and(|m| subscript_text(&m.text))
+        element_macro(self.macros, text(callee, self.src))
     }
 
     /// Whether `n` names a constant variable itself (`constants`) or takes its address,
@@ -1376,6 +1369,14 @@ fn macro_writes_nothing(macros: &BTreeMap<String, MacroFacts>, name: &str, depth
                 || lang::is_pure_function(c)
                 || c != name && macro_writes_nothing(macros, c, depth + 1)
         })
+}
+
+/// Whether `name` is a function-like macro of one definition that writes nothing and stands for
+/// one array element (`#define sA(i, j) sA[(j)*lda + (i)]`): its arguments are indices, only
+/// read, and assigning it or taking its address is the element's.
+fn element_macro(macros: &BTreeMap<String, MacroFacts>, name: &str) -> bool {
+    macro_writes_nothing(macros, name, 0)
+        && macros.get(name).is_some_and(|m| subscript_text(&m.text))
 }
 
 /// Whether a replacement text is one element of an array or pointer: a name and one or more

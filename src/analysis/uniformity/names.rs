@@ -718,13 +718,7 @@ fn element_macro_argument(n: Node, src: &str, macros: &BTreeMap<String, MacroFac
     else {
         return false;
     };
-    macros.get(text(callee, src)).is_some_and(|m| {
-        m.params.is_some()
-            && !m.redefined
-            && !super::writes(&m.text)
-            && !m.text.contains('&')
-            && super::subscript_text(&m.text)
-    })
+    super::element_macro(macros, text(callee, src))
 }
 
 /// Whether `n`, a mention of a variable, only reads its value where it stands.
