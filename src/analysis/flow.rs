@@ -139,9 +139,11 @@ pub fn ends(ret: Node, last: Node) -> bool {
     })
 }
 
-/// A `break` or `continue` inside `s` that leaves `s` (its loop or switch is outside). One walk
-/// that counts the loops and switches open around the cursor (`s` included).
-pub fn escapes(s: Node) -> bool {
+/// The `break`s and `continue`s inside `s` that leave `s` (their loop or switch is outside), in
+/// source order. One walk that counts the loops and switches open around the cursor (`s`
+/// included).
+pub fn escaping_jumps(s: Node) -> Vec<Node> {
+    let mut out = Vec::new();
     let mut c = s.walk();
     let (mut loops, mut switches) = (0usize, 0usize);
     // Per level entered: 1 a loop, 2 a switch, 0 neither.
@@ -149,8 +151,8 @@ pub fn escapes(s: Node) -> bool {
     loop {
         let n = c.node();
         match n.kind() {
-            "break_statement" if loops + switches == 0 => return true,
-            "continue_statement" if loops == 0 => return true,
+            "break_statement" if loops + switches == 0 => out.push(n),
+            "continue_statement" if loops == 0 => out.push(n),
             _ => {}
         }
         let mark = if is_loop(n) {
@@ -169,7 +171,7 @@ pub fn escapes(s: Node) -> bool {
         // A cursor made from `s` cannot leave it: goto_parent fails back at `s`.
         while !c.goto_next_sibling() {
             if !c.goto_parent() {
-                return false;
+                return out;
             }
             match open.pop() {
                 Some(1) => loops -= 1,
@@ -205,8 +207,22 @@ mod tests {
                    while (x) { switch (x) { case 2: break; } }\n\
                    }\n";
         let tree = crate::parse::parse(src).tree;
-        let got: Vec<bool> = body_statements(&tree).into_iter().map(escapes).collect();
-        assert_eq!(got, [false, true, true, true, false, false]);
+        let got: Vec<Vec<&str>> = body_statements(&tree)
+            .into_iter()
+            .map(|s| escaping_jumps(s).into_iter().map(|j| j.kind()).collect())
+            .collect();
+        let none: Vec<&str> = Vec::new();
+        assert_eq!(
+            got,
+            [
+                none.clone(),
+                vec!["break_statement"],
+                vec!["continue_statement"],
+                vec!["continue_statement"],
+                none.clone(),
+                none
+            ]
+        );
     }
 
     #[test]

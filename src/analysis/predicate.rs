@@ -30,7 +30,7 @@
 use super::body::{BarrierSite, BodyFacts, Call};
 use super::callgraph::CallGraph;
 use super::effects::Effects;
-use super::flow::{children, descendants, ends, escapes};
+use super::flow::{children, descendants, ends, escaping_jumps, is_loop};
 use super::uniformity::{FileNames, Uniformity};
 use super::{FunctionSite, HelperPlan};
 use crate::diagnostics::{Code, Diagnostic};
@@ -490,7 +490,7 @@ impl<'a, 't> Walker<'a, 't> {
             });
             return Ok(Class::Apart);
         }
-        let sync = self.has_barrier(&range) || (in_loop && escapes(s));
+        let sync = self.has_barrier(&range) || (in_loop && self.jump_skips_barrier(s));
         if !exposed && !has_return {
             return Ok(Class::Apart); // every thread is live here
         }
@@ -1021,6 +1021,32 @@ impl<'a, 't> Walker<'a, 't> {
                 .returns
                 .iter()
                 .any(|r| self.facts.reaches(&r.byte_range(), range))
+    }
+
+    /// Whether a `break` or `continue` that leaves `s` (inside a loop that holds a barrier)
+    /// takes the threads that follow it past a barrier that the others pass, so that returned
+    /// threads must follow it too: a `break` leaves the loop; a `continue` skips the rest of
+    /// its loop's body, which matters only where a barrier follows it there. After the body's
+    /// last barrier a `continue` is work like any other: live threads take it alone (as the
+    /// original's threads do), and returned ones, which do no work, meet them at the next
+    /// iteration's first barrier. TensorRT's box suppression loops so: `if (state == -1)
+    /// continue;` on a shared flag after the loop's one barrier.
+    fn jump_skips_barrier(&self, s: Node<'t>) -> bool {
+        escaping_jumps(s).into_iter().any(|jump| {
+            if jump.kind() != "continue_statement" {
+                return true;
+            }
+            let mut at = jump;
+            while let Some(p) = at.parent() {
+                if is_loop(p) {
+                    return p
+                        .child_by_field_id(fields().body)
+                        .is_none_or(|b| self.has_barrier(&(jump.end_byte()..b.end_byte())));
+                }
+                at = p;
+            }
+            true
+        })
     }
 
     fn has_barrier(&self, range: &Range<usize>) -> bool {

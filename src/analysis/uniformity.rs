@@ -233,6 +233,10 @@ pub struct Uniformity<'t, 'm> {
     varying: Varying,
     /// Loops whose trip count may differ between threads (node ids).
     varying_loops: BTreeSet<usize>,
+    /// Each `continue` of the body and the loop it continues. A `continue` leaves its loop's
+    /// trip count to the loop's condition: one that some threads take and others not makes
+    /// only what follows it in the loop's body differ (`after_varying_continue`).
+    continues: Vec<(Node<'t>, Node<'t>)>,
     /// Names bound to the same object (a reference and what it refers to).
     aliases: Vec<(String, String)>,
     /// Names whose reads are uniform unless a write makes them varying (`varying` wins):
@@ -327,6 +331,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             file,
             varying: Varying::default(),
             varying_loops: BTreeSet::new(),
+            continues: Vec::new(),
             aliases: Vec::new(),
             known: BTreeSet::new(),
             constants: BTreeSet::new(),
@@ -401,8 +406,21 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 let kind = n.kind();
                 (returns_exit && n.kind_id() == kinds().return_statement)
                     || kind == "break_statement"
-                    || kind == "continue_statement"
                     || kind == "goto_statement"
+            })
+            .collect();
+        u.continues = all
+            .iter()
+            .filter(|n| n.kind() == "continue_statement")
+            .filter_map(|c| {
+                let mut at = *c;
+                while let Some(p) = u.parents.get(&at.id()).copied() {
+                    if is_loop(p) {
+                        return Some((*c, p));
+                    }
+                    at = p;
+                }
+                None
             })
             .collect();
         loop {
@@ -1234,6 +1252,23 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             Guard::Condition(c) => self.expr_varying(c),
             Guard::Loop(l) => self.varying_loops.contains(&l.id()),
             Guard::Lambda => true,
+        }) || self.after_varying_continue(n, stop)
+    }
+
+    /// Whether `n` follows, in a loop's body, a `continue` of that loop that some threads may
+    /// take and others not (within `stop`, where given): the threads that take it skip `n` in
+    /// that iteration. What comes before it, the loop's condition and its update run in every
+    /// iteration all the same.
+    fn after_varying_continue(&self, n: Node, stop: Option<Node>) -> bool {
+        let f = crate::lang::fields();
+        self.continues.iter().any(|&(jump, l)| {
+            jump.end_byte() <= n.start_byte()
+                && stop.is_none_or(|s| {
+                    s.start_byte() <= l.start_byte() && l.end_byte() <= s.end_byte()
+                })
+                && l.child_by_field_id(f.body)
+                    .is_some_and(|b| b.byte_range().contains(&n.start_byte()))
+                && self.controlled(jump, Some(l))
         })
     }
 }
