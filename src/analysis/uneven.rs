@@ -184,6 +184,13 @@ struct Threadness<'s> {
     /// Per variable, whether its every write is the thread's linear index
     /// (`linear_thread_index`: `int tid = threadIdx.x;`).
     thread_index_copy: Vec<bool>,
+    /// Per variable, whether its every write is `threadIdx.x` itself (`int tid =
+    /// threadIdx.x;`, not the 2-D linear index): a value below `blockDim.x`.
+    x_index_copy: Vec<bool>,
+    /// Per variable, whether its every write is `=` a whole number of `blockDim.x`
+    /// (`block_multiple`: `const int padded = blockDim.x * ((n + blockDim.x - 1) /
+    /// blockDim.x);`).
+    block_multiple: Vec<bool>,
     /// Names a `static_assert` of the body says are multiples of a warp's width
     /// (`asserted_warp_multiples`).
     warp_multiples: BTreeSet<String>,
@@ -214,11 +221,15 @@ impl<'s> Threadness<'s> {
                 .map(|n| n.byte_range())
                 .collect(),
             thread_index_copy: Vec::new(),
+            x_index_copy: Vec::new(),
+            block_multiple: Vec::new(),
             warp_multiples: asserted_warp_multiples(nodes, src),
             strides: None,
         };
         // Each write: the name written and the value it gets.
         let mut writes: Vec<(Node, Node)> = Vec::new();
+        // Those whose value the name gets whole (a declaration's, `=`), not added or shifted in.
+        let mut whole: Vec<bool> = Vec::new();
         for &n in nodes {
             let id = n.kind_id();
             if id == k.assignment_expression {
@@ -227,6 +238,10 @@ impl<'s> Threadness<'s> {
                 {
                     if l.kind_id() == k.identifier {
                         writes.push((l, r));
+                        whole.push(
+                            n.child_by_field_id(f.operator)
+                                .is_some_and(|o| text(o, src) == "="),
+                        );
                     }
                 }
                 continue;
@@ -258,19 +273,23 @@ impl<'s> Threadness<'s> {
                 });
                 if let Some(v) = value {
                     writes.push((name, v));
+                    whole.push(true);
                 }
             }
         }
         // Copies of the thread's index: every write of the variable is `threadIdx.x`.
-        let mut copies: HashMap<usize, bool> = HashMap::new();
-        for (target, value) in &writes {
+        let mut copies: HashMap<usize, (bool, bool)> = HashMap::new();
+        for ((target, value), whole) in writes.iter().zip(&whole) {
             if let Some(i) = t.resolve(*target) {
-                let copy = linear_thread_index(text(*value, src));
-                *copies.entry(i).or_insert(true) &= copy;
+                let value = text(*value, src);
+                let entry = copies.entry(i).or_insert((true, true));
+                entry.0 &= linear_thread_index(value);
+                entry.1 &= *whole && x_index(value);
             }
         }
-        for (i, copy) in copies {
+        for (i, (copy, x)) in copies {
             t.thread_index_copy[i] = copy;
+            t.x_index_copy[i] = x;
         }
         let declared = t.variables.len();
         loop {
@@ -295,6 +314,18 @@ impl<'s> Threadness<'s> {
                 break;
             }
         }
+        // Whole numbers of `blockDim.x`, once the thread's values are known (the other factor
+        // must be free of them).
+        let mut multiples: HashMap<usize, bool> = HashMap::new();
+        for ((target, value), whole) in writes.iter().zip(&whole) {
+            if let Some(i) = t.resolve(*target) {
+                let multiple = *whole && t.block_multiple_value(*value);
+                *multiples.entry(i).or_insert(true) &= multiple;
+            }
+        }
+        for (i, multiple) in multiples {
+            t.block_multiple[i] = multiple;
+        }
         if level == Level::Lane {
             t.strides = Some(warp_stride::WarpStrides::new(&t, nodes, parent, declared));
         }
@@ -308,7 +339,33 @@ impl<'s> Threadness<'s> {
         self.variables.push(v);
         self.thread.push(Vec::new());
         self.thread_index_copy.push(false);
+        self.x_index_copy.push(false);
+        self.block_multiple.push(false);
         i
+    }
+
+    /// Whether `e` is a whole number of `blockDim.x`: a product with `blockDim.x` as a factor
+    /// and another free of the thread's values (`blockDim.x * ((n + blockDim.x - 1) /
+    /// blockDim.x)`, `(n + blockDim.x - 1) / blockDim.x * blockDim.x`), or a variable that
+    /// only ever holds one.
+    fn block_multiple_value(&self, e: Node) -> bool {
+        let e = lang::strip_parens(e);
+        if e.kind_id() == kinds().identifier {
+            return self.resolve(e).is_some_and(|i| self.block_multiple[i]);
+        }
+        let Some((a, b)) = operands(e, "*", self.src) else {
+            return false;
+        };
+        let block_width = |n: Node| block_width(text(lang::strip_parens(n), self.src));
+        (block_width(a) && !self.uses(b)) || (block_width(b) && !self.uses(a))
+    }
+
+    /// Whether `e` is `threadIdx.x`, or a variable that only ever holds it.
+    fn x_index_value(&self, e: Node) -> bool {
+        let e = lang::strip_parens(e);
+        x_index(text(e, self.src))
+            || (e.kind_id() == kinds().identifier
+                && self.resolve(e).is_some_and(|i| self.x_index_copy[i]))
     }
 
     /// Whether variable `i` may hold a value of the thread's where it is read at `at`: a write
@@ -450,6 +507,18 @@ impl<'s> Threadness<'s> {
         });
         found
     }
+}
+
+/// Whether `text` is `threadIdx.x`.
+fn x_index(text: &str) -> bool {
+    let t: String = text.split_whitespace().collect();
+    t.trim_start_matches('(').trim_end_matches(')') == "threadIdx.x"
+}
+
+/// Whether `text` is `blockDim.x`.
+fn block_width(text: &str) -> bool {
+    let t: String = text.split_whitespace().collect();
+    t == "blockDim.x"
 }
 
 /// Whether `text` is the thread's linear index within its block, in whose order the block's
@@ -732,7 +801,31 @@ fn counted_evenly(l: Node, src: &str, thread: &Threadness) -> bool {
         });
         found
     });
-    !writes_var && thread_terms(start) == thread_terms(bound)
+    if writes_var {
+        return false;
+    }
+    // A block-stride loop over a bound padded to a whole number of the block's width (`for
+    // (int i = threadIdx.x; i < padded; i += blockDim.x)`, `padded` a multiple of
+    // `blockDim.x`): every thread of the block, its index below that width, runs `padded /
+    // blockDim.x` rounds, as code that calls a block-wide scan in the loop needs.
+    let var_below_bound = match op {
+        "<" => text(left, src) == var,
+        ">" => text(right, src) == var,
+        _ => false,
+    };
+    let block_step = l.child_by_field_id(f.update).is_some_and(|u| {
+        u.kind_id() == k.assignment_expression
+            && u.child_by_field_id(f.operator)
+                .is_some_and(|o| text(o, src) == "+=")
+            && u.child_by_field_id(f.left).map(|v| text(v, src)) == Some(var)
+            && u.child_by_field_id(f.right)
+                .is_some_and(|v| block_width(text(lang::strip_parens(v), src)))
+    });
+    let padded = var_below_bound
+        && block_step
+        && thread.x_index_value(start)
+        && thread.block_multiple_value(bound);
+    padded || thread_terms(start) == thread_terms(bound)
 }
 
 /// The operands of `e`'s sums (`a + (b + c)`: `a`, `b`, `c`).
@@ -988,6 +1081,41 @@ mod tests {
         ] {
             assert!(!warp_width_name(t), "{t}");
         }
+    }
+
+    #[test]
+    fn block_stride_loops_over_padded_bounds_are_even() {
+        let src = "template <int TB>
+__global__ void k(int* a, int n) {
+  const int padded = blockDim.x * ((n + blockDim.x - 1) / blockDim.x);
+  const int tid = threadIdx.x;
+  for (int i = threadIdx.x; i < padded; i += blockDim.x) { __syncthreads(); }
+  for (int i = tid; i < (n + blockDim.x - 1) / blockDim.x * blockDim.x; i += blockDim.x) { __syncthreads(); }
+  for (int i = threadIdx.x; padded > i; i += blockDim.x) { __syncthreads(); }
+  for (int i = threadIdx.x; i < padded; i += TB) { __syncthreads(); }
+  for (int i = threadIdx.x; i <= padded; i += blockDim.x) { __syncthreads(); }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) { __syncthreads(); }
+  for (int i = threadIdx.x; i < blockDim.x * (n + tid); i += blockDim.x) { __syncthreads(); }
+  const int flat = threadIdx.y * blockDim.x + threadIdx.x;
+  for (int i = flat; i < padded; i += blockDim.x) { __syncthreads(); }
+  int grown = blockDim.x * n;
+  grown += 1;
+  for (int i = threadIdx.x; i < grown; i += blockDim.x) { __syncthreads(); }
+  for (int i = threadIdx.x; i < padded; i += blockDim.x) { i += 1; __syncthreads(); }
+}
+";
+        assert_eq!(
+            uneven(src),
+            [
+                "for (int i = threadIdx.x; i < padded; i += TB) { __syncthreads(); }",
+                "for (int i = threadIdx.x; i <= padded; i += blockDim.x) { __syncthreads(); }",
+                "for (int i = threadIdx.x; i < n; i += blockDim.x) { __syncthreads(); }",
+                "for (int i = threadIdx.x; i < blockDim.x * (n + tid); i += blockDim.x) { __syncthreads(); }",
+                "for (int i = flat; i < padded; i += blockDim.x) { __syncthreads(); }",
+                "for (int i = threadIdx.x; i < grown; i += blockDim.x) { __syncthreads(); }",
+                "for (int i = threadIdx.x; i < padded; i += blockDim.x) { i += 1; __syncthreads(); }",
+            ]
+        );
     }
 
     #[test]
