@@ -125,7 +125,7 @@ fn leaving_unevenly<'t>(
                 .child_by_field_id(f.condition)
                 .or_else(|| l.child_by_field_id(f.right));
             if cond.is_some_and(uses_thread)
-                && !counted_evenly(*l, src, thread)
+                && !counted_evenly(*l, nodes[0], src, thread)
                 && !thread
                     .strides
                     .as_ref()
@@ -191,6 +191,10 @@ struct Threadness<'s> {
     /// (`block_multiple`: `const int padded = blockDim.x * ((n + blockDim.x - 1) /
     /// blockDim.x);`).
     block_multiple: Vec<bool>,
+    /// Per variable, the value of its only write where it has one, a whole value (its
+    /// declaration's, or an `=`), and is never stepped or address-taken: `last =
+    /// start + TILE` (`counted_evenly` reads a bound through it).
+    sole_value: Vec<Option<Range<usize>>>,
     /// Names a `static_assert` of the body says are multiples of a warp's width
     /// (`asserted_warp_multiples`).
     warp_multiples: BTreeSet<String>,
@@ -223,6 +227,7 @@ impl<'s> Threadness<'s> {
             thread_index_copy: Vec::new(),
             x_index_copy: Vec::new(),
             block_multiple: Vec::new(),
+            sole_value: Vec::new(),
             warp_multiples: asserted_warp_multiples(nodes, src),
             strides: None,
         };
@@ -291,6 +296,36 @@ impl<'s> Threadness<'s> {
             t.thread_index_copy[i] = copy;
             t.x_index_copy[i] = x;
         }
+        // Values written once: a variable's writes, then those that step it or take its
+        // address (`++last`, `f(&last)`), which disqualify it.
+        let mut sole: HashMap<usize, Option<Range<usize>>> = HashMap::new();
+        for ((target, value), whole) in writes.iter().zip(&whole) {
+            if let Some(i) = t.resolve(*target) {
+                let first = *whole && !sole.contains_key(&i);
+                sole.insert(i, first.then(|| value.byte_range()));
+            }
+        }
+        for &n in nodes {
+            let operand = match n.kind() {
+                "update_expression" => n.child_by_field_id(f.argument),
+                "pointer_expression"
+                    if n.child_by_field_id(f.operator)
+                        .is_some_and(|o| text(o, src) == "&") =>
+                {
+                    n.child_by_field_id(f.argument)
+                }
+                _ => None,
+            };
+            if let Some(i) = operand
+                .filter(|o| o.kind_id() == k.identifier)
+                .and_then(|o| t.resolve(o))
+            {
+                sole.insert(i, None);
+            }
+        }
+        for (i, value) in sole {
+            t.sole_value[i] = value;
+        }
         let declared = t.variables.len();
         loop {
             let mut changed = false;
@@ -341,6 +376,7 @@ impl<'s> Threadness<'s> {
         self.thread_index_copy.push(false);
         self.x_index_copy.push(false);
         self.block_multiple.push(false);
+        self.sole_value.push(None);
         i
     }
 
@@ -358,6 +394,20 @@ impl<'s> Threadness<'s> {
         };
         let block_width = |n: Node| block_width(text(lang::strip_parens(n), self.src));
         (block_width(a) && !self.uses(b)) || (block_width(b) && !self.uses(a))
+    }
+
+    /// Whether every variable `e` names is written once (`sole_value`): its value stays what
+    /// it was where `e` was written. Names the body does not declare (parameters, the
+    /// file's) count as such.
+    fn written_once(&self, e: Node) -> bool {
+        let mut once = true;
+        lang::visit(e, |d| {
+            if d.kind_id() == kinds().identifier {
+                once &= self.resolve(d).is_none_or(|i| self.sole_value[i].is_some());
+            }
+            once
+        });
+        once
     }
 
     /// Whether `e` is `threadIdx.x`, or a variable that only ever holds it.
@@ -699,7 +749,7 @@ fn scope_of<'t>(n: Node<'t>, parent: &dyn Fn(Node<'t>) -> Option<Node<'t>>) -> O
 /// thread terms (none: `for (j = THREADS / 2; j > 0; j /= 2)`, whatever `j` held before; the
 /// same: `for (int t = a + tid; t < b + tid; t += c)`, as ggml's recurrent kernels walk a
 /// sequence).
-fn counted_evenly(l: Node, src: &str, thread: &Threadness) -> bool {
+fn counted_evenly(l: Node, body: Node, src: &str, thread: &Threadness) -> bool {
     let k = kinds();
     let f = lang::fields();
     if l.kind_id() != k.for_statement {
@@ -776,14 +826,39 @@ fn counted_evenly(l: Node, src: &str, thread: &Threadness) -> bool {
     if step_varies {
         return false;
     }
+    // The thread's terms of a sum, a name written once read as its value (`last_idx` as
+    // `start_idx + TILE`, `start_idx` as `blockIdx.x * TILE + threadIdx.x`), a few levels.
     let thread_terms = |e: Node| {
-        let mut terms: Vec<Node> = Vec::new();
-        additive_terms(e, &mut terms);
-        let mut own: Vec<String> = terms
-            .into_iter()
-            .filter(|t| thread.uses(*t))
-            .map(|t| text(t, src).split_whitespace().collect())
-            .collect();
+        let mut written: Vec<Node> = Vec::new();
+        additive_terms(e, &mut written);
+        // Each term, and whether it comes from a name's value rather than the text itself.
+        let mut terms: Vec<(Node, bool)> = written.into_iter().map(|t| (t, false)).collect();
+        let mut own: Vec<String> = Vec::new();
+        let mut depth = 0;
+        while let Some((t, read_through)) = terms.pop() {
+            if !thread.uses(t) {
+                continue;
+            }
+            let value = (t.kind_id() == k.identifier && depth < 8)
+                .then(|| thread.resolve(t))
+                .flatten()
+                .and_then(|i| thread.sole_value[i].clone())
+                .and_then(|r| body.descendant_for_byte_range(r.start, r.end));
+            match value {
+                Some(v) => {
+                    depth += 1;
+                    let mut inner = Vec::new();
+                    additive_terms(v, &mut inner);
+                    terms.extend(inner.into_iter().map(|t| (t, true)));
+                }
+                // A term read through a name's value holds that value only while the names
+                // in it keep theirs: each must be written once too (else it matches nothing).
+                None if !read_through || thread.written_once(t) => {
+                    own.push(text(t, src).split_whitespace().collect())
+                }
+                None => own.push(format!("unsettled {}", t.start_byte())),
+            }
+        }
         own.sort();
         own
     };
@@ -1114,6 +1189,33 @@ __global__ void k(int* a, int n) {
                 "for (int i = flat; i < padded; i += blockDim.x) { __syncthreads(); }",
                 "for (int i = threadIdx.x; i < grown; i += blockDim.x) { __syncthreads(); }",
                 "for (int i = threadIdx.x; i < padded; i += blockDim.x) { i += 1; __syncthreads(); }",
+            ]
+        );
+    }
+
+    #[test]
+    fn bounds_read_through_names_written_once() {
+        let src = "__global__ void k(int* a, int n) {
+  int start = blockIdx.x * 256 + threadIdx.x;
+  const int last = start + 256;
+  for (int i = start; i < last; i += blockDim.x) { __syncthreads(); }
+  int s2 = threadIdx.x;
+  int l2 = s2 + 64;
+  s2 = 2 * threadIdx.x;
+  for (int i = s2; i < l2; i += 32) { __syncthreads(); }
+  int l3 = start + 64;
+  ++l3;
+  for (int i = start; i < l3; i += 32) { __syncthreads(); }
+  const int l4 = threadIdx.y + 64;
+  for (int i = start; i < l4; i += 32) { __syncthreads(); }
+}
+";
+        assert_eq!(
+            uneven(src),
+            [
+                "for (int i = s2; i < l2; i += 32) { __syncthreads(); }",
+                "for (int i = start; i < l3; i += 32) { __syncthreads(); }",
+                "for (int i = start; i < l4; i += 32) { __syncthreads(); }",
             ]
         );
     }
