@@ -382,6 +382,32 @@ pub const BY_VALUE_FUNCTIONS: &[&str] = &[
     "printf",
 ];
 
+/// Whether `name` takes every argument by value (`BY_VALUE_FUNCTIONS`), or is one of CUDA's
+/// atomic functions (`atomicAdd`, `atomicCAS_block`, `atomicMax_system`...): they take the
+/// address and the operands by value and write what the address points at, never the
+/// caller's variables. Passing `params.count` to `atomicMax` left `params`, and every load
+/// through its other fields, counted as written (FasterTransformer's top-p sampling).
+pub fn is_by_value_function(name: &str) -> bool {
+    const ATOMICS: &[&str] = &[
+        "atomicAdd",
+        "atomicSub",
+        "atomicExch",
+        "atomicMin",
+        "atomicMax",
+        "atomicInc",
+        "atomicDec",
+        "atomicCAS",
+        "atomicAnd",
+        "atomicOr",
+        "atomicXor",
+    ];
+    let base = name
+        .strip_suffix("_block")
+        .or_else(|| name.strip_suffix("_system"))
+        .unwrap_or(name);
+    BY_VALUE_FUNCTIONS.contains(&name) || ATOMICS.contains(&base)
+}
+
 /// Functions without side effects that read no memory (for what returned threads may evaluate;
 /// `is_pure_function`).
 const PURE_FUNCTIONS: &[&str] = &[

@@ -363,6 +363,8 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             u.read_only = read_only_parameters(function, src);
             u.read_only
                 .extend(unwritten_parameters(function, all, src, file.macros));
+            u.read_only
+                .extend(unwritten_parameter_fields(function, all, src, file.macros));
             if !u.read_only.is_empty() {
                 let locals = read_only_locals(all, src, &u.read_only, function);
                 u.read_only.extend(locals);
@@ -710,11 +712,20 @@ impl<'t, 'm> Uniformity<'t, 'm> {
                 }
             }
         }
+        // A cast to a value type (`reinterpret_cast<int32_t*>(params.dst)`) copies its operand;
+        // only a cast to a reference could hand it on to be written.
+        if lang::is_named_cast(callee, self.src)
+            && callee
+                .child_by_field_id(f.arguments)
+                .is_some_and(|t| !text(t, self.src).contains('&'))
+        {
+            return;
+        }
         let name = text(callee, self.src);
         if lang::UNIFORM_FUNCTIONS.contains(&name)
             || self.file.parenthesized_type(callee)
             || lang::is_pure_function(name)
-            || lang::BY_VALUE_FUNCTIONS.contains(&name)
+            || lang::is_by_value_function(name)
             || lang::BARRIER_FUNCTIONS.iter().any(|(b, _)| *b == name)
         {
             return;

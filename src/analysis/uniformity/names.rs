@@ -370,6 +370,78 @@ pub(super) fn unwritten_parameters(
     out
 }
 
+/// The pointer fields of a kernel's parameters of class type, passed by value, whose first
+/// level the kernel never writes, by their mention (`params.begin_offsets`): every mention of
+/// such a parameter in the body reads one of its fields with `.` (a mention of the object
+/// itself, passed to a call or address-taken, could let anything write through any field),
+/// and every mention of the field only reads its first level, as `unwritten_parameters` asks
+/// of a pointer parameter. Kernels take their pointers in a parameter struct
+/// (FasterTransformer's `params.gmem_begin_offsets[segment]`, a segment's bounds read before
+/// a block-uniform return), and a load through such a field at a uniform index is as uniform
+/// as one through a pointer parameter.
+pub(super) fn unwritten_parameter_fields(
+    function: Node,
+    all: &[Node],
+    src: &str,
+    macros: &BTreeMap<String, MacroFacts>,
+) -> BTreeSet<String> {
+    let f = crate::lang::fields();
+    let k = kinds();
+    let objects: Vec<String> = kernel_parameters(function, src)
+        .into_iter()
+        .filter(|(_, d)| d.kind_id() == k.identifier)
+        .map(|(_, d)| text(d, src).to_string())
+        .collect();
+    let mut out = BTreeSet::new();
+    if objects.is_empty() {
+        return out;
+    }
+    let used: Vec<&MacroFacts> = all
+        .iter()
+        .filter(|n| n.kind_id() == k.identifier)
+        .filter_map(|n| macros.get(text(*n, src)))
+        .collect();
+    for object in objects {
+        if used.iter().any(|m| m.idents.contains(&object)) {
+            continue;
+        }
+        // Each field's mentions read only its first level; the object is only ever so read.
+        let mut fields: BTreeMap<String, bool> = BTreeMap::new();
+        let mut whole = true;
+        for &n in all {
+            if n.kind_id() != k.identifier || text(n, src) != object {
+                continue;
+            }
+            let access = n.parent().filter(|p| {
+                p.kind_id() == k.field_expression
+                    && p.child_by_field_id(f.argument)
+                        .is_some_and(|a| a.id() == n.id())
+                    && p.child_by_field_id(f.operator)
+                        .is_some_and(|o| text(o, src) == ".")
+            });
+            let Some(access) = access else {
+                whole = false;
+                break;
+            };
+            let Some(field) = access.child_by_field_id(f.field) else {
+                whole = false;
+                break;
+            };
+            let read = first_level_read(access, src, macros);
+            *fields.entry(text(field, src).to_string()).or_insert(true) &= read;
+        }
+        if whole {
+            out.extend(
+                fields
+                    .into_iter()
+                    .filter(|(_, read)| *read)
+                    .map(|(field, _)| format!("{object}.{field}")),
+            );
+        }
+    }
+    out
+}
+
 /// The identifier a pointer parameter's declarator names: under one or more pointer levels,
 /// or one array level.
 fn pointer_name(declarator: Node) -> Option<Node> {
@@ -596,6 +668,11 @@ pub(super) fn based_on(value: Node, read_only: &BTreeSet<String>, src: &str) -> 
     let v = lang::strip_parens(value);
     if v.kind_id() == kinds().identifier {
         return read_only.contains(text(v, src));
+    }
+    // A parameter's field (`params.offsets`, `unwritten_parameter_fields`).
+    if v.kind_id() == kinds().field_expression {
+        let dotted: String = text(v, src).split_whitespace().collect();
+        return read_only.contains(&dotted);
     }
     v.kind() == "binary_expression"
         && matches!(

@@ -1086,3 +1086,71 @@ fn reference_read_through_element_macro() {
     );
     assert_eq!(mode_of(&src("#define BUMP(v) (v += 1)", "BUMP(j)")), None);
 }
+
+#[test]
+fn loads_through_fields_of_a_parameter_struct_the_kernel_never_writes_are_uniform() {
+    let file = "struct P { const int* begin; int* end; int* count; int dims[4]; };";
+    // Pointer and array fields of a struct passed by value, read at a uniform index.
+    uniform(
+        file,
+        ", P p",
+        "",
+        "p.begin[blockIdx.x] == p.end[blockIdx.x]",
+    );
+    uniform(file, ", P p", "", "blockIdx.y >= p.dims[2]");
+    // Another field written, passed to an atomic or cast: this one keeps its elements.
+    uniform(
+        file,
+        ", P p",
+        "  p.count[blockIdx.x] = 1;\n  atomicMax(p.count, 2);\n  int* c = reinterpret_cast<int*>(p.count);",
+        "p.end[blockIdx.x] == 0",
+    );
+    // The field's own elements written: another block's write may land between two loads.
+    varying(
+        file,
+        ", P p",
+        "  p.end[blockIdx.x + 1] = 0;",
+        "p.end[blockIdx.x] == 0",
+    );
+    // The field handed on (a callee may write through it), or the object itself.
+    varying(
+        file,
+        ", P p",
+        "  elsewhere(p.end);",
+        "p.end[blockIdx.x] == 0",
+    );
+    varying(file, ", P p", "  elsewhere(p);", "p.end[blockIdx.x] == 0");
+    // A pointer to the struct is no copy of the host's values.
+    varying(file, ", P* p", "", "p->end[blockIdx.x] == 0");
+}
+
+#[test]
+fn atomics_and_value_casts_write_no_argument() {
+    // The address and the operand go by value: the variables passed stay as they were.
+    uniform(
+        "",
+        ", int* count, int n",
+        "  int m = n;\n  atomicAdd(count, m);\n  atomicCAS_block(count, m, 1);",
+        "m > 1",
+    );
+    uniform(
+        "",
+        ", int n",
+        "  int m = n;\n  float f = static_cast<float>(m);",
+        "m > 1",
+    );
+    // A cast to a reference may hand the variable on to be written.
+    varying(
+        "",
+        ", int n",
+        "  int m = n;\n  elsewhere(const_cast<int&>(m));",
+        "m > 1",
+    );
+    // Any other unknown function may still write what it is given.
+    varying(
+        "",
+        ", int n",
+        "  int m = n;\n  atomicAddSomething(m);",
+        "m > 1",
+    );
+}
