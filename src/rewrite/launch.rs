@@ -139,19 +139,26 @@ pub fn rewrite(
         return false;
     }
     let min_params = targets.iter().map(|k| k.params).min().unwrap_or(0);
+    // An argument that is an object-like macro of the file standing for several (`#define
+    // ARGS a, b, c` then `k<<<g, b>>>(ARGS)`) counts as those.
+    let arg_count = if l.arg_count < min_params {
+        arguments_through_macros(l, src)
+    } else {
+        l.arg_count
+    };
     // Default arguments the launch leaves out, written by the launch itself (a call through a
     // function pointer takes every argument): where one kernel is launched and its defaults
     // are literals (`KnownKernel::defaults`).
     let mut supplied = String::new();
-    if l.arg_count < min_params {
+    if arg_count < min_params {
         let k = &targets[0];
         let first = k.params - k.defaults.len();
-        if targets.len() > 1 || k.overloaded_here || l.arg_count < first {
+        if targets.len() > 1 || k.overloaded_here || arg_count < first {
             diags.push(left("it relies on default arguments that the launch cannot write itself (only literal ones of a kernel launched by a name that is not overloaded, whose types name no template parameter), and a launch through a function pointer cannot supply them"));
             return false;
         }
-        for d in &k.defaults[l.arg_count - first..] {
-            if !supplied.is_empty() || l.arg_count > 0 {
+        for d in &k.defaults[arg_count - first..] {
+            if !supplied.is_empty() || arg_count > 0 {
                 supplied.push_str(", ");
             }
             supplied.push_str(d);
@@ -162,7 +169,7 @@ pub fn rewrite(
     let max_params = targets
         .iter()
         .try_fold(0, |most, k| k.max_params.map(|n| most.max(n)));
-    if max_params.is_some_and(|most| l.arg_count > most) {
+    if max_params.is_some_and(|most| arg_count > most) {
         diags.push(left("it passes more arguments than the kernel of that name defined here takes, so it calls another overload"));
         return false;
     }
@@ -280,4 +287,74 @@ fn any_launch(l: &LaunchSite, src: &str, in_macro: bool, edits: &mut Vec<Edit>) 
 /// lines after it would need renumbering for nothing).
 fn one_line(args: tree_sitter::Node, src: &str) -> String {
     super::one_line(args, args.start_byte() + 1..args.end_byte() - 1, src)
+}
+
+/// How many arguments a launch passes where an argument is an object-like macro of the file
+/// whose replacement is a list (`#define ARGS scores, labels, n`, as LightGBM passes every
+/// kernel its arguments): the list's entries count, not the macro's one name. The definition
+/// read is the file's last one before the launch, not undefined since (`#undef` between two
+/// definitions of the same name); one whose text has a `<` (`pair<a, b>` would split wrong) or
+/// that takes parameters is not read, and such an argument counts as one.
+fn arguments_through_macros(l: &LaunchSite, src: &str) -> usize {
+    let kinds = crate::lang::kinds();
+    let mut c = l.args.walk();
+    let names: Vec<&str> = l
+        .args
+        .named_children(&mut c)
+        .filter(|a| a.kind_id() != kinds.comment)
+        .map(|a| crate::lang::text(a, src))
+        .collect();
+    if !names
+        .iter()
+        .any(|a| a.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric()))
+    {
+        return l.arg_count;
+    }
+    let defines = crate::parse::defines(src);
+    let at = l.call.start_byte();
+    let offset = |t: &str| t.as_ptr() as usize - src.as_ptr() as usize;
+    names
+        .iter()
+        .map(|a| {
+            let Some(d) = defines
+                .iter()
+                .rev()
+                .find(|d| d.name == *a && offset(d.body) < at)
+            else {
+                return 1;
+            };
+            let undefined = src[offset(d.body)..at].lines().any(|line| {
+                let words: Vec<&str> = line
+                    .trim_start_matches([' ', '\t', '#'])
+                    .split_whitespace()
+                    .collect();
+                line.trim_start().starts_with('#')
+                    && words.first() == Some(&"undef")
+                    && words.get(1) == Some(a)
+            });
+            if undefined {
+                return 1;
+            }
+            let body = crate::parse::replacement_text(d.body);
+            if d.function_like || body.is_empty() || body.contains('<') {
+                return 1;
+            }
+            top_level_commas(&body) + 1
+        })
+        .sum()
+}
+
+/// The commas of `text` outside parentheses, brackets and braces.
+fn top_level_commas(text: &str) -> usize {
+    let mut depth = 0usize;
+    let mut commas = 0;
+    for b in text.bytes() {
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            b',' if depth == 0 => commas += 1,
+            _ => {}
+        }
+    }
+    commas
 }
