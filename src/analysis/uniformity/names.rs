@@ -349,12 +349,7 @@ pub(super) fn unwritten_parameters(
     if out.is_empty() {
         return out;
     }
-    // The macros the body names (with what they reach, `macros::close`).
-    let used: Vec<&MacroFacts> = all
-        .iter()
-        .filter(|n| n.kind_id() == kinds().identifier)
-        .filter_map(|n| macros.get(text(*n, src)))
-        .collect();
+    let used = macros_named(all, src, macros);
     out.retain(|name| {
         !used.iter().any(|m| {
             m.idents.iter().any(|i| i == name)
@@ -396,11 +391,7 @@ pub(super) fn unwritten_parameter_fields(
     if objects.is_empty() {
         return out;
     }
-    let used: Vec<&MacroFacts> = all
-        .iter()
-        .filter(|n| n.kind_id() == k.identifier)
-        .filter_map(|n| macros.get(text(*n, src)))
-        .collect();
+    let used = macros_named(all, src, macros);
     for object in objects {
         if used.iter().any(|m| m.idents.contains(&object)) {
             continue;
@@ -440,6 +431,18 @@ pub(super) fn unwritten_parameter_fields(
         }
     }
     out
+}
+
+/// The macros a body names (`all`: its nodes), each with what it reaches (`macros::close`).
+fn macros_named<'m>(
+    all: &[Node],
+    src: &str,
+    macros: &'m BTreeMap<String, MacroFacts>,
+) -> Vec<&'m MacroFacts> {
+    all.iter()
+        .filter(|n| n.kind_id() == kinds().identifier)
+        .filter_map(|n| macros.get(text(*n, src)))
+        .collect()
 }
 
 /// The identifier a pointer parameter's declarator names: under one or more pointer levels,
