@@ -2359,3 +2359,65 @@ fn qualified_and_object_calls_reach_the_named_class_of_another_file() {
         );
     }
 }
+
+/// A kernel calls a member function of a class from a header found through `-I`
+/// (`volume.ptr(y)`, PCL's `PtrStep`) in a file whose own functor reads the block index. The
+/// call names a member function of the header, not a functor held in a field, so the kernel is
+/// transformed; without the `-I` the header is unseen, `ptr` could be such a field, and the
+/// kernel stays as written (CP008). PCL's GPU modules: 64 → 121 of 134 kernels transformable
+/// with their include folders given.
+#[test]
+fn member_calls_of_a_headers_class_beside_a_functor_that_reads_the_block_index() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-header-member-beside-functor");
+    std::fs::create_dir_all(dir.join("inc/grid")).unwrap();
+    std::fs::write(
+        dir.join("inc/grid/step.h"),
+        "#pragma once\n\
+         #if defined(__CUDACC__)\n#define GRID_HOST_DEVICE __host__ __device__ __forceinline__\n\
+         #else\n#define GRID_HOST_DEVICE\n#endif\n\
+         template <class T> struct PtrStep {\n  T* data;\n  unsigned long step;\n\
+         \x20 GRID_HOST_DEVICE T* ptr(int y = 0) { return (T*)((char*)data + y * step); }\n};\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("k.cu"),
+        "#include <grid/step.h>\n\
+         struct Clear {\n  float* out;\n  __device__ void operator()() const { out[blockIdx.x] = 0.0f; }\n};\n\
+         __global__ void fill(PtrStep<float> volume, float v) {\n\
+         \x20 float* row = volume.ptr(blockIdx.y);\n  row[blockIdx.x * blockDim.x + threadIdx.x] = v;\n}\n\
+         __global__ void clear(const Clear c) { c(); }\n",
+    )
+    .unwrap();
+    let line = |out: &str, k: &str| {
+        out.lines()
+            .find(|l| l.contains(&format!(": {k}:")))
+            .unwrap_or_else(|| panic!("no line for {k}:\n{out}"))
+            .to_string()
+    };
+    let o = cupreempt(&["check", "-I", "inc", "k.cu"], &dir);
+    let out = stdout(&o);
+    assert!(o.status.success(), "{out}{}", stderr(&o));
+    assert!(
+        line(&out, "fill").contains("transformable (plain)"),
+        "{out}"
+    );
+    assert!(line(&out, "clear").contains("transformable"), "{out}");
+    let o = cupreempt(&["check", "k.cu"], &dir);
+    let out = stdout(&o);
+    assert!(
+        line(&out, "fill").contains("CP008 member function `operator()`"),
+        "without the header, `ptr` may be a functor in a field:\n{out}"
+    );
+    let o = cupreempt(&["transform", "-I", "inc", "k.cu", "-o", "out.cu"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let inc = dir.join("inc");
+    support::compiles(
+        support::nvcc_compile(&nvcc, &dir.join("k.o"))
+            .arg("-I")
+            .arg(&inc)
+            .arg(dir.join("out.cu")),
+        "out.cu",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+}

@@ -368,6 +368,15 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 .filter(|h| h.member && h.reads_block_ids)
                 .map(|h| h.name.clone()),
         );
+        // And the member functions of the files this one includes: `volume.ptr(y)` calls
+        // the `ptr` of a header's `PtrStep`, not a functor held in a field
+        // (decide.rs refuses the latter where functors read the block index).
+        graph.member_names.extend(
+            opts.known_helpers
+                .iter()
+                .filter(|h| h.member)
+                .map(|h| h.name.clone()),
+        );
         let functor = callgraph::FUNCTOR_CALL;
         graph.functors_take_ctx = graph.member_ctx.contains(functor)
             && !helpers
