@@ -659,6 +659,32 @@ pub fn is_if_constexpr(n: Node) -> bool {
     found
 }
 
+/// The value of an integer literal as written (`32`, `32u`, `64UL`, `0x20`, `0b100000`, `040`,
+/// `1'024`), None for anything else (a name, a signed or floating literal, an expression).
+pub fn integer_literal(text: &str) -> Option<u64> {
+    let digits: String = text.trim().chars().filter(|&c| c != '\'').collect();
+    let digits = digits.trim_end_matches(['u', 'U', 'l', 'L']);
+    let (body, radix) = if let Some(h) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        (h, 16)
+    } else if let Some(b) = digits
+        .strip_prefix("0b")
+        .or_else(|| digits.strip_prefix("0B"))
+    {
+        (b, 2)
+    } else if digits.len() > 1 && digits.starts_with('0') {
+        (&digits[1..], 8)
+    } else {
+        (digits, 10)
+    };
+    if body.is_empty() || !body.chars().all(|c| c.is_digit(radix)) {
+        return None;
+    }
+    u64::from_str_radix(body, radix).ok()
+}
+
 /// The expression inside any number of parentheses.
 pub fn strip_parens(mut n: Node) -> Node {
     while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {
@@ -923,6 +949,41 @@ pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_literals_in_every_spelling() {
+        let values: Vec<Option<u64>> = [
+            "32", "32u", "64UL", "7ull", "0x20", "0X1fU", "0b100000", "040", "0", "1'024", " 8 ",
+            "x", "32.0", "-32", "0x", "08", "1e3", "32 + 1", "",
+        ]
+        .into_iter()
+        .map(integer_literal)
+        .collect();
+        assert_eq!(
+            values,
+            [
+                Some(32),
+                Some(32),
+                Some(64),
+                Some(7),
+                Some(32),
+                Some(31),
+                Some(32),
+                Some(32),
+                Some(0),
+                Some(1024),
+                Some(8),
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None,
+                None
+            ]
+        );
+    }
 
     #[test]
     fn line_starts_count_lines_in_the_text() {

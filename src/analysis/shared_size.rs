@@ -130,17 +130,7 @@ fn tokens(s: &str) -> Option<Vec<Token>> {
             while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'\'') {
                 i += 1;
             }
-            let lit: String = s[start..i]
-                .chars()
-                .filter(|&c| c != '\'')
-                .collect::<String>()
-                .trim_end_matches(['u', 'U', 'l', 'L'])
-                .to_string();
-            let v = match lit.strip_prefix("0x").or_else(|| lit.strip_prefix("0X")) {
-                Some(h) => u64::from_str_radix(h, 16).ok()?,
-                None => lit.parse().ok()?,
-            };
-            out.push(Token::Number(v));
+            out.push(Token::Number(crate::lang::integer_literal(&s[start..i])?));
         } else if c == b'_' || c.is_ascii_alphabetic() {
             let start = i;
             while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {

@@ -450,8 +450,8 @@ impl<'s> Threadness<'s> {
         // (`static_assert(D % (2*WARP_SIZE) == 0)`, `D` a template parameter: every
         // instantiation compiles only if it holds) and declares no variable of.
         let bound = |n: Node| -> Option<u64> {
-            let t = text(n, self.src).trim_end_matches(['u', 'U']);
-            t.parse::<u64>().ok().or_else(|| {
+            let t = text(n, self.src);
+            lang::integer_literal(t).or_else(|| {
                 if warp_width_name(t) {
                     return Some(32);
                 }
@@ -644,12 +644,7 @@ fn asserted_warp_multiples(nodes: &[Node], src: &str) -> BTreeSet<String> {
 /// Whether the constant expression `e` is a multiple of 32: a literal multiple of 32, a
 /// warp's width by name, or a product with one such factor.
 fn multiple_of_warp(e: Node, src: &str) -> bool {
-    let literal = |x: Node| {
-        text(lang::strip_parens(x), src)
-            .trim_end_matches(['u', 'U'])
-            .parse::<u64>()
-            .is_ok()
-    };
+    let literal = |x: Node| lang::integer_literal(text(lang::strip_parens(x), src)).is_some();
     match operands(e, "*", src) {
         Some((a, b)) => {
             (multiple_of_warp(a, src) && (literal(b) || multiple_of_warp(b, src)))
@@ -673,8 +668,8 @@ fn operands<'t>(e: Node<'t>, op: &str, src: &str) -> Option<(Node<'t>, Node<'t>)
 
 /// Whether `t` is a whole number of warps: a literal multiple of 32 or a warp's width by name.
 fn warps_wide(t: &str) -> bool {
-    let t = t.trim_matches(['(', ')']).trim_end_matches(['u', 'U']);
-    t.parse::<u64>().is_ok_and(|n| n > 0 && n % 32 == 0) || warp_width_name(t)
+    let t = t.trim_matches(['(', ')']);
+    lang::integer_literal(t).is_some_and(|n| n > 0 && n % 32 == 0) || warp_width_name(t)
 }
 
 /// `warpSize`, `WARP_SIZE`, `warp_size`, `WARP_SZ`: a warp's width by name (32; 64 on AMD
@@ -715,8 +710,8 @@ fn per_warp(e: Node, src: &str) -> bool {
     let Some(right) = e.child_by_field_id(f.right) else {
         return false;
     };
-    let by = text(right, src).trim_end_matches(['u', 'U']);
-    let number = by.parse::<u64>().ok();
+    let by = text(right, src);
+    let number = lang::integer_literal(by);
     match op {
         "/" => number.is_some_and(|n| n >= 32) || by.to_ascii_lowercase().contains("warp"),
         ">>" => number.is_some_and(|n| n >= 5) || by.to_ascii_lowercase().contains("warp"),

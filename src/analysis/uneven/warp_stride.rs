@@ -242,8 +242,8 @@ fn warp_aligned_value(t: &Threadness, e: Node, strides: Option<&WarpStrides>) ->
 /// (`static_assert`) and declares no variable of. `(n / 32) * 32` is one.
 fn multiple_of_factor(t: &Threadness, e: Node) -> bool {
     let e = strip_conversions(e, t.src);
-    let word = text(e, t.src).trim_end_matches(['u', 'U', 'l', 'L']);
-    if word.parse::<u64>().is_ok_and(|n| n % 32 == 0) || warps_wide(word) {
+    let word = text(e, t.src);
+    if lang::integer_literal(word).is_some_and(|n| n % 32 == 0) || warps_wide(word) {
         return true;
     }
     if e.kind_id() == kinds().identifier
@@ -262,18 +262,12 @@ fn multiple_of_factor(t: &Threadness, e: Node) -> bool {
 fn low_bits_cleared(m: Node, src: &str) -> bool {
     let m = lang::strip_parens(m);
     let power = |n: u64| n >= 32 && n.is_power_of_two();
-    let number = |x: Node| -> Option<u64> {
-        let w = text(lang::strip_parens(x), src).trim_end_matches(['u', 'U', 'l', 'L']);
-        match w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")) {
-            Some(h) => u64::from_str_radix(h, 16).ok(),
-            None => w.parse().ok(),
-        }
-    };
+    let number = |x: Node| lang::integer_literal(text(lang::strip_parens(x), src));
     // The grammar reads a signed literal (`-32`) as one number.
     if let Some(n) = text(m, src)
         .trim()
         .strip_prefix('-')
-        .and_then(|w| w.trim_end_matches(['u', 'U', 'l', 'L']).parse::<u64>().ok())
+        .and_then(lang::integer_literal)
     {
         return power(n);
     }
