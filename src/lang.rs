@@ -685,6 +685,21 @@ pub fn integer_literal(text: &str) -> Option<u64> {
     u64::from_str_radix(body, radix).ok()
 }
 
+/// The first function declarator inside `n`'s declarator (through pointers, references and
+/// qualified names): where a function's name and parameter list are (`float* f(int x)`'s
+/// declarator is a pointer declarator around it).
+pub fn function_declarator(n: Node) -> Option<Node> {
+    let k = kinds();
+    let mut found = None;
+    visit(n.child_by_field_id(fields().declarator)?, |x| {
+        if found.is_none() && x.kind_id() == k.function_declarator {
+            found = Some(x);
+        }
+        found.is_none()
+    });
+    found
+}
+
 /// The expression inside any number of parentheses.
 pub fn strip_parens(mut n: Node) -> Node {
     while n.kind() == "parenthesized_expression" && n.named_child_count() == 1 {

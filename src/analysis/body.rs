@@ -876,13 +876,14 @@ fn tile_variables(body: Node, nodes: &[Node], src: &str) -> BTreeSet<String> {
 }
 
 /// The parameters of the function whose body is `body` that are declared with a type `keep`
-/// accepts.
+/// accepts (a function returning a pointer or a reference too: its declarator wraps the
+/// parameter list, `float* stage(cg::thread_block b, ...)`).
 fn typed_parameters(body: Node, src: &str, keep: impl Fn(&str) -> bool) -> Vec<String> {
     let fields = crate::lang::fields();
     let mut out = Vec::new();
     if let Some(params) = body
         .parent()
-        .and_then(|f| f.child_by_field_id(fields.declarator))
+        .and_then(lang::function_declarator)
         .and_then(|d| d.child_by_field_id(fields.parameters))
     {
         let mut c = params.walk();

@@ -867,22 +867,7 @@ pub(super) fn function_sites<'t>(root: Node<'t>, src: &str) -> Vec<(String, Node
     out
 }
 
-/// The first function declarator inside `n`'s declarator (through pointers, references and
-/// qualified names): where a function's name and parameter list are.
-pub(super) fn function_declarator(n: Node) -> Option<Node> {
-    let k = kinds();
-    let mut found = None;
-    lang::visit(
-        n.child_by_field_id(crate::lang::fields().declarator)?,
-        |x| {
-            if found.is_none() && x.kind_id() == k.function_declarator {
-                found = Some(x);
-            }
-            found.is_none()
-        },
-    );
-    found
-}
+pub(super) use crate::lang::function_declarator;
 
 /// The type names a file declares anywhere: classes, structs, unions and enums by name,
 /// `typedef`s and `using` aliases (in function bodies too: `typedef typename
