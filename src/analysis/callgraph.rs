@@ -1115,9 +1115,12 @@ pub fn implicit_block_readers(
             }
         } else if id == k.function_definition {
             // A free operator that reads the block index (`a + b` calls it by no name): the
-            // types it takes count as such classes.
-            let declarator = n.child_by_field_id(f.declarator);
-            let head = declarator.map_or("", |d| crate::lang::text(d, src));
+            // types it takes count as such classes. Its declarator may wrap the function's
+            // (`Vec& operator+=(Vec& a, ...)` returns a reference).
+            let declarator = crate::lang::function_declarator(n);
+            let head = declarator
+                .and_then(|d| d.child_by_field_id(f.declarator))
+                .map_or("", |d| crate::lang::text(d, src));
             let in_class = n
                 .parent()
                 .is_some_and(|p| p.kind_id() == k.field_declaration_list);
