@@ -1340,7 +1340,18 @@ fn find_function_declarator(func: Node) -> Option<Node> {
         if d.kind_id() == k.init_declarator {
             return None;
         }
-        d = d.child_by_field_id(crate::lang::fields().declarator)?;
+        // A reference declarator holds its inner declarator in no field (`float& at(...)`).
+        d = match d.child_by_field_id(crate::lang::fields().declarator) {
+            Some(inner) => inner,
+            None if d.kind_id() == k.reference_declarator => {
+                let mut c = d.walk();
+                let inner = d.named_children(&mut c).find(|ch| {
+                    ch.kind_id() != k.type_qualifier && ch.kind_id() != k.attribute_specifier
+                });
+                inner?
+            }
+            None => return None,
+        };
     }
 }
 
