@@ -129,15 +129,25 @@ pub fn transform(
 /// the wrappers a run generates (`NAME__cupreempt_body`). Such a file is left as it is, so
 /// that running again (`--in-place` twice) changes nothing; transforming it again would wrap the
 /// wrappers.
+/// Mentions in comments do not count (`// calls k__cupreempt_body`, a commented-out include).
 fn already_transformed(src: &str) -> Option<Diagnostic> {
     let include = crate::vocab::INCLUDE.trim_end();
-    let (at, len, what) = match src.find(include) {
+    // The first use of `text` in code: its line up to it, comments blanked, still holds it (a
+    // block comment opened on an earlier line is not seen).
+    let in_code = |text: &str| {
+        src.match_indices(text).map(|(at, _)| at).find(|&at| {
+            let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
+            crate::lang::without_comments(&src[line_start..at + text.len()]).contains(text)
+        })
+    };
+    let marker = "__cupreempt_body";
+    let (at, len, what) = match in_code(include) {
         Some(at) => (at, include.len(), "it includes cupreempt.cuh"),
-        None => {
-            let marker = "__cupreempt_body";
-            let at = src.find(marker)?;
-            (at, marker.len(), "it holds cupreempt's generated wrappers")
-        }
+        None => (
+            in_code(marker)?,
+            marker.len(),
+            "it holds cupreempt's generated wrappers",
+        ),
     };
     Some(
         Diagnostic::new(
@@ -394,6 +404,23 @@ fn transform_here(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn generated_names_in_comments_do_not_mark_a_file_transformed() {
+        let include = crate::vocab::INCLUDE.trim_end();
+        let commented = format!(
+            "// {include}\n/* k__cupreempt_body */\n// see k__cupreempt_body\n__global__ void k() {{}}\n"
+        );
+        assert!(super::already_transformed(&commented).is_none());
+        assert!(
+            super::already_transformed(&format!("{include}\n__global__ void k() {{}}\n")).is_some()
+        );
+        assert!(super::already_transformed("void k__cupreempt_body() {}\n").is_some());
+        assert!(super::already_transformed(
+            "int x; // k__cupreempt_body\nvoid k__cupreempt_body();\n"
+        )
+        .is_some());
+    }
+
     use super::*;
 
     /// A file whose lines end in `\r\n`, with a statement macro continued over such lines and

@@ -1340,10 +1340,13 @@ fn find_function_declarator(func: Node) -> Option<Node> {
         if d.kind_id() == k.init_declarator {
             return None;
         }
-        // A reference declarator holds its inner declarator in no field (`float& at(...)`).
+        // A reference declarator holds its inner declarator in no field (`float& at(...)`),
+        // and so does a parenthesized one (`float (*rows(float (*b)[4]))[4]`).
         d = match d.child_by_field_id(crate::lang::fields().declarator) {
             Some(inner) => inner,
-            None if d.kind_id() == k.reference_declarator => {
+            None if d.kind_id() == k.reference_declarator
+                || d.kind() == "parenthesized_declarator" =>
+            {
                 let mut c = d.walk();
                 let inner = d.named_children(&mut c).find(|ch| {
                     ch.kind_id() != k.type_qualifier && ch.kind_id() != k.attribute_specifier
