@@ -836,14 +836,16 @@ pub fn declarator_name(node: Node) -> Option<Node> {
     }
 }
 
-/// Splits a list at its top-level commas (not those inside `<>`, `()` or `[]`): template
-/// arguments, a launch configuration. Items are trimmed; an empty tail is dropped.
+/// Splits a list at its top-level commas (not those inside `<>`, `()`, `[]` or `{}`; the `>` of
+/// `->` closes nothing): template arguments, a launch configuration, the arguments a macro
+/// stands for. Items are trimmed; an empty tail is dropped.
 pub fn split_top_level(s: &str) -> Vec<String> {
     let (mut out, mut depth, mut cur) = (Vec::new(), 0i32, String::new());
     for c in s.chars() {
         match c {
-            '<' | '(' | '[' => depth += 1,
-            '>' | ')' | ']' => depth -= 1,
+            '<' | '(' | '[' | '{' => depth += 1,
+            '>' if cur.ends_with('-') => {}
+            '>' | ')' | ']' | '}' => depth -= 1,
             ',' if depth == 0 => {
                 out.push(cur.trim().to_string());
                 cur.clear();
@@ -964,6 +966,14 @@ pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lists_split_at_their_top_level_commas() {
+        assert_eq!(
+            split_top_level("a, f(b, c), T<d, e>{g, h}, p->n, q[1, 2], "),
+            ["a", "f(b, c)", "T<d, e>{g, h}", "p->n", "q[1, 2]"]
+        );
+    }
 
     #[test]
     fn integer_literals_in_every_spelling() {

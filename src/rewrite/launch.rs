@@ -339,22 +339,7 @@ fn arguments_through_macros(l: &LaunchSite, src: &str) -> usize {
             if d.function_like || body.is_empty() || body.contains('<') {
                 return 1;
             }
-            top_level_commas(&body) + 1
+            crate::lang::split_top_level(&body).len()
         })
         .sum()
-}
-
-/// The commas of `text` outside parentheses, brackets and braces.
-fn top_level_commas(text: &str) -> usize {
-    let mut depth = 0usize;
-    let mut commas = 0;
-    for b in text.bytes() {
-        match b {
-            b'(' | b'[' | b'{' => depth += 1,
-            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
-            b',' if depth == 0 => commas += 1,
-            _ => {}
-        }
-    }
-    commas
 }
