@@ -404,24 +404,22 @@ fn transform_here(
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn generated_names_in_comments_do_not_mark_a_file_transformed() {
         let include = crate::vocab::INCLUDE.trim_end();
         let commented = format!(
             "// {include}\n/* k__cupreempt_body */\n// see k__cupreempt_body\n__global__ void k() {{}}\n"
         );
-        assert!(super::already_transformed(&commented).is_none());
+        assert!(already_transformed(&commented).is_none());
+        assert!(already_transformed(&format!("{include}\n__global__ void k() {{}}\n")).is_some());
+        assert!(already_transformed("void k__cupreempt_body() {}\n").is_some());
         assert!(
-            super::already_transformed(&format!("{include}\n__global__ void k() {{}}\n")).is_some()
+            already_transformed("int x; // k__cupreempt_body\nvoid k__cupreempt_body();\n")
+                .is_some()
         );
-        assert!(super::already_transformed("void k__cupreempt_body() {}\n").is_some());
-        assert!(super::already_transformed(
-            "int x; // k__cupreempt_body\nvoid k__cupreempt_body();\n"
-        )
-        .is_some());
     }
-
-    use super::*;
 
     /// A file whose lines end in `\r\n`, with a statement macro continued over such lines and
     /// used without `;`: read as its `\n` twin is (the kernel transformed, no syntax error), and

@@ -139,6 +139,22 @@ pub fn ends(ret: Node, last: Node) -> bool {
     })
 }
 
+/// The loop a `continue` (or any node) belongs to: its innermost enclosing loop, found through
+/// `parent` (a map of parents built once, or tree-sitter's own walk).
+pub fn enclosing_loop<'t>(
+    n: Node<'t>,
+    parent: impl Fn(Node<'t>) -> Option<Node<'t>>,
+) -> Option<Node<'t>> {
+    let mut at = n;
+    while let Some(p) = parent(at) {
+        if is_loop(p) {
+            return Some(p);
+        }
+        at = p;
+    }
+    None
+}
+
 /// The `break`s and `continue`s inside `s` that leave `s` (their loop or switch is outside), in
 /// source order. One walk that counts the loops and switches open around the cursor (`s`
 /// included).

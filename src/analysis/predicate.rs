@@ -30,7 +30,7 @@
 use super::body::{BarrierSite, BodyFacts, Call};
 use super::callgraph::CallGraph;
 use super::effects::Effects;
-use super::flow::{children, descendants, ends, escaping_jumps, is_loop};
+use super::flow::{children, descendants, enclosing_loop, ends, escaping_jumps};
 use super::uniformity::{FileNames, Uniformity};
 use super::{FunctionSite, HelperPlan};
 use crate::diagnostics::{Code, Diagnostic};
@@ -1036,16 +1036,9 @@ impl<'a, 't> Walker<'a, 't> {
             if jump.kind() != "continue_statement" {
                 return true;
             }
-            let mut at = jump;
-            while let Some(p) = at.parent() {
-                if is_loop(p) {
-                    return p
-                        .child_by_field_id(fields().body)
-                        .is_none_or(|b| self.has_barrier(&(jump.end_byte()..b.end_byte())));
-                }
-                at = p;
-            }
-            true
+            enclosing_loop(jump, |n| n.parent())
+                .and_then(|l| l.child_by_field_id(fields().body))
+                .is_none_or(|b| self.has_barrier(&(jump.end_byte()..b.end_byte())))
         })
     }
 

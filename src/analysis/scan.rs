@@ -1330,32 +1330,15 @@ fn cluster_split<'t>(func: Node<'t>, src: &str) -> Option<Space<'t>> {
     })
 }
 
+/// The function declarator of a definition or declaration (through pointer, reference and
+/// parenthesized declarators: `float& at(...)`, `float (*rows(...))[4]`), none for one with an
+/// initializer, which declares a variable (`auto fp = &k;`).
 fn find_function_declarator(func: Node) -> Option<Node> {
-    let k = kinds();
-    let mut d = func.child_by_field_id(crate::lang::fields().declarator)?;
-    loop {
-        if d.kind_id() == k.function_declarator {
-            return Some(d);
-        }
-        if d.kind_id() == k.init_declarator {
-            return None;
-        }
-        // A reference declarator holds its inner declarator in no field (`float& at(...)`),
-        // and so does a parenthesized one (`float (*rows(float (*b)[4]))[4]`).
-        d = match d.child_by_field_id(crate::lang::fields().declarator) {
-            Some(inner) => inner,
-            None if d.kind_id() == k.reference_declarator
-                || d.kind() == "parenthesized_declarator" =>
-            {
-                let mut c = d.walk();
-                let inner = d.named_children(&mut c).find(|ch| {
-                    ch.kind_id() != k.type_qualifier && ch.kind_id() != k.attribute_specifier
-                });
-                inner?
-            }
-            None => return None,
-        };
+    let top = func.child_by_field_id(crate::lang::fields().declarator)?;
+    if top.kind_id() == kinds().init_declarator {
+        return None;
     }
+    lang::function_declarator(func)
 }
 
 /// Whether `src` defines `name` as a namespace alias (`namespace name = ...;`).

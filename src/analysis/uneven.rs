@@ -166,6 +166,10 @@ struct Variable<'s> {
     at: usize,
 }
 
+/// A write of a variable: the name written, the value it gets, whether it gets it whole (a
+/// declaration's or an `=`, not a `+=`).
+type Write<'t> = (Node<'t>, Node<'t>, bool);
+
 /// Which variables of a body hold values computed from the thread's index: declared with, or
 /// assigned, an expression that names `threadIdx` or another such variable, to a fixed point.
 /// Names are resolved by scope (`for (int i = threadIdx.x; ...)` and a later `for (int i = 0;
@@ -231,10 +235,9 @@ impl<'s> Threadness<'s> {
             warp_multiples: asserted_warp_multiples(nodes, src),
             strides: None,
         };
-        // Each write: the name written and the value it gets.
-        let mut writes: Vec<(Node, Node)> = Vec::new();
-        // Those whose value the name gets whole (a declaration's, `=`), not added or shifted in.
-        let mut whole: Vec<bool> = Vec::new();
+        // Each write: the name written, the value it gets, and whether it gets it whole (a
+        // declaration's, `=`), not added or shifted in.
+        let mut writes: Vec<Write> = Vec::new();
         for &n in nodes {
             let id = n.kind_id();
             if id == k.assignment_expression {
@@ -242,11 +245,10 @@ impl<'s> Threadness<'s> {
                     (n.child_by_field_id(f.left), n.child_by_field_id(f.right))
                 {
                     if l.kind_id() == k.identifier {
-                        writes.push((l, r));
-                        whole.push(
-                            n.child_by_field_id(f.operator)
-                                .is_some_and(|o| text(o, src) == "="),
-                        );
+                        let whole = n
+                            .child_by_field_id(f.operator)
+                            .is_some_and(|o| text(o, src) == "=");
+                        writes.push((l, r, whole));
                     }
                 }
                 continue;
@@ -277,29 +279,22 @@ impl<'s> Threadness<'s> {
                     at: name.start_byte(),
                 });
                 if let Some(v) = value {
-                    writes.push((name, v));
-                    whole.push(true);
+                    writes.push((name, v, true));
                 }
             }
         }
-        // Copies of the thread's index: every write of the variable is `threadIdx.x`.
-        let mut copies: HashMap<usize, (bool, bool)> = HashMap::new();
-        for ((target, value), whole) in writes.iter().zip(&whole) {
-            if let Some(i) = t.resolve(*target) {
-                let value = text(*value, src);
-                let entry = copies.entry(i).or_insert((true, true));
-                entry.0 &= linear_thread_index(value);
-                entry.1 &= *whole && x_index(value);
-            }
-        }
-        for (i, (copy, x)) in copies {
+        // Copies of the thread's index: every write of the variable is `threadIdx.x` (the
+        // linear index, or `threadIdx.x` itself).
+        for (i, copy) in t.every_write(&writes, |v, _| linear_thread_index(text(v, src))) {
             t.thread_index_copy[i] = copy;
+        }
+        for (i, x) in t.every_write(&writes, |v, whole| whole && x_index(text(v, src))) {
             t.x_index_copy[i] = x;
         }
         // Values written once: a variable's writes, then those that step it or take its
         // address (`++last`, `f(&last)`), which disqualify it.
         let mut sole: HashMap<usize, Option<Range<usize>>> = HashMap::new();
-        for ((target, value), whole) in writes.iter().zip(&whole) {
+        for (target, value, whole) in &writes {
             if let Some(i) = t.resolve(*target) {
                 let first = *whole && !sole.contains_key(&i);
                 sole.insert(i, first.then(|| value.byte_range()));
@@ -329,7 +324,7 @@ impl<'s> Threadness<'s> {
         let declared = t.variables.len();
         loop {
             let mut changed = false;
-            for (target, value) in &writes {
+            for (target, value, _) in &writes {
                 let i = match t.resolve(*target) {
                     Some(i) => i,
                     // A parameter or a name of the file: one variable for the whole body.
@@ -351,13 +346,7 @@ impl<'s> Threadness<'s> {
         }
         // Whole numbers of `blockDim.x`, once the thread's values are known (the other factor
         // must be free of them).
-        let mut multiples: HashMap<usize, bool> = HashMap::new();
-        for ((target, value), whole) in writes.iter().zip(&whole) {
-            if let Some(i) = t.resolve(*target) {
-                let multiple = *whole && t.block_multiple_value(*value);
-                *multiples.entry(i).or_insert(true) &= multiple;
-            }
-        }
+        let multiples = t.every_write(&writes, |v, whole| whole && t.block_multiple_value(v));
         for (i, multiple) in multiples {
             t.block_multiple[i] = multiple;
         }
@@ -378,6 +367,22 @@ impl<'s> Threadness<'s> {
         self.block_multiple.push(false);
         self.sole_value.push(None);
         i
+    }
+
+    /// Per variable that `writes` write, whether `keep` accepts every write's value (and
+    /// whether the value is written whole).
+    fn every_write<'t>(
+        &self,
+        writes: &[Write<'t>],
+        keep: impl Fn(Node<'t>, bool) -> bool,
+    ) -> HashMap<usize, bool> {
+        let mut out: HashMap<usize, bool> = HashMap::new();
+        for &(target, value, whole) in writes {
+            if let Some(i) = self.resolve(target) {
+                *out.entry(i).or_insert(true) &= keep(value, whole);
+            }
+        }
+        out
     }
 
     /// Whether `e` is a whole number of `blockDim.x`: a product with `blockDim.x` as a factor

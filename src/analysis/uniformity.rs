@@ -12,7 +12,7 @@
 //! from a header it cannot see). A wrong "varying" costs a predicated rewrite (a little speed);
 //! a wrong "uniform" could deadlock, so every doubt goes to varying.
 
-use super::flow::{guards, is_loop, Guard};
+use super::flow::{enclosing_loop, guards, is_loop, Guard};
 use super::macros::MacroFacts;
 use crate::lang::{self, kinds, text};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -415,14 +415,7 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             .iter()
             .filter(|n| n.kind() == "continue_statement")
             .filter_map(|c| {
-                let mut at = *c;
-                while let Some(p) = u.parents.get(&at.id()).copied() {
-                    if is_loop(p) {
-                        return Some((*c, p));
-                    }
-                    at = p;
-                }
-                None
+                enclosing_loop(*c, |n| u.parents.get(&n.id()).copied()).map(|l| (*c, l))
             })
             .collect();
         loop {

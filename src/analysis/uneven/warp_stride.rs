@@ -136,9 +136,7 @@ fn whole_warps(t: &Threadness, e: Node) -> bool {
     if t.uses(e) {
         return false;
     }
-    let block_width =
-        |x: Node| text(x, t.src).split_whitespace().collect::<String>() == "blockDim.x";
-    block_width(e)
+    super::block_width(text(e, t.src))
         || multiple_of_factor(t, e)
         || operands(e, "*", t.src).is_some_and(|(a, b)| whole_warps(t, a) || whole_warps(t, b))
 }

@@ -351,16 +351,14 @@ pub(super) fn unwritten_parameters(
     }
     let used = macros_named(all, src, macros);
     out.retain(|name| {
-        !used.iter().any(|m| {
-            m.idents.iter().any(|i| i == name)
-                && !m.params.as_ref().is_some_and(|p| p.contains(name))
-        }) && all.iter().all(|&n| {
-            n.kind_id() != kinds().identifier
-                || text(n, src) != name
-                || n.parent()
-                    .is_some_and(|p| p.kind() == "parameter_declaration")
-                || first_level_read(n, src, macros)
-        })
+        !named_by_macro(&used, name)
+            && all.iter().all(|&n| {
+                n.kind_id() != kinds().identifier
+                    || text(n, src) != name
+                    || n.parent()
+                        .is_some_and(|p| p.kind() == "parameter_declaration")
+                    || first_level_read(n, src, macros)
+            })
     });
     out
 }
@@ -393,7 +391,7 @@ pub(super) fn unwritten_parameter_fields(
     }
     let used = macros_named(all, src, macros);
     for object in objects {
-        if used.iter().any(|m| m.idents.contains(&object)) {
+        if named_by_macro(&used, &object) {
             continue;
         }
         // Each field's mentions read only its first level; the object is only ever so read.
@@ -443,6 +441,18 @@ fn macros_named<'m>(
         .filter(|n| n.kind_id() == kinds().identifier)
         .filter_map(|n| macros.get(text(*n, src)))
         .collect()
+}
+
+/// Whether one of the macros `used` names `name` in its replacement text (a function-like
+/// macro's parameter of that name is the macro's own): what the macro does with it is unseen.
+fn named_by_macro(used: &[&MacroFacts], name: &str) -> bool {
+    used.iter().any(|m| {
+        m.idents.iter().any(|i| i == name)
+            && !m
+                .params
+                .as_ref()
+                .is_some_and(|p| p.iter().any(|q| q == name))
+    })
 }
 
 /// The identifier a pointer parameter's declarator names: under one or more pointer levels,
