@@ -26,6 +26,10 @@ pub struct KernelReport {
     /// (`KernelPlan::loop_state_dynamic`); in JSON only where true.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub loop_state_dynamic: bool,
+    /// Each instance of the template chooses where the loop keeps its state
+    /// (`KernelPlan::loop_state_per_instance`); in JSON only where true.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub loop_state_per_instance: bool,
     /// Codes of the diagnostics about this kernel (ids in JSON).
     #[serde(serialize_with = "crate::diagnostics::code_ids")]
     pub codes: Vec<Code>,
@@ -369,6 +373,9 @@ fn transform_here(
             chunk: k.chunk,
             budget_ns: k.budget_ns,
             loop_state_dynamic: k.transformed() && k.loop_state_dynamic,
+            loop_state_per_instance: k.transformed()
+                && k.loop_state_per_instance.is_some()
+                && !k.overloaded,
             codes: Vec::new(),
             source_range: Some(k.site.outer.byte_range()),
             output_range: (!opts.line_directives).then(|| {
@@ -386,6 +393,7 @@ fn transform_here(
         chunk: 0,
         budget_ns: 0,
         loop_state_dynamic: false,
+        loop_state_per_instance: false,
         codes: Vec::new(),
         source_range: Some(k.at.clone()),
         output_range: None,

@@ -126,9 +126,13 @@ pub struct KernelPlan<'t> {
     pub head_branches: Option<HeadBranches>,
     /// Its own static shared memory leaves no room for the task loop's under the 48 KB a block
     /// may declare statically: the loop keeps its state in dynamic shared memory, which the
-    /// launches add (`shared_size::loop_state_dynamic`), and the wrappers have names of their
-    /// own (`vocab::dynamic_wrapper_name`).
+    /// launches add (`shared_size::loop_state`), and the wrappers have names of their own
+    /// (`vocab::dynamic_wrapper_name`).
     pub loop_state_dynamic: bool,
+    /// A kernel template whose static shared memory the text does not settle: the C++ constant
+    /// expression of its bytes, by which each instance's launch types choose the static or the
+    /// dynamic form (`shared_size::LoopState::PerInstance`; both are defined).
+    pub loop_state_per_instance: Option<String>,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -169,6 +173,7 @@ impl<'t> KernelPlan<'t> {
             family_declaration: None,
             head_branches: None,
             loop_state_dynamic: false,
+            loop_state_per_instance: None,
             site,
             facts,
         }
@@ -454,9 +459,11 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         }
         plan.capped_by_own_bounds = own_bounds && plan.capped_wrapper;
         plan.head_branches = head_branches;
-        let loop_state =
-            shared_size::loop_state_dynamic(&plan, &helpers, &graph, src, &file_shared_sizes);
-        plan.loop_state_dynamic = loop_state.as_ref().is_ok_and(|d| *d);
+        let loop_state = shared_size::loop_state(&plan, &helpers, &graph, src, &file_shared_sizes);
+        plan.loop_state_dynamic = matches!(loop_state, Ok(shared_size::LoopState::Dynamic));
+        if let Ok(shared_size::LoopState::PerInstance(bytes)) = &loop_state {
+            plan.loop_state_per_instance = Some(bytes.clone());
+        }
         // Branches of conditionals the grammar did not read (`Parsed::hidden`).
         let decided =
             match hidden::refusal(&plan, &parsed.hidden, &helpers, &graph, &macros, root, src)

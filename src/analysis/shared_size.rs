@@ -281,6 +281,8 @@ const ELEMENT_BYTES: &[u64] = &[1, 2, 4, 8, 12, 16, 24, 32];
 struct Bytes {
     certain: u64,
     unsized_elements: u64,
+    /// Some array's count is not settled by the text (it counts nothing above).
+    unsettled: bool,
 }
 
 impl Bytes {
@@ -288,6 +290,7 @@ impl Bytes {
         Bytes {
             certain: self.certain.saturating_add(other.certain),
             unsized_elements: self.unsized_elements.saturating_add(other.unsized_elements),
+            unsettled: self.unsettled || other.unsettled,
         }
     }
 
@@ -327,6 +330,7 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> Bytes {
     let element = decl
         .child_by_field_name("type")
         .and_then(|t| element_bytes(text(t, src)));
+    let mut unsettled = false;
     let count = crate::lang::declarators(decl)
         .into_iter()
         .map(|d| {
@@ -343,6 +347,7 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> Bytes {
                     .child_by_field_name("size")
                     .and_then(|s| names.value(text(s, src)))
                 else {
+                    unsettled = true;
                     return 0; // unknown, or `[]`
                 };
                 count = count.saturating_mul(n);
@@ -361,30 +366,44 @@ fn declared_bytes(decl: Node, src: &str, names: &SizeNames) -> Bytes {
         Some(e) => Bytes {
             certain: count.saturating_mul(e),
             unsized_elements: 0,
+            unsettled,
         },
         None => Bytes {
             certain: 0,
             unsized_elements: count,
+            unsettled,
         },
     }
 }
 
-/// Where the kernel's task loop keeps its state: `Ok(false)` in static shared memory,
-/// `Ok(true)` in dynamic shared memory, where the static shared memory the kernel certainly
+/// Where a kernel's task loop keeps its block's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoopState {
+    /// In a static `__shared__` variable of the wrapper.
+    Static,
+    /// In the last bytes of the launch's dynamic shared memory (`KernelPlan::loop_state_dynamic`).
+    Dynamic,
+    /// Chosen by each instance of a kernel template whose counts the text does not settle: the
+    /// C++ constant expression of its static shared bytes (`per_instance_bytes`).
+    PerInstance(String),
+}
+
+/// Where the kernel's task loop keeps its state: `Static` in static shared memory, `Dynamic`
+/// in dynamic shared memory, where the static shared memory the kernel certainly
 /// declares (its body, the helpers it reaches, file-scope arrays they name) leaves less than
 /// the loop's own under the limit. Left as written where even that form would not do: the
 /// kernel alone passes the limit (then the count is wrong, or the original does not compile
 /// either), or other declarations of its wrappers would name them as the static form does (an
 /// earlier declaration, an explicit specialization).
-pub fn loop_state_dynamic(
+pub fn loop_state(
     plan: &KernelPlan,
     helpers: &[HelperPlan],
     graph: &CallGraph,
     src: &str,
     file: &FileShared,
-) -> Result<bool, Diagnostic> {
+) -> Result<LoopState, Diagnostic> {
     if !src.contains("__shared__") {
-        return Ok(false);
+        return Ok(LoopState::Static);
     }
     let mut bodies = vec![plan.site.body];
     bodies.extend(
@@ -414,10 +433,21 @@ pub fn loop_state_dynamic(
     let bytes = all.certain;
     let other_declarations = !plan.prior_declarations.is_empty() || plan.site.specialization;
     if bytes + reserve <= STATIC_SHARED_LIMIT {
+        if all.unsettled {
+            // A template's counts: each instance settles them (`per_instance_bytes`).
+            if let Some(bytes) = per_instance_bytes(plan, helpers, graph, src, file) {
+                return Ok(LoopState::PerInstance(bytes));
+            }
+        }
         // Arrays of a type the text does not size may come to the limit (a template's
         // `__shared__ scalar_t buf[6144]`, sized for 8-byte elements): the dynamic form then,
         // which compiles whatever the type, where nothing else names the usual wrappers.
-        return Ok(all.fills_the_limit(reserve, STATIC_SHARED_LIMIT) && !other_declarations);
+        let dynamic = all.fills_the_limit(reserve, STATIC_SHARED_LIMIT) && !other_declarations;
+        return Ok(if dynamic {
+            LoopState::Dynamic
+        } else {
+            LoopState::Static
+        });
     }
     let name = &plan.site.name;
     let room = format!(
@@ -430,11 +460,346 @@ pub fn loop_state_dynamic(
     } else if plan.site.specialization {
         format!("{room}, but an explicit specialization's wrappers are named after its template's")
     } else {
-        return Ok(true);
+        return Ok(LoopState::Dynamic);
     };
     Err(Diagnostic::new(Code::Unsupported, message)
     .label(plan.site.name_node.byte_range(), "left as written")
     .help("declare the largest array `extern __shared__` and pass its size at launch (dynamic shared memory has no such limit once raised with cudaFuncSetAttribute)"))
+}
+
+/// The C++ constant expression of a kernel template's static shared bytes, for its instances to
+/// choose where the task loop keeps its state (`LoopState::PerInstance`): faiss's selections
+/// declare `__shared__ K smemK[kNumWarps * NumWarpQ]`, 48 KB for a 2,048-entry queue and a
+/// few KB for the others, and one static form for all would fail ptxas for that instance and
+/// with it the file. Each array is `sizeof(TYPE) * (COUNT)`, plus 16 bytes for its alignment,
+/// under the `if constexpr` conditions around it (an array a discarded branch declares takes
+/// no memory, and its count may not even be valid there); names the body declares as
+/// constants are replaced by their values, so that the expression holds at namespace scope
+/// after the kernel, where its launch types are. None where that cannot be had: not a
+/// template of its own (a specialization, a declared one, a pack), a helper's or a file-scope
+/// array that the text does not settle, a count or type naming a local that is no constant or
+/// a parameter, an explicit instantiation (other units would name the static form).
+fn per_instance_bytes(
+    plan: &KernelPlan,
+    helpers: &[HelperPlan],
+    graph: &CallGraph,
+    src: &str,
+    file: &FileShared,
+) -> Option<String> {
+    let k = &plan.site;
+    if !k.is_template()
+        || k.specialization
+        || k.qualified.is_some()
+        || !plan.prior_declarations.is_empty()
+        || plan.family_declaration.is_some()
+        || k.template_params.iter().any(|p| p.pack)
+        || explicitly_instantiated(&k.name, src)
+    {
+        return None;
+    }
+    // Helpers and file-scope arrays: settled bytes only (their names are not the kernel's).
+    let mut terms: Vec<String> = Vec::new();
+    let mut settled = 0u64;
+    for h in graph.reachable(&plan.facts, helpers) {
+        for d in super::flow::descendants(helpers[h].site.body) {
+            if d.kind_id() == kinds().declaration {
+                let b = declared_bytes(d, src, &file.names);
+                if b.unsettled || b.unsized_elements > 0 {
+                    return None;
+                }
+                settled = settled.saturating_add(b.certain);
+            }
+        }
+    }
+    let bodies: Vec<Node> = std::iter::once(k.body)
+        .chain(
+            graph
+                .reachable(&plan.facts, helpers)
+                .into_iter()
+                .map(|h| helpers[h].site.body),
+        )
+        .collect();
+    for (name, b) in &file.arrays {
+        if bodies
+            .iter()
+            .any(|body| crate::lang::has_word(text(*body, src), name))
+        {
+            if b.unsettled || b.unsized_elements > 0 {
+                return None;
+            }
+            settled = settled.saturating_add(b.certain);
+        }
+    }
+    // `using namespace nvcuda;` in the body: its names would not hold outside.
+    let body_nodes = super::flow::descendants(k.body);
+    if body_nodes.iter().any(|n| n.kind() == "using_declaration") {
+        return None;
+    }
+    let scope = LocalNames::new(plan, src);
+    for d in body_nodes {
+        if d.kind_id() != kinds().declaration {
+            continue;
+        }
+        let b = declared_bytes(d, src, &file.names);
+        if !b.unsettled && b.unsized_elements == 0 {
+            settled = settled.saturating_add(b.certain);
+            continue;
+        }
+        let term = declaration_term(d, src, &scope)?;
+        let mut guarded = term;
+        let mut n = d;
+        while let Some(p) = n.parent() {
+            if p.id() == k.body.id() {
+                break;
+            }
+            if let Some(condition) = constexpr_branch(p, n, src, &scope).ok()? {
+                guarded = format!("({condition} ? {guarded} : 0)");
+            }
+            n = p;
+        }
+        terms.push(guarded);
+    }
+    if terms.is_empty() {
+        return None;
+    }
+    terms.insert(0, settled.to_string());
+    Some(format!("({})", terms.join(" + ")))
+}
+
+/// Whether the file instantiates kernel template `name` explicitly (`template __global__ void
+/// k<float>(...);`, in code or in a macro's replacement).
+fn explicitly_instantiated(name: &str, src: &str) -> bool {
+    crate::lang::word_indices(src, "template").any(|at| {
+        let rest = &src[at + "template".len()..];
+        let rest = rest.trim_start();
+        rest.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic())
+            && rest
+                .split(['<', ';', '{', '('])
+                .next()
+                .is_some_and(|head| crate::lang::has_word(head, name))
+    })
+}
+
+fn is_constexpr_if(n: Node) -> bool {
+    let mut c = n.walk();
+    let found = n.children(&mut c).any(|x| x.kind() == "constexpr");
+    found
+}
+
+/// Where `child` is a branch of an `if constexpr` statement `parent`: `Ok(Some(condition))`
+/// under which that branch is instantiated, resolved for namespace scope (negated for the
+/// `else`); `Ok(None)` where `parent` is no such statement; `Err` where its condition does not
+/// resolve.
+fn constexpr_branch(
+    parent: Node,
+    child: Node,
+    src: &str,
+    scope: &LocalNames,
+) -> Result<Option<String>, ()> {
+    if parent.kind() != "if_statement" || !is_constexpr_if(parent) {
+        return Ok(None);
+    }
+    let branch = |field: &str| {
+        parent
+            .child_by_field_name(field)
+            .is_some_and(|b| b.id() == child.id())
+    };
+    let negated = if branch("consequence") {
+        false
+    } else if branch("alternative") {
+        true
+    } else {
+        return Err(());
+    };
+    let clause = parent.child_by_field_name("condition").ok_or(())?;
+    if clause.child_by_field_name("initializer").is_some() {
+        return Err(());
+    }
+    let value = clause
+        .child_by_field_name("value")
+        .filter(|v| v.kind() != "declaration")
+        .ok_or(())?;
+    let condition = scope.resolve(text(value, src), 0).ok_or(())?;
+    Ok(Some(if negated {
+        format!("!({condition})")
+    } else {
+        format!("({condition})")
+    }))
+}
+
+/// `sizeof(TYPE) * (N) * (M) + 16` for each declarator of a static `__shared__` declaration
+/// (a pointer or scalar: `sizeof(TYPE*)`, `sizeof(TYPE)`), its names resolved for namespace
+/// scope; `0` for a declaration that is no static shared one.
+fn declaration_term(decl: Node, src: &str, scope: &LocalNames) -> Option<String> {
+    let ty = scope.resolve(text(decl.child_by_field_name("type")?, src), 0)?;
+    let mut out = Vec::new();
+    for d in crate::lang::declarators(decl) {
+        let mut d = d;
+        if d.kind() == "init_declarator" {
+            d = d.child_by_field_name("declarator")?;
+        }
+        let mut factors = Vec::new();
+        while d.kind() == "array_declarator" {
+            let size = d.child_by_field_name("size")?;
+            factors.push(format!(
+                "(unsigned long long)({})",
+                scope.resolve(text(size, src), 0)?
+            ));
+            match d.child_by_field_name("declarator") {
+                Some(inner) => d = inner,
+                None => break,
+            }
+        }
+        let element = match d.kind() {
+            "identifier" => format!("sizeof({ty})"),
+            "pointer_declarator" => "sizeof(void*)".to_string(),
+            _ => return None,
+        };
+        factors.insert(0, element);
+        out.push(format!("{} + 16", factors.join(" * ")));
+    }
+    (!out.is_empty()).then(|| format!("({})", out.join(" + ")))
+}
+
+/// The names a kernel's body and parameters declare, and which of them are constants with a
+/// value (`constexpr int kNumWarps = ThreadsPerBlock / kWarpSize;`).
+struct LocalNames {
+    template_params: Vec<String>,
+    declared: std::collections::BTreeSet<String>,
+    constants: BTreeMap<String, String>,
+}
+
+impl LocalNames {
+    fn new(plan: &KernelPlan, src: &str) -> LocalNames {
+        let k = &plan.site;
+        let template_params = k
+            .template_params
+            .iter()
+            .map(|p| p.unnamed.as_ref().map_or(p.arg.clone(), |(_, n)| n.clone()))
+            .collect();
+        let mut declared: std::collections::BTreeSet<String> =
+            k.param_list.iter().map(|p| p.name.clone()).collect();
+        let mut constants = BTreeMap::new();
+        let mut twice = std::collections::BTreeSet::new();
+        let kd = kinds();
+        for n in super::flow::descendants(k.body) {
+            let id = n.kind_id();
+            if id == kd.declaration {
+                let constant = {
+                    let mut c = n.walk();
+                    let found = n.children(&mut c).any(|x| {
+                        matches!(x.kind(), "type_qualifier")
+                            && matches!(text(x, src), "const" | "constexpr")
+                    });
+                    found
+                };
+                for d in crate::lang::declarators(n) {
+                    let Some(name) =
+                        crate::lang::declarator_name(d).map(|x| text(x, src).to_string())
+                    else {
+                        continue;
+                    };
+                    if !declared.insert(name.clone()) {
+                        twice.insert(name.clone());
+                    }
+                    let value = (d.kind() == "init_declarator")
+                        .then(|| d.child_by_field_name("value"))
+                        .flatten()
+                        .filter(|v| v.kind() != "initializer_list" && v.kind() != "argument_list");
+                    if let (true, Some(v), "identifier") = (
+                        constant,
+                        value,
+                        d.child_by_field_name("declarator").map_or("", |x| x.kind()),
+                    ) {
+                        constants.insert(name, text(v, src).to_string());
+                    }
+                }
+            } else if id == kd.alias_declaration || id == kd.type_definition {
+                let name = n
+                    .child_by_field_name("name")
+                    .or_else(|| crate::lang::declarators(n).first().copied())
+                    .map(|x| text(x, src).to_string());
+                if let Some(name) = name {
+                    declared.insert(name);
+                }
+            } else if matches!(
+                n.kind(),
+                "struct_specifier" | "class_specifier" | "enum_specifier" | "union_specifier"
+            ) {
+                if let Some(name) = n.child_by_field_name("name") {
+                    declared.insert(text(name, src).to_string());
+                }
+            }
+        }
+        for t in twice {
+            constants.remove(&t);
+        }
+        LocalNames {
+            template_params,
+            declared,
+            constants,
+        }
+    }
+
+    /// `text` with each local constant it names replaced by its value, parenthesized; None
+    /// where it names any other local or parameter (those do not hold outside the body).
+    fn resolve(&self, text: &str, depth: usize) -> Option<String> {
+        if depth > 8 {
+            return None;
+        }
+        let text = crate::lang::without_comments(text);
+        let b = text.as_bytes();
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < b.len() {
+            let c = b[i];
+            if c == b'"' || c == b'\'' {
+                return None; // no literals of text in a size
+            }
+            if c.is_ascii_digit() {
+                // A number with its suffix (`32u`, `1e3f`): not a name.
+                let start = i;
+                while i < b.len() && (b[i].is_ascii_alphanumeric() || b[i] == b'.' || b[i] == b'\'')
+                {
+                    i += 1;
+                }
+                out.push_str(&text[start..i]);
+                continue;
+            }
+            if !(c == b'_' || c.is_ascii_alphabetic()) {
+                out.push(c as char);
+                i += 1;
+                continue;
+            }
+            let start = i;
+            while i < b.len() && (b[i] == b'_' || b[i].is_ascii_alphanumeric()) {
+                i += 1;
+            }
+            let word = &text[start..i];
+            // A call (`calc_rows(ncols, device_table())`): its value may differ between the
+            // host's and the device's compilations (`__CUDA_ARCH__`), and the two must choose
+            // the same form. `sizeof`, `alignof` and functional casts to built-in types are
+            // kept.
+            let called = text[i..].trim_start().starts_with('(');
+            if called && element_bytes(word).is_none() && !matches!(word, "sizeof" | "alignof") {
+                return None;
+            }
+            let before = text[..start].trim_end();
+            let member = before.ends_with("::") || before.ends_with('.') || before.ends_with("->");
+            if member
+                || self.template_params.iter().any(|t| t == word)
+                || !self.declared.contains(word)
+            {
+                out.push_str(word);
+            } else {
+                let value = self.constants.get(word)?;
+                out.push('(');
+                out.push_str(&self.resolve(value, depth + 1)?);
+                out.push(')');
+            }
+        }
+        Some(out)
+    }
 }
 
 #[cfg(test)]
@@ -454,6 +819,57 @@ mod tests {
         assert_eq!(names.value("UNKNOWN * 2"), None);
         assert_eq!(names.value("BLK / 0"), None);
         assert_eq!(names.value("(BLK"), None);
+    }
+
+    /// The per-instance bytes of each kernel of `src`, by name.
+    fn per_instance(src: &str) -> Vec<(String, Option<String>)> {
+        let parsed = crate::parse::parse(src);
+        let a = crate::analysis::analyze(&parsed, src, &crate::Options::default());
+        a.kernels
+            .iter()
+            .map(|k| (k.site.name.clone(), k.loop_state_per_instance.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn template_counts_are_left_to_each_instance() {
+        let src = "constexpr int kLanes = 32;\n\
+            template <typename K, int Q, int T> __global__ void k(K* o) {\n\
+              constexpr int kWarps = T / kLanes; const int kAll = kWarps * Q;\n\
+              __shared__ int fixed[64];\n\
+              if constexpr (Q > 1) { __shared__ K keys[kAll]; o[0] = keys[0]; } else { __shared__ float one[Q][2]; o[0] = one[0][0]; }\n\
+            }\n";
+        let got = per_instance(src);
+        assert_eq!(
+            got[0].1.as_deref(),
+            Some(
+                "(256 + ((Q > 1) ? (sizeof(K) * (unsigned long long)(((T / kLanes) * Q)) + 16) : 0) \
+                 + (!(Q > 1) ? (sizeof(float) * (unsigned long long)(2) * (unsigned long long)(Q) + 16) : 0))"
+            )
+        );
+        // Settled counts keep the static form; a count of the body that is no constant, a
+        // helper's array, `using namespace`, an explicit instantiation: no per-instance form.
+        for (src, why) in [
+            ("template <int N> __global__ void k(float* o) { __shared__ float t[64]; o[0] = t[N]; }", "settled"),
+            ("template <int N> __global__ void k(float* o) { int m = N; __shared__ float t[m]; o[0] = t[0]; }", "no constant"),
+            ("template <int N> __device__ void h(float* o) { __shared__ float t[N]; o[0] = t[0]; }\n\
+              template <int N> __global__ void k(float* o) { h<N>(o); __shared__ float u[N]; o[1] = u[0]; }", "helper"),
+            ("template <int N> __global__ void k(float* o) { using namespace std; __shared__ float t[N]; o[0] = t[0]; }", "using"),
+            ("template <int N> __global__ void k(float* o) { __shared__ float t[N]; o[0] = t[0]; }\n\
+              template __global__ void k<4>(float* o);", "instantiated"),
+            ("template <int... N> __global__ void k(float* o) { __shared__ float t[sizeof...(N)]; o[0] = t[0]; }", "pack"),
+            ("template <int N> __global__ void k(float* o) { constexpr int w = warp_size(); __shared__ float t[N * w]; o[0] = t[0]; }", "call"),
+        ] {
+            assert_eq!(per_instance(src)[0].1, None, "{why}");
+        }
+        // A kernel that is no template keeps what the text settles.
+        assert_eq!(
+            per_instance(
+                "__global__ void k(float* o) { __shared__ float t[UNKNOWN]; o[0] = t[0]; }"
+            )[0]
+            .1,
+            None
+        );
     }
 
     #[test]

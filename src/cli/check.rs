@@ -89,6 +89,8 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                             k.mode.map_or("plain", |m| m.as_str()),
                             if k.loop_state_dynamic {
                                 "; the loop's state in dynamic shared memory"
+                            } else if k.loop_state_per_instance {
+                                "; the loop's state in static or dynamic shared memory, by instance"
                             } else {
                                 ""
                             }

@@ -203,20 +203,29 @@ pub fn rewrite(
     out.push('\n');
     out.push_str(&forwarder(plan, &h, named));
     out.push('\n');
-    let mut definitions = String::new();
-    for (i, cap) in wrapper_kinds(plan).enumerate() {
-        if i > 0 {
-            definitions.push('\n');
+    let definitions = |dynamic: bool| {
+        let mut definitions = String::new();
+        for (i, cap) in wrapper_kinds(plan).enumerate() {
+            if i > 0 {
+                definitions.push('\n');
+            }
+            let w = wrapper(plan, &h, cap, named, dynamic);
+            definitions.push_str(&if cap { where_capped(&k.name, &w) } else { w });
         }
-        let w = wrapper(plan, &h, cap, named);
-        definitions.push_str(&if cap { where_capped(&k.name, &w) } else { w });
-    }
-    if plan.loop_state_dynamic {
-        // In the unit's own object even where the compiler launcher splits it: a wrapper module's
-        // wrappers are found by name, by launches that know nothing of the state's bytes.
-        out.push_str(&only_if(&not_in_wrapper_module(), &definitions));
+        definitions
+    };
+    // In the unit's own object even where the compiler launcher splits it: a wrapper module's
+    // wrappers are found by name, by launches that know nothing of the state's bytes.
+    let dynamic_definitions = || only_if(&not_in_wrapper_module(), &definitions(true));
+    if per_instance(plan).is_some() {
+        // Both forms: each instance's launch types name one, and only that one is instantiated.
+        out.push_str(&unless_split(&definitions(false), ""));
+        out.push('\n');
+        out.push_str(&dynamic_definitions());
+    } else if plan.loop_state_dynamic {
+        out.push_str(&dynamic_definitions());
     } else {
-        out.push_str(&unless_split(&definitions, ""));
+        out.push_str(&unless_split(&definitions(false), ""));
     }
     if let Some(first) = plan
         .prior_declarations
@@ -560,6 +569,9 @@ struct Header {
     /// the end (or before packs), so those defaults are left out (a launch names every
     /// argument up to the last without a default anyway).
     class_template: String,
+    /// The same without any default argument: the head of a partial specialization of the
+    /// launch types (`LaunchTypes::per_instance`).
+    specialization_template: String,
     /// `extern "C" ` for an unbraced linkage specification, or empty.
     linkage: String,
     /// `static __global__ void __launch_bounds__(256) ` (all before the name).
@@ -581,7 +593,11 @@ impl Header {
             template: k.template_text(src),
             class_template: k
                 .template
-                .map(|t| class_template_header(t, k.head, src, &k.template_params))
+                .map(|t| class_template_header(t, k.head, src, &k.template_params, false))
+                .unwrap_or_default(),
+            specialization_template: k
+                .template
+                .map(|t| class_template_header(t, k.head, src, &k.template_params, true))
                 .unwrap_or_default(),
             linkage: k
                 .linkage
@@ -632,8 +648,15 @@ fn capped_specifiers(k: &FunctionSite, src: &str) -> Option<String> {
 }
 
 /// `template <bool B = false, int N>` → `template <bool B, int N>`: the text from the template
-/// declaration `t` to `head`, without the default arguments that parameters without one follow.
-fn class_template_header(t: Node, head: usize, src: &str, names: &[TemplateParam]) -> String {
+/// declaration `t` to `head`, without the default arguments that parameters without one follow
+/// (`every`: without any).
+fn class_template_header(
+    t: Node,
+    head: usize,
+    src: &str,
+    names: &[TemplateParam],
+    every: bool,
+) -> String {
     let start = t.start_byte();
     let copy = |range: std::ops::Range<usize>| names_inserted(src, range, names);
     let Some(list) = t.child_by_field_id(crate::lang::fields().parameters) else {
@@ -643,10 +666,13 @@ fn class_template_header(t: Node, head: usize, src: &str, names: &[TemplateParam
     let params: Vec<Node> = list.named_children(&mut c).collect();
     let optional = |n: &Node| n.kind().starts_with("optional_");
     let variadic = |n: &Node| n.kind().starts_with("variadic_");
-    let Some(last_required) = params
-        .iter()
-        .rposition(|n| !optional(n) && !variadic(n) && n.kind() != "comment")
-    else {
+    let Some(last_required) = (if every {
+        Some(params.len())
+    } else {
+        params
+            .iter()
+            .rposition(|n| !optional(n) && !variadic(n) && n.kind() != "comment")
+    }) else {
         return copy(start..head);
     };
     let mut out = String::new();
@@ -662,6 +688,19 @@ fn class_template_header(t: Node, head: usize, src: &str, names: &[TemplateParam
     }
     out.push_str(&copy(at..head));
     out
+}
+
+/// The launch types' class template head with one parameter more, last, whose default says
+/// whether the instance's static shared memory (`bytes`) leaves the loop's state no room.
+fn instance_choice_header(class_template: &str, bytes: &str) -> String {
+    let head = class_template.trim_end();
+    let close = head.rfind('>').unwrap_or(head.len());
+    format!(
+        "{}, bool = ({bytes} + {LOOP_SHARED_BYTES} > {STATIC_LIMIT})>\n",
+        &head[..close],
+        LOOP_SHARED_BYTES = "CUPREEMPT_LOOP_SHARED_BYTES",
+        STATIC_LIMIT = "48 * 1024",
+    )
 }
 
 fn wrapper_params(params: &str) -> String {
@@ -817,11 +856,21 @@ fn not_in_wrapper_module() -> String {
     format!("!defined({})", crate::vocab::WRAPPER_MODULE)
 }
 
+/// The expression of a kernel template's static shared bytes where its instances choose where
+/// the loop keeps its state (`KernelPlan::loop_state_per_instance`); not for overloads, whose
+/// launch types are function pointers of one form.
+fn per_instance<'p>(plan: &'p KernelPlan) -> Option<&'p str> {
+    plan.loop_state_per_instance
+        .as_deref()
+        .filter(|_| !plan.overloaded)
+}
+
 /// `named`: the body takes the running kernel's pretty name (the wrapper's own; a lambda's
-/// would name the lambda).
-fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
+/// would name the lambda). `dynamic`: the form that keeps the loop's state in dynamic shared
+/// memory.
+fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool, dynamic: bool) -> String {
     let predicated = plan.mode == Some(SyncMode::Predicated);
-    let wrapper = wrapper_head(&h.name, cap, plan.loop_state_dynamic);
+    let wrapper = wrapper_head(&h.name, cap, dynamic);
     let comment = if cap {
         format!("// cupreempt: the same, held to 32 registers (launch.cuh picks it where that keeps `{}`'s occupancy).\n", h.name)
     } else {
@@ -846,7 +895,7 @@ fn wrapper(plan: &KernelPlan, h: &Header, cap: bool, named: bool) -> String {
         chunk = plan.chunk,
         budget = plan.budget_ns,
         barrier = plan.may_use_shared,
-        state = if plan.loop_state_dynamic {
+        state = if dynamic {
             format!(", /*loop_state=*/{IN_DYNAMIC_SHARED}")
         } else {
             String::new()
@@ -896,6 +945,7 @@ fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String 
         capped: plan.capped_wrapper,
         selector: true,
         dynamic: plan.loop_state_dynamic,
+        per_instance: None,
     };
     out.push_str(&types.text(&h));
     trim_last_newline(out)
@@ -910,6 +960,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         capped: plan.capped_wrapper,
         selector: needs_selector(plan),
         dynamic: plan.loop_state_dynamic,
+        per_instance: per_instance(plan),
     };
     types.text(h)
 }
@@ -925,6 +976,8 @@ struct LaunchTypes<'a, 't> {
     /// The wrappers keep the loop's state in dynamic shared memory (`KernelPlan::
     /// loop_state_dynamic`).
     dynamic: bool,
+    /// Each instance chooses (`KernelPlan::loop_state_per_instance`): the bytes' expression.
+    per_instance: Option<&'a str>,
 }
 
 impl LaunchTypes<'_, '_> {
@@ -952,50 +1005,66 @@ impl LaunchTypes<'_, '_> {
         let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), self.overloaded);
         let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), self.overloaded);
         let amp = if self.overloaded { "" } else { "&" };
-        let capped_wrapper = wrapper_head(&k.name, self.capped, self.dynamic);
-        let wrapper = wrapper_head(&k.name, false, self.dynamic);
-        let capped_line =
-            |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
-        let capped_member = if self.capped {
-            // No capped wrapper in relocatable-device-code builds, nor where the launcher found
-            // that no launch would choose it (`where_capped`).
-            by_capped(
-                &k.name,
-                &capped_line(&wrapper),
-                &capped_line(&capped_wrapper),
-            )
-        } else {
-            capped_line(&capped_wrapper)
+        let wrapper_members = |dynamic: bool| {
+            let capped_wrapper = wrapper_head(&k.name, self.capped, dynamic);
+            let wrapper = wrapper_head(&k.name, false, dynamic);
+            let capped_line =
+                |target: &str| format!("  static constexpr {capped_ty} = {amp}{target}{targs};\n");
+            let capped_member = if self.capped {
+                // No capped wrapper in relocatable-device-code builds, nor where the launcher
+                // found that no launch would choose it (`where_capped`).
+                by_capped(
+                    &k.name,
+                    &capped_line(&wrapper),
+                    &capped_line(&capped_wrapper),
+                )
+            } else {
+                capped_line(&capped_wrapper)
+            };
+            // Split units: null wrappers of the wrappers' types, spelled from the parameters,
+            // not from the wrappers (naming a kernel template's instance that the unit does not
+            // define draws nvcc's warning 20280); launch.cuh then asks the runtime.
+            let null_member = |member: &str, params: &str| {
+                format!("  static constexpr void (*{member})({params}) = nullptr;\n")
+            };
+            let wrapper_types = wrapper_params(&types);
+            let whole =
+                format!("  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}");
+            let null = format!(
+                "{}{}",
+                null_member(MEMBER_WRAPPER, &wrapper_types),
+                null_member(MEMBER_WRAPPER_R32, &wrapper_types)
+            );
+            if dynamic {
+                // The wrappers are defined in a split unit's object too (`rewrite`), and the
+                // launches add the state's bytes (launch.cuh, `loop_shared_bytes`).
+                format!(
+                    "  static constexpr bool {MEMBER_LOOP_STATE_DYNAMIC} = true;\n{}",
+                    choose(&not_in_wrapper_module(), &whole, &null)
+                )
+            } else {
+                unless_split(&whole, &null)
+            }
         };
-        // Split units: null wrappers of the wrappers' types, spelled from the parameters, not
-        // from the wrappers (naming a kernel template's instance that the unit does not define
-        // draws nvcc's warning 20280); launch.cuh then asks the runtime.
-        let null_member = |member: &str, params: &str| {
-            format!("  static constexpr void (*{member})({params}) = nullptr;\n")
+        let original = format!("  static constexpr {orig_ty} = {amp}{}{targs};\n", k.name);
+        let mut out = match self.per_instance {
+            None => format!(
+                "{}struct {s} {{\n{original}{}}};\n",
+                h.class_template,
+                wrapper_members(self.dynamic)
+            ),
+            Some(bytes) => format!(
+                "// cupreempt: each instance's static shared memory (the last parameter's default) says \
+                 whether the loop's state still fits beside it under the 48 KB a block may \
+                 declare statically, or goes to dynamic shared memory.\n\
+                 {}struct {s} {{\n{original}{}}};\n{}struct {s}<{}, true> {{\n{original}{}}};\n",
+                instance_choice_header(&h.class_template, bytes),
+                wrapper_members(false),
+                h.specialization_template,
+                k.template_args(),
+                wrapper_members(true),
+            ),
         };
-        let wrapper_types = wrapper_params(&types);
-        let whole =
-            format!("  static constexpr {wrap_ty} = {amp}{wrapper}{targs};\n{capped_member}");
-        let null = format!(
-            "{}{}",
-            null_member(MEMBER_WRAPPER, &wrapper_types),
-            null_member(MEMBER_WRAPPER_R32, &wrapper_types)
-        );
-        let wrapper_members = if self.dynamic {
-            // The wrappers are defined in a split unit's object too (`rewrite`), and the
-            // launches add the state's bytes (launch.cuh, `loop_shared_bytes`).
-            format!(
-                "  static constexpr bool {MEMBER_LOOP_STATE_DYNAMIC} = true;\n{}",
-                choose(&not_in_wrapper_module(), &whole, &null)
-            )
-        } else {
-            unless_split(&whole, &null)
-        };
-        let mut out = format!(
-        "{template}struct {s} {{\n  static constexpr {orig_ty} = {amp}{name}{targs};\n{wrapper_members}}};\n",
-        template = h.class_template,
-        name = k.name,
-    );
         if !k.is_template() {
             // Launches that know the kernel only by its pointer (a macro's launch of the
             // kernel its use names, `launch_any`) find its wrappers through this. Each unit
