@@ -133,6 +133,9 @@ pub struct KernelPlan<'t> {
     /// expression of its bytes, by which each instance's launch types choose the static or the
     /// dynamic form (`shared_size::LoopState::PerInstance`; both are defined).
     pub loop_state_per_instance: Option<String>,
+    /// A function of the file that is no kernel has its name (`sites::plain_function_names`):
+    /// its launch types name the original by its type, which picks it from the overload set.
+    pub function_namesake: bool,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -174,6 +177,7 @@ impl<'t> KernelPlan<'t> {
             head_branches: None,
             loop_state_dynamic: false,
             loop_state_per_instance: None,
+            function_namesake: false,
             site,
             facts,
         }
@@ -418,6 +422,11 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         h.facts.ctx_member_calls = graph.ctx_member_calls(&h.facts, &h.site, src);
     }
     let file_shared = shared::file_scope_shared(src, &bodies(&found.kernels, &helpers));
+    let plain_names = {
+        let kernel_sites: Vec<&FunctionSite> =
+            found.kernels.iter().chain(&found.declarations).collect();
+        sites::plain_function_names(root, src, &kernel_sites)
+    };
     let file_shared_sizes = shared_size::FileShared::new(root, src, &opts.known_macros.definitions);
     let mut kernels = Vec::new();
     for (i, site) in found.kernels.into_iter().enumerate() {
@@ -459,6 +468,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         }
         plan.capped_by_own_bounds = own_bounds && plan.capped_wrapper;
         plan.head_branches = head_branches;
+        plan.function_namesake = plain_names.contains(&plan.site.name);
         let loop_state = shared_size::loop_state(&plan, &helpers, &graph, src, &file_shared_sizes);
         plan.loop_state_dynamic = matches!(loop_state, Ok(shared_size::LoopState::Dynamic));
         if let Ok(shared_size::LoopState::PerInstance(bytes)) = &loop_state {

@@ -563,7 +563,29 @@ fn per_instance_bytes(
         return None;
     }
     terms.insert(0, settled.to_string());
-    Some(format!("({})", terms.join(" + ")))
+    let bytes = format!("({})", terms.join(" + "));
+    (!names_a_changing_macro(&bytes, src)).then_some(bytes)
+}
+
+/// Whether `expr` names a macro that the file defines more than once (one value under
+/// `#ifdef __CUDA_ARCH__`, another without: the host's and the device's compilations must
+/// choose the same form) or undefines (the launch types after the kernel would not see it).
+fn names_a_changing_macro(expr: &str, src: &str) -> bool {
+    if !src.contains("#") {
+        return false;
+    }
+    let defines = crate::parse::defines(src);
+    let undefined: Vec<&str> = src
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start().strip_prefix('#')?.trim_start();
+            l.strip_prefix("undef")?.split_whitespace().next()
+        })
+        .collect();
+    let mut words = expr
+        .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
+        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()));
+    words.any(|w| undefined.contains(&w) || defines.iter().filter(|d| d.name == w).count() > 1)
 }
 
 /// Whether the file instantiates kernel template `name` explicitly (`template __global__ void
@@ -862,6 +884,15 @@ mod tests {
         ] {
             assert_eq!(per_instance(src)[0].1, None, "{why}");
         }
+        // A macro with two definitions (host and device) or undefined after the kernel.
+        for src in [
+            "#ifdef __CUDA_ARCH__\n#define W 64\n#else\n#define W 32\n#endif\n\
+             template <int N> __global__ void k(float* o) { __shared__ float t[N * W]; o[0] = t[0]; }",
+            "#define W 64\ntemplate <int N> __global__ void k(float* o) { __shared__ float t[N * W]; o[0] = t[0]; }\n#undef W\n",
+        ] {
+            assert_eq!(per_instance(src)[0].1, None, "{src}");
+        }
+        assert!(per_instance("#define W 64\ntemplate <int N> __global__ void k(float* o) { __shared__ float t[N * W]; o[0] = t[0]; }")[0].1.is_some());
         // A kernel that is no template keeps what the text settles.
         assert_eq!(
             per_instance(

@@ -360,3 +360,45 @@ pub fn names_inserted(
     out.push_str(&src[at..range.end]);
     out
 }
+
+/// The names of the functions at namespace scope that are no kernels (not among `kernels`, and
+/// no `__global__` before the name): host functions and device helpers, defined or declared. A kernel template that
+/// shares its name with one (faiss's `gatherReconstructByIds<T>`, a kernel, and the host
+/// template of that name that launches it) makes `&name<T>` an overload set, which the launch
+/// types' `auto` member cannot take (`KernelPlan::function_namesake`).
+pub fn plain_function_names(
+    root: Node,
+    src: &str,
+    kernels: &[&FunctionSite],
+) -> std::collections::BTreeSet<String> {
+    let mut out = std::collections::BTreeSet::new();
+    if !src.contains("__global__") {
+        return out;
+    }
+    let mut stack = vec![root];
+    while let Some(n) = stack.pop() {
+        if matches!(n.kind(), "function_definition" | "declaration") {
+            // The kernels found, their execution space behind a macro or not.
+            if kernels.iter().any(|k| k.func.id() == n.id()) {
+                continue;
+            }
+            let Some(d) = crate::lang::function_declarator(n) else {
+                continue;
+            };
+            let Some(name) = d.child_by_field_name("declarator") else {
+                continue;
+            };
+            let name = match name.kind() {
+                "template_function" => name.child_by_field_name("name").unwrap_or(name),
+                _ => name,
+            };
+            if !crate::lang::has_word(&src[n.start_byte()..name.start_byte()], "__global__") {
+                out.insert(src[name.byte_range()].to_string());
+            }
+        } else if crate::lang::scope_container(n.kind(), false) {
+            let mut c = n.walk();
+            stack.extend(n.children(&mut c));
+        }
+    }
+    out
+}

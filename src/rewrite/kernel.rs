@@ -946,6 +946,7 @@ fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String 
         selector: true,
         dynamic: plan.loop_state_dynamic,
         per_instance: None,
+        function_namesake: plan.function_namesake,
     };
     out.push_str(&types.text(&h));
     trim_last_newline(out)
@@ -961,6 +962,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         selector: needs_selector(plan),
         dynamic: plan.loop_state_dynamic,
         per_instance: per_instance(plan),
+        function_namesake: plan.function_namesake,
     };
     types.text(h)
 }
@@ -978,6 +980,8 @@ struct LaunchTypes<'a, 't> {
     dynamic: bool,
     /// Each instance chooses (`KernelPlan::loop_state_per_instance`): the bytes' expression.
     per_instance: Option<&'a str>,
+    /// The original is named by its type (`KernelPlan::function_namesake`).
+    function_namesake: bool,
 }
 
 impl LaunchTypes<'_, '_> {
@@ -1001,7 +1005,11 @@ impl LaunchTypes<'_, '_> {
                 format!("auto {name}")
             }
         };
-        let orig_ty = member(MEMBER_ORIGINAL, &types, self.overloaded || !k.is_template());
+        let orig_ty = member(
+            MEMBER_ORIGINAL,
+            &types,
+            self.overloaded || !k.is_template() || self.function_namesake,
+        );
         let wrap_ty = member(MEMBER_WRAPPER, &wrapper_params(&types), self.overloaded);
         let capped_ty = member(MEMBER_WRAPPER_R32, &wrapper_params(&types), self.overloaded);
         let amp = if self.overloaded { "" } else { "&" };
