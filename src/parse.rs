@@ -228,6 +228,12 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     type_arguments.extend(keyword_functional_casts(src));
     type_arguments.extend(type_macro_uses(src, &defs));
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
+    // A use that becomes an empty declaration needs no `;` after it.
+    separators.retain(|&at| {
+        !instantiations
+            .iter()
+            .any(|r| r.end <= at && src[r.end..at].trim().is_empty())
+    });
     qualifiers.extend(assertion_macro_uses(src, &defs, included_macros));
     let string_macros = string_macro_uses(src);
     let config_braces = braced_launch_configs(src);
@@ -1518,12 +1524,15 @@ fn statement_macro_separators(
             // the file's end: the line break after the use ends it. Lines are counted in the
             // file as written, not in the masked view (`lang::LineStarts`), so no later line's
             // number moves; but a break that ends a line comment the use stands in
-            // (`//CUDA_ERRCK`) would carry the comment on. Before another use, none: at file
-            // scope the uses are empty declarations already (`instantiation_macro_uses`).
+            // (`//CUDA_ERRCK`) would carry the comment on. Before a name at the start of the
+            // next line too: at file scope, where a list of uses has no indentation
+            // (`REG_KB(int32_t, float)` lines registering a framework's kernels), the grammar
+            // read the uses and the kernel after them as one declaration, and lost the kernel;
+            // a use that becomes an empty declaration needs none (`masked`).
             let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
             let commented = src[line_start..at].contains("//");
             let line_break = || {
-                (!commented && next.is_none_or(|x| x == b'}'))
+                (!commented && next.is_none_or(|x| x == b'}' || ident(x)))
                     .then(|| b[end..next_at].iter().position(|&x| x == b'\n'))
                     .flatten()
                     .map(|i| end + i)
@@ -3094,6 +3103,20 @@ void h(int* d) {
     }
 
     #[test]
+    fn statement_macro_lists_at_file_scope_end_at_their_line_breaks() {
+        let src = "#define REG(t, u) \\\n  REGISTER_BUILDER(Name(\"x\").Device(GPU), Op<t, u>);\n\
+                   REG(int, float)\nREG(int, double)\n\
+                   __global__ void k(float* p) { p[blockIdx.x] = 1.0f; }\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(m.contains(");REG(") && m.contains(");__global__"), "{m:?}");
+        assert_eq!(error_count_of(&m), 0, "{m}");
+        let t = crate::transform(src, "a.cu", &crate::Options::default()).expect("transform");
+        assert_eq!(t.kernels.len(), 1, "the kernel after the uses is read");
+        assert_eq!(t.kernels[0].line, 5, "the line as written");
+    }
+
+    #[test]
     fn instantiation_macros_at_file_scope_become_empty_declarations() {
         let src = "#define INST(T) \\\n  template void launch<T>(T*, int);\n\
                    template <class T> void launch(T* p, int n) {}\n\
@@ -3125,9 +3148,9 @@ void h(int* d) {
         let empty = |n: usize| format!(";{}", " ".repeat(n - 1));
         let uses = format!("\n{}\n{}\n{};\n", empty(12), empty(12), empty(17));
         assert!(m.contains(&uses), "{m}");
-        // The last use, a statement macro's at the file's end, gets its `;` on the line break
-        // too (`statement_macro_separators`): an empty declaration more.
-        assert!(m.ends_with("}\n;       ;"), "{m}");
+        // The last use, at the file's end, is an empty declaration too; its line break stays
+        // (no `;` of `statement_macro_separators` after a use that became one).
+        assert!(m.ends_with("}\n;       \n"), "{m:?}");
         assert_eq!(error_count_of(&m), 0, "{m}");
         assert!(
             error_count_of(src) > 0,
