@@ -244,12 +244,13 @@ whole_file_e2e "a kernel's own launch bounds raised in its capped wrapper, one f
 # task loop keeps its state in dynamic shared memory, which their launches add (one of them
 # with dynamic shared memory of its own, past which the state goes); through `cupreempt
 # transform`, and split by the launcher (those wrappers stay in the unit's object, the two
-# ordinary kernels' go to the wrapper module).
+# ordinary kernels' go to the wrapper module); a template whose instances choose, one each way
+# (the static instance's wrappers go to the module too).
 whole_file_e2e "kernels that fill static shared memory, the loop's state in dynamic shared memory, one file" \
   tests/gpu/full_shared_kernels.cu $e2e/full_shared \
-  "40 launches planned: preemptible 40" '^full_shared_kernels\|launches planned\|chaos:'
+  "60 launches planned: preemptible 60" '^full_shared_kernels\|launches planned\|chaos:'
 split_e2e "kernels that fill static shared memory, split by the launcher" tests/gpu/full_shared_kernels.cu \
-  $e2e/full_shared-split 2 '^full_shared_kernels\|wrapper modules\|launches planned\|chaos:'
+  $e2e/full_shared-split 3 '^full_shared_kernels\|wrapper modules\|launches planned\|chaos:'
 # Predicated kernels calling synchronizing helpers of a header after their returns
 # (tests/gpu/header_sync_helpers.cu): the launcher transforms the header with the unit, which
 # makes the helpers' live copies; split, every launch preemptible, then chaos.

@@ -3,7 +3,10 @@
 // limit"): a tiled transpose template (48 KB of tiles), and a kernel with 48,952 bytes of
 // static shared memory and up to 4,096 of its own dynamic shared memory, whose limit the
 // program raises as a program must (48,952 + 4,096 is over 48 KB). Its launches ask for 1,024
-// bytes first, then 4,096: the wrapper's limit, raised for the first, must be raised again. Beside them two ordinary kernels,
+// bytes first, then 4,096: the wrapper's limit, raised for the first, must be raised again.
+// A kernel template whose count is its template argument chooses per instance
+// (`shared_size::LoopState::PerInstance`): 12,288 words take the dynamic form, 1,024 the
+// static one, whose wrappers go to the launcher's module. Beside them two ordinary kernels,
 // whose wrappers the compiler launcher moves to a module of their own; the others stay in
 // the unit's object. gpu-check transforms it (`cupreempt transform`, and the compiler launcher
 // split), runs every launch preemptible, then under chaos mode. Exit status 0 when every
@@ -47,6 +50,15 @@ __global__ void words_and_bytes(const unsigned* in, unsigned* out, int n, unsign
   __syncthreads();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g < n) out[g] = in[g] + words[(threadIdx.x * 7 + blockIdx.x) % kWords] + extra[(threadIdx.x * 3) % extra_words];
+}
+
+template <int Words>
+__global__ void instance_words(const unsigned* in, unsigned* out, int n, unsigned salt) {
+  __shared__ unsigned words[Words];
+  for (int i = threadIdx.x; i < Words; i += blockDim.x) words[i] = salt ^ (unsigned)(i * 2246822519u);
+  __syncthreads();
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g < n) out[g] = in[g] ^ words[(threadIdx.x * 11 + blockIdx.x) % Words] ^ words[Words - 1 - threadIdx.x];
 }
 
 __global__ void ordinary(const unsigned* in, unsigned* out, int n) {
@@ -98,6 +110,22 @@ int main() {
       if (got[g] != u[g] + w + b + (t * 3) % (unsigned)extra_words) ++wrong;
     }
 
+    for (int big = 0; big < 2; ++big) {
+      const int words = big ? 12288 : 1024;
+      cudaMemset(dv, 0xcd, m * sizeof(unsigned));
+      if (big)
+        instance_words<12288><<<(m + 255) / 256, 256>>>(du, dv, m, salt);
+      else
+        instance_words<1024><<<(m + 255) / 256, 256>>>(du, dv, m, salt);
+      cudaMemcpy(got.data(), dv, m * sizeof(unsigned), cudaMemcpyDeviceToHost);
+      for (int g = 0; g < m; ++g) {
+        const unsigned b = (unsigned)(g / 256), t = (unsigned)(g % 256);
+        const unsigned w1 = salt ^ (unsigned)(((t * 11 + b) % (unsigned)words) * 2246822519u);
+        const unsigned w2 = salt ^ (unsigned)((words - 1 - t) * 2246822519u);
+        if (got[g] != (u[g] ^ w1 ^ w2)) ++wrong;
+      }
+    }
+
     cudaMemset(dv, 0xcd, m * sizeof(unsigned));
     ordinary<<<(m + 255) / 256, 256>>>(du, dv, m);
     ordinary_add<<<(m + 255) / 256, 256>>>(dv, m, (unsigned)l);
@@ -113,9 +141,16 @@ int main() {
              words_and_bytes__cupreempt_kernels::wrapper == &words_and_bytes__cupreempt_dyn &&
              cupreempt::detail::loop_shared_bytes<words_and_bytes__cupreempt_kernels>::value ==
                  CUPREEMPT_LOOP_SHARED_BYTES &&
-             cupreempt::detail::loop_shared_bytes<ordinary__cupreempt_kernels>::value == 0;
+             cupreempt::detail::loop_shared_bytes<ordinary__cupreempt_kernels>::value == 0 &&
+             instance_words__cupreempt_kernels<12288>::wrapper == &instance_words__cupreempt_dyn<12288> &&
+             cupreempt::detail::loop_shared_bytes<instance_words__cupreempt_kernels<1024>>::value == 0;
+#if defined(CUPREEMPT_SPLIT_UNIT)
+  names_ok = names_ok && instance_words__cupreempt_kernels<1024>::wrapper == nullptr;  // the module's
+#else
+  names_ok = names_ok && instance_words__cupreempt_kernels<1024>::wrapper == &instance_words__cupreempt<1024>;
 #endif
-  printf("full_shared_kernels: %d launches of 4 kernels, %ld wrong, launch types %s%s%s\n",
+#endif
+  printf("full_shared_kernels: %d launches of 5 kernels, %ld wrong, launch types %s%s%s\n",
          launches, wrong, names_ok ? "as expected" : "WRONG", e == cudaSuccess ? "" : ", ",
          e == cudaSuccess ? "" : cudaGetErrorString(e));
   return wrong == 0 && e == cudaSuccess && names_ok ? 0 : 1;
