@@ -546,7 +546,7 @@ fn per_instance_bytes(
             continue;
         }
         let term = declaration_term(d, src, &scope)?;
-        let mut guarded = term;
+        let mut guarded = term.clone();
         let mut n = d;
         while let Some(p) = n.parent() {
             if p.id() == k.body.id() {
@@ -556,6 +556,12 @@ fn per_instance_bytes(
                 guarded = format!("({condition} ? {guarded} : 0)");
             }
             n = p;
+        }
+        // Under a condition the term is not evaluated where it fails, but it is still formed:
+        // a type or count that only the branch's instances have (`typename T::Tile`) would
+        // be an error in the others. Plain arithmetic of names only, there.
+        if guarded != term && !plain_arithmetic(&term) {
+            return None;
         }
         terms.push(guarded);
     }
@@ -586,6 +592,18 @@ fn names_a_changing_macro(expr: &str, src: &str) -> bool {
         .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
         .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()));
     words.any(|w| undefined.contains(&w) || defines.iter().filter(|d| d.name == w).count() > 1)
+}
+
+/// Whether `term` (`declaration_term`'s) is `sizeof(NAME)` and arithmetic of names and
+/// numbers, with no member of a type (`::`), template arguments or other `sizeof`: what every
+/// instance can form.
+fn plain_arithmetic(term: &str) -> bool {
+    let rest = term.replacen("sizeof(", "", 1);
+    rest.matches("sizeof").count() == 0
+        && rest.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '_' | ' ' | '+' | '-' | '*' | '/' | '%' | '(' | ')')
+        })
 }
 
 /// Whether the file instantiates kernel template `name` explicitly (`template __global__ void
@@ -881,6 +899,7 @@ mod tests {
               template __global__ void k<4>(float* o);", "instantiated"),
             ("template <int... N> __global__ void k(float* o) { __shared__ float t[sizeof...(N)]; o[0] = t[0]; }", "pack"),
             ("template <int N> __global__ void k(float* o) { constexpr int w = warp_size(); __shared__ float t[N * w]; o[0] = t[0]; }", "call"),
+            ("template <class T> __global__ void k(float* o) { if constexpr (T::tiled) { __shared__ typename T::Tile t[T::n]; o[0] = t[0].x; } }", "a branch's own type"),
         ] {
             assert_eq!(per_instance(src)[0].1, None, "{why}");
         }
