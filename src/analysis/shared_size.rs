@@ -609,7 +609,10 @@ fn plain_arithmetic(term: &str) -> bool {
 /// Whether the file instantiates kernel template `name` explicitly (`template __global__ void
 /// k<float>(...);`, in code or in a macro's replacement).
 fn explicitly_instantiated(name: &str, src: &str) -> bool {
-    crate::lang::word_indices(src, "template").any(|at| {
+    // Code only: a comment's "template argument ... `k`" is none.
+    let code = crate::lang::without_comments(src);
+    let src = code.as_str();
+    let found = crate::lang::word_indices(src, "template").any(|at| {
         let rest = &src[at + "template".len()..];
         let rest = rest.trim_start();
         rest.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic())
@@ -617,7 +620,8 @@ fn explicitly_instantiated(name: &str, src: &str) -> bool {
                 .split(['<', ';', '{', '('])
                 .next()
                 .is_some_and(|head| crate::lang::has_word(head, name))
-    })
+    });
+    found
 }
 
 fn is_constexpr_if(n: Node) -> bool {
@@ -912,6 +916,9 @@ mod tests {
             assert_eq!(per_instance(src)[0].1, None, "{src}");
         }
         assert!(per_instance("#define W 64\ntemplate <int N> __global__ void k(float* o) { __shared__ float t[N * W]; o[0] = t[0]; }")[0].1.is_some());
+        // A comment that reads like an explicit instantiation is none.
+        assert!(per_instance("// a template argument of `k` (its count)\n\
+            template <int N> __global__ void k(float* o) { __shared__ float t[N]; o[0] = t[0]; }")[0].1.is_some());
         // A kernel that is no template keeps what the text settles.
         assert_eq!(
             per_instance(
