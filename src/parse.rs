@@ -212,6 +212,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         &macros_defined_as(&defs, included_macros, |body, _| Some(body.is_empty())),
     ));
     qualifiers.extend(declarator_attributes(src));
+    qualifiers.extend(identity_macro_uses(src, &defs));
     qualifiers.extend(macro_uses(src, &visibility_macros(&defs, included_macros)));
     qualifiers.extend(class_instantiations(src));
     qualifiers.extend(instantiation_attribute_words(src));
@@ -1298,6 +1299,54 @@ fn inside_call(b: &[u8], at: usize) -> bool {
         }
     }
     false
+}
+
+/// Uses of a macro of one parameter that the file defines only as that parameter or as
+/// nothing (`#define ROCM_ONLY(x) x` for one platform, `#define ROCM_ONLY(x)` for the other, as
+/// a convolution library writes `cudaFuncSetAttribute(ROCM_ONLY((void *)) kernel, ...)`): the
+/// grammar reads no macro call there, and the statement was a syntax warning. In the masked
+/// view the name, its `(` and its `)` are blanked, and the argument reads as the identity's
+/// expansion. The ranges to blank.
+fn identity_macro_uses(src: &str, defs: &[Define]) -> Vec<std::ops::Range<usize>> {
+    let mut names: std::collections::BTreeMap<&str, bool> = Default::default();
+    for d in defs {
+        let params = d.params.map(macro_parameter_list).unwrap_or_default();
+        let body = d.body.replace("\\\n", " ");
+        let body = body.trim();
+        let fits = params.len() == 1 && (body.is_empty() || body == params[0]);
+        let entry = names.entry(d.name).or_insert(true);
+        *entry &= fits;
+    }
+    let identity: Vec<&str> = names
+        .into_iter()
+        .filter(|&(name, fits)| {
+            fits && defs
+                .iter()
+                .any(|d| d.name == name && !d.body.replace("\\\n", " ").trim().is_empty())
+        })
+        .map(|(name, _)| name)
+        .collect();
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    for name in identity {
+        for at in uses(src, name) {
+            let end = at + name.len();
+            let open = end
+                + b[end..]
+                    .iter()
+                    .take_while(|x| matches!(x, b' ' | b'\t'))
+                    .count();
+            if b.get(open) != Some(&b'(') {
+                continue;
+            }
+            let Some(close) = closing_paren(b, open) else {
+                continue;
+            };
+            out.push(at..open + 1);
+            out.push(close..close + 1);
+        }
+    }
+    out
 }
 
 /// One `#define` of a text: its name, whether it takes parameters, and its replacement text
@@ -3099,6 +3148,25 @@ void h(int* d) {
         assert_eq!(
             t.kernels[0].line, 5,
             "the line as written, not the masked view's"
+        );
+    }
+
+    #[test]
+    fn identity_or_empty_macros_read_as_their_argument() {
+        let src = "#ifdef USE_ROCM\n#define ROCM_ONLY(x) x\n#else\n#define ROCM_ONLY(x)\n#endif\n\
+                   #define TWICE(x) x x\n\
+                   void f(void* k) {\n  g(ROCM_ONLY((void *)) k, 3);\n  TWICE(h());\n}\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(m.contains("g(          (void *)  k, 3);"), "{m:?}");
+        assert!(
+            m.contains("TWICE(h());"),
+            "another body is left alone: {m:?}"
+        );
+        assert_eq!(error_count_of(&m), 0, "{m}");
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
         );
     }
 

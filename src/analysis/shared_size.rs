@@ -917,8 +917,12 @@ mod tests {
         }
         assert!(per_instance("#define W 64\ntemplate <int N> __global__ void k(float* o) { __shared__ float t[N * W]; o[0] = t[0]; }")[0].1.is_some());
         // A comment that reads like an explicit instantiation is none.
-        assert!(per_instance("// a template argument of `k` (its count)\n\
-            template <int N> __global__ void k(float* o) { __shared__ float t[N]; o[0] = t[0]; }")[0].1.is_some());
+        assert!(per_instance(
+            "// a template argument of `k` (its count)\n\
+            template <int N> __global__ void k(float* o) { __shared__ float t[N]; o[0] = t[0]; }"
+        )[0]
+        .1
+        .is_some());
         // A kernel that is no template keeps what the text settles.
         assert_eq!(
             per_instance(
