@@ -1308,42 +1308,25 @@ fn inside_call(b: &[u8], at: usize) -> bool {
 /// view the name, its `(` and its `)` are blanked, and the argument reads as the identity's
 /// expansion. The ranges to blank.
 fn identity_macro_uses(src: &str, defs: &[Define]) -> Vec<std::ops::Range<usize>> {
-    let mut names: std::collections::BTreeMap<&str, bool> = Default::default();
+    // Per name: every definition is the parameter or nothing, and one is the parameter.
+    let mut names: std::collections::BTreeMap<&str, (bool, bool)> = Default::default();
     for d in defs {
         let params = d.params.map(macro_parameter_list).unwrap_or_default();
-        let body = d.body.replace("\\\n", " ");
-        let body = body.trim();
-        let fits = params.len() == 1 && (body.is_empty() || body == params[0]);
-        let entry = names.entry(d.name).or_insert(true);
-        *entry &= fits;
+        let body = replacement_text(d.body);
+        let identity = params.len() == 1 && body == params[0];
+        let fits = identity || (params.len() == 1 && body.is_empty());
+        let (all_fit, some_identity) = names.entry(d.name).or_insert((true, false));
+        *all_fit &= fits;
+        *some_identity |= identity;
     }
-    let identity: Vec<&str> = names
-        .into_iter()
-        .filter(|&(name, fits)| {
-            fits && defs
-                .iter()
-                .any(|d| d.name == name && !d.body.replace("\\\n", " ").trim().is_empty())
-        })
-        .map(|(name, _)| name)
-        .collect();
-    let b = src.as_bytes();
     let mut out = Vec::new();
-    for name in identity {
-        for at in uses(src, name) {
-            let end = at + name.len();
-            let open = end
-                + b[end..]
-                    .iter()
-                    .take_while(|x| matches!(x, b' ' | b'\t'))
-                    .count();
-            if b.get(open) != Some(&b'(') {
-                continue;
+    for (name, _) in names.into_iter().filter(|&(_, (all, one))| all && one) {
+        for (at, end) in uses_with_ends(src, name) {
+            // Past its arguments where it has them (`use_end`): `(` to the `)` before `end`.
+            if let Some(open) = src[at + name.len()..end].find('(') {
+                out.push(at..at + name.len() + open + 1);
+                out.push(end - 1..end);
             }
-            let Some(close) = closing_paren(b, open) else {
-                continue;
-            };
-            out.push(at..open + 1);
-            out.push(close..close + 1);
         }
     }
     out

@@ -373,9 +373,7 @@ fn transform_here(
             chunk: k.chunk,
             budget_ns: k.budget_ns,
             loop_state_dynamic: k.transformed() && k.loop_state_dynamic,
-            loop_state_per_instance: k.transformed()
-                && k.loop_state_per_instance.is_some()
-                && !k.overloaded,
+            loop_state_per_instance: k.transformed() && k.loop_state_per_instance.is_some(),
             codes: Vec::new(),
             source_range: Some(k.site.outer.byte_range()),
             output_range: (!opts.line_directives).then(|| {

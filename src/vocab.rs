@@ -15,6 +15,11 @@ pub const INCLUDE: &str = "#include \"cupreempt.cuh\"\n";
 /// exactly this bound, so the bound is checked whenever the task loop changes.
 pub const TASK_LOOP_SHARED_BYTES: u64 = 256;
 
+/// What a block may declare statically (every architecture: 48 KB; more only as dynamic shared
+/// memory, after `cudaFuncSetAttribute`): `analysis::shared_size`, and the per-instance choice
+/// of the launch types (`rewrite::kernel`).
+pub const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+
 /// The task-context parameter every shared body and rewritten helper takes.
 pub const CTX: &str = "__cp";
 /// The task context's type parameter.

@@ -131,7 +131,8 @@ pub struct KernelPlan<'t> {
     pub loop_state_dynamic: bool,
     /// A kernel template whose static shared memory the text does not settle: the C++ constant
     /// expression of its bytes, by which each instance's launch types choose the static or the
-    /// dynamic form (`shared_size::LoopState::PerInstance`; both are defined).
+    /// dynamic form (`shared_size::LoopState::PerInstance`; both are defined). None for an
+    /// overload (`number_overloads`).
     pub loop_state_per_instance: Option<String>,
     /// A function of the file that is no kernel has its name (`sites::plain_function_names`):
     /// its launch types name the original by its type, which picks it from the overload set.
@@ -994,6 +995,10 @@ fn number_overloads(
             .any(|(j, o)| j != i && namesake(&o) && o.site.scope == k.site.scope);
         let ordinal = elsewhere.unwrap_or(&0) + kernels[..i].iter().filter(namesake).count();
         kernels[i].overloaded = here || elsewhere.is_some();
+        if kernels[i].overloaded {
+            // An overload's launch types are function pointers of one form.
+            kernels[i].loop_state_per_instance = None;
+        }
         kernels[i].overloaded_here = here;
         kernels[i].ordinal = ordinal;
     }

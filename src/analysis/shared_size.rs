@@ -22,15 +22,50 @@ use crate::lang::{kinds, text};
 use std::collections::BTreeMap;
 use tree_sitter::Node;
 
-/// What a block may declare statically (every architecture: 48 KB; more only as dynamic shared
-/// memory, after `cudaFuncSetAttribute`).
-const STATIC_SHARED_LIMIT: u64 = 48 * 1024;
+use crate::vocab::STATIC_SHARED_LIMIT;
 
 /// A file's facts for the sizes: the names sizes may use, and its file-scope static shared
 /// arrays (name and bytes), found once for all its kernels.
 pub struct FileShared<'s> {
     names: SizeNames,
     arrays: Vec<(&'s str, Bytes)>,
+    /// What only the per-instance form asks of the file, found at its first ask.
+    instance_facts: std::cell::OnceCell<InstanceFacts>,
+}
+
+/// A file's facts for `per_instance_bytes`: its code without comments (where explicit
+/// instantiations are looked for) and the macros it defines twice or undefines.
+struct InstanceFacts {
+    code: String,
+    changing_macros: std::collections::BTreeSet<String>,
+}
+
+impl InstanceFacts {
+    /// The macros of `src` that it defines more than once (one value under `#ifdef
+    /// __CUDA_ARCH__`, another without: the host's and the device's compilations must choose
+    /// the same form) or undefines (the launch types after the kernel would not see them).
+    fn new(src: &str) -> InstanceFacts {
+        let mut changing = std::collections::BTreeSet::new();
+        let mut seen = std::collections::BTreeSet::new();
+        for d in crate::parse::defines(src) {
+            if !seen.insert(d.name) {
+                changing.insert(d.name.to_string());
+            }
+        }
+        changing.extend(src.lines().filter_map(|l| {
+            let l = l.trim_start().strip_prefix('#')?.trim_start();
+            Some(
+                l.strip_prefix("undef")?
+                    .split_whitespace()
+                    .next()?
+                    .to_string(),
+            )
+        }));
+        InstanceFacts {
+            code: crate::lang::without_comments(src),
+            changing_macros: changing,
+        }
+    }
 }
 
 impl<'s> FileShared<'s> {
@@ -48,7 +83,7 @@ impl<'s> FileShared<'s> {
                         .first()
                         .and_then(|d| crate::lang::declarator_name(*d))
                         .map(|d| text(d, src));
-                    let some = bytes.certain > 0 || bytes.unsized_elements > 0;
+                    let some = bytes.certain > 0 || bytes.unsized_elements > 0 || bytes.unsettled;
                     if let (true, Some(name)) = (some, name) {
                         arrays.push((name, bytes));
                     }
@@ -58,7 +93,11 @@ impl<'s> FileShared<'s> {
                 }
             }
         }
-        FileShared { names, arrays }
+        FileShared {
+            names,
+            arrays,
+            instance_facts: std::cell::OnceCell::new(),
+        }
     }
 }
 
@@ -435,7 +474,7 @@ pub fn loop_state(
     if bytes + reserve <= STATIC_SHARED_LIMIT {
         if all.unsettled {
             // A template's counts: each instance settles them (`per_instance_bytes`).
-            if let Some(bytes) = per_instance_bytes(plan, helpers, graph, src, file) {
+            if let Some(bytes) = per_instance_bytes(plan, &bodies, src, file) {
                 return Ok(LoopState::PerInstance(bytes));
             }
         }
@@ -481,54 +520,45 @@ pub fn loop_state(
 /// a parameter, an explicit instantiation (other units would name the static form).
 fn per_instance_bytes(
     plan: &KernelPlan,
-    helpers: &[HelperPlan],
-    graph: &CallGraph,
+    bodies: &[Node],
     src: &str,
     file: &FileShared,
 ) -> Option<String> {
     let k = &plan.site;
+    let facts = file.instance_facts.get_or_init(|| InstanceFacts::new(src));
     if !k.is_template()
         || k.specialization
         || k.qualified.is_some()
         || !plan.prior_declarations.is_empty()
         || plan.family_declaration.is_some()
         || k.template_params.iter().any(|p| p.pack)
-        || explicitly_instantiated(&k.name, src)
+        || explicitly_instantiated(&k.name, &facts.code)
     {
         return None;
     }
-    // Helpers and file-scope arrays: settled bytes only (their names are not the kernel's).
+    // Helpers (`bodies` after the kernel's) and file-scope arrays: settled bytes only (their
+    // names are not the kernel's).
     let mut terms: Vec<String> = Vec::new();
     let mut settled = 0u64;
-    for h in graph.reachable(&plan.facts, helpers) {
-        for d in super::flow::descendants(helpers[h].site.body) {
-            if d.kind_id() == kinds().declaration {
-                let b = declared_bytes(d, src, &file.names);
-                if b.unsettled || b.unsized_elements > 0 {
-                    return None;
-                }
-                settled = settled.saturating_add(b.certain);
-            }
+    let helper_arrays = bodies[1..]
+        .iter()
+        .flat_map(|b| super::flow::descendants(*b))
+        .filter(|d| d.kind_id() == kinds().declaration)
+        .map(|d| declared_bytes(d, src, &file.names));
+    let file_arrays = file
+        .arrays
+        .iter()
+        .filter(|(name, _)| {
+            bodies
+                .iter()
+                .any(|body| crate::lang::has_word(text(*body, src), name))
+        })
+        .map(|(_, b)| *b);
+    for b in helper_arrays.chain(file_arrays) {
+        if b.unsettled || b.unsized_elements > 0 {
+            return None;
         }
-    }
-    let bodies: Vec<Node> = std::iter::once(k.body)
-        .chain(
-            graph
-                .reachable(&plan.facts, helpers)
-                .into_iter()
-                .map(|h| helpers[h].site.body),
-        )
-        .collect();
-    for (name, b) in &file.arrays {
-        if bodies
-            .iter()
-            .any(|body| crate::lang::has_word(text(*body, src), name))
-        {
-            if b.unsettled || b.unsized_elements > 0 {
-                return None;
-            }
-            settled = settled.saturating_add(b.certain);
-        }
+        settled = settled.saturating_add(b.certain);
     }
     // `using namespace nvcuda;` in the body: its names would not hold outside.
     let body_nodes = super::flow::descendants(k.body);
@@ -570,28 +600,10 @@ fn per_instance_bytes(
     }
     terms.insert(0, settled.to_string());
     let bytes = format!("({})", terms.join(" + "));
-    (!names_a_changing_macro(&bytes, src)).then_some(bytes)
-}
-
-/// Whether `expr` names a macro that the file defines more than once (one value under
-/// `#ifdef __CUDA_ARCH__`, another without: the host's and the device's compilations must
-/// choose the same form) or undefines (the launch types after the kernel would not see it).
-fn names_a_changing_macro(expr: &str, src: &str) -> bool {
-    if !src.contains("#") {
-        return false;
-    }
-    let defines = crate::parse::defines(src);
-    let undefined: Vec<&str> = src
-        .lines()
-        .filter_map(|l| {
-            let l = l.trim_start().strip_prefix('#')?.trim_start();
-            l.strip_prefix("undef")?.split_whitespace().next()
-        })
-        .collect();
-    let mut words = expr
+    let changing = bytes
         .split(|c: char| !(c == '_' || c.is_ascii_alphanumeric()))
-        .filter(|w| w.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic()));
-    words.any(|w| undefined.contains(&w) || defines.iter().filter(|d| d.name == w).count() > 1)
+        .any(|w| facts.changing_macros.contains(w));
+    (!changing).then_some(bytes)
 }
 
 /// Whether `term` (`declaration_term`'s) is `sizeof(NAME)` and arithmetic of names and
@@ -606,28 +618,19 @@ fn plain_arithmetic(term: &str) -> bool {
         })
 }
 
-/// Whether the file instantiates kernel template `name` explicitly (`template __global__ void
+/// Whether `code` (a file without its comments: a comment's "template argument ... `k`" is
+/// none) instantiates kernel template `name` explicitly (`template __global__ void
 /// k<float>(...);`, in code or in a macro's replacement).
-fn explicitly_instantiated(name: &str, src: &str) -> bool {
-    // Code only: a comment's "template argument ... `k`" is none.
-    let code = crate::lang::without_comments(src);
-    let src = code.as_str();
-    let found = crate::lang::word_indices(src, "template").any(|at| {
-        let rest = &src[at + "template".len()..];
+fn explicitly_instantiated(name: &str, code: &str) -> bool {
+    crate::lang::word_indices(code, "template").any(|at| {
+        let rest = &code[at + "template".len()..];
         let rest = rest.trim_start();
         rest.starts_with(|c: char| c == '_' || c.is_ascii_alphabetic())
             && rest
                 .split(['<', ';', '{', '('])
                 .next()
                 .is_some_and(|head| crate::lang::has_word(head, name))
-    });
-    found
-}
-
-fn is_constexpr_if(n: Node) -> bool {
-    let mut c = n.walk();
-    let found = n.children(&mut c).any(|x| x.kind() == "constexpr");
-    found
+    })
 }
 
 /// Where `child` is a branch of an `if constexpr` statement `parent`: `Ok(Some(condition))`
@@ -640,7 +643,7 @@ fn constexpr_branch(
     src: &str,
     scope: &LocalNames,
 ) -> Result<Option<String>, ()> {
-    if parent.kind() != "if_statement" || !is_constexpr_if(parent) {
+    if parent.kind() != "if_statement" || !crate::lang::is_if_constexpr(parent) {
         return Ok(None);
     }
     let branch = |field: &str| {

@@ -217,7 +217,7 @@ pub fn rewrite(
     // In the unit's own object even where the compiler launcher splits it: a wrapper module's
     // wrappers are found by name, by launches that know nothing of the state's bytes.
     let dynamic_definitions = || only_if(&not_in_wrapper_module(), &definitions(true));
-    if per_instance(plan).is_some() {
+    if plan.loop_state_per_instance.is_some() {
         // Both forms: each instance's launch types name one, and only that one is instantiated.
         out.push_str(&unless_split(&definitions(false), ""));
         out.push('\n');
@@ -696,10 +696,9 @@ fn instance_choice_header(class_template: &str, bytes: &str) -> String {
     let head = class_template.trim_end();
     let close = head.rfind('>').unwrap_or(head.len());
     format!(
-        "{}, bool = ({bytes} + {LOOP_SHARED_BYTES} > {STATIC_LIMIT})>\n",
+        "{}, bool = ({bytes} + CUPREEMPT_LOOP_SHARED_BYTES > {} * 1024)>\n",
         &head[..close],
-        LOOP_SHARED_BYTES = "CUPREEMPT_LOOP_SHARED_BYTES",
-        STATIC_LIMIT = "48 * 1024",
+        crate::vocab::STATIC_SHARED_LIMIT / 1024,
     )
 }
 
@@ -856,15 +855,6 @@ fn not_in_wrapper_module() -> String {
     format!("!defined({})", crate::vocab::WRAPPER_MODULE)
 }
 
-/// The expression of a kernel template's static shared bytes where its instances choose where
-/// the loop keeps its state (`KernelPlan::loop_state_per_instance`); not for overloads, whose
-/// launch types are function pointers of one form.
-fn per_instance<'p>(plan: &'p KernelPlan) -> Option<&'p str> {
-    plan.loop_state_per_instance
-        .as_deref()
-        .filter(|_| !plan.overloaded)
-}
-
 /// `named`: the body takes the running kernel's pretty name (the wrapper's own; a lambda's
 /// would name the lambda). `dynamic`: the form that keeps the loop's state in dynamic shared
 /// memory.
@@ -961,7 +951,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         capped: plan.capped_wrapper,
         selector: needs_selector(plan),
         dynamic: plan.loop_state_dynamic,
-        per_instance: per_instance(plan),
+        per_instance: plan.loop_state_per_instance.as_deref(),
         function_namesake: plan.function_namesake,
     };
     types.text(h)
