@@ -901,6 +901,8 @@ mod tests {
             ("template <int N> __global__ void k(float* o) { int m = N; __shared__ float t[m]; o[0] = t[0]; }", "no constant"),
             ("template <int N> __device__ void h(float* o) { __shared__ float t[N]; o[0] = t[0]; }\n\
               template <int N> __global__ void k(float* o) { h<N>(o); __shared__ float u[N]; o[1] = u[0]; }", "helper"),
+            ("__shared__ float pool[POOL_WORDS];\n\
+              template <int N> __global__ void k(float* o) { __shared__ float t[N]; o[0] = t[0] + pool[0]; }", "file array"),
             ("template <int N> __global__ void k(float* o) { using namespace std; __shared__ float t[N]; o[0] = t[0]; }", "using"),
             ("template <int N> __global__ void k(float* o) { __shared__ float t[N]; o[0] = t[0]; }\n\
               template __global__ void k<4>(float* o);", "instantiated"),
