@@ -99,6 +99,23 @@ impl<'s> FileShared<'s> {
             instance_facts: std::cell::OnceCell::new(),
         }
     }
+
+    /// The bytes of the file-scope arrays that `bodies` name (each kernel that names one has
+    /// its own).
+    fn arrays_named<'a>(
+        &'a self,
+        bodies: &'a [Node],
+        src: &'a str,
+    ) -> impl Iterator<Item = Bytes> + 'a {
+        self.arrays
+            .iter()
+            .filter(move |(name, _)| {
+                bodies
+                    .iter()
+                    .any(|b| crate::lang::has_word(text(*b, src), name))
+            })
+            .map(|(_, bytes)| *bytes)
+    }
 }
 
 /// Object-like macros and constants that sizes may name: `#define N 1024`, `const int N = 1024;`,
@@ -458,16 +475,7 @@ pub fn loop_state(
         .map(|d| declared_bytes(d, src, &file.names))
         .fold(Bytes::default(), Bytes::add);
     // File-scope arrays: each kernel that names one has its own.
-    let all = file
-        .arrays
-        .iter()
-        .filter(|(name, _)| {
-            bodies
-                .iter()
-                .any(|b| crate::lang::has_word(text(*b, src), name))
-        })
-        .map(|(_, bytes)| *bytes)
-        .fold(in_bodies, Bytes::add);
+    let all = file.arrays_named(&bodies, src).fold(in_bodies, Bytes::add);
     let reserve = crate::vocab::TASK_LOOP_SHARED_BYTES;
     let bytes = all.certain;
     let other_declarations = !plan.prior_declarations.is_empty() || plan.site.specialization;
@@ -545,16 +553,7 @@ fn per_instance_bytes(
         .flat_map(|b| super::flow::descendants(*b))
         .filter(|d| d.kind_id() == kinds().declaration)
         .map(|d| declared_bytes(d, src, &file.names));
-    let file_arrays = file
-        .arrays
-        .iter()
-        .filter(|(name, _)| {
-            bodies
-                .iter()
-                .any(|body| crate::lang::has_word(text(*body, src), name))
-        })
-        .map(|(_, b)| *b);
-    for b in helper_arrays.chain(file_arrays) {
+    for b in helper_arrays.chain(file.arrays_named(bodies, src)) {
         if b.unsettled || b.unsized_elements > 0 {
             return None;
         }
