@@ -196,9 +196,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     // The file's `#define`s, read once for the rules that need them.
     let defs = defines(src);
     let space_table = execution_space_macros(&defs, included_macros);
-    let mut separators = statement_macro_separators(src, &defs, included_macros);
+    let (mut separators, undefs) = statement_macro_separators(src, &defs, included_macros);
     separators.extend(loop_macro_separators(src, &defs, included_macros));
     let mut qualifiers = restrict_macros(src);
+    qualifiers.extend(undefs);
     qualifiers.extend(typename_casts(src));
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
@@ -239,6 +240,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let string_macros = string_macro_uses(src);
     let config_braces = braced_launch_configs(src);
     let brace_defaults = empty_brace_defaults(src);
+    let pointer_defaults = unnamed_pointer_defaults(src, &space_table);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
@@ -269,6 +271,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && string_macros.is_empty()
         && config_braces.is_empty()
         && brace_defaults.is_empty()
+        && pointer_defaults.is_empty()
         && head_pragmas.is_empty()
         && define_comments.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
@@ -298,6 +301,9 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     }
     for at in alternative_commas {
         bytes[at] = b',';
+    }
+    for at in pointer_defaults {
+        bytes[at] = b'_';
     }
     // A comment inside a definition: blank, and a line it spans continued by a `\`, so that
     // the directive stays one (the preprocessor reads the comment as one space).
@@ -1500,9 +1506,9 @@ fn statement_macro_separators(
     src: &str,
     defs: &[Define],
     included_macros: &[(String, String)],
-) -> Vec<usize> {
+) -> (Vec<usize>, Vec<std::ops::Range<usize>>) {
     if !src.contains("#define") && included_macros.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     // Macros (the file's, then those of the files it includes) and their bodies; a statement
     // macro's body ends with `;`, `}`, `else` (one link of an `if` chain that its uses build,
@@ -1527,16 +1533,26 @@ fn statement_macro_separators(
         body.ends_with(';') || body.ends_with('}') || last == "else" || names.contains(&last)
     });
     if names.is_empty() {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
     let b = src.as_bytes();
     let ident = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
-    let mut out = Vec::new();
+    let (mut out, mut blanked) = (Vec::new(), Vec::new());
     for name in names {
         for (at, end) in uses_with_ends(src, name) {
             // The gap up to the next token (blanks and comments: `CHECK // why` on its line, or
             // a comment line after it), that token, and the gap's first blank outside comments.
-            let (next_at, blank) = past_blanks_and_comments(b, end);
+            let (mut next_at, blank) = past_blanks_and_comments(b, end);
+            // `#undef` lines after the use (the last of a list, `REG_KB(float)` then `#undef
+            // REG_KB`, as a framework's kernel registrations end) are blanked in the masked view
+            // and the use reads on to what follows them: the grammar read the use and the
+            // directive as one broken declaration. Only `#undef`: the analysis reads no such
+            // line from the tree (defines, conditionals and pragmas it does).
+            let mut undefs = Vec::new();
+            while let Some(line_end) = undef_line_end(b, next_at) {
+                undefs.push(next_at..line_end);
+                next_at = past_blanks_and_comments(b, line_end).0;
+            }
             let next = b.get(next_at).copied();
             // The file's end counts too: a file made of includes and one definition macro
             // (`GN_FWD_BWD_ONE_PASS_DEFINITION(10, 640)`, as a normalization library stamps its
@@ -1572,12 +1588,44 @@ fn statement_macro_separators(
             };
             if let Some(at) = blank.or_else(line_break) {
                 out.push(at);
+                blanked.extend(undefs);
             }
         }
     }
     out.sort_unstable();
     out.dedup();
-    out
+    (out, blanked)
+}
+
+/// Where the `#undef` directive that starts at `at` (first on its line) ends: its line's break,
+/// or the file's end. None for anything else.
+fn undef_line_end(b: &[u8], at: usize) -> Option<usize> {
+    let line_start = b[..at]
+        .iter()
+        .rposition(|&x| x == b'\n')
+        .map_or(0, |i| i + 1);
+    let directive = b.get(at) == Some(&b'#')
+        && b[line_start..at].iter().all(|&x| x == b' ' || x == b'\t')
+        && b[at + 1..]
+            .iter()
+            .position(|&x| x != b' ' && x != b'\t')
+            .is_some_and(|i| {
+                let word = &b[at + 1 + i..];
+                word.starts_with(b"undef") && word.get(5).is_none_or(|x| x.is_ascii_whitespace())
+            });
+    if !directive {
+        return None;
+    }
+    // A continued line (`\` before its break) goes on: the directive ends at the first break
+    // that none precedes.
+    let mut end = at;
+    loop {
+        match b[end..].iter().position(|&x| x == b'\n') {
+            Some(i) if i > 0 && b[end + i - 1] == b'\\' => end += i + 1,
+            Some(i) => return Some(end + i),
+            None => return Some(b.len()),
+        }
+    }
 }
 
 /// Whether byte `at` of `b` lies in a comment that starts at or after `from` (the gap after a
@@ -1665,6 +1713,68 @@ fn braced_launch_configs(src: &str) -> Vec<(usize, usize)> {
                 _ => {}
             }
         }
+    }
+    out
+}
+
+/// Unnamed pointer parameters with a default (`typename std::enable_if<c>::type* = nullptr`, as
+/// a library's device helpers select an overload): the grammar reads a default only after a
+/// named declarator or a reference, and each such parameter was a syntax warning (CP100). The
+/// masked view names it `_` in the blank between its `*` and its `=` (`type*_= nullptr`), so
+/// that it reads as what it is, a pointer with a default. Not in a kernel's head (its
+/// parameters and template parameters are forwarded by name, and an unnamed one gets a name of
+/// the rewrite's own): `__global__`, or a macro that stands for it, between the statement
+/// before the parameter and the body after it. `*` then blanks then `=` never occurs in an
+/// expression (`*=` is one token). The positions of the blanks that become `_`.
+fn unnamed_pointer_defaults(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
+    if !src.contains("* ") && !src.contains("*\t") {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let global_words: Vec<&str> = std::iter::once("__global__")
+        .chain(
+            spaces
+                .iter()
+                .filter(|(_, words)| words.iter().any(|w| w == "__global__"))
+                .map(|(name, _)| name.as_str()),
+        )
+        .collect();
+    let mut out = Vec::new();
+    for (star, _) in src.match_indices('*') {
+        let blank = star + 1;
+        let mut eq = blank;
+        while b.get(eq).is_some_and(|&x| x == b' ' || x == b'\t') {
+            eq += 1;
+        }
+        // `*`, blanks, a lone `=` (not `==`), after a type's last word, `>` or another `*`.
+        let typed = star > 0
+            && (b[star - 1] == b'_'
+                || b"*> \t".contains(&b[star - 1])
+                || b[star - 1].is_ascii_alphanumeric());
+        if eq == blank || b.get(eq) != Some(&b'=') || b.get(eq + 1) == Some(&b'=') || !typed {
+            continue;
+        }
+        let head_start = b[..star]
+            .iter()
+            .rposition(|&x| matches!(x, b';' | b'{' | b'}'))
+            .map_or(0, |i| i + 1);
+        let head_end = b[eq..]
+            .iter()
+            .position(|&x| matches!(x, b';' | b'{'))
+            .map_or(b.len(), |i| eq + i);
+        // Directive lines in between (a `#define` of the space macro) are no part of it.
+        let kernel = src[head_start..head_end]
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .any(|l| {
+                global_words
+                    .iter()
+                    .any(|w| crate::lang::word_indices(l, w).next().is_some())
+            });
+        if kernel {
+            continue;
+        }
+        out.push(blank);
     }
     out
 }
@@ -3165,6 +3275,68 @@ void h(int* d) {
         let t = crate::transform(src, "a.cu", &crate::Options::default()).expect("transform");
         assert_eq!(t.kernels.len(), 1, "the kernel after the uses is read");
         assert_eq!(t.kernels[0].line, 5, "the line as written");
+    }
+
+    #[test]
+    fn a_statement_macro_list_ends_before_its_undef() {
+        // At file scope, the last use right before `#undef` (a framework's kernel
+        // registrations), and in a body, the last use before a blank line, two `#undef`s and
+        // the closing brace (a host function's launch list).
+        let src = "#define REG(t) \\\n  REGISTER_BUILDER(Name(\"x\").Device(GPU), Op<t>);\n\
+                   REG(int)\nREG(float)\n#undef REG\n\
+                   __global__ void k(float* p) { p[blockIdx.x] = 1.0f; }\n\
+                   void launch(float* p, int m) {\n\
+                   #define CALL(M) \\\n    if (m == M) { k<<<M, 32>>>(p); }\n\
+                   #define ARGS p\n\
+                   \x20   CALL(1)\n    CALL(2)\n\n#undef CALL\n  #  undef ARGS\n}\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(m.contains("(xxxxx);          \n__global__"), "{m:?}");
+        assert!(
+            m.contains("CALL(2);\n           \n               \n}"),
+            "{m:?}"
+        );
+        assert_eq!(error_count_of(&m), 0, "{m}");
+        assert!(
+            error_count_of(src) > 0,
+            "the text as written is an error to the grammar"
+        );
+        let t = crate::transform(src, "a.cu", &crate::Options::default()).expect("transform");
+        assert_eq!(t.kernels.len(), 1, "the kernel after the list is read");
+        assert_eq!(t.kernels[0].line, 6, "the line as written");
+        // Another directive ends nothing: `#endif` stays where the grammar reads it.
+        let other = "#define REG(t) \\\n  REGISTER_BUILDER(Op<t>);\n#if 1\nREG(int)\n#endif\n";
+        assert!(masked(other).is_none_or(|m| m.contains("\n#endif\n")));
+    }
+
+    #[test]
+    fn unnamed_pointer_parameters_with_defaults_read_as_named_outside_kernels() {
+        let src = "#define KERNEL __global__\n\
+                   template <bool can, typename std::enable_if<can>::type* = nullptr>\n\
+                   __device__ int pick(int** = nullptr, typename A<can>::type* = nullptr) { return 1; }\n\
+                   struct R { template <bool c> __device__ int f(int* p, typename E<c>::type *  = 0) const { return *p; } };\n\
+                   __global__ void k(float* p, int* = nullptr) { p[blockIdx.x] = 1.0f; }\n\
+                   template <typename T, typename std::enable_if<sizeof(T) == 4>::type* = nullptr>\n\
+                   KERNEL void t(T* p) { p[blockIdx.x] = T(); }\n\
+                   void h(int n) { int a = n; a *= 2; }\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(m.contains("<can>::type*_= nullptr>"), "{m}");
+        assert!(
+            m.contains("int**_= nullptr, typename A<can>::type*_= nullptr)"),
+            "{m}"
+        );
+        assert!(m.contains("type *_ = 0"), "{m}");
+        // The kernels' heads stay as written; the grammar reads the helpers.
+        assert!(m.contains("int* = nullptr) {") && m.contains("sizeof(T) == 4>::type* = nullptr>"));
+        assert!(m.contains("a *= 2;"));
+        let helpers = &m[..m.find("__global__ void k").expect("kernel")];
+        assert_eq!(error_count_of(helpers), 0, "{helpers}");
+        let written = &src[..src.find("__global__ void k").expect("kernel")];
+        assert!(
+            error_count_of(written) > 0,
+            "the text as written is an error to the grammar"
+        );
     }
 
     #[test]

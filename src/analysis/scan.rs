@@ -979,14 +979,30 @@ impl<'t> Scanner<'t, '_> {
                     }
                 }
             });
-            let name = decl
-                .and_then(lang::declarator_name)
+            let name_node = decl.and_then(lang::declarator_name);
+            let name = name_node
+                .filter(|&n| !masked_in_name(n, self.src))
                 .map(|n| text(n, self.src).to_string());
             let value_type = (!pack && grid_constant.is_none())
                 .then(|| by_value_named_type(p, decl, self.src))
                 .flatten();
-            match name {
-                Some(name) => out.push(Param {
+            match (name, name_node) {
+                // Unnamed in the source, named only in the masked view (`type* = nullptr`): the
+                // generated name goes where the masked view put one, before the default.
+                (None, Some(n)) => {
+                    let name = vocab::unnamed_param(i);
+                    let at = n.start_byte() - pstart;
+                    out.push(Param {
+                        text: format!("{} {name}{}", &ptext[..at], &ptext[at..]),
+                        name,
+                        named: true,
+                        pack,
+                        before,
+                        grid_constant,
+                        value_type,
+                    });
+                }
+                (Some(name), _) => out.push(Param {
                     text: ptext,
                     name,
                     named: true,
@@ -995,7 +1011,7 @@ impl<'t> Scanner<'t, '_> {
                     grid_constant,
                     value_type,
                 }),
-                None => {
+                (None, None) => {
                     let abstract_shape = decl.is_some_and(|d| {
                         let kind = d.kind();
                         kind != "abstract_pointer_declarator"
@@ -1061,10 +1077,13 @@ impl<'t> Scanner<'t, '_> {
                     .and_then(lang::declarator_name)
             };
             let (name, unnamed) = match name {
-                Some(n) => (text(n, self.src).to_string(), None),
-                None => {
+                Some(n) if !masked_in_name(n, self.src) => (text(n, self.src).to_string(), None),
+                masked_in => {
+                    // Named only in the masked view (`typename E<C>::type* = nullptr`): the
+                    // name goes where it put one.
+                    let at = masked_in.map_or_else(|| unnamed_name_at(p), |n| n.start_byte());
                     let name = format!("__cp_tparam{}", out.len() + 1);
-                    (name.clone(), Some((unnamed_name_at(p), name)))
+                    (name.clone(), Some((at, name)))
                 }
             };
             out.push(TemplateParam {
@@ -1358,6 +1377,12 @@ fn directive_lines(text: &str) -> String {
         .filter(|l| l.starts_with('#'))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// Whether name node `n` is no name in the source: the one the masked view gives an unnamed
+/// pointer parameter with a default (`parse::unnamed_pointer_defaults`), a blank there.
+fn masked_in_name(n: Node, src: &str) -> bool {
+    text(n, src).trim().is_empty()
 }
 
 /// Where the name of template parameter `p`, written without one, goes: after the keyword of
