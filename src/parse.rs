@@ -241,6 +241,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let config_braces = braced_launch_configs(src);
     let brace_defaults = empty_brace_defaults(src);
     let pointer_defaults = unnamed_pointer_defaults(src, &space_table);
+    let pointer_packs = pointer_packs(src, &space_table);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
@@ -272,6 +273,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && config_braces.is_empty()
         && brace_defaults.is_empty()
         && pointer_defaults.is_empty()
+        && pointer_packs.is_empty()
         && head_pragmas.is_empty()
         && define_comments.is_empty()
         && blank_define_ends(src.as_bytes()).is_empty()
@@ -304,6 +306,9 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     }
     for at in pointer_defaults {
         bytes[at] = b'_';
+    }
+    for at in pointer_packs {
+        bytes[at] = b'&';
     }
     // A comment inside a definition: blank, and a line it spans continued by a `\`, so that
     // the directive stays one (the preprocessor reads the comment as one space).
@@ -484,52 +489,78 @@ const SPACE_WORDS: &[&str] = &[
 
 /// Object-like macros that stand for an execution space (`#define GLOBAL __global__`,
 /// `#define HOST_DEVICE __host__ __device__`, `#define DEV static __device__ inline`): every
-/// definition with a body is made of `SPACE_WORDS` only, with `__global__`, `__device__` or
-/// `__host__` among them; a definition without a body is the one for compilers without CUDA
-/// (`#ifdef __CUDACC__ ... #else #define GLOBAL #endif`) and does not count; `#define MANAGED
-/// __managed__` (`MANAGED __device__ int n;`) is one too. Name and the words
-/// of its definitions, from `included` (the macros of the files a file includes) and `defs`.
+/// definition with a body is made of `SPACE_WORDS` and other such macros only (`#define
+/// HOST_DEV_INLINE HOST_DEVICE __forceinline__`, as a gradient-boosting library spells its
+/// inline helpers), with `__global__`, `__device__` or `__host__` among the words they stand
+/// for; a definition without a body is the one for compilers without CUDA (`#ifdef __CUDACC__
+/// ... #else #define GLOBAL #endif`) and does not count; `#define MANAGED __managed__`
+/// (`MANAGED __device__ int n;`) is one too. Name and the words of its definitions (another
+/// such macro's words in its place), from `included` (the macros of the files a file
+/// includes) and `defs`.
 pub(crate) fn execution_space_macros(
     defs: &[Define],
     included: &[(String, String)],
 ) -> SpaceMacros {
-    let mut out = SpaceMacros::new();
-    let mut not: std::collections::BTreeSet<String> = Default::default();
     // An included macro's parameters are not kept (`program::macro_definitions`): it counts as
     // object-like, and a use of a function-like one is followed by `(`, which no rule blanks.
     let bodies = included
         .iter()
         .map(|(n, b)| (n.as_str(), b.as_str(), false))
         .chain(defs.iter().map(|d| (d.name, d.body, d.function_like)));
+    // Each name's definitions with a body, as words. Attributes beside the space (`inline
+    // __attribute__((always_inline)) __device__`, as FlashInfer spells its helpers' macro) are
+    // blanked with the use; they decide nothing the analysis reads.
+    let mut definitions: std::collections::BTreeMap<&str, Vec<Vec<String>>> = Default::default();
     for (name, body, function_like) in bodies {
-        // Attributes beside the space (`inline __attribute__((always_inline)) __device__`, as
-        // FlashInfer spells its helpers' macro) are blanked with the use; they decide nothing
-        // the analysis reads.
-        let body = without_attributes(body);
-        let words: Vec<&str> = body.split_whitespace().collect();
-        if function_like || words.is_empty() || not.contains(name) {
-            continue;
-        }
-        let all_space = words.iter().all(|w| SPACE_WORDS.contains(w));
-        let a_space = words.iter().any(|w| {
-            matches!(
-                *w,
-                "__global__" | "__device__" | "__host__" | "__managed__" | "__constant__"
-            )
-        });
-        if all_space && a_space {
-            let e = out.entry(name.to_string()).or_default();
-            for w in words {
-                if !e.iter().any(|x| x == w) {
-                    e.push(w.to_string());
-                }
-            }
-        } else {
-            out.remove(name);
-            not.insert(name.to_string());
+        let words: Vec<String> = without_attributes(body)
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        if !function_like && !words.is_empty() {
+            definitions.entry(name).or_default().push(words);
         }
     }
-    out
+    // Names whose every definition reads as space words once the macros found so far are
+    // expanded, until no more are found (each round finds one more level of nesting).
+    let mut out = SpaceMacros::new();
+    loop {
+        let mut found = false;
+        for (&name, bodies) in &definitions {
+            if out.contains_key(name) {
+                continue;
+            }
+            let mut words: Vec<String> = Vec::new();
+            let mut all_space = true;
+            for w in bodies.iter().flatten() {
+                let expanded: &[String] = match out.get(w.as_str()) {
+                    Some(inner) => inner,
+                    None if SPACE_WORDS.contains(&w.as_str()) => std::slice::from_ref(w),
+                    None => {
+                        all_space = false;
+                        break;
+                    }
+                };
+                for x in expanded {
+                    if !words.contains(x) {
+                        words.push(x.clone());
+                    }
+                }
+            }
+            let a_space = words.iter().any(|w| {
+                matches!(
+                    w.as_str(),
+                    "__global__" | "__device__" | "__host__" | "__managed__" | "__constant__"
+                )
+            });
+            if all_space && a_space {
+                out.insert(name.to_string(), words);
+                found = true;
+            }
+        }
+        if !found {
+            return out;
+        }
+    }
 }
 
 /// Uses of execution-space macros (`execution_space_macros`) in front of a declaration: the
@@ -1721,24 +1752,15 @@ fn braced_launch_configs(src: &str) -> Vec<(usize, usize)> {
 /// a library's device helpers select an overload): the grammar reads a default only after a
 /// named declarator or a reference, and each such parameter was a syntax warning (CP100). The
 /// masked view names it `_` in the blank between its `*` and its `=` (`type*_= nullptr`), so
-/// that it reads as what it is, a pointer with a default. Not in a kernel's head (its
-/// parameters and template parameters are forwarded by name, and an unnamed one gets a name of
-/// the rewrite's own): `__global__`, or a macro that stands for it, between the statement
-/// before the parameter and the body after it. `*` then blanks then `=` never occurs in an
-/// expression (`*=` is one token). The positions of the blanks that become `_`.
+/// that it reads as what it is, a pointer with a default. Not in a kernel's head
+/// (`in_kernel_head`). `*` then blanks then `=` never occurs in an expression (`*=` is one
+/// token). The positions of the blanks that become `_`.
 fn unnamed_pointer_defaults(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
     if !src.contains("* ") && !src.contains("*\t") {
         return Vec::new();
     }
     let b = src.as_bytes();
-    let global_words: Vec<&str> = std::iter::once("__global__")
-        .chain(
-            spaces
-                .iter()
-                .filter(|(_, words)| words.iter().any(|w| w == "__global__"))
-                .map(|(name, _)| name.as_str()),
-        )
-        .collect();
+    let global_words = global_space_words(spaces);
     let mut out = Vec::new();
     for (star, _) in src.match_indices('*') {
         let blank = star + 1;
@@ -1754,29 +1776,81 @@ fn unnamed_pointer_defaults(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
         if eq == blank || b.get(eq) != Some(&b'=') || b.get(eq + 1) == Some(&b'=') || !typed {
             continue;
         }
-        let head_start = b[..star]
-            .iter()
-            .rposition(|&x| matches!(x, b';' | b'{' | b'}'))
-            .map_or(0, |i| i + 1);
-        let head_end = b[eq..]
-            .iter()
-            .position(|&x| matches!(x, b';' | b'{'))
-            .map_or(b.len(), |i| eq + i);
-        // Directive lines in between (a `#define` of the space macro) are no part of it.
-        let kernel = src[head_start..head_end]
-            .lines()
-            .filter(|l| !l.trim_start().starts_with('#'))
-            .any(|l| {
-                global_words
-                    .iter()
-                    .any(|w| crate::lang::word_indices(l, w).next().is_some())
-            });
-        if kernel {
-            continue;
+        if !in_kernel_head(src, star, eq, &global_words) {
+            out.push(blank);
         }
-        out.push(blank);
     }
     out
+}
+
+/// Packs of pointer parameters (`const Vector<T>*... vectors`, `Ts*...` unnamed, as a
+/// gradient-boosting library's helpers unpack their arguments): the grammar reads a pack after
+/// `&` or `&&` only, and each such parameter list was a syntax warning (CP100). The masked view
+/// reads the `*` as `&`, a pack of references: the analysis takes a pack for what it is
+/// whatever its declarator, and the output copies the parameter as written. Not in a kernel's
+/// head (`in_kernel_head`). A fold over `*` (`(xs * ...)`) reads as one over `&`, which is no
+/// different to the grammar. The positions of the stars.
+fn pointer_packs(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
+    if !src.contains("...") {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let global_words = global_space_words(spaces);
+    let mut out = Vec::new();
+    for (star, _) in src.match_indices('*') {
+        let mut dots = star + 1;
+        while b.get(dots).is_some_and(|&x| x == b' ' || x == b'\t') {
+            dots += 1;
+        }
+        if !b[dots..].starts_with(b"...") {
+            continue;
+        }
+        let end = b[dots..]
+            .iter()
+            .position(|&x| matches!(x, b')' | b','))
+            .map_or(b.len(), |i| dots + i);
+        if !in_kernel_head(src, star, end, &global_words) {
+            out.push(star);
+        }
+    }
+    out
+}
+
+/// `__global__` and the macros that stand for it (`execution_space_macros`).
+fn global_space_words(spaces: &SpaceMacros) -> Vec<&str> {
+    std::iter::once("__global__")
+        .chain(
+            spaces
+                .iter()
+                .filter(|(_, words)| words.iter().any(|w| w == "__global__"))
+                .map(|(name, _)| name.as_str()),
+        )
+        .collect()
+}
+
+/// Whether bytes `from..to` of `src` lie in a kernel's head: `global_words` between the
+/// statement before them and the body (or `;`) after them, outside directive lines (a
+/// `#define` of the space macro). A kernel's parameters and template parameters are forwarded
+/// by name, and the rewrite names an unnamed one itself, so the masked view leaves its head as
+/// written.
+fn in_kernel_head(src: &str, from: usize, to: usize, global_words: &[&str]) -> bool {
+    let b = src.as_bytes();
+    let start = b[..from]
+        .iter()
+        .rposition(|&x| matches!(x, b';' | b'{' | b'}'))
+        .map_or(0, |i| i + 1);
+    let end = b[to..]
+        .iter()
+        .position(|&x| matches!(x, b';' | b'{'))
+        .map_or(b.len(), |i| to + i);
+    src[start..end]
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .any(|l| {
+            global_words
+                .iter()
+                .any(|w| crate::lang::word_indices(l, w).next().is_some())
+        })
 }
 
 /// Empty braces after `=` that a `,` or `)` follows: a parameter's default value written as a
@@ -2712,15 +2786,33 @@ mod tests {
                    #define DI static __device__ inline\n#define ALIGN __align__(8)\n#define BOTH __device__\n\
                    #else\n#define GLOBAL\n#define HD\n#define DI\n#define BOTH int\n#endif\n\
                    #define F(x) __device__\n#define INL inline\n#define MANAGED __managed__\n\
-                   #define SHARED __shared__\n";
+                   #define SHARED __shared__\n\
+                   #define OUTER INNER_INL static\n#define INNER_INL HD __forceinline__\n\
+                   #define TYPED HD float\n#define INL_ONLY INL inline\n";
         let included = vec![("KERNEL_SPACE".to_string(), " __global__".to_string())];
         let m = execution_space_macros(&defines(src), &included);
         let names: Vec<&str> = m.keys().map(String::as_str).collect();
         // BOTH is also defined as a type; ALIGN and INL name no space; F takes arguments.
-        // SHARED stays: the analysis must see `__shared__`.
-        assert_eq!(names, ["DI", "GLOBAL", "HD", "KERNEL_SPACE", "MANAGED"]);
+        // SHARED stays: the analysis must see `__shared__`. Macros of such macros count, in
+        // any order of definition; TYPED holds a type, INL_ONLY no space.
+        assert_eq!(
+            names,
+            [
+                "DI",
+                "GLOBAL",
+                "HD",
+                "INNER_INL",
+                "KERNEL_SPACE",
+                "MANAGED",
+                "OUTER"
+            ]
+        );
         assert_eq!(m["HD"], ["__host__", "__device__"]);
         assert_eq!(m["DI"], ["static", "__device__", "inline"]);
+        assert_eq!(
+            m["OUTER"],
+            ["__host__", "__device__", "__forceinline__", "static"]
+        );
     }
 
     #[test]
@@ -3333,6 +3425,37 @@ void h(int* d) {
         let helpers = &m[..m.find("__global__ void k").expect("kernel")];
         assert_eq!(error_count_of(helpers), 0, "{helpers}");
         let written = &src[..src.find("__global__ void k").expect("kernel")];
+        assert!(
+            error_count_of(written) > 0,
+            "the text as written is an error to the grammar"
+        );
+    }
+
+    #[test]
+    fn pointer_packs_read_as_reference_packs_outside_kernels() {
+        let src = "struct S {\n\
+                   template <typename H, typename... R>\n\
+                   void sync(const V<H>* v, const V<R>*... vs) const { sync(vs...); }\n\
+                   template <typename... H> void unused(int f, H *...) const {}\n\
+                   };\n\
+                   template <typename... T> __global__ void k(T*... ps) {}\n";
+        let m = masked(src).expect("masked");
+        assert_eq!(m.len(), src.len());
+        assert!(
+            m.contains("const V<R>&... vs") && m.contains("H &...)"),
+            "{m}"
+        );
+        assert!(
+            m.contains("k(T*... ps)"),
+            "a kernel's head stays as written: {m}"
+        );
+        let helpers = &m[..m
+            .find("template <typename... T> __global__")
+            .expect("kernel")];
+        assert_eq!(error_count_of(helpers), 0, "{helpers}");
+        let written = &src[..src
+            .find("template <typename... T> __global__")
+            .expect("kernel")];
         assert!(
             error_count_of(written) > 0,
             "the text as written is an error to the grammar"
