@@ -534,29 +534,7 @@ fn written_class(
         if object.kind_id() != k.identifier {
             return None;
         }
-        let name = crate::lang::text(object, src);
-        if let Some(class) = facts.declared_classes.get(name) {
-            return Some(class.clone());
-        }
-        if facts.declared.contains(name) {
-            return None;
-        }
-        let mut c = caller.params.walk();
-        let mut params = caller.params.named_children(&mut c);
-        let param = params.find(|p| {
-            p.child_by_field_id(f.declarator)
-                .and_then(crate::lang::declarator_name)
-                .is_some_and(|n| crate::lang::text(n, src) == name)
-        });
-        return match (param, &caller.class) {
-            (Some(p), _) => p
-                .child_by_field_id(f.r#type)
-                .and_then(|t| crate::lang::class_name_of_type(t, src))
-                .map(str::to_string),
-            // Neither a local nor a parameter: in a member, a field of its class.
-            (None, Some(class)) => classes.field_class(class, name),
-            (None, None) => None,
-        };
+        return object_class(crate::lang::text(object, src), caller, facts, src, classes);
     }
     if callee.kind_id() == k.qualified_identifier {
         // `ns::Foo<T>::f`: the innermost qualifier names the class.
@@ -577,9 +555,52 @@ fn written_class(
         };
     }
     if callee.kind_id() == k.identifier || callee.kind_id() == k.template_function {
-        return caller.class.clone();
+        // A functor called by the name of a local or parameter (`divmod(q, r, x)` of a
+        // `lib::FastDivmod divmod` parameter): its class's `operator()`. Without it, any class's
+        // `operator()` that synchronizes counted for every such call (a template library's
+        // kernels refused, CP004, for a division helper's call).
+        let name = crate::lang::text(callee, src);
+        let object = (callee.kind_id() == k.identifier)
+            .then(|| object_class(name, caller, facts, src, classes))
+            .flatten();
+        return object.or_else(|| caller.class.clone());
     }
     None
+}
+
+/// The class of the object that `name` names in `caller`: a local's declared class, a
+/// parameter's type, or in a member a field of its class. None for a local of another type or
+/// a name that none of these declares.
+fn object_class(
+    name: &str,
+    caller: &FunctionSite,
+    facts: &BodyFacts,
+    src: &str,
+    classes: &super::classes::Classes,
+) -> Option<String> {
+    let f = crate::lang::fields();
+    if let Some(class) = facts.declared_classes.get(name) {
+        return Some(class.clone());
+    }
+    if facts.declared.contains(name) {
+        return None;
+    }
+    let mut c = caller.params.walk();
+    let mut params = caller.params.named_children(&mut c);
+    let param = params.find(|p| {
+        p.child_by_field_id(f.declarator)
+            .and_then(crate::lang::declarator_name)
+            .is_some_and(|n| crate::lang::text(n, src) == name)
+    });
+    match (param, &caller.class) {
+        (Some(p), _) => p
+            .child_by_field_id(f.r#type)
+            .and_then(|t| crate::lang::class_name_of_type(t, src))
+            .map(str::to_string),
+        // Neither a local nor a parameter: in a member, a field of its class.
+        (None, Some(class)) => classes.field_class(class, name),
+        (None, None) => None,
+    }
 }
 
 /// Whether a call of member `name` certainly calls a member that takes the task context
