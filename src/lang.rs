@@ -63,6 +63,7 @@ kinds! {
     condition_clause = "condition_clause",
     call_expression = "call_expression",
     argument_list = "argument_list",
+    initializer_list = "initializer_list",
     field_expression = "field_expression",
     kernel_call_syntax = "kernel_call_syntax",
     launch_bounds = "launch_bounds",

@@ -397,8 +397,13 @@ impl CallGraph {
             .map(|c| c.node);
         // And calls of an expression (`Scale{2.0f}(x)`, `ops[i](x)`, `(*fp)(x)`).
         let expressions = facts.indirect_calls.iter().copied();
+        // Not a call with a braced list among its arguments (`layout()({row, col})`, as
+        // CUTLASS's epilogues index a tensor): `call_functor`'s forwarded arguments cannot be
+        // deduced from one, and the output did not compile. Such a call is refused where
+        // functors take the context (`decide`: its `operator()` cannot be passed it).
         objects
             .chain(expressions)
+            .filter(|&call| !braced_argument(call))
             .filter(move |_| self.functors_take_ctx)
     }
 
@@ -566,6 +571,19 @@ fn written_class(
         return object.or_else(|| caller.class.clone());
     }
     None
+}
+
+/// Whether a call passes a braced list as an argument (`f({1, 2})`).
+fn braced_argument(call: Node) -> bool {
+    let k = crate::lang::kinds();
+    call.child_by_field_id(crate::lang::fields().arguments)
+        .is_some_and(|args| {
+            let mut c = args.walk();
+            let braced = args
+                .named_children(&mut c)
+                .any(|a| a.kind_id() == k.initializer_list);
+            braced
+        })
 }
 
 /// The class of the object that `name` names in `caller`: a local's declared class, a
