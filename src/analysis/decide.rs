@@ -635,10 +635,10 @@ fn included_helper(h: &crate::program::KnownHelper, call: &std::ops::Range<usize
     if h.unread {
         return Diagnostic::new(
             Code::Helper,
-            format!("`{}` is defined in a region the parser cannot read (a syntax error around it): what it reads is unknown", h.name),
+            format!("`{}` is a device function the parser could not read as one (a syntax error around it, or an execution space spelled by a macro it cannot see): what it reads is unknown", h.name),
         )
         .label(call.clone(), "called here")
-        .help("fix the syntax the parser reports around the function's definition (CP100), or pass blockIdx/gridDim as arguments");
+        .help("fix the syntax the parser reports around the function's definition (CP100), give `-I` for the header that defines its execution-space macro, or pass blockIdx/gridDim as arguments");
     }
     let what = "reads blockIdx/gridDim: from this file it cannot be given the task's values";
     Diagnostic::new(

@@ -109,6 +109,13 @@ pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
         s.found.lost_kernels = lost_definitions(root, src, &s.found, "__global__");
         s.found.unread_helpers = lost_definitions(root, src, &s.found, "__device__");
     }
+    // With or without a syntax error: a macro the run cannot see may spell a space the grammar
+    // reads as a return type (`LIB_DEVICE_INT f(...)`), a host function to the scan.
+    for u in unmarked_block_index_readers(root, src, &s.found) {
+        if !s.found.unread_helpers.iter().any(|l| l.name == u.name) {
+            s.found.unread_helpers.push(u);
+        }
+    }
     let in_macros = macro_kernels(root, src, &parsed.space_macros);
     s.found.lost_kernels.extend(in_macros);
     for r in &errors {
@@ -223,6 +230,133 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
         }
     }
     lost
+}
+
+/// Definitions that read blockIdx or gridDim but that no kernel or helper of `found` covers: a
+/// device function whose execution space the text spells with a macro the run cannot see
+/// (`LIB_DEVICE int row(int w) { return blockIdx.x * w; }`, the macro in a header not given
+/// with `-I`), which the grammar then reads as a syntax error or a host function. Only a
+/// device function reads the block index, so each counts as a device function hidden from
+/// the analysis (`Found::unread_helpers`), and a kernel calling it is refused rather than
+/// transformed with a call that reads the hardware's index. The name is the word before the
+/// parameter list in front of the innermost enclosing `{` that follows one (`if (...) {` and
+/// the like skipped).
+fn unmarked_block_index_readers(root: Node, src: &str, found: &Found) -> Vec<LostDefinition> {
+    let covered: Vec<Range<usize>> = found
+        .kernels
+        .iter()
+        .chain(&found.helpers)
+        .map(|f| f.outer.byte_range())
+        .collect();
+    let bytes = src.as_bytes();
+    let mut out: Vec<LostDefinition> = Vec::new();
+    let reads = lang::word_indices(src, "blockIdx").chain(lang::word_indices(src, "gridDim"));
+    for i in reads {
+        if covered.iter().any(|r| r.contains(&i)) {
+            continue;
+        }
+        let Some(token) = root.descendant_for_byte_range(i, i + 1) else {
+            continue;
+        };
+        let hidden = std::iter::successors(Some(token), |n| n.parent()).any(|n| {
+            matches!(
+                n.kind(),
+                "comment" | "string_literal" | "raw_string_literal" | "char_literal"
+            ) || n.kind_id() == kinds().preproc_def
+                || n.kind_id() == kinds().preproc_function_def
+        });
+        if hidden {
+            continue;
+        }
+        if let Some(d) = enclosing_definition(bytes, i) {
+            if !out.iter().any(|o| o.name == d.name) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// The function whose body holds byte `at`, as text reads it: the innermost unmatched `{`
+/// before `at` preceded by a parameter list (qualifiers such as `const` between) and a name
+/// that is no statement keyword; an enclosing block of a statement goes on outward.
+fn enclosing_definition(bytes: &[u8], at: usize) -> Option<LostDefinition> {
+    let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
+    let mut i = at;
+    loop {
+        // The innermost unmatched `{` before i.
+        let mut depth = 0usize;
+        let open = loop {
+            i = i.checked_sub(1)?;
+            match bytes[i] {
+                b'}' => depth += 1,
+                b'{' if depth == 0 => break i,
+                b'{' => depth -= 1,
+                _ => {}
+            }
+        };
+        // Back over blanks and qualifier words to a `)`.
+        let mut j = open;
+        loop {
+            while j > 0 && bytes[j - 1].is_ascii_whitespace() {
+                j -= 1;
+            }
+            let end = j;
+            while j > 0 && word(bytes[j - 1]) {
+                j -= 1;
+            }
+            if j == end {
+                break;
+            }
+            if !matches!(
+                std::str::from_utf8(&bytes[j..end]).unwrap_or(""),
+                "const" | "noexcept" | "override" | "final" | "volatile"
+            ) {
+                j = end;
+                break;
+            }
+        }
+        if j == 0 || bytes[j - 1] != b')' {
+            continue;
+        }
+        // The matching `(`, then the name before it.
+        let mut depth = 0usize;
+        let mut k = j;
+        let paren = loop {
+            k = k.checked_sub(1)?;
+            match bytes[k] {
+                b')' => depth += 1,
+                b'(' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        break k;
+                    }
+                }
+                _ => {}
+            }
+        };
+        let mut end = paren;
+        while end > 0 && bytes[end - 1].is_ascii_whitespace() {
+            end -= 1;
+        }
+        let mut start = end;
+        while start > 0 && word(bytes[start - 1]) {
+            start -= 1;
+        }
+        let name = std::str::from_utf8(&bytes[start..end]).unwrap_or("");
+        let statement = matches!(
+            name,
+            "if" | "for" | "while" | "switch" | "catch" | "return" | "sizeof" | ""
+        );
+        if statement || name.as_bytes()[0].is_ascii_digit() {
+            continue;
+        }
+        return Some(LostDefinition {
+            name: name.to_string(),
+            at: start..end,
+            in_macro: None,
+        });
+    }
 }
 
 /// After an opening parenthesis at `i`: the index past its closing one, or none where a brace
