@@ -59,6 +59,7 @@ pub fn decide<'t>(
                 .iter()
                 .map(|(m, c)| (m.as_str(), c.byte_range())),
         )
+        .chain(unread_member_calls(&plan.facts, graph, opts))
         .map(|(name, call)| (name, call, Vec::new()))
         .collect();
     let mut external: BTreeSet<&str> = BTreeSet::new();
@@ -138,6 +139,9 @@ pub fn decide<'t>(
             }
             for (m, _) in &h.facts.ctx_member_calls {
                 stack.push((m.as_str(), call_site.clone(), next.clone()));
+            }
+            for (m, _) in unread_member_calls(&h.facts, graph, opts) {
+                stack.push((m, call_site.clone(), next.clone()));
             }
         }
     }
@@ -626,6 +630,26 @@ fn declared_names(body: Node, stmt: &Range<usize>, src: &str) -> Vec<String> {
             (d.kind() == "identifier")
                 .then(|| d.utf8_text(src.as_bytes()).ok().map(str::to_string))?
         })
+        .collect()
+}
+
+/// The calls through objects in `facts` whose member's name is a device function that no
+/// parse read (`KnownHelper::unread`: a member whose space a macro the run cannot see spells,
+/// `scan::unmarked_block_index_readers`), where no helper of the file has that name: they are
+/// followed as calls of it.
+fn unread_member_calls<'f>(
+    facts: &'f super::BodyFacts,
+    graph: &CallGraph,
+    opts: &Options,
+) -> Vec<(&'f str, std::ops::Range<usize>)> {
+    facts
+        .member_calls
+        .iter()
+        .filter(|(m, _)| {
+            graph.callees(m).next().is_none()
+                && opts.known_helpers.iter().any(|h| h.unread && h.name == *m)
+        })
+        .map(|(m, c)| (m.as_str(), c.byte_range()))
         .collect()
 }
 
