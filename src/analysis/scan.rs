@@ -212,17 +212,7 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
         if covered.iter().any(|r| r.contains(&i)) {
             continue;
         }
-        let Some(token) = root.descendant_for_byte_range(i, end) else {
-            continue;
-        };
-        let hidden = std::iter::successors(Some(token), |n| n.parent()).any(|n| {
-            matches!(
-                n.kind(),
-                "comment" | "string_literal" | "raw_string_literal" | "char_literal"
-            ) || n.kind_id() == kinds().preproc_def
-                || n.kind_id() == kinds().preproc_function_def
-        });
-        if hidden {
+        if not_code(root, i, end) {
             continue;
         }
         if let Some(k) = lost_definition(src, end, &found.macros) {
@@ -230,6 +220,21 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
         }
     }
     lost
+}
+
+/// Whether bytes `at..end` lie in a comment, a literal or a macro's definition (or in no node
+/// at all): no code of the function around them.
+fn not_code(root: Node, at: usize, end: usize) -> bool {
+    let Some(token) = root.descendant_for_byte_range(at, end) else {
+        return true;
+    };
+    std::iter::successors(Some(token), |n| n.parent()).any(|n| {
+        matches!(
+            n.kind(),
+            "comment" | "string_literal" | "raw_string_literal" | "char_literal"
+        ) || n.kind_id() == kinds().preproc_def
+            || n.kind_id() == kinds().preproc_function_def
+    })
 }
 
 /// Definitions that read blockIdx or gridDim but that no kernel or helper of `found` covers: a
@@ -255,17 +260,7 @@ fn unmarked_block_index_readers(root: Node, src: &str, found: &Found) -> Vec<Los
         if covered.iter().any(|r| r.contains(&i)) {
             continue;
         }
-        let Some(token) = root.descendant_for_byte_range(i, i + 1) else {
-            continue;
-        };
-        let hidden = std::iter::successors(Some(token), |n| n.parent()).any(|n| {
-            matches!(
-                n.kind(),
-                "comment" | "string_literal" | "raw_string_literal" | "char_literal"
-            ) || n.kind_id() == kinds().preproc_def
-                || n.kind_id() == kinds().preproc_function_def
-        });
-        if hidden {
+        if not_code(root, i, i + 1) {
             continue;
         }
         if let Some(d) = enclosing_definition(bytes, i) {
