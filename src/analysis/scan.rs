@@ -222,6 +222,25 @@ fn lost_definitions(root: Node, src: &str, found: &Found, keyword: &str) -> Vec<
     lost
 }
 
+/// The index of the `(` that matches the `)` just before `end` (`bytes[end - 1]`).
+fn opening_paren(bytes: &[u8], end: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut k = end;
+    loop {
+        k = k.checked_sub(1)?;
+        match bytes[k] {
+            b')' => depth += 1,
+            b'(' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(k);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// Whether bytes `at..end` lie in a comment, a literal or a macro's definition (or in no node
 /// at all): no code of the function around them.
 fn not_code(root: Node, at: usize, end: usize) -> bool {
@@ -315,21 +334,7 @@ fn enclosing_definition(bytes: &[u8], at: usize) -> Option<LostDefinition> {
             continue;
         }
         // The matching `(`, then the name before it.
-        let mut depth = 0usize;
-        let mut k = j;
-        let paren = loop {
-            k = k.checked_sub(1)?;
-            match bytes[k] {
-                b')' => depth += 1,
-                b'(' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break k;
-                    }
-                }
-                _ => {}
-            }
-        };
+        let paren = opening_paren(bytes, j)?;
         let mut end = paren;
         while end > 0 && bytes[end - 1].is_ascii_whitespace() {
             end -= 1;
@@ -1278,21 +1283,7 @@ fn attribute_at_end(text: &str, words: &[&str]) -> Option<Range<usize>> {
     let is_word = |c: char| c == '_' || c.is_ascii_alphanumeric();
     let b = text.as_bytes();
     let word_end = if b.last() == Some(&b')') {
-        let mut depth = 0i32;
-        let mut i = b.len();
-        loop {
-            i = i.checked_sub(1)?;
-            match b[i] {
-                b')' => depth += 1,
-                b'(' => {
-                    depth -= 1;
-                    if depth == 0 {
-                        break text[..i].trim_end().len();
-                    }
-                }
-                _ => {}
-            }
-        }
+        text[..opening_paren(b, b.len())?].trim_end().len()
     } else {
         text.len()
     };
