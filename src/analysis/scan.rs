@@ -1120,24 +1120,19 @@ impl<'t> Scanner<'t, '_> {
             let value_type = (!pack && grid_constant.is_none())
                 .then(|| by_value_named_type(p, decl, self.src))
                 .flatten();
-            match (name, name_node) {
-                // Unnamed in the source, named only in the masked view (`type* = nullptr`): the
-                // generated name goes where the masked view put one, before the default.
-                (None, Some(n)) => {
-                    let name = vocab::unnamed_param(i);
-                    let at = n.start_byte() - pstart;
-                    out.push(Param {
-                        text: format!("{} {name}{}", &ptext[..at], &ptext[at..]),
-                        name,
-                        named: true,
-                        pack,
-                        before,
-                        grid_constant,
-                        value_type,
-                    });
-                }
-                (Some(name), _) => out.push(Param {
-                    text: ptext,
+            // Unnamed in the source, named only in the masked view (`type* = nullptr`): the
+            // generated name goes where the masked view put one, before the default.
+            let named = match (name, name_node) {
+                (Some(name), _) => Some((None, name)),
+                (None, Some(n)) => Some((Some(n.start_byte() - pstart), vocab::unnamed_param(i))),
+                (None, None) => None,
+            };
+            match named {
+                Some((generated_at, name)) => out.push(Param {
+                    text: match generated_at {
+                        Some(at) => format!("{} {name}{}", &ptext[..at], &ptext[at..]),
+                        None => ptext,
+                    },
                     name,
                     named: true,
                     pack,
@@ -1145,7 +1140,7 @@ impl<'t> Scanner<'t, '_> {
                     grid_constant,
                     value_type,
                 }),
-                (None, None) => {
+                None => {
                     let abstract_shape = decl.is_some_and(|d| {
                         let kind = d.kind();
                         kind != "abstract_pointer_declarator"
