@@ -240,8 +240,9 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let string_macros = string_macro_uses(src);
     let config_braces = braced_launch_configs(src);
     let brace_defaults = empty_brace_defaults(src);
-    let pointer_defaults = unnamed_pointer_defaults(src, &space_table);
-    let pointer_packs = pointer_packs(src, &space_table);
+    let global_words = global_space_words(&space_table);
+    let pointer_defaults = unnamed_pointer_defaults(src, &global_words);
+    let pointer_packs = pointer_packs(src, &global_words);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
@@ -1628,15 +1629,12 @@ fn statement_macro_separators(
     (out, blanked)
 }
 
-/// Where the `#undef` directive that starts at `at` (first on its line) ends: its line's break,
-/// or the file's end. None for anything else.
+/// Where the `#undef` directive that starts at `at` (first on its line) ends: past its
+/// continued lines (`branches::directive_end`), at a line break or the file's end. None for
+/// anything else.
 fn undef_line_end(b: &[u8], at: usize) -> Option<usize> {
-    let line_start = b[..at]
-        .iter()
-        .rposition(|&x| x == b'\n')
-        .map_or(0, |i| i + 1);
     let directive = b.get(at) == Some(&b'#')
-        && b[line_start..at].iter().all(|&x| x == b' ' || x == b'\t')
+        && statement_args::line_start(b, at)
         && b[at + 1..]
             .iter()
             .position(|&x| x != b' ' && x != b'\t')
@@ -1647,16 +1645,11 @@ fn undef_line_end(b: &[u8], at: usize) -> Option<usize> {
     if !directive {
         return None;
     }
-    // A continued line (`\` before its break) goes on: the directive ends at the first break
-    // that none precedes.
-    let mut end = at;
-    loop {
-        match b[end..].iter().position(|&x| x == b'\n') {
-            Some(i) if i > 0 && b[end + i - 1] == b'\\' => end += i + 1,
-            Some(i) => return Some(end + i),
-            None => return Some(b.len()),
-        }
-    }
+    let line_end = b[at..]
+        .iter()
+        .position(|&x| x == b'\n')
+        .map_or(b.len(), |i| at + i);
+    Some(branches::directive_end(b, line_end))
 }
 
 /// Whether byte `at` of `b` lies in a comment that starts at or after `from` (the gap after a
@@ -1755,12 +1748,11 @@ fn braced_launch_configs(src: &str) -> Vec<(usize, usize)> {
 /// that it reads as what it is, a pointer with a default. Not in a kernel's head
 /// (`in_kernel_head`). `*` then blanks then `=` never occurs in an expression (`*=` is one
 /// token). The positions of the blanks that become `_`.
-fn unnamed_pointer_defaults(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
+fn unnamed_pointer_defaults(src: &str, global_words: &[&str]) -> Vec<usize> {
     if !src.contains("* ") && !src.contains("*\t") {
         return Vec::new();
     }
     let b = src.as_bytes();
-    let global_words = global_space_words(spaces);
     let mut out = Vec::new();
     for (star, _) in src.match_indices('*') {
         let blank = star + 1;
@@ -1776,7 +1768,7 @@ fn unnamed_pointer_defaults(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
         if eq == blank || b.get(eq) != Some(&b'=') || b.get(eq + 1) == Some(&b'=') || !typed {
             continue;
         }
-        if !in_kernel_head(src, star, eq, &global_words) {
+        if !in_kernel_head(src, star, eq, global_words) {
             out.push(blank);
         }
     }
@@ -1790,12 +1782,11 @@ fn unnamed_pointer_defaults(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
 /// whatever its declarator, and the output copies the parameter as written. Not in a kernel's
 /// head (`in_kernel_head`). A fold over `*` (`(xs * ...)`) reads as one over `&`, which is no
 /// different to the grammar. The positions of the stars.
-fn pointer_packs(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
+fn pointer_packs(src: &str, global_words: &[&str]) -> Vec<usize> {
     if !src.contains("...") {
         return Vec::new();
     }
     let b = src.as_bytes();
-    let global_words = global_space_words(spaces);
     let mut out = Vec::new();
     for (star, _) in src.match_indices('*') {
         let mut dots = star + 1;
@@ -1809,7 +1800,7 @@ fn pointer_packs(src: &str, spaces: &SpaceMacros) -> Vec<usize> {
             .iter()
             .position(|&x| matches!(x, b')' | b','))
             .map_or(b.len(), |i| dots + i);
-        if !in_kernel_head(src, star, end, &global_words) {
+        if !in_kernel_head(src, star, end, global_words) {
             out.push(star);
         }
     }

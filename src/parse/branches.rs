@@ -113,7 +113,7 @@ pub(super) fn conditionals(src: &str) -> Vec<Conditional> {
 
 /// The end of a directive whose first line ends at `line_end`: past its backslash-continued
 /// lines.
-fn directive_end(b: &[u8], line_end: usize) -> usize {
+pub(super) fn directive_end(b: &[u8], line_end: usize) -> usize {
     let mut end = line_end;
     while end < b.len() && end > 0 && b[end - 1] == b'\\' {
         end = b[end + 1..]

@@ -239,7 +239,7 @@ fn literal_end(b: &[u8], i: usize) -> usize {
 }
 
 /// Whether only blanks come before `i` on its line.
-fn line_start(b: &[u8], i: usize) -> bool {
+pub(super) fn line_start(b: &[u8], i: usize) -> bool {
     b[..i]
         .iter()
         .rev()
