@@ -241,8 +241,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let config_braces = braced_launch_configs(src);
     let brace_defaults = empty_brace_defaults(src);
     let global_words = global_space_words(&space_table);
-    let pointer_defaults = unnamed_pointer_defaults(src, &global_words);
-    let pointer_packs = pointer_packs(src, &global_words);
+    let PointerDeclarators {
+        defaults: pointer_defaults,
+        packs: pointer_packs,
+    } = pointer_declarators(src, &global_words);
     let define_comments = define_comments(src, &defs);
     let mut head_pragmas = pragmas_after_heads(src);
     head_pragmas.extend(pragma_operators(src, &defs, included_macros));
@@ -473,14 +475,19 @@ fn blank_define_ends(bytes: &[u8]) -> Vec<usize> {
         .collect()
 }
 
-/// The words an execution-space macro may stand for (memory spaces of file-scope variables,
-/// `__managed__` and `__constant__`, too; never `__shared__`, which the analysis must see).
-const SPACE_WORDS: &[&str] = &[
+/// The execution and memory spaces an execution-space macro may stand for (memory spaces of
+/// file-scope variables, `__managed__` and `__constant__`, too; never `__shared__`, which the
+/// analysis must see). One of them makes a macro a space macro.
+const SPACES: &[&str] = &[
     "__global__",
     "__device__",
     "__host__",
     "__managed__",
     "__constant__",
+];
+
+/// The other words a space macro may stand for beside its spaces.
+const SPACE_QUALIFIERS: &[&str] = &[
     "__forceinline__",
     "__noinline__",
     "inline",
@@ -488,9 +495,13 @@ const SPACE_WORDS: &[&str] = &[
     "static",
 ];
 
+fn is_space_word(word: &str) -> bool {
+    SPACES.contains(&word) || SPACE_QUALIFIERS.contains(&word)
+}
+
 /// Object-like macros that stand for an execution space (`#define GLOBAL __global__`,
 /// `#define HOST_DEVICE __host__ __device__`, `#define DEV static __device__ inline`): every
-/// definition with a body is made of `SPACE_WORDS` and other such macros only (`#define
+/// definition with a body is made of `SPACES`, `SPACE_QUALIFIERS` and other such macros only (`#define
 /// HOST_DEV_INLINE HOST_DEVICE __forceinline__`, as a gradient-boosting library spells its
 /// inline helpers), with `__global__`, `__device__` or `__host__` among the words they stand
 /// for; a definition without a body is the one for compilers without CUDA (`#ifdef __CUDACC__
@@ -535,7 +546,7 @@ pub(crate) fn execution_space_macros(
             for w in bodies.iter().flatten() {
                 let expanded: &[String] = match out.get(w.as_str()) {
                     Some(inner) => inner,
-                    None if SPACE_WORDS.contains(&w.as_str()) => std::slice::from_ref(w),
+                    None if is_space_word(w) => std::slice::from_ref(w),
                     None => {
                         all_space = false;
                         break;
@@ -547,12 +558,7 @@ pub(crate) fn execution_space_macros(
                     }
                 }
             }
-            let a_space = words.iter().any(|w| {
-                matches!(
-                    w.as_str(),
-                    "__global__" | "__device__" | "__host__" | "__managed__" | "__constant__"
-                )
-            });
+            let a_space = words.iter().any(|w| SPACES.contains(&w.as_str()));
             if all_space && a_space {
                 out.insert(name.to_string(), words);
                 found = true;
@@ -1741,67 +1747,63 @@ fn braced_launch_configs(src: &str) -> Vec<(usize, usize)> {
     out
 }
 
-/// Unnamed pointer parameters with a default (`typename std::enable_if<c>::type* = nullptr`, as
-/// a library's device helpers select an overload): the grammar reads a default only after a
-/// named declarator or a reference, and each such parameter was a syntax warning (CP100). The
-/// masked view names it `_` in the blank between its `*` and its `=` (`type*_= nullptr`), so
-/// that it reads as what it is, a pointer with a default. Not in a kernel's head
-/// (`in_kernel_head`). `*` then blanks then `=` never occurs in an expression (`*=` is one
-/// token). The positions of the blanks that become `_`.
-fn unnamed_pointer_defaults(src: &str, global_words: &[&str]) -> Vec<usize> {
-    if !src.contains("* ") && !src.contains("*\t") {
-        return Vec::new();
+/// Two pointer declarators the grammar cannot read, found in one pass over the stars of `src`
+/// (neither in a kernel's head, `in_kernel_head`: a kernel's parameters are forwarded by name,
+/// and the rewrite names an unnamed one itself):
+///
+/// * Unnamed pointer parameters with a default (`typename std::enable_if<c>::type* = nullptr`,
+///   as a library's device helpers select an overload): the grammar reads a default only after
+///   a named declarator or a reference, and each such parameter was a syntax warning (CP100).
+///   The masked view names it `_` in the blank between its `*` and its `=` (`type*_= nullptr`),
+///   so that it reads as what it is, a pointer with a default. `*` then blanks then `=` never
+///   occurs in an expression (`*=` is one token). `defaults`: the positions of those blanks.
+/// * Packs of pointer parameters (`const Vector<T>*... vectors`, `Ts*...` unnamed, as a
+///   gradient-boosting library's helpers unpack their arguments): the grammar reads a pack
+///   after `&` or `&&` only, and each such parameter list was a syntax warning (CP100). The
+///   masked view reads the `*` as `&`, a pack of references: the analysis takes a pack for what
+///   it is whatever its declarator, and the output copies the parameter as written. A fold over
+///   `*` (`(xs * ...)`) reads as one over `&`, which is no different to the grammar. `packs`:
+///   the positions of those stars.
+struct PointerDeclarators {
+    defaults: Vec<usize>,
+    packs: Vec<usize>,
+}
+
+fn pointer_declarators(src: &str, global_words: &[&str]) -> PointerDeclarators {
+    let mut out = PointerDeclarators {
+        defaults: Vec::new(),
+        packs: Vec::new(),
+    };
+    let may_default = src.contains("* ") || src.contains("*\t");
+    let may_pack = src.contains("...");
+    if !may_default && !may_pack {
+        return out;
     }
     let b = src.as_bytes();
-    let mut out = Vec::new();
     for (star, _) in src.match_indices('*') {
         let blank = star + 1;
-        let mut eq = blank;
-        while b.get(eq).is_some_and(|&x| x == b' ' || x == b'\t') {
-            eq += 1;
+        let mut next = blank;
+        while b.get(next).is_some_and(|&x| x == b' ' || x == b'\t') {
+            next += 1;
+        }
+        if may_pack && b[next..].starts_with(b"...") {
+            let end = b[next..]
+                .iter()
+                .position(|&x| matches!(x, b')' | b','))
+                .map_or(b.len(), |i| next + i);
+            if !in_kernel_head(src, star, end, global_words) {
+                out.packs.push(star);
+            }
+            continue;
         }
         // `*`, blanks, a lone `=` (not `==`), after a type's last word, `>` or another `*`.
         let typed = star > 0
             && (b[star - 1] == b'_'
                 || b"*> \t".contains(&b[star - 1])
                 || b[star - 1].is_ascii_alphanumeric());
-        if eq == blank || b.get(eq) != Some(&b'=') || b.get(eq + 1) == Some(&b'=') || !typed {
-            continue;
-        }
-        if !in_kernel_head(src, star, eq, global_words) {
-            out.push(blank);
-        }
-    }
-    out
-}
-
-/// Packs of pointer parameters (`const Vector<T>*... vectors`, `Ts*...` unnamed, as a
-/// gradient-boosting library's helpers unpack their arguments): the grammar reads a pack after
-/// `&` or `&&` only, and each such parameter list was a syntax warning (CP100). The masked view
-/// reads the `*` as `&`, a pack of references: the analysis takes a pack for what it is
-/// whatever its declarator, and the output copies the parameter as written. Not in a kernel's
-/// head (`in_kernel_head`). A fold over `*` (`(xs * ...)`) reads as one over `&`, which is no
-/// different to the grammar. The positions of the stars.
-fn pointer_packs(src: &str, global_words: &[&str]) -> Vec<usize> {
-    if !src.contains("...") {
-        return Vec::new();
-    }
-    let b = src.as_bytes();
-    let mut out = Vec::new();
-    for (star, _) in src.match_indices('*') {
-        let mut dots = star + 1;
-        while b.get(dots).is_some_and(|&x| x == b' ' || x == b'\t') {
-            dots += 1;
-        }
-        if !b[dots..].starts_with(b"...") {
-            continue;
-        }
-        let end = b[dots..]
-            .iter()
-            .position(|&x| matches!(x, b')' | b','))
-            .map_or(b.len(), |i| dots + i);
-        if !in_kernel_head(src, star, end, global_words) {
-            out.push(star);
+        let lone_eq = b.get(next) == Some(&b'=') && b.get(next + 1) != Some(&b'=');
+        if next > blank && lone_eq && typed && !in_kernel_head(src, star, next, global_words) {
+            out.defaults.push(blank);
         }
     }
     out

@@ -1495,7 +1495,7 @@ fn directive_lines(text: &str) -> String {
 }
 
 /// Whether name node `n` is no name in the source: the one the masked view gives an unnamed
-/// pointer parameter with a default (`parse::unnamed_pointer_defaults`), a blank there.
+/// pointer parameter with a default (`parse::pointer_declarators`), a blank there.
 fn masked_in_name(n: Node, src: &str) -> bool {
     text(n, src).trim().is_empty()
 }
