@@ -44,10 +44,13 @@ pub enum Code {
     BadPragma,
     /// CP202: `--select`, `--exclude` or `--chunk NAME=N` names no kernel of the inputs.
     SelectionUnmatched,
+    /// CP203: kernels judged without a macro that is defined only where a configuration macro
+    /// no file defines is; their wrappers are compiled only where it stays undefined.
+    UnconfiguredMacro,
 }
 
 impl Code {
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -67,6 +70,7 @@ impl Code {
         Code::PredicatedRewrite,
         Code::BadPragma,
         Code::SelectionUnmatched,
+        Code::UnconfiguredMacro,
     ];
 
     pub fn id(self) -> &'static str {
@@ -90,13 +94,17 @@ impl Code {
             Code::PredicatedRewrite => "CP200",
             Code::BadPragma => "CP201",
             Code::SelectionUnmatched => "CP202",
+            Code::UnconfiguredMacro => "CP203",
         }
     }
 
     /// Refusals leave a kernel untouched; everything else is informational.
     pub fn severity(self) -> Level {
         match self {
-            Code::AlreadyTransformed | Code::NotSelected | Code::PredicatedRewrite => Level::Note,
+            Code::AlreadyTransformed
+            | Code::NotSelected
+            | Code::PredicatedRewrite
+            | Code::UnconfiguredMacro => Level::Note,
             Code::ParseError | Code::LaunchLeft | Code::BadPragma | Code::SelectionUnmatched => {
                 Level::Warning
             }

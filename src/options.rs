@@ -52,6 +52,13 @@ pub struct Options {
     /// they met the macros the program defines before it (HeCBench's sw4ck defines `base`
     /// and `u`, which broke libstdc++'s `<string>`).
     pub include_support: bool,
+    /// Macros given a definition on the command line (`-D NAME`, nvcc's own flags where the
+    /// compiler launcher runs): a conditional that tests one of them is not judged off
+    /// (`transform::unconfigured_retry`).
+    pub defined_macros: Vec<String>,
+    /// Macros the file's kernels were judged without (`transform::unconfigured_retry`): every
+    /// wrapper is compiled only where each of them stays undefined.
+    pub assumed_undefined: Vec<String>,
 }
 
 impl Options {

@@ -7,6 +7,7 @@ use tree_sitter::{Node, Parser, Tree};
 pub type SpaceMacros = std::collections::BTreeMap<String, Vec<String>>;
 
 mod branches;
+pub(crate) use branches::defined_only_branches;
 mod statement_args;
 
 pub struct Parsed {

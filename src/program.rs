@@ -951,6 +951,56 @@ pub struct IncludedMacros {
     /// The files' functions, as the uniformity analysis reads a call of one
     /// (`uniformity::IncludedFunctions`).
     pub functions: crate::analysis::IncludedFunctions,
+    /// Per definition, in the same order: the macros that must be defined for it to be in
+    /// effect, from the conditionals around it that test one macro alone
+    /// (`parse::defined_only_branches`). Missing entries count as none.
+    pub requires: Vec<Vec<String>>,
+    /// The same for `parameters`.
+    pub parameter_requires: Vec<Vec<String>>,
+}
+
+impl IncludedMacros {
+    /// The macros that must be defined for every definition of `name` to be in effect, one
+    /// list per definition; None where `name` has no definition here.
+    pub fn requirements_of(&self, name: &str) -> Option<Vec<&[String]>> {
+        let found: Vec<&[String]> = self
+            .definitions
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| n == name)
+            .map(|(i, _)| self.requires.get(i).map_or(&[][..], Vec::as_slice))
+            .collect();
+        (!found.is_empty()).then_some(found)
+    }
+
+    /// These macros without any definition of the names in `names` (and their parameters).
+    pub fn without(&self, names: &[String]) -> IncludedMacros {
+        let keep = |n: &String| !names.contains(n);
+        let (definitions, requires) = self
+            .definitions
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| keep(n))
+            .map(|(i, d)| (d.clone(), self.requires.get(i).cloned().unwrap_or_default()))
+            .unzip();
+        let (parameters, parameter_requires) = self
+            .parameters
+            .iter()
+            .enumerate()
+            .filter(|(_, (n, _))| keep(n))
+            .map(|(i, p)| {
+                let r = self.parameter_requires.get(i).cloned().unwrap_or_default();
+                (p.clone(), r)
+            })
+            .unzip();
+        IncludedMacros {
+            definitions,
+            parameters,
+            functions: self.functions.clone(),
+            requires,
+            parameter_requires,
+        }
+    }
 }
 
 /// The parameters of a text's function-like `#define`s (`...` as `__VA_ARGS__`).
@@ -962,13 +1012,28 @@ pub fn macro_parameters(text: &str) -> Vec<(String, Vec<String>)> {
 /// `MacroMemo::macros_of`: `macro_definitions` serves callers that want the macros alone).
 fn included_macros(text: &str) -> IncludedMacros {
     let mut out = IncludedMacros::default();
-    for d in crate::parse::defines(&crate::parse::without_carriage_returns(text)) {
+    let text = crate::parse::without_carriage_returns(text);
+    let defines = crate::parse::defines(&text);
+    let branches = if defines.is_empty() {
+        Vec::new()
+    } else {
+        crate::parse::defined_only_branches(&text)
+    };
+    for d in defines {
+        let at = d.name.as_ptr() as usize - text.as_ptr() as usize;
+        let requires: Vec<String> = branches
+            .iter()
+            .filter(|(r, _)| r.contains(&at))
+            .map(|(_, name)| name.clone())
+            .collect();
         out.definitions
             .push((d.name.to_string(), d.body.to_string()));
         if let Some(list) = d.params {
             let params = crate::parse::macro_parameter_list(list);
             out.parameters.push((d.name.to_string(), params));
+            out.parameter_requires.push(requires.clone());
         }
+        out.requires.push(requires);
     }
     out
 }
@@ -1008,8 +1073,15 @@ impl MacroMemo {
                     m
                 }
             };
+            // Requirements padded to their lists' lengths: a list given by a caller may lack them.
+            out.requires.resize(out.definitions.len(), Vec::new());
+            out.parameter_requires
+                .resize(out.parameters.len(), Vec::new());
             out.definitions.extend(m.definitions.iter().cloned());
             out.parameters.extend(m.parameters.iter().cloned());
+            out.requires.extend(m.requires.iter().cloned());
+            out.parameter_requires
+                .extend(m.parameter_requires.iter().cloned());
             out.functions.merge(&m.functions);
         }
         out

@@ -249,6 +249,133 @@ fn transform_here(
     file_name: &str,
     opts: &Options,
 ) -> Result<Transformed, TransformError> {
+    let first = transform_once(src, file_name, opts)?;
+    let Some((retry, note)) = unconfigured_retry(src, opts, &first) else {
+        return Ok(first);
+    };
+    let second = transform_once(src, file_name, &retry)?;
+    if second.transformed_count() <= first.transformed_count() {
+        return Ok(first);
+    }
+    // What files that include this one learn of its helpers stays as the first reading has
+    // it: their kernels' wrappers are not guarded by this file's assumption.
+    let mut out = Transformed {
+        helpers: first.helpers,
+        ..second
+    };
+    out.diagnostics.push(note);
+    Ok(out)
+}
+
+/// Kernels refused because a macro of an included file calls a helper that reads
+/// blockIdx/gridDim (CP008), where every definition of that macro is in effect only where a
+/// configuration macro is defined that no file here defines and no `-D` gives (CUTLASS's
+/// synclog redefines `__syncthreads` to log each barrier, block index included, only under
+/// `CUTLASS_ENABLE_SYNCLOG`; every kernel that included it and synchronized was refused): the
+/// options to judge the file again without those definitions, that configuration macro taken
+/// as undefined, and the note that says so (CP203). The rewrite compiles every wrapper only
+/// where the configuration macros stay undefined (`rewrite::kernel`), so a build that does
+/// define one runs the kernels as written: nothing rests on the guess. Names that begin with
+/// `_` are the compiler's and the platform's, never taken as undefined. None where no refusal
+/// is of that kind.
+fn unconfigured_retry(
+    src: &str,
+    opts: &Options,
+    first: &Transformed,
+) -> Option<(Options, Diagnostic)> {
+    let blamed: std::collections::BTreeSet<&str> = first
+        .diagnostics
+        .iter()
+        .filter_map(analysis::blamed_macro)
+        .collect();
+    if blamed.is_empty() {
+        return None;
+    }
+    let normalized = parse::without_carriage_returns(src);
+    let own_defines = parse::defines(&normalized);
+    let own: std::collections::BTreeSet<&str> = own_defines.iter().map(|d| d.name).collect();
+    let known = &opts.known_macros;
+    let defined = |name: &str| {
+        own.contains(name)
+            || opts.defined_macros.iter().any(|m| m == name)
+            || known.definitions.iter().any(|(n, _)| n == name)
+    };
+    let unconfigured = |name: &str| !name.starts_with('_') && !defined(name);
+    let mut dropped: Vec<String> = Vec::new();
+    let mut assumed: std::collections::BTreeSet<String> = Default::default();
+    for &m in &blamed {
+        // The file's own definition is read as written.
+        if own.contains(m) {
+            continue;
+        }
+        let Some(each) = known.requirements_of(m) else {
+            continue;
+        };
+        let configs: Option<Vec<&String>> = each
+            .iter()
+            .map(|requires| requires.iter().find(|x| unconfigured(x)))
+            .collect();
+        if let Some(configs) = configs {
+            dropped.push(m.to_string());
+            assumed.extend(configs.into_iter().cloned());
+        }
+    }
+    if dropped.is_empty() {
+        return None;
+    }
+    let mut o = opts.clone();
+    o.known_macros = known.without(&dropped);
+    for a in &assumed {
+        if !o.assumed_undefined.contains(a) {
+            o.assumed_undefined.push(a.clone());
+        }
+    }
+    let quoted = |names: &mut dyn Iterator<Item = &String>| {
+        names
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    // Where the file first uses one of those macros (the first reading's refusals point there).
+    let first_use = first
+        .diagnostics
+        .iter()
+        .filter(|d| analysis::blamed_macro(d).is_some_and(|m| dropped.iter().any(|x| x == m)))
+        .filter_map(|d| d.labels.first())
+        .map(|l| l.start..l.end)
+        .min_by_key(|r| r.start);
+    let note = Diagnostic::new(
+        Code::UnconfiguredMacro,
+        format!(
+            "macro {} is defined only where {} is, which no file here defines and no -D gives: \
+             the kernels are judged without it, and their wrappers are compiled only where {} \
+             stays undefined",
+            quoted(&mut dropped.iter()),
+            quoted(&mut assumed.iter()),
+            quoted(&mut assumed.iter()),
+        ),
+    )
+    .help(format!(
+        "a build that defines it runs these kernels as written; pass the same -D to cupreempt \
+         to judge them with it ({})",
+        assumed
+            .iter()
+            .map(|a| format!("-D {a}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    let note = match first_use {
+        Some(r) => note.label(r, "judged without that definition"),
+        None => note,
+    };
+    Some((o, note))
+}
+
+fn transform_once(
+    src: &str,
+    file_name: &str,
+    opts: &Options,
+) -> Result<Transformed, TransformError> {
     if let Some(d) = already_transformed(src) {
         return Ok(Transformed {
             output: src.to_string(),

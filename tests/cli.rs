@@ -2421,3 +2421,76 @@ fn member_calls_of_a_headers_class_beside_a_functor_that_reads_the_block_index()
     )
     .unwrap_or_else(|e| panic!("{e}"));
 }
+
+/// A macro that an included header defines only under a configuration macro (a logging
+/// library's `__syncthreads` that records each barrier with its block index, as CUTLASS's
+/// synclog does under `CUTLASS_ENABLE_SYNCLOG`): with nothing defining that macro, the kernel is
+/// transformed (CP203 says on what assumption) and its wrappers are compiled only where the
+/// macro stays undefined; with `-D` it is judged with the definition and refused (CP008). Both
+/// outputs compile with and without the macro, and where it is defined the object holds no
+/// wrapper: its launches run the kernel as written.
+#[test]
+fn a_macro_defined_only_under_an_undefined_configuration_macro() {
+    let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
+    let dir = support::tempdir("cli-unconfigured-macro");
+    std::fs::write(
+        dir.join("trace.h"),
+        "#pragma once\n#include <cstdio>\nnamespace trace {\n\
+         __device__ inline void barrier(int line) {\n\
+           if (threadIdx.x == 0) printf(\"block %u at line %d\\n\", blockIdx.x, line);\n}\n}\n\
+         #if defined(TRACE_BARRIERS)\n#undef __syncthreads\n\
+         #define __syncthreads() do { \\\n  trace::barrier(__LINE__); \\\n  __syncthreads(); \\\n} while (0)\n\
+         #endif\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("reverse.cu"),
+        "#include \"trace.h\"\n\
+         __global__ void reverse(float* x) {\n  __shared__ float s[256];\n\
+           s[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];\n  __syncthreads();\n\
+           x[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];\n}\n\
+         void run(float* x, int blocks) { reverse<<<blocks, 256>>>(x); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "."], &dir);
+    let err = stderr(&o);
+    assert!(
+        o.status.success() && stdout(&o).contains("reverse: transformable"),
+        "{}{err}",
+        stdout(&o)
+    );
+    assert!(
+        err.contains("CP203") && err.contains("-D TRACE_BARRIERS"),
+        "{err}"
+    );
+    let o = cupreempt(&["check", ".", "-D", "TRACE_BARRIERS=1"], &dir);
+    assert!(!o.status.success(), "refused with the definition");
+    assert!(
+        stdout(&o).contains("CP008") && !stderr(&o).contains("CP203"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = cupreempt(&["transform", ".", "--out-dir", "out"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(dir.join("out/reverse.cu")).unwrap();
+    assert!(
+        out.contains("#if !defined(CUPREEMPT_SPLIT_UNIT) && !defined(TRACE_BARRIERS)"),
+        "{out}"
+    );
+    for (flag, wrappers) in [(None, true), (Some("-DTRACE_BARRIERS"), false)] {
+        let obj = dir.join(format!("reverse{}.o", flag.is_some() as u8));
+        let mut cmd = support::nvcc_compile(&nvcc, &obj);
+        cmd.arg(dir.join("out/reverse.cu"));
+        if let Some(f) = flag {
+            cmd.arg(f);
+        }
+        support::compiles(&mut cmd, "reverse.cu").unwrap_or_else(|e| panic!("{e}"));
+        // The wrapper's mangled name (the body's is `23reverse__cupreempt_body`).
+        assert_eq!(
+            support::file_contains(&obj, "18reverse__cupreempt"),
+            wrappers,
+            "{flag:?}"
+        );
+    }
+}

@@ -253,21 +253,23 @@ pub fn decide<'t>(
             None => d,
         }));
     }
-    // A macro of this file that calls a helper needing the context would still call the
-    // original, which reads the hardware's blockIdx: refuse rather than miscompile.
+    // A macro that calls a helper needing the context would still call the original, which
+    // reads the hardware's blockIdx: refuse rather than miscompile. The helper may be this
+    // file's or an included file's (a header's logging macro that calls the header's function,
+    // which records the block's index).
+    let reads_block_ids = |c: &str| {
+        graph.ctx_names.contains(c)
+            || (graph.callees(c).next().is_none()
+                && opts
+                    .known_helpers
+                    .iter()
+                    .any(|h| h.name == c && (h.reads_block_ids || h.unread)))
+    };
     for m in &plan.facts.macro_uses {
-        if let Some(h) = m
-            .facts
-            .calls
-            .iter()
-            .find(|c| graph.ctx_names.contains(c.as_str()))
-        {
+        if let Some(h) = m.facts.calls.iter().find(|c| reads_block_ids(c)) {
             refusals.push(
-                Diagnostic::new(
-                    Code::Helper,
-                    format!("macro `{}` calls helper `{h}`, which reads blockIdx/gridDim; calls inside macros cannot be rewritten", m.name),
-                )
-                .label(m.node.byte_range(), "macro used here"),
+                Diagnostic::new(Code::Helper, macro_calls_reader(&m.name, h))
+                    .label(m.node.byte_range(), "macro used here"),
             );
         }
     }
@@ -903,6 +905,22 @@ fn loop_head(l: Node) -> Range<usize> {
     } else {
         r
     }
+}
+
+/// The CP008 message for a macro that calls a helper reading blockIdx/gridDim.
+fn macro_calls_reader(name: &str, helper: &str) -> String {
+    format!("{MACRO_BLAMED}{name}` calls helper `{helper}`, which reads blockIdx/gridDim; calls inside macros cannot be rewritten")
+}
+
+const MACRO_BLAMED: &str = "macro `";
+
+/// The macro a diagnostic blames for a refusal (`macro_calls_reader`), if any.
+pub fn blamed_macro(d: &crate::diagnostics::Diagnostic) -> Option<&str> {
+    if d.code != Code::Helper {
+        return None;
+    }
+    let rest = d.message.strip_prefix(MACRO_BLAMED)?;
+    rest.split_once('`').map(|(name, _)| name)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod body;
 mod callgraph;
 mod classes;
 mod decide;
+pub use decide::blamed_macro;
 mod effects;
 mod flow;
 mod hidden;
@@ -137,6 +138,9 @@ pub struct KernelPlan<'t> {
     /// A function of the file that is no kernel has its name (`sites::plain_function_names`):
     /// its launch types name the original by its type, which picks it from the overload set.
     pub function_namesake: bool,
+    /// Macros the kernel was judged as if undefined (`Options::assumed_undefined`): its
+    /// wrappers are compiled only where each of them is.
+    pub assumed_undefined: Vec<String>,
 }
 
 impl<'t> KernelPlan<'t> {
@@ -179,6 +183,7 @@ impl<'t> KernelPlan<'t> {
             loop_state_dynamic: false,
             loop_state_per_instance: None,
             function_namesake: false,
+            assumed_undefined: Vec::new(),
             site,
             facts,
         }
@@ -470,6 +475,7 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
         plan.capped_by_own_bounds = own_bounds && plan.capped_wrapper;
         plan.head_branches = head_branches;
         plan.function_namesake = plain_names.contains(&plan.site.name);
+        plan.assumed_undefined = opts.assumed_undefined.clone();
         let loop_state = shared_size::loop_state(&plan, &helpers, &graph, src, &file_shared_sizes);
         plan.loop_state_dynamic = matches!(loop_state, Ok(shared_size::LoopState::Dynamic));
         if let Ok(shared_size::LoopState::PerInstance(bytes)) = &loop_state {

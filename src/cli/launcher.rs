@@ -227,6 +227,10 @@ struct NvccCommand {
     search: Vec<PathBuf>,
     /// -isystem folders: their headers are not the project's.
     system: Vec<PathBuf>,
+    /// Macros the command line defines (-D), less those it undefines after (-U): the analysis
+    /// judges a conditional that tests one of them as the compiler will
+    /// (`Options::defined_macros`).
+    defines: Vec<String>,
     pass_through: bool,
     links: bool,
     /// -MD/-MMD: nvcc writes a depfile, named by -MF or after the output.
@@ -271,6 +275,7 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
         depfile: None,
         search: Vec::new(),
         system: Vec::new(),
+        defines: Vec::new(),
         pass_through: false,
         links: true,
         depends: false,
@@ -319,10 +324,11 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
             if short.contains(&flag.as_str()) || long.contains(&flag.as_str()) {
                 return next();
             }
-            // Attached short values: -Idir (nvcc takes no -ofile: -odir is another option).
+            // Attached short values: -Idir, -DNAME, -UNAME (nvcc takes no -ofile: -odir is
+            // another option).
             short
                 .iter()
-                .find(|s| **s == "-I" && a.starts_with(**s) && a.len() > 2)
+                .find(|s| ["-I", "-D", "-U"].contains(s) && a.starts_with(**s) && a.len() > 2)
                 .map(|s| a[s.len()..].to_string())
         };
         if let Some(v) = value(&["-o"], &["--output-file"]) {
@@ -331,6 +337,18 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
             c.depfile = Some(PathBuf::from(v));
         } else if let Some(v) = value(&["-I"], &["--include-path"]) {
             c.search.push(PathBuf::from(v));
+        } else if let Some(v) = value(&["-D"], &["--define-macro"]) {
+            // `-DA=1,B`: nvcc takes a comma-separated list.
+            for d in v.split(',') {
+                let name = d.split('=').next().unwrap_or(d).trim();
+                if !name.is_empty() && !c.defines.iter().any(|n| n == name) {
+                    c.defines.push(name.to_string());
+                }
+            }
+        } else if let Some(v) = value(&["-U"], &["--undefine-macro"]) {
+            for name in v.split(',') {
+                c.defines.retain(|n| n != name.trim());
+            }
         } else if let Some(v) = value(&["-isystem"], &["--system-include"]) {
             c.system.push(PathBuf::from(v));
         } else if let Some(v) = value(&["-x"], &["--x"]) {
@@ -533,7 +551,7 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let mut wraps = false;
         for &i in &cmd.sources.clone() {
             let source = PathBuf::from(&cmd.args[i]);
-            match prepare(&source, &base, &cmd.search, &system) {
+            match prepare(&source, &base, &cmd.search, &system, &cmd.defines) {
                 Ok(Prepared::Copy(c)) => {
                     cmd.args[i] = c.copy.clone().into_os_string();
                     copies.push((c.copy, source.clone()));
@@ -1092,6 +1110,7 @@ fn prepare(
     base: &Path,
     search: &[PathBuf],
     system: &[PathBuf],
+    defines: &[String],
 ) -> anyhow::Result<Prepared> {
     let spelled_source = source;
     let source = source.canonicalize()?;
@@ -1131,6 +1150,7 @@ fn prepare(
     let opts = cupreempt::Options {
         line_directives: true,
         helpers_for_other_files: true,
+        defined_macros: defines.to_vec(),
         ..cupreempt::Options::default()
     };
     // What each file defines, for the launches and kernels of the files that include it.

@@ -77,6 +77,10 @@ pub struct SelectArgs {
     /// file's own folder for `#include "..."`, the only places searched for `#include <...>`.
     #[arg(short = 'I', long = "include-dir", value_name = "DIR")]
     include_dirs: Vec<std::path::PathBuf>,
+    /// A macro the build defines, as nvcc's -D (repeatable; a value after `=` is accepted and
+    /// not read): a conditional that tests it alone is not taken as off (CP203).
+    #[arg(short = 'D', long = "define", value_name = "NAME[=VALUE]")]
+    defines: Vec<String>,
 }
 
 impl SelectArgs {
@@ -92,6 +96,11 @@ impl SelectArgs {
             budget_us: self.budget_us,
             line_directives: self.line_directives,
             verify: self.verify,
+            defined_macros: self
+                .defines
+                .iter()
+                .map(|d| d.split('=').next().unwrap_or(d).to_string())
+                .collect(),
             ..Options::default()
         };
         for c in &self.chunk {

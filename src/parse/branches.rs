@@ -111,6 +111,69 @@ pub(super) fn conditionals(src: &str) -> Vec<Conditional> {
     out
 }
 
+/// The branches of `src`'s conditionals that are in effect only where a macro is defined,
+/// each with that macro's name: the first branch of `#ifdef X`, `#if defined(X)` and `#if
+/// defined X`; a branch opened by `#elif defined(X)` or `#elifdef X`; every branch after the
+/// first of `#ifndef X` and `#if !defined(X)`. Only a condition that tests one macro alone
+/// counts (`#if defined(A) && B` says nothing about A's branch alone); nested branches each
+/// give their own.
+pub(crate) fn defined_only_branches(src: &str) -> Vec<(Range<usize>, String)> {
+    let mut out = Vec::new();
+    if !src.contains("def") {
+        return out;
+    }
+    for g in conditionals(src) {
+        for (k, (directive, branch)) in g.directives.iter().zip(&g.branches).enumerate() {
+            match lone_test(&src[directive.clone()]) {
+                Some((name, true)) => out.push((branch.clone(), name)),
+                Some((name, false)) if k == 0 => {
+                    for later in &g.branches[1..] {
+                        out.push((later.clone(), name.clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The macro a directive line tests alone and whether it wants it defined: `#ifdef X`, `#if
+/// defined(X)`, `#if defined X`, `#elif defined(X)`, `#elifdef X` (true); `#ifndef X`, `#if
+/// !defined(X)`, `#elifndef X` (false). None for any other directive or condition.
+fn lone_test(directive: &str) -> Option<(String, bool)> {
+    let text = directive.trim_start().strip_prefix('#')?.trim_start();
+    // A comment after the condition (`#ifdef X // why`) says nothing.
+    let text = text.split("//").next().unwrap_or(text);
+    let text = text.split("/*").next().unwrap_or(text).trim_end();
+    let word_end = text
+        .find(|c: char| !c.is_ascii_alphabetic())
+        .unwrap_or(text.len());
+    let (word, rest) = text.split_at(word_end);
+    let rest = rest.trim();
+    let (test, wanted) = match word {
+        "ifdef" | "elifdef" => (rest, true),
+        "ifndef" | "elifndef" => (rest, false),
+        "if" | "elif" => {
+            let (negated, rest) = match rest.strip_prefix('!') {
+                Some(r) => (true, r.trim_start()),
+                None => (false, rest),
+            };
+            let operand = rest.strip_prefix("defined")?.trim();
+            let operand = match operand.strip_prefix('(') {
+                Some(inner) => inner.strip_suffix(')')?.trim(),
+                None => operand,
+            };
+            (operand, !negated)
+        }
+        _ => return None,
+    };
+    let is_name = !test.is_empty()
+        && !test.starts_with(|c: char| c.is_ascii_digit())
+        && test.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    is_name.then(|| (test.to_string(), wanted))
+}
+
 /// The end of a directive whose first line ends at `line_end`: past its backslash-continued
 /// lines.
 pub(super) fn directive_end(b: &[u8], line_end: usize) -> usize {
@@ -642,6 +705,30 @@ mod tests {
                 .root_node()
                 .has_error(),
             "{view}"
+        );
+    }
+
+    #[test]
+    fn branches_in_effect_only_where_a_macro_is_defined() {
+        let src = "#ifdef A\na\n#endif\n#if defined(B)\nb\n#else\nnot_b\n#endif\n\
+                   #ifndef C\nnot_c\n#elif X > 1\nc_x\n#else\nc\n#endif\n\
+                   #if defined(D) && E\nde\n#endif\n#if !defined( F ) // why\nnot_f\n\
+                   #elif defined G\ng\n#endif\n";
+        let mut found: Vec<(String, &str)> = defined_only_branches(src)
+            .into_iter()
+            .map(|(r, name)| (name, src[r].trim()))
+            .collect();
+        found.sort();
+        assert_eq!(
+            found,
+            [
+                ("A".to_string(), "a"),
+                ("B".to_string(), "b"),
+                ("C".to_string(), "c"),
+                ("C".to_string(), "c_x"),
+                ("F".to_string(), "g"),
+                ("G".to_string(), "g"),
+            ]
         );
     }
 

@@ -216,16 +216,29 @@ pub fn rewrite(
     };
     // In the unit's own object even where the compiler launcher splits it: a wrapper module's
     // wrappers are found by name, by launches that know nothing of the state's bytes.
-    let dynamic_definitions = || only_if(&not_in_wrapper_module(), &definitions(true));
+    let dynamic_definitions = || {
+        only_if(
+            &not_in_wrapper_module(&plan.assumed_undefined),
+            &definitions(true),
+        )
+    };
     if plan.loop_state_per_instance.is_some() {
         // Both forms: each instance's launch types name one, and only that one is instantiated.
-        out.push_str(&unless_split(&definitions(false), ""));
+        out.push_str(&unless_split(
+            &plan.assumed_undefined,
+            &definitions(false),
+            "",
+        ));
         out.push('\n');
         out.push_str(&dynamic_definitions());
     } else if plan.loop_state_dynamic {
         out.push_str(&dynamic_definitions());
     } else {
-        out.push_str(&unless_split(&definitions(false), ""));
+        out.push_str(&unless_split(
+            &plan.assumed_undefined,
+            &definitions(false),
+            "",
+        ));
     }
     if let Some(first) = plan
         .prior_declarations
@@ -335,7 +348,7 @@ fn explicit_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) 
             inst.end_byte(),
             format!(
                 "\n// cupreempt: the wrappers of this instance, for launches in other units.\n{}",
-                trim_last_newline(unless_split(&text, ""))
+                trim_last_newline(unless_split(&plan.assumed_undefined, &text, ""))
             ),
         ));
     }
@@ -473,12 +486,16 @@ fn macro_instantiations(plan: &KernelPlan, src: &str, edits: &mut Vec<Edit>) {
     let mut guards = String::from(
         "// cupreempt: the wrappers' instances that the macro below writes after each of this\n// kernel's, where the wrappers are built here.\n",
     );
-    guards.push_str(&unless_split(&on(false), &off(false)));
+    guards.push_str(&unless_split(
+        &plan.assumed_undefined,
+        &on(false),
+        &off(false),
+    ));
     if plan.capped_wrapper {
         guards.push_str(&by_capped(
             &k.name,
             &off(true),
-            &unless_split(&on(true), &off(true)),
+            &unless_split(&plan.assumed_undefined, &on(true), &off(true)),
         ));
     }
     edits.push(Edit::insert(at, guards));
@@ -784,8 +801,12 @@ fn choose(cond: &str, then: &str, otherwise: &str) -> String {
 /// `whole` (the wrappers' definitions, the launch types' wrapper members) in a unit compiled
 /// whole, `split` (nothing, null members) in the object of a unit whose wrappers the compiler
 /// launcher compiled into a module of their own (`vocab::SPLIT_UNIT`).
-fn unless_split(whole: &str, split: &str) -> String {
-    let cond = format!("!defined({})", crate::vocab::SPLIT_UNIT);
+fn unless_split(assumed_undefined: &[String], whole: &str, split: &str) -> String {
+    let cond = format!(
+        "!defined({}){}",
+        crate::vocab::SPLIT_UNIT,
+        undefined_too(assumed_undefined)
+    );
     if split.is_empty() {
         only_if(&cond, whole)
     } else {
@@ -851,8 +872,22 @@ fn wrapper_head(kernel: &str, cap: bool, dynamic: bool) -> String {
 
 /// Where wrappers that keep the loop's state in dynamic shared memory are defined: everywhere
 /// but a split unit's wrapper module (`vocab::WRAPPER_MODULE`).
-fn not_in_wrapper_module() -> String {
-    format!("!defined({})", crate::vocab::WRAPPER_MODULE)
+fn not_in_wrapper_module(assumed_undefined: &[String]) -> String {
+    format!(
+        "!defined({}){}",
+        crate::vocab::WRAPPER_MODULE,
+        undefined_too(assumed_undefined)
+    )
+}
+
+/// ` && !defined(X)` for each macro the kernel was judged as if undefined (`KernelPlan::
+/// assumed_undefined`): where one is defined, the kernel has no wrappers, and its launches run
+/// it as written (launch.cuh), as the analysis did not judge that form.
+fn undefined_too(assumed_undefined: &[String]) -> String {
+    assumed_undefined
+        .iter()
+        .map(|m| format!(" && !defined({m})"))
+        .collect()
 }
 
 /// `named`: the body takes the running kernel's pretty name (the wrapper's own; a lambda's
@@ -937,6 +972,7 @@ fn declared_family(plan: &KernelPlan, decl: &FunctionSite, src: &str) -> String 
         dynamic: plan.loop_state_dynamic,
         per_instance: None,
         function_namesake: plan.function_namesake,
+        assumed_undefined: &plan.assumed_undefined,
     };
     out.push_str(&types.text(&h));
     trim_last_newline(out)
@@ -953,6 +989,7 @@ fn launch_types(plan: &KernelPlan, h: &Header) -> String {
         dynamic: plan.loop_state_dynamic,
         per_instance: plan.loop_state_per_instance.as_deref(),
         function_namesake: plan.function_namesake,
+        assumed_undefined: &plan.assumed_undefined,
     };
     types.text(h)
 }
@@ -972,6 +1009,8 @@ struct LaunchTypes<'a, 't> {
     per_instance: Option<&'a str>,
     /// The original is named by its type (`KernelPlan::function_namesake`).
     function_namesake: bool,
+    /// `KernelPlan::assumed_undefined`.
+    assumed_undefined: &'a [String],
 }
 
 impl LaunchTypes<'_, '_> {
@@ -1038,10 +1077,14 @@ impl LaunchTypes<'_, '_> {
                 // launches add the state's bytes (launch.cuh, `loop_shared_bytes`).
                 format!(
                     "  static constexpr bool {MEMBER_LOOP_STATE_DYNAMIC} = true;\n{}",
-                    choose(&not_in_wrapper_module(), &whole, &null)
+                    choose(
+                        &not_in_wrapper_module(self.assumed_undefined),
+                        &whole,
+                        &null
+                    )
                 )
             } else {
-                unless_split(&whole, &null)
+                unless_split(self.assumed_undefined, &whole, &null)
             }
         };
         let original = format!("  static constexpr {orig_ty} = {amp}{}{targs};\n", k.name);
