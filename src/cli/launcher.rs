@@ -1434,6 +1434,14 @@ mod tests {
     }
 
     #[test]
+    fn defines_and_undefines_are_read_in_order() {
+        let c = parse(args(
+            "-DNDEBUG -D TRACE=1 --define-macro=A,B=2 -x cu -c a.cu -UA --undefine-macro TRACE -DC",
+        ));
+        assert_eq!(c.defines, ["NDEBUG", "B", "C"]);
+    }
+
+    #[test]
     fn cmake_compile_lines_are_understood() {
         let dir = std::env::temp_dir().join(format!("cupreempt-launcher-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
