@@ -2449,13 +2449,20 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
          __global__ void reverse(float* x) {\n  __shared__ float s[256];\n\
            s[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];\n  __syncthreads();\n\
            x[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];\n}\n\
-         void run(float* x, int blocks) { reverse<<<blocks, 256>>>(x); }\n",
+         __device__ void sync_block() { __syncthreads(); }\n\
+         __global__ void reverse_via_helper(float* x) {\n  __shared__ float s[256];\n\
+           s[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];\n  sync_block();\n\
+           x[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];\n}\n\
+         void run(float* x, int blocks) {\n  reverse<<<blocks, 256>>>(x);\n\
+           reverse_via_helper<<<blocks, 256>>>(x);\n}\n",
     )
     .unwrap();
     let o = cupreempt(&["check", "."], &dir);
     let err = stderr(&o);
     assert!(
-        o.status.success() && stdout(&o).contains("reverse: transformable"),
+        o.status.success()
+            && stdout(&o).contains("reverse: transformable")
+            && stdout(&o).contains("reverse_via_helper: transformable"),
         "{}{err}",
         stdout(&o)
     );
@@ -2465,8 +2472,11 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
     );
     let o = cupreempt(&["check", ".", "-D", "TRACE_BARRIERS=1"], &dir);
     assert!(!o.status.success(), "refused with the definition");
+    // The kernel's own use of the macro, and its helper's.
     assert!(
-        stdout(&o).contains("CP008") && !stderr(&o).contains("CP203"),
+        stdout(&o).contains("reverse: left as it is: CP008")
+            && stdout(&o).contains("reverse_via_helper: left as it is: CP008")
+            && !stderr(&o).contains("CP203"),
         "{}{}",
         stdout(&o),
         stderr(&o)

@@ -265,12 +265,18 @@ pub fn decide<'t>(
                     .iter()
                     .any(|h| h.name == c && (h.reads_block_ids || h.unread)))
     };
-    for m in &plan.facts.macro_uses {
-        if let Some(h) = m.facts.calls.iter().find(|c| reads_block_ids(c)) {
-            refusals.push(
-                Diagnostic::new(Code::Helper, macro_calls_reader(&m.name, h))
-                    .label(m.node.byte_range(), "macro used here"),
-            );
+    // In the kernel's body and in every helper it reaches (a helper's `__syncthreads()` that a
+    // header's macro turns into a logging call is the kernel's as much as its own).
+    for &(facts, site, via) in &bodies {
+        for m in &facts.macro_uses {
+            if let Some(h) = m.facts.calls.iter().find(|c| reads_block_ids(c)) {
+                let d = Diagnostic::new(Code::Helper, macro_calls_reader(&m.name, h))
+                    .label(m.node.byte_range(), "macro used here");
+                refusals.push(match via {
+                    Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
+                    None => d,
+                });
+            }
         }
     }
 
@@ -919,7 +925,12 @@ pub fn blamed_macro(d: &crate::diagnostics::Diagnostic) -> Option<&str> {
     if d.code != Code::Helper {
         return None;
     }
-    let rest = d.message.strip_prefix(MACRO_BLAMED)?;
+    // The kernel's own (`macro_calls_reader`), or a helper's as `from_helper` words it.
+    let rest = d.message.strip_prefix(MACRO_BLAMED).or_else(|| {
+        d.message
+            .split_once(&format!("which is refused: {MACRO_BLAMED}"))
+            .map(|(_, rest)| rest)
+    })?;
     rest.split_once('`').map(|(name, _)| name)
 }
 
