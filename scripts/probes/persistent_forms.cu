@@ -51,6 +51,8 @@
 // Each form: LAUNCHES launches back to back timed with events (after two unmeasured ones), the
 // median over ROUNDS rounds of the mean per launch, and a checksum of the output (every form
 // must equal the original's).
+// With -DPROBE_PATHFINDER_TASK the task is fixtures/bench/pathfinder's kernel body (INNER is
+// its `steps`; TASKS 19418 and INNER 20 are its large launches).
 // With -DPROBE_BARRIER_TASK the task is shaped like fixtures/bench/pathfinder instead: INNER
 // rows of a three-point minimum over shared memory, two barriers per row (the forms without
 // a barrier between tasks still need none: every task's last barrier comes after its last
@@ -124,6 +126,16 @@ struct BlockStamp {
 #define BLOCK_STAMP (void)0
 #endif
 
+#ifdef PROBE_PATHFINDER_TASK
+#include <climits>
+__constant__ unsigned g_pathfinder_cols;  // TASKS tiles of BS - 2 * INNER columns
+__device__ __forceinline__ int pathfinder_weight(int row, int col) {
+  unsigned h = (unsigned)row * 0x9e3779b1u ^ (unsigned)col * 0x85ebca77u;
+  h ^= h >> 15, h *= 0x2c1b3c6du, h ^= h >> 12;
+  return (int)(h % 10u);
+}
+#endif
+
 __device__ __forceinline__ void task(const float2* in, float2* out, float c, float s, int inner,
                                      unsigned t) {
 #ifdef PROBE_STAMPS
@@ -134,7 +146,30 @@ __device__ __forceinline__ void task(const float2* in, float2* out, float c, flo
   }
 #endif
   const unsigned i = t * BS + threadIdx.x;
-#ifdef PROBE_BARRIER_TASK
+#if defined(PROBE_PATHFINDER_TASK)
+  // fixtures/bench/pathfinder's kernel itself: INNER rows of a pyramid over a tile with a halo
+  // of INNER columns, hashed weights, two barriers per row (the buffers read as ints).
+  (void)i, (void)c, (void)s;
+  __shared__ int prev[BS], result[BS];
+  const int* src = reinterpret_cast<const int*>(in);
+  int* dst = reinterpret_cast<int*>(out);
+  const int tx = threadIdx.x, steps = inner, cols = (int)g_pathfinder_cols;
+  const int x = (BS - 2 * steps) * (int)t - steps + tx;
+  const bool valid = x >= 0 && x < cols;
+  prev[tx] = valid ? src[x] & 0xffff : INT_MAX;
+  __syncthreads();
+  for (int k = 0; k < steps; ++k) {
+    const bool compute = valid && tx >= k + 1 && tx <= BS - 2 - k;
+    if (compute) {
+      const int m = min(prev[tx - 1], min(prev[tx], prev[tx + 1]));
+      result[tx] = m + pathfinder_weight(7 + k, x);
+    }
+    __syncthreads();
+    if (compute) prev[tx] = result[tx];
+    __syncthreads();
+  }
+  if (valid && tx >= steps && tx < BS - steps) dst[x] = prev[tx];
+#elif defined(PROBE_BARRIER_TASK)
   // Shaped like fixtures/bench/pathfinder: INNER rows of a stencil over shared memory, two
   // barriers per row, little arithmetic between them.
   __shared__ float prev[BS], next[BS];
@@ -371,7 +406,7 @@ __global__ void dispatch_native(const float2* in, float2* out, float c, float s,
   task(in, out, c, s, inner, blockIdx.x);
 }
 
-#ifdef PROBE_BARRIER_TASK
+#if defined(PROBE_BARRIER_TASK) || defined(PROBE_PATHFINDER_TASK)
 constexpr bool kTaskBarrier = true;  // the next task reuses this one's shared memory
 #else
 constexpr bool kTaskBarrier = false;
@@ -409,6 +444,10 @@ int main(int argc, char** argv) {
   constexpr size_t kCounters = (LAUNCHES + 2) * 1024 + 1024;
   CHECK(cudaMalloc(&counters, kCounters * sizeof(unsigned)));
   CHECK(cudaMemcpy(in, h.data(), n * sizeof(float2), cudaMemcpyHostToDevice));
+#ifdef PROBE_PATHFINDER_TASK
+  const unsigned cols = tasks * (BS - 2 * inner);
+  CHECK(cudaMemcpyToSymbol(g_pathfinder_cols, &cols, sizeof cols));
+#endif
   int sms = 0;
   CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const float c = 0.99980003f, s = 0.019998667f;

@@ -62,7 +62,7 @@ int main() {
   return 0;
 }
 C
-"$cli" transform --out-dir out . 2> transform.log
+"$cli" transform --line-directives --out-dir out . 2> transform.log
 "$cli" headers --out hdr > /dev/null
 flags="-arch=sm_90 -std=c++17 -O3"
 for trace in 0 1; do
