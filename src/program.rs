@@ -973,21 +973,24 @@ impl IncludedMacros {
         (!found.is_empty()).then_some(found)
     }
 
-    /// These macros without any definition of the names in `names` (and their parameters).
-    pub fn without(&self, names: &[String]) -> IncludedMacros {
-        let keep = |n: &String| !names.contains(n);
+    /// These macros without the definitions of the names in `names` that are in effect only
+    /// where one of `undefined` is defined (and without their parameters).
+    pub fn without(&self, names: &[String], undefined: &[String]) -> IncludedMacros {
+        let keep = |n: &String, requires: Option<&Vec<String>>| {
+            !names.contains(n) || !requires.is_some_and(|r| r.iter().any(|x| undefined.contains(x)))
+        };
         let (definitions, requires) = self
             .definitions
             .iter()
             .enumerate()
-            .filter(|(_, (n, _))| keep(n))
+            .filter(|(i, (n, _))| keep(n, self.requires.get(*i)))
             .map(|(i, d)| (d.clone(), self.requires.get(i).cloned().unwrap_or_default()))
             .unzip();
         let (parameters, parameter_requires) = self
             .parameters
             .iter()
             .enumerate()
-            .filter(|(_, (n, _))| keep(n))
+            .filter(|(i, (n, _))| keep(n, self.parameter_requires.get(*i)))
             .map(|(i, p)| {
                 let r = self.parameter_requires.get(i).cloned().unwrap_or_default();
                 (p.clone(), r)

@@ -268,7 +268,7 @@ fn transform_here(
 }
 
 /// Kernels refused because a macro of an included file calls a helper that reads
-/// blockIdx/gridDim (CP008), where every definition of that macro is in effect only where a
+/// blockIdx/gridDim (CP008), where definitions of that macro are in effect only where a
 /// configuration macro is defined that no file here defines and no `-D` gives (CUTLASS's
 /// synclog redefines `__syncthreads` to log each barrier, block index included, only under
 /// `CUTLASS_ENABLE_SYNCLOG`; every kernel that included it and synchronized was refused): the
@@ -311,11 +311,13 @@ fn unconfigured_retry(
         let Some(each) = known.requirements_of(m) else {
             continue;
         };
-        let configs: Option<Vec<&String>> = each
+        // The definitions in effect only under an unconfigured macro go; the others (an
+        // `#else` branch's plain `__syncthreads()`) stay.
+        let configs: Vec<&String> = each
             .iter()
-            .map(|requires| requires.iter().find(|x| unconfigured(x)))
+            .filter_map(|requires| requires.iter().find(|x| unconfigured(x)))
             .collect();
-        if let Some(configs) = configs {
+        if !configs.is_empty() {
             dropped.push(m.to_string());
             assumed.extend(configs.into_iter().cloned());
         }
@@ -324,7 +326,8 @@ fn unconfigured_retry(
         return None;
     }
     let mut o = opts.clone();
-    o.known_macros = known.without(&dropped);
+    let undefined: Vec<String> = assumed.iter().cloned().collect();
+    o.known_macros = known.without(&dropped, &undefined);
     for a in &assumed {
         if !o.assumed_undefined.contains(a) {
             o.assumed_undefined.push(a.clone());

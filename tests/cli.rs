@@ -2440,7 +2440,9 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
            if (threadIdx.x == 0) printf(\"block %u at line %d\\n\", blockIdx.x, line);\n}\n}\n\
          #if defined(TRACE_BARRIERS)\n#undef __syncthreads\n\
          #define __syncthreads() do { \\\n  trace::barrier(__LINE__); \\\n  __syncthreads(); \\\n} while (0)\n\
-         #endif\n",
+         #endif\n\
+         #ifdef TRACE_HELPER\n#define BLOCK_SYNC() do { trace::barrier(__LINE__); __syncthreads(); } while (0)\n\
+         #else\n#define BLOCK_SYNC() __syncthreads()\n#endif\n",
     )
     .unwrap();
     std::fs::write(
@@ -2449,7 +2451,7 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
          __global__ void reverse(float* x) {\n  __shared__ float s[256];\n\
            s[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];\n  __syncthreads();\n\
            x[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];\n}\n\
-         __device__ void sync_block() { __syncthreads(); }\n\
+         __device__ void sync_block() { BLOCK_SYNC(); }\n\
          __global__ void reverse_via_helper(float* x) {\n  __shared__ float s[256];\n\
            s[threadIdx.x] = x[blockIdx.x * 256 + threadIdx.x];\n  sync_block();\n\
            x[blockIdx.x * 256 + threadIdx.x] = s[255 - threadIdx.x];\n}\n\
@@ -2481,11 +2483,23 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
         stdout(&o),
         stderr(&o)
     );
+    // The helper's macro has a plain definition too (`#else`), which comes last: the other one
+    // is in effect under -D TRACE_HELPER, and the kernel that reaches it is refused.
+    let o = cupreempt(&["check", ".", "-D", "TRACE_HELPER"], &dir);
+    assert!(
+        stdout(&o).contains("reverse: transformable")
+            && stdout(&o).contains("reverse_via_helper: left as it is: CP008"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
     let o = cupreempt(&["transform", ".", "--out-dir", "out"], &dir);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = std::fs::read_to_string(dir.join("out/reverse.cu")).unwrap();
     assert!(
-        out.contains("#if !defined(CUPREEMPT_SPLIT_UNIT) && !defined(TRACE_BARRIERS)"),
+        out.contains(
+            "#if !defined(CUPREEMPT_SPLIT_UNIT) && !defined(TRACE_BARRIERS) && !defined(TRACE_HELPER)"
+        ),
         "{out}"
     );
     for (flag, wrappers) in [(None, true), (Some("-DTRACE_BARRIERS"), false)] {

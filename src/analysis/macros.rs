@@ -39,6 +39,11 @@ pub fn define(macros: &mut BTreeMap<String, MacroFacts>, name: &str, body: &str)
     let mut f = facts(body);
     if let Some(old) = macros.get(name) {
         f.redefined = old.redefined || old.text != f.text;
+        // Which definition is in effect is the preprocessor's choice (`#ifdef DEBUG` one,
+        // `#else` another): the macro may do what any of them does. Its text stays the last's.
+        if f.redefined {
+            f.absorb(old);
+        }
     }
     macros.insert(name.to_string(), f);
 }
