@@ -295,12 +295,14 @@ fn unconfigured_retry(
     let own_defines = parse::defines(&normalized);
     let own: std::collections::BTreeSet<&str> = own_defines.iter().map(|d| d.name).collect();
     let known = &opts.known_macros;
-    let defined = |name: &str| {
-        own.contains(name)
-            || opts.defined_macros.iter().any(|m| m == name)
-            || known.definitions.iter().any(|(n, _)| n == name)
-    };
-    let unconfigured = |name: &str| !name.starts_with('_') && !defined(name);
+    // Every name that some file or the command line defines, gathered once.
+    let defined: std::collections::BTreeSet<&str> = own
+        .iter()
+        .copied()
+        .chain(opts.defined_macros.iter().map(String::as_str))
+        .chain(known.definitions.iter().map(|(n, _)| n.as_str()))
+        .collect();
+    let unconfigured = |name: &str| !name.starts_with('_') && !defined.contains(name);
     let mut dropped: Vec<String> = Vec::new();
     let mut assumed: std::collections::BTreeSet<String> = Default::default();
     for &m in &blamed {
