@@ -167,6 +167,12 @@ pub struct Diagnostic {
     pub kernel: Option<KernelTag>,
     pub labels: Vec<Label>,
     pub help: Option<String>,
+    /// The macro a refusal blames, with the byte range of its use in the file: a macro that
+    /// calls a helper reading blockIdx/gridDim (CP008). The transform's second reading of a
+    /// file (CP203, `transform::unconfigured_retry`) starts from it. Not part of reports;
+    /// boxed, so that a diagnostic stays small as an error value.
+    #[serde(skip)]
+    pub blamed_macro: Option<Box<(String, std::ops::Range<usize>)>>,
 }
 
 fn code_id<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {
@@ -187,6 +193,7 @@ impl Diagnostic {
             kernel: None,
             labels: Vec::new(),
             help: None,
+            blamed_macro: None,
         }
     }
     pub fn kernel(mut self, id: KernelId, name: &str) -> Self {

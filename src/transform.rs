@@ -283,7 +283,7 @@ fn unconfigured_retry(
     opts: &Options,
     first: &Transformed,
 ) -> Option<(Options, Diagnostic)> {
-    let blamed: std::collections::BTreeSet<&str> = first
+    let mut blamed: std::collections::BTreeSet<&str> = first
         .diagnostics
         .iter()
         .filter_map(analysis::blamed_macro)
@@ -295,6 +295,22 @@ fn unconfigured_retry(
     let own_defines = parse::defines(&normalized);
     let own: std::collections::BTreeSet<&str> = own_defines.iter().map(|d| d.name).collect();
     let known = &opts.known_macros;
+    // A blamed macro may reach the reader through another macro of the included files
+    // (`BLOCK_SYNC()` expands to `__syncthreads()`, which a configuration redefines): the
+    // macros its definitions name are judged too.
+    let mut todo: Vec<&str> = blamed.iter().copied().collect();
+    while let Some(m) = todo.pop() {
+        for (_, text) in known.definitions.iter().filter(|(n, _)| n == m) {
+            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                let Some((name, _)) = known.definitions.iter().find(|(n, _)| n == word) else {
+                    continue;
+                };
+                if blamed.insert(name.as_str()) {
+                    todo.push(name.as_str());
+                }
+            }
+        }
+    }
     // Every name that some file or the command line defines, gathered once.
     let defined: std::collections::BTreeSet<&str> = own
         .iter()
@@ -341,23 +357,28 @@ fn unconfigured_retry(
             .collect::<Vec<_>>()
             .join(", ")
     };
-    // Where the file first uses one of those macros (the first reading's refusals point there).
+    // Where the file first uses one of those macros, in a kernel or in a helper it reaches.
     let first_use = first
         .diagnostics
         .iter()
-        .filter(|d| analysis::blamed_macro(d).is_some_and(|m| dropped.iter().any(|x| x == m)))
-        .filter_map(|d| d.labels.first())
-        .map(|l| l.start..l.end)
+        .filter_map(|d| d.blamed_macro.as_deref())
+        .filter(|(m, _)| dropped.iter().any(|x| x == m))
+        .map(|(_, used)| used.clone())
         .min_by_key(|r| r.start);
     let note = Diagnostic::new(
         Code::UnconfiguredMacro,
         format!(
-            "macro {} is defined only where {} is, which no file here defines and no -D gives: \
-             the kernels are judged without it, and their wrappers are compiled only where {} \
-             stays undefined",
+            "{} {} {} defined only where {} {}, which no file here defines and no -D gives: \
+             the kernels are judged without {}, and their wrappers are compiled only where {} \
+             {} undefined",
+            if dropped.len() > 1 { "macros" } else { "macro" },
             quoted(&mut dropped.iter()),
+            if dropped.len() > 1 { "are" } else { "is" },
             quoted(&mut assumed.iter()),
+            if assumed.len() > 1 { "are" } else { "is" },
+            if dropped.len() > 1 { "them" } else { "it" },
             quoted(&mut assumed.iter()),
+            if assumed.len() > 1 { "stay" } else { "stays" },
         ),
     )
     .help(format!(

@@ -2493,6 +2493,27 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
         stdout(&o),
         stderr(&o)
     );
+    // A kernel that reaches the macro only through a helper: the note points at the macro's
+    // use in the helper (line 2), not at the kernel's call of the helper (line 4).
+    std::fs::write(
+        dir.join("via.cu"),
+        "#include \"trace.h\"\n__device__ void wait_block() { BLOCK_SYNC(); }\n\
+         __global__ void shift(float* x) {\n  x[blockIdx.x] += 1.0f;\n  wait_block();\n}\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "via.cu", "--format", "json"], &dir);
+    let report: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}{}", stdout(&o), stderr(&o));
+    });
+    let notes: Vec<u64> = report[0]["diagnostics"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|d| d["code"] == "CP203")
+        .filter_map(|d| d["line"].as_u64())
+        .collect();
+    assert_eq!(notes, [2], "{}", stdout(&o));
+    std::fs::remove_file(dir.join("via.cu")).unwrap();
     let o = cupreempt(&["transform", ".", "--out-dir", "out"], &dir);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = std::fs::read_to_string(dir.join("out/reverse.cu")).unwrap();

@@ -270,8 +270,9 @@ pub fn decide<'t>(
     for &(facts, site, via) in &bodies {
         for m in &facts.macro_uses {
             if let Some(h) = m.facts.calls.iter().find(|c| reads_block_ids(c)) {
-                let d = Diagnostic::new(Code::Helper, macro_calls_reader(&m.name, h))
+                let mut d = Diagnostic::new(Code::Helper, macro_calls_reader(&m.name, h))
                     .label(m.node.byte_range(), "macro used here");
+                d.blamed_macro = Some(Box::new((m.name.clone(), m.node.byte_range())));
                 refusals.push(match via {
                     Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
                     None => d,
@@ -501,6 +502,7 @@ fn from_helper(
     d.severity = r.severity;
     d.labels.extend(r.labels.iter().cloned());
     d.help = r.help.clone();
+    d.blamed_macro = r.blamed_macro.clone();
     d
 }
 
@@ -915,23 +917,12 @@ fn loop_head(l: Node) -> Range<usize> {
 
 /// The CP008 message for a macro that calls a helper reading blockIdx/gridDim.
 fn macro_calls_reader(name: &str, helper: &str) -> String {
-    format!("{MACRO_BLAMED}{name}` calls helper `{helper}`, which reads blockIdx/gridDim; calls inside macros cannot be rewritten")
+    format!("macro `{name}` calls helper `{helper}`, which reads blockIdx/gridDim; calls inside macros cannot be rewritten")
 }
-
-const MACRO_BLAMED: &str = "macro `";
 
 /// The macro a diagnostic blames for a refusal (`macro_calls_reader`), if any.
 pub fn blamed_macro(d: &crate::diagnostics::Diagnostic) -> Option<&str> {
-    if d.code != Code::Helper {
-        return None;
-    }
-    // The kernel's own (`macro_calls_reader`), or a helper's as `from_helper` words it.
-    let rest = d.message.strip_prefix(MACRO_BLAMED).or_else(|| {
-        d.message
-            .split_once(&format!("which is refused: {MACRO_BLAMED}"))
-            .map(|(_, rest)| rest)
-    })?;
-    rest.split_once('`').map(|(name, _)| name)
+    d.blamed_macro.as_deref().map(|(name, _)| name.as_str())
 }
 
 #[cfg(test)]
