@@ -167,12 +167,20 @@ pub struct Diagnostic {
     pub kernel: Option<KernelTag>,
     pub labels: Vec<Label>,
     pub help: Option<String>,
-    /// The macro a refusal blames, with the byte range of its use in the file: a macro that
-    /// calls a helper reading blockIdx/gridDim (CP008). The transform's second reading of a
-    /// file (CP203, `transform::unconfigured_retry`) starts from it. Not part of reports;
-    /// boxed, so that a diagnostic stays small as an error value.
+    /// The macro a refusal blames (CP008: it calls a helper that reads blockIdx/gridDim), for
+    /// the transform's second reading of a file (CP203, `transform::unconfigured_retry`). Not
+    /// part of reports; boxed, so that a diagnostic stays small as an error value.
     #[serde(skip)]
-    pub blamed_macro: Option<Box<(String, std::ops::Range<usize>)>>,
+    pub blamed_macro: Option<Box<BlamedMacro>>,
+}
+
+/// A macro that a refusal blames, where the file uses it, and the helper it calls that reads
+/// blockIdx/gridDim (as the call names it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlamedMacro {
+    pub name: String,
+    pub used: std::ops::Range<usize>,
+    pub reader: String,
 }
 
 fn code_id<S: serde::Serializer>(c: &Code, s: S) -> Result<S::Ok, S::Error> {

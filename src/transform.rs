@@ -267,6 +267,12 @@ fn transform_here(
     Ok(out)
 }
 
+/// The identifiers of a macro's replacement text.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| !w.is_empty())
+}
+
 /// Kernels refused because a macro of an included file calls a helper that reads
 /// blockIdx/gridDim (CP008), where definitions of that macro are in effect only where a
 /// configuration macro is defined that no file here defines and no `-D` gives (CUTLASS's
@@ -283,12 +289,12 @@ fn unconfigured_retry(
     opts: &Options,
     first: &Transformed,
 ) -> Option<(Options, Diagnostic)> {
-    let mut blamed: std::collections::BTreeSet<&str> = first
+    let blamed_by: Vec<&crate::diagnostics::BlamedMacro> = first
         .diagnostics
         .iter()
-        .filter_map(analysis::blamed_macro)
+        .filter_map(|d| d.blamed_macro.as_deref())
         .collect();
-    if blamed.is_empty() {
+    if blamed_by.is_empty() {
         return None;
     }
     let normalized = parse::without_carriage_returns(src);
@@ -296,17 +302,34 @@ fn unconfigured_retry(
     let own: std::collections::BTreeSet<&str> = own_defines.iter().map(|d| d.name).collect();
     let known = &opts.known_macros;
     // A blamed macro may reach the reader through another macro of the included files
-    // (`BLOCK_SYNC()` expands to `__syncthreads()`, which a configuration redefines): the
-    // macros its definitions name are judged too.
-    let mut todo: Vec<&str> = blamed.iter().copied().collect();
-    while let Some(m) = todo.pop() {
-        for (_, text) in known.definitions.iter().filter(|(n, _)| n == m) {
-            for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                let Some((name, _)) = known.definitions.iter().find(|(n, _)| n == word) else {
-                    continue;
-                };
-                if blamed.insert(name.as_str()) {
+    // (`BLOCK_SYNC()` expands to `__syncthreads()`, which a configuration redefines to call
+    // the reader): the macros its definitions name, and theirs, are judged too where one of
+    // their definitions calls that reader itself (CUTLASS's logging `__syncthreads()` names
+    // `cutlass`, a macro defined only under another configuration macro, and calling no
+    // reader, it is read as written).
+    let mut blamed: std::collections::BTreeSet<&str> =
+        blamed_by.iter().map(|b| b.name.as_str()).collect();
+    for b in &blamed_by {
+        let reader = b.reader.rsplit("::").next().unwrap_or(&b.reader);
+        let mut seen: std::collections::BTreeSet<&str> = [b.name.as_str()].into();
+        let mut todo: Vec<&str> = vec![b.name.as_str()];
+        while let Some(m) = todo.pop() {
+            for (_, text) in known.definitions.iter().filter(|(n, _)| n == m) {
+                for word in words(text) {
+                    let Some((name, _)) = known.definitions.iter().find(|(n, _)| n == word) else {
+                        continue;
+                    };
+                    if !seen.insert(name.as_str()) {
+                        continue;
+                    }
                     todo.push(name.as_str());
+                    let calls_reader = known
+                        .definitions
+                        .iter()
+                        .any(|(n, t)| n == name && words(t).any(|w| w == reader));
+                    if calls_reader {
+                        blamed.insert(name.as_str());
+                    }
                 }
             }
         }
@@ -362,8 +385,8 @@ fn unconfigured_retry(
         .diagnostics
         .iter()
         .filter_map(|d| d.blamed_macro.as_deref())
-        .filter(|(m, _)| dropped.iter().any(|x| x == m))
-        .map(|(_, used)| used.clone())
+        .filter(|b| dropped.contains(&b.name))
+        .map(|b| b.used.clone())
         .min_by_key(|r| r.start);
     let note = Diagnostic::new(
         Code::UnconfiguredMacro,

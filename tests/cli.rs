@@ -2438,6 +2438,7 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
         "#pragma once\n#include <cstdio>\nnamespace trace {\n\
          __device__ inline void barrier(int line) {\n\
            if (threadIdx.x == 0) printf(\"block %u at line %d\\n\", blockIdx.x, line);\n}\n}\n\
+         #ifdef TRACE_NAMESPACE\n#define trace TRACE_NAMESPACE\n#endif\n\
          #if defined(TRACE_BARRIERS)\n#undef __syncthreads\n\
          #define __syncthreads() do { \\\n  trace::barrier(__LINE__); \\\n  __syncthreads(); \\\n} while (0)\n\
          #endif\n\
@@ -2494,7 +2495,11 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
         stderr(&o)
     );
     // A kernel that reaches the macro only through a helper: the note points at the macro's
-    // use in the helper (line 2), not at the kernel's call of the helper (line 4).
+    // use in the helper (line 2), not at the kernel's call of the helper (line 5). Its plain
+    // definition names `__syncthreads`, whose logging definition calls the reader too, so both
+    // configuration macros are taken as undefined; `trace`, named by that definition and
+    // defined only under TRACE_NAMESPACE, calls no reader and is read as written (the guard
+    // in the output below ends without it).
     std::fs::write(
         dir.join("via.cu"),
         "#include \"trace.h\"\n__device__ void wait_block() { BLOCK_SYNC(); }\n\
@@ -2519,7 +2524,7 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
     let out = std::fs::read_to_string(dir.join("out/reverse.cu")).unwrap();
     assert!(
         out.contains(
-            "#if !defined(CUPREEMPT_SPLIT_UNIT) && !defined(TRACE_BARRIERS) && !defined(TRACE_HELPER)"
+            "#if !defined(CUPREEMPT_SPLIT_UNIT) && !defined(TRACE_BARRIERS) && !defined(TRACE_HELPER)\n"
         ),
         "{out}"
     );

@@ -447,6 +447,22 @@ struct LeaderState {
   unsigned long long rest_begin, rest_end;
 };
 
+// How the leader's steps (enter, next_chunk, take_leftover, leave) see that state. The task
+// loop's shared copy is volatile so that no other thread reads it, not even speculatively
+// (compute-sanitizer's racecheck reports such reads). A step that is a call runs in the leader
+// alone, and there it is plain memory: each field is read once and written once per step,
+// where volatile reread every field it had just written, a chain of dependent shared-memory
+// round trips that held the block at its barrier between two chunks. Inlined into the task
+// loop (-rdc, CUPREEMPT_STEP) the steps keep volatile.
+#ifdef __CUDACC_RDC__
+using StepState = volatile LeaderState;
+#else
+using StepState = LeaderState;
+#endif
+__device__ __forceinline__ StepState& step_state(volatile LeaderState& ls) {
+  return const_cast<StepState&>(ls);
+}
+
 // The instance's part in its launch (cupreempt_launch.first, control.h). A gated link or the
 // anchor takes the command from host memory before any task (link_command).
 static_assert(CUPREEMPT_RESUMED < CUPREEMPT_FIRST && CUPREEMPT_FIRST < CUPREEMPT_LINK &&
@@ -464,7 +480,7 @@ __device__ __forceinline__ bool holds_the_stream(unsigned first) {
 // Reads the newest command from host memory into ls (a seqlock: the host makes seq odd while
 // it writes). Returns false when the host was writing; ls keeps the previous command then.
 __device__ __forceinline__ bool read_host_command(const cupreempt_host* h,
-                                                  volatile LeaderState& ls) {
+                                                  StepState& ls) {
   const unsigned s1 = load_acquire_sys(&h->seq);
   if (s1 & 1u) return false;
   if (s1 == ls.host_seq) return true;
@@ -485,8 +501,9 @@ __device__ __forceinline__ bool read_host_command(const cupreempt_host* h,
 
 // Whether the control block's command (number `seq`) is older than one the block has already
 // seen in host memory (ls.host_seq): the control stream lags behind, and host memory decides.
+template <class State>
 __device__ __forceinline__ bool behind_host(const cupreempt_host* h, unsigned seq,
-                                            const volatile LeaderState& ls) {
+                                            const State& ls) {
   return h && (int)(seq - ls.host_seq) < 0;
 }
 
@@ -495,7 +512,7 @@ __device__ __forceinline__ bool behind_host(const cupreempt_host* h, unsigned se
 // already seen in host memory (its writes can queue behind another stream's blocked work),
 // host memory decides until the control block catches up.
 __device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cupreempt_host* h,
-                                           volatile LeaderState& ls) {
+                                           StepState& ls) {
   const unsigned long long word = *(volatile const unsigned long long*)&c->command;
   const unsigned cmd = (unsigned)word, seq = (unsigned)(word >> 32);
   if (behind_host(h, seq, ls)) {
@@ -641,7 +658,7 @@ __device__ __forceinline__ bool sent_away_mid_chunk(const cupreempt_control* c,
 // and nobody reading one (only the lane's holder fills it).
 __device__ __forceinline__ bool slot_free(const cupreempt_control* c,
                                           const unsigned long long* leftover,
-                                          const volatile LeaderState& ls) {
+                                          const StepState& ls) {
   const unsigned lane = ls.lane;
   return leftover && lane < CUPREEMPT_LANES && lane_slot_empty(c, ls.smid, lane);
 }
@@ -652,7 +669,7 @@ __device__ __forceinline__ bool slot_free(const cupreempt_control* c,
 // the command before it claims again (claim_next), so that it leaves then.
 __device__ __forceinline__ bool leaves_with_tasks(const cupreempt_control* c,
                                                   const unsigned long long* leftover,
-                                                  volatile LeaderState& ls) {
+                                                  StepState& ls) {
   if (slot_free(c, leftover, ls)) return true;
   ls.claim_next = 1;
   return false;
@@ -661,7 +678,7 @@ __device__ __forceinline__ bool leaves_with_tasks(const cupreempt_control* c,
 // A block that leaves with tasks in hand ([ls.rest_begin, ls.rest_end), which next_chunk made
 // sure its lane's slot is free for) puts them in that slot (leave()).
 static __device__ CUPREEMPT_STEP void give_back(cupreempt_control* c, unsigned long long* leftover,
-                                                volatile LeaderState& ls) {
+                                                StepState& ls) {
   const unsigned smid = ls.smid, lane = ls.lane;
   const unsigned long long begin = ls.rest_begin, end = ls.rest_end;
   ls.rest_end = 0;
@@ -707,7 +724,7 @@ __device__ __forceinline__ unsigned long long take_leftover_of(cupreempt_control
 // all of them once no new task is left (a block that finds none then leaves).
 __device__ __forceinline__ unsigned long long find_leftover(cupreempt_control* c,
                                                             const unsigned long long* leftover,
-                                                            volatile LeaderState& ls) {
+                                                            StepState& ls) {
   const unsigned most = ls.search_due == 2 ? CUPREEMPT_MAX_SMS : 16;
   const unsigned own = ls.smid;
   if (own < CUPREEMPT_MAX_SMS) {
@@ -741,7 +758,7 @@ __device__ __forceinline__ unsigned long long find_leftover(cupreempt_control* c
 // tasks, or leaves when there are none; the first instance's tail takes what is left.
 static __device__ CUPREEMPT_STEP void take_leftover(cupreempt_control* c,
                                                     const unsigned long long* leftover,
-                                                    volatile LeaderState& ls) {
+                                                    StepState& ls) {
   const unsigned long long v = find_leftover(c, leftover, ls);
   ls.search_due = 0;
   if (!v) {
@@ -772,7 +789,7 @@ static __device__ CUPREEMPT_STEP void take_leftover(cupreempt_control* c,
 // every other block's lane. Timing the forward instead (blocks starting more than 2 us after
 // it read host memory themselves) made most blocks of a full grid read it (H200).
 __device__ __forceinline__ void link_command(cupreempt_control* c, cupreempt_host* h,
-                                             volatile LeaderState& ls) {
+                                             StepState& ls) {
   const unsigned blocks = gridDim.x * gridDim.y * gridDim.z;
   const unsigned entry = atomicAdd(&c->link_entries, 1u), first = entry - entry % blocks;
   const unsigned instance = entry / blocks + 1;
@@ -836,7 +853,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
                                           unsigned first, unsigned smid, unsigned start_away,
                                           unsigned gx, unsigned gy, unsigned gz,
                                           unsigned task_ns, bool leftovers,
-                                          volatile LeaderState& ls, BlockState& st) {
+                                          StepState& ls, BlockState& st) {
   // A runtime launch's first instance. Not its tail going back to work (stay()): that may be
   // for leftovers, which next_chunk takes.
   const bool take = first == CUPREEMPT_FIRST && host && !start_away && !ls.tail;
@@ -927,7 +944,7 @@ __device__ __forceinline__ float fair_share(unsigned long long left) {
 }
 
 // A chunk cut to the tail's share `fair`, not below the contention floor.
-__device__ __forceinline__ unsigned long long tail_chunk(float fair, const volatile LeaderState& ls) {
+__device__ __forceinline__ unsigned long long tail_chunk(float fair, const StepState& ls) {
 #ifdef CUPREEMPT_CHUNK_LOG
   atomicAdd(&chunk_log[31], 1ull);
 #endif
@@ -946,7 +963,7 @@ __device__ __forceinline__ void log_claim(unsigned long long n) {
 
 // A block leaves because of a command: counted, and stamped for latency measurements.
 __device__ __forceinline__ void note_yield(cupreempt_control* c, unsigned long long total,
-                                           unsigned* audit, volatile LeaderState& ls) {
+                                           unsigned* audit, StepState& ls) {
   atomicAdd(&c->yielded_blocks, 1u);
   const unsigned long long decided = global_ns();
   atomicMax(&c->yield_ns, decided);
@@ -978,7 +995,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
                                      unsigned long long total, unsigned fixed, unsigned budget,
                                      unsigned progress_shift, unsigned* audit, unsigned gx,
                                      unsigned gy, unsigned gz, const unsigned long long* leftover,
-                                     volatile LeaderState& ls, BlockState& st) {
+                                     StepState& ls, BlockState& st) {
 #ifdef CUPREEMPT_AUDIT
   if (audit && ls.unreported) audit_chunk(audit, ls.chunk_begin, ls.unreported);
 #endif
@@ -1160,7 +1177,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
 constexpr unsigned long long kSpinNs = 10000;
 __device__ __forceinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
                                      unsigned long long total, unsigned long long retired,
-                                     unsigned long long start_ns, volatile LeaderState& ls) {
+                                     unsigned long long start_ns, StepState& ls) {
   bool parked = false, again = false;
   const unsigned long long since = global_ns();
   // The count as leave()'s atomic saw it, then as loaded: at a launch's normal end the tail is
@@ -1219,7 +1236,7 @@ __device__ __forceinline__ bool stay(cupreempt_control* c, cupreempt_host* host,
 static __device__ CUPREEMPT_STEP bool leave(cupreempt_control* c, cupreempt_host* host,
                                             unsigned long long* leftover,
                                             unsigned long long total, unsigned first,
-                                            volatile LeaderState& ls) {
+                                            StepState& ls) {
   if (ls.rest_end) give_back(c, leftover, ls);  // tasks in hand (next_chunk made room)
   const unsigned long long ran = ls.ran;
   unsigned long long retired = 0, start_ns = 0;
@@ -1342,7 +1359,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
                              : first_chunk_size(budget, l.task_ns, l.total_tasks,
                                                 gridDim.x * gridDim.y * gridDim.z);
     return enter(c, l.host, l.total_tasks, n, l.first, smid, starts_off(l, smid), l.grid_x,
-                 l.grid_y, l.grid_z, l.task_ns, l.leftover != nullptr, ls, states[0]);
+                 l.grid_y, l.grid_z, l.task_ns, l.leftover != nullptr, step_state(ls), states[0]);
   };
   bool claimed = false;  // the leader's first chunk of a round is in states[0]
   bool starting = true;  // a round starts (the same in every thread)
@@ -1364,8 +1381,8 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     }
     if (leader && !claimed) {
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
-                 l.grid_y, l.grid_z, l.leftover, ls, st);
-      if (ls.search_due) take_leftover(c, l.leftover, ls);
+                 l.grid_y, l.grid_z, l.leftover, step_state(ls), st);
+      if (ls.search_due) take_leftover(c, l.leftover, step_state(ls));
     }
     claimed = false;
     __syncthreads();
@@ -1387,7 +1404,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
         __syncthreads();
       }
       if (leader) {
-        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);
+        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, step_state(ls));
       }
       __syncthreads();
       if (!__shfl_sync(0xffffffffu, again, 0)) break;

@@ -272,7 +272,11 @@ pub fn decide<'t>(
             if let Some(h) = m.facts.calls.iter().find(|c| reads_block_ids(c)) {
                 let mut d = Diagnostic::new(Code::Helper, macro_calls_reader(&m.name, h))
                     .label(m.node.byte_range(), "macro used here");
-                d.blamed_macro = Some(Box::new((m.name.clone(), m.node.byte_range())));
+                d.blamed_macro = Some(Box::new(crate::diagnostics::BlamedMacro {
+                    name: m.name.clone(),
+                    used: m.node.byte_range(),
+                    reader: h.to_string(),
+                }));
                 refusals.push(match via {
                     Some(call_site) => from_helper(&d, &k.name, &site.name, &[], call_site),
                     None => d,
@@ -922,7 +926,7 @@ fn macro_calls_reader(name: &str, helper: &str) -> String {
 
 /// The macro a diagnostic blames for a refusal (`macro_calls_reader`), if any.
 pub fn blamed_macro(d: &crate::diagnostics::Diagnostic) -> Option<&str> {
-    d.blamed_macro.as_deref().map(|(name, _)| name.as_str())
+    d.blamed_macro.as_deref().map(|b| b.name.as_str())
 }
 
 #[cfg(test)]
