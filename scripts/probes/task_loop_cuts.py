@@ -87,7 +87,7 @@ CUTS = {
     "no-spin": replace("constexpr unsigned long long kSpinNs = 10000;",
                        "constexpr unsigned long long kSpinNs = 0;"),
     "no-leave-stay": replace(
-        "        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, ls);",
+        "        again = leave(c, l.host, l.leftover, l.total_tasks, l.first, step_state(ls));",
         "        again = 0;"),
     # enter() inlined: the block's first instructions in one run of code (its call jumps to
     # code that a block's start must fetch).
@@ -155,16 +155,6 @@ CUTS["no-command-load"] = replace("    stop = must_yield(c, host, ls);\n", "    
 CUTS["no-step-timer"] = replace(
     "  ls.unreported = 0;\n  ls.last_ns = now;\n}",
     "  ls.unreported = 0;\n  ls.last_ns = 0;\n}")
-# Timing only: the leader's state read as plain (not volatile) shared memory inside
-# next_chunk, so that the compiler may keep fields in registers and batch the loads.
-CUTS["ls-plain"] = replace(
-    "const unsigned long long* leftover,\n"
-    "                                     volatile LeaderState& ls, BlockState& st) {\n",
-    "const unsigned long long* leftover,\n"
-    "                                     volatile LeaderState& ls_v, BlockState& st) {\n"
-    "  LeaderState& ls = const_cast<LeaderState&>(ls_v);\n")
-
-
 # Instrumentation, not a cut: per block (the first 4,096), the time at which its leader last
 # entered its step between chunks (0), left a step that stops it (1), entered leave() (2), had
 # the answers of leave()'s round trip (3), left leave() before stay() (4) and after it (5), in
