@@ -64,16 +64,10 @@ pub fn decide<'t>(
         .collect();
     let mut external: BTreeSet<&str> = BTreeSet::new();
     while let Some((name, call_site, via)) = stack.pop() {
-        if graph.callees(name).next().is_none() {
-            // One that only synchronizes is a barrier like a helper of this file's (below).
-            if let Some(h) = opts
-                .known_helpers
-                .iter()
-                .find(|h| h.name == name && h.reads_block_ids && !h.with_ctx)
-            {
-                if external.insert(name) {
-                    refusals.push(included_helper(h, &call_site));
-                }
+        // One that only synchronizes is a barrier like a helper of this file's (below).
+        if let Some(h) = included_reader(opts, graph, name, false) {
+            if external.insert(name) {
+                refusals.push(included_helper(h, &call_site));
             }
         }
         for i in graph.callees(name) {
@@ -174,11 +168,7 @@ pub fn decide<'t>(
                 graph
                     .callees(name)
                     .any(|i| helpers[i].needs_ctx && !helpers[i].site.can_take_ctx())
-                    || (graph.callees(name).next().is_none()
-                        && opts
-                            .known_helpers
-                            .iter()
-                            .any(|h| h.name == name && h.reads_block_ids && !h.with_ctx))
+                    || included_reader(opts, graph, name, false).is_some()
             };
             for (member, call) in graph.unresolved_member_calls(facts, site, src) {
                 let by_name = call
@@ -257,14 +247,8 @@ pub fn decide<'t>(
     // reads the hardware's blockIdx: refuse rather than miscompile. The helper may be this
     // file's or an included file's (a header's logging macro that calls the header's function,
     // which records the block's index).
-    let reads_block_ids = |c: &str| {
-        graph.ctx_names.contains(c)
-            || (graph.callees(c).next().is_none()
-                && opts
-                    .known_helpers
-                    .iter()
-                    .any(|h| h.name == c && (h.reads_block_ids || h.unread)))
-    };
+    let reads_block_ids =
+        |c: &str| graph.ctx_names.contains(c) || included_reader(opts, graph, c, true).is_some();
     // In the kernel's body and in every helper it reaches (a helper's `__syncthreads()` that a
     // header's macro turns into a logging call is the kernel's as much as its own).
     for &(facts, site, via) in &bodies {
@@ -917,6 +901,31 @@ fn loop_head(l: Node) -> Range<usize> {
     } else {
         r
     }
+}
+
+/// The included files' helper that a call of `name` reaches (this file defines no function of
+/// that name), if it reads blockIdx/gridDim where the call reaches it. A call in a body is
+/// rewritten to pass the task context to a helper whose file gives it the context form
+/// (`with_ctx`), so there only a reader without one counts. A call inside a macro is never
+/// rewritten (`in_macro`): any reader counts, and so does a helper whose body was not read
+/// (`unread`).
+fn included_reader<'o>(
+    opts: &'o Options,
+    graph: &CallGraph,
+    name: &str,
+    in_macro: bool,
+) -> Option<&'o crate::program::KnownHelper> {
+    if graph.callees(name).next().is_some() {
+        return None;
+    }
+    opts.known_helpers.iter().find(|h| {
+        h.name == name
+            && if in_macro {
+                h.reads_block_ids || h.unread
+            } else {
+                h.reads_block_ids && !h.with_ctx
+            }
+    })
 }
 
 /// The CP008 message for a macro that calls a helper reading blockIdx/gridDim.
