@@ -71,6 +71,8 @@
 #undef RuntimeApi
 #pragma push_macro("State")
 #undef State
+#pragma push_macro("StepState")
+#undef StepState
 #pragma push_macro("T")
 #undef T
 #pragma push_macro("TaskBarrier")
@@ -731,6 +733,8 @@
 #undef stay
 #pragma push_macro("step")
 #undef step
+#pragma push_macro("step_state")
+#undef step_state
 #pragma push_macro("stop")
 #undef stop
 #pragma push_macro("stream")
