@@ -273,6 +273,46 @@ fn words(text: &str) -> impl Iterator<Item = &str> {
         .filter(|w| !w.is_empty())
 }
 
+/// The blamed macros' names, and those of the included files' macros that their definitions
+/// reach by name (and theirs) where one of their own definitions calls the blamed macro's
+/// reader: `BLOCK_SYNC()` expands to `__syncthreads()`, which a configuration redefines to call
+/// the reader, so both are judged. A reached macro that calls no reader is read as written
+/// (CUTLASS's logging `__syncthreads()` names `cutlass`, a macro defined only under
+/// `CUTLASS_NAMESPACE`).
+fn blamed_with_reached<'a>(
+    blamed_by: &[&'a crate::diagnostics::BlamedMacro],
+    definitions: &'a [(String, String)],
+) -> std::collections::BTreeSet<&'a str> {
+    let mut blamed: std::collections::BTreeSet<&str> =
+        blamed_by.iter().map(|b| b.name.as_str()).collect();
+    for b in blamed_by {
+        let reader = b.reader.rsplit("::").next().unwrap_or(&b.reader);
+        let calls_reader = |name: &str| {
+            definitions
+                .iter()
+                .any(|(n, t)| n == name && words(t).any(|w| w == reader))
+        };
+        let mut seen: std::collections::BTreeSet<&str> = [b.name.as_str()].into();
+        let mut todo: Vec<&str> = vec![b.name.as_str()];
+        while let Some(m) = todo.pop() {
+            for (_, text) in definitions.iter().filter(|(n, _)| n == m) {
+                for word in words(text) {
+                    let Some((name, _)) = definitions.iter().find(|(n, _)| n == word) else {
+                        continue;
+                    };
+                    if seen.insert(name.as_str()) {
+                        todo.push(name.as_str());
+                        if calls_reader(name) {
+                            blamed.insert(name.as_str());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    blamed
+}
+
 /// Kernels refused because a macro of an included file calls a helper that reads
 /// blockIdx/gridDim (CP008), where definitions of that macro are in effect only where a
 /// configuration macro is defined that no file here defines and no `-D` gives (CUTLASS's
@@ -301,39 +341,7 @@ fn unconfigured_retry(
     let own_defines = parse::defines(&normalized);
     let own: std::collections::BTreeSet<&str> = own_defines.iter().map(|d| d.name).collect();
     let known = &opts.known_macros;
-    // A blamed macro may reach the reader through another macro of the included files
-    // (`BLOCK_SYNC()` expands to `__syncthreads()`, which a configuration redefines to call
-    // the reader): the macros its definitions name, and theirs, are judged too where one of
-    // their definitions calls that reader itself (CUTLASS's logging `__syncthreads()` names
-    // `cutlass`, a macro defined only under another configuration macro, and calling no
-    // reader, it is read as written).
-    let mut blamed: std::collections::BTreeSet<&str> =
-        blamed_by.iter().map(|b| b.name.as_str()).collect();
-    for b in &blamed_by {
-        let reader = b.reader.rsplit("::").next().unwrap_or(&b.reader);
-        let mut seen: std::collections::BTreeSet<&str> = [b.name.as_str()].into();
-        let mut todo: Vec<&str> = vec![b.name.as_str()];
-        while let Some(m) = todo.pop() {
-            for (_, text) in known.definitions.iter().filter(|(n, _)| n == m) {
-                for word in words(text) {
-                    let Some((name, _)) = known.definitions.iter().find(|(n, _)| n == word) else {
-                        continue;
-                    };
-                    if !seen.insert(name.as_str()) {
-                        continue;
-                    }
-                    todo.push(name.as_str());
-                    let calls_reader = known
-                        .definitions
-                        .iter()
-                        .any(|(n, t)| n == name && words(t).any(|w| w == reader));
-                    if calls_reader {
-                        blamed.insert(name.as_str());
-                    }
-                }
-            }
-        }
-    }
+    let blamed = blamed_with_reached(&blamed_by, &known.definitions);
     // Every name that some file or the command line defines, gathered once.
     let defined: std::collections::BTreeSet<&str> = own
         .iter()

@@ -933,11 +933,6 @@ fn macro_calls_reader(name: &str, helper: &str) -> String {
     format!("macro `{name}` calls helper `{helper}`, which reads blockIdx/gridDim; calls inside macros cannot be rewritten")
 }
 
-/// The macro a diagnostic blames for a refusal (`macro_calls_reader`), if any.
-pub fn blamed_macro(d: &crate::diagnostics::Diagnostic) -> Option<&str> {
-    d.blamed_macro.as_deref().map(|b| b.name.as_str())
-}
-
 #[cfg(test)]
 mod tests {
     use super::passable_block_defaults;

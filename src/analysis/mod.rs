@@ -22,7 +22,6 @@ mod body;
 mod callgraph;
 mod classes;
 mod decide;
-pub use decide::blamed_macro;
 mod effects;
 mod flow;
 mod hidden;
