@@ -42,9 +42,12 @@
   ((M) > CUPREEMPT_SM_THREADS / (T) ? (M) : CUPREEMPT_SM_THREADS / (T))
 
 // The task loop's out-of-line steps (see "The leader's steps below are calls" further down).
+// CUPREEMPT_STEPS_INLINED also decides how the steps see the leader's state (StepState).
 #ifdef __CUDACC_RDC__
+#define CUPREEMPT_STEPS_INLINED 1
 #define CUPREEMPT_STEP __forceinline__
 #else
+#define CUPREEMPT_STEPS_INLINED 0
 #define CUPREEMPT_STEP __noinline__
 #endif
 
@@ -453,8 +456,8 @@ struct LeaderState {
 // alone, and there it is plain memory: each field is read once and written once per step,
 // where volatile reread every field it had just written, a chain of dependent shared-memory
 // round trips that held the block at its barrier between two chunks. Inlined into the task
-// loop (-rdc, CUPREEMPT_STEP) the steps keep volatile.
-#ifdef __CUDACC_RDC__
+// loop (-rdc, CUPREEMPT_STEPS_INLINED) the steps keep volatile.
+#if CUPREEMPT_STEPS_INLINED
 using StepState = volatile LeaderState;
 #else
 using StepState = LeaderState;
