@@ -865,12 +865,24 @@ pub fn split_top_level(s: &str) -> Vec<String> {
 /// The CUDA qualifier of kernel parameters kept in parameter space (`__grid_constant__`).
 pub const GRID_CONSTANT: &str = "__grid_constant__";
 
+/// Whether `c` may stand in an identifier (ASCII: letters, digits, `_`).
+pub fn is_identifier_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// The identifier-like words of `text` in order (also numbers and the words inside string
+/// literals: a cheap split on every character that no identifier holds).
+pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !is_identifier_char(c))
+        .filter(|w| !w.is_empty())
+}
+
 /// Where `word` stands as a word of its own in `text` (byte offsets): not inside a longer
 /// identifier.
 pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = usize> + 'a {
-    let is_word = |c: char| c.is_ascii_alphanumeric() || c == '_';
     text.match_indices(word).map(|(i, _)| i).filter(move |&i| {
-        !text[..i].ends_with(is_word) && !text[i + word.len()..].starts_with(is_word)
+        !text[..i].ends_with(is_identifier_char)
+            && !text[i + word.len()..].starts_with(is_identifier_char)
     })
 }
 

@@ -267,12 +267,6 @@ fn transform_here(
     Ok(out)
 }
 
-/// The identifiers of a macro's replacement text.
-fn words(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-}
-
 /// The blamed macros' names, and those of the included files' macros that their definitions
 /// reach by name (and theirs) where one of their own definitions calls the blamed macro's
 /// reader: `BLOCK_SYNC()` expands to `__syncthreads()`, which a configuration redefines to call
@@ -290,13 +284,13 @@ fn blamed_with_reached<'a>(
         let calls_reader = |name: &str| {
             definitions
                 .iter()
-                .any(|(n, t)| n == name && words(t).any(|w| w == reader))
+                .any(|(n, t)| n == name && crate::lang::identifiers(t).any(|w| w == reader))
         };
         let mut seen: std::collections::BTreeSet<&str> = [b.name.as_str()].into();
         let mut todo: Vec<&str> = vec![b.name.as_str()];
         while let Some(m) = todo.pop() {
             for (_, text) in definitions.iter().filter(|(n, _)| n == m) {
-                for word in words(text) {
+                for word in crate::lang::identifiers(text) {
                     let Some((name, _)) = definitions.iter().find(|(n, _)| n == word) else {
                         continue;
                     };
@@ -412,15 +406,24 @@ fn unconfigured_retry(
             if assumed.len() > 1 { "stay" } else { "stays" },
         ),
     )
-    .help(format!(
-        "a build that defines it runs these kernels as written; pass the same -D to cupreempt \
-         to judge them with it ({})",
-        assumed
+    .help({
+        let options = assumed
             .iter()
             .map(|a| format!("-D {a}"))
             .collect::<Vec<_>>()
-            .join(" ")
-    ));
+            .join(" ");
+        if assumed.len() > 1 {
+            format!(
+                "a build that defines any of them runs these kernels as written; pass the same \
+                 -D options to cupreempt to judge the kernels with those definitions ({options})"
+            )
+        } else {
+            format!(
+                "a build that defines it runs these kernels as written; pass the same -D to \
+                 cupreempt to judge them with it ({options})"
+            )
+        }
+    });
     let note = match first_use {
         Some(r) => note.label(r, "judged without that definition"),
         None => note,

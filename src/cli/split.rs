@@ -426,11 +426,7 @@ fn variable_name(decl: &str) -> Option<&str> {
     if decl.contains('(') || cupreempt::lang::has_word(decl, "operator") {
         return None;
     }
-    decl.split('[')
-        .next()
-        .unwrap_or(decl)
-        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .rfind(|w| !w.is_empty())
+    cupreempt::lang::identifiers(decl.split('[').next().unwrap_or(decl)).last()
 }
 
 /// The module-scope variables (`__device__`, `__constant__`, `__managed__`) that the files of a
