@@ -277,27 +277,30 @@ fn blamed_with_reached<'a>(
     blamed_by: &[&'a crate::diagnostics::BlamedMacro],
     definitions: &'a [(String, String)],
 ) -> std::collections::BTreeSet<&'a str> {
+    // Each macro's definitions, looked up once per word below (a file may define thousands).
+    let mut texts: std::collections::HashMap<&str, Vec<&str>> = std::collections::HashMap::new();
+    for (name, text) in definitions {
+        texts.entry(name.as_str()).or_default().push(text.as_str());
+    }
     let mut blamed: std::collections::BTreeSet<&str> =
         blamed_by.iter().map(|b| b.name.as_str()).collect();
     for b in blamed_by {
         let reader = b.reader.rsplit("::").next().unwrap_or(&b.reader);
-        let calls_reader = |name: &str| {
-            definitions
-                .iter()
-                .any(|(n, t)| n == name && crate::lang::identifiers(t).any(|w| w == reader))
-        };
         let mut seen: std::collections::BTreeSet<&str> = [b.name.as_str()].into();
         let mut todo: Vec<&str> = vec![b.name.as_str()];
         while let Some(m) = todo.pop() {
-            for (_, text) in definitions.iter().filter(|(n, _)| n == m) {
+            for text in texts.get(m).into_iter().flatten() {
                 for word in crate::lang::identifiers(text) {
-                    let Some((name, _)) = definitions.iter().find(|(n, _)| n == word) else {
+                    let Some((&name, reached)) = texts.get_key_value(word) else {
                         continue;
                     };
-                    if seen.insert(name.as_str()) {
-                        todo.push(name.as_str());
-                        if calls_reader(name) {
-                            blamed.insert(name.as_str());
+                    if seen.insert(name) {
+                        todo.push(name);
+                        if reached
+                            .iter()
+                            .any(|t| crate::lang::identifiers(t).any(|w| w == reader))
+                        {
+                            blamed.insert(name);
                         }
                     }
                 }
