@@ -67,6 +67,11 @@
 // start, mean and max over blocks), the idle tail (how long blocks wait after their last task
 // for the kernel's last task to end, mean) and the drain (last task's end to last exit). The
 // stamps cost every form the same few instructions per task.
+// With -DPROBE_STEP_CYCLES as well, and built against task_loop_cuts.py's `step-cycles` copy,
+// the run_tasks forms also print how long the leader's step between chunks takes (clock64
+// cycles from next_chunk's first instruction to its last, mean over every step of every timed
+// launch) and how many steps there were per launch: the step's latency, where ncu's source
+// counters give its instructions.
 // With -DPROBE_PDL the run_tasks forms are launched as the runtime launches a first instance
 // (programmatic dependent launch: each may start while the launch before it drains), and with
 // -DPROBE_PDL_EVENT an event is recorded after each of them, as the runtime records an
@@ -545,6 +550,9 @@ int main(int argc, char** argv) {
       }
     };
     std::vector<double> means;
+#ifdef PROBE_STEP_CYCLES
+    unsigned long long steps[2] = {0, 0};
+#endif
     for (int round = 0; round < rounds; ++round) {
       CHECK(cudaMemset(counters, 0, kCounters * sizeof(unsigned)));
       CHECK(cudaMemset(controls, 0, (LAUNCHES + 2) * sizeof(cupreempt_control)));
@@ -552,6 +560,9 @@ int main(int argc, char** argv) {
       CHECK(cudaMemset(out, 0xff, n * sizeof(float2)));
       launch(LAUNCHES);
       launch(LAUNCHES + 1);
+#ifdef PROBE_STEP_CYCLES
+      CHECK(cudaMemcpyToSymbol(cupreempt::step_cycles, steps, sizeof steps));
+#endif
       CHECK(cudaEventRecord(a));
       for (int i = 0; i < LAUNCHES; ++i) launch(i);
       CHECK(cudaEventRecord(b));
@@ -563,6 +574,15 @@ int main(int argc, char** argv) {
     }
     std::sort(means.begin(), means.end());
     const double us = means[means.size() / 2];
+#ifdef PROBE_STEP_CYCLES
+    if (form == 5 || form == 6) {  // the last round's timed launches
+      unsigned long long got_steps[2];
+      CHECK(cudaMemcpyFromSymbol(got_steps, cupreempt::step_cycles, sizeof got_steps));
+      std::printf("  leader's step: %.1f cycles (mean), %.0f steps per launch\n",
+                  got_steps[1] ? (double)got_steps[0] / got_steps[1] : 0.0,
+                  (double)got_steps[1] / LAUNCHES);
+    }
+#endif
     CHECK(cudaMemcpy(got.data(), out, n * sizeof(float2), cudaMemcpyDeviceToHost));
     unsigned long long sum = 1469598103934665603ull;
     for (const auto& v : got) {

@@ -185,6 +185,23 @@ CUTS["drain-stamps"] = chain(
             "  CUPREEMPT_DRAIN_STAMP(5);\n  return again;\n}"))
 
 
+# Instrumentation, not a cut: the leader's step between chunks timed in clock64 cycles, from
+# next_chunk's first instruction to its last, summed over the launch's steps in
+# cupreempt::step_cycles[0] and counted in [1] (reductions whose answers nobody waits for,
+# after the end's stamp). persistent_forms.cu built with -DPROBE_STEP_CYCLES prints the mean.
+CUTS["step-cycles"] = chain(
+    replace("__device__ __forceinline__ unsigned long long global_ns() {",
+            "__device__ unsigned long long step_cycles[2];\n"
+            "__device__ __forceinline__ unsigned long long global_ns() {"),
+    replace("  // Size this chunk (and the looks inside it) from the time the last ones took.\n",
+            "  const long long step_begin = clock64();\n"
+            "  // Size this chunk (and the looks inside it) from the time the last ones took.\n"),
+    replace("  ls.unreported = 0;\n  ls.last_ns = now;\n}",
+            "  ls.unreported = 0;\n  ls.last_ns = now;\n"
+            "  atomicAdd(&step_cycles[0], (unsigned long long)(clock64() - step_begin));\n"
+            "  atomicAdd(&step_cycles[1], 1ull);\n}"))
+
+
 # The claim after the command's answer, as before claims went beside it: every step takes the
 # command-first branch (correct, one round trip more per chunk).
 CUTS["claim-after-command"] = replace(
