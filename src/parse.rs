@@ -791,7 +791,7 @@ fn empty_call_macro_heads(src: &str, empty: &[String]) -> Vec<std::ops::Range<us
             }) && !before.ends_with("return");
             let after = src[end..].trim_start();
             let word = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .find(|c: char| !crate::lang::is_identifier_char(c))
                 .unwrap_or(after.len());
             let name_after = word > 0
                 && !after.as_bytes()[0].is_ascii_digit()

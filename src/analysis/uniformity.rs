@@ -1426,7 +1426,7 @@ fn subscript_text(t: &str) -> bool {
         t = t[1..t.len() - 1].trim();
     }
     let name_end = t
-        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .find(|c: char| !crate::lang::is_identifier_char(c))
         .unwrap_or(t.len());
     if name_end == 0 || t[..1].chars().all(|c| c.is_ascii_digit()) {
         return false;

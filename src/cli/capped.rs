@@ -65,8 +65,7 @@ pub fn entry_registers(report: &str) -> Vec<(String, u32)> {
 /// for what does not demangle to a plain function name at namespace or class scope.
 pub fn function_name(mangled: &str) -> Option<String> {
     let identifier = |n: &str| {
-        (!n.is_empty() && n.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_'))
-            .then(|| n.to_string())
+        (!n.is_empty() && n.chars().all(cupreempt::lang::is_identifier_char)).then(|| n.to_string())
     };
     if !mangled.starts_with("_Z") {
         return identifier(mangled);

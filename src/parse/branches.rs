@@ -170,7 +170,7 @@ fn lone_test(directive: &str) -> Option<(String, bool)> {
     };
     let is_name = !test.is_empty()
         && !test.starts_with(|c: char| c.is_ascii_digit())
-        && test.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        && test.chars().all(crate::lang::is_identifier_char);
     is_name.then(|| (test.to_string(), wanted))
 }
 

@@ -155,7 +155,7 @@ fn parameter_launches(src: &str, m: &MacroLaunches) -> Option<Vec<ParameterLaunc
         // Past the last character that is no identifier's (which may take several bytes).
         let name_start = before
             .char_indices()
-            .rfind(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_'))
+            .rfind(|&(_, c)| !crate::lang::is_identifier_char(c))
             .map_or(0, |(j, c)| j + c.len_utf8());
         let name = &before[name_start..];
         // `ns::kernel`, `obj.kernel`, `a ## kernel`: a name the parameter is only part of.
