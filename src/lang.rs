@@ -870,6 +870,16 @@ pub fn is_identifier_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
 
+/// The identifier that `text` starts with, if any: its leading identifier characters, unless
+/// there are none or they start with a digit (a number).
+pub fn leading_identifier(text: &str) -> Option<&str> {
+    let end = text
+        .find(|c: char| !is_identifier_char(c))
+        .unwrap_or(text.len());
+    let word = &text[..end];
+    (!word.is_empty() && !word.starts_with(|c: char| c.is_ascii_digit())).then_some(word)
+}
+
 /// The identifier-like words of `text` in order (also numbers and the words inside string
 /// literals: a cheap split on every character that no identifier holds).
 pub fn identifiers(text: &str) -> impl Iterator<Item = &str> {
@@ -979,6 +989,18 @@ pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_text_leads_with_an_identifier_not_a_number() {
+        let leading: Vec<Option<&str>> = ["foo(x)", "_a1 (", "a::b", "9lives", "", "(x)", " x"]
+            .into_iter()
+            .map(leading_identifier)
+            .collect();
+        assert_eq!(
+            leading,
+            [Some("foo"), Some("_a1"), Some("a"), None, None, None, None]
+        );
+    }
 
     #[test]
     fn lists_split_at_their_top_level_commas() {

@@ -790,12 +790,8 @@ fn empty_call_macro_heads(src: &str, empty: &[String]) -> Vec<std::ops::Range<us
                 c.is_ascii_alphanumeric() || matches!(c, b'_' | b'>' | b'*' | b'&')
             }) && !before.ends_with("return");
             let after = src[end..].trim_start();
-            let word = after
-                .find(|c: char| !crate::lang::is_identifier_char(c))
-                .unwrap_or(after.len());
-            let name_after = word > 0
-                && !after.as_bytes()[0].is_ascii_digit()
-                && after[word..].trim_start().starts_with('(');
+            let name_after = crate::lang::leading_identifier(after)
+                .is_some_and(|name| after[name.len()..].trim_start().starts_with('('));
             if head_before && name_after {
                 out.push(at..end);
             }

@@ -72,6 +72,8 @@
 // cycles from next_chunk's first instruction to its last, mean over every step of every timed
 // launch) and how many steps there were per launch: the step's latency, where ncu's source
 // counters give its instructions.
+// With -DCUPREEMPT_CHUNK_LOG the run_tasks forms also print their claims per launch by size
+// (the task loop's chunk log, bins of powers of two) and how many the tail's share cut.
 // With -DPROBE_PDL the run_tasks forms are launched as the runtime launches a first instance
 // (programmatic dependent launch: each may start while the launch before it drains), and with
 // -DPROBE_PDL_EVENT an event is recorded after each of them, as the runtime records an
@@ -563,6 +565,10 @@ int main(int argc, char** argv) {
 #ifdef PROBE_STEP_CYCLES
       CHECK(cudaMemcpyToSymbol(cupreempt::step_cycles, steps, sizeof steps));
 #endif
+#ifdef CUPREEMPT_CHUNK_LOG
+      const unsigned long long zeros[32] = {};
+      CHECK(cudaMemcpyToSymbol(cupreempt::chunk_log, zeros, sizeof zeros));
+#endif
       CHECK(cudaEventRecord(a));
       for (int i = 0; i < LAUNCHES; ++i) launch(i);
       CHECK(cudaEventRecord(b));
@@ -581,6 +587,16 @@ int main(int argc, char** argv) {
       std::printf("  leader's step: %.1f cycles (mean), %.0f steps per launch\n",
                   got_steps[1] ? (double)got_steps[0] / got_steps[1] : 0.0,
                   (double)got_steps[1] / LAUNCHES);
+    }
+#endif
+#ifdef CUPREEMPT_CHUNK_LOG
+    if (form == 5 || form == 6) {  // the last round's timed launches: claims by size
+      unsigned long long bins[32];
+      CHECK(cudaMemcpyFromSymbol(bins, cupreempt::chunk_log, sizeof bins));
+      std::printf("  claims per launch by size (2^k tasks):");
+      for (int k = 0; k < 31; ++k)
+        if (bins[k]) std::printf(" %d:%.0f", 1 << k, (double)bins[k] / LAUNCHES);
+      std::printf(", cut to the tail's share %.0f\n", (double)bins[31] / LAUNCHES);
     }
 #endif
     CHECK(cudaMemcpy(got.data(), out, n * sizeof(float2), cudaMemcpyDeviceToHost));

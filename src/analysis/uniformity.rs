@@ -1425,13 +1425,10 @@ fn subscript_text(t: &str) -> bool {
     while t.starts_with('(') && t.ends_with(')') && balanced_group(t, b'(', b')') == Some(t.len()) {
         t = t[1..t.len() - 1].trim();
     }
-    let name_end = t
-        .find(|c: char| !crate::lang::is_identifier_char(c))
-        .unwrap_or(t.len());
-    if name_end == 0 || t[..1].chars().all(|c| c.is_ascii_digit()) {
+    let Some(name) = crate::lang::leading_identifier(t) else {
         return false;
-    }
-    let mut rest = t[name_end..].trim_start();
+    };
+    let mut rest = t[name.len()..].trim_start();
     if rest.is_empty() {
         return false;
     }
