@@ -71,7 +71,8 @@
 // the run_tasks forms also print how long the leader's step between chunks takes (clock64
 // cycles from next_chunk's first instruction to its last, mean over every step of every timed
 // launch) and how many steps there were per launch: the step's latency, where ncu's source
-// counters give its instructions.
+// counters give its instructions; and how long the block's second warp waits at the barrier
+// after the step (claim's too, after its claim).
 // With -DCUPREEMPT_CHUNK_LOG the run_tasks forms also print their claims per launch by size
 // (the task loop's chunk log, bins of powers of two) and how many the tail's share cut.
 // With -DPROBE_PDL the run_tasks forms are launched as the runtime launches a first instance
@@ -223,6 +224,10 @@ __global__ void stride_sync(const float2* in, float2* out, float c, float s, int
   }
 }
 
+#ifdef PROBE_STEP_CYCLES
+__device__ unsigned long long claim_barrier_cycles[2];  // claim<1>'s second warp at its barrier
+#endif
+
 template <unsigned Chunk, bool Slow = false, int Pad = 0>
 __global__ void claim(const float2* in, float2* out, float c, float s, int inner, unsigned tasks,
                       unsigned* counter) {
@@ -242,7 +247,16 @@ __global__ void claim(const float2* in, float2* out, float c, float s, int inner
       else
         first = atomicAdd(counter, Chunk);
     }
+#ifdef PROBE_STEP_CYCLES
+    const long long barrier_begin = clock64();
+#endif
     __syncthreads();
+#ifdef PROBE_STEP_CYCLES
+    if (threadIdx.x == 32 && Chunk == 1 && !Slow && !Pad) {  // as the step-cycles copy's loop
+      atomicAdd(&claim_barrier_cycles[0], (unsigned long long)(clock64() - barrier_begin));
+      atomicAdd(&claim_barrier_cycles[1], 1ull);
+    }
+#endif
     const unsigned begin = first;
     __syncthreads();  // `first` is read by all before the next claim overwrites it
     if (begin >= tasks) break;
@@ -553,7 +567,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> means;
 #ifdef PROBE_STEP_CYCLES
-    unsigned long long steps[2] = {0, 0};
+    unsigned long long steps[4] = {0, 0, 0, 0};
 #endif
     for (int round = 0; round < rounds; ++round) {
       CHECK(cudaMemset(counters, 0, kCounters * sizeof(unsigned)));
@@ -564,6 +578,7 @@ int main(int argc, char** argv) {
       launch(LAUNCHES + 1);
 #ifdef PROBE_STEP_CYCLES
       CHECK(cudaMemcpyToSymbol(cupreempt::step_cycles, steps, sizeof steps));
+      CHECK(cudaMemcpyToSymbol(claim_barrier_cycles, steps, 2 * sizeof steps[0]));
 #endif
 #ifdef CUPREEMPT_CHUNK_LOG
       const unsigned long long zeros[32] = {};
@@ -582,11 +597,19 @@ int main(int argc, char** argv) {
     const double us = means[means.size() / 2];
 #ifdef PROBE_STEP_CYCLES
     if (form == 5 || form == 6) {  // the last round's timed launches
-      unsigned long long got_steps[2];
+      unsigned long long got_steps[4];
       CHECK(cudaMemcpyFromSymbol(got_steps, cupreempt::step_cycles, sizeof got_steps));
-      std::printf("  leader's step: %.1f cycles (mean), %.0f steps per launch\n",
+      std::printf("  leader's step: %.1f cycles (mean), %.0f steps per launch; second warp at "
+                  "the barrier after it: %.1f cycles (mean)\n",
                   got_steps[1] ? (double)got_steps[0] / got_steps[1] : 0.0,
-                  (double)got_steps[1] / LAUNCHES);
+                  (double)got_steps[1] / LAUNCHES,
+                  got_steps[3] ? (double)got_steps[2] / got_steps[3] : 0.0);
+    }
+    if (form == 3) {
+      unsigned long long got[2];
+      CHECK(cudaMemcpyFromSymbol(got, claim_barrier_cycles, sizeof got));
+      std::printf("  second warp at the barrier after the claim: %.1f cycles (mean), %.0f per "
+                  "launch\n", got[1] ? (double)got[0] / got[1] : 0.0, (double)got[1] / LAUNCHES);
     }
 #endif
 #ifdef CUPREEMPT_CHUNK_LOG

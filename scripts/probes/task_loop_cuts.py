@@ -188,10 +188,11 @@ CUTS["drain-stamps"] = chain(
 # Instrumentation, not a cut: the leader's step between chunks timed in clock64 cycles, from
 # next_chunk's first instruction to its last, summed over the launch's steps in
 # cupreempt::step_cycles[0] and counted in [1] (reductions whose answers nobody waits for,
-# after the end's stamp). persistent_forms.cu built with -DPROBE_STEP_CYCLES prints the mean.
+# after the end's stamp), and the second warp's wait at the barrier after it in [2] and [3].
+# persistent_forms.cu built with -DPROBE_STEP_CYCLES prints the means.
 CUTS["step-cycles"] = chain(
     replace("__device__ __forceinline__ unsigned long long global_ns() {",
-            "__device__ unsigned long long step_cycles[2];\n"
+            "__device__ unsigned long long step_cycles[4];\n"
             "__device__ __forceinline__ unsigned long long global_ns() {"),
     replace("  // Size this chunk (and the looks inside it) from the time the last ones took.\n",
             "  const long long step_begin = clock64();\n"
@@ -199,7 +200,15 @@ CUTS["step-cycles"] = chain(
     replace("  ls.unreported = 0;\n  ls.last_ns = now;\n}",
             "  ls.unreported = 0;\n  ls.last_ns = now;\n"
             "  atomicAdd(&step_cycles[0], (unsigned long long)(clock64() - step_begin));\n"
-            "  atomicAdd(&step_cycles[1], 1ull);\n}"))
+            "  atomicAdd(&step_cycles[1], 1ull);\n}"),
+    # And how long the block's second warp waits at the barrier after the step (its lane 0;
+    # the task's uneven ends included), in [2], counted in [3].
+    replace("    claimed = false;\n    __syncthreads();\n",
+            "    claimed = false;\n    const long long barrier_begin = clock64();\n"
+            "    __syncthreads();\n"
+            "    if (threadIdx.x == 32 && threadIdx.y == 0 && threadIdx.z == 0) {\n"
+            "      atomicAdd(&step_cycles[2], (unsigned long long)(clock64() - barrier_begin));\n"
+            "      atomicAdd(&step_cycles[3], 1ull);\n    }\n"))
 
 
 # The claim after the command's answer, as before claims went beside it: every step takes the
