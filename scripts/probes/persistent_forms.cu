@@ -27,6 +27,8 @@
 //                (the task loop's step between two chunks is about 150 instructions): whether
 //                a leader's instructions cost in proportion to their number while other
 //                blocks' warps compute on the SM
+//   claim_pad150_after  claim_pad with 150, the leader's instructions after the barrier (before
+//                its own task) instead of before the claim
 //   claim_ahead  claim, but the leader takes the next task from the counter as the block starts
 //                the current one (its answer arrives while the task runs): no claim latency
 //                between two tasks, and each block holds one task more than it runs
@@ -228,18 +230,27 @@ __global__ void stride_sync(const float2* in, float2* out, float c, float s, int
 __device__ unsigned long long claim_barrier_cycles[2];  // claim<1>'s second warp at its barrier
 #endif
 
-template <unsigned Chunk, bool Slow = false, int Pad = 0>
+// The leader's PAD dependent instructions, which the compiler cannot drop: `counter` moves
+// if they end at one value, which they never do.
+template <int Pad>
+__device__ __forceinline__ void leader_pad(unsigned*& counter) {
+  unsigned pad = 0;
+  if (Pad) asm volatile("mov.u32 %0, %%clock;" : "=r"(pad));  // unknown to ptxas
+#pragma unroll
+  for (int k = 0; k < Pad; ++k) asm volatile("mad.lo.u32 %0, %0, %0, 1;" : "+r"(pad));
+  if (Pad && pad == 0x9e3779b9u) counter += 1;
+}
+
+// PadAfter: the leader's PAD instructions come after the barrier, before its own task, instead
+// of before the claim: whether a leader's work costs less once its block is released.
+template <unsigned Chunk, bool Slow = false, int Pad = 0, bool PadAfter = false>
 __global__ void claim(const float2* in, float2* out, float c, float s, int inner, unsigned tasks,
                       unsigned* counter) {
   BLOCK_STAMP;
   __shared__ unsigned first;
   for (;;) {
     if (threadIdx.x == 0) {
-      unsigned pad = 0;
-      if (Pad) asm volatile("mov.u32 %0, %%clock;" : "=r"(pad));  // unknown to ptxas
-#pragma unroll
-      for (int k = 0; k < Pad; ++k) asm volatile("mad.lo.u32 %0, %0, %0, 1;" : "+r"(pad));
-      if (Pad && pad == 0x9e3779b9u) counter += 1;  // never, but the compiler cannot know
+      if (!PadAfter) leader_pad<Pad>(counter);
       // Slow: the claim waits for a load's answer, as the task loop's claim waits for the
       // command (the word is never all ones, but the compiler cannot know).
       if (Slow && *(volatile unsigned*)(counter + 1024) == ~0u)
@@ -260,6 +271,7 @@ __global__ void claim(const float2* in, float2* out, float c, float s, int inner
     const unsigned begin = first;
     __syncthreads();  // `first` is read by all before the next claim overwrites it
     if (begin >= tasks) break;
+    if (PadAfter && threadIdx.x == 0) leader_pad<Pad>(counter);
     const unsigned end = min(begin + Chunk, tasks);
     for (unsigned t = begin; t < end; ++t) task(in, out, c, s, inner, t);
   }
@@ -498,8 +510,8 @@ int main(int argc, char** argv) {
                          "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
                          "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow",
                          "claim_pad50", "claim_pad150", "claim_2bar", "dispatch",
-                         "dispatch_native", "dispatch_end", "dispatch_sms"};
-  for (int form = 0; form < 20; ++form) {
+                         "dispatch_native", "dispatch_end", "dispatch_sms", "claim_pad150_after"};
+  for (int form = 0; form < 21; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
@@ -518,11 +530,12 @@ int main(int argc, char** argv) {
                     : form == 17 ? (const void*)dispatch_native
                     : form == 18 ? (const void*)dispatch_end<false>
                     : form == 19 ? (const void*)dispatch_end<true>
+                    : form == 20 ? (const void*)claim<1, false, 150, true>
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
     const unsigned grid =
-        form == 0 || form >= 16 ? tasks : std::min<unsigned>(tasks, per_sm * sms);
+        form == 0 || (form >= 16 && form < 20) ? tasks : std::min<unsigned>(tasks, per_sm * sms);
     auto launch = [&](int i) {
       if (form == 0) original<<<grid, BS>>>(in, out, c, s, inner, tasks);
       if (form == 1) stride<<<grid, BS>>>(in, out, c, s, inner, tasks);
@@ -539,6 +552,8 @@ int main(int argc, char** argv) {
       if (form == 12) claim<1, true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 13) claim<1, false, 50><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 14) claim<1, false, 150><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
+      if (form == 20)
+        claim<1, false, 150, true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 16) dispatch<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 17) dispatch_native<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 18)
