@@ -74,7 +74,8 @@
 // cycles from next_chunk's first instruction to its last, mean over every step of every timed
 // launch) and how many steps there were per launch: the step's latency, where ncu's source
 // counters give its instructions; and how long the block's second warp waits at the barrier
-// after the step (claim's too, after its claim).
+// after the step (claim's too, after its claim). With -DPROBE_STEP_SPLIT and the `step-split`
+// copy, the steps that claim beside the command's look are also split in three.
 // With -DCUPREEMPT_CHUNK_LOG the run_tasks forms also print their claims per launch by size
 // (the task loop's chunk log, bins of powers of two) and how many the tail's share cut.
 // With -DPROBE_PDL the run_tasks forms are launched as the runtime launches a first instance
@@ -582,7 +583,11 @@ int main(int argc, char** argv) {
     };
     std::vector<double> means;
 #ifdef PROBE_STEP_CYCLES
-    unsigned long long steps[4] = {0, 0, 0, 0};
+#ifdef PROBE_STEP_SPLIT
+    unsigned long long steps[8] = {};
+#else
+    unsigned long long steps[4] = {};
+#endif
 #endif
     for (int round = 0; round < rounds; ++round) {
       CHECK(cudaMemset(counters, 0, kCounters * sizeof(unsigned)));
@@ -612,8 +617,15 @@ int main(int argc, char** argv) {
     const double us = means[means.size() / 2];
 #ifdef PROBE_STEP_CYCLES
     if (form == 5 || form == 6) {  // the last round's timed launches
-      unsigned long long got_steps[4];
+      unsigned long long got_steps[sizeof steps / sizeof steps[0]];
       CHECK(cudaMemcpyFromSymbol(got_steps, cupreempt::step_cycles, sizeof got_steps));
+#ifdef PROBE_STEP_SPLIT
+      if (got_steps[7])
+        std::printf("  steps that claim beside the command (%.0f per launch): %.1f cycles to the "
+                    "claim, %.1f to its answer in use, %.1f after (means)\n",
+                    (double)got_steps[7] / LAUNCHES, (double)got_steps[4] / got_steps[7],
+                    (double)got_steps[5] / got_steps[7], (double)got_steps[6] / got_steps[7]);
+#endif
       std::printf("  leader's step: %.1f cycles (mean), %.0f steps per launch; second warp at "
                   "the barrier after it: %.1f cycles (mean)\n",
                   got_steps[1] ? (double)got_steps[0] / got_steps[1] : 0.0,

@@ -221,6 +221,29 @@ CUTS["second-barrier"] = replace(
     "    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);\n",
     "    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);\n"
     "    __syncthreads();\n")
+# step-cycles, and the steps that claim beside the command's load split in three (summed in
+# step_cycles[4..6], counted in [7]): from the step's start to the claim (the sizing, the fair
+# share), from the claim to its answer in use (the round trips, the command's check), and from
+# there to the step's end (the chunk's bounds, the progress count).
+CUTS["step-split"] = chain(
+    CUTS["step-cycles"],
+    replace("__device__ unsigned long long step_cycles[4];", "__device__ unsigned long long step_cycles[8];"),
+    replace("  const long long step_begin = clock64();\n",
+            "  const long long step_begin = clock64();\n  long long split_claim = 0, split_answer = 0;\n"),
+    replace("    begin = atomicAdd(&c->next_task, n);\n    const int line = near_end",
+            "    split_claim = clock64();\n"
+            "    begin = atomicAdd(&c->next_task, n);\n    const int line = near_end"),
+    replace("    end = begin + n < total ? begin + n : total;\n    if (stop) {\n      if (begin < total) {",
+            "    end = begin + n < total ? begin + n : total;\n"
+            "    asm volatile(\"\" :: \"l\"(end));\n    split_answer = clock64();\n"
+            "    if (stop) {\n      if (begin < total) {"),
+    replace("  atomicAdd(&step_cycles[1], 1ull);\n}",
+            "  atomicAdd(&step_cycles[1], 1ull);\n"
+            "  if (split_answer) {\n    const long long split_end = clock64();\n"
+            "    atomicAdd(&step_cycles[4], (unsigned long long)(split_claim - step_begin));\n"
+            "    atomicAdd(&step_cycles[5], (unsigned long long)(split_answer - split_claim));\n"
+            "    atomicAdd(&step_cycles[6], (unsigned long long)(split_end - split_answer));\n"
+            "    atomicAdd(&step_cycles[7], 1ull);\n  }\n}"))
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
