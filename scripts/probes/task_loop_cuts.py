@@ -244,6 +244,43 @@ CUTS["step-split"] = chain(
             "    atomicAdd(&step_cycles[5], (unsigned long long)(split_answer - split_claim));\n"
             "    atomicAdd(&step_cycles[6], (unsigned long long)(split_end - split_answer));\n"
             "    atomicAdd(&step_cycles[7], 1ull);\n  }\n}"))
+# The sizing behind the steady claim: where the step claims beside the command's look, the
+# claim takes the size the last step chose, its atomic and the command's load go out first,
+# and the sizing (for the next step) runs while both are on their way. Correct; the sizing
+# lags one step there.
+CUTS["size-behind-claim"] = chain(
+    replace("  // Size this chunk (and the looks inside it) from the time the last ones took.\n"
+            "  if (ls.unreported && (kLooks || !fixed)) {\n",
+            "  // Size this chunk (and the looks inside it) from the time the last ones took.\n"
+            "  const bool steady_claim = ls.unreported && !ls.rest_end &&\n"
+            "                            ls.chunk_begin + ls.unreported < total && !ls.claim_next;\n"
+            "  const auto size = [&]() {\n"
+            "  if (ls.unreported && (kLooks || !fixed)) {\n"),
+    replace("    if (!fixed) ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;\n  }\n",
+            "    if (!fixed) ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;\n  }\n"
+            "  };\n  if (!steady_claim) size();\n"),
+    replace("    const int line = near_end && leftover ? *(volatile int*)&c->leftovers : 0;\n"
+            "    stop = must_yield(c, host, ls);\n",
+            "    const int line = near_end && leftover ? *(volatile int*)&c->leftovers : 0;\n"
+            "    const unsigned long long word = *(volatile const unsigned long long*)&c->command;\n"
+            "    size();\n"
+            "    stop = must_yield_word(word, c, host, ls);\n"),
+    replace("// Whether the launch starts off SM `smid` (l.start_off).",
+            "__device__ __forceinline__ bool must_yield_word(unsigned long long word,\n"
+            "                                                const cupreempt_control* c,\n"
+            "                                                const cupreempt_host* h, StepState& ls) {\n"
+            "  const unsigned cmd = (unsigned)word, seq = (unsigned)(word >> 32);\n"
+            "  if (behind_host(h, seq, ls)) {\n    read_host_command(h, ls);\n    return ls.host_away;\n  }\n"
+            "  if (word == 0) return ls.start_away;\n"
+            "  return sends_away(cmd, c->sm_mask, ls.smid);\n}\n\n"
+            "// Whether the launch starts off SM `smid` (l.start_off)."))
+# Timing only: the progress count that refreshes host memory does not wait for its answer
+# (host memory is not refreshed).
+CUTS["no-refresh-wait"] = replace(
+    "    host->done_tasks = atomicAdd(&c->done_tasks, owed) + owed;\n",
+    "    atomicAdd(&c->done_tasks, owed);\n")
+CUTS["size-behind-claim-cycles"] = chain(CUTS["size-behind-claim"], CUTS["step-cycles"])
+CUTS["no-refresh-wait-cycles"] = chain(CUTS["no-refresh-wait"], CUTS["step-cycles"])
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
