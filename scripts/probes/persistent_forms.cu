@@ -69,13 +69,15 @@
 // start, mean and max over blocks), the idle tail (how long blocks wait after their last task
 // for the kernel's last task to end, mean) and the drain (last task's end to last exit). The
 // stamps cost every form the same few instructions per task.
-// With -DPROBE_STEP_CYCLES as well, and built against task_loop_cuts.py's `step-cycles` copy,
-// the run_tasks forms also print how long the leader's step between chunks takes (clock64
+// With -DPROBE_STEP_CYCLES as well, and built against task_loop_cuts.py's `step-cycles` copy
+// (or another that defines CUPREEMPT_HAS_STEP_CYCLES; the tree's headers build too, without
+// these lines, so that persistent_bisect.sh can pass the flag to every build), the run_tasks
+// forms also print how long the leader's step between chunks takes (clock64
 // cycles from next_chunk's first instruction to its last, mean over every step of every timed
 // launch) and how many steps there were per launch: the step's latency, where ncu's source
 // counters give its instructions; and how long the block's second warp waits at the barrier
-// after the step (claim's too, after its claim). With -DPROBE_STEP_SPLIT and the `step-split`
-// copy, the steps that claim beside the command's look are also split in three.
+// after the step (claim's too, after its claim). Built against the `step-split` copy,
+// the steps that claim beside the command's look are also split in three.
 // With -DCUPREEMPT_CHUNK_LOG the run_tasks forms also print their claims per launch by size
 // (the task loop's chunk log, bins of powers of two) and how many the tail's share cut.
 // With -DPROBE_PDL the run_tasks forms are launched as the runtime launches a first instance
@@ -583,11 +585,7 @@ int main(int argc, char** argv) {
     };
     std::vector<double> means;
 #ifdef PROBE_STEP_CYCLES
-#ifdef PROBE_STEP_SPLIT
-    unsigned long long steps[8] = {};
-#else
-    unsigned long long steps[4] = {};
-#endif
+    unsigned long long steps[8] = {};  // the step-split copy's counts, the most of any
 #endif
     for (int round = 0; round < rounds; ++round) {
       CHECK(cudaMemset(counters, 0, kCounters * sizeof(unsigned)));
@@ -597,7 +595,9 @@ int main(int argc, char** argv) {
       launch(LAUNCHES);
       launch(LAUNCHES + 1);
 #ifdef PROBE_STEP_CYCLES
-      CHECK(cudaMemcpyToSymbol(cupreempt::step_cycles, steps, sizeof steps));
+#ifdef CUPREEMPT_HAS_STEP_CYCLES
+      CHECK(cudaMemcpyToSymbol(cupreempt::step_cycles, steps, sizeof cupreempt::step_cycles));
+#endif
       CHECK(cudaMemcpyToSymbol(claim_barrier_cycles, steps, 2 * sizeof steps[0]));
 #endif
 #ifdef CUPREEMPT_CHUNK_LOG
@@ -616,10 +616,11 @@ int main(int argc, char** argv) {
     std::sort(means.begin(), means.end());
     const double us = means[means.size() / 2];
 #ifdef PROBE_STEP_CYCLES
+#ifdef CUPREEMPT_HAS_STEP_CYCLES
     if (form == 5 || form == 6) {  // the last round's timed launches
-      unsigned long long got_steps[sizeof steps / sizeof steps[0]];
-      CHECK(cudaMemcpyFromSymbol(got_steps, cupreempt::step_cycles, sizeof got_steps));
-#ifdef PROBE_STEP_SPLIT
+      unsigned long long got_steps[8] = {};
+      CHECK(cudaMemcpyFromSymbol(got_steps, cupreempt::step_cycles, sizeof cupreempt::step_cycles));
+#ifdef CUPREEMPT_HAS_STEP_SPLIT
       if (got_steps[7])
         std::printf("  steps that claim beside the command (%.0f per launch): %.1f cycles to the "
                     "claim, %.1f to its answer in use, %.1f after (means)\n",
@@ -632,6 +633,7 @@ int main(int argc, char** argv) {
                   (double)got_steps[1] / LAUNCHES,
                   got_steps[3] ? (double)got_steps[2] / got_steps[3] : 0.0);
     }
+#endif
     if (form == 3) {
       unsigned long long got[2];
       CHECK(cudaMemcpyFromSymbol(got, claim_barrier_cycles, sizeof got));

@@ -192,6 +192,7 @@ CUTS["drain-stamps"] = chain(
 # persistent_forms.cu built with -DPROBE_STEP_CYCLES prints the means.
 CUTS["step-cycles"] = chain(
     replace("__device__ __forceinline__ unsigned long long global_ns() {",
+            "#define CUPREEMPT_HAS_STEP_CYCLES 1\n"
             "__device__ unsigned long long step_cycles[4];\n"
             "__device__ __forceinline__ unsigned long long global_ns() {"),
     replace("  // Size this chunk (and the looks inside it) from the time the last ones took.\n",
@@ -224,10 +225,12 @@ CUTS["second-barrier"] = replace(
 # step-cycles, and the steps that claim beside the command's load split in three (summed in
 # step_cycles[4..6], counted in [7]): from the step's start to the claim (the sizing, the fair
 # share), from the claim to its answer in use (the round trips, the command's check), and from
-# there to the step's end (the chunk's bounds, the progress count).
+# there to the step's end (the chunk's bounds, the progress count). persistent_forms.cu built
+# with -DPROBE_STEP_CYCLES prints them.
 CUTS["step-split"] = chain(
     CUTS["step-cycles"],
-    replace("__device__ unsigned long long step_cycles[4];", "__device__ unsigned long long step_cycles[8];"),
+    replace("__device__ unsigned long long step_cycles[4];",
+            "#define CUPREEMPT_HAS_STEP_SPLIT 1\n__device__ unsigned long long step_cycles[8];"),
     replace("  const long long step_begin = clock64();\n",
             "  const long long step_begin = clock64();\n  long long split_claim = 0, split_answer = 0;\n"),
     replace("    begin = atomicAdd(&c->next_task, n);\n    const int line = near_end",
@@ -279,8 +282,13 @@ CUTS["size-behind-claim"] = chain(
 CUTS["no-refresh-wait"] = replace(
     "    host->done_tasks = atomicAdd(&c->done_tasks, owed) + owed;\n",
     "    atomicAdd(&c->done_tasks, owed);\n")
-CUTS["size-behind-claim-cycles"] = chain(CUTS["size-behind-claim"], CUTS["step-cycles"])
-CUTS["no-refresh-wait-cycles"] = chain(CUTS["no-refresh-wait"], CUTS["step-cycles"])
+# Timing only: no adaptive sizing; every chunk is the first one's size (an earlier launch's
+# measure, else one task), cut by the tail's share near the end: what the sizing's work costs.
+CUTS["no-sizing"] = replace("  if (ls.unreported && (kLooks || !fixed)) {\n    const unsigned long long now = global_ns();",
+                            "  if (false) {\n    const unsigned long long now = global_ns();")
+# Each with the step's cycles (persistent_forms.cu -DPROBE_STEP_CYCLES).
+for _name in ["size-behind-claim", "no-refresh-wait", "no-sizing", "inline-next-chunk"]:
+    CUTS[_name + "-cycles"] = chain(CUTS[_name], CUTS["step-cycles"])
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
