@@ -24,7 +24,7 @@
 //   claim_end    claim_tctx with the task loop's end of a block: every thread fences, the
 //                block meets, the leader retires its tasks with an atomic
 //   claim_pad    claim with PAD dependent integer instructions by the leader before each claim
-//                (the task loop's step between two chunks is about 150 instructions): whether
+//                (the task loop's step between two chunks is some 230 instructions): whether
 //                a leader's instructions cost in proportion to their number while other
 //                blocks' warps compute on the SM
 //   claim_pad150_after  claim_pad with 150, the leader's instructions after the barrier (before
