@@ -268,14 +268,17 @@ CUTS["size-behind-claim"] = chain(
             "    const unsigned long long word = *(volatile const unsigned long long*)&c->command;\n"
             "    size();\n"
             "    stop = must_yield_word(word, c, host, ls);\n"),
-    replace("// Whether the launch starts off SM `smid` (l.start_off).",
+    # must_yield itself takes the command's word, loaded by a wrapper of the same name.
+    replace("__device__ __forceinline__ bool must_yield(const cupreempt_control* c, const cupreempt_host* h,\n"
+            "                                           StepState& ls) {\n"
+            "  const unsigned long long word = *(volatile const unsigned long long*)&c->command;\n",
             "__device__ __forceinline__ bool must_yield_word(unsigned long long word,\n"
             "                                                const cupreempt_control* c,\n"
-            "                                                const cupreempt_host* h, StepState& ls) {\n"
-            "  const unsigned cmd = (unsigned)word, seq = (unsigned)(word >> 32);\n"
-            "  if (behind_host(h, seq, ls)) {\n    read_host_command(h, ls);\n    return ls.host_away;\n  }\n"
-            "  if (word == 0) return ls.start_away;\n"
-            "  return sends_away(cmd, c->sm_mask, ls.smid);\n}\n\n"
+            "                                                const cupreempt_host* h, StepState& ls) {\n"),
+    replace("// Whether the launch starts off SM `smid` (l.start_off).",
+            "__device__ __forceinline__ bool must_yield(const cupreempt_control* c,\n"
+            "                                           const cupreempt_host* h, StepState& ls) {\n"
+            "  return must_yield_word(*(volatile const unsigned long long*)&c->command, c, h, ls);\n}\n\n"
             "// Whether the launch starts off SM `smid` (l.start_off)."))
 # Timing only: the progress count that refreshes host memory does not wait for its answer
 # (host memory is not refreshed).

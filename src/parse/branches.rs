@@ -168,9 +168,7 @@ fn lone_test(directive: &str) -> Option<(String, bool)> {
         }
         _ => return None,
     };
-    let is_name = !test.is_empty()
-        && !test.starts_with(|c: char| c.is_ascii_digit())
-        && test.chars().all(crate::lang::is_identifier_char);
+    let is_name = crate::lang::leading_identifier(test).is_some_and(|name| name == test);
     is_name.then(|| (test.to_string(), wanted))
 }
 
