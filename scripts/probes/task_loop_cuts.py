@@ -292,6 +292,13 @@ CUTS["no-sizing"] = replace("  if (ls.unreported && (kLooks || !fixed)) {\n    c
 # Each with the step's cycles (persistent_forms.cu -DPROBE_STEP_CYCLES).
 for _name in ["size-behind-claim", "no-refresh-wait", "no-sizing", "inline-next-chunk"]:
     CUTS[_name + "-cycles"] = chain(CUTS[_name], CUTS["step-cycles"])
+# enter() and leave() inlined, next_chunk still a call: with both inlined (and not with either
+# alone) ptxas hoists pathfinder's per-column hash product out of its rows again, as it does
+# with every step inlined (scripts/probes/wrapper_hoist.sh; docs/bench/README.md).
+CUTS["inline-enter-leave"] = chain(
+    CUTS["inline-enter"],
+    replace("static __device__ CUPREEMPT_STEP bool leave(",
+            "static __device__ __forceinline__ bool leave("))
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
