@@ -94,6 +94,9 @@ CUTS = {
     "inline-enter": replace(
         "static __device__ CUPREEMPT_STEP bool enter(",
         "static __device__ __forceinline__ bool enter("),
+    "inline-leave": replace(
+        "static __device__ CUPREEMPT_STEP bool leave(",
+        "static __device__ __forceinline__ bool leave("),
     "inline-next-chunk": replace(
         "static __device__ CUPREEMPT_STEP void next_chunk(",
         "static __device__ __forceinline__ void next_chunk("),
@@ -295,10 +298,7 @@ for _name in ["size-behind-claim", "no-refresh-wait", "no-sizing", "inline-next-
 # enter() and leave() inlined, next_chunk still a call: with both inlined (and not with either
 # alone) ptxas hoists pathfinder's per-column hash product out of its rows again, as it does
 # with every step inlined (scripts/probes/wrapper_hoist.sh; docs/bench/README.md).
-CUTS["inline-enter-leave"] = chain(
-    CUTS["inline-enter"],
-    replace("static __device__ CUPREEMPT_STEP bool leave(",
-            "static __device__ __forceinline__ bool leave("))
+CUTS["inline-enter-leave"] = chain(CUTS["inline-enter"], CUTS["inline-leave"])
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])

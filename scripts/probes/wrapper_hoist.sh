@@ -17,8 +17,10 @@ trap 'rm -rf "$work"' EXIT
 report() {  # NAME INCLUDE_DIR
   "$nvcc" -O3 -arch=sm_90 -std=c++17 -DPROBE_PATHFINDER_TASK -I "$2" -Xptxas -v -cubin \
     -o "$work/$1.cubin" scripts/probes/persistent_forms.cu 2>"$work/$1.ptxas"
-  for fn in _Z7wrapped16cupreempt_launchPK6float2PS0_ffij _Z5claimILj1ELb0ELi0ELb0EEvPK6float2PS0_ffijPj; do
-    local used
+  local kernel label fn used
+  for kernel in wrapped=_Z7wrapped16cupreempt_launchPK6float2PS0_ffij \
+                claim=_Z5claimILj1ELb0ELi0ELb0EEvPK6float2PS0_ffijPj; do
+    label=${kernel%%=*} fn=${kernel#*=}
     used=$(grep -A3 "entry function '$fn'" "$work/$1.ptxas" | grep -o 'Used [0-9]* registers.*' | head -1)
     "$cuobjdump" -sass -fun "$fn" "$work/$1.cubin" | python3 -c '
 import re, sys
@@ -27,7 +29,7 @@ bars = [i for i, s in enumerate(ins) if s.startswith("BAR.SYNC")]
 gaps = [bars[k + 1] - bars[k] for k in range(len(bars) - 1)]
 hash_sites = sum("-0x7a143589" in s for s in ins)
 print(f"  {sys.argv[1]:7} {len(ins)} instructions, hash product x{hash_sites}, between barriers {gaps}")
-' "$([ "${fn:0:9}" = _Z7wrappe ] && echo wrapped || echo claim)"
+' "$label"
     echo "    ptxas: $used"
   done
 }
