@@ -129,13 +129,6 @@ CUTS = {
     "adaptive-3": replace(
         "    if (!fixed) ls.next = want >= 1.0f ? (unsigned)fminf(want, (float)kMaxChunk) : 1u;",
         "    if (!fixed) ls.next = want >= 1.0f ? 3u : 3u;"),
-    "inline-steps": chain(
-        replace("static __device__ CUPREEMPT_STEP void next_chunk(",
-                "static __device__ __forceinline__ void next_chunk("),
-        replace("static __device__ CUPREEMPT_STEP bool leave(",
-                "static __device__ __forceinline__ bool leave("),
-        replace("static __device__ CUPREEMPT_STEP bool enter(",
-                "static __device__ __forceinline__ bool enter(")),
     # Timing only: no smaller chunks near the end.
     "no-tail-shrink": chain(
         replace("      if (!fixed) {  // near the end,", "      if (false) {  // near the end,"),
@@ -299,6 +292,8 @@ for _name in ["size-behind-claim", "no-refresh-wait", "no-sizing", "inline-next-
 # alone) ptxas hoists pathfinder's per-column hash product out of its rows again, as it does
 # with every step inlined (scripts/probes/wrapper_hoist.sh; docs/bench/README.md).
 CUTS["inline-enter-leave"] = chain(CUTS["inline-enter"], CUTS["inline-leave"])
+# Every step inlined (enter, next_chunk, leave).
+CUTS["inline-steps"] = chain(CUTS["inline-next-chunk"], CUTS["inline-leave"], CUTS["inline-enter"])
 CUTS["adaptive-3-no-tail-shrink"] = chain(CUTS["adaptive-3"], CUTS["no-tail-shrink"])
 CUTS["adaptive-3-first-chunk-3"] = chain(CUTS["adaptive-3"], CUTS["first-chunk-3"])
 CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-chunk-3"])
