@@ -181,6 +181,8 @@
 #undef control
 #pragma push_macro("copy_smem_limit")
 #undef copy_smem_limit
+#pragma push_macro("count")
+#undef count
 #pragma push_macro("count_out")
 #undef count_out
 #pragma push_macro("counts")
@@ -365,6 +367,8 @@
 #undef kRaisedLimitDevices
 #pragma push_macro("kSpinNs")
 #undef kSpinNs
+#pragma push_macro("kStopped")
+#undef kStopped
 #pragma push_macro("kTailShare")
 #undef kTailShare
 #pragma push_macro("kYieldLogSize")
@@ -733,6 +737,8 @@
 #undef stay
 #pragma push_macro("step")
 #undef step
+#pragma push_macro("step_parity")
+#undef step_parity
 #pragma push_macro("step_state")
 #undef step_state
 #pragma push_macro("stop")

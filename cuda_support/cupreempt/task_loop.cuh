@@ -186,11 +186,16 @@ __device__ __forceinline__ unsigned load_acquire_sys(const unsigned* p) {
   return v;
 }
 
+// BlockState::count of a block that leaves the loop (yield or no tasks left).
+constexpr unsigned kStopped = ~0u;
+
 // Shared by the threads of one persistent block.
 struct BlockState {
   unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
   uint3 first;                    // blockIdx of task `begin` (2-D and 3-D grids)
-  unsigned stop;                  // 1: leave the loop (yield or no tasks left)
+  // end - begin (at most kMaxChunk), or kStopped: every thread reads this one word after the
+  // step, not a stop flag and both bounds (three loads and a subtraction).
+  unsigned count;
   unsigned look_every;            // tasks between two looks inside the chunk (0: no looks)
 };
 
@@ -922,7 +927,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   }
   st.begin = begin;
   st.end = begin + n < total ? begin + n : total;
-  st.stop = begin >= total;
+  st.count = begin >= total ? kStopped : (unsigned)(st.end - begin);
   if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
   if (begin < total) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
@@ -1134,7 +1139,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   }
   st.begin = begin;
   st.end = end;
-  st.stop = stop;
+  st.count = stop ? kStopped : (unsigned)(end - begin);
   if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
   // The chunk's first blockIdx here, in the step: computed once after either step in
@@ -1383,8 +1388,16 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       starting = false;
     }
     if (leader && !claimed) {
+      // The chunk's address for the call, made in this branch: the compiler otherwise makes
+      // it (a generic pointer) at the loop's top, seven instructions in every warp and chunk
+      // (pathfinder's wrapper), and holds it in registers through the step. An index it
+      // cannot see through keeps it here; without it three of the benchmark programs' capped
+      // wrappers spill, with it none does (scripts/probes/wrapper_registers.sh, nvcc 13.0,
+      // sm_90).
+      unsigned step_parity = parity;
+      asm volatile("" : "+r"(step_parity));
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
-                 l.grid_y, l.grid_z, l.leftover, step_state(ls), st);
+                 l.grid_y, l.grid_z, l.leftover, step_state(ls), states[step_parity]);
       if (ls.search_due) take_leftover(c, l.leftover, step_state(ls));
     }
     claimed = false;
@@ -1395,8 +1408,10 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     // which the first launch pays for in loading time). A value that a shuffle takes from
     // lane 0 with the full mask is known to be the same in every lane. Lanes that a partial
     // last warp does not have count as exited, which the full mask allows.
-    if (__shfl_sync(0xffffffffu, st.stop, 0)) {
-      // Every thread has left the chunk (all read the same st.stop after the same barrier).
+    // At most kMaxChunk, or kStopped.
+    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);
+    if (n == kStopped) {
+      // Every thread has left the chunk (all read the same count after the same barrier).
       // Its results become visible device-wide: each thread's fence, except in the instance
       // that holds the stream, whose kernel ends only after every task has retired (its tail
       // stays), and that end makes them visible to whatever follows it. Nothing else reads
@@ -1415,8 +1430,6 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       starting = true;
       continue;
     }
-    // At most kMaxChunk.
-    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);
 #ifdef CUPREEMPT_LOOKS
     // Looks inside the chunk: after task `until - 1`, then every st.look_every tasks (~0u:
     // none left). The same in every thread. The leader fetches the command while that task

@@ -311,7 +311,8 @@ __device__ __forceinline__ void hand_over(const cupreempt_launch& l, unsigned ta
       const unsigned long long begin = atomicAdd(counter, 1u);
       st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
       st.first = (unsigned)begin, st.stop = begin >= tasks;
-      bs.begin = st.begin, bs.end = st.end, bs.stop = st.stop;
+      bs.begin = st.begin, bs.end = st.end;
+      bs.count = st.stop ? cupreempt::kStopped : (unsigned)(st.end - st.begin);
       bs.first = make_uint3(st.first, 0, 0);
     }
     __syncthreads();

@@ -48,8 +48,8 @@ def minimal_next_chunk(src):
   const unsigned long long begin = atomicAdd(&c->next_task, n);
   st.begin = begin;
   st.end = begin + n < total ? begin + n : total;
-  st.stop = begin >= total;
-  if (!st.stop) st.first = make_uint3((unsigned)begin, 0, 0);
+  st.count = begin >= total ? kStopped : (unsigned)(st.end - begin);
+  if (begin < total) st.first = make_uint3((unsigned)begin, 0, 0);
   ls.ran += ls.unreported;
   ls.unreported = 0;"""
     return src[:b] + body + src[e:]
@@ -102,9 +102,8 @@ CUTS = {
         "static __device__ __forceinline__ void next_chunk("),
     "minimal-next-chunk": minimal_next_chunk,
     "no-shfl": chain(
-        replace("const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);",
-                "const unsigned n = (unsigned)(st.end - st.begin);"),
-        replace("if (__shfl_sync(0xffffffffu, st.stop, 0)) {", "if (st.stop) {"),
+        replace("const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);",
+                "const unsigned n = st.count;"),
         replace("if (!__shfl_sync(0xffffffffu, again, 0)) break;", "if (!again) break;")),
     # Timing only: the lane words of SMs s, s + 8, ... share a line (16-17 SMs per line on the
     # H100 instead of 32).
@@ -215,8 +214,8 @@ CUTS["claim-after-command"] = replace(
 # A second barrier once every thread has read the chunk, as the plain claim loop has (correct:
 # the leader writes the other slot next).
 CUTS["second-barrier"] = replace(
-    "    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);\n",
-    "    const unsigned n = __shfl_sync(0xffffffffu, (unsigned)(st.end - st.begin), 0);\n"
+    "    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);\n",
+    "    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);\n"
     "    __syncthreads();\n")
 # step-cycles, and the steps that claim beside the command's load split in three (summed in
 # step_cycles[4..6], counted in [7]): from the step's start to the claim (the sizing, the fair
