@@ -1394,9 +1394,9 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
       // The chunk's address for the call, made in this branch: the compiler otherwise makes
       // it (a generic pointer) at the loop's top, seven instructions in every warp and chunk
       // (pathfinder's wrapper), and holds it in registers through the step. An index it
-      // cannot see through keeps it here; without it three of the benchmark programs' capped
-      // wrappers spill, with it none does (scripts/probes/wrapper_registers.sh, nvcc 13.0,
-      // sm_90).
+      // cannot see through keeps it here; without it some of the benchmark programs' capped
+      // wrappers spill (4-16 bytes), with it none does (scripts/probes/wrapper_registers.sh,
+      // nvcc 13.0, sm_90).
       unsigned step_parity = parity;
       asm volatile("" : "+r"(step_parity));
       next_chunk(c, l.host, l.total_tasks, fixed, budget, l.progress_shift, l.audit, l.grid_x,
