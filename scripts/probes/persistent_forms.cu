@@ -294,6 +294,18 @@ struct Ctx {
 // How hand_over gives each task to its body.
 enum class Give { Number, Ctx, TaskCtx };
 
+// The block's decision in cupreempt's BlockState: its size word (the chunk's tasks, or all
+// ones where the block stops), or the stop flag of headers older than that word, so that the
+// probe builds against either (a branch's or an older build's headers, to compare).
+template <class S>
+__device__ auto set_decision(S& s, bool stop, unsigned n, int) -> decltype(void(s.count = 0u)) {
+  s.count = stop ? ~0u : n;
+}
+template <class S>
+__device__ void set_decision(S& s, bool stop, unsigned, long) {
+  s.stop = stop;
+}
+
 // The task loop's hand-over: the leader claims one task into one of two shared slots
 // (alternating), one barrier per chunk, every thread reads the chunk through a shuffle of lane
 // 0's copy. Each task goes to `body` as its number (Give::Number), as a context that refers to
@@ -312,7 +324,7 @@ __device__ __forceinline__ void hand_over(const cupreempt_launch& l, unsigned ta
       st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
       st.first = (unsigned)begin, st.stop = begin >= tasks;
       bs.begin = st.begin, bs.end = st.end;
-      bs.count = st.stop ? cupreempt::kStopped : (unsigned)(st.end - st.begin);
+      set_decision(bs, st.stop, (unsigned)(st.end - st.begin), 0);
       bs.first = make_uint3(st.first, 0, 0);
     }
     __syncthreads();
