@@ -577,6 +577,8 @@
 #undef planned
 #pragma push_macro("pointer")
 #undef pointer
+#pragma push_macro("post_chunk")
+#undef post_chunk
 #pragma push_macro("posted_ns")
 #undef posted_ns
 #pragma push_macro("preload_lookup")

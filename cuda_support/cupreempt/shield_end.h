@@ -140,6 +140,7 @@
 #pragma pop_macro("previous_")
 #pragma pop_macro("preload_lookup")
 #pragma pop_macro("posted_ns")
+#pragma pop_macro("post_chunk")
 #pragma pop_macro("pointer")
 #pragma pop_macro("planned")
 #pragma pop_macro("planes")

@@ -199,6 +199,14 @@ struct BlockState {
   unsigned look_every;            // tasks between two looks inside the chunk (0: no looks)
 };
 
+// The leader's step hands the block its chunk [begin, end), or its stop.
+__device__ __forceinline__ void post_chunk(BlockState& st, unsigned long long begin,
+                                           unsigned long long end, bool stop) {
+  st.begin = begin;
+  st.end = end;
+  st.count = stop ? kStopped : (unsigned)(end - begin);
+}
+
 // The original kernel: the hardware's indices.
 struct NativeCtx {
   uint3 blockIdx;
@@ -928,9 +936,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
     host->started = 1;  // before this block's first look at the command (its fence)
     host->entered_ns = now;
   }
-  st.begin = begin;
-  st.end = begin + n < total ? begin + n : total;
-  st.count = begin >= total ? kStopped : (unsigned)(st.end - begin);
+  post_chunk(st, begin, begin + n < total ? begin + n : total, begin >= total);
   if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
   if (begin < total) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
@@ -1140,9 +1146,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
       }
     }
   }
-  st.begin = begin;
-  st.end = end;
-  st.count = stop ? kStopped : (unsigned)(end - begin);
+  post_chunk(st, begin, end, stop);
   if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
   // The chunk's first blockIdx here, in the step: computed once after either step in

@@ -46,9 +46,7 @@ def minimal_next_chunk(src):
     body = """
   const unsigned long long n = fixed ? fixed : 1;
   const unsigned long long begin = atomicAdd(&c->next_task, n);
-  st.begin = begin;
-  st.end = begin + n < total ? begin + n : total;
-  st.count = begin >= total ? kStopped : (unsigned)(st.end - begin);
+  post_chunk(st, begin, begin + n < total ? begin + n : total, begin >= total);
   if (begin < total) st.first = make_uint3((unsigned)begin, 0, 0);
   ls.ran += ls.unreported;
   ls.unreported = 0;"""
