@@ -1486,13 +1486,17 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
 #else
     // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks
     // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
+    // One compare per task: the loop's own condition is `n` alone, which the compiler tests
+    // once, and the count's test after each task decides both the barrier and the next trip
+    // (written as `i < n` at the top and `i + 1 < n` before the barrier, it compared twice).
 #pragma unroll 1
-    for (unsigned i = 0; i < n; ++i) {
+    for (unsigned i = 0; n != 0;) {
       Ctx ctx(l, st, i);
       body(ctx);
+      if (++i == n) break;
       // The next task may reuse this task's shared memory. After the last task of a chunk the
       // leader's barrier above does this job.
-      if (TaskBarrier && i + 1 < n) __syncthreads();
+      if (TaskBarrier) __syncthreads();
     }
     if (leader) ls.unreported = n;
 #endif

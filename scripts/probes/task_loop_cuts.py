@@ -297,6 +297,42 @@ CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-c
 # Everything above that keeps a launch outside the runtime correct, together.
 CUTS["lean-claims"] = chain(CUTS["tail-below-floor"], CUTS["no-progress"],
                             CUTS["no-host-progress"])
+# minimal-next-chunk with chunks of three tasks (the first one enter()'s size).
+CUTS["minimal-next-chunk-3"] = chain(
+    minimal_next_chunk,
+    replace("  const unsigned long long n = fixed ? fixed : 1;\n",
+            "  const unsigned long long n = fixed ? fixed : 3;\n"))
+
+
+def claim_ahead(size):
+    """minimal-next-chunk whose claim goes out as the chunk before it starts: the leader holds
+    its answer in a register through the chunk's tasks (in the looks' unused field `cut_word`
+    after them), and the step between two chunks waits for no round trip. Timing only."""
+    return chain(
+        minimal_next_chunk,
+        replace("  const unsigned long long n = fixed ? fixed : 1;\n"
+                "  const unsigned long long begin = atomicAdd(&c->next_task, n);\n",
+                f"  const unsigned long long n = fixed ? fixed : {size};\n"
+                "  const unsigned long long begin =\n"
+                "      ls.unreported ? ls.cut_word : atomicAdd(&c->next_task, n);\n"),
+        replace("    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);\n",
+                "    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);\n"
+                "    unsigned long long ahead = 0;\n"
+                "    if (leader && n != kStopped)\n"
+                f"      ahead = atomicAdd(&c->next_task, (unsigned long long)(fixed ? fixed : {size}));\n"),
+        replace("    if (leader) ls.unreported = n;\n#endif",
+                "    if (leader) ls.unreported = n, ls.cut_word = ahead;\n#endif"))
+
+
+# Timing only, and wrong for a kernel whose tasks share memory: no barrier between two tasks
+# of a chunk (what the block's wait for its slowest warp at each task's end costs).
+CUTS["no-task-barrier"] = replace("      if (++i == n) break;\n"
+                                  "      // The next task may reuse this task's shared memory. After the last task of a chunk the\n"
+                                  "      // leader's barrier above does this job.\n"
+                                  "      if (TaskBarrier) __syncthreads();\n",
+                                  "      if (++i == n) break;\n")
+CUTS["claim-ahead"] = claim_ahead(1)
+CUTS["claim-ahead-3"] = claim_ahead(3)
 CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes"],
                     CUTS["minimal-next-chunk"])
 CUTS["all-inline"] = chain(CUTS["all"], CUTS["no-start-off"], CUTS["inline-steps"])
