@@ -1488,7 +1488,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     // of one thread cannot overlap anyway (a task's stores may alias the next one's loads).
     // One compare per task: the loop's own condition is `n` alone, which the compiler tests
     // once, and the count's test after each task decides both the barrier and the next trip
-    // (written as `i < n` at the top and `i + 1 < n` before the barrier, it compared twice).
+    // (a loop on `i < n` with `i + 1 < n` before the barrier compares twice).
 #pragma unroll 1
     for (unsigned i = 0; n != 0;) {
       Ctx ctx(l, st, i);

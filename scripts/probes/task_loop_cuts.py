@@ -307,7 +307,8 @@ CUTS["minimal-next-chunk-3"] = chain(
 def claim_ahead(size):
     """minimal-next-chunk whose claim goes out as the chunk before it starts: the leader holds
     its answer in a register through the chunk's tasks (in the looks' unused field `cut_word`
-    after them), and the step between two chunks waits for no round trip. Timing only."""
+    after them), and the step between two chunks waits for no round trip. Timing only, and
+    only without CUPREEMPT_LOOKS (the looks' loop does not hand the answer on)."""
     return chain(
         minimal_next_chunk,
         replace("  const unsigned long long n = fixed ? fixed : 1;\n"
