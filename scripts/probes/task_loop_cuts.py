@@ -38,19 +38,22 @@ def chain(*cuts):
     return cut
 
 
-def minimal_next_chunk(src):
-    """next_chunk reduced to one claim of `fixed` (else 1) tasks, keeping the retire count."""
-    a = src.index("static __device__ CUPREEMPT_STEP void next_chunk(")
-    b = src.index("{", src.index("BlockState& st)", a)) + 1
-    e = src.index("\n}\n", b)
-    body = """
-  const unsigned long long n = fixed ? fixed : 1;
-  const unsigned long long begin = atomicAdd(&c->next_task, n);
+def minimal_next_chunk(size=1, claim="atomicAdd(&c->next_task, n)"):
+    """The cut that reduces next_chunk to one claim of `fixed` (else `size`) tasks, keeping the
+    retire count; `claim` is the expression whose value is the chunk's first task."""
+    def cut(src):
+        a = src.index("static __device__ CUPREEMPT_STEP void next_chunk(")
+        b = src.index("{", src.index("BlockState& st)", a)) + 1
+        e = src.index("\n}\n", b)
+        body = f"""
+  const unsigned long long n = fixed ? fixed : {size};
+  const unsigned long long begin = {claim};
   post_chunk(st, begin, begin + n < total ? begin + n : total, begin >= total);
   if (begin < total) st.first = make_uint3((unsigned)begin, 0, 0);
   ls.ran += ls.unreported;
   ls.unreported = 0;"""
-    return src[:b] + body + src[e:]
+        return src[:b] + body + src[e:]
+    return cut
 
 
 # The end of a block's last chunk: every thread's fence and the barrier before the leader's
@@ -98,7 +101,7 @@ CUTS = {
     "inline-next-chunk": replace(
         "static __device__ CUPREEMPT_STEP void next_chunk(",
         "static __device__ __forceinline__ void next_chunk("),
-    "minimal-next-chunk": minimal_next_chunk,
+    "minimal-next-chunk": minimal_next_chunk(),
     "no-shfl": chain(
         replace("const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);",
                 "const unsigned n = st.count;"),
@@ -298,10 +301,7 @@ CUTS["adaptive-3-both"] = chain(CUTS["adaptive-3-no-tail-shrink"], CUTS["first-c
 CUTS["lean-claims"] = chain(CUTS["tail-below-floor"], CUTS["no-progress"],
                             CUTS["no-host-progress"])
 # minimal-next-chunk with chunks of three tasks (the first one enter()'s size).
-CUTS["minimal-next-chunk-3"] = chain(
-    minimal_next_chunk,
-    replace("  const unsigned long long n = fixed ? fixed : 1;\n",
-            "  const unsigned long long n = fixed ? fixed : 3;\n"))
+CUTS["minimal-next-chunk-3"] = minimal_next_chunk(3)
 
 
 def claim_ahead(size, plain=False):
@@ -319,12 +319,7 @@ def claim_ahead(size, plain=False):
              "      ahead = atomicAdd(&c->next_task + (below & 1u),\n"
              f"                        (unsigned long long)(fixed ? fixed : {size}));\n")
     return chain(
-        minimal_next_chunk,
-        replace("  const unsigned long long n = fixed ? fixed : 1;\n"
-                "  const unsigned long long begin = atomicAdd(&c->next_task, n);\n",
-                f"  const unsigned long long n = fixed ? fixed : {size};\n"
-                "  const unsigned long long begin =\n"
-                "      ls.unreported ? ls.cut_word : atomicAdd(&c->next_task, n);\n"),
+        minimal_next_chunk(size, "ls.unreported ? ls.cut_word : atomicAdd(&c->next_task, n)"),
         replace("    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);\n",
                 "    const unsigned n = __shfl_sync(0xffffffffu, st.count, 0);\n"
                 "    unsigned long long ahead = 0;\n"
@@ -335,11 +330,9 @@ def claim_ahead(size, plain=False):
 
 # Timing only, and wrong for a kernel whose tasks share memory: no barrier between two tasks
 # of a chunk (what the block's wait for its slowest warp at each task's end costs).
-CUTS["no-task-barrier"] = replace("      if (++i == n) break;\n"
-                                  "      // The next task may reuse this task's shared memory. After the last task of a chunk the\n"
-                                  "      // leader's barrier above does this job.\n"
-                                  "      if (TaskBarrier) __syncthreads();\n",
-                                  "      if (++i == n) break;\n")
+CUTS["no-task-barrier"] = replace("      if (TaskBarrier) __syncthreads();\n    }\n"
+                                  "    if (leader) ls.unreported = n;\n",
+                                  "    }\n    if (leader) ls.unreported = n;\n")
 CUTS["claim-ahead"] = claim_ahead(1)
 CUTS["claim-ahead-3"] = claim_ahead(3)
 CUTS["claim-ahead-plain"] = claim_ahead(1, plain=True)
