@@ -6,7 +6,7 @@ suite_binaries() {
   cli=${1:-}
   lib=${2:-}
   if [ -z "$cli" ]; then
-    cargo build --release --workspace -q
+    cargo build --release -p cupreempt -p cupreempt-runtime -q
     cli=target/release/cupreempt
     lib=target/release
   fi

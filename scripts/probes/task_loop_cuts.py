@@ -337,6 +337,58 @@ CUTS["claim-ahead"] = claim_ahead(1)
 CUTS["claim-ahead-3"] = claim_ahead(3)
 CUTS["claim-ahead-plain"] = claim_ahead(1, plain=True)
 CUTS["claim-ahead-plain-3"] = claim_ahead(3, plain=True)
+
+def bare_claim_loop(size=1):
+    """Timing only, without CUPREEMPT_LOOKS: run_tasks's loop replaced by the probe's plain
+    claim loop (persistent_forms.cu's `claim`) around the same body and task context: the
+    leader claims `size` tasks from the counter (enter() the first), the block meets, runs
+    them, meets again. enter() and leave() (and the tail's stay()) are kept, so the runtime's
+    launches still end, count their tasks and time their run; no command is ever looked at,
+    no progress posted. Whether the benchmark's loss is the loop around the body or its ends."""
+    def cut(src):
+        a = src.index("  for (unsigned parity = 0;; parity ^= 1u) {\n")
+        e = src.index("\n}\n\n}  // namespace cupreempt", a)
+        loop = f"""  __shared__ unsigned long long bare_begin;
+  if (leader) claimed = enter_round();
+  wait_for_predecessor();
+  bool first_claim = true;  // the same in every thread
+  unsigned long long ran = 0;
+  for (;;) {{
+    if (leader) {{
+      const unsigned long long begin =
+          first_claim && claimed ? states[0].begin : atomicAdd(&c->next_task, {size}ull);
+      bare_begin = begin;
+      states[0].first = l.grid_y == 1 && l.grid_z == 1
+                            ? make_uint3((unsigned)begin, 0, 0)
+                            : TaskCtx::split(begin, l.grid_x, l.grid_y);
+    }}
+    first_claim = false;
+    __syncthreads();
+    const unsigned long long begin = bare_begin;
+    if (begin >= l.total_tasks) break;
+    const unsigned n = begin + {size} < l.total_tasks ? {size} : (unsigned)(l.total_tasks - begin);
+#pragma unroll 1
+    for (unsigned i = 0; i < n; ++i) {{
+      Ctx ctx(l, states[0], i);
+      body(ctx);
+      __syncthreads();
+    }}
+    ran += n;
+  }}
+  if (leader) {{
+    ls.ran = ran;
+    (void)leave(c, l.host, l.leftover, l.total_tasks, l.first, step_state(ls));
+  }}
+  (void)again;"""
+        src = src[:a] + loop + src[e:]
+        return replace("    const unsigned n = fixed ? fixed\n",
+                       f"    const unsigned n = {size} ? {size}u : fixed ? fixed\n")(src)
+    return cut
+
+
+CUTS["bare-claim-loop"] = bare_claim_loop(1)
+CUTS["bare-claim-loop-3"] = bare_claim_loop(3)
+
 CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes"],
                     CUTS["minimal-next-chunk"])
 CUTS["all-inline"] = chain(CUTS["all"], CUTS["no-start-off"], CUTS["inline-steps"])
