@@ -123,6 +123,8 @@
 #undef block
 #pragma push_macro("block_index")
 #undef block_index
+#pragma push_macro("block_of")
+#undef block_of
 #pragma push_macro("block_rank")
 #undef block_rank
 #pragma push_macro("block_threads")

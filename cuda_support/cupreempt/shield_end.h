@@ -368,6 +368,7 @@
 #pragma pop_macro("blocks")
 #pragma pop_macro("block_threads")
 #pragma pop_macro("block_rank")
+#pragma pop_macro("block_of")
 #pragma pop_macro("block_index")
 #pragma pop_macro("block")
 #pragma pop_macro("bit")

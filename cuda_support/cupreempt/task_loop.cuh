@@ -299,6 +299,13 @@ struct TaskCtx {
     return t;
   }
 
+  // The blockIdx of task `task`, where a chunk starts (the leader's steps): a 1-D grid's
+  // directly, else split().
+  static __device__ __forceinline__ uint3 block_of(unsigned long long task, unsigned gx,
+                                                   unsigned gy, unsigned gz) {
+    return gy == 1 && gz == 1 ? make_uint3((unsigned)task, 0, 0) : split(task, gx, gy);
+  }
+
   // Out of line (but inlined under -rdc, CUPREEMPT_STEP): it runs once per chunk (the
   // leader) or, with more than 2^32 tasks, at a row's end.
   static __device__ CUPREEMPT_STEP uint3 split(unsigned long long task, unsigned gx,
@@ -939,7 +946,7 @@ static __device__ CUPREEMPT_STEP bool enter(cupreempt_control* c, cupreempt_host
   post_chunk(st, begin, begin + n < total ? begin + n : total, begin >= total);
   if (kLooks) st.look_every = ls.look_every;
   ls.chunk_begin = begin;
-  if (begin < total) st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
+  if (begin < total) st.first = TaskCtx::block_of(begin, gx, gy, gz);
   ls.last_ns = global_ns();
   return true;
 }
@@ -1154,7 +1161,7 @@ static __device__ CUPREEMPT_STEP void next_chunk(cupreempt_control* c, cupreempt
   // scripts/probes/compare_builds.sh), though under -rdc it saved a 1.6 KB copy of split().
   // Not for the empty chunk that waits for take_leftover, which splits its own first task.
   if (!stop && !ls.search_due)
-    st.first = gy == 1 && gz == 1 ? make_uint3((unsigned)begin, 0, 0) : TaskCtx::split(begin, gx, gy);
+    st.first = TaskCtx::block_of(begin, gx, gy, gz);
   // Progress (kProgressNs): the tasks finished since the block's last count, counted now if
   // this claim refreshes the host mirror, if the block stops, with fixed chunks, or once
   // kProgressNs have passed; else later.

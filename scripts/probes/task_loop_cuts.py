@@ -358,9 +358,7 @@ def bare_claim_loop(size=1):
       const unsigned long long begin =
           first_claim && claimed ? states[0].begin : atomicAdd(&c->next_task, {size}ull);
       bare_begin = begin;
-      states[0].first = l.grid_y == 1 && l.grid_z == 1
-                            ? make_uint3((unsigned)begin, 0, 0)
-                            : TaskCtx::split(begin, l.grid_x, l.grid_y);
+      states[0].first = TaskCtx::block_of(begin, l.grid_x, l.grid_y, l.grid_z);
     }}
     first_claim = false;
     __syncthreads();
