@@ -191,9 +191,9 @@ constexpr unsigned kStopped = ~0u;
 
 // Shared by the threads of one persistent block.
 struct BlockState {
-  unsigned long long begin, end;  // the chunk of tasks [begin, end) this block runs now
+  unsigned long long begin;  // the chunk of tasks [begin, begin + count) this block runs now
   uint3 first;                    // blockIdx of task `begin` (2-D and 3-D grids)
-  // end - begin (at most kMaxChunk), or kStopped: every thread reads this one word after the
+  // The chunk's size (at most kMaxChunk), or kStopped: every thread reads this one word after the
   // step, not a stop flag and both bounds (three loads and a subtraction).
   unsigned count;
   unsigned look_every;            // tasks between two looks inside the chunk (0: no looks)
@@ -203,7 +203,6 @@ struct BlockState {
 __device__ __forceinline__ void post_chunk(BlockState& st, unsigned long long begin,
                                            unsigned long long end, bool stop) {
   st.begin = begin;
-  st.end = end;
   st.count = stop ? kStopped : (unsigned)(end - begin);
 }
 
@@ -1488,7 +1487,7 @@ __device__ __forceinline__ void run_tasks(const cupreempt_launch& l, unsigned ch
     }
     if (leader) {
       ls.unreported = i;  // the whole chunk, or the tasks before a cut (the rest to give back)
-      if (i < n) ls.rest_begin = st.begin + i, ls.rest_end = st.end;
+      if (i < n) ls.rest_begin = st.begin + i, ls.rest_end = st.begin + n;
     }
 #else
     // Not unrolled: each unrolled copy holds the whole body (code size, above), and tasks

@@ -323,7 +323,7 @@ __device__ __forceinline__ void hand_over(const cupreempt_launch& l, unsigned ta
       const unsigned long long begin = atomicAdd(counter, 1u);
       st.begin = begin, st.end = begin + 1 < tasks ? begin + 1 : tasks;
       st.first = (unsigned)begin, st.stop = begin >= tasks;
-      bs.begin = st.begin, bs.end = st.end;
+      bs.begin = st.begin;
       set_decision(bs, st.stop, (unsigned)(st.end - st.begin), 0);
       bs.first = make_uint3(st.first, 0, 0);
     }
