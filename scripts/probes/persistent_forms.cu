@@ -21,6 +21,8 @@
 //                a reference to the shared slot
 //   claim_tctx   claim_1bar with cupreempt's own task context (cupreempt::TaskCtx built from the
 //                launch's parameters, cupreempt_launch, and cupreempt::BlockState)
+//   claim_tctx_r32  claim_tctx held to 32 registers as the runtime's capped wrapper is
+//                (`wrapped` below): what the cap costs the task itself
 //   claim_end    claim_tctx with the task loop's end of a block: every thread fences, the
 //                block meets, the leader retires its tasks with an atomic
 //   claim_pad    claim with PAD dependent integer instructions by the leader before each claim
@@ -374,6 +376,15 @@ __global__ void claim_tctx(cupreempt_launch l, const float2* in, float2* out, fl
   });
 }
 
+__global__ void __launch_bounds__(1024, CUPREEMPT_R32_MIN_BLOCKS)
+    claim_tctx_r32(cupreempt_launch l, const float2* in, float2* out, float c, float s, int inner,
+                   unsigned tasks, unsigned* counter) {
+  BLOCK_STAMP;
+  hand_over<Give::TaskCtx>(l, tasks, counter, [&](cupreempt::TaskCtx& ctx) {
+    task(in, out, c, s, inner, ctx.blockIdx.x);
+  });
+}
+
 __global__ void claim_end(cupreempt_launch l, const float2* in, float2* out, float c, float s,
                           int inner, unsigned tasks, unsigned* counter) {
   BLOCK_STAMP;
@@ -526,8 +537,9 @@ int main(int argc, char** argv) {
                          "claim4",    "run_tasks", "run_tasks_host", "claim_1bar",
                          "claim_ctx", "claim_tctx", "claim_end", "claim_ahead", "claim_slow",
                          "claim_pad50", "claim_pad150", "claim_2bar", "dispatch",
-                         "dispatch_native", "dispatch_end", "dispatch_sms", "claim_pad150_after"};
-  for (int form = 0; form < 21; ++form) {
+                         "dispatch_native", "dispatch_end", "dispatch_sms", "claim_pad150_after",
+                         "claim_tctx_r32"};
+  for (int form = 0; form < 22; ++form) {
     const void* f = form == 0   ? (const void*)original
                     : form == 1 ? (const void*)stride
                     : form == 2 ? (const void*)stride_sync
@@ -547,6 +559,7 @@ int main(int argc, char** argv) {
                     : form == 18 ? (const void*)dispatch_end<false>
                     : form == 19 ? (const void*)dispatch_end<true>
                     : form == 20 ? (const void*)claim<1, false, 150, true>
+                    : form == 21 ? (const void*)claim_tctx_r32
                                 : (const void*)wrapped;
     int per_sm = 0;
     CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, BS, 0));
@@ -564,6 +577,7 @@ int main(int argc, char** argv) {
       if (form == 8) claim_ctx<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 9) claim_tctx<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 10) claim_end<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
+      if (form == 21) claim_tctx_r32<<<grid, BS>>>(l, in, out, c, s, inner, tasks, counters + i);
       if (form == 11) claim_ahead<<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 12) claim<1, true><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);
       if (form == 13) claim<1, false, 50><<<grid, BS>>>(in, out, c, s, inner, tasks, counters + i);

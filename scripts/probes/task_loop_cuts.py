@@ -338,26 +338,47 @@ CUTS["claim-ahead-3"] = claim_ahead(3)
 CUTS["claim-ahead-plain"] = claim_ahead(1, plain=True)
 CUTS["claim-ahead-plain-3"] = claim_ahead(3, plain=True)
 
-def bare_claim_loop(size=1):
+def bare_claim_loop(size=1, ends="kept"):
     """Timing only, without CUPREEMPT_LOOKS: run_tasks's loop replaced by the probe's plain
     claim loop (persistent_forms.cu's `claim`) around the same body and task context: the
-    leader claims `size` tasks from the counter (enter() the first), the block meets, runs
-    them, meets again. enter() and leave() (and the tail's stay()) are kept, so the runtime's
-    launches still end, count their tasks and time their run; no command is ever looked at,
-    no progress posted. Whether the benchmark's loss is the loop around the body or its ends."""
+    leader claims `size` tasks from the counter, the block meets, runs them, meets again; no
+    command is ever looked at, no progress posted. `ends`: "kept", enter() takes the first
+    claim and leave() (with the tail's stay()) ends the block, as in the tree; "leave", the
+    first claim is the loop's own (no lane, no host stores, no fence) and leave() is kept;
+    "none", also no leave(): each block adds its tasks to the retire count, and the one that
+    completes it stamps the launch's run time into the host mirror (the runtime's history
+    reads it), as the tail does. The launches still end when their work is done. Whether the
+    benchmark's loss is the loop around the body or its ends, and which end."""
+    first = ("  if (leader) claimed = enter_round();\n" if ends == "kept" else
+             "  if (leader) {\n"
+             "    ls.lane = CUPREEMPT_LANES, ls.rest_end = 0, ls.smid = sm_id();\n"
+             f"    states[0].begin = atomicAdd(&c->next_task, {size}ull);\n"
+             "    claimed = true;\n"
+             "  }\n")
+    last = ("    (void)leave(c, l.host, l.leftover, l.total_tasks, l.first, step_state(ls));\n"
+            if ends != "none" else
+            "    const unsigned long long total = l.total_tasks;\n"
+            "    if (ran && atomicAdd(&c->retired_tasks, ran) + ran == total && l.host) {\n"
+            "      const unsigned long long start = *(volatile unsigned long long*)&c->start_ns;\n"
+            "      atomicExch(&c->finished, 1u);\n"
+            "      l.host->done_tasks = total;\n"
+            "      l.host->run_ns = global_ns() - start;\n"
+            "    }\n")
+    start = ("" if ends == "kept" else
+             "      if (begin == 0 && l.host) c->start_ns = global_ns();\n")
+
     def cut(src):
         a = src.index("  for (unsigned parity = 0;; parity ^= 1u) {\n")
         e = src.index("\n}\n\n}  // namespace cupreempt", a)
         loop = f"""  __shared__ unsigned long long bare_begin;
-  if (leader) claimed = enter_round();
-  wait_for_predecessor();
+{first}  wait_for_predecessor();
   bool first_claim = true;  // the same in every thread
   unsigned long long ran = 0;
   for (;;) {{
     if (leader) {{
       const unsigned long long begin =
           first_claim && claimed ? states[0].begin : atomicAdd(&c->next_task, {size}ull);
-      bare_begin = begin;
+{start}      bare_begin = begin;
       states[0].first = TaskCtx::block_of(begin, l.grid_x, l.grid_y, l.grid_z);
     }}
     first_claim = false;
@@ -375,10 +396,11 @@ def bare_claim_loop(size=1):
   }}
   if (leader) {{
     ls.ran = ran;
-    (void)leave(c, l.host, l.leftover, l.total_tasks, l.first, step_state(ls));
-  }}
-  (void)again;"""
+{last}  }}
+  (void)again, (void)starting;"""
         src = src[:a] + loop + src[e:]
+        if ends != "kept":
+            return src
         return replace("    const unsigned n = fixed ? fixed\n",
                        f"    const unsigned n = {size} ? {size}u : fixed ? fixed\n")(src)
     return cut
@@ -386,6 +408,8 @@ def bare_claim_loop(size=1):
 
 CUTS["bare-claim-loop"] = bare_claim_loop(1)
 CUTS["bare-claim-loop-3"] = bare_claim_loop(3)
+CUTS["bare-claim-loop-leave"] = bare_claim_loop(1, "leave")
+CUTS["bare-claim-loop-none"] = bare_claim_loop(1, "none")
 
 CUTS["all"] = chain(CUTS["no-end-fence"], CUTS["no-enter-fence"], CUTS["no-lanes"],
                     CUTS["minimal-next-chunk"])
