@@ -65,6 +65,9 @@
 // With -DPROBE_DRAIN as well, and built against task_loop_cuts.py's `drain-stamps` copy, the
 // run_tasks forms also print where their drain goes: the latest block's stamps in the task
 // loop's last steps (that copy's comment), against the last task's end.
+// With -DPROBE_RAMP as well, and built against task_loop_cuts.py's `ramp-stamps` copy, the
+// run_tasks forms also print where a block's start goes: the mean over blocks of enter()'s
+// stamps (that copy's comment) against the block's entry.
 // With -DPROBE_STAMPS each block's thread 0 stamps %globaltimer at the block's entry, the start
 // of its first task, the end of each task and its exit, and each form prints, for its last
 // launch: the kernel's span (first entry to last exit), the ramp (entry to the first task's
@@ -714,6 +717,23 @@ int main(int argc, char** argv) {
       tasks_hi = std::max(tasks_hi, sm_tasks[m]);
     std::printf("  per SM: last task ends %.2f us apart (first to last SM), tasks %llu-%llu\n",
                 (last - end_lo) / 1e3, tasks_lo, tasks_hi);
+#ifdef PROBE_RAMP
+    if (std::strncmp(names[form], "run_tasks", 9) == 0) {
+      std::vector<unsigned long long> rs(5 * 4096);
+      CHECK(cudaMemcpyFromSymbol(rs.data(), cupreempt::ramp_stamps,
+                                 rs.size() * sizeof(unsigned long long)));
+      const char* what[5] = {"enter", "lane", "before the wait", "chunk posted", "enter's end"};
+      std::printf("  ramp stamps (mean over blocks, us after entry):");
+      for (int i = 0; i < 5; ++i) {
+        double sum = 0;
+        unsigned counted = 0;
+        for (unsigned b = 0; b < grid && b < 4096; ++b)
+          if (hs[b].tasks) sum += (double)rs[5 * b + i] - (double)hs[b].enter, ++counted;
+        std::printf(" %s %.2f,", what[i], counted ? sum / counted / 1e3 : 0.0);
+      }
+      std::printf(" first task %.2f\n", ramp / grid / 1e3);
+    }
+#endif
 #ifdef PROBE_DRAIN
     if (std::strncmp(names[form], "run_tasks", 9) == 0) {
       std::vector<unsigned long long> drain(6 * 4096);

@@ -181,6 +181,32 @@ CUTS["drain-stamps"] = chain(
             "  CUPREEMPT_DRAIN_STAMP(5);\n  return again;\n}"))
 
 
+# Instrumentation, not a cut: where a block's start goes. Each block's leader stamps enter()'s
+# first instruction (0), the lane's answer (1), the point before its wait for the kernel
+# before it (2), the first chunk posted, the claim's answer in hand (3), and enter()'s end
+# (4), in cupreempt::ramp_stamps[5 * block + point] (%globaltimer; plain stores).
+# persistent_forms.cu built with -DPROBE_RAMP -DPROBE_STAMPS prints, for the last launch, the
+# mean over blocks of each against the block's entry, beside the ramp (entry to first task).
+CUTS["ramp-stamps"] = chain(
+    replace("__device__ __forceinline__ unsigned long long global_ns() {",
+            "__device__ unsigned long long ramp_stamps[5 * 4096];\n"
+            "#define CUPREEMPT_RAMP_STAMP(i) \\\n"
+            "  if (blockIdx.x < 4096) ramp_stamps[5 * blockIdx.x + (i)] = global_ns()\n"
+            "__device__ __forceinline__ unsigned long long global_ns() {"),
+    replace("  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !ls.tail;\n",
+            "  CUPREEMPT_RAMP_STAMP(0);\n"
+            "  const bool take = first == CUPREEMPT_FIRST && host && !start_away && !ls.tail;\n"),
+    replace("  ls.lane = claim_lane(c, smid);\n",
+            "  ls.lane = claim_lane(c, smid);\n  CUPREEMPT_RAMP_STAMP(1);\n"),
+    replace("  // run_tasks).\n  wait_for_predecessor();\n",
+            "  // run_tasks).\n  CUPREEMPT_RAMP_STAMP(2);\n  wait_for_predecessor();\n"),
+    replace("  post_chunk(st, begin, begin + n < total ? begin + n : total, begin >= total);\n",
+            "  post_chunk(st, begin, begin + n < total ? begin + n : total, begin >= total);\n"
+            "  CUPREEMPT_RAMP_STAMP(3);\n"),
+    replace("  ls.last_ns = global_ns();\n  return true;\n}",
+            "  ls.last_ns = global_ns();\n  CUPREEMPT_RAMP_STAMP(4);\n  return true;\n}"))
+
+
 # Instrumentation, not a cut: the leader's step between chunks timed in clock64 cycles, from
 # next_chunk's first instruction to its last, summed over the launch's steps in
 # cupreempt::step_cycles[0] and counted in [1] (reductions whose answers nobody waits for,
