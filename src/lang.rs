@@ -907,6 +907,49 @@ pub fn lines_in_directives(code: &str) -> impl Iterator<Item = (&str, bool)> {
     })
 }
 
+/// The first conditional directive of `text` that its own lines leave unmatched, as the byte
+/// offset of its line's first character that is not a space: an `#else`, `#elif` or `#endif`
+/// whose `#if` comes before `text`, or an `#if`, `#ifdef` or `#ifndef` whose `#endif` comes
+/// after it. None where every conditional that `text` opens it also closes. Text that the
+/// rewrite copies must be balanced: a copy of half a conditional pairs with the other half's
+/// original, or with nothing.
+pub fn unbalanced_conditional(text: &str) -> Option<usize> {
+    // Comments blanked (a directive may follow one), which keeps every line break: line `i` of
+    // `code` is line `i` of `text`.
+    let code = without_comments(text);
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+        .collect();
+    let line_at = |i: usize| {
+        let start = starts.get(i).copied().unwrap_or(text.len());
+        let line = &text[start..];
+        start + (line.len() - line.trim_start_matches([' ', '\t']).len())
+    };
+    let mut open: Vec<usize> = Vec::new();
+    let mut continued = false;
+    for (i, line) in code.lines().enumerate() {
+        let trimmed = line.trim_start();
+        // A directive's continuation lines are part of it (a `#x` there stringizes).
+        let starts = !continued && trimmed.starts_with('#');
+        continued = (continued || starts) && line.trim_end().ends_with('\\');
+        if !starts {
+            continue;
+        }
+        let word: String = trimmed[1..]
+            .trim_start()
+            .chars()
+            .take_while(char::is_ascii_alphabetic)
+            .collect();
+        match word.as_str() {
+            "if" | "ifdef" | "ifndef" => open.push(i),
+            "else" | "elif" | "elifdef" | "elifndef" if open.is_empty() => return Some(line_at(i)),
+            "endif" if open.pop().is_none() => return Some(line_at(i)),
+            _ => {}
+        }
+    }
+    open.first().map(|&i| line_at(i))
+}
+
 /// `src` with its comments blanked (a comment becomes one space; a block comment keeps its
 /// newlines), string and character literals read as such so that a `//` or `/*` inside one
 /// starts no comment. A `'` after a letter or digit is a digit separator (`1'000`) or a
@@ -989,6 +1032,29 @@ pub fn without_grid_constant(text: &str, macros: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_copied_text_must_close_the_conditionals_it_opens() {
+        fn at(t: &str) -> Option<&str> {
+            let i = unbalanced_conditional(t)?;
+            Some(&t[i..t[i..].find('\n').map_or(t.len(), |e| i + e)])
+        }
+        // Balanced, nested, with a comment before a directive and one that hides a directive.
+        assert_eq!(
+            at("int f() {\n#ifdef A\n  a();\n#elif B\n#if C\n#endif\n#else\n#endif\n}"),
+            None
+        );
+        assert_eq!(at("/* c */ #if A\nx\n#endif\n// #endif\n/* #else */"), None);
+        // A continuation line that starts with `#` stringizes: no directive.
+        assert_eq!(at("#define S(x) \\\n  #x\n#if A\n#endif\n"), None);
+        // A function head chosen by `#ifdef FOO` ... `#else`: the copy from the `#else` branch on.
+        assert_eq!(
+            at("void load(int *a) {\n  #endif\n  __syncthreads();\n}"),
+            Some("#endif")
+        );
+        assert_eq!(at("x\n#else\ny\n#endif"), Some("#else"));
+        assert_eq!(at("x\n#ifdef A\ny\n#if B\n#endif\n"), Some("#ifdef A"));
+    }
 
     #[test]
     fn a_text_leads_with_an_identifier_not_a_number() {

@@ -1283,6 +1283,18 @@ fn plan_copy<'a, 't>(
     if h.site.param_list.iter().any(|p| p.pack) {
         return refuse("it takes a parameter pack");
     }
+    // The copy repeats the definition's text: a conditional that it closes or opens without
+    // the other half (a head chosen by `#ifdef` ... `#else` ... `#endif`, the braces in the
+    // last branch) would be half a conditional in the copy, which does not compile.
+    let definition = h.site.definition_range();
+    if let Some(at) = lang::unbalanced_conditional(&src[definition.clone()]) {
+        let at = definition.start + at;
+        let line = src[..at].matches('\n').count() + 1;
+        let directive = src[at..].lines().next().unwrap_or_default().trim_end();
+        return refuse(&format!(
+            "a preprocessor conditional crosses its definition (`{directive}` on line {line} belongs to a conditional that opens or closes outside it), and a copy of half a conditional does not compile"
+        ));
+    }
     let result = live_result(h, src).map_err(CopyRefusal::Helper)?;
     let result_type = match &result {
         CopyResult::Held(t) => Some(t.clone()),

@@ -941,6 +941,28 @@ impl<'t> Scanner<'t, '_> {
         let body = func
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
+        let head = space.head.unwrap_or_else(|| func.start_byte());
+        if !space.global {
+            // A helper's context form is its definition edited in place, a template head
+            // before it and the forwarder after it that repeats its head (`rewrite::helper`),
+            // and its live copy repeats it whole (`rewrite::predicate`): a conditional that the
+            // definition opens or closes without the other half (a head chosen by `#ifdef` ...
+            // `#else` ... `#endif` with the body's brace in each branch) would be cut by the
+            // edits, or repeated by half.
+            let definition = outer.start_byte().min(head)..outer.end_byte();
+            if let Some(at) = crate::lang::unbalanced_conditional(&self.src[definition.clone()]) {
+                let at = definition.start + at;
+                let end = self.src[at..].find('\n').map_or(self.src.len(), |e| at + e);
+                problems.push(
+                    Diagnostic::new(
+                        Code::ParseErrorInKernel,
+                        format!("`{name}`: a preprocessor conditional crosses its definition, which its task-context form edits around"),
+                    )
+                    .label(at..end, "this directive's conditional opens or closes outside the definition")
+                    .help("let each branch of the conditional hold a whole definition, or let a macro choose what differs in the head"),
+                );
+            }
+        }
         let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
         let member = self
             .ancestors
@@ -990,7 +1012,7 @@ impl<'t> Scanner<'t, '_> {
             template,
             template_params,
             linkage,
-            head: space.head.unwrap_or_else(|| func.start_byte()),
+            head,
             global_kw: space.global_kw,
             global_replacement: space.global_replacement,
             host: space.host,

@@ -262,6 +262,13 @@ impl<'t> FunctionSite<'t> {
             .map_or(self.name_node.byte_range(), |q| q.range.clone())
     }
 
+    /// The definition's whole text, from its first word (a template's or a linkage's, where
+    /// they come first) to its closing brace: what a copy of it (a helper's live copy,
+    /// `rewrite::predicate`) repeats.
+    pub fn definition_range(&self) -> std::ops::Range<usize> {
+        self.outer.start_byte().min(self.head)..self.outer.end_byte()
+    }
+
     /// Whether, as a helper, it can be given the task context (its context form is a template
     /// with a context parameter): not `__host__ __device__`, not `extern "C"` (templates have C++
     /// linkage), and a header the rewrite can read. A member only where it is a named function

@@ -74,11 +74,13 @@ pub fn rewrite(
     // without comments: the forwarder is written on one line, where a line comment would
     // swallow its body's brace (bm3d of HeCBench: `uint & start_idx) //OUT: ...`).
     let tail = super::one_line(s.func, s.params.end_byte()..s.body.start_byte(), src);
-    let tail = if tail.is_empty() {
-        String::new()
+    // Directives in it (`one_line`) keep lines of their own: no space around those breaks.
+    let tail = if tail.is_empty() || tail.starts_with('\n') {
+        tail
     } else {
         format!(" {tail}")
     };
+    let brace = if tail.ends_with('\n') { "{" } else { " {" };
     let targs = if s.is_template() {
         format!("<{}>", s.template_args())
     } else {
@@ -89,7 +91,7 @@ pub fn rewrite(
     let unused_ok = unused_static_attribute(s, src);
     let forwarder = format!(
         "\n// cupreempt: `{name}` with the hardware's blockIdx/gridDim, for other callers.\n\
-         {unused_ok}{template_text}{specifiers}{name}({params}){tail} {{\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
+         {unused_ok}{template_text}{specifiers}{name}({params}){tail}{brace}\n  {NATIVE_CTX} {CTX};\n  return {name}{targs}({CTX}{sep}{args});\n}}",
         name = s.name,
     );
     let close = if s.template.is_none() && !s.member {

@@ -303,10 +303,10 @@ fn lambda_captures(
     });
 }
 
-/// Whether nothing but whitespace follows the body's `{` on its line (then generated lines at
-/// its top get lines of their own).
 /// The text of `range` (within `node`) on one line, without the comments of `node` in it: for
-/// generated text written on one line, where a line comment would swallow what follows.
+/// generated text written on one line, where a line comment would swallow what follows. A
+/// preprocessor directive in it keeps a line of its own (`noexcept` chosen by `#ifdef`
+/// between a helper's parameters and its body), with a line break before and after it.
 pub(crate) fn one_line(node: Node, range: std::ops::Range<usize>, src: &str) -> String {
     let (start, end) = (range.start, range.end);
     let mut comments = Vec::new();
@@ -325,6 +325,9 @@ pub(crate) fn one_line(node: Node, range: std::ops::Range<usize>, src: &str) -> 
         at = c.end;
     }
     out.push_str(&src[at..end]);
+    if out.lines().any(|l| l.trim_start().starts_with('#')) {
+        return with_directive_lines(&out);
+    }
     // Each line break with the indentation after it becomes one space (whitespace elsewhere,
     // inside a string literal say, is kept).
     let mut flat = String::with_capacity(out.len());
@@ -339,6 +342,37 @@ pub(crate) fn one_line(node: Node, range: std::ops::Range<usize>, src: &str) -> 
     flat.trim().to_string()
 }
 
+/// `one_line`'s text where it holds directives: the code between them on one line each, every
+/// directive on a line of its own (a directive continued with `\` keeps its continuation
+/// lines).
+fn with_directive_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut continued = false;
+    for line in text.lines() {
+        let trimmed = line.trim();
+        if continued || trimmed.starts_with('#') {
+            // Also before the first: the text goes after generated code on its line.
+            if !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(trimmed);
+            out.push('\n');
+            continued = trimmed.ends_with('\\');
+        } else if !trimmed.is_empty() {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push(' ');
+            }
+            out.push_str(trimmed);
+        }
+    }
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// Whether nothing but whitespace follows the body's `{` on its line (then generated lines at
+/// its top get lines of their own).
 pub(crate) fn opens_own_line(body: Node, src: &str) -> bool {
     src[body.start_byte() + 1..body.end_byte()]
         .trim_start_matches([' ', '\t', '\r'])

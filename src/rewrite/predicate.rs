@@ -36,8 +36,7 @@ pub fn live_copy(
     ctx_helpers: &BTreeSet<&str>,
 ) -> Result<String, crate::edit::OverlapError> {
     let s = &h.site;
-    let start = s.outer.start_byte().min(s.head);
-    let end = s.outer.end_byte();
+    let std::ops::Range { start, end } = s.definition_range();
     let mut edits = vec![Edit::replace(
         s.name_node.byte_range(),
         live_copy_name(&s.name),
