@@ -404,21 +404,39 @@ fn lost_definition(
     let bytes = src.as_bytes();
     let word = |b: u8| b == b'_' || b.is_ascii_alphanumeric();
     let (at, mut i) = kernel_head(src, from, src.len(), false)?;
-    // Blanks and whole preprocessor lines (`#endif` after a head chosen by `#ifdef`).
+    // Blanks, whole preprocessor lines (`#endif` after a head chosen by `#ifdef`) and what may
+    // stand between the parameters and the body (`const`, `noexcept(...)`, also under an
+    // `#ifdef` of its own).
     loop {
         while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
             i += 1;
         }
-        if bytes.get(i) != Some(&b'#') {
+        if bytes.get(i) == Some(&b'#') {
+            while let Some(&b) = bytes.get(i) {
+                i += 1;
+                if b == b'\\' && bytes.get(i) == Some(&b'\n') {
+                    i += 1;
+                } else if b == b'\n' {
+                    break;
+                }
+            }
+            continue;
+        }
+        let end = (i..bytes.len())
+            .find(|&j| !word(bytes[j]))
+            .unwrap_or(bytes.len());
+        if !matches!(
+            &src[i..end],
+            "const" | "noexcept" | "throw" | "override" | "final" | "volatile"
+        ) {
             break;
         }
-        while let Some(&b) = bytes.get(i) {
+        i = end;
+        while bytes.get(i).is_some_and(|b| b.is_ascii_whitespace()) {
             i += 1;
-            if b == b'\\' && bytes.get(i) == Some(&b'\n') {
-                i += 1;
-            } else if b == b'\n' {
-                break;
-            }
+        }
+        if bytes.get(i) == Some(&b'(') {
+            i = past_parens(bytes, i)?;
         }
     }
     let opens = bytes.get(i) == Some(&b'{') || {
