@@ -309,11 +309,20 @@ fn enclosing_definition(bytes: &[u8], at: usize) -> Option<LostDefinition> {
                 _ => {}
             }
         };
-        // Back over blanks and qualifier words to a `)`.
+        // Back over blanks, qualifier words and whole directive lines (`noexcept` under an
+        // `#ifdef`) to a `)`.
         let mut j = open;
         loop {
             while j > 0 && bytes[j - 1].is_ascii_whitespace() {
                 j -= 1;
+            }
+            let line = bytes[..j]
+                .iter()
+                .rposition(|&b| b == b'\n')
+                .map_or(0, |n| n + 1);
+            if bytes[line..j].trim_ascii_start().starts_with(b"#") {
+                j = line;
+                continue;
             }
             let end = j;
             while j > 0 && word(bytes[j - 1]) {
