@@ -753,10 +753,6 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
     }
 }
 
-/// A folder walk takes headers of other extensions (`.h`, `.hxx`, `.inl`...) where their code
-/// defines or launches a kernel, so that their kernels are reported and transformed with the
-/// files that launch them; a header whose `__global__` is in a comment or a prototype, or that
-/// has none, is not taken (nothing in it could change, and host-only sources may include it).
 /// A unit that includes, inside a namespace, a header an earlier run transformed (a folder at
 /// a time, as a miner's per-coin units include their shared kernels' headers): the unit
 /// includes cupreempt's header first, at file scope, so that the header's own include of it
@@ -779,6 +775,38 @@ fn a_unit_that_includes_a_transformed_header_in_a_namespace_includes_the_support
     assert!(o.status.success(), "{}", stderr(&o));
     let o = cupreempt(&["transform", "coin", "--in-place"], &dir);
     assert!(o.status.success(), "{}", stderr(&o));
+    let out = std::fs::read_to_string(coin.join("unit.cu")).unwrap();
+    let include = out.find("#include \"cupreempt.cuh\"");
+    let namespace = out.find("namespace coin_a");
+    assert!(
+        include.is_some_and(|i| namespace.is_some_and(|n| i < n)),
+        "{out}"
+    );
+}
+
+/// The same in the other order: the unit's run comes first, while the header is not yet
+/// transformed (its kernel is known there as left untouched). The header will include
+/// cupreempt's header once a run transforms it, so the unit includes it first already.
+#[test]
+fn a_unit_transformed_before_the_header_it_includes_in_a_namespace_includes_the_support_first() {
+    let dir = support::tempdir("cli-namespace-include-before");
+    let common = dir.join("common");
+    let coin = dir.join("coin");
+    std::fs::create_dir_all(&common).unwrap();
+    std::fs::create_dir_all(&coin).unwrap();
+    std::fs::write(
+        common.join("kernels.cuh"),
+        "#pragma once\n__global__ void fill(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = i;\n}\n",
+    )
+    .unwrap();
+    let unit = "#include <cstdint>\nnamespace coin_a {\n#include \"../common/kernels.cuh\"\n}\nint main() { return 0; }\n";
+    std::fs::write(coin.join("unit.cu"), unit).unwrap();
+    let o = cupreempt(&["transform", "coin", "--in-place"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = cupreempt(&["transform", "common", "--in-place"], &dir);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let header = std::fs::read_to_string(common.join("kernels.cuh")).unwrap();
+    assert!(header.contains("#include \"cupreempt.cuh\""), "{header}");
     let out = std::fs::read_to_string(coin.join("unit.cu")).unwrap();
     let include = out.find("#include \"cupreempt.cuh\"");
     let namespace = out.find("namespace coin_a");
@@ -823,6 +851,10 @@ fn a_headers_launches_of_kernels_its_includer_brings_in_are_rewritten() {
     );
 }
 
+/// A folder walk takes headers of other extensions (`.h`, `.hxx`, `.inl`...) where their code
+/// defines or launches a kernel, so that their kernels are reported and transformed with the
+/// files that launch them; a header whose `__global__` is in a comment or a prototype, or that
+/// has none, is not taken (nothing in it could change, and host-only sources may include it).
 #[test]
 fn a_folder_walk_takes_headers_that_define_kernels() {
     let dir = support::tempdir("cli-headers");

@@ -214,8 +214,9 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// The inputs that include another input whose output includes cupreempt's header, or a file
-/// that already includes it (`Known::includes_transformed`): they include it first (`Options::include_support`; an output that includes it anyway is not
+/// The inputs that include another input whose output includes cupreempt's header, a file
+/// that already includes it (`Known::includes_transformed`), or a file that defines a kernel
+/// (whose output will): they include it first (`Options::include_support`; an output that includes it anyway is not
 /// changed), as the launcher's sources do, so that the header and the standard headers it
 /// brings meet none of the program's macros (HeCBench's sw4ck defines `base` and `u`, then
 /// includes the files that hold its kernels). To see, the included inputs are transformed
@@ -230,7 +231,12 @@ fn support_first(
     let mut out = BTreeSet::new();
     for (path, _) in inputs {
         let Some(k) = known.get(path) else { continue };
+        // A file it includes that defines a kernel includes the header once a run transforms
+        // it (a later one, folder by folder, where this run knows the kernel as untouched):
+        // from inside a `namespace N { #include ... }` of this file, unless this file has
+        // included it first (xmrig-cuda's RandomX variants include their kernels' headers so).
         let included_support = k.includes_transformed
+            || !k.kernels.is_empty()
             || k.included_inputs.iter().any(|q| {
                 done.entry(q.clone())
                     .or_insert_with(|| {
