@@ -753,13 +753,15 @@ fn transform_rewrites_launches_of_kernels_in_included_inputs() {
     }
 }
 
-/// A unit that includes, inside a namespace, a header an earlier run transformed (a folder at
-/// a time, as a miner's per-coin units include their shared kernels' headers): the unit
-/// includes cupreempt's header first, at file scope, so that the header's own include of it
-/// (and the standard headers it brings) does nothing inside the namespace.
-#[test]
-fn a_unit_that_includes_a_transformed_header_in_a_namespace_includes_the_support_first() {
-    let dir = support::tempdir("cli-namespace-include");
+/// A unit that includes, inside a namespace, a header a run of its own transforms (a folder
+/// at a time, as a miner's per-coin units include their shared kernels' headers), the
+/// header's run first (`header_first`) or the unit's: the unit includes cupreempt's header
+/// first, at file scope, so that the header's own include of it (and the standard headers it
+/// brings) does nothing inside the namespace. Before the header's run the unit's run knows
+/// its kernel as left untouched, and the header will include it all the same once
+/// transformed.
+fn unit_with_a_header_included_in_a_namespace(name: &str, header_first: bool) {
+    let dir = support::tempdir(name);
     let common = dir.join("common");
     let coin = dir.join("coin");
     std::fs::create_dir_all(&common).unwrap();
@@ -771,40 +773,15 @@ fn a_unit_that_includes_a_transformed_header_in_a_namespace_includes_the_support
     .unwrap();
     let unit = "#include <cstdint>\nnamespace coin_a {\n#include \"../common/kernels.cuh\"\n}\nint main() { return 0; }\n";
     std::fs::write(coin.join("unit.cu"), unit).unwrap();
-    let o = cupreempt(&["transform", "common", "--in-place"], &dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = cupreempt(&["transform", "coin", "--in-place"], &dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = std::fs::read_to_string(coin.join("unit.cu")).unwrap();
-    let include = out.find("#include \"cupreempt.cuh\"");
-    let namespace = out.find("namespace coin_a");
-    assert!(
-        include.is_some_and(|i| namespace.is_some_and(|n| i < n)),
-        "{out}"
-    );
-}
-
-/// The same in the other order: the unit's run comes first, while the header is not yet
-/// transformed (its kernel is known there as left untouched). The header will include
-/// cupreempt's header once a run transforms it, so the unit includes it first already.
-#[test]
-fn a_unit_transformed_before_the_header_it_includes_in_a_namespace_includes_the_support_first() {
-    let dir = support::tempdir("cli-namespace-include-before");
-    let common = dir.join("common");
-    let coin = dir.join("coin");
-    std::fs::create_dir_all(&common).unwrap();
-    std::fs::create_dir_all(&coin).unwrap();
-    std::fs::write(
-        common.join("kernels.cuh"),
-        "#pragma once\n__global__ void fill(int* p, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) p[i] = i;\n}\n",
-    )
-    .unwrap();
-    let unit = "#include <cstdint>\nnamespace coin_a {\n#include \"../common/kernels.cuh\"\n}\nint main() { return 0; }\n";
-    std::fs::write(coin.join("unit.cu"), unit).unwrap();
-    let o = cupreempt(&["transform", "coin", "--in-place"], &dir);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = cupreempt(&["transform", "common", "--in-place"], &dir);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let runs = if header_first {
+        ["common", "coin"]
+    } else {
+        ["coin", "common"]
+    };
+    for folder in runs {
+        let o = cupreempt(&["transform", folder, "--in-place"], &dir);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
     let header = std::fs::read_to_string(common.join("kernels.cuh")).unwrap();
     assert!(header.contains("#include \"cupreempt.cuh\""), "{header}");
     let out = std::fs::read_to_string(coin.join("unit.cu")).unwrap();
@@ -814,6 +791,16 @@ fn a_unit_transformed_before_the_header_it_includes_in_a_namespace_includes_the_
         include.is_some_and(|i| namespace.is_some_and(|n| i < n)),
         "{out}"
     );
+}
+
+#[test]
+fn a_unit_that_includes_a_transformed_header_in_a_namespace_includes_the_support_first() {
+    unit_with_a_header_included_in_a_namespace("cli-namespace-include", true);
+}
+
+#[test]
+fn a_unit_transformed_before_the_header_it_includes_in_a_namespace_includes_the_support_first() {
+    unit_with_a_header_included_in_a_namespace("cli-namespace-include-before", false);
 }
 
 /// A header that launches kernels only its includer brings in before it (a miner's
