@@ -1286,9 +1286,7 @@ fn plan_copy<'a, 't>(
     // The copy repeats the definition's text: a conditional that it closes or opens without
     // the other half (a head chosen by `#ifdef` ... `#else` ... `#endif`, the braces in the
     // last branch) would be half a conditional in the copy, which does not compile.
-    let definition = h.site.definition_range();
-    if let Some(at) = lang::unbalanced_conditional(&src[definition.clone()]) {
-        let at = definition.start + at;
+    if let Some(at) = h.site.crossing_conditional {
         let line = src[..at].matches('\n').count() + 1;
         let directive = src[at..].lines().next().unwrap_or_default().trim_end();
         return refuse(&format!(

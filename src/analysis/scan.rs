@@ -969,27 +969,6 @@ impl<'t> Scanner<'t, '_> {
             .child_by_field_id(crate::lang::fields().body)
             .unwrap_or(func);
         let head = space.head.unwrap_or_else(|| func.start_byte());
-        if !space.global {
-            // A helper's context form is its definition edited in place, a template head
-            // before it and the forwarder after it that repeats its head (`rewrite::helper`),
-            // and its live copy repeats it whole (`rewrite::predicate`): a conditional that the
-            // definition opens or closes without the other half (a head chosen by `#ifdef` ...
-            // `#else` ... `#endif` with the body's brace in each branch) would be cut by the
-            // edits, or repeated by half.
-            let definition = outer.start_byte().min(head)..outer.end_byte();
-            if let Some(at) = crate::lang::unbalanced_conditional(&self.src[definition.clone()]) {
-                let at = definition.start + at;
-                let end = self.src[at..].find('\n').map_or(self.src.len(), |e| at + e);
-                problems.push(
-                    Diagnostic::new(
-                        Code::ParseErrorInKernel,
-                        format!("`{name}`: a preprocessor conditional crosses its definition, which its task-context form edits around"),
-                    )
-                    .label(at..end, "this directive's conditional opens or closes outside the definition")
-                    .help("let each branch of the conditional hold a whole definition, or let a macro choose what differs in the head"),
-                );
-            }
-        }
         let pragmas = pragmas::before(outer, self.src, &mut self.found.diagnostics);
         let member = self
             .ancestors
@@ -1020,7 +999,7 @@ impl<'t> Scanner<'t, '_> {
         let specialized_args = specialized_name
             .and_then(|n| n.child_by_field_id(crate::lang::fields().arguments))
             .map(|a| a.byte_range());
-        Some(FunctionSite {
+        let mut site = FunctionSite {
             name,
             scope: full_scope,
             qualified,
@@ -1053,7 +1032,12 @@ impl<'t> Scanner<'t, '_> {
             body,
             pragmas,
             problems,
-        })
+            crossing_conditional: None,
+        };
+        if !space.global {
+            site.note_crossing_conditional(self.src);
+        }
+        Some(site)
     }
 
     /// The namespaces that qualify a definition's name (`a::b::k` -> `a`, `b`), where each is a

@@ -2,7 +2,7 @@
 //! as tree nodes and text) and kernel launch sites.
 
 use super::pragmas::Pragmas;
-use crate::diagnostics::Diagnostic;
+use crate::diagnostics::{Code, Diagnostic};
 use tree_sitter::Node;
 
 #[derive(Debug, Clone, Copy)]
@@ -191,6 +191,10 @@ pub struct FunctionSite<'t> {
     pub pragmas: Pragmas,
     /// Why this function's header cannot be rewritten (empty when it can).
     pub problems: Vec<Diagnostic>,
+    /// A helper's definition that a preprocessor conditional crosses: the offset of the
+    /// directive's line (`lang::unbalanced_conditional` over `definition_range`). Neither its
+    /// live copy nor its task-context form can be made (`problems` says so for the latter).
+    pub crossing_conditional: Option<usize>,
 }
 
 impl<'t> FunctionSite<'t> {
@@ -267,6 +271,31 @@ impl<'t> FunctionSite<'t> {
     /// `rewrite::predicate`) repeats.
     pub fn definition_range(&self) -> std::ops::Range<usize> {
         self.outer.start_byte().min(self.head)..self.outer.end_byte()
+    }
+
+    /// For a helper: where a conditional crosses its definition (`crossing_conditional`),
+    /// with the problem that keeps its task-context form from being made. That form is its
+    /// definition edited in place, a template head before it and a forwarder after it that
+    /// repeats its head (`rewrite::helper`), and its live copy repeats it whole
+    /// (`rewrite::predicate`): a conditional that the definition opens or closes without the
+    /// other half (a head chosen by `#ifdef` ... `#else` ... `#endif` with the body's brace in
+    /// each branch) would be cut by the edits, or repeated by half.
+    pub fn note_crossing_conditional(&mut self, src: &str) {
+        let definition = self.definition_range();
+        let Some(at) = crate::lang::unbalanced_conditional(&src[definition.clone()]) else {
+            return;
+        };
+        let at = definition.start + at;
+        let end = src[at..].find('\n').map_or(src.len(), |e| at + e);
+        self.crossing_conditional = Some(at);
+        self.problems.push(
+            Diagnostic::new(
+                Code::ParseErrorInKernel,
+                format!("`{}`: a preprocessor conditional crosses its definition, which its task-context form edits around", self.name),
+            )
+            .label(at..end, "this directive's conditional opens or closes outside the definition")
+            .help("let each branch of the conditional hold a whole definition, or let a macro choose what differs in the head"),
+        );
     }
 
     /// Whether, as a helper, it can be given the task context (its context form is a template

@@ -325,7 +325,7 @@ pub(crate) fn one_line(node: Node, range: std::ops::Range<usize>, src: &str) -> 
         at = c.end;
     }
     out.push_str(&src[at..end]);
-    if out.lines().any(|l| l.trim_start().starts_with('#')) {
+    if crate::lang::lines_in_directives(&out).any(|(_, directive)| directive) {
         return with_directive_lines(&out);
     }
     // Each line break with the indentation after it becomes one space (whitespace elsewhere,
@@ -347,17 +347,15 @@ pub(crate) fn one_line(node: Node, range: std::ops::Range<usize>, src: &str) -> 
 /// lines).
 fn with_directive_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
-    let mut continued = false;
-    for line in text.lines() {
+    for (line, directive) in crate::lang::lines_in_directives(text) {
         let trimmed = line.trim();
-        if continued || trimmed.starts_with('#') {
+        if directive {
             // Also before the first: the text goes after generated code on its line.
             if !out.ends_with('\n') {
                 out.push('\n');
             }
             out.push_str(trimmed);
             out.push('\n');
-            continued = trimmed.ends_with('\\');
         } else if !trimmed.is_empty() {
             if !out.is_empty() && !out.ends_with('\n') {
                 out.push(' ');
