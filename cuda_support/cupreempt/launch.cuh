@@ -377,8 +377,10 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
                      "cupreempt: launching the original kernel: its wrappers are not linked (the "
                      "file that defines it was not transformed, or refused it)\n");
     } else if (planned) {
+      // Planned launches are never captured (`planned`): no handle, released at once.
       status = rt.launch_planned((void*)f, (void*)o, g, b, wsmem, (void*)stream, ptrs, sizes,
-                                 nargs, chunk, budget_ns, &h);
+                                 nargs, chunk, budget_ns, nullptr);
+      if (status == CUPREEMPT_OK) return;
     } else {
       status = rt.launch((void*)f, g, b, wsmem, (void*)stream, ptrs, sizes, nargs, chunk,
                          budget_ns, &h);

@@ -76,7 +76,8 @@ int cupreempt_rt_original_launched(void* stream);
 int cupreempt_rt_plan_counts_n(unsigned long long* counts, unsigned n);
 int cupreempt_rt_plan_counts(unsigned long long counts[9]);
 /* cupreempt_rt_launch of the wrapper `func` for a launch that cupreempt_rt_plan made
- * preemptible; the runtime learns how long it runs, for the plans of later launches. */
+ * preemptible; the runtime learns how long it runs, for the plans of later launches. A null
+ * `out` releases the launch at once (cupreempt_rt_release), with no handle made for it. */
 int cupreempt_rt_launch_planned(void* func, void* original, const unsigned grid[3],
                                 const unsigned block[3], size_t smem, void* stream,
                                 const void* const* args, const size_t* sizes, size_t nargs,

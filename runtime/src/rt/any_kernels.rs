@@ -10,7 +10,7 @@
 //! Entries are never removed; a second registration of an address keeps the first picker (the
 //! same kernel's, from another unit).
 
-use std::collections::HashMap;
+use super::fast_hash::FastMap;
 use std::sync::{OnceLock, RwLock};
 
 /// A kernel's host-side address (its stub), as the program's launches name it.
@@ -18,9 +18,9 @@ pub type AnyFn = unsafe extern "C" fn();
 /// Returns the wrapper to launch for one kernel (its host stub), or null where it has none.
 pub type AnyPick = unsafe extern "C" fn() -> Option<AnyFn>;
 
-fn table() -> &'static RwLock<HashMap<usize, AnyPick>> {
-    static T: OnceLock<RwLock<HashMap<usize, AnyPick>>> = OnceLock::new();
-    T.get_or_init(|| RwLock::new(HashMap::new()))
+fn table() -> &'static RwLock<FastMap<usize, AnyPick>> {
+    static T: OnceLock<RwLock<FastMap<usize, AnyPick>>> = OnceLock::new();
+    T.get_or_init(|| RwLock::new(FastMap::default()))
 }
 
 /// Registers `pick` for the kernel at `original`; the first registration of an address stays.

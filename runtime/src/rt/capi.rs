@@ -4,13 +4,13 @@
 //! touches anything, returns a status code, and never unwinds into C.
 
 // The plan's entry points live beside the launch history (`plan.rs`); they are the C ABI too.
+use super::fast_hash::FastMap;
 use super::history::LaunchKey;
 pub use super::plan::{cupreempt_rt_launch_planned, cupreempt_rt_plan};
 use super::steps::{self, Step};
 use super::{Error, Function, Kernel, KernelArgs, LaunchConfig, Runtime, StreamRef, Target};
 use crate::smset::{SmSet, MAX_SMS};
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -35,7 +35,7 @@ static AT_LOAD: extern "C" fn() = {
 #[derive(Default)]
 struct Registry {
     runtimes: Vec<(usize, Runtime)>,
-    kernels: HashMap<Handle, Arc<Mutex<Kernel>>>,
+    kernels: FastMap<Handle, Arc<Mutex<Kernel>>>,
     next: Handle,
 }
 
@@ -49,20 +49,22 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 thread_local! {
-    static LAST_ERROR: RefCell<CString> = RefCell::new(CString::default());
+    /// The last call's error message; none after a call that succeeded (most calls: kept
+    /// without an allocation for them).
+    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
 }
 
 /// Runs `f`, records its error for `cupreempt_rt_last_error`, and maps it to a status code.
 pub(super) fn guard(f: impl FnOnce() -> Result<(), Error>) -> c_int {
     let (status, message) = match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(())) => (CUPREEMPT_OK, String::new()),
-        Ok(Err(e)) => (e.status(), e.to_string()),
+        Ok(Ok(())) => (CUPREEMPT_OK, None),
+        Ok(Err(e)) => (e.status(), Some(e.to_string())),
         Err(_) => (
             CUPREEMPT_ERROR_INTERNAL,
-            "internal error (panic) in the runtime".into(),
+            Some("internal error (panic) in the runtime".into()),
         ),
     };
-    LAST_ERROR.with(|l| *l.borrow_mut() = CString::new(message).unwrap_or_default());
+    LAST_ERROR.with(|l| *l.borrow_mut() = message.map(|m| CString::new(m).unwrap_or_default()));
     status
 }
 
@@ -178,7 +180,8 @@ unsafe fn launch_request(
     if nargs > 0 && (args.is_null() || sizes.is_null()) {
         return Err(Error::InvalidArgument("null args or sizes"));
     }
-    let mut kargs = KernelArgs::new();
+    let bytes = (0..nargs).map(|i| *sizes.add(i)).sum();
+    let mut kargs = KernelArgs::with_capacity(nargs, bytes);
     for i in 0..nargs {
         let (p, n) = (*args.add(i), *sizes.add(i));
         if p.is_null() {
@@ -267,11 +270,11 @@ impl LaunchCall {
         // A scheduler daemon's standing order: the launch starts off these SMs.
         let off = super::scheduler::kept_off();
         steps::lap(Step::KeptOff);
-        let k = rt.launch_kept_off(
+        let k = rt.launch_owned(
             &Function::from_raw(self.func.cast()),
             &cfg,
             StreamRef::from_raw(self.stream.cast()),
-            &kargs,
+            kargs,
             off.as_ref(),
         )?;
         Ok((rt, k, cfg))
@@ -502,14 +505,31 @@ pub extern "C" fn cupreempt_rt_release(h: Handle) -> c_int {
             .remove(&h)
             .ok_or(Error::UnknownHandle(h))?;
         steps::lap(Step::ReleaseLookup);
-        // Chaos mode (CUPREEMPT_CHAOS) preempts and resumes it at random until it ends; else a
-        // scheduler daemon (CUPREEMPT_SCHEDULER) steers it; else it runs to its end.
-        if let Err(k) = super::chaos::adopt(k) {
-            drop(super::scheduler::adopt(k));
-        }
-        steps::lap(Step::ReleaseAdopt);
+        detach(k);
         Ok(())
     })
+}
+
+/// What becomes of a launch whose handle the caller let go of: chaos mode (CUPREEMPT_CHAOS)
+/// preempts and resumes it at random until it ends; else a scheduler daemon
+/// (CUPREEMPT_SCHEDULER) steers it; else it runs to its end.
+pub(super) fn detach(k: Arc<Mutex<Kernel>>) {
+    if let Err(k) = super::chaos::adopt(k) {
+        drop(super::scheduler::adopt(k));
+    }
+    steps::lap(Step::ReleaseAdopt);
+}
+
+/// As [`detach`], for a launch that was never registered (`cupreempt_rt_launch_planned` with
+/// no handle asked for): with neither chaos mode nor a scheduler daemon it is simply dropped,
+/// with no shared handle made for it.
+pub(super) fn detach_unregistered(k: Kernel) {
+    if super::chaos::enabled() || super::scheduler::socket().is_some() {
+        detach(Arc::new(Mutex::new(k)));
+    } else {
+        drop(k);
+        steps::lap(Step::ReleaseAdopt);
+    }
 }
 
 /// Turns timestamps on the runtime's events on or off (off by default; on makes
@@ -545,7 +565,7 @@ pub extern "C" fn cupreempt_rt_status_string(status: c_int) -> *const c_char {
 /// next call.
 #[no_mangle]
 pub extern "C" fn cupreempt_rt_last_error() -> *const c_char {
-    LAST_ERROR.with(|l| l.borrow().as_ptr())
+    LAST_ERROR.with(|l| l.borrow().as_deref().unwrap_or(c"").as_ptr())
 }
 
 #[cfg(test)]

@@ -26,9 +26,9 @@
 //! trial over the limit makes the configuration preemptible again, with no other trial until
 //! `REMEASURE` preemptible launches have been made.
 
+use super::fast_hash::FastMap;
 use super::pool::Mirror;
 use crate::control::HostMirror;
-use std::collections::HashMap;
 use std::ptr::addr_of;
 use std::sync::Mutex;
 
@@ -96,11 +96,11 @@ unsafe impl Send for Entry {}
 
 #[derive(Default)]
 struct Entries {
-    by_config: HashMap<LaunchKey, Entry>,
+    by_config: FastMap<LaunchKey, Entry>,
     /// Per kernel, block size and shared memory: the newest time per wave measured.
-    per_wave_ns: HashMap<(usize, [u32; 3], u32), u64>,
+    per_wave_ns: FastMap<(usize, [u32; 3], u32), u64>,
     /// Launches in the original form on a prediction, per kernel shape, since a measurement.
-    predicted_since: HashMap<(usize, [u32; 3], u32), u32>,
+    predicted_since: FastMap<(usize, [u32; 3], u32), u32>,
 }
 
 pub(crate) struct History {

@@ -24,7 +24,7 @@ use super::command::{Command, Target};
 use super::config::{persistent_blocks, LaunchConfig};
 use super::driver::{drv, CUdeviceptr, CUstream, Event};
 use super::error::{Error, Result};
-use super::pool::{Mirror, Retired};
+use super::pool::{Mirror, Retired, RetiredEvents};
 use super::runtime::{Function, Inner, Runtime};
 use super::steps::{self, Step};
 use crate::control::{
@@ -40,21 +40,36 @@ use std::sync::atomic::{fence, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The kernel's parameters after `cupreempt_launch`, by value, in order.
+/// The kernel's parameters after `cupreempt_launch`, by value, in order: their bytes in one
+/// buffer, each on an 8-byte boundary (the driver copies each parameter from the address it is
+/// given, so host alignment beyond that is not needed), so that a launch makes two
+/// allocations for its arguments, not one per parameter.
 #[derive(Default, Clone)]
 pub struct KernelArgs {
-    values: Vec<Box<[MaybeUninit<u8>]>>,
+    words: Vec<MaybeUninit<u64>>,
+    /// Where each parameter starts in `words`.
+    starts: Vec<u32>,
 }
+
+/// `cuLaunchKernel`'s parameter pointers are made on the stack up to this many parameters.
+const ON_STACK: usize = 32;
 
 impl KernelArgs {
     pub fn new() -> KernelArgs {
         KernelArgs::default()
     }
+    /// Room for `params` parameters of `bytes` bytes in all, allocated once.
+    pub fn with_capacity(params: usize, bytes: usize) -> KernelArgs {
+        KernelArgs {
+            words: Vec::with_capacity(bytes.div_ceil(8) + params),
+            starts: Vec::with_capacity(params),
+        }
+    }
     /// Appends a parameter; `T` must have the layout of the kernel's parameter (for a pointer
     /// parameter, a `u64` device address or a raw pointer).
     pub fn push<T: Copy>(&mut self, value: T) -> &mut KernelArgs {
         // SAFETY: reads size_of::<T>() bytes of a live value (padding stays uninitialized,
-        // which MaybeUninit<u8> allows).
+        // which MaybeUninit allows).
         unsafe { self.push_raw((&value as *const T).cast(), size_of::<T>()) }
     }
     /// Appends `size` bytes at `ptr`, copied now.
@@ -62,16 +77,42 @@ impl KernelArgs {
     /// # Safety
     /// `ptr` must be valid for reading `size` bytes.
     pub unsafe fn push_raw(&mut self, ptr: *const c_void, size: usize) -> &mut KernelArgs {
-        let mut v = vec![MaybeUninit::<u8>::uninit(); size].into_boxed_slice();
-        std::ptr::copy_nonoverlapping(ptr.cast::<MaybeUninit<u8>>(), v.as_mut_ptr(), size);
-        self.values.push(v);
+        let start = self.words.len();
+        self.starts.push(start as u32);
+        self.words
+            .resize(start + size.div_ceil(8), MaybeUninit::uninit());
+        std::ptr::copy_nonoverlapping(
+            ptr.cast::<u8>(),
+            self.words.as_mut_ptr().add(start).cast::<u8>(),
+            size,
+        );
         self
     }
     pub fn len(&self) -> usize {
-        self.values.len()
+        self.starts.len()
     }
     pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
+        self.starts.is_empty()
+    }
+    /// Calls `f` with the driver's parameter array: `first`, then each parameter's address.
+    fn with_pointers<T>(&self, first: *mut c_void, f: impl FnOnce(&mut [*mut c_void]) -> T) -> T {
+        let base = self.words.as_ptr() as *mut MaybeUninit<u64>;
+        // SAFETY: every start lies inside `words` (push_raw).
+        let at = |start: u32| unsafe { base.add(start as usize) }.cast::<c_void>();
+        let n = self.starts.len() + 1;
+        if n <= ON_STACK {
+            let mut ptrs = [std::ptr::null_mut::<c_void>(); ON_STACK];
+            ptrs[0] = first;
+            for (p, &start) in ptrs[1..].iter_mut().zip(&self.starts) {
+                *p = at(start);
+            }
+            f(&mut ptrs[..n])
+        } else {
+            let mut ptrs: Vec<*mut c_void> = std::iter::once(first)
+                .chain(self.starts.iter().map(|&s| at(s)))
+                .collect();
+            f(&mut ptrs)
+        }
     }
 }
 
@@ -132,7 +173,7 @@ pub struct Kernel {
     /// mirror (`command_landed`).
     landed: Option<Event>,
     /// The first instance (its end is the kernel's completion), then one per resume.
-    instances: Vec<Instance>,
+    instances: smallvec::SmallVec<[Instance; 1]>,
     /// The runtime stream its resumed instances go to (chosen at the first resume).
     resume_stream: Option<CUstream>,
     /// Gated links before the last instance (rt::links), and how many gates resumes opened.
@@ -179,6 +220,19 @@ impl Runtime {
         cfg: &LaunchConfig,
         stream: StreamRef,
         args: &KernelArgs,
+        off: Option<&SmSet>,
+    ) -> Result<Kernel> {
+        self.launch_owned(func, cfg, stream, args.clone(), off)
+    }
+
+    /// As [`Runtime::launch_kept_off`], keeping `args` (the C ABI's launches, which copy the
+    /// caller's arguments once).
+    pub(crate) fn launch_owned(
+        &self,
+        func: &Function,
+        cfg: &LaunchConfig,
+        stream: StreamRef,
+        args: KernelArgs,
         off: Option<&SmSet>,
     ) -> Result<Kernel> {
         let stream = stream.0;
@@ -232,12 +286,12 @@ impl Runtime {
             },
             mirror: slot.mirror,
             number,
-            args: args.clone(),
+            args,
             per_sm,
             command: Command::default(),
             seq: 0,
             landed: None,
-            instances: Vec::new(),
+            instances: smallvec::SmallVec::new(),
             resume_stream: None,
             links: cfg.links,
             gates_opened: 0,
@@ -352,58 +406,59 @@ impl Kernel {
     }
 
     fn launch_grid(&mut self, stream: CUstream, blocks: u32) -> Result<()> {
-        let mut ptrs: Vec<*mut c_void> = std::iter::once(&self.params as *const _ as *mut c_void)
-            .chain(self.args.values.iter().map(|v| v.as_ptr() as *mut c_void))
-            .collect();
         let [bx, by, bz] = self.cfg.block;
         // A first instance may start while the kernel before it in the stream drains
         // (docs/runtime.md, "Launches that overlap"). Not links and their anchor, which follow
         // a wait on their gate, nor resumed instances, which run beside the first.
-        if self.params.first == FIRST
+        let overlap = self.params.first == FIRST
             && super::overlap_launches()
-            && self.rt.waits_for_predecessor(self.func.raw)
-        {
-            let mut attr = sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                pad: [0; 4],
-                value: sys::CUlaunchAttributeValue {
-                    programmaticStreamSerializationAllowed: 1,
-                },
-            };
-            let config = sys::CUlaunchConfig {
-                gridDimX: blocks,
-                gridDimY: 1,
-                gridDimZ: 1,
-                blockDimX: bx,
-                blockDimY: by,
-                blockDimZ: bz,
-                sharedMemBytes: self.cfg.shared_mem_bytes,
-                hStream: stream,
-                attrs: &mut attr,
-                numAttrs: 1,
-            };
-            drv!(cuLaunchKernelEx(
-                &config,
-                self.func.raw,
-                ptrs.as_mut_ptr(),
-                std::ptr::null_mut()
-            ))?;
-            self.overlapped = true;
-        } else {
-            drv!(cuLaunchKernel(
-                self.func.raw,
-                blocks,
-                1,
-                1,
-                bx,
-                by,
-                bz,
-                self.cfg.shared_mem_bytes,
-                stream,
-                ptrs.as_mut_ptr(),
-                std::ptr::null_mut()
-            ))?;
-        }
+            && self.rt.waits_for_predecessor(self.func.raw);
+        let params = &self.params as *const LaunchParams as *mut c_void;
+        let (func, smem) = (self.func.raw, self.cfg.shared_mem_bytes);
+        self.args.with_pointers(params, |ptrs| {
+            if overlap {
+                let mut attr = sys::CUlaunchAttribute {
+                    id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                    pad: [0; 4],
+                    value: sys::CUlaunchAttributeValue {
+                        programmaticStreamSerializationAllowed: 1,
+                    },
+                };
+                let config = sys::CUlaunchConfig {
+                    gridDimX: blocks,
+                    gridDimY: 1,
+                    gridDimZ: 1,
+                    blockDimX: bx,
+                    blockDimY: by,
+                    blockDimZ: bz,
+                    sharedMemBytes: smem,
+                    hStream: stream,
+                    attrs: &mut attr,
+                    numAttrs: 1,
+                };
+                drv!(cuLaunchKernelEx(
+                    &config,
+                    func,
+                    ptrs.as_mut_ptr(),
+                    std::ptr::null_mut()
+                ))
+            } else {
+                drv!(cuLaunchKernel(
+                    func,
+                    blocks,
+                    1,
+                    1,
+                    bx,
+                    by,
+                    bz,
+                    smem,
+                    stream,
+                    ptrs.as_mut_ptr(),
+                    std::ptr::null_mut()
+                ))
+            }
+        })?;
+        self.overlapped |= overlap;
         steps::lap(Step::LaunchCall);
         Ok(())
     }
@@ -993,7 +1048,7 @@ impl Drop for Kernel {
             // Without this the application's stream would wait for the kernel forever.
             let _ = self.resume(Target::All);
         }
-        let mut events: Vec<Event> = self.instances.drain(..).map(|i| i.end).collect();
+        let mut events: RetiredEvents = self.instances.drain(..).map(|i| i.end).collect();
         if events.is_empty() {
             // A launch that failed: retire after what it did enqueue.
             events.extend(self.record(self.app_stream, false).ok());

@@ -29,6 +29,7 @@ mod command;
 mod config;
 pub(crate) mod driver;
 mod error;
+mod fast_hash;
 mod history;
 mod kernel;
 mod links;

@@ -4,8 +4,8 @@
 //! launches are preemptible").
 
 use super::capi::{
-    current_runtime, current_runtime_or_later, guard, launch_config, lock, register, Handle,
-    LaunchCall, CUPREEMPT_OK,
+    current_runtime, current_runtime_or_later, detach_unregistered, guard, launch_config, lock,
+    register, Handle, LaunchCall, CUPREEMPT_OK,
 };
 use super::driver::Event;
 use super::history::{LaunchKey, Stopwatch};
@@ -309,7 +309,9 @@ fn plan(
 }
 
 /// `cupreempt_rt_launch` for a launch that `cupreempt_rt_plan` made preemptible: the runtime
-/// also learns how long it runs (for the plans of later launches of `original`).
+/// also learns how long it runs (for the plans of later launches of `original`). A null `out`
+/// detaches the launch at once, as `cupreempt_rt_release` would (the shim's launches, whose
+/// handles nobody keeps: no handle is registered for them).
 ///
 /// # Safety
 /// As for `cupreempt_rt_launch`; `original` as for `cupreempt_rt_plan`.
@@ -329,9 +331,6 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
     out: *mut Handle,
 ) -> c_int {
     guard(|| {
-        if out.is_null() {
-            return Err(Error::InvalidArgument("null func, grid, block or out"));
-        }
         super::steps::begin();
         let (key, _) = planned_key(original, grid, block, smem)?;
         super::steps::lap(Step::Key);
@@ -357,8 +356,12 @@ pub unsafe extern "C" fn cupreempt_rt_launch_planned(
         let (mirror, number) = k.mirror();
         rt.inner.history.launched(key, at_once, mirror, number);
         super::steps::lap(Step::Launched);
-        *out = register(k);
-        super::steps::lap(Step::Register);
+        if out.is_null() {
+            detach_unregistered(k);
+        } else {
+            *out = register(k);
+            super::steps::lap(Step::Register);
+        }
         Ok(())
     })
 }

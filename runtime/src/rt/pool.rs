@@ -47,8 +47,12 @@ pub(crate) struct Mirror {
 /// A control block its kernel handle gave back, reusable once its events are done.
 pub(crate) struct Retired {
     pub slot: CUdeviceptr,
-    pub events: Vec<Event>,
+    pub events: RetiredEvents,
 }
+
+/// A retired launch's events: most launches have one (their first instance's end), kept
+/// without an allocation.
+pub(crate) type RetiredEvents = smallvec::SmallVec<[Event; 2]>;
 
 /// Control blocks come in slabs. A slab hands its slots out in order; once every slot has been
 /// retired and its work is done, the whole slab is zeroed with one memset on the housekeeping

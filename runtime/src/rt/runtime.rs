@@ -5,10 +5,10 @@ use super::clock::Clocks;
 use super::config::Limits;
 use super::driver::{self, drv, CUcontext, CUdevice, CUfunction, CUstream, Event, Stream};
 use super::error::{Error, Result};
+use super::fast_hash::FastMap;
 use super::history::History;
 use super::pool::{Pool, Retired, Slot};
 use cudarc::driver::sys;
-use std::collections::HashMap;
 use std::ffi::CString;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -52,9 +52,9 @@ pub(crate) struct Inner {
     /// newest clock, and the one before it while the newest one's stamp may still be pending.
     clocks: Mutex<Clocks>,
     /// Blocks per SM of (function, threads per block, dynamic shared memory).
-    occupancy: Mutex<HashMap<(usize, u32, u32), u32>>,
+    occupancy: Mutex<FastMap<(usize, u32, u32), u32>>,
     /// Per function: whether its code waits for the kernel before it (`waits_for_predecessor`).
-    waits: Mutex<HashMap<usize, bool>>,
+    waits: Mutex<FastMap<usize, bool>>,
     /// The launches that may still be queued or running (a bound on them: `queued.rs`).
     pub queued: super::queued::Queued,
     /// Last field: released after the streams above are destroyed.
@@ -158,8 +158,8 @@ impl Runtime {
                 clocks: Mutex::new(Clocks::new()),
                 pool: Mutex::new(Pool::default()),
                 events: Mutex::new(Vec::new()),
-                occupancy: Mutex::new(HashMap::new()),
-                waits: Mutex::new(HashMap::new()),
+                occupancy: Mutex::new(FastMap::default()),
+                waits: Mutex::new(FastMap::default()),
                 queued: Default::default(),
                 _primary: PrimaryContext(retained.then_some(dev)),
             }),

@@ -17,6 +17,7 @@
 //! setup loads them at a quiet moment (`load_all_into_current`).
 
 use super::driver::{self, CUfunction};
+use super::fast_hash::FastMap;
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
@@ -47,7 +48,7 @@ struct Registry {
     /// (context, original function) → the chosen wrapper, so that a kernel is looked up once
     /// per context; or none, with the number of modules registered when that was found (a
     /// module registered later, by a library loaded later, may have it).
-    chosen: HashMap<(usize, usize), Result<usize, usize>>,
+    chosen: FastMap<(usize, usize), Result<usize, usize>>,
 }
 
 fn registry() -> &'static Mutex<Registry> {
