@@ -343,9 +343,11 @@ fn preemptible_launch_on_a_stub_driver() {
         // The plan's capture query (a capture forbids what the runtime does).
         ("cuStreamIsCapturing", 1.0),
         // The end event, and every 16 launches a slab's zeroing event, each with its stream's
-        // id (the drained check's order of records).
+        // id (the drained check's order of records); and the id of the stream of a slab's
+        // first launch after its zeroing (a stream made to wait for the zeroing is not asked
+        // about it again).
         ("cuEventRecord", 1.0 + 1.0 / 16.0),
-        ("cuStreamGetId", 1.0 + 1.0 / 16.0),
+        ("cuStreamGetId", 1.0 + 2.0 / 16.0),
         // Every 16 launches: the slab's zeroing copy and its drained check.
         ("cuMemcpyHtoDAsync_v2", 1.0 / 16.0),
         ("cuEventQuery", 2.0 / 16.0),

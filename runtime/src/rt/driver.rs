@@ -238,6 +238,13 @@ pub struct Recorded {
     pub number: u64,
 }
 
+/// The stream's id (`cuStreamGetId`: unique in the context and never reused, unlike a
+/// stream's handle), where the driver can give it.
+pub fn stream_id(stream: CUstream) -> Option<u64> {
+    let mut id = 0;
+    drv!(cuStreamGetId(stream, &mut id)).ok().map(|()| id)
+}
+
 /// Records are numbered under this lock, so that two records on one stream are numbered in
 /// the order the driver put them into the stream, whatever threads made them.
 static RECORDS: Mutex<u64> = Mutex::new(0);
@@ -258,14 +265,13 @@ impl Event {
         })
     }
     pub fn record_on(&self, stream: CUstream) -> Result<()> {
-        let mut id = 0;
         // An id the driver cannot give leaves the record unnumbered: it is then asked alone.
-        let known = drv!(cuStreamGetId(stream, &mut id)).is_ok();
+        let id = stream_id(stream);
         let mut records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
         drv!(cuEventRecord(self.raw, stream))?;
         *records += 1;
-        let recorded = known.then_some(Recorded {
-            stream: id,
+        let recorded = id.map(|stream| Recorded {
+            stream,
             number: *records,
         });
         drop(records);

@@ -8,7 +8,7 @@
 //! fault in the constant cache) when another client exited meanwhile
 //! (scripts/probes/mps_exit.sh; docs/daemon.md, "MPS and exiting clients").
 
-use super::driver::{drv, CUdeviceptr, CUstream, Event, Recorded};
+use super::driver::{drv, stream_id, CUdeviceptr, CUstream, Event, Recorded};
 use super::error::{Error, Result};
 use super::runtime::Inner;
 use super::steps::{self, Step};
@@ -55,7 +55,7 @@ pub(crate) struct Retired {
 pub(crate) type RetiredEvents = smallvec::SmallVec<[Event; 2]>;
 
 /// Control blocks come in slabs. A slab hands its slots out in order; once every slot has been
-/// retired and its work is done, the whole slab is zeroed with one memset on the housekeeping
+/// retired and its work is done, the whole slab is zeroed with one copy on the housekeeping
 /// stream and handed out again. Launches thus never zero anything on the application's stream.
 struct Slab {
     /// The control blocks, `SLOT_BYTES` each, and behind them their launches' leftover slots,
@@ -73,8 +73,11 @@ struct Slab {
     retired: Vec<Retired>,
     /// Retired slots known to be done (a prefix of `retired`).
     done: usize,
-    /// The memset that zeroed the slab, while it may still run.
+    /// The copy that zeroed the slab, while it may still run.
     zeroed: Option<Event>,
+    /// The streams (`driver::stream_id`) already made to wait for `zeroed`: their later
+    /// launches come after that wait in stream order, and need neither a query nor a wait.
+    zero_waiters: smallvec::SmallVec<[u64; 4]>,
 }
 
 #[derive(Default)]
@@ -128,7 +131,8 @@ impl Pool {
                     zero_control_blocks(slab, housekeeping)?;
                     let zeroed = rt.event(false)?;
                     zeroed.record_on(housekeeping)?;
-                    slab.zeroed = Some(zeroed);
+                    rt.recycle(slab.zeroed.replace(zeroed));
+                    slab.zero_waiters.clear();
                     self.current = Some(i);
                     steps::lap(Step::SlabZero);
                     break;
@@ -145,11 +149,16 @@ impl Pool {
             .ok_or(Error::InvalidArgument("no control block"))?;
         let slab = &mut self.slabs[c];
         if let Some(z) = slab.zeroed.take() {
-            if z.is_done()? {
+            let id = stream_id(stream);
+            if id.is_some_and(|id| slab.zero_waiters.contains(&id)) {
+                slab.zeroed = Some(z);
+            } else if z.is_done()? {
                 rt.recycle([z]);
+                slab.zero_waiters.clear();
             } else {
                 drv!(cuStreamWaitEvent(stream, z.raw, 0))?;
                 slab.zeroed = Some(z);
+                slab.zero_waiters.extend(id);
             }
             steps::lap(Step::ZeroWait);
         }
@@ -212,6 +221,7 @@ impl Pool {
             retired: Vec::new(),
             done: 0,
             zeroed: None,
+            zero_waiters: smallvec::SmallVec::new(),
         };
         // Zeroed like a recycled slab: the first launches wait for it on the GPU, not here.
         let zeroed = zero_control_blocks(&slab, zero_on)
