@@ -292,6 +292,54 @@ fn unscheduled_plans_make_no_driver_call() {
     assert_ne!(host_ns, "?", "{stdout}");
 }
 
+/// The environment of a child that launches preemptible, as the shim does.
+fn preemptible_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("CUPREEMPT_PREEMPTIBLE", "1".into()),
+        ("CUPREEMPT_SHORT_US", "0".into()),
+        ("CUPREEMPT_SETUP", "wait".into()),
+        (
+            "CUPREEMPT_STUB_HOST_OFFSET",
+            offset_of!(LaunchParams, host).to_string(),
+        ),
+        (
+            "CUPREEMPT_STUB_RUN_NS_OFFSET",
+            offset_of!(HostMirror, run_ns).to_string(),
+        ),
+    ]
+}
+
+/// A slab's zeroing copy that is still running when its first launches come (the stub keeps
+/// the zeroing's event not ready): the stream is made to wait for it once, and the slab's
+/// later launches on that stream neither ask about the copy again nor wait again.
+#[test]
+fn a_zeroing_still_running_is_waited_for_once_per_stream() {
+    if std::env::var_os(CHILD).is_some() {
+        preemptible_child(&Counts::open());
+        return;
+    }
+    let mut env = preemptible_env();
+    env.push(("CUPREEMPT_STUB_ZEROING_PENDING", "1".into()));
+    let (calls, _, stdout) = run_child(
+        "a_zeroing_still_running_is_waited_for_once_per_stream",
+        &env,
+    );
+    let per = |name: &str| {
+        calls
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0.0, |&(_, c)| c)
+    };
+    // One slab of 16 slots, zeroed every 16 launches: one wait for each zeroing.
+    let waits = per("cuStreamWaitEvent");
+    assert!(
+        (waits - 1.0 / 16.0).abs() < RARE,
+        "{waits} waits per launch\n{stdout}"
+    );
+    // The wait's query and the drained check's, per zeroing.
+    assert!(per("cuEventQuery") < 2.0 / 16.0 + RARE, "{stdout}");
+}
+
 #[test]
 fn preemptible_launch_on_a_stub_driver() {
     if std::env::var_os(CHILD).is_some() {
@@ -304,22 +352,8 @@ fn preemptible_launch_on_a_stub_driver() {
         preemptible_child(&counts);
         return;
     }
-    let (calls, host_ns, stdout) = run_child(
-        "preemptible_launch_on_a_stub_driver",
-        &[
-            ("CUPREEMPT_PREEMPTIBLE", "1".into()),
-            ("CUPREEMPT_SHORT_US", "0".into()),
-            ("CUPREEMPT_SETUP", "wait".into()),
-            (
-                "CUPREEMPT_STUB_HOST_OFFSET",
-                offset_of!(LaunchParams, host).to_string(),
-            ),
-            (
-                "CUPREEMPT_STUB_RUN_NS_OFFSET",
-                offset_of!(HostMirror, run_ns).to_string(),
-            ),
-        ],
-    );
+    let (calls, host_ns, stdout) =
+        run_child("preemptible_launch_on_a_stub_driver", &preemptible_env());
     println!("driver calls per steady-state preemptible launch (stub driver):");
     for (name, n) in &calls {
         println!("  {name:<44} {n:.4}");
@@ -343,11 +377,11 @@ fn preemptible_launch_on_a_stub_driver() {
         // The plan's capture query (a capture forbids what the runtime does).
         ("cuStreamIsCapturing", 1.0),
         // The end event, and every 16 launches a slab's zeroing event, each with its stream's
-        // id (the drained check's order of records); and the id of the stream of a slab's
-        // first launch after its zeroing (a stream made to wait for the zeroing is not asked
-        // about it again).
+        // id (the drained check's order of records). The launch asks for its stream's id
+        // once, for the end event and for the slab's zeroing check (a stream already made to
+        // wait for the zeroing is not asked about it again).
         ("cuEventRecord", 1.0 + 1.0 / 16.0),
-        ("cuStreamGetId", 1.0 + 2.0 / 16.0),
+        ("cuStreamGetId", 1.0 + 1.0 / 16.0),
         // Every 16 launches: the slab's zeroing copy and its drained check.
         ("cuMemcpyHtoDAsync_v2", 1.0 / 16.0),
         ("cuEventQuery", 2.0 / 16.0),

@@ -19,7 +19,7 @@
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
-enum { OK = 0, NOT_FOUND = 500, INVALID_VALUE = 1 };
+enum { OK = 0, NOT_FOUND = 500, INVALID_VALUE = 1, NOT_READY = 600 };
 
 #define CALLS(X)                                                                    \
   X(cuInit) X(cuLaunchKernel) X(cuLaunchKernelEx) X(cuFuncGetName) X(cuCtxGetCurrent)  \
@@ -58,6 +58,11 @@ const char* cupreempt_stub_call_name(unsigned i) { return i < N_CALLS ? NAMES[i]
 void cupreempt_stub_reset(void) {
   for (int i = 0; i < N_CALLS; i++) __atomic_store_n(&counts[i], 0, __ATOMIC_RELAXED);
 }
+
+/* CUPREEMPT_STUB_ZEROING_PENDING=1: the event recorded right after a copy (a slab's zeroing)
+ * stays not ready until the next copy, as a zeroing still running on the GPU would. */
+static int copy_just_made;
+static void* pending_zeroing;
 
 /* Handles: one context, and streams numbered as the driver's ids. */
 static char the_context;
@@ -164,6 +169,7 @@ CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void* s, size_t n, void* stre
   (void)stream;
   COUNT(cuMemcpyHtoDAsync_v2);
   memcpy((void*)(uintptr_t)d, s, n);
+  copy_just_made = 1;
   return OK;
 }
 CUresult cuMemcpyDtoH_v2(void* d, CUdeviceptr s, size_t n) {
@@ -333,8 +339,23 @@ CUresult cuEventCreate(void** e, unsigned flags) {
   return *e ? OK : 2;
 }
 CUresult cuEventDestroy_v2(void* e) { COUNT(cuEventDestroy_v2); free(e); return OK; }
-CUresult cuEventRecord(void* e, void* s) { (void)s; COUNT(cuEventRecord); ((struct event*)e)->recorded = 1; return OK; }
-CUresult cuEventQuery(void* e) { (void)e; COUNT(cuEventQuery); return OK; }
+static int zeroing_pends(void) {
+  static int on = -1;
+  if (on < 0) on = getenv("CUPREEMPT_STUB_ZEROING_PENDING") != NULL;
+  return on;
+}
+CUresult cuEventRecord(void* e, void* s) {
+  (void)s;
+  COUNT(cuEventRecord);
+  ((struct event*)e)->recorded = 1;
+  if (copy_just_made && zeroing_pends()) pending_zeroing = e;
+  copy_just_made = 0;
+  return OK;
+}
+CUresult cuEventQuery(void* e) {
+  COUNT(cuEventQuery);
+  return e == pending_zeroing ? NOT_READY : OK;
+}
 CUresult cuEventSynchronize(void* e) { (void)e; COUNT(cuEventSynchronize); return OK; }
 CUresult cuEventElapsedTime(float* ms, void* a, void* b) {
   (void)a; (void)b;

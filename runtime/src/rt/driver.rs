@@ -265,8 +265,11 @@ impl Event {
         })
     }
     pub fn record_on(&self, stream: CUstream) -> Result<()> {
-        // An id the driver cannot give leaves the record unnumbered: it is then asked alone.
-        let id = stream_id(stream);
+        self.record_on_id(stream, stream_id(stream))
+    }
+    /// As [`Event::record_on`], with the stream's id already asked for (`stream_id`). An id
+    /// the driver could not give leaves the record unnumbered: it is then asked alone.
+    pub fn record_on_id(&self, stream: CUstream, id: Option<u64>) -> Result<()> {
         let mut records = RECORDS.lock().unwrap_or_else(|p| p.into_inner());
         drv!(cuEventRecord(self.raw, stream))?;
         *records += 1;

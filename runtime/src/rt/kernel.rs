@@ -158,6 +158,8 @@ pub struct Kernel {
     rt: Arc<Inner>,
     func: Function,
     app_stream: CUstream,
+    /// Its id (`driver::stream_id`), asked for at the launch.
+    app_stream_id: Option<u64>,
     cfg: LaunchConfig,
     params: LaunchParams,
     mirror: Mirror,
@@ -246,7 +248,9 @@ impl Runtime {
         // Never so many queued that the driver's queue fills behind a preempted launch.
         rt.queued
             .wait_for_room(super::links::queued_limit(cfg.links));
-        let slot = rt.acquire_slot(stream)?;
+        // Asked once: the slot's zeroing check and the end event's record both need it.
+        let stream_id = super::driver::stream_id(stream);
+        let slot = rt.acquire_slot(stream, stream_id)?;
         super::trace_setup("control block");
         steps::lap(Step::ControlBlock);
         let number = rt.launches.fetch_add(1, Ordering::Relaxed) + 1;
@@ -263,6 +267,7 @@ impl Runtime {
             rt: rt.clone(),
             func: func.clone(),
             app_stream: stream,
+            app_stream_id: stream_id,
             cfg: *cfg,
             params: LaunchParams {
                 control: slot.control,
@@ -399,7 +404,12 @@ impl Kernel {
                 self.rt.event(timed)?
             }
         };
-        end.record_on(stream)?;
+        let id = if stream == self.app_stream {
+            self.app_stream_id
+        } else {
+            super::driver::stream_id(stream)
+        };
+        end.record_on_id(stream, id)?;
         self.instances.push(Instance { blocks, end });
         steps::lap(Step::EndEvent);
         Ok(())

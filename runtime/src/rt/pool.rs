@@ -8,7 +8,7 @@
 //! fault in the constant cache) when another client exited meanwhile
 //! (scripts/probes/mps_exit.sh; docs/daemon.md, "MPS and exiting clients").
 
-use super::driver::{drv, stream_id, CUdeviceptr, CUstream, Event, Recorded};
+use super::driver::{drv, CUdeviceptr, CUstream, Event, Recorded};
 use super::error::{Error, Result};
 use super::runtime::Inner;
 use super::steps::{self, Step};
@@ -108,12 +108,13 @@ fn alloc_mirrors(slots: usize) -> Result<(*mut u8, u64)> {
 }
 
 impl Pool {
-    /// A zeroed control block and mirror for a launch on `stream` (which waits for the zeroing
-    /// of the control block if that is still running). Slabs are zeroed on the housekeeping
+    /// A zeroed control block and mirror for a launch on `stream`, whose id is `id`
+    /// (`driver::stream_id`; the launch's end event is recorded with the same), which waits
+    /// for the zeroing of the control block if that is still running. Slabs are zeroed on the housekeeping
     /// stream; a new slab before the runtime's streams exist (the first launch) is zeroed on
     /// `stream` itself, so that the first launch waits for no stream to be made. `rt` lends
     /// and takes back the events.
-    pub fn acquire(&mut self, rt: &Inner, stream: CUstream) -> Result<Slot> {
+    pub fn acquire(&mut self, rt: &Inner, stream: CUstream, id: Option<u64>) -> Result<Slot> {
         let usable = |p: &Pool| p.current.filter(|&c| p.slabs[c].next < p.slabs[c].slots);
         if usable(self).is_none() {
             self.current = None;
@@ -149,7 +150,6 @@ impl Pool {
             .ok_or(Error::InvalidArgument("no control block"))?;
         let slab = &mut self.slabs[c];
         if let Some(z) = slab.zeroed.take() {
-            let id = stream_id(stream);
             if id.is_some_and(|id| slab.zero_waiters.contains(&id)) {
                 slab.zeroed = Some(z);
             } else if z.is_done()? {

@@ -330,8 +330,8 @@ impl Inner {
 
     /// A zeroed control block and mirror for a launch on `stream` (which waits for the zeroing
     /// of the control block if that is still running).
-    pub fn acquire_slot(&self, stream: CUstream) -> Result<Slot> {
-        lock(&self.pool).acquire(self, stream)
+    pub fn acquire_slot(&self, stream: CUstream, id: Option<u64>) -> Result<Slot> {
+        lock(&self.pool).acquire(self, stream, id)
     }
 
     /// Gives a control block back; it is reused once `r.events` are done.
