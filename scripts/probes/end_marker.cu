@@ -15,41 +15,22 @@
 // Also checks that every write marker landed: the last number written must be the last
 // launch's. scripts/probes/end_marker.sh builds and runs it.
 #include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <vector>
 
+#include "probe.cuh"
+
 __global__ void spin(unsigned long long spin_ns, unsigned* sink) {
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  const unsigned long long start = now_ns();
+  unsigned long long now;
   do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    now = now_ns();
   } while (now - start < spin_ns);
   if (threadIdx.x == 0 && now == 0) *sink = 1;  // never: keeps the loop
 }
-
-static double now_us() {
-  using namespace std::chrono;
-  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
-}
-
-static int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v ? std::atoi(v) : fallback;
-}
-
-#define CHECK(x)                                                          \
-  do {                                                                    \
-    if ((x) != 0) {                                                       \
-      std::fprintf(stderr, "%s failed at line %d\n", #x, __LINE__);       \
-      std::exit(1);                                                       \
-    }                                                                     \
-  } while (0)
 
 int main() {
   const int launches = env_int("PROBE_LAUNCHES", 300), rounds = env_int("PROBE_ROUNDS", 7);
@@ -66,7 +47,7 @@ int main() {
   unsigned long long* words_dev;
   CHECK(cudaHostGetDevicePointer(&words_dev, words, 0));
   std::vector<cudaEvent_t> events(launches);
-  for (auto& e : events) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  for (auto& ev : events) CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
   const char* markers[] = {"none", "event", "event_id", "write32", "write64"};
   for (int pdl = 0; pdl < 2; ++pdl) {
     for (const char* marker : markers) {
@@ -74,7 +55,7 @@ int main() {
       for (int r = 0; r < rounds + 1; ++r) {  // round 0 warms up
         CHECK(cudaStreamSynchronize(stream));
         std::memset(words, 0, 64);
-        const double t0 = now_us();
+        const double t0 = host_now_us();
         for (int i = 0; i < launches; ++i) {
           cudaLaunchAttribute attr{};
           attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
@@ -88,20 +69,20 @@ int main() {
           CHECK(cudaLaunchKernelEx(&cfg, spin, spin_ns, sink));
           const unsigned number = (unsigned)i + 1;
           if (!std::strcmp(marker, "event")) {
-            CHECK(cuEventRecord((CUevent)events[i], (CUstream)stream));
+            CU_CHECK(cuEventRecord((CUevent)events[i], (CUstream)stream));
           } else if (!std::strcmp(marker, "event_id")) {
-            CHECK(cuEventRecord((CUevent)events[i], (CUstream)stream));
+            CU_CHECK(cuEventRecord((CUevent)events[i], (CUstream)stream));
             unsigned long long id;
-            CHECK(cuStreamGetId((CUstream)stream, &id));
+            CU_CHECK(cuStreamGetId((CUstream)stream, &id));
           } else if (!std::strcmp(marker, "write32")) {
-            CHECK(cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)words_dev, number, 0));
+            CU_CHECK(cuStreamWriteValue32((CUstream)stream, (CUdeviceptr)words_dev, number, 0));
           } else if (!std::strcmp(marker, "write64")) {
-            CHECK(cuStreamWriteValue64((CUstream)stream, (CUdeviceptr)(words_dev + 1), number, 0));
+            CU_CHECK(cuStreamWriteValue64((CUstream)stream, (CUdeviceptr)(words_dev + 1), number, 0));
           }
         }
-        const double t1 = now_us();
+        const double t1 = host_now_us();
         CHECK(cudaStreamSynchronize(stream));
-        const double t2 = now_us();
+        const double t2 = host_now_us();
         if (!std::strcmp(marker, "write32") && (unsigned)words[0] != (unsigned)launches) {
           std::fprintf(stderr, "write32: last marker %u, not %d\n", (unsigned)words[0], launches);
           return 1;

@@ -1,7 +1,8 @@
 // Shared by the probes that include it: a CUDA runtime call checked (the probe exits with the
-// error's name and place), a driver call the same way (CU_CHECK, with cuda.h), and the GPU's
-// global clock in a kernel.
+// error's name and place), a driver call the same way (CU_CHECK, with cuda.h), the GPU's
+// global clock in a kernel, the host's clock and the probes' integer settings.
 #pragma once
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -32,4 +33,16 @@ __device__ __forceinline__ unsigned long long now_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+// The host's monotonic clock in microseconds.
+static inline double host_now_us() {
+  using namespace std::chrono;
+  return duration<double, std::micro>(steady_clock::now().time_since_epoch()).count();
+}
+
+// An integer setting from the environment (PROBE_...), or `fallback`.
+static inline int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v ? std::atoi(v) : fallback;
 }
