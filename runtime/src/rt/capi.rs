@@ -683,6 +683,23 @@ mod tests {
         assert!(last().contains("no CUDA driver"));
     }
 
+    /// The last error is this thread's last call's: a call that succeeds clears it (it makes
+    /// no string for that), and the next failure sets it again.
+    #[test]
+    fn a_call_that_succeeds_clears_the_last_error() {
+        assert_eq!(cupreempt_rt_release(0xdead_beef), 5);
+        assert!(last().contains("unknown kernel handle"), "{}", last());
+        // A call with no side effect that succeeds without a driver.
+        let mut counts = [0u64; 1];
+        assert_eq!(
+            unsafe { super::super::plan::cupreempt_rt_plan_counts_n(counts.as_mut_ptr(), 1) },
+            0
+        );
+        assert_eq!(last(), "");
+        assert_eq!(cupreempt_rt_release(7), 5);
+        assert!(last().contains("unknown kernel handle 7"), "{}", last());
+    }
+
     #[test]
     fn timing_can_be_switched() {
         assert_eq!(cupreempt_rt_set_timing(1), 0);

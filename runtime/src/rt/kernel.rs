@@ -1082,7 +1082,56 @@ impl Drop for Kernel {
 
 #[cfg(test)]
 mod tests {
-    use super::YieldLook;
+    use super::{KernelArgs, YieldLook, ON_STACK};
+    use std::ffi::c_void;
+
+    /// Each parameter's bytes, read back through the pointer array the driver is given.
+    fn read_back(args: &KernelArgs, sizes: &[usize]) -> (usize, Vec<Vec<u8>>) {
+        let first = 0x1234usize as *mut c_void;
+        args.with_pointers(first, |ptrs| {
+            assert_eq!(ptrs[0], first, "the launch parameters come first");
+            let values = ptrs[1..]
+                .iter()
+                .zip(sizes)
+                .map(|(&p, &n)| {
+                    assert_eq!(p as usize % 8, 0, "each parameter on an 8-byte boundary");
+                    // SAFETY: the pointer is into `args`, which holds `n` bytes there.
+                    unsafe { std::slice::from_raw_parts(p.cast::<u8>(), n) }.to_vec()
+                })
+                .collect();
+            (ptrs.len(), values)
+        })
+    }
+
+    /// Parameters of mixed sizes keep their bytes and order, within the stack's array and past
+    /// it (a kernel of more than ON_STACK - 1 parameters gets a heap array).
+    #[test]
+    fn the_driver_reads_each_parameter_as_it_was_pushed() {
+        for count in [0, 5, ON_STACK - 1, ON_STACK, 3 * ON_STACK] {
+            let mut args = KernelArgs::new();
+            let mut want = Vec::new();
+            for i in 0..count {
+                // Sizes 1, 4, 8, 12, 24 in turn, bytes that tell the parameters apart.
+                let n = [1usize, 4, 8, 12, 24][i % 5];
+                let bytes: Vec<u8> = (0..n).map(|j| (i * 31 + j) as u8).collect();
+                // SAFETY: `bytes` holds `n` readable bytes.
+                unsafe { args.push_raw(bytes.as_ptr().cast(), n) };
+                want.push(bytes);
+            }
+            assert_eq!(args.len(), count);
+            let sizes: Vec<usize> = want.iter().map(Vec::len).collect();
+            let (pointers, got) = read_back(&args, &sizes);
+            assert_eq!(pointers, count + 1);
+            assert_eq!(got, want, "{count} parameters");
+            // A copy (the Rust API's launches clone the caller's arguments) reads the same.
+            assert_eq!(read_back(&args.clone(), &sizes).1, want);
+        }
+        let mut typed = KernelArgs::with_capacity(2, 12);
+        typed.push(0x1122_3344_5566_7788u64).push(-7i32);
+        let (_, got) = read_back(&typed, &[8, 4]);
+        assert_eq!(got[0], 0x1122_3344_5566_7788u64.to_ne_bytes());
+        assert_eq!(got[1], (-7i32).to_ne_bytes());
+    }
 
     fn look(landed: bool, held_up: bool, gone: bool, idle: bool) -> bool {
         YieldLook {
