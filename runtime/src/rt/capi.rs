@@ -211,11 +211,11 @@ pub(super) unsafe fn launch_config(
 }
 
 /// Registers a launched kernel and returns its handle.
-pub(super) fn register(k: Kernel) -> Handle {
+pub(super) fn register(k: Box<Kernel>) -> Handle {
     let mut reg = lock(registry());
     reg.next += 1;
     let h = reg.next;
-    reg.kernels.insert(h, Arc::new(Mutex::new(k)));
+    reg.kernels.insert(h, Arc::new(Mutex::new(*k)));
     h
 }
 
@@ -241,7 +241,7 @@ impl LaunchCall {
     ///
     /// # Safety
     /// As for `cupreempt_rt_launch`.
-    pub(super) unsafe fn launch(&self) -> Result<(Runtime, Kernel, LaunchConfig), Error> {
+    pub(super) unsafe fn launch(&self) -> Result<(Runtime, Box<Kernel>, LaunchConfig), Error> {
         let (kargs, mut cfg) = launch_request(
             self.func, self.grid, self.block, self.smem, self.args, self.sizes, self.nargs,
         )?;
@@ -523,9 +523,9 @@ pub(super) fn detach(k: Arc<Mutex<Kernel>>) {
 /// As [`detach`], for a launch that was never registered (`cupreempt_rt_launch_planned` with
 /// no handle asked for): with neither chaos mode nor a scheduler daemon it is simply dropped,
 /// with no shared handle made for it.
-pub(super) fn detach_unregistered(k: Kernel) {
+pub(super) fn detach_unregistered(k: Box<Kernel>) {
     if super::chaos::enabled() || super::scheduler::socket().is_some() {
-        detach(Arc::new(Mutex::new(k)));
+        detach(Arc::new(Mutex::new(*k)));
     } else {
         drop(k);
         steps::lap(Step::ReleaseAdopt);
