@@ -1061,21 +1061,40 @@ impl Drop for Kernel {
             // Without this the application's stream would wait for the kernel forever.
             let _ = self.resume(Target::All);
         }
-        let mut events: RetiredEvents = self.instances.drain(..).map(|i| i.end).collect();
+        // Pushed one by one: most launches have their first instance's end alone, and
+        // `extend` over the empty options cost more than the rest of this (about 400
+        // instructions per launch, scripts/probes/host_path_instructions.sh).
+        let mut events = RetiredEvents::new();
+        for i in self.instances.drain(..) {
+            events.push(i.end);
+        }
         if events.is_empty() {
             // A launch that failed: retire after what it did enqueue.
-            events.extend(self.record(self.app_stream, false).ok());
+            if let Ok(e) = self.record(self.app_stream, false) {
+                events.push(e);
+            }
         }
-        events.extend(self.last_request.take());
-        events.extend(self.landed.take());
+        if let Some(e) = self.last_request.take() {
+            events.push(e);
+        }
+        if let Some(e) = self.landed.take() {
+            events.push(e);
+        }
         // A command with no landed event (a standing order at launch) may still be on its way
         // to the control block and the mirror: the slot is reused after it.
         if self.seq != 0 && !self.command_landed() {
-            if let Ok(control) = self.rt.control_stream() {
-                events.extend(self.record(control, false).ok());
+            if let Ok(e) = self
+                .rt
+                .control_stream()
+                .and_then(|control| self.record(control, false))
+            {
+                events.push(e);
             }
         }
-        events.extend(self.for_resume.take().into_iter().flat_map(|(a, b)| [a, b]));
+        if let Some((a, b)) = self.for_resume.take() {
+            events.push(a);
+            events.push(b);
+        }
         self.rt.retire(Retired {
             slot: self.params.control,
             events,
