@@ -124,9 +124,7 @@ impl Pool {
                 if drained {
                     let housekeeping = rt.streams()?.housekeeping.0;
                     let slab = &mut self.slabs[i];
-                    let events: Vec<Event> =
-                        slab.retired.drain(..).flat_map(|r| r.events).collect();
-                    rt.recycle(events);
+                    rt.recycle(slab.retired.drain(..).flat_map(|r| r.events));
                     slab.done = 0;
                     slab.next = 0;
                     zero_control_blocks(slab, housekeeping)?;
