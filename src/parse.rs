@@ -7,7 +7,7 @@ use tree_sitter::{Node, Parser, Tree};
 pub type SpaceMacros = std::collections::BTreeMap<String, Vec<String>>;
 
 mod branches;
-pub(crate) use branches::defined_only_branches;
+pub(crate) use branches::{defined_only_branches, is_device_head_with_brace};
 mod statement_args;
 
 pub struct Parsed {
@@ -3815,5 +3815,38 @@ void h(int* d) {
             ]
         );
         mended(src);
+    }
+
+    /// A device helper whose head the preprocessor chooses, each branch a head with the body's
+    /// brace: read with its first head, the other hidden, and the rest of the file parses (its
+    /// launches with it). A kernel's head chosen so is not reduced (its body is copied into its
+    /// wrappers), nor is a branch that holds code after its brace.
+    #[test]
+    fn a_device_head_chosen_by_a_conditional_is_read_with_its_first_branch() {
+        let helper = "#ifdef WIDE\n__device__ void fill(int* a, int i, int v) {\n#else\n\
+                      __device__ void fill(int* a, int i) {\n#endif\n  a[i] = 1;\n}\n\
+                      __global__ void mark(int* a) { fill(a, threadIdx.x); }\n\
+                      void run(int* a) { mark<<<64, 128>>>(a); }\n";
+        let parsed = parse(helper);
+        assert!(!parsed.tree.root_node().has_error());
+        let hidden: Vec<&str> = parsed
+            .hidden
+            .iter()
+            .map(|r| helper[r.clone()].trim())
+            .collect();
+        assert_eq!(hidden, ["__device__ void fill(int* a, int i) {"]);
+        let kernel = helper.replace("__device__ void fill", "__global__ void fill");
+        assert!(parse(&kernel).tree.root_node().has_error());
+        let code_after = helper.replace("int i) {\n#endif", "int i) {\n  int v = 1;\n#endif");
+        assert!(parse(&code_after).tree.root_node().has_error());
+        assert!(branches::is_device_head_with_brace(
+            "__device__ __noinline__ int f(int a) const // one\n{"
+        ));
+        assert!(!branches::is_device_head_with_brace(
+            "__device__ int f(int a);"
+        ));
+        assert!(!branches::is_device_head_with_brace(
+            "struct __device__ s {"
+        ));
     }
 }

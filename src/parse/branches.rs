@@ -295,7 +295,13 @@ impl<'a> FileGroups<'a> {
         let mut chosen: Vec<&Conditional> = groups
             .iter()
             .enumerate()
-            .filter(|&(i, g)| near(g) && (in_block(i, g) || host_only(g) || head_part(g, src)))
+            .filter(|&(i, g)| {
+                near(g)
+                    && (in_block(i, g)
+                        || host_only(g)
+                        || head_part(g, src)
+                        || split_device_head(g, src))
+            })
             .map(|(_, g)| g)
             .collect();
         // An error as wide as the file is near every group; the groups whose branches open or
@@ -396,6 +402,39 @@ fn head_part(g: &Conditional, src: &str) -> bool {
         let text = crate::lang::without_comments(&src[r.clone()]);
         !text.contains([';', '{', '}']) && !text.lines().any(|l| l.trim_start().starts_with('#'))
     }) && g.branches.iter().any(|r| !src[r.clone()].trim().is_empty())
+}
+
+/// Whether every branch of `g` is a whole device function's head with its body's opening brace
+/// and nothing after it (`#ifdef WIDE` `__device__ void load(int *out, int *wide) {` `#else`
+/// `__device__ void load(int *out) {` `#endif`, then one body: a public key-search program
+/// writes its GPU helpers so). The grammar reads two heads and one body, and everything from
+/// there to the end of the file was a syntax error (CP100): every launch after it was left as
+/// written (CP101). Read with its first branch, the helper is one definition, and the other
+/// heads lie inside its body's range as hidden text, which holds no word the analysis must see
+/// (`analysis::hidden`). Not kernels (`__global__`): a kernel's body is copied into its
+/// wrappers, and would carry the other heads with it. A helper whose definition the
+/// conditional crosses gets no copy of its own (`lang::unbalanced_conditional`).
+fn split_device_head(g: &Conditional, src: &str) -> bool {
+    g.branches.len() > 1
+        && g.branches
+            .iter()
+            .all(|r| is_device_head_with_brace(&src[r.clone()]))
+}
+
+/// Whether `text` (comments aside) is a device function's head and its body's opening brace,
+/// and nothing else: one `{`, last; no `;`, `}` or directive; `__device__` and not
+/// `__global__` (`split_device_head`; `analysis::hidden` lets such a hidden branch be).
+pub(crate) fn is_device_head_with_brace(text: &str) -> bool {
+    let code = crate::lang::without_comments(text);
+    let code = code.trim();
+    let Some(head) = code.strip_suffix('{') else {
+        return false;
+    };
+    !head.contains([';', '{', '}'])
+        && !code.lines().any(|l| l.trim_start().starts_with('#'))
+        && crate::lang::has_word(head, "__device__")
+        && !crate::lang::has_word(head, "__global__")
+        && opens_function_body(head)
 }
 
 /// For each of `groups`, whether its `#if` line lies inside a function's body as the text's
