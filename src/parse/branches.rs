@@ -207,17 +207,25 @@ pub(super) struct FileGroups<'a> {
     /// Per group, whether the text's braces place it in a function's body
     /// (`in_function_text`).
     in_function: Vec<bool>,
+    /// Per group, whether its branches are heads alone, read with the first outside a block
+    /// too (`head_part`, `split_device_head`): found once, not at each reduction tried.
+    heads: Vec<bool>,
 }
 
 impl<'a> FileGroups<'a> {
     pub(super) fn new(src: &'a str, space_macros: &'a super::SpaceMacros) -> FileGroups<'a> {
         let groups = conditionals(src);
         let in_function = in_function_text(src, &groups);
+        let heads = groups
+            .iter()
+            .map(|g| head_part(g, src) || split_device_head(g, src))
+            .collect();
         FileGroups {
             src,
             groups,
             space_macros,
             in_function,
+            heads,
         }
     }
 
@@ -243,6 +251,7 @@ impl<'a> FileGroups<'a> {
             groups,
             space_macros,
             in_function,
+            heads,
         } = self;
         let kept = |g: &Conditional| keep.min(g.branches.len() - 1);
         let errors = super::error_ranges(tree.root_node());
@@ -295,13 +304,7 @@ impl<'a> FileGroups<'a> {
         let mut chosen: Vec<&Conditional> = groups
             .iter()
             .enumerate()
-            .filter(|&(i, g)| {
-                near(g)
-                    && (in_block(i, g)
-                        || host_only(g)
-                        || head_part(g, src)
-                        || split_device_head(g, src))
-            })
+            .filter(|&(i, g)| near(g) && (in_block(i, g) || host_only(g) || heads[i]))
             .map(|(_, g)| g)
             .collect();
         // An error as wide as the file is near every group; the groups whose branches open or
