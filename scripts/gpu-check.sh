@@ -9,7 +9,8 @@
 #      CUPREEMPT_CHAOS (the runtime preempts and resumes its launches at random), also
 #      tests/gpu/queued_launches.cu (thousands of launches queued ahead); and the same
 #      program built with -DCUPREEMPT_STANDALONE (no runtime); tests/gpu/launch_errors.cu; and
-#      tests/gpu/graph_capture.cu (launches captured into CUDA graphs), both through the runtime.
+#      tests/gpu/graph_capture.cu (launches captured into CUDA graphs), both through the runtime;
+#      tests/gpu/context_reset.cu (a device reset between phases of launches).
 # Usage: scripts/gpu-check.sh [HARNESS_DIR] [CUPREEMPT_BINARY] [RUNTIME_LIB_DIR]
 #   GPU_CHECK_SUBSET=1: HARNESS_DIR holds some fixtures' harnesses only (the sanitizer runs of
 #   those it lacks are skipped, not failed).
@@ -344,6 +345,23 @@ if nvcc -arch=sm_90 -std=c++17 tests/gpu/launch_errors.cu -o $e2e/le-orig &&
   echo "PASS launch errors: the transformed program reports what the original does: $(tr '\n' ';' <$e2e/le.txt)" >>"$log"
 else
   echo "FAIL launch errors: $(cat $e2e/le-orig.txt $e2e/le.txt 2>&1 | tr '\n' ';')" >>"$log"
+  status=1
+fi
+# A device reset between phases of launches (tests/gpu/context_reset.cu): the new primary
+# context, at the old one's address, gets a runtime of its own; every launch of every phase
+# computes what the original computes, unscheduled, every launch preemptible, and under chaos.
+if nvcc -arch=sm_90 -std=c++17 tests/gpu/context_reset.cu -o $e2e/cr-orig &&
+  timeout 60 $e2e/cr-orig >$e2e/cr-orig.txt 2>&1 &&
+  transformed_build tests/gpu/context_reset.cu $e2e/cr &&
+  timeout 60 $e2e/cr >$e2e/cr.txt 2>&1 && diff $e2e/cr-orig.txt $e2e/cr.txt >>"$log" &&
+  CUPREEMPT_VERBOSE=1 CUPREEMPT_SHORT_US=0 timeout 60 $e2e/cr >$e2e/cr-all.txt 2>&1 &&
+  grep "^context_reset:" $e2e/cr-all.txt | diff $e2e/cr-orig.txt - >>"$log" &&
+  ! grep -q "launching the original" $e2e/cr-all.txt &&
+  CUPREEMPT_CHAOS=7,20 timeout 60 $e2e/cr >$e2e/cr-chaos.txt 2>&1 &&
+  grep "^context_reset:" $e2e/cr-chaos.txt | diff $e2e/cr-orig.txt - >>"$log"; then
+  echo "PASS device reset between launches: $(cat $e2e/cr.txt), every launch preemptible and under chaos too" >>"$log"
+else
+  echo "FAIL device reset between launches: $(cat $e2e/cr-orig.txt $e2e/cr.txt $e2e/cr-all.txt $e2e/cr-chaos.txt 2>&1 | tail -n 8 | tr '\n' ';')" >>"$log"
   status=1
 fi
 # Graph capture: launches on a capturing stream run the original kernels as graph nodes (the

@@ -26,7 +26,8 @@ const LAUNCHES: usize = 20_000;
 
 // The C ABI the launch shim calls, as the shim calls it.
 use cupreempt_runtime::rt::capi::{
-    cupreempt_rt_last_error, cupreempt_rt_launch_planned, cupreempt_rt_plan,
+    cupreempt_rt_context_id, cupreempt_rt_last_error, cupreempt_rt_launch_planned,
+    cupreempt_rt_plan,
 };
 
 /// Builds the stub as `DIR/libcuda.so` with `$CC` (default `cc`).
@@ -105,6 +106,18 @@ impl Counts {
             f()
         }
     }
+
+    /// The stub's context gets a new id at the same address, as a reset device's does.
+    fn replace_context(&self) {
+        // SAFETY: as above.
+        unsafe {
+            let f: libloading::Symbol<unsafe extern "C" fn()> = self
+                .lib
+                .get(b"cupreempt_stub_replace_context\0")
+                .expect("a stub libcuda");
+            f()
+        }
+    }
 }
 
 fn last_error() -> String {
@@ -116,9 +129,22 @@ fn last_error() -> String {
 
 /// One planned and launched launch, released at once, as the shim makes it; panics on any status but OK.
 fn launch(original: *mut c_void, wrapper: *mut c_void, args: &[*const c_void], sizes: &[usize]) {
+    launch_in(42, original, wrapper, args, sizes);
+}
+
+/// `launch` in the context whose key (`cupreempt_rt_context_id`) is `context`.
+fn launch_in(
+    context: u64,
+    original: *mut c_void,
+    wrapper: *mut c_void,
+    args: &[*const c_void],
+    sizes: &[usize],
+) {
     let grid = [100_000u32, 1, 1];
     let block = [256u32, 1, 1];
     let stream = std::ptr::null_mut();
+    // The key by which the shim keeps the functions it looked up (the stub's context id + 1).
+    assert_eq!(cupreempt_rt_context_id(), context);
     // SAFETY: the pointers live across the calls; the stub takes any non-null function.
     unsafe {
         let plan = cupreempt_rt_plan(original, grid.as_ptr(), block.as_ptr(), 0, stream);
@@ -340,6 +366,84 @@ fn a_zeroing_still_running_is_waited_for_once_per_stream() {
     assert!(per("cuEventQuery") < 2.0 / 16.0 + RARE, "{stdout}");
 }
 
+/// The key by which launch sites keep the functions they looked up (`cupreempt_rt_context_id`)
+/// is the context's id, not its address: a reset device's new primary context may have the old
+/// address, and its functions are new.
+#[test]
+fn the_context_key_changes_with_the_context_at_the_same_address() {
+    if std::env::var_os(CHILD).is_some() {
+        let stub = Counts::open();
+        assert_eq!(cupreempt_rt_context_id(), 42);
+        assert_eq!(cupreempt_rt_context_id(), 42);
+        stub.replace_context();
+        assert_eq!(cupreempt_rt_context_id(), 43);
+        println!("\n@@checked");
+        return;
+    }
+    let (_, _, stdout) = run_child(
+        "the_context_key_changes_with_the_context_at_the_same_address",
+        &[],
+    );
+    assert!(stdout.contains("@@checked"), "{stdout}");
+}
+
+/// A reset device's new primary context at the old address (the stub's context replaced)
+/// gets a runtime of its own: new streams and control blocks, where reusing the old runtime's
+/// would use handles and memory of a context that is gone (the H100 then failed in
+/// `cuEventQuery` and crashed reading pinned memory the reset had freed). The old runtime frees
+/// and destroys nothing: its handles and addresses may be the new context's, the program's.
+#[test]
+fn a_context_replaced_at_the_same_address_gets_a_runtime_of_its_own() {
+    if std::env::var_os(CHILD).is_some() {
+        let stub = Counts::open();
+        let (original, wrapper) = handles();
+        let (x, n) = (0x7000_0000u64, 1u32 << 20);
+        let args = [
+            (&x as *const u64).cast::<c_void>(),
+            (&n as *const u32).cast::<c_void>(),
+        ];
+        for _ in 0..100 {
+            launch(original, wrapper, &args, &[8, 4]);
+        }
+        let slabs = stub.calls("cuMemAlloc_v2");
+        stub.replace_context();
+        stub.reset();
+        for _ in 0..100 {
+            launch_in(43, original, wrapper, &args, &[8, 4]);
+        }
+        println!(
+            "\n@@replaced slabs_before {slabs} allocs {} frees {} host_frees {} streams_made {} destroyed {}",
+            stub.calls("cuMemAlloc_v2"),
+            stub.calls("cuMemFree_v2"),
+            stub.calls("cuMemFreeHost"),
+            stub.calls("cuStreamCreateWithPriority"),
+            stub.calls("cuStreamDestroy_v2"),
+        );
+        return;
+    }
+    let (_, _, stdout) = run_child(
+        "a_context_replaced_at_the_same_address_gets_a_runtime_of_its_own",
+        &preemptible_env(),
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("@@replaced "))
+        .unwrap_or_else(|| panic!("no report\n{stdout}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let count = |name: &str| -> u64 {
+        let at = words.iter().position(|w| *w == name).expect(name);
+        words[at + 1].parse().expect("a count")
+    };
+    assert!(count("slabs_before") >= 1, "{line}");
+    // The new runtime's first slab and streams.
+    assert!(count("allocs") >= 1, "{line}");
+    assert!(count("streams_made") >= 1, "{line}");
+    // Nothing of the old one freed or destroyed.
+    assert_eq!(count("frees"), 0, "{line}");
+    assert_eq!(count("host_frees"), 0, "{line}");
+    assert_eq!(count("destroyed"), 0, "{line}");
+}
+
 #[test]
 fn preemptible_launch_on_a_stub_driver() {
     if std::env::var_os(CHILD).is_some() {
@@ -372,8 +476,11 @@ fn preemptible_launch_on_a_stub_driver() {
         // The wrapper's launch, overlapping the kernel before it (the stub's wrapper has
         // today's launch parameters and PTX 9.0).
         ("cuLaunchKernelEx", 1.0),
-        // The context: the plan's, the launch's and the runtime's current-context checks.
-        ("cuCtxGetCurrent", 3.0),
+        // The context: the shim's key for the functions it looked up, the plan's, the launch's
+        // and the runtime's current-context checks; the first three with the context's id
+        // (contexts are told apart by it: a reset device's new context may have the old address).
+        ("cuCtxGetCurrent", 4.0),
+        ("cuCtxGetId", 3.0),
         // The plan's capture query (a capture forbids what the runtime does).
         ("cuStreamIsCapturing", 1.0),
         // The end event, and every 16 launches a slab's zeroing event, each with its stream's

@@ -198,6 +198,8 @@ struct RuntimeApi {
   decltype(&::cupreempt_rt_register_preload) register_preload;
   decltype(&::cupreempt_rt_register_any) register_any;
   decltype(&::cupreempt_rt_any_pick) any_pick;
+  // Optional: a runtime without it is still one, its launches look their functions up each time.
+  decltype(&::cupreempt_rt_context_id) context_id;
 };
 
 template <class F>
@@ -217,7 +219,8 @@ inline RuntimeApi find_runtime() {
                        &::cupreempt_rt_launch_planned, &::cupreempt_rt_release,
                        &::cupreempt_rt_last_error,   &::cupreempt_rt_original_launched,
                        &::cupreempt_rt_module_wrapper, &::cupreempt_rt_register_preload,
-                       &::cupreempt_rt_register_any, &::cupreempt_rt_any_pick};
+                       &::cupreempt_rt_register_any, &::cupreempt_rt_any_pick,
+                       &::cupreempt_rt_context_id};
   return direct;
 #else
   const CupreemptRuntimeLibrary& lib = cupreempt_runtime_library();
@@ -238,6 +241,7 @@ inline RuntimeApi find_runtime() {
   runtime_symbol("cupreempt_rt_register_preload", api.register_preload);
   runtime_symbol("cupreempt_rt_register_any", api.register_any);
   runtime_symbol("cupreempt_rt_any_pick", api.any_pick);
+  runtime_symbol("cupreempt_rt_context_id", api.context_id);
   // A library of another version that lacks one is no runtime to these launches.
   if (!api.plan || !api.launch || !api.launch_planned || !api.release || !api.last_error ||
       !api.original_launched || !api.module_wrapper || !api.register_preload ||
@@ -250,6 +254,36 @@ inline RuntimeApi find_runtime() {
 inline const RuntimeApi& runtime() {
   static const RuntimeApi api = find_runtime();
   return api;
+}
+
+// The functions (CUfunctions) that a kernel's launches on this thread looked up last, and the
+// context they belong to (`context`: cupreempt_rt_context_id's key, never reused, so a reset
+// device or another device's context is looked up in afresh). A lookup (cudaGetFuncBySymbol)
+// costs 0.08-0.14 µs of host time, a launch made two; the key, two driver queries. Per thread,
+// so that no lock or atomic guards it (<atomic> is not among the cheap headers).
+struct FunctionCache {
+  unsigned long long context;
+  cudaFunction_t original;
+  const void* wrapper_symbol;
+  cudaFunction_t wrapper;
+};
+// `Kernels`' cache on this thread. Static, as `launch_erased` is: two units' `static` kernels
+// of one name share none.
+template <class Kernels>
+static FunctionCache* function_cache() {
+  static thread_local FunctionCache cache;  // zero: no context
+  return &cache;
+}
+
+// The function of `symbol` in the current context, or null (its error cleared: our lookup's
+// error is not the program's).
+inline cudaFunction_t function_of(const void* symbol) {
+  cudaFunction_t f = nullptr;
+  if (cudaGetFuncBySymbol(&f, symbol) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return nullptr;
+  }
+  return f;
 }
 
 // Where a `CaptureLaunches` on this thread collects its launches' handles, or null. A
@@ -339,18 +373,23 @@ const bool Preload<Kernels>::registered =
 // no launch finds it without the bytes).
 static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, dim3 block,
                           size_t smem, cudaStream_t stream, void** ptrs, size_t* sizes,
-                          unsigned nargs, RaisedLimits* raised) {
+                          unsigned nargs, RaisedLimits* raised, FunctionCache* cache) {
   const unsigned loop_bytes = raised ? CUPREEMPT_LOOP_SHARED_BYTES : 0u;
   const unsigned g[3] = {grid.x, grid.y, grid.z}, b[3] = {block.x, block.y, block.z};
   static const unsigned chunk = env_u32("CUPREEMPT_CHUNK");
   static const unsigned budget_ns = env_u32("CUPREEMPT_BUDGET_NS");
   const RuntimeApi& rt = runtime();
   int status = rt.plan ? CUPREEMPT_OK : CUPREEMPT_RUN_ORIGINAL;
-  cudaFunction_t o = nullptr;
-  if (rt.plan && cudaGetFuncBySymbol(&o, original) != cudaSuccess) {
-    (void)cudaGetLastError();  // our lookup's error is not the program's
-    o = nullptr;
+  // The cache holds this context's functions only: another context's key empties it.
+  const unsigned long long context = cache && rt.plan && rt.context_id ? rt.context_id() : 0;
+  if (!context) {
+    cache = nullptr;
+  } else if (cache->context != context) {
+    *cache = FunctionCache();
+    cache->original = function_of(original);
+    if (cache->original) cache->context = context;
   }
+  cudaFunction_t o = cache ? cache->original : rt.plan ? function_of(original) : nullptr;
   // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.
   const bool planned = o && !captured();
   if (planned) status = rt.plan((void*)o, g, b, smem, (void*)stream);
@@ -360,9 +399,14 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
     cudaFunction_t f = nullptr;
     if (wrapper) {
       copy_smem_limit(original, wrapper, smem, wsmem, raised);
-      if (cudaGetFuncBySymbol(&f, wrapper) != cudaSuccess) {
-        (void)cudaGetLastError();  // our lookup's error is not the program's
-        f = nullptr;
+      if (cache && cache->context == context && cache->wrapper_symbol == wrapper) {
+        f = cache->wrapper;
+      } else {
+        f = function_of(wrapper);
+        if (cache && cache->context == context && f) {
+          cache->wrapper_symbol = wrapper;
+          cache->wrapper = f;
+        }
       }
     } else if (o && !loop_bytes) {
       // No wrapper symbol here: the unit's wrappers are in a module of their own (the compiler
@@ -409,11 +453,12 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
 // launches ran the first unit's kernel).
 template <class... P, class Values, size_t... I>
 static void launch_values(void (*original)(P...), AnyPick pick, dim3 grid, dim3 block, size_t smem,
-                   cudaStream_t stream, Values& values, indices<I...>, RaisedLimits* raised) {
+                   cudaStream_t stream, Values& values, indices<I...>, RaisedLimits* raised,
+                   FunctionCache* cache) {
   void* ptrs[] = {(void*)&std::get<I>(values)..., nullptr};
   size_t sizes[] = {sizeof(std::get<I>(values))..., 0};
   launch_erased(reinterpret_cast<const void*>(original), pick, grid, block, smem, stream, ptrs,
-                sizes, (unsigned)sizeof...(P), raised);
+                sizes, (unsigned)sizeof...(P), raised, cache);
 }
 }  // namespace detail
 
@@ -450,7 +495,7 @@ void launch_kernel(void (*original)(P...), dim3 grid, dim3 block, size_t smem,
   auto values = std::tuple<typename std::decay<P>::type...>(std::forward<A>(args)...);
   detail::launch_values(original, &detail::any_pick<Kernels>, grid, block, smem, stream, values,
                         typename detail::indices_for<P...>::type{},
-                        detail::raised_limits<Kernels>());
+                        detail::raised_limits<Kernels>(), detail::function_cache<Kernels>());
 }
 
 namespace detail {
@@ -600,7 +645,7 @@ struct CUPREEMPT_NODISCARD AnyLauncher {
     if (pick || split_unit()) {
       auto values = std::tuple<typename std::decay<P>::type...>(args...);
       launch_values(original, pick, grid, block, smem, stream, values,
-                    typename indices_for<P...>::type{}, nullptr);
+                    typename indices_for<P...>::type{}, nullptr, nullptr);
       return;
     }
 #endif

@@ -124,6 +124,11 @@ int cupreempt_rt_register_wrapper_module(const void* image, const char* const* n
  * is searched first, kernels of internal linkage included), or 0. */
 void* cupreempt_rt_module_wrapper(void* original, size_t smem, int unit);
 
+/* A key of the context current on the calling thread: its id (cuCtxGetId, never reused in a
+ * process, where a context's address may be) plus one; 0 where none is current or the driver
+ * cannot say. Launch sites keep the functions they looked up per key (launch.cuh). */
+unsigned long long cupreempt_rt_context_id(void);
+
 const char* cupreempt_rt_status_string(int status);
 const char* cupreempt_rt_last_error(void);
 

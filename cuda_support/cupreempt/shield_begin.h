@@ -27,6 +27,8 @@
 #undef Ctx
 #pragma push_macro("F")
 #undef F
+#pragma push_macro("FunctionCache")
+#undef FunctionCache
 #pragma push_macro("HandleSink")
 #undef HandleSink
 #pragma push_macro("Handles")
@@ -147,6 +149,8 @@
 #undef bytes
 #pragma push_macro("c")
 #undef c
+#pragma push_macro("cache")
+#undef cache
 #pragma push_macro("call")
 #undef call
 #pragma push_macro("call_functor")
@@ -179,6 +183,10 @@
 #undef conditional
 #pragma push_macro("contention_floor")
 #undef contention_floor
+#pragma push_macro("context")
+#undef context
+#pragma push_macro("context_id")
+#undef context_id
 #pragma push_macro("control")
 #undef control
 #pragma push_macro("copy_smem_limit")
@@ -277,6 +285,10 @@
 #undef full
 #pragma push_macro("func")
 #undef func
+#pragma push_macro("function_cache")
+#undef function_cache
+#pragma push_macro("function_of")
+#undef function_of
 #pragma push_macro("functor_detail")
 #undef functor_detail
 #pragma push_macro("g")
@@ -749,6 +761,8 @@
 #undef stop
 #pragma push_macro("stream")
 #undef stream
+#pragma push_macro("symbol")
+#undef symbol
 #pragma push_macro("symbols")
 #undef symbols
 #pragma push_macro("t")
@@ -839,6 +853,8 @@
 #undef wrapper_r32
 #pragma push_macro("wrapper_smem")
 #undef wrapper_smem
+#pragma push_macro("wrapper_symbol")
+#undef wrapper_symbol
 #pragma push_macro("wsmem")
 #undef wsmem
 #pragma push_macro("x")

@@ -10,7 +10,8 @@
 //           cudaLaunchKernel and <<<>>> of the plain kernel, and a whole launch through the shim.
 //   steady  N back-to-back launches of a short kernel, host time per launch (enqueue only)
 //           and per launch with the GPU (N launches, then a synchronize), for a grid of one
-//           wave and one of many waves; `steady x N stream` on a created stream of the
+//           wave and one of many waves, then the host time per launch in batches that never
+//           wait for the GPU (PROBE_BATCH launches, default 100, then a synchronize); `steady x N stream` on a created stream of the
 //           highest priority instead of the legacy default stream.
 // Build (scripts/probes/launch_path.sh does all of this):
 //   cupreempt transform scripts/probes/launch_path.cu -o launch_path.cupreempt.cu
@@ -181,8 +182,23 @@ int main(int argc, char** argv) {
       double b = now_us();
       check(cudaDeviceSynchronize(), "steady");
       double c = now_us();
-      std::printf("%-9s blocks %6d  enqueue_us %.2f  per_launch_us %.2f\n",
+      std::printf("%-9s blocks %6d  enqueue_us %.2f  per_launch_us %.2f",
                   p ? "plain" : "cupreempt", blocks, (b - a) / reps, (c - a) / reps);
+      // The host's time alone: batches of PROBE_BATCH launches (default 100), each after the
+      // GPU has drained, so that no launch waits for room in a queue (the driver's, or the
+      // runtime's bound of 256 incomplete launches) behind a GPU slower than the host.
+      const int batch = std::getenv("PROBE_BATCH") ? std::atoi(std::getenv("PROBE_BATCH")) : 100;
+      double host = 0;
+      int made = 0;
+      while (made < reps) {
+        const int k = reps - made < batch ? reps - made : batch;
+        const double d = now_us();
+        for (int i = 0; i < k; ++i) launch(p, blocks, y, x, n, s);
+        host += now_us() - d;
+        made += k;
+        check(cudaDeviceSynchronize(), "batch");
+      }
+      std::printf("  batched_enqueue_us %.2f\n", host / reps);
     }
   }
   return 0;

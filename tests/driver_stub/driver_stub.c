@@ -37,7 +37,7 @@ enum { OK = 0, NOT_FOUND = 500, INVALID_VALUE = 1, NOT_READY = 600 };
   X(cuDriverGetVersion) X(cuDeviceGet) X(cuDeviceGetCount) X(cuDeviceGetAttribute)       \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease_v2)                           \
   X(cuDevicePrimaryCtxGetState) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)          \
-  X(cuGetErrorName)
+  X(cuGetErrorName) X(cuCtxGetId)
 
 #define AS_ENUM(name) C_##name,
 enum { CALLS(AS_ENUM) N_CALLS };
@@ -64,8 +64,12 @@ void cupreempt_stub_reset(void) {
 static int copy_just_made;
 static void* pending_zeroing;
 
-/* Handles: one context, and streams numbered as the driver's ids. */
+/* Handles: one context, and streams numbered as the driver's ids. The context's id changes
+ * where a test replaces the context (cupreempt_stub_replace_context: a reset device's new
+ * primary context at the old address). */
 static char the_context;
+static unsigned long long the_context_id = 41;
+void cupreempt_stub_replace_context(void) { __atomic_fetch_add(&the_context_id, 1, __ATOMIC_RELAXED); }
 static unsigned long long next_stream_id = 16;
 struct stream { unsigned long long id; int priority; };
 struct event { int recorded; };
@@ -132,6 +136,12 @@ CUresult cuDevicePrimaryCtxGetState(int dev, unsigned* flags, int* active) {
   return OK;
 }
 CUresult cuCtxGetCurrent(void** ctx) { COUNT(cuCtxGetCurrent); *ctx = &the_context; return OK; }
+CUresult cuCtxGetId(void* ctx, unsigned long long* id) {
+  COUNT(cuCtxGetId);
+  if (ctx != &the_context) return INVALID_VALUE;
+  *id = __atomic_load_n(&the_context_id, __ATOMIC_RELAXED);
+  return OK;
+}
 CUresult cuCtxSetCurrent(void* ctx) { (void)ctx; COUNT(cuCtxSetCurrent); return OK; }
 CUresult cuCtxGetDevice(int* d) { COUNT(cuCtxGetDevice); *d = 0; return OK; }
 CUresult cuCtxGetStreamPriorityRange(int* least, int* greatest) {

@@ -4,6 +4,7 @@
 //! touches anything, returns a status code, and never unwinds into C.
 
 // The plan's entry points live beside the launch history (`plan.rs`); they are the C ABI too.
+use super::driver::ContextKey;
 use super::fast_hash::FastMap;
 use super::history::LaunchKey;
 pub use super::plan::{cupreempt_rt_launch_planned, cupreempt_rt_plan};
@@ -34,7 +35,9 @@ static AT_LOAD: extern "C" fn() = {
 
 #[derive(Default)]
 struct Registry {
-    runtimes: Vec<(usize, Runtime)>,
+    /// The runtime of each context, by its key: a reset device's new context at the old address
+    /// gets a runtime of its own.
+    runtimes: Vec<(ContextKey, Runtime)>,
     kernels: FastMap<Handle, Arc<Mutex<Kernel>>>,
     next: Handle,
 }
@@ -97,21 +100,30 @@ fn answer<T>(
     })
 }
 
-/// The context current on this thread, as an address (0: none).
-pub(super) fn current_context() -> Result<usize, Error> {
-    super::driver::init()?;
-    let mut ctx = std::ptr::null_mut();
-    super::driver::drv!(cuCtxGetCurrent(&mut ctx))?;
-    Ok(ctx as usize)
-}
+pub(super) use super::driver::current_context;
 
 impl Registry {
     /// The runtime made for context `ctx`, if any.
-    fn runtime_of(&self, ctx: usize) -> Option<Runtime> {
+    fn runtime_of(&self, ctx: ContextKey) -> Option<Runtime> {
         self.runtimes
             .iter()
             .find(|(c, _)| *c == ctx)
             .map(|(_, rt)| rt.clone())
+    }
+
+    /// Registers `rt` as `ctx`'s runtime. The runtime of an earlier context at the same
+    /// address is gone with its context (a device reset): it is set aside for good, never
+    /// dropped, since dropping it would destroy streams and events and free memory by handles
+    /// and addresses that the new context may have handed out again, to the program.
+    fn add(&mut self, ctx: ContextKey, rt: Runtime) {
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.runtimes)
+            .into_iter()
+            .partition(|(c, _)| c.addr == ctx.addr && c.id != ctx.id);
+        self.runtimes = kept;
+        for (_, old) in gone {
+            std::mem::forget(old);
+        }
+        self.runtimes.push((ctx, rt));
     }
 }
 
@@ -123,15 +135,15 @@ pub(super) fn current_runtime() -> Result<Runtime, Error> {
         return Ok(rt);
     }
     let rt = Runtime::from_current_context()?;
-    reg.runtimes.push((ctx, rt.clone()));
+    reg.add(ctx, rt.clone());
     Ok(rt)
 }
 
 /// The runtime of context `ctx` (the current one, `current_context`), or none yet: then the
 /// setup thread is asked to make it (`setup::make_later`) and the caller runs the original
 /// kernel meanwhile.
-pub(super) fn current_runtime_or_later(ctx: usize) -> Result<Option<Runtime>, Error> {
-    if ctx == 0 {
+pub(super) fn current_runtime_or_later(ctx: ContextKey) -> Result<Option<Runtime>, Error> {
+    if ctx.is_none() {
         return Err(Error::InvalidArgument("no CUDA context is current"));
     }
     let found = lock(registry()).runtime_of(ctx);
@@ -143,10 +155,10 @@ pub(super) fn current_runtime_or_later(ctx: usize) -> Result<Option<Runtime>, Er
 
 /// Registers the runtime that the setup thread made for context `ctx`, unless a launch made
 /// one meanwhile (`current_runtime`).
-pub(super) fn register_runtime(ctx: usize, rt: Runtime) {
+pub(super) fn register_runtime(ctx: ContextKey, rt: Runtime) {
     let mut reg = lock(registry());
     if reg.runtime_of(ctx).is_none() {
-        reg.runtimes.push((ctx, rt));
+        reg.add(ctx, rt);
     }
 }
 
@@ -350,6 +362,21 @@ pub extern "C" fn cupreempt_rt_register_any(
     if let (Some(o), Some(p)) = (original, pick) {
         let _ = catch_unwind(|| super::any_kernels::register(o, p));
     }
+}
+
+/// A key of the context current on this thread: its id (`cuCtxGetId`) plus one, or 0 where
+/// none is current or the driver cannot say. A context's id is unique in the process and never reused, where its
+/// address may be (a reset device's primary context): launch sites key the functions they look
+/// up by it (launch.cuh's `FunctionCache`), so that a lookup of the same kernel in the same
+/// context is not made again. Two driver queries, no lock, no allocation.
+#[no_mangle]
+pub extern "C" fn cupreempt_rt_context_id() -> u64 {
+    let key = catch_unwind(|| match current_context() {
+        // 0 says "none", so that no id, 0 included, reads as none.
+        Ok(ctx) if !ctx.is_none() && ctx.id != 0 => ctx.id.wrapping_add(1),
+        _ => 0,
+    });
+    key.unwrap_or(0)
 }
 
 /// The wrapper picker registered for the kernel whose host stub is `original`, or null.

@@ -119,6 +119,58 @@ pub fn stream_priority(stream: CUstream) -> Result<i32> {
 }
 
 /// Makes `ctx` current on the calling thread if it is not already.
+/// A context as the runtime tells contexts apart: its address and its id (`cuCtxGetId`, unique
+/// in the process and never reused). A reset device's new primary context may have the old
+/// one's address (on the H100 it does: `scripts/probes/driver_calls.sh`), never its id, and
+/// everything of the old one (functions, streams, events, memory, pinned memory) is gone: state
+/// kept per context is kept per key. The id is 0 where the driver cannot say.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct ContextKey {
+    pub addr: usize,
+    pub id: u64,
+}
+
+impl ContextKey {
+    /// The key of `ctx` (0: none).
+    pub fn of(ctx: CUcontext) -> ContextKey {
+        ContextKey {
+            addr: ctx as usize,
+            id: if ctx.is_null() { 0 } else { context_id(ctx) },
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        self.addr == 0
+    }
+
+    pub fn raw(&self) -> CUcontext {
+        self.addr as CUcontext
+    }
+}
+
+/// `ctx`'s id (`cuCtxGetId`, CUDA 12.0 on), or 0 where the driver has no such call or cannot
+/// say.
+pub fn context_id(ctx: CUcontext) -> u64 {
+    static HAS_ID: OnceLock<bool> = OnceLock::new();
+    if !*HAS_ID.get_or_init(|| has_call(b"cuCtxGetId\0")) {
+        return 0;
+    }
+    let mut id = 0u64;
+    // SAFETY: a query that writes one word.
+    match unsafe { sys::cuCtxGetId(ctx, &mut id) } {
+        sys::CUresult::CUDA_SUCCESS => id,
+        _ => 0,
+    }
+}
+
+/// The key of the context current on this thread (`ContextKey::is_none`: none is).
+pub fn current_context() -> Result<ContextKey> {
+    init()?;
+    let mut ctx: CUcontext = std::ptr::null_mut();
+    drv!(cuCtxGetCurrent(&mut ctx))?;
+    Ok(ContextKey::of(ctx))
+}
+
 pub fn make_current(ctx: CUcontext) -> Result<()> {
     let mut cur: CUcontext = std::ptr::null_mut();
     drv!(cuCtxGetCurrent(&mut cur))?;

@@ -23,6 +23,7 @@
 //! is usually when it waits for its work or does host work between launches (or after
 //! `MAX_WAIT`, should its launches never pause).
 
+use super::driver::ContextKey;
 use super::runtime::{Inner, Runtime};
 use cudarc::driver::sys;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -66,7 +67,7 @@ fn wait_for_quiet() {
 /// What the setup thread does: make the runtime of a context (a `CUcontext` as an address), or
 /// a runtime's streams and first slab.
 enum Job {
-    Make(usize),
+    Make(ContextKey),
     SetUp(Arc<Inner>),
 }
 
@@ -123,8 +124,8 @@ pub(crate) fn set_up_later(inner: Arc<Inner>) {
 
 /// Has the runtime of context `ctx` made in the background (or here, when no thread can be
 /// had), once per context.
-pub(crate) fn make_later(ctx: usize) {
-    static ASKED: Mutex<Vec<(u32, usize)>> = Mutex::new(Vec::new());
+pub(crate) fn make_later(ctx: ContextKey) {
+    static ASKED: Mutex<Vec<(u32, ContextKey)>> = Mutex::new(Vec::new());
     {
         let mut asked = ASKED.lock().unwrap_or_else(|p| p.into_inner());
         let me = (std::process::id(), ctx);
@@ -139,14 +140,18 @@ pub(crate) fn make_later(ctx: usize) {
 }
 
 /// Makes and registers the runtime of context `ctx` (`quiet`: first wait for a quiet moment).
-fn make(ctx: usize, quiet: bool) {
+fn make(ctx: ContextKey, quiet: bool) {
     if quiet {
         wait_for_quiet();
     }
     // Silently otherwise: the program may have destroyed the context meanwhile (a
     // cudaDeviceReset before it exits), and its launches then run the original kernel.
-    if let Ok(rt) = Runtime::for_context(ctx as sys::CUcontext) {
-        super::capi::register_runtime(ctx, rt);
+    if let Ok(rt) = Runtime::for_context(ctx.raw()) {
+        // Made at the address of a context that a reset replaced meanwhile: the runtime is
+        // the new context's, which a launch there will ask for under its own key.
+        if ContextKey::of(ctx.raw()) == ctx {
+            super::capi::register_runtime(ctx, rt);
+        }
     }
     super::trace_setup("setup thread: runtime made");
 }

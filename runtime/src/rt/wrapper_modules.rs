@@ -48,7 +48,7 @@ struct Registry {
     /// (context, original function) → the chosen wrapper, so that a kernel is looked up once
     /// per context; or none, with the number of modules registered when that was found (a
     /// module registered later, by a library loaded later, may have it).
-    chosen: FastMap<(usize, usize), Result<usize, usize>>,
+    chosen: FastMap<(super::driver::ContextKey, usize), Result<usize, usize>>,
 }
 
 fn registry() -> &'static Mutex<Registry> {
@@ -248,7 +248,9 @@ pub(crate) fn wrapper_of(original: CUfunction, unit: c_int) -> Option<CUfunction
     if original.is_null() || !driver::driver_available() {
         return None;
     }
-    let ctx = super::capi::current_context().ok().filter(|&c| c != 0)?;
+    let ctx = super::capi::current_context()
+        .ok()
+        .filter(|c| !c.is_none())?;
     let mut r = super::capi::lock(registry());
     if r.modules.is_empty() || !driver_has_calls() {
         return None;
