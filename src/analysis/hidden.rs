@@ -99,10 +99,6 @@ pub fn refusal(
             Some((_, body, _)) if !within(body, r) => {
                 Some("part of the function's head".to_string())
             }
-            // Another head of a helper that the preprocessor chooses between, read with its
-            // first (parse/branches.rs, `split_device_head`): the body after them is read, and
-            // a plain call is rewritten without any of them.
-            Some((_, _, false)) if crate::parse::is_device_head_with_brace(&src[r.clone()]) => None,
             Some((_, _, own)) => {
                 unseen(&text, *own && has_returns && return_after(r), graph, macros)
             }

@@ -210,15 +210,20 @@ pub(super) struct FileGroups<'a> {
     /// Per group, whether its branches are heads alone, read with the first outside a block
     /// too (`head_part`, `split_device_head`): found once, not at each reduction tried.
     heads: Vec<bool>,
+    /// Per group, whether it is a device helper's heads with their brace (`split_device_head`):
+    /// its other heads are blanked and not hidden text, since the body after them is read.
+    split_heads: Vec<bool>,
 }
 
 impl<'a> FileGroups<'a> {
     pub(super) fn new(src: &'a str, space_macros: &'a super::SpaceMacros) -> FileGroups<'a> {
         let groups = conditionals(src);
         let in_function = in_function_text(src, &groups);
+        let split_heads: Vec<bool> = groups.iter().map(|g| split_device_head(g, src)).collect();
         let heads = groups
             .iter()
-            .map(|g| head_part(g, src) || split_device_head(g, src))
+            .zip(&split_heads)
+            .map(|(g, &split)| split || head_part(g, src))
             .collect();
         FileGroups {
             src,
@@ -226,6 +231,7 @@ impl<'a> FileGroups<'a> {
             space_macros,
             in_function,
             heads,
+            split_heads,
         }
     }
 
@@ -252,6 +258,7 @@ impl<'a> FileGroups<'a> {
             space_macros,
             in_function,
             heads,
+            split_heads,
         } = self;
         let kept = |g: &Conditional| keep.min(g.branches.len() - 1);
         let errors = super::error_ranges(tree.root_node());
@@ -301,11 +308,11 @@ impl<'a> FileGroups<'a> {
                 .into_iter()
                 .all(|r| host_text(&src[r], space_macros))
         };
-        let mut chosen: Vec<&Conditional> = groups
+        let mut chosen: Vec<(&Conditional, bool)> = groups
             .iter()
             .enumerate()
             .filter(|&(i, g)| near(g) && (in_block(i, g) || host_only(g) || heads[i]))
-            .map(|(_, g)| g)
+            .map(|(i, g)| (g, split_heads[i]))
             .collect();
         // An error as wide as the file is near every group; the groups whose branches open or
         // close more braces than they close or open, or end in a statement's head whose body
@@ -314,7 +321,7 @@ impl<'a> FileGroups<'a> {
         // `return 4;`) is better left to be read with its first branch by the compiler alone
         // than hidden from the analysis.
         if unbalanced_only {
-            chosen.retain(|g| {
+            chosen.retain(|(g, _)| {
                 g.branches.iter().any(|r| {
                     let text = &src[r.clone()];
                     brace_balance(text) != 0 || ends_in_statement_head(text)
@@ -323,19 +330,25 @@ impl<'a> FileGroups<'a> {
         }
         // A group keeps its last branch where it has fewer than `keep + 1`: past every group's
         // branch count, the view is the one `keep - 1` gave, already parsed.
-        if chosen.is_empty() || (keep > 0 && !chosen.iter().any(|g| g.branches.len() > keep)) {
+        if chosen.is_empty() || (keep > 0 && !chosen.iter().any(|(g, _)| g.branches.len() > keep)) {
             return None;
         }
         let mut bytes = view.to_vec();
         let mut hidden = Vec::new();
         let mut spans = Vec::new();
-        for g in chosen {
+        for (g, split_head) in chosen {
             for r in g.directives.iter().cloned().chain(others(g)) {
                 for b in &mut bytes[r] {
                     if *b != b'\n' {
                         *b = b' ';
                     }
                 }
+            }
+            if split_head {
+                // Blanked as the directive lines are: what the other heads hold (the same
+                // function's name and parameters) is read in the first, and the body after
+                // them is read, so no analysis needs to know they were there.
+                continue;
             }
             let before = hidden.len();
             hidden.extend(
@@ -413,8 +426,7 @@ fn head_part(g: &Conditional, src: &str) -> bool {
 /// writes its GPU helpers so). The grammar reads two heads and one body, and everything from
 /// there to the end of the file was a syntax error (CP100): every launch after it was left as
 /// written (CP101). Read with its first branch, the helper is one definition, and the other
-/// heads lie inside its body's range as hidden text, which holds no word the analysis must see
-/// (`analysis::hidden`). Not kernels (`__global__`): a kernel's body is copied into its
+/// heads are blanked as its directive lines are, not hidden text (`kept_branches`). Not kernels (`__global__`): a kernel's body is copied into its
 /// wrappers, and would carry the other heads with it. A helper whose definition the
 /// conditional crosses gets no copy of its own (`lang::unbalanced_conditional`).
 fn split_device_head(g: &Conditional, src: &str) -> bool {
@@ -426,8 +438,8 @@ fn split_device_head(g: &Conditional, src: &str) -> bool {
 
 /// Whether `text` (comments aside) is a device function's head and its body's opening brace,
 /// and nothing else: one `{`, last; no `;`, `}` or directive; `__device__` and not
-/// `__global__` (`split_device_head`; `analysis::hidden` lets such a hidden branch be).
-pub(crate) fn is_device_head_with_brace(text: &str) -> bool {
+/// `__global__` (`split_device_head`).
+pub(super) fn is_device_head_with_brace(text: &str) -> bool {
     let code = crate::lang::without_comments(text);
     let code = code.trim();
     let Some(head) = code.strip_suffix('{') else {

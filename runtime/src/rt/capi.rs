@@ -551,7 +551,7 @@ pub(super) fn detach(k: Arc<Mutex<Kernel>>) {
 /// no handle asked for): with neither chaos mode nor a scheduler daemon it is simply dropped,
 /// with no shared handle made for it.
 pub(super) fn detach_unregistered(k: Box<Kernel>) {
-    if super::chaos::enabled() || super::scheduler::socket().is_some() {
+    if super::chaos::enabled() || super::scheduler::adopts() {
         detach(Arc::new(Mutex::new(*k)));
     } else {
         drop(k);

@@ -97,6 +97,8 @@ pub fn config() -> Option<Chaos> {
     })
 }
 
+/// Whether chaos mode is on: then `adopt` takes every launch it is given (unless no thread
+/// can be had), and a released launch needs a shared handle (`capi::detach_unregistered`).
 pub fn enabled() -> bool {
     config().is_some()
 }
@@ -305,6 +307,7 @@ struct Tracked {
 /// Hands a launch whose handle the program let go of to the chaos thread; gives it back when
 /// there is no thread to be had (then it is simply dropped: it runs to its end).
 pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
+    // `enabled()`'s condition, on which `capi::detach_unregistered` relies.
     let Some(chaos) = config() else {
         return Err(kernel);
     };

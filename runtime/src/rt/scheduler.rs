@@ -235,9 +235,16 @@ pub(crate) enum Request<S> {
 /// The scheduler client's thread, once the first launch made it (none: no thread to be had).
 static WORKER: OnceLock<Option<Mutex<Sender<Request<Shared>>>>> = OnceLock::new();
 
+/// Whether `adopt` takes launches (a daemon is configured), so that a released launch needs a
+/// shared handle (`capi::detach_unregistered`).
+pub(crate) fn adopts() -> bool {
+    socket().is_some()
+}
+
 /// Hands a launch whose handle the program let go of to the scheduler client; gives it back
 /// when there is no daemon configured or no thread to be had (then it runs to its end).
 pub(crate) fn adopt(kernel: Shared) -> Result<(), Shared> {
+    // `adopts()`'s condition.
     let Some(path) = socket() else {
         return Err(kernel);
     };
