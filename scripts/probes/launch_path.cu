@@ -8,6 +8,9 @@
 //   pieces  the launch shim's steps for a one-wave launch, each repeated alone: host time
 //           per call of cudaGetFuncBySymbol, cudaStreamIsCapturing, cupreempt_rt_plan,
 //           cudaLaunchKernel and <<<>>> of the plain kernel, and a whole launch through the shim.
+//   alternate [R [B]]  host time per launch, plain and through cupreempt in turn: R rounds of
+//           a batch of B launches of each form (the GPU drained before each batch); medians and
+//           the median of the rounds' differences (PROBE_BLOCKS: the grid, default 64).
 //   steady  N back-to-back launches of a short kernel, host time per launch (enqueue only)
 //           and per launch with the GPU (N launches, then a synchronize), for a grid of one
 //           wave and one of many waves, then the host time per launch in batches that never
@@ -19,6 +22,7 @@
 //        -L target/release -lcupreempt_runtime -o launch_path
 // In the transformed file `scale_plain` stays as written (pragma skip) and `scale` launches
 // through cupreempt::launch: both forms live in one program.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -113,6 +117,41 @@ int main(int argc, char** argv) {
                 "plan_status %d\n",
                 plain ? "plain" : "cupreempt", s1 - s0, s2 - s1, s3 - s2, s4 - s3, ms * 1000.0,
                 status);
+    return 0;
+  }
+  if (std::strcmp(mode, "alternate") == 0) {
+    // Host time per launch, plain and through cupreempt in turn: R rounds, each a batch of B
+    // launches of one form then B of the other (the first form alternating), each batch after
+    // the GPU has drained, so that no launch waits for the GPU and a drift of the machine's
+    // speed (its clocks, other tenants) meets both forms alike. Prints the medians over the
+    // rounds and the median of the rounds' differences.
+    const int rounds = argc > 3 ? std::atoi(argv[3]) : 200;
+    const int batch = argc > 4 ? std::atoi(argv[4]) : 100;
+    const int blocks = std::getenv("PROBE_BLOCKS") ? std::atoi(std::getenv("PROBE_BLOCKS")) : 64;
+    double* t[2] = {new double[rounds], new double[rounds]};
+    for (int form = 0; form < 2; ++form) {
+      for (int i = 0; i < 200; ++i) launch(form == 0, blocks, y, x, n);  // warm
+      check(cudaDeviceSynchronize(), "warm");
+    }
+    for (int r = 0; r < rounds; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        const int form = (r + k) % 2;  // 0 plain, 1 cupreempt
+        const double a = now_us();
+        for (int i = 0; i < batch; ++i) launch(form == 0, blocks, y, x, n);
+        t[form][r] = (now_us() - a) / batch;
+        check(cudaDeviceSynchronize(), "batch");
+      }
+    }
+    double* d = new double[rounds];
+    for (int r = 0; r < rounds; ++r) d[r] = t[1][r] - t[0][r];
+    auto median = [](double* v, int m) {
+      std::sort(v, v + m);
+      return m % 2 ? v[m / 2] : 0.5 * (v[m / 2 - 1] + v[m / 2]);
+    };
+    const double dm = median(d, rounds), p = median(t[0], rounds), c = median(t[1], rounds);
+    std::printf("alternate blocks %d: host us per launch, median of %d rounds of %d: plain %.3f "
+                "cupreempt %.3f, difference %.3f (rounds' quartiles %.3f %.3f)\n",
+                blocks, rounds, batch, p, c, dm, d[rounds / 4], d[3 * rounds / 4]);
     return 0;
   }
   if (std::strcmp(mode, "pieces") == 0) {
