@@ -127,15 +127,46 @@ impl Registry {
     }
 }
 
+thread_local! {
+    /// The runtime this thread found last, and its context's key: a key's runtime never
+    /// changes once registered (`Registry::add` only sets aside runtimes of other keys), so the
+    /// registry's lock is taken only when the thread's context changes.
+    static LAST_RUNTIME: RefCell<Option<(ContextKey, Runtime)>> = const { RefCell::new(None) };
+}
+
+/// The runtime registered for `ctx`: this thread's last one, or the registry's.
+fn registered(ctx: ContextKey) -> Option<Runtime> {
+    let last = LAST_RUNTIME.with(|l| {
+        l.borrow()
+            .as_ref()
+            .filter(|(k, _)| *k == ctx)
+            .map(|(_, rt)| rt.clone())
+    });
+    last.or_else(|| {
+        let rt = lock(registry()).runtime_of(ctx)?;
+        remember(ctx, &rt);
+        Some(rt)
+    })
+}
+
+fn remember(ctx: ContextKey, rt: &Runtime) {
+    LAST_RUNTIME.with(|l| *l.borrow_mut() = Some((ctx, rt.clone())));
+}
+
 /// The runtime of the context current on this thread, made on first use.
 pub(super) fn current_runtime() -> Result<Runtime, Error> {
     let ctx = current_context()?;
+    if let Some(rt) = registered(ctx) {
+        return Ok(rt);
+    }
     let mut reg = lock(registry());
     if let Some(rt) = reg.runtime_of(ctx) {
         return Ok(rt);
     }
     let rt = Runtime::from_current_context()?;
     reg.add(ctx, rt.clone());
+    drop(reg);
+    remember(ctx, &rt);
     Ok(rt)
 }
 
@@ -146,7 +177,7 @@ pub(super) fn current_runtime_or_later(ctx: ContextKey) -> Result<Option<Runtime
     if ctx.is_none() {
         return Err(Error::InvalidArgument("no CUDA context is current"));
     }
-    let found = lock(registry()).runtime_of(ctx);
+    let found = registered(ctx);
     if found.is_none() {
         super::setup::make_later(ctx);
     }

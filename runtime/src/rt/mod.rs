@@ -37,6 +37,7 @@ mod plan;
 mod pool;
 mod preload;
 mod queued;
+mod recent;
 mod runtime;
 pub mod scheduler;
 mod setup;

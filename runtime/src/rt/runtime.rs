@@ -23,6 +23,9 @@ pub struct Runtime {
 
 pub(crate) struct Inner {
     pub ctx: CUcontext,
+    /// This runtime's number in the process (never reused, where its address may be): the
+    /// per-thread memory of its answers is kept under it (`recent.rs`).
+    serial: u64,
     dev: CUdevice,
     /// SMs: the first launch's plan needs it (the one-wave rule).
     pub sm_count: u32,
@@ -144,6 +147,10 @@ impl Runtime {
         let rt = Runtime {
             inner: Arc::new(Inner {
                 ctx,
+                serial: {
+                    static SERIALS: AtomicU64 = AtomicU64::new(0);
+                    SERIALS.fetch_add(1, Ordering::Relaxed)
+                },
                 dev,
                 sm_count,
                 limits: OnceLock::new(),
@@ -403,8 +410,13 @@ impl Inner {
 
     /// Resident blocks per SM of `func` for this block size and shared memory (cached).
     pub fn blocks_per_sm(&self, func: CUfunction, threads: u32, smem: u32) -> Result<u32> {
+        let recent = (self.serial, func as usize, threads, smem);
+        if let Some(n) = super::recent::OCCUPANCY.with(|r| r.get(recent)) {
+            return Ok(n);
+        }
         let key = (func as usize, threads, smem);
         if let Some(&n) = lock(&self.occupancy).get(&key) {
+            super::recent::OCCUPANCY.with(|r| r.put(recent, n));
             return Ok(n);
         }
         let mut per_sm = 0i32;
@@ -416,6 +428,7 @@ impl Inner {
         ))?;
         let n = per_sm.max(0) as u32;
         lock(&self.occupancy).insert(key, n);
+        super::recent::OCCUPANCY.with(|r| r.put(recent, n));
         Ok(n)
     }
 
@@ -428,7 +441,12 @@ impl Inner {
     /// built with older ones, run with this library, passes a shorter first parameter
     /// (`launch_waits`).
     pub(crate) fn waits_for_predecessor(&self, func: CUfunction) -> bool {
+        let recent = (self.serial, func as usize);
+        if let Some(w) = super::recent::WAITS.with(|r| r.get(recent)) {
+            return w;
+        }
         if let Some(&w) = lock(&self.waits).get(&(func as usize)) {
+            super::recent::WAITS.with(|r| r.put(recent, w));
             return w;
         }
         // cuLaunchKernelEx, which takes the launch attribute, exists from CUDA 12.0 on;
@@ -448,6 +466,7 @@ impl Inner {
             .flatten();
         let waits = launch_waits(ptx, first_param);
         lock(&self.waits).insert(func as usize, waits);
+        super::recent::WAITS.with(|r| r.put(recent, waits));
         waits
     }
 }
