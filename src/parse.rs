@@ -1592,7 +1592,12 @@ fn statement_macro_separators(
             // The file's end counts too: a file made of includes and one definition macro
             // (`GN_FWD_BWD_ONE_PASS_DEFINITION(10, 640)`, as a normalization library stamps its
             // kernels' entry points in 44 files) was a syntax warning at its last line.
-            let follows = next.is_none_or(|x| ident(x) || x == b'}');
+            // A directive line after it (`#ifdef`, `#endif`, `#define` of the next list: a
+            // library of GPU primitives defines its shuffle helpers so, one list per
+            // configuration) ends the declaration too, where a blank on the use's line or an
+            // empty line before the directive can take the `;`.
+            let directive = next == Some(b'#') && statement_args::line_start(b, next_at);
+            let follows = directive || next.is_none_or(|x| ident(x) || x == b'}');
             // `... } else`, `} while (...)` of a macro that closes a block: no `;` between.
             let word: String = b[next_at..]
                 .iter()
@@ -1615,11 +1620,13 @@ fn statement_macro_separators(
             let line_start = src[..at].rfind('\n').map_or(0, |i| i + 1);
             let commented = src[line_start..at].contains("//");
             let line_break = || {
-                (!commented && next.is_none_or(|x| x == b'}' || ident(x)))
+                (!commented && (directive || next.is_none_or(|x| x == b'}' || ident(x))))
                     .then(|| b[end..next_at].iter().position(|&x| x == b'\n'))
                     .flatten()
                     .map(|i| end + i)
                     .filter(|&at| !in_comment(b, end, at))
+                    // A directive must still start its line: only a break with another after it.
+                    .filter(|&at| !directive || b[at + 1..next_at].contains(&b'\n'))
             };
             if let Some(at) = blank.or_else(line_break) {
                 out.push(at);
@@ -1953,7 +1960,10 @@ fn host_function(body: &str) -> bool {
 /// Uses of a macro whose replacement can only stand where declarations do, never among a
 /// body's statements: it begins with `template` (`#define INSTANTIATE(T) template void
 /// launch<T>(T*, int);`, as libraries instantiate their launchers per type), `extern template`,
-/// `extern "C"` or `namespace`, or is a host function's definition (`host_function`), or with
+/// `extern "C"` or `namespace`, or is a host function's definition (`host_function`), or is a
+/// type alias (`typedef`, `using`: `INHERIT_LAUNCH_PARAMS(30, 21)` on lines of their own in a
+/// class, as a public library of GPU primitives declares its tuning per architecture; arguments
+/// that are numbers read as no declaration even with a `;`), or with
 /// such a macro, `extern` or not (`#define DECL_ALL(n)
 /// extern DECL(n, 8); extern DECL(n, 16);`, a public inference library's attention kernels),
 /// worked out to a fixpoint. Written at file scope without a `;` after them, the grammar reads
@@ -2003,7 +2013,11 @@ fn instantiation_macro_uses(
         }
         let macro_use = names.contains(&word.as_str())
             && (after.is_empty() || after.trim_start().starts_with('('));
-        matches!(word.as_str(), "template" | "namespace") || macro_use || host_function(body)
+        matches!(
+            word.as_str(),
+            "template" | "namespace" | "typedef" | "using"
+        ) || macro_use
+            || host_function(body)
     });
     let b = src.as_bytes();
     let mut out = Vec::new();
@@ -3195,6 +3209,39 @@ FI_INLINE int row() { return blockIdx.x; }
         // After a statement the group is left to the grammar.
         let statement = "void f(int a) {\n  a = 1;\n#ifdef A\n  a = 2;\n#endif\n}\n";
         assert!(masked(statement).is_none());
+    }
+
+    #[test]
+    fn type_alias_macros_without_semicolons_read_as_empty_declarations() {
+        // In a class, as a public library of GPU primitives declares its tuning per
+        // architecture: numbers as arguments read as no declaration, with a `;` or without.
+        let src = "template <typename base_t>\nstruct box_t : base_t {\n\
+                   #define INHERIT(new_ver, old_ver) \\\n  typedef typename pick_t< \\\n    \
+                   typename base_t::sm_##new_ver, sm_##old_ver>::type_t sm_##new_ver;\n\n  \
+                   INHERIT(21, 20)\n  INHERIT(30, 21)\n#undef INHERIT\n};\n\
+                   #define ALIAS(n) using word_##n = int;\nALIAS(8)\nALIAS(16)\n\
+                   __global__ void k(int* a) { a[threadIdx.x] = 1; }\n";
+        let parsed = parse(src);
+        assert!(
+            !parsed.tree.root_node().has_error(),
+            "{}",
+            parsed.tree.root_node().to_sexp()
+        );
+    }
+
+    #[test]
+    fn a_definition_macro_list_ends_before_a_directive() {
+        // The list's last use, then `#undef` and the next configuration's definitions.
+        let src = "#define OP(dir, c_type) \\\n__device__ inline c_type shfl_##dir##_op(c_type x) \
+                   { \\\n  return x; \\\n}\nOP(up, int)\nOP(down, int)\n\n#undef OP\n\n\
+                   #ifdef USE_SYNC\n#define TWO 2\n#endif\n\
+                   __global__ void k(int* a) { a[threadIdx.x] = shfl_up_op(1); }\n";
+        let parsed = parse(src);
+        assert!(
+            !parsed.tree.root_node().has_error(),
+            "{}",
+            parsed.tree.root_node().to_sexp()
+        );
     }
 
     #[test]
