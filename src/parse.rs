@@ -3211,6 +3211,13 @@ FI_INLINE int row() { return blockIdx.x; }
         assert!(masked(statement).is_none());
     }
 
+    /// `src`, masked and parsed, holds no syntax error (the tree in the message where it does).
+    fn assert_reads_without_error(src: &str) {
+        let parsed = parse(src);
+        let root = parsed.tree.root_node();
+        assert!(!root.has_error(), "{}", root.to_sexp());
+    }
+
     #[test]
     fn type_alias_macros_without_semicolons_read_as_empty_declarations() {
         // In a class, as a public library of GPU primitives declares its tuning per
@@ -3221,12 +3228,7 @@ FI_INLINE int row() { return blockIdx.x; }
                    INHERIT(21, 20)\n  INHERIT(30, 21)\n#undef INHERIT\n};\n\
                    #define ALIAS(n) using word_##n = int;\nALIAS(8)\nALIAS(16)\n\
                    __global__ void k(int* a) { a[threadIdx.x] = 1; }\n";
-        let parsed = parse(src);
-        assert!(
-            !parsed.tree.root_node().has_error(),
-            "{}",
-            parsed.tree.root_node().to_sexp()
-        );
+        assert_reads_without_error(src);
     }
 
     #[test]
@@ -3236,12 +3238,7 @@ FI_INLINE int row() { return blockIdx.x; }
                    { \\\n  return x; \\\n}\nOP(up, int)\nOP(down, int)\n\n#undef OP\n\n\
                    #ifdef USE_SYNC\n#define TWO 2\n#endif\n\
                    __global__ void k(int* a) { a[threadIdx.x] = shfl_up_op(1); }\n";
-        let parsed = parse(src);
-        assert!(
-            !parsed.tree.root_node().has_error(),
-            "{}",
-            parsed.tree.root_node().to_sexp()
-        );
+        assert_reads_without_error(src);
     }
 
     #[test]

@@ -97,24 +97,20 @@ impl Counts {
     }
 
     fn reset(&self) {
-        // SAFETY: as above.
-        unsafe {
-            let f: libloading::Symbol<unsafe extern "C" fn()> = self
-                .lib
-                .get(b"cupreempt_stub_reset\0")
-                .expect("a stub libcuda");
-            f()
-        }
+        self.call(b"cupreempt_stub_reset\0");
     }
 
     /// The stub's context gets a new id at the same address, as a reset device's does.
     fn replace_context(&self) {
-        // SAFETY: as above.
+        self.call(b"cupreempt_stub_replace_context\0");
+    }
+
+    /// Calls the stub's function `name` (NUL-terminated), which takes and returns nothing.
+    fn call(&self, name: &[u8]) {
+        // SAFETY: the stub exports `name` with this signature.
         unsafe {
-            let f: libloading::Symbol<unsafe extern "C" fn()> = self
-                .lib
-                .get(b"cupreempt_stub_replace_context\0")
-                .expect("a stub libcuda");
+            let f: libloading::Symbol<unsafe extern "C" fn()> =
+                self.lib.get(name).expect("a stub libcuda");
             f()
         }
     }
