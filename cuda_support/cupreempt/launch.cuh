@@ -256,13 +256,15 @@ inline const RuntimeApi& runtime() {
   return api;
 }
 
-// The functions (CUfunctions) that a kernel's launches on this thread looked up last, and the
-// context they belong to (`context`: cupreempt_rt_context_id's key, never reused, so a reset
-// device or another device's context is looked up in afresh). A lookup (cudaGetFuncBySymbol)
-// costs 0.08-0.14 µs of host time, a launch made two; the key, two driver queries. Per thread,
-// so that no lock or atomic guards it (<atomic> is not among the cheap headers).
+// The functions (CUfunctions) that a kernel's launches on this thread looked up last, by their
+// host symbols, and the context they belong to (`context`: cupreempt_rt_context_id's key, never
+// reused, so a reset device or another device's context is looked up in afresh). A lookup
+// (cudaGetFuncBySymbol) costs 0.06-0.14 µs of host time, and a launch made two; the key, two
+// driver queries (0.015 µs on an H100). Per thread, so that no lock or atomic guards it
+// (<atomic> is not among the cheap headers).
 struct FunctionCache {
   unsigned long long context;
+  const void* original_symbol;
   cudaFunction_t original;
   const void* wrapper_symbol;
   cudaFunction_t wrapper;
@@ -384,10 +386,13 @@ static inline void launch_erased(const void* original, AnyPick pick, dim3 grid, 
   const unsigned long long context = cache && rt.plan && rt.context_id ? rt.context_id() : 0;
   if (!context) {
     cache = nullptr;
-  } else if (cache->context != context) {
+  } else if (cache->context != context || cache->original_symbol != original) {
     *cache = FunctionCache();
     cache->original = function_of(original);
-    if (cache->original) cache->context = context;
+    if (cache->original) {
+      cache->context = context;
+      cache->original_symbol = original;
+    }
   }
   cudaFunction_t o = cache ? cache->original : rt.plan ? function_of(original) : nullptr;
   // A caller that keeps the handles (CaptureLaunches) wants to preempt: always preemptible.

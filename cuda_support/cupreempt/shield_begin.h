@@ -545,6 +545,8 @@
 #undef original
 #pragma push_macro("original_launched")
 #undef original_launched
+#pragma push_macro("original_symbol")
+#undef original_symbol
 #pragma push_macro("out")
 #undef out
 #pragma push_macro("owed")

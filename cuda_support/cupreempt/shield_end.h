@@ -166,6 +166,7 @@
 #pragma pop_macro("own")
 #pragma pop_macro("owed")
 #pragma pop_macro("out")
+#pragma pop_macro("original_symbol")
 #pragma pop_macro("original_launched")
 #pragma pop_macro("original")
 #pragma pop_macro("on")
