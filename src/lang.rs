@@ -899,11 +899,33 @@ pub fn word_indices<'a>(text: &'a str, word: &'a str) -> impl Iterator<Item = us
 /// Each line of `code` (comments blanked: `without_comments`) with whether it belongs to a
 /// preprocessor directive, which goes on past a line that ends with a backslash.
 pub fn lines_in_directives(code: &str) -> impl Iterator<Item = (&str, bool)> {
-    let mut directive = false;
+    directive_lines(code).map(|(line, part)| (line, part != DirectiveLine::Outside))
+}
+
+/// Where a line stands towards the preprocessor's directives.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum DirectiveLine {
+    Outside,
+    /// A directive's first line (`#if ...`).
+    First,
+    /// A line that the one before continued with a backslash (a `#x` there stringizes).
+    Continued,
+}
+
+/// Each line of `code` (comments blanked) and its place in a directive: the state machine that
+/// `lines_in_directives` and `unbalanced_conditional` share.
+fn directive_lines(code: &str) -> impl Iterator<Item = (&str, DirectiveLine)> {
+    let mut continues = false;
     code.lines().map(move |line| {
-        let in_directive = directive || line.trim_start().starts_with('#');
-        directive = in_directive && line.trim_end().ends_with('\\');
-        (line, in_directive)
+        let part = if continues {
+            DirectiveLine::Continued
+        } else if line.trim_start().starts_with('#') {
+            DirectiveLine::First
+        } else {
+            DirectiveLine::Outside
+        };
+        continues = part != DirectiveLine::Outside && line.trim_end().ends_with('\\');
+        (line, part)
     })
 }
 
@@ -926,16 +948,11 @@ pub fn unbalanced_conditional(text: &str) -> Option<usize> {
         start + (line.len() - line.trim_start_matches([' ', '\t']).len())
     };
     let mut open: Vec<usize> = Vec::new();
-    let mut continued = false;
-    for (i, line) in code.lines().enumerate() {
-        let trimmed = line.trim_start();
-        // A directive's continuation lines are part of it (a `#x` there stringizes).
-        let starts = !continued && trimmed.starts_with('#');
-        continued = (continued || starts) && line.trim_end().ends_with('\\');
-        if !starts {
-            continue;
-        }
-        let word: String = trimmed[1..]
+    let firsts = directive_lines(&code)
+        .enumerate()
+        .filter(|(_, (_, part))| *part == DirectiveLine::First);
+    for (i, (line, _)) in firsts {
+        let word: String = line.trim_start()[1..]
             .trim_start()
             .chars()
             .take_while(char::is_ascii_alphabetic)
