@@ -214,6 +214,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         &macros_defined_as(&defs, included_macros, |body, _| Some(body.is_empty())),
     ));
     qualifiers.extend(declarator_attributes(src));
+    qualifiers.extend(macro_headed_definitions(src, &defs, included_macros));
     qualifiers.extend(identity_macro_uses(src, &defs));
     qualifiers.extend(macro_uses(src, &visibility_macros(&defs, included_macros)));
     qualifiers.extend(class_instantiations(src));
@@ -2039,6 +2040,175 @@ fn instantiation_macro_uses(
     out
 }
 
+/// The arguments of a macro that heads a function's body at file scope, where no definition
+/// the check reads gives the macro (`TEST_CASE("fills", "[fill]") { ... }`,
+/// `TEMPLATE_TEST_CASE_SIG("typed", "", ((typename K, int N), K, N), (int32_t, 1)) { ... }`:
+/// Catch2's test cases, which a public library of GPU hash tables writes in every test file).
+/// The grammar reads the arguments as the parameters of a function `NAME`, and a string or a
+/// parenthesized list there was a syntax error (CP100, 552 in that library). Blanked, the use
+/// reads as `NAME() { ... }`, a function whose body, its launches included, is read as before.
+/// Only a name spelled as macros are (capitals, digits, `_`), first on its line at its start,
+/// at file scope (no brace open: not a section inside a test's body), after a declaration's end
+/// (`;`, `}`, or the file's start; blanks, comments and directive lines between), with a string
+/// or a parenthesis among its arguments, and `{` after them.
+fn macro_headed_definitions(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<std::ops::Range<usize>> {
+    if !src.contains('"') && !src.contains("((") {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let macro_like = |name: &str| {
+        name.bytes().any(|c| c.is_ascii_uppercase())
+            && name
+                .bytes()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_')
+    };
+    let known = |name: &str| {
+        defs.iter().any(|d| d.name == name) || included_macros.iter().any(|(n, _)| n == name)
+    };
+    let mut out = Vec::new();
+    let mut depths: Option<Vec<(usize, usize)>> = None;
+    let mut line_start = 0;
+    while line_start < b.len() {
+        let line_end = b[line_start..]
+            .iter()
+            .position(|&c| c == b'\n')
+            .map_or(b.len(), |p| line_start + p);
+        let name_len = b[line_start..line_end]
+            .iter()
+            .take_while(|&&c| c == b'_' || c.is_ascii_alphanumeric())
+            .count();
+        let name = &src[line_start..line_start + name_len];
+        let open = line_start + name_len;
+        if name_len > 0
+            && macro_like(name)
+            && !known(name)
+            && b.get(open) == Some(&b'(')
+            && after_declaration(&src[..line_start])
+            && depths
+                .get_or_insert_with(|| file_scope_lines(b))
+                .binary_search_by_key(&line_start, |&(at, _)| at)
+                .is_ok_and(|i| depths.as_ref().is_some_and(|d| d[i].1 == 0))
+        {
+            if let Some(close) = closing_paren_outside_literals(b, open) {
+                let args = &src[open + 1..close];
+                let (next, _) = past_blanks_and_comments(b, close + 1);
+                if b.get(next) == Some(&b'{') && args.contains(['"', '(']) {
+                    out.push(open + 1..close);
+                }
+            }
+        }
+        line_start = line_end + 1;
+    }
+    out
+}
+
+/// Each line's start and the depth of the braces open there, comments, string and character
+/// literals and directive lines skipped (a format string's `{}`, a `#define` of a brace).
+fn file_scope_lines(b: &[u8]) -> Vec<(usize, usize)> {
+    let mut out = vec![(0, 0)];
+    let mut depth = 0usize;
+    let mut i = 0;
+    let mut directive = false;
+    let mut at_line_start = true;
+    while i < b.len() {
+        let c = b[i];
+        if at_line_start && !c.is_ascii_whitespace() {
+            directive = c == b'#';
+            at_line_start = false;
+        }
+        match c {
+            b'\n' => {
+                // A directive goes on past a line that ends with a backslash.
+                directive &= i > 0 && b[i - 1] == b'\\';
+                at_line_start = !directive;
+                out.push((i + 1, depth));
+            }
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i + 1 < b.len() && b[i + 1] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    if b[i] == b'\n' {
+                        out.push((i + 1, depth));
+                    }
+                    i += 1;
+                }
+                i += 1;
+            }
+            b'"' | b'\''
+                if !(c == b'\''
+                    && i > 0
+                    && (b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric())) =>
+            {
+                i += 1;
+                while i < b.len() && b[i] != c && b[i] != b'\n' {
+                    i += if b[i] == b'\\' && b.get(i + 1) != Some(&b'\n') {
+                        2
+                    } else {
+                        1
+                    };
+                }
+                if b.get(i) == Some(&b'\n') {
+                    continue; // an unclosed literal ends with its line
+                }
+            }
+            b'{' if !directive => depth += 1,
+            b'}' if !directive => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether `before` (a file's text up to a line's start) ends where a declaration may begin:
+/// nothing but blanks, comments and directive lines after a `;`, a `}` or the file's start.
+fn after_declaration(before: &str) -> bool {
+    let code = crate::lang::without_comments(before);
+    let mut rest = code.trim_end();
+    loop {
+        let line_start = rest.rfind('\n').map_or(0, |i| i + 1);
+        if !rest[line_start..].trim_start().starts_with('#') {
+            return rest.is_empty() || rest.ends_with([';', '}']);
+        }
+        rest = rest[..line_start].trim_end();
+    }
+}
+
+/// The `)` that closes the `(` at `open`, string and character literals skipped (a test's name
+/// may hold a parenthesis).
+fn closing_paren_outside_literals(b: &[u8], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    let mut i = open;
+    while i < b.len() {
+        match b[i] {
+            b'(' => depth += 1,
+            b')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            quote @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != quote && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// The identifier that `text` ends with (blanks after it aside); empty where it ends otherwise.
 pub(crate) fn last_word(text: &str) -> &str {
     let text = text.trim_end();
@@ -3229,6 +3399,29 @@ FI_INLINE int row() { return blockIdx.x; }
                    #define ALIAS(n) using word_##n = int;\nALIAS(8)\nALIAS(16)\n\
                    __global__ void k(int* a) { a[threadIdx.x] = 1; }\n";
         assert_reads_without_error(src);
+    }
+
+    #[test]
+    fn test_case_macros_head_functions_at_file_scope() {
+        // Catch2's test cases, a name with a parenthesis in its string, a comment after the
+        // declaration before them, and the typed form with its parenthesized lists.
+        let src = "__global__ void k(int* a) { a[threadIdx.x] = 1; }\n\
+                   int x;  // the data\n\
+                   TEST_CASE(\"fills (once)\", \"[fill]\")\n{\n  k<<<1, 32>>>(nullptr);\n}\n\
+                   #ifdef WIDE\n#endif\n\
+                   TEMPLATE_TEST_CASE_SIG(\"typed\", \"\", ((typename K, int N), K, N), \
+                   (int, 1), (long, 2))\n{\n  k<<<1, N>>>(nullptr);\n}\n";
+        assert_reads_without_error(src);
+        let t = crate::transform(src, "a.cu", &crate::Options::default()).expect("transform");
+        assert_eq!(
+            t.output.matches("cupreempt::launch").count(),
+            2,
+            "{}",
+            t.output
+        );
+        // Inside a body (a section of a test case) the macro is left to the grammar.
+        let section = "void f() {\n  g();\nSECTION(\"a\")\n{\n}\n}\n";
+        assert!(masked(section).is_none_or(|m| m.contains("SECTION(\"a\")")));
     }
 
     #[test]
