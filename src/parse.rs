@@ -2070,7 +2070,7 @@ fn macro_headed_definitions(
         defs.iter().any(|d| d.name == name) || included_macros.iter().any(|(n, _)| n == name)
     };
     let mut out = Vec::new();
-    let mut depths: Option<Vec<(usize, usize)>> = None;
+    let mut scopes: Option<Vec<LineScope>> = None;
     let mut line_start = 0;
     while line_start < b.len() {
         let line_end = b[line_start..]
@@ -2083,22 +2083,24 @@ fn macro_headed_definitions(
             .count();
         let name = &src[line_start..line_start + name_len];
         let open = line_start + name_len;
-        if name_len > 0
-            && macro_like(name)
-            && !known(name)
-            && b.get(open) == Some(&b'(')
-            && after_declaration(&src[..line_start])
-            && depths
-                .get_or_insert_with(|| file_scope_lines(b))
-                .binary_search_by_key(&line_start, |&(at, _)| at)
-                .is_ok_and(|i| depths.as_ref().is_some_and(|d| d[i].1 == 0))
-        {
-            if let Some(close) = closing_paren_outside_literals(b, open) {
-                let args = &src[open + 1..close];
+        if name_len > 0 && macro_like(name) && !known(name) && b.get(open) == Some(&b'(') {
+            let close = closing_paren_outside_literals(b, open);
+            let headed = close.filter(|&close| {
                 let (next, _) = past_blanks_and_comments(b, close + 1);
-                if b.get(next) == Some(&b'{') && args.contains(['"', '(']) {
-                    out.push(open + 1..close);
-                }
+                b.get(next) == Some(&b'{') && src[open + 1..close].contains(['"', '('])
+            });
+            // At file scope, after a declaration's end (or the file's start).
+            let mut at_file_scope = || {
+                let scopes = scopes.get_or_insert_with(|| line_scopes(b));
+                scopes
+                    .binary_search_by_key(&line_start, |l| l.start)
+                    .is_ok_and(|i| {
+                        let l = scopes[i];
+                        l.depth == 0 && matches!(l.last, 0 | b';' | b'}')
+                    })
+            };
+            if let Some(close) = headed.filter(|_| at_file_scope()) {
+                out.push(open + 1..close);
             }
         }
         line_start = line_end + 1;
@@ -2106,11 +2108,24 @@ fn macro_headed_definitions(
     out
 }
 
-/// Each line's start and the depth of the braces open there, comments, string and character
-/// literals and directive lines skipped (a format string's `{}`, a `#define` of a brace).
-fn file_scope_lines(b: &[u8]) -> Vec<(usize, usize)> {
-    let mut out = vec![(0, 0)];
-    let mut depth = 0usize;
+/// Where each line of a file starts, and what the code before it says of that place: the depth
+/// of the braces open there and the last character of code before it (0: none), comments,
+/// blanks and directive lines skipped, string and character literals read as such (a format
+/// string's `{}`, a `#define` of a brace). One pass over the file.
+#[derive(Clone, Copy)]
+struct LineScope {
+    start: usize,
+    depth: usize,
+    last: u8,
+}
+
+fn line_scopes(b: &[u8]) -> Vec<LineScope> {
+    let mut out = vec![LineScope {
+        start: 0,
+        depth: 0,
+        last: 0,
+    }];
+    let (mut depth, mut last) = (0usize, 0u8);
     let mut i = 0;
     let mut directive = false;
     let mut at_line_start = true;
@@ -2125,7 +2140,11 @@ fn file_scope_lines(b: &[u8]) -> Vec<(usize, usize)> {
                 // A directive goes on past a line that ends with a backslash.
                 directive &= i > 0 && b[i - 1] == b'\\';
                 at_line_start = !directive;
-                out.push((i + 1, depth));
+                out.push(LineScope {
+                    start: i + 1,
+                    depth,
+                    last,
+                });
             }
             b'/' if b.get(i + 1) == Some(&b'/') => {
                 while i + 1 < b.len() && b[i + 1] != b'\n' {
@@ -2136,12 +2155,17 @@ fn file_scope_lines(b: &[u8]) -> Vec<(usize, usize)> {
                 i += 2;
                 while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
                     if b[i] == b'\n' {
-                        out.push((i + 1, depth));
+                        out.push(LineScope {
+                            start: i + 1,
+                            depth,
+                            last,
+                        });
                     }
                     i += 1;
                 }
                 i += 1;
             }
+            _ if directive || c.is_ascii_whitespace() => {}
             b'"' | b'\''
                 if !(c == b'\''
                     && i > 0
@@ -2155,31 +2179,23 @@ fn file_scope_lines(b: &[u8]) -> Vec<(usize, usize)> {
                         1
                     };
                 }
+                last = c;
                 if b.get(i) == Some(&b'\n') {
                     continue; // an unclosed literal ends with its line
                 }
             }
-            b'{' if !directive => depth += 1,
-            b'}' if !directive => depth = depth.saturating_sub(1),
-            _ => {}
+            _ => {
+                match c {
+                    b'{' => depth += 1,
+                    b'}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                }
+                last = c;
+            }
         }
         i += 1;
     }
     out
-}
-
-/// Whether `before` (a file's text up to a line's start) ends where a declaration may begin:
-/// nothing but blanks, comments and directive lines after a `;`, a `}` or the file's start.
-fn after_declaration(before: &str) -> bool {
-    let code = crate::lang::without_comments(before);
-    let mut rest = code.trim_end();
-    loop {
-        let line_start = rest.rfind('\n').map_or(0, |i| i + 1);
-        if !rest[line_start..].trim_start().starts_with('#') {
-            return rest.is_empty() || rest.ends_with([';', '}']);
-        }
-        rest = rest[..line_start].trim_end();
-    }
 }
 
 /// The `)` that closes the `(` at `open`, string and character literals skipped (a test's name
