@@ -56,6 +56,11 @@ pub struct Options {
     /// compiler launcher runs): a conditional that tests one of them is not judged off
     /// (`transform::unconfigured_retry`).
     pub defined_macros: Vec<String>,
+    /// Macros given a value on the command line (`-D NAME=VALUE`): read as object-like
+    /// definitions after every included file's (`transform`), so that a kernel's specifier
+    /// macro that only an including file's header defines (`-DKERNEL_SPEC=__global__`) is
+    /// understood. The file's own definitions win, as do the included files'.
+    pub defined_values: Vec<(String, String)>,
     /// Macros the file's kernels were judged without (`transform::unconfigured_retry`): every
     /// wrapper is compiled only where each of them stays undefined.
     pub assumed_undefined: Vec<String>,

@@ -2567,3 +2567,43 @@ fn a_macro_defined_only_under_an_undefined_configuration_macro() {
         );
     }
 }
+
+/// A kernel whose specifier is a macro that only an including file's header defines
+/// (cuCollections' `CUCO_KERNEL` in a header that does not include its definition): checked on
+/// its own, the grammar cannot read the definition and the kernel is missing from the report.
+/// `-D NAME=VALUE` gives the macro its value, as the build's own command line would.
+#[test]
+fn a_define_with_a_value_is_read_as_the_macros_definition() {
+    let dir = support::tempdir("cli-define-value");
+    std::fs::write(
+        dir.join("kernels.cuh"),
+        "#pragma once\n\
+         KERNEL_SPEC void fill(int* out, int n) {\n\
+           int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           if (i < n) out[i] = 1;\n\
+         }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "kernels.cuh"], &dir);
+    assert!(
+        !stdout(&o).contains("fill:") && stderr(&o).contains("CP100"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = cupreempt(
+        &["check", "kernels.cuh", "-D", "KERNEL_SPEC=__global__"],
+        &dir,
+    );
+    assert!(
+        o.status.success()
+            && stdout(&o).contains("fill: transformable")
+            && !stderr(&o).contains("CP100"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    // A name alone (`-D KERNEL_SPEC`) gives no value to read: as before.
+    let o = cupreempt(&["check", "kernels.cuh", "-D", "KERNEL_SPEC"], &dir);
+    assert!(!stdout(&o).contains("fill:"), "{}", stdout(&o));
+}

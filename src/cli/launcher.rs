@@ -231,6 +231,8 @@ struct NvccCommand {
     /// judges a conditional that tests one of them as the compiler will
     /// (`Options::defined_macros`).
     defines: Vec<String>,
+    /// The values the command line gives them (`-DNAME=VALUE`; `Options::defined_values`).
+    define_values: Vec<(String, String)>,
     pass_through: bool,
     links: bool,
     /// -MD/-MMD: nvcc writes a depfile, named by -MF or after the output.
@@ -276,6 +278,7 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
         search: Vec::new(),
         system: Vec::new(),
         defines: Vec::new(),
+        define_values: Vec::new(),
         pass_through: false,
         links: true,
         depends: false,
@@ -344,10 +347,15 @@ fn parse(args: Vec<OsString>) -> NvccCommand {
                 if !name.is_empty() && !c.defines.iter().any(|n| n == name) {
                     c.defines.push(name.to_string());
                 }
+                c.define_values.retain(|(n, _)| n != name);
+                if let Some((_, value)) = d.split_once('=') {
+                    c.define_values.push((name.to_string(), value.to_string()));
+                }
             }
         } else if let Some(v) = value(&["-U"], &["--undefine-macro"]) {
             for name in v.split(',') {
                 c.defines.retain(|n| n != name.trim());
+                c.define_values.retain(|(n, _)| n != name.trim());
             }
         } else if let Some(v) = value(&["-isystem"], &["--system-include"]) {
             c.system.push(PathBuf::from(v));
@@ -551,7 +559,14 @@ pub fn run(args: Vec<OsString>) -> anyhow::Result<ExitCode> {
         let mut wraps = false;
         for &i in &cmd.sources.clone() {
             let source = PathBuf::from(&cmd.args[i]);
-            match prepare(&source, &base, &cmd.search, &system, &cmd.defines) {
+            match prepare(
+                &source,
+                &base,
+                &cmd.search,
+                &system,
+                &cmd.defines,
+                &cmd.define_values,
+            ) {
                 Ok(Prepared::Copy(c)) => {
                     cmd.args[i] = c.copy.clone().into_os_string();
                     copies.push((c.copy, source.clone()));
@@ -1111,6 +1126,7 @@ fn prepare(
     search: &[PathBuf],
     system: &[PathBuf],
     defines: &[String],
+    define_values: &[(String, String)],
 ) -> anyhow::Result<Prepared> {
     let spelled_source = source;
     let source = source.canonicalize()?;
@@ -1151,6 +1167,7 @@ fn prepare(
         line_directives: true,
         helpers_for_other_files: true,
         defined_macros: defines.to_vec(),
+        defined_values: define_values.to_vec(),
         ..cupreempt::Options::default()
     };
     // What each file defines, for the launches and kernels of the files that include it.
@@ -1439,6 +1456,8 @@ mod tests {
             "-DNDEBUG -D TRACE=1 --define-macro=A,B=2 -x cu -c a.cu -UA --undefine-macro TRACE -DC",
         ));
         assert_eq!(c.defines, ["NDEBUG", "B", "C"]);
+        // The values of those still defined (`-D TRACE=1` is undefined after).
+        assert_eq!(c.define_values, [("B".to_string(), "2".to_string())]);
     }
 
     #[test]

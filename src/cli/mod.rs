@@ -77,8 +77,9 @@ pub struct SelectArgs {
     /// file's own folder for `#include "..."`, the only places searched for `#include <...>`.
     #[arg(short = 'I', long = "include-dir", value_name = "DIR")]
     include_dirs: Vec<std::path::PathBuf>,
-    /// A macro the build defines, as nvcc's -D (repeatable; a value after `=` is accepted and
-    /// not read): a conditional that tests it alone is not taken as off (CP203).
+    /// A macro the build defines, as nvcc's -D (repeatable): a conditional that tests it alone
+    /// is not taken as off (CP203); a value after `=` is read as its definition where no file
+    /// read defines it (`-D KERNEL_SPEC=__global__`).
     #[arg(short = 'D', long = "define", value_name = "NAME[=VALUE]")]
     defines: Vec<String>,
 }
@@ -100,6 +101,12 @@ impl SelectArgs {
                 .defines
                 .iter()
                 .map(|d| d.split('=').next().unwrap_or(d).to_string())
+                .collect(),
+            defined_values: self
+                .defines
+                .iter()
+                .filter_map(|d| d.split_once('='))
+                .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
             ..Options::default()
         };
