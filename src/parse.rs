@@ -4071,7 +4071,7 @@ void h(int* d) {
     }
 
     /// A device helper whose head the preprocessor chooses, each branch a head with the body's
-    /// brace: read with its first head, the other hidden, and the rest of the file parses (its
+    /// brace: read with its first head, the other blanked, and the rest of the file parses (its
     /// launches with it). A kernel's head chosen so is not reduced (its body is copied into its
     /// wrappers), nor is a branch that holds code after its brace.
     #[test]

@@ -129,26 +129,21 @@ pub fn transform(
     })
 }
 
-/// Whether every `-D NAME=VALUE` of `opts` is among its known macros already.
-fn command_line_values_known(opts: &Options) -> bool {
-    let known = &opts.known_macros.definitions;
-    opts.defined_values
-        .iter()
-        .all(|(name, _)| known.iter().any(|(n, _)| n == name))
-}
-
 /// `opts` with its command line's `-D NAME=VALUE` read as definitions after the included
 /// files' (an included file's definition of the same name is kept: the compiler would warn of
-/// the redefinition and take the file's).
-fn with_command_line_values(opts: &Options) -> Options {
-    let mut o = opts.clone();
+/// the redefinition and take the file's); None where every one is known already.
+fn with_command_line_values(opts: &Options) -> Option<Options> {
+    let mut out: Option<Options> = None;
     for (name, value) in &opts.defined_values {
-        let known = &mut o.known_macros.definitions;
+        let known = &out.as_ref().unwrap_or(opts).known_macros.definitions;
         if !known.iter().any(|(n, _)| n == name) {
-            known.push((name.clone(), value.clone()));
+            let o = out.get_or_insert_with(|| opts.clone());
+            o.known_macros
+                .definitions
+                .push((name.clone(), value.clone()));
         }
     }
-    o
+    out
 }
 
 /// A note when `src` is the output of an earlier run: it includes `cupreempt.cuh`, or it holds
@@ -271,13 +266,8 @@ fn transform_here(
     file_name: &str,
     opts: &Options,
 ) -> Result<Transformed, TransformError> {
-    let with_values;
-    let opts = if command_line_values_known(opts) {
-        opts
-    } else {
-        with_values = with_command_line_values(opts);
-        &with_values
-    };
+    let with_values = with_command_line_values(opts);
+    let opts = with_values.as_ref().unwrap_or(opts);
     let first = transform_once(src, file_name, opts)?;
     let Some((retry, note)) = unconfigured_retry(src, opts, &first) else {
         return Ok(first);

@@ -134,18 +134,13 @@ thread_local! {
     static LAST_RUNTIME: RefCell<Option<(ContextKey, Runtime)>> = const { RefCell::new(None) };
 }
 
-/// The runtime registered for `ctx`: this thread's last one, or the registry's.
-fn registered(ctx: ContextKey) -> Option<Runtime> {
-    let last = LAST_RUNTIME.with(|l| {
+/// This thread's last runtime, where it is `ctx`'s.
+fn last_runtime(ctx: ContextKey) -> Option<Runtime> {
+    LAST_RUNTIME.with(|l| {
         l.borrow()
             .as_ref()
             .filter(|(k, _)| *k == ctx)
             .map(|(_, rt)| rt.clone())
-    });
-    last.or_else(|| {
-        let rt = lock(registry()).runtime_of(ctx)?;
-        remember(ctx, &rt);
-        Some(rt)
     })
 }
 
@@ -156,15 +151,18 @@ fn remember(ctx: ContextKey, rt: &Runtime) {
 /// The runtime of the context current on this thread, made on first use.
 pub(super) fn current_runtime() -> Result<Runtime, Error> {
     let ctx = current_context()?;
-    if let Some(rt) = registered(ctx) {
+    if let Some(rt) = last_runtime(ctx) {
         return Ok(rt);
     }
     let mut reg = lock(registry());
-    if let Some(rt) = reg.runtime_of(ctx) {
-        return Ok(rt);
-    }
-    let rt = Runtime::from_current_context()?;
-    reg.add(ctx, rt.clone());
+    let rt = match reg.runtime_of(ctx) {
+        Some(rt) => rt,
+        None => {
+            let rt = Runtime::from_current_context()?;
+            reg.add(ctx, rt.clone());
+            rt
+        }
+    };
     drop(reg);
     remember(ctx, &rt);
     Ok(rt)
@@ -177,7 +175,11 @@ pub(super) fn current_runtime_or_later(ctx: ContextKey) -> Result<Option<Runtime
     if ctx.is_none() {
         return Err(Error::InvalidArgument("no CUDA context is current"));
     }
-    let found = registered(ctx);
+    let found = last_runtime(ctx).or_else(|| {
+        let rt = lock(registry()).runtime_of(ctx)?;
+        remember(ctx, &rt);
+        Some(rt)
+    });
     if found.is_none() {
         super::setup::make_later(ctx);
     }
