@@ -30,7 +30,8 @@ pub enum Code {
     TooDeep,
     /// CP012: the file is not UTF-8 text; it is skipped.
     NotUtf8,
-    /// CP013: the transformed file would parse worse than the input; it is left as it is.
+    /// CP013: the transformed file would parse worse than the input, or two of its edits
+    /// overlap; it is left as it is.
     WorseOutput,
     /// CP014: a loop waits for memory that another block writes (a grid barrier, a flag).
     WaitsForBlocks,

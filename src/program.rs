@@ -64,6 +64,9 @@ pub struct Declaration {
 pub struct DeclaredTemplate {
     /// `template <typename T, int N = 4>\n`
     pub head: String,
+    /// The same where a copy stands alone (the selector's declaration): without a conditional
+    /// group between the parameter list and the specifiers.
+    pub head_alone: String,
     /// `template <typename T, int N>\n`
     pub class_head: String,
     /// `T, N`
@@ -687,9 +690,9 @@ pub fn defines_of(
         })
         .collect();
     let mut defines = Defines::new();
-    // What each file was last transformed with, and what that gave (None: it did not parse).
+    // What each file was last transformed with, and what that gave.
     type Known = (Vec<KnownKernel>, Vec<KnownHelper>);
-    let mut last: std::collections::BTreeMap<&PathBuf, (Known, Option<Known>)> = Default::default();
+    let mut last: std::collections::BTreeMap<&PathBuf, (Known, Known)> = Default::default();
     for _ in 0..MAX_ROUNDS {
         let mut next = Defines::new();
         let index = KnownIndex::new(&defines, graph);
@@ -702,16 +705,13 @@ pub fn defines_of(
                     o.known_kernels.extend(known.0.iter().cloned());
                     o.known_helpers.extend(known.1.iter().cloned());
                     o.known_macros = macros.clone();
-                    let result = crate::transform(t, &p.display().to_string(), &o)
-                        .ok()
-                        .map(|tr| (tr.defines, tr.helpers));
+                    let tr = crate::transform(t, &p.display().to_string(), &o);
+                    let result = (tr.defines, tr.helpers);
                     last.insert(p, (known, result.clone()));
                     result
                 }
             };
-            if let Some(r) = result {
-                next.insert(p.clone(), r);
-            }
+            next.insert(p.clone(), result);
         }
         if next == defines {
             break;

@@ -94,12 +94,6 @@ impl Transformed {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum TransformError {
-    #[error(transparent)]
-    Overlap(#[from] edit::OverlapError),
-}
-
 /// The deepest nesting of syntax nodes that the analysis takes on. Its walks over kernel and
 /// helper bodies follow the tree's shape; deeper files are left as they are (CP011).
 pub const MAX_DEPTH: usize = 20_000;
@@ -109,11 +103,9 @@ pub const MAX_DEPTH: usize = 20_000;
 /// pages a run touches are ever committed.
 const STACK_BYTES: usize = 1 << 30;
 
-pub fn transform(
-    src: &str,
-    file_name: &str,
-    opts: &Options,
-) -> Result<Transformed, TransformError> {
+/// Transforms one file. It never fails: what it cannot do is a diagnostic, and a file it
+/// cannot rewrite at all keeps its text (`output` is `src`).
+pub fn transform(src: &str, file_name: &str, opts: &Options) -> Transformed {
     std::thread::scope(|s| {
         match std::thread::Builder::new()
             .name("cupreempt-transform".into())
@@ -229,7 +221,7 @@ fn parses_worse(
             after.len()
         ),
     )
-    .help("please report this file to cupreempt's authors; `--exclude` the kernel near the label to transform the others");
+    .help(REPORT_HELP);
     if let Some(e) = near {
         d = d.label(e.start..e.end, "the output goes wrong after this edit");
     }
@@ -261,20 +253,16 @@ pub fn depth(root: tree_sitter::Node) -> (usize, usize) {
     }
 }
 
-fn transform_here(
-    src: &str,
-    file_name: &str,
-    opts: &Options,
-) -> Result<Transformed, TransformError> {
+fn transform_here(src: &str, file_name: &str, opts: &Options) -> Transformed {
     let with_values = with_command_line_values(opts);
     let opts = with_values.as_ref().unwrap_or(opts);
-    let first = transform_once(src, file_name, opts)?;
+    let first = transform_once(src, file_name, opts);
     let Some((retry, note)) = unconfigured_retry(src, opts, &first) else {
-        return Ok(first);
+        return first;
     };
-    let second = transform_once(src, file_name, &retry)?;
+    let second = transform_once(src, file_name, &retry);
     if second.transformed_count() <= first.transformed_count() {
-        return Ok(first);
+        return first;
     }
     // What files that include this one learn of its helpers stays as the first reading has
     // it: their kernels' wrappers are not guarded by this file's assumption.
@@ -283,7 +271,7 @@ fn transform_here(
         ..second
     };
     out.diagnostics.push(note);
-    Ok(out)
+    out
 }
 
 /// The blamed macros' names, and those of the included files' macros that their definitions
@@ -453,19 +441,36 @@ fn unconfigured_retry(
     Some((o, note))
 }
 
-fn transform_once(
-    src: &str,
-    file_name: &str,
-    opts: &Options,
-) -> Result<Transformed, TransformError> {
+/// `src` as it is, with one diagnostic that says why.
+fn left_as_written(src: &str, why: Diagnostic) -> Transformed {
+    Transformed {
+        output: src.to_string(),
+        diagnostics: vec![why],
+        kernels: Vec::new(),
+        defines: Vec::new(),
+        helpers: Vec::new(),
+    }
+}
+
+/// CP013 for two edits that touch the same bytes: a fault of the rewriter, not of the input.
+/// The file is left as it is, and the run goes on with the next.
+fn overlapping_edits(e: &edit::OverlapError, src: &str) -> Diagnostic {
+    // An insertion's empty range labelled as the character after it, within the input.
+    let span = |(start, end): (usize, usize)| {
+        let start = start.min(src.len().saturating_sub(1));
+        start..end.max(start + 1).min(src.len())
+    };
+    Diagnostic::new(Code::WorseOutput, format!("{e}; the file is left as it is"))
+        .label(span(e.first), "one change here")
+        .label(span(e.second), "and another over the same bytes")
+        .help(REPORT_HELP)
+}
+
+const REPORT_HELP: &str = "please report this file to cupreempt's authors; `--exclude` the kernel near the label to transform the others";
+
+fn transform_once(src: &str, file_name: &str, opts: &Options) -> Transformed {
     if let Some(d) = already_transformed(src) {
-        return Ok(Transformed {
-            output: src.to_string(),
-            diagnostics: vec![d],
-            kernels: Vec::new(),
-            defines: Vec::new(),
-            helpers: Vec::new(),
-        });
+        return left_as_written(src, d);
     }
     // The analysis and the rewrite read the file with `\n` line ends (same offsets); the edits
     // apply to the file as written.
@@ -484,16 +489,13 @@ fn transform_once(
         )
         .label(at..at + 1, "the deepest point")
         .help("split the deepest construct into functions");
-        return Ok(Transformed {
-            output: written.to_string(),
-            diagnostics: vec![d],
-            kernels: Vec::new(),
-            defines: Vec::new(),
-            helpers: Vec::new(),
-        });
+        return left_as_written(written, d);
     }
     let analysis = analysis::analyze(&parsed, src, opts);
-    let rewrite = crate::rewrite::rewrite(&analysis, src, opts)?;
+    let rewrite = match crate::rewrite::rewrite(&analysis, src, opts) {
+        Ok(r) => r,
+        Err(e) => return left_as_written(written, overlapping_edits(&e, written)),
+    };
     let mut edits = rewrite.edits;
     // Generated text takes the file's line ends, so that the output never mixes them. What
     // it copies from the `\r\n` file's view carries the view's blank for each `\r`: the
@@ -509,7 +511,10 @@ fn transform_once(
     let lines = opts.line_directives.then_some(LineMap {
         file_name: (!opts.line_directives_keep_name).then_some(file_name),
     });
-    let output = edit::apply(written, &edits, lines.as_ref())?;
+    let output = match edit::apply(written, &edits, lines.as_ref()) {
+        Ok(o) => o,
+        Err(e) => return left_as_written(written, overlapping_edits(&e, written)),
+    };
     // Where an input offset lands in the output: the edits are sorted and do not overlap, so
     // a prefix sum of their length changes answers it with a binary search.
     let mut growth = Vec::with_capacity(edits.len() + 1);
@@ -536,13 +541,7 @@ fn transform_once(
         &growth,
         &opts.known_macros.definitions,
     ) {
-        return Ok(Transformed {
-            output: written.to_string(),
-            diagnostics: vec![d],
-            kernels: Vec::new(),
-            defines: Vec::new(),
-            helpers: Vec::new(),
-        });
+        return left_as_written(written, d);
     }
 
     // Kernels it defines, and those it only declares (a file including it can launch them
@@ -608,13 +607,13 @@ fn transform_once(
     for k in &mut kernels {
         k.codes = codes(k, &diagnostics);
     }
-    Ok(Transformed {
+    Transformed {
         output,
         diagnostics,
         kernels,
         defines,
         helpers,
-    })
+    }
 }
 
 #[cfg(test)]
@@ -645,8 +644,8 @@ mod tests {
                   __global__ void k(float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (n > 2) {\n    ROW(2)\n  }\n}\n";
         let crlf = lf.replace('\n', "\r\n");
         let opts = Options::default();
-        let a = transform(lf, "a.cu", &opts).expect("transforms");
-        let b = transform(&crlf, "b.cu", &opts).expect("transforms");
+        let a = transform(lf, "a.cu", &opts);
+        let b = transform(&crlf, "b.cu", &opts);
         assert_eq!(a.transformed_count(), 1, "{:?}", a.diagnostics);
         assert_eq!(b.transformed_count(), 1, "{:?}", b.diagnostics);
         assert!(
@@ -659,6 +658,21 @@ mod tests {
             b.output.matches("\r\n").count()
         );
         assert_eq!(b.output.replace("\r\n", "\n"), a.output);
+    }
+
+    /// Two edits over the same bytes leave the file as it is with CP013, whose labels lie in
+    /// the input (an insertion's at the character after it).
+    #[test]
+    fn overlapping_edits_are_reported_on_the_input() {
+        let src = "__global__ void k() {}\n";
+        let overlap = edit::OverlapError {
+            first: (4, 9),
+            second: (src.len(), src.len()),
+        };
+        let d = overlapping_edits(&overlap, src);
+        assert_eq!(d.code, Code::WorseOutput);
+        let spans: Vec<_> = d.labels.iter().map(|l| (l.start, l.end)).collect();
+        assert_eq!(spans, [(4, 9), (src.len() - 1, src.len())]);
     }
 
     /// The guard on a fake output: one `]` of the input turned `[` by an "edit" parses worse,

@@ -26,8 +26,7 @@ fn benchmark_programs_transform_fully_and_compile() {
     let failures = support::parallel(&programs, 2, |path| {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let src = std::fs::read_to_string(path).unwrap();
-        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-            .map_err(|e| e.to_string())?;
+        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default());
         if t.has_errors() || t.kernels.iter().any(|k| !k.transformed) {
             return Err(format!(
                 "{name}: not every kernel is transformed: {:?}",

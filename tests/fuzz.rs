@@ -366,7 +366,18 @@ fn check(bytes: &[u8], line_directives: bool) -> Result<(), String> {
         ..Options::default()
     };
     let name = "fuzz.cu";
-    let t = transform(src, name, &opts).map_err(|e| format!("transform failed: {e}"))?;
+    let t = transform(src, name, &opts);
+
+    // No overlapping edits (CP013 with the input handed back). The other CP013, an output the
+    // library found parsing worse and did not hand out, is its guard on inputs that already
+    // have syntax errors, which mutants mostly are.
+    if let Some(d) = t
+        .diagnostics
+        .iter()
+        .find(|d| d.code.id() == "CP013" && d.message.contains("overlapping edits"))
+    {
+        return Err(format!("internal-error: {}", d.message));
+    }
 
     // The output parses no worse than the input.
     if t.output != src {
@@ -440,7 +451,7 @@ fn check(bytes: &[u8], line_directives: bool) -> Result<(), String> {
 
     // A transformed file is refused the second time, and left as it is.
     if t.transformed_count() > 0 && !line_directives {
-        let again = transform(&t.output, name, &opts).map_err(|e| format!("re-run: {e}"))?;
+        let again = transform(&t.output, name, &opts);
         if again.output != t.output {
             return Err("re-running on the output changed it".into());
         }

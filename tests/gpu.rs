@@ -95,8 +95,7 @@ fn transformed_fixtures_match_the_original_on_the_gpu() {
                     verify: true,
                     ..cupreempt::Options::default()
                 },
-            )
-            .unwrap();
+            );
             let transformed = dir.join(format!("{stem}.transformed.cu"));
             std::fs::write(&transformed, &t.output).unwrap();
             let has_main = src.contains("int main(");

@@ -21,8 +21,7 @@ fn every_transformed_fixture_compiles_with_nvcc() {
                 verify: true,
                 ..cupreempt::Options::default()
             },
-        )
-        .map_err(|e| e.to_string())?;
+        );
         let out = dir.join(format!("{name}.transformed.cu"));
         std::fs::write(&out, &t.output).unwrap();
         let extra = support::nvcc_flags(&src);
@@ -70,8 +69,7 @@ fn transformed_fixture(
 ) -> Result<(String, std::path::PathBuf), String> {
     let src = std::fs::read_to_string(path).unwrap();
     let name = path.file_stem().unwrap().to_string_lossy().to_string();
-    let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-        .map_err(|e| e.to_string())?;
+    let t = cupreempt::transform(&src, &name, &cupreempt::Options::default());
     if t.transformed_count() == 0 {
         return Err(format!("{name}: no kernel transformed"));
     }
@@ -229,8 +227,7 @@ fn gpu_check_programs_compile_as_written_and_transformed() {
             }
             out
         } else {
-            let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-                .map_err(|e| e.to_string())?;
+            let t = cupreempt::transform(&src, &name, &cupreempt::Options::default());
             if t.output == src {
                 return Err(format!("{name}: no kernel transformed"));
             }
@@ -373,8 +370,7 @@ fn transformed_kernels_register_their_launch_types_by_address() {
                  std::printf(\"plain %d twice %d\\n\", plain_found, twice_absent);\n\
                  return plain_found && twice_absent ? 0 : 1;\n\
                }\n";
-    let t = cupreempt::transform(src, "registry.cu", &cupreempt::Options::default())
-        .unwrap_or_else(|e| panic!("{e}"));
+    let t = cupreempt::transform(src, "registry.cu", &cupreempt::Options::default());
     assert_eq!(t.transformed_count(), 2, "{:?}", t.diagnostics);
     let cu = dir.join("registry.cu");
     std::fs::write(&cu, &t.output).unwrap();
@@ -512,9 +508,7 @@ fn the_launch_path_functions_are_each_units_own() {
     let nvcc = support::nvcc().unwrap_or_else(|e| panic!("{e}"));
     let dir = support::tempdir("nvcc-launch-linkage");
     let src = std::fs::read_to_string(support::root().join("tests/gpu/static_kernels.cu")).unwrap();
-    let t = cupreempt::transform(&src, "static_kernels.cu", &cupreempt::Options::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .output;
+    let t = cupreempt::transform(&src, "static_kernels.cu", &cupreempt::Options::default()).output;
     std::fs::write(dir.join("k.cu"), &t).unwrap();
     support::compiles(
         support::nvcc_compile(&nvcc, &dir.join("k.o")).arg(dir.join("k.cu")),
@@ -547,9 +541,7 @@ fn the_launch_path_functions_are_each_units_own() {
 
 /// `src` through `cupreempt transform` with the default options, as file `name`.
 fn transformed(src: &str, name: &str) -> String {
-    cupreempt::transform(src, name, &cupreempt::Options::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .output
+    cupreempt::transform(src, name, &cupreempt::Options::default()).output
 }
 
 /// Compiles `launch` (transformed), `define` as written and `dir/define.t.cu` (its transform,
@@ -619,9 +611,7 @@ fn macros_defined_before_a_transformed_file_do_not_reach_the_headers() {
                    int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
                    if (i < count) y[i] = 2.0f * x[i];\n}\n\
                    void run(float* y, const float* x, int count) { scale<<<(count + 127) / 128, 128>>>(y, x, count); }\n";
-    let t = cupreempt::transform(kernels, "kernels.cu", &cupreempt::Options::default())
-        .unwrap_or_else(|e| panic!("{e}"))
-        .output;
+    let t = cupreempt::transform(kernels, "kernels.cu", &cupreempt::Options::default()).output;
     std::fs::write(dir.join("kernels.cu"), &t).unwrap();
     // Names that the headers use for fields, parameters, locals and template parameters.
     let main = "static float Variables[16];\n\
@@ -708,8 +698,7 @@ fn assertions_name_the_original_kernel_file_and_line() {
                 line_directives_keep_name: keep_name,
                 ..cupreempt::Options::default()
             },
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        );
         let folder = dir.join(format!("transformed-{keep_name}"));
         std::fs::create_dir_all(&folder).unwrap();
         std::fs::write(folder.join("assert.cu"), &t.output).unwrap();
@@ -778,8 +767,7 @@ fn wrappers_use_no_local_memory_where_their_kernels_use_none() {
     let failures = support::parallel(&programs, 2, |path| {
         let name = path.file_stem().unwrap().to_string_lossy().to_string();
         let src = std::fs::read_to_string(path).unwrap();
-        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default())
-            .map_err(|e| e.to_string())?;
+        let t = cupreempt::transform(&src, &name, &cupreempt::Options::default());
         let cu = dir.join(format!("{name}.cu"));
         std::fs::write(&cu, &t.output).unwrap();
         let ptx = dir.join(format!("{name}.ptx"));
@@ -838,7 +826,7 @@ fn a_kernels_own_launch_bounds_are_raised_to_32_registers_in_its_capped_wrapper(
     let dir = support::tempdir("nvcc-own-bounds");
     let path = support::root().join("fixtures/launch_bounds_raised_in_capped_wrapper.cu");
     let src = std::fs::read_to_string(&path).unwrap();
-    let t = cupreempt::transform(&src, "bounds.cu", &cupreempt::Options::default()).unwrap();
+    let t = cupreempt::transform(&src, "bounds.cu", &cupreempt::Options::default());
     let cu = dir.join("bounds.cu");
     std::fs::write(&cu, &t.output).unwrap();
     let o = support::compiles(
@@ -904,8 +892,7 @@ fn with_relocatable_device_code_the_task_loop_steps_are_inlined() {
     ];
     for name in ["bitonic_sort", "grid3d"] {
         let src = std::fs::read_to_string(bench.join(format!("{name}.cu"))).unwrap();
-        let t = cupreempt::transform(&src, name, &cupreempt::Options::default())
-            .unwrap_or_else(|e| panic!("{e}"));
+        let t = cupreempt::transform(&src, name, &cupreempt::Options::default());
         let cu = dir.join(format!("{name}.cu"));
         std::fs::write(&cu, &t.output).unwrap();
         let step_functions = |rdc: bool| {
@@ -997,8 +984,7 @@ fn barriers_after_expanded_atomics_wait_for_the_whole_warp() {
         &src,
         "shared_float_atomic.cu",
         &cupreempt::Options::default(),
-    )
-    .unwrap();
+    );
     let cu = dir.join("atomics.cu");
     std::fs::write(&cu, &t.output).unwrap();
     let cubin = dir.join("atomics.cubin");

@@ -174,8 +174,7 @@ impl Build {
                 line_directives: true,
                 ..cupreempt::Options::default()
             };
-            let t = cupreempt::transform(&src, &shown, &opts)
-                .map_err(|e| err(format!("{shown}: {e}")))?;
+            let t = cupreempt::transform(&src, &shown, &opts);
             for d in t
                 .diagnostics
                 .iter()

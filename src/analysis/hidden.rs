@@ -148,8 +148,9 @@ const HEAD_WORDS: &[&str] = &["__global__", "void", "static"];
 
 /// The head's conditional groups (`HeadBranches`) where every branch of every group that a
 /// branch the grammar did not read belongs to holds only `HEAD_WORDS` and
-/// `lang::KERNEL_ATTRIBUTE_CALLS`, and each group ends before the kernel's name (a group that starts before the head's first
-/// word only where no template or linkage comes before it); None where no such branch lies in
+/// `lang::KERNEL_ATTRIBUTE_CALLS`, and each group ends before the kernel's name (a group that
+/// starts before the head's first word only where no linkage comes before it, and after a
+/// template's parameter list); None where no such branch lies in
 /// the head, or where one does not qualify (`refusal` then says why).
 pub fn head_branches(
     site: &FunctionSite,
@@ -184,7 +185,10 @@ pub fn head_branches(
             return None;
         }
         if start < site.head {
-            if site.template.is_some() || site.linkage.is_some() {
+            // After a template's head (`template <int N>` `#if A` `__launch_bounds__(N)`
+            // `#endif` `__global__ void k()`), never inside it or a linkage's.
+            let after_template = site.template_head_end().is_none_or(|e| e <= start);
+            if !after_template || site.linkage.is_some() {
                 return None;
             }
             from = from.min(start);
@@ -193,9 +197,16 @@ pub fn head_branches(
             .iter()
             .any(|w| lang::word_indices(&src[r.clone()], w).next().is_some());
     }
+    // A group nested in another (`#if A` `#if B` ... `#endif` `#else` ... `#endif`) is emptied
+    // with the outer one's lines.
+    let outermost: Vec<Range<usize>> = groups
+        .iter()
+        .filter(|g| !groups.iter().any(|o| o != *g && within(o, g)))
+        .cloned()
+        .collect();
     Some(HeadBranches {
         hidden: ranges,
-        groups,
+        groups: outermost,
         from,
         bounds,
     })

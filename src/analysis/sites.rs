@@ -201,6 +201,17 @@ impl<'t> FunctionSite<'t> {
     pub fn is_template(&self) -> bool {
         self.template.is_some()
     }
+    /// Where the template's head ends: after its parameter list, or after the requires clause
+    /// that follows it. None for a non-template.
+    pub fn template_head_end(&self) -> Option<usize> {
+        let t = self.template?;
+        let mut c = t.walk();
+        t.children(&mut c)
+            .filter(|n| matches!(n.kind(), "template_parameter_list" | "requires_clause"))
+            .map(|n| n.end_byte())
+            .filter(|&e| e <= self.head)
+            .max()
+    }
     /// The template head as written (`template <typename T, int = 3>\n`, up to the rest of
     /// the header), with a name given to each parameter written without one (`int
     /// __cp_tparam1 = 3`): what generated functions copy. Empty for a non-template.

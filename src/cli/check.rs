@@ -54,12 +54,12 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
         let opts = known.get(&path).cloned().unwrap_or_default().options(&opts);
         let (src, t) = match files::read(&path)? {
             files::Source::Text(src) => {
-                let t = cupreempt::transform(&src, &name, &opts)?;
+                let t = cupreempt::transform(&src, &name, &opts);
                 (src, t)
             }
             // Checked as `transform` would write it: its own bytes back in place, or CP012.
             files::Source::Foreign(f) => {
-                let mut t = cupreempt::transform(&f.text, &name, &opts)?;
+                let mut t = cupreempt::transform(&f.text, &name, &opts);
                 if let Err(d) = f.restore_or_report(&t.output) {
                     t.diagnostics.push(d);
                 }

@@ -33,7 +33,7 @@ pub fn run(a: DiffArgs) -> anyhow::Result<ExitCode> {
     let opts = a.select.options()?;
     let src = files::read_text(&a.file)?;
     let name = files::display_name(&a.file);
-    let t = cupreempt::transform(&src, &name, &opts)?;
+    let t = cupreempt::transform(&src, &name, &opts);
     eprint!("{}", render(&t.diagnostics, &name, &src, stderr_color()));
     let kernels = t.kernels.iter().map(|k| k.name.clone()).collect();
     for w in super::unmatched_selection(&opts, &kernels) {

@@ -1228,7 +1228,7 @@ fn prepare(
             });
             o.known_macros = included;
             o.include_support = include_support;
-            let t = cupreempt::transform(text, name, &o)?;
+            let t = cupreempt::transform(text, name, &o);
             let shown: Vec<_> = t
                 .diagnostics
                 .iter()

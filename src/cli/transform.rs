@@ -133,14 +133,7 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
         let earlier = (foreign.is_none() && !include_support)
             .then(|| done.remove(path))
             .flatten();
-        let t = match earlier.map_or_else(|| cupreempt::transform(&src, &name, opts), Ok) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("cupreempt: {name}: {e}");
-                sum.skipped += 1;
-                continue;
-            }
-        };
+        let t = earlier.unwrap_or_else(|| cupreempt::transform(&src, &name, opts));
         eprint!("{}", render(&t.diagnostics, &name, &src, color));
         kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
         sum.found.add(&t);
@@ -242,7 +235,7 @@ fn support_first(
                     .or_insert_with(|| {
                         let opts = known.get(q).cloned().unwrap_or_default().options(opts);
                         let src = std::fs::read(q).ok().and_then(files::text_of)?;
-                        cupreempt::transform(&src, &files::display_name(q), &opts).ok()
+                        Some(cupreempt::transform(&src, &files::display_name(q), &opts))
                     })
                     .as_ref()
                     .is_some_and(cupreempt::Transformed::includes_support)

@@ -86,9 +86,10 @@ fn weak_template_declarations(
          {head}{specifiers}{WEAK} {wrapper}({params});\n\
          {capped_decl}\
          {class_head}struct {s} {{\n  static constexpr auto {MEMBER_ORIGINAL} = &{name}<{args}>;\n  static constexpr auto {MEMBER_WRAPPER} = &{wrapper}<{args}>;\n{capped_member}}};\n\
-         {head}{s}<{args}> {selector}({plain});  // cupreempt: picks the kernels for a launch's arguments\n\
+         {head_alone}{s}<{args}> {selector}({plain});  // cupreempt: picks the kernels for a launch's arguments\n\
          #pragma nv_diagnostic pop",
         class_head = t.class_head,
+        head_alone = t.head_alone,
         capped_decl = super::kernel::without_rdc(&format!("{head}{specifiers}{WEAK} {capped}({params});\n")),
         capped_member = super::kernel::by_rdc(&member(&wrapper), &member(&capped)),
         selector = selector_name(name),

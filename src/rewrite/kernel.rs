@@ -197,8 +197,13 @@ pub fn rewrite(
     }
     let mut h = Header::of(k, src);
     if head_at < k.head {
-        // The groups that choose the attributes, from their first `#if` line.
+        // The groups that choose the attributes, from their first `#if` line (after a
+        // template's head, which then ends there).
         h.specifiers = src[head_at..k.written_name().start].to_string();
+        if let Some(t) = k.template {
+            h.template = names_inserted(src, t.start_byte()..head_at, &k.template_params);
+            h.template_alone = h.template.clone();
+        }
     }
     out.push('\n');
     out.push_str(&forwarder(plan, &h, named));
@@ -579,8 +584,12 @@ fn trim_last_newline(mut s: String) -> String {
 
 /// The pieces of a kernel's header that generated functions copy.
 struct Header {
-    /// `template <typename T, int N = 4>\n` or empty.
+    /// `template <typename T, int N = 4>\n` or empty: up to the specifiers, with whatever is
+    /// written between (what the generated kernels' heads copy).
     template: String,
+    /// The same for a copy that stands alone (the selector's declaration): without the text
+    /// after the parameter list where that text opens or closes a conditional (`template_end`).
+    template_alone: String,
     /// The same for a class template (the launch types' struct): C++ allows a function
     /// template's default arguments before parameters without one, a class template's only at
     /// the end (or before packs), so those defaults are left out (a launch names every
@@ -606,16 +615,36 @@ struct Header {
 
 impl Header {
     fn of(k: &FunctionSite, src: &str) -> Header {
+        let end = template_end(k, src);
+        // A head cut before a directive line ends its own line.
+        let alone = |text: String| {
+            if end < k.head {
+                format!("{text}\n")
+            } else {
+                text
+            }
+        };
+        let class_header = |every: bool| {
+            k.template
+                .map(|t| {
+                    alone(class_template_header(
+                        t,
+                        end,
+                        src,
+                        &k.template_params,
+                        every,
+                    ))
+                })
+                .unwrap_or_default()
+        };
         Header {
             template: k.template_text(src),
-            class_template: k
+            template_alone: k
                 .template
-                .map(|t| class_template_header(t, k.head, src, &k.template_params, false))
+                .map(|t| alone(names_inserted(src, t.start_byte()..end, &k.template_params)))
                 .unwrap_or_default(),
-            specialization_template: k
-                .template
-                .map(|t| class_template_header(t, k.head, src, &k.template_params, true))
-                .unwrap_or_default(),
+            class_template: class_header(false),
+            specialization_template: class_header(true),
             linkage: k
                 .linkage
                 .filter(|l| !l.braced)
@@ -664,12 +693,24 @@ fn capped_specifiers(k: &FunctionSite, src: &str) -> Option<String> {
     ))
 }
 
+/// Where a copy of `k`'s template head that stands alone ends: at the specifiers (`k.head`),
+/// or right after the parameter list (or the requires clause after it) where the text between
+/// opens or closes a conditional, as in `template <int N>` `#if X` `__launch_bounds__(N)`
+/// `#endif` `__global__ void k()`. The copy must be balanced; the group stays with the
+/// specifiers, which only the generated kernels' heads copy, together with the whole head.
+fn template_end(k: &FunctionSite, src: &str) -> usize {
+    match k.template_head_end() {
+        Some(e) if crate::lang::unbalanced_conditional(&src[e..k.head]).is_some() => e,
+        _ => k.head,
+    }
+}
+
 /// `template <bool B = false, int N>` → `template <bool B, int N>`: the text from the template
-/// declaration `t` to `head`, without the default arguments that parameters without one follow
-/// (`every`: without any).
+/// declaration `t` to `end` (`template_end`), without the default arguments that parameters
+/// without one follow (`every`: without any).
 fn class_template_header(
     t: Node,
-    head: usize,
+    end: usize,
     src: &str,
     names: &[TemplateParam],
     every: bool,
@@ -677,7 +718,7 @@ fn class_template_header(
     let start = t.start_byte();
     let copy = |range: std::ops::Range<usize>| names_inserted(src, range, names);
     let Some(list) = t.child_by_field_id(crate::lang::fields().parameters) else {
-        return copy(start..head);
+        return copy(start..end);
     };
     let mut c = list.walk();
     let params: Vec<Node> = list.named_children(&mut c).collect();
@@ -690,7 +731,7 @@ fn class_template_header(
             .iter()
             .rposition(|n| !optional(n) && !variadic(n) && n.kind() != "comment")
     }) else {
-        return copy(start..head);
+        return copy(start..end);
     };
     let mut out = String::new();
     let mut at = start;
@@ -703,7 +744,7 @@ fn class_template_header(
         out.push_str(&copy(at..cut));
         at = p.end_byte();
     }
-    out.push_str(&copy(at..head));
+    out.push_str(&copy(at..end));
     out
 }
 
@@ -1119,7 +1160,7 @@ impl LaunchTypes<'_, '_> {
         if self.selector {
             out.push_str(&format!(
             "{template}{s}{targs} {sel}({params});  // cupreempt: picks the kernels for a launch's arguments\n",
-            template = h.template,
+            template = h.template_alone,
             sel = selector_name(&k.name),
             // A host declaration: no `__grid_constant__`.
             params = k.join_params(Param::plain_declaration),
@@ -1157,6 +1198,7 @@ pub(crate) fn declared_template(d: &FunctionSite, src: &str) -> crate::program::
     let h = Header::of(d, src);
     crate::program::DeclaredTemplate {
         head: h.template,
+        head_alone: h.template_alone,
         class_head: h.class_template,
         args: d.template_args(),
     }
