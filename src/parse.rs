@@ -200,6 +200,10 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let (mut separators, undefs) = statement_macro_separators(src, &defs, included_macros);
     separators.extend(loop_macro_separators(src, &defs, included_macros));
     let mut qualifiers = restrict_macros(src);
+    for (at, rest) in terminating_macro_uses(src, &defs, included_macros) {
+        separators.push(at);
+        qualifiers.push(rest);
+    }
     qualifiers.extend(undefs);
     qualifiers.extend(typename_casts(src));
     let grid_constants = grid_constant_macros(&defs, included_macros);
@@ -1075,6 +1079,62 @@ fn operator_instantiations(src: &str) -> Vec<std::ops::Range<usize>> {
         out.push(start..start + code.len());
     }
     out
+}
+
+/// Uses of a statement macro whose replacement begins with its first parameter and a `;`
+/// (`#define CHECK_CUDA(A, debug) A; if (debug) { ... }`), given that argument empty: the use
+/// ends the statement written before it without a `;`, as a widely forked rasterizer checks
+/// its launches (`kernel<<<g, b>>>(args)` on one line, `CHECK_CUDA(, debug)` on the next).
+/// The grammar read the launch and the use as one broken statement (CP100), and the launch
+/// stayed plain. In the masked view the use's first byte becomes that `;` (the returned
+/// offset) and the rest of the use is blanked (the range): what the use adds after the `;`
+/// is host code that checks an error.
+fn terminating_macro_uses(
+    src: &str,
+    defs: &[Define],
+    included_macros: &[(String, String)],
+) -> Vec<(usize, std::ops::Range<usize>)> {
+    if !src.contains("(,") && !src.contains("( ,") {
+        return Vec::new();
+    }
+    // A replacement that begins with a word and `;`: the first parameter, for a file's own
+    // definition (whose list says so); an included one's list is not at hand, and a bare word
+    // followed by `;` is a statement only as a parameter.
+    let starts_with_statement = |body: &str, first: Option<&str>| {
+        let body = replacement_text(body);
+        let word = lang::leading_identifier(&body)?;
+        let rest = body[word.len()..].trim_start();
+        (rest.starts_with(';') && first.is_none_or(|f| f == word)).then_some(())
+    };
+    let mut names: Vec<String> = defs
+        .iter()
+        .filter(|d| d.function_like)
+        .filter_map(|d| {
+            let params = macro_parameter_list(d.params?);
+            starts_with_statement(d.body, Some(params.first()?.as_str()))?;
+            Some(d.name.to_string())
+        })
+        .chain(
+            included_macros
+                .iter()
+                .filter(|(_, body)| starts_with_statement(body, None).is_some())
+                .map(|(n, _)| n.clone()),
+        )
+        .collect();
+    names.sort();
+    names.dedup();
+    let b = src.as_bytes();
+    macro_uses(src, &names)
+        .into_iter()
+        .filter_map(|r| {
+            let open = r.end + (src[r.end..].len() - src[r.end..].trim_start().len());
+            if b.get(open) != Some(&b'(') || !src[open + 1..].trim_start().starts_with(',') {
+                return None;
+            }
+            let close = closing_paren(b, open)?;
+            Some((r.start, r.start + 1..close + 1))
+        })
+        .collect()
 }
 
 /// The comma before an empty last argument of a call (`ncvAssertPrintReturn(ok, "msg", );`,
@@ -2931,6 +2991,36 @@ mod tests {
         ] {
             assert_eq!(replacement_text(body), want, "{body:?}");
         }
+    }
+
+    /// A check macro given an empty first argument ends the launch before it, whether the
+    /// file or an included one defines it; a use with a statement, or a macro whose
+    /// replacement does not begin with its parameter and `;`, is left alone.
+    #[test]
+    fn a_check_macro_with_an_empty_statement_ends_the_launch_before_it() {
+        let launch =
+            "void f(bool d) {\n  k<<<1, 32>>>(p)\n  CHECK(, d)\n  CHECK(g(), d);\n  LOG(, d)\n}\n";
+        let own = format!(
+            "#define CHECK(A, debug) A; if (debug) sync();\n#define LOG(A, debug) log(A)\n{launch}"
+        );
+        let found = terminating_macro_uses(&own, &defines(&own), &[]);
+        let at = own.find("CHECK(, d)").unwrap();
+        assert_eq!(found, [(at, at + 1..at + "CHECK(, d)".len())]);
+        let included = [
+            ("CHECK".to_string(), "A; if (debug) sync();".to_string()),
+            ("LOG".to_string(), "log(A)".to_string()),
+        ];
+        let found = terminating_macro_uses(launch, &[], &included);
+        let at = launch.find("CHECK(, d)").unwrap();
+        assert_eq!(found, [(at, at + 1..at + "CHECK(, d)".len())]);
+        // Parsed: the launch is read as a statement of its own.
+        let view = masked_with(launch, &included).expect("masked");
+        assert!(view.contains("k<<<1, 32>>>(p)\n  ;         \n"), "{view}");
+        let checked = launch.replace("  LOG(, d)\n", "");
+        let tree = parse_with(&checked, &included).tree;
+        assert_eq!(error_ranges(tree.root_node()).len(), 0);
+        let tree = parse_with(&checked, &included[1..]).tree;
+        assert!(!error_ranges(tree.root_node()).is_empty());
     }
 
     #[test]
