@@ -2300,8 +2300,9 @@ pub(crate) fn last_word(text: &str) -> &str {
 /// devices"`, `"n=%" PRId64 "\n"`, `"%" PRIu64`): the grammar reads an identifier among
 /// concatenated literals only first or third and later, and the statement was a syntax error
 /// (CP100, or CP001 in a kernel that prints). Where an identifier follows a string literal
-/// with blanks between (without them it is a literal's suffix), it can only be such a macro
-/// (`extern "C" int f()` and `operator "" _km` aside); the masked view turns it into a
+/// with blanks between (without them it is a literal's suffix, unless another literal follows
+/// at once: `"node ("fNID"): "`), it can only be such a macro (`extern "C" int f()` and
+/// `operator "" _km` aside); the masked view turns it into a
 /// literal of the same length (`"    "`, at least two characters), its arguments with it where
 /// it is called on one line; it may stand on the next line. What a literal holds, no analysis
 /// reads. Comments, character literals and directive lines are skipped.
@@ -2382,7 +2383,15 @@ fn string_macro_uses(src: &str) -> Vec<std::ops::Range<usize>> {
                         .iter()
                         .take_while(|&&x| ident(x))
                         .count();
-                if at > i && end - at >= 2 && !b[at].is_ascii_digit() {
+                // Without blanks, only between two literals (`"node ("fNID"): "`, as a
+                // sequence aligner's debug prints write it, which compilers read as a macro
+                // for compatibility), and never an encoding prefix of the next one.
+                let between_literals = b.get(end) == Some(&b'"')
+                    && !matches!(
+                        &src[at..end],
+                        "L" | "u" | "U" | "u8" | "R" | "LR" | "uR" | "UR" | "u8R"
+                    );
+                if (at > i || between_literals) && end - at >= 2 && !b[at].is_ascii_digit() {
                     // With its arguments where they follow on its line: `"B0: bra B1;\n"`
                     // then `repeat31("add.u32 %0, %1, 1;\n")` on the next line, a macro that
                     // repeats its string (a power-measurement suite's inline PTX).
@@ -3881,8 +3890,17 @@ void h(int* d) {
         let not = "extern \"C\" int g();\nint operator \"\" _km(const char*);\n\
                    auto s = \"abc\"sv; char c = 'x' ; // \"a\" B\n/* \"a\" B */\n\
                    #include \"x.h\" NAME\nconst char* r = R\"x(say \"hi\" there)x\";\n\
-                   const char* one = \"a\" X;\n";
+                   const char* one = \"a\" X;\nconst wchar_t* w = \"a\"L\"b\"; auto t = \"a\"sv\n;\n";
         assert!(string_macro_uses(not).is_empty());
+        // Between two literals without blanks: a sequence aligner's debug prints.
+        let tight = "__global__ void k(int* n) {\n  printf(\"node (\"fNID\"): %d\\n\", n[0]);\n}\n";
+        let found: Vec<&str> = string_macro_uses(tight)
+            .into_iter()
+            .map(|r| &tight[r])
+            .collect();
+        assert_eq!(found, ["fNID"]);
+        assert!(error_count_of(tight) > 0, "an error as written");
+        assert_eq!(error_count(tight), 0, "{:?}", masked(tight));
     }
 
     #[test]
