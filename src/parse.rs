@@ -147,7 +147,9 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
 }
 
 /// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar
-/// cannot place: `void CUDART_CB done(...)`; the headers' marks of what the compiler provides
+/// cannot place: `void CUDART_CB done(...)`, and the CUDA libraries' own (`static void CUPTIAPI
+/// bufferRequested(...)`, as a communication library's benchmark registers its profiler
+/// callbacks); the headers' marks of what the compiler provides
 /// (`extern __device__ __device_builtin__ unsigned __fns(...)`, as code that declares an
 /// intrinsic itself writes; `__cudart_builtin__`); and cupreempt's own attribute macro for the
 /// weak wrapper declarations it writes (`CUPREEMPT_WEAK`, src/vocab.rs), so that a transformed
@@ -157,6 +159,14 @@ const CALLING_CONVENTIONS: &[&str] = &[
     "CUDARTAPI",
     "CUDAAPI",
     "CUDA_CB",
+    "CUPTIAPI",
+    "CUBLASAPI",
+    "CUBLASWINAPI",
+    "CUFFTAPI",
+    "CURANDAPI",
+    "CUSPARSEAPI",
+    "CUSOLVERAPI",
+    "CUDNNWINAPI",
     "__stdcall",
     "__cdecl",
     "__device_builtin__",
@@ -3637,6 +3647,9 @@ void h(int* d) {
             " ".repeat("CUDART_CB".len())
         );
         assert_eq!(view, want);
+        let cupti = "static void CUPTIAPI requested(unsigned char** b) { *b = 0; }\n";
+        assert!(error_count_of(cupti) > 0, "an error as written");
+        assert_eq!(error_count(cupti), 0, "{:?}", masked(cupti));
         assert!(masked("__global__ void k() {}").is_none());
         let host = "void f(int n) { const float **p = new const float *[n]; int** q = new int*[n];\n  if (typeid(T) == typeid(double)) { } }\n";
         let view = masked(host).expect("something to mask");
