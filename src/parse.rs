@@ -1578,20 +1578,37 @@ fn uses_with_ends<'a>(src: &'a str, name: &'a str) -> impl Iterator<Item = (usiz
     uses(src, name).filter_map(move |at| use_end(src.as_bytes(), at, name).map(|end| (at, end)))
 }
 
-/// The index of the `)` that closes the `(` at `open`.
+/// The index of the `)` that closes the `(` at `open`, string and character literals skipped
+/// (a test's name or a format may hold a parenthesis; a literal left open ends at its line). A
+/// `'` after a letter or digit is a digit separator (`1'000`), not a literal's start.
 pub(crate) fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
+    // Not at a `(`: nothing to close, the place itself (as callers have always read it).
+    if b.get(open) != Some(&b'(') {
+        return (open < b.len()).then_some(open);
+    }
     let mut depth = 0usize;
-    b[open..]
-        .iter()
-        .position(|&x| {
-            match x {
-                b'(' => depth += 1,
-                b')' => depth = depth.saturating_sub(1),
-                _ => {}
+    let mut i = open;
+    while i < b.len() {
+        match b[i] {
+            b'(' => depth += 1,
+            b')' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return Some(i);
+                }
             }
-            depth == 0
-        })
-        .map(|i| open + i)
+            b'\'' if i > 0 && (b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric()) => {}
+            quote @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != quote && b[i] != b'\n' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Where `name` is used as a word of its own, outside directive lines.
@@ -2154,7 +2171,7 @@ fn macro_headed_definitions(
         let name = &src[line_start..line_start + name_len];
         let open = line_start + name_len;
         if name_len > 0 && macro_like(name) && !known(name) && b.get(open) == Some(&b'(') {
-            let close = closing_paren_outside_literals(b, open);
+            let close = closing_paren(b, open);
             let headed = close.filter(|&close| {
                 let (next, _) = past_blanks_and_comments(b, close + 1);
                 b.get(next) == Some(&b'{') && src[open + 1..close].contains(['"', '('])
@@ -2266,33 +2283,6 @@ fn line_scopes(b: &[u8]) -> Vec<LineScope> {
         i += 1;
     }
     out
-}
-
-/// The `)` that closes the `(` at `open`, string and character literals skipped (a test's name
-/// may hold a parenthesis).
-fn closing_paren_outside_literals(b: &[u8], open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut i = open;
-    while i < b.len() {
-        match b[i] {
-            b'(' => depth += 1,
-            b')' => {
-                depth -= 1;
-                if depth == 0 {
-                    return Some(i);
-                }
-            }
-            quote @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != quote && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
 }
 
 /// The identifier that `text` ends with (blanks after it aside); empty where it ends otherwise.
@@ -3010,6 +3000,24 @@ mod tests {
         ] {
             assert_eq!(replacement_text(body), want, "{body:?}");
         }
+    }
+
+    /// Parentheses inside string and character literals do not count; a digit separator
+    /// starts no literal; an unclosed literal ends at its line.
+    #[test]
+    fn closing_paren_skips_literals() {
+        let text = "f(\"[0, 300)\", ')', 1'000, g(x)) + y";
+        assert_eq!(
+            closing_paren(text.as_bytes(), 1),
+            Some(text.find(") +").unwrap())
+        );
+        let open = "f(\"a)\n, b) c";
+        assert_eq!(
+            closing_paren(open.as_bytes(), 1),
+            Some(open.find(") c").unwrap())
+        );
+        assert_eq!(closing_paren(b"x(", 0), Some(0));
+        assert_eq!(closing_paren(b"(a", 0), None);
     }
 
     /// A check macro given an empty first argument ends the launch before it, whether the
