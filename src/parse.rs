@@ -149,7 +149,8 @@ pub fn parse_with(src: &str, included_macros: &[(String, String)]) -> Parsed {
 /// Words that CUDA headers define as calling conventions (empty on Linux) and that the grammar
 /// cannot place: `void CUDART_CB done(...)`, and the CUDA libraries' own (`static void CUPTIAPI
 /// bufferRequested(...)`, as a communication library's benchmark registers its profiler
-/// callbacks); the headers' marks of what the compiler provides
+/// callbacks), and the graphics interfaces' (`static VKAPI_ATTR VkBool32 VKAPI_CALL
+/// debugCallback(...)` in the Vulkan interop samples); the headers' marks of what the compiler provides
 /// (`extern __device__ __device_builtin__ unsigned __fns(...)`, as code that declares an
 /// intrinsic itself writes; `__cudart_builtin__`); and cupreempt's own attribute macro for the
 /// weak wrapper declarations it writes (`CUPREEMPT_WEAK`, src/vocab.rs), so that a transformed
@@ -167,6 +168,11 @@ const CALLING_CONVENTIONS: &[&str] = &[
     "CUSPARSEAPI",
     "CUSOLVERAPI",
     "CUDNNWINAPI",
+    "VKAPI_ATTR",
+    "VKAPI_CALL",
+    "VKAPI_PTR",
+    "APIENTRY",
+    "GLAPIENTRY",
     "__stdcall",
     "__cdecl",
     "__device_builtin__",
