@@ -48,10 +48,13 @@ pub enum Code {
     /// CP203: kernels judged without a macro that is defined only where a configuration macro
     /// no file defines is; their wrappers are compiled only where it stays undefined.
     UnconfiguredMacro,
+    /// CP204: a file with refused kernels or syntax warnings includes a file that was not
+    /// found, whose definitions the analysis therefore lacks.
+    IncludeNotFound,
 }
 
 impl Code {
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::AlreadyTransformed,
         Code::ParseErrorInKernel,
         Code::GridSync,
@@ -72,6 +75,7 @@ impl Code {
         Code::BadPragma,
         Code::SelectionUnmatched,
         Code::UnconfiguredMacro,
+        Code::IncludeNotFound,
     ];
 
     pub fn id(self) -> &'static str {
@@ -96,6 +100,7 @@ impl Code {
             Code::BadPragma => "CP201",
             Code::SelectionUnmatched => "CP202",
             Code::UnconfiguredMacro => "CP203",
+            Code::IncludeNotFound => "CP204",
         }
     }
 
@@ -105,7 +110,8 @@ impl Code {
             Code::AlreadyTransformed
             | Code::NotSelected
             | Code::PredicatedRewrite
-            | Code::UnconfiguredMacro => Level::Note,
+            | Code::UnconfiguredMacro
+            | Code::IncludeNotFound => Level::Note,
             Code::ParseError | Code::LaunchLeft | Code::BadPragma | Code::SelectionUnmatched => {
                 Level::Warning
             }

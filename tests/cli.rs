@@ -2607,3 +2607,61 @@ fn a_define_with_a_value_is_read_as_the_macros_definition() {
     let o = cupreempt(&["check", "kernels.cuh", "-D", "KERNEL_SPEC"], &dir);
     assert!(!stdout(&o).contains("fill:"), "{}", stdout(&o));
 }
+
+/// A refused kernel whose file includes a header that is not found gets a note naming it
+/// (CP204), in `check` and `transform`; given the folder with `-I`, the helper is read, the
+/// kernel is transformable and no note is left. A file whose kernels all pass gets none.
+#[test]
+fn a_header_not_found_is_named_where_a_kernel_is_refused() {
+    let dir = support::tempdir("cli-include-not-found");
+    std::fs::create_dir_all(dir.join("src/common")).unwrap();
+    std::fs::write(
+        dir.join("src/common/util.h"),
+        "#pragma once\ninline __device__ __host__ unsigned div_up(unsigned a, unsigned b) { return (a + b - 1) / b; }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/tiles.cu"),
+        "#include \"util.h\"\n\
+         __global__ void tiles(float* out, unsigned n) {\n\
+           const unsigned k_tiles = div_up(n, 256);\n\
+           if (blockIdx.x >= k_tiles) return;\n\
+           __shared__ float s[256];\n\
+           float sum = 0.0f;\n\
+           for (unsigned k = 0; k < k_tiles; ++k) {\n\
+             s[threadIdx.x] = out[k * 256 + threadIdx.x];\n\
+             __syncthreads();\n\
+             sum += s[255 - threadIdx.x];\n\
+             __syncthreads();\n\
+           }\n\
+           out[blockIdx.x * 256 + threadIdx.x] = sum;\n\
+         }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/fine.cu"),
+        "#include \"absent.h\"\n__global__ void fine(float* out) { out[threadIdx.x] = 1.0f; }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src/tiles.cu", "src/fine.cu"], &dir);
+    assert!(
+        stdout(&o).contains("tiles: left as it is: CP004")
+            && stderr(&o).contains("CP204")
+            && stderr(&o).contains("`util.h` not found")
+            && !stderr(&o).contains("absent.h"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = cupreempt(&["transform", "src/tiles.cu", "-o", "out.cu"], &dir);
+    assert!(stderr(&o).contains("`util.h` not found"), "{}", stderr(&o));
+    let o = cupreempt(&["check", "-I", "src/common", "src/tiles.cu"], &dir);
+    assert!(
+        o.status.success()
+            && stdout(&o).contains("tiles: transformable")
+            && !stderr(&o).contains("CP204"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+}

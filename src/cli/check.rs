@@ -77,6 +77,10 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 },
             ),
         };
+        let mut t = t;
+        if let Some(note) = files::includes_not_found(&src, &path, a.select.include_dirs(), &t) {
+            t.diagnostics.push(note);
+        }
         kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
         refused |= t.diagnostics.iter().any(|d| d.is_refusal());
         found.add(&t);

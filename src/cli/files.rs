@@ -338,6 +338,50 @@ pub fn backup_path(path: &Path) -> PathBuf {
     candidate
 }
 
+/// CP204 where `t` refused a kernel or warned of a syntax error and files that `src` (at
+/// `path`) includes with quotes are found neither next to it nor along `search` (the `-I`
+/// folders): the analysis then lacks their definitions, so a helper they define reads as
+/// unknown (a condition that calls it as possibly thread-dependent, CP004; a call of it as
+/// unseen, CP008) and a macro as an unknown word (CP100). One note, labelled at each such
+/// include; None where every quoted include resolves. Angle-bracket includes are the
+/// toolkit's and the system's, which the analysis does not read anyway.
+pub(crate) fn includes_not_found(
+    src: &str,
+    path: &std::path::Path,
+    search: &[std::path::PathBuf],
+    t: &cupreempt::Transformed,
+) -> Option<cupreempt::diagnostics::Diagnostic> {
+    use cupreempt::diagnostics::{Code, Diagnostic};
+    let doubtful = t
+        .diagnostics
+        .iter()
+        .any(|d| d.is_refusal() || d.code == Code::ParseError);
+    if !doubtful {
+        return None;
+    }
+    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let missing: Vec<_> = cupreempt::program::includes(src)
+        .into_iter()
+        .filter(|inc| inc.quoted && cupreempt::program::resolve(inc, dir, search).is_none())
+        .collect();
+    let first = missing.first()?;
+    let names: Vec<String> = missing.iter().map(|i| format!("`{}`", i.name)).collect();
+    let mut d = Diagnostic::new(
+        Code::IncludeNotFound,
+        format!(
+            "{} not found: what {} defines is unknown to the analysis, and the verdicts above may change with {}",
+            names.join(", "),
+            if missing.len() == 1 { "it" } else { "they" },
+            if missing.len() == 1 { "it" } else { "them" },
+        ),
+    )
+    .label(first.name_range.clone(), "not found next to this file or in an -I folder");
+    for inc in &missing[1..] {
+        d = d.label(inc.name_range.clone(), "nor this");
+    }
+    Some(d.help("give cupreempt the folders the compiler searches (`-I DIR`, as nvcc gets them)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -133,7 +133,10 @@ pub fn run(a: TransformArgs) -> anyhow::Result<ExitCode> {
         let earlier = (foreign.is_none() && !include_support)
             .then(|| done.remove(path))
             .flatten();
-        let t = earlier.unwrap_or_else(|| cupreempt::transform(&src, &name, opts));
+        let mut t = earlier.unwrap_or_else(|| cupreempt::transform(&src, &name, opts));
+        if let Some(note) = files::includes_not_found(&src, path, a.select.include_dirs(), &t) {
+            t.diagnostics.push(note);
+        }
         eprint!("{}", render(&t.diagnostics, &name, &src, color));
         kernels.extend(t.kernels.iter().map(|k| k.name.clone()));
         sum.found.add(&t);
