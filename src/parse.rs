@@ -222,6 +222,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     }
     qualifiers.extend(undefs);
     qualifiers.extend(typename_casts(src));
+    qualifiers.extend(unnamed_enum_bases(src));
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
     qualifiers.extend(macro_uses(src, &constexpr_macros(&defs, included_macros)));
@@ -1220,6 +1221,27 @@ fn restrict_macros(src: &str) -> Vec<std::ops::Range<usize>> {
 /// A qualified name after `typename` (`T::U`, `::n::B<T, C<T>>::D`, `T::template V<N>`), as
 /// `typename_casts` and `typename_statement_casts` read it.
 const DEPENDENT_NAME: &str = r"(?:::\s*)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?(?:\s*::\s*(?:template\s+)?[A-Za-z_]\w*(?:\s*<[^;{}()<>]*(?:<[^;{}()<>]*>[^;{}()<>]*)*>)?)+";
+
+/// The underlying type of an unnamed enumeration (`typedef enum : int { ADAM_MODE_0 = 0 }
+/// adamMode_t;`, as a training library's optimizer kernels declare their modes; `enum :
+/// unsigned { ... };`): the grammar reads a base only after an enumeration's name, and the
+/// declaration was a syntax error (CP100), its enumerators unknown to the kernels that use
+/// them. The `: TYPE` is blanked in the masked view; the type changes no value the analysis
+/// reads.
+fn unnamed_enum_bases(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("enum") {
+        return Vec::new();
+    }
+    static RE: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = RE.get_or_init(|| {
+        regex::Regex::new(r"\benum[ \t]*(:[ \t]*[A-Za-z_][A-Za-z_0-9: \t]*?)[ \t\n]*\{")
+            .expect("valid regex")
+    });
+    re.captures_iter(src)
+        .filter_map(|c| c.get(1))
+        .map(|m| m.range())
+        .collect()
+}
 
 /// `typename` in front of a functional cast of a dependent type, in an argument, an
 /// initializer or a return value (`make_tile(typename TiledMMA::AtomThrID{})`, `return
@@ -3006,6 +3028,19 @@ mod tests {
         ] {
             assert_eq!(replacement_text(body), want, "{body:?}");
         }
+    }
+
+    /// An unnamed enumeration's base is blanked for the grammar; a named one's is read.
+    #[test]
+    fn unnamed_enum_bases_read_as_plain_enumerations() {
+        let src = "typedef enum : int {\n  M0 = 0,\n} mode;\nenum : unsigned { X1 = 1 };\nenum F : int { B };\n";
+        let found: Vec<&str> = unnamed_enum_bases(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(found, [": int", ": unsigned"]);
+        assert!(error_count_of(src) > 0, "an error as written");
+        assert_eq!(error_count(src), 0, "{:?}", masked(src));
     }
 
     /// Parentheses inside string and character literals do not count; a digit separator
