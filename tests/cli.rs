@@ -2655,6 +2655,18 @@ fn a_header_not_found_is_named_where_a_kernel_is_refused() {
     );
     let o = cupreempt(&["transform", "src/tiles.cu", "-o", "out.cu"], &dir);
     assert!(stderr(&o).contains("`util.h` not found"), "{}", stderr(&o));
+    // A launch left as written (CP101) of a kernel the missing header would define.
+    std::fs::write(
+        dir.join("src/run.cu"),
+        "#include \"kernels.cuh\"\nvoid run(float* p) { scale<<<1, 32>>>(p); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "src/run.cu"], &dir);
+    assert!(
+        stderr(&o).contains("CP101") && stderr(&o).contains("`kernels.cuh` not found"),
+        "{}",
+        stderr(&o)
+    );
     let o = cupreempt(&["check", "-I", "src/common", "src/tiles.cu"], &dir);
     assert!(
         o.status.success()

@@ -338,13 +338,15 @@ pub fn backup_path(path: &Path) -> PathBuf {
     candidate
 }
 
-/// CP204 where `t` refused a kernel or warned of a syntax error and files that `src` (at
+/// CP204 where `t` refused a kernel, warned of a syntax error or left a launch as written
+/// (CP101: the kernel it names may be defined in such a file), and files that `src` (at
 /// `path`) includes with quotes are found neither next to it nor along `search` (the `-I`
 /// folders): the analysis then lacks their definitions, so a helper they define reads as
 /// unknown (a condition that calls it as possibly thread-dependent, CP004; a call of it as
-/// unseen, CP008) and a macro as an unknown word (CP100). One note, labelled at each such
-/// include; None where every quoted include resolves. Angle-bracket includes are the
-/// toolkit's and the system's, which the analysis does not read anyway.
+/// unseen, CP008), a macro as an unknown word (CP100) and a kernel as none (CP101). One
+/// note, labelled at each such include; None where every quoted include resolves.
+/// Angle-bracket includes are the toolkit's and the system's, which the analysis does not
+/// read anyway.
 pub(crate) fn includes_not_found(
     src: &str,
     path: &std::path::Path,
@@ -355,7 +357,7 @@ pub(crate) fn includes_not_found(
     let doubtful = t
         .diagnostics
         .iter()
-        .any(|d| d.is_refusal() || d.code == Code::ParseError);
+        .any(|d| d.is_refusal() || matches!(d.code, Code::ParseError | Code::LaunchLeft));
     if !doubtful {
         return None;
     }
@@ -369,9 +371,9 @@ pub(crate) fn includes_not_found(
     let mut d = Diagnostic::new(
         Code::IncludeNotFound,
         format!(
-            "{} not found: what {} defines is unknown to the analysis, and the verdicts above may change with {}",
+            "{} not found: what {} is unknown to the analysis, and the verdicts above may change with {}",
             names.join(", "),
-            if missing.len() == 1 { "it" } else { "they" },
+            if missing.len() == 1 { "it defines" } else { "they define" },
             if missing.len() == 1 { "it" } else { "them" },
         ),
     )
