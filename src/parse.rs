@@ -1117,8 +1117,23 @@ fn terminating_macro_uses(
     // A replacement that begins with a word and `;`: the first parameter, for a file's own
     // definition (whose list says so); an included one's list is not at hand, and a bare word
     // followed by `;` is a statement only as a parameter.
+    // The rest of the replacement is left out of the analysis's view, so it must be host code
+    // that checks an error: nothing that synchronizes or reads the block index.
+    const DEVICE_WORDS: &[&str] = &[
+        "__sync",
+        "sync(",
+        "barrier",
+        "blockIdx",
+        "gridDim",
+        "__shfl",
+        "asm",
+        "this_grid",
+    ];
     let starts_with_statement = |body: &str, first: Option<&str>| {
         let body = replacement_text(body);
+        if DEVICE_WORDS.iter().any(|w| body.contains(w)) {
+            return None;
+        }
         let word = lang::leading_identifier(&body)?;
         let rest = body[word.len()..].trim_start();
         (rest.starts_with(';') && first.is_none_or(|f| f == word)).then_some(())
@@ -1149,7 +1164,9 @@ fn terminating_macro_uses(
                 return None;
             }
             let close = closing_paren(b, open)?;
-            Some((r.start, r.start + 1..close + 1))
+            // The other arguments are names and literals (`debug`), no calls: a statement
+            // passed there would leave the view with the use.
+            (!src[open + 1..close].contains('(')).then_some((r.start, r.start + 1..close + 1))
         })
         .collect()
 }
@@ -3067,16 +3084,17 @@ mod tests {
     #[test]
     fn a_check_macro_with_an_empty_statement_ends_the_launch_before_it() {
         let launch =
-            "void f(bool d) {\n  k<<<1, 32>>>(p)\n  CHECK(, d)\n  CHECK(g(), d);\n  LOG(, d)\n}\n";
+            "void f(bool d) {\n  k<<<1, 32>>>(p)\n  CHECK(, d)\n  CHECK(g(), d);\n  LOG(, d)\n  CHECK(, f(d))\n  SYNCED(, d)\n}\n";
         let own = format!(
-            "#define CHECK(A, debug) A; if (debug) sync();\n#define LOG(A, debug) log(A)\n{launch}"
+            "#define CHECK(A, debug) A; if (debug) check();\n#define LOG(A, debug) log(A)\n{launch}"
         );
         let found = terminating_macro_uses(&own, &defines(&own), &[]);
         let at = own.find("CHECK(, d)").unwrap();
         assert_eq!(found, [(at, at + 1..at + "CHECK(, d)".len())]);
         let included = [
-            ("CHECK".to_string(), "A; if (debug) sync();".to_string()),
+            ("CHECK".to_string(), "A; if (debug) check();".to_string()),
             ("LOG".to_string(), "log(A)".to_string()),
+            ("SYNCED".to_string(), "A; __syncthreads()".to_string()),
         ];
         let found = terminating_macro_uses(launch, &[], &included);
         let at = launch.find("CHECK(, d)").unwrap();
@@ -3084,7 +3102,10 @@ mod tests {
         // Parsed: the launch is read as a statement of its own.
         let view = masked_with(launch, &included).expect("masked");
         assert!(view.contains("k<<<1, 32>>>(p)\n  ;         \n"), "{view}");
-        let checked = launch.replace("  LOG(, d)\n", "");
+        let checked = launch
+            .replace("  LOG(, d)\n", "")
+            .replace("  CHECK(, f(d))\n", "")
+            .replace("  SYNCED(, d)\n", "");
         let tree = parse_with(&checked, &included).tree;
         assert_eq!(error_ranges(tree.root_node()).len(), 0);
         let tree = parse_with(&checked, &included[1..]).tree;
