@@ -257,6 +257,10 @@ split_e2e "kernels that fill static shared memory, split by the launcher" tests/
 # makes the helpers' live copies; split, every launch preemptible, then chaos.
 split_e2e "synchronizing helpers of a header (live copies), split by the launcher" \
   tests/gpu/header_sync_helpers.cu $e2e/header_sync 3 '^header_sync_helpers\|launches planned\|chaos:'
+# Kernels whose type macro an included header defines per configuration
+# (tests/gpu/type_macro_kernels.cu, `LIB_KERNEL k(...)`): split, every launch preemptible, then chaos.
+split_e2e "kernels whose type macro a header defines, split by the launcher" \
+  tests/gpu/type_macro_kernels.cu $e2e/type_macro 2 '^type_macro_kernels\|launches planned\|chaos:'
 # A kernel template declared in one file and defined, with explicit instantiations, in another
 # (tests/gpu/declared_template*.cu; `-static-global-template-stub=false`, which CUDA 13 needs for
 # a template kernel of another unit): each file through `cupreempt transform`, then linked,

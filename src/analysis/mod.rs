@@ -264,7 +264,7 @@ pub struct Analysis<'t> {
 /// Analyzes `src` through its parse (the tree, and the execution-space macros it read).
 pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Options) -> Analysis<'t> {
     let root = parsed.tree.root_node();
-    let mut found = scan::scan(parsed, src);
+    let mut found = scan::scan(parsed, src, &opts.known_macros.definitions);
     mark_specialized_templates(&mut found);
     let mut diagnostics = found.diagnostics;
     let declared_kernels = declared_only(&found.declarations, &found.kernels);

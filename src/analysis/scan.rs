@@ -76,13 +76,19 @@ fn labelable(ranges: Vec<std::ops::Range<usize>>, src: &str) -> Vec<std::ops::Ra
 
 /// The kernels, helpers, launches and macros of `src` as its parse read them, with the
 /// macros the masked view read (`parse::Parsed`: execution spaces, `__grid_constant__`, kernel
-/// attributes).
-pub fn scan<'t>(parsed: &'t parse::Parsed, src: &'t str) -> Found<'t> {
+/// attributes) and those of the files it includes (`included_macros`, name and replacement:
+/// a type macro that holds `__global__`, `RAFT_KERNEL k(...)`).
+pub fn scan<'t>(
+    parsed: &'t parse::Parsed,
+    src: &'t str,
+    included_macros: &[(String, String)],
+) -> Found<'t> {
     let root = parsed.tree.root_node();
     let errors = labelable(parse::error_ranges(root), src);
     let mut s = Scanner {
         src,
         errors: &errors,
+        included_macros,
         space_macros: &parsed.space_macros,
         grid_constant_macros: &parsed.grid_constant_macros,
         attribute_words: std::iter::once("__maxnreg__")
@@ -712,6 +718,8 @@ fn include_position(root: Node, src: &str) -> usize {
 struct Scanner<'t, 'e> {
     src: &'t str,
     errors: &'e [Range<usize>],
+    /// The included files' macros (`Options::known_macros`), name and replacement.
+    included_macros: &'e [(String, String)],
     /// Execution-space macros (`parse::execution_space_macros`) and the words they stand for.
     space_macros: &'e parse::SpaceMacros,
     /// Macros that stand for `__grid_constant__` (`parse::grid_constant_macros`).
@@ -799,6 +807,7 @@ impl<'t> Scanner<'t, '_> {
                 node,
                 self.src,
                 &self.found.macros,
+                self.included_macros,
                 self.space_macros,
                 &self.attribute_words,
             );
@@ -1371,10 +1380,30 @@ fn code_before(text: &str) -> &str {
     }
 }
 
+/// An included file's definition of the type macro `name` that holds `__global__` (the one
+/// whose other words are keywords, where there are several: `static __global__ void` over
+/// `HIDDEN __global__ void`, whose attribute macro the shared body would copy), or its only
+/// definition. None where no definition holds `__global__`.
+fn included_type_macro(included: &[(String, String)], name: &str) -> Option<String> {
+    let keywords = ["__global__", "void", "static", "inline", "__forceinline__"];
+    let globals: Vec<String> = included
+        .iter()
+        .filter(|(n, _)| n == name)
+        .map(|(_, body)| parse::replacement_text(body))
+        .filter(|b| b.split_whitespace().any(|w| w == "__global__"))
+        .collect();
+    globals
+        .iter()
+        .find(|b| b.split_whitespace().all(|w| keywords.contains(&w)))
+        .or(globals.first())
+        .cloned()
+}
+
 fn execution_space<'t>(
     func: Node<'t>,
     src: &str,
     macros: &BTreeMap<String, MacroFacts>,
+    included_macros: &[(String, String)],
     space_macros: &BTreeMap<String, Vec<String>>,
     attribute_words: &[&str],
 ) -> Space<'t> {
@@ -1420,14 +1449,22 @@ fn execution_space<'t>(
         s.head = Some(start);
         at = start;
     }
-    // `#define KERNEL __global__ void` ... `KERNEL k(...)`: the type is the macro.
+    // `#define KERNEL __global__ void` ... `KERNEL k(...)`: the type is the macro, the file's
+    // own or an included file's (`RAFT_KERNEL`, defined per configuration in a library's
+    // header: `RAFT_HIDDEN __global__ void`, `static __global__ void`, and `static void` for
+    // a compiler without CUDA, which never compiles the transformed file).
     if let Some(ty) = func.child_by_field_id(crate::lang::fields().r#type) {
-        if let Some(m) = macros.get(text(ty, src)) {
-            let words: Vec<&str> = m.text.split_whitespace().collect();
+        let name = text(ty, src);
+        let definition = macros
+            .get(name)
+            .map(|m| m.text.clone())
+            .or_else(|| included_type_macro(included_macros, name));
+        if let Some(m) = definition {
+            let words: Vec<&str> = m.split_whitespace().collect();
             if words.contains(&"__global__") {
                 s.global = true;
                 s.global_kw = Some(ty.byte_range());
-                s.global_replacement = m.text.replace("__global__", "__device__ __forceinline__");
+                s.global_replacement = m.replace("__global__", "__device__ __forceinline__");
             }
             s.device |= words.contains(&"__device__");
             s.host |= words.contains(&"__host__");
@@ -1595,6 +1632,35 @@ mod tests {
         );
     }
 
+    /// A type macro that holds `__global__`, defined per configuration in an included file:
+    /// its definition of keywords alone gives the shared body's head; without the included
+    /// macros the kernel is not found.
+    #[test]
+    fn type_macros_of_included_files_make_kernels() {
+        let src = "template <class T>\nLIB_KERNEL scale(T* p) { p[blockIdx.x] = 1; }\n";
+        let included = [
+            (
+                "LIB_KERNEL".to_string(),
+                "LIB_HIDDEN __global__ void".to_string(),
+            ),
+            (
+                "LIB_KERNEL".to_string(),
+                "static __global__ void".to_string(),
+            ),
+            ("LIB_KERNEL".to_string(), "static void".to_string()),
+        ];
+        let parsed = parse::parse(src);
+        assert!(scan(&parsed, src, &[]).kernels.is_empty());
+        let found = scan(&parsed, src, &included);
+        assert_eq!(found.kernels.len(), 1);
+        let k = &found.kernels[0];
+        assert_eq!(k.global_kw.clone().map(|r| &src[r]), Some("LIB_KERNEL"));
+        assert_eq!(
+            k.global_replacement,
+            "static __device__ __forceinline__ void"
+        );
+    }
+
     #[test]
     fn execution_space_macros_are_read_in_front_of_definitions_after_any_text() {
         // A definition right after a non-ASCII character (found by the fuzzer: the look back
@@ -1603,7 +1669,7 @@ mod tests {
             "#define GLOBAL __global__\n// café\nGLOBAL static void k(int *p) { p[0] = 1; }\n\
                    // é\n__global__ void k2(int *p) { p[0] = 2; }\n";
         let parsed = parse::parse(src);
-        let found = scan(&parsed, src);
+        let found = scan(&parsed, src, &[]);
         let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["k", "k2"]);
         let k = &found.kernels[0];
@@ -1617,7 +1683,7 @@ mod tests {
         // An unclosed template parameter list swallows the definitions after it.
         let src = "template <class T\n__global__ void lost(int* out) {\n  out[0] = 1;\n}\n";
         let parsed = parse::parse(src);
-        let found = scan(&parsed, src);
+        let found = scan(&parsed, src, &[]);
         assert!(found.kernels.is_empty());
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["lost"]);
@@ -1637,7 +1703,7 @@ mod tests {
                    // #define COMMENTED(name) __global__ void name() {}\n\
                    GLOBAL void plain(float* x) { x[0] = 1; }\n";
         let parsed = parse::parse(src);
-        let found = scan(&parsed, src);
+        let found = scan(&parsed, src, &[]);
         let names: Vec<&str> = found.kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(names, ["plain"]);
         let lost: Vec<(&str, Option<&str>)> = found
@@ -1662,7 +1728,7 @@ mod tests {
         // to the end of the file, over the next kernel.
         let src = "__global__ void guarded(int* out, int n) {\n#ifdef GUARD\n  if (n > 0) {\n#endif\n  out[0] = n;\n}\n\n__global__ void after(int* out) { out[0] = 1; }\n";
         let parsed = parse::parse(src);
-        let found = scan(&parsed, src);
+        let found = scan(&parsed, src, &[]);
         let lost: Vec<&str> = found.lost_kernels.iter().map(|k| k.name.as_str()).collect();
         assert_eq!(lost, ["after"]);
     }
