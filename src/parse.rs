@@ -760,8 +760,11 @@ fn visibility_macros(defs: &[Define], included: &[(String, String)]) -> Vec<Stri
     names
 }
 
-/// Whether `body` is a sequence of `__attribute__((...))`, `__declspec(...)` and names of
-/// `set`, or nothing.
+/// Whether `body` is a sequence of `__attribute__((...))`, `__declspec(...)`, inline
+/// specifiers (`__forceinline__`, `inline`: RAFT's `_RAFT_FORCEINLINE`, one or the other per
+/// configuration, written after its execution-space macro, `_RAFT_DEVICE _RAFT_FORCEINLINE
+/// void f()`) and names of `set`, or nothing. An inline specifier changes how the compiler
+/// builds a call, nothing the analysis reads.
 fn attributes_only(body: &str, set: &[&str]) -> bool {
     let b = body.as_bytes();
     let mut i = 0;
@@ -786,7 +789,12 @@ fn attributes_only(body: &str, set: &[&str]) -> bool {
                 Some(end) if b.get(i) == Some(&b'(') => i = end + 1,
                 _ => return false,
             }
-        } else if !set.contains(&word) {
+        } else if !set.contains(&word)
+            && !matches!(
+                word,
+                "__forceinline__" | "__noinline__" | "inline" | "__inline__"
+            )
+        {
             return false;
         }
     }
@@ -3228,6 +3236,30 @@ FI_INLINE int row() { return blockIdx.x; }
             "the use is blanked in the masked view"
         );
         assert!(error_count_of(use_) > 0, "and an error as written");
+    }
+
+    /// An inline specifier's macro, defined per configuration (`__forceinline__` or `inline`),
+    /// after an execution-space macro: blanked, so that the definition reads.
+    #[test]
+    fn inline_specifier_macros_read_as_attributes() {
+        let included = [
+            ("_LIB_DEVICE".to_string(), "__device__".to_string()),
+            ("_LIB_DEVICE".to_string(), "".to_string()),
+            (
+                "_LIB_FORCEINLINE".to_string(),
+                "__forceinline__".to_string(),
+            ),
+            ("_LIB_FORCEINLINE".to_string(), "inline".to_string()),
+            ("_LIB_STATIC".to_string(), "static".to_string()),
+        ];
+        assert_eq!(visibility_macros(&[], &included), ["_LIB_FORCEINLINE"]);
+        let src =
+            "template <class T>\n_LIB_DEVICE _LIB_FORCEINLINE void merge(T* k) { k[0] = 1; }\n";
+        assert_eq!(
+            error_count_of(&masked_with(src, &included).expect("masked")),
+            0
+        );
+        assert!(error_count_of(&masked_with(src, &included[..2]).expect("masked")) > 0);
     }
 
     #[test]
