@@ -52,7 +52,7 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
     for (path, _) in inputs {
         let name = files::display_name(&path);
         let opts = known.get(&path).cloned().unwrap_or_default().options(&opts);
-        let (src, t) = match files::read(&path)? {
+        let (src, mut t) = match files::read(&path)? {
             files::Source::Text(src) => {
                 let t = cupreempt::transform(&src, &name, &opts);
                 (src, t)
@@ -77,7 +77,6 @@ pub fn run(a: CheckArgs) -> anyhow::Result<ExitCode> {
                 },
             ),
         };
-        let mut t = t;
         if let Some(note) = files::includes_not_found(&src, &path, a.select.include_dirs(), &t) {
             t.diagnostics.push(note);
         }
