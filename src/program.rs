@@ -660,8 +660,16 @@ pub fn defines_of(
     // Deeper chains of headers than this are not followed (their helpers stay unknown here,
     // and a kernel that reaches one through them is not told apart from before).
     const MAX_ROUNDS: usize = 8;
-    // Kernels and helpers spelled with execution-space macros (`GLOBAL void k()`) count too.
-    let (_, space_macros) = space_macro_names(files.iter().map(|(_, t)| t.as_str()));
+    // Kernels and helpers spelled with execution-space macros (`GLOBAL void k()`) count too,
+    // the macros defined by the inputs or by the other files read (a `global.h` that a unit
+    // includes before a header of kernels spelled `KERNEL_SPEC void k()`).
+    let (_, space_macros) = space_macro_names(
+        files
+            .iter()
+            .map(|(_, t)| t)
+            .chain(others.values())
+            .map(String::as_str),
+    );
     let relevant: Vec<&(PathBuf, String)> = files
         .iter()
         .filter(|(_, t)| {
@@ -1051,6 +1059,9 @@ pub struct MacroMemo {
     unit_functions: std::cell::RefCell<
         std::collections::HashMap<PathBuf, std::rc::Rc<crate::analysis::IncludedFunctions>>,
     >,
+    /// Per translation unit, the macros of it and its includes (`macros_in_context`).
+    unit_macros:
+        std::cell::RefCell<std::collections::HashMap<PathBuf, std::rc::Rc<IncludedMacros>>>,
 }
 
 impl MacroMemo {
@@ -1106,16 +1117,18 @@ impl MacroMemo {
         text_of: &dyn Fn(&Path) -> Option<String>,
     ) -> IncludedMacros {
         let mut out = self.macros_of(graph.closure(file), text_of);
-        let analysed = |t: String| mentions_kernels(&t) || t.contains("__syncthreads");
-        if !text_of(file).is_some_and(analysed) {
-            return out;
-        }
         // Every file whose closure holds it (`includers` is transitive) that no file includes.
         let units: Vec<&PathBuf> = graph
             .includers(file)
             .filter(|u| graph.includers(u).next().is_none())
             .collect();
-        if units.is_empty() {
+        let Some(text) = text_of(file) else {
+            return out;
+        };
+        if !units.is_empty() {
+            self.add_units_macros(&mut out, graph, &units, &text, text_of);
+        }
+        if units.is_empty() || !(mentions_kernels(&text) || text.contains("__syncthreads")) {
             return out;
         }
         let mut shared: Option<crate::analysis::IncludedFunctions> = None;
@@ -1143,6 +1156,75 @@ impl MacroMemo {
             out.functions.merge(&shared);
         }
         out
+    }
+}
+
+impl MacroMemo {
+    /// The macros that every unit of `units` defines, itself or through its includes, and that
+    /// `text` (a header they include) names without any file it includes defining them, added
+    /// to `out`: the header is compiled only inside those units, after what they include
+    /// first. A header of kernels whose type or execution-space macro only its includers'
+    /// headers define (`KERNEL_SPEC void fill(...)`, `DEVICE T f()`, with `global.h` included
+    /// by the unit before it, as cuCollections' `static_map_kernels.cuh` and pytorch3d's
+    /// pulsar headers are written) had no kernel found, in `check` and in a build through the
+    /// launcher alike.
+    fn add_units_macros(
+        &self,
+        out: &mut IncludedMacros,
+        graph: &IncludeGraph,
+        units: &[&PathBuf],
+        text: &str,
+        text_of: &dyn Fn(&Path) -> Option<String>,
+    ) {
+        let words: std::collections::HashSet<&str> = crate::lang::identifiers(text).collect();
+        let known: std::collections::HashSet<&str> =
+            out.definitions.iter().map(|(n, _)| n.as_str()).collect();
+        let wanted = |n: &str| words.contains(n) && !known.contains(n);
+        let mut per_unit = units.iter().map(|u| {
+            let cached = self.unit_macros.borrow().get(*u).cloned();
+            cached.unwrap_or_else(|| {
+                let m = std::rc::Rc::new(self.macros_of(graph.closure(u).chain([*u]), text_of));
+                self.unit_macros
+                    .borrow_mut()
+                    .insert((*u).clone(), m.clone());
+                m
+            })
+        });
+        let Some(first) = per_unit.next() else {
+            return;
+        };
+        let mut names: std::collections::BTreeSet<String> = first
+            .definitions
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| wanted(n))
+            .map(str::to_string)
+            .collect();
+        for m in per_unit {
+            let defined: std::collections::HashSet<&str> =
+                m.definitions.iter().map(|(n, _)| n.as_str()).collect();
+            names.retain(|n| defined.contains(n.as_str()));
+        }
+        if names.is_empty() {
+            return;
+        }
+        out.requires.resize(out.definitions.len(), Vec::new());
+        out.parameter_requires
+            .resize(out.parameters.len(), Vec::new());
+        for (i, d) in first.definitions.iter().enumerate() {
+            if names.contains(&d.0) {
+                out.definitions.push(d.clone());
+                out.requires
+                    .push(first.requires.get(i).cloned().unwrap_or_default());
+            }
+        }
+        for (i, p) in first.parameters.iter().enumerate() {
+            if names.contains(&p.0) {
+                out.parameters.push(p.clone());
+                out.parameter_requires
+                    .push(first.parameter_requires.get(i).cloned().unwrap_or_default());
+            }
+        }
     }
 }
 

@@ -2677,3 +2677,54 @@ fn a_header_not_found_is_named_where_a_kernel_is_refused() {
         stderr(&o)
     );
 }
+
+/// A header of kernels whose type and execution-space macros only a header that its includer
+/// includes before it defines (`KERNEL_SPEC void fill(...)`, `DEVICE float twice(...)`, as
+/// cuCollections' `static_map_kernels.cuh` and pytorch3d's pulsar headers are written): read
+/// with the macros of the units that include it, its kernel is found and the unit's launch
+/// rewritten. Before, the kernel was not found and the launch was left as written (CP101).
+#[test]
+fn a_headers_kernels_are_read_with_its_includers_macros() {
+    let dir = support::tempdir("cli-includer-macros");
+    std::fs::write(
+        dir.join("global.h"),
+        "#pragma once\n#define KERNEL_SPEC __global__\n#define DEVICE __device__\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("kernels.cuh"),
+        "#pragma once\n\
+         DEVICE float twice(float v) { return v + v; }\n\
+         KERNEL_SPEC void fill(float* out, int n) {\n\
+           int i = blockIdx.x * blockDim.x + threadIdx.x;\n\
+           if (i < n) out[i] = twice((float)blockIdx.x);\n\
+         }\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("unit.cu"),
+        "#include \"global.h\"\n#include \"kernels.cuh\"\n\
+         void run(float* o, int n) { fill<<<(n + 255) / 256, 256>>>(o, n); }\n",
+    )
+    .unwrap();
+    let o = cupreempt(&["check", "."], &dir);
+    assert!(
+        o.status.success()
+            && stdout(&o).contains("fill: transformable")
+            && !stderr(&o).contains("CP101")
+            && !stderr(&o).contains("CP100"),
+        "{}{}",
+        stdout(&o),
+        stderr(&o)
+    );
+    let o = cupreempt(
+        &["transform", "--out-dir", "out", "unit.cu", "kernels.cuh"],
+        &dir,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let unit = std::fs::read_to_string(dir.join("out/unit.cu")).unwrap();
+    assert!(
+        unit.contains("cupreempt::launch<fill__cupreempt_kernels>"),
+        "{unit}"
+    );
+}
