@@ -1059,9 +1059,6 @@ pub struct MacroMemo {
     unit_functions: std::cell::RefCell<
         std::collections::HashMap<PathBuf, std::rc::Rc<crate::analysis::IncludedFunctions>>,
     >,
-    /// Per translation unit, the macros of it and its includes (`macros_in_context`).
-    unit_macros:
-        std::cell::RefCell<std::collections::HashMap<PathBuf, std::rc::Rc<IncludedMacros>>>,
 }
 
 impl MacroMemo {
@@ -1074,18 +1071,8 @@ impl MacroMemo {
     ) -> IncludedMacros {
         let mut out = IncludedMacros::default();
         for p in closure {
-            let known = self.by_file.borrow().get(p).cloned();
-            let m = match known {
-                Some(m) => m,
-                None => {
-                    let Some(t) = text_of(p) else { continue };
-                    let mut m = included_macros(&t);
-                    m.functions =
-                        crate::analysis::IncludedFunctions::of(&t, &m.definitions, &m.parameters);
-                    let m = std::rc::Rc::new(m);
-                    self.by_file.borrow_mut().insert(p.clone(), m.clone());
-                    m
-                }
+            let Some(m) = self.file_macros(p, text_of) else {
+                continue;
             };
             // Requirements padded to their lists' lengths: a list given by a caller may lack them.
             out.requires.resize(out.definitions.len(), Vec::new());
@@ -1099,6 +1086,23 @@ impl MacroMemo {
             out.functions.merge(&m.functions);
         }
         out
+    }
+
+    /// One file's own macros and functions, read the first time the file is met.
+    fn file_macros(
+        &self,
+        p: &PathBuf,
+        text_of: &dyn Fn(&Path) -> Option<String>,
+    ) -> Option<std::rc::Rc<IncludedMacros>> {
+        if let Some(m) = self.by_file.borrow().get(p).cloned() {
+            return Some(m);
+        }
+        let t = text_of(p)?;
+        let mut m = included_macros(&t);
+        m.functions = crate::analysis::IncludedFunctions::of(&t, &m.definitions, &m.parameters);
+        let m = std::rc::Rc::new(m);
+        self.by_file.borrow_mut().insert(p.clone(), m.clone());
+        Some(m)
     }
 
     /// `macros_of` the files `file` includes, with the functions that every translation unit
@@ -1180,49 +1184,62 @@ impl MacroMemo {
         let known: std::collections::HashSet<&str> =
             out.definitions.iter().map(|(n, _)| n.as_str()).collect();
         let wanted = |n: &str| words.contains(n) && !known.contains(n);
-        let mut per_unit = units.iter().map(|u| {
-            let cached = self.unit_macros.borrow().get(*u).cloned();
-            cached.unwrap_or_else(|| {
-                let m = std::rc::Rc::new(self.macros_of(graph.closure(u).chain([*u]), text_of));
-                self.unit_macros
-                    .borrow_mut()
-                    .insert((*u).clone(), m.clone());
-                m
+        // Each unit's definitions of the wanted names, its files' memos read in place (a unit
+        // of a large library holds thousands of definitions, few of them named here).
+        let per_unit: Vec<IncludedMacros> = units
+            .iter()
+            .map(|u| {
+                let mut mine = IncludedMacros::default();
+                for p in graph.closure(u).chain([*u]) {
+                    let Some(m) = self.file_macros(p, text_of) else {
+                        continue;
+                    };
+                    for (i, d) in m
+                        .definitions
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, d)| wanted(&d.0))
+                    {
+                        mine.definitions.push(d.clone());
+                        mine.requires
+                            .push(m.requires.get(i).cloned().unwrap_or_default());
+                    }
+                    for (i, q) in m
+                        .parameters
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, q)| wanted(&q.0))
+                    {
+                        mine.parameters.push(q.clone());
+                        mine.parameter_requires
+                            .push(m.parameter_requires.get(i).cloned().unwrap_or_default());
+                    }
+                }
+                mine
             })
-        });
-        let Some(first) = per_unit.next() else {
+            .collect();
+        // Only what every unit defines, as the first unit defines it.
+        let Some((first, others)) = per_unit.split_first() else {
             return;
         };
-        let mut names: std::collections::BTreeSet<String> = first
-            .definitions
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(|n| wanted(n))
-            .map(str::to_string)
-            .collect();
-        for m in per_unit {
-            let defined: std::collections::HashSet<&str> =
-                m.definitions.iter().map(|(n, _)| n.as_str()).collect();
-            names.retain(|n| defined.contains(n.as_str()));
-        }
-        if names.is_empty() {
-            return;
-        }
+        let everywhere = |n: &str| {
+            others
+                .iter()
+                .all(|m| m.definitions.iter().any(|d| d.0 == n))
+        };
         out.requires.resize(out.definitions.len(), Vec::new());
         out.parameter_requires
             .resize(out.parameters.len(), Vec::new());
-        for (i, d) in first.definitions.iter().enumerate() {
-            if names.contains(&d.0) {
+        for (d, r) in first.definitions.iter().zip(&first.requires) {
+            if everywhere(&d.0) {
                 out.definitions.push(d.clone());
-                out.requires
-                    .push(first.requires.get(i).cloned().unwrap_or_default());
+                out.requires.push(r.clone());
             }
         }
-        for (i, p) in first.parameters.iter().enumerate() {
-            if names.contains(&p.0) {
-                out.parameters.push(p.clone());
-                out.parameter_requires
-                    .push(first.parameter_requires.get(i).cloned().unwrap_or_default());
+        for (q, r) in first.parameters.iter().zip(&first.parameter_requires) {
+            if everywhere(&q.0) {
+                out.parameters.push(q.clone());
+                out.parameter_requires.push(r.clone());
             }
         }
     }
