@@ -660,16 +660,26 @@ pub fn defines_of(
     // Deeper chains of headers than this are not followed (their helpers stay unknown here,
     // and a kernel that reaches one through them is not told apart from before).
     const MAX_ROUNDS: usize = 8;
+    let texts: std::collections::HashMap<&Path, &String> =
+        files.iter().map(|(f, t)| (f.as_path(), t)).collect();
+    let text_of = |q: &Path| {
+        texts
+            .get(q)
+            .map(|t| (*t).clone())
+            .or_else(|| others.get(q).cloned())
+    };
     // Kernels and helpers spelled with execution-space macros (`GLOBAL void k()`) count too,
     // the macros defined by the inputs or by the other files read (a `global.h` that a unit
-    // includes before a header of kernels spelled `KERNEL_SPEC void k()`).
-    let (_, space_macros) = space_macro_names(
-        files
-            .iter()
-            .map(|(_, t)| t)
-            .chain(others.values())
-            .map(String::as_str),
-    );
+    // includes before a header of kernels spelled `KERNEL_SPEC void k()`), each file's read
+    // once, into the memo that the macros in context read too.
+    let definitions: Vec<(String, String)> = files
+        .iter()
+        .map(|(p, _)| p)
+        .chain(others.keys())
+        .filter_map(|p| memo.file_macros(p, &text_of))
+        .flat_map(|m| m.definitions.clone())
+        .collect();
+    let (_, space_macros) = space_macro_names_of(&definitions);
     let relevant: Vec<&(PathBuf, String)> = files
         .iter()
         .filter(|(_, t)| {
@@ -680,18 +690,11 @@ pub fn defines_of(
         .collect();
     // Each file is read with the macros of the files it includes, as its own transform takes
     // them (a kernel spelled `GLOBAL void k(...)`, GLOBAL defined in a header): read once here.
-    let texts: std::collections::HashMap<&Path, &String> =
-        files.iter().map(|(f, t)| (f.as_path(), t)).collect();
     let included_macros: Vec<IncludedMacros> = relevant
         .iter()
         .map(|(p, _)| {
             if opts.known_macros.definitions.is_empty() {
-                memo.macros_in_context(graph, p, &|q| {
-                    texts
-                        .get(q)
-                        .map(|t| (*t).clone())
-                        .or_else(|| others.get(q).cloned())
-                })
+                memo.macros_in_context(graph, p, &text_of)
             } else {
                 opts.known_macros.clone()
             }
@@ -968,6 +971,35 @@ pub struct IncludedMacros {
 }
 
 impl IncludedMacros {
+    /// Appends `from`'s definitions and parameters whose names `keep` accepts, each with its
+    /// requirements (the lists stay parallel: requirements are padded to their lists' lengths
+    /// first, as a list given by a caller may lack them).
+    fn extend_where(&mut self, from: &IncludedMacros, keep: impl Fn(&str) -> bool) {
+        self.requires.resize(self.definitions.len(), Vec::new());
+        self.parameter_requires
+            .resize(self.parameters.len(), Vec::new());
+        for (i, d) in from
+            .definitions
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| keep(&d.0))
+        {
+            self.definitions.push(d.clone());
+            self.requires
+                .push(from.requires.get(i).cloned().unwrap_or_default());
+        }
+        for (i, q) in from
+            .parameters
+            .iter()
+            .enumerate()
+            .filter(|(_, q)| keep(&q.0))
+        {
+            self.parameters.push(q.clone());
+            self.parameter_requires
+                .push(from.parameter_requires.get(i).cloned().unwrap_or_default());
+        }
+    }
+
     /// The macros that must be defined for every definition of `name` to be in effect, one
     /// list per definition; None where `name` has no definition here.
     pub fn requirements_of(&self, name: &str) -> Option<Vec<&[String]>> {
@@ -1074,15 +1106,7 @@ impl MacroMemo {
             let Some(m) = self.file_macros(p, text_of) else {
                 continue;
             };
-            // Requirements padded to their lists' lengths: a list given by a caller may lack them.
-            out.requires.resize(out.definitions.len(), Vec::new());
-            out.parameter_requires
-                .resize(out.parameters.len(), Vec::new());
-            out.definitions.extend(m.definitions.iter().cloned());
-            out.parameters.extend(m.parameters.iter().cloned());
-            out.requires.extend(m.requires.iter().cloned());
-            out.parameter_requires
-                .extend(m.parameter_requires.iter().cloned());
+            out.extend_where(&m, |_| true);
             out.functions.merge(&m.functions);
         }
         out
@@ -1191,28 +1215,8 @@ impl MacroMemo {
             .map(|u| {
                 let mut mine = IncludedMacros::default();
                 for p in graph.closure(u).chain([*u]) {
-                    let Some(m) = self.file_macros(p, text_of) else {
-                        continue;
-                    };
-                    for (i, d) in m
-                        .definitions
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, d)| wanted(&d.0))
-                    {
-                        mine.definitions.push(d.clone());
-                        mine.requires
-                            .push(m.requires.get(i).cloned().unwrap_or_default());
-                    }
-                    for (i, q) in m
-                        .parameters
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, q)| wanted(&q.0))
-                    {
-                        mine.parameters.push(q.clone());
-                        mine.parameter_requires
-                            .push(m.parameter_requires.get(i).cloned().unwrap_or_default());
+                    if let Some(m) = self.file_macros(p, text_of) {
+                        mine.extend_where(&m, wanted);
                     }
                 }
                 mine
@@ -1227,21 +1231,7 @@ impl MacroMemo {
                 .iter()
                 .all(|m| m.definitions.iter().any(|d| d.0 == n))
         };
-        out.requires.resize(out.definitions.len(), Vec::new());
-        out.parameter_requires
-            .resize(out.parameters.len(), Vec::new());
-        for (d, r) in first.definitions.iter().zip(&first.requires) {
-            if everywhere(&d.0) {
-                out.definitions.push(d.clone());
-                out.requires.push(r.clone());
-            }
-        }
-        for (q, r) in first.parameters.iter().zip(&first.parameter_requires) {
-            if everywhere(&q.0) {
-                out.parameters.push(q.clone());
-                out.parameter_requires.push(r.clone());
-            }
-        }
+        out.extend_where(first, everywhere);
     }
 }
 
@@ -1267,7 +1257,12 @@ pub fn mentions_kernels(src: &str) -> bool {
 /// names that stand for `__global__`, and all of them (the device ones too).
 pub fn space_macro_names<'a>(texts: impl Iterator<Item = &'a str>) -> (Vec<String>, Vec<String>) {
     let defs: Vec<(String, String)> = texts.flat_map(macro_definitions).collect();
-    let m = crate::parse::execution_space_macros(&[], &defs);
+    space_macro_names_of(&defs)
+}
+
+/// `space_macro_names` of definitions already read.
+fn space_macro_names_of(defs: &[(String, String)]) -> (Vec<String>, Vec<String>) {
+    let m = crate::parse::execution_space_macros(&[], defs);
     let global = m
         .iter()
         .filter(|(_, w)| w.iter().any(|w| w == "__global__"))
