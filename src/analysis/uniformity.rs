@@ -264,6 +264,9 @@ pub struct Uniformity<'t, 'm> {
     /// loop's byte range. Each is a variable of its own (`scoped`): a second loop's `i`,
     /// counted under a thread-dependent condition, does not make the first loop's `i` vary.
     loop_scoped: HashMap<String, Vec<std::ops::Range<usize>>>,
+    /// Reads of the body's shared scalars that every thread makes alike (`broadcast`), by
+    /// start byte: not varying for being shared memory.
+    broadcasts: BTreeSet<usize>,
     /// The parent of every node inside the body (by node id). tree-sitter finds a node's
     /// parent by descending from the root, so walking up with `Node::parent` costs the depth
     /// squared: a host-side mutant with 370 nested loops made `controlled` take 11 s.
@@ -340,8 +343,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             calls_file_function: false,
             thread_blocks,
             loop_scoped: loop_scoped_variables(all, src),
+            broadcasts: BTreeSet::new(),
             parents: parents_within(body),
         };
+        u.broadcasts = broadcast::broadcast_reads(body, all, src, &u.parents, macros);
         u.known = u.known_names(&file.declared, all);
         u.calls_file_function = all.iter().any(|n| {
             n.kind_id() == kinds().call_expression
@@ -986,6 +991,9 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             let id = x.kind_id();
             let operator = || x.child_by_field_id(f.operator).map(|o| text(o, self.src));
             if id == k.identifier {
+                if self.broadcasts.contains(&x.start_byte()) && self.loaded_by_all(x.start_byte()) {
+                    continue;
+                }
                 let name = text(x, self.src);
                 let key = self.scoped(name, x.start_byte());
                 if self.variable_varying(name, &key, &at, 0) {
@@ -1091,13 +1099,17 @@ impl<'t, 'm> Uniformity<'t, 'm> {
     /// Whether a loaded address is a read-only parameter (`read_only`), offset or not: `p`,
     /// `(p)`, `p + i`, `p - i`. Whether `p` and `i` are uniform is the caller's to check.
     fn read_only_base(&self, base: Node) -> bool {
-        if let Some((first_return, loops)) = &self.loads_by_all {
-            let at = base.start_byte();
-            if at >= *first_return || loops.iter().any(|r| r.contains(&at)) {
-                return false;
+        self.loaded_by_all(base.start_byte()) && based_on(base, &self.read_only, self.src)
+    }
+
+    /// Whether a load at byte `at` is made by every thread that is still running (`loads_by_all`).
+    fn loaded_by_all(&self, at: usize) -> bool {
+        match &self.loads_by_all {
+            Some((first_return, loops)) => {
+                at < *first_return && !loops.iter().any(|r| r.contains(&at))
             }
+            None => true,
         }
-        based_on(base, &self.read_only, self.src)
     }
 
     /// Whether an address points into a read-only parameter: `&p[i]`, or a `read_only_base`.
@@ -1625,6 +1637,7 @@ fn unqualified_callee<'s>(callee: Node, src: &'s str) -> Option<&'s str> {
     }
 }
 
+mod broadcast;
 mod helpers;
 mod varying;
 use varying::{Branches, Varying};

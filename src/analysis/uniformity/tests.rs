@@ -79,6 +79,42 @@ fn variables_other_threads_may_write_are_varying() {
 }
 
 #[test]
+fn a_shared_scalar_read_after_the_barrier_that_follows_its_write_is_uniform() {
+    // `form` returns if the condition holds, then synchronizes.
+    let set =
+        "  __shared__ int total;\n  if (threadIdx.x == 0) total = (int)out[0];\n  __syncthreads();";
+    uniform("", "", set, "total == 0");
+    // Counted with a shared atomic, then a barrier.
+    uniform(
+        "",
+        "",
+        "  __shared__ unsigned c;\n  if (threadIdx.x == 0) c = 0;\n  __syncthreads();\n  if (out[threadIdx.x] > 0) atomicAdd(&c, 1u);\n  __syncthreads();",
+        "c == 0",
+    );
+    // Without the barrier, or with a write in the same interval, threads may read different
+    // values.
+    varying(
+        "",
+        "",
+        "  __shared__ int total;\n  if (threadIdx.x == 0) total = (int)out[0];",
+        "total == 0",
+    );
+    varying(
+        "",
+        "",
+        "  __shared__ int total;\n  __syncthreads();\n  if (threadIdx.x == 1) total = 3;",
+        "total == 0",
+    );
+    // Its address passed on: any write may follow.
+    varying(
+        "__device__ void keep(int* p);",
+        "",
+        &format!("{set}\n  keep(&total);"),
+        "total == 0",
+    );
+}
+
+#[test]
 fn names_proven_uniform_stay_uniform() {
     uniform("__constant__ int c;", "", "", "c > 1");
     uniform("__constant__ int* c;", "", "", "c != 0");
