@@ -516,6 +516,8 @@ const SPACE_QUALIFIERS: &[&str] = &[
     "inline",
     "__inline__",
     "static",
+    // `#define Pow2_FUNC_QUALIFIER static constexpr __host__ __device__ __forceinline__`
+    "constexpr",
 ];
 
 fn is_space_word(word: &str) -> bool {
@@ -3165,7 +3167,8 @@ mod tests {
                    #define F(x) __device__\n#define INL inline\n#define MANAGED __managed__\n\
                    #define SHARED __shared__\n\
                    #define OUTER INNER_INL static\n#define INNER_INL HD __forceinline__\n\
-                   #define TYPED HD float\n#define INL_ONLY INL inline\n";
+                   #define TYPED HD float\n#define INL_ONLY INL inline\n\
+                   #define CONST_FN static constexpr __host__ __device__ __forceinline__\n";
         let included = vec![("KERNEL_SPACE".to_string(), " __global__".to_string())];
         let m = execution_space_macros(&defines(src), &included);
         let names: Vec<&str> = m.keys().map(String::as_str).collect();
@@ -3175,6 +3178,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "CONST_FN",
                 "DI",
                 "GLOBAL",
                 "HD",
