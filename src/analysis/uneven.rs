@@ -1137,6 +1137,36 @@ mod tests {
     }
 
     #[test]
+    fn lane_strides_to_a_warp_edge_keep_lanes_together() {
+        // Each warp's lanes step through a row 32 at a time, up to the row's width rounded up
+        // to a warp (RAFT's `alignTo`); a lane index within less than a warp, a mask that
+        // keeps no whole warp, or an unrounded bound leave lanes behind.
+        let src = "__global__ void k(float* a, int n) {
+  const int padded = alignTo(n, WarpSize);
+  int c = threadIdx.x % WarpSize;
+  for (; c < padded; c += WarpSize) { a[c] = 0; }
+  for (int j = threadIdx.x & 31; j < padded; j += 32) { a[j] = 0; }
+  for (int j = threadIdx.x & (WARP_SIZE - 1); j < (n + 31) / 32 * 32; j += 64) { a[j] = 0; }
+  for (int j = threadIdx.x % 64; j < raft::roundUp(n, 64); j += 64) { a[j] = 0; }
+  for (int j = threadIdx.x % 16; j < padded; j += 32) { a[j] = 0; }
+  for (int j = threadIdx.x & 15; j < padded; j += 32) { a[j] = 0; }
+  for (int j = threadIdx.x % 32; j < n; j += 32) { a[j] = 0; }
+  for (int j = threadIdx.x % 32; j < roundUp(n, 16); j += 32) { a[j] = 0; }
+}
+";
+        let (loops, _) = lane_dependent(src);
+        assert_eq!(
+            loops,
+            [
+                "for (int j = threadIdx.x % 16; j < padded; j += 32) { a[j] = 0; }",
+                "for (int j = threadIdx.x & 15; j < padded; j += 32) { a[j] = 0; }",
+                "for (int j = threadIdx.x % 32; j < n; j += 32) { a[j] = 0; }",
+                "for (int j = threadIdx.x % 32; j < roundUp(n, 16); j += 32) { a[j] = 0; }",
+            ]
+        );
+    }
+
+    #[test]
     fn warp_width_names() {
         for t in [
             "warpSize",

@@ -119,13 +119,36 @@ impl WarpStrides {
     }
 }
 
-/// Whether `e` is the thread's linear index: `threadIdx.x` and its row-major forms
-/// (`linear_thread_index`), or a variable whose every write is one.
+/// Whether `e` gives a warp's lanes 32 consecutive values from a multiple of 32: the thread's
+/// linear index (`threadIdx.x` and its row-major forms, `linear_thread_index`, or a variable
+/// whose every write is one), or its lane within a whole number of warps (`tid % 32`, `tid %
+/// WarpSize`, `tid & 31`, `tid & (WARP_SIZE - 1)`), as lane-stride loops start (`for (c = tid %
+/// 32; c < padded; c += 32)`).
 fn lane_index(t: &Threadness, e: Node) -> bool {
     let e = strip_conversions(e, t.src);
-    super::linear_thread_index(text(e, t.src))
+    let src = t.src;
+    if let Some((x, w)) = operands(e, "%", src) {
+        return lane_index(t, x) && multiple_of_warp(strip_conversions(w, src), src);
+    }
+    if let Some((x, m)) = operands(e, "&", src) {
+        return lane_index(t, x) && low_bits_kept(m, src);
+    }
+    super::linear_thread_index(text(e, src))
         || (e.kind_id() == kinds().identifier
             && t.resolve(e).is_some_and(|i| t.thread_index_copy[i]))
+}
+
+/// Whether the mask `m` keeps the low bits of a whole number of warps that is a power of two:
+/// `31`, `63`, ..., or `W - 1` with `W` such.
+fn low_bits_kept(m: Node, src: &str) -> bool {
+    let m = strip_conversions(m, src);
+    if let Some(n) = lang::integer_literal(text(m, src)) {
+        return (n + 1) % 32 == 0 && (n + 1).is_power_of_two();
+    }
+    operands(m, "-", src).is_some_and(|(w, one)| {
+        lang::integer_literal(text(one, src)) == Some(1)
+            && multiple_of_warp(strip_conversions(w, src), src)
+    })
 }
 
 /// Whether `e` is a step of whole warps, one for the warp's lanes: `blockDim.x` (a block's
@@ -180,7 +203,8 @@ fn steps_a_lane_even_for<'t>(
 
 /// Whether `e` is one value for a warp's lanes and a multiple of a warp's width: a multiple by
 /// its factors (`multiple_of_factor`), `x & ~(W - 1)` (or `~31`, `-32`), `x - x % W`,
-/// `roundDown(x, W)` and its spellings (`round_down`, `align_down`), sums and differences of
+/// `roundDown(x, W)` and its spellings (`round_down`, `align_down`), the same rounded up
+/// (`roundUp`, `align_up`, RAFT's `alignTo`), sums and differences of
 /// such, and, where `strides` is given, a variable the body declares and gives only such
 /// values. `W`: a whole number of warps.
 fn warp_aligned_value(t: &Threadness, e: Node, strides: Option<&WarpStrides>) -> bool {
@@ -219,7 +243,7 @@ fn warp_aligned_value(t: &Threadness, e: Node, strides: Option<&WarpStrides>) ->
         let name = callee.rsplit("::").next().unwrap_or("");
         let rounds_down = matches!(
             name.to_ascii_lowercase().replace('_', "").as_str(),
-            "rounddown" | "aligndown"
+            "rounddown" | "aligndown" | "roundup" | "alignup" | "alignto"
         );
         let args: Vec<Node> = e
             .child_by_field_id(f.arguments)
