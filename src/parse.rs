@@ -210,6 +210,7 @@ struct ViewMacros {
 /// `masked_with`, and the macros it blanked uses of that stand for words the analysis reads.
 fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<String>, ViewMacros) {
     let (conditionals, alternative_commas) = conditionals_in_parens(src);
+    let assignment_commas = commas_after_assignments(src);
     // The file's `#define`s, read once for the rules that need them.
     let defs = defines(src);
     let space_table = execution_space_macros(&defs, included_macros);
@@ -290,6 +291,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
         && !extended_lambdas
         && !CALLING_CONVENTIONS.iter().any(|w| src.contains(w))
         && conditionals.is_empty()
+        && assignment_commas.is_empty()
         && separators.is_empty()
         && qualifiers.is_empty()
         && space_macros.is_empty()
@@ -329,6 +331,9 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     }
     for at in alternative_commas {
         bytes[at] = b',';
+    }
+    for at in assignment_commas {
+        bytes[at] = b'+';
     }
     for at in pointer_defaults {
         bytes[at] = b'_';
@@ -1268,6 +1273,75 @@ fn unnamed_enum_bases(src: &str) -> Vec<std::ops::Range<usize>> {
         .filter_map(|c| c.get(1))
         .map(|m| m.range())
         .collect()
+}
+
+/// The commas of parenthesized comma expressions whose first operand is an assignment: `x =
+/// c ? (j = 1, r) : (j = 0, -r);` (a tree-building kernel of a t-SNE library), `f(op, (off ^=
+/// size, load(off))...)` (a linear-algebra library's pack expansion). The grammar reads no
+/// assignment before a comma in parentheses, and the kernel was a syntax error (CP001). With
+/// `+` for each comma the masked view reads one assignment whose value names every operand
+/// (`(j = 1 + r)`): the same writes and reads for the analysis, and a value that varies
+/// wherever the true one may. Only a `(` that opens an expression (after an operator, `(`,
+/// `[`, `,` or `return`), not a call's or a declarator's parameter list, whose commas pass
+/// separate arguments.
+fn commas_after_assignments(src: &str) -> Vec<usize> {
+    static OPEN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let open = OPEN.get_or_init(|| {
+        regex::Regex::new(r"(?:[=?:,(\[!&|^+\-*/%<>~]|\breturn)\s*\(").expect("valid regex")
+    });
+    let b = src.as_bytes();
+    let mut out = Vec::new();
+    for m in open.find_iter(src) {
+        let at = m.end() - 1;
+        let Some(close) = closing_paren(b, at) else {
+            continue;
+        };
+        let mut depth = 0usize;
+        let mut assigned = false;
+        let mut commas = Vec::new();
+        let mut i = at + 1;
+        while i < close {
+            match b[i] {
+                b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                b'\'' if b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric() => {}
+                quote @ (b'"' | b'\'') => {
+                    i += 1;
+                    while i < close && b[i] != quote && b[i] != b'\n' {
+                        i += if b[i] == b'\\' { 2 } else { 1 };
+                    }
+                }
+                b',' if depth == 0 => {
+                    if !assigned {
+                        break;
+                    }
+                    commas.push(i);
+                }
+                b'=' if depth == 0 && commas.is_empty() && is_assignment(b, i) => assigned = true,
+                _ => {}
+            }
+            i += 1;
+        }
+        if assigned {
+            out.extend(commas);
+        }
+    }
+    out
+}
+
+/// Whether the `=` at `i` assigns (`=`, `+=`, `<<=`, ...) rather than compares (`==`, `!=`,
+/// `<=`, `>=`).
+fn is_assignment(b: &[u8], i: usize) -> bool {
+    let next = b.get(i + 1).copied();
+    let prev = i.checked_sub(1).map(|p| b[p]);
+    let prev2 = i.checked_sub(2).map(|p| b[p]);
+    if next == Some(b'=') || prev == Some(b'=') || prev == Some(b'!') {
+        return false;
+    }
+    match prev {
+        Some(c @ (b'<' | b'>')) => prev2 == Some(c),
+        _ => true,
+    }
 }
 
 /// `typename` in front of a functional cast of a dependent type, in an argument, an
@@ -3194,6 +3268,32 @@ mod tests {
             m["OUTER"],
             ["__host__", "__device__", "__forceinline__", "static"]
         );
+    }
+
+    #[test]
+    fn commas_after_assignments_in_parentheses_read_as_plus() {
+        let src = "x = c ? (j = 1, r) : (j = 0, -r);\n\
+                   f(j = 1, r); g((o ^= 2, h(v))...); y = (a == 1, b) + (a <= 1, b) + (r, j = 1);\n\
+                   z = (s <<= 1, t); w = (q = f(a, b), u, v);\n\
+                   int k(int a = 1, int b); return (j = 2, r);\n";
+        let marked: String = src
+            .char_indices()
+            .map(|(i, c)| {
+                if commas_after_assignments(src).contains(&i) {
+                    '+'
+                } else {
+                    c
+                }
+            })
+            .collect();
+        assert_eq!(
+            marked,
+            "x = c ? (j = 1+ r) : (j = 0+ -r);\n\
+             f(j = 1, r); g((o ^= 2+ h(v))...); y = (a == 1, b) + (a <= 1, b) + (r, j = 1);\n\
+             z = (s <<= 1+ t); w = (q = f(a, b)+ u+ v);\n\
+             int k(int a = 1, int b); return (j = 2+ r);\n"
+        );
+        mended("__global__ void k(int* o, int c) { int j, r = 2; o[0] = c ? (j = 1, r) : (j = 0, -r); }\n");
     }
 
     #[test]
