@@ -168,6 +168,16 @@ enum Use {
 
 fn use_of<'t>(id: Node<'t>, src: &str, parents: &HashMap<usize, Node<'t>>) -> Use {
     let f = fields();
+    // Another variable of the name (`auto [n, m] = ...`, `int n[4]`, a parameter): its reads
+    // are not the shared one's.
+    if let Some(&p) = parents.get(&id.id()) {
+        let declares = p.kind().ends_with("_declarator") && p.kind() != "init_declarator"
+            || p.child_by_field_id(f.declarator)
+                .is_some_and(|d| d.id() == id.id());
+        if declares {
+            return Use::Untracked;
+        }
+    }
     // Code the graph does not follow: a lambda's body runs where it is called, inline PTX
     // writes its operands.
     let mut a = id;
@@ -689,6 +699,8 @@ mod tests {
         assert_eq!(broadcast_lines(array), Vec::<usize>::new());
         let twice = "__global__ void k(int* q) {\n__shared__ int t;\nif (threadIdx.x == 0) t = q[0];\n__syncthreads();\nq[1] = t;\n{ int t = threadIdx.x; q[2] = t; }\n}\n";
         assert_eq!(broadcast_lines(twice), Vec::<usize>::new());
+        let bound = "__global__ void k(int* q, int2* p) {\n__shared__ int t;\nif (threadIdx.x == 0) t = q[0];\n__syncthreads();\nq[1] = t;\n{ auto [s, t] = p[threadIdx.x]; q[2] = t; }\n}\n";
+        assert_eq!(broadcast_lines(bound), Vec::<usize>::new());
     }
 
     #[test]
