@@ -1283,11 +1283,12 @@ fn unnamed_enum_bases(src: &str) -> Vec<std::ops::Range<usize>> {
 /// (`(j = 1 + r)`): the same writes and reads for the analysis, and a value that varies
 /// wherever the true one may. Only a `(` that opens an expression (after an operator, `(`,
 /// `[`, `,` or `return`), not a call's or a declarator's parameter list, whose commas pass
-/// separate arguments.
+/// separate arguments; not after `<` or `>` either, which may close a template's arguments
+/// (`f<int>(x = 3, y)` passes two).
 fn commas_after_assignments(src: &str) -> Vec<usize> {
     static OPEN: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
     let open = OPEN.get_or_init(|| {
-        regex::Regex::new(r"(?:[=?:,(\[!&|^+\-*/%<>~]|\breturn)\s*\(").expect("valid regex")
+        regex::Regex::new(r"(?:[=?:,(\[!&|^+\-*/%~]|\breturn)\s*\(").expect("valid regex")
     });
     let b = src.as_bytes();
     let mut out = Vec::new();
@@ -3275,7 +3276,7 @@ mod tests {
         let src = "x = c ? (j = 1, r) : (j = 0, -r);\n\
                    f(j = 1, r); g((o ^= 2, h(v))...); y = (a == 1, b) + (a <= 1, b) + (r, j = 1);\n\
                    z = (s <<= 1, t); w = (q = f(a, b), u, v);\n\
-                   int k(int a = 1, int b); return (j = 2, r);\n";
+                   int k(int a = 1, int b); return (j = 2, r); f<int>(x = 3, y);\n";
         let marked: String = src
             .char_indices()
             .map(|(i, c)| {
@@ -3291,7 +3292,7 @@ mod tests {
             "x = c ? (j = 1+ r) : (j = 0+ -r);\n\
              f(j = 1, r); g((o ^= 2+ h(v))...); y = (a == 1, b) + (a <= 1, b) + (r, j = 1);\n\
              z = (s <<= 1+ t); w = (q = f(a, b)+ u+ v);\n\
-             int k(int a = 1, int b); return (j = 2+ r);\n"
+             int k(int a = 1, int b); return (j = 2+ r); f<int>(x = 3, y);\n"
         );
         mended("__global__ void k(int* o, int c) { int j, r = 2; o[0] = c ? (j = 1, r) : (j = 0, -r); }\n");
     }
