@@ -8,8 +8,9 @@
 //! (`block.group_index()`), literals and `sizeof`. Everything else is *varying*: threadIdx,
 //! memory loads, calls to functions we do not know, anything written under
 //! thread-dependent control, variables other threads may write (`__device__`, `__managed__`,
-//! `__shared__`, non-const globals) and names the file does not declare (a macro or variable
-//! from a header it cannot see). A wrong "varying" costs a predicated rewrite (a little speed);
+//! `__shared__`, non-const globals; a shared scalar's read where no thread can write it is the
+//! exception, `broadcast`) and names the file does not declare (a macro or variable from a
+//! header it cannot see). A wrong "varying" costs a predicated rewrite (a little speed);
 //! a wrong "uniform" could deadlock, so every doubt goes to varying.
 
 use super::flow::{enclosing_loop, guards, is_loop, Guard};
