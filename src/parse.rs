@@ -1292,33 +1292,33 @@ fn commas_after_assignments(src: &str) -> Vec<usize> {
     });
     let b = src.as_bytes();
     let mut out = Vec::new();
+    let mut pairs: Option<std::collections::HashMap<usize, usize>> = None;
     for m in open.find_iter(src) {
         let at = m.end() - 1;
-        let Some(close) = closing_paren(b, at) else {
+        // Each bracket's partner, found once: a region's nested brackets are stepped over,
+        // so that every byte is read at the one level where it stands.
+        let pairs = pairs.get_or_insert_with(|| bracket_pairs(b));
+        let Some(&close) = pairs.get(&at) else {
             continue;
         };
-        let mut depth = 0usize;
         let mut assigned = false;
         let mut commas = Vec::new();
         let mut i = at + 1;
         while i < close {
             match b[i] {
-                b'(' | b'[' | b'{' => depth += 1,
-                b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                b'(' | b'[' | b'{' => match pairs.get(&i) {
+                    Some(&end) => i = end,
+                    None => break,
+                },
                 b'\'' if b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric() => {}
-                quote @ (b'"' | b'\'') => {
-                    i += 1;
-                    while i < close && b[i] != quote && b[i] != b'\n' {
-                        i += if b[i] == b'\\' { 2 } else { 1 };
-                    }
-                }
-                b',' if depth == 0 => {
+                quote @ (b'"' | b'\'') => i = literal_end(b, i, quote),
+                b',' => {
                     if !assigned {
                         break;
                     }
                     commas.push(i);
                 }
-                b'=' if depth == 0 && commas.is_empty() && is_assignment(b, i) => assigned = true,
+                b'=' if commas.is_empty() && is_assignment(b, i) => assigned = true,
                 _ => {}
             }
             i += 1;
@@ -1328,6 +1328,38 @@ fn commas_after_assignments(src: &str) -> Vec<usize> {
         }
     }
     out
+}
+
+/// The closing partner of each `(`, `[` and `{` of `b` outside string and character literals,
+/// by the opener's index (a closer of another kind closes the innermost opener all the same).
+fn bracket_pairs(b: &[u8]) -> std::collections::HashMap<usize, usize> {
+    let mut pairs = std::collections::HashMap::new();
+    let mut open = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'(' | b'[' | b'{' => open.push(i),
+            b')' | b']' | b'}' => {
+                if let Some(o) = open.pop() {
+                    pairs.insert(o, i);
+                }
+            }
+            b'\'' if i > 0 && (b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric()) => {}
+            quote @ (b'"' | b'\'') => i = literal_end(b, i, quote),
+            _ => {}
+        }
+        i += 1;
+    }
+    pairs
+}
+
+/// The index of the quote that ends the literal opened at `at` (or of the line's end).
+fn literal_end(b: &[u8], at: usize, quote: u8) -> usize {
+    let mut i = at + 1;
+    while i < b.len() && b[i] != quote && b[i] != b'\n' {
+        i += if b[i] == b'\\' { 2 } else { 1 };
+    }
+    i.min(b.len())
 }
 
 /// Whether the `=` at `i` assigns (`=`, `+=`, `<<=`, ...) rather than compares (`==`, `!=`,
