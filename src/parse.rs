@@ -514,24 +514,21 @@ const SPACES: &[&str] = &[
     "__constant__",
 ];
 
-/// The other words a space macro may stand for beside its spaces.
-const SPACE_QUALIFIERS: &[&str] = &[
-    "__forceinline__",
-    "__noinline__",
-    "inline",
-    "__inline__",
-    "static",
-    // `#define Pow2_FUNC_QUALIFIER static constexpr __host__ __device__ __forceinline__`
-    "constexpr",
-];
+/// Inline specifiers: how the compiler builds a call, nothing the analysis reads.
+const INLINE_SPECIFIERS: &[&str] = &["__forceinline__", "__noinline__", "inline", "__inline__"];
 
+/// The other words a space macro may stand for beside its spaces: inline specifiers, `static`
+/// and `constexpr` (`#define Pow2_FUNC_QUALIFIER static constexpr __host__ __device__
+/// __forceinline__`).
 fn is_space_word(word: &str) -> bool {
-    SPACES.contains(&word) || SPACE_QUALIFIERS.contains(&word)
+    SPACES.contains(&word)
+        || INLINE_SPECIFIERS.contains(&word)
+        || matches!(word, "static" | "constexpr")
 }
 
 /// Object-like macros that stand for an execution space (`#define GLOBAL __global__`,
 /// `#define HOST_DEVICE __host__ __device__`, `#define DEV static __device__ inline`): every
-/// definition with a body is made of `SPACES`, `SPACE_QUALIFIERS` and other such macros only (`#define
+/// definition with a body is made of `SPACES`, the words `is_space_word` adds and other such macros only (`#define
 /// HOST_DEV_INLINE HOST_DEVICE __forceinline__`, as a gradient-boosting library spells its
 /// inline helpers), with `__global__`, `__device__` or `__host__` among the words they stand
 /// for; a definition without a body is the one for compilers without CUDA (`#ifdef __CUDACC__
@@ -796,12 +793,7 @@ fn attributes_only(body: &str, set: &[&str]) -> bool {
                 Some(end) if b.get(i) == Some(&b'(') => i = end + 1,
                 _ => return false,
             }
-        } else if !set.contains(&word)
-            && !matches!(
-                word,
-                "__forceinline__" | "__noinline__" | "inline" | "__inline__"
-            )
-        {
+        } else if !set.contains(&word) && !INLINE_SPECIFIERS.contains(&word) {
             return false;
         }
     }
@@ -1310,8 +1302,7 @@ fn commas_after_assignments(src: &str) -> Vec<usize> {
                     Some(&end) => i = end,
                     None => break,
                 },
-                b'\'' if b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric() => {}
-                quote @ (b'"' | b'\'') => i = literal_end(b, i, quote),
+                _ if opens_literal(b, i) => i = literal_end(b, i, b[i]),
                 b',' => {
                     if !assigned {
                         break;
@@ -1344,13 +1335,23 @@ fn bracket_pairs(b: &[u8]) -> std::collections::HashMap<usize, usize> {
                     pairs.insert(o, i);
                 }
             }
-            b'\'' if i > 0 && (b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric()) => {}
-            quote @ (b'"' | b'\'') => i = literal_end(b, i, quote),
+            _ if opens_literal(b, i) => i = literal_end(b, i, b[i]),
             _ => {}
         }
         i += 1;
     }
     pairs
+}
+
+/// Whether byte `i` opens a string or character literal: a `"`, or a `'` that does not follow a
+/// letter, digit or `_` (there it is a digit separator, `1'000`, or a prefix's, `u8'a'`, rare
+/// enough to read as one).
+fn opens_literal(b: &[u8], i: usize) -> bool {
+    match b[i] {
+        b'"' => true,
+        b'\'' => i == 0 || !(b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric()),
+        _ => false,
+    }
 }
 
 /// The index of the quote that ends the literal opened at `at` (or of the line's end).
@@ -1759,13 +1760,7 @@ pub(crate) fn closing_paren(b: &[u8], open: usize) -> Option<usize> {
                     return Some(i);
                 }
             }
-            b'\'' if i > 0 && (b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric()) => {}
-            quote @ (b'"' | b'\'') => {
-                i += 1;
-                while i < b.len() && b[i] != quote && b[i] != b'\n' {
-                    i += if b[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+            _ if opens_literal(b, i) => i = literal_end(b, i, b[i]),
             _ => {}
         }
         i += 1;

@@ -347,7 +347,10 @@ impl<'t, 'm> Uniformity<'t, 'm> {
             broadcasts: BTreeSet::new(),
             parents: parents_within(body),
         };
-        u.broadcasts = broadcast::broadcast_reads(body, all, src, &u.parents, macros);
+        // A live helper's loads count nowhere (`loads_by_all` below), its broadcasts neither.
+        if helper_varying.is_none() {
+            u.broadcasts = broadcast::broadcast_reads(body, all, src, &u.parents, macros);
+        }
         u.known = u.known_names(&file.declared, all);
         u.calls_file_function = all.iter().any(|n| {
             n.kind_id() == kinds().call_expression

@@ -112,7 +112,9 @@ fn shared_scalars(body: Node, all: &[Node], src: &str) -> BTreeMap<String, usize
         .and_then(|function| function.child_by_field_id(f.declarator))
         .map(|d| text(d, src))
         .unwrap_or_default();
-    out.retain(|name, _| declared.get(name) == Some(&1) && !words(parameters).any(|w| w == name));
+    out.retain(|name, _| {
+        declared.get(name) == Some(&1) && !lang::identifiers(parameters).any(|w| w == name)
+    });
     out
 }
 
@@ -141,19 +143,13 @@ fn has_qualifier(decl: Node, src: &str, word: &str) -> bool {
     found
 }
 
-/// The identifier-shaped words of a text.
-fn words(s: &str) -> impl Iterator<Item = &str> {
-    s.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-        .filter(|w| !w.is_empty())
-}
-
 /// Whether the body uses a macro whose replacement jumps (`break`, `continue`, `goto`): the
 /// graph would miss the edge.
 fn macros_hide_jumps(all: &[Node], src: &str, macros: &BTreeMap<String, MacroFacts>) -> bool {
     all.iter()
         .filter(|n| n.kind_id() == kinds().identifier)
         .filter_map(|n| macros.get(text(*n, src)))
-        .any(|m| words(&m.text).any(|w| matches!(w, "break" | "continue" | "goto")))
+        .any(|m| lang::identifiers(&m.text).any(|w| matches!(w, "break" | "continue" | "goto")))
 }
 
 /// What an occurrence of a candidate does with it.
@@ -242,8 +238,9 @@ fn use_of<'t>(id: Node<'t>, src: &str, parents: &HashMap<usize, Node<'t>>) -> Us
                         Use::Untracked
                     }
                 }
-                "init_declarator" | "initializer_list" | "reference_declarator" => {
-                    let binds = p.kind() != "init_declarator"
+                // `{t}` may initialize a reference member; `int& r = t;` binds one.
+                "init_declarator" | "initializer_list" => {
+                    let binds = p.kind() == "initializer_list"
                         || p.child_by_field_id(f.declarator)
                             .is_some_and(|d| d.kind() == "reference_declarator");
                     if binds {
