@@ -1289,7 +1289,7 @@ fn commas_after_assignments(src: &str) -> Vec<usize> {
         let at = m.end() - 1;
         // Each bracket's partner, found once: a region's nested brackets are stepped over,
         // so that every byte is read at the one level where it stands.
-        let pairs = pairs.get_or_insert_with(|| bracket_pairs(b));
+        let pairs = pairs.get_or_insert_with(|| bracket_pairs(src));
         let Some(&close) = pairs.get(&at) else {
             continue;
         };
@@ -1303,6 +1303,11 @@ fn commas_after_assignments(src: &str) -> Vec<usize> {
                     None => break,
                 },
                 _ if opens_literal(b, i) => i = literal_end(b, i, b[i]),
+                b'/' => {
+                    if let Some(end) = branches::past_comment_or_literal(src, i) {
+                        i = end - 1; // the comment's end, or the newline that ends it
+                    }
+                }
                 b',' => {
                     if !assigned {
                         break;
@@ -1321,9 +1326,10 @@ fn commas_after_assignments(src: &str) -> Vec<usize> {
     out
 }
 
-/// The closing partner of each `(`, `[` and `{` of `b` outside string and character literals,
-/// by the opener's index (a closer of another kind closes the innermost opener all the same).
-fn bracket_pairs(b: &[u8]) -> std::collections::HashMap<usize, usize> {
+/// The closing partner of each `(`, `[` and `{` of `src` outside comments and string and
+/// character literals, by the opener's index (a `(` in a comment has none) (a closer of another kind closes the innermost opener all the same).
+fn bracket_pairs(src: &str) -> std::collections::HashMap<usize, usize> {
+    let b = src.as_bytes();
     let mut pairs = std::collections::HashMap::new();
     let mut open = Vec::new();
     let mut i = 0;
@@ -1336,6 +1342,11 @@ fn bracket_pairs(b: &[u8]) -> std::collections::HashMap<usize, usize> {
                 }
             }
             _ if opens_literal(b, i) => i = literal_end(b, i, b[i]),
+            b'/' => {
+                if let Some(end) = branches::past_comment_or_literal(src, i) {
+                    i = end - 1;
+                }
+            }
             _ => {}
         }
         i += 1;
@@ -3303,7 +3314,8 @@ mod tests {
         let src = "x = c ? (j = 1, r) : (j = 0, -r);\n\
                    f(j = 1, r); g((o ^= 2, h(v))...); y = (a == 1, b) + (a <= 1, b) + (r, j = 1);\n\
                    z = (s <<= 1, t); w = (q = f(a, b), u, v);\n\
-                   int k(int a = 1, int b); return (j = 2, r); f<int>(x = 3, y);\n";
+                   int k(int a = 1, int b); return (j = 2, r); f<int>(x = 3, y);\n\
+                   // y = c / (scale(a, t ? 0 : 1) * scale(b\n// y += bias\nint u = g(p, q); /* (w = 1, v) */\n";
         let marked: String = src
             .char_indices()
             .map(|(i, c)| {
@@ -3319,7 +3331,8 @@ mod tests {
             "x = c ? (j = 1+ r) : (j = 0+ -r);\n\
              f(j = 1, r); g((o ^= 2+ h(v))...); y = (a == 1, b) + (a <= 1, b) + (r, j = 1);\n\
              z = (s <<= 1+ t); w = (q = f(a, b)+ u+ v);\n\
-             int k(int a = 1, int b); return (j = 2+ r); f<int>(x = 3, y);\n"
+             int k(int a = 1, int b); return (j = 2+ r); f<int>(x = 3, y);\n\
+             // y = c / (scale(a, t ? 0 : 1) * scale(b\n// y += bias\nint u = g(p, q); /* (w = 1, v) */\n"
         );
         mended("__global__ void k(int* o, int c) { int j, r = 2; o[0] = c ? (j = 1, r) : (j = 0, -r); }\n");
     }

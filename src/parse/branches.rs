@@ -578,7 +578,7 @@ fn brace_balance(text: &str) -> i64 {
 
 /// Where a comment, or a string or character literal, that starts at `i` ends (the index past
 /// it; a line comment's newline is not part of it), or None where none starts there.
-fn past_comment_or_literal(text: &str, i: usize) -> Option<usize> {
+pub(super) fn past_comment_or_literal(text: &str, i: usize) -> Option<usize> {
     let b = text.as_bytes();
     match b[i] {
         b'/' if b.get(i + 1) == Some(&b'/') => Some(
