@@ -12,13 +12,17 @@ use std::ops::Range;
 use tree_sitter::Node;
 
 /// The mode, the helpers the kernel reaches (indices) and its hazard, if any.
+/// The mode, the helpers the kernel reaches, its hazard (a thread-dependent return that
+/// reaches a barrier) and its predicated loops (`predicable_loop`).
 pub type Decision<'t> = (
     SyncMode,
     BTreeSet<usize>,
     Option<(ReturnSite<'t>, BarrierSite<'t>)>,
+    Vec<Node<'t>>,
 );
 
-/// Decides whether a kernel is transformed: its mode, the helpers it reaches and its hazard.
+/// Decides whether a kernel is transformed: its mode, the helpers it reaches, its hazard and
+/// its predicated loops.
 pub fn decide<'t>(
     plan: &KernelPlan<'t>,
     opts: &Options,
@@ -295,28 +299,58 @@ pub fn decide<'t>(
             });
         }
     }
+    // A thread-dependent return that reaches a barrier: the predicated form.
+    let hazard = plan
+        .facts
+        .returns
+        .iter()
+        .filter(|r| r.thread_dependent)
+        .find_map(|r| {
+            barriers
+                .iter()
+                .find(|b| plan.facts.reaches(&r.range(), &b.range()))
+                .map(|b| (*r, *b))
+        });
     // A barrier in a loop that threads may leave after different numbers of rounds: in the
     // original, a thread that leaves it and runs to the end exits, and the barriers stop
     // waiting for it; in a task it stays, and meets the task's own barriers (or the loop's) out
-    // of step with the others. The original relies on that (a barrier in divergent code), and
-    // no rewrite keeps it: refused.
-    for l in &plan.facts.uneven_loops {
-        if let Some(b) = barriers.iter().find(|b| in_rounds(*l, b.range().start)) {
-            let what = match syncing_helpers.iter().find(|(r, _)| *r == b.range()) {
-                Some((_, helper)) => format!("this call: `{helper}` synchronizes the block"),
-                None => "this barrier".to_string(),
-            };
-            refusals.push(
-                Diagnostic::new(
-                    Code::BarrierHazard,
-                    format!("kernel `{}`: a barrier in a loop that threads of a block may leave after different numbers of rounds", k.name),
-                )
-                .label(loop_head(*l), "whether a thread stays in this loop depends on the thread")
-                .label(b.range(), format!("the threads still in the loop wait at {what}"))
-                .help("in the original, a thread that leaves the loop early ends, and the barrier stops waiting for it; a persistent block's thread cannot end. Give every thread of the block the same number of rounds (loop on a block-uniform bound, and guard the work inside with the thread's own condition)"),
-            );
-            break;
+    // of step with the others. Where no barrier can follow the loop, a thread that leaves it
+    // early may as well wait inside until the last one leaves, skipping the work of the rounds
+    // it no longer has but passing their barriers (`predicate::plan_loop`): the predicated
+    // loop. Elsewhere the original relies on the exited threads (a barrier after the loop
+    // meets the in-loop barriers of the others), and no rewrite keeps that: refused.
+    let mut loops: Vec<Node<'t>> = Vec::new();
+    let mut uneven = plan.facts.uneven_loops.clone();
+    uneven.sort_by_key(|l| l.start_byte()); // outer loops first
+    for l in uneven {
+        let Some(b) = barriers.iter().find(|b| in_rounds(l, b.range().start)) else {
+            continue;
+        };
+        // A loop inside a predicated one: its walk checks it (its rounds must be uniform).
+        if loops
+            .iter()
+            .any(|o| o.byte_range().contains(&l.start_byte()))
+        {
+            continue;
         }
+        if hazard.is_none() && predicable_loop(l, k.body, &barriers) {
+            loops.push(l);
+            continue;
+        }
+        let what = match syncing_helpers.iter().find(|(r, _)| *r == b.range()) {
+            Some((_, helper)) => format!("this call: `{helper}` synchronizes the block"),
+            None => "this barrier".to_string(),
+        };
+        refusals.push(
+            Diagnostic::new(
+                Code::BarrierHazard,
+                format!("kernel `{}`: a barrier in a loop that threads of a block may leave after different numbers of rounds", k.name),
+            )
+            .label(loop_head(l), "whether a thread stays in this loop depends on the thread")
+            .label(b.range(), format!("the threads still in the loop wait at {what}"))
+            .help("in the original, a thread that leaves the loop early ends, and the barrier stops waiting for it; a persistent block's thread cannot end. Give every thread of the block the same number of rounds (loop on a block-uniform bound, and guard the work inside with the thread's own condition); a `for` or `while` loop that no barrier follows, with no `return`, `break` or `continue` of its own, is rewritten so"),
+        );
+        break;
     }
     // The same at a warp's scale: a warp sync by a fixed mask (a shuffle, a ballot, a tile's
     // collective, a helper that does one) waits for every lane of the mask that has not
@@ -387,18 +421,11 @@ pub fn decide<'t>(
             .help("in the original, the lanes that skip the branch run on to the kernel's end and exit, and the warp's operation stops waiting for them; a persistent block's lane cannot end, so the others would wait for it. Let every lane of the warp reach the operation (guard the work, not the shuffle), or name the lanes that take part in the mask (`__ballot_sync`, `__activemask()`)"),
         );
     }
-    let hazard = plan
-        .facts
-        .returns
-        .iter()
-        .filter(|r| r.thread_dependent)
-        .find_map(|r| {
-            barriers
-                .iter()
-                .find(|b| plan.facts.reaches(&r.range(), &b.range()))
-                .map(|b| (*r, *b))
-        });
-    let mut mode = SyncMode::Plain;
+    let mut mode = if loops.is_empty() {
+        SyncMode::Plain
+    } else {
+        SyncMode::Predicated
+    };
     if let Some((ret, bar)) = hazard {
         mode = SyncMode::Predicated;
         // Every return must go through the context; one inside a macro cannot be rewritten.
@@ -456,7 +483,46 @@ pub fn decide<'t>(
     if refusals.iter().any(|d| d.is_refusal()) {
         return Err(refusals);
     }
-    Ok((mode, reach.into_keys().collect(), hazard))
+    Ok((mode, reach.into_keys().collect(), hazard, loops))
+}
+
+/// Whether loop `l` of kernel body `body`, whose rounds differ between threads and which holds
+/// a barrier, can be predicated (`predicate::plan_loop`): a `for` or `while` loop with a
+/// condition and a braced body, in no other loop, with no `return` inside and no `break` or
+/// `continue` of its own (a thread's rounds end only at the condition), and no barrier after
+/// it in the body (`barriers`: the body's, and its calls of synchronizing helpers).
+fn predicable_loop(l: Node, body: Node, barriers: &[BarrierSite]) -> bool {
+    let k = crate::lang::kinds();
+    let f = crate::lang::fields();
+    let condition = if l.kind_id() == k.for_statement {
+        l.child_by_field_id(f.condition)
+    } else if l.kind_id() == k.while_statement {
+        // `while (T x = ...)` declares: its value is not an expression to extend.
+        l.child_by_field_id(f.condition)
+            .filter(|c| c.kind_id() == k.condition_clause && c.named_child_count() == 1)
+            .and_then(|c| c.child_by_field_id(f.value))
+    } else {
+        None
+    };
+    let Some(loop_body) = l.child_by_field_id(f.body) else {
+        return false;
+    };
+    if condition.is_none() || loop_body.kind_id() != k.compound_statement {
+        return false;
+    }
+    let mut at = l;
+    while let Some(p) = at.parent().filter(|p| p.id() != body.id()) {
+        if super::flow::is_loop(p) {
+            return false;
+        }
+        at = p;
+    }
+    let returns = super::flow::descendants(loop_body)
+        .into_iter()
+        .any(|n| n.kind_id() == k.return_statement);
+    !returns
+        && super::flow::escaping_jumps(loop_body).is_empty()
+        && barriers.iter().all(|b| b.range().start < l.end_byte())
 }
 
 /// A refusal found in a helper, as a refusal of the kernel that reaches it: the message names
@@ -889,7 +955,7 @@ fn in_rounds(l: Node, at: usize) -> bool {
 
 /// A loop's head, for a label: from its keyword to the end of its condition (`for (...)`,
 /// `while (...)`), or the whole `do` statement.
-fn loop_head(l: Node) -> Range<usize> {
+pub(super) fn loop_head(l: Node) -> Range<usize> {
     let f = crate::lang::fields();
     let end = l
         .child_by_field_id(f.body)

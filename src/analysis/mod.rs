@@ -43,7 +43,7 @@ pub use body::{BarrierSite, BodyFacts, Call, ReturnSite};
 pub use callgraph::{owner as helper_owner, FUNCTOR_CALL};
 pub use macros::MacroFacts;
 pub use pragmas::Pragmas;
-pub use predicate::{LiveHelper, Predication, Step};
+pub use predicate::{LiveHelper, PredicatedLoop, Predication, Step};
 pub use sites::{
     names_inserted, unconditional_params, FunctionSite, GridConstant, LaunchSite, Linkage, Param,
     TemplateParam,
@@ -59,6 +59,7 @@ use crate::vocab::CTX_LIVE;
 use callgraph::CallGraph;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
+use tree_sitter::Node;
 
 /// How a kernel is transformed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -497,14 +498,19 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                 Some(d) => Err(vec![d]),
                 None => decide::decide(&plan, opts, &helpers, &graph, src),
             }
-            .and_then(|(mode, reach, hazard)| {
-                match hidden::predicated_refusal(mode, &plan, &parsed.hidden, src) {
+            .and_then(
+                |(mode, reach, hazard, loops)| match hidden::predicated_refusal(
+                    mode,
+                    &plan,
+                    &parsed.hidden,
+                    src,
+                ) {
                     Some(d) => Err(vec![d]),
-                    None => Ok((mode, reach, hazard)),
-                }
-            });
+                    None => Ok((mode, reach, hazard, loops)),
+                },
+            );
         match decided {
-            Ok((mode, reach, hazard)) => {
+            Ok((mode, reach, hazard, loops)) => {
                 for i in reach {
                     helpers[i].reached = true;
                 }
@@ -513,7 +519,8 @@ pub fn analyze<'t>(parsed: &'t crate::parse::Parsed, src: &'t str, opts: &Option
                     graph: &graph,
                     known: &opts.known_helpers,
                 };
-                let note = transformed(&mut plan, mode, hazard, opts, src, &names, helpers);
+                let note =
+                    transformed(&mut plan, mode, (hazard, loops), opts, src, &names, helpers);
                 diagnostics.extend(note.map(|d| d.kernel(plan.id, &plan.site.name)));
             }
             Err(refusals) => {
@@ -910,10 +917,11 @@ fn helper_plans<'t>(
 /// Fills in a kernel that is transformed: its chunking and, for the predicated form, how its
 /// body is predicated. Returns the note that says so, or the refusal when the body cannot be
 /// predicated (then the kernel stays untouched).
+#[allow(clippy::type_complexity)]
 fn transformed<'t>(
     plan: &mut KernelPlan<'t>,
     mode: SyncMode,
-    hazard: Option<(ReturnSite<'t>, BarrierSite<'t>)>,
+    (hazard, loops): (Option<(ReturnSite<'t>, BarrierSite<'t>)>, Vec<Node<'t>>),
     opts: &Options,
     src: &'t str,
     names: &uniformity::FileNames<'t, '_>,
@@ -924,13 +932,15 @@ fn transformed<'t>(
     if mode != SyncMode::Predicated {
         return None;
     }
-    let (ret, bar) = hazard.expect("predicated implies a hazard");
     let params: Vec<String> = plan
         .site
         .param_list
         .iter()
         .map(|p| p.name.clone())
         .collect();
+    let Some((ret, bar)) = hazard else {
+        return predicated_loops(plan, &params, &loops, src, names, helpers);
+    };
     match predicate::plan(
         &plan.site,
         &params,
@@ -970,6 +980,54 @@ fn transformed<'t>(
             }
             if !unseen.is_empty() {
                 help.push_str("; a skipped function that synchronizes the block would leave the live threads waiting at its barrier: the tool sees the barriers of the files it reads (included ones found through `-I`, and the other inputs of the run) and refuses where they would be skipped");
+            }
+            plan.predication = Some(p);
+            Some(note.help(help))
+        }
+        Err(d) => {
+            plan.mode = None;
+            Some(d)
+        }
+    }
+}
+
+/// Plans the predicated loops of a kernel (`decide::predicable_loop`); the note that says
+/// so, or the refusal (the kernel then stays untouched).
+fn predicated_loops<'t>(
+    plan: &mut KernelPlan<'t>,
+    params: &[String],
+    loops: &[Node<'t>],
+    src: &'t str,
+    names: &uniformity::FileNames<'t, '_>,
+    helpers: predicate::Helpers<'_, 't>,
+) -> Option<Diagnostic> {
+    match predicate::plan_loops(&plan.site, params, &plan.facts, src, names, helpers, loops) {
+        Ok(p) => {
+            let mut note = Diagnostic::new(
+                Code::PredicatedRewrite,
+                format!(
+                    "kernel `{}`: a loop that threads leave after different numbers of rounds holds a barrier; the loop is rewritten into the predicated form",
+                    plan.site.name
+                ),
+            );
+            for l in loops {
+                note = note.label(
+                    decide::loop_head(*l),
+                    "a thread whose rounds end here waits in the loop until the last one's end",
+                );
+            }
+            let mut help = format!("a thread whose rounds have ended stays in the loop with `{CTX_LIVE}` cleared: it skips the work of the other threads' rounds, passes their barriers and votes the neutral value in block reductions, and all leave the loop together");
+            for c in p.unseen_calls.iter().take(3) {
+                note = note.label(
+                    c.range.clone(),
+                    format!(
+                        "threads whose rounds have ended skip this call of `{}`, which this file does not define",
+                        c.name
+                    ),
+                );
+            }
+            if !p.unseen_calls.is_empty() {
+                help.push_str("; a skipped function that synchronizes the block would leave the others waiting at its barrier: the tool sees the barriers of the files it reads (included ones found through `-I`, and the other inputs of the run) and refuses where they would be skipped");
             }
             plan.predication = Some(p);
             Some(note.help(help))

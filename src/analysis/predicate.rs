@@ -88,12 +88,34 @@ pub enum Step<'t> {
 #[derive(Debug, Clone, Default)]
 pub struct Predication<'t> {
     pub steps: Vec<Step<'t>>,
+    /// The predicated loops (`plan_loops`); where there are any, the flag is each loop's own,
+    /// and the body has none (a kernel with a thread-dependent return before a barrier has no
+    /// predicated loop).
+    pub loops: Vec<PredicatedLoop<'t>>,
     /// The live copies the steps call, directly or through other copies, callees first.
     pub live_helpers: Vec<LiveHelper<'t>>,
     /// Calls that returned threads skip (in the body or a live copy) of functions this file
     /// does not define: whether they synchronize the block the analysis may not know (the
     /// CP200 note names them).
     pub unseen_calls: Vec<UnseenCall>,
+}
+
+/// A loop whose rounds differ between threads, predicated: a thread whose rounds have ended
+/// (its condition false once) stays in the loop with its own `__cp_live` cleared, skips the
+/// work of the rounds the others still run (the walk's steps) and passes their barriers; the
+/// loop ends once no thread is live.
+#[derive(Debug, Clone)]
+pub struct PredicatedLoop<'t> {
+    pub node: Node<'t>,
+    /// The condition's expression: live threads evaluate it, and it clears the flag.
+    pub condition: Node<'t>,
+    /// A `for` loop's update that only live threads may run: it writes a variable that
+    /// outlives the loop, or memory.
+    pub guarded_update: Option<Node<'t>>,
+    /// The body's first barrier, a `__syncthreads();` of its own: it becomes the loop's exit
+    /// test (`if (!__syncthreads_or(__cp_live)) break;`). Without one the condition holds the
+    /// test, a barrier of its own per round.
+    pub exit_barrier: Option<Node<'t>>,
 }
 
 /// A call of a function this file does not define, which returned threads skip.
@@ -136,6 +158,12 @@ enum Body<'t> {
         result: CopyResult<'t>,
         helper: String,
         varying_params: BTreeSet<String>,
+    },
+    /// A predicated loop's body (`plan_loops`): every statement in it is exposed, to threads
+    /// whose rounds have ended; `head`: the loop's head (refusals label it).
+    Loop {
+        body: Node<'t>,
+        head: Range<usize>,
     },
 }
 
@@ -180,8 +208,138 @@ pub fn plan<'t>(
     }
     Ok(Predication {
         steps: w.steps,
+        loops: Vec::new(),
         live_helpers: w.live,
         unseen_calls,
+    })
+}
+
+/// Plans the predicated loops of a kernel (`decide::predicable_loop`): each loop's body is
+/// walked as a body after a return is (every statement exposed, to the threads whose rounds
+/// have ended), with the conditions of its barriers checked the same way. Err: why one cannot
+/// be predicated.
+pub fn plan_loops<'t>(
+    site: &FunctionSite<'t>,
+    params: &[String],
+    facts: &BodyFacts<'t>,
+    src: &'t str,
+    names: &FileNames<'t, '_>,
+    helpers: Helpers<'_, 't>,
+    loops: &[Node<'t>],
+) -> Result<Predication<'t>, Diagnostic> {
+    let f = fields();
+    let k = kinds();
+    let mut out = Predication::default();
+    for &l in loops {
+        let (Some(body), Some(condition)) = (l.child_by_field_id(f.body), loop_condition(l)) else {
+            continue; // `decide::predicable_loop` lets none such through
+        };
+        let barrier = first_barrier(facts, helpers, body);
+        let mut w = Walker::new(
+            site,
+            &facts.nodes,
+            params,
+            facts,
+            src,
+            names,
+            helpers,
+            (
+                super::decide::loop_head(l),
+                barrier.map_or(body.byte_range(), |b| b.byte_range()),
+            ),
+            Body::Loop {
+                body,
+                head: super::decide::loop_head(l),
+            },
+        );
+        w.labels = out.steps.len() as u32; // labels are the function's: never reused
+        w.walk()?;
+        out.unseen_calls.extend(w.unseen_calls());
+        for c in &w.live {
+            out.unseen_calls.extend(c.unseen_calls.iter().cloned());
+        }
+        out.steps.append(&mut w.steps);
+        out.live_helpers.append(&mut w.live);
+        let guarded_update = l.child_by_field_id(f.update).filter(|u| {
+            !(w.effects.local_effects_only(*u) && writes_declared_within(*u, l, site.body, src))
+        });
+        // The body's first barrier, where it is a `__syncthreads();` of the body's own list:
+        // before it, threads whose rounds have ended do nothing that shows, so a round in which
+        // no thread is live may as well end there.
+        let exit_barrier = barrier
+            .and_then(|b| b.parent())
+            .filter(|st| {
+                st.kind() == "expression_statement"
+                    && st.parent().is_some_and(|p| p.id() == body.id())
+            })
+            .filter(|st| {
+                st.named_child(0).map(lang::strip_parens).is_some_and(|e| {
+                    e.kind_id() == k.call_expression
+                        && e.child_by_field_id(f.function)
+                            .is_some_and(|n| text(n, src) == "__syncthreads")
+                        && e.child_by_field_id(f.arguments)
+                            .is_some_and(|a| lang::count_named(a) == 0)
+                })
+            });
+        out.loops.push(PredicatedLoop {
+            node: l,
+            condition,
+            guarded_update,
+            exit_barrier,
+        });
+    }
+    Ok(out)
+}
+
+/// A `for` loop's condition, or a `while` loop's expression.
+fn loop_condition(l: Node) -> Option<Node> {
+    let k = kinds();
+    let c = l.child_by_field_id(fields().condition)?;
+    if c.kind_id() == k.condition_clause {
+        c.child_by_field_id(fields().value)
+    } else {
+        Some(c)
+    }
+}
+
+/// The first barrier in `body` (a barrier of the facts, or a call of a synchronizing helper).
+fn first_barrier<'t>(
+    facts: &BodyFacts<'t>,
+    helpers: Helpers<'_, 't>,
+    body: Node<'t>,
+) -> Option<Node<'t>> {
+    let within = |n: &Node| body.byte_range().contains(&n.start_byte());
+    let barriers = facts.barriers.iter().map(|b| b.node);
+    let calls = facts
+        .calls
+        .iter()
+        .filter(|c| helpers.graph.calls_barrier(c, helpers.plans))
+        .map(|c| c.node);
+    barriers
+        .chain(calls)
+        .filter(within)
+        .min_by_key(|n| n.start_byte())
+}
+
+/// Whether every variable that `s` assigns or steps is declared inside `within` (a scope of
+/// the function body `body`).
+fn writes_declared_within(s: Node, within: Node, body: Node, src: &str) -> bool {
+    let k = kinds();
+    let f = fields();
+    descendants(s).into_iter().all(|n| {
+        let target = if n.kind_id() == k.assignment_expression {
+            n.child_by_field_id(f.left)
+        } else if n.kind_id() == k.update_expression {
+            n.child_by_field_id(f.argument)
+        } else {
+            return true;
+        };
+        target.is_some_and(|t| {
+            let t = lang::strip_parens(t);
+            t.kind_id() == k.identifier
+                && declaring_scope(n, text(t, src), body, src)
+                    .is_some_and(|r| within.byte_range().contains(&r.start))
+        })
     })
 }
 
@@ -253,6 +411,7 @@ impl<'a, 't> Walker<'a, 't> {
             } => Some(r.id()),
             _ => None,
         };
+        let in_loop = matches!(kind, Body::Loop { .. });
         Walker {
             src,
             facts,
@@ -263,6 +422,7 @@ impl<'a, 't> Walker<'a, 't> {
             returns: facts
                 .returns
                 .iter()
+                .filter(|_| !in_loop)
                 .filter(|r| r.node.kind_id() == kinds().return_statement)
                 .filter(|r| Some(r.node.id()) != result)
                 .map(|r| r.node)
@@ -315,7 +475,10 @@ impl<'a, 't> Walker<'a, 't> {
         for &r in &self.returns {
             self.no_barrier_in_return(r)?;
         }
-        self.sequence(&children(self.body), false, false)?;
+        match self.kind {
+            Body::Loop { body, .. } => self.sequence(&children(body), false, true)?,
+            _ => self.sequence(&children(self.body), false, false)?,
+        }
         self.check_control_writes()
     }
 
@@ -353,6 +516,13 @@ impl<'a, 't> Walker<'a, 't> {
         let message = match &self.kind {
             Body::LiveCopy { helper: h, .. } => format!("a thread-dependent return reaches `{h}`, which synchronizes the block, and in its live copy {why}"),
             Body::Kernel => format!("a thread-dependent return reaches a barrier, and {why}"),
+            Body::Loop { head, .. } => {
+                return Diagnostic::new(Code::BarrierHazard, format!("a loop that threads of a block leave after different numbers of rounds holds a barrier, and {why}"))
+                    .label(head.clone(), "whether a thread stays in this loop depends on the thread")
+                    .label(self.hazard.1.clone(), "the threads still in the loop wait at this barrier")
+                    .label(at, "threads whose rounds have ended cannot follow the others here")
+                    .help("a thread whose rounds have ended stays in the loop and must pass the same barriers as the others: keep the loop's barriers in straight-line code or under conditions that are the same in every thread of the block, or loop on a block-uniform bound and guard the work inside with the thread's own condition");
+            }
         };
         Diagnostic::new(Code::BarrierHazard, message)
         .label(self.hazard.0.clone(), "this return depends on the thread")
@@ -518,7 +688,10 @@ impl<'a, 't> Walker<'a, 't> {
                 return Err(self.refusal(range, "conditional compilation follows it"));
             }
         }
-        if s.kind() == "expression_statement" && self.effects.local_writes_only(s) {
+        if s.kind() == "expression_statement"
+            && self.effects.local_writes_only(s)
+            && self.writes_die_with_round(s)
+        {
             return Ok(Class::Apart); // returned threads compute it too: it may feed a condition
         }
         Ok(Class::Run { exposed })
@@ -545,6 +718,12 @@ impl<'a, 't> Walker<'a, 't> {
                             .and_then(|r| self.barrier_call(r))
                     })
                 });
+                // In a predicated loop the statement runs in every thread, and a variable it
+                // assigns that outlives the loop would take the votes of rounds the thread no
+                // longer has.
+                if call.is_some() && !self.writes_die_with_round(s) {
+                    return Err(self.refusal(s.byte_range(), "this statement stores a block reduction in a variable that outlives the loop, which threads whose rounds have ended would change (declare the result inside the loop: `int c = __syncthreads_count(p);`)"));
+                }
                 match (call, e) {
                     (Some(b), _) => self.vote(b),
                     (None, Some(e)) => self.live_calls_in(e, true, "this statement does more than synchronize (write `int c = __syncthreads_count(p);` on its own line)"),
@@ -594,6 +773,18 @@ impl<'a, 't> Walker<'a, 't> {
                             "this loop's initializer reads memory or has effects",
                         ));
                     }
+                }
+                // In a predicated loop every thread runs this one: what it writes must not
+                // outlive the predicated loop's round.
+                let outliving = [f.initializer, f.update]
+                    .into_iter()
+                    .filter_map(|field| s.child_by_field_id(field))
+                    .find(|x| !self.writes_die_with_round(*x));
+                if let Some(x) = outliving {
+                    return Err(self.refusal(
+                        x.byte_range(),
+                        "this loop's counter outlives the predicated loop's round, and threads whose rounds have ended would change it",
+                    ));
                 }
                 if let Some(c) = s.child_by_field_id(f.condition) {
                     self.condition(c)?;
@@ -758,7 +949,9 @@ impl<'a, 't> Walker<'a, 't> {
                 Body::LiveCopy { varying_params, .. } => {
                     Uniformity::for_live_helper(body, all, names, blocks, varying_params)
                 }
-                Body::Kernel => Uniformity::with_exits(body, all, names, blocks, false),
+                Body::Kernel | Body::Loop { .. } => {
+                    Uniformity::with_exits(body, all, names, blocks, false)
+                }
             }
         })
     }
@@ -1016,11 +1209,25 @@ impl<'a, 't> Walker<'a, 't> {
     }
 
     fn exposed(&self, range: &Range<usize>) -> bool {
+        if let Body::Loop { body, .. } = self.kind {
+            return body.byte_range().contains(&range.start);
+        }
         matches!(self.kind, Body::LiveCopy { .. })
             || self
                 .returns
                 .iter()
                 .any(|r| self.facts.reaches(&r.byte_range(), range))
+    }
+
+    /// In a predicated loop, whether every variable that statement `s` writes is declared
+    /// inside the loop's body, so that the rounds a thread runs after its own have ended leave
+    /// nothing behind: a variable that outlives the loop (its counter, `i += stride;`) keeps
+    /// the value of the thread's last round, so only live threads may write it. True elsewhere.
+    fn writes_die_with_round(&self, s: Node<'t>) -> bool {
+        let Body::Loop { body, .. } = self.kind else {
+            return true;
+        };
+        writes_declared_within(s, body, self.body, self.src)
     }
 
     /// Whether a `break` or `continue` that leaves `s` (inside a loop that holds a barrier)

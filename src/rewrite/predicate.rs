@@ -1,7 +1,7 @@
 //! Edits of the predicated form (see `analysis::predicate` for why and when).
 
 use super::{body_indent, opens_own_line};
-use crate::analysis::{HelperPlan, LiveHelper, Predication, Step};
+use crate::analysis::{HelperPlan, LiveHelper, PredicatedLoop, Predication, Step};
 use crate::edit::Edit;
 use crate::lang::{self, fields};
 use crate::vocab::{
@@ -11,6 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use tree_sitter::Node;
 
 pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
+    if !p.loops.is_empty() {
+        for l in &p.loops {
+            predicated_loop(l, src, edits);
+        }
+        steps(&p.steps, src, edits);
+        return;
+    }
     // After the prologue's shadows (same offset, collected later).
     edits.push(Edit::insert(
         body.start_byte() + 1,
@@ -24,6 +31,47 @@ pub fn rewrite(p: &Predication, body: Node, src: &str, edits: &mut Vec<Edit>) {
         },
     ));
     steps(&p.steps, src, edits);
+}
+
+/// A predicated loop (`analysis::predicate::PredicatedLoop`): braces around it hold its own
+/// flag; the condition, evaluated by live threads only, clears it; the loop goes on while any
+/// thread of the block is live, which the body's first `__syncthreads();` tests where it has
+/// one (`if (!__syncthreads_or(__cp_live)) break;`), else the condition (`__syncthreads_or`
+/// around it). An update that only live threads may run is skipped by the others.
+fn predicated_loop(l: &PredicatedLoop, src: &str, edits: &mut Vec<Edit>) {
+    let node = l.node;
+    let at = above_pragmas(src, node.start_byte());
+    let flag = format!("{{ bool {CTX_LIVE} = true;");
+    if at < node.start_byte() {
+        // `#pragma unroll` must stay right above its loop: the braces open above it.
+        let indent = code_indent(&src[at..node.end_byte()]);
+        edits.push(Edit::insert(at, format!("{indent}{flag}\n")));
+    } else {
+        edits.push(Edit::insert(at, format!("{flag} ")));
+    }
+    edits.push(Edit::insert(node.end_byte(), " }"));
+    let c = l.condition.byte_range();
+    let clear = format!("{CTX_LIVE} = {CTX_LIVE} && (");
+    if l.exit_barrier.is_some() {
+        edits.push(Edit::insert(c.start, format!("({clear}")));
+        edits.push(Edit::insert(c.end, ")), true"));
+    } else {
+        edits.push(Edit::insert(c.start, format!("__syncthreads_or({clear}")));
+        edits.push(Edit::insert(c.end, "))"));
+    }
+    if let Some(u) = l.guarded_update {
+        edits.push(Edit::insert(
+            u.start_byte(),
+            format!("{CTX_LIVE} ? (void)("),
+        ));
+        edits.push(Edit::insert(u.end_byte(), ") : (void)0"));
+    }
+    if let Some(b) = l.exit_barrier {
+        edits.push(Edit::replace(
+            b.byte_range(),
+            format!("if (!__syncthreads_or({CTX_LIVE})) break;"),
+        ));
+    }
 }
 
 /// The live copy of a synchronizing helper (`analysis::predicate`, "synchronizing helpers"),
