@@ -488,8 +488,8 @@ pub fn decide<'t>(
 
 /// Whether loop `l` of kernel body `body`, whose rounds differ between threads and which holds
 /// a barrier, can be predicated (`predicate::plan_loop`): a `for` or `while` loop with a
-/// condition and a braced body, in no other loop, with no `return` inside and no `break` or
-/// `continue` of its own (a thread's rounds end only at the condition), and no barrier after
+/// condition and a braced body, in no other loop, with no `return` inside (but a lambda's)
+/// and no `break` or `continue` of its own (a thread's rounds end only at the condition), and no barrier after
 /// it in the body (`barriers`: the body's, and its calls of synchronizing helpers).
 fn predicable_loop(l: Node, body: Node, barriers: &[BarrierSite]) -> bool {
     let k = crate::lang::kinds();
@@ -517,9 +517,20 @@ fn predicable_loop(l: Node, body: Node, barriers: &[BarrierSite]) -> bool {
         }
         at = p;
     }
+    // A lambda's returns are the lambda's (`auto found = [&] { ... return x; }();`).
     let returns = super::flow::descendants(loop_body)
         .into_iter()
-        .any(|n| n.kind_id() == k.return_statement);
+        .filter(|n| n.kind_id() == k.return_statement)
+        .any(|r| {
+            let mut at = r;
+            while let Some(p) = at.parent().filter(|p| p.id() != loop_body.id()) {
+                if p.kind() == "lambda_expression" {
+                    return false;
+                }
+                at = p;
+            }
+            true
+        });
     !returns
         && super::flow::escaping_jumps(loop_body).is_empty()
         && barriers.iter().all(|b| b.range().start < l.end_byte())
