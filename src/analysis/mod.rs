@@ -938,18 +938,19 @@ fn transformed<'t>(
         .iter()
         .map(|p| p.name.clone())
         .collect();
-    let Some((ret, bar)) = hazard else {
-        return predicated_loops(plan, &params, &loops, src, names, helpers);
-    };
-    match predicate::plan(
-        &plan.site,
-        &params,
-        &plan.facts,
+    let scope = predicate::Scope {
+        site: &plan.site,
+        params: &params,
+        facts: &plan.facts,
         src,
         names,
         helpers,
-        (ret.range(), bar.range()),
-    ) {
+    };
+    let Some((ret, bar)) = hazard else {
+        let planned = predicate::plan_loops(&scope, &loops);
+        return predicated_loops(plan, planned, &loops);
+    };
+    match predicate::plan(&scope, (ret.range(), bar.range())) {
         Ok(p) => {
             let mut note = Diagnostic::new(
                 Code::PredicatedRewrite,
@@ -991,17 +992,14 @@ fn transformed<'t>(
     }
 }
 
-/// Plans the predicated loops of a kernel (`decide::predicable_loop`); the note that says
-/// so, or the refusal (the kernel then stays untouched).
+/// A kernel's predicated loops as planned (`predicate::plan_loops`): the note that says so,
+/// or the refusal (the kernel then stays untouched).
 fn predicated_loops<'t>(
     plan: &mut KernelPlan<'t>,
-    params: &[String],
+    planned: Result<Predication<'t>, Diagnostic>,
     loops: &[Node<'t>],
-    src: &'t str,
-    names: &uniformity::FileNames<'t, '_>,
-    helpers: predicate::Helpers<'_, 't>,
 ) -> Option<Diagnostic> {
-    match predicate::plan_loops(&plan.site, params, &plan.facts, src, names, helpers, loops) {
+    match planned {
         Ok(p) => {
             let mut note = Diagnostic::new(
                 Code::PredicatedRewrite,

@@ -179,39 +179,55 @@ enum CopyResult<'t> {
     Held(String),
 }
 
-/// Plans the predicated form of `body`; Err: why it cannot be predicated.
-#[allow(clippy::too_many_arguments)]
+/// Plans the predicated form of a kernel whose thread-dependent return reaches a barrier
+/// (`hazard`: the two); Err: why it cannot be predicated.
 pub fn plan<'t>(
-    site: &FunctionSite<'t>,
-    params: &[String],
-    facts: &BodyFacts<'t>,
-    src: &'t str,
-    names: &FileNames<'t, '_>,
-    helpers: Helpers<'_, 't>,
+    scope: &Scope<'_, 't>,
     hazard: (Range<usize>, Range<usize>),
 ) -> Result<Predication<'t>, Diagnostic> {
+    let mut out = Predication::default();
+    walked(scope, hazard, Body::Kernel, &mut out)?;
+    Ok(out)
+}
+
+/// What both plans walk in: the kernel (its parameters' names, its body's facts) and the file.
+pub struct Scope<'a, 't> {
+    pub site: &'a FunctionSite<'t>,
+    pub params: &'a [String],
+    pub facts: &'a BodyFacts<'t>,
+    pub src: &'t str,
+    pub names: &'a FileNames<'t, 'a>,
+    pub helpers: Helpers<'a, 't>,
+}
+
+/// Walks one body (`kind`) and adds its steps, live copies and unseen calls to `out`. Labels
+/// are numbered after `out`'s steps: they are the function's, never reused.
+fn walked<'a, 't>(
+    s: &Scope<'a, 't>,
+    hazard: (Range<usize>, Range<usize>),
+    kind: Body<'t>,
+    out: &mut Predication<'t>,
+) -> Result<(), Diagnostic> {
     let mut w = Walker::new(
-        site,
-        &facts.nodes,
-        params,
-        facts,
-        src,
-        names,
-        helpers,
+        s.site,
+        &s.facts.nodes,
+        s.params,
+        s.facts,
+        s.src,
+        s.names,
+        s.helpers,
         hazard,
-        Body::Kernel,
+        kind,
     );
+    w.labels = out.steps.len() as u32;
     w.walk()?;
-    let mut unseen_calls = w.unseen_calls();
+    out.unseen_calls.extend(w.unseen_calls());
     for l in &w.live {
-        unseen_calls.extend(l.unseen_calls.iter().cloned());
+        out.unseen_calls.extend(l.unseen_calls.iter().cloned());
     }
-    Ok(Predication {
-        steps: w.steps,
-        loops: Vec::new(),
-        live_helpers: w.live,
-        unseen_calls,
-    })
+    out.steps.append(&mut w.steps);
+    out.live_helpers.append(&mut w.live);
+    Ok(())
 }
 
 /// Plans the predicated loops of a kernel (`decide::predicable_loop`): each loop's body is
@@ -219,49 +235,34 @@ pub fn plan<'t>(
 /// have ended), with the conditions of its barriers checked the same way. Err: why one cannot
 /// be predicated.
 pub fn plan_loops<'t>(
-    site: &FunctionSite<'t>,
-    params: &[String],
-    facts: &BodyFacts<'t>,
-    src: &'t str,
-    names: &FileNames<'t, '_>,
-    helpers: Helpers<'_, 't>,
+    scope: &Scope<'_, 't>,
     loops: &[Node<'t>],
 ) -> Result<Predication<'t>, Diagnostic> {
     let f = fields();
     let k = kinds();
+    let Scope {
+        site,
+        params,
+        facts,
+        src,
+        helpers,
+        ..
+    } = *scope;
     let mut out = Predication::default();
     for &l in loops {
         let (Some(body), Some(condition)) = (l.child_by_field_id(f.body), loop_condition(l)) else {
             continue; // `decide::predicable_loop` lets none such through
         };
         let barrier = first_barrier(facts, helpers, body);
-        let mut w = Walker::new(
-            site,
-            &facts.nodes,
-            params,
-            facts,
-            src,
-            names,
-            helpers,
-            (
-                super::decide::loop_head(l),
-                barrier.map_or(body.byte_range(), |b| b.byte_range()),
-            ),
-            Body::Loop {
-                body,
-                head: super::decide::loop_head(l),
-            },
+        let head = super::decide::loop_head(l);
+        let hazard = (
+            head.clone(),
+            barrier.map_or(body.byte_range(), |b| b.byte_range()),
         );
-        w.labels = out.steps.len() as u32; // labels are the function's: never reused
-        w.walk()?;
-        out.unseen_calls.extend(w.unseen_calls());
-        for c in &w.live {
-            out.unseen_calls.extend(c.unseen_calls.iter().cloned());
-        }
-        out.steps.append(&mut w.steps);
-        out.live_helpers.append(&mut w.live);
+        walked(scope, hazard, Body::Loop { body, head }, &mut out)?;
+        let effects = Effects::new(&facts.nodes, src, params);
         let guarded_update = l.child_by_field_id(f.update).filter(|u| {
-            !(w.effects.local_effects_only(*u) && writes_declared_within(*u, l, site.body, src))
+            !(effects.local_effects_only(*u) && writes_declared_within(*u, l, site.body, src))
         });
         // The body's first barrier, where it is a `__syncthreads();` of the body's own list:
         // before it, threads whose rounds have ended do nothing that shows, so a round in which
