@@ -1357,7 +1357,7 @@ fn bracket_pairs(src: &str) -> std::collections::HashMap<usize, usize> {
 /// Whether byte `i` opens a string or character literal: a `"`, or a `'` that does not follow a
 /// letter, digit or `_` (there it is a digit separator, `1'000`, or a prefix's, `u8'a'`, rare
 /// enough to read as one).
-fn opens_literal(b: &[u8], i: usize) -> bool {
+pub(crate) fn opens_literal(b: &[u8], i: usize) -> bool {
     match b[i] {
         b'"' => true,
         b'\'' => i == 0 || !(b[i - 1] == b'_' || b[i - 1].is_ascii_alphanumeric()),
@@ -1366,7 +1366,7 @@ fn opens_literal(b: &[u8], i: usize) -> bool {
 }
 
 /// The index of the quote that ends the literal opened at `at` (or of the line's end).
-fn literal_end(b: &[u8], at: usize, quote: u8) -> usize {
+pub(crate) fn literal_end(b: &[u8], at: usize, quote: u8) -> usize {
     let mut i = at + 1;
     while i < b.len() && b[i] != quote && b[i] != b'\n' {
         i += if b[i] == b'\\' { 2 } else { 1 };

@@ -577,7 +577,8 @@ fn brace_balance(text: &str) -> i64 {
 }
 
 /// Where a comment, or a string or character literal, that starts at `i` ends (the index past
-/// it; a line comment's newline is not part of it), or None where none starts there.
+/// it; a line comment's newline is not part of it), or None where none starts there (a digit
+/// separator, `1'000`, opens none: `parse::opens_literal`).
 pub(super) fn past_comment_or_literal(text: &str, i: usize) -> Option<usize> {
     let b = text.as_bytes();
     match b[i] {
@@ -590,12 +591,8 @@ pub(super) fn past_comment_or_literal(text: &str, i: usize) -> Option<usize> {
         b'/' if b.get(i + 1) == Some(&b'*') => {
             Some(text[i + 2..].find("*/").map_or(b.len(), |p| i + 2 + p + 2))
         }
-        q @ (b'"' | b'\'') => {
-            let mut j = i + 1;
-            while j < b.len() && b[j] != q && b[j] != b'\n' {
-                j += if b[j] == b'\\' { 2 } else { 1 };
-            }
-            Some((j + 1).min(b.len()))
+        q @ (b'"' | b'\'') if super::opens_literal(b, i) => {
+            Some((super::literal_end(b, i, q) + 1).min(b.len()))
         }
         _ => None,
     }
@@ -689,6 +686,16 @@ fn host_text(text: &str, space_macros: &super::SpaceMacros) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A digit separator opens no character literal: read as one, `1'000` hid the rest of its
+    /// line (a `{` there) from the brace count.
+    #[test]
+    fn digit_separators_open_no_literal() {
+        assert_eq!(past_comment_or_literal("n = 1'000;", 5), None);
+        assert_eq!(past_comment_or_literal("c = 'x';", 4), Some(7));
+        assert_eq!(brace_balance("if (n > 1'000) {"), 1);
+        assert_eq!(brace_balance("if (c == '{') {"), 1);
+    }
 
     #[test]
     fn statement_heads_are_told_from_whole_statements() {

@@ -100,8 +100,8 @@ fn candidates(b: &[u8]) -> Vec<Use> {
                 i = find(b, i + 2, b"*/").map_or(b.len(), |e| e + 2);
                 continue;
             }
-            b'"' | b'\'' => {
-                i = literal_end(b, i);
+            b'"' | b'\'' if super::opens_literal(b, i) => {
+                i = (super::literal_end(b, i, c) + 1).min(b.len());
                 last = c;
                 continue;
             }
@@ -228,16 +228,6 @@ fn find(b: &[u8], from: usize, pat: &[u8]) -> Option<usize> {
     (from..b.len().saturating_sub(pat.len() - 1)).find(|&j| &b[j..j + pat.len()] == pat)
 }
 
-/// Past the string or character literal starting at `i` (raw strings read as plain ones).
-fn literal_end(b: &[u8], i: usize) -> usize {
-    let quote = b[i];
-    let mut j = i + 1;
-    while j < b.len() && b[j] != quote && b[j] != b'\n' {
-        j += if b[j] == b'\\' { 2 } else { 1 };
-    }
-    (j + 1).min(b.len())
-}
-
 /// Whether only blanks come before `i` on its line.
 pub(super) fn line_start(b: &[u8], i: usize) -> bool {
     b[..i]
@@ -283,6 +273,20 @@ mod tests {
         parser.set_language(&crate::lang::language()).unwrap();
         assert!(
             !parser.parse(&got, None).unwrap().root_node().has_error(),
+            "{got}"
+        );
+    }
+
+    /// A digit separator in a leading argument opens no character literal, which would have
+    /// run to the line's end and hidden the statements after it.
+    #[test]
+    fn digit_separators_in_leading_arguments() {
+        let src = "void f() {\n  SWITCH(n > 1'000, F, auto k = g<F, 2>; k<<<1, 2>>>(x););\n}\n";
+        let got = read(src).expect("read");
+        let words: Vec<&str> = got.split_whitespace().collect();
+        assert_eq!(
+            words.join(" "),
+            "void f() { { auto k = g<F, 2>; k<<<1, 2>>>(x);}; }",
             "{got}"
         );
     }
