@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 use tree_sitter::Node;
 
-/// The mode, the helpers the kernel reaches (indices) and its hazard, if any.
 /// The mode, the helpers the kernel reaches, its hazard (a thread-dependent return that
 /// reaches a barrier) and its predicated loops (`predicable_loop`).
 pub type Decision<'t> = (
@@ -316,7 +315,7 @@ pub fn decide<'t>(
     // waiting for it; in a task it stays, and meets the task's own barriers (or the loop's) out
     // of step with the others. Where no barrier can follow the loop, a thread that leaves it
     // early may as well wait inside until the last one leaves, skipping the work of the rounds
-    // it no longer has but passing their barriers (`predicate::plan_loop`): the predicated
+    // it no longer has but passing their barriers (`predicate::plan_loops`): the predicated
     // loop. Elsewhere the original relies on the exited threads (a barrier after the loop
     // meets the in-loop barriers of the others), and no rewrite keeps that: refused.
     let mut loops: Vec<Node<'t>> = Vec::new();
@@ -487,10 +486,11 @@ pub fn decide<'t>(
 }
 
 /// Whether loop `l` of kernel body `body`, whose rounds differ between threads and which holds
-/// a barrier, can be predicated (`predicate::plan_loop`): a `for` or `while` loop with a
+/// a barrier, can be predicated (`predicate::plan_loops`): a `for` or `while` loop with a
 /// condition and a braced body, in no other loop, with no `return` inside (but a lambda's)
-/// and no `break` or `continue` of its own (a thread's rounds end only at the condition), and no barrier after
-/// it in the body (`barriers`: the body's, and its calls of synchronizing helpers).
+/// and no `break` or `continue` of its own (a thread's rounds end only at the condition), and
+/// no barrier after it in the body (`barriers`: the body's, and its calls of synchronizing
+/// helpers).
 fn predicable_loop(l: Node, body: Node, barriers: &[BarrierSite]) -> bool {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
