@@ -224,6 +224,7 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     qualifiers.extend(undefs);
     qualifiers.extend(typename_casts(src));
     qualifiers.extend(unnamed_enum_bases(src));
+    let function_defaults = function_type_defaults(src);
     let grid_constants = grid_constant_macros(&defs, included_macros);
     qualifiers.extend(macro_uses(src, &grid_constants));
     qualifiers.extend(macro_uses(src, &constexpr_macros(&defs, included_macros)));
@@ -253,6 +254,13 @@ fn masked_view(src: &str, included_macros: &[(String, String)]) -> (Option<Strin
     let mut type_arguments = keyword_type_arguments(src);
     type_arguments.extend(keyword_functional_casts(src));
     type_arguments.extend(type_macro_uses(src, &defs));
+    // A blanked function type's keywords (`void(int, int)`) stay blank.
+    type_arguments.retain(|r| {
+        !function_defaults
+            .iter()
+            .any(|d| d.start < r.end && r.start < d.end)
+    });
+    qualifiers.extend(function_defaults);
     let instantiations = instantiation_macro_uses(src, &defs, included_macros);
     // A use that becomes an empty declaration needs no `;` after it.
     separators.retain(|&at| {
@@ -2106,6 +2114,98 @@ fn in_kernel_head(src: &str, from: usize, to: usize, global_words: &[&str]) -> b
         })
 }
 
+/// A function type as a template type parameter's default (`typename Lambda = auto(T, T,
+/// T)->void`, a linear-algebra library's row-operation kernel; `typename F = void(int)`): the
+/// grammar reads no abstract function type there, and the kernel was a syntax error (CP001).
+/// The masked view blanks the parameter list and the trailing return type, so the default
+/// reads as its first word (`auto`, `void`); the output keeps them as written. Only after
+/// `typename NAME =` or `class NAME =` at the top level of a `template <...>` list, and not
+/// after `decltype`, `sizeof` or the like. The ranges blanked.
+fn function_type_defaults(src: &str) -> Vec<std::ops::Range<usize>> {
+    if !src.contains("template") || !src.contains('(') {
+        return Vec::new();
+    }
+    let b = src.as_bytes();
+    let word = |x: u8| x == b'_' || x.is_ascii_alphanumeric();
+    let skip_blanks = |mut i: usize| {
+        while b.get(i).is_some_and(|x| x.is_ascii_whitespace()) {
+            i += 1;
+        }
+        i
+    };
+    let mut out = Vec::new();
+    for (t, _) in src.match_indices("template") {
+        if t > 0 && word(b[t - 1]) || b.get(t + 8).is_some_and(|&x| word(x)) {
+            continue;
+        }
+        let open = skip_blanks(t + 8);
+        if b.get(open) != Some(&b'<') {
+            continue;
+        }
+        // The list's parameters, split at its top-level commas; each `typename N = ...` one.
+        let (mut depth, mut i, mut start) = (0i32, open + 1, open + 1);
+        while i < b.len() {
+            match b[i] {
+                b'<' | b'(' | b'[' | b'{' => depth += 1,
+                b')' | b']' | b'}' => depth -= 1,
+                b'>' if b[i - 1] == b'-' => {} // a trailing return type's `->`
+                b'>' if depth > 0 => depth -= 1,
+                b';' => break,
+                b'>' | b',' if depth == 0 => {
+                    if let Some(r) = function_type_default(src, start..i) {
+                        out.push(r);
+                    }
+                    if b[i] == b'>' {
+                        break;
+                    }
+                    start = i + 1;
+                }
+                _ => {}
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// In one template parameter's text (`param`), the parameter list and trailing return type of
+/// a function type that is its default, if it is a type parameter's (`function_type_defaults`).
+fn function_type_default(
+    src: &str,
+    param: std::ops::Range<usize>,
+) -> Option<std::ops::Range<usize>> {
+    let text = &src[param.clone()];
+    let eq = text.find('=')?;
+    let head: Vec<&str> = text[..eq].split_whitespace().collect();
+    if !matches!(head.as_slice(), ["typename" | "class", _]) {
+        return None;
+    }
+    let value = &text[eq + 1..];
+    let lead = value.len() - value.trim_start().len();
+    let value = value.trim_start();
+    let first_end = value
+        .find(|c: char| !(c == '_' || c == ':' || c.is_ascii_alphanumeric()))
+        .unwrap_or(value.len());
+    let first = &value[..first_end];
+    if first.is_empty()
+        || matches!(
+            first,
+            "decltype" | "sizeof" | "alignof" | "typeof" | "__typeof__" | "__decltype"
+        )
+    {
+        return None;
+    }
+    let rest = &value[first_end..];
+    let paren = rest.len() - rest.trim_start().len();
+    if !rest[paren..].starts_with('(') {
+        return None;
+    }
+    // The blanked part runs from the `(` to the parameter's end (its trailing blanks kept).
+    let start = param.start + eq + 1 + lead + first_end + paren;
+    let end = param.start + text.trim_end().len();
+    (start < end).then_some(start..end)
+}
+
 /// Empty braces after `=` that a `,` or `)` follows: a parameter's default value written as a
 /// value-initialized object (`__global__ void k(float* x, Params p = {})`, `Span<float> w =
 /// {}` in a host function's list). The grammar reads only expressions there: such a kernel
@@ -3233,6 +3333,22 @@ mod tests {
         assert_eq!(error_ranges(tree.root_node()).len(), 0);
         let tree = parse_with(&checked, &included[1..]).tree;
         assert!(!error_ranges(tree.root_node()).is_empty());
+    }
+
+    #[test]
+    fn function_type_defaults_read_as_their_first_word() {
+        let src = "template <typename T, int N = f(2), typename L = auto(T, T)->void, class F = void(int, int), typename D = decltype(g(1))>\n\
+                   __global__ void k(T* p, L op);\n";
+        let found: Vec<&str> = function_type_defaults(src)
+            .into_iter()
+            .map(|r| &src[r])
+            .collect();
+        assert_eq!(found, ["(T, T)->void", "(int, int)"]);
+        let view = masked(src).expect("masked");
+        assert!(
+            view.starts_with("template <typename T, int N = f(2), typename L = auto            , class F = void          , typename D"),
+            "{view}"
+        );
     }
 
     #[test]
