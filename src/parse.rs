@@ -569,17 +569,22 @@ pub(crate) fn execution_space_macros(
     }
     // Names whose every definition reads as space words once the macros found so far are
     // expanded, until no more are found (each round finds one more level of nesting).
+    // Macros of qualifiers alone (`#define FORCEINLINE __forceinline__`) are no space macros,
+    // but a space macro may be made of one (RAFT's `RAFT_DEVICE_INLINE_FUNCTION`, `_RAFT_DEVICE
+    // _RAFT_FORCEINLINE`): they expand inside others.
     let mut out = SpaceMacros::new();
+    let mut qualifier_macros = SpaceMacros::new();
     loop {
         let mut found = false;
         for (&name, bodies) in &definitions {
-            if out.contains_key(name) {
+            if out.contains_key(name) || qualifier_macros.contains_key(name) {
                 continue;
             }
             let mut words: Vec<String> = Vec::new();
             let mut all_space = true;
             for w in bodies.iter().flatten() {
-                let expanded: &[String] = match out.get(w.as_str()) {
+                let inner = out.get(w.as_str()).or(qualifier_macros.get(w.as_str()));
+                let expanded: &[String] = match inner {
                     Some(inner) => inner,
                     None if is_space_word(w) => std::slice::from_ref(w),
                     None => {
@@ -596,6 +601,9 @@ pub(crate) fn execution_space_macros(
             let a_space = words.iter().any(|w| SPACES.contains(&w.as_str()));
             if all_space && a_space {
                 out.insert(name.to_string(), words);
+                found = true;
+            } else if all_space {
+                qualifier_macros.insert(name.to_string(), words);
                 found = true;
             }
         }
@@ -3397,26 +3405,32 @@ mod tests {
                    #define SHARED __shared__\n\
                    #define OUTER INNER_INL static\n#define INNER_INL HD __forceinline__\n\
                    #define TYPED HD float\n#define INL_ONLY INL inline\n\
-                   #define CONST_FN static constexpr __host__ __device__ __forceinline__\n";
+                   #define CONST_FN static constexpr __host__ __device__ __forceinline__\n\
+                   #define DEV_INL _DEV _FORCE\n#define _DEV __device__\n\
+                   #ifdef __CUDACC__\n#define _FORCE __forceinline__\n#else\n#define _FORCE inline\n#endif\n";
         let included = vec![("KERNEL_SPACE".to_string(), " __global__".to_string())];
         let m = execution_space_macros(&defines(src), &included);
         let names: Vec<&str> = m.keys().map(String::as_str).collect();
         // BOTH is also defined as a type; ALIGN and INL name no space; F takes arguments.
         // SHARED stays: the analysis must see `__shared__`. Macros of such macros count, in
-        // any order of definition; TYPED holds a type, INL_ONLY no space.
+        // any order of definition, and so do macros of qualifiers alone inside them (DEV_INL's
+        // _FORCE); TYPED holds a type, INL_ONLY no space.
         assert_eq!(
             names,
             [
                 "CONST_FN",
+                "DEV_INL",
                 "DI",
                 "GLOBAL",
                 "HD",
                 "INNER_INL",
                 "KERNEL_SPACE",
                 "MANAGED",
-                "OUTER"
+                "OUTER",
+                "_DEV"
             ]
         );
+        assert_eq!(m["DEV_INL"], ["__device__", "__forceinline__", "inline"]);
         assert_eq!(m["HD"], ["__host__", "__device__"]);
         assert_eq!(m["DI"], ["static", "__device__", "inline"]);
         assert_eq!(
