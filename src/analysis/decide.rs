@@ -494,16 +494,7 @@ pub fn decide<'t>(
 fn predicable_loop(l: Node, body: Node, barriers: &[BarrierSite]) -> bool {
     let k = crate::lang::kinds();
     let f = crate::lang::fields();
-    let condition = if l.kind_id() == k.for_statement {
-        l.child_by_field_id(f.condition)
-    } else if l.kind_id() == k.while_statement {
-        // `while (T x = ...)` declares: its value is not an expression to extend.
-        l.child_by_field_id(f.condition)
-            .filter(|c| c.kind_id() == k.condition_clause && c.named_child_count() == 1)
-            .and_then(|c| c.child_by_field_id(f.value))
-    } else {
-        None
-    };
+    let condition = super::flow::loop_condition(l);
     let Some(loop_body) = l.child_by_field_id(f.body) else {
         return false;
     };

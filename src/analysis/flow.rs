@@ -78,6 +78,22 @@ pub fn descendants(n: Node) -> Vec<Node> {
     out
 }
 
+/// A `for` loop's condition, or a `while` loop's expression; None for other loops, a `for`
+/// without one, and a `while` whose condition declares (`while (T x = f())`).
+pub fn loop_condition(l: Node) -> Option<Node> {
+    let k = kinds();
+    let c = l.child_by_field_id(crate::lang::fields().condition)?;
+    if l.kind_id() == k.for_statement {
+        Some(c)
+    } else if l.kind_id() == k.while_statement {
+        (c.kind_id() == k.condition_clause && c.named_child_count() == 1)
+            .then(|| c.child_by_field_id(crate::lang::fields().value))
+            .flatten()
+    } else {
+        None
+    }
+}
+
 /// Named children that are statements (comments included; the caller skips them).
 pub fn children<'t>(n: Node<'t>) -> Vec<Node<'t>> {
     let mut c = n.walk();

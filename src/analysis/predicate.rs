@@ -248,9 +248,12 @@ pub fn plan_loops<'t>(
         helpers,
         ..
     } = *scope;
+    let effects = Effects::new(&facts.nodes, src, params);
     let mut out = Predication::default();
     for &l in loops {
-        let (Some(body), Some(condition)) = (l.child_by_field_id(f.body), loop_condition(l)) else {
+        let (Some(body), Some(condition)) =
+            (l.child_by_field_id(f.body), super::flow::loop_condition(l))
+        else {
             continue; // `decide::predicable_loop` lets none such through
         };
         let barrier = first_barrier(facts, helpers, body);
@@ -260,7 +263,6 @@ pub fn plan_loops<'t>(
             barrier.map_or(body.byte_range(), |b| b.byte_range()),
         );
         walked(scope, hazard, Body::Loop { body, head }, &mut out)?;
-        let effects = Effects::new(&facts.nodes, src, params);
         let guarded_update = l.child_by_field_id(f.update).filter(|u| {
             !(effects.local_effects_only(*u) && writes_declared_within(*u, l, site.body, src))
         });
@@ -290,17 +292,6 @@ pub fn plan_loops<'t>(
         });
     }
     Ok(out)
-}
-
-/// A `for` loop's condition, or a `while` loop's expression.
-fn loop_condition(l: Node) -> Option<Node> {
-    let k = kinds();
-    let c = l.child_by_field_id(fields().condition)?;
-    if c.kind_id() == k.condition_clause {
-        c.child_by_field_id(fields().value)
-    } else {
-        Some(c)
-    }
 }
 
 /// The first barrier in `body` (a barrier of the facts, or a call of a synchronizing helper).
